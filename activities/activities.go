@@ -1,0 +1,208 @@
+// Package activities is the only bridge from the workflows to the node's
+// parts. Every activity runs on the node's own task queue, receives the plan
+// in its input (never reads it from disk), and returns metadata only: file
+// contents stay on the node.
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"adoption/config"
+	"adoption/containers"
+	"adoption/custody"
+	"adoption/failpoint"
+	"adoption/firewall"
+	"adoption/nodestate"
+	"adoption/sockets"
+)
+
+// The node's parts, as the activities need them. Each is small so a unit
+// test can replace it; the worker passes the real ones.
+type (
+	Firewall interface {
+		Inspect(ctx context.Context) (firewall.Report, error)
+	}
+	Containers interface {
+		Report(ctx context.Context) containers.Report
+	}
+	Sockets interface {
+		Listeners() ([]sockets.Listener, error)
+		FindProcesses(names []string) []sockets.Process
+	}
+	Custody interface {
+		Inspect(path string) custody.FileState
+		Take(path string) (custody.Record, error)
+	}
+	Markers interface {
+		MarkAdopted(nodestate.Marker) error
+		Adopted() (nodestate.Marker, bool, error)
+	}
+)
+
+// Activities holds one node's parts.
+type Activities struct {
+	Node       string // node.name of the worker's own config
+	Firewall   Firewall
+	Engine     Containers
+	Sockets    Sockets
+	Files      Custody
+	State      Markers
+	Failpoints failpoint.Set
+}
+
+// Error types: the workflow tells by type what is the operator's to fix.
+const (
+	ErrWrongNode         = "WrongNode"
+	ErrControlRunning    = "ControlDaemonRunning"
+	ErrUnsupportedFW     = "UnsupportedFirewall"
+	ErrBadPath           = "BadPath"
+	ErrNotImplementedYet = "NotImplementedYet"
+)
+
+// ProbeInput and the other inputs carry the node's plan.
+type ProbeInput struct {
+	Plan config.Plan `json:"plan"`
+}
+
+// ProbeReport is the read-only picture of the node.
+type ProbeReport struct {
+	Node         string              `json:"node"`
+	At           time.Time           `json:"at"`
+	Firewall     firewall.Report     `json:"firewall"`
+	Sockets      []sockets.Listener  `json:"sockets"`
+	SocketsError string              `json:"sockets_error,omitempty"`
+	Containers   containers.Report   `json:"containers"`
+	Files        []custody.FileState `json:"files"`
+	Control      []sockets.Process   `json:"control"`
+	Adopted      bool                `json:"adopted"`
+}
+
+// Probe looks at the node and changes nothing.
+func (a *Activities) Probe(ctx context.Context, in ProbeInput) (*ProbeReport, error) {
+	if err := a.checkNode(in.Plan.Node); err != nil {
+		return nil, err
+	}
+	heartbeat(ctx, "firewall")
+	a.Failpoints.Hit("probe")
+	r := &ProbeReport{Node: in.Plan.Node, At: time.Now().UTC()}
+	fw, err := a.Firewall.Inspect(ctx)
+	if err != nil {
+		fw.Error = err.Error()
+	}
+	r.Firewall = fw
+	heartbeat(ctx, "containers")
+	r.Containers = a.Engine.Report(ctx)
+	heartbeat(ctx, "sockets")
+	if ls, err := a.Sockets.Listeners(); err != nil {
+		r.SocketsError = err.Error()
+	} else {
+		r.Sockets = attributePublished(ls, r.Containers)
+	}
+	heartbeat(ctx, "files")
+	for _, p := range in.Plan.DeclaredPaths() {
+		r.Files = append(r.Files, a.Files.Inspect(p))
+	}
+	r.Control = a.Sockets.FindProcesses(in.Plan.Control)
+	_, r.Adopted, _ = a.State.Adopted()
+	return r, nil
+}
+
+// attributePublished names the container behind a port it publishes: the
+// socket itself is held by Docker's proxy or by nothing (pure DNAT).
+func attributePublished(ls []sockets.Listener, cr containers.Report) []sockets.Listener {
+	for _, c := range cr.Containers {
+		if c.State != "running" {
+			continue
+		}
+		for _, p := range c.Ports {
+			found := false
+			for i := range ls {
+				if ls[i].Port == p.HostPort && ls[i].Proto == p.Proto {
+					ls[i].Container, found = c.Name, true
+				}
+			}
+			if !found {
+				ls = append(ls, sockets.Listener{Proto: p.Proto, Addr: p.HostIP, Port: p.HostPort, Container: c.Name})
+			}
+		}
+	}
+	return ls
+}
+
+// AdoptInput carries the plan and the workflow that adopts the node.
+type AdoptInput struct {
+	Plan       config.Plan `json:"plan"`
+	WorkflowID string      `json:"workflow_id"`
+}
+
+// AdoptResult records what was taken into custody: metadata only.
+type AdoptResult struct {
+	Custody  []custody.Record `json:"custody"`
+	Firewall string           `json:"firewall_kind"`
+}
+
+// Adopt takes custody of every declared file and marks the node adopted. The
+// found firewall is left exactly as it is. It refuses while a predecessor
+// control daemon runs: that daemon would rewrite the files in custody.
+func (a *Activities) Adopt(ctx context.Context, in AdoptInput) (*AdoptResult, error) {
+	if err := a.checkNode(in.Plan.Node); err != nil {
+		return nil, err
+	}
+	if running := a.Sockets.FindProcesses(in.Plan.Control); len(running) > 0 {
+		p := running[0]
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"predecessor control daemon %s (pid %d) is running on node %s (%d such process(es)); stop the predecessor's control daemons first, then run: adopt retry %s",
+			p.Exe, p.PID, in.Plan.Node, len(running), in.Plan.Node), ErrControlRunning, nil, running)
+	}
+	fw, err := a.Firewall.Inspect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("inspect the found firewall: %w", err)
+	}
+	if fw.Unsupported != "" {
+		return nil, temporal.NewNonRetryableApplicationError(fw.Unsupported, ErrUnsupportedFW, nil)
+	}
+	res := &AdoptResult{Firewall: fw.Kind}
+	for _, p := range in.Plan.DeclaredPaths() {
+		heartbeat(ctx, "custody "+p)
+		rec, err := a.Files.Take(p)
+		if err != nil {
+			return nil, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("cannot take custody of %s: %v; fix the path in the plan or on the node, then run: adopt retry %s", p, err, in.Plan.Node),
+				ErrBadPath, err)
+		}
+		res.Custody = append(res.Custody, rec)
+		a.Failpoints.Hit("adopt-custody")
+	}
+	if err := a.State.MarkAdopted(nodestate.Marker{Node: in.Plan.Node, AdoptedAt: time.Now().UTC(), Workflow: in.WorkflowID}); err != nil {
+		return nil, fmt.Errorf("write the adopted marker: %w", err)
+	}
+	a.Failpoints.Hit("adopt-marked")
+	return res, nil
+}
+
+func (a *Activities) checkNode(node string) error {
+	if node != a.Node {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("this worker manages node %q but was asked to act for node %q; check node.name on both sides", a.Node, node),
+			ErrWrongNode, nil)
+	}
+	return nil
+}
+
+func heartbeat(ctx context.Context, step string) {
+	if activity.IsActivity(ctx) {
+		activity.RecordHeartbeat(ctx, step)
+	}
+}
+
+// IsNotImplemented tells whether err is a not-yet-built activity.
+func IsNotImplemented(err error) bool {
+	var ae *temporal.ApplicationError
+	return errors.As(err, &ae) && ae.Type() == ErrNotImplementedYet
+}

@@ -1,0 +1,258 @@
+// Package config is the only place that knows viper. Everything else receives
+// a typed, validated Config (or the Plan derived from it).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/viper"
+)
+
+// Config is the whole configuration: how to reach Temporal, where the node's
+// parts are, and the plan for the node (its modules, files and flip).
+type Config struct {
+	Temporal    Temporal          `mapstructure:"temporal" json:"temporal"`
+	Node        Node              `mapstructure:"node" json:"node"`
+	Predecessor Predecessor       `mapstructure:"predecessor" json:"predecessor"`
+	Foundation  Foundation        `mapstructure:"foundation" json:"foundation"`
+	Modules     []Module          `mapstructure:"modules" json:"modules"`
+	NodeFiles   []File            `mapstructure:"node_files" json:"node_files"`
+	Flip        Flip              `mapstructure:"flip" json:"flip"`
+	Firewall    FirewallSettings  `mapstructure:"firewall" json:"firewall"`
+	Cutover     CutoverSettings   `mapstructure:"cutover" json:"cutover"`
+	Drift       DriftSettings     `mapstructure:"drift" json:"drift"`
+	Labels      map[string]string `mapstructure:"labels" json:"labels,omitempty"`
+}
+
+type Temporal struct {
+	Address   string `mapstructure:"address" json:"address"`
+	Namespace string `mapstructure:"namespace" json:"namespace"`
+	TLS       TLS    `mapstructure:"tls" json:"tls"`
+}
+
+type TLS struct {
+	Cert       string `mapstructure:"cert" json:"cert,omitempty"`
+	Key        string `mapstructure:"key" json:"key,omitempty"`
+	CA         string `mapstructure:"ca" json:"ca,omitempty"`
+	ServerName string `mapstructure:"server_name" json:"server_name,omitempty"`
+}
+
+// Enabled reports whether any TLS setting was given.
+func (t TLS) Enabled() bool { return t.Cert != "" || t.Key != "" || t.CA != "" }
+
+type Node struct {
+	Name            string   `mapstructure:"name" json:"name"`
+	Role            string   `mapstructure:"role" json:"role"`
+	Netns           string   `mapstructure:"netns" json:"netns,omitempty"`
+	Root            string   `mapstructure:"root" json:"root"`
+	StateDir        string   `mapstructure:"state_dir" json:"state_dir"`
+	ManagementPorts []string `mapstructure:"management_ports" json:"management_ports"`
+}
+
+type Predecessor struct {
+	// Control lists the executable names of the predecessor's control
+	// daemons: adoption refuses while one of them runs.
+	Control []string `mapstructure:"control" json:"control"`
+}
+
+type Foundation struct {
+	Ports      map[string]string `mapstructure:"ports" json:"ports"`
+	Containers []Container       `mapstructure:"containers" json:"containers,omitempty"`
+}
+
+type Module struct {
+	Name      string     `mapstructure:"name" json:"name"`
+	Ports     []string   `mapstructure:"ports" json:"ports"`
+	Container *Container `mapstructure:"container" json:"container,omitempty"`
+	Files     []File     `mapstructure:"files" json:"files,omitempty"`
+	Health    *Health    `mapstructure:"health" json:"health,omitempty"`
+}
+
+type Container struct {
+	Name  string            `mapstructure:"name" json:"name"`
+	Image string            `mapstructure:"image" json:"image"`
+	Cmd   []string          `mapstructure:"cmd" json:"cmd,omitempty"`
+	Ports map[string]string `mapstructure:"ports" json:"ports,omitempty"` // host PORT/PROTO -> container PORT/PROTO
+}
+
+// File is a file the mesh declares under node.root. Its content is the mesh's
+// version, written when its owner converges; until then the found file is kept.
+type File struct {
+	Path    string `mapstructure:"path" json:"path"`
+	Content string `mapstructure:"content" json:"-"` // never serialised: it may hold secrets
+	Mode    string `mapstructure:"mode" json:"mode,omitempty"`
+}
+
+type Health struct {
+	TCP     string        `mapstructure:"tcp" json:"tcp,omitempty"`
+	HTTP    string        `mapstructure:"http" json:"http,omitempty"`
+	Timeout time.Duration `mapstructure:"timeout" json:"timeout,omitempty"`
+}
+
+type Flip struct {
+	Drop           []string      `mapstructure:"drop" json:"drop"`
+	ConfirmTimeout time.Duration `mapstructure:"confirm_timeout" json:"confirm_timeout"`
+}
+
+type FirewallSettings struct {
+	ReconcileInterval time.Duration `mapstructure:"reconcile_interval" json:"reconcile_interval"`
+}
+
+type CutoverSettings struct {
+	StopTimeout time.Duration `mapstructure:"stop_timeout" json:"stop_timeout"`
+}
+
+type DriftSettings struct {
+	Interval time.Duration `mapstructure:"interval" json:"interval"`
+}
+
+// EnvPrefix prefixes every environment override: ADOPT_NODE_NAME overrides
+// node.name.
+const EnvPrefix = "ADOPT"
+
+// defaults are also the list of scalar keys an environment variable can
+// override: viper only applies AutomaticEnv to keys it knows of.
+var defaults = map[string]any{
+	"temporal.address":            "127.0.0.1:7233",
+	"temporal.namespace":          "default",
+	"temporal.tls.cert":           "",
+	"temporal.tls.key":            "",
+	"temporal.tls.ca":             "",
+	"temporal.tls.server_name":    "",
+	"node.name":                   "",
+	"node.role":                   "member",
+	"node.netns":                  "",
+	"node.root":                   "/",
+	"node.state_dir":              "/var/lib/adoption",
+	"node.management_ports":       []string{"22/tcp"},
+	"predecessor.control":         []string{},
+	"flip.drop":                   []string{},
+	"flip.confirm_timeout":        "2m",
+	"firewall.reconcile_interval": "1m",
+	"cutover.stop_timeout":        "10s",
+	"drift.interval":              "5m",
+}
+
+// Load reads the configuration from path (YAML), or from $ADOPT_CONFIG when
+// path is empty, or only defaults and environment when both are empty; then
+// applies ADOPT_* overrides and validates. Every problem is reported at once.
+func Load(path string) (*Config, error) { return LoadWith(path, nil) }
+
+// LoadWith is Load with extra defaults, which the file and the environment
+// still override (the CLI uses it to talk to Temporal without a node).
+func LoadWith(path string, extra map[string]string) (*Config, error) {
+	if path == "" {
+		path = os.Getenv("ADOPT_CONFIG")
+	}
+	v := viper.New()
+	for k, d := range defaults {
+		v.SetDefault(k, d)
+	}
+	for k, d := range extra {
+		v.SetDefault(k, d)
+	}
+	v.SetEnvPrefix(EnvPrefix)
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_", "-", "_"))
+	v.AutomaticEnv()
+	if path != "" {
+		v.SetConfigFile(path)
+		v.SetConfigType("yaml")
+		if err := v.ReadInConfig(); err != nil {
+			return nil, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+	var c Config
+	var problems []string
+	err := v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
+		dc.ErrorUnused = true
+		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+		)
+	})
+	badKeys := map[string]bool{}
+	if err != nil {
+		for _, p := range decodeProblems(err, func(key string) string { return fmt.Sprint(v.Get(key)) }) {
+			problems = append(problems, p)
+			key, _, _ := strings.Cut(p, ":")
+			badKeys[key] = true
+		}
+	}
+	if verr := c.Validate(); verr != nil {
+		var ve *ValidationError
+		if errors.As(verr, &ve) {
+			for _, p := range ve.Problems {
+				// A key that did not decode is already reported; its zero
+				// value would only add a second, misleading complaint.
+				if key, _, _ := strings.Cut(p, ":"); !badKeys[key] {
+					problems = append(problems, p)
+				}
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, &ValidationError{Source: path, Problems: problems}
+	}
+	return &c, nil
+}
+
+var (
+	invalidKeys = regexp.MustCompile(`'([^']*)' has invalid keys: (.*)`)
+	badValue    = regexp.MustCompile(`^'([^']+)' (.*)$`)
+)
+
+// yamlKey turns mapstructure's field path into the key as the YAML spells
+// it: the root struct's name is not part of it.
+func yamlKey(k string) string { return strings.TrimPrefix(strings.TrimPrefix(k, "config.Config"), ".") }
+
+// decodeProblems turns mapstructure's error into one line per problem, naming
+// keys the way the YAML spells them.
+func decodeProblems(err error, value func(key string) string) []string {
+	var out []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "*"))
+		if line == "" || strings.HasPrefix(line, "decoding failed") {
+			continue
+		}
+		if m := invalidKeys.FindStringSubmatch(line); m != nil {
+			for _, k := range strings.Split(m[2], ", ") {
+				key := k
+				if prefix := yamlKey(m[1]); prefix != "" {
+					key = prefix + "." + k
+				}
+				out = append(out, fmt.Sprintf("%s: unknown key; remove it or check its spelling against config/example.yaml", key))
+			}
+			continue
+		}
+		if m := badValue.FindStringSubmatch(line); m != nil {
+			key := yamlKey(m[1])
+			out = append(out, fmt.Sprintf("%s: %q is invalid: wrong type or form (%s); see config/example.yaml for its form", key, value(key), m[2]))
+			continue
+		}
+		out = append(out, line)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ValidationError lists every problem found in a configuration.
+type ValidationError struct {
+	Source   string
+	Problems []string
+}
+
+func (e *ValidationError) Error() string {
+	src := e.Source
+	if src == "" {
+		src = "configuration"
+	}
+	return fmt.Sprintf("%s has %d problem(s); nothing was changed on the node:\n  - %s",
+		src, len(e.Problems), strings.Join(e.Problems, "\n  - "))
+}

@@ -1,0 +1,104 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+	"time"
+)
+
+// Plan is the node's slice of the configuration as the workflow records it.
+// It travels through Temporal's history, which is stored in plain text, so it
+// carries no file content: a declared file is named by its path and the
+// sha256 of the mesh's content.
+type Plan struct {
+	Node              string        `json:"node"`
+	Role              string        `json:"role"`
+	ManagementPorts   []Port        `json:"management_ports"`
+	Foundation        []NamedPort   `json:"foundation"`
+	Modules           []ModulePlan  `json:"modules"`
+	NodeFiles         []FilePlan    `json:"node_files"`
+	Control           []string      `json:"control"`
+	Drop              []Port        `json:"drop"`
+	ConfirmTimeout    time.Duration `json:"confirm_timeout"`
+	ReconcileInterval time.Duration `json:"reconcile_interval"`
+	DriftInterval     time.Duration `json:"drift_interval"`
+}
+
+type NamedPort struct {
+	Name string `json:"name"`
+	Port Port   `json:"port"`
+}
+
+type ModulePlan struct {
+	Name      string     `json:"name"`
+	Ports     []Port     `json:"ports"`
+	Container *Container `json:"container,omitempty"`
+	Files     []FilePlan `json:"files,omitempty"`
+	Health    *Health    `json:"health,omitempty"`
+}
+
+type FilePlan struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"` // of the mesh's content; the content stays on the operator's side
+	Mode   string `json:"mode,omitempty"`
+}
+
+// Plan derives the node's plan. Call it only on a validated Config.
+func (c *Config) Plan() Plan {
+	p := Plan{
+		Node:              c.Node.Name,
+		Role:              c.Node.Role,
+		ManagementPorts:   MustPorts(c.Node.ManagementPorts),
+		Control:           append([]string(nil), c.Predecessor.Control...),
+		Drop:              MustPorts(c.Flip.Drop),
+		ConfirmTimeout:    c.Flip.ConfirmTimeout,
+		ReconcileInterval: c.Firewall.ReconcileInterval,
+		DriftInterval:     c.Drift.Interval,
+		NodeFiles:         filePlans(c.NodeFiles),
+	}
+	for _, name := range sortedKeys(c.Foundation.Ports) {
+		p.Foundation = append(p.Foundation, NamedPort{Name: name, Port: MustPorts([]string{c.Foundation.Ports[name]})[0]})
+	}
+	for _, m := range c.Modules {
+		p.Modules = append(p.Modules, ModulePlan{
+			Name: m.Name, Ports: MustPorts(m.Ports), Container: m.Container,
+			Files: filePlans(m.Files), Health: m.Health,
+		})
+	}
+	return p
+}
+
+// DeclaredPaths lists every path the plan declares, sorted, each once.
+func (p Plan) DeclaredPaths() []string {
+	seen := map[string]bool{}
+	for _, f := range p.NodeFiles {
+		seen[f.Path] = true
+	}
+	for _, m := range p.Modules {
+		for _, f := range m.Files {
+			seen[f.Path] = true
+		}
+	}
+	return sortedKeys(seen)
+}
+
+// Module returns the named module's plan.
+func (p Plan) Module(name string) (ModulePlan, bool) {
+	for _, m := range p.Modules {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return ModulePlan{}, false
+}
+
+func filePlans(fs []File) []FilePlan {
+	out := make([]FilePlan, 0, len(fs))
+	for _, f := range fs {
+		sum := sha256.Sum256([]byte(f.Content))
+		out = append(out, FilePlan{Path: f.Path, SHA256: hex.EncodeToString(sum[:]), Mode: f.Mode})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}

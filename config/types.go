@@ -1,0 +1,64 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// namePattern is the one pattern every name (node, module, owner, container)
+// must match. It is strict on purpose: a name ends up in an nftables rule
+// comment (adoption:<node>:<owner>:<port>/<proto>, at most 128 bytes), in a
+// Docker container name and in file paths under state_dir, so it may carry
+// neither ':' nor '/' nor anything a shell or a path would interpret.
+var namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9_-]{0,30}[a-z0-9])?$`)
+
+// MaxNameLen keeps a mark comment well under the kernel's 128-byte user-data
+// limit: "adoption:" + node + ":" + owner + ":" + "65535/tcp".
+const MaxNameLen = 32
+
+// ValidName reports whether s can be used as a node, module, owner or
+// container name.
+func ValidName(s string) bool { return namePattern.MatchString(s) }
+
+// NameRule is the human text of namePattern, for error messages.
+const NameRule = "1-32 characters: lowercase letters, digits, '-' and '_', starting and ending with a letter or digit"
+
+// Port is a transport port with its protocol, written PORT/PROTO ("8080/tcp").
+type Port struct {
+	Num   uint16 `json:"port"`
+	Proto string `json:"proto"`
+}
+
+func (p Port) String() string { return fmt.Sprintf("%d/%s", p.Num, p.Proto) }
+
+// ParsePort parses "PORT/PROTO" where PROTO is tcp or udp and PORT is 1-65535.
+func ParsePort(s string) (Port, error) {
+	num, proto, ok := strings.Cut(strings.TrimSpace(s), "/")
+	if !ok {
+		return Port{}, fmt.Errorf("want PORT/PROTO such as 8080/tcp")
+	}
+	if proto != "tcp" && proto != "udp" {
+		return Port{}, fmt.Errorf("protocol %q is not tcp or udp", proto)
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 1 || n > 65535 {
+		return Port{}, fmt.Errorf("port %q is not a number from 1 to 65535", num)
+	}
+	return Port{Num: uint16(n), Proto: proto}, nil
+}
+
+// MustPorts parses already validated port strings; it is only called after
+// Validate succeeded, so a parse error here is a programming error.
+func MustPorts(specs []string) []Port {
+	out := make([]Port, 0, len(specs))
+	for _, s := range specs {
+		p, err := ParsePort(s)
+		if err != nil {
+			panic(fmt.Sprintf("config: unvalidated port %q: %v", s, err))
+		}
+		out = append(out, p)
+	}
+	return out
+}

@@ -1,0 +1,199 @@
+// Package firewall speaks the node's found firewall: it lists the ruleset the
+// kernel holds into a small condition model and evaluates which ports a new
+// connection from outside can reach.
+package firewall
+
+import (
+	"net/netip"
+)
+
+// Families of tables the model understands. Other families (arp, bridge,
+// netdev) are listed but never evaluated: they do not filter the IP input and
+// forward hooks.
+const (
+	FamilyIP   = "ip"
+	FamilyIP6  = "ip6"
+	FamilyInet = "inet"
+)
+
+// Hooks the evaluator runs. Other hooks are kept with their numeric name so a
+// listing still shows them.
+const (
+	HookInput   = "input"
+	HookForward = "forward"
+)
+
+// Ruleset is the whole found firewall as the kernel holds it.
+type Ruleset struct {
+	Tables []Table `json:"tables"`
+}
+
+// Table is one nftables table.
+type Table struct {
+	Family string  `json:"family"`
+	Name   string  `json:"name"`
+	Chains []Chain `json:"chains"`
+	Sets   []Set   `json:"sets,omitempty"`
+	// Unknown says why parts of the table (its sets) could not be listed.
+	Unknown []string `json:"unknown,omitempty"`
+}
+
+// Chain is one chain. A base chain has a Hook; a regular chain has none.
+type Chain struct {
+	Name     string `json:"name"`
+	Hook     string `json:"hook,omitempty"`
+	Priority int    `json:"priority,omitempty"`
+	Policy   string `json:"policy,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Rules    []Rule `json:"rules"`
+	// Unknown is set when the chain's rules could not be listed at all
+	// (google/nftables refuses the whole dump when one expression fails to
+	// decode); the evaluator then treats the chain as able to do anything.
+	Unknown string `json:"unknown,omitempty"`
+}
+
+// Set is a named or anonymous set with its elements. Keys are raw bytes as
+// the kernel holds them; what they mean depends on the expression that looks
+// them up.
+type Set struct {
+	Name      string       `json:"name"`
+	Anonymous bool         `json:"anonymous,omitempty"`
+	Interval  bool         `json:"interval,omitempty"`
+	Concat    bool         `json:"concat,omitempty"`
+	IsMap     bool         `json:"is_map,omitempty"`
+	KeyLen    int          `json:"key_len,omitempty"`
+	Elements  []SetElement `json:"elements,omitempty"`
+}
+
+// SetElement is one element; IntervalEnd marks the exclusive end of an
+// interval in an interval set. Verdict is set for verdict maps.
+type SetElement struct {
+	Key         []byte   `json:"key"`
+	IntervalEnd bool     `json:"interval_end,omitempty"`
+	Verdict     *Verdict `json:"verdict,omitempty"`
+}
+
+// Rule is one rule: a conjunction of conditions and a verdict.
+type Rule struct {
+	Handle  uint64  `json:"handle"`
+	Comment string  `json:"comment,omitempty"`
+	Conds   []Cond  `json:"conds,omitempty"`
+	Verdict Verdict `json:"verdict"`
+	// VMap, when set, replaces Verdict: the first entry whose condition
+	// holds gives the verdict; if none holds the rule does nothing. Entries
+	// come from one verdict map, whose keys are disjoint.
+	VMap []VMapEntry `json:"vmap,omitempty"`
+	// Unknown lists the parts of the rule that were not decoded, with why.
+	// Each is also present as an undecidable condition when it can affect
+	// whether the rule matches.
+	Unknown []string `json:"unknown,omitempty"`
+}
+
+// VMapEntry is one element of a verdict map.
+type VMapEntry struct {
+	Cond    Cond    `json:"cond"`
+	Verdict Verdict `json:"verdict"`
+}
+
+// VerdictKind is what a rule does with a packet that matches it.
+type VerdictKind string
+
+// Verdict kinds. Continue means the rule has no verdict (counter, log,
+// mark setting): evaluation goes on with the next rule. Unknown means a
+// terminal action whose outcome the evaluator cannot know (a queue to
+// userspace, an unknown xtables target): any outcome is possible.
+const (
+	VerdictAccept   VerdictKind = "accept"
+	VerdictDrop     VerdictKind = "drop"
+	VerdictReject   VerdictKind = "reject"
+	VerdictJump     VerdictKind = "jump"
+	VerdictGoto     VerdictKind = "goto"
+	VerdictReturn   VerdictKind = "return"
+	VerdictContinue VerdictKind = "continue"
+	VerdictUnknown  VerdictKind = "unknown"
+)
+
+// Verdict is a rule's verdict; Target names the chain of a jump or goto.
+type Verdict struct {
+	Kind   VerdictKind `json:"kind"`
+	Target string      `json:"target,omitempty"`
+}
+
+// CondKind names what a condition looks at.
+type CondKind string
+
+// Condition kinds.
+const (
+	CondNFProto  CondKind = "nfproto"  // Family: "ip" or "ip6"
+	CondL4Proto  CondKind = "l4proto"  // Protos
+	CondDport    CondKind = "dport"    // Ports
+	CondSport    CondKind = "sport"    // Ports
+	CondSaddr    CondKind = "saddr"    // Prefixes
+	CondDaddr    CondKind = "daddr"    // Prefixes
+	CondIifname  CondKind = "iifname"  // Names; a trailing '*' is a wildcard
+	CondOifname  CondKind = "oifname"  // Names
+	CondCtState  CondKind = "ctstate"  // Bits: ct state bits, matches if the packet's state bit is in Bits
+	CondAddrType CondKind = "addrtype" // Bits: 1<<RTN_* of the address named by Addr ("saddr"/"daddr")
+	CondPktType  CondKind = "pkttype"  // Bits: 1<<PACKET_* (host, broadcast, multicast, otherhost)
+	CondTCPFlags CondKind = "tcpflags" // Mask, Value: flags&Mask == Value
+	// CondNever never matches the synthetic packet (an ICMP match, a
+	// routing header match); Reason says why. Negate does not turn it
+	// into a match: the kernel's match fails before any inversion.
+	CondNever CondKind = "never"
+	// CondUndecidable is a condition the evaluator cannot decide (a rate
+	// limit, an undecoded match); Reason says what it is.
+	CondUndecidable CondKind = "undecidable"
+)
+
+// PortRange is an inclusive port range.
+type PortRange struct {
+	From uint16 `json:"from"`
+	To   uint16 `json:"to"`
+}
+
+// Cond is one condition of a rule. Only the fields its Kind names are set.
+type Cond struct {
+	Kind     CondKind       `json:"kind"`
+	Negate   bool           `json:"negate,omitempty"`
+	Family   string         `json:"family,omitempty"`
+	Protos   []int          `json:"protos,omitempty"`
+	Ports    []PortRange    `json:"ports,omitempty"`
+	Prefixes []netip.Prefix `json:"prefixes,omitempty"`
+	Names    []string       `json:"names,omitempty"`
+	Bits     uint32         `json:"bits,omitempty"`
+	Addr     string         `json:"addr,omitempty"`
+	Mask     uint8          `json:"mask,omitempty"`
+	Value    uint8          `json:"value,omitempty"`
+	Reason   string         `json:"reason,omitempty"`
+}
+
+// Opening is a (port, proto) a new connection from outside can reach.
+// PortEnd is set for a range of ports with the same outcome. From is set when
+// only sources in that prefix reach it (more specific prefixes the ruleset
+// names inside it may be treated otherwise). Uncertain means the verdict
+// depends on something the evaluator cannot decide.
+type Opening struct {
+	Port      uint16 `json:"port"`
+	PortEnd   uint16 `json:"port_end,omitempty"`
+	Proto     string `json:"proto"`
+	Direction string `json:"direction"`
+	From      string `json:"from,omitempty"`
+	Uncertain bool   `json:"uncertain,omitempty"`
+	Family    string `json:"family"`
+}
+
+// Base chain bits the evaluator uses for the synthetic packet.
+const (
+	ctStateInvalid     = 1
+	ctStateEstablished = 2
+	ctStateRelated     = 4
+	ctStateNew         = 8
+	ctStateUntracked   = 64
+
+	rtnUnicast   = 1
+	rtnLocal     = 2
+	rtnBroadcast = 3
+	rtnMulticast = 5
+
+	packetHost = 0
+)

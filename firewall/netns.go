@@ -1,0 +1,115 @@
+package firewall
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/google/nftables"
+)
+
+// Dial returns a connection to nftables in the network namespace at
+// netnsPath (for example /run/netns/NAME or /proc/PID/ns/net); an empty path
+// means the caller's own namespace. The closer releases the namespace file;
+// the connection must not be used after it.
+func Dial(netnsPath string) (*nftables.Conn, func() error, error) {
+	if netnsPath == "" {
+		c, err := nftables.New()
+		if err != nil {
+			return nil, nil, fmt.Errorf("opening nftables in the own network namespace: %w", err)
+		}
+		return c, func() error { return nil }, nil
+	}
+	f, err := os.Open(netnsPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening network namespace %s: %w", netnsPath, err)
+	}
+	// Each netlink operation dials anew with this fd, so the file stays
+	// open until the closer runs.
+	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("opening nftables in network namespace %s: %w", netnsPath, err)
+	}
+	return c, f.Close, nil
+}
+
+// Kinds of found firewall.
+const (
+	KindIptablesNft = "iptables-nft"
+	KindNftables    = "nftables"
+	KindNone        = "none"
+)
+
+var iptablesTables = map[string]bool{"filter": true, "nat": true, "mangle": true, "raw": true, "security": true}
+
+var iptablesBuiltins = map[string]bool{"INPUT": true, "FORWARD": true, "OUTPUT": true, "PREROUTING": true, "POSTROUTING": true}
+
+// isIptablesTable reports whether t is a table iptables-nft made: an ip or
+// ip6 table named like an iptables table whose base chains carry the
+// iptables built-in names.
+func isIptablesTable(t *Table) bool {
+	if (t.Family != FamilyIP && t.Family != FamilyIP6) || !iptablesTables[t.Name] {
+		return false
+	}
+	for _, c := range t.Chains {
+		if c.Hook != "" && !iptablesBuiltins[c.Name] {
+			return false
+		}
+	}
+	return true
+}
+
+// Kind says which kind of firewall the ruleset is: iptables-nft (tables that
+// iptables-nft made, as ufw writes them), nftables (a native table filters at
+// input or forward) or none. legacyTables are the names the caller read from
+// /proc/net/ip_tables_names (and ip6_tables_names) inside the namespace: any
+// means iptables-legacy holds rules nftables cannot see, and Kind refuses.
+// A firewalld table is refused too. Kind only reads; the errors say so.
+func Kind(rs *Ruleset, legacyTables []string) (string, error) {
+	if len(legacyTables) > 0 {
+		names := append([]string(nil), legacyTables...)
+		sort.Strings(names)
+		return "", fmt.Errorf("found iptables-legacy tables (%s) in /proc/net/ip_tables_names: rules loaded through the legacy "+
+			"x_tables interface are invisible to nftables, so this firewall is not supported; nothing was changed "+
+			"(convert it with iptables-legacy-save | iptables-nft-restore, or flush the legacy tables)", strings.Join(names, ", "))
+	}
+	for _, t := range rs.Tables {
+		if t.Name == "firewalld" || strings.HasPrefix(t.Name, "firewalld_") {
+			return "", fmt.Errorf("found table %s %s owned by firewalld: a firewall managed by firewalld is not supported "+
+				"(firewalld rewrites its table on every reload); nothing was changed", t.Family, t.Name)
+		}
+	}
+	ipt, ufw, native := false, false, false
+	for i := range rs.Tables {
+		t := &rs.Tables[i]
+		if !isIPFamily(t.Family) {
+			continue
+		}
+		filters := false
+		for _, c := range t.Chains {
+			if strings.HasPrefix(c.Name, "ufw-") || strings.HasPrefix(c.Name, "ufw6-") {
+				ufw = true
+			}
+			if (c.Hook == HookInput || c.Hook == HookForward) && (c.Type == "" || c.Type == "filter") {
+				filters = true
+			}
+		}
+		if !filters {
+			continue
+		}
+		if isIptablesTable(t) {
+			ipt = true
+		} else {
+			native = true
+		}
+	}
+	switch {
+	case ufw, ipt && !native:
+		return KindIptablesNft, nil
+	case native:
+		return KindNftables, nil
+	}
+	return KindNone, nil
+}

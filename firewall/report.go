@@ -1,0 +1,28 @@
+package firewall
+
+// Report is what the probe says of the found firewall.
+type Report struct {
+	// Kind is iptables-nft, nftables or none; Unsupported is set (and the node
+	// refused) for iptables-legacy or a firewalld-owned table.
+	Kind        string         `json:"kind"`
+	Unsupported string         `json:"unsupported,omitempty"`
+	Tables      []TableSummary `json:"tables"`
+	Open        []Opening      `json:"open"`
+	Error       string         `json:"error,omitempty"`
+}
+
+// TableSummary describes a table without its rules.
+type TableSummary struct {
+	Family string         `json:"family"`
+	Name   string         `json:"name"`
+	Chains []ChainSummary `json:"chains"`
+}
+
+// ChainSummary describes one chain: base chains carry hook, priority, policy.
+type ChainSummary struct {
+	Name     string `json:"name"`
+	Hook     string `json:"hook,omitempty"`
+	Priority *int   `json:"priority,omitempty"`
+	Policy   string `json:"policy,omitempty"`
+	Rules    int    `json:"rules"`
+}

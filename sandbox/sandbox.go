@@ -1,0 +1,254 @@
+// Package sandbox builds a throwaway node for the demo and the end-to-end
+// tests: a network namespace with a predecessor-style default-deny firewall
+// (iptables-nft, laid out as ufw lays it out), listeners on the ports it
+// serves, a peer namespace to send real traffic from, and a files root with
+// the files a predecessor's configuration sync writes. It never touches the
+// host's own firewall: everything lives in namespaces it creates.
+package sandbox
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"adoption/config"
+)
+
+// Spec describes a sandbox node.
+type Spec struct {
+	Name    string        // node name; the namespace is adopt-<name>, its peer adopt-<name>-peer
+	Index   int           // 1-250: picks the veth subnet 198.19.<index>.0/30 (RFC 2544 benchmark range)
+	Dir     string        // where the files root, state_dir, config and pid files live
+	Allowed []config.Port // ports the found firewall allows (and a listener serves)
+	Closed  []config.Port // ports a listener serves but the firewall does not allow
+	Files   map[string]string
+	// Sandbox binary used to serve the listeners inside the namespace.
+	Binary string
+}
+
+// Node is a sandbox that is up.
+type Node struct {
+	Spec
+	Netns     string // name, as in `ip netns`
+	Peer      string
+	Addr      string // the node's address, reachable from the peer
+	PeerAddr  string
+	Root      string
+	StateDir  string
+	ConfigDir string
+}
+
+// NetnsPath is the namespace's path for node.netns.
+func (n *Node) NetnsPath() string { return "/run/netns/" + n.Netns }
+
+// New names a sandbox's parts without creating anything.
+func New(s Spec) *Node {
+	if abs, err := filepath.Abs(s.Dir); err == nil {
+		s.Dir = abs // the config needs absolute paths
+	}
+	return &Node{
+		Spec:      s,
+		Netns:     "adopt-" + s.Name,
+		Peer:      "adopt-" + s.Name + "-peer",
+		Addr:      fmt.Sprintf("198.19.%d.1", s.Index),
+		PeerAddr:  fmt.Sprintf("198.19.%d.2", s.Index),
+		Root:      filepath.Join(s.Dir, "root"),
+		StateDir:  filepath.Join(s.Dir, "state"),
+		ConfigDir: s.Dir,
+	}
+}
+
+// Up creates the namespaces, the firewall, the listeners and the files.
+// It first removes what a previous sandbox of the same name left.
+func (n *Node) Up() error {
+	if !config.ValidName(n.Name) || n.Index < 1 || n.Index > 250 {
+		return fmt.Errorf("sandbox name %q or index %d invalid", n.Name, n.Index)
+	}
+	_ = n.Down()
+	veth, peerVeth := "vad"+n.Name, "vap"+n.Name
+	if len(veth) > 15 {
+		veth, peerVeth = veth[:15], peerVeth[:15]
+	}
+	steps := [][]string{
+		{"ip", "netns", "add", n.Netns},
+		{"ip", "netns", "add", n.Peer},
+		{"ip", "link", "add", veth, "netns", n.Netns, "type", "veth", "peer", "name", peerVeth, "netns", n.Peer},
+		{"ip", "-n", n.Netns, "addr", "add", n.Addr + "/30", "dev", veth},
+		{"ip", "-n", n.Peer, "addr", "add", n.PeerAddr + "/30", "dev", peerVeth},
+		{"ip", "-n", n.Netns, "link", "set", "lo", "up"},
+		{"ip", "-n", n.Peer, "link", "set", "lo", "up"},
+		{"ip", "-n", n.Netns, "link", "set", veth, "up"},
+		{"ip", "-n", n.Peer, "link", "set", peerVeth, "up"},
+	}
+	for _, s := range steps {
+		if err := runCmd(nil, s...); err != nil {
+			return err
+		}
+	}
+	for _, fam := range []string{"iptables-restore", "ip6tables-restore"} {
+		if err := runCmd([]byte(UFWRules(n.Allowed)), "ip", "netns", "exec", n.Netns, fam); err != nil {
+			return fmt.Errorf("load the predecessor firewall: %w", err)
+		}
+	}
+	if err := n.writeFiles(); err != nil {
+		return err
+	}
+	return n.startListeners()
+}
+
+// UFWRules is an iptables-restore input laid out as ufw lays out its
+// default-deny ruleset: base chains that drop, the ufw-* chains, and one
+// accept per allowed port in ufw-user-input.
+func UFWRules(allowed []config.Port) string {
+	var b strings.Builder
+	b.WriteString(`*filter
+:INPUT DROP [0:0]
+:FORWARD DROP [0:0]
+:OUTPUT ACCEPT [0:0]
+:ufw-before-input - [0:0]
+:ufw-user-input - [0:0]
+:ufw-after-input - [0:0]
+:ufw-reject-input - [0:0]
+:ufw-before-forward - [0:0]
+:ufw-user-forward - [0:0]
+-A INPUT -j ufw-before-input
+-A INPUT -j ufw-user-input
+-A INPUT -j ufw-after-input
+-A INPUT -j ufw-reject-input
+-A FORWARD -j ufw-before-forward
+-A FORWARD -j ufw-user-forward
+-A ufw-before-input -i lo -j ACCEPT
+-A ufw-before-input -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+-A ufw-before-input -m conntrack --ctstate INVALID -j DROP
+-A ufw-before-forward -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+`)
+	for _, p := range allowed {
+		fmt.Fprintf(&b, "-A ufw-user-input -p %s -m %s --dport %d -j ACCEPT\n", p.Proto, p.Proto, p.Num)
+	}
+	b.WriteString("COMMIT\n")
+	return b.String()
+}
+
+func (n *Node) writeFiles() error {
+	for p, content := range n.Files {
+		full := filepath.Join(n.Root, filepath.Clean("/"+p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(full, []byte(content), 0o640); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *Node) pidFile() string { return filepath.Join(n.Dir, "listeners.pid") }
+
+// startListeners runs `adopt-sandbox serve` inside the namespace, detached,
+// so the listeners outlive the command that raised the sandbox.
+func (n *Node) startListeners() error {
+	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+		return err
+	}
+	args := []string{"netns", "exec", n.Netns, n.Binary, "serve", "--name", n.Name}
+	for _, p := range append(append([]config.Port{}, n.Allowed...), n.Closed...) {
+		args = append(args, p.String())
+	}
+	logf, err := os.Create(filepath.Join(n.Dir, "listeners.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command("ip", args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start listeners: %w", err)
+	}
+	if err := os.WriteFile(n.pidFile(), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		return err
+	}
+	go cmd.Wait() //nolint:errcheck // reaped if the caller lives on
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(filepath.Join(n.Dir, "listeners.log"))
+		if bytes.Contains(b, []byte("serving")) {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(filepath.Join(n.Dir, "listeners.log"))
+	return fmt.Errorf("listeners did not start: %s", b)
+}
+
+// Down stops the listeners and deletes the namespaces. Files stay for
+// inspection; the caller removes Dir when it wants.
+func (n *Node) Down() error {
+	if b, err := os.ReadFile(n.pidFile()); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		_ = os.Remove(n.pidFile())
+	}
+	var firstErr error
+	for _, ns := range []string{n.Netns, n.Peer} {
+		if _, err := os.Stat("/run/netns/" + ns); err == nil {
+			if err := runCmd(nil, "ip", "netns", "del", ns); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	return firstErr
+}
+
+// WriteConfig writes the node's configuration for the worker and the CLI.
+func (n *Node) WriteConfig(temporalAddr string, modules string) (string, error) {
+	path := filepath.Join(n.ConfigDir, "config.yaml")
+	var mgmt []string
+	for _, p := range n.Allowed {
+		if p.Num == 22 {
+			mgmt = append(mgmt, `"22/tcp"`)
+		}
+	}
+	body := fmt.Sprintf(`# sandbox node %s, written by adopt-sandbox
+temporal:
+  address: %s
+  namespace: default
+node:
+  name: %s
+  role: %s
+  netns: %s
+  root: %s
+  state_dir: %s
+  management_ports: [%s]
+predecessor:
+  control: ["predecessor-sync"]
+%s`, n.Name, temporalAddr, n.Name, roleOf(n.Index), n.NetnsPath(), n.Root, n.StateDir, strings.Join(mgmt, ", "), modules)
+	return path, os.WriteFile(path, []byte(body), 0o600)
+}
+
+func roleOf(index int) string {
+	if index == 1 {
+		return "control"
+	}
+	return "member"
+}
+
+func runCmd(stdin []byte, args ...string) error {
+	cmd := exec.Command(args[0], args[1:]...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}

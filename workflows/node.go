@@ -1,0 +1,376 @@
+// Package workflows holds the durable state machines: one NodeMigration per
+// node. No I/O happens here; everything that touches a node is an activity
+// on that node's own task queue.
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"adoption/activities"
+)
+
+// Search attributes, registered on the server (see Makefile dev-server), so
+// the Web UI can filter nodes by phase.
+var (
+	AttrNode  = temporal.NewSearchAttributeKeyKeyword("AdoptionNode")
+	AttrPhase = temporal.NewSearchAttributeKeyKeyword("AdoptionPhase")
+)
+
+// The workflow calls activities through a nil pointer: only the method
+// values matter, and tests mock the same ones.
+var a *activities.Activities
+
+// node is the entity behind one NodeMigration execution.
+type node struct {
+	s State
+}
+
+// NodeMigration holds a node's adoption for as long as it lasts: probe and
+// adopt, then serve queued requests (migrate, retry, flip, release) one at a
+// time until the node converges or is released.
+func NodeMigration(ctx workflow.Context, in Input) (*State, error) {
+	n := &node{}
+	if in.Resume != nil {
+		n.s = *in.Resume
+		n.s.Plan = in.Plan
+	} else {
+		n.s = State{Node: in.Plan.Node, Plan: in.Plan}
+		for _, m := range in.Plan.Modules {
+			n.s.Modules = append(n.s.Modules, ModuleState{Name: m.Name, State: ModulePending})
+		}
+	}
+	if err := n.register(ctx); err != nil {
+		return nil, err
+	}
+	return n.run(ctx)
+}
+
+func (n *node) run(ctx workflow.Context) (*State, error) {
+	if n.s.Phase == "" || n.s.Phase == PhaseProbing || n.s.Phase == PhaseFailed {
+		if done, err := n.adoptUntilDone(ctx); done || err != nil {
+			return &n.s, err
+		}
+	}
+	n.publish(ctx)
+	for {
+		if err := workflow.Await(ctx, func() bool {
+			return len(n.s.Queue) > 0 || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+		}); err != nil {
+			return &n.s, err
+		}
+		// Between steps is the one safe moment to continue as new: the
+		// queue travels in the carried state, so no request is lost.
+		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			return n.continueAsNew(ctx)
+		}
+		req := n.s.Queue[0]
+		n.s.Queue = n.s.Queue[1:]
+		switch req.Kind {
+		case SignalMigrate, SignalRetry:
+			n.migrate(ctx, req.Module)
+		case SignalFlip:
+			n.flip(ctx)
+		case SignalRelease:
+			if n.release(ctx) {
+				return &n.s, nil
+			}
+		}
+		if n.s.Phase == PhaseConverged {
+			return &n.s, nil
+		}
+		n.publish(ctx)
+	}
+}
+
+// adoptUntilDone probes and adopts the node. A refusal (a control daemon
+// still running, an unsupported firewall) leaves the node in phase failed,
+// unchanged, until the operator fixes the cause and asks to retry, or
+// releases. It returns done=true when the workflow should end.
+func (n *node) adoptUntilDone(ctx workflow.Context) (bool, error) {
+	for {
+		n.setPhase(ctx, PhaseProbing)
+		err := n.adopt(ctx)
+		if err == nil {
+			n.s.LastError = ""
+			n.setPhase(ctx, PhaseAdopted)
+			n.genesis(ctx)
+			return false, nil
+		}
+		n.s.LastError = "adoption: " + errorMessage(err)
+		n.event(ctx, n.s.LastError)
+		n.setPhase(ctx, PhaseFailed)
+		// Only a retry of the adoption or a release ends the wait; other
+		// requests (a module's migrate) stay queued for after adoption.
+		if err := workflow.Await(ctx, func() bool { return n.adoptionRequest() >= 0 }); err != nil {
+			return true, err
+		}
+		i := n.adoptionRequest()
+		req := n.s.Queue[i]
+		n.s.Queue = append(n.s.Queue[:i:i], n.s.Queue[i+1:]...)
+		if req.Kind == SignalRelease {
+			n.setPhase(ctx, PhaseReleased)
+			n.event(ctx, "released before adoption completed: nothing had been changed on the node")
+			return true, nil
+		}
+		n.event(ctx, "retrying adoption")
+	}
+}
+
+// adoptionRequest is the index of the first queued request that ends a
+// failed adoption (a retry without module, or a release), or -1.
+func (n *node) adoptionRequest() int {
+	for i, r := range n.s.Queue {
+		if r.Kind == SignalRelease || (r.Kind == SignalRetry && r.Module == "") {
+			return i
+		}
+	}
+	return -1
+}
+
+func (n *node) adopt(ctx workflow.Context) error {
+	var probe activities.ProbeReport
+	if err := n.exec(ctx, "probe the node (read-only)", a.Probe, activities.ProbeInput{Plan: n.s.Plan}, &probe); err != nil {
+		return err
+	}
+	n.s.Probe = &probe
+	n.event(ctx, fmt.Sprintf("probed: firewall %s, %d listeners, %d containers, %d declared files",
+		probe.Firewall.Kind, len(probe.Sockets), len(probe.Containers.Containers), len(probe.Files)))
+	if probe.Firewall.Unsupported != "" {
+		return errors.New(probe.Firewall.Unsupported)
+	}
+	var res activities.AdoptResult
+	in := activities.AdoptInput{Plan: n.s.Plan, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID}
+	if err := n.exec(ctx, "adopt: take custody of found files, keep the found firewall", a.Adopt, in, &res); err != nil {
+		return err
+	}
+	n.s.Custody = res.Custody
+	n.s.FirewallKind = res.Firewall
+	n.event(ctx, fmt.Sprintf("adopted: %d file(s) in custody, found firewall (%s) kept in force", len(res.Custody), res.Firewall))
+	return nil
+}
+
+// genesis raises the foundation on the control node: its ports checked free
+// and opened through the found firewall.
+func (n *node) genesis(ctx workflow.Context) {
+	if n.s.Plan.Role != "control" || n.s.Genesis.State == "done" {
+		return
+	}
+	var res activities.GenesisResult
+	err := n.exec(ctx, "genesis: check and open the foundation's ports", a.Genesis, activities.GenesisInput{Plan: n.s.Plan}, &res)
+	if err != nil {
+		n.s.Genesis = StepState{State: "failed", Error: errorMessage(err)}
+		n.event(ctx, "genesis: "+errorMessage(err))
+		return
+	}
+	n.s.Genesis = StepState{State: "done"}
+	n.s.Marks = append(n.s.Marks, res.Marks...)
+	n.event(ctx, fmt.Sprintf("genesis: %d marked rule(s) opened for the foundation", len(res.Marks)))
+}
+
+func (n *node) migrate(ctx workflow.Context, module string) {
+	m := n.s.module(module)
+	if m == nil { // validated on arrival; the plan may have changed since
+		n.event(ctx, "skipped "+module+": no longer in the plan")
+		return
+	}
+	m.State, m.Step, m.LastError = ModuleMigrating, "cutover", ""
+	m.Attempts++
+	n.setPhase(ctx, PhaseMigrating)
+	var res activities.MigrateResult
+	err := n.exec(ctx, "cutover "+module, a.Migrate, activities.ModuleInput{Plan: n.s.Plan, Module: module}, &res)
+	m = n.s.module(module)
+	if err != nil {
+		m.State, m.LastError = ModuleFailed, errorMessage(err)
+		n.event(ctx, fmt.Sprintf("cutover %s failed: %s; fix it and run: adopt retry %s %s", module, m.LastError, n.s.Node, module))
+	} else {
+		m.State, m.Step = ModuleMigrated, res.Step
+		n.s.Marks = append(n.s.Marks, res.Marks...)
+		n.event(ctx, "cutover "+module+": migrated")
+	}
+	n.setPhase(ctx, PhaseAdopted)
+}
+
+func (n *node) flip(ctx workflow.Context) {
+	var pv activities.PreviewResult
+	if err := n.exec(ctx, "flip preview", a.Preview, activities.ProbeInput{Plan: n.s.Plan}, &pv); err != nil {
+		n.s.LastError = "flip: " + errorMessage(err)
+		n.event(ctx, n.s.LastError)
+		return
+	}
+	n.s.LastPreview = &pv
+	if !pv.Approved {
+		n.event(ctx, "flip refused by the preview: "+strings.Join(pv.Reasons, "; "))
+		return
+	}
+	n.setPhase(ctx, PhaseFlipping)
+	var res activities.PreviewResult
+	if err := n.exec(ctx, "flip the firewall", a.Flip, activities.ProbeInput{Plan: n.s.Plan}, &res); err != nil {
+		n.s.LastError = "flip: " + errorMessage(err)
+		n.event(ctx, n.s.LastError)
+		n.setPhase(ctx, PhaseAdopted)
+		return
+	}
+	n.setPhase(ctx, PhaseConverged)
+}
+
+func (n *node) release(ctx workflow.Context) bool {
+	var res activities.ReleaseResult
+	if err := n.exec(ctx, "release: remove every marked rule", a.Release, activities.ProbeInput{Plan: n.s.Plan}, &res); err != nil {
+		n.s.LastError = "release: " + errorMessage(err)
+		n.event(ctx, n.s.LastError)
+		return false
+	}
+	n.s.Marks = nil
+	n.event(ctx, fmt.Sprintf("released: %d marked rule(s) removed, the found firewall as found", len(res.Removed)))
+	n.setPhase(ctx, PhaseReleased)
+	return true
+}
+
+// continueAsNew starts a fresh run with the same state once the history is
+// long, after taking in every signal already delivered so none is lost.
+func (n *node) continueAsNew(ctx workflow.Context) (*State, error) {
+	n.drainSignals(ctx)
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return &n.s, err
+	}
+	n.s.Runs++
+	n.event(ctx, "continued as new")
+	s := n.s
+	return nil, workflow.NewContinueAsNewError(ctx, NodeMigration, Input{Plan: n.s.Plan, Resume: &s})
+}
+
+// exec runs a node activity. A node whose worker is not polling shows as a
+// schedule-to-start timeout: the workflow says so and keeps waiting rather
+// than failing the step.
+func (n *node) exec(ctx workflow.Context, summary string, fn, in, out any) error {
+	opts := workflow.ActivityOptions{
+		TaskQueue:              NodeQueue(n.s.Node),
+		ScheduleToStartTimeout: 5 * time.Minute,
+		StartToCloseTimeout:    10 * time.Minute,
+		HeartbeatTimeout:       10 * time.Second,
+		Summary:                summary,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+			MaximumAttempts:    10,
+		},
+	}
+	actx := workflow.WithActivityOptions(ctx, opts)
+	for {
+		err := workflow.ExecuteActivity(actx, fn, in).Get(ctx, out)
+		var te *temporal.TimeoutError
+		if errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+			n.s.Waiting = fmt.Sprintf("no worker has picked up %q on task queue %s for 5m: is adopt-worker running on node %s?", summary, NodeQueue(n.s.Node), n.s.Node)
+			n.publish(ctx)
+			continue
+		}
+		if n.s.Waiting != "" {
+			n.s.Waiting = ""
+			n.publish(ctx)
+		}
+		return err
+	}
+}
+
+func (n *node) setPhase(ctx workflow.Context, p Phase) {
+	if n.s.Phase != p {
+		n.s.Phase = p
+		n.event(ctx, "phase "+string(p))
+	}
+	n.publish(ctx)
+}
+
+// publish shows the state where the operator looks: search attributes (in
+// visibility, always shown) and current details (the Web UI, while a worker
+// runs).
+func (n *node) publish(ctx workflow.Context) {
+	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrNode.ValueSet(n.s.Node), AttrPhase.ValueSet(string(n.s.Phase)))
+	workflow.SetCurrentDetails(ctx, Details(&n.s))
+}
+
+func (n *node) event(ctx workflow.Context, text string) {
+	n.s.Events = append(n.s.Events, Event{At: workflow.Now(ctx).UTC(), Text: text})
+	if len(n.s.Events) > maxEvents {
+		n.s.Events = n.s.Events[len(n.s.Events)-maxEvents:]
+	}
+}
+
+// Details is the short markdown the Web UI shows for the node.
+func Details(s *State) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**Node %s**: phase **%s**\n\n", s.Node, s.Phase)
+	fmt.Fprintf(&b, "- modules migrated: %d of %d\n", s.MigratedCount(), len(s.Modules))
+	if s.FirewallKind != "" {
+		fmt.Fprintf(&b, "- found firewall: %s, kept in force; %d marked rule(s)\n", s.FirewallKind, len(s.Marks))
+	}
+	fmt.Fprintf(&b, "- files in custody: %d\n", len(s.Custody))
+	if s.Genesis.State != "" {
+		fmt.Fprintf(&b, "- genesis: %s %s\n", s.Genesis.State, s.Genesis.Error)
+	}
+	if s.LastPreview != nil {
+		verdict := "refused"
+		if s.LastPreview.Approved {
+			verdict = "approved"
+		}
+		fmt.Fprintf(&b, "- last preview: %s %s\n", verdict, strings.Join(s.LastPreview.Reasons, "; "))
+	}
+	if len(s.Queue) > 0 {
+		fmt.Fprintf(&b, "- queued: %d request(s), next %s %s\n", len(s.Queue), s.Queue[0].Kind, s.Queue[0].Module)
+	}
+	if s.Waiting != "" {
+		fmt.Fprintf(&b, "- waiting: %s\n", s.Waiting)
+	}
+	if s.LastError != "" {
+		fmt.Fprintf(&b, "- last error: %s\n", s.LastError)
+	}
+	fmt.Fprintf(&b, "\n**Next step:** %s\n", NextStep(s))
+	return b.String()
+}
+
+// NextStep tells the operator what to do next.
+func NextStep(s *State) string {
+	switch s.Phase {
+	case PhaseProbing:
+		return "wait: the node is being probed and adopted"
+	case PhaseFailed:
+		return fmt.Sprintf("fix the cause above, then `adopt retry %s` (or `adopt release %s`)", s.Node, s.Node)
+	case PhaseMigrating:
+		return "wait: a module is cutting over"
+	case PhaseFlipping:
+		return "wait: the flip is being applied and confirmed"
+	case PhaseConverged, PhaseReleased:
+		return "none: the workflow is complete"
+	}
+	for _, m := range s.Modules {
+		if m.State == ModuleFailed {
+			return fmt.Sprintf("`adopt retry %s %s` after fixing: %s", s.Node, m.Name, m.LastError)
+		}
+	}
+	for _, m := range s.Modules {
+		if m.State == ModulePending {
+			return fmt.Sprintf("`adopt migrate %s %s`", s.Node, m.Name)
+		}
+	}
+	return fmt.Sprintf("`adopt preview %s`, then `adopt flip %s`", s.Node, s.Node)
+}
+
+// errorMessage is the operator-facing text of an activity error.
+func errorMessage(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return ae.Message()
+	}
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) {
+		return "timed out (" + te.TimeoutType().String() + ")"
+	}
+	return err.Error()
+}

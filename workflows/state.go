@@ -1,0 +1,136 @@
+package workflows
+
+import (
+	"time"
+
+	"adoption/activities"
+	"adoption/config"
+	"adoption/custody"
+)
+
+// Names on the wire. Renaming one breaks running workflows: keep them.
+const (
+	TaskQueue     = "adoption" // workflows; node activities go to NodeQueue(node)
+	NodeWorkflow  = "NodeMigration"
+	SignalMigrate = "migrate"
+	SignalRetry   = "retry"
+	SignalFlip    = "flip"
+	SignalRelease = "release"
+	QueryStatus   = "status"
+	// Updates carry the same requests as the signals but answer at once, so
+	// the CLI can print a refusal instead of the operator finding it later.
+	UpdateMigrate = "migrate"
+	UpdateRetry   = "retry"
+	UpdateFlip    = "flip"
+	UpdateRelease = "release"
+	// UpdatePreview runs a flip preview and returns it without flipping.
+	UpdatePreview = "preview"
+)
+
+// WorkflowID is the one execution per node.
+func WorkflowID(node string) string { return "node-migration/" + node }
+
+// NodeQueue is the task queue that only the node's own worker polls.
+func NodeQueue(node string) string { return "adoption-node-" + node }
+
+// Phase is where a node is in its migration.
+type Phase string
+
+const (
+	PhaseProbing   Phase = "probing"
+	PhaseAdopted   Phase = "adopted"
+	PhaseMigrating Phase = "migrating"
+	PhaseFlipping  Phase = "flipping"
+	PhaseConverged Phase = "converged"
+	PhaseReleased  Phase = "released"
+	PhaseFailed    Phase = "failed" // adoption itself failed; `adopt retry NODE` tries again
+)
+
+// Module states.
+const (
+	ModulePending   = "pending"
+	ModuleQueued    = "queued"
+	ModuleMigrating = "migrating"
+	ModuleMigrated  = "migrated"
+	ModuleFailed    = "failed"
+)
+
+// Input starts (or continues) a node's workflow.
+type Input struct {
+	Plan config.Plan `json:"plan"`
+	// Resume is the state carried across continue-as-new; nil on a fresh start.
+	Resume *State `json:"resume,omitempty"`
+}
+
+// Request is one operator request, queued in arrival order.
+type Request struct {
+	Kind   string    `json:"kind"` // migrate, retry, flip, release
+	Module string    `json:"module,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// ModuleState is one module's progress.
+type ModuleState struct {
+	Name      string `json:"name"`
+	State     string `json:"state"`
+	Step      string `json:"step,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+	Attempts  int    `json:"attempts"`
+}
+
+// StepState is the outcome of a one-off step such as genesis.
+type StepState struct {
+	State string `json:"state"` // "", done, failed
+	Error string `json:"error,omitempty"`
+}
+
+// Event is a line of the node's recent history, for status.
+type Event struct {
+	At   time.Time `json:"at"`
+	Text string    `json:"text"`
+}
+
+// State is the whole state of a node's migration: what `status` returns and
+// what continue-as-new carries. It holds metadata only, never file content.
+type State struct {
+	Node         string                    `json:"node"`
+	Phase        Phase                     `json:"phase"`
+	Plan         config.Plan               `json:"plan"`
+	Probe        *activities.ProbeReport   `json:"probe,omitempty"`
+	Custody      []custody.Record          `json:"custody"`
+	FirewallKind string                    `json:"firewall_kind,omitempty"`
+	Genesis      StepState                 `json:"genesis"`
+	Modules      []ModuleState             `json:"modules"`
+	Queue        []Request                 `json:"queue"`
+	Marks        []string                  `json:"marks"`
+	LastPreview  *activities.PreviewResult `json:"last_preview,omitempty"`
+	Drift        []string                  `json:"drift"`
+	LastError    string                    `json:"last_error,omitempty"`
+	Waiting      string                    `json:"waiting,omitempty"` // why the workflow waits, e.g. for the node agent
+	Events       []Event                   `json:"events"`
+	Runs         int                       `json:"runs"` // continue-as-new generations
+	Extra        map[string]string         `json:"extra,omitempty"`
+}
+
+// MigratedCount counts migrated modules.
+func (s *State) MigratedCount() int {
+	n := 0
+	for _, m := range s.Modules {
+		if m.State == ModuleMigrated {
+			n++
+		}
+	}
+	return n
+}
+
+// module returns the named module's state.
+func (s *State) module(name string) *ModuleState {
+	for i := range s.Modules {
+		if s.Modules[i].Name == name {
+			return &s.Modules[i]
+		}
+	}
+	return nil
+}
+
+const maxEvents = 30
