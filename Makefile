@@ -17,7 +17,7 @@ TEST_TIMEOUT  ?= 40m
 
 export ADOPT_TEMPORAL_BIN := $(TEMPORAL)
 
-.PHONY: build test unit lint dev-server dev-server-stop temporal-cli demo demo-clean clean
+.PHONY: build test unit lint bench dev-server dev-server-stop temporal-cli demo demo-clean clean
 
 build:
 	$(GO) build -o bin/adopt ./starter
@@ -46,6 +46,12 @@ lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(WORKFLOWCHECK) ./workflows/...
+
+# Figures, measured side by side in one run (never timed assertions in tests):
+# marked rules through one netlink batch against nft, iptables and ufw once
+# per rule. Prints a table and writes JSON under bench/results/.
+bench:
+	$(GO) run ./bench
 
 # A local dev server for the demo and for operators trying things: database
 # under .adoption/, search attributes registered, Web UI on :$(UI_PORT).

@@ -42,6 +42,7 @@ type (
 	Markers interface {
 		MarkAdopted(nodestate.Marker) error
 		Adopted() (nodestate.Marker, bool, error)
+		ClearAdopted() error
 	}
 )
 
@@ -49,6 +50,7 @@ type (
 type Activities struct {
 	Node       string // node.name of the worker's own config
 	Firewall   Firewall
+	Marks      Marks
 	Engine     Containers
 	Sockets    Sockets
 	Files      Custody

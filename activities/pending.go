@@ -19,21 +19,6 @@ func notImplemented(what string, issue int) error {
 		ErrNotImplementedYet, nil)
 }
 
-// GenesisInput asks for the foundation's ports to be checked and opened.
-type GenesisInput struct {
-	Plan config.Plan `json:"plan"`
-}
-
-// GenesisResult lists the marked rules genesis opened.
-type GenesisResult struct {
-	Marks []string `json:"marks"`
-}
-
-// Genesis checks the foundation's ports are free and opens them as marked rules.
-func (a *Activities) Genesis(ctx context.Context, in GenesisInput) (*GenesisResult, error) {
-	return nil, notImplemented("genesis (foundation port check and marked rules)", 3)
-}
-
 // ModuleInput names a module of the plan.
 type ModuleInput struct {
 	Plan   config.Plan `json:"plan"`
@@ -42,8 +27,7 @@ type ModuleInput struct {
 
 // MigrateResult reports a cutover.
 type MigrateResult struct {
-	Step  string   `json:"step"`
-	Marks []string `json:"marks"`
+	Step string `json:"step"`
 }
 
 // Migrate runs a module's cutover.
@@ -67,12 +51,3 @@ func (a *Activities) Flip(ctx context.Context, in ProbeInput) (*PreviewResult, e
 	return nil, notImplemented("flip", 5)
 }
 
-// ReleaseResult lists the marked rules removed.
-type ReleaseResult struct {
-	Removed []string `json:"removed"`
-}
-
-// Release removes every marked rule and leaves the found firewall as found.
-func (a *Activities) Release(ctx context.Context, in ProbeInput) (*ReleaseResult, error) {
-	return nil, notImplemented("release (removing marked rules)", 3)
-}

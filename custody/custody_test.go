@@ -96,3 +96,69 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+func TestConvergeThenRestoreIsByteIdentical(t *testing.T) {
+	root, _, s := setup(t)
+	must(t, os.MkdirAll(filepath.Join(root, "srv/mail"), 0o755))
+	orig := []byte("RELAY_PASSWORD=found\n")
+	must(t, os.WriteFile(filepath.Join(root, "srv/mail/mail.env"), orig, 0o640))
+	must(t, os.Chown(filepath.Join(root, "srv/mail/mail.env"), 1234, 5678))
+	if _, err := s.Take("/srv/mail/mail.env"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Take("/srv/mail/new.conf"); err != nil { // absent when found
+		t.Fatal(err)
+	}
+
+	must(t, s.Converge("/srv/mail/mail.env", []byte("RELAY_PASSWORD=mesh\n"), 0o600, 0, 0))
+	must(t, s.Converge("/srv/mail/new.conf", []byte("x=1\n"), 0o644, 0, 0))
+	got, _ := os.ReadFile(filepath.Join(root, "srv/mail/mail.env"))
+	fi, _ := os.Stat(filepath.Join(root, "srv/mail/mail.env"))
+	if string(got) != "RELAY_PASSWORD=mesh\n" || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("converge wrote %q mode %v", got, fi.Mode())
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(root, "srv/mail/.*adoption-*"))
+	if len(leftovers) != 0 {
+		t.Fatalf("temporary files left: %v", leftovers)
+	}
+
+	must(t, s.Restore("/srv/mail/mail.env"))
+	must(t, s.Restore("/srv/mail/new.conf"))
+	got, _ = os.ReadFile(filepath.Join(root, "srv/mail/mail.env"))
+	st := s.Inspect("/srv/mail/mail.env")
+	if string(got) != string(orig) || st.Mode != "0640" || st.UID != 1234 || st.GID != 5678 {
+		t.Fatalf("restore: %q %+v", got, st)
+	}
+	if _, err := os.Stat(filepath.Join(root, "srv/mail/new.conf")); !os.IsNotExist(err) {
+		t.Fatalf("a file absent when found was not removed on restore: %v", err)
+	}
+	// Restoring twice is harmless.
+	must(t, s.Restore("/srv/mail/mail.env"))
+}
+
+func TestConvergeCannotEscapeRoot(t *testing.T) {
+	root, _, s := setup(t)
+	outside := t.TempDir()
+	must(t, os.Symlink(outside, filepath.Join(root, "escape")))
+	if err := s.Converge("/escape/owned", []byte("x"), 0o644, 0, 0); err == nil {
+		t.Fatal("converge followed a symlink out of node.root")
+	}
+	if _, err := os.Stat(filepath.Join(outside, "owned")); !os.IsNotExist(err) {
+		t.Fatal("a file was written outside node.root")
+	}
+	if err := s.Converge("/a/../../b", []byte("x"), 0o644, 0, 0); err == nil {
+		t.Fatal("converge accepted '..'")
+	}
+}
+
+// Inspecting is read-only: the probe must not even create state_dir.
+func TestInspectCreatesNothing(t *testing.T) {
+	root, state, s := setup(t)
+	must(t, os.WriteFile(filepath.Join(root, "f"), []byte("x"), 0o644))
+	if st := s.Inspect("/f"); !st.Exists || st.Size != 1 {
+		t.Fatalf("inspect: %+v", st)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Fatalf("Inspect created state_dir: %v", err)
+	}
+}

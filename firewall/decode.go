@@ -891,7 +891,7 @@ func keysCond(fam string, f field, ivs []interval) (Cond, bool) {
 			}
 			// a wildcard in an interval set: "eth" 00.. to "eth" ff..
 			p := strings.TrimRight(string(iv.lo), "\x00")
-			if !strings.HasPrefix(string(iv.hi), p) || strings.Trim(string(iv.hi[len(p):]), "\xff") != "" {
+			if !strings.HasPrefix(string(iv.hi), p) || !allBytes(iv.hi[len(p):], 0xff) {
 				return Cond{}, false
 			}
 			c.Names = append(c.Names, p+"*")
@@ -1228,4 +1228,15 @@ func (d *decoder) target(st *ruleState, t *expr.Target) {
 		st.note("xt target " + t.Name + " not decoded")
 		st.setVerdict(Verdict{Kind: VerdictUnknown, Target: t.Name})
 	}
+}
+
+// allBytes reports whether every byte of b is c. (strings.Trim cannot do
+// this for 0xff: its cutset is read as UTF-8, and 0xff is not UTF-8.)
+func allBytes(b []byte, c byte) bool {
+	for _, x := range b {
+		if x != c {
+			return false
+		}
+	}
+	return true
 }

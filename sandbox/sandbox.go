@@ -23,6 +23,7 @@ import (
 // Spec describes a sandbox node.
 type Spec struct {
 	Name    string        // node name; the namespace is adopt-<name>, its peer adopt-<name>-peer
+	Role    string        // control or member (default)
 	Index   int           // 1-250: picks the veth subnet 198.19.<index>.0/30 (RFC 2544 benchmark range)
 	Dir     string        // where the files root, state_dir, config and pid files live
 	Allowed []config.Port // ports the found firewall allows (and a listener serves)
@@ -230,15 +231,15 @@ node:
   management_ports: [%s]
 predecessor:
   control: ["predecessor-sync"]
-%s`, n.Name, temporalAddr, n.Name, roleOf(n.Index), n.NetnsPath(), n.Root, n.StateDir, strings.Join(mgmt, ", "), modules)
+%s`, n.Name, temporalAddr, n.Name, n.role(), n.NetnsPath(), n.Root, n.StateDir, strings.Join(mgmt, ", "), modules)
 	return path, os.WriteFile(path, []byte(body), 0o600)
 }
 
-func roleOf(index int) string {
-	if index == 1 {
-		return "control"
+func (n *Node) role() string {
+	if n.Role == "" {
+		return "member"
 	}
-	return "member"
+	return n.Role
 }
 
 func runCmd(stdin []byte, args ...string) error {

@@ -1,10 +1,13 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"syscall"
+	"time"
 
 	"adoption/config"
 )
@@ -49,4 +52,19 @@ func Serve(name string, ports []config.Port, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "serving %d port(s) for %s (pid %d)\n", len(ports), name, os.Getpid())
 	select {}
+}
+
+// Connect tries one TCP connection and says what the path did: "open" (a
+// listener answered), "refused" (the firewall let it through to a closed
+// port: an RST came back) or "filtered" (dropped: nothing came back).
+func Connect(addr string, timeout time.Duration) string {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err == nil {
+		c.Close()
+		return "open"
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return "refused"
+	}
+	return "filtered"
 }

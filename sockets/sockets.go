@@ -50,11 +50,7 @@ type Proc struct {
 
 // Listeners lists listening sockets in the node's namespace with their holders.
 func (p Proc) Listeners() ([]Listener, error) {
-	type raw struct {
-		Listener
-		inode string
-	}
-	var socks []raw
+	var socks []netEntry
 	err := netns.Do(p.Netns, func() error {
 		// thread-self: the namespace of this (locked) thread, not of the process.
 		base := filepath.Join(p.Root, "thread-self", "net")
@@ -66,9 +62,7 @@ func (p Proc) Listeners() ([]Listener, error) {
 			if err != nil {
 				return err
 			}
-			for _, e := range entries {
-				socks = append(socks, raw{Listener: e.Listener, inode: e.inode})
-			}
+			socks = append(socks, entries...)
 		}
 		return nil
 	})

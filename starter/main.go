@@ -332,10 +332,18 @@ func (x *cli) request(ctx context.Context, node, kind, module string) error {
 	if err := x.dial(); err != nil {
 		return err
 	}
+	in := workflows.RequestInput{Module: module}
+	// The configuration is the plan's source of truth: when it describes
+	// this node, the request carries it, so a fixed port or module reaches
+	// the running workflow.
+	if x.load() == nil && x.cfg.Node.Name == node {
+		p := x.cfg.Plan()
+		in.Plan = &p
+	}
 	h, err := x.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.WorkflowID(node),
 		UpdateName:   kind,
-		Args:         []any{workflows.RequestInput{Module: module}},
+		Args:         []any{in},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
@@ -413,6 +421,18 @@ func printState(w io.Writer, s *workflows.State) {
 	}
 	if s.Genesis.State != "" {
 		fmt.Fprintf(w, "GENESIS: %s %s\n", s.Genesis.State, s.Genesis.Error)
+	}
+	if len(s.Marks) > 0 {
+		fmt.Fprintln(w, "\nMARKED RULES (the mesh's own, inside the found firewall)")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "MARK\tFAMILY\tTABLE\tCHAIN\tHANDLE")
+		for _, m := range s.Marks {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", m.Mark.Comment(), m.Family, m.Table, m.Chain, m.Handle)
+		}
+		tw.Flush()
+	}
+	if r := s.LastReconcile; r != nil {
+		fmt.Fprintf(w, "LAST RECONCILE: %s, %d present, %d put back %s\n", r.At.Format("15:04:05"), r.Present, len(r.Restored), r.Error)
 	}
 	if s.Waiting != "" {
 		fmt.Fprintf(w, "WAITING: %s\n", s.Waiting)

@@ -200,17 +200,27 @@ flip:
 
 func upNode(t *testing.T, name string, index int, temporalAddr string) *node {
 	t.Helper()
-	n := sandbox.New(sandbox.Spec{
-		Name: name, Index: index, Dir: t.TempDir(), Binary: filepath.Join(bin, "adopt-sandbox"),
+	return upNodeWith(t, sandbox.Spec{
+		Name: name, Index: index,
 		Allowed: config.MustPorts([]string{"22/tcp", "80/tcp", "53/udp"}),
 		Closed:  config.MustPorts([]string{"8081/tcp"}),
-		Files:   e2eFiles,
-	})
+	}, temporalAddr, e2eModules)
+}
+
+// upNodeWith raises a sandbox from spec (Dir, Binary and Files filled in)
+// and writes its configuration with the given plan part.
+func upNodeWith(t *testing.T, spec sandbox.Spec, temporalAddr, plan string) *node {
+	t.Helper()
+	spec.Dir, spec.Binary = t.TempDir(), filepath.Join(bin, "adopt-sandbox")
+	if spec.Files == nil {
+		spec.Files = e2eFiles
+	}
+	n := sandbox.New(spec)
 	if err := n.Up(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = n.Down() })
-	cfg, err := n.WriteConfig(temporalAddr, e2eModules)
+	cfg, err := n.WriteConfig(temporalAddr, plan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,16 +332,21 @@ func stripCounters(s string) string {
 }
 
 // reachable connects from the peer namespace to the node's port: a real
-// packet through the node's real firewall.
-func reachable(t *testing.T, n *node, port int) bool {
+// packet through the node's real firewall, answered by a listener.
+func reachable(t *testing.T, n *node, port int) bool { return connect(t, n, port) == "open" }
+
+// passes says whether the firewall lets a new connection to port through,
+// whether or not something listens there (an RST proves it passed).
+func passes(t *testing.T, n *node, port int) bool { return connect(t, n, port) != "filtered" }
+
+func connect(t *testing.T, n *node, port int) string {
 	t.Helper()
-	cmd := exec.Command("ip", "netns", "exec", n.Peer, filepath.Join(bin, "adopt-sandbox"), "connect",
-		fmt.Sprintf("%s:%d", n.Addr, port))
-	out, err := cmd.CombinedOutput()
-	if err != nil && !strings.Contains(string(out), "closed") {
+	out, err := exec.Command("ip", "netns", "exec", n.Peer, filepath.Join(bin, "adopt-sandbox"), "connect",
+		fmt.Sprintf("%s:%d", n.Addr, port)).CombinedOutput()
+	if err != nil {
 		t.Fatalf("probe connect: %v: %s", err, out)
 	}
-	return strings.Contains(string(out), "open")
+	return strings.TrimSpace(string(out))
 }
 
 func sha256Hex(b []byte) string {

@@ -97,6 +97,7 @@ func nodeActivities(cfg *config.Config) *activities.Activities {
 	return &activities.Activities{
 		Node:       cfg.Node.Name,
 		Firewall:   firewall.Inspector{Netns: cfg.Node.Netns},
+		Marks:      firewall.NewMarker(cfg.Node.Netns),
 		Engine:     containers.New(),
 		Sockets:    sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns},
 		Files:      custody.New(cfg.Node.Root, cfg.Node.StateDir),

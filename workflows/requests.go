@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"adoption/activities"
+	"adoption/config"
 )
 
 // RequestInput is the payload of every signal and update: the module for
@@ -13,6 +14,10 @@ import (
 // retries adoption itself after it failed.
 type RequestInput struct {
 	Module string `json:"module,omitempty"`
+	// Plan, when set, replaces the node's plan when the request is served:
+	// a fixed module definition or foundation port reaches a running
+	// workflow this way.
+	Plan *config.Plan `json:"plan,omitempty"`
 }
 
 // RequestResult answers an update: where the request stands in the queue.
@@ -37,11 +42,11 @@ func (n *node) register(ctx workflow.Context) error {
 		kind := kind
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, kind,
 			func(ctx workflow.Context, in RequestInput) (RequestResult, error) {
-				n.enqueue(ctx, kind, in.Module)
+				n.enqueue(ctx, kind, in)
 				return RequestResult{Queued: len(n.s.Queue), Accepted: describe(kind, in.Module)}, nil
 			},
 			workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in RequestInput) error {
-				return n.validate(kind, in.Module)
+				return n.validate(kind, in)
 			}},
 		); err != nil {
 			return err
@@ -102,17 +107,18 @@ func (n *node) drainSignals(ctx workflow.Context) {
 }
 
 func (n *node) onSignal(ctx workflow.Context, kind string, in RequestInput) {
-	if err := n.validate(kind, in.Module); err != nil {
+	if err := n.validate(kind, in); err != nil {
 		n.event(ctx, "refused "+describe(kind, in.Module)+": "+err.Error())
 		workflow.GetLogger(ctx).Warn("request refused", "kind", kind, "module", in.Module, "reason", err.Error())
 		n.publish(ctx)
 		return
 	}
-	n.enqueue(ctx, kind, in.Module)
+	n.enqueue(ctx, kind, in)
 }
 
-func (n *node) enqueue(ctx workflow.Context, kind, module string) {
-	n.s.Queue = append(n.s.Queue, Request{Kind: kind, Module: module, At: workflow.Now(ctx).UTC()})
+func (n *node) enqueue(ctx workflow.Context, kind string, in RequestInput) {
+	module := in.Module
+	n.s.Queue = append(n.s.Queue, Request{Kind: kind, Module: module, Plan: in.Plan, At: workflow.Now(ctx).UTC()})
 	if m := n.s.module(module); m != nil && (kind == SignalMigrate || kind == SignalRetry) {
 		m.State = ModuleQueued
 	}
@@ -122,7 +128,16 @@ func (n *node) enqueue(ctx workflow.Context, kind, module string) {
 
 // validate decides whether a request can be queued. It reads the state and
 // changes nothing, so it is safe as an update validator.
-func (n *node) validate(kind, module string) error {
+func (n *node) validate(kind string, in RequestInput) error {
+	module := in.Module
+	if in.Plan != nil && in.Plan.Node != n.s.Node {
+		return fmt.Errorf("the plan sent is node %q's, not %s's; pass node %s's configuration", in.Plan.Node, n.s.Node, n.s.Node)
+	}
+	if in.Plan != nil && module != "" {
+		if _, ok := in.Plan.Module(module); !ok {
+			return fmt.Errorf("module %q is not in the plan sent for node %s", module, n.s.Node)
+		}
+	}
 	switch n.s.Phase {
 	case PhaseConverged, PhaseReleased:
 		return fmt.Errorf("node %s is %s: the workflow takes no more requests", n.s.Node, n.s.Phase)
@@ -139,8 +154,8 @@ func (n *node) validate(kind, module string) error {
 	case SignalMigrate, SignalRetry:
 		if module == "" {
 			if kind == SignalRetry {
-				if n.s.Phase != PhaseFailed {
-					return fmt.Errorf("adoption of node %s has not failed (phase %s); name a failed module to retry", n.s.Node, n.s.Phase)
+				if n.s.Phase != PhaseFailed && n.s.Genesis.State != "failed" {
+					return fmt.Errorf("neither the adoption nor the genesis of node %s has failed (phase %s); name a failed module to retry", n.s.Node, n.s.Phase)
 				}
 				if queued(SignalRetry, "") {
 					return fmt.Errorf("a retry of node %s's adoption is already queued", n.s.Node)
@@ -150,6 +165,9 @@ func (n *node) validate(kind, module string) error {
 			return fmt.Errorf("migrate needs a module name; modules of node %s: %v", n.s.Node, n.moduleNames())
 		}
 		m := n.s.module(module)
+		if m == nil && in.Plan != nil {
+			return nil // a module new in the plan sent: it is added when the request is served
+		}
 		if m == nil {
 			return fmt.Errorf("module %q is not in node %s's plan (modules: %v); add it to the configuration and pass it with the request", module, n.s.Node, n.moduleNames())
 		}

@@ -6,6 +6,7 @@ import (
 	"adoption/activities"
 	"adoption/config"
 	"adoption/custody"
+	"adoption/firewall"
 )
 
 // Names on the wire. Renaming one breaks running workflows: keep them.
@@ -64,9 +65,10 @@ type Input struct {
 
 // Request is one operator request, queued in arrival order.
 type Request struct {
-	Kind   string    `json:"kind"` // migrate, retry, flip, release
-	Module string    `json:"module,omitempty"`
-	At     time.Time `json:"at"`
+	Kind   string       `json:"kind"` // migrate, retry, flip, release
+	Module string       `json:"module,omitempty"`
+	Plan   *config.Plan `json:"plan,omitempty"` // an updated plan, applied when the request is served
+	At     time.Time    `json:"at"`
 }
 
 // ModuleState is one module's progress.
@@ -93,23 +95,35 @@ type Event struct {
 // State is the whole state of a node's migration: what `status` returns and
 // what continue-as-new carries. It holds metadata only, never file content.
 type State struct {
-	Node         string                    `json:"node"`
-	Phase        Phase                     `json:"phase"`
-	Plan         config.Plan               `json:"plan"`
-	Probe        *activities.ProbeReport   `json:"probe,omitempty"`
-	Custody      []custody.Record          `json:"custody"`
-	FirewallKind string                    `json:"firewall_kind,omitempty"`
-	Genesis      StepState                 `json:"genesis"`
-	Modules      []ModuleState             `json:"modules"`
-	Queue        []Request                 `json:"queue"`
-	Marks        []string                  `json:"marks"`
-	LastPreview  *activities.PreviewResult `json:"last_preview,omitempty"`
-	Drift        []string                  `json:"drift"`
-	LastError    string                    `json:"last_error,omitempty"`
-	Waiting      string                    `json:"waiting,omitempty"` // why the workflow waits, e.g. for the node agent
-	Events       []Event                   `json:"events"`
-	Runs         int                       `json:"runs"` // continue-as-new generations
-	Extra        map[string]string         `json:"extra,omitempty"`
+	Node         string                  `json:"node"`
+	Phase        Phase                   `json:"phase"`
+	Plan         config.Plan             `json:"plan"`
+	Probe        *activities.ProbeReport `json:"probe,omitempty"`
+	Custody      []custody.Record        `json:"custody"`
+	FirewallKind string                  `json:"firewall_kind,omitempty"`
+	Genesis      StepState               `json:"genesis"`
+	Modules      []ModuleState           `json:"modules"`
+	Queue        []Request               `json:"queue"`
+	Marks        []firewall.MarkedRule   `json:"marks"`
+	// Opened is what should be open through the found firewall, by owner
+	// (the foundation, each migrated module): what reconcile reasserts.
+	Opened        map[string][]config.Port  `json:"opened,omitempty"`
+	LastReconcile *Reconcile                `json:"last_reconcile,omitempty"`
+	LastPreview   *activities.PreviewResult `json:"last_preview,omitempty"`
+	Drift         []string                  `json:"drift"`
+	LastError     string                    `json:"last_error,omitempty"`
+	Waiting       string                    `json:"waiting,omitempty"` // why the workflow waits, e.g. for the node agent
+	Events        []Event                   `json:"events"`
+	Runs          int                       `json:"runs"` // continue-as-new generations
+	Extra         map[string]string         `json:"extra,omitempty"`
+}
+
+// Reconcile is the outcome of the last reassertion of marked rules.
+type Reconcile struct {
+	At       time.Time             `json:"at"`
+	Restored []firewall.MarkedRule `json:"restored,omitempty"`
+	Present  int                   `json:"present"`
+	Error    string                `json:"error,omitempty"`
 }
 
 // MigratedCount counts migrated modules.

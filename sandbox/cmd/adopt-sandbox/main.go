@@ -4,7 +4,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -28,7 +27,11 @@ func root() *cobra.Command {
 	var index int
 	spec := func() sandbox.Spec {
 		self, _ := os.Executable()
-		return sandbox.Spec{Name: name, Index: index, Dir: dir, Binary: self,
+		role := "member"
+		if index == 1 {
+			role = "control" // the first node is the control node, as in the seed
+		}
+		return sandbox.Spec{Name: name, Index: index, Dir: dir, Binary: self, Role: role,
 			Allowed: ports("22/tcp", "80/tcp", "443/tcp", "25/tcp", "53/udp"),
 			Closed:  ports("8081/tcp"),
 			Files:   DemoFiles(name),
@@ -83,16 +86,10 @@ func root() *cobra.Command {
 	var timeout time.Duration
 	connect := &cobra.Command{
 		Use:   "connect HOST:PORT",
-		Short: "Try one TCP connection (run from the peer namespace): prints open or closed",
+		Short: "Try one TCP connection (run from the peer namespace): prints open, refused or filtered",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := net.DialTimeout("tcp", args[0], timeout)
-			if err != nil {
-				fmt.Printf("closed: %v\n", err)
-				os.Exit(1)
-			}
-			c.Close()
-			fmt.Println("open")
+			fmt.Println(sandbox.Connect(args[0], timeout))
 			return nil
 		},
 	}

@@ -1,0 +1,772 @@
+package firewall
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"github.com/mdlayher/netlink"
+	"github.com/mdlayher/netlink/nltest"
+	"golang.org/x/sys/unix"
+
+	"adoption/config"
+)
+
+// Mark identifies a rule the mesh added to the found firewall. It travels in
+// the rule's comment, "adoption:<node>:<owner>:<port>/<proto>", which is the
+// only thing that tells the mesh's rules from the predecessor's: a rule
+// without it is never removed, even when it is otherwise identical.
+type Mark struct {
+	Node  string `json:"node"`
+	Owner string `json:"owner"`
+	Port  uint16 `json:"port"`
+	Proto string `json:"proto"`
+}
+
+const markPrefix = "adoption:"
+
+// maxCommentLen is the longest comment nft and iptables-nft print back:
+// libnftnl reads a rule comment of at most 128 bytes including its NUL.
+const maxCommentLen = 127
+
+// Comment is the rule comment carrying the mark.
+func (m Mark) Comment() string {
+	return fmt.Sprintf("%s%s:%s:%d/%s", markPrefix, m.Node, m.Owner, m.Port, m.Proto)
+}
+
+func (m Mark) String() string { return m.Comment() }
+
+// Validate says what is wrong with the mark, naming the value, or nil.
+func (m Mark) Validate() error {
+	var errs []error
+	if !config.ValidName(m.Node) {
+		errs = append(errs, fmt.Errorf("node name %q is not valid (%s)", m.Node, config.NameRule))
+	}
+	if !config.ValidName(m.Owner) {
+		errs = append(errs, fmt.Errorf("owner name %q is not valid (%s)", m.Owner, config.NameRule))
+	}
+	if m.Port == 0 {
+		errs = append(errs, fmt.Errorf("port 0 is not a port: want 1-65535"))
+	}
+	if m.Proto != "tcp" && m.Proto != "udp" {
+		errs = append(errs, fmt.Errorf("protocol %q is not tcp or udp", m.Proto))
+	}
+	if len(errs) == 0 && len(m.Comment()) > maxCommentLen {
+		errs = append(errs, fmt.Errorf("comment %q is %d bytes, longer than the %d a rule comment holds", m.Comment(), len(m.Comment()), maxCommentLen))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseMark reads a mark from a rule comment. It is strict: anything but the
+// exact form Comment writes, with valid names, is not a mark.
+func ParseMark(comment string) (Mark, bool) {
+	rest, ok := strings.CutPrefix(comment, markPrefix)
+	if !ok {
+		return Mark{}, false
+	}
+	parts := strings.Split(rest, ":")
+	if len(parts) != 3 {
+		return Mark{}, false
+	}
+	num, proto, ok := strings.Cut(parts[2], "/")
+	if !ok {
+		return Mark{}, false
+	}
+	n, err := strconv.ParseUint(num, 10, 16)
+	if err != nil {
+		return Mark{}, false
+	}
+	m := Mark{Node: parts[0], Owner: parts[1], Port: uint16(n), Proto: proto}
+	if m.Validate() != nil || m.Comment() != comment { // "+80", "080" and the like
+		return Mark{}, false
+	}
+	return m, true
+}
+
+// MarkedRule is one marked rule where the kernel holds it.
+type MarkedRule struct {
+	Mark   Mark   `json:"mark"`
+	Family string `json:"family"`
+	Table  string `json:"table"`
+	Chain  string `json:"chain"`
+	Handle uint64 `json:"handle"`
+}
+
+func (r MarkedRule) String() string {
+	return fmt.Sprintf("%s %s %s handle %d (%s)", r.Family, r.Table, r.Chain, r.Handle, r.Mark.Comment())
+}
+
+// ErrRulesetChanged is returned (wrapped) when the ruleset changed between
+// the listing a write was planned on and the write. The kernel refused the
+// whole batch, so nothing was changed; running the operation again plans it
+// on the new ruleset.
+var ErrRulesetChanged = errors.New("the ruleset changed between listing and writing")
+
+// Marker opens and closes ports through the found firewall of one network
+// namespace, as rules marked as the mesh's own. Every operation lists the
+// ruleset, plans on it and writes in one netlink batch that the kernel applies
+// only if the ruleset generation is still the one listed: a concurrent change
+// makes the batch fail as a whole.
+type Marker struct {
+	netns string
+	conn  *nftables.Conn
+}
+
+// NewMarker speaks the firewall of the network namespace at netnsPath ("" for
+// the caller's own); it dials anew for each operation.
+func NewMarker(netnsPath string) *Marker { return &Marker{netns: netnsPath} }
+
+// NewMarkerWithConn speaks through c: tests pass a connection made with
+// nftables.WithTestDial, or one made with nftables.WithNetNSFd.
+func NewMarkerWithConn(c *nftables.Conn) *Marker { return &Marker{conn: c} }
+
+// session is one operation's connections.
+type session struct {
+	m     *Marker
+	c     *nftables.Conn
+	close func() error
+}
+
+func (m *Marker) open() (*session, error) {
+	if m.conn != nil {
+		return &session{m: m, c: m.conn, close: func() error { return nil }}, nil
+	}
+	c, closer, err := Dial(m.netns)
+	if err != nil {
+		return nil, err
+	}
+	return &session{m: m, c: c, close: closer}, nil
+}
+
+// raw dials a plain netlink socket where c speaks: google/nftables exposes
+// neither the ruleset generation nor the batch's generation check.
+func (s *session) raw() (*netlink.Conn, error) {
+	if s.c.TestDial != nil {
+		return nltest.Dial(s.c.TestDial), nil
+	}
+	nc, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: s.c.NetNS})
+	if err != nil {
+		return nil, fmt.Errorf("opening netlink: %w", err)
+	}
+	return nc, nil
+}
+
+// legacy reads the iptables-legacy tables in the marker's namespace.
+func (s *session) legacy() ([]string, error) {
+	switch {
+	case s.m.conn == nil:
+		return Inspector{Netns: s.m.netns}.legacyTables()
+	case s.c.TestDial != nil:
+		return nil, nil
+	case s.c.NetNS != 0:
+		return Inspector{Netns: fmt.Sprintf("/proc/self/fd/%d", s.c.NetNS)}.legacyTables()
+	}
+	return Inspector{}.legacyTables()
+}
+
+func nftMsg(t int) netlink.HeaderType { return netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | t) }
+
+// generation asks the kernel for the ruleset generation (NFT_MSG_GETGEN).
+func generation(nc *netlink.Conn) (uint32, error) {
+	msgs, err := nc.Execute(netlink.Message{
+		Header: netlink.Header{Type: nftMsg(unix.NFT_MSG_GETGEN), Flags: netlink.Request},
+		Data:   []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, 0},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reading the ruleset generation: %w", err)
+	}
+	for _, msg := range msgs {
+		if msg.Header.Type != nftMsg(unix.NFT_MSG_NEWGEN) || len(msg.Data) < 4 {
+			continue
+		}
+		ad, err := netlink.NewAttributeDecoder(msg.Data[4:])
+		if err != nil {
+			return 0, fmt.Errorf("reading the ruleset generation: %w", err)
+		}
+		ad.ByteOrder = binary.BigEndian
+		for ad.Next() {
+			if ad.Type() == unix.NFTA_GEN_ID {
+				return ad.Uint32(), nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("reading the ruleset generation: no generation in the kernel's answer")
+}
+
+// snapshot reads the generation, then the ruleset: a change during the
+// listing moves the generation past the one returned, so a write planned on
+// this listing is refused by the kernel.
+func (s *session) snapshot() (uint32, *Ruleset, error) {
+	nc, err := s.raw()
+	if err != nil {
+		return 0, nil, err
+	}
+	defer nc.Close()
+	gen, err := generation(nc)
+	if err != nil {
+		return 0, nil, err
+	}
+	rs, err := List(s.c)
+	if err != nil {
+		return 0, nil, err
+	}
+	return gen, rs, nil
+}
+
+// echoed is a rule the kernel echoed back after a committed batch.
+type echoed struct {
+	family, table, chain, comment string
+	handle                        uint64
+}
+
+// commit sends what build queues as one batch that the kernel applies only
+// at generation gen (NFNL_BATCH_GENID), all or nothing. google/nftables
+// marshals the messages; they are captured from a connection that speaks to
+// no kernel, and sent here with the generation added to the batch header.
+func (s *session) commit(gen uint32, build func(c *nftables.Conn)) ([]echoed, error) {
+	var batch []netlink.Message
+	ack := netlink.Message{Header: netlink.Header{Type: netlink.Error}, Data: make([]byte, 4)}
+	capture, err := nftables.New(nftables.WithTestDial(func(req []netlink.Message) ([]netlink.Message, error) {
+		if req == nil {
+			return []netlink.Message{ack}, nil
+		}
+		batch = append(batch, req...)
+		return nil, nil
+	}))
+	if err != nil {
+		return nil, err
+	}
+	build(capture)
+	if err := capture.Flush(); err != nil {
+		return nil, fmt.Errorf("building the batch: %w", err)
+	}
+	if len(batch) < 3 {
+		return nil, nil
+	}
+	want := 0
+	for i := range batch {
+		// Let the real socket number them.
+		batch[i].Header.Length, batch[i].Header.Sequence, batch[i].Header.PID = 0, 0, 0
+		if i > 0 && i < len(batch)-1 && batch[i].Header.Flags&netlink.Acknowledge != 0 {
+			want++
+		}
+	}
+	begin := &batch[0]
+	if begin.Header.Type != netlink.HeaderType(unix.NFNL_MSG_BATCH_BEGIN) {
+		return nil, fmt.Errorf("building the batch: first message is %v, not a batch begin", begin.Header.Type)
+	}
+	genAttr, err := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NFNL_BATCH_GENID, Data: binaryutil.BigEndian.PutUint32(gen)}})
+	if err != nil {
+		return nil, err
+	}
+	begin.Data = append(begin.Data[:4:4], genAttr...)
+
+	nc, err := s.raw()
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	// A kernel that never answers must not hang the worker.
+	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	// Every message is acknowledged and every new rule echoed (that is how
+	// its handle comes back): room for all answers, or the kernel drops some
+	// (ENOBUFS) and the batch's outcome is unknown.
+	growReadBuffer(nc, len(batch)*2048)
+	if _, err := nc.SendMessages(batch); err != nil {
+		return nil, fmt.Errorf("sending the batch: %w", err)
+	}
+	var echoes []echoed
+	var errs []error
+	for got := 0; got < want; {
+		msgs, err := nc.Receive()
+		if err != nil {
+			if errors.Is(err, unix.ERESTART) {
+				// The generation check failed: the kernel dropped the
+				// whole batch and answers nothing else.
+				return nil, fmt.Errorf("%w (generation %d is no longer current); nothing was changed", ErrRulesetChanged, gen)
+			}
+			var oe *netlink.OpError
+			if !errors.As(err, &oe) || oe.Op != "receive" || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS) || isTimeout(err) {
+				return nil, fmt.Errorf("reading the kernel's answer to the batch (whether it was applied is not known; list the marks to see): %w", err)
+			}
+			errs = append(errs, err) // one message's error; the batch was aborted
+			got++
+			continue
+		}
+		for _, msg := range msgs {
+			switch msg.Header.Type {
+			case netlink.Error:
+				got++
+			case nftMsg(unix.NFT_MSG_NEWRULE):
+				if e, ok := parseEcho(msg); ok {
+					echoes = append(echoes, e)
+				}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("the kernel refused the batch, nothing was changed: %w", errors.Join(errs...))
+	}
+	return echoes, nil
+}
+
+// growReadBuffer raises the socket's receive buffer to at least n bytes.
+// SO_RCVBUFFORCE passes rmem_max for a process with CAP_NET_ADMIN, which
+// writing nftables needs anyway; SO_RCVBUF is the fallback.
+func growReadBuffer(nc *netlink.Conn, n int) {
+	if n < 1<<20 {
+		n = 1 << 20
+	}
+	rc, err := nc.SyscallConn()
+	if err != nil {
+		return // a test connection
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n)
+	}); err != nil || serr != nil {
+		_ = nc.SetReadBuffer(n)
+	}
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+func parseEcho(msg netlink.Message) (echoed, bool) {
+	if len(msg.Data) < 4 {
+		return echoed{}, false
+	}
+	e := echoed{family: familyName(nftables.TableFamily(msg.Data[0]))}
+	ad, err := netlink.NewAttributeDecoder(msg.Data[4:])
+	if err != nil {
+		return echoed{}, false
+	}
+	ad.ByteOrder = binary.BigEndian
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_RULE_TABLE:
+			e.table = ad.String()
+		case unix.NFTA_RULE_CHAIN:
+			e.chain = ad.String()
+		case unix.NFTA_RULE_HANDLE:
+			e.handle = ad.Uint64()
+		case unix.NFTA_RULE_USERDATA:
+			e.comment, _ = userdata.GetString(ad.Bytes(), userdata.TypeComment)
+		}
+	}
+	return e, ad.Err() == nil
+}
+
+func tableFamily(f string) nftables.TableFamily {
+	switch f {
+	case FamilyIP:
+		return nftables.TableFamilyIPv4
+	case FamilyIP6:
+		return nftables.TableFamilyIPv6
+	}
+	return nftables.TableFamilyINet
+}
+
+// markExprs is the rule a mark opens a port with, in the form nft itself
+// writes "meta l4proto tcp tcp dport N counter accept comment ...", which
+// iptables-nft reads back as "-p tcp -m tcp --dport N -m comment --comment
+// ... -j ACCEPT": native payload and cmp (no xtables match, so nothing
+// depends on the xt modules), the comment in the rule's user data.
+func markExprs(port uint16, proto string) []expr.Any {
+	p := byte(unix.IPPROTO_TCP)
+	if proto == "udp" {
+		p = unix.IPPROTO_UDP
+	}
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+		&expr.Counter{},
+		&expr.Verdict{Kind: expr.VerdictAccept},
+	}
+}
+
+func markUserData(m Mark) []byte {
+	return userdata.AppendString(nil, userdata.TypeComment, m.Comment())
+}
+
+// placement is where one mark goes: at the head of the chain, before the
+// rule with handle before, or appended.
+type placement struct {
+	table  *Table
+	chain  *Chain
+	before uint64
+	append bool
+}
+
+// foreignChain names chains of tools that must be left alone.
+func foreignChain(name string) bool {
+	return strings.HasPrefix(name, "DOCKER") || strings.HasPrefix(name, "ts-") || strings.HasPrefix(name, "KUBE-")
+}
+
+func foreignTable(t *Table) bool {
+	return t.Name == "kube-proxy" || strings.HasPrefix(t.Name, "kube-") || t.Name == "docker" || strings.HasPrefix(t.Name, "tailscale")
+}
+
+// placements says where a mark for (proto, port) takes effect: in ufw's
+// own per-port chain, else in every base chain at the input hook that could
+// drop a new connection to the port, before the first rule that could.
+func placements(rs *Ruleset, proto string, port uint16) ([]placement, error) {
+	var out []placement
+	for ti := range rs.Tables {
+		t := &rs.Tables[ti]
+		if !isIPFamily(t.Family) || foreignTable(t) {
+			continue
+		}
+		if isIptablesTable(t) {
+			if t.Name != "filter" {
+				continue // raw, mangle, security: not where iptables filters
+			}
+			if ch := ufwUserInput(t); ch != nil {
+				out = append(out, placement{table: t, chain: ch})
+				continue
+			}
+		}
+		for ci := range t.Chains {
+			ch := &t.Chains[ci]
+			if ch.Hook != HookInput || (ch.Type != "" && ch.Type != "filter") || foreignChain(ch.Name) {
+				continue
+			}
+			if ch.Unknown != "" {
+				return nil, fmt.Errorf("chain %s %s %s could not be listed (%s): cannot tell where a mark would take effect", t.Family, t.Name, ch.Name, ch.Unknown)
+			}
+			p := placement{table: t, chain: ch}
+			found := false
+			for ri := range ch.Rules {
+				if couldDrop(t.Family, &ch.Rules[ri], proto, port) {
+					p.before, found = ch.Rules[ri].Handle, true
+					break
+				}
+			}
+			if !found {
+				if ch.Policy != "drop" {
+					continue // this chain never drops the port
+				}
+				p.append = true
+			}
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func ufwUserInput(t *Table) *Chain {
+	for ci := range t.Chains {
+		if n := t.Chains[ci].Name; n == "ufw-user-input" || n == "ufw6-user-input" {
+			return &t.Chains[ci]
+		}
+	}
+	return nil
+}
+
+// couldDrop reports whether rule r could end a new connection to (proto,
+// port) from an outside source with a drop, a reject, or a jump, goto or
+// unknown verdict that might lead to one. A rule that cannot match such a
+// packet ("ct state invalid drop", "iifname lo ...") does not count, so a
+// mark goes after it.
+func couldDrop(family string, r *Rule, proto string, port uint16) bool {
+	pnum := uint8(unix.IPPROTO_TCP)
+	if proto == "udp" {
+		pnum = unix.IPPROTO_UDP
+	}
+	fams := []string{family}
+	if family == FamilyInet {
+		fams = []string{FamilyIP, FamilyIP6}
+	}
+	for _, fam := range fams {
+		pkt := packet{hook: HookInput, family: fam, proto: pnum, port: port, src: atom{other: true}}
+		if !mayHold(&pkt, r.Conds) {
+			continue
+		}
+		if r.VMap == nil {
+			if dropLike(r.Verdict.Kind) {
+				return true
+			}
+			continue
+		}
+		for i := range r.VMap {
+			if dropLike(r.VMap[i].Verdict.Kind) && mayHold(&pkt, []Cond{r.VMap[i].Cond}) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mayHold reports whether conds could all hold for pkt. Any source may be
+// the one the mesh needs, so a source condition is never ruled out.
+func mayHold(pkt *packet, conds []Cond) bool {
+	for i := range conds {
+		if conds[i].Kind == CondSaddr {
+			continue
+		}
+		if pkt.cond(&conds[i]) == triFalse {
+			return false
+		}
+	}
+	return true
+}
+
+func dropLike(k VerdictKind) bool {
+	switch k {
+	case VerdictDrop, VerdictReject, VerdictJump, VerdictGoto, VerdictUnknown:
+		return true
+	}
+	return false
+}
+
+// marked returns the marked rules in rs whose mark keep selects, in listing
+// order. A chain whose rules could not be listed may hide marks: that is an
+// error, so nothing is removed on a partial view.
+func marked(rs *Ruleset, keep func(Mark) bool) ([]MarkedRule, error) {
+	var out []MarkedRule
+	for ti := range rs.Tables {
+		t := &rs.Tables[ti]
+		if !isIPFamily(t.Family) {
+			continue
+		}
+		for ci := range t.Chains {
+			ch := &t.Chains[ci]
+			if ch.Unknown != "" {
+				return nil, fmt.Errorf("chain %s %s %s could not be listed (%s): its marked rules cannot be found", t.Family, t.Name, ch.Name, ch.Unknown)
+			}
+			for _, r := range ch.Rules {
+				m, ok := ParseMark(r.Comment)
+				if ok && keep(m) {
+					out = append(out, MarkedRule{Mark: m, Family: t.Family, Table: t.Name, Chain: ch.Name, Handle: r.Handle})
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func validNames(node, owner string) error {
+	var errs []error
+	if !config.ValidName(node) {
+		errs = append(errs, fmt.Errorf("node name %q is not valid (%s)", node, config.NameRule))
+	}
+	if owner != "" && !config.ValidName(owner) {
+		errs = append(errs, fmt.Errorf("owner name %q is not valid (%s)", owner, config.NameRule))
+	}
+	return errors.Join(errs...)
+}
+
+// Open makes every port reachable for owner through the found firewall: one
+// marked accept rule per port in every chain where it takes effect (see
+// placements). Marks already there are reported as present and not added
+// again. All additions go to the kernel in one batch, applied only if the
+// ruleset is still the one listed. Nothing is changed on any error.
+func (m *Marker) Open(node, owner string, ports []config.Port) (added, present []MarkedRule, err error) {
+	var marks []Mark
+	errs := []error{validNames(node, owner)}
+	if owner == "" {
+		errs = append(errs, fmt.Errorf("owner name is empty"))
+	}
+	seen := map[Mark]bool{}
+	for _, p := range ports {
+		mk := Mark{Node: node, Owner: owner, Port: p.Num, Proto: p.Proto}
+		if p.Num == 0 {
+			errs = append(errs, fmt.Errorf("port %s: 0 is not a port, want 1-65535", p))
+			continue
+		}
+		if p.Proto != "tcp" && p.Proto != "udp" {
+			errs = append(errs, fmt.Errorf("port %s: protocol %q is not tcp or udp", p, p.Proto))
+			continue
+		}
+		if errs[0] == nil && len(mk.Comment()) > maxCommentLen {
+			errs = append(errs, fmt.Errorf("port %s: comment %q is longer than the %d bytes a rule comment holds", p, mk.Comment(), maxCommentLen))
+			continue
+		}
+		if !seen[mk] {
+			seen[mk] = true
+			marks = append(marks, mk)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, fmt.Errorf("not opening ports for owner %q on node %q, nothing was changed: %w", owner, node, err)
+	}
+	if len(marks) == 0 {
+		return nil, nil, nil
+	}
+	s, err := m.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer s.close()
+	gen, rs, err := s.snapshot()
+	if err != nil {
+		return nil, nil, err
+	}
+	legacy, err := s.legacy()
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the iptables-legacy tables: %w", err)
+	}
+	if _, err := Kind(rs, legacy); err != nil {
+		return nil, nil, fmt.Errorf("not opening ports for %s on %s: %w", owner, node, err)
+	}
+
+	type insertion struct {
+		mark Mark
+		at   placement
+	}
+	var todo []insertion
+	for _, mk := range marks {
+		at, err := placements(rs, mk.Proto, mk.Port)
+		if err != nil {
+			return nil, nil, fmt.Errorf("not opening %d/%s for %s on %s, nothing was changed: %w", mk.Port, mk.Proto, owner, node, err)
+		}
+		for _, p := range at {
+			found := false
+			for _, r := range p.chain.Rules {
+				if r.Comment == mk.Comment() {
+					present = append(present, MarkedRule{Mark: mk, Family: p.table.Family, Table: p.table.Name, Chain: p.chain.Name, Handle: r.Handle})
+					found = true
+					break
+				}
+			}
+			if !found {
+				todo = append(todo, insertion{mk, p})
+			}
+		}
+	}
+	if len(todo) == 0 {
+		return nil, present, nil
+	}
+	echoes, err := s.commit(gen, func(c *nftables.Conn) {
+		// Each insertion at a chain's head goes before the previous one:
+		// queue those in reverse, so the chain lists the ports in order.
+		for i := len(todo) - 1; i >= 0; i-- {
+			if in := todo[i]; !in.at.append && in.at.before == 0 {
+				c.InsertRule(newMarkRule(in.mark, in.at, 0))
+			}
+		}
+		for _, in := range todo {
+			switch {
+			case in.at.append:
+				c.AddRule(newMarkRule(in.mark, in.at, 0))
+			case in.at.before != 0:
+				c.InsertRule(newMarkRule(in.mark, in.at, in.at.before))
+			}
+		}
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening ports for %s on %s: %w", owner, node, err)
+	}
+	for _, in := range todo {
+		r := MarkedRule{Mark: in.mark, Family: in.at.table.Family, Table: in.at.table.Name, Chain: in.at.chain.Name}
+		for _, e := range echoes {
+			if e.family == r.Family && e.table == r.Table && e.chain == r.Chain && e.comment == in.mark.Comment() {
+				r.Handle = e.handle
+			}
+		}
+		added = append(added, r)
+	}
+	return added, present, nil
+}
+
+func newMarkRule(mk Mark, at placement, before uint64) *nftables.Rule {
+	return &nftables.Rule{
+		Table:    &nftables.Table{Family: tableFamily(at.table.Family), Name: at.table.Name},
+		Chain:    &nftables.Chain{Name: at.chain.Name},
+		Position: before,
+		Exprs:    markExprs(mk.Port, mk.Proto),
+		UserData: markUserData(mk),
+	}
+}
+
+// Close removes owner's marked rules of node, and only those.
+func (m *Marker) Close(node, owner string) ([]MarkedRule, error) {
+	if err := validNames(node, owner); err != nil {
+		return nil, fmt.Errorf("not closing, nothing was changed: %w", err)
+	}
+	if owner == "" {
+		return nil, fmt.Errorf("not closing, nothing was changed: owner name is empty")
+	}
+	return m.remove(func(mk Mark) bool { return mk.Node == node && mk.Owner == owner })
+}
+
+// Release removes every marked rule of node: the found firewall is left as
+// it was before the mesh opened anything.
+func (m *Marker) Release(node string) ([]MarkedRule, error) {
+	if err := validNames(node, ""); err != nil {
+		return nil, fmt.Errorf("not releasing, nothing was changed: %w", err)
+	}
+	return m.remove(func(mk Mark) bool { return mk.Node == node })
+}
+
+// List returns the marked rules of node, in listing order.
+func (m *Marker) List(node string) ([]MarkedRule, error) {
+	if err := validNames(node, ""); err != nil {
+		return nil, err
+	}
+	s, err := m.open()
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	rs, err := List(s.c)
+	if err != nil {
+		return nil, err
+	}
+	return marked(rs, func(mk Mark) bool { return mk.Node == node })
+}
+
+// remove deletes the selected marked rules by handle in one batch. A rule
+// that vanished between listing and deleting (removed by hand, or by a
+// reload of the found firewall) makes the kernel refuse the batch: the
+// ruleset is listed again and the removal retried once.
+func (m *Marker) remove(keep func(Mark) bool) ([]MarkedRule, error) {
+	s, err := m.open()
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	var last error
+	for attempt := 0; attempt < 2; attempt++ {
+		gen, rs, err := s.snapshot()
+		if err != nil {
+			return nil, err
+		}
+		rules, err := marked(rs, keep)
+		if err != nil {
+			return nil, fmt.Errorf("nothing was removed: %w", err)
+		}
+		if len(rules) == 0 {
+			return nil, nil
+		}
+		_, err = s.commit(gen, func(c *nftables.Conn) {
+			for _, r := range rules {
+				// DelRule fails only on handle 0, which a listed rule never has.
+				_ = c.DelRule(&nftables.Rule{
+					Table:  &nftables.Table{Family: tableFamily(r.Family), Name: r.Table},
+					Chain:  &nftables.Chain{Name: r.Chain},
+					Handle: r.Handle,
+				})
+			}
+		})
+		if err == nil {
+			return rules, nil
+		}
+		if !errors.Is(err, ErrRulesetChanged) && !errors.Is(err, unix.ENOENT) {
+			return nil, fmt.Errorf("removing marked rules: %w", err)
+		}
+		last = err
+	}
+	return nil, fmt.Errorf("removing marked rules: the ruleset kept changing, tried twice: %w", last)
+}

@@ -1,0 +1,552 @@
+package firewall
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/nftables"
+
+	"adoption/config"
+)
+
+// Root tests of marked rules: the node namespace of newTestNet gets a found
+// firewall, the Marker opens ports through it, the peer namespace checks
+// with real connections, and the found firewall's own tools read the result.
+
+var counters = regexp.MustCompile(`counter packets \d+ bytes \d+`)
+
+// listing is "nft list ruleset" in the node namespace, counters stripped: the
+// form in which a release must give back exactly what was found.
+func (n *testNet) listing(t *testing.T) string {
+	t.Helper()
+	out := n.quiet(t, "nft", "list", "ruleset")
+	return counters.ReplaceAllString(out, "counter")
+}
+
+// quiet runs a command in the node namespace and fails if it writes
+// anything to stderr: a warning from iptables-save or ufw is a failure here.
+func (n *testNet) quiet(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", n.node, name}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	// nft notes on stderr that iptables-nft owns a table; that is nft's
+	// standing remark on any iptables-nft ruleset, not a complaint.
+	rest := regexp.MustCompile(`(?m)^# Warning: table \S+ \S+ is managed by iptables-nft, do not touch!\n?`).ReplaceAllString(stderr.String(), "")
+	if err != nil || (rest != "" && name != "nft") {
+		t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+func (n *testNet) marker(t *testing.T) *Marker { return NewMarker(n.path(n.node)) }
+
+func ports(specs ...string) []config.Port {
+	var out []config.Port
+	for _, s := range specs {
+		p, err := config.ParsePort(s)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// expectReach probes every (proto, port) from both peer families and fails
+// where the kernel disagrees with want.
+func (n *testNet) expectReach(t *testing.T, when string, want bool, ps ...config.Port) {
+	t.Helper()
+	var probes []probe
+	for _, p := range ps {
+		for _, src := range bothFamilies {
+			probes = append(probes, probe{p.Proto, src, p.Num})
+		}
+	}
+	got := n.reach(t, probes)
+	for _, p := range probes {
+		if got[p] != want {
+			t.Errorf("%s: %v reached=%v, want %v", when, p, got[p], want)
+		}
+	}
+}
+
+func markCount(s, comment string) int {
+	return strings.Count(s, `--comment "`+comment+`"`) + strings.Count(s, `--comment `+comment+"\n")
+}
+
+// controlNode makes the node namespace a ufw default-deny node shaped like
+// the seed's control node: `ufw status` lists 54 incoming rules and 52
+// forwarding rules (27 and 26 port rules, each for IPv4 and IPv6). Rules
+// are added while ufw is disabled (it only writes its files then) and
+// loaded by one enable, which keeps the setup to a few seconds.
+func controlNode(t *testing.T, n *testNet) (allowed []config.Port) {
+	t.Helper()
+	if _, err := exec.LookPath("ufw"); err != nil {
+		t.Skip("needs ufw")
+	}
+	cmds := [][]string{{"--force", "reset"}, {"default", "deny", "incoming"}, {"default", "deny", "routed"}}
+	for i := 0; i < 27; i++ {
+		p := config.Port{Num: uint16(30000 + i), Proto: "tcp"}
+		switch {
+		case i == 0:
+			p.Num = 22
+		case i%3 == 2:
+			p.Proto = "udp"
+		}
+		allowed = append(allowed, p)
+		cmds = append(cmds, []string{"allow", p.String()})
+	}
+	for i := 0; i < 26; i++ {
+		proto := "tcp"
+		if i%4 == 3 {
+			proto = "udp"
+		}
+		cmds = append(cmds, []string{"route", "allow", "proto", proto, "to", "any", "port", fmt.Sprint(31000 + i)})
+	}
+	cmds = append(cmds, []string{"--force", "enable"})
+	n.ufw(t, cmds...)
+	status := n.quiet(t, "ufw", "status", "verbose")
+	if in, fwd := strings.Count(status, "ALLOW IN"), strings.Count(status, "ALLOW FWD"); in != 54 || fwd != 52 {
+		t.Fatalf("ufw status lists %d incoming and %d forwarding rules, want 54 and 52:\n%s", in, fwd, status)
+	}
+	return allowed
+}
+
+func TestMarkUfwControlNode(t *testing.T) {
+	n := newTestNet(t)
+	allowed := controlNode(t, n)
+	open := ports("9500/tcp", "9501/udp")
+	sample := []config.Port{allowed[0], allowed[1], allowed[2]} // 22/tcp, 30001/tcp, 30002/udp
+	n.serve(t, []uint16{22, 30001, 30002, 9500, 9501})
+	before := n.listing(t)
+	n.expectReach(t, "before opening", false, open...)
+	n.expectReach(t, "before opening", true, sample...)
+
+	m := n.marker(t)
+	added, present, err := m.Open("cn1", "foundation", open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(added) != 4 || len(present) != 0 {
+		t.Fatalf("Open added %v, present %v; want 4 added (2 ports x ip, ip6)", added, present)
+	}
+	for _, r := range added {
+		want := map[string]string{FamilyIP: "ufw-user-input", FamilyIP6: "ufw6-user-input"}[r.Family]
+		if r.Table != "filter" || r.Chain != want || r.Handle == 0 {
+			t.Errorf("added %v, want table filter chain %s with a handle", r, want)
+		}
+	}
+	n.expectReach(t, "after opening", true, open...)
+	n.expectReach(t, "after opening", true, sample...)
+
+	save4 := n.quiet(t, "iptables-save")
+	save6 := n.quiet(t, "ip6tables-save")
+	for _, w := range []struct{ save, chain, rule string }{
+		{save4, "ufw-user-input", `-p tcp -m tcp --dport 9500 -m comment --comment "adoption:cn1:foundation:9500/tcp" -j ACCEPT`},
+		{save4, "ufw-user-input", `-p udp -m udp --dport 9501 -m comment --comment "adoption:cn1:foundation:9501/udp" -j ACCEPT`},
+		{save6, "ufw6-user-input", `-p tcp -m tcp --dport 9500 -m comment --comment "adoption:cn1:foundation:9500/tcp" -j ACCEPT`},
+		{save6, "ufw6-user-input", `-p udp -m udp --dport 9501 -m comment --comment "adoption:cn1:foundation:9501/udp" -j ACCEPT`},
+	} {
+		if !strings.Contains(w.save, "-A "+w.chain+" "+w.rule+"\n") {
+			t.Errorf("save lacks %q in %s:\n%s", w.rule, w.chain, w.save)
+		}
+	}
+	for _, s := range []string{save4, save6} {
+		if strings.Contains(s, "unsupported") || strings.Contains(s, "incompatible") {
+			t.Errorf("save reports a rule it cannot read:\n%s", s)
+		}
+	}
+	raw := n.quiet(t, "ufw", "show", "raw")
+	status := n.quiet(t, "ufw", "status", "verbose")
+	if !strings.Contains(raw, "adoption:cn1:foundation:9500/tcp") {
+		t.Errorf("ufw show raw lacks the mark:\n%s", raw)
+	}
+	t.Logf("iptables-save (marked rules):\n%s", grepLines(save4, "adoption:"))
+	t.Logf("ip6tables-save (marked rules):\n%s", grepLines(save6, "adoption:"))
+	t.Logf("ufw show raw (marked rules):\n%s", grepLines(raw, "adoption:"))
+	t.Logf("ufw status verbose runs clean (%d lines; it lists ufw's own configured rules)", strings.Count(status, "\n"))
+
+	// Open again: nothing added, one rule per family and port.
+	added, present, err = m.Open("cn1", "foundation", open)
+	if err != nil || len(added) != 0 || len(present) != 4 {
+		t.Fatalf("second Open: added %v present %v err %v; want 0 added, 4 present", added, present, err)
+	}
+	if c := markCount(n.quiet(t, "iptables-save"), "adoption:cn1:foundation:9500/tcp"); c != 1 {
+		t.Errorf("after a second Open iptables-save shows the 9500/tcp mark %d times, want 1", c)
+	}
+
+	removed, err := m.Release("cn1")
+	if err != nil || len(removed) != 4 {
+		t.Fatalf("Release removed %v, %v; want the 4 marks", removed, err)
+	}
+	if after := n.listing(t); after != before {
+		t.Errorf("after Release the ruleset differs from before opening:\n%s", diff(before, after))
+	}
+	n.expectReach(t, "after release", false, open...)
+	n.expectReach(t, "after release", true, sample...)
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func diff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	var out []string
+	for i := 0; i < len(al) || i < len(bl); i++ {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			out = append(out, fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, x, y))
+			if len(out) > 10 {
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// restoreUfw loads the ufw layout that TestKernelUfwLayout restores: ufw's
+// own chains without needing ufw installed, in well under a second.
+func restoreUfw(t *testing.T, n *testNet) {
+	t.Helper()
+	for _, b := range []string{"iptables-nft-restore", "ip6tables-nft-restore"} {
+		if _, err := exec.LookPath(b); err != nil {
+			t.Skipf("needs %s", b)
+		}
+	}
+	run(t, ufwSave4, "ip", "netns", "exec", n.node, "iptables-nft-restore")
+	run(t, ufwSave6, "ip", "netns", "exec", n.node, "ip6tables-nft-restore")
+}
+
+func TestMarkIdempotentAndOwnRulesOnly(t *testing.T) {
+	n := newTestNet(t)
+	restoreUfw(t, n)
+	before := n.listing(t)
+	m := n.marker(t)
+	const port = "9600"
+	// The predecessor's own rules, identical to a mark but for the comment.
+	for _, cmd := range []string{"iptables", "ip6tables"} {
+		chain := map[string]string{"iptables": "ufw-user-input", "ip6tables": "ufw6-user-input"}[cmd]
+		run(t, "", "ip", "netns", "exec", n.node, cmd, "-I", chain, "-p", "tcp", "--dport", port, "-j", "ACCEPT", "-m", "comment", "--comment", "not-ours")
+		run(t, "", "ip", "netns", "exec", n.node, cmd, "-I", chain, "-p", "tcp", "--dport", port, "-j", "ACCEPT")
+	}
+	withTheirs := n.listing(t)
+
+	if _, _, err := m.Open("n1", "alpha", ports(port+"/tcp", "9601/udp")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Open("n1", "beta", ports(port+"/tcp", "9602/tcp")); err != nil {
+		t.Fatal(err)
+	}
+	added, present, err := m.Open("n1", "alpha", ports(port+"/tcp", "9601/udp"))
+	if err != nil || len(added) != 0 || len(present) != 4 {
+		t.Fatalf("Open twice: added %v present %v err %v; want 0 added, 4 present", added, present, err)
+	}
+	save := n.quiet(t, "iptables-save")
+	if c := markCount(save, "adoption:n1:alpha:9600/tcp"); c != 1 {
+		t.Errorf("mark alpha 9600/tcp appears %d times in iptables-save, want 1:\n%s", c, save)
+	}
+
+	// A marked rule deleted by hand is put back by the next Open.
+	list, err := m.List("n1")
+	if err != nil || len(list) != 8 {
+		t.Fatalf("List: %v, %v; want 8 marks", list, err)
+	}
+	var victim MarkedRule
+	for _, r := range list {
+		if r.Mark.Owner == "alpha" && r.Mark.Port == 9601 && r.Family == FamilyIP6 {
+			victim = r
+		}
+	}
+	run(t, "", "ip", "netns", "exec", n.node, "nft", "delete", "rule", victim.Family, victim.Table, victim.Chain, "handle", fmt.Sprint(victim.Handle))
+	added, present, err = m.Open("n1", "alpha", ports(port+"/tcp", "9601/udp"))
+	if err != nil || len(added) != 1 || len(present) != 3 || added[0].Mark != victim.Mark || added[0].Family != FamilyIP6 {
+		t.Fatalf("Open after a hand deletion: added %v present %v err %v; want %v put back", added, present, err, victim)
+	}
+
+	// Close(alpha) leaves beta's marks and the predecessor's rules.
+	closed, err := m.Close("n1", "alpha")
+	if err != nil || len(closed) != 4 {
+		t.Fatalf("Close(alpha): %v, %v; want 4 removed", closed, err)
+	}
+	list, err = m.List("n1")
+	if err != nil || len(list) != 4 {
+		t.Fatalf("after Close(alpha) List: %v, %v; want beta's 4", list, err)
+	}
+	for _, r := range list {
+		if r.Mark.Owner != "beta" {
+			t.Errorf("after Close(alpha) found %v", r)
+		}
+	}
+	// Close of an owner with nothing open changes nothing.
+	if r, err := m.Close("n1", "alpha"); err != nil || len(r) != 0 {
+		t.Errorf("second Close(alpha): %v, %v", r, err)
+	}
+
+	// Release removes beta's, never the identical unmarked rules.
+	if _, err := m.Release("n1"); err != nil {
+		t.Fatal(err)
+	}
+	if after := n.listing(t); after != withTheirs {
+		t.Errorf("after Release the ruleset differs from the found one:\n%s", diff(withTheirs, after))
+	}
+	save = n.quiet(t, "iptables-save")
+	if !strings.Contains(save, "-A ufw-user-input -p tcp -m tcp --dport 9600 -j ACCEPT\n") ||
+		!strings.Contains(save, `-A ufw-user-input -p tcp -m tcp --dport 9600 -m comment --comment not-ours -j ACCEPT`) {
+		t.Errorf("the predecessor's own rules did not survive Release:\n%s", save)
+	}
+	if before == withTheirs {
+		t.Error("the unmarked rules were never added")
+	}
+}
+
+func TestMarkNativeInet(t *testing.T) {
+	n := newTestNet(t)
+	n.nft(t, `
+table inet host {
+	set allowed { type inet_service; elements = { 22, 8080 } }
+	chain input {
+		type filter hook input priority filter; policy drop;
+		ct state established,related accept
+		ct state invalid drop
+		iifname "lo" accept
+		tcp dport @allowed accept
+		udp dport 6000 counter accept
+	}
+	chain output {
+		type filter hook output priority filter; policy accept;
+	}
+}`)
+	open := ports("9700/tcp", "9701/udp")
+	n.serve(t, []uint16{22, 8080, 6000, 9700, 9701})
+	before := n.listing(t)
+	n.expectReach(t, "before opening", false, open...)
+	m := n.marker(t)
+	added, _, err := m.Open("n1", "mod-a", open)
+	if err != nil || len(added) != 2 {
+		t.Fatalf("Open: %v, %v; want one rule per port in inet host input", added, err)
+	}
+	rs := n.list(t)
+	ch := rs.Tables[0].Chains[0]
+	if ch.Name != "input" {
+		ch = rs.Tables[0].Chains[1]
+	}
+	invalid, mark := -1, -1
+	for i, r := range ch.Rules {
+		for _, c := range r.Conds {
+			if c.Kind == CondCtState && c.Bits == ctStateInvalid && r.Verdict.Kind == VerdictDrop {
+				invalid = i
+			}
+		}
+		if r.Comment == "adoption:n1:mod-a:9700/tcp" && mark < 0 {
+			mark = i
+		}
+	}
+	if invalid < 0 || mark < invalid {
+		t.Errorf("mark at rule %d, ct state invalid drop at %d: the mark must come after the ct rules", mark, invalid)
+	}
+	t.Logf("after Open:\n%s", n.listing(t))
+	n.expectReach(t, "after opening", true, open...)
+	n.expectReach(t, "after opening", true, ports("22/tcp", "8080/tcp", "6000/udp")...)
+	if _, err := m.Release("n1"); err != nil {
+		t.Fatal(err)
+	}
+	if after := n.listing(t); after != before {
+		t.Errorf("after Release the ruleset differs:\n%s", diff(before, after))
+	}
+	n.expectReach(t, "after release", false, open...)
+}
+
+// A native chain that drops the port with a rule goes before that rule; a
+// jump that might drop counts as one; a chain that accepts by policy and
+// never drops the port gets nothing.
+func TestMarkNativeBeforeFirstDrop(t *testing.T) {
+	n := newTestNet(t)
+	n.nft(t, `
+table ip early {
+	chain screen {
+		tcp dport 9800 drop
+	}
+	chain input {
+		type filter hook input priority -10; policy accept;
+		ct state invalid drop
+		tcp dport 22 accept
+		jump screen
+	}
+}
+table ip6 other {
+	chain input {
+		type filter hook input priority 0; policy accept;
+		tcp dport 9800 reject
+	}
+}
+table inet late {
+	chain input {
+		type filter hook input priority 10; policy accept;
+		udp dport 53 drop
+	}
+}`)
+	n.serve(t, []uint16{9800})
+	before := n.listing(t)
+	n.expectReach(t, "before", false, ports("9800/tcp")...)
+	m := n.marker(t)
+	added, _, err := m.Open("n1", "mod-b", ports("9800/tcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, r := range added {
+		got[r.Family+" "+r.Table+" "+r.Chain] = true
+	}
+	if len(added) != 2 || !got["ip early input"] || !got["ip6 other input"] {
+		t.Fatalf("added %v; want ip early input and ip6 other input only", added)
+	}
+	rs := n.list(t)
+	for _, tb := range rs.Tables {
+		for _, ch := range tb.Chains {
+			for i, r := range ch.Rules {
+				if r.Comment != "" {
+					prev := ch.Rules[i+1]
+					if prev.Verdict.Kind != VerdictJump && prev.Verdict.Kind != VerdictReject {
+						t.Errorf("%s %s: the mark comes before a %s rule, want the jump or the reject", tb.Name, ch.Name, prev.Verdict.Kind)
+					}
+				}
+			}
+		}
+	}
+	n.expectReach(t, "after opening", true, ports("9800/tcp")...)
+	if _, err := m.Release("n1"); err != nil {
+		t.Fatal(err)
+	}
+	if after := n.listing(t); after != before {
+		t.Errorf("after Release the ruleset differs:\n%s", diff(before, after))
+	}
+}
+
+func TestMarkPlainIptablesNft(t *testing.T) {
+	n := newTestNet(t)
+	rules := `*filter
+:INPUT DROP [0:0]
+:FORWARD DROP [0:0]
+:OUTPUT ACCEPT [0:0]
+:svc - [0:0]
+-A INPUT -i lo -j ACCEPT
+-A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+-A INPUT -m conntrack --ctstate INVALID -j DROP
+-A INPUT -p tcp -m multiport --dports 9100,9200:9202 -j ACCEPT
+-A INPUT -j svc
+-A svc -p tcp --dport 22 -m comment --comment "ssh" -j ACCEPT
+COMMIT
+`
+	run(t, rules, "ip", "netns", "exec", n.node, "iptables-nft-restore")
+	run(t, rules, "ip", "netns", "exec", n.node, "ip6tables-nft-restore")
+	n.serve(t, []uint16{9900})
+	before := n.listing(t)
+	n.expectReach(t, "before", false, ports("9900/tcp")...)
+	m := n.marker(t)
+	added, _, err := m.Open("n1", "mod-c", ports("9900/tcp"))
+	if err != nil || len(added) != 2 {
+		t.Fatalf("Open: %v, %v; want INPUT of ip and ip6 filter", added, err)
+	}
+	save := n.quiet(t, "iptables-save")
+	want := "-A INPUT -m conntrack --ctstate INVALID -j DROP\n-A INPUT -p tcp -m multiport --dports 9100,9200:9202 -j ACCEPT\n" +
+		`-A INPUT -p tcp -m tcp --dport 9900 -m comment --comment "adoption:n1:mod-c:9900/tcp" -j ACCEPT` + "\n-A INPUT -j svc\n"
+	if !strings.Contains(save, want) {
+		t.Errorf("iptables-save lacks the mark just before the jump:\n%s", save)
+	}
+	n.quiet(t, "ip6tables-save")
+	n.expectReach(t, "after opening", true, ports("9900/tcp")...)
+	if _, err := m.Release("n1"); err != nil {
+		t.Fatal(err)
+	}
+	if after := n.listing(t); after != before {
+		t.Errorf("after Release the ruleset differs:\n%s", diff(before, after))
+	}
+}
+
+func TestMarkRefusesFirewalld(t *testing.T) {
+	n := newTestNet(t)
+	n.nft(t, `
+table inet firewalld {
+	chain filter_INPUT {
+		type filter hook input priority filter + 10; policy accept;
+		ct state invalid drop
+		reject with icmpx admin-prohibited
+	}
+}`)
+	before := n.listing(t)
+	_, _, err := n.marker(t).Open("n1", "foundation", ports("9500/tcp"))
+	if err == nil || !strings.Contains(err.Error(), "firewalld") || !strings.Contains(err.Error(), "nothing was changed") {
+		t.Fatalf("Open on a firewalld node: %v; want a refusal naming firewalld", err)
+	}
+	t.Logf("refused: %v", err)
+	if after := n.listing(t); after != before {
+		t.Errorf("the refusal changed the ruleset:\n%s", diff(before, after))
+	}
+}
+
+// A ruleset changed after the listing a batch was planned on: the kernel
+// refuses the batch as a whole (NFNL_BATCH_GENID) and nothing is written.
+func TestMarkRulesetChangedBetweenListAndWrite(t *testing.T) {
+	n := newTestNet(t)
+	restoreUfw(t, n)
+	c, closeNS, err := Dial(n.path(n.node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeNS()
+	s := &session{m: NewMarkerWithConn(c), c: c, close: func() error { return nil }}
+	gen, _, err := s.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, "", "ip", "netns", "exec", n.node, "iptables", "-I", "ufw-user-input", "-p", "tcp", "--dport", "1", "-j", "DROP")
+	changed := n.listing(t)
+	mk := Mark{Node: "n1", Owner: "x", Port: 9500, Proto: "tcp"}
+	_, err = s.commit(gen, func(c *nftables.Conn) {
+		c.InsertRule(&nftables.Rule{
+			Table: &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "filter"}, Chain: &nftables.Chain{Name: "ufw-user-input"},
+			Exprs: markExprs(mk.Port, mk.Proto), UserData: markUserData(mk),
+		})
+	})
+	if !errors.Is(err, ErrRulesetChanged) {
+		t.Fatalf("commit at a stale generation: %v; want ErrRulesetChanged", err)
+	}
+	t.Logf("refused: %v", err)
+	if after := n.listing(t); after != changed {
+		t.Errorf("a refused batch changed the ruleset:\n%s", diff(changed, after))
+	}
+	// At the current generation the same batch goes through.
+	gen, _, err = s.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoes, err := s.commit(gen, func(c *nftables.Conn) {
+		c.InsertRule(&nftables.Rule{
+			Table: &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "filter"}, Chain: &nftables.Chain{Name: "ufw-user-input"},
+			Exprs: markExprs(mk.Port, mk.Proto), UserData: markUserData(mk),
+		})
+	})
+	if err != nil || len(echoes) != 1 || echoes[0].handle == 0 || echoes[0].comment != mk.Comment() {
+		t.Fatalf("commit at the current generation: %v, %v", echoes, err)
+	}
+}
