@@ -135,7 +135,11 @@ func (n *node) validate(kind string, in RequestInput) error {
 	}
 	if in.Plan != nil && module != "" {
 		if _, ok := in.Plan.Module(module); !ok {
-			return fmt.Errorf("module %q is not in the plan sent for node %s", module, n.s.Node)
+			names := make([]string, 0, len(in.Plan.Modules))
+			for _, m := range in.Plan.Modules {
+				names = append(names, m.Name)
+			}
+			return unknownModule(module, n.s.Node, names)
 		}
 	}
 	switch n.s.Phase {
@@ -169,7 +173,7 @@ func (n *node) validate(kind string, in RequestInput) error {
 			return nil // a module new in the plan sent: it is added when the request is served
 		}
 		if m == nil {
-			return fmt.Errorf("module %q is not in node %s's plan (modules: %v); add it to the configuration and pass it with the request", module, n.s.Node, n.moduleNames())
+			return unknownModule(module, n.s.Node, n.moduleNames())
 		}
 		if n.s.Phase == PhaseFlipping {
 			return fmt.Errorf("node %s is flipping: no module can migrate now", n.s.Node)
@@ -214,4 +218,8 @@ func describe(kind, module string) string {
 		return kind
 	}
 	return kind + " " + module
+}
+
+func unknownModule(module, node string, names []string) error {
+	return fmt.Errorf("module %q is not in node %s's plan (modules: %v); add it to the configuration and pass it with the request", module, node, names)
 }
