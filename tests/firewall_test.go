@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -102,12 +103,32 @@ func TestGenesisMarksReconcileRelease(t *testing.T) {
 		t.Fatalf("mark present %d times after reconcile, want 1", c)
 	}
 
+	// The found firewall's owner reloads it (as its boot-time service
+	// would): every ip mark vanishes at once; reconcile puts them back.
+	reload := exec.Command("ip", "netns", "exec", n.Netns, "iptables-restore")
+	reload.Stdin = strings.NewReader(sandbox.UFWRules(n.Allowed))
+	if out, err := reload.CombinedOutput(); err != nil {
+		t.Fatalf("reload the found firewall: %v %s", err, out)
+	}
+	if passes(t, n, 5002) {
+		t.Fatal("5002 still passes after the reload: the marks did not vanish")
+	}
+	waitFor(t, n, "reconcile after a reload", func(st workflows.State) bool {
+		return st.LastReconcile != nil && len(st.LastReconcile.Restored) == 2
+	})
+	if !passes(t, n, 5002) || !passes(t, n, 5432) {
+		t.Fatal("reconcile did not restore the marks after the reload")
+	}
+
 	// Release: every mark gone, the ruleset as found.
 	if out, errs, code := adopt(t, "release", n.Name, "--config", n.cfg); code != 0 {
 		t.Fatalf("release: %s%s", out, errs)
 	}
 	waitPhase(t, n, workflows.PhaseReleased, 60*time.Second)
-	if got := ruleset(t, n); got != found {
+	// The reload above recreated table ip filter, which moves it after ip6
+	// filter in the listing; the order of tables is the reload's doing, so
+	// tables are compared in a stable order, each byte for byte.
+	if got := ruleset(t, n); sortTables(got) != sortTables(found) {
 		t.Fatalf("after release the ruleset differs from the one found:\nfound:\n%s\nnow:\n%s", found, got)
 	}
 	if _, err := os.Stat(n.StateDir + "/adopted.json"); !os.IsNotExist(err) {
@@ -157,4 +178,24 @@ func markHandle(t *testing.T, n *node, comment string) string {
 	}
 	t.Fatalf("no rule with %q:\n%s", comment, out)
 	return ""
+}
+
+// sortTables orders the tables of an nft listing (each with the warning
+// comment iptables-nft puts above it) by their text.
+func sortTables(listing string) string {
+	var blocks []string
+	var cur strings.Builder
+	prevWarning := false
+	for _, line := range strings.SplitAfter(listing, "\n") {
+		starts := strings.HasPrefix(line, "# Warning") || (strings.HasPrefix(line, "table ") && !prevWarning)
+		if starts && cur.Len() > 0 {
+			blocks = append(blocks, cur.String())
+			cur.Reset()
+		}
+		cur.WriteString(line)
+		prevWarning = strings.HasPrefix(line, "# Warning")
+	}
+	blocks = append(blocks, cur.String())
+	sort.Strings(blocks)
+	return strings.Join(blocks, "")
 }
