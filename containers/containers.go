@@ -6,11 +6,15 @@ package containers
 import (
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // Info is what the probe records of one container. Environment variables are
@@ -26,10 +30,15 @@ type Info struct {
 }
 
 type Mount struct {
-	Type        string `json:"type"` // volume or bind
+	Type        string `json:"type"` // volume, bind or tmpfs
 	Name        string `json:"name,omitempty"`
 	Source      string `json:"source"`
 	Destination string `json:"destination"`
+	// ReadOnly and Anonymous are filled in by Preflight, which reads the
+	// container's configuration; the report's list leaves them unset.
+	ReadOnly    bool   `json:"read_only,omitempty"`
+	Anonymous   bool   `json:"anonymous,omitempty"` // a volume Docker named itself (image VOLUME or -v /path)
+	Propagation string `json:"propagation,omitempty"`
 }
 
 type Published struct {
@@ -48,14 +57,32 @@ type Report struct {
 }
 
 // api is the part of the Docker client this package uses, so tests can fake it.
+// Every method has the signature of *client.Client's.
 type api interface {
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error)
+	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
+	ContainerStart(ctx context.Context, containerID string, options container.StartOptions) error
+	ContainerStop(ctx context.Context, containerID string, options container.StopOptions) error
+	ContainerRename(ctx context.Context, containerID, newContainerName string) error
+	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
+	ContainerUpdate(ctx context.Context, containerID string, updateConfig container.UpdateConfig) (container.UpdateResponse, error)
+	ContainerLogs(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error)
+	ImageInspect(ctx context.Context, imageID string, inspectOpts ...client.ImageInspectOption) (image.InspectResponse, error)
+	NetworkConnect(ctx context.Context, networkID, containerID string, config *network.EndpointSettings) error
 }
 
 // Engine is the node's Docker engine.
 type Engine struct {
 	cli api
 	err error // why the engine could not be reached at construction
+
+	// portFree says whether a host port can be bound; a field so unit tests
+	// need not hold real ports.
+	portFree func(proto, hostIP string, port uint16) error
+	// beforeStep, when set (tests only), runs before each cutover sub-step; an
+	// error stops the step there, as a crash of the worker would.
+	beforeStep func(step string) error
 }
 
 // New connects to the engine named by DOCKER_HOST (default: the local socket).
@@ -63,13 +90,13 @@ type Engine struct {
 func New() *Engine {
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
-		return &Engine{err: err}
+		return &Engine{err: err, portFree: bindable}
 	}
-	return &Engine{cli: cli}
+	return &Engine{cli: cli, portFree: bindable}
 }
 
 // NewWith wraps an existing client (tests).
-func NewWith(cli api) *Engine { return &Engine{cli: cli} }
+func NewWith(cli api) *Engine { return &Engine{cli: cli, portFree: bindable} }
 
 // Report lists every container, running or not.
 func (e *Engine) Report(ctx context.Context) Report {

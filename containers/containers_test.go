@@ -9,6 +9,7 @@ import (
 )
 
 type fakeAPI struct {
+	api  // nil: the report uses only ContainerList
 	list []container.Summary
 	err  error
 }

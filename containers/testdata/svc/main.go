@@ -1,0 +1,104 @@
+// Command svc is the cutover tests' stand-in for a service people use: on
+// first start it writes random data into each of its data directories (a
+// named volume, an anonymous volume, a bind mount), and it serves their
+// checksums over HTTP, so a test can tell from outside the container that the
+// data survived a cutover. Built static (CGO_ENABLED=0) and imported into
+// Docker as a one-file image: no base image, no registry.
+package main
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+func main() {
+	listen := flag.String("listen", ":8080", "address to serve on")
+	dirs := flag.String("data", "/named,/anon,/bind", "comma-separated data directories")
+	fail := flag.String("fail", "", "exit: exit at once with status 3; nolisten: run but never listen")
+	check := flag.String("check", "", "healthcheck mode: GET this URL and exit 0 on 200")
+	flag.Parse()
+
+	if *check != "" {
+		c := http.Client{Timeout: time.Second}
+		resp, err := c.Get(*check)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	switch *fail {
+	case "exit":
+		fmt.Fprintln(os.Stderr, "svc: told to fail (-fail=exit)")
+		os.Exit(3)
+	case "nolisten":
+		fmt.Fprintln(os.Stderr, "svc: told never to listen (-fail=nolisten)")
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
+
+	var list []string
+	for _, d := range strings.Split(*dirs, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			list = append(list, d)
+		}
+	}
+	for _, d := range list {
+		if err := seed(d); err != nil {
+			fmt.Fprintln(os.Stderr, "svc:", err)
+			os.Exit(1)
+		}
+	}
+
+	version := os.Getenv("SVC_VERSION")
+	http.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	http.HandleFunc("/version", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, version) })
+	http.HandleFunc("/sums", func(w http.ResponseWriter, _ *http.Request) {
+		sums := map[string]string{}
+		for _, d := range list {
+			b, err := os.ReadFile(filepath.Join(d, "data"))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			s := sha256.Sum256(b)
+			sums[d] = hex.EncodeToString(s[:])
+		}
+		_ = json.NewEncoder(w).Encode(sums)
+	})
+	fmt.Fprintf(os.Stderr, "svc %s: serving on %s\n", version, *listen)
+	if err := http.ListenAndServe(*listen, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "svc:", err)
+		os.Exit(1)
+	}
+}
+
+// seed writes 64 KiB of random data into dir/data unless it is already there:
+// a successor must find its predecessor's data, never write its own.
+func seed(dir string) error {
+	p := filepath.Join(dir, "data")
+	if _, err := os.Stat(p); err == nil {
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	b := make([]byte, 64<<10)
+	if _, err := rand.Read(b); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, b, 0o644)
+}
