@@ -122,19 +122,19 @@ func buildImages(cli *client.Client) error {
 
 // rig is one predecessor service and everything made for it.
 type rig struct {
-	cli                 *client.Client
-	prefix, name        string
-	port                int
-	namedVol, anonVol   string
-	bindDir             string
-	networks            []string
-	predID              string
-	sums                map[string]string
-	url                 string
-	addr                string
-	spec                Spec
-	engine              *Engine
-	createdAnonVolumes  []string
+	cli                *client.Client
+	prefix, name       string
+	port               int
+	namedVol, anonVol  string
+	bindDir            string
+	networks           []string
+	predID             string
+	sums               map[string]string
+	url                string
+	addr               string
+	spec               Spec
+	engine             *Engine
+	createdAnonVolumes []string
 }
 
 func freePort(t *testing.T) int {
