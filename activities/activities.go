@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -38,6 +39,9 @@ type (
 	Custody interface {
 		Inspect(path string) custody.FileState
 		Take(path string) (custody.Record, error)
+		Record(path string) (custody.Record, bool, error)
+		Converge(path string, content []byte, mode os.FileMode, uid, gid int) error
+		Restore(path string) error
 	}
 	Markers interface {
 		MarkAdopted(nodestate.Marker) error
@@ -52,10 +56,14 @@ type Activities struct {
 	Firewall   Firewall
 	Marks      Marks
 	Engine     Containers
+	Cutover    Cutover
 	Sockets    Sockets
 	Files      Custody
 	State      Markers
 	Failpoints failpoint.Set
+	// Contents holds the declared files' content by sha256, from the
+	// worker's own configuration: the plan carries only the hashes.
+	Contents map[string][]byte
 }
 
 // Error types: the workflow tells by type what is the operator's to fix.

@@ -25,16 +25,6 @@ type ModuleInput struct {
 	Module string      `json:"module"`
 }
 
-// MigrateResult reports a cutover.
-type MigrateResult struct {
-	Step string `json:"step"`
-}
-
-// Migrate runs a module's cutover.
-func (a *Activities) Migrate(ctx context.Context, in ModuleInput) (*MigrateResult, error) {
-	return nil, notImplemented("module cutover", 4)
-}
-
 // PreviewResult says which open ports a flip would close.
 type PreviewResult struct {
 	Approved bool     `json:"approved"`
@@ -50,4 +40,3 @@ func (a *Activities) Preview(ctx context.Context, in ProbeInput) (*PreviewResult
 func (a *Activities) Flip(ctx context.Context, in ProbeInput) (*PreviewResult, error) {
 	return nil, notImplemented("flip", 5)
 }
-

@@ -23,6 +23,7 @@ type Plan struct {
 	ConfirmTimeout    time.Duration `json:"confirm_timeout"`
 	ReconcileInterval time.Duration `json:"reconcile_interval"`
 	DriftInterval     time.Duration `json:"drift_interval"`
+	StopTimeout       time.Duration `json:"stop_timeout"`
 }
 
 type NamedPort struct {
@@ -55,6 +56,7 @@ func (c *Config) Plan() Plan {
 		ConfirmTimeout:    c.Flip.ConfirmTimeout,
 		ReconcileInterval: c.Firewall.ReconcileInterval,
 		DriftInterval:     c.Drift.Interval,
+		StopTimeout:       c.Cutover.StopTimeout,
 		NodeFiles:         filePlans(c.NodeFiles),
 	}
 	for _, name := range sortedKeys(c.Foundation.Ports) {
@@ -100,5 +102,24 @@ func filePlans(fs []File) []FilePlan {
 		out = append(out, FilePlan{Path: f.Path, SHA256: hex.EncodeToString(sum[:]), Mode: f.Mode})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// Contents maps the sha256 of every declared file's content to the content.
+// It stays on the node: the worker looks up by the hash the plan carries,
+// so the bytes never travel through Temporal, and a node whose local
+// configuration is stale is found out (the hash is missing).
+func (c *Config) Contents() map[string][]byte {
+	out := map[string][]byte{}
+	add := func(fs []File) {
+		for _, f := range fs {
+			sum := sha256.Sum256([]byte(f.Content))
+			out[hex.EncodeToString(sum[:])] = []byte(f.Content)
+		}
+	}
+	add(c.NodeFiles)
+	for _, m := range c.Modules {
+		add(m.Files)
+	}
 	return out
 }

@@ -182,8 +182,15 @@ func (v *validator) container(key string, ct Container) {
 		v.add(key+".image", ct.Image, "required: a local image reference such as mail:2.1")
 	}
 	for _, hp := range sortedKeys(ct.Ports) {
-		if _, err := ParsePort(hp); err != nil {
-			v.add(key+".ports", hp, err.Error()+"; keys are host PORT/PROTO")
+		port := hp
+		if ip, rest, ok := strings.Cut(hp, ":"); ok {
+			if net.ParseIP(ip) == nil {
+				v.add(key+".ports", hp, "the host address before ':' is not an IP address; keys are [IP:]PORT/PROTO, e.g. 127.0.0.1:8080/tcp")
+			}
+			port = rest
+		}
+		if _, err := ParsePort(port); err != nil {
+			v.add(key+".ports", hp, err.Error()+"; keys are host [IP:]PORT/PROTO")
 		}
 		if _, err := ParsePort(ct.Ports[hp]); err != nil {
 			v.add(key+".ports."+hp, ct.Ports[hp], err.Error()+"; values are container PORT/PROTO")

@@ -156,6 +156,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		request("retry NODE [MODULE]", workflows.UpdateRetry, "Retry a failed cutover, or a failed adoption without MODULE", true),
 		request("flip NODE", workflows.UpdateFlip, "Flip the node: preview, then replace the found firewall with the mesh's", false),
 		request("release NODE", workflows.UpdateRelease, "Remove every marked rule and leave the node as found", false),
+		request("prune NODE", workflows.UpdatePrune, "Remove the stopped predecessor containers kept for rollback (never their volumes)", false),
 	)
 	root.SetArgs(args)
 	root.SetOut(stdout)

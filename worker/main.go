@@ -94,11 +94,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // nodeActivities builds the real node parts from the worker's local config.
 func nodeActivities(cfg *config.Config) *activities.Activities {
+	engine := containers.New()
 	return &activities.Activities{
 		Node:       cfg.Node.Name,
 		Firewall:   firewall.Inspector{Netns: cfg.Node.Netns},
 		Marks:      firewall.NewMarker(cfg.Node.Netns),
-		Engine:     containers.New(),
+		Engine:     engine,
+		Cutover:    engine,
+		Contents:   cfg.Contents(),
 		Sockets:    sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns},
 		Files:      custody.New(cfg.Node.Root, cfg.Node.StateDir),
 		State:      nodestate.New(cfg.Node.StateDir),

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -40,7 +41,9 @@ func testPlan() config.Plan {
 	return config.Plan{
 		Node: "n1", Role: "member",
 		Modules: []config.ModulePlan{
-			{Name: "mail", Ports: []config.Port{{Num: 25, Proto: "tcp"}}},
+			{Name: "mail", Ports: []config.Port{{Num: 25, Proto: "tcp"}},
+				Container: &config.Container{Name: "mail", Image: "mesh/mail:1"},
+				Files:     []config.FilePlan{{Path: "/srv/mail/mail.env", SHA256: strings.Repeat("b", 64)}}},
 			{Name: "web", Ports: []config.Port{{Num: 8080, Proto: "tcp"}}},
 		},
 		NodeFiles: []config.FilePlan{{Path: "/etc/hosts", SHA256: strings.Repeat("a", 64)}},
@@ -112,8 +115,7 @@ func (s *NodeSuite) TestPhaseOrder() {
 // A migrate sent while the node is still being probed waits for adoption.
 func (s *NodeSuite) TestSignalBeforeAdoptionIsQueued() {
 	s.expectAdoption(time.Minute)
-	s.env.OnActivity(a.Migrate, mock.Anything, activities.ModuleInput{Plan: testPlan(), Module: "mail"}).
-		Run(s.record("migrate mail")).Return(&activities.MigrateResult{Step: "done"}, nil).Once()
+	mockCutover(s.env, &s.calls, "")
 	s.expectRelease()
 	var during State
 	s.signal(10*time.Second, SignalMigrate, "mail")
@@ -125,7 +127,7 @@ func (s *NodeSuite) TestSignalBeforeAdoptionIsQueued() {
 	s.Equal(PhaseProbing, during.Phase)
 	s.Require().Len(during.Queue, 1)
 	s.Equal("mail", during.Queue[0].Module)
-	s.Equal([]string{"probe", "adopt", "migrate mail", "release"}, s.calls)
+	s.Equal([]string{"probe", "adopt", "preflight mail", "open mail", "create mail", "converge mail", "swap mail", "healthy mail", "release"}, s.calls)
 	s.Equal(ModuleMigrated, st.module("mail").State)
 	s.Equal(ModulePending, st.module("web").State)
 }
@@ -133,16 +135,17 @@ func (s *NodeSuite) TestSignalBeforeAdoptionIsQueued() {
 // Two migrates back to back run one after the other, in order.
 func (s *NodeSuite) TestMigratesRunInOrder() {
 	s.expectAdoption(time.Second)
-	s.env.OnActivity(a.Migrate, mock.Anything, mock.Anything).After(time.Minute).Run(func(args mock.Arguments) {
-		s.calls = append(s.calls, "migrate "+args[1].(activities.ModuleInput).Module)
-	}).Return(&activities.MigrateResult{}, nil).Twice()
+	mockCutover(s.env, &s.calls, "")
 	s.expectRelease()
-	s.signal(time.Minute, SignalMigrate, "web")
-	s.signal(time.Minute+time.Second, SignalMigrate, "mail")
+	// Back to back: mail arrives while web's cutover is under way.
+	s.env.RegisterDelayedCallback(func() {
+		s.env.SignalWorkflow(SignalMigrate, RequestInput{Module: "web"})
+		s.env.SignalWorkflow(SignalMigrate, RequestInput{Module: "mail"})
+	}, time.Minute)
 	s.signal(10*time.Minute, SignalRelease, "")
 	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: testPlan()})
 	s.result()
-	s.Equal([]string{"probe", "adopt", "migrate web", "migrate mail", "release"}, s.calls)
+	s.Equal([]string{"probe", "adopt", "preflight web", "open web", "preflight mail", "open mail", "create mail", "converge mail", "swap mail", "healthy mail", "release"}, s.calls)
 }
 
 // An unknown module is refused with a reason and changes nothing.
@@ -171,7 +174,7 @@ func (s *NodeSuite) TestMigrateUnknownModuleRejected() {
 	s.Equal(before.Queue, after.Queue)
 	s.Equal(before.Phase, after.Phase)
 	s.Contains(after.Events[len(after.Events)-1].Text, `refused migrate nosuch: module "nosuch" is not in node n1's plan`)
-	s.NotContains(s.calls, "migrate nosuch")
+	s.NotContains(s.calls, "preflight nosuch")
 }
 
 // A retry of a module that has not failed is refused too.
@@ -213,9 +216,7 @@ func (s *NodeSuite) TestAdoptionRefusedThenRetried() {
 // A cutover that fails marks the module failed; retry runs it again.
 func (s *NodeSuite) TestFailedCutoverRetried() {
 	s.expectAdoption(time.Second)
-	s.env.OnActivity(a.Migrate, mock.Anything, mock.Anything).Return(nil,
-		temporal.NewNonRetryableApplicationError("wait healthy: timed out", "CutoverFailed", nil)).Once()
-	s.env.OnActivity(a.Migrate, mock.Anything, mock.Anything).Return(&activities.MigrateResult{Step: "done"}, nil).Once()
+	mockCutover(s.env, &s.calls, "healthy mail")
 	s.expectRelease()
 	var failed State
 	s.signal(time.Minute, SignalMigrate, "mail")
@@ -227,8 +228,29 @@ func (s *NodeSuite) TestFailedCutoverRetried() {
 	s.Equal(ModuleFailed, failed.module("mail").State)
 	s.Contains(failed.module("mail").LastError, "wait healthy")
 	s.Contains(NextStep(&failed), "adopt retry n1 mail")
+	s.Contains(failed.module("mail").LastError, "rolled back")
+	s.Empty(failed.Opened["mail"], "a rolled-back module keeps no marked rules")
 	s.Equal(ModuleMigrated, st.module("mail").State)
 	s.Equal(2, st.module("mail").Attempts)
+	s.Equal([]string{"probe", "adopt",
+		"preflight mail", "open mail", "create mail", "converge mail", "swap mail", "healthy mail", "rollback mail", "close mail",
+		"preflight mail", "open mail", "create mail", "converge mail", "swap mail", "healthy mail", "release"}, s.calls)
+}
+
+// A preflight refusal changes nothing, so nothing is rolled back.
+func (s *NodeSuite) TestPreflightRefusalRollsNothingBack() {
+	s.expectAdoption(time.Second)
+	mockCutover(s.env, &s.calls, "preflight mail")
+	s.expectRelease()
+	var failed State
+	s.signal(time.Minute, SignalMigrate, "mail")
+	s.env.RegisterDelayedCallback(func() { failed = s.query() }, 2*time.Minute)
+	s.signal(3*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: testPlan()})
+	s.result()
+	s.Equal(ModuleFailed, failed.module("mail").State)
+	s.Contains(failed.module("mail").LastError, `step "preflight" failed`)
+	s.Equal([]string{"probe", "adopt", "preflight mail", "release"}, s.calls)
 }
 
 // Continue-as-new carries the state and the queued requests; the next run
@@ -254,14 +276,12 @@ func (s *NodeSuite) TestContinueAsNewKeepsStateAndPendingSignals() {
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterActivity(&activities.Activities{})
 	var calls []string
-	env.OnActivity(a.Migrate, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
-		calls = append(calls, "migrate "+args[1].(activities.ModuleInput).Module)
-	}).Return(&activities.MigrateResult{}, nil).Once()
+	mockCutover(env, &calls, "")
 	env.OnActivity(a.Release, mock.Anything, mock.Anything).Run(func(mock.Arguments) { calls = append(calls, "release") }).Return(&activities.ReleaseResult{}, nil).Once()
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalRelease, RequestInput{}) }, time.Minute)
 	env.ExecuteWorkflow(NodeMigration, next)
 	s.Require().NoError(env.GetWorkflowError())
-	s.Equal([]string{"migrate web", "release"}, calls)
+	s.Equal([]string{"preflight web", "open web", "release"}, calls)
 	env.AssertExpectations(s.T())
 }
 
@@ -279,4 +299,37 @@ func (s *NodeSuite) TestNotImplementedStepKeepsNodeAdopted() {
 	s.result()
 	s.Equal(PhaseAdopted, after.Phase)
 	s.Contains(after.LastError, "not implemented yet")
+}
+
+// mockCutover mocks every cutover step, recording "<step> <module>" in
+// calls. The first call of failOnce ("healthy mail") fails non-retryably.
+func mockCutover(env *testsuite.TestWorkflowEnvironment, calls *[]string, failOnce string) {
+	failed := false
+	rec := func(step string, module func(mock.Arguments) string) func(mock.Arguments) {
+		return func(args mock.Arguments) { *calls = append(*calls, step+" "+module(args)) }
+	}
+	mod := func(args mock.Arguments) string { return args[1].(activities.ModuleInput).Module }
+	result := func(step string) func(context.Context, activities.ModuleInput) (*activities.CutoverResult, error) {
+		return func(_ context.Context, in activities.ModuleInput) (*activities.CutoverResult, error) {
+			if step+" "+in.Module == failOnce && !failed {
+				failed = true
+				return nil, temporal.NewNonRetryableApplicationError(step+": timed out", activities.ErrUnhealthy, nil)
+			}
+			return &activities.CutoverResult{Step: step}, nil
+		}
+	}
+	env.OnActivity(a.CutoverPreflight, mock.Anything, mock.Anything).Run(rec("preflight", mod)).Return(result("preflight")).Maybe()
+	env.OnActivity(a.OpenRules, mock.Anything, mock.Anything).Run(rec("open", func(args mock.Arguments) string {
+		return args[1].(activities.RulesInput).Owner
+	})).Return(&activities.RulesResult{}, nil).Maybe()
+	env.OnActivity(a.CutoverCreate, mock.Anything, mock.Anything).Run(rec("create", func(args mock.Arguments) string {
+		return args[1].(activities.CutoverInput).Module
+	})).Return(&activities.CutoverResult{}, nil).Maybe()
+	env.OnActivity(a.ConvergeFiles, mock.Anything, mock.Anything).Run(rec("converge", mod)).Return(result("converge")).Maybe()
+	env.OnActivity(a.CutoverSwap, mock.Anything, mock.Anything).Run(rec("swap", mod)).Return(result("swap")).Maybe()
+	env.OnActivity(a.CutoverWaitHealthy, mock.Anything, mock.Anything).Run(rec("healthy", mod)).Return(result("healthy")).Maybe()
+	env.OnActivity(a.CutoverRollback, mock.Anything, mock.Anything).Run(rec("rollback", mod)).Return(&activities.CutoverResult{}, nil).Maybe()
+	env.OnActivity(a.CloseRules, mock.Anything, mock.Anything).Run(rec("close", func(args mock.Arguments) string {
+		return args[1].(activities.RulesInput).Owner
+	})).Return(&activities.RulesResult{}, nil).Maybe()
 }

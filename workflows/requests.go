@@ -38,7 +38,7 @@ func (n *node) register(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (State, error) { return n.s, nil }); err != nil {
 		return err
 	}
-	for _, kind := range []string{SignalMigrate, SignalRetry, SignalFlip, SignalRelease} {
+	for _, kind := range []string{SignalMigrate, SignalRetry, SignalFlip, SignalRelease, SignalPrune} {
 		kind := kind
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, kind,
 			func(ctx workflow.Context, in RequestInput) (RequestResult, error) {
@@ -82,7 +82,7 @@ func (n *node) register(ctx workflow.Context) error {
 
 func (n *node) signalSelector(ctx workflow.Context) workflow.Selector {
 	sel := workflow.NewSelector(ctx)
-	for _, kind := range []string{SignalMigrate, SignalRetry, SignalFlip, SignalRelease} {
+	for _, kind := range []string{SignalMigrate, SignalRetry, SignalFlip, SignalRelease, SignalPrune} {
 		kind := kind
 		sel.AddReceive(workflow.GetSignalChannel(ctx, kind), func(c workflow.ReceiveChannel, more bool) {
 			var in RequestInput
@@ -96,7 +96,7 @@ func (n *node) signalSelector(ctx workflow.Context) workflow.Selector {
 // drainSignals takes in every signal already delivered, so a continue-as-new
 // carries them in the queue instead of dropping them.
 func (n *node) drainSignals(ctx workflow.Context) {
-	for _, kind := range []string{SignalMigrate, SignalRetry, SignalFlip, SignalRelease} {
+	for _, kind := range []string{SignalMigrate, SignalRetry, SignalFlip, SignalRelease, SignalPrune} {
 		ch := workflow.GetSignalChannel(ctx, kind)
 		var in RequestInput
 		for ch.ReceiveAsync(&in) {
@@ -194,6 +194,10 @@ func (n *node) validate(kind string, in RequestInput) error {
 		}
 		if n.s.Phase == PhaseFlipping {
 			return fmt.Errorf("node %s is already flipping", n.s.Node)
+		}
+	case SignalPrune:
+		if queued(SignalPrune, "") {
+			return fmt.Errorf("a prune of node %s is already queued", n.s.Node)
 		}
 	case SignalRelease:
 		if queued(SignalRelease, "") {

@@ -17,6 +17,7 @@ const (
 	SignalRetry   = "retry"
 	SignalFlip    = "flip"
 	SignalRelease = "release"
+	SignalPrune   = "prune"
 	QueryStatus   = "status"
 	// Updates carry the same requests as the signals but answer at once, so
 	// the CLI can print a refusal instead of the operator finding it later.
@@ -24,6 +25,7 @@ const (
 	UpdateRetry   = "retry"
 	UpdateFlip    = "flip"
 	UpdateRelease = "release"
+	UpdatePrune   = "prune"
 	// UpdatePreview runs a flip preview and returns it without flipping.
 	UpdatePreview = "preview"
 )

@@ -1,0 +1,284 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"adoption/config"
+	"adoption/containers"
+)
+
+// Cutover is the container engine's cutover, as the activities use it.
+type Cutover interface {
+	Preflight(ctx context.Context, spec containers.Spec) (*containers.Predecessor, error)
+	Create(ctx context.Context, spec containers.Spec, pred *containers.Predecessor) error
+	Swap(ctx context.Context, name string, stopTimeout time.Duration) error
+	WaitHealthy(ctx context.Context, name string, probe func(context.Context) error, timeout time.Duration) error
+	Rollback(ctx context.Context, name string) error
+	Prune(ctx context.Context, name string) error
+}
+
+// Error types of the cutover.
+const (
+	ErrBadModule      = "BadModule"
+	ErrCutoverRefused = "CutoverRefused"
+	ErrMissingContent = "MissingContent"
+	ErrUnhealthy      = "Unhealthy"
+)
+
+// CutoverInput carries a module's cutover, with what preflight recorded.
+type CutoverInput struct {
+	Plan        config.Plan             `json:"plan"`
+	Module      string                  `json:"module"`
+	Predecessor *containers.Predecessor `json:"predecessor,omitempty"`
+}
+
+// CutoverResult reports a cutover step.
+type CutoverResult struct {
+	Step        string                  `json:"step"`
+	Predecessor *containers.Predecessor `json:"predecessor,omitempty"`
+	Files       []string                `json:"files,omitempty"`
+}
+
+// CutoverPreflight checks, before anything changes, that the module can cut
+// over: its files' content is on the node, its ports are free or held only
+// by the predecessor it replaces, its image is present, and the predecessor
+// container of that name is found and recorded (mounts, ports, networks,
+// restart policy). Any refusal is non-retryable: the node is unchanged.
+func (a *Activities) CutoverPreflight(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
+	m, err := a.module(in.Plan, in.Module)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range m.Files {
+		if _, ok := a.Contents[f.SHA256]; !ok {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+				"module %s's file %s: the worker's configuration on node %s has no content with sha256 %.12s; update the node's configuration to the one the plan was sent from and restart adopt-worker",
+				m.Name, f.Path, in.Plan.Node, f.SHA256), ErrMissingContent, nil)
+		}
+	}
+	res := &CutoverResult{Step: "preflight"}
+	if m.Container == nil {
+		return res, nil
+	}
+	if err := a.portsHeldOnlyBy(ctx, m); err != nil {
+		return nil, err
+	}
+	pred, err := a.Cutover.Preflight(a.progress(ctx, "preflight"), spec(m))
+	if err != nil {
+		return nil, refusal(fmt.Sprintf("cutover %s: preflight", m.Name), err)
+	}
+	res.Predecessor = pred
+	return res, nil
+}
+
+// portsHeldOnlyBy refuses a module port that something other than the
+// predecessor it replaces listens on, naming the holder.
+func (a *Activities) portsHeldOnlyBy(ctx context.Context, m config.ModulePlan) error {
+	ls, err := a.Sockets.Listeners()
+	if err != nil {
+		return fmt.Errorf("list listening sockets: %w", err)
+	}
+	ls = attributePublished(ls, a.Engine.Report(ctx))
+	for _, p := range m.Ports {
+		for _, l := range ls {
+			if l.Port == p.Num && l.Proto == p.Proto && l.Container != m.Container.Name {
+				return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+					"module %s's port %s is held by %s, which is not its predecessor container %s; free the port or change modules[%s].ports; nothing was changed",
+					m.Name, p, l.Holder(), m.Container.Name, m.Name), ErrCutoverRefused, nil)
+			}
+		}
+	}
+	return nil
+}
+
+// CutoverCreate creates the module's container under <name>.next with the
+// predecessor's mounts (data in place), the module's ports and the
+// predecessor's networks. Idempotent.
+func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*CutoverResult, error) {
+	m, err := a.module(in.Plan, in.Module)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Cutover.Create(a.progress(ctx, "create"), spec(m), in.Predecessor); err != nil {
+		return nil, refusal(fmt.Sprintf("cutover %s: create", m.Name), err)
+	}
+	return &CutoverResult{Step: "create"}, nil
+}
+
+// ConvergeFiles writes the module's declared files: the mesh's content,
+// looked up on the node by the hash the plan carries, written atomically
+// with the mode asked for (else the one found) and the owner found. What was
+// found stays in custody for a rollback.
+func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
+	m, err := a.module(in.Plan, in.Module)
+	if err != nil {
+		return nil, err
+	}
+	res := &CutoverResult{Step: "converge files"}
+	for _, f := range m.Files {
+		heartbeat(ctx, "converge "+f.Path)
+		rec, err := a.Files.Take(f.Path) // kept since adoption; taken now if declared later
+		if err != nil {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("cannot take custody of %s: %v", f.Path, err), ErrBadPath, err)
+		}
+		content, ok := a.Contents[f.SHA256]
+		if !ok {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no content with sha256 %.12s for %s on this node", f.SHA256, f.Path), ErrMissingContent, nil)
+		}
+		mode := os.FileMode(0o644)
+		if rec.Found && rec.Mode != "" {
+			if v, err := strconv.ParseUint(rec.Mode, 8, 32); err == nil {
+				mode = os.FileMode(v)
+			}
+		}
+		if f.Mode != "" {
+			if v, err := strconv.ParseUint(f.Mode, 8, 32); err == nil {
+				mode = os.FileMode(v)
+			}
+		}
+		if err := a.Files.Converge(f.Path, content, mode, rec.UID, rec.GID); err != nil {
+			return nil, fmt.Errorf("converge %s: %w", f.Path, err)
+		}
+		a.Failpoints.Hit("cutover:converge-file")
+		res.Files = append(res.Files, f.Path)
+	}
+	return res, nil
+}
+
+// CutoverSwap stops the predecessor, renames it <name>.predecessor, renames
+// the new container to <name> and starts it. Resumable at every sub-step.
+func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
+	m, err := a.module(in.Plan, in.Module)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Cutover.Swap(a.progress(ctx, "swap"), m.Container.Name, in.Plan.StopTimeout); err != nil {
+		return nil, refusal(fmt.Sprintf("cutover %s: swap", m.Name), err)
+	}
+	return &CutoverResult{Step: "swap"}, nil
+}
+
+// CutoverWaitHealthy waits for the new container: its own healthcheck when
+// it has one, otherwise the module's health (TCP connect or HTTP GET).
+func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
+	m, err := a.module(in.Plan, in.Module)
+	if err != nil {
+		return nil, err
+	}
+	var probe func(context.Context) error
+	timeout := 30 * time.Second
+	if h := m.Health; h != nil {
+		if h.TCP != "" {
+			probe = containers.TCPProbe(h.TCP)
+		} else {
+			probe = containers.HTTPProbe(h.HTTP)
+		}
+		if h.Timeout > 0 {
+			timeout = h.Timeout
+		}
+	}
+	if err := a.Cutover.WaitHealthy(a.progress(ctx, "wait healthy"), m.Container.Name, probe, timeout); err != nil {
+		// Not retried: the workflow rolls back at once rather than keep a
+		// sick container in the predecessor's place.
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("cutover %s: wait healthy: %v", m.Name, err), ErrUnhealthy, err)
+	}
+	return &CutoverResult{Step: "healthy"}, nil
+}
+
+// CutoverRollback puts the predecessor back: the new container removed, the
+// predecessor renamed back and started, the module's files restored from
+// custody byte for byte. Every step is idempotent.
+func (a *Activities) CutoverRollback(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
+	m, err := a.module(in.Plan, in.Module)
+	if err != nil {
+		return nil, err
+	}
+	res := &CutoverResult{Step: "rolled back"}
+	if m.Container != nil {
+		if err := a.Cutover.Rollback(a.progress(ctx, "rollback"), m.Container.Name); err != nil {
+			return nil, fmt.Errorf("roll back %s's containers: %w", m.Name, err)
+		}
+	}
+	for _, f := range m.Files {
+		if _, ok, err := a.Files.Record(f.Path); err != nil || !ok {
+			continue // never taken, so never converged: nothing to restore
+		}
+		if err := a.Files.Restore(f.Path); err != nil {
+			return nil, fmt.Errorf("restore %s from custody: %w", f.Path, err)
+		}
+		res.Files = append(res.Files, f.Path)
+	}
+	return res, nil
+}
+
+// PruneInput names the modules whose kept predecessors go.
+type PruneInput struct {
+	Plan    config.Plan `json:"plan"`
+	Modules []string    `json:"modules"`
+}
+
+// Prune removes the stopped predecessor containers kept for rollback (never
+// their volumes).
+func (a *Activities) Prune(ctx context.Context, in PruneInput) (*CutoverResult, error) {
+	if err := a.checkNode(in.Plan.Node); err != nil {
+		return nil, err
+	}
+	res := &CutoverResult{Step: "pruned"}
+	for _, name := range in.Modules {
+		m, ok := in.Plan.Module(name)
+		if !ok || m.Container == nil {
+			continue
+		}
+		if err := a.Cutover.Prune(ctx, m.Container.Name); err != nil {
+			return nil, refusal("prune "+name, err)
+		}
+		res.Files = append(res.Files, m.Container.Name+containers.PredecessorSuffix)
+	}
+	return res, nil
+}
+
+func (a *Activities) module(p config.Plan, name string) (config.ModulePlan, error) {
+	if err := a.checkNode(p.Node); err != nil {
+		return config.ModulePlan{}, err
+	}
+	m, ok := p.Module(name)
+	if !ok {
+		return m, temporal.NewNonRetryableApplicationError(fmt.Sprintf("module %q is not in node %s's plan", name, p.Node), ErrBadModule, nil)
+	}
+	return m, nil
+}
+
+// progress heartbeats every cutover sub-step, and lets a test kill the
+// worker at one (failpoint "cutover:<step>").
+func (a *Activities) progress(ctx context.Context, step string) context.Context {
+	heartbeat(ctx, step)
+	return containers.WithProgress(ctx, func(sub string) {
+		heartbeat(ctx, sub)
+		a.Failpoints.Hit("cutover:" + sub)
+	})
+}
+
+func spec(m config.ModulePlan) containers.Spec {
+	c := m.Container
+	return containers.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports}
+}
+
+// refusal maps the engine's errors: bad input and refusals are not retried
+// (nothing was changed, and nothing will change by itself); a Docker fault
+// is an ordinary error and retries.
+func refusal(what string, err error) error {
+	for _, e := range []error{containers.ErrImageMissing, containers.ErrMigrated, containers.ErrConflict,
+		containers.ErrPortHeld, containers.ErrUnhealthy, containers.ErrNoRollback} {
+		if errors.Is(err, e) {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", what, err), ErrCutoverRefused, err)
+		}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
