@@ -4,6 +4,7 @@
 // iptables, ufw), in one fresh network namespace, in one run.
 //
 //	go run ./bench            # as root; writes bench/results/marks-<date>.json
+//	                          # and bench/results/cutover-<date>.json (bench/cutover.go)
 //
 // Figures are printed, never asserted: the goal (ours at least 10 times
 // faster than the fastest per-rule command) is read off the table.
@@ -70,6 +71,8 @@ func run(args []string, stdout io.Writer) error {
 	n := fs.Int("n", 100, "ports to open (from 20000, tcp)")
 	outDir := fs.String("out", filepath.Join("bench", "results"), "directory for the JSON result")
 	skipUfw := fs.Bool("skip-ufw", false, "leave out `ufw allow` (about 0.5 s per rule)")
+	skipCutover := fs.Bool("skip-cutover", false, "leave out the cutover bench (needs Docker)")
+	cutoverN := fs.Int("cutover-n", 5, "runs of each cutover procedure")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -165,6 +168,11 @@ func run(args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", file)
+	if *skipCutover {
+		fmt.Fprintln(stdout, "cutover bench skipped (-skip-cutover)")
+	} else if err := runCutover(*cutoverN, *outDir, stdout); err != nil {
+		return fmt.Errorf("cutover: %w", err)
+	}
 	for _, r := range results {
 		if !r.Restored {
 			return fmt.Errorf("%s did not leave the ruleset as found", r.Method)

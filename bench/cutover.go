@@ -1,0 +1,566 @@
+package main
+
+// The cutover bench (issue 4, "Bench"): the window in which one service does
+// not answer while a prober connects every 10 ms, for this project's cutover
+// (containers.Engine: Preflight, Create, Swap, WaitHealthy) side by side with
+// the naive `docker stop && docker rm && docker run` an operator would type.
+//
+// Each run starts from a fresh predecessor: the test service
+// (containers/testdata/svc) as image v1, with a named volume, an anonymous
+// volume (the image's VOLUME /anon), a bind mount, restart unless-stopped,
+// published on 127.0.0.1:<free port>. Both procedures take it to image v2;
+// the order alternates (ours, naive, naive, ours, ...) so neither always runs
+// on a warmer engine. No registry is reachable: the service is built static
+// and imported as a one-file image, as containers/docker_test.go does.
+//
+// Everything made here is named bench-cut-<random>- and removed at the end,
+// on error too.
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+	"github.com/docker/go-connections/nat"
+
+	"adoption/containers"
+)
+
+const (
+	cutPrefix   = "bench-cut-"
+	probeEvery  = 10 * time.Millisecond
+	stopTimeout = 10 * time.Second // ours; `docker stop` defaults to 10 s too
+	methodOurs  = "containers.Engine cutover"
+	methodNaive = "docker stop && rm && run"
+)
+
+// CutoverRun is one procedure, once.
+type CutoverRun struct {
+	Seq          int     `json:"seq"`
+	Method       string  `json:"method"`
+	GapMS        float64 `json:"gap_ms"`
+	FailedProbes int     `json:"failed_probes"`
+	ProcedureMS  float64 `json:"procedure_ms"` // until the procedure returned (ours: healthy)
+	DataKept     bool    `json:"data_kept"`    // GET /sums after equals before
+}
+
+// CutoverResult is one procedure's figures over its runs.
+type CutoverResult struct {
+	Method            string  `json:"method"`
+	Runs              int     `json:"runs"`
+	MedianGapMS       float64 `json:"median_gap_ms"`
+	MaxGapMS          float64 `json:"max_gap_ms"`
+	FailedProbes      int     `json:"failed_probes"` // over all runs
+	MedianFailed      float64 `json:"median_failed_probes"`
+	MedianProcedureMS float64 `json:"median_procedure_ms"`
+	DataKept          int     `json:"data_kept_runs"`
+	Ratio             float64 `json:"ratio_vs_naive"` // median gap / naive's median gap
+}
+
+// CutoverReport is what bench/results/cutover-<date>.json holds.
+type CutoverReport struct {
+	Date         string          `json:"date"`
+	Kernel       string          `json:"kernel"`
+	Docker       []string        `json:"docker"`
+	ProbeEveryMS float64         `json:"probe_every_ms"`
+	Note         string          `json:"note"`
+	Results      []CutoverResult `json:"results"`
+	Runs         []CutoverRun    `json:"runs"`
+}
+
+type cutBench struct {
+	cli       *client.Client
+	engine    *containers.Engine
+	prefix    string
+	imageV1   string
+	imageV2   string
+	volumes   map[string]bool // every volume seen on a container of ours
+	dirs      []string        // bind-mount sources
+	trial     int
+	dockerCLI string
+}
+
+// runCutover runs the cutover bench, prints its table and writes its JSON.
+// An unreachable Docker engine skips it with a message, not an error.
+func runCutover(n int, outDir string, stdout io.Writer) (err error) {
+	if n < 1 {
+		return fmt.Errorf("-cutover-n must be at least 1")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = cli.Ping(pctx)
+		cancel()
+	}
+	if err != nil {
+		fmt.Fprintf(stdout, "cutover bench skipped: docker engine unreachable: %v\n", err)
+		return nil
+	}
+	defer cli.Close()
+	dockerBin, err := exec.LookPath("docker")
+	if err != nil {
+		fmt.Fprintf(stdout, "cutover bench skipped: no docker CLI for the naive procedure: %v\n", err)
+		return nil
+	}
+	id := make([]byte, 3)
+	rand.Read(id)
+	b := &cutBench{cli: cli, engine: containers.New(), prefix: cutPrefix + hex.EncodeToString(id) + "-",
+		volumes: map[string]bool{}, dockerCLI: dockerBin}
+	b.imageV1, b.imageV2 = b.prefix+"svc:v1", b.prefix+"svc:v2"
+	defer func() {
+		if cerr := b.cleanup(); cerr != nil {
+			cerr = fmt.Errorf("cleanup (remove what is left named %s*): %w", b.prefix, cerr)
+			if err == nil {
+				err = cerr
+			} else {
+				fmt.Fprintln(os.Stderr, "bench:", cerr)
+			}
+		}
+	}()
+
+	fmt.Fprintf(stdout, "cutover: building the test service as %s and %s ...\n", b.imageV1, b.imageV2)
+	if err := b.buildImages(ctx); err != nil {
+		return err
+	}
+	var runs []CutoverRun
+	for i := 0; i < n; i++ {
+		order := []string{methodOurs, methodNaive}
+		if i%2 == 1 {
+			order = []string{methodNaive, methodOurs}
+		}
+		for _, m := range order {
+			fmt.Fprintf(stdout, "cutover %d/%d: %s ...\n", i+1, n, m)
+			r, err := b.run(ctx, m == methodOurs)
+			if err != nil {
+				return fmt.Errorf("%s, run %d: %w", m, i+1, err)
+			}
+			r.Seq, r.Method = len(runs)+1, m
+			runs = append(runs, r)
+		}
+	}
+
+	results := []CutoverResult{summarize(methodOurs, runs), summarize(methodNaive, runs)}
+	for i := range results {
+		if results[1].MedianGapMS > 0 {
+			results[i].Ratio = results[i].MedianGapMS / results[1].MedianGapMS
+		}
+	}
+	fmt.Fprintf(stdout, "\nunavailability of one service, probed (TCP connect) every %s, %d runs each:\n", probeEvery, n)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "procedure\truns\tmedian gap ms\tmax gap ms\tfailed probes\tprocedure ms\tdata kept\tratio vs naive\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%d\t%.0f\t%d/%d\t%.2fx\t\n", r.Method, r.Runs, r.MedianGapMS, r.MaxGapMS, r.FailedProbes, r.MedianProcedureMS, r.DataKept, r.Runs, r.Ratio)
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "ours/naive median gap: %.2f (goal: at most 1, keeping the data and the rollback)\n", results[0].Ratio)
+
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	rep := CutoverReport{
+		Date:         time.Now().UTC().Format(time.RFC3339),
+		Kernel:       strings.TrimSpace(string(kernel)),
+		Docker:       b.versions(ctx),
+		ProbeEveryMS: float64(probeEvery) / float64(time.Millisecond),
+		Note: "each run starts from a fresh predecessor (svc v1: named volume, anonymous volume from the image's VOLUME, bind mount, restart unless-stopped, " +
+			"published on 127.0.0.1) and takes it to svc v2; gap = first failed probe to the next successful one (containers.MeasureUnavailability, TCP connect, " +
+			"a connection closed at once counts as failed); ours = Preflight, Create, Swap (stop timeout 10 s), WaitHealthy (TCP probe); " +
+			"naive = docker stop, docker rm, docker run -d with the same volumes (the anonymous one by name), bind and port, through the docker CLI; " +
+			"order alternates ours, naive, naive, ours, ...; procedure_ms runs until the procedure returns (ours: healthy; naive: docker run -d returned); " +
+			"data_kept compares GET /sums after with before",
+		Results: results,
+		Runs:    runs,
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return err
+	}
+	file := filepath.Join(outDir, "cutover-"+time.Now().Format("2006-01-02")+".json")
+	var js bytes.Buffer
+	enc := json.NewEncoder(&js)
+	enc.SetEscapeHTML(false) // "&&" as is
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return err
+	}
+	if err := os.WriteFile(file, js.Bytes(), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", file)
+	if results[0].DataKept != results[0].Runs {
+		return fmt.Errorf("the cutover changed the service's data in %d of %d runs", results[0].Runs-results[0].DataKept, results[0].Runs)
+	}
+	return nil
+}
+
+func summarize(method string, runs []CutoverRun) CutoverResult {
+	r := CutoverResult{Method: method}
+	var gaps, fails, procs []float64
+	for _, x := range runs {
+		if x.Method != method {
+			continue
+		}
+		r.Runs++
+		r.FailedProbes += x.FailedProbes
+		r.MaxGapMS = max(r.MaxGapMS, x.GapMS)
+		if x.DataKept {
+			r.DataKept++
+		}
+		gaps, fails, procs = append(gaps, x.GapMS), append(fails, float64(x.FailedProbes)), append(procs, x.ProcedureMS)
+	}
+	r.MedianGapMS, r.MedianFailed, r.MedianProcedureMS = median(gaps), median(fails), median(procs)
+	return r
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func (b *cutBench) versions(ctx context.Context) []string {
+	var out []string
+	if v, err := b.cli.ServerVersion(ctx); err == nil {
+		out = append(out, fmt.Sprintf("engine %s (API %s)", v.Version, v.APIVersion))
+	}
+	if v, err := exec.CommandContext(ctx, b.dockerCLI, "version", "--format", "{{.Client.Version}}").Output(); err == nil {
+		out = append(out, "cli "+strings.TrimSpace(string(v)))
+	}
+	return out
+}
+
+// buildImages builds containers/testdata/svc static and imports it twice, as
+// v1 and v2 (SVC_VERSION tells them apart), with VOLUME /anon.
+func (b *cutBench) buildImages(ctx context.Context) error {
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
+		return fmt.Errorf("find the module root (go env GOMOD): %v", err)
+	}
+	dir, err := os.MkdirTemp("", b.prefix+"build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "svc")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./containers/testdata/svc")
+	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build containers/testdata/svc: %v: %s", err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "svc", Mode: 0o755, Size: int64(len(data)), ModTime: time.Now()}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	for _, v := range []struct{ ref, version string }{{b.imageV1, "v1"}, {b.imageV2, "v2"}} {
+		rc, err := b.cli.ImageImport(ctx, image.ImportSource{Source: bytes.NewReader(buf.Bytes()), SourceName: "-"}, v.ref,
+			image.ImportOptions{Changes: []string{`ENTRYPOINT ["/svc"]`, `VOLUME ["/anon"]`, "ENV SVC_VERSION=" + v.version}})
+		if err != nil {
+			return fmt.Errorf("import %s: %w", v.ref, err)
+		}
+		_, err = io.Copy(io.Discard, rc)
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("import %s: %w", v.ref, err)
+		}
+	}
+	return nil
+}
+
+// service is one predecessor, raised for one run.
+type service struct {
+	name, namedVol, anonVol, bindDir string
+	port                             int
+	addr                             string
+	sums                             map[string]string
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// raise starts a fresh predecessor (image v1) and waits until it serves its
+// data's checksums.
+func (b *cutBench) raise(ctx context.Context) (*service, error) {
+	b.trial++
+	s := &service{name: fmt.Sprintf("%s%d-svc", b.prefix, b.trial)}
+	s.namedVol = s.name + "-data"
+	b.volumes[s.namedVol] = true
+	dir, err := os.MkdirTemp("", s.name+"-bind-")
+	if err != nil {
+		return nil, err
+	}
+	b.dirs = append(b.dirs, dir)
+	s.bindDir = dir
+	if s.port, err = freePort(); err != nil {
+		return nil, err
+	}
+	s.addr = fmt.Sprintf("127.0.0.1:%d", s.port)
+	created, err := b.cli.ContainerCreate(ctx, &container.Config{Image: b.imageV1, ExposedPorts: nat.PortSet{"8080/tcp": {}}},
+		&container.HostConfig{
+			Binds:         []string{s.namedVol + ":/named", s.bindDir + ":/bind"},
+			PortBindings:  nat.PortMap{"8080/tcp": {{HostIP: "127.0.0.1", HostPort: strconv.Itoa(s.port)}}},
+			RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyUnlessStopped},
+		}, nil, nil, s.name)
+	if err != nil {
+		return nil, fmt.Errorf("create predecessor %s: %w", s.name, err)
+	}
+	if err := b.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		return nil, fmt.Errorf("start predecessor %s: %w", s.name, err)
+	}
+	c, err := b.cli.ContainerInspect(ctx, created.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range c.Mounts {
+		if m.Type == "volume" {
+			b.volumes[m.Name] = true
+			if m.Destination == "/anon" {
+				s.anonVol = m.Name
+			}
+		}
+	}
+	if s.anonVol == "" {
+		return nil, fmt.Errorf("predecessor %s has no anonymous volume at /anon: %+v", s.name, c.Mounts)
+	}
+	if s.sums, err = s.waitSums(ctx, "v1"); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *service) get(ctx context.Context, path string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.addr+path, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s: %s", path, resp.Status, body)
+	}
+	return strings.TrimSpace(string(body)), err
+}
+
+// waitSums waits up to 20 s for version to serve, and returns its checksums
+// of the three data directories.
+func (s *service) waitSums(ctx context.Context, version string) (map[string]string, error) {
+	deadline := time.Now().Add(20 * time.Second)
+	var last error
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		v, err := s.get(ctx, "/version")
+		switch {
+		case err != nil:
+			last = err
+		case v != version:
+			last = fmt.Errorf("version %q", v)
+		default:
+			body, err := s.get(ctx, "/sums")
+			if err != nil {
+				last = err
+				break
+			}
+			var sums map[string]string
+			if err := json.Unmarshal([]byte(body), &sums); err != nil {
+				return nil, fmt.Errorf("GET /sums: %w", err)
+			}
+			if len(sums) != 3 {
+				return nil, fmt.Errorf("GET /sums: want three data directories, got %v", sums)
+			}
+			return sums, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("%s (%s) did not serve %s: %v", s.name, s.addr, version, errors.Join(last, ctx.Err()))
+}
+
+// run raises a predecessor, takes it to v2 by one procedure while probing,
+// checks the data, and removes what it made.
+func (b *cutBench) run(ctx context.Context, ours bool) (CutoverRun, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	s, err := b.raise(ctx)
+	if err != nil {
+		return CutoverRun{}, err
+	}
+	do := func() error { return b.naive(ctx, s) }
+	if ours {
+		do = func() error { return b.ours(ctx, s) }
+	}
+	var took time.Duration
+	gap, fails, err := containers.MeasureUnavailability(ctx, s.addr, probeEvery, func() error {
+		start := time.Now()
+		err := do()
+		took = time.Since(start)
+		return err
+	})
+	if err != nil {
+		return CutoverRun{}, err
+	}
+	after, err := s.waitSums(ctx, "v2")
+	if err != nil {
+		return CutoverRun{}, err
+	}
+	r := CutoverRun{GapMS: ms(gap), FailedProbes: fails, ProcedureMS: ms(took), DataKept: reflect.DeepEqual(after, s.sums)}
+	if err := b.sweep(ctx); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// ours is this project's cutover, as the Migrate activity runs it.
+func (b *cutBench) ours(ctx context.Context, s *service) error {
+	spec := containers.Spec{Name: s.name, Image: b.imageV2, Ports: map[string]string{s.addr + "/tcp": "8080/tcp"}}
+	pred, err := b.engine.Preflight(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("preflight: %w", err)
+	}
+	if pred == nil {
+		return fmt.Errorf("preflight found no predecessor %s", s.name)
+	}
+	if err := b.engine.Create(ctx, spec, pred); err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	if err := b.engine.Swap(ctx, s.name, stopTimeout); err != nil {
+		return fmt.Errorf("swap: %w", err)
+	}
+	if err := b.engine.WaitHealthy(ctx, s.name, containers.TCPProbe(s.addr), 30*time.Second); err != nil {
+		return fmt.Errorf("wait healthy: %w", err)
+	}
+	return nil
+}
+
+// naive is `docker stop NAME && docker rm NAME && docker run -d --name NAME
+// ... v2` through the docker CLI, with the same volumes (the anonymous one
+// passed by its name, as a careful operator would), bind mount, restart
+// policy and port.
+func (b *cutBench) naive(ctx context.Context, s *service) error {
+	for _, args := range [][]string{
+		{"stop", s.name},
+		{"rm", s.name},
+		{"run", "-d", "--name", s.name, "--restart", "unless-stopped",
+			"-v", s.namedVol + ":/named", "-v", s.anonVol + ":/anon", "-v", s.bindDir + ":/bind",
+			"-p", s.addr + ":8080", b.imageV2},
+	} {
+		if out, err := exec.CommandContext(ctx, b.dockerCLI, args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("docker %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+		}
+	}
+	return nil
+}
+
+// sweep removes every container named with the prefix, then every volume one
+// of them used or the bench named, and the bind-mount directories.
+func (b *cutBench) sweep(ctx context.Context) error {
+	var errs []error
+	list, err := b.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("name", b.prefix))})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, c := range list {
+		if !slices.ContainsFunc(c.Names, func(n string) bool { return strings.HasPrefix(strings.TrimPrefix(n, "/"), b.prefix) }) {
+			continue
+		}
+		for _, m := range c.Mounts {
+			if m.Type == "volume" && m.Name != "" {
+				b.volumes[m.Name] = true
+			}
+		}
+		if err := b.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil {
+			errs = append(errs, fmt.Errorf("remove container %v: %w", c.Names, err))
+		}
+	}
+	if vl, err := b.cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("name", b.prefix))}); err == nil {
+		for _, v := range vl.Volumes {
+			if strings.HasPrefix(v.Name, b.prefix) {
+				b.volumes[v.Name] = true
+			}
+		}
+	} else {
+		errs = append(errs, err)
+	}
+	for v := range b.volumes {
+		if err := b.cli.VolumeRemove(ctx, v, true); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove volume %s: %w", v, err))
+			continue
+		}
+		delete(b.volumes, v)
+	}
+	for _, d := range b.dirs {
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	b.dirs = nil
+	return errors.Join(errs...)
+}
+
+func isNotFound(err error) bool {
+	return err != nil && (cerrdefs.IsNotFound(err) || strings.Contains(err.Error(), "no such volume"))
+}
+
+// cleanup sweeps and removes the two images; it runs on its own context, so
+// an interrupted bench still cleans up.
+func (b *cutBench) cleanup() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errs := []error{b.sweep(ctx)}
+	for _, ref := range []string{b.imageV1, b.imageV2} {
+		if _, err := b.cli.ImageRemove(ctx, ref, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove image %s: %w", ref, err))
+		}
+	}
+	return errors.Join(errs...)
+}
