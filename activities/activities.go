@@ -6,7 +6,6 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -28,6 +27,7 @@ import (
 type (
 	Firewall interface {
 		Inspect(ctx context.Context) (firewall.Report, error)
+		Ruleset() (*firewall.Ruleset, error)
 	}
 	Containers interface {
 		Report(ctx context.Context) containers.Report
@@ -42,6 +42,7 @@ type (
 		Record(path string) (custody.Record, bool, error)
 		Converge(path string, content []byte, mode os.FileMode, uid, gid int) error
 		Restore(path string) error
+		Retake(path string) (custody.Record, error)
 	}
 	Markers interface {
 		MarkAdopted(nodestate.Marker) error
@@ -52,15 +53,20 @@ type (
 
 // Activities holds one node's parts.
 type Activities struct {
-	Node       string // node.name of the worker's own config
-	Firewall   Firewall
-	Marks      Marks
-	Engine     Containers
-	Cutover    Cutover
-	Sockets    Sockets
-	Files      Custody
-	State      Markers
-	Failpoints failpoint.Set
+	Node     string // node.name of the worker's own config
+	Firewall Firewall
+	Marks    Marks
+	Engine   Containers
+	Cutover  Cutover
+	Flipper  Flipper
+	Flips    FlipState
+	// StartWatchdog starts the flip's watchdog as a process of its own, so
+	// it outlives this worker and needs no Temporal to revert.
+	StartWatchdog func() error
+	Sockets       Sockets
+	Files         Custody
+	State         Markers
+	Failpoints    failpoint.Set
 	// Contents holds the declared files' content by sha256, from the
 	// worker's own configuration: the plan carries only the hashes.
 	Contents map[string][]byte
@@ -68,11 +74,10 @@ type Activities struct {
 
 // Error types: the workflow tells by type what is the operator's to fix.
 const (
-	ErrWrongNode         = "WrongNode"
-	ErrControlRunning    = "ControlDaemonRunning"
-	ErrUnsupportedFW     = "UnsupportedFirewall"
-	ErrBadPath           = "BadPath"
-	ErrNotImplementedYet = "NotImplementedYet"
+	ErrWrongNode      = "WrongNode"
+	ErrControlRunning = "ControlDaemonRunning"
+	ErrUnsupportedFW  = "UnsupportedFirewall"
+	ErrBadPath        = "BadPath"
 )
 
 // ProbeInput and the other inputs carry the node's plan.
@@ -155,6 +160,9 @@ type AdoptInput struct {
 type AdoptResult struct {
 	Custody  []custody.Record `json:"custody"`
 	Firewall string           `json:"firewall_kind"`
+	// FirewallFingerprint is the found firewall's own rules as adopted:
+	// drift is measured against it.
+	FirewallFingerprint string `json:"firewall_fingerprint"`
 }
 
 // Adopt takes custody of every declared file and marks the node adopted. The
@@ -177,7 +185,11 @@ func (a *Activities) Adopt(ctx context.Context, in AdoptInput) (*AdoptResult, er
 	if fw.Unsupported != "" {
 		return nil, temporal.NewNonRetryableApplicationError(fw.Unsupported, ErrUnsupportedFW, nil)
 	}
-	res := &AdoptResult{Firewall: fw.Kind}
+	rs, err := a.Firewall.Ruleset()
+	if err != nil {
+		return nil, fmt.Errorf("list the found firewall: %w", err)
+	}
+	res := &AdoptResult{Firewall: fw.Kind, FirewallFingerprint: firewall.FoundFingerprint(rs)}
 	for _, p := range in.Plan.DeclaredPaths() {
 		heartbeat(ctx, "custody "+p)
 		rec, err := a.Files.Take(p)
@@ -209,10 +221,4 @@ func heartbeat(ctx context.Context, step string) {
 	if activity.IsActivity(ctx) {
 		activity.RecordHeartbeat(ctx, step)
 	}
-}
-
-// IsNotImplemented tells whether err is a not-yet-built activity.
-func IsNotImplemented(err error) bool {
-	var ae *temporal.ApplicationError
-	return errors.As(err, &ae) && ae.Type() == ErrNotImplementedYet
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -31,6 +29,12 @@ const (
 	ErrMissingContent = "MissingContent"
 	ErrUnhealthy      = "Unhealthy"
 )
+
+// ModuleInput names a module of the plan.
+type ModuleInput struct {
+	Plan   config.Plan `json:"plan"`
+	Module string      `json:"module"`
+}
 
 // CutoverInput carries a module's cutover, with what preflight recorded.
 type CutoverInput struct {
@@ -124,27 +128,8 @@ func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*Cutove
 	res := &CutoverResult{Step: "converge files"}
 	for _, f := range m.Files {
 		heartbeat(ctx, "converge "+f.Path)
-		rec, err := a.Files.Take(f.Path) // kept since adoption; taken now if declared later
-		if err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("cannot take custody of %s: %v", f.Path, err), ErrBadPath, err)
-		}
-		content, ok := a.Contents[f.SHA256]
-		if !ok {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no content with sha256 %.12s for %s on this node", f.SHA256, f.Path), ErrMissingContent, nil)
-		}
-		mode := os.FileMode(0o644)
-		if rec.Found && rec.Mode != "" {
-			if v, err := strconv.ParseUint(rec.Mode, 8, 32); err == nil {
-				mode = os.FileMode(v)
-			}
-		}
-		if f.Mode != "" {
-			if v, err := strconv.ParseUint(f.Mode, 8, 32); err == nil {
-				mode = os.FileMode(v)
-			}
-		}
-		if err := a.Files.Converge(f.Path, content, mode, rec.UID, rec.GID); err != nil {
-			return nil, fmt.Errorf("converge %s: %w", f.Path, err)
+		if err := a.convergeFile(f); err != nil {
+			return nil, err
 		}
 		a.Failpoints.Hit("cutover:converge-file")
 		res.Files = append(res.Files, f.Path)

@@ -162,3 +162,22 @@ func TestInspectCreatesNothing(t *testing.T) {
 		t.Fatalf("Inspect created state_dir: %v", err)
 	}
 }
+
+func TestRetakeRecordsTheNewContent(t *testing.T) {
+	root, _, s := setup(t)
+	p := filepath.Join(root, "f")
+	must(t, os.WriteFile(p, []byte("old"), 0o644))
+	r1, err := s.Take("/f")
+	must(t, err)
+	must(t, os.WriteFile(p, []byte("edited by hand"), 0o644))
+	r2, err := s.Retake("/f")
+	must(t, err)
+	if r2.SHA256 == r1.SHA256 || r2.Size != 14 {
+		t.Fatalf("retake kept the old record: %+v", r2)
+	}
+	must(t, os.WriteFile(p, []byte("later"), 0o644))
+	must(t, s.Restore("/f"))
+	if b, _ := os.ReadFile(p); string(b) != "edited by hand" {
+		t.Fatalf("restore after retake gave %q", b)
+	}
+}

@@ -141,3 +141,23 @@ func sha(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+// Retake records what is at the path now as the new custody copy: the
+// operator accepted a drift, so a later rollback or revert restores this.
+func (s *Store) Retake(p string) (Record, error) {
+	s.mu.Lock()
+	if err := s.ensure(); err != nil {
+		s.mu.Unlock()
+		return Record{}, err
+	}
+	idx, err := s.index()
+	if err == nil {
+		delete(idx, p)
+		err = s.writeIndex(idx)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return Record{}, err
+	}
+	return s.Take(p)
+}

@@ -7,32 +7,49 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 )
 
-// EnvVar names the steps, comma-separated, at which the worker exits.
+// EnvVar names the steps, comma-separated, at which the worker exits
+// ("probe"), or pauses ("flip-before-apply=sleep:3s") so a test can change
+// the node in between.
 const EnvVar = "ADOPT_FAILPOINTS"
 
 // Set is the set of armed failpoints. The zero value is inert.
 type Set struct {
-	armed map[string]bool
+	armed map[string]time.Duration // 0: exit; >0: sleep that long
 	exit  func(code int)
 }
 
 // FromEnv arms the failpoints named in value (usually os.Getenv(EnvVar)).
 func FromEnv(value string) Set {
-	s := Set{armed: map[string]bool{}, exit: os.Exit}
-	for _, name := range strings.Split(value, ",") {
-		if name = strings.TrimSpace(name); name != "" {
-			s.armed[name] = true
+	s := Set{armed: map[string]time.Duration{}, exit: os.Exit}
+	for _, item := range strings.Split(value, ",") {
+		name, action, _ := strings.Cut(strings.TrimSpace(item), "=")
+		if name == "" {
+			continue
 		}
+		var d time.Duration
+		if after, ok := strings.CutPrefix(action, "sleep:"); ok {
+			d, _ = time.ParseDuration(after)
+		}
+		s.armed[name] = d
 	}
 	return s
 }
 
-// Hit exits the process at once, as a kill would, when name is armed.
+// Hit exits the process at once, as a kill would, when name is armed (or
+// sleeps, when armed with sleep:DURATION).
 func (s Set) Hit(name string) {
-	if s.armed[name] {
-		fmt.Fprintf(os.Stderr, "failpoint %s: exiting as armed by %s\n", name, EnvVar)
-		s.exit(42)
+	d, ok := s.armed[name]
+	if !ok {
+		return
 	}
+	if d > 0 {
+		fmt.Fprintf(os.Stderr, "failpoint %s: sleeping %s as armed by %s\n", name, d, EnvVar)
+		time.Sleep(d)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "failpoint %s: exiting as armed by %s\n", name, EnvVar)
+	s.exit(42)
 }

@@ -425,7 +425,7 @@ func placements(rs *Ruleset, proto string, port uint16) ([]placement, error) {
 	var out []placement
 	for ti := range rs.Tables {
 		t := &rs.Tables[ti]
-		if !isIPFamily(t.Family) || foreignTable(t) {
+		if !isIPFamily(t.Family) || foreignTable(t) || isMeshTable(t) {
 			continue
 		}
 		if isIptablesTable(t) {
@@ -537,7 +537,9 @@ func marked(rs *Ruleset, keep func(Mark) bool) ([]MarkedRule, error) {
 	var out []MarkedRule
 	for ti := range rs.Tables {
 		t := &rs.Tables[ti]
-		if !isIPFamily(t.Family) {
+		// The mesh's own table (after a flip) carries the same comments on
+		// its port rules, but they are its ruleset, not marks in a found one.
+		if !isIPFamily(t.Family) || isMeshTable(t) {
 			continue
 		}
 		for ci := range t.Chains {

@@ -29,8 +29,14 @@ func Serve(name string, ports []config.Port, out io.Writer) error {
 					if err != nil {
 						return
 					}
-					fmt.Fprintf(c, "%s %s\n", name, p)
-					c.Close()
+					// A greeting, then an echo until the client closes: a
+					// connection held across a flip can prove it still
+					// carries data.
+					go func(c net.Conn) {
+						defer c.Close()
+						fmt.Fprintf(c, "%s %s\n", name, p)
+						_, _ = io.Copy(c, c)
+					}(c)
 				}
 			}(ln, p)
 		case "udp":
@@ -67,4 +73,56 @@ func Connect(addr string, timeout time.Duration) string {
 		return "refused"
 	}
 	return "filtered"
+}
+
+// HammerResult counts what a hammer saw.
+type HammerResult struct {
+	OK, Refused, TimedOut int
+	// Held says whether a connection opened before the run still echoed
+	// data after it.
+	Held bool
+}
+
+// Hammer connects to addr every `every` for `d`, each connection reading
+// the greeting and closing, while one connection opened first is held and
+// asked to echo at the end.
+func Hammer(addr string, every, d time.Duration) (HammerResult, error) {
+	var r HammerResult
+	held, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return r, fmt.Errorf("open the held connection: %w", err)
+	}
+	defer held.Close()
+	greet := make([]byte, 128)
+	_ = held.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := held.Read(greet); err != nil {
+		return r, fmt.Errorf("read the held connection's greeting: %w", err)
+	}
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+		switch {
+		case err == nil:
+			_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+			if _, rerr := c.Read(greet); rerr != nil {
+				r.TimedOut++
+			} else {
+				r.OK++
+			}
+			c.Close()
+		case errors.Is(err, syscall.ECONNREFUSED):
+			r.Refused++
+		default:
+			r.TimedOut++
+		}
+		time.Sleep(every)
+	}
+	_ = held.SetDeadline(time.Now().Add(time.Second))
+	if _, err := held.Write([]byte("still-here\n")); err == nil {
+		buf := make([]byte, 11)
+		if _, err := io.ReadFull(held, buf); err == nil && string(buf) == "still-here\n" {
+			r.Held = true
+		}
+	}
+	return r, nil
 }

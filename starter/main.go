@@ -25,6 +25,7 @@ import (
 
 	"adoption/config"
 	"adoption/connect"
+	"adoption/firewall"
 	"adoption/workflows"
 )
 
@@ -151,11 +152,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		},
 	}
 	preview.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	root.AddCommand(start, status, preview,
+	driftCmd := &cobra.Command{Use: "drift", Short: "Drift found while adopted: a file or the found firewall changed since adoption"}
+	driftCmd.AddCommand(request("accept NODE", workflows.SignalDriftAccept, "Record the node as it is now (custody renewed); the flip is no longer blocked", false))
+	root.AddCommand(start, status, preview, x.fleetCommand(ctx),
 		request("migrate NODE MODULE", workflows.UpdateMigrate, "Migrate a module: its container takes over the predecessor's", true),
 		request("retry NODE [MODULE]", workflows.UpdateRetry, "Retry a failed cutover, or a failed adoption without MODULE", true),
 		request("flip NODE", workflows.UpdateFlip, "Flip the node: preview, then replace the found firewall with the mesh's", false),
 		request("release NODE", workflows.UpdateRelease, "Remove every marked rule and leave the node as found", false),
+		driftCmd,
 		request("prune NODE", workflows.UpdatePrune, "Remove the stopped predecessor containers kept for rollback (never their volumes)", false),
 	)
 	root.SetArgs(args)
@@ -333,18 +337,10 @@ func (x *cli) request(ctx context.Context, node, kind, module string) error {
 	if err := x.dial(); err != nil {
 		return err
 	}
-	in := workflows.RequestInput{Module: module}
-	// The configuration is the plan's source of truth: when it describes
-	// this node, the request carries it, so a fixed port or module reaches
-	// the running workflow.
-	if x.load() == nil && x.cfg.Node.Name == node {
-		p := x.cfg.Plan()
-		in.Plan = &p
-	}
 	h, err := x.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.WorkflowID(node),
 		UpdateName:   kind,
-		Args:         []any{in},
+		Args:         []any{x.requestInput(node, module)},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
@@ -358,6 +354,18 @@ func (x *cli) request(ctx context.Context, node, kind, module string) error {
 	return nil
 }
 
+// requestInput builds a request. The configuration is the plan's source of
+// truth: when it describes this node, the request carries it, so a fixed
+// port, module or flip.drop reaches the running workflow.
+func (x *cli) requestInput(node, module string) workflows.RequestInput {
+	in := workflows.RequestInput{Module: module}
+	if x.load() == nil && x.cfg.Node.Name == node {
+		p := x.cfg.Plan()
+		in.Plan = &p
+	}
+	return in
+}
+
 func (x *cli) preview(ctx context.Context, node string, asJSON bool) error {
 	if err := x.dial(); err != nil {
 		return err
@@ -365,17 +373,52 @@ func (x *cli) preview(ctx context.Context, node string, asJSON bool) error {
 	h, err := x.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.WorkflowID(node),
 		UpdateName:   workflows.UpdatePreview,
-		Args:         []any{workflows.RequestInput{}},
+		Args:         []any{x.requestInput(node, "")},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
 		return requestError(node, "preview", "", err)
 	}
-	var pv any
+	var pv firewall.Preview
 	if err := h.Get(ctx, &pv); err != nil {
 		return requestError(node, "preview", "", err)
 	}
-	return writeJSON(x.stdout, pv)
+	if asJSON {
+		return writeJSON(x.stdout, pv)
+	}
+	printPreview(x.stdout, &pv)
+	return nil
+}
+
+func printPreview(w io.Writer, pv *firewall.Preview) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PORT\tDIRECTION\tFAMILY\tFROM\tFATE\tBY")
+	for _, f := range pv.Fates {
+		o := f.Opening
+		port := fmt.Sprintf("%d/%s", o.Port, o.Proto)
+		if o.PortEnd != 0 {
+			port = fmt.Sprintf("%d-%d/%s", o.Port, o.PortEnd, o.Proto)
+		}
+		fate, by := f.Fate, f.By
+		if f.Fate == "closing" && f.Dropped {
+			by = "flip.drop"
+		}
+		from := o.From
+		if from == "" {
+			from = "any"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", port, o.Direction, o.Family, from, fate, by)
+	}
+	tw.Flush()
+	if pv.Approved {
+		fmt.Fprintln(w, "\nAPPROVED: every port that would close is in flip.drop; `adopt flip NODE` may proceed")
+	} else {
+		fmt.Fprintln(w, "\nREFUSED:")
+		for _, r := range pv.Reasons {
+			fmt.Fprintf(w, "  - %s\n", r)
+		}
+	}
+	fmt.Fprintf(w, "found ruleset %.16s, derived %.16s\n", pv.FoundFingerprint, pv.DerivedFingerprint)
 }
 
 func requestError(node, kind, module string, err error) error {
@@ -437,6 +480,16 @@ func printState(w io.Writer, s *workflows.State) {
 	}
 	if s.Waiting != "" {
 		fmt.Fprintf(w, "WAITING: %s\n", s.Waiting)
+	}
+	if pv := s.LastPreview; pv != nil {
+		verdict := "refused"
+		if pv.Approved {
+			verdict = "approved"
+		}
+		fmt.Fprintf(w, "LAST PREVIEW: %s %s\n", verdict, strings.Join(pv.Reasons, "; "))
+	}
+	if f := s.Flip; f != nil {
+		fmt.Fprintf(w, "FLIP %s: %s %s %s\n", f.ID, f.State, f.Error, f.Listing)
 	}
 	if s.LastError != "" {
 		fmt.Fprintf(w, "LAST ERROR: %s\n", s.LastError)

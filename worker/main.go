@@ -9,7 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -25,6 +27,7 @@ import (
 	"adoption/firewall"
 	"adoption/nodestate"
 	"adoption/sockets"
+	"adoption/watchdog"
 	"adoption/workflows"
 )
 
@@ -56,7 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return err
 			}
-			return serve(ctx, cfg, stderr)
+			return serve(ctx, cfg, cfgPath, stderr)
 		},
 	}
 
@@ -70,7 +73,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return err
 			}
-			r, err := nodeActivities(cfg).Probe(ctx, activities.ProbeInput{Plan: cfg.Plan()})
+			r, err := nodeActivities(cfg, cfgPath, stderr).Probe(ctx, activities.ProbeInput{Plan: cfg.Plan()})
 			if err != nil {
 				return err
 			}
@@ -85,7 +88,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	probeCmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (stable, for scripts)")
 
-	root.AddCommand(runCmd, probeCmd)
+	watchCmd := &cobra.Command{
+		Use:   "watchdog",
+		Short: "Revert the current flip unless it is confirmed by its deadline (started by the flip itself)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(cfgPath)
+			if err != nil {
+				return err
+			}
+			state := nodestate.New(cfg.Node.StateDir)
+			fw := firewall.NewFlipper(cfg.Node.Netns)
+			files := custody.New(cfg.Node.Root, cfg.Node.StateDir)
+			return watchdog.Run(ctx, watchdog.Options{
+				Records: state,
+				Revert:  func(rec *nodestate.FlipRecord) error { return activities.RevertRecord(rec, fw, files) },
+				Log:     stderr,
+			})
+		},
+	}
+	root.AddCommand(runCmd, probeCmd, watchCmd)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -93,25 +115,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // nodeActivities builds the real node parts from the worker's local config.
-func nodeActivities(cfg *config.Config) *activities.Activities {
+func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activities.Activities {
 	engine := containers.New()
+	state := nodestate.New(cfg.Node.StateDir)
 	return &activities.Activities{
-		Node:       cfg.Node.Name,
-		Firewall:   firewall.Inspector{Netns: cfg.Node.Netns},
-		Marks:      firewall.NewMarker(cfg.Node.Netns),
-		Engine:     engine,
-		Cutover:    engine,
-		Contents:   cfg.Contents(),
-		Sockets:    sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns},
-		Files:      custody.New(cfg.Node.Root, cfg.Node.StateDir),
-		State:      nodestate.New(cfg.Node.StateDir),
+		Node:     cfg.Node.Name,
+		Firewall: firewall.Inspector{Netns: cfg.Node.Netns},
+		Marks:    firewall.NewMarker(cfg.Node.Netns),
+		Engine:   engine,
+		Cutover:  engine,
+		Contents: cfg.Contents(),
+		Sockets:  sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns},
+		Files:    custody.New(cfg.Node.Root, cfg.Node.StateDir),
+		State:    state,
+		Flips:    state,
+		Flipper:  firewall.NewFlipper(cfg.Node.Netns),
+		StartWatchdog: func() error {
+			return startWatchdog(cfgPath, filepath.Join(cfg.Node.StateDir, "watchdog.log"))
+		},
 		Failpoints: failpoint.FromEnv(os.Getenv(failpoint.EnvVar)),
 	}
 }
 
 // serve runs two workers on one client: the shared workflow queue, and the
 // node's own queue for activities that touch this node.
-func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
+func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	c, err := connect.Dial(cfg.Temporal, logger)
 	if err != nil {
@@ -121,8 +149,9 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 
 	wf := worker.New(c, workflows.TaskQueue, worker.Options{})
 	wf.RegisterWorkflowWithOptions(workflows.NodeMigration, workflow.RegisterOptions{Name: workflows.NodeWorkflow})
+	wf.RegisterWorkflowWithOptions(workflows.Fleet, workflow.RegisterOptions{Name: workflows.FleetWorkflow})
 	node := worker.New(c, workflows.NodeQueue(cfg.Node.Name), worker.Options{})
-	node.RegisterActivity(nodeActivities(cfg))
+	node.RegisterActivity(nodeActivities(cfg, cfgPath, stderr))
 
 	if err := wf.Start(); err != nil {
 		return fmt.Errorf("start workflow worker: %w", err)
@@ -136,6 +165,33 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		"queues", []string{workflows.TaskQueue, workflows.NodeQueue(cfg.Node.Name)})
 	<-ctx.Done()
 	logger.Info("adopt-worker stopping")
+	return nil
+}
+
+// startWatchdog starts `adopt-worker watchdog` detached (its own session),
+// so that it outlives this worker: a worker killed after the flip must not
+// take the way back with it.
+func startWatchdog(cfgPath, logPath string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	args := []string{"watchdog"}
+	if cfgPath != "" {
+		args = append(args, "--config", cfgPath)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go cmd.Wait() //nolint:errcheck // reaped while this worker lives; init adopts it otherwise
 	return nil
 }
 

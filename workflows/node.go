@@ -6,6 +6,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -31,7 +32,11 @@ var a *activities.Activities
 
 // node is the entity behind one NodeMigration execution.
 type node struct {
-	s State
+	s    State
+	told NodeProgress // last progress signalled to the fleet
+	// When the periodic jobs are next due (not carried across
+	// continue-as-new: a new run starts its timers afresh).
+	nextReconcile, nextDrift time.Time
 }
 
 // NodeMigration holds a node's adoption for as long as it lasts: probe and
@@ -61,19 +66,22 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 		}
 	}
 	n.publish(ctx)
+	now := workflow.Now(ctx)
+	n.nextReconcile, n.nextDrift = now.Add(n.s.Plan.ReconcileInterval), now.Add(n.s.Plan.DriftInterval)
 	for {
 		ready := func() bool {
 			return len(n.s.Queue) > 0 || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
 		}
-		if every := n.s.Plan.ReconcileInterval; every > 0 && len(n.s.Opened) > 0 {
-			// While adopted, marked rules are reasserted on a timer: the found
-			// firewall's own boot-time service may reload it without them.
-			ok, err := workflow.AwaitWithTimeout(ctx, every, ready)
+		// While adopted, two jobs run on timers between requests: marked
+		// rules are reasserted (the found firewall's boot-time service may
+		// reload it without them), and drift is looked for.
+		if wait := n.untilPeriodic(ctx); wait > 0 {
+			ok, err := workflow.AwaitWithTimeout(ctx, wait, ready)
 			if err != nil {
 				return &n.s, err
 			}
 			if !ok {
-				n.reconcile(ctx)
+				n.periodic(ctx)
 				continue
 			}
 		} else if err := workflow.Await(ctx, ready); err != nil {
@@ -98,6 +106,8 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 			n.flip(ctx)
 		case req.Kind == SignalPrune:
 			n.prune(ctx)
+		case req.Kind == SignalDriftAccept:
+			n.acceptDrift(ctx)
 		case req.Kind == SignalRelease:
 			if n.release(ctx) {
 				return &n.s, nil
@@ -195,6 +205,7 @@ func (n *node) adopt(ctx workflow.Context) error {
 	}
 	n.s.Custody = res.Custody
 	n.s.FirewallKind = res.Firewall
+	n.s.FirewallFingerprint = res.FirewallFingerprint
 	n.event(ctx, fmt.Sprintf("adopted: %d file(s) in custody, found firewall (%s) kept in force", len(res.Custody), res.Firewall))
 	return nil
 }
@@ -244,6 +255,91 @@ func (n *node) openRules(ctx workflow.Context, owner string, ports []config.Port
 	n.s.Opened[owner] = ports
 	n.s.Marks = mergeMarks(withoutOwner(n.s.Marks, owner), append(res.Added, res.Present...))
 	return nil
+}
+
+func (n *node) reconcileDue() bool {
+	return n.s.Plan.ReconcileInterval > 0 && len(n.s.Opened) > 0
+}
+
+func (n *node) driftDue() bool {
+	return n.s.Plan.DriftInterval > 0 && n.s.Phase == PhaseAdopted
+}
+
+// untilPeriodic is how long until the next periodic job, or 0 for none.
+func (n *node) untilPeriodic(ctx workflow.Context) time.Duration {
+	now := workflow.Now(ctx)
+	var wait time.Duration
+	for _, due := range []struct {
+		on   bool
+		next time.Time
+	}{{n.reconcileDue(), n.nextReconcile}, {n.driftDue(), n.nextDrift}} {
+		if !due.on {
+			continue
+		}
+		d := max(due.next.Sub(now), time.Millisecond)
+		if wait == 0 || d < wait {
+			wait = d
+		}
+	}
+	return wait
+}
+
+// periodic runs whichever periodic job is due.
+func (n *node) periodic(ctx workflow.Context) {
+	now := workflow.Now(ctx)
+	if n.reconcileDue() && !now.Before(n.nextReconcile) {
+		n.reconcile(ctx)
+		n.nextReconcile = workflow.Now(ctx).Add(n.s.Plan.ReconcileInterval)
+	}
+	if n.driftDue() && !now.Before(n.nextDrift) {
+		n.checkDrift(ctx)
+		n.nextDrift = workflow.Now(ctx).Add(n.s.Plan.DriftInterval)
+	}
+}
+
+// checkDrift compares the node with what adoption recorded; a difference
+// shows in status and blocks the flip until accepted or undone.
+func (n *node) checkDrift(ctx workflow.Context) {
+	var res activities.DriftResult
+	in := activities.DriftInput{Plan: n.s.Plan, Custody: n.s.Custody, Firewall: n.s.FirewallFingerprint}
+	if err := n.exec(ctx, "drift: compare custody files and the found firewall with what was adopted", a.CheckDrift, in, &res); err != nil {
+		n.event(ctx, "drift check failed: "+errorMessage(err))
+		return
+	}
+	if len(res.Items) != len(n.s.Drift) {
+		if len(res.Items) == 0 {
+			n.event(ctx, "drift resolved: the node is as adopted again")
+		} else {
+			whats := make([]string, 0, len(res.Items))
+			for _, it := range res.Items {
+				whats = append(whats, it.What)
+			}
+			n.event(ctx, fmt.Sprintf("drift: %s; accept with adopt drift accept %s, or restore the original", strings.Join(whats, "; "), n.s.Node))
+		}
+	}
+	n.s.Drift = res.Items
+	n.publish(ctx)
+}
+
+// acceptDrift records the node as it is now.
+func (n *node) acceptDrift(ctx workflow.Context) {
+	var res activities.DriftResult
+	in := activities.DriftInput{Plan: n.s.Plan, Custody: n.s.Custody, Firewall: n.s.FirewallFingerprint}
+	if err := n.exec(ctx, "drift: accept the node as it is now", a.AcceptDrift, in, &res); err != nil {
+		n.s.LastError = "drift accept: " + errorMessage(err)
+		n.event(ctx, n.s.LastError)
+		return
+	}
+	for _, rec := range res.Custody {
+		for i := range n.s.Custody {
+			if n.s.Custody[i].Path == rec.Path {
+				n.s.Custody[i] = rec
+			}
+		}
+	}
+	n.s.FirewallFingerprint = res.Firewall
+	n.s.Drift = nil
+	n.event(ctx, fmt.Sprintf("drift accepted: %d difference(s) recorded as the node's new state", len(res.Items)))
 }
 
 // reconcile reasserts every expected marked rule.
@@ -382,27 +478,142 @@ func (n *node) prune(ctx workflow.Context) {
 	n.event(ctx, fmt.Sprintf("pruned %d predecessor container(s): %s", len(res.Files), strings.Join(res.Files, ", ")))
 }
 
-func (n *node) flip(ctx workflow.Context) {
-	var pv activities.PreviewResult
-	if err := n.exec(ctx, "flip preview", a.Preview, activities.ProbeInput{Plan: n.s.Plan}, &pv); err != nil {
-		n.s.LastError = "flip: " + errorMessage(err)
-		n.event(ctx, n.s.LastError)
-		return
+// preview compares what the found firewall opens now with what the mesh's
+// derived ruleset would open, and adds the workflow's own refusals: a
+// module not migrated, drift not reviewed.
+func (n *node) preview(ctx workflow.Context) (*firewall.Preview, error) {
+	var pv firewall.Preview
+	in := activities.PreviewInput{Plan: n.s.Plan, Spec: MeshSpec(&n.s)}
+	if err := n.exec(ctx, "flip preview: which open ports would close", a.Preview, in, &pv); err != nil {
+		return nil, err
+	}
+	for _, m := range n.s.Modules {
+		if m.State != ModuleMigrated {
+			pv.Approved = false
+			pv.Reasons = append(pv.Reasons, fmt.Sprintf("module %s is %s, not migrated: run adopt migrate %s %s first", m.Name, m.State, n.s.Node, m.Name))
+		}
+	}
+	if len(n.s.Drift) > 0 {
+		pv.Approved = false
+		pv.Reasons = append(pv.Reasons, fmt.Sprintf("%d drift(s) not reviewed: accept them (adopt drift accept %s) or restore the originals", len(n.s.Drift), n.s.Node))
 	}
 	n.s.LastPreview = &pv
-	if !pv.Approved {
-		n.event(ctx, "flip refused by the preview: "+strings.Join(pv.Reasons, "; "))
+	return &pv, nil
+}
+
+// flip runs a preview and, only if it approves, the flip: the found
+// firewall out of force and the mesh's derived ruleset in, in one step; then
+// the confirmation within flip.confirm_timeout (or the revert, which the
+// node's watchdog does by itself if this workflow cannot), then the commit.
+func (n *node) flip(ctx workflow.Context) {
+	pv, err := n.preview(ctx)
+	if err != nil {
+		n.s.LastError = "flip preview: " + errorMessage(err)
+		n.event(ctx, n.s.LastError)
 		return
 	}
+	if !pv.Approved {
+		n.s.LastError = "flip refused by the preview: " + strings.Join(pv.Reasons, "; ")
+		n.event(ctx, n.s.LastError)
+		return
+	}
+	n.s.LastError = ""
 	n.setPhase(ctx, PhaseFlipping)
-	var res activities.PreviewResult
-	if err := n.exec(ctx, "flip the firewall", a.Flip, activities.ProbeInput{Plan: n.s.Plan}, &res); err != nil {
-		n.s.LastError = "flip: " + errorMessage(err)
+	n.s.FlipAttempts++
+	id := fmt.Sprintf("%s-%d", n.s.Node, n.s.FlipAttempts)
+	n.s.Flip = &FlipStatus{ID: id, State: "flipping"}
+	back := func(why string) {
+		n.s.Flip.State, n.s.Flip.Error = "reverted", why
+		n.s.LastError = "flip " + id + " reverted: " + why
 		n.event(ctx, n.s.LastError)
 		n.setPhase(ctx, PhaseAdopted)
+	}
+	var fr activities.FlipResult
+	in := activities.FlipInput{Plan: n.s.Plan, Spec: MeshSpec(&n.s), ExpectFound: pv.FoundFingerprint, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout}
+	if err := n.exec(ctx, "flip: replace the found firewall with the mesh's, in one transaction", a.Flip, in, &fr); err != nil {
+		n.revertFlip(ctx, id)
+		back(errorMessage(err))
 		return
 	}
+	n.s.Flip.State, n.s.Flip.Deadline = "flipped", fr.Deadline
+	n.event(ctx, fmt.Sprintf("flipped (%s): confirming by %s", id, fr.Deadline.Format(time.RFC3339)))
+	n.publish(ctx)
+
+	// The confirmation must run by the deadline: reaching the worker at all
+	// proves the new ruleset still lets it talk to Temporal.
+	cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              NodeQueue(n.s.Node),
+		ScheduleToCloseTimeout: n.s.Plan.ConfirmTimeout,
+		Summary:                "flip: confirm (declared ports answer, worker reaches Temporal)",
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 5 * time.Second},
+	})
+	var cr activities.FlipResult
+	if err := workflow.ExecuteActivity(cctx, a.ConfirmFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id}).Get(ctx, &cr); err != nil {
+		n.revertFlip(ctx, id)
+		back(fmt.Sprintf("not confirmed within %s: %s", n.s.Plan.ConfirmTimeout, errorMessage(err)))
+		return
+	}
+	n.s.Flip.State = "confirmed"
+	var cm activities.FlipResult
+	if err := n.exec(ctx, "flip: commit (save and remove the predecessor's firewall, prune predecessors)", a.CommitFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id}, &cm); err != nil {
+		n.s.Flip.Error = "commit: " + errorMessage(err)
+		n.s.LastError = "flip " + id + " is confirmed, but removing the predecessor's leftovers failed: " + errorMessage(err)
+		n.event(ctx, n.s.LastError)
+	} else {
+		n.s.Flip.State, n.s.Flip.Listing = "committed", cm.Listing
+	}
+	// The found firewall's chains are gone, and the marks with them.
+	n.s.Marks, n.s.Opened = nil, nil
+	n.event(ctx, "converged: the mesh's own ruleset is the node's firewall")
 	n.setPhase(ctx, PhaseConverged)
+}
+
+// revertFlip asks the node to revert a flip; the watchdog may have already.
+func (n *node) revertFlip(ctx workflow.Context, id string) {
+	var res activities.FlipResult
+	if err := n.exec(ctx, "flip: revert to the firewall as it was", a.RevertFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id}, &res); err != nil {
+		n.event(ctx, "revert of "+id+" failed: "+errorMessage(err)+" (the node's watchdog reverts it at the deadline)")
+	}
+}
+
+// MeshSpec derives what the mesh's own ruleset opens: the management
+// ports, the foundation's (once genesis opened them) and every migrated
+// module's, with the host ports its container publishes for forwarding.
+func MeshSpec(s *State) firewall.MeshSpec {
+	spec := firewall.MeshSpec{Node: s.Node, Drop: s.Plan.Drop}
+	for _, p := range s.Plan.ManagementPorts {
+		spec.Input = append(spec.Input, firewall.Allow{Port: p, Owner: "management"})
+	}
+	if s.Genesis.State == "done" {
+		for _, fp := range s.Plan.Foundation {
+			spec.Input = append(spec.Input, firewall.Allow{Port: fp.Port, Owner: activities.OwnerFoundation})
+		}
+	}
+	for _, m := range s.Plan.Modules {
+		if st := s.module(m.Name); st == nil || st.State != ModuleMigrated {
+			continue
+		}
+		for _, p := range m.Ports {
+			spec.Input = append(spec.Input, firewall.Allow{Port: p, Owner: m.Name})
+		}
+		if m.Container == nil {
+			continue
+		}
+		hosts := make([]string, 0, len(m.Container.Ports))
+		for h := range m.Container.Ports {
+			hosts = append(hosts, h)
+		}
+		sort.Strings(hosts)
+		for _, h := range hosts {
+			if i := strings.LastIndex(h, ":"); i >= 0 {
+				h = h[i+1:] // [IP:]PORT/PROTO: the address does not matter to the filter
+			}
+			if p, err := config.ParsePort(h); err == nil {
+				spec.Forward = append(spec.Forward, firewall.Allow{Port: p, Owner: m.Name})
+			}
+		}
+	}
+	return spec
 }
 
 func (n *node) release(ctx workflow.Context) bool {
@@ -479,6 +690,14 @@ func (n *node) setPhase(ctx workflow.Context, p Phase) {
 func (n *node) publish(ctx workflow.Context) {
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrNode.ValueSet(n.s.Node), AttrPhase.ValueSet(string(n.s.Phase)))
 	workflow.SetCurrentDetails(ctx, Details(&n.s))
+	// A node started by a fleet tells it how far it is, when that changes.
+	if parent := workflow.GetInfo(ctx).ParentWorkflowExecution; parent != nil {
+		p := NodeProgress{Node: n.s.Node, Phase: n.s.Phase, Migrated: n.s.MigratedCount(), Modules: len(n.s.Modules)}
+		if p != n.told {
+			n.told = p
+			workflow.SignalExternalWorkflow(ctx, parent.ID, "", SignalNodeProgress, p)
+		}
+	}
 }
 
 func (n *node) event(ctx workflow.Context, text string) {
@@ -511,6 +730,12 @@ func Details(s *State) string {
 			verdict = "approved"
 		}
 		b.WriteString(fmt.Sprintf("- last preview: %s %s\n", verdict, strings.Join(s.LastPreview.Reasons, "; ")))
+	}
+	if f := s.Flip; f != nil {
+		b.WriteString(fmt.Sprintf("- flip %s: %s %s\n", f.ID, f.State, f.Error))
+	}
+	for _, d := range s.Drift {
+		b.WriteString(fmt.Sprintf("- DRIFT: %s\n", d.What))
 	}
 	if len(s.Queue) > 0 {
 		b.WriteString(fmt.Sprintf("- queued: %d request(s), next %s %s\n", len(s.Queue), s.Queue[0].Kind, s.Queue[0].Module))

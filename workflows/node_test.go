@@ -285,22 +285,6 @@ func (s *NodeSuite) TestContinueAsNewKeepsStateAndPendingSignals() {
 	env.AssertExpectations(s.T())
 }
 
-// Not-yet-built steps fail cleanly: the node stays adopted with the reason.
-func (s *NodeSuite) TestNotImplementedStepKeepsNodeAdopted() {
-	s.expectAdoption(time.Second)
-	s.env.OnActivity(a.Preview, mock.Anything, mock.Anything).Return(nil,
-		temporal.NewNonRetryableApplicationError("flip preview is not implemented yet (issue 5)", activities.ErrNotImplementedYet, nil)).Once()
-	s.expectRelease()
-	var after State
-	s.signal(time.Minute, SignalFlip, "")
-	s.env.RegisterDelayedCallback(func() { after = s.query() }, 2*time.Minute)
-	s.signal(3*time.Minute, SignalRelease, "")
-	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: testPlan()})
-	s.result()
-	s.Equal(PhaseAdopted, after.Phase)
-	s.Contains(after.LastError, "not implemented yet")
-}
-
 // mockCutover mocks every cutover step, recording "<step> <module>" in
 // calls. The first call of failOnce ("healthy mail") fails non-retryably.
 func mockCutover(env *testsuite.TestWorkflowEnvironment, calls *[]string, failOnce string) {

@@ -5,8 +5,8 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities"
 	"adoption/config"
+	"adoption/firewall"
 )
 
 // RequestInput is the payload of every signal and update: the module for
@@ -38,7 +38,7 @@ func (n *node) register(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (State, error) { return n.s, nil }); err != nil {
 		return err
 	}
-	for _, kind := range []string{SignalMigrate, SignalRetry, SignalFlip, SignalRelease, SignalPrune} {
+	for _, kind := range []string{SignalMigrate, SignalRetry, SignalFlip, SignalRelease, SignalPrune, SignalDriftAccept} {
 		kind := kind
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, kind,
 			func(ctx workflow.Context, in RequestInput) (RequestResult, error) {
@@ -53,14 +53,13 @@ func (n *node) register(ctx workflow.Context) error {
 		}
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePreview,
-		func(ctx workflow.Context, _ RequestInput) (*activities.PreviewResult, error) {
-			var pv activities.PreviewResult
-			if err := n.exec(ctx, "flip preview (no flip)", a.Preview, activities.ProbeInput{Plan: n.s.Plan}, &pv); err != nil {
-				return nil, err
+		func(ctx workflow.Context, in RequestInput) (*firewall.Preview, error) {
+			if in.Plan != nil {
+				n.applyPlan(ctx, *in.Plan)
 			}
-			n.s.LastPreview = &pv
+			pv, err := n.preview(ctx)
 			n.publish(ctx)
-			return &pv, nil
+			return pv, err
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, _ RequestInput) error {
 			if n.s.Phase == PhaseProbing || n.s.Phase == PhaseFailed || n.s.Phase == PhaseReleased || n.s.Phase == PhaseConverged {
@@ -82,7 +81,7 @@ func (n *node) register(ctx workflow.Context) error {
 
 func (n *node) signalSelector(ctx workflow.Context) workflow.Selector {
 	sel := workflow.NewSelector(ctx)
-	for _, kind := range []string{SignalMigrate, SignalRetry, SignalFlip, SignalRelease, SignalPrune} {
+	for _, kind := range []string{SignalMigrate, SignalRetry, SignalFlip, SignalRelease, SignalPrune, SignalDriftAccept} {
 		kind := kind
 		sel.AddReceive(workflow.GetSignalChannel(ctx, kind), func(c workflow.ReceiveChannel, more bool) {
 			var in RequestInput
@@ -96,7 +95,7 @@ func (n *node) signalSelector(ctx workflow.Context) workflow.Selector {
 // drainSignals takes in every signal already delivered, so a continue-as-new
 // carries them in the queue instead of dropping them.
 func (n *node) drainSignals(ctx workflow.Context) {
-	for _, kind := range []string{SignalMigrate, SignalRetry, SignalFlip, SignalRelease, SignalPrune} {
+	for _, kind := range []string{SignalMigrate, SignalRetry, SignalFlip, SignalRelease, SignalPrune, SignalDriftAccept} {
 		ch := workflow.GetSignalChannel(ctx, kind)
 		var in RequestInput
 		for ch.ReceiveAsync(&in) {
@@ -194,6 +193,13 @@ func (n *node) validate(kind string, in RequestInput) error {
 		}
 		if n.s.Phase == PhaseFlipping {
 			return fmt.Errorf("node %s is already flipping", n.s.Node)
+		}
+	case SignalDriftAccept:
+		if len(n.s.Drift) == 0 {
+			return fmt.Errorf("node %s has no drift to accept", n.s.Node)
+		}
+		if queued(SignalDriftAccept, "") {
+			return fmt.Errorf("accepting node %s's drift is already queued", n.s.Node)
 		}
 	case SignalPrune:
 		if queued(SignalPrune, "") {

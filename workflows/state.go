@@ -26,6 +26,8 @@ const (
 	UpdateFlip    = "flip"
 	UpdateRelease = "release"
 	UpdatePrune   = "prune"
+	// SignalDriftAccept records the node as it is now in custody.
+	SignalDriftAccept = "drift-accept"
 	// UpdatePreview runs a flip preview and returns it without flipping.
 	UpdatePreview = "preview"
 )
@@ -109,15 +111,20 @@ type State struct {
 	Marks        []firewall.MarkedRule   `json:"marks"`
 	// Opened is what should be open through the found firewall, by owner
 	// (the foundation, each migrated module): what reconcile reasserts.
-	Opened        map[string][]config.Port  `json:"opened,omitempty"`
-	LastReconcile *Reconcile                `json:"last_reconcile,omitempty"`
-	LastPreview   *activities.PreviewResult `json:"last_preview,omitempty"`
-	Drift         []string                  `json:"drift"`
-	LastError     string                    `json:"last_error,omitempty"`
-	Waiting       string                    `json:"waiting,omitempty"` // why the workflow waits, e.g. for the node agent
-	Events        []Event                   `json:"events"`
-	Runs          int                       `json:"runs"` // continue-as-new generations
-	Extra         map[string]string         `json:"extra,omitempty"`
+	Opened        map[string][]config.Port `json:"opened,omitempty"`
+	LastReconcile *Reconcile               `json:"last_reconcile,omitempty"`
+	LastPreview   *firewall.Preview        `json:"last_preview,omitempty"`
+	Flip          *FlipStatus              `json:"flip,omitempty"`
+	FlipAttempts  int                      `json:"flip_attempts,omitempty"`
+	Drift         []activities.DriftItem   `json:"drift"`
+	// FirewallFingerprint is the found firewall's own rules as adopted (or
+	// as last accepted): what drift is measured against.
+	FirewallFingerprint string            `json:"firewall_fingerprint,omitempty"`
+	LastError           string            `json:"last_error,omitempty"`
+	Waiting             string            `json:"waiting,omitempty"` // why the workflow waits, e.g. for the node agent
+	Events              []Event           `json:"events"`
+	Runs                int               `json:"runs"` // continue-as-new generations
+	Extra               map[string]string `json:"extra,omitempty"`
 }
 
 // Reconcile is the outcome of the last reassertion of marked rules.
@@ -126,6 +133,15 @@ type Reconcile struct {
 	Restored []firewall.MarkedRule `json:"restored,omitempty"`
 	Present  int                   `json:"present"`
 	Error    string                `json:"error,omitempty"`
+}
+
+// FlipStatus is where the last flip stands.
+type FlipStatus struct {
+	ID       string    `json:"id"`
+	State    string    `json:"state"` // flipped, confirmed, committed, reverted
+	Deadline time.Time `json:"deadline,omitempty"`
+	Listing  string    `json:"listing,omitempty"` // the predecessor's firewall, saved on the node at commit
+	Error    string    `json:"error,omitempty"`
 }
 
 // MigratedCount counts migrated modules.

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -94,7 +95,22 @@ func root() *cobra.Command {
 		},
 	}
 	connect.Flags().DurationVar(&timeout, "timeout", 500*time.Millisecond, "connect timeout")
-	r.AddCommand(up, down, serve, connect)
+	var every, dur time.Duration
+	hammer := &cobra.Command{
+		Use:   "hammer HOST:PORT",
+		Short: "Connect continuously (run from the peer namespace) and hold one connection: prints counts as JSON",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := sandbox.Hammer(args[0], every, dur)
+			if err != nil {
+				return err
+			}
+			return json.NewEncoder(os.Stdout).Encode(r)
+		},
+	}
+	hammer.Flags().DurationVar(&every, "every", 5*time.Millisecond, "pause between connections")
+	hammer.Flags().DurationVar(&dur, "for", 10*time.Second, "how long")
+	r.AddCommand(up, down, serve, connect, hammer)
 	return r
 }
 

@@ -1,0 +1,69 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/viper"
+)
+
+// Fleet is a fleet file: how to reach Temporal and each node's own
+// configuration file, the control node first.
+type Fleet struct {
+	Temporal Temporal `mapstructure:"temporal"`
+	Name     string   `mapstructure:"name"`
+	Nodes    []string `mapstructure:"nodes"` // paths of node configuration files, relative to the fleet file
+	// Loaded node configurations, in order.
+	Configs []*Config `mapstructure:"-"`
+}
+
+// LoadFleet reads a fleet file and every node configuration it names,
+// reporting every problem of every file at once.
+func LoadFleet(path string) (*Fleet, error) {
+	v := viper.New()
+	v.SetDefault("temporal.address", "127.0.0.1:7233")
+	v.SetDefault("temporal.namespace", "default")
+	v.SetConfigFile(path)
+	v.SetConfigType("yaml")
+	if err := v.ReadInConfig(); err != nil {
+		return nil, fmt.Errorf("fleet file %s: %w", path, err)
+	}
+	var f Fleet
+	var problems []string
+	if err := v.Unmarshal(&f, func(dc *mapstructure.DecoderConfig) { dc.ErrorUnused = true }); err != nil {
+		problems = append(problems, decodeProblems(err, func(k string) string { return fmt.Sprint(v.Get(k)) })...)
+	}
+	if !ValidName(f.Name) {
+		problems = append(problems, fmt.Sprintf("name: %q is invalid: a fleet name must be %s", f.Name, NameRule))
+	}
+	if len(f.Nodes) == 0 {
+		problems = append(problems, "nodes: the fleet lists no node configuration files")
+	}
+	for i, n := range f.Nodes {
+		p := n
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(filepath.Dir(path), p)
+		}
+		c, err := Load(p)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("nodes[%d] (%s): %v", i, n, err))
+			continue
+		}
+		f.Configs = append(f.Configs, c)
+	}
+	if len(problems) > 0 {
+		return nil, &ValidationError{Source: path, Problems: problems}
+	}
+	return &f, nil
+}
+
+// NodeNames lists the fleet's nodes in order.
+func (f *Fleet) NodeNames() string {
+	names := make([]string, 0, len(f.Configs))
+	for _, c := range f.Configs {
+		names = append(names, c.Node.Name)
+	}
+	return strings.Join(names, ", ")
+}

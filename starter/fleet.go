@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"adoption/config"
+	"adoption/connect"
+	"adoption/workflows"
+)
+
+// fleetCommand is `adopt fleet start|next|status`.
+func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
+	var fleetPath string
+	fc := &cobra.Command{Use: "fleet", Short: "Adopt every node of a fleet in order, the control node first"}
+	fc.PersistentFlags().StringVar(&fleetPath, "fleet", "fleet.yaml", "fleet file: temporal settings, a name, and the node configuration files in order")
+	load := func() (*config.Fleet, error) {
+		f, err := config.LoadFleet(fleetPath)
+		if err != nil {
+			return nil, err
+		}
+		if x.c == nil {
+			c, err := connect.Dial(f.Temporal, nil)
+			if err != nil {
+				return nil, err
+			}
+			x.c = c
+		}
+		return f, nil
+	}
+	start := &cobra.Command{
+		Use:   "start",
+		Short: "Start the fleet: each node's migration as a child, one after another",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := load()
+			if err != nil {
+				return err
+			}
+			in := workflows.FleetInput{Name: f.Name}
+			for _, c := range f.Configs {
+				in.Nodes = append(in.Nodes, c.Plan())
+			}
+			if err := workflows.ValidateFleet(in); err != nil {
+				return err
+			}
+			run, err := x.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+				ID: workflows.FleetID(f.Name), TaskQueue: workflows.TaskQueue,
+				WorkflowExecutionErrorWhenAlreadyStarted: true,
+				StaticSummary:                            fmt.Sprintf("fleet %s: %s", f.Name, f.NodeNames()),
+			}, workflows.FleetWorkflow, in)
+			var already *serviceerror.WorkflowExecutionAlreadyStarted
+			if errors.As(err, &already) {
+				return fmt.Errorf("fleet %s is already running; see `adopt fleet status`", f.Name)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(x.stdout, "started %s (run %s): nodes %s, the control node first\n", workflows.FleetID(f.Name), run.GetRunID(), f.NodeNames())
+			return nil
+		},
+	}
+	next := &cobra.Command{
+		Use:   "next",
+		Short: "Start the next node now, before the current one has migrated every module",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := load()
+			if err != nil {
+				return err
+			}
+			if err := x.c.SignalWorkflow(ctx, workflows.FleetID(f.Name), "", workflows.SignalFleetNext, nil); err != nil {
+				return fmt.Errorf("fleet %s: %w", f.Name, err)
+			}
+			fmt.Fprintf(x.stdout, "fleet %s: the next node starts now\n", f.Name)
+			return nil
+		},
+	}
+	var asJSON bool
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Every node of the fleet with its phase and modules",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := load()
+			if err != nil {
+				return err
+			}
+			st, err := x.fleetState(ctx, f.Name)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(x.stdout, st)
+			}
+			if st.Frozen != "" {
+				fmt.Fprintf(x.stdout, "NOTE: %s\n\n", st.Frozen)
+			}
+			tw := tabwriter.NewWriter(x.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tROLE\tPHASE\tMODULES MIGRATED")
+			for _, n := range st.Nodes {
+				phase := string(n.Phase)
+				if !n.Started {
+					phase = "waiting"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\n", n.Node, n.Role, phase, n.Migrated, n.Modules)
+			}
+			return tw.Flush()
+		},
+	}
+	status.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	fc.AddCommand(start, next, status)
+	return fc
+}
+
+func (x *cli) fleetState(ctx context.Context, name string) (*workflows.FleetState, error) {
+	v, err := x.c.QueryWorkflow(ctx, workflows.FleetID(name), "", workflows.QueryFleet)
+	var st workflows.FleetState
+	if err == nil {
+		return &st, v.Get(&st)
+	}
+	if gerr := x.c.GetWorkflow(ctx, workflows.FleetID(name), "").Get(ctx, &st); gerr == nil {
+		return &st, nil
+	}
+	return nil, fmt.Errorf("fleet %s: %w", name, err)
+}

@@ -1,0 +1,223 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"adoption/config"
+	"adoption/sandbox"
+	"adoption/workflows"
+)
+
+const flipPlan = `modules:
+  - name: web
+    ports: ["80/tcp"]
+node_files:
+  - path: /etc/hosts
+    content: "127.0.0.1 localhost mesh\n"
+flip:
+  confirm_timeout: %s
+`
+
+func flipNode(t *testing.T, name string, index int, srv *devServer, confirm string) *node {
+	t.Helper()
+	return upNodeWith(t, sandbox.Spec{
+		Name: name, Index: index,
+		Allowed: config.MustPorts([]string{"22/tcp", "80/tcp", "8080/tcp", "53/udp"}),
+		Closed:  config.MustPorts([]string{"8081/tcp"}),
+		Files:   map[string]string{"/etc/hosts": "127.0.0.1 localhost predecessor\n"},
+	}, srv.Addr(), strings.Replace(flipPlan, "%s", confirm, 1))
+}
+
+func setDrop(t *testing.T, n *node, drop string) {
+	t.Helper()
+	b, err := os.ReadFile(n.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(b), "flip:\n", "flip:\n  drop: ["+drop+"]\n", 1)
+	if err := os.WriteFile(n.cfg, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func adoptAndMigrate(t *testing.T, n *node) {
+	t.Helper()
+	if _, errs, code := adopt(t, "start", n.Name, "--config", n.cfg); code != 0 {
+		t.Fatal(errs)
+	}
+	waitPhase(t, n, workflows.PhaseAdopted, 90*time.Second)
+	if _, errs, code := adopt(t, "migrate", n.Name, "web", "--config", n.cfg); code != 0 {
+		t.Fatal(errs)
+	}
+	waitFor(t, n, "web to migrate", func(st workflows.State) bool { return st.Modules[0].State == workflows.ModuleMigrated })
+}
+
+// TestFlipEndToEnd: the preview names every open port that would close and
+// refuses until each is declared or dropped; then the flip replaces the
+// found firewall with the mesh's in one step while a client hammers a
+// declared port from the peer namespace: no refused or timed-out
+// connection, a connection held across the flip still carries data, the
+// dropped port stops answering, the node files converge, the predecessor's
+// firewall is saved and removed, the node is converged.
+func TestFlipEndToEnd(t *testing.T) {
+	needE2E(t)
+	srv := startDevServer(t)
+	n := flipNode(t, "e2eflip", 120, srv, "30s")
+	startWorker(t, n)
+	adoptAndMigrate(t, n)
+	if !reachable(t, n, 8080) || !reachable(t, n, 80) {
+		t.Fatal("the found firewall does not serve 80 and 8080")
+	}
+
+	out, errs, code := adopt(t, "preview", n.Name, "--config", n.cfg)
+	if code != 0 || !strings.Contains(out, "REFUSED") || !strings.Contains(out, "8080/tcp") || !strings.Contains(out, "53/udp") {
+		t.Fatalf("preview should refuse naming 8080/tcp and 53/udp: exit %d\n%s%s", code, out, errs)
+	}
+	for _, r := range previewReasons(t, n) {
+		if strings.HasPrefix(r, "80/tcp") {
+			t.Fatalf("80/tcp is declared by module web, yet the preview names it: %s", r)
+		}
+	}
+
+	setDrop(t, n, `"8080/tcp", "53/udp"`)
+	out, _, _ = adopt(t, "preview", n.Name, "--config", n.cfg)
+	if !strings.Contains(out, "APPROVED") {
+		t.Fatalf("preview with the drops should approve:\n%s", out)
+	}
+
+	// Hammer port 80 from the peer for the whole flip.
+	hammer := exec.Command("ip", "netns", "exec", n.Peer, filepath.Join(bin, "adopt-sandbox"), "hammer",
+		n.Addr+":80", "--every", "5ms", "--for", "8s")
+	var hout strings.Builder
+	hammer.Stdout, hammer.Stderr = &hout, &hout
+	if err := hammer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if out, errs, code := adopt(t, "flip", n.Name, "--config", n.cfg); code != 0 {
+		t.Fatalf("flip: %s%s", out, errs)
+	}
+	st := waitPhase(t, n, workflows.PhaseConverged, 90*time.Second)
+	if err := hammer.Wait(); err != nil {
+		t.Fatalf("hammer: %v %s", err, hout.String())
+	}
+	var h sandbox.HammerResult
+	if err := json.Unmarshal([]byte(hout.String()), &h); err != nil {
+		t.Fatalf("hammer output %q: %v", hout.String(), err)
+	}
+	t.Logf("during the flip: %d connections ok, %d refused, %d timed out; held connection alive: %v", h.OK, h.Refused, h.TimedOut, h.Held)
+	if h.OK < 100 || h.Refused != 0 || h.TimedOut != 0 || !h.Held {
+		t.Fatalf("the flip disturbed a declared port: %+v", h)
+	}
+
+	if !reachable(t, n, 80) || !reachable(t, n, 22) {
+		t.Fatal("a declared or management port stopped answering after the flip")
+	}
+	if passes(t, n, 8080) || passes(t, n, 8081) {
+		t.Fatal("a dropped or undeclared port passes after the flip")
+	}
+	if st.Flip == nil || st.Flip.State != "committed" || st.Flip.Listing == "" {
+		t.Fatalf("flip status: %+v", st.Flip)
+	}
+	saved, err := os.ReadFile(st.Flip.Listing)
+	if err != nil || !strings.Contains(string(saved), "ufw-user-input") {
+		t.Fatalf("the predecessor's listing was not saved: %v", err)
+	}
+	rs := ruleset(t, n)
+	if !strings.Contains(rs, "table inet adoption") || strings.Contains(rs, "ufw-user-input") {
+		t.Fatalf("after the commit the mesh's table should be in force and ufw's chains gone:\n%s", rs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(n.Root, "etc/hosts")); string(b) != "127.0.0.1 localhost mesh\n" {
+		t.Fatalf("node file not converged: %q", b)
+	}
+}
+
+func previewReasons(t *testing.T, n *node) []string {
+	t.Helper()
+	st, err := status(t, n)
+	if err != nil || st.LastPreview == nil {
+		t.Fatalf("no preview in status: %v", err)
+	}
+	return st.LastPreview.Reasons
+}
+
+// TestFlipRevertsWhenCutOff: the worker dies right after applying the flip,
+// so nothing confirms it; the node's watchdog, which needs neither Temporal
+// nor the worker, reverts it within confirm_timeout: the listing is
+// byte-identical to the one before the flip and the node files are back.
+// The workflow, once a worker returns, says the flip was reverted.
+func TestFlipRevertsWhenCutOff(t *testing.T) {
+	needE2E(t)
+	srv := startDevServer(t)
+	n := flipNode(t, "e2ecut2", 121, srv, "6s")
+	setDrop(t, n, `"8080/tcp", "53/udp"`)
+	w1 := startWorker(t, n, "ADOPT_FAILPOINTS=flip-applied")
+	adoptAndMigrate(t, n)
+	before := ruleset(t, n)
+	hostsBefore, _ := os.ReadFile(filepath.Join(n.Root, "etc/hosts"))
+	if _, errs, code := adopt(t, "flip", n.Name, "--config", n.cfg); code != 0 {
+		t.Fatal(errs)
+	}
+	select {
+	case <-w1.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the worker never reached the flip-applied failpoint:\n%s", w1.log)
+	}
+	if !strings.Contains(ruleset(t, n), "table inet adoption") {
+		t.Fatal("the flip was not in force after the worker died: the test would prove nothing")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for ruleset(t, n) != before && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got := ruleset(t, n); got != before {
+		t.Fatalf("the watchdog did not restore the ruleset byte for byte:\nbefore:\n%s\nnow:\n%s", before, got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(n.Root, "etc/hosts")); string(b) != string(hostsBefore) {
+		t.Fatalf("node file not restored: %q", b)
+	}
+	if !reachable(t, n, 8080) {
+		t.Fatal("the found firewall's ports do not answer after the revert")
+	}
+	startWorker(t, n)
+	st := waitFor(t, n, "the workflow to see the revert", func(st workflows.State) bool {
+		return st.Phase == workflows.PhaseAdopted && st.Flip != nil && st.Flip.State == "reverted"
+	})
+	if !strings.Contains(st.LastError, "reverted") {
+		t.Fatalf("status does not say the flip was reverted: %q", st.LastError)
+	}
+}
+
+// TestFlipRefusedWhenStale: a rule changed by hand between the preview and
+// the flip makes the flip refuse as stale, and nothing changes.
+func TestFlipRefusedWhenStale(t *testing.T) {
+	needE2E(t)
+	srv := startDevServer(t)
+	n := flipNode(t, "e2estale", 122, srv, "30s")
+	setDrop(t, n, `"8080/tcp", "53/udp"`)
+	startWorker(t, n, "ADOPT_FAILPOINTS=flip-before-apply=sleep:4s")
+	adoptAndMigrate(t, n)
+	if _, errs, code := adopt(t, "flip", n.Name, "--config", n.cfg); code != 0 {
+		t.Fatal(errs)
+	}
+	waitFor(t, n, "the flip to start", func(st workflows.State) bool { return st.Phase == workflows.PhaseFlipping })
+	if out, err := exec.Command("ip", "netns", "exec", n.Netns, "iptables", "-I", "ufw-user-input", "-p", "tcp", "--dport", "9999", "-j", "ACCEPT").CombinedOutput(); err != nil {
+		t.Fatalf("hand edit: %v %s", err, out)
+	}
+	before := ruleset(t, n)
+	st := waitFor(t, n, "the stale refusal", func(st workflows.State) bool {
+		return st.Phase == workflows.PhaseAdopted && st.Flip != nil && st.Flip.State == "reverted"
+	})
+	if !strings.Contains(strings.ToLower(st.LastError), "preview") {
+		t.Fatalf("refusal does not say the preview is stale: %q", st.LastError)
+	}
+	if got := ruleset(t, n); got != before {
+		t.Fatalf("a stale flip changed the ruleset:\n%s", got)
+	}
+}
