@@ -15,9 +15,14 @@ STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 TEST_TIMEOUT  ?= 40m
 
-export ADOPT_TEMPORAL_BIN := $(TEMPORAL)
+TEMPORAL_STATIC ?= $(CACHE)/static/bin/temporal
+COMPOSE       ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
-.PHONY: build test unit lint bench dev-server dev-server-stop temporal-cli demo demo-clean clean
+export ADOPT_TEMPORAL_BIN := $(TEMPORAL)
+export ADOPT_TEMPORAL_STATIC_BIN := $(TEMPORAL_STATIC)
+
+.PHONY: build test unit lint bench dev-server dev-server-stop temporal-cli temporal-cli-static \
+	compose-images compose-up compose-down demo demo-clean clean
 
 build:
 	$(GO) build -o bin/adopt ./starter
@@ -32,9 +37,29 @@ $(TEMPORAL):
 	mkdir -p $(dir $(TEMPORAL))
 	GOBIN=$(dir $(TEMPORAL)) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
 
+# The same pinned CLI without cgo, for the FROM scratch image of
+# docker-compose.yml (no base image can be pulled here).
+temporal-cli-static: $(TEMPORAL_STATIC)
+$(TEMPORAL_STATIC):
+	mkdir -p $(dir $(TEMPORAL_STATIC))
+	CGO_ENABLED=0 GOBIN=$(dir $(TEMPORAL_STATIC)) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+
+# Images for docker-compose.yml, built locally (no registry needed).
+compose-images: temporal-cli-static
+	cp $(TEMPORAL_STATIC) docker/temporal/temporal
+	CGO_ENABLED=0 $(GO) build -trimpath -o docker/worker/adopt-worker ./worker
+	cp /etc/ssl/certs/ca-certificates.crt docker/worker/ca-certificates.crt
+	$(COMPOSE) build
+
+compose-up: compose-images
+	$(COMPOSE) -p adoption up -d
+
+compose-down:
+	$(COMPOSE) -p adoption down
+
 # Every test: unit, root (network namespaces, real nftables and packets),
 # Docker, and end to end against a real dev server the tests start themselves.
-test: build temporal-cli
+test: build temporal-cli temporal-cli-static
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # Unit tests only: no root, no Temporal, no Docker needed.
@@ -84,3 +109,4 @@ demo-clean:
 
 clean: demo-clean dev-server-stop
 	rm -rf bin $(STATE)
+	rm -f docker/temporal/temporal docker/worker/adopt-worker docker/worker/ca-certificates.crt

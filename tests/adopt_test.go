@@ -122,10 +122,23 @@ func TestAdoptEndToEnd(t *testing.T) {
 	if !strings.Contains(string(raw), sha256Hex([]byte(e2eFiles["/srv/app/app.env"]))) {
 		t.Fatal("the history lacks the custody hash: the secret check above would prove nothing")
 	}
-	if p := os.Getenv("ADOPT_RECORD_HISTORY"); p != "" {
-		if err := os.WriteFile(p, js, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	recordHistory(t, srv, n.Name, "ADOPT_RECORD_HISTORY")
+}
+
+// recordHistory writes the node's workflow history to the file named by
+// the environment variable, for the replay test (tests/testdata).
+func recordHistory(t *testing.T, srv *devServer, node, env string) {
+	t.Helper()
+	p := os.Getenv(env)
+	if p == "" {
+		return
+	}
+	js, err := protojson.Marshal(history(t, srv, node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, js, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -136,6 +136,7 @@ func TestFlipEndToEnd(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(n.Root, "etc/hosts")); string(b) != "127.0.0.1 localhost mesh\n" {
 		t.Fatalf("node file not converged: %q", b)
 	}
+	recordHistory(t, srv, n.Name, "ADOPT_RECORD_FLIP_HISTORY")
 }
 
 func previewReasons(t *testing.T, n *node) []string {

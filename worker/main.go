@@ -153,6 +153,17 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	node := worker.New(c, workflows.NodeQueue(cfg.Node.Name), worker.Options{})
 	node.RegisterActivity(nodeActivities(cfg, cfgPath, stderr))
 
+	// A flip waiting for its confirmation must keep its watchdog even if
+	// the one started with it died with a previous worker (a container's
+	// processes all end with it): start one again. Two watchdogs are safe:
+	// they take the flip lock in turn and the second finds it handled.
+	if rec, err := nodestate.New(cfg.Node.StateDir).Flip(); err == nil && rec != nil &&
+		(rec.State == nodestate.FlipApplying || rec.State == nodestate.FlipFlipped) {
+		if err := startWatchdog(cfgPath, filepath.Join(cfg.Node.StateDir, "watchdog.log")); err != nil {
+			return fmt.Errorf("restart the watchdog of pending flip %s: %w", rec.ID, err)
+		}
+		logger.Warn("restarted the watchdog of a flip awaiting confirmation", "flip", rec.ID, "deadline", rec.Deadline)
+	}
 	if err := wf.Start(); err != nil {
 		return fmt.Errorf("start workflow worker: %w", err)
 	}

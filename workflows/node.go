@@ -37,6 +37,7 @@ type node struct {
 	// When the periodic jobs are next due (not carried across
 	// continue-as-new: a new run starts its timers afresh).
 	nextReconcile, nextDrift time.Time
+	driftOn                  bool
 }
 
 // NodeMigration holds a node's adoption for as long as it lasts: probe and
@@ -68,6 +69,9 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 	n.publish(ctx)
 	now := workflow.Now(ctx)
 	n.nextReconcile, n.nextDrift = now.Add(n.s.Plan.ReconcileInterval), now.Add(n.s.Plan.DriftInterval)
+	// Runs started before drift checks existed must replay without their
+	// timer: they keep drift off.
+	n.driftOn = workflow.GetVersion(ctx, "drift-checks", workflow.DefaultVersion, 1) >= 1
 	for {
 		ready := func() bool {
 			return len(n.s.Queue) > 0 || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
@@ -262,7 +266,7 @@ func (n *node) reconcileDue() bool {
 }
 
 func (n *node) driftDue() bool {
-	return n.s.Plan.DriftInterval > 0 && n.s.Phase == PhaseAdopted
+	return n.driftOn && n.s.Plan.DriftInterval > 0 && n.s.Phase == PhaseAdopted
 }
 
 // untilPeriodic is how long until the next periodic job, or 0 for none.
