@@ -28,7 +28,10 @@ type Spec struct {
 	Dir     string        // where the files root, state_dir, config and pid files live
 	Allowed []config.Port // ports the found firewall allows (and a listener serves)
 	Closed  []config.Port // ports a listener serves but the firewall does not allow
-	Files   map[string]string
+	// AllowedOnly are allowed by the firewall with no listener in the
+	// namespace (a container on the host serves them).
+	AllowedOnly []config.Port
+	Files       map[string]string
 	// Sandbox binary used to serve the listeners inside the namespace.
 	Binary string
 }
@@ -93,7 +96,7 @@ func (n *Node) Up() error {
 		}
 	}
 	for _, fam := range []string{"iptables-restore", "ip6tables-restore"} {
-		if err := runCmd([]byte(UFWRules(n.Allowed)), "ip", "netns", "exec", n.Netns, fam); err != nil {
+		if err := runCmd([]byte(UFWRules(append(append([]config.Port{}, n.Allowed...), n.AllowedOnly...))), "ip", "netns", "exec", n.Netns, fam); err != nil {
 			return fmt.Errorf("load the predecessor firewall: %w", err)
 		}
 	}

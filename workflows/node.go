@@ -103,7 +103,11 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 		}
 		switch {
 		case req.Kind == SignalRetry && req.Module == "":
-			n.genesis(ctx)
+			if n.s.Genesis.State == "failed" {
+				n.genesis(ctx)
+			} else {
+				n.event(ctx, "retry: neither the adoption nor the genesis has failed; nothing to retry (name a failed module to retry its cutover)")
+			}
 		case req.Kind == SignalMigrate, req.Kind == SignalRetry:
 			n.migrate(ctx, req.Module)
 		case req.Kind == SignalFlip:
@@ -767,6 +771,9 @@ func NextStep(s *State) string {
 		return "wait: the flip is being applied and confirmed"
 	case PhaseConverged, PhaseReleased:
 		return "none: the workflow is complete"
+	}
+	if s.Genesis.State == "failed" {
+		return fmt.Sprintf("fix the genesis error above in the configuration, then `adopt retry %s`", s.Node)
 	}
 	for _, m := range s.Modules {
 		if m.State == ModuleFailed {

@@ -157,9 +157,10 @@ func (n *node) validate(kind string, in RequestInput) error {
 	case SignalMigrate, SignalRetry:
 		if module == "" {
 			if kind == SignalRetry {
-				if n.s.Phase != PhaseFailed && n.s.Genesis.State != "failed" {
-					return fmt.Errorf("neither the adoption nor the genesis of node %s has failed (phase %s); name a failed module to retry", n.s.Node, n.s.Phase)
-				}
+				// Whether the adoption or the genesis failed is decided when
+				// the retry is served (retryAdoption), not here: a refusal
+				// from a validator that saw a state not yet caught up would
+				// turn away a retry the operator was told to send.
 				if queued(SignalRetry, "") {
 					return fmt.Errorf("a retry of node %s's adoption is already queued", n.s.Node)
 				}

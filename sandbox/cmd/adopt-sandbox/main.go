@@ -5,6 +5,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -24,29 +26,54 @@ func main() {
 
 func root() *cobra.Command {
 	r := &cobra.Command{Use: "adopt-sandbox", SilenceUsage: true, SilenceErrors: true}
-	var name, dir, temporal string
+	var name, dir, temporal, planFile string
 	var index int
-	spec := func() sandbox.Spec {
+	var allow, allowOnly, closed []string
+	spec := func() (sandbox.Spec, error) {
 		self, _ := os.Executable()
 		role := "member"
 		if index == 1 {
 			role = "control" // the first node is the control node, as in the seed
 		}
-		return sandbox.Spec{Name: name, Index: index, Dir: dir, Binary: self, Role: role,
-			Allowed: ports("22/tcp", "80/tcp", "443/tcp", "25/tcp", "53/udp"),
-			Closed:  ports("8081/tcp"),
-			Files:   DemoFiles(name),
+		s := sandbox.Spec{Name: name, Index: index, Dir: dir, Binary: self, Role: role, Files: DemoFiles(name)}
+		for _, l := range []struct {
+			in  []string
+			out *[]config.Port
+		}{{allow, &s.Allowed}, {allowOnly, &s.AllowedOnly}, {closed, &s.Closed}} {
+			for _, p := range l.in {
+				if p == "" {
+					continue
+				}
+				port, err := config.ParsePort(p)
+				if err != nil {
+					return s, fmt.Errorf("port %q: %w", p, err)
+				}
+				*l.out = append(*l.out, port)
+			}
 		}
+		return s, nil
 	}
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Raise a sandbox node and write its configuration",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			n := sandbox.New(spec())
+			sp, err := spec()
+			if err != nil {
+				return err
+			}
+			plan := DemoModules
+			if planFile != "" {
+				b, err := os.ReadFile(planFile)
+				if err != nil {
+					return err
+				}
+				plan = string(b)
+			}
+			n := sandbox.New(sp)
 			if err := n.Up(); err != nil {
 				return err
 			}
-			path, err := n.WriteConfig(temporal, DemoModules)
+			path, err := n.WriteConfig(temporal, plan)
 			if err != nil {
 				return err
 			}
@@ -54,11 +81,19 @@ func root() *cobra.Command {
 			return nil
 		},
 	}
+	up.Flags().StringVar(&planFile, "plan", "", "file with the plan part of the configuration (modules, foundation, flip...); default: a demo plan")
+	up.Flags().StringSliceVar(&allow, "allow", []string{"22/tcp", "80/tcp", "443/tcp", "25/tcp", "53/udp"}, "ports the found firewall allows, each served by a listener")
+	up.Flags().StringSliceVar(&allowOnly, "allow-only", nil, "ports the found firewall allows with no listener (served by containers on the host)")
+	up.Flags().StringSliceVar(&closed, "closed", []string{"8081/tcp"}, "ports served by a listener that the firewall does not allow")
 	down := &cobra.Command{
 		Use:   "down",
 		Short: "Remove a sandbox node's namespaces and listeners",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return sandbox.New(spec()).Down()
+			sp, err := spec()
+			if err != nil {
+				return err
+			}
+			return sandbox.New(sp).Down()
 		},
 	}
 	for _, c := range []*cobra.Command{up, down} {
@@ -110,11 +145,27 @@ func root() *cobra.Command {
 	}
 	hammer.Flags().DurationVar(&every, "every", 5*time.Millisecond, "pause between connections")
 	hammer.Flags().DurationVar(&dur, "for", 10*time.Second, "how long")
-	r.AddCommand(up, down, serve, connect, hammer)
+	get := &cobra.Command{
+		Use:   "get URL",
+		Short: "HTTP GET a URL and print the body (no curl needed)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c := http.Client{Timeout: 3 * time.Second}
+			resp, err := c.Get(args[0])
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s: %s", args[0], resp.Status)
+			}
+			_, err = io.Copy(os.Stdout, resp.Body)
+			return err
+		},
+	}
+	r.AddCommand(up, down, serve, connect, hammer, get)
 	return r
 }
-
-func ports(specs ...string) []config.Port { return config.MustPorts(specs) }
 
 // DemoFiles are the files a predecessor's configuration sync leaves: system
 // files and one service's secret-bearing environment file.
