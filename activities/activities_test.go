@@ -1,0 +1,199 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"adoption/config"
+	"adoption/containers"
+	"adoption/custody"
+	"adoption/firewall"
+	"adoption/nodestate"
+	"adoption/sockets"
+)
+
+type fakeFirewall struct{ report firewall.Report }
+
+func (f fakeFirewall) Inspect(context.Context) (firewall.Report, error) { return f.report, nil }
+func (f fakeFirewall) Ruleset() (*firewall.Ruleset, error)              { return &firewall.Ruleset{}, nil }
+
+type fakeSockets struct {
+	listeners []sockets.Listener
+	procs     []sockets.Process
+}
+
+func (f fakeSockets) Listeners() ([]sockets.Listener, error)         { return f.listeners, nil }
+func (f fakeSockets) FindProcesses(names []string) []sockets.Process { return f.procs }
+
+type fakeEngine struct{ report containers.Report }
+
+func (f fakeEngine) Report(context.Context) containers.Report { return f.report }
+
+func newActs(t *testing.T) (*Activities, string) {
+	t.Helper()
+	root, state := t.TempDir(), t.TempDir()
+	return &Activities{
+		Node:     "n1",
+		Firewall: fakeFirewall{report: firewall.Report{Kind: "iptables-nft"}},
+		Engine:   fakeEngine{report: containers.Report{Available: true}},
+		Sockets:  fakeSockets{},
+		Files:    custody.New(root, state),
+		State:    nodestate.New(state),
+		Flips:    nodestate.New(state),
+		Contents: map[string][]byte{},
+	}, root
+}
+
+func appErr(t *testing.T, err error, typ string) string {
+	t.Helper()
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != typ {
+		t.Fatalf("want a %s application error, got %v", typ, err)
+	}
+	if !ae.NonRetryable() {
+		t.Fatalf("%s must not be retried: %v", typ, err)
+	}
+	return ae.Message()
+}
+
+// Every foundation port collision is reported at once, naming the holder
+// and the key.
+func TestCheckFoundationPortsNamesEveryCollision(t *testing.T) {
+	a, _ := newActs(t)
+	a.Sockets = fakeSockets{listeners: []sockets.Listener{
+		{Proto: "tcp", Addr: "0.0.0.0", Port: 5000, PID: 4121, Exe: "registry"},
+		{Proto: "tcp", Addr: "127.0.0.1", Port: 15672, PID: 77, Exe: "beam.smp"},
+	}}
+	a.Engine = fakeEngine{report: containers.Report{Available: true, Containers: []containers.Info{
+		{Name: "predecessor-proxy", State: "running", Ports: []containers.Published{{HostPort: 443, ContainerPort: 443, Proto: "tcp"}}},
+	}}}
+	plan := config.Plan{Node: "n1", Foundation: []config.NamedPort{
+		{Name: "registry", Port: config.Port{Num: 5000, Proto: "tcp"}},
+		{Name: "broker_management", Port: config.Port{Num: 15672, Proto: "tcp"}},
+		{Name: "web", Port: config.Port{Num: 443, Proto: "tcp"}},
+		{Name: "store", Port: config.Port{Num: 5432, Proto: "tcp"}},
+	}}
+	_, err := a.CheckFoundationPorts(context.Background(), ProbeInput{Plan: plan})
+	msg := appErr(t, err, ErrPortCollision)
+	for _, want := range []string{
+		"3 foundation port(s) collide; nothing was opened or started",
+		"foundation port registry 5000/tcp is held by pid 4121 (registry); set foundation.ports.registry",
+		"foundation port broker_management 15672/tcp is held by pid 77 (beam.smp); set foundation.ports.broker_management",
+		"foundation port web 443/tcp is held by container predecessor-proxy; set foundation.ports.web",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("collision message lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "5432") {
+		t.Errorf("a free port reported: %s", msg)
+	}
+}
+
+func TestAdoptRefusesWhileControlDaemonRuns(t *testing.T) {
+	a, root := newActs(t)
+	a.Sockets = fakeSockets{procs: []sockets.Process{{PID: 4242, Exe: "predecessor-sync"}}}
+	must(t, os.WriteFile(root+"/hosts", []byte("x"), 0o644))
+	_, err := a.Adopt(context.Background(), AdoptInput{Plan: config.Plan{Node: "n1", Control: []string{"predecessor-sync"},
+		NodeFiles: []config.FilePlan{{Path: "/hosts"}}}})
+	msg := appErr(t, err, ErrControlRunning)
+	if !strings.Contains(msg, "predecessor-sync (pid 4242)") || !strings.Contains(msg, "adopt retry n1") {
+		t.Fatalf("refusal: %s", msg)
+	}
+	if _, ok, _ := a.State.Adopted(); ok {
+		t.Fatal("a refused adoption wrote the adopted marker")
+	}
+}
+
+func TestActivitiesRefuseAnotherNodesPlan(t *testing.T) {
+	a, _ := newActs(t)
+	_, err := a.Probe(context.Background(), ProbeInput{Plan: config.Plan{Node: "n2"}})
+	appErr(t, err, ErrWrongNode)
+}
+
+// A module whose declared file content is not in the worker's own
+// configuration is refused before anything changes.
+func TestCutoverPreflightNeedsLocalContent(t *testing.T) {
+	a, _ := newActs(t)
+	plan := config.Plan{Node: "n1", Modules: []config.ModulePlan{{Name: "mail",
+		Files: []config.FilePlan{{Path: "/srv/mail.env", SHA256: strings.Repeat("c", 64)}}}}}
+	_, err := a.CutoverPreflight(context.Background(), ModuleInput{Plan: plan, Module: "mail"})
+	msg := appErr(t, err, ErrMissingContent)
+	if !strings.Contains(msg, "/srv/mail.env") || !strings.Contains(msg, "update the node's configuration") {
+		t.Fatalf("refusal: %s", msg)
+	}
+	_, err = a.CutoverPreflight(context.Background(), ModuleInput{Plan: plan, Module: "nosuch"})
+	appErr(t, err, ErrBadModule)
+}
+
+type fakeFlipper struct{ reverts int }
+
+func (f *fakeFlipper) Flip(firewall.MeshSpec, string) (*firewall.RevertPlan, error) {
+	return &firewall.RevertPlan{Node: "n1"}, nil
+}
+func (f *fakeFlipper) Revert(*firewall.RevertPlan) error { f.reverts++; return nil }
+func (f *fakeFlipper) Commit(*firewall.RevertPlan) (string, error) {
+	return "table ip filter {}", nil
+}
+
+// A flip interrupted while applying is reverted when its activity runs
+// again, and said so; a reverted flip is never confirmed.
+func TestFlipResumeAfterInterruptedApply(t *testing.T) {
+	a, _ := newActs(t)
+	fl := &fakeFlipper{}
+	a.Flipper = fl
+	a.StartWatchdog = func() error { return nil }
+	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
+	must(t, a.Flips.UpdateFlip(func(*nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
+		return &nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipApplying, Deadline: time.Now().Add(time.Minute), Revert: []byte(`{"node":"n1"}`)}, nil
+	}))
+	_, err := a.Flip(context.Background(), FlipInput{Plan: config.Plan{Node: "n1"}, ID: "n1-1", ConfirmTimeout: time.Minute})
+	msg := appErr(t, err, ErrFlipReverted)
+	if !strings.Contains(msg, "interrupted") || fl.reverts != 1 {
+		t.Fatalf("reverts %d, error %s", fl.reverts, msg)
+	}
+	_, err = a.ConfirmFlip(context.Background(), ConfirmInput{Plan: config.Plan{Node: "n1"}, ID: "n1-1"})
+	appErr(t, err, ErrFlipReverted)
+}
+
+// A confirmed flip is committed once, and a retried commit is harmless.
+func TestFlipConfirmCommit(t *testing.T) {
+	a, _ := newActs(t)
+	a.Flipper = &fakeFlipper{}
+	a.StartWatchdog = func() error { return nil }
+	a.Cutover = nil
+	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
+	plan := config.Plan{Node: "n1"}
+	if _, err := a.Flip(context.Background(), FlipInput{Plan: plan, ID: "n1-1", ConfirmTimeout: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ConfirmFlip(context.Background(), ConfirmInput{Plan: plan, ID: "n1-1"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.CommitFlip(context.Background(), ConfirmInput{Plan: plan, ID: "n1-1"})
+	if err != nil || r.Listing == "" {
+		t.Fatalf("commit: %+v %v", r, err)
+	}
+	if b, err := os.ReadFile(r.Listing); err != nil || string(b) != "table ip filter {}" {
+		t.Fatalf("saved listing: %q %v", b, err)
+	}
+	if _, err := a.CommitFlip(context.Background(), ConfirmInput{Plan: plan, ID: "n1-1"}); err != nil {
+		t.Fatalf("a retried commit failed: %v", err)
+	}
+	if _, ok, _ := a.State.Adopted(); ok {
+		t.Fatal("a converged node still carries the adopted marker")
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
