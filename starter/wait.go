@@ -87,6 +87,6 @@ func waitMet(st *workflows.State, phase, module, state, genesis string) (bool, s
 
 // running says whether the node's latest run is still running.
 func (x *cli) running(ctx context.Context, node string) bool {
-	d, err := x.c.DescribeWorkflowExecution(ctx, workflows.WorkflowID(node), "")
-	return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	d, err := x.c.DescribeWorkflow(ctx, workflows.WorkflowID(node), "")
+	return err == nil && d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 }

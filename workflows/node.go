@@ -6,7 +6,6 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -607,12 +606,7 @@ func MeshSpec(s *State) firewall.MeshSpec {
 		if m.Container == nil {
 			continue
 		}
-		hosts := make([]string, 0, len(m.Container.Ports))
-		for h := range m.Container.Ports {
-			hosts = append(hosts, h)
-		}
-		sort.Strings(hosts)
-		for _, h := range hosts {
+		for _, h := range workflow.DeterministicKeys(m.Container.Ports) {
 			if i := strings.LastIndex(h, ":"); i >= 0 {
 				h = h[i+1:] // [IP:]PORT/PROTO: the address does not matter to the filter
 			}
