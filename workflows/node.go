@@ -715,6 +715,8 @@ func Details(s *State) string {
 	// Fprintf's writer is a Builder and flags it as non-deterministic I/O.
 	var b strings.Builder
 	b.WriteString(fmt.Sprintf("**Node %s**: phase **%s**\n\n", s.Node, s.Phase))
+	// The next step first: the Web UI's details pane is short.
+	b.WriteString(fmt.Sprintf("**Next step:** %s\n\n", NextStep(s)))
 	b.WriteString(fmt.Sprintf("- modules migrated: %d of %d\n", s.MigratedCount(), len(s.Modules)))
 	if s.FirewallKind != "" {
 		b.WriteString(fmt.Sprintf("- found firewall: %s, kept in force; %d marked rule(s)\n", s.FirewallKind, len(s.Marks)))
@@ -748,7 +750,6 @@ func Details(s *State) string {
 	if s.LastError != "" {
 		b.WriteString(fmt.Sprintf("- last error: %s\n", s.LastError))
 	}
-	b.WriteString(fmt.Sprintf("\n**Next step:** %s\n", NextStep(s)))
 	return b.String()
 }
 
