@@ -14,6 +14,8 @@ SEARCH_ATTRS  := --search-attribute AdoptionNode=Keyword --search-attribute Adop
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 TEST_TIMEOUT  ?= 40m
+FUZZTIME      ?= 2m
+FUZZMINTIME   ?= 30s
 
 TEMPORAL_STATIC ?= $(CACHE)/static/bin/temporal
 COMPOSE       ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
@@ -22,7 +24,7 @@ export ADOPT_TEMPORAL_BIN := $(TEMPORAL)
 export ADOPT_TEMPORAL_STATIC_BIN := $(TEMPORAL_STATIC)
 
 .PHONY: build test unit lint bench dev-server dev-server-stop temporal-cli temporal-cli-static \
-	compose-images compose-up compose-down demo demo-clean clean
+	compose-images compose-up compose-down demo demo-clean clean fuzz fuzz-short
 
 build:
 	$(GO) build -o bin/adopt ./starter
@@ -61,6 +63,20 @@ compose-down:
 # Docker, and end to end against a real dev server the tests start themselves.
 test: build temporal-cli temporal-cli-static
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@$(MAKE) --no-print-directory fuzz-short
+
+# Fuzzing: each target for $(FUZZTIME); a finding is written to
+# <pkg>/testdata/fuzz/<Target>/ and replayed by every later go test.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzLoadConfig$$'      -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./config
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePort$$'       -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./config
+	$(GO) test -run '^$$' -fuzz '^FuzzValidName$$'       -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./config
+	$(GO) test -run '^$$' -fuzz '^FuzzOpenPorts$$'       -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./firewall
+	$(GO) test -run '^$$' -fuzz '^FuzzOpenPortsSimple$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./firewall
+
+# The short form make test runs: 10 s a target.
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=10s FUZZMINTIME=5s
 
 # Unit tests only: no root, no Temporal, no Docker needed.
 unit:

@@ -117,13 +117,13 @@ modules:
 }
 
 func TestParsePort(t *testing.T) {
-	for in, want := range map[string]string{"80/tcp": "80/tcp", " 53/udp": "53/udp", "65535/tcp": "65535/tcp"} {
+	for in, want := range map[string]string{"80/tcp": "80/tcp", "53/udp": "53/udp", "65535/tcp": "65535/tcp"} {
 		p, err := ParsePort(in)
 		if err != nil || p.String() != want {
 			t.Errorf("ParsePort(%q) = %v, %v", in, p, err)
 		}
 	}
-	for _, in := range []string{"", "80", "0/tcp", "65536/tcp", "80/sctp", "-1/tcp", "x/udp", "80/TCP"} {
+	for _, in := range []string{"", "80", "0/tcp", "65536/tcp", "80/sctp", "-1/tcp", "x/udp", "80/TCP", " 80/tcp", "+80/tcp", "0080/tcp"} {
 		if _, err := ParsePort(in); err == nil {
 			t.Errorf("ParsePort(%q) accepted", in)
 		}

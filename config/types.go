@@ -35,15 +35,17 @@ func (p Port) String() string { return fmt.Sprintf("%d/%s", p.Num, p.Proto) }
 
 // ParsePort parses "PORT/PROTO" where PROTO is tcp or udp and PORT is 1-65535.
 func ParsePort(s string) (Port, error) {
-	num, proto, ok := strings.Cut(strings.TrimSpace(s), "/")
+	num, proto, ok := strings.Cut(s, "/")
 	if !ok {
 		return Port{}, fmt.Errorf("want PORT/PROTO such as 8080/tcp")
 	}
 	if proto != "tcp" && proto != "udp" {
 		return Port{}, fmt.Errorf("protocol %q is not tcp or udp", proto)
 	}
+	// Digits only, no sign, no padding: the same text must mean the same
+	// port to every parser it reaches (the container engine's included).
 	n, err := strconv.Atoi(num)
-	if err != nil || n < 1 || n > 65535 {
+	if err != nil || strings.Trim(num, "0123456789") != "" || strings.HasPrefix(num, "0") || n < 1 || n > 65535 {
 		return Port{}, fmt.Errorf("port %q is not a number from 1 to 65535", num)
 	}
 	return Port{Num: uint16(n), Proto: proto}, nil

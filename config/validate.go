@@ -182,18 +182,24 @@ func (v *validator) container(key string, ct Container) {
 		v.add(key+".image", ct.Image, "required: a local image reference such as mail:2.1")
 	}
 	for _, hp := range sortedKeys(ct.Ports) {
+		// Split at the last ':' as the cutover does, so [::1]:8080/tcp works.
 		port := hp
-		if ip, rest, ok := strings.Cut(hp, ":"); ok {
-			if net.ParseIP(ip) == nil {
-				v.add(key+".ports", hp, "the host address before ':' is not an IP address; keys are [IP:]PORT/PROTO, e.g. 127.0.0.1:8080/tcp")
+		if i := strings.LastIndex(hp, ":"); i >= 0 {
+			if net.ParseIP(strings.Trim(hp[:i], "[]")) == nil {
+				v.add(key+".ports", hp, "the host address before ':' is not an IP address; keys are [IP:]PORT/PROTO, e.g. 127.0.0.1:8080/tcp or [::1]:8080/tcp")
 			}
-			port = rest
+			port = hp[i+1:]
 		}
-		if _, err := ParsePort(port); err != nil {
-			v.add(key+".ports", hp, err.Error()+"; keys are host [IP:]PORT/PROTO")
+		host, herr := ParsePort(port)
+		if herr != nil {
+			v.add(key+".ports", hp, herr.Error()+"; keys are host [IP:]PORT/PROTO")
 		}
-		if _, err := ParsePort(ct.Ports[hp]); err != nil {
-			v.add(key+".ports."+hp, ct.Ports[hp], err.Error()+"; values are container PORT/PROTO")
+		cont, cerr := ParsePort(ct.Ports[hp])
+		if cerr != nil {
+			v.add(key+".ports."+hp, ct.Ports[hp], cerr.Error()+"; values are container PORT/PROTO")
+		}
+		if herr == nil && cerr == nil && host.Proto != cont.Proto {
+			v.add(key+".ports."+hp, ct.Ports[hp], "the container port's protocol must be the host port's ("+host.Proto+")")
 		}
 	}
 }
