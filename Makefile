@@ -24,7 +24,7 @@ export ADOPT_TEMPORAL_BIN := $(TEMPORAL)
 export ADOPT_TEMPORAL_STATIC_BIN := $(TEMPORAL_STATIC)
 
 .PHONY: build test unit lint bench dev-server dev-server-stop temporal-cli temporal-cli-static \
-	compose-images compose-up compose-down demo demo-clean clean fuzz fuzz-short
+	compose-images compose-up compose-down demo demo-clean clean fuzz fuzz-short chaos
 
 build:
 	$(GO) build -o bin/adopt ./starter
@@ -65,6 +65,11 @@ test: build temporal-cli temporal-cli-static
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@$(MAKE) --no-print-directory fuzz-short
 
+# Every failpoint, a dev server restart, every outside interference, in
+# full (make test runs a reduced draw, its seed logged: ADOPT_CHAOS_SEED).
+chaos: build temporal-cli
+	ADOPT_CHAOS=full $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run 'TestChaos|TestCutoverSurvivesWorkerKill|TestInterference' ./tests/
+
 # Fuzzing: each target for $(FUZZTIME); a finding is written to
 # <pkg>/testdata/fuzz/<Target>/ and replayed by every later go test.
 fuzz:
@@ -88,11 +93,14 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(WORKFLOWCHECK) ./workflows/...
 
-# Figures, measured side by side in one run (never timed assertions in tests):
-# marked rules through one netlink batch against nft, iptables and ufw once
-# per rule. Prints a table and writes JSON under bench/results/.
-bench:
-	$(GO) run ./bench
+# Figures, measured side by side in one run (never timed assertions in
+# tests), as root: marked rules against nft/iptables/ufw per rule, the probe
+# of a control-node-shaped node, cutover unavailability against a naive
+# swap, connections lost during the flip against ufw disable + nft -f, and
+# 1,000 simulated nodes on one dev server. One table, also written to
+# bench/results/bench-<date>.json; 4-8 minutes; -skip-* flags per part.
+bench: temporal-cli
+	$(GO) run ./bench $(BENCH_FLAGS)
 
 # A local dev server for the demo and for operators trying things: database
 # under .adoption/, search attributes registered, Web UI on :$(UI_PORT).

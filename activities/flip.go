@@ -111,7 +111,16 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 	}
 	if resume != nil {
 		switch resume.State {
-		case nodestate.FlipFlipped, nodestate.FlipConfirmed, nodestate.FlipCommitted:
+		case nodestate.FlipFlipped:
+			// The worker may have died between the flip and the node files
+			// (failpoint flip-applied): converge them now (idempotent).
+			for _, f := range in.Plan.NodeFiles {
+				if err := a.convergeFile(f); err != nil {
+					return nil, err
+				}
+			}
+			return &FlipResult{ID: in.ID, State: resume.State, Deadline: resume.Deadline}, nil
+		case nodestate.FlipConfirmed, nodestate.FlipCommitted:
 			return &FlipResult{ID: in.ID, State: resume.State, Deadline: resume.Deadline}, nil
 		case nodestate.FlipReverted:
 			return nil, temporal.NewNonRetryableApplicationError("flip reverted: "+resume.Reason, ErrFlipReverted, nil)

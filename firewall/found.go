@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"sort"
 	"strings"
 )
 
@@ -49,6 +50,13 @@ func FoundFingerprint(rs *Ruleset) string {
 		}
 		out = append(out, ft)
 	}
+	// A table recreated by a reload lists last: order must not matter.
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Family != out[j].Family {
+			return out[i].Family < out[j].Family
+		}
+		return out[i].Name < out[j].Name
+	})
 	b, _ := json.Marshal(out)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])

@@ -15,6 +15,7 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
+	"adoption/custody"
 	"adoption/firewall"
 )
 
@@ -308,7 +309,7 @@ func (n *node) periodic(ctx workflow.Context) {
 // shows in status and blocks the flip until accepted or undone.
 func (n *node) checkDrift(ctx workflow.Context) {
 	var res activities.DriftResult
-	in := activities.DriftInput{Plan: n.s.Plan, Custody: n.s.Custody, Firewall: n.s.FirewallFingerprint}
+	in := activities.DriftInput{Plan: n.s.Plan, Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint}
 	if err := n.exec(ctx, "drift: compare custody files and the found firewall with what was adopted", a.CheckDrift, in, &res); err != nil {
 		n.event(ctx, "drift check failed: "+errorMessage(err))
 		return
@@ -328,10 +329,29 @@ func (n *node) checkDrift(ctx workflow.Context) {
 	n.publish(ctx)
 }
 
+// driftBaseline is what each custody file should be now: as found, except
+// a migrated module's files, which its cutover converged to the mesh's.
+func (n *node) driftBaseline() []custody.Record {
+	out := append([]custody.Record(nil), n.s.Custody...)
+	for _, m := range n.s.Plan.Modules {
+		if st := n.s.module(m.Name); st == nil || st.State != ModuleMigrated {
+			continue
+		}
+		for _, f := range m.Files {
+			for i := range out {
+				if out[i].Path == f.Path {
+					out[i].Found, out[i].Exists, out[i].SHA256 = true, true, f.SHA256
+				}
+			}
+		}
+	}
+	return out
+}
+
 // acceptDrift records the node as it is now.
 func (n *node) acceptDrift(ctx workflow.Context) {
 	var res activities.DriftResult
-	in := activities.DriftInput{Plan: n.s.Plan, Custody: n.s.Custody, Firewall: n.s.FirewallFingerprint}
+	in := activities.DriftInput{Plan: n.s.Plan, Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint}
 	if err := n.exec(ctx, "drift: accept the node as it is now", a.AcceptDrift, in, &res); err != nil {
 		n.s.LastError = "drift accept: " + errorMessage(err)
 		n.event(ctx, n.s.LastError)

@@ -85,7 +85,9 @@ func (n *node) signalSelector(ctx workflow.Context) workflow.Selector {
 		kind := kind
 		sel.AddReceive(workflow.GetSignalChannel(ctx, kind), func(c workflow.ReceiveChannel, more bool) {
 			var in RequestInput
-			c.Receive(ctx, &in)
+			if !c.ReceiveAsync(&in) {
+				return // a corrupt payload: dropped (and logged) by the SDK
+			}
 			n.onSignal(ctx, kind, in)
 		})
 	}
