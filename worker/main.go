@@ -150,7 +150,9 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	wf := worker.New(c, workflows.TaskQueue, worker.Options{})
 	wf.RegisterWorkflowWithOptions(workflows.NodeMigration, workflow.RegisterOptions{Name: workflows.NodeWorkflow})
 	wf.RegisterWorkflowWithOptions(workflows.Fleet, workflow.RegisterOptions{Name: workflows.FleetWorkflow})
-	node := worker.New(c, workflows.NodeQueue(cfg.Node.Name), worker.Options{})
+	// The node's queue carries activities only: no workflow poller (and no
+	// sticky queue) per node, which at a thousand nodes matters.
+	node := worker.New(c, workflows.NodeQueue(cfg.Node.Name), worker.Options{DisableWorkflowWorker: true})
 	node.RegisterActivity(nodeActivities(cfg, cfgPath, stderr))
 
 	// A flip waiting for its confirmation must keep its watchdog even if

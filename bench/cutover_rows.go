@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// cutoverRows runs the cutover bench (cutover.go) as it is, its own table
+// and file going to a temporary directory, and turns its report into rows
+// of the one table; its progress lines still reach stdout. The report is
+// folded into bench-<date>.json.
+func cutoverRows(n int, stdout io.Writer) ([]Row, *CutoverReport, error) {
+	dir, err := os.MkdirTemp("", "bn-cutover-")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.RemoveAll(dir)
+	lw := &progressLines{w: stdout, prefix: "cutover"}
+	runErr := runCutover(n, dir, lw)
+	lw.flush()
+	files, _ := filepath.Glob(filepath.Join(dir, "cutover-*.json"))
+	if len(files) == 0 {
+		if runErr != nil {
+			return nil, nil, runErr
+		}
+		return nil, nil, fmt.Errorf("the cutover bench wrote no result (docker unreachable?):\n%s", lw.all.String())
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	var rep CutoverReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, nil, err
+	}
+	var ours, naive *CutoverResult
+	for i := range rep.Results {
+		switch rep.Results[i].Method {
+		case methodOurs:
+			ours = &rep.Results[i]
+		case methodNaive:
+			naive = &rep.Results[i]
+		}
+	}
+	if ours == nil || naive == nil {
+		return nil, &rep, fmt.Errorf("the cutover report lacks a procedure: %+v", rep.Results)
+	}
+	oursIs := "containers.Engine: Preflight, Create beside, Swap, WaitHealthy"
+	peerIs := "docker stop && docker rm && docker run -d (CLI)"
+	rows := []Row{
+		row("cutover", fmt.Sprintf("cutover: one service's unavailability, median gap of %d runs (TCP probe every 10 ms)", ours.Runs),
+			ours.MedianGapMS, naive.MedianGapMS, "ms", oursIs, peerIs,
+			fmt.Sprintf("max gap ours %.0f ms, peer %.0f ms; data kept: ours %d/%d, peer %d/%d", ours.MaxGapMS, naive.MaxGapMS, ours.DataKept, ours.Runs, naive.DataKept, naive.Runs), 1),
+		row("cutover", fmt.Sprintf("cutover: failed probes, all %d runs", ours.Runs), float64(ours.FailedProbes), float64(naive.FailedProbes), "probes",
+			oursIs, peerIs, "", 0),
+		row("cutover", "cutover: procedure's own duration, median", ours.MedianProcedureMS, naive.MedianProcedureMS, "ms",
+			oursIs+" (until healthy)", peerIs+" (until docker run returned)", "ours waits for health and keeps the predecessor for rollback", 0),
+	}
+	return rows, &rep, runErr
+}
+
+// progressLines passes through the lines that start with prefix and keeps
+// everything for an error message.
+type progressLines struct {
+	w      io.Writer
+	prefix string
+	buf    bytes.Buffer
+	all    bytes.Buffer
+}
+
+func (p *progressLines) Write(b []byte) (int, error) {
+	p.all.Write(b)
+	p.buf.Write(b)
+	for {
+		line, err := p.buf.ReadString('\n')
+		if err != nil {
+			p.buf.Reset()
+			p.buf.WriteString(line)
+			return len(b), nil
+		}
+		if strings.HasPrefix(line, p.prefix) {
+			io.WriteString(p.w, line)
+		}
+	}
+}
+
+func (p *progressLines) flush() {
+	if line := p.buf.String(); strings.HasPrefix(line, p.prefix) {
+		io.WriteString(p.w, line+"\n")
+	}
+	p.buf.Reset()
+}

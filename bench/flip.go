@@ -1,0 +1,321 @@
+package main
+
+// Connections lost during the flip (issue 5's bench, issue 7's table): a
+// node namespace with the real ufw (its own /etc/ufw copy, default deny
+// incoming and routed, a few allows) and a listener on the declared port,
+// a peer namespace connecting to it every 5 ms. Side by side, alternating:
+//
+//   - ours: firewall.Flipper.Flip (one netlink transaction: table inet
+//     adoption in, the predecessor neutralised), the mesh in force for a
+//     moment, then Flipper.Revert (one transaction back); the hammer runs
+//     across both;
+//   - the naive procedure: `ufw disable`, then `nft -f mesh.nft`, where
+//     mesh.nft is firewall.Derive(spec).Text(), the same derived table.
+//
+// After each run the node goes back to the found firewall (ours: the
+// revert; naive: nft delete table inet adoption, ufw --force enable),
+// outside the hammer's window.
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"adoption/config"
+	"adoption/firewall"
+)
+
+const (
+	flipEvery    = 5 * time.Millisecond
+	flipLead     = 300 * time.Millisecond // hammering before the procedure
+	flipSettle   = 500 * time.Millisecond // hammering after it (ours: before and after the revert)
+	flipPort     = 8080
+	flipNodeName = "bnflip"
+	methodFlip   = "firewall.Flipper Flip (+ Revert)"
+	methodUfw    = "ufw disable; nft -f mesh.nft"
+)
+
+// FlipRun is one procedure, once.
+type FlipRun struct {
+	Seq         int       `json:"seq"`
+	Method      string    `json:"method"`
+	Hammer      HammerRun `json:"hammer"`
+	ProcedureMS float64   `json:"procedure_ms"`        // ours: Flip; naive: ufw disable + nft -f
+	RevertMS    float64   `json:"revert_ms,omitempty"` // ours only
+	Restored    bool      `json:"restored"`            // the listing after going back equals the one before
+}
+
+// FlipDetails is the flip section of the JSON.
+type FlipDetails struct {
+	Runs          []FlipRun `json:"runs"`
+	OursFailed    int       `json:"ours_failed_connections"`
+	NaiveFailed   int       `json:"naive_failed_connections"`
+	OursAttempts  int       `json:"ours_attempts"`
+	NaiveAttempts int       `json:"naive_attempts"`
+	OursMedianMS  float64   `json:"ours_median_flip_ms"`
+	NaiveMedianMS float64   `json:"naive_median_flip_ms"`
+	OursOutageMS  float64   `json:"ours_longest_outage_ms"`
+	NaiveOutageMS float64   `json:"naive_longest_outage_ms"`
+	OursHeldLost  int       `json:"ours_held_connections_lost"`
+	NaiveHeldLost int       `json:"naive_held_connections_lost"`
+	MeshNft       string    `json:"mesh_nft"`
+	UfwAllows     []string  `json:"ufw_allows"`
+	Note          string    `json:"note"`
+}
+
+type flipBench struct {
+	node, peer *benchNS
+	addr       string
+	spec       firewall.MeshSpec
+	meshFile   string
+	listeners  closers
+}
+
+func runFlip(n int, stdout io.Writer) ([]Row, *FlipDetails, error) {
+	if n < 1 {
+		return nil, nil, fmt.Errorf("-flip-n must be at least 1")
+	}
+	b := &flipBench{}
+	defer b.cleanup()
+	d := &FlipDetails{UfwAllows: []string{"22/tcp", "80/tcp", "443/tcp", fmt.Sprintf("%d/tcp", flipPort), "route 8443/tcp"}}
+	fmt.Fprintln(stdout, "flip: raising a ufw node and its peer ...")
+	if err := b.setup(); err != nil {
+		return nil, nil, err
+	}
+	d.MeshNft = b.meshFileText()
+	for i := 0; i < n; i++ {
+		order := []bool{true, false}
+		if i%2 == 1 {
+			order = []bool{false, true}
+		}
+		for _, ours := range order {
+			m := methodUfw
+			if ours {
+				m = methodFlip
+			}
+			fmt.Fprintf(stdout, "flip %d/%d: %s ...\n", i+1, n, m)
+			r, err := b.round(ours)
+			if err != nil {
+				return nil, d, fmt.Errorf("%s, run %d: %w", m, i+1, err)
+			}
+			r.Seq, r.Method = len(d.Runs)+1, m
+			d.Runs = append(d.Runs, r)
+		}
+	}
+	var oursMS, naiveMS []float64
+	for _, r := range d.Runs {
+		if r.Method == methodFlip {
+			d.OursFailed += r.Hammer.Failed()
+			d.OursAttempts += r.Hammer.Attempts
+			d.OursOutageMS = max(d.OursOutageMS, r.Hammer.LongestOutageMS)
+			oursMS = append(oursMS, r.ProcedureMS)
+			if !r.Hammer.Held {
+				d.OursHeldLost++
+			}
+		} else {
+			d.NaiveFailed += r.Hammer.Failed()
+			d.NaiveAttempts += r.Hammer.Attempts
+			d.NaiveOutageMS = max(d.NaiveOutageMS, r.Hammer.LongestOutageMS)
+			naiveMS = append(naiveMS, r.ProcedureMS)
+			if !r.Hammer.Held {
+				d.NaiveHeldLost++
+			}
+		}
+	}
+	d.OursMedianMS, d.NaiveMedianMS = median(oursMS), median(naiveMS)
+	d.Note = fmt.Sprintf("real ufw %s in a namespace (own /etc/ufw copy; default deny incoming and routed; allow %s); "+
+		"a peer namespace over a veth connects to %d/tcp every %s (500 ms dial and greeting timeouts, one connection held across); "+
+		"hammer window: %s before, the procedure, %s after (ours: Flip, %s, Revert, %s); %d runs each, order alternating; "+
+		"the naive ufw disable flushes ufw's chains one iptables call at a time before it sets the policies to accept",
+		ufwVersion(), strings.Join(d.UfwAllows, ", "), flipPort, flipEvery, flipLead, flipSettle, flipSettle, flipSettle, n)
+	oursIs, peerIs := "firewall.Flipper.Flip then Revert (one netlink transaction each)", "ufw disable; nft -f mesh.nft (Derive(spec).Text())"
+	rows := []Row{
+		row("flip", fmt.Sprintf("connections failed during the flip (refused + timed out), hammer every 5 ms, %d runs", n),
+			float64(d.OursFailed), float64(d.NaiveFailed), "connections", oursIs, peerIs,
+			fmt.Sprintf("of %d and %d attempts; held connections lost: ours %d, peer %d", d.OursAttempts, d.NaiveAttempts, d.OursHeldLost, d.NaiveHeldLost), 0),
+		row("flip", "longest outage of the declared port during the flip", d.OursOutageMS, d.NaiveOutageMS, "ms", oursIs, peerIs,
+			"first failed attempt to the next successful one, worst run", 1),
+		row("flip", fmt.Sprintf("flip's own duration, median of %d", n), d.OursMedianMS, d.NaiveMedianMS, "ms",
+			"Flipper.Flip (list, analyse, one batch)", "ufw disable + nft -f", "", 1),
+	}
+	for _, r := range d.Runs {
+		if !r.Restored {
+			return rows, d, fmt.Errorf("run %d (%s) did not leave the ruleset as found", r.Seq, r.Method)
+		}
+	}
+	return rows, d, nil
+}
+
+func ufwVersion() string {
+	out, _ := exec.Command("ufw", "--version").Output()
+	return strings.TrimPrefix(strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0], "ufw ")
+}
+
+func (b *flipBench) setup() error {
+	var err error
+	if b.node, err = newNS("fl"); err != nil {
+		return err
+	}
+	if b.peer, err = newNS("flp"); err != nil {
+		return err
+	}
+	nodeAddr, _, err := link(b.node, b.peer)
+	if err != nil {
+		return err
+	}
+	b.addr = fmt.Sprintf("%s:%d", nodeAddr, flipPort)
+	etc := filepath.Join("/etc/netns", b.node.name)
+	steps := [][]string{
+		{"mkdir", "-p", etc},
+		{"cp", "-a", "/etc/ufw", filepath.Join(etc, "ufw")},
+		{"cp", "-a", "/etc/default", filepath.Join(etc, "default")},
+		{"sed", "-i", "-e", `s/^IPT_MODULES=.*/IPT_MODULES=""/`, "-e", "s/^IPV6=.*/IPV6=yes/", filepath.Join(etc, "default", "ufw")},
+	}
+	for _, ufw := range [][]string{
+		{"--force", "reset"}, {"default", "deny", "incoming"}, {"default", "deny", "routed"},
+		{"allow", "22/tcp"}, {"allow", "80/tcp"}, {"allow", "443/tcp"}, {"allow", fmt.Sprintf("%d/tcp", flipPort)},
+		{"route", "allow", "proto", "tcp", "to", "any", "port", "8443"},
+		{"--force", "enable"},
+	} {
+		steps = append(steps, append([]string{"ip", "netns", "exec", b.node.name, "ufw"}, ufw...))
+	}
+	for _, s := range steps {
+		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %w\n%s", strings.Join(s, " "), err, out)
+		}
+	}
+	for _, port := range []int{22, 80, flipPort} {
+		c, err := b.node.serve("tcp", port)
+		if err != nil {
+			return err
+		}
+		b.listeners = append(b.listeners, c)
+	}
+	b.spec = firewall.MeshSpec{Node: flipNodeName,
+		Input: []firewall.Allow{
+			{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: firewall.OwnerManagement},
+			{Port: config.Port{Num: 80, Proto: "tcp"}, Owner: "web"},
+			{Port: config.Port{Num: 443, Proto: "tcp"}, Owner: "web"},
+			{Port: config.Port{Num: flipPort, Proto: "tcp"}, Owner: "app"},
+		},
+		Forward: []firewall.Allow{{Port: config.Port{Num: 8443, Proto: "tcp"}, Owner: "app"}},
+	}
+	d, err := firewall.Derive(b.spec)
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp("", "bn-flip-mesh-*.nft")
+	if err != nil {
+		return err
+	}
+	b.meshFile = f.Name()
+	if _, err := f.WriteString(d.Text()); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func (b *flipBench) meshFileText() string {
+	t, _ := os.ReadFile(b.meshFile)
+	return string(t)
+}
+
+func (b *flipBench) cleanup() {
+	b.listeners.Close()
+	b.peer.del()
+	b.node.del()
+	if b.meshFile != "" {
+		os.Remove(b.meshFile)
+	}
+}
+
+func (b *flipBench) listing() (string, error) {
+	out, err := b.node.run(nil, "nft", "list", "ruleset")
+	return counters.ReplaceAllString(out, "counter"), err
+}
+
+func (b *flipBench) ufw(args ...string) error {
+	out, err := exec.Command("ip", append([]string{"netns", "exec", b.node.name, "ufw"}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ufw %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// round runs one procedure under the hammer and goes back to the found
+// firewall.
+func (b *flipBench) round(ours bool) (FlipRun, error) {
+	var r FlipRun
+	before, err := b.listing()
+	if err != nil {
+		return r, err
+	}
+	flipper := firewall.NewFlipper(b.node.path)
+	var expect string
+	if ours {
+		rs, err := firewall.Inspector{Netns: b.node.path}.Ruleset()
+		if err != nil {
+			return r, err
+		}
+		expect = firewall.Fingerprint(rs)
+	}
+	stop := hammer(b.peer, b.addr, flipEvery)
+	time.Sleep(flipLead)
+	var procErr error
+	start := time.Now()
+	if ours {
+		var plan *firewall.RevertPlan
+		plan, procErr = flipper.Flip(b.spec, expect)
+		r.ProcedureMS = ms(time.Since(start))
+		if procErr == nil {
+			time.Sleep(flipSettle)
+			rs := time.Now()
+			procErr = flipper.Revert(plan)
+			r.RevertMS = ms(time.Since(rs))
+		}
+	} else {
+		procErr = b.ufw("disable")
+		if procErr == nil {
+			_, procErr = b.node.run(nil, "nft", "-f", b.meshFile)
+		}
+		r.ProcedureMS = ms(time.Since(start))
+	}
+	time.Sleep(flipSettle)
+	h, herr := stop()
+	if procErr != nil {
+		return r, procErr
+	}
+	if herr != nil {
+		return r, fmt.Errorf("hammer: %w", herr)
+	}
+	r.Hammer = h
+	if !ours {
+		if _, err := b.node.run(nil, "nft", "delete", "table", "inet", firewall.MeshTable); err != nil {
+			return r, err
+		}
+		if err := b.ufw("--force", "enable"); err != nil {
+			return r, err
+		}
+	}
+	after, err := b.listing()
+	if err != nil {
+		return r, err
+	}
+	// ours must put back the very listing; ufw enable after ufw disable
+	// recreates the chains it deleted in another order, so the naive run is
+	// held to the same rules, in any order.
+	r.Restored = after == before || (!ours && sortedLines(after) == sortedLines(before))
+	return r, nil
+}
+
+func sortedLines(s string) string {
+	lines := strings.Split(s, "\n")
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}

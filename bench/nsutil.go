@@ -1,0 +1,243 @@
+package main
+
+// Network namespaces of the bench: every one is named bn-<what>-<random>,
+// every address is in 198.18.0.0/15 and sits only on the bench's own veth
+// pairs; each is deleted when its section ends, on error too.
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"adoption/netns"
+)
+
+type benchNS struct {
+	name, path string
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newNS creates bn-<what>-<random> with its loopback up.
+func newNS(what string) (*benchNS, error) {
+	n := &benchNS{name: "bn-" + what + "-" + randHex(3)}
+	n.path = filepath.Join("/run/netns", n.name)
+	for _, s := range [][]string{{"ip", "netns", "add", n.name}, {"ip", "-n", n.name, "link", "set", "lo", "up"}} {
+		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+			n.del()
+			return nil, fmt.Errorf("%s: %w: %s", strings.Join(s, " "), err, bytes.TrimSpace(out))
+		}
+	}
+	return n, nil
+}
+
+func (n *benchNS) del() {
+	if n == nil {
+		return
+	}
+	exec.Command("ip", "netns", "del", n.name).Run() //nolint:errcheck // best effort at cleanup
+	os.RemoveAll(filepath.Join("/etc/netns", n.name))
+}
+
+// link joins a and b by a veth pair: a gets 198.18.<sub>.1/30, b .2/30.
+func link(a, b *benchNS) (aAddr, bAddr string, err error) {
+	id := randHex(3)
+	sub := 1 + int(id[0])%250 // any /24 of 198.18.0.0/15's first half
+	aAddr, bAddr = fmt.Sprintf("198.18.%d.1", sub), fmt.Sprintf("198.18.%d.2", sub)
+	va, vb := "bnv"+id+"a", "bnv"+id+"b"
+	for _, s := range [][]string{
+		{"ip", "link", "add", va, "netns", a.name, "type", "veth", "peer", "name", vb, "netns", b.name},
+		{"ip", "-n", a.name, "addr", "add", aAddr + "/30", "dev", va},
+		{"ip", "-n", b.name, "addr", "add", bAddr + "/30", "dev", vb},
+		{"ip", "-n", a.name, "link", "set", va, "up"},
+		{"ip", "-n", b.name, "link", "set", vb, "up"},
+	} {
+		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+			return "", "", fmt.Errorf("%s: %w: %s", strings.Join(s, " "), err, bytes.TrimSpace(out))
+		}
+	}
+	return aAddr, bAddr, nil
+}
+
+// run runs one command from a thread inside the namespace (a child
+// inherits the forking thread's network namespace): what it costs is the
+// command's own cost, as on the node itself, without ip netns exec.
+func (n *benchNS) run(stdin []byte, args ...string) (string, error) {
+	var out, errb bytes.Buffer
+	err := netns.Do(n.path, func() error {
+		cmd := exec.Command(args[0], args[1:]...)
+		if stdin != nil {
+			cmd.Stdin = bytes.NewReader(stdin)
+		}
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		return cmd.Run()
+	})
+	if err != nil {
+		return out.String(), fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(errb.Bytes()))
+	}
+	return out.String(), nil
+}
+
+// serve listens on proto/port inside the namespace, held by this process
+// (so the probe finds the bench as the holder): TCP connections get a
+// greeting line and then an echo, as sandbox.Serve does; UDP is bound only.
+func (n *benchNS) serve(proto string, port int) (io.Closer, error) {
+	var c io.Closer
+	err := netns.Do(n.path, func() error {
+		addr := fmt.Sprintf(":%d", port)
+		if proto == "udp" {
+			pc, err := net.ListenPacket("udp", addr)
+			c = pc
+			return err
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		c = ln
+		go func() {
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer conn.Close()
+					fmt.Fprintf(conn, "bench %d/tcp\n", port)
+					_, _ = io.Copy(conn, conn)
+				}()
+			}
+		}()
+		return nil
+	})
+	return c, err
+}
+
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	for _, c := range cs {
+		c.Close()
+	}
+	return nil
+}
+
+// HammerRun is what a hammer saw: one new connection every `every`, each
+// dialled with a 500 ms timeout and reading the greeting within 500 ms (as
+// sandbox.Hammer does), while one connection opened first is held and asked
+// to echo at the end.
+type HammerRun struct {
+	Attempts int  `json:"attempts"`
+	OK       int  `json:"ok"`
+	Refused  int  `json:"refused"`
+	TimedOut int  `json:"timed_out"`
+	Held     bool `json:"held_connection_survived"`
+	// LongestOutageMS runs from the start of the first failed attempt to
+	// the start of the next successful one.
+	LongestOutageMS float64 `json:"longest_outage_ms"`
+}
+
+func (h HammerRun) Failed() int { return h.Refused + h.TimedOut }
+
+// hammer connects from inside the peer namespace to addr until stop is
+// called. sandbox.Hammer runs for a fixed duration; this one stops when the
+// procedure it watches is over, so runs of unequal length compare fairly.
+func hammer(peer *benchNS, addr string, every time.Duration) (stop func() (HammerRun, error)) {
+	done := make(chan struct{})
+	var res HammerRun
+	var herr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	started := make(chan error, 1)
+	go func() {
+		defer wg.Done()
+		herr = netns.Do(peer.path, func() error {
+			held, err := net.DialTimeout("tcp", addr, time.Second)
+			if err != nil {
+				started <- err
+				return fmt.Errorf("open the held connection: %w", err)
+			}
+			defer held.Close()
+			greet := make([]byte, 128)
+			_ = held.SetReadDeadline(time.Now().Add(time.Second))
+			if _, err := held.Read(greet); err != nil {
+				started <- err
+				return fmt.Errorf("read the held connection's greeting: %w", err)
+			}
+			started <- nil
+			var outageStart time.Time
+			for {
+				select {
+				case <-done:
+					_ = held.SetDeadline(time.Now().Add(2 * time.Second))
+					if _, err := held.Write([]byte("still-here\n")); err == nil {
+						buf := make([]byte, 11)
+						if _, err := io.ReadFull(held, buf); err == nil && string(buf) == "still-here\n" {
+							res.Held = true
+						}
+					}
+					if !outageStart.IsZero() {
+						res.LongestOutageMS = max(res.LongestOutageMS, ms(time.Since(outageStart)))
+					}
+					return nil
+				default:
+				}
+				at := time.Now()
+				ok := false
+				c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+				res.Attempts++
+				switch {
+				case err == nil:
+					_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+					if _, rerr := c.Read(greet); rerr != nil {
+						res.TimedOut++
+					} else {
+						res.OK++
+						ok = true
+					}
+					c.Close()
+				case errors.Is(err, syscall.ECONNREFUSED):
+					res.Refused++
+				default:
+					res.TimedOut++
+				}
+				switch {
+				case !ok && outageStart.IsZero():
+					outageStart = at
+				case ok && !outageStart.IsZero():
+					res.LongestOutageMS = max(res.LongestOutageMS, ms(at.Sub(outageStart)))
+					outageStart = time.Time{}
+				}
+				time.Sleep(every)
+			}
+		})
+		select { // netns.Do failed before fn ran
+		case started <- herr:
+		default:
+		}
+	}()
+	serr := <-started
+	return func() (HammerRun, error) {
+		close(done)
+		wg.Wait()
+		if serr != nil && herr == nil {
+			herr = serr
+		}
+		return res, herr
+	}
+}

@@ -1,0 +1,839 @@
+package main
+
+// Orchestration at scale: a SIMULATION, for scale only. N NodeMigration
+// workflows (the real workflow code) on one Temporal dev server this bench
+// starts on free ports, with each node's drivers replaced by an in-memory
+// node: an activities.Activities whose Firewall, Marks, Containers,
+// Cutover, Sockets, Custody, Markers, Flipper and FlipState are fakes that
+// answer at once (the found ruleset is a real one, listed once from a bn-
+// namespace with sandbox.UFWRules, so Preview really evaluates it). One
+// worker process, this one, polls the `adoption` queue and every node's own
+// queue (workflows.NodeQueue: adoption-node-<node>), one worker per node
+// queue with one activity poller each.
+//
+// Figures: wall time from the first start until every node is `adopted`
+// (visibility: AdoptionPhase="adopted"), this process's memory, history
+// events per node, and for a sample of nodes the latency from the "flip"
+// Update to phase `converged` (the workflow completes in the same workflow
+// task that sets it). There is no peer: the figures are absolute.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/proto"
+
+	"adoption/activities"
+	"adoption/config"
+	"adoption/containers"
+	"adoption/custody"
+	"adoption/firewall"
+	"adoption/nodestate"
+	"adoption/sandbox"
+	"adoption/sockets"
+	"adoption/workflows"
+)
+
+// ScaleDetails is the scale section of the JSON.
+type ScaleDetails struct {
+	Simulation       string  `json:"simulation"`
+	Nodes            int     `json:"nodes"`
+	Server           string  `json:"server"`
+	WorkerOptions    string  `json:"worker_options"`
+	WorkersStartS    float64 `json:"workers_start_s"`
+	StartAllS        float64 `json:"start_all_s"` // until every start request returned
+	StartRetries     int64   `json:"start_retries"`
+	CountRetries     int     `json:"count_retries"` // visibility counts that timed out
+	AdoptAllS        float64 `json:"adopt_all_s"`   // first start to every node adopted
+	NodesPerSecond   float64 `json:"nodes_adopted_per_s"`
+	HistorySample    int     `json:"history_sample"`
+	EventsAdopted    Stats   `json:"history_events_adopted"`
+	BytesAdopted     Stats   `json:"history_bytes_adopted"`
+	EventsConverged  Stats   `json:"history_events_converged"`
+	BytesConverged   Stats   `json:"history_bytes_converged"`
+	FlipSample       int     `json:"flip_sample"`
+	FlipParallel     int     `json:"flip_parallel"`
+	FlipMS           Stats   `json:"flip_to_converged_ms"`
+	FlipP99MS        float64 `json:"flip_to_converged_p99_ms"`
+	BaselineRSSMiB   float64 `json:"baseline_rss_mib"`    // before any worker
+	IdleRSSMiB       float64 `json:"idle_rss_mib"`        // workers started, no workflow yet
+	PeakRSSMiB       float64 `json:"peak_rss_mib"`        // sampled every 250 ms while the workflows ran
+	PeakHeapInuseMiB float64 `json:"peak_heap_inuse_mib"` // runtime.MemStats.HeapInuse, sampled
+	PeakHeapAllocMiB float64 `json:"peak_heap_alloc_mib"` // runtime.MemStats.HeapAlloc, sampled
+	SysMiB           float64 `json:"sys_mib"`             // runtime.MemStats.Sys at the end
+	PeakGoroutines   int     `json:"peak_goroutines"`     // sampled
+	ServerPeakRSSMiB float64 `json:"server_peak_rss_mib"` // the dev server's VmHWM
+	Note             string  `json:"note"`
+}
+
+// Stats is a small summary of a sample.
+type Stats struct {
+	N      int     `json:"n"`
+	Min    float64 `json:"min"`
+	Median float64 `json:"median"`
+	Max    float64 `json:"max"`
+}
+
+func stats(xs []float64) Stats {
+	s := Stats{N: len(xs)}
+	if len(xs) == 0 {
+		return s
+	}
+	s.Min, s.Max, s.Median = percentile(xs, 0), percentile(xs, 100), median(xs)
+	return s
+}
+
+type scaleOpts struct {
+	nodes, flips, parallel int
+	timeout                time.Duration
+}
+
+func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err error) {
+	if o.nodes < 1 || o.flips < 0 || o.flips > o.nodes || o.parallel < 1 {
+		return nil, nil, fmt.Errorf("-scale-nodes must be at least 1, -scale-flips between 0 and it, -scale-flip-parallel at least 1")
+	}
+	bin := os.Getenv("ADOPT_TEMPORAL_BIN")
+	if bin == "" {
+		bin = filepath.Join(os.Getenv("HOME"), ".cache", "adoption", "bin", "temporal")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return nil, nil, fmt.Errorf("the Temporal CLI is not at %s: run `make temporal-cli` (or set ADOPT_TEMPORAL_BIN), or pass -skip-scale", bin)
+	}
+	d := &ScaleDetails{Nodes: o.nodes, FlipSample: o.flips, FlipParallel: o.parallel,
+		Simulation: "SIMULATION for scale only: the real NodeMigration workflow on a real dev server, every node's drivers in memory"}
+	dir, err := os.MkdirTemp("", "bn-scale-")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			fmt.Fprintf(stdout, "scale: the dev server's and the SDK's logs are kept in %s\n", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}()
+
+	fmt.Fprintln(stdout, "scale: listing a found ruleset to serve from memory ...")
+	found, err := foundRuleset()
+	if err != nil {
+		return nil, nil, err
+	}
+
+	longPolls := max(1200, 2*o.nodes+200)
+	srv, err := startServer(bin, dir, longPolls)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer srv.stop()
+	d.Server = srv.version + fmt.Sprintf("; sqlite file; --dynamic-config-value frontend.namespaceCount=%d (concurrent long polls per API; default 1200), matching.numTaskqueueRead/WritePartitions=1 (default 4)", longPolls)
+	fmt.Fprintf(stdout, "scale: dev server on %s (%s)\n", srv.addr, srv.version)
+
+	logf, err := os.Create(filepath.Join(dir, "sdk.log"))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer logf.Close()
+	c, err := client.Dial(client.Options{HostPort: srv.addr,
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn})))})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer c.Close()
+
+	runtime.GC()
+	d.BaselineRSSMiB = rssMiB("self", "VmRSS")
+	fmt.Fprintf(stdout, "scale: starting the workflow worker and %d node workers ...\n", o.nodes)
+	t0 := time.Now()
+	var ws []worker.Worker
+	defer func() {
+		var wg sync.WaitGroup
+		for _, w := range ws {
+			wg.Add(1)
+			go func(w worker.Worker) { defer wg.Done(); w.Stop() }(w)
+		}
+		wg.Wait()
+	}()
+	wf := worker.New(c, workflows.TaskQueue, worker.Options{})
+	wf.RegisterWorkflowWithOptions(workflows.NodeMigration, workflow.RegisterOptions{Name: workflows.NodeWorkflow})
+	if err := wf.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start the workflow worker: %w", err)
+	}
+	ws = append(ws, wf)
+	plans := make([]config.Plan, o.nodes)
+	for i := range plans {
+		mem := newMemNode(fmt.Sprintf("sim%05d", i), found)
+		plans[i] = mem.plan
+		w := worker.New(c, workflows.NodeQueue(mem.name), worker.Options{MaxConcurrentActivityTaskPollers: 1, DisableWorkflowWorker: true})
+		w.RegisterActivity(mem.activities())
+		if err := w.Start(); err != nil {
+			return nil, nil, fmt.Errorf("start node worker %d: %w", i, err)
+		}
+		ws = append(ws, w)
+		// A first poll makes the server create the queue's rows: in
+		// batches, so SQLite is not asked for 2,000 at once.
+		if (i+1)%100 == 0 {
+			time.Sleep(time.Second)
+		}
+	}
+	d.WorkersStartS = time.Since(t0).Seconds()
+	fmt.Fprintf(stdout, "scale: %d workers started in %.1f s\n", len(ws), d.WorkersStartS)
+	d.WorkerOptions = fmt.Sprintf("one client (one gRPC connection); workflow worker on %q with SDK defaults; %d node workers, one per node queue, "+
+		"MaxConcurrentActivityTaskPollers 1 and DisableWorkflowWorker (worker/main.go's node worker leaves a workflow poller and a sticky queue "+
+		"polling each node queue; with them 1,000 nodes overwhelm the dev server's SQLite with task queue rows); all in this process", workflows.TaskQueue, o.nodes)
+	runtime.GC()
+	d.IdleRSSMiB = rssMiB("self", "VmRSS")
+
+	samp := startSampler()
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+
+	fmt.Fprintf(stdout, "scale: starting %d NodeMigration workflows ...\n", o.nodes)
+	start := time.Now()
+	retried, err := startAll(ctx, c, plans)
+	if err != nil {
+		samp.stop()
+		return nil, nil, err
+	}
+	d.StartRetries = retried
+	d.StartAllS = time.Since(start).Seconds()
+	last := int64(-1)
+	countRetries := 0
+	for {
+		n, err := count(ctx, c, `AdoptionPhase = "adopted"`)
+		if err != nil && isTransient(err) && ctx.Err() == nil {
+			countRetries++ // an overloaded dev server: ask again
+			time.Sleep(time.Second)
+			continue
+		}
+		if err != nil {
+			samp.stop()
+			return nil, nil, fmt.Errorf("count adopted nodes: %w", err)
+		}
+		if n != last && (n == int64(o.nodes) || n/100 != last/100) {
+			fmt.Fprintf(stdout, "scale: %d/%d adopted after %.1f s\n", n, o.nodes, time.Since(start).Seconds())
+		}
+		last = n
+		if n >= int64(o.nodes) {
+			break
+		}
+		if ctx.Err() != nil {
+			samp.stop()
+			return nil, nil, fmt.Errorf("only %d of %d nodes adopted within -scale-timeout %s", n, o.nodes, o.timeout)
+		}
+		time.Sleep(time.Second)
+	}
+	d.AdoptAllS = time.Since(start).Seconds()
+	d.CountRetries = countRetries
+	d.NodesPerSecond = float64(o.nodes) / d.AdoptAllS
+
+	// Histories of a sample spread over the nodes, once adopted.
+	sampleN := min(20, o.nodes)
+	d.HistorySample = sampleN
+	var evA, byA []float64
+	for i := 0; i < sampleN; i++ {
+		ev, by, err := history(ctx, c, workflows.WorkflowID(plans[i*o.nodes/sampleN].Node))
+		if err != nil {
+			samp.stop()
+			return nil, nil, err
+		}
+		evA, byA = append(evA, float64(ev)), append(byA, float64(by))
+	}
+	d.EventsAdopted, d.BytesAdopted = stats(evA), stats(byA)
+
+	// Flip a sample, `parallel` at a time.
+	fmt.Fprintf(stdout, "scale: flipping %d nodes, %d at a time ...\n", o.flips, o.parallel)
+	var lat []float64
+	var flipped []string
+	var mu sync.Mutex
+	var firstErr error
+	sem := make(chan struct{}, o.parallel)
+	var wg sync.WaitGroup
+	for i := 0; i < o.flips; i++ {
+		node := plans[i*o.nodes/max(o.flips, 1)].Node
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			l, err := flipOne(ctx, c, node)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			lat = append(lat, l)
+			flipped = append(flipped, node)
+		}()
+	}
+	wg.Wait()
+	peak := samp.stop()
+	if firstErr != nil {
+		return nil, nil, firstErr
+	}
+	d.FlipMS, d.FlipP99MS = stats(lat), percentile(lat, 99)
+	var evC, byC []float64
+	for i := 0; i < min(20, len(flipped)); i++ {
+		ev, by, err := history(ctx, c, workflows.WorkflowID(flipped[i]))
+		if err != nil {
+			return nil, nil, err
+		}
+		evC, byC = append(evC, float64(ev)), append(byC, float64(by))
+	}
+	d.EventsConverged, d.BytesConverged = stats(evC), stats(byC)
+	var msEnd runtime.MemStats
+	runtime.ReadMemStats(&msEnd)
+	d.SysMiB = float64(msEnd.Sys) / (1 << 20)
+	d.PeakRSSMiB, d.PeakHeapInuseMiB, d.PeakHeapAllocMiB, d.PeakGoroutines = peak.rss, peak.heapInuse, peak.heapAlloc, peak.goroutines
+	d.ServerPeakRSSMiB = rssMiB(strconv.Itoa(srv.cmd.Process.Pid), "VmHWM")
+	d.Note = fmt.Sprintf("member nodes, no modules, 2 node files; plan defaults (confirm 2m, reconcile 1m, drift 5m); found ruleset: sandbox.UFWRules(22/tcp) "+
+		"listed once from a bn- namespace and served from memory; adopted = visibility count of AdoptionPhase=\"adopted\" polled every second; "+
+		"flip latency = Update \"flip\" sent until the workflow completed with phase converged (preview, flip, confirm, commit: 4 activities); "+
+		"histories of %d nodes spread over the fleet; the bench process had already run the other sections (baseline RSS %.0f MiB)", sampleN, d.BaselineRSSMiB)
+
+	sim := fmt.Sprintf("SIMULATION, %d in-memory nodes", o.nodes)
+	ours := "NodeMigration on one dev server, one worker process"
+	rows = []Row{
+		absolute("scale", fmt.Sprintf("orchestration: wall time until all %d nodes are adopted", o.nodes), d.AdoptAllS, "s", ours,
+			fmt.Sprintf("%s; %.1f nodes/s; the starts took %.1f s (%d retried after a server timeout)", sim, d.NodesPerSecond, d.StartAllS, d.StartRetries), 1),
+		absolute("scale", "worker process memory, peak RSS while adopting and flipping", d.PeakRSSMiB, "MiB", "this bench process: workflow worker + node workers",
+			fmt.Sprintf("%s; idle with workers started %.0f MiB, baseline %.0f MiB; peak heap in use %.0f MiB; %d goroutines at peak; dev server peak RSS %.0f MiB",
+				sim, d.IdleRSSMiB, d.BaselineRSSMiB, d.PeakHeapInuseMiB, d.PeakGoroutines, d.ServerPeakRSSMiB), 0),
+		absolute("scale", "history events per node, adopted", d.EventsAdopted.Median, "events", ours,
+			fmt.Sprintf("%s; median of %d nodes (%.0f-%.0f), %.1f KiB", sim, sampleN, d.EventsAdopted.Min, d.EventsAdopted.Max, d.BytesAdopted.Median/1024), 0),
+	}
+	if len(lat) > 0 {
+		rows = append(rows,
+			absolute("scale", "history events per node, through the flip to converged", d.EventsConverged.Median, "events", ours,
+				fmt.Sprintf("%s; median of %d flipped nodes, %.1f KiB", sim, len(evC), d.BytesConverged.Median/1024), 0),
+			absolute("scale", fmt.Sprintf("flip Update to phase converged, median of %d nodes", len(lat)), d.FlipMS.Median, "ms", ours,
+				fmt.Sprintf("%s; %d at a time, the other nodes idle", sim, o.parallel), 0),
+			absolute("scale", fmt.Sprintf("flip Update to phase converged, p99 of %d nodes", len(lat)), d.FlipP99MS, "ms", ours,
+				fmt.Sprintf("%s; max %.0f ms", sim, d.FlipMS.Max), 0),
+		)
+	}
+	return rows, d, nil
+}
+
+// foundRuleset lists sandbox.UFWRules(22/tcp) from a throwaway bn-
+// namespace: the found firewall every simulated node reports.
+func foundRuleset() (json.RawMessage, error) {
+	ns, err := newNS("sc")
+	if err != nil {
+		return nil, err
+	}
+	defer ns.del()
+	rules := sandbox.UFWRules(config.MustPorts([]string{"22/tcp"}))
+	for _, fam := range []string{"iptables-restore", "ip6tables-restore"} {
+		if _, err := ns.run([]byte(rules), fam); err != nil {
+			return nil, err
+		}
+	}
+	rs, err := firewall.Inspector{Netns: ns.path}.Ruleset()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(rs)
+}
+
+type devServer struct {
+	cmd     *exec.Cmd
+	addr    string
+	version string
+	done    chan struct{}
+}
+
+func freeTCPPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startServer starts a dev server as tests/harness_test.go does, on free
+// ports with its own database file.
+func startServer(bin, dir string, longPolls int) (*devServer, error) {
+	var ports [3]int
+	for i := range ports {
+		p, err := freeTCPPort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	logf, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		return nil, err
+	}
+	s := &devServer{addr: fmt.Sprintf("127.0.0.1:%d", ports[0]), done: make(chan struct{})}
+	if v, err := exec.Command(bin, "--version").Output(); err == nil {
+		s.version = strings.TrimSpace(string(v))
+	}
+	s.cmd = exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
+		"--port", strconv.Itoa(ports[0]), "--http-port", strconv.Itoa(ports[1]), "--metrics-port", strconv.Itoa(ports[2]),
+		"--db-filename", filepath.Join(dir, "temporal.db"), "--log-level", "warn",
+		"--dynamic-config-value", fmt.Sprintf("frontend.namespaceCount=%d", longPolls),
+		// One partition per task queue: a node queue has one poller, and
+		// 1,000 queues of 4 partitions each are 4,000 task queue rows for
+		// SQLite to create at once.
+		"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+		"--search-attribute", "AdoptionNode=Keyword", "--search-attribute", "AdoptionPhase=Keyword")
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	go func() { s.cmd.Wait(); logf.Close(); close(s.done) }() //nolint:errcheck
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := client.Dial(client.Options{HostPort: s.addr, Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+		if err == nil {
+			_, herr := c.CheckHealth(context.Background(), &client.CheckHealthRequest{})
+			if herr == nil {
+				_, herr = c.WorkflowService().DescribeNamespace(context.Background(), &workflowservice.DescribeNamespaceRequest{Namespace: "default"})
+			}
+			c.Close()
+			if herr == nil {
+				return s, nil
+			}
+		}
+		select {
+		case <-s.done:
+			b, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+			return nil, fmt.Errorf("dev server exited: %s", b)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	s.stop()
+	b, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+	return nil, fmt.Errorf("dev server did not become healthy on %s: %s", s.addr, b)
+}
+
+func (s *devServer) stop() {
+	if s == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(20 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+func isTransient(err error) bool {
+	var unavailable *serviceerror.Unavailable
+	var deadline *serviceerror.DeadlineExceeded
+	var exhausted *serviceerror.ResourceExhausted
+	return errors.As(err, &unavailable) || errors.As(err, &deadline) || errors.As(err, &exhausted) ||
+		errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "context deadline exceeded")
+}
+
+// startAll starts every node's workflow, 8 at a time; it returns how many
+// start requests had to be retried.
+func startAll(ctx context.Context, c client.Client, plans []config.Plan) (int64, error) {
+	var retries atomic.Int64
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(plans) {
+					return
+				}
+				p := plans[i]
+				var err error
+				// A fresh dev server answers health before every service
+				// knows the default namespace: retry that for a while.
+				for try := 0; try < 60; try++ {
+					_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+						ID: workflows.WorkflowID(p.Node), TaskQueue: workflows.TaskQueue,
+						WorkflowExecutionErrorWhenAlreadyStarted: true,
+						TypedSearchAttributes: temporal.NewSearchAttributes(
+							workflows.AttrNode.ValueSet(p.Node), workflows.AttrPhase.ValueSet(string(workflows.PhaseProbing))),
+					}, workflows.NodeWorkflow, workflows.Input{Plan: p})
+					// An overloaded dev server times out; the start may have
+					// gone through all the same.
+					var nf *serviceerror.NamespaceNotFound
+					var already *serviceerror.WorkflowExecutionAlreadyStarted
+					if try > 0 && errors.As(err, &already) {
+						err = nil
+						break
+					}
+					if err == nil || !errors.As(err, &nf) && !isTransient(err) || ctx.Err() != nil {
+						break
+					}
+					retries.Add(1)
+					time.Sleep(500 * time.Millisecond)
+				}
+				if err != nil {
+					select {
+					case errs <- fmt.Errorf("start %s: %w", p.Node, err):
+					default:
+					}
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return retries.Load(), err
+	default:
+		return retries.Load(), nil
+	}
+}
+
+func count(ctx context.Context, c client.Client, query string) (int64, error) {
+	resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: "default", Query: query})
+	if err != nil {
+		return 0, err
+	}
+	return resp.GetCount(), nil
+}
+
+func history(ctx context.Context, c client.Client, id string) (events, bytes int, err error) {
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return 0, 0, fmt.Errorf("history of %s: %w", id, err)
+		}
+		events++
+		bytes += proto.Size(e)
+	}
+	return events, bytes, nil
+}
+
+// flipOne sends the flip Update and waits for the workflow to complete,
+// which it does in the workflow task that sets phase converged.
+func flipOne(ctx context.Context, c client.Client, node string) (float64, error) {
+	id := workflows.WorkflowID(node)
+	t0 := time.Now()
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.UpdateFlip,
+		Args: []any{workflows.RequestInput{}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err != nil {
+		return 0, fmt.Errorf("flip %s: %w", node, err)
+	}
+	var rr workflows.RequestResult
+	if err := h.Get(ctx, &rr); err != nil {
+		return 0, fmt.Errorf("flip %s: %w", node, err)
+	}
+	var st workflows.State
+	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
+		return 0, fmt.Errorf("wait for %s to converge: %w", node, err)
+	}
+	lat := ms(time.Since(t0))
+	if st.Phase != workflows.PhaseConverged {
+		return 0, fmt.Errorf("node %s ended in phase %s, not converged: %s", node, st.Phase, st.LastError)
+	}
+	return lat, nil
+}
+
+func rssMiB(pid, field string) float64 {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, field+":") {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				kb, _ := strconv.ParseFloat(f[1], 64)
+				return kb / 1024
+			}
+		}
+	}
+	return 0
+}
+
+type peakMem struct {
+	rss, heapInuse, heapAlloc float64
+	goroutines                int
+}
+
+type sampler struct {
+	done chan struct{}
+	out  chan peakMem
+}
+
+func startSampler() *sampler {
+	s := &sampler{done: make(chan struct{}), out: make(chan peakMem, 1)}
+	go func() {
+		var p peakMem
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			p.rss = max(p.rss, rssMiB("self", "VmRSS"))
+			p.heapInuse = max(p.heapInuse, float64(m.HeapInuse)/(1<<20))
+			p.heapAlloc = max(p.heapAlloc, float64(m.HeapAlloc)/(1<<20))
+			p.goroutines = max(p.goroutines, runtime.NumGoroutine())
+			select {
+			case <-s.done:
+				s.out <- p
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) stop() peakMem {
+	close(s.done)
+	return <-s.out
+}
+
+// memNode is one simulated node: every part of activities.Activities in
+// memory, answering at once.
+type memNode struct {
+	name     string
+	plan     config.Plan
+	found    json.RawMessage
+	contents map[string][]byte
+
+	mu        sync.Mutex
+	adopted   *nodestate.Marker
+	flip      *nodestate.FlipRecord
+	files     map[string]custody.Record
+	converged bool
+}
+
+var memFiles = map[string]string{
+	"/etc/hosts":       "127.0.0.1 localhost\n10.0.0.1 control\n",
+	"/etc/resolv.conf": "nameserver 10.0.0.53\nsearch mesh.internal\n",
+}
+
+func newMemNode(name string, found json.RawMessage) *memNode {
+	m := &memNode{name: name, found: found, contents: map[string][]byte{}, files: map[string]custody.Record{}}
+	m.plan = config.Plan{Node: name, Role: "member", ManagementPorts: config.MustPorts([]string{"22/tcp"}),
+		Control: []string{"predecessor-sync"}, ConfirmTimeout: 2 * time.Minute, ReconcileInterval: time.Minute,
+		DriftInterval: 5 * time.Minute, StopTimeout: 10 * time.Second}
+	for _, path := range []string{"/etc/hosts", "/etc/resolv.conf"} {
+		mesh := memFiles[path] + "# mesh\n"
+		sum := sha256.Sum256([]byte(mesh))
+		m.contents[hex.EncodeToString(sum[:])] = []byte(mesh)
+		m.plan.NodeFiles = append(m.plan.NodeFiles, config.FilePlan{Path: path, SHA256: hex.EncodeToString(sum[:])})
+	}
+	return m
+}
+
+func (m *memNode) activities() *activities.Activities {
+	return &activities.Activities{
+		Node: m.name, Firewall: memFirewall{m}, Marks: memMarks{}, Engine: memEngine{}, Cutover: memCutover{},
+		Flipper: memFlipper{}, Flips: memFlips{m}, StartWatchdog: func() error { return nil },
+		Sockets: memSockets{}, Files: memCustody{m}, State: memMarkers{m}, Contents: m.contents,
+	}
+}
+
+type memFirewall struct{ m *memNode }
+
+func (f memFirewall) Ruleset() (*firewall.Ruleset, error) {
+	var rs firewall.Ruleset // decoded afresh each time, as a listing would be
+	return &rs, json.Unmarshal(f.m.found, &rs)
+}
+
+func (f memFirewall) Inspect(context.Context) (firewall.Report, error) {
+	rs, err := f.Ruleset()
+	if err != nil {
+		return firewall.Report{}, err
+	}
+	kind, _ := firewall.Kind(rs, nil)
+	return firewall.Report{Kind: kind, Tables: firewall.Summarise(rs), Open: firewall.OpenPorts(rs)}, nil
+}
+
+type memMarks struct{}
+
+func (memMarks) Open(node, owner string, ports []config.Port) (added, present []firewall.MarkedRule, err error) {
+	for _, p := range ports {
+		added = append(added, firewall.MarkedRule{Family: "ip", Table: "filter", Chain: "ufw-user-input",
+			Mark: firewall.Mark{Node: node, Owner: owner, Port: p.Num, Proto: p.Proto}})
+	}
+	return added, nil, nil
+}
+func (memMarks) Close(string, string) ([]firewall.MarkedRule, error) { return nil, nil }
+func (memMarks) Release(string) ([]firewall.MarkedRule, error)       { return nil, nil }
+func (memMarks) List(string) ([]firewall.MarkedRule, error)          { return nil, nil }
+
+type memEngine struct{}
+
+func (memEngine) Report(context.Context) containers.Report {
+	r := containers.Report{Available: true}
+	for i, name := range []string{"web", "app", "db"} {
+		r.Containers = append(r.Containers, containers.Info{Name: name, ID: fmt.Sprintf("%064x", i+1), Image: "registry.local/" + name + ":1", State: "running",
+			Mounts: []containers.Mount{{Type: "volume", Name: name + "-data", Source: "/var/lib/docker/volumes/" + name + "-data/_data", Destination: "/data"}}})
+	}
+	return r
+}
+
+type memCutover struct{}
+
+func (memCutover) Preflight(context.Context, containers.Spec) (*containers.Predecessor, error) {
+	return nil, nil
+}
+func (memCutover) Create(context.Context, containers.Spec, *containers.Predecessor) error { return nil }
+func (memCutover) Swap(context.Context, string, time.Duration) error                      { return nil }
+func (memCutover) WaitHealthy(context.Context, string, func(context.Context) error, time.Duration) error {
+	return nil
+}
+func (memCutover) Rollback(context.Context, string) error { return nil }
+func (memCutover) Prune(context.Context, string) error    { return nil }
+
+type memSockets struct{}
+
+func (memSockets) Listeners() ([]sockets.Listener, error) {
+	return []sockets.Listener{{Proto: "tcp", Addr: "0.0.0.0", Port: 22, PID: 1, Exe: "sshd"}}, nil
+}
+func (memSockets) FindProcesses([]string) []sockets.Process { return nil }
+
+type memCustody struct{ m *memNode }
+
+func (c memCustody) state(path string) custody.FileState {
+	content, ok := memFiles[path]
+	if !ok {
+		return custody.FileState{Path: path}
+	}
+	sum := sha256.Sum256([]byte(content))
+	return custody.FileState{Path: path, Exists: true, Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:]), Mode: "0644"}
+}
+
+func (c memCustody) Inspect(path string) custody.FileState {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	return c.state(path)
+}
+
+func (c memCustody) Take(path string) (custody.Record, error) {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	if r, ok := c.m.files[path]; ok {
+		return r, nil
+	}
+	st := c.state(path)
+	r := custody.Record{FileState: st, Found: st.Exists}
+	c.m.files[path] = r
+	return r, nil
+}
+
+func (c memCustody) Record(path string) (custody.Record, bool, error) {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	r, ok := c.m.files[path]
+	return r, ok, nil
+}
+
+func (c memCustody) Converge(string, []byte, os.FileMode, int, int) error { return nil }
+func (c memCustody) Restore(string) error                                 { return nil }
+func (c memCustody) Retake(path string) (custody.Record, error) {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	st := c.state(path)
+	r := custody.Record{FileState: st, Found: st.Exists}
+	c.m.files[path] = r
+	return r, nil
+}
+
+type memMarkers struct{ m *memNode }
+
+func (s memMarkers) MarkAdopted(mk nodestate.Marker) error {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	s.m.adopted = &mk
+	return nil
+}
+
+func (s memMarkers) Adopted() (nodestate.Marker, bool, error) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	if s.m.adopted == nil {
+		return nodestate.Marker{}, false, nil
+	}
+	return *s.m.adopted, true, nil
+}
+
+func (s memMarkers) ClearAdopted() error {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	s.m.adopted = nil
+	return nil
+}
+
+type memFlipper struct{}
+
+func (memFlipper) Flip(spec firewall.MeshSpec, expectFound string) (*firewall.RevertPlan, error) {
+	return &firewall.RevertPlan{Node: spec.Node, MeshTable: firewall.TableRef{Family: "inet", Name: firewall.MeshTable},
+		Neutralised: []firewall.RuleRef{}, FoundFingerprint: expectFound, FlippedAt: time.Now().UTC()}, nil
+}
+func (memFlipper) Revert(*firewall.RevertPlan) error { return nil }
+func (memFlipper) Commit(p *firewall.RevertPlan) (string, error) {
+	return "# the predecessor's firewall, as it was\n", nil
+}
+
+type memFlips struct{ m *memNode }
+
+func (f memFlips) UpdateFlip(fn func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error)) error {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	var cur *nodestate.FlipRecord
+	if f.m.flip != nil {
+		c := *f.m.flip
+		cur = &c
+	}
+	next, err := fn(cur)
+	if err != nil || next == nil {
+		return err
+	}
+	next.Updated = time.Now().UTC()
+	f.m.flip = next
+	return nil
+}
+
+func (f memFlips) SaveListing(name, _ string) (string, error) {
+	return "/mem/" + f.m.name + "/" + name, nil
+}
+
+func (f memFlips) MarkConverged(string, time.Time) error {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	f.m.converged = true
+	return nil
+}
