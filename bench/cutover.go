@@ -17,7 +17,6 @@ package main
 // on error too.
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -49,6 +48,7 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"adoption/containers"
+	"adoption/sandbox"
 )
 
 const (
@@ -266,46 +266,7 @@ func (b *cutBench) buildImages(ctx context.Context) error {
 	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
 		return fmt.Errorf("find the module root (go env GOMOD): %v", err)
 	}
-	dir, err := os.MkdirTemp("", b.prefix+"build-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "svc")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./containers/testdata/svc")
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build containers/testdata/svc: %v: %s", err, out)
-	}
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		return err
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: "svc", Mode: 0o755, Size: int64(len(data)), ModTime: time.Now()}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	for _, v := range []struct{ ref, version string }{{b.imageV1, "v1"}, {b.imageV2, "v2"}} {
-		rc, err := b.cli.ImageImport(ctx, image.ImportSource{Source: bytes.NewReader(buf.Bytes()), SourceName: "-"}, v.ref,
-			image.ImportOptions{Changes: []string{`ENTRYPOINT ["/svc"]`, `VOLUME ["/anon"]`, "ENV SVC_VERSION=" + v.version}})
-		if err != nil {
-			return fmt.Errorf("import %s: %w", v.ref, err)
-		}
-		_, err = io.Copy(io.Discard, rc)
-		rc.Close()
-		if err != nil {
-			return fmt.Errorf("import %s: %w", v.ref, err)
-		}
-	}
-	return nil
+	return sandbox.ServiceImages(ctx, filepath.Dir(strings.TrimSpace(string(gomod))), map[string]string{"v1": b.imageV1, "v2": b.imageV2})
 }
 
 // service is one predecessor, raised for one run.

@@ -83,12 +83,7 @@ mkdir -p "$DEMO"
 say "1. Three nodes running the predecessor"
 # The predecessor's services and the mesh's modules are one small service
 # (v1 and v2), built here: no registry is reachable.
-CGO_ENABLED=0 go build -o "$DEMO/svc" ./containers/testdata/svc
-tar -C "$DEMO" -cf "$DEMO/svc.tar" svc
-for v in v1 v2; do
-	docker import --change 'ENTRYPOINT ["/svc"]' --change 'VOLUME ["/anon"]' --change "ENV SVC_VERSION=$v" \
-		"$DEMO/svc.tar" "$IMG:$v" >/dev/null
-done
+./bin/adopt-sandbox images --repo "$IMG"
 ./bin/adopt-sandbox up --name n1 --index 1 --dir "$DEMO/n1" --plan scripts/demo/n1.yaml \
 	--allow 22/tcp,8081/tcp --allow-only 18025/tcp --closed 5001/tcp
 ./bin/adopt-sandbox up --name n2 --index 2 --dir "$DEMO/n2" --plan scripts/demo/n2.yaml \

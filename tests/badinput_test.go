@@ -3,6 +3,7 @@ package tests
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -74,7 +75,18 @@ func nodeHash(t *testing.T, n *node, state string) string {
 	t.Helper()
 	h := sha256.New()
 	h.Write([]byte(ruleset(t, n)))
-	err := filepath.WalkDir(n.Root, func(p string, d fs.DirEntry, err error) error {
+	hashTree(t, h, n.Root)
+	if _, err := os.Stat(state); err == nil {
+		h.Write([]byte("state_dir exists"))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// hashTree writes every path under dir, its mode and, for a regular file,
+// its bytes into h.
+func hashTree(t *testing.T, h hash.Hash, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -95,8 +107,4 @@ func nodeHash(t *testing.T, n *node, state string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(state); err == nil {
-		h.Write([]byte("state_dir exists"))
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }

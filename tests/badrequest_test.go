@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -270,26 +269,6 @@ func stateHash(t *testing.T, n *node) string {
 	t.Helper()
 	h := sha256.New()
 	h.Write([]byte(nodeHash(t, n, n.StateDir)))
-	err := filepath.WalkDir(n.StateDir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		h.Write([]byte(p + info.Mode().String()))
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			h.Write(b)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hashTree(t, h, n.StateDir)
 	return hex.EncodeToString(h.Sum(nil))
 }

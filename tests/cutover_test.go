@@ -1,8 +1,7 @@
 package tests
 
 import (
-	"archive/tar"
-	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"math/rand"
@@ -44,42 +43,7 @@ func needDocker(t *testing.T) {
 }
 
 func buildSvcImages() error {
-	dir, err := os.MkdirTemp("", "adoption-svc-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "svc")
-	cmd := exec.Command("go", "build", "-o", bin, "./containers/testdata/svc")
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build the test service: %v: %s", err, out)
-	}
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		return err
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: "svc", Mode: 0o755, Size: int64(len(b)), ModTime: time.Now()}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(b); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	for ref, version := range map[string]string{svcV1: "v1", svcV2: "v2"} {
-		imp := exec.Command("docker", "import", "--change", `ENTRYPOINT ["/svc"]`, "--change", `VOLUME ["/anon"]`,
-			"--change", "ENV SVC_VERSION="+version, "-", ref)
-		imp.Stdin = bytes.NewReader(buf.Bytes())
-		if out, err := imp.CombinedOutput(); err != nil {
-			return fmt.Errorf("docker import %s: %v: %s", ref, err, out)
-		}
-	}
-	return nil
+	return sandbox.ServiceImages(context.Background(), "..", map[string]string{"v1": svcV1, "v2": svcV2})
 }
 
 func docker(t *testing.T, args ...string) string {

@@ -163,7 +163,17 @@ func root() *cobra.Command {
 			return err
 		},
 	}
-	r.AddCommand(up, down, serve, connect, hammer, get)
+	var repo string
+	images := &cobra.Command{
+		Use:   "images",
+		Short: "Build the stand-in service image (REPO:v1 and REPO:v2) into the local Docker engine (run from the module root)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return sandbox.ServiceImages(cmd.Context(), ".", map[string]string{"v1": repo + ":v1", "v2": repo + ":v2"})
+		},
+	}
+	images.Flags().StringVar(&repo, "repo", "adoption-demo-svc", "image repository name")
+	r.AddCommand(up, down, serve, connect, hammer, get, images)
 	return r
 }
 
