@@ -7,8 +7,6 @@ package containers
 // nothing else on the engine is touched.
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -19,7 +17,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -35,6 +32,8 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	"github.com/docker/go-connections/nat"
+
+	"adoption/sandbox"
 )
 
 var (
@@ -82,42 +81,7 @@ func dockerClient(t *testing.T) *client.Client {
 }
 
 func buildImages(cli *client.Client) error {
-	dir, err := os.MkdirTemp("", "ct-svc-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "svc")
-	cmd := exec.Command("go", "build", "-o", bin, "./testdata/svc")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build testdata/svc: %v: %s", err, out)
-	}
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		return err
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: "svc", Mode: 0o755, Size: int64(len(b)), ModTime: time.Now()}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(b); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	for ref, version := range map[string]string{imageV1: "v1", imageV2: "v2"} {
-		rc, err := cli.ImageImport(context.Background(), image.ImportSource{Source: bytes.NewReader(buf.Bytes()), SourceName: "-"}, ref,
-			image.ImportOptions{Changes: []string{`ENTRYPOINT ["/svc"]`, `VOLUME ["/anon"]`, "ENV SVC_VERSION=" + version}})
-		if err != nil {
-			return fmt.Errorf("import %s: %w", ref, err)
-		}
-		_, _ = io.Copy(io.Discard, rc)
-		rc.Close()
-	}
-	return nil
+	return sandbox.ServiceImages(context.Background(), "..", map[string]string{"v1": imageV1, "v2": imageV2})
 }
 
 // rig is one predecessor service and everything made for it.

@@ -1,13 +1,10 @@
 package firewall
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os/exec"
 	"reflect"
 	"strings"
 	"sync"
@@ -20,45 +17,7 @@ import (
 // connecting to it, and the kernel as the judge of what is open.
 
 // newFlipNet is newTestNet with this file's own namespace names ("fl-").
-func newFlipNet(t *testing.T) *testNet {
-	t.Helper()
-	requireRoot(t)
-	b := make([]byte, 4)
-	rand.Read(b)
-	id := hex.EncodeToString(b)
-	n := &testNet{node: "fl-" + id + "-n", peer: "fl-" + id + "-p"}
-	run(t, "", "ip", "netns", "add", n.node)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", n.node).Run() })
-	run(t, "", "ip", "netns", "add", n.peer)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", n.peer).Run() })
-	const nodeMAC, peerMAC = "02:00:c6:12:01:01", "02:00:c6:12:01:02"
-	nd, pd := "fln"+id[:4], "flp"+id[:4]
-	run(t, "", "ip", "link", "add", nd, "netns", n.node, "address", nodeMAC, "type", "veth", "peer", "name", pd, "netns", n.peer, "address", peerMAC)
-	for _, s := range []struct {
-		ns, dev string
-		addrs   []string
-	}{
-		{n.node, nd, []string{nodeV4 + "/24", nodeV6 + "/64"}},
-		{n.peer, pd, []string{peerV4a + "/24", peerV4b + "/24", peerV6a + "/64", peerV6b + "/64"}},
-	} {
-		run(t, "", "ip", "-n", s.ns, "link", "set", "lo", "up")
-		for _, a := range s.addrs {
-			args := []string{"-n", s.ns, "addr", "add", a, "dev", s.dev}
-			if strings.Contains(a, ":") {
-				args = append(args, "nodad")
-			}
-			run(t, "", "ip", args...)
-		}
-		run(t, "", "ip", "-n", s.ns, "link", "set", s.dev, "up")
-	}
-	for _, a := range []string{peerV4a, peerV4b, peerV6a, peerV6b} {
-		run(t, "", "ip", "-n", n.node, "neigh", "replace", a, "lladdr", peerMAC, "nud", "permanent", "dev", nd)
-	}
-	for _, a := range []string{nodeV4, nodeV6} {
-		run(t, "", "ip", "-n", n.peer, "neigh", "replace", a, "lladdr", nodeMAC, "nud", "permanent", "dev", pd)
-	}
-	return n
-}
+func newFlipNet(t *testing.T) *testNet { return newNamedNet(t, "fl-", "fl", "01") }
 
 func (n *testNet) in(t *testing.T, name string, args ...string) {
 	t.Helper()

@@ -65,26 +65,32 @@ func run(t *testing.T, stdin string, name string, args ...string) string {
 	return out.String()
 }
 
-func newTestNet(t *testing.T) *testNet {
+func newTestNet(t *testing.T) *testNet { return newNamedNet(t, "fwtest-", "fw", "00") }
+
+// newNamedNet builds a node and a peer namespace joined by a veth: names
+// start with prefix (namespaces) and dev (interfaces), and octet keeps the
+// MACs apart from other files' nets.
+func newNamedNet(t *testing.T, prefix, dev, octet string) *testNet {
 	t.Helper()
 	requireRoot(t)
 	b := make([]byte, 4)
 	rand.Read(b)
 	id := hex.EncodeToString(b)
-	n := &testNet{node: "fwtest-" + id + "-n", peer: "fwtest-" + id + "-p"}
+	n := &testNet{node: prefix + id + "-n", peer: prefix + id + "-p"}
 	run(t, "", "ip", "netns", "add", n.node)
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", n.node).Run() })
 	run(t, "", "ip", "netns", "add", n.peer)
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", n.peer).Run() })
-	const nodeMAC, peerMAC = "02:00:c6:12:00:01", "02:00:c6:12:00:02"
-	run(t, "", "ip", "link", "add", "fwn"+id[:4], "netns", n.node, "address", nodeMAC, "type", "veth",
-		"peer", "name", "fwp"+id[:4], "netns", n.peer, "address", peerMAC)
+	nodeMAC, peerMAC := "02:00:c6:12:"+octet+":01", "02:00:c6:12:"+octet+":02"
+	nd, pd := dev+"n"+id[:4], dev+"p"+id[:4]
+	run(t, "", "ip", "link", "add", nd, "netns", n.node, "address", nodeMAC, "type", "veth",
+		"peer", "name", pd, "netns", n.peer, "address", peerMAC)
 	for _, s := range []struct {
 		ns, dev string
 		addrs   []string
 	}{
-		{n.node, "fwn" + id[:4], []string{nodeV4 + "/24", nodeV6 + "/64"}},
-		{n.peer, "fwp" + id[:4], []string{peerV4a + "/24", peerV4b + "/24", peerV6a + "/64", peerV6b + "/64"}},
+		{n.node, nd, []string{nodeV4 + "/24", nodeV6 + "/64"}},
+		{n.peer, pd, []string{peerV4a + "/24", peerV4b + "/24", peerV6a + "/64", peerV6b + "/64"}},
 	} {
 		run(t, "", "ip", "-n", s.ns, "link", "set", "lo", "up")
 		for _, a := range s.addrs {
@@ -100,10 +106,10 @@ func newTestNet(t *testing.T) *testNet {
 	// must not break neighbour discovery, or every IPv6 probe would fail
 	// for a reason the evaluator does not model.
 	for _, a := range []string{peerV4a, peerV4b, peerV6a, peerV6b} {
-		run(t, "", "ip", "-n", n.node, "neigh", "replace", a, "lladdr", peerMAC, "nud", "permanent", "dev", "fwn"+id[:4])
+		run(t, "", "ip", "-n", n.node, "neigh", "replace", a, "lladdr", peerMAC, "nud", "permanent", "dev", nd)
 	}
 	for _, a := range []string{nodeV4, nodeV6} {
-		run(t, "", "ip", "-n", n.peer, "neigh", "replace", a, "lladdr", nodeMAC, "nud", "permanent", "dev", "fwp"+id[:4])
+		run(t, "", "ip", "-n", n.peer, "neigh", "replace", a, "lladdr", nodeMAC, "nud", "permanent", "dev", pd)
 	}
 	return n
 }
