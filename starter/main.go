@@ -91,7 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	preview.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	driftCmd := &cobra.Command{Use: "drift", Short: "Drift found while adopted: a file or the found firewall changed since adoption"}
 	driftCmd.AddCommand(request("accept NODE", workflows.SignalDriftAccept, "Record the node as it is now (custody renewed); the flip is no longer blocked", false))
-	root.AddCommand(start, status, preview, x.fleetCommand(ctx), x.waitCommand(ctx),
+	root.AddCommand(start, status, preview, x.fleetCommand(ctx), x.waitCommand(ctx), x.briefCommand(ctx),
 		request("migrate NODE MODULE", workflows.UpdateMigrate, "Migrate a module: its container takes over the predecessor's", true),
 		request("retry NODE [MODULE]", workflows.UpdateRetry, "Retry a failed cutover, or a failed adoption without MODULE", true),
 		request("flip NODE", workflows.UpdateFlip, "Flip the node: preview, then replace the found firewall with the mesh's", false),
