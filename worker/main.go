@@ -124,7 +124,7 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 		Marks:    firewall.NewMarker(cfg.Node.Netns),
 		Engine:   engine,
 		Cutover:  engine,
-		Contents: cfg.Contents(),
+		Local:    localAuthority(cfgPath),
 		Sockets:  sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns},
 		Files:    custody.New(cfg.Node.Root, cfg.Node.StateDir),
 		State:    state,
@@ -141,6 +141,9 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 // node's own queue for activities that touch this node.
 func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := startChecks(cfg, cfgPath, logger); err != nil {
+		return err
+	}
 	c, err := connect.Dial(cfg.Temporal, logger)
 	if err != nil {
 		return err
