@@ -61,8 +61,12 @@ compose-down:
 
 # Every test: unit, root (network namespaces, real nftables and packets),
 # Docker, and end to end against a real dev server the tests start themselves.
+# Failpoints exist only in builds with -tags failpoints: the end-to-end
+# tests build such a worker themselves (tests/harness_test.go); the
+# failpoint package's own tests run once with the tag.
 test: build temporal-cli temporal-cli-static
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -tags failpoints ./failpoint/
 	@$(MAKE) --no-print-directory fuzz-short
 
 # Every failpoint, a dev server restart, every outside interference, in
@@ -86,10 +90,12 @@ fuzz-short:
 # Unit tests only: no root, no Temporal, no Docker needed.
 unit:
 	ADOPT_UNIT_ONLY=1 $(GO) test -count=1 ./...
+	ADOPT_UNIT_ONLY=1 $(GO) test -count=1 -tags failpoints ./failpoint/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags failpoints ./failpoint/ ./worker/ ./tests/
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(WORKFLOWCHECK) ./workflows/...
 

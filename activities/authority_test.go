@@ -45,7 +45,10 @@ func (r *recorder) Flip(firewall.MeshSpec, string) (*firewall.RevertPlan, error)
 	r.changes = append(r.changes, "flip")
 	return &firewall.RevertPlan{}, nil
 }
-func (r *recorder) Revert(*firewall.RevertPlan) error { r.changes = append(r.changes, "revert"); return nil }
+func (r *recorder) Revert(*firewall.RevertPlan) error {
+	r.changes = append(r.changes, "revert")
+	return nil
+}
 func (r *recorder) Commit(*firewall.RevertPlan) (string, error) {
 	r.changes = append(r.changes, "commit")
 	return "", nil
