@@ -249,13 +249,20 @@ type workerProc struct {
 
 func startWorker(t *testing.T, n *node, env ...string) *workerProc {
 	t.Helper()
-	w := &workerProc{log: &bytes.Buffer{}, done: make(chan error, 1)}
 	exe := "adopt-worker"
 	for _, e := range env {
 		if strings.HasPrefix(e, failpoint.EnvVar+"=") {
 			exe = failpointWorker // only a test build has failpoints
 		}
 	}
+	return startWorkerBinary(t, n, exe, env...)
+}
+
+// startWorkerBinary runs the named build of the worker (adopt-worker, the
+// production one, or failpointWorker).
+func startWorkerBinary(t *testing.T, n *node, exe string, env ...string) *workerProc {
+	t.Helper()
+	w := &workerProc{log: &bytes.Buffer{}, done: make(chan error, 1)}
 	w.cmd = exec.Command(filepath.Join(bin, exe), "run", "--config", n.cfg)
 	w.cmd.Env = append(os.Environ(), env...)
 	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
