@@ -30,9 +30,14 @@ import (
 	"adoption/workflows"
 )
 
-// leakPassword is printed by the leaky module's container to its own log:
-// it must reach no workflow history.
+// leakPassword is baked into the leaky image's environment (as a real
+// image's credential would be), nowhere in the configuration; its service
+// prints it to the container's log (svc prints SVC_VERSION) and exits. It
+// must reach no workflow history.
 const leakPassword = "DBPASS-hunter2-9c1f7e"
+
+// leakImage is the stand-in service with leakPassword as its SVC_VERSION.
+const leakImage = "adoption-e2e-leaky:v1"
 
 const hostileName, hostilePort, leakPort = "e2ehost", 18691, 18693
 
@@ -53,8 +58,8 @@ var hostilePlan = fmt.Sprintf(`modules:
     ports: ["%[3]d/tcp"]
     container:
       name: %[1]sleak
-      image: %[4]s
-      cmd: ["-listen", "127.0.0.1:1-%[5]s"]
+      image: %[5]s
+      cmd: ["-listen", "no-port"]
       ports: {"127.0.0.1:%[3]d/tcp": "8080/tcp"}
     health:
       http: http://127.0.0.1:%[3]d/health
@@ -63,7 +68,7 @@ flip:
   confirm_timeout: 1m
 cutover:
   stop_timeout: 2s
-`, hostileName, hostilePort, leakPort, svcV2, leakPassword)
+`, hostileName, hostilePort, leakPort, svcV2, leakImage)
 
 var hostileFound = map[string]string{
 	"/srv/" + hostileName + "/app.env": "PREDECESSOR_SECRET=" + secretCanary + "\n",
@@ -206,6 +211,9 @@ func nodeStateHash(t *testing.T, n *node) string {
 // started with ADOPT_FAILPOINTS set: it says it ignores them, and does.
 func TestHostileRequestsRefusedByTheNode(t *testing.T) {
 	needDocker(t)
+	if err := sandbox.ServiceImages(context.Background(), "..", map[string]string{leakPassword: leakImage}); err != nil {
+		t.Fatal(err)
+	}
 	srv := startDevServer(t)
 	predecessor(t, hostileName, hostilePort)
 	t.Cleanup(func() { _, _ = runDocker("rm", "-f", hostileName+"leak", hostileName+"leak.next") })
@@ -216,6 +224,9 @@ func TestHostileRequestsRefusedByTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := cfg.Plan()
+	if b, _ := json.Marshal(plan); strings.Contains(string(b), leakPassword) {
+		t.Fatal("the password is in the plan: the history check below would prove nothing")
+	}
 
 	// The production build ignores failpoints, loudly: armed at the probe,
 	// a failpoint build would exit there.
