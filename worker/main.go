@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -252,7 +253,10 @@ func printProbe(w io.Writer, r *activities.ProbeReport) {
 	for _, f := range r.Files {
 		state := "absent"
 		if f.Exists {
-			state = fmt.Sprintf("%d bytes, mode %s, uid %d, sha256 %.12s", f.Size, f.Mode, f.UID, f.SHA256)
+			state = fmt.Sprintf("%d bytes, mode %s, uid %d, digest %.12s", f.Size, f.Mode, f.UID, strings.TrimPrefix(f.Digest, "hmac-sha256:"))
+			if f.Link != "" {
+				state = fmt.Sprintf("symlink -> %s, uid %d", f.Link, f.UID)
+			}
 		}
 		if f.Error != "" {
 			state = "error: " + f.Error
