@@ -24,7 +24,6 @@ import (
 
 	"adoption/config"
 	"adoption/containers"
-	"adoption/custody"
 	"adoption/firewall"
 )
 
@@ -282,23 +281,4 @@ func logger(ctx context.Context) interface {
 		return activity.GetLogger(ctx)
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, nil))
-}
-
-// publicState and publicRecords clear the plain hashes before a result
-// reaches a workflow history: the node's keyed digest stands for them.
-func publicState(fs []custody.FileState) []custody.FileState {
-	out := make([]custody.FileState, 0, len(fs))
-	for _, f := range fs {
-		out = append(out, f.Public())
-	}
-	return out
-}
-
-func publicRecords(rs []custody.Record) []custody.Record {
-	out := make([]custody.Record, 0, len(rs))
-	for _, r := range rs {
-		r.FileState = r.FileState.Public()
-		out = append(out, r)
-	}
-	return out
 }
