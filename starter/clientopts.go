@@ -106,9 +106,10 @@ func (t *target) dial() (client.Client, error) {
 		return nil, fmt.Errorf("cannot reach Temporal at %s (from %s): %v; start it with `make dev-server` or set --address / TEMPORAL_ADDRESS / temporal.address", t.address, t.addrFrom, err)
 	}
 	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: t.namespace})
-	var nf *serviceerror.NamespaceNotFound
+	var nsnf *serviceerror.NamespaceNotFound
+	var nf *serviceerror.NotFound
 	switch {
-	case errors.As(err, &nf):
+	case errors.As(err, &nsnf), errors.As(err, &nf):
 		c.Close()
 		return nil, fmt.Errorf("namespace %q (from %s) does not exist on Temporal at %s: set --namespace, TEMPORAL_NAMESPACE or temporal.namespace (`temporal operator namespace list` lists them)", t.namespace, t.nsFrom, t.address)
 	case err != nil && !isPermissionDenied(err):

@@ -200,15 +200,19 @@ func isLate(err error) bool {
 // with its exit code: a refusal (2) with its reasons, or an error (1) with
 // a hint that never suggests a harmful command.
 func (x *cli) requestError(ctx context.Context, node, what string, err error) error {
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) {
+		// The workflow may have ended between the check and the send (a
+		// completed workflow takes no Update): say what its last run was.
 		if cerr := x.closedRun(ctx, node); cerr != nil {
 			return cerr
 		}
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
 		return fmt.Errorf("node %s has no migration workflow; start it with `adopt start %s --config <node %s's configuration>`", node, node, node)
 	}
-	var ae *temporal.ApplicationError
-	if errors.As(err, &ae) {
+	if ae != nil {
 		var reasons []string
 		if ae.HasDetails() {
 			_ = ae.Details(&reasons)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"syscall"
 	"time"
 
@@ -89,6 +90,10 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 	code := exitCode(err)
 	if alreadyShown(err) {
 		return code
+	}
+	if !x.asJSON && code == exitUsage {
+		// The flags may not have parsed: --json still asks for JSON.
+		x.asJSON = slices.Contains(args, "--json") || slices.Contains(args, "--json=true")
 	}
 	if x.asJSON {
 		_ = writeJSON(stdout, jsonError{Error: err.Error(), Kind: exitKind(code), ExitCode: code, Reasons: reasonsOf(err)})

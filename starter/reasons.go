@@ -97,6 +97,9 @@ func explainReasons(reasons []string, s *workflows.State) []string {
 // wrapLine wraps text to width after a prefix, indenting continuation
 // lines under the text.
 func wrapLine(prefix, text string, width int) string {
+	if width <= 0 {
+		return prefix + text // not a terminal: one line per item, for grep
+	}
 	indent := strings.Repeat(" ", len(prefix))
 	avail := max(width-len(prefix), 30)
 	var b strings.Builder
@@ -118,9 +121,14 @@ func wrapLine(prefix, text string, width int) string {
 	return b.String()
 }
 
-// termWidth is the terminal's width, $COLUMNS, or 100.
+// termWidth is the terminal's width ($COLUMNS if the size cannot be read),
+// or 0 when stdout is not a terminal: output for a pipe is not wrapped.
 func termWidth() int {
-	if ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col >= 40 {
+	ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ)
+	if err != nil {
+		return 0
+	}
+	if ws.Col >= 40 {
 		return int(ws.Col)
 	}
 	if c, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && c >= 40 {
