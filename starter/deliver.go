@@ -158,10 +158,17 @@ func (x *cli) send(ctx context.Context, node, name, module string, in workflows.
 			in.NotAfter.Add(skew).Local().Format("15:04:05"), what, time.Until(in.NotAfter.Add(skew)).Round(time.Second))
 	}
 	h, err = x.settle(ctx, opts, in.NotAfter.Add(skew))
-	switch {
-	case err == nil:
-		return &delivery{handle: h, agents: ag}, nil
-	case !timedOut(err) && !isLate(err):
+	if err == nil {
+		// A rejection comes back from Get at once; an accepted request
+		// answers Get or times out (its handler may still be running).
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		err = h.Get(gctx, nil)
+		cancel()
+		if err == nil || timedOut(err) {
+			return &delivery{handle: h, agents: ag}, nil
+		}
+	}
+	if !timedOut(err) && !isLate(err) {
 		return nil, x.requestError(ctx, node, what, err)
 	}
 	why := fmt.Sprintf("the node's workflow did not accept it within %s", x.accept)

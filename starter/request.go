@@ -64,12 +64,18 @@ func (x *cli) request(ctx context.Context, node, name, module string) error {
 	out := requestOutcome{Node: node, Request: name, Module: module, Accepted: true, AgentPolling: d.agents.Node.alive() || d.agents.Node.unknown(), Link: x.link(node)}
 	// The handler only queues, so its result follows acceptance at once;
 	// if it does not, acceptance is what counts.
+	// A refusal also comes back from Get: the Accepted stage returns at
+	// once with the outcome when the validator rejected the request.
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	var res workflows.RequestResult
-	if err := d.handle.Get(gctx, &res); err == nil {
-		out.Queued = res.Queued
-	}
+	err = d.handle.Get(gctx, &res)
 	cancel()
+	switch {
+	case err == nil:
+		out.Queued = res.Queued
+	case !timedOut(err):
+		return x.requestError(ctx, node, describeRequest(name, module), err)
+	}
 	if !out.AgentPolling {
 		out.Note = fmt.Sprintf("accepted; it runs when node %s's agent is back (%s)", node, d.agents.Node.describe("agent"))
 	}
