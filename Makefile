@@ -123,8 +123,9 @@ dev-server: temporal-cli
 dev-server-stop:
 	@if [ -f $(STATE)/dev-server.pid ]; then kill $$(cat $(STATE)/dev-server.pid) 2>/dev/null || true; rm -f $(STATE)/dev-server.pid; echo "dev server stopped"; fi
 
-# The whole story so far, unattended: dev server, a sandbox node with a
-# default-deny firewall, its worker, its workflow to `adopted`, the status.
+# The seed's five steps, unattended, on three reference nodes (each its own
+# Docker engine in its namespace, ufw with the ufw-docker arrangement, the
+# agent on the node): dev server, nodes, fleet, migrations, preview, flips.
 demo: build dev-server
 	./scripts/demo.sh
 

@@ -102,6 +102,12 @@ func (n *RefNode) loadImages() error {
 			imgs = append(imgs, s.Image)
 		}
 	}
+	for _, img := range n.Images {
+		if !seen[img] {
+			seen[img] = true
+			imgs = append(imgs, img)
+		}
+	}
 	return n.LoadImages(imgs...)
 }
 

@@ -43,6 +43,9 @@ type Service struct {
 type RefSpec struct {
 	Spec
 	Services []Service
+	// Images are moved into the node's engine besides the services' own
+	// (e.g. the image a module migrates to).
+	Images []string
 	// Temporal is the host's Temporal frontend (HOST:PORT, usually
 	// 127.0.0.1:7233): a relay on the management link's host end forwards
 	// to it, so an agent on the node reaches it. Empty: no relay.
@@ -53,6 +56,7 @@ type RefSpec struct {
 type RefNode struct {
 	*Node
 	Services []Service
+	Images   []string
 	Temporal string
 
 	Addr6, PeerAddr6   string // the node's and the peer's IPv6 addresses (2001:2::/48, RFC 5180)
@@ -70,6 +74,7 @@ func NewRef(s RefSpec) *RefNode {
 	return &RefNode{
 		Node:      n,
 		Services:  s.Services,
+		Images:    s.Images,
 		Temporal:  s.Temporal,
 		Addr6:     fmt.Sprintf("2001:2:0:%x::1", s.Index),
 		PeerAddr6: fmt.Sprintf("2001:2:0:%x::2", s.Index),
@@ -323,13 +328,18 @@ func (n *RefNode) Down() error {
 	if err := n.stopEngine(); err != nil {
 		errs = append(errs, err.Error())
 	}
-	// The management link's host end goes with the node's namespace (a
-	// veth pair dies with either end).
 	for _, ns := range []string{n.Netns, n.Peer} {
 		if _, err := os.Stat("/run/netns/" + ns); err == nil {
 			if err := runCmd(nil, "ip", "netns", "del", ns); err != nil {
 				errs = append(errs, err.Error())
 			}
+		}
+	}
+	// The management link's host end dies with the node's namespace,
+	// unless a process left behind (an agent) still holds that namespace.
+	if mg := ifname("vmh", n.Name); exec.Command("ip", "link", "show", mg).Run() == nil {
+		if err := runCmd(nil, "ip", "link", "del", mg); err != nil {
+			errs = append(errs, err.Error())
 		}
 	}
 	if err := os.RemoveAll(n.etcDir()); err != nil {

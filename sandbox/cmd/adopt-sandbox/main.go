@@ -57,6 +57,7 @@ func root() *cobra.Command {
 	var plain bool
 	var services []string
 	var image string
+	var load []string
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Raise a reference node (its own Docker engine, ufw, services, agent's management link) and write its configuration",
@@ -89,7 +90,7 @@ func root() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			n := sandbox.NewRef(sandbox.RefSpec{Spec: sp, Services: svcs, Temporal: temporal})
+			n := sandbox.NewRef(sandbox.RefSpec{Spec: sp, Services: svcs, Images: load, Temporal: temporal})
 			start := time.Now()
 			if err := n.Up(); err != nil {
 				return err
@@ -110,6 +111,7 @@ func root() *cobra.Command {
 	up.Flags().StringSliceVar(&services, "service", []string{"mail:18025:8025/tcp", "web:18080:8080/tcp", "store:15432:5432/tcp", "metrics:19100:9100/tcp:unrouted"},
 		"containers of the node's engine, NAME:HOSTPORT:CONTAINERPORT/PROTO[:unrouted]: published on HOSTPORT, routed by ufw unless unrouted, data in volume NAME-data")
 	up.Flags().StringVar(&image, "image", "adoption-demo-svc:v1", "the services' image, moved from the host's engine (adopt-sandbox images builds it)")
+	up.Flags().StringSliceVar(&load, "load", []string{"adoption-demo-svc:v2"}, "more local images to move into the node's engine (those modules migrate to)")
 	up.Flags().BoolVar(&plain, "plain", false, "the old plain node: a namespace with an iptables-nft firewall and listeners, no engine, no ufw")
 	down := &cobra.Command{
 		Use:   "down",
