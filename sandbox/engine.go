@@ -70,6 +70,7 @@ func (n *RefNode) startEngine() error {
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	closeInheritedOnExec()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start dockerd in %s: %w", n.Netns, err)
 	}

@@ -278,6 +278,7 @@ func (n *RefNode) detach(cmd *exec.Cmd, name, ready string) error {
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	closeInheritedOnExec()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}

@@ -19,6 +19,12 @@
 # `scripts/demo.sh clean` (make demo-clean) removes everything it created.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Close every descriptor inherited above stderr: the agents, engines and
+# relays this starts outlive it, and must not keep e.g. the lock of a
+# `flock LOCK make demo` held for as long as the demo's nodes live.
+for fd in $(ls /proc/$$/fd); do
+	[ "$fd" -gt 2 ] && [ "$fd" -lt 255 ] && eval "exec $fd>&-" 2>/dev/null || true
+done
 
 STATE=.adoption
 DEMO=$STATE/demo
