@@ -93,6 +93,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 clean
 mkdir -p "$DEMO"
+DEMO_START=$(date +%s)
 
 say "1. Three nodes running the predecessor"
 # The predecessor's services and the mesh's modules are one small service
@@ -211,4 +212,4 @@ echo
 echo "after the flip, clients of n1's mail get $(client n1 18025/version || echo UNREACHABLE); n2's web $(client n2 18080/version || echo UNREACHABLE); n3's shop: $(reach n3 18443)"
 echo "n1's firewall is now the mesh's own (table inet adoption); the predecessor's was saved under $DEMO/n1/state/"
 echo "Web UI: $UI  (filter: AdoptionPhase=\"converged\"; open node-migration/n1 for its steps)"
-echo "Remove the demo with: make demo-clean"
+echo "The demo took $(( $(date +%s) - DEMO_START )) s. Remove it with: make demo-clean"
