@@ -254,7 +254,7 @@ func TestReferenceNodeAdoption(t *testing.T) {
 	var loads []*load
 	for _, port := range []int{18025, 18443} {
 		l := &load{port: port}
-		l.cmd = r.InPeer(filepath.Join(bin, "adopt-sandbox"), "hammer", fmt.Sprintf("%s:%d", r.Addr, port), "--every", "5ms", "--for", "12s")
+		l.cmd = r.InPeer(filepath.Join(bin, "adopt-sandbox"), "hammer", "--http", fmt.Sprintf("%s:%d", r.Addr, port), "--every", "5ms", "--for", "12s")
 		l.cmd.Stdout, l.cmd.Stderr = &l.out, &l.out
 		if err := l.cmd.Start(); err != nil {
 			t.Fatal(err)

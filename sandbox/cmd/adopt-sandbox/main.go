@@ -162,12 +162,17 @@ func root() *cobra.Command {
 	}
 	connect.Flags().DurationVar(&timeout, "timeout", 500*time.Millisecond, "connect timeout")
 	var every, dur time.Duration
+	var overHTTP bool
 	hammer := &cobra.Command{
 		Use:   "hammer HOST:PORT",
 		Short: "Connect continuously (run from the peer namespace) and hold one connection: prints counts as JSON",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := sandbox.Hammer(args[0], every, dur)
+			hammer := sandbox.Hammer
+			if overHTTP {
+				hammer = sandbox.HammerHTTP
+			}
+			r, err := hammer(args[0], every, dur)
 			if err != nil {
 				return err
 			}
@@ -176,6 +181,7 @@ func root() *cobra.Command {
 	}
 	hammer.Flags().DurationVar(&every, "every", 5*time.Millisecond, "pause between connections")
 	hammer.Flags().DurationVar(&dur, "for", 10*time.Second, "how long")
+	hammer.Flags().BoolVar(&overHTTP, "http", false, "the service speaks HTTP: each connection asks GET /health; the held one is a keep-alive connection asked again at the end")
 	get := &cobra.Command{
 		Use:   "get URL",
 		Short: "HTTP GET a URL and print the body (no curl needed)",
