@@ -26,11 +26,18 @@ func (x *cli) briefCommand(ctx context.Context) *cobra.Command {
 			"  adopt brief n1 --html -o n1.html   # a standalone page",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := x.state(ctx, args[0])
+			ns, err := x.nodeStatus(ctx, args[0])
 			if err != nil {
 				return fmt.Errorf("%w\n(before adopt start, run `adopt-worker brief --config FILE` on the node: it briefs from a local probe)", err)
 			}
-			b := briefing.Build(st.Plan, nil, st, time.Now())
+			if ns.StateFrom == "visibility" {
+				return fmt.Errorf("node %s's workflow did not answer (%s): a briefing needs its recorded state; see `adopt status %s`", args[0], ns.Stuck, args[0])
+			}
+			st := ns.State
+			b := briefing.Build(st.Plan, nil, &st, time.Now())
+			if x.asJSON && out == "" {
+				return writeJSON(x.stdout, b)
+			}
 			return writeBrief(x.stdout, out, asHTML, b)
 		},
 	}
