@@ -40,7 +40,7 @@ func fixture() (config.Plan, *workflows.State) {
 				{Port: 25, Proto: "tcp", Direction: "input", Family: "ip"},
 				{Port: 6000, PortEnd: 6010, Proto: "tcp", Direction: "input", Family: "ip", Uncertain: true},
 			}},
-		Sockets:    []sockets.Listener{{Proto: "tcp", Addr: "0.0.0.0", Port: 5000, PID: 42, Exe: "registry"}},
+		Sockets: []sockets.Listener{{Proto: "tcp", Addr: "0.0.0.0", Port: 5000, PID: 42, Exe: "registry"}},
 		Containers: containers.Report{Available: true, Containers: []containers.Info{{Name: "mail", Image: "old/mail", State: "running",
 			Mounts: []containers.Mount{{Type: "volume", Name: "maildata", Destination: "/var/mail"}, {Type: "bind", Source: "/srv/mail/conf", Destination: "/conf"}}}}},
 	}

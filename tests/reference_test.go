@@ -294,5 +294,3 @@ func TestReferenceNodeAdoption(t *testing.T) {
 		t.Errorf("Docker's own chains no longer DNAT after the flip:\n%s", nat)
 	}
 }
-
-
