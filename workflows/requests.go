@@ -84,6 +84,9 @@ func (n *node) register(ctx workflow.Context) error {
 	if err := n.registerResolve(ctx); err != nil {
 		return err
 	}
+	if err := n.registerRehearse(ctx); err != nil {
+		return err
+	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		sel := n.signalSelector(ctx)
 		for {
