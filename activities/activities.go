@@ -80,6 +80,7 @@ const (
 	ErrWrongNode      = "WrongNode"
 	ErrControlRunning = "ControlDaemonRunning"
 	ErrUnsupportedFW  = "UnsupportedFirewall"
+	ErrMeshFirewall   = "MeshFirewallFound"
 	ErrBadPath        = "BadPath"
 )
 
@@ -192,6 +193,16 @@ func (a *Activities) Adopt(ctx context.Context, in AdoptInput) (*AdoptResult, er
 	}
 	if fw.Unsupported != "" {
 		return nil, temporal.NewNonRetryableApplicationError(fw.Unsupported, ErrUnsupportedFW, nil)
+	}
+	// The mesh's own table is never a found firewall: it means the node
+	// was flipped (converged), and adopting it would take the mesh's rules
+	// for the predecessor's and reopen what the flip closed.
+	for _, t := range fw.Tables {
+		if t.Family == firewall.FamilyInet && t.Name == firewall.MeshTable {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+				"node %s has table inet %s, the mesh's own firewall: the node was flipped by the mesh (converged) and this is not a found firewall to adopt; nothing was changed. Leave a converged node as it is",
+				in.Plan.Node, firewall.MeshTable), ErrMeshFirewall, nil)
+		}
 	}
 	rs, err := a.Firewall.Ruleset()
 	if err != nil {

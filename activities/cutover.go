@@ -35,6 +35,9 @@ const (
 type ModuleInput struct {
 	Plan   config.Plan `json:"plan"`
 	Module string      `json:"module"`
+	// Decisions settle conflicting keys of the module's files (adopt
+	// resolve): which side each takes, never a value.
+	Decisions []FileDecision `json:"decisions,omitempty"`
 }
 
 // CutoverInput carries a module's cutover, with what preflight recorded.
@@ -67,6 +70,11 @@ func (a *Activities) CutoverPreflight(ctx context.Context, in ModuleInput) (*Cut
 				"module %s's file %s: the worker's configuration on node %s has no content with sha256 %.12s; update the node's configuration to the one the plan was sent from and restart adopt-worker",
 				m.Name, f.Path, in.Plan.Node, f.SHA256), ErrMissingContent, nil)
 		}
+	}
+	// A key both the node and the mesh changed refuses before anything
+	// changes, named by path and key.
+	if _, err := a.conflictsOf(auth, m, in.Decisions); err != nil {
+		return nil, err
 	}
 	res := &CutoverResult{Step: "preflight"}
 	if m.Container == nil {
@@ -172,10 +180,14 @@ func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*Cutove
 	if err != nil {
 		return nil, err
 	}
+	// Every file merges cleanly, or none is written.
+	if _, err := a.conflictsOf(auth, m, in.Decisions); err != nil {
+		return nil, err
+	}
 	res := &CutoverResult{Step: "converge files"}
 	for _, f := range m.Files {
 		heartbeat(ctx, "converge "+f.Path)
-		if err := a.convergeFile(auth, f); err != nil {
+		if err := a.convergeFileWith(auth, f, in.Decisions); err != nil {
 			return nil, err
 		}
 		a.Failpoints.Hit("cutover:converge-file")

@@ -354,12 +354,26 @@ func (a *Activities) markFlip(id, state, reason string, revert json.RawMessage) 
 // mode all come from the node's own configuration (f is of auth's plan);
 // the mode keeps set-id and sticky bits as written ("4755").
 func (a *Activities) convergeFile(auth *Authority, f config.FilePlan) error {
+	return a.convergeFileWith(auth, f, nil)
+}
+
+// convergeFileWith writes what the merge of f gives: the mesh's content
+// for a file replaced whole, the per-key merge (kept keys, decisions) for
+// one with keep or a format (merge.go).
+func (a *Activities) convergeFileWith(auth *Authority, f config.FilePlan, decisions []FileDecision) error {
 	if err := checkDeclared(auth, f.Path); err != nil {
 		return err
 	}
-	content, ok := auth.Contents[f.SHA256]
+	mesh, ok := auth.Contents[f.SHA256]
 	if !ok {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no content with sha256 %.12s for %s in this worker's configuration", f.SHA256, f.Path), ErrMissingContent, nil)
+	}
+	content, fm, err := a.merged(f, mesh, decisions)
+	if err != nil {
+		return err
+	}
+	if len(fm.Conflicts) > 0 {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %d conflicting key(s); nothing was written", f.Path, len(fm.Conflicts)), ErrFileConflict, nil, fm.Conflicts)
 	}
 	rec, err := a.Files.Take(f.Path)
 	if err != nil {

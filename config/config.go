@@ -19,6 +19,7 @@ import (
 // parts are, and the plan for the node (its modules, files and flip).
 type Config struct {
 	Temporal    Temporal          `mapstructure:"temporal" json:"temporal"`
+	Docker      Docker            `mapstructure:"docker" json:"docker"`
 	Node        Node              `mapstructure:"node" json:"node"`
 	Predecessor Predecessor       `mapstructure:"predecessor" json:"predecessor"`
 	Foundation  Foundation        `mapstructure:"foundation" json:"foundation"`
@@ -140,6 +141,7 @@ var defaults = map[string]any{
 	"temporal.tls.key":            "",
 	"temporal.tls.ca":             "",
 	"temporal.tls.server_name":    "",
+	"docker.host":                 "",
 	"node.name":                   "",
 	"node.role":                   "member",
 	"node.netns":                  "",

@@ -15,6 +15,7 @@ import (
 func (c *Config) Validate() error {
 	v := &validator{}
 	v.temporal(c.Temporal)
+	v.docker(c.Docker)
 	v.node(c.Node)
 	for i, name := range c.Predecessor.Control {
 		if name == "" || strings.ContainsAny(name, "/\x00") {

@@ -117,7 +117,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // nodeActivities builds the real node parts from the worker's local config.
 func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activities.Activities {
-	engine := containers.New()
+	// docker.host names the node's engine (its own, on the reference node);
+	// empty: DOCKER_HOST, else the local socket.
+	engine := containers.NewAt(cfg.Docker.EngineHost())
 	state := nodestate.New(cfg.Node.StateDir)
 	return &activities.Activities{
 		Node:     cfg.Node.Name,
@@ -247,7 +249,7 @@ func printProbe(w io.Writer, r *activities.ProbeReport) {
 	if r.Containers.Available {
 		fmt.Fprintf(w, "containers: %d\n", len(r.Containers.Containers))
 	} else {
-		fmt.Fprintf(w, "containers: %s\n", r.Containers.Error)
+		fmt.Fprintf(w, "containers: UNKNOWN (%s)\n", r.Containers.Error)
 	}
 	fmt.Fprintf(w, "declared files: %d\n", len(r.Files))
 	for _, f := range r.Files {
