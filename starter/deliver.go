@@ -217,7 +217,7 @@ func (x *cli) requestError(ctx context.Context, node, what string, err error) er
 	}
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return fmt.Errorf("node %s has no migration workflow; start it with `adopt start %s --config <node %s's configuration>`", node, node, node)
+		return fmt.Errorf("node %s has no running migration workflow; start it with `adopt start %s` and the node's configuration (--config)", node, node)
 	}
 	if ae != nil {
 		var reasons []string

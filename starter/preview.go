@@ -39,6 +39,9 @@ func (x *cli) preview(ctx context.Context, node string, timeout time.Duration) e
 	if err := x.dial(); err != nil {
 		return err
 	}
+	if last, err := x.lastRun(ctx, node); err == nil && last == nil {
+		return fmt.Errorf("node %s has no running migration workflow; start it with `adopt start %s` and the node's configuration (--config)", node, node)
+	}
 	ag := x.agents(ctx, node)
 	if !ag.Node.alive() && !ag.Node.unknown() && ag.Workflow.alive() {
 		if err := x.closedRun(ctx, node); err != nil {
