@@ -80,6 +80,8 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 		x.driftCommand(ctx),
 		x.waitCommand(ctx),
 		x.fleetCommand(ctx),
+		x.briefCommand(ctx),
+		x.resolveCommand(ctx),
 	)
 	root.SetArgs(args)
 	root.SetOut(stdout)

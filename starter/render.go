@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -103,9 +104,17 @@ func printState(w io.Writer, s *workflows.State, width int) {
 	if len(s.Custody) > 0 {
 		fmt.Fprintln(w, "\nFILES IN CUSTODY")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "PATH\tFOUND\tSIZE\tMODE\tOWNER\tSHA256")
+		fmt.Fprintln(tw, "PATH\tFOUND\tSIZE\tMODE\tOWNER\tDIGEST")
 		for _, r := range s.Custody {
-			fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%d:%d\t%.16s\n", r.Path, r.Found, r.Size, r.Mode, r.UID, r.GID, r.SHA256)
+			// The node's keyed digest (older histories: the plain sha256).
+			d := strings.TrimPrefix(r.Digest, "hmac-sha256:")
+			if d == "" {
+				d = r.SHA256
+			}
+			if r.Link != "" {
+				d = "symlink -> " + r.Link
+			}
+			fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%d:%d\t%.16s\n", r.Path, r.Found, r.Size, r.Mode, r.UID, r.GID, d)
 		}
 		tw.Flush()
 	}

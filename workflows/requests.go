@@ -81,6 +81,12 @@ func (n *node) register(ctx workflow.Context) error {
 	); err != nil {
 		return err
 	}
+	if err := n.registerResolve(ctx); err != nil {
+		return err
+	}
+	if err := n.registerRehearse(ctx); err != nil {
+		return err
+	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		sel := n.signalSelector(ctx)
 		for {
