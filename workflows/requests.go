@@ -320,10 +320,10 @@ func (n *node) flipBlockers(in RequestInput) []string {
 		m := n.s.module(pm.Name)
 		switch {
 		case m == nil:
-			reasons = append(reasons, fmt.Sprintf("module %s is new in the plan and not migrated: adopt migrate %s %s first", pm.Name, n.s.Node, pm.Name))
+			reasons = append(reasons, fmt.Sprintf("module %s is new in the plan and not migrated: run adopt migrate %s %s first", pm.Name, n.s.Node, pm.Name))
 		case m.State == ModuleMigrated, m.State == ModuleMigrating, m.State == ModuleQueued:
 		default:
-			reasons = append(reasons, fmt.Sprintf("module %s is %s, not migrated: adopt migrate %s %s first", m.Name, m.State, n.s.Node, m.Name))
+			reasons = append(reasons, fmt.Sprintf("module %s is %s, not migrated: run adopt migrate %s %s first", m.Name, m.State, n.s.Node, m.Name))
 		}
 	}
 	if len(n.s.Drift) > 0 {
