@@ -109,6 +109,10 @@ func (r MarkedRule) String() string {
 // on the new ruleset.
 var ErrRulesetChanged = errors.New("the ruleset changed between listing and writing")
 
+// ErrOutcomeUnknown is wrapped when a batch was sent but the kernel's
+// answer was lost (ENOBUFS, a timeout): it may or may not be in force.
+var ErrOutcomeUnknown = errors.New("whether the batch was applied is not known")
+
 // Marker opens and closes ports through the found firewall of one network
 // namespace, as rules marked as the mesh's own. Every operation lists the
 // ruleset, plans on it and writes in one netlink batch that the kernel applies
@@ -280,7 +284,7 @@ func (s *session) commit(gen uint32, build func(c *nftables.Conn)) ([]echoed, er
 	// (ENOBUFS) and the batch's outcome is unknown.
 	growReadBuffer(nc, len(batch)*2048)
 	if _, err := nc.SendMessages(batch); err != nil {
-		return nil, fmt.Errorf("sending the batch: %w", err)
+		return nil, fmt.Errorf("sending the batch: %w: %w", ErrOutcomeUnknown, err)
 	}
 	var echoes []echoed
 	var errs []error
@@ -294,7 +298,7 @@ func (s *session) commit(gen uint32, build func(c *nftables.Conn)) ([]echoed, er
 			}
 			var oe *netlink.OpError
 			if !errors.As(err, &oe) || oe.Op != "receive" || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS) || isTimeout(err) {
-				return nil, fmt.Errorf("reading the kernel's answer to the batch (whether it was applied is not known; list the marks to see): %w", err)
+				return nil, fmt.Errorf("reading the kernel's answer to the batch (%w; list the marks to see): %w", ErrOutcomeUnknown, err)
 			}
 			errs = append(errs, err) // one message's error; the batch was aborted
 			got++
