@@ -131,19 +131,21 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 	engine := containers.New()
 	state := nodestate.New(cfg.Node.StateDir)
 	return &activities.Activities{
-		Node:          cfg.Node.Name,
-		Firewall:      firewall.Inspector{Netns: cfg.Node.Netns},
-		Marks:         firewall.NewMarker(cfg.Node.Netns),
-		Engine:        engine,
-		Cutover:       engine,
-		Contents:      cfg.Contents(),
-		Sockets:       sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns},
-		Files:         custody.New(cfg.Node.Root, cfg.Node.StateDir),
-		State:         state,
-		Flips:         state,
-		Flipper:       firewall.NewFlipper(cfg.Node.Netns),
-		StartWatchdog: func() error { return startWatchdog(cfg, cfgPath) },
-		Failpoints:    failpoint.FromEnv(os.Getenv(failpoint.EnvVar)),
+		Node:     cfg.Node.Name,
+		Firewall: firewall.Inspector{Netns: cfg.Node.Netns},
+		Marks:    firewall.NewMarker(cfg.Node.Netns),
+		Engine:   engine,
+		Cutover:  engine,
+		Contents: cfg.Contents(),
+		Sockets:  sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns},
+		Files:    custody.New(cfg.Node.Root, cfg.Node.StateDir),
+		State:    state,
+		Flips:    state,
+		Flipper:  firewall.NewFlipper(cfg.Node.Netns),
+		StartWatchdog: func() error {
+			return startWatchdog(cfg, cfgPath)
+		},
+		Failpoints: failpoint.FromEnv(os.Getenv(failpoint.EnvVar)),
 	}
 }
 
