@@ -57,4 +57,20 @@ func TestKernelBootRulesetLoads(t *testing.T) {
 	n.nft(t, text)
 	n.expectReach(t, "booted", true, ports("22/tcp", "80/tcp")...)
 	n.expectReach(t, "booted", false, ports("8081/tcp")...)
+
+	// Something flushes the ruleset after the boot: the guard's Reassert
+	// puts the same table back, once.
+	n.nft(t, "flush ruleset\n")
+	did, err := f.Reassert(flipSpec)
+	if err != nil || !did {
+		t.Fatalf("Reassert after a flush: %v %v", did, err)
+	}
+	if got := meshOnly(t, n.list(t)); got != flipped {
+		t.Errorf("the reasserted table differs from the one the flip writes")
+	}
+	if did, err := f.Reassert(flipSpec); err != nil || did {
+		t.Fatalf("Reassert with the table in place: %v %v; want nothing done", did, err)
+	}
+	n.expectReach(t, "reasserted", true, ports("22/tcp", "80/tcp")...)
+	n.expectReach(t, "reasserted", false, ports("8081/tcp")...)
 }

@@ -61,9 +61,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			// First, before Temporal is dialled (a flip may be what cut
 			// the node off from it): a flip awaiting confirmation gets its
 			// watchdog back.
-			if err := watchdog.Rearm(nodestate.New(cfg.Node.StateDir), func() error { return startWatchdog(cfg, cfgPath) }, stderr); err != nil {
+			state := nodestate.New(cfg.Node.StateDir)
+			if err := watchdog.Rearm(state, func() error { return startWatchdog(cfg, cfgPath) }, stderr); err != nil {
 				return err
 			}
+			// A converged node keeps the mesh's table, Temporal or not.
+			go watchdog.Guard(ctx, watchdog.GuardOptions{Records: state, Converged: state.Converged,
+				Table: firewall.NewFlipper(cfg.Node.Netns), Every: cfg.Firewall.ReconcileInterval, Log: stderr})
 			return serve(ctx, cfg, cfgPath, stderr)
 		},
 	}
