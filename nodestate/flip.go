@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -150,5 +151,8 @@ func (d *Dir) LockWatchdog() (release func(), ok bool, err error) {
 		}
 		return nil, false, fmt.Errorf("lock %s: %w", f.Name(), err)
 	}
+	// The holder's pid, for the operator (and tests) to find it.
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return func() { f.Close() }, true, nil
 }
