@@ -281,7 +281,8 @@ func TestFlipRevertsWhenCutOff(t *testing.T) {
 }
 
 // TestFlipRefusedWhenStale: a rule changed by hand between the preview and
-// the flip makes the flip refuse as stale, and nothing changes.
+// the flip makes the flip refuse as stale, and nothing changes; status says
+// not-applied, and the node's record agrees.
 func TestFlipRefusedWhenStale(t *testing.T) {
 	needE2E(t)
 	srv := startDevServer(t)
@@ -297,9 +298,13 @@ func TestFlipRefusedWhenStale(t *testing.T) {
 		t.Fatalf("hand edit: %v %s", err, out)
 	}
 	before := ruleset(t, n)
+	// Not applied, not "reverted": the node was never changed.
 	st := waitFor(t, n, "the stale refusal", func(st workflows.State) bool {
-		return st.Phase == workflows.PhaseAdopted && st.Flip != nil && st.Flip.State == "reverted"
+		return st.Phase == workflows.PhaseAdopted && st.Flip != nil && st.Flip.State == workflows.FlipStateNotApplied
 	})
+	if rec := flipRecord(t, n); rec["state"] != "not-applied" {
+		t.Fatalf("the node's record says %v; want not-applied", rec["state"])
+	}
 	if !strings.Contains(strings.ToLower(st.LastError), "preview") {
 		t.Fatalf("refusal does not say the preview is stale: %q", st.LastError)
 	}
