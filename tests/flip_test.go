@@ -35,13 +35,28 @@ const (
 
 func flipNode(t *testing.T, name string, index int, srv *devServer, confirm string) *node {
 	t.Helper()
+	return flipNodeAs(t, name, index, srv, confirm, "member")
+}
+
+// flipFoundation is the foundation port of a control flip node: nothing
+// listens there, so it "passes" (a reset, not a timeout) once opened.
+const flipFoundation = 5000
+
+// flipNodeAs is flipNode with a role; a control node also raises the
+// foundation (one port) at genesis.
+func flipNodeAs(t *testing.T, name string, index int, srv *devServer, confirm, role string) *node {
+	t.Helper()
+	plan := strings.Replace(flipPlan, "%s", confirm, 1)
+	if role == "control" {
+		plan = fmt.Sprintf("foundation:\n  ports:\n    registry: %d/tcp\n", flipFoundation) + plan
+	}
 	n := upNodeWith(t, sandbox.Spec{
-		Name: name, Index: index,
+		Name: name, Index: index, Role: role,
 		Allowed: config.MustPorts([]string{"22/tcp", "80/tcp", "8080/tcp", "53/udp"}),
 		Closed:  config.MustPorts([]string{"8081/tcp"}),
 		Files: map[string]string{"/etc/hosts": "127.0.0.1 localhost predecessor\n",
 			"/etc/nftables.conf": foundNftablesConf, "/etc/ufw/ufw.conf": foundUfwConf},
-	}, srv.Addr(), strings.Replace(flipPlan, "%s", confirm, 1))
+	}, srv.Addr(), plan)
 	t.Cleanup(func() { stopWatchdog(n) })
 	return n
 }
@@ -94,11 +109,14 @@ func adoptAndMigrate(t *testing.T, n *node) {
 func TestFlipEndToEnd(t *testing.T) {
 	needE2E(t)
 	srv := startDevServer(t)
-	n := flipNode(t, "e2eflip", 120, srv, "30s")
+	n := flipNodeAs(t, "e2eflip", 120, srv, "30s", "control")
 	startWorker(t, n)
 	adoptAndMigrate(t, n)
 	if !reachable(t, n, 8080) || !reachable(t, n, 80) {
 		t.Fatal("the found firewall does not serve 80 and 8080")
+	}
+	if !passes(t, n, flipFoundation) {
+		t.Fatal("the foundation's port does not pass the found firewall after genesis")
 	}
 
 	out, errs, code := adopt(t, "preview", n.Name, "--config", n.cfg)
@@ -142,8 +160,8 @@ func TestFlipEndToEnd(t *testing.T) {
 		t.Fatalf("the flip disturbed a declared port: %+v", h)
 	}
 
-	if !reachable(t, n, 80) || !reachable(t, n, 22) {
-		t.Fatal("a declared or management port stopped answering after the flip")
+	if !reachable(t, n, 80) || !reachable(t, n, 22) || !passes(t, n, flipFoundation) {
+		t.Fatal("a declared, management or foundation port stopped answering after the flip")
 	}
 	if passes(t, n, 8080) || passes(t, n, 8081) {
 		t.Fatal("a dropped or undeclared port passes after the flip")
@@ -202,6 +220,9 @@ func reboot(t *testing.T, n *node) {
 	t.Logf("after the reboot:\n%s", ruleset(t, n))
 	if !reachable(t, n, 80) || !reachable(t, n, 22) {
 		t.Fatal("after a reboot a declared or management port does not answer")
+	}
+	if n.Role == "control" && !passes(t, n, flipFoundation) {
+		t.Fatal("after a reboot the foundation's port does not pass")
 	}
 	if passes(t, n, 8080) || passes(t, n, 8081) {
 		t.Fatal("after a reboot a dropped or undeclared port passes")
