@@ -454,6 +454,9 @@ func waitReverted(t *testing.T, n *node, before string, limit time.Time) {
 	for ruleset(t, n) != before && time.Now().Before(limit) {
 		time.Sleep(200 * time.Millisecond)
 	}
+	if dl, err := time.Parse(time.RFC3339Nano, flipRecord(t, n)["deadline"].(string)); err == nil {
+		t.Logf("ruleset back byte for byte %s after the flip's deadline (a figure, not an assertion)", time.Since(dl).Round(10*time.Millisecond))
+	}
 	if got := ruleset(t, n); got != before {
 		log, _ := os.ReadFile(filepath.Join(n.StateDir, "watchdog.log"))
 		t.Fatalf("the watchdog did not restore the ruleset byte for byte:\nbefore:\n%s\nnow:\n%s\nwatchdog log:\n%s", before, got, log)
