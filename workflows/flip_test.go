@@ -224,12 +224,15 @@ func (s *NodeSuite) TestFlipCommitFailsThenRetried() {
 		temporal.NewNonRetryableApplicationError("remove the predecessor's firewall: device busy", "X", nil)).Once()
 	s.env.OnActivity(a.CommitFlip, mock.Anything, mock.Anything).Run(s.record("commit")).Return(&activities.FlipResult{Listing: "/x"}, nil).Once()
 	var failed State
-	var release error
+	var release, again error
 	s.signal(time.Minute, SignalFlip, "")
 	s.env.RegisterDelayedCallback(func() {
 		failed = s.query()
 		s.env.UpdateWorkflow(UpdateRelease, "r1", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { release = err }, OnAccept: func() { s.Fail("release accepted while flipping") }, OnComplete: func(any, error) {},
+		}, RequestInput{})
+		s.env.UpdateWorkflow(UpdateFlip, "f2", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { again = err }, OnAccept: func() { s.Fail("a flip accepted while one waits for its commit") }, OnComplete: func(any, error) {},
 		}, RequestInput{})
 	}, 5*time.Minute)
 	s.signal(6*time.Minute, SignalRetry, "")
@@ -242,6 +245,8 @@ func (s *NodeSuite) TestFlipCommitFailsThenRetried() {
 	s.Contains(NextStep(&failed), "adopt retry n1")
 	s.Require().Error(release)
 	s.Contains(release.Error(), "node n1 is flipping")
+	s.Require().Error(again)
+	s.Contains(again.Error(), "waits for its commit: adopt retry n1")
 	s.Equal(PhaseConverged, st.Phase)
 	s.Equal(FlipStateCommitted, st.Flip.State)
 	s.Equal([]string{"probe", "adopt", "preview", "commit", "commit"}, s.calls)

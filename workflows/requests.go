@@ -194,7 +194,10 @@ func (n *node) validate(kind string, in RequestInput) error {
 		if queued(SignalFlip, "") {
 			return fmt.Errorf("a flip of node %s is already queued", n.s.Node)
 		}
-		if n.s.Phase == PhaseFlipping {
+		if n.committing() {
+			return fmt.Errorf("node %s's flip %s is confirmed and in force, and waits for its commit: adopt retry %s", n.s.Node, n.s.Flip.ID, n.s.Node)
+		}
+		if n.s.Phase == PhaseFlipping || n.inFlip {
 			return fmt.Errorf("node %s is already flipping", n.s.Node)
 		}
 	case SignalDriftAccept:
