@@ -266,5 +266,5 @@ func (s *NodeSuite) TestRetryWithNothingToCommit() {
 	s.result()
 	s.Equal(before.Phase, after.Phase)
 	s.Equal(before.Flip, after.Flip)
-	s.Contains(after.Events[len(after.Events)-1].Text, "nor a flip's commit has failed; nothing to retry, nothing changed")
+	s.Contains(after.Events[len(after.Events)-1].Text, "no flip waits for its commit either; nothing changed")
 }

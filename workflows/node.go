@@ -111,7 +111,7 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 			if n.s.Genesis.State == "failed" {
 				n.genesis(ctx)
 			} else {
-				n.event(ctx, "retry: neither the adoption, nor the genesis, nor a flip's commit has failed; nothing to retry, nothing changed (name a failed module to retry its cutover)")
+				n.event(ctx, "retry: neither the adoption nor the genesis has failed; nothing to retry (no flip waits for its commit either; nothing changed; name a failed module to retry its cutover)")
 			}
 		case req.Kind == SignalMigrate, req.Kind == SignalRetry:
 			n.migrate(ctx, req.Module)
