@@ -108,7 +108,8 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 	if err := a.checkNode(in.Plan.Node); err != nil {
 		return nil, err
 	}
-	if _, adopted, err := a.State.Adopted(); err != nil {
+	marker, adopted, err := a.State.Adopted()
+	if err != nil {
 		return nil, err
 	} else if !adopted {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("node %s is not adopted (no marker under state_dir): refusing to flip", in.Plan.Node), ErrNotAdopted, nil)
@@ -131,7 +132,11 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 	}
 	deadline := time.Now().Add(in.ConfirmTimeout).UTC()
 	err = a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
-		if cur != nil && cur.ID == in.ID {
+		// A record of the same ID left by an earlier adoption (released,
+		// then adopted again: flip IDs count from 1 again) is not this
+		// flip's.
+		earlier := cur != nil && !cur.Pending() && cur.Updated.Before(marker.AdoptedAt)
+		if cur != nil && cur.ID == in.ID && !earlier {
 			resume = cur // a retried activity: the record says how far it got
 			return nil, nil
 		}

@@ -278,3 +278,16 @@ func TestUfwDisabled(t *testing.T) {
 		}
 	}
 }
+
+// A record with the same flip ID left by an earlier adoption (released,
+// adopted again) does not pass for this flip's: the flip runs afresh.
+func TestFlipIgnoresRecordOfEarlierAdoption(t *testing.T) {
+	a, _, _ := flipActs(t)
+	setRecord(t, a, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipReverted, Reason: "old"})
+	must(t, a.State.ClearAdopted())
+	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1", AdoptedAt: record(t, a).Updated.Add(time.Second)}))
+	r, err := a.Flip(context.Background(), flipIn("n1-1"))
+	if err != nil || r.State != nodestate.FlipFlipped {
+		t.Fatalf("flip after a re-adoption: %+v %v", r, err)
+	}
+}
