@@ -40,12 +40,11 @@ func StartDetached(c Command) error {
 		return err
 	}
 	defer logf.Close()
-	name, args := c.Path, c.Args
-	if run, err := exec.LookPath("systemd-run"); err == nil && systemdRunning() {
-		// A transient scope of its own: out of the agent's control group.
-		name, args = run, append([]string{"--scope", "--quiet", "--collect",
-			"--description=adoption flip watchdog", "--", c.Path}, c.Args...)
+	run, err := exec.LookPath("systemd-run")
+	if err != nil || !systemdRunning() {
+		run = ""
 	}
+	name, args := detached(c, run)
 	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -54,6 +53,18 @@ func StartDetached(c Command) error {
 	}
 	go cmd.Wait() //nolint:errcheck // reaped while the starter lives; init adopts it otherwise
 	return nil
+}
+
+// detached is the command line that starts c: through systemdRun (when
+// systemd runs the node) in a transient scope of its own, out of the
+// agent's control group; else as is (StartDetached gives it its own
+// session either way).
+func detached(c Command, systemdRun string) (string, []string) {
+	if systemdRun == "" {
+		return c.Path, c.Args
+	}
+	return systemdRun, append([]string{"--scope", "--quiet", "--collect",
+		"--description=adoption flip watchdog", "--", c.Path}, c.Args...)
 }
 
 // Rearm starts the watchdog again when the node's flip record says a flip

@@ -171,3 +171,18 @@ func TestGuardReassertsOnlyWhenConverged(t *testing.T) {
 		t.Fatalf("converged, table present: %v %v", did, err)
 	}
 }
+
+// Under systemd the watchdog gets a transient scope of its own (so a stop
+// of the agent's unit, which kills its control group, spares it); without
+// systemd it runs as is, in its own session.
+func TestDetachedCommand(t *testing.T) {
+	c := Command{Path: "/usr/bin/adopt-worker", Args: []string{"watchdog", "--config", "/etc/adopt.yaml"}}
+	name, args := detached(c, "")
+	if name != c.Path || strings.Join(args, " ") != "watchdog --config /etc/adopt.yaml" {
+		t.Fatalf("without systemd: %s %v", name, args)
+	}
+	name, args = detached(c, "/usr/bin/systemd-run")
+	if want := "--scope --quiet --collect --description=adoption flip watchdog -- /usr/bin/adopt-worker watchdog --config /etc/adopt.yaml"; name != "/usr/bin/systemd-run" || strings.Join(args, " ") != want {
+		t.Fatalf("with systemd: %s %v", name, args)
+	}
+}
