@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -65,7 +64,11 @@ type PreviewInput struct {
 // Preview compares what the found firewall opens now with what the mesh's
 // derived ruleset would open, port by port. It changes nothing.
 func (a *Activities) Preview(ctx context.Context, in PreviewInput) (*firewall.Preview, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSpec(auth, in.Spec); err != nil {
 		return nil, err
 	}
 	rs, err := a.Firewall.Ruleset()
@@ -105,7 +108,17 @@ type FlipResult struct {
 // neither Temporal nor this worker, puts the firewall and the files back.
 // Any outcome not known to have changed nothing counts as applied.
 func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFlipID(auth.Plan.Node, in.ID); err != nil {
+		return nil, err
+	}
+	if err := checkSpec(auth, in.Spec); err != nil {
+		return nil, err
+	}
+	if err := checkConfirmTimeout(auth, in.ConfirmTimeout); err != nil {
 		return nil, err
 	}
 	marker, adopted, err := a.State.Adopted()
@@ -118,8 +131,8 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s carries no approved ruleset (expect_derived is empty: sent by an older workflow?): nothing was changed; run adopt preview %s, then adopt flip %s", in.ID, in.Plan.Node, in.Plan.Node), ErrStalePreview, nil)
 	}
 	var resume *nodestate.FlipRecord
-	paths := make([]string, 0, len(in.Plan.NodeFiles))
-	for _, f := range in.Plan.NodeFiles {
+	paths := make([]string, 0, len(auth.Plan.NodeFiles))
+	for _, f := range auth.Plan.NodeFiles {
 		paths = append(paths, f.Path)
 	}
 	mesh, err := json.Marshal(in.Spec)
@@ -130,7 +143,7 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(in.ConfirmTimeout).UTC()
+	deadline := time.Now().Add(auth.Plan.ConfirmTimeout).UTC()
 	err = a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
 		// A record of the same ID left by an earlier adoption (released,
 		// then adopted again: flip IDs count from 1 again) is not this
@@ -160,7 +173,7 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 		return nil, err
 	}
 	if resume != nil {
-		return a.resumeFlip(in, resume)
+		return a.resumeFlip(auth, in, resume)
 	}
 	if err := a.StartWatchdog(); err != nil {
 		_ = a.markFlip(in.ID, nodestate.FlipNotApplied, "the watchdog could not start: "+err.Error(), nil)
@@ -199,8 +212,8 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 	}
 	a.Failpoints.Hit("flip-applied")
 	heartbeat(ctx, "flip: node files")
-	for _, f := range in.Plan.NodeFiles {
-		if err := a.convergeFile(f); err != nil {
+	for _, f := range auth.Plan.NodeFiles {
+		if err := a.convergeFile(auth, f); err != nil {
 			return nil, err
 		}
 	}
@@ -208,13 +221,13 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 }
 
 // resumeFlip continues a flip whose activity ran before, from its record.
-func (a *Activities) resumeFlip(in FlipInput, rec *nodestate.FlipRecord) (*FlipResult, error) {
+func (a *Activities) resumeFlip(auth *Authority, in FlipInput, rec *nodestate.FlipRecord) (*FlipResult, error) {
 	switch rec.State {
 	case nodestate.FlipFlipped:
 		// The worker may have died between the flip and the node files
 		// (failpoint flip-applied): converge them now (idempotent).
-		for _, f := range in.Plan.NodeFiles {
-			if err := a.convergeFile(f); err != nil {
+		for _, f := range auth.Plan.NodeFiles {
+			if err := a.convergeFile(auth, f); err != nil {
 				return nil, err
 			}
 		}
@@ -247,10 +260,14 @@ type ConfirmInput struct {
 // Temporal through the new ruleset. The deadline is checked under the flip
 // lock, so a confirmation and the watchdog's revert never both win.
 func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
 		return nil, err
 	}
-	for _, m := range in.Plan.Modules {
+	if err := checkFlipID(auth.Plan.Node, in.ID); err != nil {
+		return nil, err
+	}
+	for _, m := range auth.Plan.Modules {
 		if m.Health == nil {
 			continue
 		}
@@ -263,7 +280,7 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 		}
 	}
 	var res *FlipResult
-	err := a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
+	err = a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
 		if cur == nil || cur.ID != in.ID {
 			return nil, temporal.NewNonRetryableApplicationError("no flip "+in.ID+" recorded on this node: nothing to confirm", ErrFlipNotApplied, nil)
 		}
@@ -293,7 +310,10 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 // and reported reverted. Its answer is definite: reverted (or not applied)
 // on the node, or ErrFlipConfirmed when the flip is confirmed and stays.
 func (a *Activities) RevertFlip(ctx context.Context, in ConfirmInput) (*FlipResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	if _, err := a.authorize(ctx, in.Plan); err != nil {
+		return nil, err
+	}
+	if err := checkFlipID(a.Node, in.ID); err != nil {
 		return nil, err
 	}
 	state, err := a.revert(in.ID, "the workflow did not confirm the flip in time")
@@ -362,11 +382,16 @@ func RevertRecord(rec *nodestate.FlipRecord, fw interface {
 // (Docker's and other tools' chains stay); the kept predecessor containers
 // are pruned; only then is the node marked converged.
 func (a *Activities) CommitFlip(ctx context.Context, in ConfirmInput) (*FlipResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
+		return nil, err
+	}
+	// The ID names the file the predecessor's firewall is saved to.
+	if err := checkFlipID(auth.Plan.Node, in.ID); err != nil {
 		return nil, err
 	}
 	res := &FlipResult{ID: in.ID, State: nodestate.FlipCommitted}
-	err := a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
+	err = a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
 		if cur == nil || cur.ID != in.ID {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no flip %s recorded on this node: nothing to commit, nothing was changed", in.ID), ErrFlipNotConfirmed, nil)
 		}
@@ -399,16 +424,16 @@ func (a *Activities) CommitFlip(ctx context.Context, in ConfirmInput) (*FlipResu
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range in.Plan.Modules {
+	for _, m := range auth.Plan.Modules {
 		if m.Container == nil {
 			continue
 		}
 		heartbeat(ctx, "commit: prune "+m.Name+"'s predecessor")
 		if err := a.Cutover.Prune(ctx, m.Container.Name); err != nil && !errors.Is(err, containers.ErrNoRollback) && !errors.Is(err, containers.ErrConflict) {
-			return nil, fmt.Errorf("prune %s's predecessor: %w", m.Name, err)
+			return nil, errors.New(a.withheld(ctx, fmt.Sprintf("prune %s's predecessor", m.Name), err))
 		}
 	}
-	if err := a.Flips.MarkConverged(in.Plan.Node, time.Now().UTC()); err != nil {
+	if err := a.Flips.MarkConverged(auth.Plan.Node, time.Now().UTC()); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -427,22 +452,48 @@ func (a *Activities) markFlip(id, state, reason string, revert json.RawMessage) 
 	})
 }
 
-// convergeFile writes a node-level file's mesh content (kept in custody
-// since adoption, so a revert restores what was found).
-func (a *Activities) convergeFile(f config.FilePlan) error {
-	rec, err := a.Files.Take(f.Path)
-	if err != nil {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("cannot take custody of %s: %v", f.Path, err), ErrBadPath, err)
+// convergeFile writes a declared file's mesh content (kept in custody
+// since adoption, so a revert restores what was found). Path, content and
+// mode all come from the node's own configuration (f is of auth's plan);
+// the mode keeps set-id and sticky bits as written ("4755").
+func (a *Activities) convergeFile(auth *Authority, f config.FilePlan) error {
+	return a.convergeFileWith(auth, f, nil)
+}
+
+// convergeFileWith writes what the merge of f gives: the mesh's content
+// for a file replaced whole, the per-key merge (kept keys, decisions) for
+// one with keep or a format (merge.go).
+func (a *Activities) convergeFileWith(auth *Authority, f config.FilePlan, decisions []FileDecision) error {
+	if err := checkDeclared(auth, f.Path); err != nil {
+		return err
 	}
-	content, ok := a.Contents[f.SHA256]
+	mesh, ok := auth.Contents[f.SHA256]
 	if !ok {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no content with sha256 %.12s for %s in this worker's configuration", f.SHA256, f.Path), ErrMissingContent, nil)
 	}
+	content, fm, err := a.merged(f, mesh, decisions)
+	if err != nil {
+		return err
+	}
+	if len(fm.Conflicts) > 0 {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %d conflicting key(s); nothing was written", f.Path, len(fm.Conflicts)), ErrFileConflict, nil, fm.Conflicts)
+	}
+	rec, err := a.Files.Take(f.Path)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("cannot take custody of %s: %v", f.Path, err), ErrBadPath, nil)
+	}
 	mode := os.FileMode(0o644)
-	for _, m := range []string{rec.Mode, f.Mode} {
-		if v, err := strconv.ParseUint(m, 8, 32); m != "" && err == nil {
-			mode = os.FileMode(v)
+	if rec.Link == "" && rec.Mode != "" {
+		if m, err := config.ParseMode(rec.Mode); err == nil {
+			mode = m // the mode found, unless the configuration sets one
 		}
+	}
+	if f.Mode != "" {
+		m, err := config.ParseMode(f.Mode)
+		if err != nil {
+			return notDeclared("mode %q of %s: %v", f.Mode, f.Path, err)
+		}
+		mode = m
 	}
 	return a.Files.Converge(f.Path, content, mode, rec.UID, rec.GID)
 }

@@ -45,9 +45,21 @@ func (f *fakeFlipper) Commit(*firewall.RevertPlan) (string, error) {
 
 var flipSpecN1 = firewall.MeshSpec{Node: "n1", Input: []firewall.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}}}
 
+// flipPlanN1 is the node's own plan in these tests (the authority) and the
+// plan every request carries.
+func flipPlanN1() config.Plan {
+	return config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: []config.Port{{Num: 22, Proto: "tcp"}}}
+}
+
 func flipActs(t *testing.T) (*Activities, *fakeFlipper, string) {
 	t.Helper()
+	return flipActsWith(t, flipPlanN1())
+}
+
+func flipActsWith(t *testing.T, plan config.Plan) (*Activities, *fakeFlipper, string) {
+	t.Helper()
 	a, root := newActs(t)
+	withPlan(a, plan)
 	fl := &fakeFlipper{}
 	a.Flipper = fl
 	a.StartWatchdog = func() error { return nil }
@@ -56,7 +68,7 @@ func flipActs(t *testing.T) (*Activities, *fakeFlipper, string) {
 }
 
 func flipIn(id string) FlipInput {
-	return FlipInput{Plan: config.Plan{Node: "n1"}, Spec: flipSpecN1, ID: id, ExpectFound: "f", ExpectDerived: "d", ConfirmTimeout: time.Minute}
+	return FlipInput{Plan: flipPlanN1(), Spec: flipSpecN1, ID: id, ExpectFound: "f", ExpectDerived: "d", ConfirmTimeout: time.Minute}
 }
 
 func record(t *testing.T, a *Activities) *nodestate.FlipRecord {
@@ -84,7 +96,7 @@ func TestFlipResumeAfterInterruptedApply(t *testing.T) {
 	if !strings.Contains(msg, "interrupted") || len(fl.reverts) != 1 {
 		t.Fatalf("reverts %d, error %s", len(fl.reverts), msg)
 	}
-	_, err = a.ConfirmFlip(context.Background(), ConfirmInput{Plan: config.Plan{Node: "n1"}, ID: "n1-1"})
+	_, err = a.ConfirmFlip(context.Background(), ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"})
 	appErr(t, err, ErrFlipReverted)
 }
 
@@ -92,7 +104,9 @@ func TestFlipResumeAfterInterruptedApply(t *testing.T) {
 // (the mesh's table by name, the accepts by comment), the node files
 // already in custody, the spec applied.
 func TestFlipRecordBeforeBatchIsRevertible(t *testing.T) {
-	a, fl, root := flipActs(t)
+	plan := flipPlanN1()
+	plan.NodeFiles = []config.FilePlan{{Path: "/etc/hosts", SHA256: strings.Repeat("a", 64)}}
+	a, fl, root := flipActsWith(t, plan)
 	must(t, os.MkdirAll(filepath.Join(root, "etc"), 0o755))
 	must(t, os.WriteFile(filepath.Join(root, "etc/hosts"), []byte("found\n"), 0o644))
 	var seen *nodestate.FlipRecord
@@ -102,7 +116,7 @@ func TestFlipRecordBeforeBatchIsRevertible(t *testing.T) {
 		return nil
 	}
 	in := flipIn("n1-1")
-	in.Plan.NodeFiles = []config.FilePlan{{Path: "/etc/hosts"}}
+	in.Plan = plan
 	_, err := a.Flip(context.Background(), in)
 	msg := appErr(t, err, ErrFlipOutcomeUnknown)
 	if !strings.Contains(msg, "treated as applied") {
@@ -118,7 +132,7 @@ func TestFlipRecordBeforeBatchIsRevertible(t *testing.T) {
 	if rec := record(t, a); !rec.Pending() || !strings.Contains(rec.Reason, "outcome unknown") {
 		t.Fatalf("after an unknown outcome the record is %+v; want pending", rec)
 	}
-	r, err := a.RevertFlip(context.Background(), ConfirmInput{Plan: config.Plan{Node: "n1"}, ID: "n1-1"})
+	r, err := a.RevertFlip(context.Background(), ConfirmInput{Plan: plan, ID: "n1-1"})
 	if err != nil || r.State != nodestate.FlipReverted || len(fl.reverts) != 1 || fl.reverts[0].Node != "n1" {
 		t.Fatalf("revert of an unknown outcome: %+v %v, reverts %+v", r, err, fl.reverts)
 	}
@@ -134,7 +148,7 @@ func TestFlipNotAppliedIsNotReverted(t *testing.T) {
 	if rec := record(t, a); rec.State != nodestate.FlipNotApplied || rec.Pending() {
 		t.Fatalf("record %+v", rec)
 	}
-	r, err := a.RevertFlip(context.Background(), ConfirmInput{Plan: config.Plan{Node: "n1"}, ID: "n1-1"})
+	r, err := a.RevertFlip(context.Background(), ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"})
 	if err != nil || r.State != nodestate.FlipNotApplied || len(fl.reverts) != 0 {
 		t.Fatalf("revert: %+v %v, reverts %d", r, err, len(fl.reverts))
 	}
@@ -179,7 +193,7 @@ func TestFlipRefusals(t *testing.T) {
 // flip answers "already confirmed", by its own type, and changes nothing.
 func TestConfirmDeadlineAndAlreadyConfirmed(t *testing.T) {
 	a, fl, _ := flipActs(t)
-	in := ConfirmInput{Plan: config.Plan{Node: "n1"}, ID: "n1-1"}
+	in := ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"}
 	setRecord(t, a, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipFlipped, Deadline: time.Now().Add(-time.Second)})
 	_, err := a.ConfirmFlip(context.Background(), in)
 	appErr(t, err, ErrFlipDeadline)
@@ -213,8 +227,7 @@ func TestFlipConfirmCommit(t *testing.T) {
 		must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755))
 		must(t, os.WriteFile(filepath.Join(root, p), []byte(c), 0o644))
 	}
-	plan := config.Plan{Node: "n1"}
-	in := ConfirmInput{Plan: plan, ID: "n1-1"}
+	in := ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"}
 	_, err := a.CommitFlip(context.Background(), in)
 	appErr(t, err, ErrFlipNotConfirmed)
 	if b, _ := os.ReadFile(filepath.Join(root, "etc/ufw/ufw.conf")); string(b) != ufwConf {
