@@ -62,6 +62,9 @@ func NextStep(s *State) string {
 	case PhaseMigrating:
 		return "wait: a module is cutting over"
 	case PhaseFlipping:
+		if s.Flip != nil && s.Flip.State == FlipStateCommitting {
+			return fmt.Sprintf("the flip is confirmed and in force, its commit failed (%s): fix the cause, then `adopt retry %s`", s.Flip.Error, s.Node)
+		}
 		return "wait: the flip is being applied and confirmed"
 	case PhaseConverged, PhaseReleased:
 		return "none: the workflow is complete"
