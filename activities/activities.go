@@ -70,6 +70,8 @@ type Activities struct {
 	// Contents holds the declared files' content by sha256, from the
 	// worker's own configuration: the plan carries only the hashes.
 	Contents map[string][]byte
+	// Root is node.root: a module's env_file is read under it.
+	Root string
 }
 
 // Error types: the workflow tells by type what is the operator's to fix.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -15,11 +16,12 @@ import (
 // Cutover is the container engine's cutover, as the activities use it.
 type Cutover interface {
 	Preflight(ctx context.Context, spec containers.Spec) (*containers.Predecessor, error)
-	Create(ctx context.Context, spec containers.Spec, pred *containers.Predecessor) error
+	Create(ctx context.Context, spec containers.Spec, pred *containers.Predecessor) (*containers.Carried, error)
 	Swap(ctx context.Context, name string, stopTimeout time.Duration) error
 	WaitHealthy(ctx context.Context, name string, probe func(context.Context) error, timeout time.Duration) error
 	Rollback(ctx context.Context, name string) error
 	Prune(ctx context.Context, name string) error
+	PortsAnswer(ctx context.Context, hostPorts []uint16) error
 }
 
 // Error types of the cutover.
@@ -48,6 +50,9 @@ type CutoverResult struct {
 	Step        string                  `json:"step"`
 	Predecessor *containers.Predecessor `json:"predecessor,omitempty"`
 	Files       []string                `json:"files,omitempty"`
+	// Carried says what the new container took over from its predecessor
+	// and what the module changed: names only, never a value.
+	Carried *containers.Carried `json:"carried,omitempty"`
 }
 
 // CutoverPreflight checks, before anything changes, that the module can cut
@@ -74,7 +79,11 @@ func (a *Activities) CutoverPreflight(ctx context.Context, in ModuleInput) (*Cut
 	if err := a.portsHeldOnlyBy(ctx, m); err != nil {
 		return nil, err
 	}
-	pred, err := a.Cutover.Preflight(a.progress(ctx, "preflight"), spec(m))
+	sp, err := a.spec(m)
+	if err != nil {
+		return nil, err
+	}
+	pred, err := a.Cutover.Preflight(a.progress(ctx, "preflight"), sp)
 	if err != nil {
 		return nil, refusal(fmt.Sprintf("cutover %s: preflight", m.Name), err)
 	}
@@ -92,10 +101,10 @@ func (a *Activities) portsHeldOnlyBy(ctx context.Context, m config.ModulePlan) e
 	ls = attributePublished(ls, a.Engine.Report(ctx))
 	for _, p := range m.Ports {
 		for _, l := range ls {
-			if l.Port == p.Num && l.Proto == p.Proto && l.Container != m.Container.Name {
+			if l.Port == p.Num && l.Proto == p.Proto && l.Container != m.Container.Name && !slices.Contains(m.Container.Replaces, l.Container) {
 				return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-					"module %s's port %s is held by %s, which is not its predecessor container %s; free the port or change modules[%s].ports; nothing was changed",
-					m.Name, p, l.Holder(), m.Container.Name, m.Name), ErrCutoverRefused, nil)
+					"module %s's port %s is held by %s, which is not its predecessor container %s nor one it replaces; free the port, list the container in modules[%s].container.replaces, or change modules[%s].ports; nothing was changed",
+					m.Name, p, l.Holder(), m.Container.Name, m.Name, m.Name), ErrCutoverRefused, nil)
 			}
 		}
 	}
@@ -110,10 +119,15 @@ func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*Cutov
 	if err != nil {
 		return nil, err
 	}
-	if err := a.Cutover.Create(a.progress(ctx, "create"), spec(m), in.Predecessor); err != nil {
+	sp, err := a.spec(m)
+	if err != nil {
+		return nil, err
+	}
+	carried, err := a.Cutover.Create(a.progress(ctx, "create"), sp, in.Predecessor)
+	if err != nil {
 		return nil, refusal(fmt.Sprintf("cutover %s: create", m.Name), err)
 	}
-	return &CutoverResult{Step: "create"}, nil
+	return &CutoverResult{Step: "create", Carried: carried}, nil
 }
 
 // ConvergeFiles writes the module's declared files: the mesh's content,
@@ -173,6 +187,17 @@ func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*C
 		// Not retried: the workflow rolls back at once rather than keep a
 		// sick container in the predecessor's place.
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("cutover %s: wait healthy: %v", m.Name, err), ErrUnhealthy, err)
+	}
+	// Healthy inside is not enough: every declared port must answer on the
+	// node, as its clients reach it.
+	var tcp []uint16
+	for _, p := range m.Ports {
+		if p.Proto == "tcp" {
+			tcp = append(tcp, p.Num)
+		}
+	}
+	if err := a.Cutover.PortsAnswer(ctx, tcp); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("cutover %s: ports: %v; modules[%s].ports must be published by its container (container.ports)", m.Name, err, m.Name), ErrUnhealthy, err)
 	}
 	return &CutoverResult{Step: "healthy"}, nil
 }
@@ -250,9 +275,16 @@ func (a *Activities) progress(ctx context.Context, step string) context.Context 
 	})
 }
 
-func spec(m config.ModulePlan) containers.Spec {
+// spec is the module's container for the engine, its environment
+// overrides read on the node (see moduleEnv).
+func (a *Activities) spec(m config.ModulePlan) (containers.Spec, error) {
 	c := m.Container
-	return containers.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports}
+	env, err := a.moduleEnv(m)
+	if err != nil {
+		return containers.Spec{}, err
+	}
+	return containers.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports, Env: env, Labels: c.Labels,
+		DropPorts: c.DropPorts, Replaces: c.Replaces}, nil
 }
 
 // refusal maps the engine's errors: bad input and refusals are not retried
@@ -260,7 +292,7 @@ func spec(m config.ModulePlan) containers.Spec {
 // is an ordinary error and retries.
 func refusal(what string, err error) error {
 	for _, e := range []error{containers.ErrImageMissing, containers.ErrMigrated, containers.ErrConflict,
-		containers.ErrPortHeld, containers.ErrUnhealthy, containers.ErrNoRollback} {
+		containers.ErrPortHeld, containers.ErrUnhealthy, containers.ErrNoRollback, containers.ErrPortDropped, containers.ErrBadSpec} {
 		if errors.Is(err, e) {
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", what, err), ErrCutoverRefused, err)
 		}

@@ -431,7 +431,7 @@ func (b *cutBench) ours(ctx context.Context, s *service) error {
 	if pred == nil {
 		return fmt.Errorf("preflight found no predecessor %s", s.name)
 	}
-	if err := b.engine.Create(ctx, spec, pred); err != nil {
+	if _, err := b.engine.Create(ctx, spec, pred); err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
 	if err := b.engine.Swap(ctx, s.name, stopTimeout); err != nil {

@@ -64,7 +64,7 @@ func (c *Config) Plan() Plan {
 	}
 	for _, m := range c.Modules {
 		p.Modules = append(p.Modules, ModulePlan{
-			Name: m.Name, Ports: MustPorts(m.Ports), Container: m.Container,
+			Name: m.Name, Ports: MustPorts(m.Ports), Container: containerPlan(m.Container),
 			Files: filePlans(m.Files), Health: m.Health,
 		})
 	}
@@ -95,6 +95,24 @@ func (p Plan) Module(name string) (ModulePlan, bool) {
 	return ModulePlan{}, false
 }
 
+// containerPlan is the module's container as the plan carries it: the
+// environment overrides by name and hash only.
+func containerPlan(c *Container) *Container {
+	if c == nil {
+		return nil
+	}
+	cp := *c
+	cp.Env, cp.EnvSHA256 = nil, nil
+	for name, v := range c.Env {
+		if cp.EnvSHA256 == nil {
+			cp.EnvSHA256 = map[string]string{}
+		}
+		sum := sha256.Sum256([]byte(v))
+		cp.EnvSHA256[name] = hex.EncodeToString(sum[:])
+	}
+	return &cp
+}
+
 func filePlans(fs []File) []FilePlan {
 	out := make([]FilePlan, 0, len(fs))
 	for _, f := range fs {
@@ -120,6 +138,13 @@ func (c *Config) Contents() map[string][]byte {
 	add(c.NodeFiles)
 	for _, m := range c.Modules {
 		add(m.Files)
+		if m.Container != nil {
+			// Environment overrides are looked up the same way.
+			for _, v := range m.Container.Env {
+				sum := sha256.Sum256([]byte(v))
+				out[hex.EncodeToString(sum[:])] = []byte(v)
+			}
+		}
 	}
 	return out
 }

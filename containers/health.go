@@ -161,12 +161,19 @@ func tcpCheck(ctx context.Context, addr string, timeout, hold time.Duration) err
 		return err
 	}
 	defer c.Close()
+	return heldOpen(c, addr, hold)
+}
+
+// heldOpen tells a connection something listens behind from one a proxy
+// accepted and closed at once.
+func heldOpen(c net.Conn, addr string, hold time.Duration) error {
 	if hold <= 0 {
 		return nil
 	}
 	_ = c.SetReadDeadline(time.Now().Add(hold))
 	var b [1]byte
-	if _, err = c.Read(b[:]); err == nil {
+	_, err := c.Read(b[:])
+	if err == nil {
 		return nil // it spoke first: up
 	}
 	var ne net.Error

@@ -117,6 +117,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // nodeActivities builds the real node parts from the worker's local config.
 func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activities.Activities {
 	engine := containers.New()
+	// Hold a module's ports during its swap where the engine publishes
+	// them, if that is the node's own namespace (never the host's firewall
+	// when a node shares the host's engine).
+	if ns, err := containers.EngineNetns(os.Getenv("DOCKER_HOST")); err != nil {
+		fmt.Fprintf(stderr, "cutover: no port hold during swaps: %v\n", err)
+	} else if same, err := containers.SameNetns(ns, cfg.Node.Netns); err != nil || !same {
+		fmt.Fprintf(stderr, "cutover: no port hold during swaps: the Docker engine does not run in the node's network namespace (%s)\n", cfg.Node.Netns)
+	} else {
+		engine.WithHold(firewall.NewHold(cfg.Node.Netns, cfg.Node.Name))
+	}
 	state := nodestate.New(cfg.Node.StateDir)
 	return &activities.Activities{
 		Node:     cfg.Node.Name,
@@ -125,6 +135,7 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 		Engine:   engine,
 		Cutover:  engine,
 		Contents: cfg.Contents(),
+		Root:     cfg.Node.Root,
 		Sockets:  sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns},
 		Files:    custody.New(cfg.Node.Root, cfg.Node.StateDir),
 		State:    state,
