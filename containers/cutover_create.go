@@ -114,7 +114,7 @@ func (e *Engine) Create(ctx context.Context, spec Spec, pred *Predecessor) (*Car
 	case PhaseConflict:
 		return nil, fmt.Errorf("create %s%s refused: %s: %w", spec.Name, NextSuffix, s.state.Reason, ErrConflict)
 	case PhaseSwapped, PhaseMigrated, PhaseSwapping:
-		return &Carried{}, nil // the swap has begun or is done: Create is behind us
+		return nil, nil // the swap has begun or is done: Create is behind us
 	}
 	repl, replC, err := e.resolveReplaces(ctx, spec)
 	if err != nil {
