@@ -283,7 +283,7 @@ func (a *Activities) spec(m config.ModulePlan) (containers.Spec, error) {
 	if err != nil {
 		return containers.Spec{}, err
 	}
-	return containers.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports, Env: env, Labels: c.Labels,
+	return containers.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports, Env: env, Labels: config.KeyValues(c.Labels),
 		DropPorts: c.DropPorts, Replaces: c.Replaces}, nil
 }
 

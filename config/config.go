@@ -83,15 +83,18 @@ type Container struct {
 	Image string            `mapstructure:"image" json:"image"`
 	Cmd   []string          `mapstructure:"cmd" json:"cmd,omitempty"`
 	Ports map[string]string `mapstructure:"ports" json:"ports,omitempty"` // host PORT/PROTO -> container PORT/PROTO
-	// Env overrides environment variables. Its values never leave the
-	// node's configuration: the plan carries EnvSHA256 instead, and the
-	// worker looks each value up by its hash in its own configuration.
-	Env       map[string]string `mapstructure:"env" json:"-"`
+	// Env overrides environment variables, as NAME=VALUE (a list, not a
+	// map: the loader lowercases map keys, and variable names are case
+	// sensitive). Its values never leave the node's configuration: the plan
+	// carries EnvSHA256 instead, and the worker looks each value up by its
+	// hash in its own configuration.
+	Env       []string          `mapstructure:"env" json:"-"`
 	EnvSHA256 map[string]string `mapstructure:"-" json:"env_sha256,omitempty"` // name -> sha256 of the value; filled by Plan
 	// EnvFile is a file of NAME=VALUE lines under node.root, read on the
 	// node at the cutover; Env wins over it.
-	EnvFile string            `mapstructure:"env_file" json:"env_file,omitempty"`
-	Labels  map[string]string `mapstructure:"labels" json:"labels,omitempty"` // override the predecessor's
+	EnvFile string `mapstructure:"env_file" json:"env_file,omitempty"`
+	// Labels override the predecessor's, as KEY=VALUE (case kept).
+	Labels []string `mapstructure:"labels" json:"labels,omitempty"`
 	// DropPorts are host PORT/PROTO the predecessor publishes that the
 	// module deliberately stops publishing; any other would refuse.
 	DropPorts []string `mapstructure:"drop_ports" json:"drop_ports,omitempty"`

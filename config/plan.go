@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -103,7 +104,8 @@ func containerPlan(c *Container) *Container {
 	}
 	cp := *c
 	cp.Env, cp.EnvSHA256 = nil, nil
-	for name, v := range c.Env {
+	for _, kv := range c.Env {
+		name, v, _ := strings.Cut(kv, "=")
 		if cp.EnvSHA256 == nil {
 			cp.EnvSHA256 = map[string]string{}
 		}
@@ -111,6 +113,19 @@ func containerPlan(c *Container) *Container {
 		cp.EnvSHA256[name] = hex.EncodeToString(sum[:])
 	}
 	return &cp
+}
+
+// KeyValues splits KEY=VALUE entries (validated) into a map.
+func KeyValues(kvs []string) map[string]string {
+	if len(kvs) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, _ := strings.Cut(kv, "=")
+		out[k] = v
+	}
+	return out
 }
 
 func filePlans(fs []File) []FilePlan {
@@ -140,7 +155,8 @@ func (c *Config) Contents() map[string][]byte {
 		add(m.Files)
 		if m.Container != nil {
 			// Environment overrides are looked up the same way.
-			for _, v := range m.Container.Env {
+			for _, kv := range m.Container.Env {
+				_, v, _ := strings.Cut(kv, "=")
 				sum := sha256.Sum256([]byte(v))
 				out[hex.EncodeToString(sum[:])] = []byte(v)
 			}

@@ -220,17 +220,26 @@ var dockerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
 // carry checks the keys that say what the module's container takes over
 // from its predecessors: env, env_file, labels, drop_ports, replaces.
 func (v *validator) carry(key, module string, ct Container, all []Module) {
-	for _, name := range sortedKeys(ct.Env) {
-		if !EnvNameOK(name) {
-			v.add(key+".env", fmt.Sprintf("%q", name), "a variable name must be non-empty, without '=', NUL or white space")
+	names := map[string]bool{}
+	for i, kv := range ct.Env {
+		name, _, ok := strings.Cut(kv, "=")
+		k := fmt.Sprintf("%s.env[%d]", key, i)
+		switch {
+		case !ok || !EnvNameOK(name):
+			// The value may be a secret: only the name is shown.
+			v.add(k, fmt.Sprintf("name %q", name), "NAME=VALUE with a non-empty NAME without '=', NUL or white space")
+		case names[name]:
+			v.add(k, fmt.Sprintf("name %q", name), "set twice; set each variable once")
 		}
+		names[name] = true
 	}
 	if ct.EnvFile != "" {
 		v.path(key+".env_file", ct.EnvFile)
 	}
-	for _, name := range sortedKeys(ct.Labels) {
-		if name == "" || strings.HasPrefix(name, "adoption.") {
-			v.add(key+".labels", fmt.Sprintf("%q", name), "a label key must be non-empty and must not start with 'adoption.' (the mesh's own)")
+	for i, kv := range ct.Labels {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || strings.HasPrefix(name, "adoption.") {
+			v.addf(key+".labels[%d]", kv, "KEY=VALUE with a non-empty KEY not starting with 'adoption.' (the mesh's own)", i)
 		}
 	}
 	for i, p := range ct.DropPorts {
