@@ -335,3 +335,16 @@ func httpGet(c net.Conn, path string) (string, error) {
 	}
 	return strings.TrimSpace(body), nil
 }
+
+// Get fetches path from addr as a client in the peer namespace: the body
+// of a 200.
+func (n *EngineNode) Get(ctx context.Context, addr, path string) (string, error) {
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := DialFrom(dctx, n.PeerPath(), addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	return httpGet(c, path)
+}
