@@ -47,6 +47,24 @@ func (e *Engine) Rollback(ctx context.Context, name string) error {
 			return fmt.Errorf("rollback %s refused: the predecessor %s (%s) it replaced is gone (pruned?); the mesh's container stays: %w", name, refs[i].Name, short(refs[i].ID), ErrNoRollback)
 		}
 	}
+	// The swap back holds the ports too: the container that will answer
+	// again is the predecessor (or the first one of another name).
+	var held []heldPort
+	back := s.pred
+	if back == nil && s.live != nil && s.live.ID == labels(nc)[LabelPredecessor] {
+		back = s.live
+	}
+	if back == nil {
+		for _, c := range others {
+			back = c
+			break
+		}
+	}
+	if back != nil && running(nc) {
+		if held, err = e.holdPorts(ctx, name, back, []*container.InspectResponse{nc}); err != nil {
+			return err
+		}
+	}
 	if nc == s.live {
 		if err := e.setAside(ctx, move{c: nc, what: "the mesh's container", stop: true, stopStep: StepStopNew, wait: defaultRollbackStopWait,
 			to: nextName, renameStep: StepRenameNew}); err != nil {
@@ -92,11 +110,10 @@ func (e *Engine) Rollback(ctx context.Context, name string) error {
 	if err := e.restoreReplaced(ctx, refs); err != nil {
 		return err
 	}
-	if e.hold != nil {
-		// A swap interrupted while it held the ports must not leave them held.
-		if err := e.hold.Release(name); err != nil {
-			return fmt.Errorf("release the hold on %s's ports: %w", name, err)
-		}
+	// Released once the predecessor answers; a hold left by an interrupted
+	// swap goes too.
+	if err := e.releaseWhenAnswering(ctx, name, held); err != nil {
+		return err
 	}
 	// Force: an interrupted rollback may have left it running under .next.
 	return e.remove(ctx, StepRemoveNew, nc, true)

@@ -147,6 +147,37 @@ func TestDockerSwapHoldsClientConnections(t *testing.T) {
 	if got := holdTable(); strings.Contains(got, "hold-") {
 		t.Fatalf("the hold survived the swap:\n%s", got)
 	}
+	// Rolled back (the operator decides against it): the swap back holds
+	// the port too, and lets go of it.
+	stop = make(chan struct{})
+	go func() { stats <- n.Clients(ctx, addr, "/version", 6, 3*time.Second, stop) }()
+	time.Sleep(500 * time.Millisecond)
+	if err := e.Rollback(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	waitVersion("v1")
+	time.Sleep(time.Second)
+	close(stop)
+	s = <-stats
+	t.Logf("rollback: %d attempts, %d ok, %d failed, longest successful connect %s, gap %s, versions %v",
+		s.Attempts, s.OK, s.Failed, s.LongestWait.Round(time.Millisecond), s.Gap.Round(time.Millisecond), s.Versions)
+	if s.Failed != 0 || s.Versions["v1"] == 0 || s.Versions["v2"] == 0 {
+		t.Fatalf("during the rollback: %+v", s)
+	}
+	if got := holdTable(); strings.Contains(got, "hold-") {
+		t.Fatalf("the hold survived the rollback:\n%s", got)
+	}
+	// Cut over again, for the checks below.
+	pred, err = e.Preflight(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Create(ctx, spec, pred); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Swap(ctx, name, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	// The environment came along, on the node's own engine too.
 	if env := dockerIn("inspect", "-f", "{{json .Config.Env}}", name); !strings.Contains(env, "SECRET_TOKEN="+carrySecret) || !strings.Contains(env, "SVC_VERSION=v2") {
 		t.Fatalf("environment after the swap: %s", env)
