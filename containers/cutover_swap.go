@@ -112,16 +112,16 @@ func (e *Engine) Swap(ctx context.Context, name string, stopTimeout time.Duratio
 		}
 	}
 	// The window: stop every predecessor at once, start ours.
-	var running_ []*container.InspectResponse
+	var toStop []*container.InspectResponse
 	for _, p := range preds {
 		if running(p.c) {
-			running_ = append(running_, p.c)
+			toStop = append(toStop, p.c)
 		}
 	}
-	if len(running_) > 0 {
-		errs := make(chan error, len(running_))
+	if len(toStop) > 0 {
+		errs := make(chan error, len(toStop))
 		if err := e.during(ctx, StepStopPredecessor, func() error {
-			for _, c := range running_ {
+			for _, c := range toStop {
 				go func(c *container.InspectResponse) {
 					if err := e.cli.ContainerStop(ctx, c.ID, stopOptions(stopTimeout)); err != nil {
 						errs <- fmt.Errorf("stop predecessor %s: %w", strings.TrimPrefix(c.Name, "/"), err)
@@ -131,7 +131,7 @@ func (e *Engine) Swap(ctx context.Context, name string, stopTimeout time.Duratio
 				}(c)
 			}
 			var first error
-			for range running_ {
+			for range toStop {
 				if err := <-errs; err != nil && first == nil {
 					first = err
 				}
