@@ -126,7 +126,7 @@ func TestDockerCarryOver(t *testing.T) {
 	}
 	hc := c.HostConfig
 	if c.Config.Hostname != "svchost" || c.Config.WorkingDir != "/named" || !reflect.DeepEqual(hc.ExtraHosts, []string{"db.internal:10.9.9.9"}) ||
-		!reflect.DeepEqual(hc.DNS, []string{"10.9.9.53"}) || !slices.Contains(hc.CapAdd, "NET_ADMIN") || hc.Memory != 256<<20 ||
+		!reflect.DeepEqual(hc.DNS, []string{"10.9.9.53"}) || !(slices.Contains(hc.CapAdd, "NET_ADMIN") || slices.Contains(hc.CapAdd, "CAP_NET_ADMIN")) || hc.Memory != 256<<20 ||
 		len(hc.Ulimits) != 1 || hc.Ulimits[0].Soft != 4096 || hc.LogConfig.Config["max-size"] != "5m" ||
 		hc.RestartPolicy.Name != container.RestartPolicyOnFailure || hc.RestartPolicy.MaximumRetryCount != 3 {
 		t.Fatalf("settings not carried: hostname %q workdir %q hosts %v dns %v caps %v mem %d ulimits %v log %v restart %v",

@@ -60,18 +60,14 @@ func TestDockerSwapHoldsClientConnections(t *testing.T) {
 	addr := fmt.Sprintf("%s:%d", n.Addr, port)
 	waitVersion := func(want string) {
 		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); ; {
-			stop := make(chan struct{})
-			close(stop)
-			s := n.Clients(ctx, addr, "/version", 1, time.Second, stop)
-			if s.Versions[want] > 0 {
+		var got string
+		var err error
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if got, err = n.Get(ctx, addr, "/version"); err == nil && got == want {
 				return
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never answered %s from the peer: %+v", addr, want, s)
-			}
-			time.Sleep(100 * time.Millisecond)
 		}
+		t.Fatalf("%s never answered %s from the peer: %q %v", addr, want, got, err)
 	}
 	waitVersion("v1")
 	spec := Spec{Name: name, Image: imageV2, Ports: map[string]string{fmt.Sprintf("%d/tcp", port): "8080/tcp"}}
