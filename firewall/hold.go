@@ -21,17 +21,20 @@ package firewall
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
 	"regexp"
 	"runtime"
+	"sync"
 	"syscall"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
+	"github.com/google/nftables/xt"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,10 +51,24 @@ var holdOwner = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
 type Hold struct {
 	netns string
 	node  string
+	mu    sync.Mutex
+	// queues are the owners' SYN queues this process listens on (see
+	// holdqueue.go); an owner without one is held by a plain drop.
+	queues map[string]*nfq
 }
 
 // NewHold holds ports of node in the namespace at netnsPath.
-func NewHold(netnsPath, node string) *Hold { return &Hold{netns: netnsPath, node: node} }
+func NewHold(netnsPath, node string) *Hold {
+	return &Hold{netns: netnsPath, node: node, queues: map[string]*nfq{}}
+}
+
+// Queued says whether owner's hold queues SYNs (released at once) rather
+// than drops them (released by the client's retransmission).
+func (h *Hold) Queued(owner string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.queues[owner] != nil
+}
 
 func holdChainName(owner string) string { return "hold-" + owner }
 
@@ -66,6 +83,33 @@ func (h *Hold) Hold(owner string, ports []uint16) error {
 	if !holdOwner.MatchString(owner) {
 		return fmt.Errorf("hold: owner %q is not a container name", owner)
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	q := h.queues[owner]
+	if q == nil {
+		// No queue (the kernel or the socket refuses): a plain drop.
+		if nq, err := openQueue(h.netns, queueNum(owner)); err == nil {
+			q = nq
+		}
+	}
+	err := h.write(owner, ports, q)
+	if err != nil && q != nil {
+		// The kernel may lack the NFQUEUE target: hold by dropping.
+		q.close()
+		q = nil
+		err = h.write(owner, ports, nil)
+	}
+	if q != nil {
+		h.queues[owner] = q
+	} else {
+		delete(h.queues, owner)
+	}
+	return err
+}
+
+// write replaces owner's hold rules in one batch: each SYN to ports queued
+// to q, or dropped when q is nil.
+func (h *Hold) write(owner string, ports []uint16, q *nfq) error {
 	c, closeNS, err := Dial(h.netns)
 	if err != nil {
 		return err
@@ -76,8 +120,17 @@ func (h *Hold) Hold(owner string, ports []uint16) error {
 	ch := c.AddChain(&nftables.Chain{Name: holdChainName(owner), Table: t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityRaw, Policy: &accept})
 	c.FlushChain(ch)
+	var verdict expr.Any = &expr.Verdict{Kind: expr.VerdictDrop}
+	if q != nil {
+		// xt_NFQ_info_v1: queue number, queues total (native endian); no
+		// bypass flag, so with no listener the kernel drops.
+		info := make(xt.Unknown, 4)
+		binary.NativeEndian.PutUint16(info[0:], q.num)
+		binary.NativeEndian.PutUint16(info[2:], 1)
+		verdict = &expr.Target{Name: "NFQUEUE", Rev: 1, Info: &info}
+	}
 	for _, p := range ports {
-		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: holdExprs(p),
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(holdExprs(p), verdict),
 			UserData: userdata.AppendString(nil, userdata.TypeComment, HoldComment(h.node, owner, p))})
 	}
 	if err := c.Flush(); err != nil {
@@ -87,7 +140,7 @@ func (h *Hold) Hold(owner string, ports []uint16) error {
 }
 
 // holdExprs: meta l4proto tcp tcp dport P tcp flags & (syn|ack) == syn
-// meta mark != HoldBypassMark drop.
+// meta mark != HoldBypassMark; the verdict follows.
 func holdExprs(port uint16) []expr.Any {
 	return []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
@@ -99,7 +152,6 @@ func holdExprs(port uint16) []expr.Any {
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0x02}},
 		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(HoldBypassMark)},
-		&expr.Verdict{Kind: expr.VerdictDrop},
 	}
 }
 
@@ -109,6 +161,8 @@ func (h *Hold) Release(owner string) error {
 	if !holdOwner.MatchString(owner) {
 		return fmt.Errorf("release hold: owner %q is not a container name", owner)
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	c, closeNS, err := Dial(h.netns)
 	if err != nil {
 		return err
@@ -130,6 +184,11 @@ func (h *Hold) Release(owner string) error {
 			others++
 		}
 	}
+	if q := h.queues[owner]; mine == nil && q != nil {
+		_ = q.acceptAll()
+		q.close()
+		delete(h.queues, owner)
+	}
 	if mine == nil && others > 0 {
 		return nil
 	}
@@ -146,6 +205,21 @@ func (h *Hold) Release(owner string) error {
 		return nil
 	}
 	mine.Table = t
+	if q := h.queues[owner]; q != nil {
+		// No new SYN is queued once the rules are gone; the queued ones
+		// are let go at once, before the chain goes (its removal would
+		// drop them).
+		c.FlushChain(mine)
+		if err := c.Flush(); err != nil {
+			return fmt.Errorf("release the hold of %s in table inet %s: %w", owner, HoldTable, err)
+		}
+		err := q.acceptAll()
+		q.close()
+		delete(h.queues, owner)
+		if err != nil {
+			return fmt.Errorf("let the held connections of %s go: %w", owner, err)
+		}
+	}
 	c.FlushChain(mine)
 	c.DelChain(mine)
 	if others == 0 {

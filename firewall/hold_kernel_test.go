@@ -50,6 +50,22 @@ func TestKernelHold(t *testing.T) {
 	if err := dial("9101"); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("a port not held is untouched (refused: nothing listens), got %v", err)
 	}
+	if !h.Queued("svc") {
+		t.Fatal("the hold does not queue SYNs (NFQUEUE): a held client would wait for its retransmission")
+	}
+	// A client that connects while the port is held is let through by
+	// the release, without failing.
+	waiting := make(chan error, 1)
+	go func() {
+		waiting <- inNetns(n.peer, func() error {
+			c, err := net.DialTimeout("tcp", net.JoinHostPort(nodeV4, "9100"), 3*time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		})
+	}()
+	time.Sleep(200 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	c, err := h.Dial(ctx, net.JoinHostPort(nodeV4, "9100"))
@@ -64,6 +80,9 @@ func TestKernelHold(t *testing.T) {
 		if err := h.Release("svc"); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := <-waiting; err != nil {
+		t.Fatalf("a client held during the hold failed: %v", err)
 	}
 	if err := dial("9100"); err != nil {
 		t.Fatalf("after the release: %v", err)
