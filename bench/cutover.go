@@ -218,7 +218,7 @@ func runCutover(n int, outDir string, stdout io.Writer) (err error) {
 		ProbeEveryMS: float64(probeEvery) / float64(time.Millisecond),
 		Note: "a node with its own dockerd in a network namespace (sandbox.EngineNode); each run starts from a fresh predecessor (svc v1: named volume, anonymous volume from the image's VOLUME, bind mount, " +
 			"restart unless-stopped, published on the node's port 18080) and takes it to svc v2; 6 clients in a peer namespace connect to it in a loop (GET /version over a new connection each time, " +
-			"a connect may wait 3 s, 10 ms between attempts); failed = a connect or request that did not get a 200; longest wait = the longest connect that succeeded; " +
+			"a connect may wait 3 s, 10 ms between attempts; waits and gaps counted after a 1.5 s warm-up, before the procedure starts); failed = a connect or request that did not get a 200; longest wait = the longest connect that succeeded; " +
 			"gap = the engine's window, probed from the node every 10 ms past the hold (containers.MeasureWith): from the first failed probe to the end of the next answered one; " +
 			"client gap = the longest span from the start of a client's attempt not answered promptly (200 ms) to the start of the next prompt one (a held SYN is retransmitted after 1 s); " +
 			"ours = Preflight, Create, Swap (holding the port: new SYNs dropped, not rejected, until the new container answers), WaitHealthy, PortsAnswer; " +
@@ -414,7 +414,7 @@ func (b *cutBench) run(ctx context.Context, ours bool) (CutoverRun, error) {
 	stop := make(chan struct{})
 	stats := make(chan sandbox.ClientStats, 1)
 	go func() { stats <- b.node.Clients(ctx, s.addr, "/version", clients, connectWait, stop) }()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(sandbox.ClientWarmup + 200*time.Millisecond)
 	// The engine's own window, seen from the node every 10 ms past the hold:
 	// from the predecessor letting go of the port to the new container
 	// taking it.

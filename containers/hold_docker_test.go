@@ -112,7 +112,7 @@ func TestDockerSwapHoldsClientConnections(t *testing.T) {
 	stop := make(chan struct{})
 	stats := make(chan sandbox.ClientStats, 1)
 	go func() { stats <- n.Clients(ctx, addr, "/version", 6, 3*time.Second, stop) }()
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(sandbox.ClientWarmup + 200*time.Millisecond)
 	pred, err = e.Preflight(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestDockerSwapHoldsClientConnections(t *testing.T) {
 	// the port too, and lets go of it.
 	stop = make(chan struct{})
 	go func() { stats <- n.Clients(ctx, addr, "/version", 6, 3*time.Second, stop) }()
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(sandbox.ClientWarmup + 200*time.Millisecond)
 	if err := e.Rollback(ctx, name); err != nil {
 		t.Fatal(err)
 	}

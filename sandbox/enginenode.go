@@ -239,11 +239,18 @@ type ClientStats struct {
 	Versions  map[string]int // what the service answered, by body
 }
 
+// ClientWarmup is how long Clients runs before it measures waits and gaps:
+// a client's very first SYNs after idle may wait for neighbour resolution,
+// which is no part of any swap. Failures count from the start.
+const ClientWarmup = 1500 * time.Millisecond
+
 // Clients runs k clients in the peer namespace until stop is closed, each
 // connecting to addr in a loop (a connect may wait up to connectTimeout),
 // sending GET path over HTTP/1.0 and reading the answer. A failure is a
-// connect or a request that did not get a 200.
+// connect or a request that did not get a 200. Callers start what they
+// measure ClientWarmup after calling it.
 func (n *EngineNode) Clients(ctx context.Context, addr, path string, k int, connectTimeout time.Duration, stop <-chan struct{}) ClientStats {
+	measureFrom := time.Now().Add(ClientWarmup)
 	type attempt struct {
 		start time.Time
 		wait  time.Duration
@@ -299,13 +306,18 @@ func (n *EngineNode) Clients(ctx context.Context, addr, path string, k int, conn
 	for _, a := range all {
 		if a.ok {
 			s.OK++
-			s.LongestWait = max(s.LongestWait, a.wait)
 			s.Versions[a.body]++
 		} else {
 			s.Failed++
 			if s.FirstFail == "" {
 				s.FirstFail = a.err
 			}
+		}
+		if a.start.Before(measureFrom) {
+			continue
+		}
+		if a.ok {
+			s.LongestWait = max(s.LongestWait, a.wait)
 		}
 		prompt := a.ok && a.wait < 200*time.Millisecond
 		switch {
