@@ -23,7 +23,7 @@ const ErrBadEnv = "BadEnv"
 
 // moduleEnv is the module's environment overrides: env_file's lines, then
 // env's values over them. nil when the module sets none.
-func (a *Activities) moduleEnv(m config.ModulePlan) (map[string]string, error) {
+func (a *Activities) moduleEnv(auth *Authority, m config.ModulePlan) (map[string]string, error) {
 	c := m.Container
 	key := fmt.Sprintf("modules[%s].container", m.Name)
 	bad := func(format string, args ...any) error {
@@ -54,7 +54,7 @@ func (a *Activities) moduleEnv(m config.ModulePlan) (map[string]string, error) {
 		if !config.EnvNameOK(name) {
 			return nil, bad("%s.env: variable name %q is empty or holds '=', NUL or white space", key, name)
 		}
-		v, ok := a.Contents[sum]
+		v, ok := auth.Contents[sum]
 		if !ok {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"%s.env.%s: the worker's configuration on node %s has no value with sha256 %.12s; update the node's configuration to the one the plan was sent from and restart adopt-worker",

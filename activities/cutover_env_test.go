@@ -21,10 +21,11 @@ func TestModuleEnv(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "etc/web/web.env"), []byte("# comment\nMODE=replica\nexport DB_URL=postgres://x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := &Activities{Node: "n1", Root: root, Contents: map[string][]byte{sum("primary"): []byte("primary")}}
+	a := &Activities{Node: "n1", Root: root}
+	auth := &Authority{Contents: map[string][]byte{sum("primary"): []byte("primary")}}
 	m := config.ModulePlan{Name: "web", Container: &config.Container{Name: "web", Image: "web:2",
 		EnvFile: "/etc/web/web.env", EnvSHA256: map[string]string{"MODE": sum("primary")}}}
-	env, err := a.moduleEnv(m)
+	env, err := a.moduleEnv(auth, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func TestModuleEnv(t *testing.T) {
 
 	// A value the node's configuration does not hold.
 	m.Container.EnvSHA256 = map[string]string{"MODE": sum("other")}
-	if _, err := a.moduleEnv(m); err == nil || !strings.Contains(err.Error(), "modules[web].container.env.MODE") {
+	if _, err := a.moduleEnv(auth, m); err == nil || !strings.Contains(err.Error(), "modules[web].container.env.MODE") {
 		t.Fatalf("missing value: %v", err)
 	}
 	m.Container.EnvSHA256 = nil
@@ -48,7 +49,7 @@ func TestModuleEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Container.EnvFile = "/etc/web/link.env"
-	if _, err := a.moduleEnv(m); err == nil || !strings.Contains(err.Error(), "modules[web].container.env_file") {
+	if _, err := a.moduleEnv(auth, m); err == nil || !strings.Contains(err.Error(), "modules[web].container.env_file") {
 		t.Fatalf("env_file outside node.root: %v", err)
 	}
 
@@ -57,7 +58,7 @@ func TestModuleEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Container.EnvFile = "/etc/web/bad.env"
-	_, err = a.moduleEnv(m)
+	_, err = a.moduleEnv(auth, m)
 	if err == nil || !strings.Contains(err.Error(), "line 2") || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("bad line: %v", err)
 	}

@@ -114,18 +114,11 @@ func StartEngineNode(ctx context.Context, name string, index int, dir string) (*
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			log, _ := os.ReadFile(filepath.Join(dir, "dockerd.log"))
 			_ = n.Close()
-			return nil, fmt.Errorf("dockerd in %s did not answer: %v: %s\n%s", n.Netns, err, out, tail(string(log), 2000))
+			return nil, fmt.Errorf("dockerd in %s did not answer: %v: %s\n%s", n.Netns, err, out, tail(log, 30))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	return n, nil
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }
 
 // Load copies images from the host's engine into the node's.

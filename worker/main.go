@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -116,11 +117,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // nodeActivities builds the real node parts from the worker's local config.
 func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activities.Activities {
-	engine := containers.New()
+	// docker.host names the node's engine (its own, on the reference node);
+	// empty: DOCKER_HOST, else the local socket.
+	engine := containers.NewAt(cfg.Docker.EngineHost())
 	// Hold a module's ports during its swap where the engine publishes
 	// them, if that is the node's own namespace (never the host's firewall
 	// when a node shares the host's engine).
-	if ns, err := containers.EngineNetns(os.Getenv("DOCKER_HOST")); err != nil {
+	if ns, err := containers.EngineNetns(cfg.Docker.EngineHost()); err != nil {
 		fmt.Fprintf(stderr, "cutover: no port hold during swaps: %v\n", err)
 	} else if same, err := containers.SameNetns(ns, cfg.Node.Netns); err != nil || !same {
 		fmt.Fprintf(stderr, "cutover: no port hold during swaps: the Docker engine does not run in the node's network namespace (%s)\n", cfg.Node.Netns)
@@ -134,7 +137,7 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 		Marks:    firewall.NewMarker(cfg.Node.Netns),
 		Engine:   engine,
 		Cutover:  engine,
-		Contents: cfg.Contents(),
+		Local:    localAuthority(cfgPath),
 		Root:     cfg.Node.Root,
 		Sockets:  sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns},
 		Files:    custody.New(cfg.Node.Root, cfg.Node.StateDir),
@@ -152,6 +155,9 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 // node's own queue for activities that touch this node.
 func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := startChecks(cfg, cfgPath, logger); err != nil {
+		return err
+	}
 	c, err := connect.Dial(cfg.Temporal, logger)
 	if err != nil {
 		return err
@@ -254,13 +260,16 @@ func printProbe(w io.Writer, r *activities.ProbeReport) {
 	if r.Containers.Available {
 		fmt.Fprintf(w, "containers: %d\n", len(r.Containers.Containers))
 	} else {
-		fmt.Fprintf(w, "containers: %s\n", r.Containers.Error)
+		fmt.Fprintf(w, "containers: UNKNOWN (%s)\n", r.Containers.Error)
 	}
 	fmt.Fprintf(w, "declared files: %d\n", len(r.Files))
 	for _, f := range r.Files {
 		state := "absent"
 		if f.Exists {
-			state = fmt.Sprintf("%d bytes, mode %s, uid %d, sha256 %.12s", f.Size, f.Mode, f.UID, f.SHA256)
+			state = fmt.Sprintf("%d bytes, mode %s, uid %d, digest %.12s", f.Size, f.Mode, f.UID, strings.TrimPrefix(f.Digest, "hmac-sha256:"))
+			if f.Link != "" {
+				state = fmt.Sprintf("symlink -> %s, uid %d", f.Link, f.UID)
+			}
 		}
 		if f.Error != "" {
 			state = "error: " + f.Error
