@@ -75,6 +75,8 @@ type Activities struct {
 	// only the hashes) and the limits. Read at every request, so an edit
 	// of the file applies at the next retry.
 	Local func() (*Authority, error)
+	// Root is node.root: a module's env_file is read under it.
+	Root string
 }
 
 // Error types: the workflow tells by type what is the operator's to fix.

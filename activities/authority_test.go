@@ -56,10 +56,11 @@ func (r *recorder) Commit(*firewall.RevertPlan) (string, error) {
 func (r *recorder) Preflight(context.Context, containers.Spec) (*containers.Predecessor, error) {
 	return r.pred, nil
 }
-func (r *recorder) Create(_ context.Context, s containers.Spec, p *containers.Predecessor) error {
+func (r *recorder) Create(_ context.Context, s containers.Spec, p *containers.Predecessor) (*containers.Carried, error) {
 	r.changes = append(r.changes, "create "+s.Name)
-	return nil
+	return &containers.Carried{}, nil
 }
+func (r *recorder) PortsAnswer(context.Context, []uint16) error { return nil }
 func (r *recorder) Swap(context.Context, string, time.Duration) error {
 	r.changes = append(r.changes, "swap")
 	return nil

@@ -710,8 +710,11 @@ type memCutover struct{}
 func (memCutover) Preflight(context.Context, containers.Spec) (*containers.Predecessor, error) {
 	return nil, nil
 }
-func (memCutover) Create(context.Context, containers.Spec, *containers.Predecessor) error { return nil }
-func (memCutover) Swap(context.Context, string, time.Duration) error                      { return nil }
+func (memCutover) Create(context.Context, containers.Spec, *containers.Predecessor) (*containers.Carried, error) {
+	return &containers.Carried{}, nil
+}
+func (memCutover) PortsAnswer(context.Context, []uint16) error       { return nil }
+func (memCutover) Swap(context.Context, string, time.Duration) error { return nil }
 func (memCutover) WaitHealthy(context.Context, string, func(context.Context) error, time.Duration) error {
 	return nil
 }

@@ -136,6 +136,16 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 	// docker.host names the node's engine (its own, on the reference node);
 	// empty: DOCKER_HOST, else the local socket.
 	engine := containers.NewAt(cfg.Docker.EngineHost())
+	// Hold a module's ports during its swap where the engine publishes
+	// them, if that is the node's own namespace (never the host's firewall
+	// when a node shares the host's engine).
+	if ns, err := containers.EngineNetns(cfg.Docker.EngineHost()); err != nil {
+		fmt.Fprintf(stderr, "cutover: no port hold during swaps: %v\n", err)
+	} else if same, err := containers.SameNetns(ns, cfg.Node.Netns); err != nil || !same {
+		fmt.Fprintf(stderr, "cutover: no port hold during swaps: the Docker engine does not run in the node's network namespace (%s)\n", cfg.Node.Netns)
+	} else {
+		engine.WithHold(firewall.NewHold(cfg.Node.Netns, cfg.Node.Name))
+	}
 	state := nodestate.New(cfg.Node.StateDir)
 	return &activities.Activities{
 		Node:     cfg.Node.Name,
@@ -144,6 +154,7 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 		Engine:   engine,
 		Cutover:  engine,
 		Local:    localAuthority(cfgPath),
+		Root:     cfg.Node.Root,
 		Sockets:  sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns},
 		Files:    custody.New(cfg.Node.Root, cfg.Node.StateDir),
 		State:    state,
