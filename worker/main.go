@@ -124,7 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			})
 		},
 	}
-	root.AddCommand(runCmd, probeCmd, watchCmd)
+	root.AddCommand(runCmd, probeCmd, watchCmd, briefCommand(ctx, &cfgPath, stdout, stderr))
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
