@@ -67,6 +67,16 @@ cutover:
   stop_timeout: 2s
 `, name, port, svcV2, sshd, env, meshLevel)
 	n := upNodeWith(t, sandbox.Spec{Name: name, Index: 111, Files: files, Allowed: config.MustPorts([]string{"22/tcp"})}, srv.Addr(), plan)
+	// Before adopt start: the briefing from a local probe.
+	out, errs, code := runBin(t, "adopt-worker", "brief", "--config", n.cfg)
+	if code != 0 {
+		t.Fatalf("adopt-worker brief: exit %d %s", code, errs)
+	}
+	for _, want := range []string{"# Briefing: node " + name, "phase **not started**", "iptables-nft", sshd, env, "volume"} {
+		if !strings.Contains(strings.ReplaceAll(out, `\_`, "_"), want) {
+			t.Errorf("the briefing before start lacks %q:\n%s", want, out)
+		}
+	}
 	startWorker(t, n)
 	if _, errs, code := adopt(t, "start", n.Name, "--config", n.cfg); code != 0 {
 		t.Fatal(errs)
@@ -88,7 +98,7 @@ cutover:
 	}
 	before := snapshot()
 
-	out, errs, code := adopt(t, "migrate", n.Name, name, "--dry-run", "--config", n.cfg)
+	out, errs, code = adopt(t, "migrate", n.Name, name, "--dry-run", "--config", n.cfg)
 	if code != 2 {
 		t.Fatalf("a rehearsal that would be refused: exit %d, want 2\n%s%s", code, out, errs)
 	}
@@ -133,6 +143,11 @@ cutover:
 		t.Fatal("a cutover refused on a conflict changed the node")
 	}
 
+	// The briefing names the conflict and how to decide it; no value.
+	brief, errs, code := adopt(t, "brief", n.Name, "--config", n.cfg)
+	if code != 0 || !strings.Contains(brief, "conflict in "+env+" LEVEL") || strings.Contains(brief, nodeLevel) {
+		t.Fatalf("adopt brief: exit %d %s\n%s", code, errs, brief)
+	}
 	// A key with no conflict is refused; the real one is decided.
 	if _, errs, code := adopt(t, "resolve", n.Name, env, "MODE", "--take", "mesh", "--config", n.cfg); code != 2 || !strings.Contains(errs, "has no conflict") {
 		t.Fatalf("resolve of a key without conflict: exit %d %s", code, errs)
