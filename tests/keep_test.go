@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,13 +89,22 @@ cutover:
 	if err := os.WriteFile(filepath.Join(n.Root, env), []byte("LEVEL="+nodeLevel+"\nMODE=prod\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// snapshot hashes each part the rehearsal and a refused cutover must
+	// leave alone, and says which part changed.
 	snapshot := func() string {
-		h := sha256.New()
-		h.Write([]byte(ruleset(t, n)))
-		hashTree(t, h, n.Root)
-		hashTree(t, h, n.StateDir)
-		h.Write([]byte(docker(t, "ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Names}} {{.State}} {{.Mounts}}")))
-		return hex.EncodeToString(h.Sum(nil))
+		part := func(name string, fill func(h hash.Hash)) string {
+			h := sha256.New()
+			fill(h)
+			return name + "=" + hex.EncodeToString(h.Sum(nil))[:12]
+		}
+		return strings.Join([]string{
+			part("ruleset", func(h hash.Hash) { h.Write([]byte(ruleset(t, n))) }),
+			part("files", func(h hash.Hash) { hashTree(t, h, n.Root) }),
+			part("state_dir", func(h hash.Hash) { hashTree(t, h, n.StateDir) }),
+			part("containers", func(h hash.Hash) {
+				h.Write([]byte(docker(t, "ps", "-a", "--no-trunc", "--filter", "name=^"+name, "--format", "{{.ID}} {{.Names}} {{.State}} {{.Mounts}}")))
+			}),
+		}, " ")
 	}
 	before := snapshot()
 
@@ -121,7 +131,7 @@ cutover:
 		}
 	}
 	if after := snapshot(); after != before {
-		t.Fatal("the rehearsal changed the node (ruleset, files, state_dir or containers)")
+		t.Fatalf("the rehearsal changed the node:\nbefore %s\nafter  %s", before, after)
 	}
 	st := waitFor(t, n, "the status", func(workflows.State) bool { return true })
 	if st.Modules[0].State != workflows.ModulePending {
@@ -140,7 +150,7 @@ cutover:
 		t.Fatalf("NEXT: %s", next)
 	}
 	if after := snapshot(); after != before {
-		t.Fatal("a cutover refused on a conflict changed the node")
+		t.Fatalf("a cutover refused on a conflict changed the node:\nbefore %s\nafter  %s", before, after)
 	}
 
 	// The briefing names the conflict and how to decide it; no value.
