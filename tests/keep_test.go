@@ -116,9 +116,9 @@ cutover:
 		"REHEARSAL of migrate " + name, "nothing was changed",
 		"1. preflight", "2. open ports", "3. create container", "4. converge files", "5. swap containers", "6. wait healthy",
 		"volume " + name + "-data", bind, // the predecessor's mounts, carried over
-		fmt.Sprintf("%d/tcp by", port), // the port's holder
+		fmt.Sprintf("%d/tcp by", port),                           // the port's holder
 		fmt.Sprintf("adoption:%s:%s:%d/tcp", n.Name, name, port), // the marked rule
-		"keeps the node's allowusers, port", "(values masked)", // load-bearing keys
+		"keeps the node's allowusers, port", "(values masked)",   // load-bearing keys
 		"CONFLICT on LEVEL", "WOULD BE REFUSED", "adopt resolve " + n.Name,
 	} {
 		if !strings.Contains(out, want) {
