@@ -7,6 +7,7 @@ import (
 	"hash"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -101,9 +102,7 @@ cutover:
 			part("ruleset", func(h hash.Hash) { h.Write([]byte(ruleset(t, n))) }),
 			part("files", func(h hash.Hash) { hashTree(t, h, n.Root) }),
 			part("state_dir", func(h hash.Hash) { hashTree(t, h, n.StateDir) }),
-			part("containers", func(h hash.Hash) {
-				h.Write([]byte(docker(t, "ps", "-a", "--no-trunc", "--filter", "name=^"+name, "--format", "{{.ID}} {{.Names}} {{.State}} {{.Mounts}}")))
-			}),
+			"containers=[" + containersOf(t, name) + "]",
 		}, " ")
 	}
 	before := snapshot()
@@ -199,4 +198,24 @@ func read(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// containersOf lists the containers whose names start with prefix, each
+// with its ID, state and mounts in a stable order (docker ps orders mounts
+// as it likes).
+func containersOf(t *testing.T, prefix string) string {
+	t.Helper()
+	var out []string
+	for _, l := range strings.Split(docker(t, "ps", "-a", "--no-trunc", "--filter", "name=^"+prefix, "--format", "{{.ID}} {{.Names}} {{.State}}"), "\n") {
+		if l == "" {
+			continue
+		}
+		id, _, _ := strings.Cut(l, " ")
+		mounts := strings.Split(strings.TrimSuffix(docker(t, "inspect", "--format",
+			"{{range .Mounts}}{{.Type}} {{.Name}} {{.Source}} {{.Destination}};{{end}}", id), ";"), ";")
+		sort.Strings(mounts)
+		out = append(out, l+" "+strings.Join(mounts, ";"))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " | ")
 }
