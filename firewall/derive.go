@@ -141,15 +141,7 @@ func Derive(spec MeshSpec) (*Derived, error) {
 			&expr.Counter{},
 			&expr.Verdict{Kind: expr.VerdictAccept},
 		)
-		// The evaluator's forward packet is the connection as the client
-		// addressed it, and it does not model NAT: "ct status dnat ct
-		// original proto-dst N" is read as "dport N" (decoded as is, both
-		// would be undecidable and every published port uncertain).
-		model := Rule{Comment: mk.Comment(), Verdict: Verdict{Kind: VerdictAccept}, Conds: []Cond{
-			{Kind: CondL4Proto, Protos: []int{int(p)}},
-			{Kind: CondDport, Ports: []PortRange{{a.Port.Num, a.Port.Num}}},
-		}}
-		rules = append(rules, derivedRule{chain: HookForward, exprs: ex, comment: mk.Comment(), model: &model,
+		rules = append(rules, derivedRule{chain: HookForward, exprs: ex, comment: mk.Comment(),
 			text: fmt.Sprintf("ct status dnat meta l4proto %s ct original proto-dst %d counter accept", a.Port.Proto, a.Port.Num)})
 	}
 	for _, r := range rules {
@@ -161,9 +153,6 @@ func Derive(spec MeshSpec) (*Derived, error) {
 	d.Ruleset = d.model()
 	return d, nil
 }
-
-// IPS_DST_NAT in ct status.
-const ipsDstNAT = 1 << 5
 
 func l4num(proto string) byte {
 	if proto == "udp" {

@@ -234,7 +234,7 @@ func couldDrop(family string, r *Rule, proto string, port uint16) bool {
 		fams = []string{FamilyIP, FamilyIP6}
 	}
 	for _, fam := range fams {
-		pkt := packet{hook: HookInput, family: fam, proto: pnum, port: port, src: atom{other: true}}
+		pkt := packet{hook: HookInput, family: fam, proto: pnum, port: port, origPort: port, src: atom{other: true}}
 		if !mayHold(&pkt, r.Conds) {
 			continue
 		}

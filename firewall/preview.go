@@ -224,7 +224,11 @@ func stillOpen(after []Opening, o Opening, port uint16) bool {
 // to (proto, port): the first rule that surely matches, else the first that
 // may.
 func keeper(derived *Ruleset, hook, fam, proto string, port uint16) string {
-	pkt := packet{hook: hook, family: fam, proto: l4num(proto), port: port, src: atom{other: true}}
+	pkt := packet{hook: hook, family: fam, proto: l4num(proto), port: port, origPort: port, src: atom{other: true}}
+	if hook == HookForward {
+		// A published port: DNATed, its original port the host port.
+		pkt.dnat = true
+	}
 	maybe := ""
 	for _, t := range derived.Tables {
 		for _, ch := range t.Chains {
