@@ -273,6 +273,8 @@ type packet struct {
 	port   uint16 // destination port now (after a DNAT)
 	// origPort is the port the client used (conntrack's original tuple).
 	origPort uint16
+	// sport is the client's source port; 0: any (the usual case).
+	sport uint16
 	src      atom
 	// dst is the destination after a DNAT; invalid: the node's own address
 	// (prerouting, input) or an unknown routed destination (forward).
@@ -312,6 +314,10 @@ func (p *packet) cond(c *Cond) tri {
 	case CondOrigDport:
 		t = boolTri(inPorts(c.Ports, p.origPort))
 	case CondSport:
+		if p.sport != 0 {
+			t = boolTri(inPorts(c.Ports, p.sport))
+			break
+		}
 		// The client's source port is arbitrary.
 		t = triUnknown
 		if len(c.Ports) == 0 {

@@ -136,42 +136,6 @@ func (p *predecessor) dormant() []ChainRef {
 	return append(out, p.nativeBases...)
 }
 
-func isMeshTable(t *Table) bool { return t.Family == FamilyInet && t.Name == MeshTable }
-
-// flipForeignTable extends foreignTable with Docker's nftables backend
-// tables (docker-bridges and the like).
-func flipForeignTable(t *Table) bool { return foreignTable(t) || strings.HasPrefix(t.Name, "docker") }
-
-// flipForeignChain extends foreignChain with fail2ban's chains: a tool
-// beside the firewall whose bans should outlive the flip.
-func flipForeignChain(name string) bool { return foreignChain(name) || strings.HasPrefix(name, "f2b-") }
-
-func isUfwChain(name string) bool {
-	return strings.HasPrefix(name, "ufw-") || strings.HasPrefix(name, "ufw6-")
-}
-
-// foreignRule reports whether a rule in a shared base chain belongs to a
-// tool that must be left alone: a jump to its chains, or Docker's direct
-// rules on its bridges.
-func foreignRule(r *Rule) bool {
-	if (r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto) && flipForeignChain(r.Verdict.Target) {
-		return true
-	}
-	bridge := false
-	for _, c := range r.Conds {
-		if c.Kind != CondIifname && c.Kind != CondOifname {
-			continue
-		}
-		for _, n := range c.Names {
-			if !strings.HasPrefix(n, "docker") && !strings.HasPrefix(n, "br-") {
-				return false
-			}
-		}
-		bridge = true
-	}
-	return bridge
-}
-
 func targets(r *Rule) []string {
 	var out []string
 	if (r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto) && r.VMap == nil {
@@ -489,6 +453,11 @@ func (f *Flipper) Flip(spec MeshSpec, expectFound string) (*RevertPlan, error) {
 	}
 	if fp := Fingerprint(rs); fp != expectFound {
 		return nil, fmt.Errorf("not flipping node %s, nothing was changed: %w (found %s now, the preview saw %s)", node, ErrStale, fp, expectFound)
+	}
+	// The essentials that depend on the found firewall (DHCP replies), as
+	// the preview derived them.
+	if d, err = DeriveFor(rs, spec); err != nil {
+		return nil, fmt.Errorf("not flipping, nothing was changed: %w", err)
 	}
 	pred, err := analyse(rs)
 	if err != nil {

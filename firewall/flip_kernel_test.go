@@ -282,7 +282,7 @@ func TestKernelFlipUfwBesideDocker(t *testing.T) {
 		t.Errorf("Docker's chains changed at the flip:\n%s", diff(docker, got))
 	}
 	// The model of the flipped ruleset is what the kernel holds.
-	d, _ := Derive(flipSpec)
+	d, _ := DeriveFor(found, flipSpec)
 	model, err := afterFlip(found, d.Ruleset, "n1")
 	if err != nil {
 		t.Fatal(err)

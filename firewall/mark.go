@@ -154,15 +154,6 @@ type placement struct {
 	append bool
 }
 
-// foreignChain names chains of tools that must be left alone.
-func foreignChain(name string) bool {
-	return strings.HasPrefix(name, "DOCKER") || strings.HasPrefix(name, "ts-") || strings.HasPrefix(name, "KUBE-")
-}
-
-func foreignTable(t *Table) bool {
-	return t.Name == "kube-proxy" || strings.HasPrefix(t.Name, "kube-") || t.Name == "docker" || strings.HasPrefix(t.Name, "tailscale")
-}
-
 // placements says where a mark for (proto, port) takes effect: in ufw's
 // own per-port chain, else in every base chain at the input hook that could
 // drop a new connection to the port, before the first rule that could.
