@@ -275,7 +275,7 @@ type packet struct {
 	origPort uint16
 	// sport is the client's source port; 0: any (the usual case).
 	sport uint16
-	src      atom
+	src   atom
 	// dst is the destination after a DNAT; invalid: the node's own address
 	// (prerouting, input) or an unknown routed destination (forward).
 	dst  netip.Addr
