@@ -248,12 +248,14 @@ func (n *node) genesis(ctx workflow.Context) {
 
 // openRules opens an owner's ports as marked rules and records them as
 // expected, so reconcile reasserts them.
-func (n *node) openRules(ctx workflow.Context, owner string, ports []config.Port) error {
-	if len(ports) == 0 {
+// forward are host ports the owner's container publishes: opened on the
+// forward path too.
+func (n *node) openRules(ctx workflow.Context, owner string, ports []config.Port, forward ...config.Port) error {
+	if len(ports) == 0 && len(forward) == 0 {
 		return nil
 	}
 	var res activities.RulesResult
-	in := activities.RulesInput{Plan: n.s.Plan, Owner: owner, Ports: ports}
+	in := activities.RulesInput{Plan: n.s.Plan, Owner: owner, Ports: ports, Forward: forward}
 	if err := n.exec(ctx, fmt.Sprintf("open %s's ports %s through the found firewall", owner, portList(ports)), a.OpenRules, in, &res); err != nil {
 		return err
 	}
@@ -433,7 +435,7 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 	}
 	n.s.module(module).Step = "open ports"
 	n.publish(ctx)
-	if err := n.openRules(ctx, module, mp.Ports); err != nil {
+	if err := n.openRules(ctx, module, mp.Ports, publishedPorts(mp)...); err != nil {
 		fail("open ports", err, true)
 		return
 	}
@@ -623,19 +625,29 @@ func MeshSpec(s *State) firewall.MeshSpec {
 		for _, p := range m.Ports {
 			spec.Input = append(spec.Input, firewall.Allow{Port: p, Owner: m.Name})
 		}
-		if m.Container == nil {
-			continue
-		}
-		for _, h := range workflow.DeterministicKeys(m.Container.Ports) {
-			if i := strings.LastIndex(h, ":"); i >= 0 {
-				h = h[i+1:] // [IP:]PORT/PROTO: the address does not matter to the filter
-			}
-			if p, err := config.ParsePort(h); err == nil {
-				spec.Forward = append(spec.Forward, firewall.Allow{Port: p, Owner: m.Name})
-			}
+		for _, p := range publishedPorts(m) {
+			spec.Forward = append(spec.Forward, firewall.Allow{Port: p, Owner: m.Name})
 		}
 	}
 	return spec
+}
+
+// publishedPorts are the host ports a module's container publishes, in a
+// deterministic order.
+func publishedPorts(m config.ModulePlan) []config.Port {
+	if m.Container == nil {
+		return nil
+	}
+	var out []config.Port
+	for _, h := range workflow.DeterministicKeys(m.Container.Ports) {
+		if i := strings.LastIndex(h, ":"); i >= 0 {
+			h = h[i+1:] // [IP:]PORT/PROTO: the address does not matter to the filter
+		}
+		if p, err := config.ParsePort(h); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (n *node) release(ctx workflow.Context) bool {
