@@ -1,0 +1,188 @@
+// Rendering in one place: the node's state as tables, JSON, small helpers.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"adoption/firewall"
+	"adoption/workflows"
+)
+
+func printPreview(w io.Writer, pv *firewall.Preview, width int) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PORT\tDIRECTION\tFAMILY\tFROM\tFATE\tBY")
+	for _, f := range pv.Fates {
+		o := f.Opening
+		port := fmt.Sprintf("%d/%s", o.Port, o.Proto)
+		if o.PortEnd != 0 {
+			port = fmt.Sprintf("%d-%d/%s", o.Port, o.PortEnd, o.Proto)
+		}
+		fate, by := f.Fate, f.By
+		if f.Fate == "closing" && f.Dropped {
+			by = "flip.drop"
+		}
+		from := o.From
+		if from == "" {
+			from = "any"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", port, o.Direction, o.Family, from, fate, by)
+	}
+	tw.Flush()
+	if pv.Approved {
+		fmt.Fprintln(w, "\nAPPROVED: every port that would close is in flip.drop; `adopt flip NODE` may proceed")
+	} else {
+		fmt.Fprintln(w, "\nREFUSED:")
+		for _, r := range groupFamilies(pv.Reasons) {
+			fmt.Fprintln(w, wrapLine("  - ", r, width))
+		}
+	}
+	fmt.Fprintf(w, "found ruleset %.23s, derived %.23s\n", pv.FoundFingerprint, pv.DerivedFingerprint)
+}
+
+// printStatus prints `adopt status NODE`: the state, then what is missing
+// for it to move, then NEXT.
+func printStatus(w io.Writer, ns *nodeStatus, width int) {
+	if ns.StateFrom == "visibility" {
+		fmt.Fprintf(w, "NODE %s: phase %s (from visibility: the workflow did not answer, so no details)\n", ns.Node, orUnknown(string(ns.Phase)))
+	} else {
+		printState(w, &ns.State, width)
+	}
+	if ns.Run.Status != "running" {
+		fmt.Fprintf(w, "\nRUN: %s at %s\n", ns.Run.Status, ns.Run.Closed.Local().Format(time.DateTime))
+	}
+	if ns.Agents != nil {
+		fmt.Fprintln(w)
+		for _, q := range []struct {
+			h        queueHealth
+			who, tag string
+		}{{ns.Agents.Workflow, "worker", "WORKER"}, {ns.Agents.Node, "agent", "AGENT"}} {
+			fmt.Fprintln(w, wrapLine(q.tag+": ", q.h.describe(q.who), width))
+		}
+	}
+	for _, p := range ns.Pending {
+		line := fmt.Sprintf("step %s, %s, attempt %d", p.Type, p.State, p.Attempt)
+		if !p.Scheduled.IsZero() {
+			line += fmt.Sprintf(", waiting since %s (%s)", p.Scheduled.Local().Format("15:04:05"), time.Since(p.Scheduled).Round(time.Second))
+		}
+		if p.LastFailure != "" {
+			line += "; last failure: " + p.LastFailure
+		}
+		fmt.Fprintln(w, wrapLine("PENDING: ", line, width))
+	}
+	if ns.Stuck != "" {
+		fmt.Fprintln(w, wrapLine("STUCK: ", ns.Stuck, width))
+	}
+	fmt.Fprintln(w, wrapLine("NEXT: ", ns.Next, width))
+	if n := len(ns.Events); n > 0 {
+		fmt.Fprintln(w, "\nRECENT EVENTS")
+		for _, e := range ns.Events[max(0, n-8):] {
+			fmt.Fprintln(w, wrapLine("  "+e.At.Local().Format("15:04:05")+"  ", e.Text, width))
+		}
+	}
+	fmt.Fprintf(w, "\nWeb UI: %s\n", ns.Link)
+}
+
+func printState(w io.Writer, s *workflows.State, width int) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tPHASE\tMODULES MIGRATED\tFIREWALL\tCUSTODY\tMARKED RULES")
+	fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%d file(s)\t%d\n", s.Node, s.Phase, s.MigratedCount(), len(s.Modules), orNone(s.FirewallKind), len(s.Custody), len(s.Marks))
+	tw.Flush()
+	if len(s.Modules) > 0 {
+		fmt.Fprintln(w, "\nMODULES")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "MODULE\tSTATE\tATTEMPTS\tLAST ERROR")
+		for _, m := range s.Modules {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", m.Name, m.State, m.Attempts, m.LastError)
+		}
+		tw.Flush()
+	}
+	if len(s.Custody) > 0 {
+		fmt.Fprintln(w, "\nFILES IN CUSTODY")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "PATH\tFOUND\tSIZE\tMODE\tOWNER\tDIGEST")
+		for _, r := range s.Custody {
+			// The node's keyed digest (older histories: the plain sha256).
+			d := strings.TrimPrefix(r.Digest, "hmac-sha256:")
+			if d == "" {
+				d = r.SHA256
+			}
+			if r.Link != "" {
+				d = "symlink -> " + r.Link
+			}
+			fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%d:%d\t%.16s\n", r.Path, r.Found, r.Size, r.Mode, r.UID, r.GID, d)
+		}
+		tw.Flush()
+	}
+	if s.Probe != nil {
+		fmt.Fprintf(w, "\nFOUND FIREWALL: %s, %d table(s), %d open port range(s)\n", s.Probe.Firewall.Kind, len(s.Probe.Firewall.Tables), len(s.Probe.Firewall.Open))
+	}
+	if s.Genesis.State != "" {
+		fmt.Fprintf(w, "GENESIS: %s %s\n", s.Genesis.State, s.Genesis.Error)
+	}
+	if len(s.Marks) > 0 {
+		fmt.Fprintln(w, "\nMARKED RULES (the mesh's own, inside the found firewall)")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "MARK\tFAMILY\tTABLE\tCHAIN\tHANDLE")
+		for _, m := range s.Marks {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", m.Mark.Comment(), m.Family, m.Table, m.Chain, m.Handle)
+		}
+		tw.Flush()
+	}
+	if r := s.LastReconcile; r != nil {
+		fmt.Fprintf(w, "LAST RECONCILE: %s, %d present, %d put back %s\n", r.At.Format("15:04:05"), r.Present, len(r.Restored), r.Error)
+	}
+	if s.Waiting != "" {
+		fmt.Fprintf(w, "WAITING: %s\n", s.Waiting)
+	}
+	if pv := s.LastPreview; pv != nil {
+		if pv.Approved {
+			fmt.Fprintln(w, "LAST PREVIEW: approved")
+		} else {
+			fmt.Fprintln(w, "LAST PREVIEW: refused")
+			for _, r := range explainReasons(pv.Reasons, s) {
+				fmt.Fprintln(w, wrapLine("  - ", r, width))
+			}
+		}
+	}
+	if f := s.Flip; f != nil {
+		fmt.Fprintf(w, "FLIP %s: %s %s %s\n", f.ID, f.State, f.Error, f.Listing)
+	}
+	if s.LastError != "" {
+		fmt.Fprintln(w, wrapLine("LAST ERROR: ", s.LastError, width))
+	}
+	if len(s.Queue) > 0 {
+		fmt.Fprintf(w, "QUEUED: %d request(s)\n", len(s.Queue))
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "?"
+	}
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func orDefault(p string) string {
+	if p == "" {
+		return "$ADOPT_CONFIG"
+	}
+	return p
+}

@@ -1,0 +1,258 @@
+// Flip phase: the preview that must approve, the flip of the firewall to
+// the mesh's derived ruleset, its confirmation or revert, and the commit.
+
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"adoption/activities"
+	"adoption/config"
+	"adoption/firewall"
+)
+
+// preview compares what the found firewall opens now with what the mesh's
+// derived ruleset would open, and adds the workflow's own refusals: a
+// module not migrated, drift not reviewed.
+func (n *node) preview(ctx workflow.Context) (*firewall.Preview, error) {
+	return n.previewSpec(ctx, MeshSpec(&n.s))
+}
+
+// previewSpec previews one spec: the flip previews the spec it then
+// applies, so a plan edited in between cannot slip into the flip.
+func (n *node) previewSpec(ctx workflow.Context, spec firewall.MeshSpec) (*firewall.Preview, error) {
+	var pv firewall.Preview
+	in := activities.PreviewInput{Plan: n.s.Plan, Spec: spec}
+	if err := n.exec(ctx, "flip preview: which open ports would close", a.Preview, in, &pv); err != nil {
+		return nil, err
+	}
+	for _, m := range n.s.Modules {
+		if m.State != ModuleMigrated {
+			pv.Approved = false
+			pv.Reasons = append(pv.Reasons, fmt.Sprintf("module %s is %s, not migrated: run adopt migrate %s %s first", m.Name, m.State, n.s.Node, m.Name))
+		}
+	}
+	if len(n.s.Drift) > 0 {
+		pv.Approved = false
+		pv.Reasons = append(pv.Reasons, fmt.Sprintf("%d drift(s) not reviewed: accept them (adopt drift accept %s) or restore the originals", len(n.s.Drift), n.s.Node))
+	}
+	n.s.LastPreview = &pv
+	return &pv, nil
+}
+
+// Flip states as the workflow reports them. "reverted" is said only when
+// the node says it reverted the flip.
+const (
+	FlipStateFlipping   = "flipping"
+	FlipStateFlipped    = "flipped"
+	FlipStateConfirmed  = "confirmed"
+	FlipStateCommitting = "committing" // confirmed and in force; the commit failed and waits for a retry
+	FlipStateCommitted  = "committed"
+	FlipStateReverted   = "reverted"
+	FlipStateNotApplied = "not-applied"
+)
+
+// flipHolds versions the flip's command sequence: the approved spec and
+// fingerprint, revert until the node answers, commit as a retryable step.
+const flipHolds = "flip-holds"
+
+// flip runs a preview and, only if it approves, the flip of exactly the
+// ruleset it approved: the found firewall out of force and the mesh's in,
+// in one step; then the confirmation within flip.confirm_timeout (or the
+// revert, which the node's watchdog does by itself if this workflow
+// cannot), then the commit.
+func (n *node) flip(ctx workflow.Context) {
+	n.inFlip = true
+	defer func() { n.inFlip = false }()
+	v := workflow.GetVersion(ctx, flipHolds, workflow.DefaultVersion, 1)
+	spec := MeshSpec(&n.s)
+	pv, err := n.previewSpec(ctx, spec)
+	if err != nil {
+		n.s.LastError = "flip preview: " + errorMessage(err)
+		n.event(ctx, n.s.LastError)
+		return
+	}
+	if !pv.Approved {
+		n.s.LastError = "flip refused by the preview: " + strings.Join(pv.Reasons, "; ")
+		n.event(ctx, n.s.LastError)
+		return
+	}
+	n.s.LastError = ""
+	n.setPhase(ctx, PhaseFlipping)
+	n.s.FlipAttempts++
+	id := fmt.Sprintf("%s-%d", n.s.Node, n.s.FlipAttempts)
+	n.s.Flip = &FlipStatus{ID: id, State: FlipStateFlipping}
+	// back ends the flip as the node reports it: reverted, or never applied.
+	back := func(outcome, why string) {
+		n.s.Flip.State, n.s.Flip.Error = outcome, why
+		n.s.LastError = "flip " + id + " " + outcome + ": " + why
+		n.event(ctx, n.s.LastError)
+		n.setPhase(ctx, PhaseAdopted)
+	}
+	var fr activities.FlipResult
+	in := activities.FlipInput{Plan: n.s.Plan, Spec: spec, ExpectFound: pv.FoundFingerprint, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout}
+	if v >= 1 {
+		in.ExpectDerived = pv.DerivedFingerprint
+	}
+	if err := n.exec(ctx, "flip: replace the found firewall with the mesh's, in one transaction", a.Flip, in, &fr); err != nil {
+		// Whatever the error says, the node's record decides: an outcome
+		// not known to be "not applied" is reverted.
+		switch n.revertFlip(ctx, id, v) {
+		case FlipStateConfirmed:
+			n.event(ctx, "flip "+id+": the node reports it confirmed; committing it")
+			n.commit(ctx, v)
+		case FlipStateNotApplied:
+			back(FlipStateNotApplied, errorMessage(err)+" (nothing was changed on the node)")
+		default:
+			back(FlipStateReverted, errorMessage(err))
+		}
+		return
+	}
+	n.s.Flip.State, n.s.Flip.Deadline = FlipStateFlipped, fr.Deadline
+	n.event(ctx, fmt.Sprintf("flipped (%s): confirming by %s", id, fr.Deadline.Format(time.RFC3339)))
+	n.publish(ctx)
+
+	// The confirmation must run by the deadline: reaching the worker at all
+	// proves the new ruleset still lets it talk to Temporal.
+	cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              NodeQueue(n.s.Node),
+		ScheduleToCloseTimeout: n.s.Plan.ConfirmTimeout,
+		Summary:                "flip: confirm (declared ports answer, worker reaches Temporal)",
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 5 * time.Second},
+	})
+	var cr activities.FlipResult
+	if err := workflow.ExecuteActivity(cctx, a.ConfirmFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id}).Get(ctx, &cr); err != nil {
+		// The confirmation may have gone through with its answer lost: the
+		// node says which.
+		switch n.revertFlip(ctx, id, v) {
+		case FlipStateConfirmed:
+			n.event(ctx, "flip "+id+": the confirmation's answer was lost ("+errorMessage(err)+"), but the node confirmed it; committing it")
+		default:
+			back(FlipStateReverted, fmt.Sprintf("not confirmed within %s: %s", n.s.Plan.ConfirmTimeout, errorMessage(err)))
+			return
+		}
+	}
+	n.commit(ctx, v)
+}
+
+// commit makes a confirmed flip final. From flipHolds on, a commit that
+// fails leaves the node flipping (the flip confirmed and in force, the
+// reason in status) until `adopt retry` runs it again; converged is
+// reached only once the node says the predecessor's leftovers are gone.
+func (n *node) commit(ctx workflow.Context, v workflow.Version) {
+	id := n.s.Flip.ID
+	n.s.Flip.State = FlipStateConfirmed
+	// The found firewall is out of force for good: its marks are not
+	// reasserted any more.
+	if v >= 1 {
+		n.s.Opened = nil
+	}
+	var cm activities.FlipResult
+	if err := n.exec(ctx, "flip: commit (boot-time ruleset, save and remove the predecessor's firewall, prune predecessors)", a.CommitFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id}, &cm); err != nil {
+		n.s.Flip.Error = "commit: " + errorMessage(err)
+		if v >= 1 {
+			n.s.Flip.State = FlipStateCommitting
+			n.s.LastError = fmt.Sprintf("flip %s is confirmed and in force, but its commit failed: %s; fix the cause, then: adopt retry %s", id, errorMessage(err), n.s.Node)
+			n.event(ctx, n.s.LastError)
+			n.publish(ctx)
+			return
+		}
+		n.s.LastError = "flip " + id + " is confirmed, but removing the predecessor's leftovers failed: " + errorMessage(err)
+		n.event(ctx, n.s.LastError)
+	} else {
+		n.s.Flip.State, n.s.Flip.Listing, n.s.Flip.Error = FlipStateCommitted, cm.Listing, ""
+		n.s.LastError = ""
+	}
+	// The found firewall's chains are gone, and the marks with them.
+	n.s.Marks, n.s.Opened = nil, nil
+	n.event(ctx, "converged: the mesh's own ruleset is the node's firewall")
+	n.setPhase(ctx, PhaseConverged)
+}
+
+// committing reports whether a confirmed flip waits for its commit.
+func (n *node) committing() bool {
+	return n.s.Phase == PhaseFlipping && n.s.Flip != nil && n.s.Flip.State == FlipStateCommitting
+}
+
+// revertFlip asks the node to revert a flip and returns what the node says
+// the flip is now: reverted, not-applied, or confirmed (it stays; the
+// caller commits it). From flipHolds on it asks until the node answers:
+// until then the flip counts as in force, and the node's watchdog reverts
+// it at the deadline by itself.
+func (n *node) revertFlip(ctx workflow.Context, id string, v workflow.Version) string {
+	for {
+		var res activities.FlipResult
+		err := n.exec(ctx, "flip: revert to the firewall as it was", a.RevertFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id}, &res)
+		var ae *temporal.ApplicationError
+		switch {
+		case err == nil && res.State == FlipStateNotApplied:
+			return FlipStateNotApplied
+		case err == nil:
+			return FlipStateReverted
+		case v >= 1 && errors.As(err, &ae) && ae.Type() == activities.ErrFlipConfirmed:
+			return FlipStateConfirmed
+		case v >= 1 && errors.As(err, &ae) && ae.Type() == activities.ErrFlipReverted:
+			return FlipStateReverted
+		case v < 1:
+			n.event(ctx, "revert of "+id+" failed: "+errorMessage(err)+" (the node's watchdog reverts it at the deadline)")
+			return FlipStateReverted
+		}
+		n.s.Waiting = fmt.Sprintf("the node has not acknowledged the revert of flip %s (%s): it counts as in force, and the node's watchdog reverts it at its deadline; asking again", id, errorMessage(err))
+		n.event(ctx, n.s.Waiting)
+		n.publish(ctx)
+		if err := workflow.Sleep(ctx, 30*time.Second); err != nil {
+			return FlipStateReverted // the workflow is ending; the watchdog remains
+		}
+	}
+}
+
+// MeshSpec derives what the mesh's own ruleset opens: the management
+// ports, the foundation's (once genesis opened them) and every migrated
+// module's, with the host ports its container publishes for forwarding.
+func MeshSpec(s *State) firewall.MeshSpec {
+	spec := firewall.MeshSpec{Node: s.Node, Drop: s.Plan.Drop}
+	for _, p := range s.Plan.ManagementPorts {
+		spec.Input = append(spec.Input, firewall.Allow{Port: p, Owner: "management"})
+	}
+	if s.Genesis.State == "done" {
+		for _, fp := range s.Plan.Foundation {
+			spec.Input = append(spec.Input, firewall.Allow{Port: fp.Port, Owner: activities.OwnerFoundation})
+		}
+	}
+	for _, m := range s.Plan.Modules {
+		if st := s.module(m.Name); st == nil || st.State != ModuleMigrated {
+			continue
+		}
+		for _, p := range m.Ports {
+			spec.Input = append(spec.Input, firewall.Allow{Port: p, Owner: m.Name})
+		}
+		for _, p := range publishedPorts(m) {
+			spec.Forward = append(spec.Forward, firewall.Allow{Port: p, Owner: m.Name})
+		}
+	}
+	return spec
+}
+
+// publishedPorts are the host ports a module's container publishes, in a
+// deterministic order.
+func publishedPorts(m config.ModulePlan) []config.Port {
+	if m.Container == nil {
+		return nil
+	}
+	var out []config.Port
+	for _, h := range workflow.DeterministicKeys(m.Container.Ports) {
+		if i := strings.LastIndex(h, ":"); i >= 0 {
+			h = h[i+1:] // [IP:]PORT/PROTO: the address does not matter to the filter
+		}
+		if p, err := config.ParsePort(h); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
