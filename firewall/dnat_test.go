@@ -19,7 +19,7 @@ import (
 // real namespaces (TestKernelDNATUfwDocker writes them with
 // FW_SAVE_FIXTURES=1), with the node's interfaces and forwarding as read.
 
-func loadFixture(t *testing.T, name string) (*Ruleset, Node) {
+func loadFixture(t testing.TB, name string) (*Ruleset, Node) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "dnat", name+".json"))
 	if err != nil {
@@ -213,5 +213,14 @@ func TestDNATUnknownTargetUncertain(t *testing.T) {
 	got := find(OpenPortsOn(rs, node), HookForward, FamilyIP, "tcp", 18080)
 	if len(got) != 1 || !got[0].Uncertain || !strings.Contains(got[0].Reason, "cannot read") {
 		t.Errorf("dnat to an unreadable target: %+v; want one uncertain opening naming why", got)
+	}
+}
+
+// BenchmarkOpenPortsOnUfwDocker: the evaluation of the ufw-docker node
+// through DNAT (the probe's share besides listing).
+func BenchmarkOpenPortsOnUfwDocker(b *testing.B) {
+	rs, node := loadFixture(b, "ufw-docker")
+	for b.Loop() {
+		OpenPortsOn(rs, node)
 	}
 }
