@@ -444,8 +444,8 @@ func (f *Flipper) Flip(spec MeshSpec, expectFound, expectDerived string) (*Rever
 		return nil, notApplied(fmt.Errorf("not flipping, nothing was changed: %w", err))
 	}
 	node := spec.Node
-	if got := Fingerprint(d.Ruleset); expectDerived == "" || got != expectDerived {
-		return nil, notApplied(fmt.Errorf("not flipping node %s, nothing was changed: %w (derived %s now, the preview approved %q)", node, ErrStaleDerived, got, expectDerived))
+	if expectDerived == "" {
+		return nil, notApplied(fmt.Errorf("not flipping node %s, nothing was changed: %w (no derived fingerprint given)", node, ErrStaleDerived))
 	}
 	s, err := f.m.open()
 	if err != nil {
@@ -481,9 +481,12 @@ func (f *Flipper) Flip(spec MeshSpec, expectFound, expectDerived string) (*Rever
 		return nil, notApplied(fmt.Errorf("not flipping node %s, nothing was changed: %w (found %s now, the preview saw %s)", node, ErrStale, fp, expectFound))
 	}
 	// The essentials that depend on the found firewall (DHCP replies), as
-	// the preview derived them.
+	// the preview derived them (DeriveFor).
 	if d, err = DeriveFor(rs, spec); err != nil {
-		return nil, fmt.Errorf("not flipping, nothing was changed: %w", err)
+		return nil, notApplied(fmt.Errorf("not flipping, nothing was changed: %w", err))
+	}
+	if got := Fingerprint(d.Ruleset); got != expectDerived {
+		return nil, notApplied(fmt.Errorf("not flipping node %s, nothing was changed: %w (derived %s now, the preview approved %q)", node, ErrStaleDerived, got, expectDerived))
 	}
 	pred, err := analyse(rs)
 	if err != nil {
@@ -522,10 +525,12 @@ func (f *Flipper) Flip(spec MeshSpec, expectFound, expectDerived string) (*Rever
 	return plan, nil
 }
 
-// DerivedFingerprint is the fingerprint of the mesh's ruleset for spec, as
-// the preview reports it (Preview.DerivedFingerprint) and Flip checks it.
-func DerivedFingerprint(spec MeshSpec) (string, error) {
-	d, err := Derive(spec)
+// DerivedFingerprint is the fingerprint of the mesh's ruleset for spec on
+// the found ruleset found, as the preview reports it
+// (Preview.DerivedFingerprint) and Flip checks it (DeriveFor: the
+// essentials depend on what the found firewall accepts).
+func DerivedFingerprint(found *Ruleset, spec MeshSpec) (string, error) {
+	d, err := DeriveFor(found, spec)
 	if err != nil {
 		return "", err
 	}
