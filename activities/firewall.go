@@ -22,6 +22,13 @@ type Marks interface {
 	List(node string) ([]firewall.MarkedRule, error)
 }
 
+// ForwardMarks opens a module's published host ports on the forward path
+// of the found firewall (firewall.Marker has it). Close and Release remove
+// these marks with the rest.
+type ForwardMarks interface {
+	OpenForward(node, owner string, ports []config.Port) (added, present []firewall.MarkedRule, err error)
+}
+
 // Error types of the firewall steps.
 const (
 	ErrPortCollision = "PortCollision"
@@ -96,11 +103,15 @@ func holders(ls []sockets.Listener, p config.Port) string {
 	return strings.Join(out, " and ")
 }
 
-// RulesInput asks for an owner's ports to be opened (or closed).
+// RulesInput asks for an owner's ports to be opened (or closed). Forward
+// lists host ports the owner's container publishes: they are opened on the
+// forward path (ufw-user-forward, DOCKER-USER or the native forward chain),
+// keyed on the port clients use.
 type RulesInput struct {
-	Plan  config.Plan   `json:"plan"`
-	Owner string        `json:"owner"`
-	Ports []config.Port `json:"ports"`
+	Plan    config.Plan   `json:"plan"`
+	Owner   string        `json:"owner"`
+	Ports   []config.Port `json:"ports"`
+	Forward []config.Port `json:"forward,omitempty"`
 }
 
 // RulesResult lists the marked rules an operation added, found or removed.
@@ -126,6 +137,17 @@ func (a *Activities) OpenRules(ctx context.Context, in RulesInput) (*RulesResult
 	added, present, err := a.Marks.Open(auth.Plan.Node, in.Owner, in.Ports)
 	if err != nil {
 		return nil, fmt.Errorf("open %s's ports %v through the found firewall: %w", in.Owner, in.Ports, err)
+	}
+	if len(in.Forward) > 0 {
+		fm, ok := a.Marks.(ForwardMarks)
+		if !ok {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s publishes %v, but this worker's marks cannot open the forward path", in.Owner, in.Forward), ErrBadOwner, nil)
+		}
+		fa, fp, err := fm.OpenForward(in.Plan.Node, in.Owner, in.Forward)
+		if err != nil {
+			return nil, fmt.Errorf("open %s's published ports %v on the forward path: %w", in.Owner, in.Forward, err)
+		}
+		added, present = append(added, fa...), append(present, fp...)
 	}
 	a.Failpoints.Hit("open-rules")
 	return &RulesResult{Added: added, Present: present}, nil

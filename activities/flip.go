@@ -16,6 +16,13 @@ import (
 	"adoption/nodestate"
 )
 
+// NodeReader reads the node's interfaces and forwarding switches, so the
+// preview judges published ports through DNAT (firewall.Inspector has it).
+// A Firewall without it previews on the ruleset alone.
+type NodeReader interface {
+	Node() (firewall.Node, error)
+}
+
 // Flipper replaces the found firewall with the mesh's own, and back.
 type Flipper interface {
 	Flip(spec firewall.MeshSpec, expectFound, expectDerived string) (*firewall.RevertPlan, error)
@@ -75,7 +82,20 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (*firewall.Pr
 	if err != nil {
 		return nil, fmt.Errorf("list the found firewall: %w", err)
 	}
-	pv := firewall.PreviewFlip(rs, in.Spec)
+	node := firewall.Node{}
+	nodeErr := ""
+	if nr, ok := a.Firewall.(NodeReader); ok {
+		if node, err = nr.Node(); err != nil {
+			node, nodeErr = firewall.Node{}, err.Error()
+		}
+	}
+	pv := firewall.PreviewFlipOn(rs, node, in.Spec)
+	if nodeErr != "" {
+		// Without the node's interfaces a published port's fate is a
+		// guess: refuse, naming why.
+		pv.Approved = false
+		pv.Reasons = append(pv.Reasons, "the node's interfaces and forwarding could not be read ("+nodeErr+"): published ports cannot be judged; fix that and preview again")
+	}
 	return &pv, nil
 }
 

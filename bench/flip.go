@@ -258,12 +258,13 @@ func (b *flipBench) round(ours bool) (FlipRun, error) {
 	}
 	flipper := firewall.NewFlipper(b.node.path)
 	var expect string
+	var found *firewall.Ruleset
 	if ours {
 		rs, err := firewall.Inspector{Netns: b.node.path}.Ruleset()
 		if err != nil {
 			return r, err
 		}
-		expect = firewall.Fingerprint(rs)
+		expect, found = firewall.Fingerprint(rs), rs
 	}
 	stop := hammer(b.peer, b.addr, flipEvery)
 	time.Sleep(flipLead)
@@ -271,7 +272,7 @@ func (b *flipBench) round(ours bool) (FlipRun, error) {
 	start := time.Now()
 	if ours {
 		var plan *firewall.RevertPlan
-		derived, err := firewall.DerivedFingerprint(b.spec)
+		derived, err := firewall.DerivedFingerprint(found, b.spec)
 		if err != nil {
 			return r, err
 		}

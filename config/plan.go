@@ -70,7 +70,7 @@ func (c *Config) Plan() Plan {
 		Role:              c.Node.Role,
 		ManagementPorts:   MustPorts(c.Node.ManagementPorts),
 		Control:           append([]string(nil), c.Predecessor.Control...),
-		Drop:              MustPorts(c.Flip.Drop),
+		Drop:              MustPortRanges(c.Flip.Drop),
 		ConfirmTimeout:    c.Flip.ConfirmTimeout,
 		ReconcileInterval: c.Firewall.ReconcileInterval,
 		DriftInterval:     c.Drift.Interval,

@@ -52,6 +52,57 @@ func ParsePort(s string) (Port, error) {
 	return Port{Num: uint16(n), Proto: proto}, nil
 }
 
+// MaxDropRange is the most ports one flip.drop range may name: the plan
+// carries each port, and the plan travels in workflow histories.
+const MaxDropRange = 1024
+
+// ParsePortRange reads PORT/PROTO or FROM-TO/PROTO (9000-9010/tcp, FROM
+// below TO, at most MaxDropRange ports) into its ports, in order.
+func ParsePortRange(s string) ([]Port, error) {
+	num, proto, ok := strings.Cut(s, "/")
+	from, to, isRange := strings.Cut(num, "-")
+	if !ok || !isRange {
+		p, err := ParsePort(s)
+		if err != nil {
+			return nil, err
+		}
+		return []Port{p}, nil
+	}
+	lo, err := ParsePort(from + "/" + proto)
+	if err != nil {
+		return nil, fmt.Errorf("range %q: %w", s, err)
+	}
+	hi, err := ParsePort(to + "/" + proto)
+	if err != nil {
+		return nil, fmt.Errorf("range %q: %w", s, err)
+	}
+	if hi.Num <= lo.Num {
+		return nil, fmt.Errorf("range %q does not go up: write FROM-TO/PROTO with FROM below TO", s)
+	}
+	if int(hi.Num)-int(lo.Num)+1 > MaxDropRange {
+		return nil, fmt.Errorf("range %q names %d ports, more than %d", s, int(hi.Num)-int(lo.Num)+1, MaxDropRange)
+	}
+	out := make([]Port, 0, int(hi.Num)-int(lo.Num)+1)
+	for n := int(lo.Num); n <= int(hi.Num); n++ {
+		out = append(out, Port{Num: uint16(n), Proto: lo.Proto})
+	}
+	return out, nil
+}
+
+// MustPortRanges is MustPorts for specs that may be ranges
+// (ParsePortRange), expanded to their ports.
+func MustPortRanges(specs []string) []Port {
+	out := make([]Port, 0, len(specs))
+	for _, s := range specs {
+		ps, err := ParsePortRange(s)
+		if err != nil {
+			panic(fmt.Sprintf("config: unvalidated port range %q: %v", s, err))
+		}
+		out = append(out, ps...)
+	}
+	return out
+}
+
 // MustPorts parses already validated port strings; it is only called after
 // Validate succeeded, so a parse error here is a programming error.
 func MustPorts(specs []string) []Port {

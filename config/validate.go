@@ -107,8 +107,8 @@ func (c *Config) Validate() error {
 		file(fmt.Sprintf("node_files[%d]", i), f)
 	}
 	for i, p := range c.Flip.Drop {
-		if _, err := ParsePort(p); err != nil {
-			v.add(fmt.Sprintf("flip.drop[%d]", i), p, err.Error()+"; write PORT/PROTO, e.g. 25/tcp")
+		if _, err := ParsePortRange(p); err != nil {
+			v.add(fmt.Sprintf("flip.drop[%d]", i), p, err.Error()+"; write PORT/PROTO or FROM-TO/PROTO, e.g. 25/tcp or 9000-9010/tcp")
 		}
 	}
 	if c.Flip.ConfirmTimeout <= 0 {

@@ -26,7 +26,7 @@ func TestKernelBootRulesetLoads(t *testing.T) {
 	n := ufwDockerNode(t)
 	n.serve(t, []uint16{22, 80, 8081})
 	f := NewFlipper(n.path(n.node))
-	if _, err := f.Flip(flipSpec, Fingerprint(n.list(t)), derivedFP(t, flipSpec)); err != nil {
+	if _, err := f.Flip(flipSpec, Fingerprint(n.list(t)), derivedFP(t, n.list(t), flipSpec)); err != nil {
 		t.Fatal(err)
 	}
 	flipped := meshOnly(t, n.list(t))

@@ -27,6 +27,9 @@ type field struct {
 	// for exthdr: whether the expression loads only presence
 	present bool
 	desc    string
+	// for an immediate: the value (a NAT statement reads its address and
+	// port from registers loaded this way)
+	data []byte
 }
 
 type decoder struct {
@@ -123,9 +126,15 @@ func (d *decoder) expr(st *ruleState, e expr.Any) {
 		if e.SourceRegister {
 			return
 		}
-		if e.Key == expr.CtKeySTATE {
+		switch {
+		case e.Key == expr.CtKeySTATE:
 			st.load(e.Register, field{kind: "ctstate"})
-		} else {
+		case e.Key == expr.CtKeySTATUS:
+			st.load(e.Register, field{kind: "ctstatus"})
+		case e.Key == expr.CtKeyPROTODST && e.Direction == 0:
+			// "ct original proto-dst": the port the client used, before a DNAT
+			st.load(e.Register, field{kind: "origdport"})
+		default:
 			st.load(e.Register, field{kind: "other", desc: fmt.Sprintf("ct key %d", e.Key)})
 		}
 	case *expr.Fib:
@@ -147,7 +156,7 @@ func (d *decoder) expr(st *ruleState, e expr.Any) {
 			st.load(e.DestRegister, field{kind: "other", desc: fmt.Sprintf("extension header op %d type %d", e.Op, e.Type)})
 		}
 	case *expr.Immediate:
-		st.load(e.Register, field{kind: "other", desc: "immediate value"})
+		st.load(e.Register, field{kind: "immediate", desc: "immediate value", data: append([]byte(nil), e.Data...)})
 	case *expr.Bitwise:
 		f, ok := st.read(e.SourceRegister)
 		if !ok {
@@ -214,8 +223,21 @@ func (d *decoder) expr(st *ruleState, e expr.Any) {
 		} else {
 			st.note(fmt.Sprintf("updates set %s (ignored: a side effect)", e.SetName))
 		}
-	case *expr.Masq, *expr.NAT, *expr.Redir:
+	case *expr.NAT:
+		if e.Type == expr.NATTypeDestNAT {
+			st.setVerdict(Verdict{Kind: VerdictDNAT, NAT: st.natTarget(e)})
+			return
+		}
 		// A NAT statement ends the base chain like accept (nf_nat returns NF_ACCEPT).
+		st.note("nat statement treated as accept")
+		st.setVerdict(Verdict{Kind: VerdictAccept})
+	case *expr.Redir:
+		t := &NATTarget{Local: true}
+		if e.RegisterProtoMin != 0 {
+			t.PortMin, t.PortMax = st.immPort(e.RegisterProtoMin, e.RegisterProtoMax, t)
+		}
+		st.setVerdict(Verdict{Kind: VerdictDNAT, NAT: t})
+	case *expr.Masq:
 		st.note("nat statement treated as accept")
 		st.setVerdict(Verdict{Kind: VerdictAccept})
 	case *expr.Queue:
@@ -311,7 +333,7 @@ func (d *decoder) cmp(st *ruleState, f field, op expr.CmpOp, data []byte) {
 				return
 			}
 		}
-	case "sport", "dport":
+	case "sport", "dport", "origdport":
 		if len(data) == 2 && f.mask == nil {
 			v := binary.BigEndian.Uint16(data)
 			var pr PortRange
@@ -364,7 +386,7 @@ func (d *decoder) cmp(st *ruleState, f field, op expr.CmpOp, data []byte) {
 			st.add(Cond{Kind: CondKind(f.kind + "name"), Names: []string{"lo"}, Negate: neg})
 			return
 		}
-	case "ctstate", "fibdaddr", "fibsaddr", "pkttype":
+	case "ctstate", "ctstatus", "fibdaddr", "fibsaddr", "pkttype":
 		if eqLike {
 			if c, ok := bitsCond(f, op, data); ok {
 				st.add(c)
@@ -427,6 +449,15 @@ func bitsCond(f field, op expr.CmpOp, data []byte) (Cond, bool) {
 	v, ok := hostUint(data)
 	if !ok {
 		return Cond{}, false
+	}
+	if f.kind == "ctstatus" {
+		// Only "ct status & M != 0" (nft's "ct status dnat") is a question
+		// the evaluator can answer.
+		m, ok := hostUint(f.mask)
+		if f.mask == nil || !ok || v != 0 {
+			return Cond{}, false
+		}
+		return Cond{Kind: CondCtStatus, Bits: m, Negate: !neg}, true
 	}
 	if f.kind == "ctstate" {
 		if f.mask != nil {
@@ -524,7 +555,7 @@ func (d *decoder) rangeExpr(st *ruleState, f field, e *expr.Range) {
 	neg := e.Op == expr.CmpOpNeq
 	if e.Op == expr.CmpOpEq || neg {
 		switch f.kind {
-		case "sport", "dport":
+		case "sport", "dport", "origdport":
 			if f.mask == nil && len(e.FromData) == 2 && len(e.ToData) == 2 {
 				st.add(Cond{Kind: CondKind(f.kind), Negate: neg, Ports: []PortRange{{binary.BigEndian.Uint16(e.FromData), binary.BigEndian.Uint16(e.ToData)}}})
 				return
@@ -542,3 +573,49 @@ func (d *decoder) rangeExpr(st *ruleState, f field, e *expr.Range) {
 }
 
 // interval is an inclusive key interval of a set, with a map verdict.
+
+// natTarget reads a native "dnat to ADDR[:PORT]" whose address and port
+// nft loads into registers with immediates just before the statement.
+func (st *ruleState) natTarget(e *expr.NAT) *NATTarget {
+	t := &NATTarget{}
+	if e.RegAddrMin != 0 {
+		lo, okLo := st.regs[normReg(e.RegAddrMin)]
+		hi := lo
+		if e.RegAddrMax != 0 {
+			hi = st.regs[normReg(e.RegAddrMax)]
+		}
+		a, ok := netip.AddrFromSlice(lo.data)
+		switch {
+		case !okLo || lo.kind != "immediate" || !ok:
+			t.Unknown = "the address comes from " + describe(lo)
+		case !bytes.Equal(lo.data, hi.data):
+			t.Unknown = "an address range"
+		case e.Prefix:
+			t.Unknown = "a prefix mapping"
+		default:
+			t.Addr = a.Unmap()
+		}
+	} else {
+		t.Local = true // "dnat to :PORT" keeps the address: the node's own
+	}
+	if e.RegProtoMin != 0 {
+		t.PortMin, t.PortMax = st.immPort(e.RegProtoMin, e.RegProtoMax, t)
+	}
+	return t
+}
+
+// immPort reads the port range of a NAT statement from its registers.
+func (st *ruleState) immPort(regMin, regMax uint32, t *NATTarget) (uint16, uint16) {
+	lo, ok := st.regs[normReg(regMin)]
+	hi := lo
+	if regMax != 0 {
+		hi = st.regs[normReg(regMax)]
+	}
+	if !ok || lo.kind != "immediate" || hi.kind != "immediate" || len(lo.data) != 2 || len(hi.data) != 2 {
+		if t.Unknown == "" {
+			t.Unknown = "the port comes from " + describe(lo)
+		}
+		return 0, 0
+	}
+	return binary.BigEndian.Uint16(lo.data), binary.BigEndian.Uint16(hi.data)
+}

@@ -127,7 +127,7 @@ func keysCond(fam string, f field, ivs []interval) (Cond, bool) {
 		return Cond{}, false
 	}
 	switch f.kind {
-	case "dport", "sport":
+	case "dport", "sport", "origdport":
 		c := Cond{Kind: CondKind(f.kind), Ports: []PortRange{}}
 		for _, iv := range ivs {
 			if len(iv.lo) != 2 || len(iv.hi) != 2 {

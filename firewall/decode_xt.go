@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"net"
 	"net/netip"
 
 	"github.com/google/nftables/expr"
@@ -33,13 +34,13 @@ func (d *decoder) match(st *ruleState, m *expr.Match) {
 		}
 		return
 	case *xt.ConntrackMtinfo3:
-		d.conntrack(st, &info.ConntrackMtinfoBase, uint32(info.StateMask))
+		d.conntrack(st, &info.ConntrackMtinfoBase, uint32(info.StateMask), uint32(info.StatusMask), info.OrigDstPortHigh, true)
 		return
 	case *xt.ConntrackMtinfo2:
-		d.conntrack(st, &info.ConntrackMtinfoBase, uint32(info.StateMask))
+		d.conntrack(st, &info.ConntrackMtinfoBase, uint32(info.StateMask), uint32(info.StatusMask), 0, false)
 		return
 	case *xt.ConntrackMtinfo1:
-		d.conntrack(st, &info.ConntrackMtinfoBase, uint32(info.StateMask))
+		d.conntrack(st, &info.ConntrackMtinfoBase, uint32(info.StateMask), uint32(info.StatusMask), 0, false)
 		return
 	case *xt.AddrTypeV1:
 		if info.Flags&(xtAddrTypeLimitIfaceIn|xtAddrTypeLimitIfaceOu) != 0 {
@@ -162,22 +163,61 @@ func multiport(rev uint32, raw []byte) (Cond, bool) {
 	return Cond{}, false // either source or destination port
 }
 
-func (d *decoder) conntrack(st *ruleState, b *xt.ConntrackMtinfoBase, stateMask uint32) {
+// xt conntrack's state bits beyond nft's (XT_CONNTRACK_STATE_*).
+const (
+	xtCtStateSNAT      = 1 << 6
+	xtCtStateDNAT      = 1 << 7
+	xtCtStateUntracked = 1 << 8
+)
+
+// conntrack decodes struct xt_conntrack_mtinfo1/2/3; origDstHigh is the
+// upper bound of --ctorigdstport's range (rev 3 only).
+func (d *decoder) conntrack(st *ruleState, b *xt.ConntrackMtinfoBase, stateMask, statusMask uint32, origDstHigh uint16, hasHigh bool) {
 	flags, inv := xt.ConntrackFlags(b.MatchFlags), xt.ConntrackFlags(b.InvertFlags)
-	known := xt.ConntrackState | xt.ConntrackStateAlias | xt.ConntrackProto | xt.ConntrackOrigSrc | xt.ConntrackOrigDst
+	known := xt.ConntrackState | xt.ConntrackStateAlias | xt.ConntrackProto | xt.ConntrackOrigSrc | xt.ConntrackOrigDst |
+		xt.ConntrackStatus | xt.ConntrackOrigDstPort
 	if flags&(xt.ConntrackState|xt.ConntrackStateAlias) != 0 {
-		st.add(Cond{Kind: CondCtState, Bits: stateMask, Negate: inv&xt.ConntrackState != 0})
+		bits := stateMask & (ctStateInvalid | ctStateEstablished | ctStateRelated | ctStateNew)
+		if stateMask&xtCtStateSNAT != 0 {
+			bits |= ctStateSNAT
+		}
+		if stateMask&xtCtStateDNAT != 0 {
+			bits |= ctStateDNAT
+		}
+		if stateMask&xtCtStateUntracked != 0 {
+			bits |= ctStateUntracked
+		}
+		st.add(Cond{Kind: CondCtState, Bits: bits, Negate: inv&xt.ConntrackState != 0})
+	}
+	if flags&xt.ConntrackStatus != 0 {
+		st.add(Cond{Kind: CondCtStatus, Bits: statusMask, Negate: inv&xt.ConntrackStatus != 0})
+	}
+	if flags&xt.ConntrackOrigDstPort != 0 {
+		// Rev 3 holds a host-order range (the kernel compares it with
+		// ntohs of the tuple's port); revs 1 and 2 one big-endian port.
+		lo, hi := b.OrigDstPort, origDstHigh
+		if !hasHigh {
+			lo = beUint16(lo)
+			hi = lo
+		}
+		if hi < lo {
+			st.add(Cond{Kind: CondNever, Reason: "empty --ctorigdstport range"})
+		} else {
+			st.add(Cond{Kind: CondOrigDport, Ports: []PortRange{{lo, hi}}, Negate: inv&xt.ConntrackOrigDstPort != 0})
+		}
 	}
 	if flags&xt.ConntrackProto != 0 {
 		st.add(Cond{Kind: CondL4Proto, Protos: []int{int(b.L4Proto)}, Negate: inv&xt.ConntrackProto != 0})
 	}
-	// For a new connection the original tuple is the packet's own.
+	// For a new connection the original source is the packet's own (no
+	// SNAT happens before filtering); the original destination is the one
+	// before a DNAT.
 	for _, x := range []struct {
 		flag xt.ConntrackFlags
 		kind CondKind
 		addr []byte
 		mask []byte
-	}{{xt.ConntrackOrigSrc, CondSaddr, b.OrigSrcAddr, b.OrigSrcMask}, {xt.ConntrackOrigDst, CondDaddr, b.OrigDstAddr, b.OrigDstMask}} {
+	}{{xt.ConntrackOrigSrc, CondSaddr, b.OrigSrcAddr, b.OrigSrcMask}, {xt.ConntrackOrigDst, CondOrigDaddr, b.OrigDstAddr, b.OrigDstMask}} {
 		if flags&x.flag == 0 {
 			continue
 		}
@@ -234,7 +274,9 @@ func (d *decoder) target(st *ruleState, t *expr.Target) {
 		"TRACE", "CT", "NOTRACK", "AUDIT", "CHECKSUM", "SECMARK", "CONNSECMARK", "SET", "IDLETIMER", "LED":
 		// non-terminal: the packet goes on to the next rule
 		st.note("xt target " + t.Name)
-	case "DNAT", "SNAT", "MASQUERADE", "REDIRECT", "NETMAP":
+	case "DNAT", "REDIRECT":
+		st.setVerdict(Verdict{Kind: VerdictDNAT, NAT: xtNAT(t)})
+	case "SNAT", "MASQUERADE", "NETMAP":
 		st.note("xt target " + t.Name + " treated as accept")
 		st.setVerdict(Verdict{Kind: VerdictAccept})
 	default:
@@ -252,4 +294,50 @@ func allBytes(b []byte, c byte) bool {
 		}
 	}
 	return true
+}
+
+func beUint16(v uint16) uint16 {
+	var b [2]byte
+	binary.NativeEndian.PutUint16(b[:], v)
+	return binary.BigEndian.Uint16(b[:])
+}
+
+// xtNAT reads where an xt DNAT or REDIRECT target sends a connection.
+func xtNAT(t *expr.Target) *NATTarget {
+	var flags uint
+	var minIP, maxIP net.IP
+	var minPort, maxPort uint16
+	switch info := t.Info.(type) {
+	case *xt.NatRange:
+		flags, minIP, maxIP, minPort, maxPort = info.Flags, info.MinIP, info.MaxIP, info.MinPort, info.MaxPort
+	case *xt.NatRange2:
+		flags, minIP, maxIP, minPort, maxPort = info.Flags, info.MinIP, info.MaxIP, info.MinPort, info.MaxPort
+	case *xt.NatIPv4MultiRangeCompat:
+		if len(*info) != 1 {
+			return &NATTarget{Unknown: fmt.Sprintf("xt %s with %d ranges", t.Name, len(*info))}
+		}
+		r := (*info)[0]
+		flags, minIP, maxIP, minPort, maxPort = r.Flags, r.MinIP, r.MaxIP, r.MinPort, r.MaxPort
+	default:
+		return &NATTarget{Unknown: fmt.Sprintf("xt %s rev %d info not decoded", t.Name, t.Rev)}
+	}
+	n := &NATTarget{}
+	if flags&uint(xt.NatRangeProtoSpecified) != 0 {
+		n.PortMin, n.PortMax = minPort, maxPort
+	}
+	if t.Name == "REDIRECT" || flags&uint(xt.NatRangeMapIPs) == 0 {
+		n.Local = true // REDIRECT, or "--to-destination :PORT": the address stays the node's
+		return n
+	}
+	lo, ok1 := netip.AddrFromSlice(minIP)
+	hi, ok2 := netip.AddrFromSlice(maxIP)
+	switch {
+	case !ok1 || !ok2:
+		n.Unknown = "xt " + t.Name + " address not readable"
+	case lo.Unmap() != hi.Unmap():
+		n.Unknown = fmt.Sprintf("an address range %s-%s", lo.Unmap(), hi.Unmap())
+	default:
+		n.Addr = lo.Unmap()
+	}
+	return n
 }

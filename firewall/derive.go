@@ -7,6 +7,7 @@ package firewall
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/google/nftables"
@@ -24,7 +25,12 @@ const MeshTable = "adoption"
 const (
 	OwnerManagement = "management" // the ports the node is managed through (ssh, ...)
 	OwnerFoundation = "foundation"
-	OwnerMesh       = "mesh"       // established/related, invalid, loopback, ICMP
+	OwnerMesh       = "mesh"
+	// OwnerEssentials keeps what a host needs whatever the modules say:
+	// established/related, invalid, loopback, ICMP and ICMPv6 (neighbour
+	// discovery, MLD), DHCP client replies where the found firewall
+	// allowed them.
+	OwnerEssentials = "essentials"
 	OwnerContainers = "containers" // traffic from container bridges (their egress)
 )
 
@@ -46,6 +52,11 @@ type MeshSpec struct {
 	// Drop lists the ports the operator deliberately drops at the flip; the
 	// preview only reads it.
 	Drop []config.Port `json:"drop"`
+	// DHCP4 and DHCP6 keep the DHCP client's replies (udp 67 -> 68, and
+	// 547 -> 546 from link-local). They are not the plan's to set: the
+	// preview and the flip set them from the found firewall (DeriveFor).
+	DHCP4 bool `json:"dhcp4,omitempty"`
+	DHCP6 bool `json:"dhcp6,omitempty"`
 }
 
 // Derived is the mesh's own ruleset for one node: the model the evaluator
@@ -75,13 +86,13 @@ type derivedRule struct {
 // container bridges (docker0, br-*) so containers keep their egress, and
 // DNATed connections whose original destination port is a Forward port.
 // Every rule's comment names its owner: "adoption:<node>:<owner>:<port>/<proto>"
-// for ports, "adoption:<node>:mesh:<what>" for the rest.
+// for ports, "adoption:<node>:essentials:<what>" for what every host needs.
 func Derive(spec MeshSpec) (*Derived, error) {
 	if err := validateSpec(spec); err != nil {
 		return nil, err
 	}
 	node := spec.Node
-	base := func(what string) string { return fmt.Sprintf("%s%s:%s:%s", markPrefix, node, OwnerMesh, what) }
+	base := func(what string) string { return fmt.Sprintf("%s%s:%s:%s", markPrefix, node, OwnerEssentials, what) }
 	var rules []derivedRule
 	for _, ch := range []string{HookInput, HookForward} {
 		rules = append(rules,
@@ -103,8 +114,9 @@ func Derive(spec MeshSpec) (*Derived, error) {
 			[]byte{8, 3, 11, 12}},
 		{unix.NFPROTO_IPV6, unix.IPPROTO_ICMPV6, "icmpv6",
 			[]string{"echo-request", "destination-unreachable", "packet-too-big", "time-exceeded", "parameter-problem",
-				"nd-router-advert", "nd-neighbor-solicit", "nd-neighbor-advert"},
-			[]byte{128, 1, 2, 3, 4, 134, 135, 136}},
+				"nd-router-advert", "nd-neighbor-solicit", "nd-neighbor-advert",
+				"mld-listener-query", "mld-listener-report", "mld-listener-done", "mld2-listener-report"},
+			[]byte{128, 1, 2, 3, 4, 134, 135, 136, 130, 131, 132, 143}},
 	} {
 		for i, typ := range ic.types {
 			rules = append(rules, derivedRule{chain: HookInput, comment: base(ic.name), text: ic.name + " type " + typ + " accept",
@@ -118,6 +130,14 @@ func Derive(spec MeshSpec) (*Derived, error) {
 					&expr.Verdict{Kind: expr.VerdictAccept},
 				}})
 		}
+	}
+	if spec.DHCP4 {
+		rules = append(rules, derivedRule{chain: HookInput, comment: base("dhcp4"), text: "meta nfproto ipv4 udp sport 67 udp dport 68 accept",
+			exprs: dhcpExprs(unix.NFPROTO_IPV4, 67, 68)})
+	}
+	if spec.DHCP6 {
+		rules = append(rules, derivedRule{chain: HookInput, comment: base("dhcp6"), text: "meta nfproto ipv6 ip6 saddr fe80::/10 udp sport 547 udp dport 546 accept",
+			exprs: dhcpExprs(unix.NFPROTO_IPV6, 547, 546)})
 	}
 	for _, a := range dedupe(spec.Input) {
 		mk := Mark{Node: node, Owner: a.Owner, Port: a.Port.Num, Proto: a.Port.Proto}
@@ -141,15 +161,7 @@ func Derive(spec MeshSpec) (*Derived, error) {
 			&expr.Counter{},
 			&expr.Verdict{Kind: expr.VerdictAccept},
 		)
-		// The evaluator's forward packet is the connection as the client
-		// addressed it, and it does not model NAT: "ct status dnat ct
-		// original proto-dst N" is read as "dport N" (decoded as is, both
-		// would be undecidable and every published port uncertain).
-		model := Rule{Comment: mk.Comment(), Verdict: Verdict{Kind: VerdictAccept}, Conds: []Cond{
-			{Kind: CondL4Proto, Protos: []int{int(p)}},
-			{Kind: CondDport, Ports: []PortRange{{a.Port.Num, a.Port.Num}}},
-		}}
-		rules = append(rules, derivedRule{chain: HookForward, exprs: ex, comment: mk.Comment(), model: &model,
+		rules = append(rules, derivedRule{chain: HookForward, exprs: ex, comment: mk.Comment(),
 			text: fmt.Sprintf("ct status dnat meta l4proto %s ct original proto-dst %d counter accept", a.Port.Proto, a.Port.Num)})
 	}
 	for _, r := range rules {
@@ -161,9 +173,6 @@ func Derive(spec MeshSpec) (*Derived, error) {
 	d.Ruleset = d.model()
 	return d, nil
 }
-
-// IPS_DST_NAT in ct status.
-const ipsDstNAT = 1 << 5
 
 func l4num(proto string) byte {
 	if proto == "udp" {
@@ -309,4 +318,50 @@ func ownerOf(comment string) string {
 		return ""
 	}
 	return parts[1]
+}
+
+// dhcpExprs is "meta nfproto F [ip6 saddr fe80::/10] udp sport S udp dport
+// D accept": the DHCP client's replies.
+func dhcpExprs(nfproto byte, sport, dport uint16) []expr.Any {
+	ex := []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nfproto}},
+	}
+	if nfproto == unix.NFPROTO_IPV6 {
+		ex = append(ex,
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 8, Len: 2},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 2, Mask: []byte{0xff, 0xc0}, Xor: []byte{0, 0}},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0xfe, 0x80}})
+	}
+	return append(ex,
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(sport)},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(dport)},
+		&expr.Verdict{Kind: expr.VerdictAccept},
+	)
+}
+
+// DeriveFor is Derive with the essentials that depend on the found
+// firewall: DHCPv4 and DHCPv6 client replies are kept where the found
+// firewall accepts them now (a reply from a server's port to the client's,
+// at the input hook), never because a request asked.
+func DeriveFor(found *Ruleset, spec MeshSpec) (*Derived, error) {
+	spec.DHCP4 = acceptsReply(found, FamilyIP, atom{other: true}, netip.Addr{}, 67, 68)
+	spec.DHCP6 = acceptsReply(found, FamilyIP6, atom{prefix: netip.MustParsePrefix("fe80::/64")}, netip.MustParseAddr("fe80::1"), 547, 546)
+	return Derive(spec)
+}
+
+// acceptsReply reports whether found accepts, at the input hook, a new
+// UDP datagram from sport to dport (from src, to dst when valid).
+func acceptsReply(found *Ruleset, fam string, src atom, dst netip.Addr, sport, dport uint16) bool {
+	if found == nil {
+		return false
+	}
+	e := newEvaluator(found)
+	r := e.hook(baseChains(found, HookInput, fam, nil), packet{hook: HookInput, family: fam, proto: unix.IPPROTO_UDP,
+		port: dport, origPort: dport, sport: sport, src: src, dst: dst})
+	return r.accept
 }

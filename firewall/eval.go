@@ -5,6 +5,7 @@
 package firewall
 
 import (
+	"fmt"
 	"math/big"
 	"net/netip"
 	"sort"
@@ -13,19 +14,46 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// OpenPorts evaluates which (port, proto) a new connection from an arbitrary
-// outside address can reach, for the input hook (to the node's own unicast
-// address) and the forward hook (to a non-local unicast address), for TCP and
-// UDP, over IPv4 and IPv6.
+// OpenPorts is OpenPortsOn for a node the evaluator knows nothing about
+// besides its ruleset (the zero Node).
+func OpenPorts(rs *Ruleset) []Opening { return OpenPortsOn(rs, Node{}) }
+
+// OpenPortsOn evaluates which (port, proto) a new connection from an
+// arbitrary outside address can reach on node, for TCP and UDP, over IPv4
+// and IPv6, by the port the client uses.
 //
 // The synthetic packet: conntrack state NEW, a TCP SYN or a UDP datagram,
 // source a unicast address that is not loopback and not the node's own,
-// arriving on an interface other than lo, unicast to this host's link
-// address, without IPv6 extension headers. Every base chain at the hook in a
-// table of a matching family runs, in priority order: accept ends that base
-// chain only, drop and reject are final, jump/goto/return and policies are
-// followed. A condition that cannot be decided splits the evaluation; if the
-// branches end differently the opening is Uncertain.
+// arriving on one of the node's uplinks (any interface that is not lo, not
+// enslaved and not a container bridge; with the zero Node, any interface
+// but lo), unicast to the node's own address, without IPv6 extension
+// headers. It goes the way the kernel sends it:
+//
+//   - prerouting: base chains of type filter (raw, mangle) may drop it; then
+//     the nat chains (type nat, in priority order, the first NAT statement
+//     wins): a DNAT (Docker's DOCKER chain reached through "addrtype
+//     --dst-type LOCAL", or a native "dnat to") rewrites the destination;
+//   - no DNAT, or a DNAT to the node itself (REDIRECT): the input hook, to
+//     the (new) port. Direction "input";
+//   - a DNAT elsewhere: the forward hook, with the container's address and
+//     port as destination, the bridge that holds that address as output
+//     interface, ct status dnat set and the original port in conntrack's
+//     original tuple. Direction "forward", Via the container's address and
+//     port. A node that does not forward (ip_forward 0) drops it. A target
+//     on none of the node's networks, an address the evaluator cannot read,
+//     or a port range is reported uncertain with the Reason.
+//
+// At each hook every base chain of a table of a matching family runs, in
+// priority order: accept ends that base chain only, drop and reject are
+// final, jump/goto/return and policies are followed. A condition that
+// cannot be decided splits the evaluation; if the branches end differently
+// the opening is Uncertain. A nat decision that depends on such a condition
+// makes every path it may take uncertain.
+//
+// With the zero Node, forwarded traffic is also evaluated as routed traffic
+// to an unknown non-local destination (direction "forward", no Via), as it
+// was before DNAT was modelled. With a known Node it is not: clients reach
+// services through published ports, not by routing to container addresses.
 //
 // Ports are evaluated per interval whose bounds come from every port
 // condition in the ruleset, and sources per "atom": the region of each
@@ -36,29 +64,51 @@ import (
 // reported exactly, as the fewest CIDRs that cover it (10.0.0.0/8 minus
 // 10.1.0.0/16 gives seven prefixes).
 //
-// Forward openings assume the node forwards at all (ip_forward): with no base
-// chain at the forward hook every port is reported open.
-//
 // Results are reported per family ("ip", "ip6"), never merged: a source
 // prefix belongs to one family, and per-family results read plainly.
 // Sorted by direction (input, forward), family, proto, port, from.
 //
-// Only the input and forward hooks are evaluated: a drop at prerouting or
-// ingress is not seen.
-func OpenPorts(rs *Ruleset) []Opening {
+// Ingress (netdev) chains are not evaluated, nor filter chains at
+// prerouting with a priority after the nat chains (they are run with the
+// packet as the client sent it).
+func OpenPortsOn(rs *Ruleset, node Node) []Opening {
 	var out []Opening
 	bounds := portBounds(rs)
-	for _, hook := range []string{HookInput, HookForward} {
-		for _, fam := range []string{FamilyIP, FamilyIP6} {
-			bases := baseChains(rs, hook, fam)
-			atoms := sourceAtoms(rs, fam)
-			groups := groupAtoms(rs, atoms)
-			for _, proto := range []string{"tcp", "udp"} {
-				out = append(out, evalPorts(rs, bases, atoms, groups, bounds, hook, fam, proto)...)
-			}
+	for _, fam := range []string{FamilyIP, FamilyIP6} {
+		st := stages{
+			pre:     baseChains(rs, HookPrerouting, fam, func(ch *Chain) bool { return ch.Type != "nat" }),
+			nat:     baseChains(rs, HookPrerouting, fam, func(ch *Chain) bool { return ch.Type == "nat" }),
+			input:   baseChains(rs, HookInput, fam, nil),
+			forward: baseChains(rs, HookForward, fam, nil),
+		}
+		atoms := sourceAtoms(rs, fam)
+		groups := groupAtoms(rs, atoms)
+		for _, proto := range []string{"tcp", "udp"} {
+			out = append(out, evalPorts(rs, &node, st, atoms, groups, bounds, fam, proto)...)
 		}
 	}
+	dir := func(d string) int {
+		if d == HookInput {
+			return 0
+		}
+		return 1
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if dir(a.Direction) != dir(b.Direction) {
+			return dir(a.Direction) < dir(b.Direction)
+		}
+		if a.Family != b.Family {
+			return a.Family < b.Family
+		}
+		return a.Proto < b.Proto
+	})
 	return out
+}
+
+// stages are one family's base chains, by where the packet meets them.
+type stages struct {
+	pre, nat, input, forward []chainRef
 }
 
 type chainRef struct {
@@ -66,7 +116,7 @@ type chainRef struct {
 	chain *Chain
 }
 
-func baseChains(rs *Ruleset, hook, fam string) []chainRef {
+func baseChains(rs *Ruleset, hook, fam string, keep func(*Chain) bool) []chainRef {
 	var out []chainRef
 	for ti := range rs.Tables {
 		t := &rs.Tables[ti]
@@ -74,13 +124,14 @@ func baseChains(rs *Ruleset, hook, fam string) []chainRef {
 			continue
 		}
 		for ci := range t.Chains {
-			if t.Chains[ci].Hook == hook {
+			if t.Chains[ci].Hook == hook && (keep == nil || keep(&t.Chains[ci])) {
 				out = append(out, chainRef{t, &t.Chains[ci]})
 			}
 		}
 	}
-	// Order does not change the outcome (accept only ends one base chain,
-	// drop anywhere is final) but is kept as the kernel runs them.
+	// Order does not change a filter outcome (accept only ends one base
+	// chain, drop anywhere is final) but it does the nat outcome (the first
+	// NAT statement wins); kept as the kernel runs them.
 	sort.SliceStable(out, func(i, j int) bool { return out[i].chain.Priority < out[j].chain.Priority })
 	return out
 }
@@ -107,7 +158,7 @@ func eachCond(rs *Ruleset, f func(c *Cond)) {
 func portBounds(rs *Ruleset) []int {
 	set := map[int]bool{0: true}
 	eachCond(rs, func(c *Cond) {
-		if c.Kind != CondDport {
+		if c.Kind != CondDport && c.Kind != CondOrigDport {
 			return
 		}
 		for _, p := range c.Ports {
@@ -213,12 +264,25 @@ func nonEmptyAtom(p netip.Prefix, ps []netip.Prefix) bool {
 }
 
 // packet is the synthetic packet of one evaluation.
+
+// packet is the synthetic packet of one evaluation.
 type packet struct {
 	hook   string
 	family string
 	proto  uint8
-	port   uint16
-	src    atom
+	port   uint16 // destination port now (after a DNAT)
+	// origPort is the port the client used (conntrack's original tuple).
+	origPort uint16
+	// sport is the client's source port; 0: any (the usual case).
+	sport uint16
+	src   atom
+	// dst is the destination after a DNAT; invalid: the node's own address
+	// (prerouting, input) or an unknown routed destination (forward).
+	dst  netip.Addr
+	dnat bool
+	// oif is the output interface of a forwarded packet; "" unknown.
+	oif  string
+	node *Node
 }
 
 type tri int
@@ -247,7 +311,13 @@ func (p *packet) cond(c *Cond) tri {
 		}
 	case CondDport:
 		t = boolTri(inPorts(c.Ports, p.port))
+	case CondOrigDport:
+		t = boolTri(inPorts(c.Ports, p.origPort))
 	case CondSport:
+		if p.sport != 0 {
+			t = boolTri(inPorts(c.Ports, p.sport))
+			break
+		}
 		// The client's source port is arbitrary.
 		t = triUnknown
 		if len(c.Ports) == 0 {
@@ -266,21 +336,60 @@ func (p *packet) cond(c *Cond) tri {
 			}
 		}
 	case CondDaddr:
+		if p.dst.IsValid() {
+			t = triFalse
+			for _, q := range c.Prefixes {
+				if q.Contains(p.dst) {
+					t = triTrue
+				}
+			}
+		} else {
+			t = daddrTri(c.Prefixes, p.family)
+		}
+	case CondOrigDaddr:
 		t = daddrTri(c.Prefixes, p.family)
 	case CondIifname:
-		t = ifnameTri(c.Names)
+		if p.node.known() {
+			t = namesTri(c.Names, p.node.uplinks())
+		} else {
+			t = ifnameTri(c.Names)
+		}
 	case CondOifname:
-		if p.hook == HookInput {
+		if p.hook != HookForward {
 			// No output device yet: meta oifname breaks the rule whatever
 			// the comparison.
 			return triFalse
 		}
-		t = ifnameTri(c.Names)
+		if p.oif != "" {
+			t = namesTri(c.Names, []string{p.oif})
+		} else {
+			t = ifnameTri(c.Names)
+		}
 	case CondCtState:
-		t = boolTri(c.Bits&ctStateNew != 0)
+		bits := uint32(ctStateNew)
+		if p.dnat {
+			bits |= ctStateDNAT
+		}
+		t = boolTri(c.Bits&bits != 0)
+	case CondCtStatus:
+		// A new connection has no reply, is not confirmed, assured or
+		// expected, and is not source-NATed before postrouting.
+		const known = ipsExpected | ipsSeenReply | ipsAssured | ipsConfirmed | ipsSrcNAT | ipsDstNAT
+		status := uint32(0)
+		if p.dnat {
+			status |= ipsDstNAT
+		}
+		switch {
+		case c.Bits&status != 0:
+			t = triTrue
+		case c.Bits&^known != 0:
+			return triUnknown
+		default:
+			t = triFalse
+		}
 	case CondAddrType:
 		typ := uint32(rtnUnicast)
-		if c.Addr == "daddr" && p.hook == HookInput {
+		if c.Addr == "daddr" && (p.hook == HookInput || p.hook == HookPrerouting) {
 			typ = rtnLocal
 		}
 		t = boolTri(c.Bits&(1<<typ) != 0)
@@ -373,20 +482,65 @@ func ifnameTri(names []string) tri {
 	return t
 }
 
-// outcome is a set of possible ends of a chain evaluation.
-type outcome uint8
+// nameMatch reports whether interface name n matches pattern pat (a
+// trailing '*' is a prefix match, as nft's "eth*" and iptables' "eth+").
+func nameMatch(pat, n string) bool {
+	if p, ok := strings.CutSuffix(pat, "*"); ok {
+		return strings.HasPrefix(n, p)
+	}
+	return pat == n
+}
+
+// namesTri decides an interface name condition for a packet on one of the
+// interfaces in on (which one is not known): true if every one matches,
+// false if none does.
+func namesTri(pats, on []string) tri {
+	if len(on) == 0 {
+		return triUnknown
+	}
+	hits := 0
+	for _, n := range on {
+		for _, pat := range pats {
+			if nameMatch(pat, n) {
+				hits++
+				break
+			}
+		}
+	}
+	switch hits {
+	case 0:
+		return triFalse
+	case len(on):
+		return triTrue
+	}
+	return triUnknown
+}
+
+// outcome is a set of possible ends of a chain evaluation: accept, drop,
+// return, and (in nat chains) one bit per DNAT target the evaluator met, from
+// outDNAT on.
+type outcome uint64
 
 const (
 	outAccept outcome = 1 << iota
 	outDrop
 	outReturn
+	outDNAT // first target bit; target i is outDNAT << i
 )
+
+// maxTargets is how many distinct DNAT targets one packet's nat evaluation
+// keeps apart; more make the outcome unknown.
+const maxTargets = 60
 
 type evaluator struct {
 	rs     *Ruleset
 	pkt    packet
 	memo   map[memoKey]outcome
 	chains map[chainKey]*Chain
+	// nat is set while nat chains run: a DNAT verdict then yields its
+	// target's bit instead of accept.
+	nat     bool
+	targets []NATTarget
 }
 
 type memoKey struct {
@@ -482,6 +636,16 @@ func (e *evaluator) verdict(t *Table, v Verdict, rest func() outcome, depth int)
 	switch v.Kind {
 	case VerdictAccept:
 		return outAccept
+	case VerdictDNAT:
+		if a := v.NAT; a != nil && a.Addr.IsValid() && a.Addr.Is4() != (e.pkt.family == FamilyIP) {
+			// "dnat ip to" in an inet table does nothing to an IPv6
+			// packet (and the other way round): the rule goes on.
+			return rest()
+		}
+		if !e.nat {
+			return outAccept // a NAT statement ends the base chain like accept
+		}
+		return e.targetBit(v.NAT)
 	case VerdictDrop, VerdictReject:
 		return outDrop
 	case VerdictReturn:
@@ -499,6 +663,22 @@ func (e *evaluator) verdict(t *Table, v Verdict, rest func() outcome, depth int)
 		return e.run(t, e.chains[chainKey{t, v.Target}], 0, depth+1)
 	}
 	return outAccept | outDrop | rest()
+}
+
+func (e *evaluator) targetBit(t *NATTarget) outcome {
+	if t == nil {
+		t = &NATTarget{Unknown: "no target decoded"}
+	}
+	for i := range e.targets {
+		if e.targets[i] == *t {
+			return outDNAT << i
+		}
+	}
+	if len(e.targets) >= maxTargets {
+		return outAccept | outDrop
+	}
+	e.targets = append(e.targets, *t)
+	return outDNAT << (len(e.targets) - 1)
 }
 
 // result of the whole hook for one packet.
@@ -531,9 +711,165 @@ func (e *evaluator) hook(bases []chainRef, pkt packet) result {
 	return result{accept: cont, drop: drop}
 }
 
+// natEnd is one way the nat chains at prerouting may end for a packet:
+// dropped, not translated (target nil), or DNATed to target.
+type natEnd struct {
+	drop   bool
+	target *NATTarget
+}
+
+// natHook runs the nat base chains in priority order: a chain that
+// accepts (or returns) hands the packet to the next, a NAT statement ends
+// them all (nf_nat_inet_fn stops once the binding is set up), a drop is
+// final.
+func (e *evaluator) natHook(bases []chainRef, pkt packet) []natEnd {
+	e.pkt = pkt
+	e.memo = map[memoKey]outcome{}
+	e.nat, e.targets = true, e.targets[:0]
+	defer func() { e.nat = false }()
+	cont := true
+	var ends outcome
+	for _, b := range bases {
+		if !cont {
+			break
+		}
+		o := e.run(b.table, b.chain, 0, 0)
+		if o&outReturn != 0 {
+			o &^= outReturn
+			if b.chain.Policy == "drop" {
+				o |= outDrop
+			} else {
+				o |= outAccept
+			}
+		}
+		ends |= o &^ outAccept
+		cont = o&outAccept != 0
+	}
+	var out []natEnd
+	if cont {
+		out = append(out, natEnd{})
+	}
+	if ends&outDrop != 0 {
+		out = append(out, natEnd{drop: true})
+	}
+	for i := range e.targets {
+		if ends&(outDNAT<<i) != 0 {
+			t := e.targets[i]
+			out = append(out, natEnd{target: &t})
+		}
+	}
+	return out
+}
+
+// path is where a client's connection ends up: the hook that decides it,
+// the DNAT target it was sent to, and why it cannot be decided, if so.
+type path struct {
+	dir, via, reason string
+}
+
+// client evaluates one client packet the whole way: prerouting, nat, then
+// the input or forward hook of each way the nat chains may send it. A path
+// is in the result when the packet may take it.
+func (e *evaluator) client(st *stages, pkt packet) map[path]result {
+	out := map[path]result{}
+	add := func(p path, r result) {
+		o := out[p]
+		out[p] = result{accept: o.accept || r.accept, drop: o.drop || r.drop}
+	}
+	pkt.hook = HookPrerouting
+	pre := e.hook(st.pre, pkt)
+	if pre.accept {
+		ends := e.natHook(st.nat, pkt)
+		unsure := pre.drop || len(ends) > 1
+		for _, end := range ends {
+			if end.drop {
+				continue
+			}
+			var p path
+			var r result
+			if end.target == nil {
+				q := pkt
+				q.hook = HookInput
+				p, r = path{dir: HookInput}, e.hook(st.input, q)
+			} else {
+				p, r = e.dnat(st, pkt, end.target)
+			}
+			if unsure {
+				r.drop = true // the packet may not take this path at all
+			}
+			add(p, r)
+		}
+	}
+	if !pkt.node.known() && pkt.node.forwards(pkt.family) {
+		// Routed to an address beyond the node, as evaluated before DNAT
+		// was modelled: kept for a node known only by its ruleset.
+		q := pkt
+		q.hook = HookForward
+		add(path{dir: HookForward}, e.hook(st.forward, q))
+	}
+	return out
+}
+
+// dnat follows a DNATed packet to the hook that decides it.
+func (e *evaluator) dnat(st *stages, pkt packet, t *NATTarget) (path, result) {
+	unsure := result{accept: true, drop: true}
+	port := pkt.port
+	switch {
+	case t.PortMin == 0 && t.PortMax == 0:
+	case t.PortMin == t.PortMax:
+		port = t.PortMin
+	default:
+		return path{dir: HookForward, via: viaOf(t.Addr, 0), reason: fmt.Sprintf("DNAT to a port range %d-%d", t.PortMin, t.PortMax)}, unsure
+	}
+	if t.Unknown != "" {
+		return path{dir: HookForward, reason: "DNAT to a destination the evaluator cannot read: " + t.Unknown}, unsure
+	}
+	via := viaOf(t.Addr, port)
+	if t.Local || pkt.node.local(t.Addr) && !t.Addr.IsLoopback() {
+		q := pkt
+		q.hook, q.port, q.dnat = HookInput, port, true
+		return path{dir: HookInput, via: via}, e.hook(st.input, q)
+	}
+	if t.Addr.IsLoopback() {
+		return path{dir: HookInput, via: via, reason: "DNAT to a loopback address, which the kernel routes only with route_localnet"}, unsure
+	}
+	if (t.Addr.Is4() && pkt.family != FamilyIP) || (t.Addr.Is6() && pkt.family != FamilyIP6) {
+		return path{dir: HookForward, via: via, reason: "DNAT to an address of the other family"}, unsure
+	}
+	if !pkt.node.forwards(pkt.family) {
+		return path{dir: HookForward, via: via}, result{drop: true} // the node routes nothing on
+	}
+	oif := ""
+	if pkt.node.known() {
+		name, ok := pkt.node.oifFor(t.Addr)
+		if !ok {
+			return path{dir: HookForward, via: via, reason: fmt.Sprintf("DNAT target %s is on none of the node's networks: where it is routed is not known", t.Addr)}, unsure
+		}
+		oif = name
+	}
+	q := pkt
+	q.hook, q.port, q.dst, q.dnat, q.oif = HookForward, port, t.Addr, true, oif
+	return path{dir: HookForward, via: via}, e.hook(st.forward, q)
+}
+
+// viaOf writes a DNAT target: "172.17.0.2:8080", "[fd00::2]:80", ":9001"
+// for the node itself, "172.17.0.2" when the port is kept or unknown.
+func viaOf(a netip.Addr, port uint16) string {
+	switch {
+	case !a.IsValid() && port == 0:
+		return ""
+	case !a.IsValid():
+		return fmt.Sprintf(":%d", port)
+	case port == 0:
+		return a.String()
+	}
+	return netip.AddrPortFrom(a, port).String()
+}
+
 type openKey struct {
 	from      string
 	uncertain bool
+	path      path
 }
 
 // groupAtoms groups source atoms that every saddr condition treats alike, so
@@ -579,7 +915,7 @@ func groupAtoms(rs *Ruleset, atoms []atom) [][]atom {
 	return groups
 }
 
-func evalPorts(rs *Ruleset, bases []chainRef, atoms []atom, groups [][]atom, bounds []int, hook, fam, proto string) []Opening {
+func evalPorts(rs *Ruleset, node *Node, st stages, atoms []atom, groups [][]atom, bounds []int, fam, proto string) []Opening {
 	pnum := uint8(unix.IPPROTO_TCP)
 	if proto == "udp" {
 		pnum = unix.IPPROTO_UDP
@@ -589,7 +925,8 @@ func evalPorts(rs *Ruleset, bases []chainRef, atoms []atom, groups [][]atom, bou
 	open := map[openKey]*span{}
 	var out []Opening
 	flush := func(k openKey, s *span) {
-		o := Opening{Port: uint16(s.start), Proto: proto, Direction: hook, From: k.from, Uncertain: k.uncertain, Family: fam}
+		o := Opening{Port: uint16(s.start), Proto: proto, Direction: k.path.dir, From: k.from, Uncertain: k.uncertain,
+			Family: fam, Via: k.path.via, Reason: k.path.reason}
 		if s.end != s.start {
 			o.PortEnd = uint16(s.end)
 		}
@@ -601,36 +938,43 @@ func evalPorts(rs *Ruleset, bases []chainRef, atoms []atom, groups [][]atom, bou
 			end = bounds[bi+1] - 1
 		}
 		here := map[openKey]bool{}
-		var other result
-		var sure, unsure []atom // open prefix atoms worth naming
+		var other map[path]result
+		sure, unsure := map[path][]atom{}, map[path][]atom{} // open prefix atoms worth naming
 		for ai, g := range groups {
-			r := e.hook(bases, packet{hook: hook, family: fam, proto: pnum, port: uint16(start), src: g[0]})
+			res := e.client(&st, packet{family: fam, proto: pnum, port: uint16(start), origPort: uint16(start), src: g[0], node: node})
 			if ai == 0 {
-				other = r
-				if r.accept {
-					here[openKey{"", r.drop}] = true
+				other = res
+				for p, r := range res {
+					if r.accept {
+						here[openKey{"", r.drop || p.reason != "", p}] = true
+					}
 				}
 				continue
 			}
-			if !r.accept {
-				continue
-			}
-			// A prefix is worth naming when the rest of the world does not
-			// reach the port, or reaches it only uncertainly while this
-			// prefix surely does.
-			switch {
-			case !other.accept && r.drop:
-				unsure = append(unsure, g...)
-			case !other.accept || (other.drop && !r.drop):
-				sure = append(sure, g...)
+			for p, r := range res {
+				if !r.accept {
+					continue
+				}
+				o := other[p]
+				// A prefix is worth naming when the rest of the world does
+				// not reach the port, or reaches it only uncertainly while
+				// this prefix surely does.
+				switch {
+				case !o.accept && r.drop:
+					unsure[p] = append(unsure[p], g...)
+				case !o.accept || (o.drop && !r.drop):
+					sure[p] = append(sure[p], g...)
+				}
 			}
 		}
 		for _, group := range []struct {
-			atoms     []atom
+			atoms     map[path][]atom
 			uncertain bool
 		}{{sure, false}, {unsure, true}} {
-			for _, p := range atomPrefixes(group.atoms, atoms) {
-				here[openKey{p.String(), group.uncertain}] = true
+			for p, as := range group.atoms {
+				for _, pfx := range atomPrefixes(as, atoms) {
+					here[openKey{pfx.String(), group.uncertain || p.reason != "", p}] = true
+				}
 			}
 		}
 		for k, s := range open {
@@ -658,7 +1002,13 @@ func evalPorts(rs *Ruleset, bases []chainRef, atoms []atom, groups [][]atom, bou
 		if a.From != b.From {
 			return fromLess(a.From, b.From)
 		}
-		return !a.Uncertain && b.Uncertain
+		if a.Uncertain != b.Uncertain {
+			return !a.Uncertain
+		}
+		if a.Direction != b.Direction {
+			return a.Direction == HookInput
+		}
+		return a.Via < b.Via
 	})
 	return out
 }

@@ -152,42 +152,6 @@ func (p *predecessor) dormant() []ChainRef {
 	return append(out, p.nativeBases...)
 }
 
-func isMeshTable(t *Table) bool { return t.Family == FamilyInet && t.Name == MeshTable }
-
-// flipForeignTable extends foreignTable with Docker's nftables backend
-// tables (docker-bridges and the like).
-func flipForeignTable(t *Table) bool { return foreignTable(t) || strings.HasPrefix(t.Name, "docker") }
-
-// flipForeignChain extends foreignChain with fail2ban's chains: a tool
-// beside the firewall whose bans should outlive the flip.
-func flipForeignChain(name string) bool { return foreignChain(name) || strings.HasPrefix(name, "f2b-") }
-
-func isUfwChain(name string) bool {
-	return strings.HasPrefix(name, "ufw-") || strings.HasPrefix(name, "ufw6-")
-}
-
-// foreignRule reports whether a rule in a shared base chain belongs to a
-// tool that must be left alone: a jump to its chains, or Docker's direct
-// rules on its bridges.
-func foreignRule(r *Rule) bool {
-	if (r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto) && flipForeignChain(r.Verdict.Target) {
-		return true
-	}
-	bridge := false
-	for _, c := range r.Conds {
-		if c.Kind != CondIifname && c.Kind != CondOifname {
-			continue
-		}
-		for _, n := range c.Names {
-			if !strings.HasPrefix(n, "docker") && !strings.HasPrefix(n, "br-") {
-				return false
-			}
-		}
-		bridge = true
-	}
-	return bridge
-}
-
 func targets(r *Rule) []string {
 	var out []string
 	if (r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto) && r.VMap == nil {
@@ -480,8 +444,8 @@ func (f *Flipper) Flip(spec MeshSpec, expectFound, expectDerived string) (*Rever
 		return nil, notApplied(fmt.Errorf("not flipping, nothing was changed: %w", err))
 	}
 	node := spec.Node
-	if got := Fingerprint(d.Ruleset); expectDerived == "" || got != expectDerived {
-		return nil, notApplied(fmt.Errorf("not flipping node %s, nothing was changed: %w (derived %s now, the preview approved %q)", node, ErrStaleDerived, got, expectDerived))
+	if expectDerived == "" {
+		return nil, notApplied(fmt.Errorf("not flipping node %s, nothing was changed: %w (no derived fingerprint given)", node, ErrStaleDerived))
 	}
 	s, err := f.m.open()
 	if err != nil {
@@ -515,6 +479,14 @@ func (f *Flipper) Flip(spec MeshSpec, expectFound, expectDerived string) (*Rever
 	}
 	if fp := Fingerprint(rs); fp != expectFound {
 		return nil, notApplied(fmt.Errorf("not flipping node %s, nothing was changed: %w (found %s now, the preview saw %s)", node, ErrStale, fp, expectFound))
+	}
+	// The essentials that depend on the found firewall (DHCP replies), as
+	// the preview derived them (DeriveFor).
+	if d, err = DeriveFor(rs, spec); err != nil {
+		return nil, notApplied(fmt.Errorf("not flipping, nothing was changed: %w", err))
+	}
+	if got := Fingerprint(d.Ruleset); got != expectDerived {
+		return nil, notApplied(fmt.Errorf("not flipping node %s, nothing was changed: %w (derived %s now, the preview approved %q)", node, ErrStaleDerived, got, expectDerived))
 	}
 	pred, err := analyse(rs)
 	if err != nil {
@@ -553,10 +525,12 @@ func (f *Flipper) Flip(spec MeshSpec, expectFound, expectDerived string) (*Rever
 	return plan, nil
 }
 
-// DerivedFingerprint is the fingerprint of the mesh's ruleset for spec, as
-// the preview reports it (Preview.DerivedFingerprint) and Flip checks it.
-func DerivedFingerprint(spec MeshSpec) (string, error) {
-	d, err := Derive(spec)
+// DerivedFingerprint is the fingerprint of the mesh's ruleset for spec on
+// the found ruleset found, as the preview reports it
+// (Preview.DerivedFingerprint) and Flip checks it (DeriveFor: the
+// essentials depend on what the found firewall accepts).
+func DerivedFingerprint(found *Ruleset, spec MeshSpec) (string, error) {
+	d, err := DeriveFor(found, spec)
 	if err != nil {
 		return "", err
 	}

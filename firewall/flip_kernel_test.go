@@ -282,7 +282,7 @@ func TestKernelFlipUfwBesideDocker(t *testing.T) {
 		t.Errorf("Docker's chains changed at the flip:\n%s", diff(docker, got))
 	}
 	// The model of the flipped ruleset is what the kernel holds.
-	d, _ := Derive(flipSpec)
+	d, _ := DeriveFor(found, flipSpec)
 	model, err := afterFlip(found, d.Ruleset, "n1")
 	if err != nil {
 		t.Fatal(err)
@@ -360,7 +360,7 @@ func TestKernelFlipRevertExact(t *testing.T) {
 	n.serve(t, []uint16{80, 8081})
 	before := n.listing(t)
 	f := NewFlipper(n.path(n.node))
-	plan, err := f.Flip(flipSpec, Fingerprint(n.list(t)), derivedFP(t, flipSpec))
+	plan, err := f.Flip(flipSpec, Fingerprint(n.list(t)), derivedFP(t, n.list(t), flipSpec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,9 +385,9 @@ func TestKernelFlipRevertExact(t *testing.T) {
 	}
 }
 
-func derivedFP(t *testing.T, spec MeshSpec) string {
+func derivedFP(t *testing.T, found *Ruleset, spec MeshSpec) string {
 	t.Helper()
-	fp, err := DerivedFingerprint(spec)
+	fp, err := DerivedFingerprint(found, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestKernelFlipRevertFromNodeNameAlone(t *testing.T) {
 	n.serve(t, []uint16{80, 8081})
 	before := n.listing(t)
 	f := NewFlipper(n.path(n.node))
-	if _, err := f.Flip(flipSpec, Fingerprint(n.list(t)), derivedFP(t, flipSpec)); err != nil {
+	if _, err := f.Flip(flipSpec, Fingerprint(n.list(t)), derivedFP(t, n.list(t), flipSpec)); err != nil {
 		t.Fatal(err)
 	}
 	n.expectReach(t, "flipped", false, ports("8081/tcp")...)
@@ -420,7 +420,7 @@ func TestKernelFlipRevertFromNodeNameAlone(t *testing.T) {
 // changed.
 func TestKernelFlipStaleDerived(t *testing.T) {
 	n := ufwDockerNode(t)
-	approved := derivedFP(t, flipSpec)
+	approved := derivedFP(t, n.list(t), flipSpec)
 	edited := flipSpec
 	edited.Input = append(append([]Allow(nil), flipSpec.Input...), allow("web", "2222/tcp")...)
 	before := n.listing(t)
@@ -441,7 +441,7 @@ func TestKernelFlipStale(t *testing.T) {
 	fp := PreviewFlip(n.list(t), flipSpec).FoundFingerprint
 	n.in(t, "iptables-nft", "-I", "ufw-user-input", "-p", "tcp", "--dport", "1", "-j", "DROP")
 	changed := n.listing(t)
-	_, err := NewFlipper(n.path(n.node)).Flip(flipSpec, fp, derivedFP(t, flipSpec))
+	_, err := NewFlipper(n.path(n.node)).Flip(flipSpec, fp, derivedFP(t, n.list(t), flipSpec))
 	if !errors.Is(err, ErrStale) || !strings.Contains(err.Error(), "run the preview again") || !strings.Contains(err.Error(), "nothing was changed") {
 		t.Fatalf("Flip after a hand edit: %v; want ErrStale", err)
 	}

@@ -242,7 +242,7 @@ func TestPreviewFlipManagementRefusal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p = previewFlip(found, broken.Ruleset, spec)
+	p = previewFlip(found, broken.Ruleset, spec, Node{})
 	if p.Approved {
 		t.Fatal("approved a flip that closes the management port")
 	}

@@ -8,12 +8,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"sort"
-	"strings"
 )
 
 // FoundFingerprint fingerprints the found firewall's own rules: the
-// ruleset without the mesh's marked rules, without the mesh's own table, and
-// without handles, so a reconcile that puts a mark back, or a reload by the
+// ruleset without the mesh's marked rules, without the mesh's own table,
+// without what foreign tools own and rewrite as they go (Docker's chains
+// and its rules in the shared base chains, see owners.go), and without
+// handles, so a reconcile that puts a mark back, or a reload by the
 // firewall's owner that recreates the same rules, is not drift, while a rule
 // someone added, removed or changed by hand is.
 func FoundFingerprint(rs *Ruleset) string {
@@ -36,16 +37,25 @@ func FoundFingerprint(rs *Ruleset) string {
 		Sets         []Set
 	}
 	var out []table
-	for _, t := range rs.Tables {
-		if t.Name == meshTableName {
-			continue
+	for ti := range rs.Tables {
+		t := &rs.Tables[ti]
+		if o := TableOwner(t); o.Owner == OwnedByMesh || o.Owner == OwnedByForeign {
+			continue // the mesh's own table; a foreign tool's (its churn is not drift)
 		}
 		ft := table{Family: t.Family, Name: t.Name, Sets: t.Sets}
-		for _, c := range t.Chains {
+		for ci := range t.Chains {
+			c := &t.Chains[ci]
+			if churns(t, c) {
+				// Docker rewrites its chains (and the nat table's DNATs
+				// in them) whenever a container is recreated.
+				ft.Chains = append(ft.Chains, chain{Name: c.Name})
+				continue
+			}
 			fc := chain{Name: c.Name, Hook: c.Hook, Policy: c.Policy, Type: c.Type, Priority: c.Priority, Unknown: c.Unknown}
-			for _, r := range c.Rules {
-				if strings.HasPrefix(r.Comment, "adoption:") {
-					continue // the mesh's own: marks and the flip's rules
+			for ri := range c.Rules {
+				r := &c.Rules[ri]
+				if o := RuleOwner(t, c, r); o.Owner == OwnedByMesh || o.Owner == OwnedByForeign {
+					continue // marks and the flip's rules; a foreign tool's jumps and bridge rules
 				}
 				fc.Rules = append(fc.Rules, rule{Comment: r.Comment, Conds: r.Conds, Verdict: r.Verdict, VMap: r.VMap, Unknown: r.Unknown})
 			}
@@ -64,6 +74,3 @@ func FoundFingerprint(rs *Ruleset) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
-
-// meshTableName is the mesh's own table after a flip (table inet adoption).
-const meshTableName = "adoption"

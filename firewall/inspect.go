@@ -5,6 +5,7 @@ package firewall
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,8 +19,9 @@ type Inspector struct {
 	Netns string // node.netns; "" for the worker's own namespace
 }
 
-// Inspect lists the ruleset, names its kind, summarises its tables and
-// evaluates which ports are open. An unsupported kind is reported in
+// Inspect lists the ruleset, names its kind, summarises its tables with
+// their owners, reads the node's interfaces and forwarding, and evaluates
+// which ports are open (through DNAT, by the ports clients use). An unsupported kind is reported in
 // Report.Unsupported rather than as an error, so the probe still shows it.
 func (i Inspector) Inspect(ctx context.Context) (Report, error) {
 	rs, err := i.Ruleset()
@@ -38,7 +40,13 @@ func (i Inspector) Inspect(ctx context.Context) (Report, error) {
 		return r, nil
 	}
 	r.Kind = kind
-	r.Open = OpenPorts(rs)
+	node, err := ReadNode(i.Netns)
+	if err != nil {
+		r.NodeError = fmt.Sprintf("the node's interfaces and forwarding could not be read (%v): interface names and forwarding are taken as unknown", err)
+		node = Node{}
+	}
+	r.Node = node
+	r.Open = OpenPortsOn(rs, node)
 	if r.Open == nil {
 		r.Open = []Opening{}
 	}
@@ -82,10 +90,12 @@ func (i Inspector) legacyTables() ([]string, error) {
 // Summarise describes every table and chain without their rules.
 func Summarise(rs *Ruleset) []TableSummary {
 	out := make([]TableSummary, 0, len(rs.Tables))
-	for _, t := range rs.Tables {
-		ts := TableSummary{Family: t.Family, Name: t.Name, Chains: []ChainSummary{}}
-		for _, c := range t.Chains {
-			cs := ChainSummary{Name: c.Name, Hook: c.Hook, Policy: c.Policy, Rules: len(c.Rules)}
+	for ti := range rs.Tables {
+		t := &rs.Tables[ti]
+		ts := TableSummary{Family: t.Family, Name: t.Name, Ownership: TableOwner(t), Chains: []ChainSummary{}}
+		for ci := range t.Chains {
+			c := &t.Chains[ci]
+			cs := ChainSummary{Name: c.Name, Hook: c.Hook, Policy: c.Policy, Rules: len(c.Rules), Ownership: ChainOwner(t, c)}
 			if c.Hook != "" {
 				prio := c.Priority
 				cs.Priority = &prio
@@ -96,3 +106,6 @@ func Summarise(rs *Ruleset) []TableSummary {
 	}
 	return out
 }
+
+// Node reads the node's interfaces and forwarding switches (ReadNode).
+func (i Inspector) Node() (Node, error) { return ReadNode(i.Netns) }

@@ -157,10 +157,13 @@ func inNetns(ns string, f func() error) error {
 
 // serve listens on ports (TCP accepting, UDP echoing) in the node namespace
 // on both families, until the test ends.
-func (n *testNet) serve(t *testing.T, ports []uint16) {
+func (n *testNet) serve(t *testing.T, ports []uint16) { t.Helper(); serveIn(t, n.node, ports) }
+
+// serveIn is serve in namespace ns.
+func serveIn(t *testing.T, ns string, ports []uint16) {
 	t.Helper()
 	var closers []func() error
-	err := inNetns(n.node, func() error {
+	err := inNetns(ns, func() error {
 		for _, p := range ports {
 			l, err := net.Listen("tcp", fmt.Sprintf("[::]:%d", p))
 			if err != nil {
@@ -200,7 +203,7 @@ func (n *testNet) serve(t *testing.T, ports []uint16) {
 		}
 	})
 	if err != nil {
-		t.Fatalf("listening in %s: %v", n.node, err)
+		t.Fatalf("listening in %s: %v", ns, err)
 	}
 }
 

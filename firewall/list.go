@@ -7,9 +7,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
+	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
 )
 
@@ -84,6 +87,13 @@ func List(c *nftables.Conn) (*Ruleset, error) {
 				}
 			}
 			rules, err := c.GetRules(t, ch)
+			if err != nil && strings.Contains(err.Error(), "is not a uint32; length: 1") {
+				// google/nftables v0.3.0 reads ct's direction (a u8 the
+				// kernel dumps for "ct original proto-dst") as a u32 and
+				// refuses the whole chain: list it again with the
+				// attribute widened.
+				rules, err = rulesWidened(c, t, ch)
+			}
 			if err != nil {
 				mc.Unknown = fmt.Sprintf("rules not listed: %v", err)
 			}
@@ -203,4 +213,95 @@ func rawVerdict(b []byte) (Verdict, bool) {
 		return Verdict{}, false
 	}
 	return verdictOf(&expr.Verdict{Kind: expr.VerdictKind(code), Chain: chain}), true
+}
+
+// rulesWidened lists a chain's rules through a connection that forwards the
+// dump to the kernel and widens every NFTA_CT_DIRECTION in the answer from
+// the u8 the kernel sends to the u32 google/nftables reads.
+func rulesWidened(c *nftables.Conn, t *nftables.Table, ch *nftables.Chain) ([]*nftables.Rule, error) {
+	if c.TestDial != nil {
+		return nil, fmt.Errorf("rules of chain %s not listed (a test connection)", ch.Name)
+	}
+	nc, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: c.NetNS})
+	if err != nil {
+		return nil, fmt.Errorf("opening netlink: %w", err)
+	}
+	defer nc.Close()
+	proxy, err := nftables.New(nftables.WithTestDial(func(req []netlink.Message) ([]netlink.Message, error) {
+		if len(req) != 1 {
+			return nil, nil
+		}
+		out := req[0]
+		out.Header.Sequence, out.Header.PID = 0, 0 // the real socket numbers it
+		msgs, err := nc.Execute(out)
+		if err != nil {
+			return nil, err
+		}
+		for i := range msgs {
+			if len(msgs[i].Data) > 4 {
+				msgs[i].Data = append(msgs[i].Data[:4:4], widenCtDirection(msgs[i].Data[4:], 0)...)
+			}
+			msgs[i].Header.Sequence, msgs[i].Header.PID = req[0].Header.Sequence, nltest.PID
+		}
+		// The real socket dropped the dump's "done"; nltest hands out a
+		// multi-part answer without its last message, taking it for that.
+		done := netlink.Message{Header: netlink.Header{Type: netlink.Done, Flags: netlink.Multi,
+			Sequence: req[0].Header.Sequence, PID: nltest.PID}, Data: make([]byte, 4)}
+		return append(msgs, done), nil
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return proxy.GetRules(t, ch)
+}
+
+// widenCtDirection rewrites netlink attributes b at nesting level depth:
+// 0 rule, 1 expression list, 2 expression, 3 ct expression data.
+func widenCtDirection(b []byte, depth int) []byte {
+	var out []byte
+	ct := false
+	if depth == 2 {
+		// Whether this expression is "ct" decides how its data is read.
+		for r := b; len(r) >= 4; {
+			l := int(binary.NativeEndian.Uint16(r[0:2]))
+			if l < 4 || l > len(r) {
+				break
+			}
+			if binary.NativeEndian.Uint16(r[2:4])&^unix.NLA_F_NESTED == unix.NFTA_EXPR_NAME {
+				ct = string(bytes.TrimRight(r[4:l], "\x00")) == "ct"
+			}
+			r = r[min((l+3)&^3, len(r)):]
+		}
+	}
+	for len(b) >= 4 {
+		l := int(binary.NativeEndian.Uint16(b[0:2]))
+		raw := binary.NativeEndian.Uint16(b[2:4])
+		typ := raw &^ (unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
+		if l < 4 || l > len(b) {
+			return append(out, b...)
+		}
+		payload := b[4:l]
+		switch {
+		case depth == 0 && typ == unix.NFTA_RULE_EXPRESSIONS,
+			depth == 1 && typ == unix.NFTA_LIST_ELEM,
+			depth == 2 && ct && typ == unix.NFTA_EXPR_DATA:
+			payload = widenCtDirection(payload, depth+1)
+		case depth == 3 && typ == unix.NFTA_CT_DIRECTION && len(payload) == 1:
+			payload = []byte{0, 0, 0, payload[0]}
+		}
+		hdr := make([]byte, 4)
+		binary.NativeEndian.PutUint16(hdr[0:2], uint16(4+len(payload)))
+		binary.NativeEndian.PutUint16(hdr[2:4], raw)
+		out = append(out, hdr...)
+		out = append(out, payload...)
+		for len(out)%4 != 0 {
+			out = append(out, 0)
+		}
+		next := (l + 3) &^ 3
+		if next > len(b) {
+			break
+		}
+		b = b[next:]
+	}
+	return out
 }

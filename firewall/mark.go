@@ -154,15 +154,6 @@ type placement struct {
 	append bool
 }
 
-// foreignChain names chains of tools that must be left alone.
-func foreignChain(name string) bool {
-	return strings.HasPrefix(name, "DOCKER") || strings.HasPrefix(name, "ts-") || strings.HasPrefix(name, "KUBE-")
-}
-
-func foreignTable(t *Table) bool {
-	return t.Name == "kube-proxy" || strings.HasPrefix(t.Name, "kube-") || t.Name == "docker" || strings.HasPrefix(t.Name, "tailscale")
-}
-
 // placements says where a mark for (proto, port) takes effect: in ufw's
 // own per-port chain, else in every base chain at the input hook that could
 // drop a new connection to the port, before the first rule that could.
@@ -234,7 +225,7 @@ func couldDrop(family string, r *Rule, proto string, port uint16) bool {
 		fams = []string{FamilyIP, FamilyIP6}
 	}
 	for _, fam := range fams {
-		pkt := packet{hook: HookInput, family: fam, proto: pnum, port: port, src: atom{other: true}}
+		pkt := packet{hook: HookInput, family: fam, proto: pnum, port: port, origPort: port, src: atom{other: true}}
 		if !mayHold(&pkt, r.Conds) {
 			continue
 		}

@@ -19,8 +19,9 @@ const (
 // Hooks the evaluator runs. Other hooks are kept with their numeric name so a
 // listing still shows them.
 const (
-	HookInput   = "input"
-	HookForward = "forward"
+	HookPrerouting = "prerouting"
+	HookInput      = "input"
+	HookForward    = "forward"
 )
 
 // Ruleset is the whole found firewall as the kernel holds it.
@@ -111,12 +112,28 @@ const (
 	VerdictReturn   VerdictKind = "return"
 	VerdictContinue VerdictKind = "continue"
 	VerdictUnknown  VerdictKind = "unknown"
+	// VerdictDNAT rewrites the destination (DNAT, REDIRECT, "dnat to",
+	// "redirect to") and, like accept, ends the base chain; NAT says where
+	// to. SNAT and MASQUERADE stay accept: they act after filtering.
+	VerdictDNAT VerdictKind = "dnat"
 )
 
 // Verdict is a rule's verdict; Target names the chain of a jump or goto.
 type Verdict struct {
 	Kind   VerdictKind `json:"kind"`
 	Target string      `json:"target,omitempty"`
+	NAT    *NATTarget  `json:"nat,omitempty"`
+}
+
+// NATTarget is where a DNAT sends a connection. Addr is invalid for a
+// redirect (Local: the node itself) or when the address could not be read
+// (Unknown says why). Ports 0-0 keep the client's port; a range picks one.
+type NATTarget struct {
+	Addr    netip.Addr `json:"addr,omitempty"`
+	Local   bool       `json:"local,omitempty"`
+	PortMin uint16     `json:"port_min,omitempty"`
+	PortMax uint16     `json:"port_max,omitempty"`
+	Unknown string     `json:"unknown,omitempty"`
 }
 
 // CondKind names what a condition looks at.
@@ -132,10 +149,16 @@ const (
 	CondDaddr    CondKind = "daddr"    // Prefixes
 	CondIifname  CondKind = "iifname"  // Names; a trailing '*' is a wildcard
 	CondOifname  CondKind = "oifname"  // Names
-	CondCtState  CondKind = "ctstate"  // Bits: ct state bits, matches if the packet's state bit is in Bits
-	CondAddrType CondKind = "addrtype" // Bits: 1<<RTN_* of the address named by Addr ("saddr"/"daddr")
-	CondPktType  CondKind = "pkttype"  // Bits: 1<<PACKET_* (host, broadcast, multicast, otherhost)
-	CondTCPFlags CondKind = "tcpflags" // Mask, Value: flags&Mask == Value
+	CondCtState  CondKind = "ctstate"  // Bits: ct state bits, matches if the packet's state bit is in Bits (plus the xt pseudo-states ctStateSNAT, ctStateDNAT)
+	CondCtStatus CondKind = "ctstatus" // Bits: IPS_* status bits, matches if the connection has any of them
+	// CondOrigDport and CondOrigDaddr look at the connection's original
+	// tuple (conntrack "ct original proto-dst", --ctorigdstport,
+	// --ctorigdst): the port and address the client used, before a DNAT.
+	CondOrigDport CondKind = "origdport" // Ports
+	CondOrigDaddr CondKind = "origdaddr" // Prefixes
+	CondAddrType  CondKind = "addrtype"  // Bits: 1<<RTN_* of the address named by Addr ("saddr"/"daddr")
+	CondPktType   CondKind = "pkttype"   // Bits: 1<<PACKET_* (host, broadcast, multicast, otherhost)
+	CondTCPFlags  CondKind = "tcpflags"  // Mask, Value: flags&Mask == Value
 	// CondNever never matches the synthetic packet (an ICMP match, a
 	// routing header match); Reason says why. Negate does not turn it
 	// into a match: the kernel's match fails before any inversion.
@@ -167,11 +190,18 @@ type Cond struct {
 	Reason   string         `json:"reason,omitempty"`
 }
 
-// Opening is a (port, proto) a new connection from outside can reach.
-// PortEnd is set for a range of ports with the same outcome. From is set when
-// only sources in that prefix reach it (more specific prefixes the ruleset
-// names inside it may be treated otherwise). Uncertain means the verdict
-// depends on something the evaluator cannot decide.
+// Opening is a (port, proto) a new connection from outside can reach, by
+// the port the client uses. PortEnd is set for a range of ports with the
+// same outcome. From is set when only sources in that prefix reach it (more
+// specific prefixes the ruleset names inside it may be treated otherwise).
+// Uncertain means the verdict depends on something the evaluator cannot
+// decide; Reason, when set, says what.
+//
+// Direction is "input" for the node's own services and "forward" for a
+// published port: a DNAT in the nat table's prerouting sends the
+// connection on to Via (the container's address and port, "172.17.0.2:8080")
+// through the forward hook. Via is also set for a DNAT to the node itself
+// (REDIRECT), with Direction "input".
 type Opening struct {
 	Port      uint16 `json:"port"`
 	PortEnd   uint16 `json:"port_end,omitempty"`
@@ -180,6 +210,8 @@ type Opening struct {
 	From      string `json:"from,omitempty"`
 	Uncertain bool   `json:"uncertain,omitempty"`
 	Family    string `json:"family"`
+	Via       string `json:"via,omitempty"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // Base chain bits the evaluator uses for the synthetic packet.
@@ -189,6 +221,18 @@ const (
 	ctStateRelated     = 4
 	ctStateNew         = 8
 	ctStateUntracked   = 64
+	// xt conntrack's pseudo-states (XT_CONNTRACK_STATE_SNAT/DNAT), moved
+	// above every nft ct state bit: "the connection is (S|D)NATed".
+	ctStateSNAT = 1 << 16
+	ctStateDNAT = 1 << 17
+
+	// ct status bits (IPS_*).
+	ipsExpected  = 1 << 0
+	ipsSeenReply = 1 << 1
+	ipsAssured   = 1 << 2
+	ipsConfirmed = 1 << 3
+	ipsSrcNAT    = 1 << 4
+	ipsDstNAT    = 1 << 5
 
 	rtnUnicast   = 1
 	rtnLocal     = 2

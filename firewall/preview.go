@@ -47,26 +47,38 @@ type Preview struct {
 // if every closing port is in spec.Drop, no management port would close or
 // is in spec.Drop, and Flip could neutralise the predecessor; each reason
 // names the port or the obstacle.
-func PreviewFlip(found *Ruleset, spec MeshSpec) Preview {
+func PreviewFlip(found *Ruleset, spec MeshSpec) Preview { return PreviewFlipOn(found, Node{}, spec) }
+
+// PreviewFlipOn is PreviewFlip on a node whose interfaces and forwarding
+// are known (ReadNode): published ports are then judged through DNAT by
+// their host ports, before and after the flip alike. The derived ruleset
+// is DeriveFor(found, spec): the flip writes the same one.
+//
+// An opening uncertain now for a named reason (a DNAT the evaluator cannot
+// follow) refuses the preview unless it is dropped: its fate cannot be
+// promised. An opening uncertain now and kept by an opening just as
+// uncertain after (the same undecidable condition, such as a source port)
+// is kept.
+func PreviewFlipOn(found *Ruleset, node Node, spec MeshSpec) Preview {
 	p := Preview{Fates: []Fate{}, FoundFingerprint: Fingerprint(found)}
-	d, err := Derive(spec)
+	d, err := DeriveFor(found, spec)
 	if err != nil {
 		p.Reasons = []string{err.Error()}
 		return p
 	}
-	return previewFlip(found, d.Ruleset, spec)
+	return previewFlip(found, d.Ruleset, spec, node)
 }
 
 // previewFlip compares found with derived (a model of table inet adoption);
 // tests pass a derived ruleset that Derive would never make.
-func previewFlip(found, derived *Ruleset, spec MeshSpec) Preview {
+func previewFlip(found, derived *Ruleset, spec MeshSpec, node Node) Preview {
 	p := Preview{Fates: []Fate{}, FoundFingerprint: Fingerprint(found), DerivedFingerprint: Fingerprint(derived)}
 	after, err := afterFlip(found, derived, spec.Node)
 	if err != nil {
 		p.Reasons = append(p.Reasons, err.Error())
 		return p
 	}
-	afterOpen := OpenPorts(after)
+	afterOpen := OpenPortsOn(after, node)
 	dropped := map[config.Port]bool{}
 	for _, d := range spec.Drop {
 		dropped[d] = true
@@ -80,7 +92,7 @@ func previewFlip(found, derived *Ruleset, spec MeshSpec) Preview {
 			}
 		}
 	}
-	for _, o := range OpenPorts(found) {
+	for _, o := range OpenPortsOn(found, node) {
 		// Boundaries where the fate, owner or drop can change inside o.
 		end := portEnd(o)
 		cuts := map[int]bool{int(o.Port): true}
@@ -145,6 +157,11 @@ func previewFlip(found, derived *Ruleset, spec MeshSpec) Preview {
 				p.Reasons = append(p.Reasons, fmt.Sprintf("%s (%s) is open now and would close: declare it in a module or add it to flip.drop", portSpec(f.Opening), describeOpening(f.Opening)))
 			}
 		}
+		for _, f := range segs {
+			if f.Fate == FateKept && o.Reason != "" {
+				p.Reasons = append(p.Reasons, fmt.Sprintf("%s (%s) stays uncertain: %s; its fate after the flip cannot be promised; fix what the reason names, or add it to flip.drop", portSpec(f.Opening), describeOpening(f.Opening), o.Reason))
+			}
+		}
 	}
 	// A management port must be open after the flip, whether or not it is
 	// open now.
@@ -187,6 +204,9 @@ func portSpec(o Opening) string {
 
 func describeOpening(o Opening) string {
 	s := o.Direction + ", " + o.Family
+	if o.Via != "" {
+		s += ", to " + o.Via
+	}
 	if o.From != "" {
 		s += ", from " + o.From
 	}
@@ -215,6 +235,9 @@ func stillOpen(after []Opening, o Opening, port uint16) bool {
 		if a.Uncertain && !o.Uncertain {
 			continue
 		}
+		if a.Via != o.Via && a.Via != "" && o.Via != "" {
+			continue // the same host port, now sent elsewhere
+		}
 		return true
 	}
 	return false
@@ -224,7 +247,11 @@ func stillOpen(after []Opening, o Opening, port uint16) bool {
 // to (proto, port): the first rule that surely matches, else the first that
 // may.
 func keeper(derived *Ruleset, hook, fam, proto string, port uint16) string {
-	pkt := packet{hook: hook, family: fam, proto: l4num(proto), port: port, src: atom{other: true}}
+	pkt := packet{hook: hook, family: fam, proto: l4num(proto), port: port, origPort: port, src: atom{other: true}}
+	if hook == HookForward {
+		// A published port: DNATed, its original port the host port.
+		pkt.dnat = true
+	}
 	maybe := ""
 	for _, t := range derived.Tables {
 		for _, ch := range t.Chains {

@@ -161,6 +161,20 @@ func renderRule(r *Rule) string {
 }
 
 func renderVerdict(v Verdict) string {
+	if v.Kind == VerdictDNAT && v.NAT != nil {
+		t := v.NAT
+		to := viaOf(t.Addr, t.PortMin)
+		if t.PortMax != t.PortMin {
+			to += fmt.Sprintf("-%d", t.PortMax)
+		}
+		switch {
+		case t.Unknown != "":
+			return "dnat # " + t.Unknown
+		case t.Local:
+			return "redirect to " + to
+		}
+		return "dnat to " + to
+	}
 	if v.Target != "" {
 		return string(v.Kind) + " " + v.Target
 	}
@@ -194,7 +208,7 @@ func renderCond(c *Cond) string {
 			}
 		}
 		return "meta l4proto" + op + list(xs)
-	case CondDport, CondSport:
+	case CondDport, CondSport, CondOrigDport:
 		for _, p := range c.Ports {
 			if p.From == p.To {
 				xs = append(xs, fmt.Sprint(p.From))
@@ -202,8 +216,11 @@ func renderCond(c *Cond) string {
 				xs = append(xs, fmt.Sprintf("%d-%d", p.From, p.To))
 			}
 		}
+		if c.Kind == CondOrigDport {
+			return "ct original proto-dst" + op + list(xs)
+		}
 		return "th " + string(c.Kind) + op + list(xs)
-	case CondSaddr, CondDaddr:
+	case CondSaddr, CondDaddr, CondOrigDaddr:
 		for _, p := range c.Prefixes {
 			xs = append(xs, p.String())
 		}
@@ -215,6 +232,8 @@ func renderCond(c *Cond) string {
 		return string(c.Kind) + op + list(xs)
 	case CondCtState:
 		return fmt.Sprintf("ct state%s%#x", op, c.Bits)
+	case CondCtStatus:
+		return fmt.Sprintf("ct status%s%#x", op, c.Bits)
 	case CondAddrType:
 		return fmt.Sprintf("fib %s type%s%#x", c.Addr, op, c.Bits)
 	case CondPktType:

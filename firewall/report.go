@@ -11,12 +11,18 @@ type Report struct {
 	Tables      []TableSummary `json:"tables"`
 	Open        []Opening      `json:"open"`
 	Error       string         `json:"error,omitempty"`
+	// Node is what the evaluation knew of the node: its interfaces and
+	// whether it forwards. NodeError says why it could not be read (the
+	// evaluation then knew nothing, and says more is uncertain).
+	Node      Node   `json:"node"`
+	NodeError string `json:"node_error,omitempty"`
 }
 
 // TableSummary describes a table without its rules.
 type TableSummary struct {
-	Family string         `json:"family"`
-	Name   string         `json:"name"`
+	Family string `json:"family"`
+	Name   string `json:"name"`
+	Ownership
 	Chains []ChainSummary `json:"chains"`
 }
 
@@ -27,4 +33,5 @@ type ChainSummary struct {
 	Priority *int   `json:"priority,omitempty"`
 	Policy   string `json:"policy,omitempty"`
 	Rules    int    `json:"rules"`
+	Ownership
 }

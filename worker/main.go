@@ -220,6 +220,15 @@ func startWatchdog(cfg *config.Config, cfgPath string) error {
 	return watchdog.StartDetached(watchdog.Command{Path: self, Args: args, Log: filepath.Join(cfg.Node.StateDir, "watchdog.log")})
 }
 
+// ownerText says who owns a table or chain: "predecessor", "foreign
+// (docker)", "mesh", "shared".
+func ownerText(o firewall.Ownership) string {
+	if o.Tool != "" {
+		return string(o.Owner) + " (" + o.Tool + ")"
+	}
+	return string(o.Owner)
+}
+
 func printProbe(w io.Writer, r *activities.ProbeReport) {
 	fmt.Fprintf(w, "node %s, probed %s\n", r.Node, r.At.Format("2006-01-02 15:04:05Z"))
 	fmt.Fprintf(w, "firewall: %s", r.Firewall.Kind)
@@ -231,7 +240,15 @@ func printProbe(w io.Writer, r *activities.ProbeReport) {
 	}
 	fmt.Fprintln(w)
 	for _, t := range r.Firewall.Tables {
-		fmt.Fprintf(w, "  table %s %s: %d chains\n", t.Family, t.Name, len(t.Chains))
+		fmt.Fprintf(w, "  table %s %s: %d chains, %s\n", t.Family, t.Name, len(t.Chains), ownerText(t.Ownership))
+		for _, c := range t.Chains {
+			if c.Ownership != t.Ownership {
+				fmt.Fprintf(w, "    chain %s: %s\n", c.Name, ownerText(c.Ownership))
+			}
+		}
+	}
+	if r.Firewall.NodeError != "" {
+		fmt.Fprintf(w, "  (%s)\n", r.Firewall.NodeError)
 	}
 	fmt.Fprintf(w, "open ports: %d\n", len(r.Firewall.Open))
 	for _, o := range r.Firewall.Open {
@@ -243,8 +260,14 @@ func printProbe(w io.Writer, r *activities.ProbeReport) {
 		if o.From != "" {
 			extra += " from " + o.From
 		}
+		if o.Via != "" {
+			extra += " -> " + o.Via
+		}
 		if o.Uncertain {
 			extra += " (uncertain)"
+		}
+		if o.Reason != "" {
+			extra += ": " + o.Reason
 		}
 		fmt.Fprintf(w, "  %-6s %s/%s %s%s\n", o.Family, port, o.Proto, o.Direction, extra)
 	}

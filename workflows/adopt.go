@@ -111,13 +111,18 @@ func (n *node) genesis(ctx workflow.Context) {
 }
 
 // openRules opens an owner's ports as marked rules and records them as
-// expected, so reconcile reasserts them.
-func (n *node) openRules(ctx workflow.Context, owner string, ports []config.Port) error {
+// expected, so reconcile reasserts them. forward are host ports the owner's
+// container publishes: opened on the forward path too.
+func (n *node) openRules(ctx workflow.Context, owner string, ports []config.Port, forward ...config.Port) error {
 	if len(ports) == 0 {
-		return nil
+		// A module with only published ports opened nothing before forward
+		// marks: histories recorded then must replay without the step.
+		if len(forward) == 0 || workflow.GetVersion(ctx, "forward-marks", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			return nil
+		}
 	}
 	var res activities.RulesResult
-	in := activities.RulesInput{Plan: n.s.Plan, Owner: owner, Ports: ports}
+	in := activities.RulesInput{Plan: n.s.Plan, Owner: owner, Ports: ports, Forward: forward}
 	if err := n.exec(ctx, fmt.Sprintf("open %s's ports %s through the found firewall", owner, portList(ports)), a.OpenRules, in, &res); err != nil {
 		return err
 	}

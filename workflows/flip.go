@@ -232,17 +232,27 @@ func MeshSpec(s *State) firewall.MeshSpec {
 		for _, p := range m.Ports {
 			spec.Input = append(spec.Input, firewall.Allow{Port: p, Owner: m.Name})
 		}
-		if m.Container == nil {
-			continue
-		}
-		for _, h := range workflow.DeterministicKeys(m.Container.Ports) {
-			if i := strings.LastIndex(h, ":"); i >= 0 {
-				h = h[i+1:] // [IP:]PORT/PROTO: the address does not matter to the filter
-			}
-			if p, err := config.ParsePort(h); err == nil {
-				spec.Forward = append(spec.Forward, firewall.Allow{Port: p, Owner: m.Name})
-			}
+		for _, p := range publishedPorts(m) {
+			spec.Forward = append(spec.Forward, firewall.Allow{Port: p, Owner: m.Name})
 		}
 	}
 	return spec
+}
+
+// publishedPorts are the host ports a module's container publishes, in a
+// deterministic order.
+func publishedPorts(m config.ModulePlan) []config.Port {
+	if m.Container == nil {
+		return nil
+	}
+	var out []config.Port
+	for _, h := range workflow.DeterministicKeys(m.Container.Ports) {
+		if i := strings.LastIndex(h, ":"); i >= 0 {
+			h = h[i+1:] // [IP:]PORT/PROTO: the address does not matter to the filter
+		}
+		if p, err := config.ParsePort(h); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -62,7 +62,7 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 	n.s.module(module).Conflicts = nil // every file merges cleanly now
 	n.s.module(module).Step = "open ports"
 	n.publish(ctx)
-	if err := n.openRules(ctx, module, mp.Ports); err != nil {
+	if err := n.openRules(ctx, module, mp.Ports, publishedPorts(mp)...); err != nil {
 		fail("open ports", err, true)
 		return
 	}

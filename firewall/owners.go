@@ -1,0 +1,187 @@
+// This file holds the one ownership model of the node's ruleset: which
+// tables, chains and rules are the predecessor's (the found firewall that
+// filters), which belong to foreign tools that must be left alone, and
+// which are the mesh's. Marking, previewing, flipping, committing, drift and
+// the probe report all ask it, so they never disagree.
+
+package firewall
+
+import "strings"
+
+// Owner is who a table, chain or rule belongs to.
+type Owner string
+
+// Owners.
+const (
+	// OwnedByPredecessor: the found firewall that filters (ufw's chains,
+	// a native table of its own, plain iptables rules).
+	OwnedByPredecessor Owner = "predecessor"
+	// OwnedByForeign: a tool beside the firewall whose rules must be left
+	// alone and outlive the flip (Docker, fail2ban, crowdsec, libvirt,
+	// Tailscale, kube-proxy, podman).
+	OwnedByForeign Owner = "foreign"
+	// OwnedByMesh: marked rules and, after a flip, table inet adoption.
+	OwnedByMesh Owner = "mesh"
+	// OwnedShared: an iptables-nft table or base chain that holds several
+	// owners' rules (filter INPUT/FORWARD, nat PREROUTING); its rules are
+	// owned one by one.
+	OwnedShared Owner = "shared"
+)
+
+// Ownership says who owns something and, for a foreign tool, which.
+type Ownership struct {
+	Owner Owner  `json:"owner"`
+	Tool  string `json:"tool,omitempty"`
+}
+
+// foreignChainPrefixes are the chain name prefixes of foreign tools.
+var foreignChainPrefixes = []struct{ prefix, tool string }{
+	{"DOCKER", "docker"},
+	{"f2b-", "fail2ban"},
+	{"crowdsec", "crowdsec"},
+	{"CROWDSEC", "crowdsec"},
+	{"LIBVIRT_", "libvirt"},
+	{"ts-", "tailscale"},
+	{"KUBE-", "kube-proxy"},
+	{"NETAVARK", "podman"},
+	{"CNI-", "podman"},
+}
+
+// foreignTablePrefixes are the table name prefixes of foreign tools'
+// native tables.
+var foreignTablePrefixes = []struct{ prefix, tool string }{
+	{"docker", "docker"},
+	{"kube-", "kube-proxy"},
+	{"kube-proxy", "kube-proxy"},
+	{"tailscale", "tailscale"},
+	{"crowdsec", "crowdsec"},
+	{"f2b-", "fail2ban"},
+	{"fail2ban", "fail2ban"},
+	{"libvirt", "libvirt"},
+	{"netavark", "podman"},
+	{"podman", "podman"},
+}
+
+// ChainTool names the foreign tool that owns a chain called name, or "".
+func ChainTool(name string) string {
+	for _, p := range foreignChainPrefixes {
+		if strings.HasPrefix(name, p.prefix) {
+			return p.tool
+		}
+	}
+	return ""
+}
+
+// TableTool names the foreign tool that owns table t, or "".
+func TableTool(t *Table) string {
+	for _, p := range foreignTablePrefixes {
+		if strings.HasPrefix(t.Name, p.prefix) {
+			return p.tool
+		}
+	}
+	return ""
+}
+
+// foreignChain names chains of tools that must be left alone.
+func foreignChain(name string) bool { return ChainTool(name) != "" }
+
+// foreignTable names native tables of tools that must be left alone.
+func foreignTable(t *Table) bool { return TableTool(t) != "" }
+
+// flipForeignTable and flipForeignChain are the same predicates, under the
+// names the flip was written with.
+func flipForeignTable(t *Table) bool    { return foreignTable(t) }
+func flipForeignChain(name string) bool { return foreignChain(name) }
+
+func isMeshTable(t *Table) bool { return t.Family == FamilyInet && t.Name == MeshTable }
+
+func isUfwChain(name string) bool {
+	return strings.HasPrefix(name, "ufw-") || strings.HasPrefix(name, "ufw6-")
+}
+
+// foreignRule reports whether a rule in a shared base chain belongs to a
+// tool that must be left alone: a jump to its chains, or Docker's direct
+// rules on its bridges.
+func foreignRule(r *Rule) bool {
+	if (r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto) && flipForeignChain(r.Verdict.Target) {
+		return true
+	}
+	bridge := false
+	for _, c := range r.Conds {
+		if c.Kind != CondIifname && c.Kind != CondOifname {
+			continue
+		}
+		for _, n := range c.Names {
+			if !strings.HasPrefix(n, "docker") && !strings.HasPrefix(n, "br-") {
+				return false
+			}
+		}
+		bridge = true
+	}
+	return bridge
+}
+
+// TableOwner says who owns table t.
+func TableOwner(t *Table) Ownership {
+	switch {
+	case isMeshTable(t):
+		return Ownership{Owner: OwnedByMesh}
+	case foreignTable(t):
+		return Ownership{Owner: OwnedByForeign, Tool: TableTool(t)}
+	case isIptablesTable(t):
+		return Ownership{Owner: OwnedShared}
+	}
+	return Ownership{Owner: OwnedByPredecessor}
+}
+
+// ChainOwner says who owns chain ch of table t. Base chains of iptables-nft
+// tables are shared; a chain of a foreign tool is foreign wherever it is;
+// any other chain of an iptables-nft table (ufw's, the operator's own) is
+// the predecessor's, and so is every chain of a native table that is not
+// a foreign tool's or the mesh's.
+func ChainOwner(t *Table, ch *Chain) Ownership {
+	to := TableOwner(t)
+	switch {
+	case to.Owner == OwnedByMesh || to.Owner == OwnedByForeign:
+		return to
+	case foreignChain(ch.Name):
+		return Ownership{Owner: OwnedByForeign, Tool: ChainTool(ch.Name)}
+	case to.Owner == OwnedShared && ch.Hook != "":
+		return Ownership{Owner: OwnedShared}
+	}
+	return Ownership{Owner: OwnedByPredecessor}
+}
+
+// RuleOwner says who owns rule r of chain ch: the mesh for its marks and
+// flip accepts, a foreign tool for its jumps and bridge rules in a shared
+// base chain, else the chain's owner.
+func RuleOwner(t *Table, ch *Chain, r *Rule) Ownership {
+	if strings.HasPrefix(r.Comment, markPrefix) {
+		return Ownership{Owner: OwnedByMesh}
+	}
+	co := ChainOwner(t, ch)
+	if co.Owner == OwnedShared {
+		if foreignRule(r) {
+			tool := "docker"
+			if r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto {
+				if x := ChainTool(r.Verdict.Target); x != "" {
+					tool = x
+				}
+			}
+			return Ownership{Owner: OwnedByForeign, Tool: tool}
+		}
+		return Ownership{Owner: OwnedByPredecessor}
+	}
+	return co
+}
+
+// churns reports whether a foreign chain's rules are rewritten by its tool
+// as a matter of course (Docker recreating a container rewrites DOCKER and
+// the nat table's DNATs), so a change there is not drift of the found
+// firewall. DOCKER-USER is Docker's hook for the operator's own rules
+// (ufw-docker puts the predecessor's routed policy there): Docker never
+// rewrites it, so it counts.
+func churns(t *Table, ch *Chain) bool {
+	o := ChainOwner(t, ch)
+	return o.Owner == OwnedByForeign && ch.Name != "DOCKER-USER"
+}
