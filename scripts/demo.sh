@@ -143,6 +143,9 @@ adopt status n1 --config "$(cfg n1)" | sed -n 's/^GENESIS: /    /p'
 echo "fix: foundation.ports.registry 5001/tcp -> 5002/tcp, then adopt retry n1"
 sed -i 's|registry: 5001/tcp|registry: 5002/tcp|' "$(cfg n1)"
 adopt retry n1 --config "$(cfg n1)"
+# `adopt wait` ends at once on a failure, and until the queued retry runs
+# the failure it retries is still the one shown: wait for the retry's own.
+wait_for "n1's genesis after the retry" await n1 --genesis done --timeout 5s
 await n1 --genesis done
 echo "n2 has not started: the fleet waits for n1's modules"
 adopt fleet status --fleet "$DEMO/fleet.yaml" | sed 's/^/    /'
@@ -161,6 +164,7 @@ echo "clients of n2's web get $(client n2 18080/version) again; data unchanged: 
 echo "fix: drop the failing flag from the module, then adopt retry n2 web"
 sed -i 's|cmd: \["-fail", "nolisten"\]|cmd: ["-listen", ":8080", "-data", "/named,/anon"]|' "$(cfg n2)"
 adopt retry n2 web --config "$(cfg n2)"
+wait_for "n2's web after the retry" await n2 --module web --state migrated --timeout 5s
 await n2 --module web --state migrated
 echo "clients of n2's web now get $(client n2 18080/version); data checksums unchanged: $(same "$(client n2 18080/sums)" "$WEB_SUMS")"
 
