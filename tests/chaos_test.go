@@ -243,12 +243,18 @@ func chaosMigration(t *testing.T, srv *devServer, i int, fp string) {
 	if out, errs, code := adopt(t, "start", n.Name, "--config", n.cfg); code != 0 {
 		t.Fatalf("start: %s%s", out, errs)
 	}
-	// Every request at once: they wait for adoption and are served in order.
+	// Every migration at once: they wait for adoption and are served in
+	// order. The flip is refused at once while the node is still probing
+	// (a flip needs an adopted node), so it is sent once adoption is done;
+	// it then waits behind the migrations.
 	for _, m := range []string{"web", "svc", "app"} {
 		if out, errs, code := adopt(t, "migrate", n.Name, m, "--config", n.cfg); code != 0 {
 			t.Fatalf("migrate %s: %s%s", m, out, errs)
 		}
 	}
+	waitFor(t, n, "adoption", func(st workflows.State) bool {
+		return st.Phase != workflows.PhaseProbing && st.Phase != workflows.PhaseFailed && st.Phase != ""
+	})
 	if out, errs, code := adopt(t, "flip", n.Name, "--config", n.cfg); code != 0 {
 		t.Fatalf("flip: %s%s", out, errs)
 	}
