@@ -44,6 +44,8 @@ type (
 		Converge(path string, content []byte, mode os.FileMode, uid, gid int) error
 		Restore(path string) error
 		Retake(path string) (custody.Record, error)
+		// Blob is a custody copy's bytes, for node-local use only.
+		Blob(sum string) ([]byte, error)
 	}
 	Markers interface {
 		MarkAdopted(nodestate.Marker) error

@@ -766,6 +766,7 @@ func (c memCustody) Record(path string) (custody.Record, bool, error) {
 
 func (c memCustody) Converge(string, []byte, os.FileMode, int, int) error { return nil }
 func (c memCustody) Restore(string) error                                 { return nil }
+func (c memCustody) Blob(string) ([]byte, error)                          { return nil, nil }
 func (c memCustody) Retake(path string) (custody.Record, error) {
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
@@ -802,7 +803,7 @@ func (s memMarkers) ClearAdopted() error {
 
 type memFlipper struct{}
 
-func (memFlipper) Flip(spec firewall.MeshSpec, expectFound string) (*firewall.RevertPlan, error) {
+func (memFlipper) Flip(spec firewall.MeshSpec, expectFound, _ string) (*firewall.RevertPlan, error) {
 	return &firewall.RevertPlan{Node: spec.Node, MeshTable: firewall.TableRef{Family: "inet", Name: firewall.MeshTable},
 		Neutralised: []firewall.RuleRef{}, FoundFingerprint: expectFound, FlippedAt: time.Now().UTC()}, nil
 }
