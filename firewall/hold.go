@@ -213,7 +213,7 @@ func (h *Hold) Release(owner string) error {
 		if err := c.Flush(); err != nil {
 			return fmt.Errorf("release the hold of %s in table inet %s: %w", owner, HoldTable, err)
 		}
-		err := q.acceptAll()
+		err := q.drain()
 		q.close()
 		delete(h.queues, owner)
 		if err != nil {

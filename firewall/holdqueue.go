@@ -15,6 +15,7 @@ import (
 	"hash/fnv"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -42,12 +43,13 @@ func queueNum(owner string) uint16 {
 
 // nfq is one bound queue and the highest packet ID it has seen.
 type nfq struct {
-	num  uint16
-	conn *netlink.Conn
-	mu   sync.Mutex
-	last uint32
-	seen bool
-	done chan struct{}
+	num    uint16
+	conn   *netlink.Conn
+	mu     sync.Mutex
+	last   uint32
+	seen   bool
+	closed bool
+	done   chan struct{}
 }
 
 func nfqMsg(typ int, num uint16, flags netlink.HeaderFlags, attrs []byte) netlink.Message {
@@ -97,7 +99,16 @@ func (q *nfq) read() {
 	for {
 		msgs, err := q.conn.Receive()
 		if err != nil {
-			return
+			q.mu.Lock()
+			closed := q.closed
+			q.mu.Unlock()
+			if closed {
+				return
+			}
+			// A full socket buffer (ENOBUFS) loses notifications, not
+			// packets: they stay queued and a later verdict covers them.
+			time.Sleep(5 * time.Millisecond)
+			continue
 		}
 		for _, m := range msgs {
 			if m.Header.Type != netlink.HeaderType(unix.NFNL_SUBSYS_QUEUE<<8|nfqnlMsgPacket) || len(m.Data) < 4 {
@@ -142,7 +153,40 @@ func (q *nfq) acceptAll() error {
 	return err
 }
 
+// drain lets the queued packets go until no new one has been seen for a
+// while: the rules that queue are gone by then, but the notices of packets
+// queued just before may still be on their way to the socket, and a packet
+// left queued when the socket closes is dropped (its client would wait for
+// its retransmission).
+func (q *nfq) drain() error {
+	if err := q.acceptAll(); err != nil {
+		return err
+	}
+	quiet := 0
+	for i := 0; i < 50 && quiet < 3; i++ {
+		q.mu.Lock()
+		before := q.last
+		q.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+		q.mu.Lock()
+		moved := q.last != before
+		q.mu.Unlock()
+		if !moved {
+			quiet++
+			continue
+		}
+		quiet = 0
+		if err := q.acceptAll(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (q *nfq) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
 	q.conn.Close()
 	<-q.done
 }

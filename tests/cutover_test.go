@@ -337,7 +337,9 @@ func TestCutoverSurvivesWorkerKill(t *testing.T) {
 			}
 			startWorker(t, n)
 			st := waitFor(t, n, "the cutover to finish after the restart", func(st workflows.State) bool {
-				return st.Modules[0].State == workflows.ModuleMigrated || st.Modules[0].State == workflows.ModuleFailed
+				// While the worker restarts, status may answer without the
+				// workflow's details (no modules yet).
+				return len(st.Modules) > 0 && (st.Modules[0].State == workflows.ModuleMigrated || st.Modules[0].State == workflows.ModuleFailed)
 			})
 			if st.Modules[0].State != workflows.ModuleMigrated {
 				t.Fatalf("cutover failed after the restart: %s", st.Modules[0].LastError)
