@@ -197,7 +197,11 @@ func (x *cli) detail(ctx context.Context, s *NodeSummary, ask time.Duration, can
 		s.Agent = "-"
 		return
 	}
-	ag := x.queueHealth(actx, workflows.NodeQueue(s.Node), enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+	// The agent is asked with its own bound: a slow query must not turn a
+	// plain "no agent" into "?".
+	gctx, gcancel := context.WithTimeout(ctx, ask)
+	defer gcancel()
+	ag := x.queueHealth(gctx, workflows.NodeQueue(s.Node), enumspb.TASK_QUEUE_TYPE_ACTIVITY)
 	switch {
 	case ag.alive():
 		s.Agent = "yes"
