@@ -23,7 +23,7 @@ COMPOSE       ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker 
 export ADOPT_TEMPORAL_BIN := $(TEMPORAL)
 export ADOPT_TEMPORAL_STATIC_BIN := $(TEMPORAL_STATIC)
 
-.PHONY: build test unit lint bench dev-server dev-server-stop temporal-cli temporal-cli-static \
+.PHONY: build deps test unit lint install bench dev-server dev-server-stop temporal-cli temporal-cli-static \
 	compose-images compose-up compose-down demo demo-clean clean fuzz fuzz-short chaos
 
 build:
@@ -59,10 +59,21 @@ compose-up: compose-images
 compose-down:
 	$(COMPOSE) -p adoption down
 
+# What make test needs on the machine (nft, iptables-nft, ip, ufw, chromium,
+# docker-compose, systemd-analyze): as root on Debian, installed with apt;
+# elsewhere, named with the command that installs them.
+deps:
+	@./scripts/deps.sh
+
 # Every test: unit, root (network namespaces, real nftables and packets),
 # Docker, and end to end against a real dev server the tests start themselves.
-test: build temporal-cli temporal-cli-static
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+# It sets itself up (deps, the pinned Temporal CLI) and never skips a tier:
+# ADOPT_UNIT_ONLY is removed from the tests' environment, and a test whose
+# tool is missing fails naming it. Root is required (network namespaces).
+test: deps
+	@[ "$$(id -u)" = 0 ] || { echo "make test needs root (it creates network namespaces, nftables rulesets, a dockerd); run it as root, or \`make unit\` for the tests that need neither root nor Temporal" >&2; exit 1; }
+	@$(MAKE) --no-print-directory build temporal-cli temporal-cli-static
+	env -u ADOPT_UNIT_ONLY $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@$(MAKE) --no-print-directory fuzz-short
 
 # Every failpoint, a dev server restart, every outside interference, in
