@@ -17,6 +17,14 @@ TEST_TIMEOUT  ?= 40m
 FUZZTIME      ?= 2m
 FUZZMINTIME   ?= 30s
 
+# make install: binaries, systemd units and the example configuration.
+PREFIX        ?= /usr/local
+DESTDIR       ?=
+BINDIR        ?= $(PREFIX)/bin
+UNITDIR       ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR    ?= /etc
+STATEDIR      ?= /var/lib/adoption
+
 TEMPORAL_STATIC ?= $(CACHE)/static/bin/temporal
 COMPOSE       ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
@@ -30,6 +38,20 @@ build:
 	$(GO) build -o bin/adopt ./starter
 	$(GO) build -o bin/adopt-worker ./worker
 	$(GO) build -o bin/adopt-sandbox ./sandbox/cmd/adopt-sandbox
+
+# The agent, the orchestrator and the flip watchdog as systemd units (see
+# deploy/systemd/ for what each may do and why), with the binaries they run
+# and config/example.yaml beside where node.yaml goes. Units are written with
+# the final paths (without DESTDIR); `systemctl daemon-reload` and
+# `systemctl enable --now adopt-agent adopt-watchdog` are left to the operator.
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/adoption
+	install -m 0755 bin/adopt bin/adopt-worker $(DESTDIR)$(BINDIR)/
+	for u in deploy/systemd/*.service; do \
+		sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@STATEDIR@|$(STATEDIR)|g' $$u \
+			> $(DESTDIR)$(UNITDIR)/$$(basename $$u) && chmod 0644 $(DESTDIR)$(UNITDIR)/$$(basename $$u) || exit 1; \
+	done
+	install -m 0644 config/example.yaml $(DESTDIR)$(SYSCONFDIR)/adoption/example.yaml
 
 # The pinned Temporal CLI (dev server 1.29.1 with its Web UI), built from the
 # Go module proxy into a cache outside the work tree: ~7 minutes the first

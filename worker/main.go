@@ -185,6 +185,9 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 // so that it outlives this worker: a worker killed after the flip must not
 // take the way back with it.
 func startWatchdog(cfgPath, logPath string) error {
+	if unit := os.Getenv(watchdogUnitEnv); unit != "" {
+		return startWatchdogUnit(unit)
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
