@@ -20,11 +20,11 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
-	"adoption/connect"
 	"adoption/containers"
 	"adoption/custody"
 	"adoption/failpoint"
 	"adoption/firewall"
+	"adoption/logging"
 	"adoption/nodestate"
 	"adoption/sockets"
 	"adoption/watchdog"
@@ -97,13 +97,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return err
 			}
+			log, err := logging.New(stderr, cfg.Log.Format)
+			if err != nil {
+				return err
+			}
 			state := nodestate.New(cfg.Node.StateDir)
 			fw := firewall.NewFlipper(cfg.Node.Netns)
 			files := custody.New(cfg.Node.Root, cfg.Node.StateDir)
 			return watchdog.Run(ctx, watchdog.Options{
 				Records: state,
 				Revert:  func(rec *nodestate.FlipRecord) error { return activities.RevertRecord(rec, fw, files) },
-				Log:     stderr,
+				Log:     logging.Lines(log.With("node", cfg.Node.Name), slog.LevelInfo, "watchdog: "),
 			})
 		},
 	}
@@ -140,8 +144,16 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 // serve runs two workers on one client: the shared workflow queue, and the
 // node's own queue for activities that touch this node.
 func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Writer) error {
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	c, err := connect.Dial(cfg.Temporal, logger)
+	o, err := setupOps(ctx, cfg, cfg.Node.Name, stderr)
+	if err != nil {
+		return err
+	}
+	defer o.stop()
+	logger := o.log
+	observe := activities.Observe(o.recorder(), nodestate.New(cfg.Node.StateDir), logger)
+	observe.ObserveFlip()
+	o.onScrape(observe.ObserveFlip)
+	c, err := o.dial(cfg.Temporal, observe, workflows.PhaseMetrics())
 	if err != nil {
 		return err
 	}

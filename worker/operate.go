@@ -1,0 +1,74 @@
+// This file sets up what every long-running adopt-worker command shares for
+// being operated: the one slog logger (log.format) and, when metrics.listen
+// is set, the /metrics endpoint, bound before Temporal is dialled so that a
+// bad address stops the start with nothing else running.
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+
+	"adoption/config"
+	"adoption/connect"
+	"adoption/logging"
+	"adoption/metrics"
+)
+
+type ops struct {
+	log     *slog.Logger     // carries node=<name> when the process works for a node
+	metrics *metrics.Metrics // nil when metrics.listen is empty
+	stop    func()
+}
+
+// setupOps builds the logger and the metrics endpoint for node ("" for a
+// process that is no node's, the orchestrator).
+func setupOps(ctx context.Context, cfg *config.Config, node string, stderr io.Writer) (*ops, error) {
+	log, err := logging.New(stderr, cfg.Log.Format)
+	if err != nil {
+		return nil, err
+	}
+	if node != "" {
+		log = log.With("node", node)
+	}
+	o := &ops{log: log, stop: func() {}}
+	if cfg.Metrics.Listen == "" {
+		return o, nil
+	}
+	if o.metrics, err = metrics.New(node, log); err != nil {
+		return nil, err
+	}
+	if o.stop, err = o.metrics.Listen(ctx, cfg.Metrics.Listen, log); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// recorder is where activities report adoption_* series.
+func (o *ops) recorder() metrics.Recorder {
+	if o.metrics == nil {
+		return metrics.Nop{}
+	}
+	return o.metrics.Recorder()
+}
+
+// onScrape refreshes series that another process changes (the flip record,
+// which the watchdog writes) each time /metrics is read.
+func (o *ops) onScrape(f func()) {
+	if o.metrics != nil {
+		o.metrics.OnScrape(f)
+	}
+}
+
+// dial connects to Temporal with the SDK logging through the same logger,
+// its metrics into the same registry, and the given interceptors.
+func (o *ops) dial(tc config.Temporal, is ...interceptor.ClientInterceptor) (client.Client, error) {
+	opts := []connect.Option{connect.WithInterceptors(is...)}
+	if o.metrics != nil {
+		opts = append(opts, connect.WithMetrics(o.metrics.SDK()))
+	}
+	return connect.Dial(tc, o.log, opts...)
+}
