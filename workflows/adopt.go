@@ -1,0 +1,143 @@
+// Adopt phase: probe the node, take custody of its found files while its
+// found firewall stays in force, raise the foundation on the control node
+// (genesis), and release: everything adoption did, undone.
+
+package workflows
+
+import (
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"adoption/activities"
+	"adoption/config"
+)
+
+// adoptUntilDone probes and adopts the node. A refusal (a control daemon
+// still running, an unsupported firewall) leaves the node in phase failed,
+// unchanged, until the operator fixes the cause and asks to retry, or
+// releases. It returns done=true when the workflow should end.
+func (n *node) adoptUntilDone(ctx workflow.Context) (bool, error) {
+	for {
+		n.setPhase(ctx, PhaseProbing)
+		err := n.adopt(ctx)
+		if err == nil {
+			n.s.LastError = ""
+			n.setPhase(ctx, PhaseAdopted)
+			n.genesis(ctx)
+			return false, nil
+		}
+		n.s.LastError = "adoption: " + errorMessage(err)
+		n.event(ctx, n.s.LastError)
+		n.setPhase(ctx, PhaseFailed)
+		// Only a retry of the adoption or a release ends the wait; other
+		// requests (a module's migrate) stay queued for after adoption.
+		if err := workflow.Await(ctx, func() bool { return n.adoptionRequest() >= 0 }); err != nil {
+			return true, err
+		}
+		i := n.adoptionRequest()
+		req := n.s.Queue[i]
+		n.s.Queue = append(n.s.Queue[:i:i], n.s.Queue[i+1:]...)
+		if req.Kind == SignalRelease {
+			n.setPhase(ctx, PhaseReleased)
+			n.event(ctx, "released before adoption completed: nothing had been changed on the node")
+			return true, nil
+		}
+		n.event(ctx, "retrying adoption")
+	}
+}
+
+// adoptionRequest is the index of the first queued request that ends a
+// failed adoption (a retry without module, or a release), or -1.
+func (n *node) adoptionRequest() int {
+	for i, r := range n.s.Queue {
+		if r.Kind == SignalRelease || (r.Kind == SignalRetry && r.Module == "") {
+			return i
+		}
+	}
+	return -1
+}
+
+func (n *node) adopt(ctx workflow.Context) error {
+	var probe activities.ProbeReport
+	if err := n.exec(ctx, "probe the node (read-only)", a.Probe, activities.ProbeInput{Plan: n.s.Plan}, &probe); err != nil {
+		return err
+	}
+	n.s.Probe = &probe
+	n.event(ctx, fmt.Sprintf("probed: firewall %s, %d listeners, %d containers, %d declared files",
+		probe.Firewall.Kind, len(probe.Sockets), len(probe.Containers.Containers), len(probe.Files)))
+	if probe.Firewall.Unsupported != "" {
+		return errors.New(probe.Firewall.Unsupported)
+	}
+	var res activities.AdoptResult
+	in := activities.AdoptInput{Plan: n.s.Plan, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID}
+	if err := n.exec(ctx, "adopt: take custody of found files, keep the found firewall", a.Adopt, in, &res); err != nil {
+		return err
+	}
+	n.s.Custody = res.Custody
+	n.s.FirewallKind = res.Firewall
+	n.s.FirewallFingerprint = res.FirewallFingerprint
+	n.event(ctx, fmt.Sprintf("adopted: %d file(s) in custody, found firewall (%s) kept in force", len(res.Custody), res.Firewall))
+	return nil
+}
+
+// genesis raises the foundation on the control node: every foundation port
+// checked free first (all collisions at once, nothing opened if one
+// collides), then opened through the found firewall as marked rules.
+func (n *node) genesis(ctx workflow.Context) {
+	if n.s.Plan.Role != "control" || n.s.Genesis.State == "done" {
+		return
+	}
+	fail := func(err error) {
+		n.s.Genesis = StepState{State: "failed", Error: errorMessage(err)}
+		n.event(ctx, "genesis failed: "+errorMessage(err)+fmt.Sprintf("; fix it, then: adopt retry %s", n.s.Node))
+	}
+	var chk activities.CheckPortsResult
+	if err := n.exec(ctx, "genesis: check the foundation's ports are free", a.CheckFoundationPorts, activities.ProbeInput{Plan: n.s.Plan}, &chk); err != nil {
+		fail(err)
+		return
+	}
+	ports := make([]config.Port, 0, len(n.s.Plan.Foundation))
+	for _, fp := range n.s.Plan.Foundation {
+		ports = append(ports, fp.Port)
+	}
+	if err := n.openRules(ctx, activities.OwnerFoundation, ports); err != nil {
+		fail(err)
+		return
+	}
+	n.s.Genesis = StepState{State: "done"}
+	n.event(ctx, fmt.Sprintf("genesis: %d foundation port(s) free and opened through the found firewall", len(ports)))
+}
+
+// openRules opens an owner's ports as marked rules and records them as
+// expected, so reconcile reasserts them.
+func (n *node) openRules(ctx workflow.Context, owner string, ports []config.Port) error {
+	if len(ports) == 0 {
+		return nil
+	}
+	var res activities.RulesResult
+	in := activities.RulesInput{Plan: n.s.Plan, Owner: owner, Ports: ports}
+	if err := n.exec(ctx, fmt.Sprintf("open %s's ports %s through the found firewall", owner, portList(ports)), a.OpenRules, in, &res); err != nil {
+		return err
+	}
+	if n.s.Opened == nil {
+		n.s.Opened = map[string][]config.Port{}
+	}
+	n.s.Opened[owner] = ports
+	n.s.Marks = mergeMarks(withoutOwner(n.s.Marks, owner), append(res.Added, res.Present...))
+	return nil
+}
+
+func (n *node) release(ctx workflow.Context) bool {
+	var res activities.ReleaseResult
+	if err := n.exec(ctx, "release: remove every marked rule", a.Release, activities.ProbeInput{Plan: n.s.Plan}, &res); err != nil {
+		n.s.LastError = "release: " + errorMessage(err)
+		n.event(ctx, n.s.LastError)
+		return false
+	}
+	n.s.Marks, n.s.Opened = nil, nil
+	n.event(ctx, fmt.Sprintf("released: %d marked rule(s) removed, the found firewall as found", len(res.Removed)))
+	n.setPhase(ctx, PhaseReleased)
+	return true
+}

@@ -1,0 +1,83 @@
+// Details: what the operator reads about a node (the Web UI's current
+// details and the next step to take), derived from the state alone.
+
+package workflows
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Details is the short markdown the Web UI shows for the node.
+func Details(s *State) string {
+	// Sprintf into a Builder, not Fprintf: workflowcheck cannot tell that
+	// Fprintf's writer is a Builder and flags it as non-deterministic I/O.
+	var b strings.Builder
+	b.WriteString(fmt.Sprintf("**Node %s**: phase **%s**\n\n", s.Node, s.Phase))
+	// The next step first: the Web UI's details pane is short.
+	b.WriteString(fmt.Sprintf("**Next step:** %s\n\n", NextStep(s)))
+	b.WriteString(fmt.Sprintf("- modules migrated: %d of %d\n", s.MigratedCount(), len(s.Modules)))
+	if s.FirewallKind != "" {
+		b.WriteString(fmt.Sprintf("- found firewall: %s, kept in force; %d marked rule(s)\n", s.FirewallKind, len(s.Marks)))
+	}
+	b.WriteString(fmt.Sprintf("- files in custody: %d\n", len(s.Custody)))
+	if s.Genesis.State != "" {
+		b.WriteString(fmt.Sprintf("- genesis: %s %s\n", s.Genesis.State, s.Genesis.Error))
+	}
+	if r := s.LastReconcile; r != nil && (len(r.Restored) > 0 || r.Error != "") {
+		b.WriteString(fmt.Sprintf("- last reconcile (%s): %d marked rule(s) put back %s\n", r.At.Format("15:04:05"), len(r.Restored), r.Error))
+	}
+	if s.LastPreview != nil {
+		verdict := "refused"
+		if s.LastPreview.Approved {
+			verdict = "approved"
+		}
+		b.WriteString(fmt.Sprintf("- last preview: %s %s\n", verdict, strings.Join(s.LastPreview.Reasons, "; ")))
+	}
+	if f := s.Flip; f != nil {
+		b.WriteString(fmt.Sprintf("- flip %s: %s %s\n", f.ID, f.State, f.Error))
+	}
+	for _, d := range s.Drift {
+		b.WriteString(fmt.Sprintf("- DRIFT: %s\n", d.What))
+	}
+	if len(s.Queue) > 0 {
+		b.WriteString(fmt.Sprintf("- queued: %d request(s), next %s %s\n", len(s.Queue), s.Queue[0].Kind, s.Queue[0].Module))
+	}
+	if s.Waiting != "" {
+		b.WriteString(fmt.Sprintf("- waiting: %s\n", s.Waiting))
+	}
+	if s.LastError != "" {
+		b.WriteString(fmt.Sprintf("- last error: %s\n", s.LastError))
+	}
+	return b.String()
+}
+
+// NextStep tells the operator what to do next.
+func NextStep(s *State) string {
+	switch s.Phase {
+	case PhaseProbing:
+		return "wait: the node is being probed and adopted"
+	case PhaseFailed:
+		return fmt.Sprintf("fix the cause above, then `adopt retry %s` (or `adopt release %s`)", s.Node, s.Node)
+	case PhaseMigrating:
+		return "wait: a module is cutting over"
+	case PhaseFlipping:
+		return "wait: the flip is being applied and confirmed"
+	case PhaseConverged, PhaseReleased:
+		return "none: the workflow is complete"
+	}
+	if s.Genesis.State == "failed" {
+		return fmt.Sprintf("fix the genesis error above in the configuration, then `adopt retry %s`", s.Node)
+	}
+	for _, m := range s.Modules {
+		if m.State == ModuleFailed {
+			return fmt.Sprintf("`adopt retry %s %s` after fixing: %s", s.Node, m.Name, m.LastError)
+		}
+	}
+	for _, m := range s.Modules {
+		if m.State == ModulePending {
+			return fmt.Sprintf("`adopt migrate %s %s`", s.Node, m.Name)
+		}
+	}
+	return fmt.Sprintf("`adopt preview %s`, then `adopt flip %s`", s.Node, s.Node)
+}

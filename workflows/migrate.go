@@ -1,0 +1,129 @@
+// Migrate phase: a module's cutover, one activity per step, with an
+// automatic rollback on failure, and the prune of kept predecessors.
+
+package workflows
+
+import (
+	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+
+	"adoption/activities"
+)
+
+// migrate cuts a module over, one step per activity so the Web UI shows
+// each ("cutover mail: swap containers"): preflight (nothing changes if it
+// refuses), open its ports through the found firewall, create its container
+// beside the predecessor, converge its files, swap, wait healthy. A failure
+// after preflight rolls everything back: the predecessor serves again, the
+// files are as found, the module's marked rules are gone. The module is
+// then failed, and `adopt retry` runs the whole cutover again.
+func (n *node) migrate(ctx workflow.Context, module string) {
+	m := n.s.module(module)
+	mp, ok := n.s.Plan.Module(module)
+	if m == nil || !ok { // validated on arrival; the plan may have changed since
+		n.event(ctx, "skipped "+module+": no longer in the plan")
+		return
+	}
+	m.State, m.LastError = ModuleMigrating, ""
+	m.Attempts++
+	n.setPhase(ctx, PhaseMigrating)
+	in := activities.ModuleInput{Plan: n.s.Plan, Module: module}
+	step := func(name string, fn, arg any) error {
+		n.s.module(module).Step = name
+		n.publish(ctx)
+		var res activities.CutoverResult
+		return n.exec(ctx, fmt.Sprintf("cutover %s: %s", module, name), fn, arg, &res)
+	}
+	fail := func(stepName string, err error, rollback bool) {
+		msg := fmt.Sprintf("step %q failed: %s", stepName, errorMessage(err))
+		if rollback {
+			msg += "; " + n.rollback(ctx, module, in)
+		}
+		mm := n.s.module(module)
+		mm.State, mm.LastError = ModuleFailed, msg
+		n.event(ctx, fmt.Sprintf("cutover %s failed: %s; fix it and run: adopt retry %s %s", module, msg, n.s.Node, module))
+		n.setPhase(ctx, PhaseAdopted)
+	}
+
+	n.s.module(module).Step = "preflight"
+	n.publish(ctx)
+	var pre activities.CutoverResult
+	if err := n.exec(ctx, fmt.Sprintf("cutover %s: preflight", module), a.CutoverPreflight, in, &pre); err != nil {
+		fail("preflight", err, false) // refused before anything changed
+		return
+	}
+	n.s.module(module).Step = "open ports"
+	n.publish(ctx)
+	if err := n.openRules(ctx, module, mp.Ports); err != nil {
+		fail("open ports", err, true)
+		return
+	}
+	type stepDef struct {
+		name string
+		fn   any
+		arg  any
+		when bool
+	}
+	for _, st := range []stepDef{
+		{"create container", a.CutoverCreate, activities.CutoverInput{Plan: n.s.Plan, Module: module, Predecessor: pre.Predecessor}, mp.Container != nil},
+		{"converge files", a.ConvergeFiles, in, len(mp.Files) > 0},
+		{"swap containers", a.CutoverSwap, in, mp.Container != nil},
+		{"wait healthy", a.CutoverWaitHealthy, in, mp.Container != nil},
+	} {
+		if !st.when {
+			continue
+		}
+		if err := step(st.name, st.fn, st.arg); err != nil {
+			fail(st.name, err, true)
+			return
+		}
+	}
+	mm := n.s.module(module)
+	mm.State, mm.Step = ModuleMigrated, "done"
+	n.event(ctx, "cutover "+module+": migrated")
+	n.setPhase(ctx, PhaseAdopted)
+}
+
+// rollback undoes a cutover that failed after preflight and says how it went.
+func (n *node) rollback(ctx workflow.Context, module string, in activities.ModuleInput) string {
+	n.s.module(module).Step = "rollback"
+	n.publish(ctx)
+	var res activities.CutoverResult
+	if err := n.exec(ctx, fmt.Sprintf("cutover %s: roll back", module), a.CutoverRollback, in, &res); err != nil {
+		return "ROLLBACK FAILED: " + errorMessage(err) + " (the node may be half cut over; retry or inspect it)"
+	}
+	if err := n.closeRules(ctx, module); err != nil {
+		return "rolled back, but closing its marked rules failed: " + errorMessage(err)
+	}
+	return "rolled back: the predecessor serves again, its files are as found, its marked rules are gone"
+}
+
+// closeRules removes an owner's marked rules and forgets them.
+func (n *node) closeRules(ctx workflow.Context, owner string) error {
+	var res activities.RulesResult
+	if err := n.exec(ctx, fmt.Sprintf("close %s's marked rules", owner), a.CloseRules, activities.RulesInput{Plan: n.s.Plan, Owner: owner}, &res); err != nil {
+		return err
+	}
+	delete(n.s.Opened, owner)
+	n.s.Marks = withoutOwner(n.s.Marks, owner)
+	return nil
+}
+
+// prune removes the predecessor containers kept for rollback.
+func (n *node) prune(ctx workflow.Context) {
+	var mods []string
+	for _, m := range n.s.Modules {
+		if m.State == ModuleMigrated {
+			mods = append(mods, m.Name)
+		}
+	}
+	var res activities.CutoverResult
+	if err := n.exec(ctx, "prune the kept predecessor containers", a.Prune, activities.PruneInput{Plan: n.s.Plan, Modules: mods}, &res); err != nil {
+		n.s.LastError = "prune: " + errorMessage(err)
+		n.event(ctx, n.s.LastError)
+		return
+	}
+	n.event(ctx, fmt.Sprintf("pruned %d predecessor container(s): %s", len(res.Files), strings.Join(res.Files, ", ")))
+}
