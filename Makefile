@@ -28,6 +28,10 @@ STATEDIR      ?= /var/lib/adoption
 TEMPORAL_STATIC ?= $(CACHE)/static/bin/temporal
 COMPOSE       ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
+# nft, iptables, ip and ufw live in /usr/sbin, which a login shell's PATH
+# may lack (su without -): the tests and deps.sh look them up on PATH.
+export PATH := $(PATH):/usr/sbin:/sbin
+
 export ADOPT_TEMPORAL_BIN := $(TEMPORAL)
 export ADOPT_TEMPORAL_STATIC_BIN := $(TEMPORAL_STATIC)
 
