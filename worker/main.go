@@ -153,7 +153,7 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	observe := activities.Observe(o.recorder(), nodestate.New(cfg.Node.StateDir), logger)
 	observe.ObserveFlip()
 	o.onScrape(observe.ObserveFlip)
-	c, err := o.dial(cfg.Temporal, observe, workflows.PhaseMetrics())
+	c, err := o.dial(cfg.Temporal, observe, workflows.Observe())
 	if err != nil {
 		return err
 	}

@@ -1,13 +1,17 @@
 package workflows
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
+	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -23,20 +27,24 @@ func phaseUpserts(ctx workflow.Context) error {
 			return err
 		}
 	}
+	workflow.GetLogger(ctx).Info("phases done")
 	return nil
 }
 
 // The interceptor turns the phase upserts into adoption_phase: 1 for the
 // phase the node is in, 0 for those it left.
-func TestPhaseMetrics(t *testing.T) {
+func TestObservePhaseAndLogs(t *testing.T) {
 	m, err := metrics.New("", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var s testsuite.WorkflowTestSuite
 	s.SetMetricsHandler(m.SDK())
+	var logs bytes.Buffer
+	s.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	env := s.NewTestWorkflowEnvironment()
-	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{PhaseMetrics()}})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: WorkflowID("n1")})
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{Observe()}})
 	env.RegisterWorkflow(phaseUpserts)
 	env.ExecuteWorkflow(phaseUpserts)
 	if err := env.GetWorkflowError(); err != nil {
@@ -54,6 +62,9 @@ func TestPhaseMetrics(t *testing.T) {
 				got[string(p)] = line[strings.LastIndex(line, " ")+1:]
 			}
 		}
+	}
+	if !strings.Contains(logs.String(), `msg="phases done"`) || !regexp.MustCompile(`msg="phases done".* node=n1`).MatchString(logs.String()) {
+		t.Errorf("the workflow's log line lacks node=n1:\n%s", logs.String())
 	}
 	want := map[string]string{"probing": "0", "adopted": "1", "migrating": "0"}
 	for p, v := range want {

@@ -1,24 +1,28 @@
-// This file reports each node's phase as the series adoption_phase{node,
-// phase} (1 for the phase it is in, 0 for the one it left), through the
-// SDK's workflow metrics handler, which records nothing while a history is
-// replayed: deterministic, and invisible to the history. It watches the
-// search attribute upserts the workflow already makes, so the workflow code
-// itself does not change.
+// This file makes the workflows observable without changing their code: an
+// interceptor reports each node's phase as the series adoption_phase{node,
+// phase} (1 for the phase it is in, 0 for the one it left) by watching the
+// search attribute upserts the workflow already makes, through the SDK's
+// workflow metrics handler, which records nothing while a history is
+// replayed (deterministic, and invisible to the history); and it gives the
+// workflow's logger the node (node=...), read from the workflow ID.
 package workflows
 
 import (
+	"strings"
+
 	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
 
-// PhaseMetrics is the worker interceptor (client.Options.Interceptors) that
-// emits adoption_phase.
-func PhaseMetrics() interceptor.Interceptor { return &phaseMetrics{} }
+// Observe is the interceptor (client.Options.Interceptors) of the workflow
+// worker: adoption_phase and node-tagged workflow logs.
+func Observe() interceptor.Interceptor { return &observer{} }
 
-type phaseMetrics struct{ interceptor.InterceptorBase }
+type observer struct{ interceptor.InterceptorBase }
 
-func (*phaseMetrics) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+func (*observer) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
 	return &phaseInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}}
 }
 
@@ -52,4 +56,13 @@ func (o *phaseOutbound) UpsertTypedSearchAttributes(ctx workflow.Context, update
 	h.WithTags(map[string]string{"node": node, "phase": phase}).Gauge("adoption_phase").Update(1)
 	o.node, o.phase = node, phase
 	return nil
+}
+
+// GetLogger adds node=<name> to a node workflow's log lines.
+func (o *phaseOutbound) GetLogger(ctx workflow.Context) log.Logger {
+	l := o.Next.GetLogger(ctx)
+	if node, ok := strings.CutPrefix(o.Next.GetInfo(ctx).WorkflowExecution.ID, WorkflowID("")); ok && node != "" {
+		return log.With(l, "node", node)
+	}
+	return l
 }
