@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -24,7 +23,6 @@ import (
 	"adoption/custody"
 	"adoption/failpoint"
 	"adoption/firewall"
-	"adoption/logging"
 	"adoption/nodestate"
 	"adoption/sockets"
 	"adoption/watchdog"
@@ -97,7 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return err
 			}
-			log, err := logging.New(stderr, cfg.Log.Format)
+			log, err := watchdogLog(cfg, stderr)
 			if err != nil {
 				return err
 			}
@@ -107,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return watchdog.Run(ctx, watchdog.Options{
 				Records: state,
 				Revert:  func(rec *nodestate.FlipRecord) error { return activities.RevertRecord(rec, fw, files) },
-				Log:     logging.Lines(log.With("node", cfg.Node.Name), slog.LevelInfo, "watchdog: "),
+				Log:     log,
 			})
 		},
 	}
@@ -144,16 +142,12 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 // serve runs two workers on one client: the shared workflow queue, and the
 // node's own queue for activities that touch this node.
 func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Writer) error {
-	o, err := setupOps(ctx, cfg, cfg.Node.Name, stderr)
+	o, c, err := dialAgent(ctx, cfg, stderr)
 	if err != nil {
 		return err
 	}
 	defer o.stop()
 	logger := o.log
-	observe := activities.Observe(o.recorder(), nodestate.New(cfg.Node.StateDir), logger)
-	observe.ObserveFlip()
-	o.onScrape(observe.ObserveFlip)
-	c, err := o.dial(cfg.Temporal, observe, workflows.Observe())
 	if err != nil {
 		return err
 	}

@@ -12,10 +12,13 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 
+	"adoption/activities"
 	"adoption/config"
 	"adoption/connect"
 	"adoption/logging"
 	"adoption/metrics"
+	"adoption/nodestate"
+	"adoption/workflows"
 )
 
 type ops struct {
@@ -71,4 +74,49 @@ func (o *ops) dial(tc config.Temporal, is ...interceptor.ClientInterceptor) (cli
 		opts = append(opts, connect.WithMetrics(o.metrics.SDK()))
 	}
 	return connect.Dial(tc, o.log, opts...)
+}
+
+// dialAgent is the node agent's set-up: its logger and metrics, and a
+// client whose workers report activities (adoption_*, node/module/step log
+// lines) and workflows (adoption_phase). On error nothing keeps running.
+func dialAgent(ctx context.Context, cfg *config.Config, stderr io.Writer) (*ops, client.Client, error) {
+	o, err := setupOps(ctx, cfg, cfg.Node.Name, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	observe := activities.Observe(o.recorder(), nodestate.New(cfg.Node.StateDir), o.log)
+	observe.ObserveFlip()
+	o.onScrape(observe.ObserveFlip)
+	c, err := o.dial(cfg.Temporal, observe, workflows.Observe())
+	if err != nil {
+		o.stop()
+		return nil, nil, err
+	}
+	return o, c, nil
+}
+
+// dialOrchestrator is the same for the workflow worker, which is no node's:
+// its lines carry no node of their own (the workflows' do), its metrics
+// are the SDK's and adoption_phase.
+func dialOrchestrator(ctx context.Context, cfg *config.Config, stderr io.Writer) (*ops, client.Client, error) {
+	o, err := setupOps(ctx, cfg, "", stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := o.dial(cfg.Temporal, workflows.Observe())
+	if err != nil {
+		o.stop()
+		return nil, nil, err
+	}
+	return o, c, nil
+}
+
+// watchdogLog is where the watchdog writes its lines: the same logger, with
+// the node, one record per line.
+func watchdogLog(cfg *config.Config, stderr io.Writer) (io.Writer, error) {
+	log, err := logging.New(stderr, cfg.Log.Format)
+	if err != nil {
+		return nil, err
+	}
+	return logging.Lines(log.With("node", cfg.Node.Name), slog.LevelInfo, "watchdog: "), nil
 }
