@@ -60,11 +60,18 @@ backend() {
 is_root() { [ "$(id -u)" = 0 ] && [ -z "${ADOPT_DEPS_NONROOT:-}" ]; }
 is_debian() { [ -f /etc/debian_version ] && has apt-get; }
 
+# Go itself is not Debian's to give (go.mod wants a newer one than apt's):
+# named, never installed here.
+go_msg=""
+if ! has go; then
+	go_msg="go not found on PATH: install Go $(sed -n 's/^go //p' "$(dirname "$0")/../go.mod") (the version in go.mod) and put it on PATH (e.g. /usr/local/go/bin)"
+fi
+
 check
 nft_backend_ok=1
 case "$(backend)" in *legacy*) nft_backend_ok=0 ;; esac
 
-if [ ${#missing_tools[@]} -eq 0 ] && [ $nft_backend_ok = 1 ]; then
+if [ ${#missing_tools[@]} -eq 0 ] && [ $nft_backend_ok = 1 ] && [ -z "$go_msg" ]; then
 	echo "deps: every tool make test needs is present (iptables backend: $(backend || true))"
 	exit 0
 fi
@@ -74,6 +81,7 @@ if ! is_root || ! is_debian; then
 	is_root && why="not Debian (no apt-get)"
 	{
 		echo "deps: make test cannot run here ($why). Missing:"
+		[ -z "$go_msg" ] || echo "  $go_msg"
 		for t in "${missing_tools[@]}"; do
 			pkg=""
 			for pair in "${tools[@]}" docker-compose:docker-compose; do
@@ -102,6 +110,10 @@ update-alternatives --set ip6tables /usr/sbin/ip6tables-nft >/dev/null
 check
 if [ ${#missing_tools[@]} -gt 0 ]; then
 	echo "deps: still missing after apt-get install: ${missing_tools[*]}" >&2
+	exit 1
+fi
+if [ -n "$go_msg" ]; then
+	echo "deps: $go_msg" >&2
 	exit 1
 fi
 echo "deps: every tool make test needs is present (iptables backend: $(backend))"
