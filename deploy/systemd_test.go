@@ -70,7 +70,7 @@ func TestWatchdogUnitIsIndependentOfTheAgent(t *testing.T) {
 		"adopt-agent.service": {"Service.KillMode": "process", "Service.Restart": "on-failure",
 			"Service.Environment": "ADOPT_WATCHDOG_UNIT=adopt-watchdog.service", "Service.User": "root"},
 		"adopt-watchdog.service": {"Unit.ConditionPathExists": filepath.Join(stateDir, "flip.json"),
-			"Service.Restart": "on-failure", "Install.WantedBy": "multi-user.target"},
+			"Service.Restart": "on-failure", "Install.WantedBy": "multi-user.target", "Unit.StartLimitIntervalSec": "0"},
 	}
 	got := map[string]map[string]string{"adopt-agent.service": agent, "adopt-watchdog.service": watchdog}
 	for u, kv := range want {
