@@ -54,11 +54,13 @@ func New(node string, log *slog.Logger) (*Metrics, error) {
 		// take the agent (and a flip in progress) down with it.
 		OnError: func(err error) { log.Warn("metrics: the SDK's handler", "err", err) },
 	})
-	rec, err := newRecorder(reg, node)
-	if err != nil {
-		return nil, err
+	m := &Metrics{reg: reg, provider: provider, sdk: sdk}
+	if node != "" { // the node's own series only where a node's activities run
+		if m.rec, err = newRecorder(reg, node); err != nil {
+			return nil, err
+		}
 	}
-	return &Metrics{reg: reg, provider: provider, sdk: sdk, rec: rec}, nil
+	return m, nil
 }
 
 // SDK is the handler for client.Options.MetricsHandler: the temporal_*
@@ -66,11 +68,14 @@ func New(node string, log *slog.Logger) (*Metrics, error) {
 // workflow.GetMetricsHandler).
 func (m *Metrics) SDK() client.MetricsHandler { return m.sdk }
 
-// Recorder is what activities call for adoption's own series.
-func (m *Metrics) Recorder() Recorder { return m.rec }
-
-// Registerer lets a process add collectors of its own (the flip record).
-func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }
+// Recorder is what activities call for adoption's own series (Nop in a
+// process that is no node's).
+func (m *Metrics) Recorder() Recorder {
+	if m.rec == nil {
+		return Nop{}
+	}
+	return m.rec
+}
 
 // OnScrape runs f before each scrape, for series read from elsewhere (the
 // flip record, which the watchdog process writes).
