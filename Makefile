@@ -96,10 +96,14 @@ deps:
 # It sets itself up (deps, the pinned Temporal CLI) and never skips a tier:
 # ADOPT_UNIT_ONLY is removed from the tests' environment, and a test whose
 # tool is missing fails naming it. Root is required (network namespaces).
+# Failpoints exist only in builds with -tags failpoints: the end-to-end
+# tests build such a worker themselves (tests/harness_test.go); the
+# failpoint package's own tests run once with the tag.
 test: deps
 	@[ "$$(id -u)" = 0 ] || { echo "make test needs root (it creates network namespaces, nftables rulesets, a dockerd); run it as root, or \`make unit\` for the tests that need neither root nor Temporal" >&2; exit 1; }
 	@$(MAKE) --no-print-directory build temporal-cli temporal-cli-static
 	env -u ADOPT_UNIT_ONLY $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	env -u ADOPT_UNIT_ONLY $(GO) test -count=1 -tags failpoints ./failpoint/
 	@$(MAKE) --no-print-directory fuzz-short
 
 # Every failpoint, a dev server restart, every outside interference, in
@@ -123,10 +127,12 @@ fuzz-short:
 # Unit tests only: no root, no Temporal, no Docker needed.
 unit:
 	ADOPT_UNIT_ONLY=1 $(GO) test -count=1 ./...
+	ADOPT_UNIT_ONLY=1 $(GO) test -count=1 -tags failpoints ./failpoint/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags failpoints ./failpoint/ ./worker/ ./tests/
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(WORKFLOWCHECK) ./workflows/...
 
@@ -139,6 +145,10 @@ lint:
 bench: temporal-cli
 	$(GO) run ./bench $(BENCH_FLAGS)
 
+# A detached server must not keep descriptors make inherited (the lock of a
+# `flock LOCK make demo`) for as long as it runs.
+CLOSE_FDS := 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
+
 # A local dev server for the demo and for operators trying things: database
 # under .adoption/, search attributes registered, Web UI on :$(UI_PORT).
 # Idempotent: a server already answering is left alone.
@@ -149,7 +159,7 @@ dev-server: temporal-cli
 	else \
 		setsid nohup $(TEMPORAL) server start-dev --db-filename $(DEV_DB) --ip 127.0.0.1 \
 			--port $(DEV_PORT) --ui-port $(UI_PORT) $(SEARCH_ATTRS) \
-			> $(STATE)/dev-server.log 2>&1 < /dev/null & echo $$! > $(STATE)/dev-server.pid; \
+			> $(STATE)/dev-server.log 2>&1 < /dev/null $(CLOSE_FDS) & echo $$! > $(STATE)/dev-server.pid; \
 		for i in $$(seq 1 60); do \
 			$(TEMPORAL) operator cluster health --address 127.0.0.1:$(DEV_PORT) >/dev/null 2>&1 && break; sleep 0.5; \
 		done; \
@@ -160,8 +170,9 @@ dev-server: temporal-cli
 dev-server-stop:
 	@if [ -f $(STATE)/dev-server.pid ]; then kill $$(cat $(STATE)/dev-server.pid) 2>/dev/null || true; rm -f $(STATE)/dev-server.pid; echo "dev server stopped"; fi
 
-# The whole story so far, unattended: dev server, a sandbox node with a
-# default-deny firewall, its worker, its workflow to `adopted`, the status.
+# The seed's five steps, unattended, on three reference nodes (each its own
+# Docker engine in its namespace, ufw with the ufw-docker arrangement, the
+# agent on the node): dev server, nodes, fleet, migrations, preview, flips.
 demo: build dev-server
 	./scripts/demo.sh
 

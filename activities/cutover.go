@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -34,6 +35,9 @@ const (
 type ModuleInput struct {
 	Plan   config.Plan `json:"plan"`
 	Module string      `json:"module"`
+	// Decisions settle conflicting keys of the module's files (adopt
+	// resolve): which side each takes, never a value.
+	Decisions []FileDecision `json:"decisions,omitempty"`
 }
 
 // CutoverInput carries a module's cutover, with what preflight recorded.
@@ -56,16 +60,21 @@ type CutoverResult struct {
 // container of that name is found and recorded (mounts, ports, networks,
 // restart policy). Any refusal is non-retryable: the node is unchanged.
 func (a *Activities) CutoverPreflight(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	m, err := a.module(in.Plan, in.Module)
+	auth, m, err := a.module(ctx, in.Plan, in.Module)
 	if err != nil {
 		return nil, err
 	}
 	for _, f := range m.Files {
-		if _, ok := a.Contents[f.SHA256]; !ok {
+		if _, ok := auth.Contents[f.SHA256]; !ok {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"module %s's file %s: the worker's configuration on node %s has no content with sha256 %.12s; update the node's configuration to the one the plan was sent from and restart adopt-worker",
 				m.Name, f.Path, in.Plan.Node, f.SHA256), ErrMissingContent, nil)
 		}
+	}
+	// A key both the node and the mesh changed refuses before anything
+	// changes, named by path and key.
+	if _, err := a.conflictsOf(auth, m, in.Decisions); err != nil {
+		return nil, err
 	}
 	res := &CutoverResult{Step: "preflight"}
 	if m.Container == nil {
@@ -76,7 +85,7 @@ func (a *Activities) CutoverPreflight(ctx context.Context, in ModuleInput) (*Cut
 	}
 	pred, err := a.Cutover.Preflight(a.progress(ctx, "preflight"), spec(m))
 	if err != nil {
-		return nil, refusal(fmt.Sprintf("cutover %s: preflight", m.Name), err)
+		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: preflight", m.Name), err)
 	}
 	res.Predecessor = pred
 	return res, nil
@@ -104,16 +113,62 @@ func (a *Activities) portsHeldOnlyBy(ctx context.Context, m config.ModulePlan) e
 
 // CutoverCreate creates the module's container under <name>.next with the
 // predecessor's mounts (data in place), the module's ports and the
-// predecessor's networks. Idempotent.
+// predecessor's networks. Idempotent. What the predecessor has is measured
+// on the node now (preflight again), never taken from the request: a
+// request naming other mounts or networks (a bind mount of /, the Docker
+// socket, network=host) is refused.
 func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*CutoverResult, error) {
-	m, err := a.module(in.Plan, in.Module)
+	_, m, err := a.module(ctx, in.Plan, in.Module)
 	if err != nil {
 		return nil, err
 	}
-	if err := a.Cutover.Create(a.progress(ctx, "create"), spec(m), in.Predecessor); err != nil {
-		return nil, refusal(fmt.Sprintf("cutover %s: create", m.Name), err)
+	if m.Container == nil {
+		return nil, notDeclared("module %s declares no container", m.Name)
+	}
+	pctx := a.progress(ctx, "create")
+	pred, err := a.Cutover.Preflight(pctx, spec(m))
+	if err != nil && !errors.Is(err, containers.ErrMigrated) {
+		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: create (preflight on the node)", m.Name), err)
+	}
+	if d := predecessorDiff(in.Predecessor, pred); d != "" {
+		return nil, notDeclared("cutover %s: the predecessor the request describes is not the one on node %s: %s", m.Name, a.Node, d)
+	}
+	if err := a.Cutover.Create(pctx, spec(m), pred); err != nil {
+		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: create", m.Name), err)
 	}
 	return &CutoverResult{Step: "create"}, nil
+}
+
+// predecessorDiff names the first way a request's predecessor differs from
+// the one measured on the node, in what the new container would inherit.
+func predecessorDiff(req, node *containers.Predecessor) string {
+	if req == nil {
+		return ""
+	}
+	if node == nil {
+		return fmt.Sprintf("the request names predecessor %s (%.12s), the node has none", req.Name, req.ID)
+	}
+	for _, f := range []struct {
+		what       string
+		reqV, node any
+	}{
+		{"id", req.ID, node.ID},
+		{"mounts", req.Mounts, node.Mounts},
+		{"networks", req.Networks, node.Networks},
+		{"aliases", req.Aliases, node.Aliases},
+	} {
+		a, _ := json.Marshal(f.reqV)
+		b, _ := json.Marshal(f.node)
+		if string(a) != string(b) && !(isEmptyJSON(a) && isEmptyJSON(b)) {
+			return fmt.Sprintf("%s: the request says %s, the node has %s", f.what, a, b)
+		}
+	}
+	return ""
+}
+
+func isEmptyJSON(b []byte) bool {
+	s := string(b)
+	return s == "null" || s == "[]" || s == "{}" || s == `""`
 }
 
 // ConvergeFiles writes the module's declared files: the mesh's content,
@@ -121,14 +176,18 @@ func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*Cutov
 // with the mode asked for (else the one found) and the owner found. What was
 // found stays in custody for a rollback.
 func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	m, err := a.module(in.Plan, in.Module)
+	auth, m, err := a.module(ctx, in.Plan, in.Module)
 	if err != nil {
+		return nil, err
+	}
+	// Every file merges cleanly, or none is written.
+	if _, err := a.conflictsOf(auth, m, in.Decisions); err != nil {
 		return nil, err
 	}
 	res := &CutoverResult{Step: "converge files"}
 	for _, f := range m.Files {
 		heartbeat(ctx, "converge "+f.Path)
-		if err := a.convergeFile(f); err != nil {
+		if err := a.convergeFileWith(auth, f, in.Decisions); err != nil {
 			return nil, err
 		}
 		a.Failpoints.Hit("cutover:converge-file")
@@ -140,12 +199,15 @@ func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*Cutove
 // CutoverSwap stops the predecessor, renames it <name>.predecessor, renames
 // the new container to <name> and starts it. Resumable at every sub-step.
 func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	m, err := a.module(in.Plan, in.Module)
+	auth, m, err := a.module(ctx, in.Plan, in.Module)
 	if err != nil {
 		return nil, err
 	}
-	if err := a.Cutover.Swap(a.progress(ctx, "swap"), m.Container.Name, in.Plan.StopTimeout); err != nil {
-		return nil, refusal(fmt.Sprintf("cutover %s: swap", m.Name), err)
+	if m.Container == nil {
+		return nil, notDeclared("module %s declares no container", m.Name)
+	}
+	if err := a.Cutover.Swap(a.progress(ctx, "swap"), m.Container.Name, auth.Plan.StopTimeout); err != nil {
+		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: swap", m.Name), err)
 	}
 	return &CutoverResult{Step: "swap"}, nil
 }
@@ -153,9 +215,12 @@ func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverR
 // CutoverWaitHealthy waits for the new container: its own healthcheck when
 // it has one, otherwise the module's health (TCP connect or HTTP GET).
 func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	m, err := a.module(in.Plan, in.Module)
+	_, m, err := a.module(ctx, in.Plan, in.Module)
 	if err != nil {
 		return nil, err
+	}
+	if m.Container == nil {
+		return nil, notDeclared("module %s declares no container", m.Name)
 	}
 	var probe func(context.Context) error
 	timeout := 30 * time.Second
@@ -171,8 +236,10 @@ func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*C
 	}
 	if err := a.Cutover.WaitHealthy(a.progress(ctx, "wait healthy"), m.Container.Name, probe, timeout); err != nil {
 		// Not retried: the workflow rolls back at once rather than keep a
-		// sick container in the predecessor's place.
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("cutover %s: wait healthy: %v", m.Name, err), ErrUnhealthy, err)
+		// sick container in the predecessor's place. The container's own
+		// output stays in the agent's log; no cause is attached, since the
+		// cause's text would reach the history too.
+		return nil, temporal.NewNonRetryableApplicationError(a.withheld(ctx, fmt.Sprintf("cutover %s: wait healthy", m.Name), err), ErrUnhealthy, nil)
 	}
 	return &CutoverResult{Step: "healthy"}, nil
 }
@@ -181,14 +248,14 @@ func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*C
 // predecessor renamed back and started, the module's files restored from
 // custody byte for byte. Every step is idempotent.
 func (a *Activities) CutoverRollback(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	m, err := a.module(in.Plan, in.Module)
+	_, m, err := a.module(ctx, in.Plan, in.Module)
 	if err != nil {
 		return nil, err
 	}
 	res := &CutoverResult{Step: "rolled back"}
 	if m.Container != nil {
 		if err := a.Cutover.Rollback(a.progress(ctx, "rollback"), m.Container.Name); err != nil {
-			return nil, fmt.Errorf("roll back %s's containers: %w", m.Name, err)
+			return nil, errors.New(a.withheld(ctx, fmt.Sprintf("roll back %s's containers", m.Name), err))
 		}
 	}
 	for _, f := range m.Files {
@@ -212,32 +279,41 @@ type PruneInput struct {
 // Prune removes the stopped predecessor containers kept for rollback (never
 // their volumes).
 func (a *Activities) Prune(ctx context.Context, in PruneInput) (*CutoverResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
 		return nil, err
+	}
+	for _, name := range in.Modules {
+		if _, ok := auth.Plan.Module(name); !ok {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("refused: module %q is not in node %s's configuration; nothing was pruned", name, auth.Plan.Node), ErrBadModule, nil)
+		}
 	}
 	res := &CutoverResult{Step: "pruned"}
 	for _, name := range in.Modules {
-		m, ok := in.Plan.Module(name)
-		if !ok || m.Container == nil {
+		m, _ := auth.Plan.Module(name)
+		if m.Container == nil {
 			continue
 		}
 		if err := a.Cutover.Prune(ctx, m.Container.Name); err != nil {
-			return nil, refusal("prune "+name, err)
+			return nil, a.refusal(ctx, "prune "+name, err)
 		}
 		res.Files = append(res.Files, m.Container.Name+containers.PredecessorSuffix)
 	}
 	return res, nil
 }
 
-func (a *Activities) module(p config.Plan, name string) (config.ModulePlan, error) {
-	if err := a.checkNode(p.Node); err != nil {
-		return config.ModulePlan{}, err
+// module authorizes the request and picks the named module of the node's
+// own plan.
+func (a *Activities) module(ctx context.Context, p config.Plan, name string) (*Authority, config.ModulePlan, error) {
+	auth, err := a.authorize(ctx, p)
+	if err != nil {
+		return nil, config.ModulePlan{}, err
 	}
-	m, ok := p.Module(name)
+	m, ok := auth.Plan.Module(name)
 	if !ok {
-		return m, temporal.NewNonRetryableApplicationError(fmt.Sprintf("module %q is not in node %s's plan", name, p.Node), ErrBadModule, nil)
+		return nil, m, temporal.NewNonRetryableApplicationError(fmt.Sprintf("module %q is not in node %s's plan", name, auth.Plan.Node), ErrBadModule, nil)
 	}
-	return m, nil
+	return auth, m, nil
 }
 
 // progress heartbeats every cutover sub-step, and lets a test kill the
@@ -257,13 +333,15 @@ func spec(m config.ModulePlan) containers.Spec {
 
 // refusal maps the engine's errors: bad input and refusals are not retried
 // (nothing was changed, and nothing will change by itself); a Docker fault
-// is an ordinary error and retries.
-func refusal(what string, err error) error {
+// is an ordinary error and retries. A container's own output in the error
+// stays in the agent's log (withheld).
+func (a *Activities) refusal(ctx context.Context, what string, err error) error {
+	msg := a.withheld(ctx, what, err)
 	for _, e := range []error{containers.ErrImageMissing, containers.ErrMigrated, containers.ErrConflict,
 		containers.ErrPortHeld, containers.ErrUnhealthy, containers.ErrNoRollback} {
 		if errors.Is(err, e) {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", what, err), ErrCutoverRefused, err)
+			return temporal.NewNonRetryableApplicationError(msg, ErrCutoverRefused, nil)
 		}
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	return errors.New(msg)
 }

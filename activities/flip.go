@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -48,7 +47,11 @@ type PreviewInput struct {
 // Preview compares what the found firewall opens now with what the mesh's
 // derived ruleset would open, port by port. It changes nothing.
 func (a *Activities) Preview(ctx context.Context, in PreviewInput) (*firewall.Preview, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSpec(auth, in.Spec); err != nil {
 		return nil, err
 	}
 	rs, err := a.Firewall.Ruleset()
@@ -82,7 +85,17 @@ type FlipResult struct {
 // the watchdog, which needs neither Temporal nor this worker, puts the
 // firewall and the files back as they were.
 func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFlipID(auth.Plan.Node, in.ID); err != nil {
+		return nil, err
+	}
+	if err := checkSpec(auth, in.Spec); err != nil {
+		return nil, err
+	}
+	if err := checkConfirmTimeout(auth, in.ConfirmTimeout); err != nil {
 		return nil, err
 	}
 	if _, adopted, err := a.State.Adopted(); err != nil {
@@ -91,12 +104,12 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("node %s is not adopted (no marker under state_dir): refusing to flip", in.Plan.Node), ErrNotAdopted, nil)
 	}
 	var resume *nodestate.FlipRecord
-	paths := make([]string, 0, len(in.Plan.NodeFiles))
-	for _, f := range in.Plan.NodeFiles {
+	paths := make([]string, 0, len(auth.Plan.NodeFiles))
+	for _, f := range auth.Plan.NodeFiles {
 		paths = append(paths, f.Path)
 	}
-	deadline := time.Now().Add(in.ConfirmTimeout).UTC()
-	err := a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
+	deadline := time.Now().Add(auth.Plan.ConfirmTimeout).UTC()
+	err = a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
 		if cur != nil && cur.ID == in.ID {
 			resume = cur // a retried activity: the record says how far it got
 			return nil, nil
@@ -114,8 +127,8 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 		case nodestate.FlipFlipped:
 			// The worker may have died between the flip and the node files
 			// (failpoint flip-applied): converge them now (idempotent).
-			for _, f := range in.Plan.NodeFiles {
-				if err := a.convergeFile(f); err != nil {
+			for _, f := range auth.Plan.NodeFiles {
+				if err := a.convergeFile(auth, f); err != nil {
 					return nil, err
 				}
 			}
@@ -155,8 +168,8 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 	}
 	a.Failpoints.Hit("flip-applied")
 	heartbeat(ctx, "flip: node files")
-	for _, f := range in.Plan.NodeFiles {
-		if err := a.convergeFile(f); err != nil {
+	for _, f := range auth.Plan.NodeFiles {
+		if err := a.convergeFile(auth, f); err != nil {
 			return nil, err
 		}
 	}
@@ -174,10 +187,14 @@ type ConfirmInput struct {
 // down. Reaching this activity at all proves the worker still reaches
 // Temporal through the new ruleset.
 func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
 		return nil, err
 	}
-	for _, m := range in.Plan.Modules {
+	if err := checkFlipID(auth.Plan.Node, in.ID); err != nil {
+		return nil, err
+	}
+	for _, m := range auth.Plan.Modules {
 		if m.Health == nil {
 			continue
 		}
@@ -190,7 +207,7 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 		}
 	}
 	var res *FlipResult
-	err := a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
+	err = a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
 		if cur == nil || cur.ID != in.ID {
 			return nil, temporal.NewNonRetryableApplicationError("no flip "+in.ID+" on this node", ErrFlipReverted, nil)
 		}
@@ -211,7 +228,10 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 // RevertFlip puts the firewall and the node files back as they were just
 // before the flip. Idempotent: a flip the watchdog already reverted is left.
 func (a *Activities) RevertFlip(ctx context.Context, in ConfirmInput) (*FlipResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	if _, err := a.authorize(ctx, in.Plan); err != nil {
+		return nil, err
+	}
+	if err := checkFlipID(a.Node, in.ID); err != nil {
 		return nil, err
 	}
 	if err := a.revert(in.ID, "the workflow did not confirm the flip in time"); err != nil {
@@ -266,11 +286,16 @@ func RevertRecord(rec *nodestate.FlipRecord, fw interface {
 // chains stay), the kept predecessor containers are pruned, and the node is
 // marked converged.
 func (a *Activities) CommitFlip(ctx context.Context, in ConfirmInput) (*FlipResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
+		return nil, err
+	}
+	// The ID names the file the predecessor's firewall is saved to.
+	if err := checkFlipID(auth.Plan.Node, in.ID); err != nil {
 		return nil, err
 	}
 	res := &FlipResult{ID: in.ID, State: nodestate.FlipCommitted}
-	err := a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
+	err = a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
 		if cur == nil || cur.ID != in.ID {
 			return nil, fmt.Errorf("no flip %s on this node", in.ID)
 		}
@@ -297,15 +322,15 @@ func (a *Activities) CommitFlip(ctx context.Context, in ConfirmInput) (*FlipResu
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range in.Plan.Modules {
+	for _, m := range auth.Plan.Modules {
 		if m.Container == nil {
 			continue
 		}
 		if err := a.Cutover.Prune(ctx, m.Container.Name); err != nil && !errors.Is(err, containers.ErrNoRollback) && !errors.Is(err, containers.ErrConflict) {
-			return nil, fmt.Errorf("prune %s's predecessor: %w", m.Name, err)
+			return nil, errors.New(a.withheld(ctx, fmt.Sprintf("prune %s's predecessor", m.Name), err))
 		}
 	}
-	if err := a.Flips.MarkConverged(in.Plan.Node, time.Now().UTC()); err != nil {
+	if err := a.Flips.MarkConverged(auth.Plan.Node, time.Now().UTC()); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -324,22 +349,48 @@ func (a *Activities) markFlip(id, state, reason string, revert json.RawMessage) 
 	})
 }
 
-// convergeFile writes a node-level file's mesh content (kept in custody
-// since adoption, so a revert restores what was found).
-func (a *Activities) convergeFile(f config.FilePlan) error {
-	rec, err := a.Files.Take(f.Path)
-	if err != nil {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("cannot take custody of %s: %v", f.Path, err), ErrBadPath, err)
+// convergeFile writes a declared file's mesh content (kept in custody
+// since adoption, so a revert restores what was found). Path, content and
+// mode all come from the node's own configuration (f is of auth's plan);
+// the mode keeps set-id and sticky bits as written ("4755").
+func (a *Activities) convergeFile(auth *Authority, f config.FilePlan) error {
+	return a.convergeFileWith(auth, f, nil)
+}
+
+// convergeFileWith writes what the merge of f gives: the mesh's content
+// for a file replaced whole, the per-key merge (kept keys, decisions) for
+// one with keep or a format (merge.go).
+func (a *Activities) convergeFileWith(auth *Authority, f config.FilePlan, decisions []FileDecision) error {
+	if err := checkDeclared(auth, f.Path); err != nil {
+		return err
 	}
-	content, ok := a.Contents[f.SHA256]
+	mesh, ok := auth.Contents[f.SHA256]
 	if !ok {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no content with sha256 %.12s for %s in this worker's configuration", f.SHA256, f.Path), ErrMissingContent, nil)
 	}
+	content, fm, err := a.merged(f, mesh, decisions)
+	if err != nil {
+		return err
+	}
+	if len(fm.Conflicts) > 0 {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %d conflicting key(s); nothing was written", f.Path, len(fm.Conflicts)), ErrFileConflict, nil, fm.Conflicts)
+	}
+	rec, err := a.Files.Take(f.Path)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("cannot take custody of %s: %v", f.Path, err), ErrBadPath, nil)
+	}
 	mode := os.FileMode(0o644)
-	for _, m := range []string{rec.Mode, f.Mode} {
-		if v, err := strconv.ParseUint(m, 8, 32); m != "" && err == nil {
-			mode = os.FileMode(v)
+	if rec.Link == "" && rec.Mode != "" {
+		if m, err := config.ParseMode(rec.Mode); err == nil {
+			mode = m // the mode found, unless the configuration sets one
 		}
+	}
+	if f.Mode != "" {
+		m, err := config.ParseMode(f.Mode)
+		if err != nil {
+			return notDeclared("mode %q of %s: %v", f.Mode, f.Path, err)
+		}
+		mode = m
 	}
 	return a.Files.Converge(f.Path, content, mode, rec.UID, rec.GID)
 }

@@ -661,7 +661,7 @@ func (m *memNode) activities() *activities.Activities {
 	return &activities.Activities{
 		Node: m.name, Firewall: memFirewall{m}, Marks: memMarks{}, Engine: memEngine{}, Cutover: memCutover{},
 		Flipper: memFlipper{}, Flips: memFlips{m}, StartWatchdog: func() error { return nil },
-		Sockets: memSockets{}, Files: memCustody{m}, State: memMarkers{m}, Contents: m.contents,
+		Sockets: memSockets{}, Files: memCustody{m}, State: memMarkers{m}, Local: activities.Fixed(m.plan, m.contents, 30*time.Minute),
 	}
 }
 

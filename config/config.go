@@ -19,6 +19,7 @@ import (
 // parts are, and the plan for the node (its modules, files and flip).
 type Config struct {
 	Temporal    Temporal          `mapstructure:"temporal" json:"temporal"`
+	Docker      Docker            `mapstructure:"docker" json:"docker"`
 	Node        Node              `mapstructure:"node" json:"node"`
 	Predecessor Predecessor       `mapstructure:"predecessor" json:"predecessor"`
 	Foundation  Foundation        `mapstructure:"foundation" json:"foundation"`
@@ -46,8 +47,10 @@ type TLS struct {
 	ServerName string `mapstructure:"server_name" json:"server_name,omitempty"`
 }
 
-// Enabled reports whether any TLS setting was given.
-func (t TLS) Enabled() bool { return t.Cert != "" || t.Key != "" || t.CA != "" }
+// Enabled reports whether any TLS setting was given: setting any one of
+// them (server_name alone included) means the operator expects TLS, and a
+// plain-text connection would silently ignore that.
+func (t TLS) Enabled() bool { return t.Cert != "" || t.Key != "" || t.CA != "" || t.ServerName != "" }
 
 type Node struct {
 	Name            string   `mapstructure:"name" json:"name"`
@@ -107,7 +110,13 @@ type Health struct {
 type Flip struct {
 	Drop           []string      `mapstructure:"drop" json:"drop"`
 	ConfirmTimeout time.Duration `mapstructure:"confirm_timeout" json:"confirm_timeout"`
+	// MaxConfirmTimeout bounds confirm_timeout: past it a flip that cut the
+	// node off would stay in force too long for its watchdog to matter.
+	MaxConfirmTimeout time.Duration `mapstructure:"max_confirm_timeout" json:"max_confirm_timeout"`
 }
+
+// HardMaxConfirmTimeout is the most flip.max_confirm_timeout may be.
+const HardMaxConfirmTimeout = 24 * time.Hour
 
 type FirewallSettings struct {
 	ReconcileInterval time.Duration `mapstructure:"reconcile_interval" json:"reconcile_interval"`
@@ -134,6 +143,7 @@ var defaults = map[string]any{
 	"temporal.tls.key":            "",
 	"temporal.tls.ca":             "",
 	"temporal.tls.server_name":    "",
+	"docker.host":                 "",
 	"node.name":                   "",
 	"node.role":                   "member",
 	"node.netns":                  "",
@@ -143,6 +153,7 @@ var defaults = map[string]any{
 	"predecessor.control":         []string{},
 	"flip.drop":                   []string{},
 	"flip.confirm_timeout":        "2m",
+	"flip.max_confirm_timeout":    "30m",
 	"firewall.reconcile_interval": "1m",
 	"cutover.stop_timeout":        "10s",
 	"drift.interval":              "5m",

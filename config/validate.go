@@ -15,6 +15,7 @@ import (
 func (c *Config) Validate() error {
 	v := &validator{}
 	v.temporal(c.Temporal)
+	v.docker(c.Docker)
 	v.node(c.Node)
 	v.operate(c.Metrics, c.Log)
 	for i, name := range c.Predecessor.Control {
@@ -51,9 +52,8 @@ func (c *Config) Validate() error {
 	file := func(key string, f File) {
 		v.path(key+".path", f.Path)
 		if f.Mode != "" {
-			var m uint32
-			if _, err := fmt.Sscanf(f.Mode, "%o", &m); err != nil || m > 0o7777 || strings.TrimLeft(f.Mode, "01234567") != "" {
-				v.add(key+".mode", f.Mode, "an octal file mode such as 0644")
+			if _, err := ParseMode(f.Mode); err != nil {
+				v.add(key+".mode", f.Mode, "an octal file mode of 3 or 4 digits such as 0644 or 4755 (at most 7777)")
 			}
 		}
 		if f.Format != "" {
@@ -112,6 +112,13 @@ func (c *Config) Validate() error {
 	if c.Flip.ConfirmTimeout <= 0 {
 		v.add("flip.confirm_timeout", c.Flip.ConfirmTimeout.String(), "a positive duration such as 2m")
 	}
+	switch {
+	case c.Flip.MaxConfirmTimeout <= 0 || c.Flip.MaxConfirmTimeout > HardMaxConfirmTimeout:
+		v.add("flip.max_confirm_timeout", c.Flip.MaxConfirmTimeout.String(), "a positive duration of at most "+HardMaxConfirmTimeout.String()+", such as 30m")
+	case c.Flip.ConfirmTimeout > c.Flip.MaxConfirmTimeout:
+		v.add("flip.confirm_timeout", c.Flip.ConfirmTimeout.String(), "at most flip.max_confirm_timeout ("+c.Flip.MaxConfirmTimeout.String()+"); a flip that cut the node off must revert soon")
+	}
+	v.stateDir(c.Node, paths)
 	if c.Firewall.ReconcileInterval < 0 {
 		v.add("firewall.reconcile_interval", c.Firewall.ReconcileInterval.String(), "a duration of 0 (off) or more, such as 1m")
 	}
@@ -144,9 +151,40 @@ func (v *validator) temporal(t Temporal) {
 	if t.Namespace == "" {
 		v.add("temporal.namespace", t.Namespace, "the Temporal namespace, e.g. default")
 	}
+	for _, kv := range [][2]string{{"temporal.tls.cert", t.TLS.Cert}, {"temporal.tls.key", t.TLS.Key}, {"temporal.tls.ca", t.TLS.CA}} {
+		if kv[1] != "" && !path.IsAbs(kv[1]) {
+			v.add(kv[0], kv[1], "an absolute path of a PEM file")
+		}
+	}
+	if t.TLS.ServerName != "" && (strings.ContainsAny(t.TLS.ServerName, " /:\x00") || len(t.TLS.ServerName) > 253) {
+		v.add("temporal.tls.server_name", t.TLS.ServerName, "a DNS name, the one in the server's certificate")
+	}
 	if (t.TLS.Cert == "") != (t.TLS.Key == "") {
 		v.add("temporal.tls.cert", t.TLS.Cert, "set temporal.tls.cert and temporal.tls.key together (key is "+fmt.Sprintf("%q", t.TLS.Key)+")")
 	}
+}
+
+// stateDir refuses a state_dir that is a declared path or lies inside or
+// around one: converging or restoring that path would overwrite the
+// custody store, or the custody store would hold a declared file's place.
+func (v *validator) stateDir(n Node, declared map[string]string) {
+	if !path.IsAbs(n.StateDir) || !path.IsAbs(n.Root) {
+		return // reported by node()
+	}
+	for _, p := range sortedKeys(declared) {
+		if p == "" || !path.IsAbs(p) {
+			continue
+		}
+		full := path.Join(n.Root, p)
+		if within(n.StateDir, full) || within(full, n.StateDir) {
+			v.add("node.state_dir", n.StateDir, fmt.Sprintf("must not be inside or around the declared path %s (%s, under node.root %s); choose a state_dir outside every declared path", p, declared[p], n.Root))
+		}
+	}
+}
+
+// within reports whether p is dir or lies under it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 func (v *validator) node(n Node) {

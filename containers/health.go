@@ -64,8 +64,8 @@ func (e *Engine) WaitHealthy(ctx context.Context, name string, probe func(contex
 			if st != nil {
 				status, code = string(st.Status), st.ExitCode
 			}
-			return fmt.Errorf("container %s stopped (%s, exit code %d) %s after start, before it was healthy; its last output: %s: %w",
-				name, status, code, time.Since(start).Round(time.Millisecond), e.tail(parent, c.ID), ErrUnhealthy)
+			return &OutputError{Reason: fmt.Sprintf("container %s stopped (%s, exit code %d) %s after start, before it was healthy",
+				name, status, code, time.Since(start).Round(time.Millisecond)), What: "its last output", Output: e.tail(parent, c.ID), Err: ErrUnhealthy}
 		}
 		switch {
 		case hc && st.Health != nil:
@@ -73,7 +73,7 @@ func (e *Engine) WaitHealthy(ctx context.Context, name string, probe func(contex
 			case container.Healthy:
 				return nil
 			case container.Unhealthy:
-				return fmt.Errorf("container %s is unhealthy by its healthcheck: %s: %w", name, lastHealthOutput(st.Health), ErrUnhealthy)
+				return &OutputError{Reason: fmt.Sprintf("container %s is unhealthy by its healthcheck", name), What: "the healthcheck's output", Output: lastHealthOutput(st.Health), Err: ErrUnhealthy}
 			}
 			last = fmt.Errorf("healthcheck %s", st.Health.Status)
 		case hc:
@@ -110,6 +110,22 @@ func (e *Engine) WaitHealthy(ctx context.Context, name string, probe func(contex
 		}
 	}
 }
+
+// OutputError is a failure that carries the container's own output (its
+// logs, its healthcheck's output), which may hold secrets: Error() has it,
+// for the agent's log; Reason is the part that may go to a workflow history.
+type OutputError struct {
+	Reason string
+	What   string // what Output is, e.g. "its last output"
+	Output string
+	Err    error
+}
+
+func (e *OutputError) Error() string {
+	return fmt.Sprintf("%s; %s: %s: %v", e.Reason, e.What, e.Output, e.Err)
+}
+
+func (e *OutputError) Unwrap() error { return e.Err }
 
 func lastHealthOutput(h *container.Health) string {
 	if h == nil || len(h.Log) == 0 || h.Log[len(h.Log)-1] == nil {

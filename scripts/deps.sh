@@ -21,10 +21,12 @@ tools=(
 	iptables-nft-restore:iptables
 	ip6tables-nft-restore:iptables
 	ip:iproute2
+	nsenter:util-linux
 	ufw:ufw
 	chromium:chromium
 	systemd-analyze:systemd
 	docker:docker.io
+	dockerd:docker.io
 )
 
 missing_tools=()

@@ -77,7 +77,7 @@ func TestFlipEndToEnd(t *testing.T) {
 	}
 
 	out, errs, code := adopt(t, "preview", n.Name, "--config", n.cfg)
-	if code != 0 || !strings.Contains(out, "REFUSED") || !strings.Contains(out, "8080/tcp") || !strings.Contains(out, "53/udp") {
+	if code != 2 || !strings.Contains(out, "REFUSED") || !strings.Contains(out, "8080/tcp") || !strings.Contains(out, "53/udp") {
 		t.Fatalf("preview should refuse naming 8080/tcp and 53/udp: exit %d\n%s%s", code, out, errs)
 	}
 	for _, r := range previewReasons(t, n) {

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -118,7 +120,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // nodeActivities builds the real node parts from the worker's local config.
 func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activities.Activities {
-	engine := containers.New()
+	// docker.host names the node's engine (its own, on the reference node);
+	// empty: DOCKER_HOST, else the local socket.
+	engine := containers.NewAt(cfg.Docker.EngineHost())
 	state := nodestate.New(cfg.Node.StateDir)
 	return &activities.Activities{
 		Node:     cfg.Node.Name,
@@ -126,7 +130,7 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 		Marks:    firewall.NewMarker(cfg.Node.Netns),
 		Engine:   engine,
 		Cutover:  engine,
-		Contents: cfg.Contents(),
+		Local:    localAuthority(cfgPath),
 		Sockets:  sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns},
 		Files:    custody.New(cfg.Node.Root, cfg.Node.StateDir),
 		State:    state,
@@ -142,7 +146,7 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 // serve runs two workers on one client: the shared workflow queue, and the
 // node's own queue for activities that touch this node.
 func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Writer) error {
-	o, c, err := dialAgent(ctx, cfg, stderr)
+	o, c, err := dialAgent(ctx, cfg, stderr, func(l *slog.Logger) error { return startChecks(cfg, cfgPath, l) })
 	if err != nil {
 		return err
 	}
@@ -252,13 +256,16 @@ func printProbe(w io.Writer, r *activities.ProbeReport) {
 	if r.Containers.Available {
 		fmt.Fprintf(w, "containers: %d\n", len(r.Containers.Containers))
 	} else {
-		fmt.Fprintf(w, "containers: %s\n", r.Containers.Error)
+		fmt.Fprintf(w, "containers: UNKNOWN (%s)\n", r.Containers.Error)
 	}
 	fmt.Fprintf(w, "declared files: %d\n", len(r.Files))
 	for _, f := range r.Files {
 		state := "absent"
 		if f.Exists {
-			state = fmt.Sprintf("%d bytes, mode %s, uid %d, sha256 %.12s", f.Size, f.Mode, f.UID, f.SHA256)
+			state = fmt.Sprintf("%d bytes, mode %s, uid %d, digest %.12s", f.Size, f.Mode, f.UID, strings.TrimPrefix(f.Digest, "hmac-sha256:"))
+			if f.Link != "" {
+				state = fmt.Sprintf("symlink -> %s, uid %d", f.Link, f.UID)
+			}
 		}
 		if f.Error != "" {
 			state = "error: " + f.Error

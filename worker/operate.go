@@ -76,12 +76,17 @@ func (o *ops) dial(tc config.Temporal, is ...interceptor.ClientInterceptor) (cli
 	return connect.Dial(tc, o.log, opts...)
 }
 
-// dialAgent is the node agent's set-up: its logger and metrics, and a
-// client whose workers report activities (adoption_*, node/module/step log
-// lines) and workflows (adoption_phase). On error nothing keeps running.
-func dialAgent(ctx context.Context, cfg *config.Config, stderr io.Writer) (*ops, client.Client, error) {
+// dialAgent is the node agent's set-up: its logger and metrics, then the
+// agent's own start checks (with that logger), then a client whose workers
+// report activities (adoption_*, node/module/step log lines) and workflows
+// (adoption_phase). On error nothing keeps running.
+func dialAgent(ctx context.Context, cfg *config.Config, stderr io.Writer, checks func(*slog.Logger) error) (*ops, client.Client, error) {
 	o, err := setupOps(ctx, cfg, cfg.Node.Name, stderr)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := checks(o.log); err != nil {
+		o.stop()
 		return nil, nil, err
 	}
 	observe := activities.Observe(o.recorder(), nodestate.New(cfg.Node.StateDir), o.log)

@@ -70,6 +70,13 @@ func NextStep(s *State) string {
 		return fmt.Sprintf("fix the genesis error above in the configuration, then `adopt retry %s`", s.Node)
 	}
 	for _, m := range s.Modules {
+		if len(m.Conflicts) > 0 {
+			c := m.Conflicts[0]
+			return fmt.Sprintf("decide %s %s (module %s, %d conflict(s)): `adopt resolve %s %s %s --take node|mesh`, then `adopt retry %s %s`",
+				c.Path, c.Key, m.Name, len(m.Conflicts), s.Node, c.Path, c.Key, s.Node, m.Name)
+		}
+	}
+	for _, m := range s.Modules {
 		if m.State == ModuleFailed {
 			return fmt.Sprintf("`adopt retry %s %s` after fixing: %s", s.Node, m.Name, m.LastError)
 		}
