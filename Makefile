@@ -107,9 +107,10 @@ test: deps
 	@$(MAKE) --no-print-directory fuzz-short
 
 # Every failpoint, a dev server restart, every outside interference, in
-# full (make test runs a reduced draw, its seed logged: ADOPT_CHAOS_SEED).
+# full (make test runs a reduced draw, its seed logged: ADOPT_CHAOS_SEED);
+# the flip's watchdog with Temporal down and with a failing first revert.
 chaos: build temporal-cli
-	ADOPT_CHAOS=full $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run 'TestChaos|TestCutoverSurvivesWorkerKill|TestInterference' ./tests/
+	ADOPT_CHAOS=full $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run 'TestChaos|TestCutoverSurvivesWorkerKill|TestInterference|TestFlipWatchdog' ./tests/
 
 # Fuzzing: each target for $(FUZZTIME); a finding is written to
 # <pkg>/testdata/fuzz/<Target>/ and replayed by every later go test.

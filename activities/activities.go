@@ -44,6 +44,8 @@ type (
 		Converge(path string, content []byte, mode os.FileMode, uid, gid int) error
 		Restore(path string) error
 		Retake(path string) (custody.Record, error)
+		// Blob is a custody copy's bytes, for node-local use only.
+		Blob(sum string) ([]byte, error)
 	}
 	Markers interface {
 		MarkAdopted(nodestate.Marker) error
@@ -73,6 +75,8 @@ type Activities struct {
 	// only the hashes) and the limits. Read at every request, so an edit
 	// of the file applies at the next retry.
 	Local func() (*Authority, error)
+	// Root is node.root: a module's env_file is read under it.
+	Root string
 }
 
 // Error types: the workflow tells by type what is the operator's to fix.

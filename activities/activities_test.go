@@ -140,66 +140,6 @@ func TestCutoverPreflightNeedsLocalContent(t *testing.T) {
 	appErr(t, err, ErrBadModule)
 }
 
-type fakeFlipper struct{ reverts int }
-
-func (f *fakeFlipper) Flip(firewall.MeshSpec, string) (*firewall.RevertPlan, error) {
-	return &firewall.RevertPlan{Node: "n1"}, nil
-}
-func (f *fakeFlipper) Revert(*firewall.RevertPlan) error { f.reverts++; return nil }
-func (f *fakeFlipper) Commit(*firewall.RevertPlan) (string, error) {
-	return "table ip filter {}", nil
-}
-
-// A flip interrupted while applying is reverted when its activity runs
-// again, and said so; a reverted flip is never confirmed.
-func TestFlipResumeAfterInterruptedApply(t *testing.T) {
-	a, _ := newActs(t)
-	fl := &fakeFlipper{}
-	a.Flipper = fl
-	a.StartWatchdog = func() error { return nil }
-	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
-	must(t, a.Flips.UpdateFlip(func(*nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
-		return &nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipApplying, Deadline: time.Now().Add(time.Minute), Revert: []byte(`{"node":"n1"}`)}, nil
-	}))
-	plan := withPlan(a, config.Plan{Node: "n1", ConfirmTimeout: time.Minute})
-	_, err := a.Flip(context.Background(), FlipInput{Plan: plan, Spec: firewall.MeshSpec{Node: "n1"}, ID: "n1-1", ConfirmTimeout: time.Minute})
-	msg := appErr(t, err, ErrFlipReverted)
-	if !strings.Contains(msg, "interrupted") || fl.reverts != 1 {
-		t.Fatalf("reverts %d, error %s", fl.reverts, msg)
-	}
-	_, err = a.ConfirmFlip(context.Background(), ConfirmInput{Plan: plan, ID: "n1-1"})
-	appErr(t, err, ErrFlipReverted)
-}
-
-// A confirmed flip is committed once, and a retried commit is harmless.
-func TestFlipConfirmCommit(t *testing.T) {
-	a, _ := newActs(t)
-	a.Flipper = &fakeFlipper{}
-	a.StartWatchdog = func() error { return nil }
-	a.Cutover = nil
-	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
-	plan := withPlan(a, config.Plan{Node: "n1", ConfirmTimeout: time.Minute})
-	if _, err := a.Flip(context.Background(), FlipInput{Plan: plan, Spec: firewall.MeshSpec{Node: "n1"}, ID: "n1-1", ConfirmTimeout: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.ConfirmFlip(context.Background(), ConfirmInput{Plan: plan, ID: "n1-1"}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := a.CommitFlip(context.Background(), ConfirmInput{Plan: plan, ID: "n1-1"})
-	if err != nil || r.Listing == "" {
-		t.Fatalf("commit: %+v %v", r, err)
-	}
-	if b, err := os.ReadFile(r.Listing); err != nil || string(b) != "table ip filter {}" {
-		t.Fatalf("saved listing: %q %v", b, err)
-	}
-	if _, err := a.CommitFlip(context.Background(), ConfirmInput{Plan: plan, ID: "n1-1"}); err != nil {
-		t.Fatalf("a retried commit failed: %v", err)
-	}
-	if _, ok, _ := a.State.Adopted(); ok {
-		t.Fatal("a converged node still carries the adopted marker")
-	}
-}
-
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {

@@ -41,7 +41,7 @@ func (r *recorder) Release(string) ([]firewall.MarkedRule, error) {
 	return nil, nil
 }
 func (r *recorder) List(string) ([]firewall.MarkedRule, error) { return nil, nil }
-func (r *recorder) Flip(firewall.MeshSpec, string) (*firewall.RevertPlan, error) {
+func (r *recorder) Flip(firewall.MeshSpec, string, string) (*firewall.RevertPlan, error) {
 	r.changes = append(r.changes, "flip")
 	return &firewall.RevertPlan{}, nil
 }
@@ -56,10 +56,11 @@ func (r *recorder) Commit(*firewall.RevertPlan) (string, error) {
 func (r *recorder) Preflight(context.Context, containers.Spec) (*containers.Predecessor, error) {
 	return r.pred, nil
 }
-func (r *recorder) Create(_ context.Context, s containers.Spec, p *containers.Predecessor) error {
+func (r *recorder) Create(_ context.Context, s containers.Spec, p *containers.Predecessor) (*containers.Carried, error) {
 	r.changes = append(r.changes, "create "+s.Name)
-	return nil
+	return &containers.Carried{}, nil
 }
+func (r *recorder) PortsAnswer(context.Context, []uint16) error { return nil }
 func (r *recorder) Swap(context.Context, string, time.Duration) error {
 	r.changes = append(r.changes, "swap")
 	return nil
@@ -267,7 +268,7 @@ func TestTheNodesOwnPlanIsServed(t *testing.T) {
 	if _, err := a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app", Predecessor: rec.pred}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout}); err != nil {
+	if _, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "n1-1", ExpectDerived: "d", ConfirmTimeout: p.ConfirmTimeout}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(rec.changes, ",") != "open app,open foundation,create app,watchdog,flip" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -16,11 +17,12 @@ import (
 // Cutover is the container engine's cutover, as the activities use it.
 type Cutover interface {
 	Preflight(ctx context.Context, spec containers.Spec) (*containers.Predecessor, error)
-	Create(ctx context.Context, spec containers.Spec, pred *containers.Predecessor) error
+	Create(ctx context.Context, spec containers.Spec, pred *containers.Predecessor) (*containers.Carried, error)
 	Swap(ctx context.Context, name string, stopTimeout time.Duration) error
 	WaitHealthy(ctx context.Context, name string, probe func(context.Context) error, timeout time.Duration) error
 	Rollback(ctx context.Context, name string) error
 	Prune(ctx context.Context, name string) error
+	PortsAnswer(ctx context.Context, hostPorts []uint16) error
 }
 
 // Error types of the cutover.
@@ -52,6 +54,9 @@ type CutoverResult struct {
 	Step        string                  `json:"step"`
 	Predecessor *containers.Predecessor `json:"predecessor,omitempty"`
 	Files       []string                `json:"files,omitempty"`
+	// Carried says what the new container took over from its predecessor
+	// and what the module changed: names only, never a value.
+	Carried *containers.Carried `json:"carried,omitempty"`
 }
 
 // CutoverPreflight checks, before anything changes, that the module can cut
@@ -83,7 +88,11 @@ func (a *Activities) CutoverPreflight(ctx context.Context, in ModuleInput) (*Cut
 	if err := a.portsHeldOnlyBy(ctx, m); err != nil {
 		return nil, err
 	}
-	pred, err := a.Cutover.Preflight(a.progress(ctx, "preflight"), spec(m))
+	sp, err := a.spec(auth, m)
+	if err != nil {
+		return nil, err
+	}
+	pred, err := a.Cutover.Preflight(a.progress(ctx, "preflight"), sp)
 	if err != nil {
 		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: preflight", m.Name), err)
 	}
@@ -101,10 +110,10 @@ func (a *Activities) portsHeldOnlyBy(ctx context.Context, m config.ModulePlan) e
 	ls = attributePublished(ls, a.Engine.Report(ctx))
 	for _, p := range m.Ports {
 		for _, l := range ls {
-			if l.Port == p.Num && l.Proto == p.Proto && l.Container != m.Container.Name {
+			if l.Port == p.Num && l.Proto == p.Proto && l.Container != m.Container.Name && !slices.Contains(m.Container.Replaces, l.Container) {
 				return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-					"module %s's port %s is held by %s, which is not its predecessor container %s; free the port or change modules[%s].ports; nothing was changed",
-					m.Name, p, l.Holder(), m.Container.Name, m.Name), ErrCutoverRefused, nil)
+					"module %s's port %s is held by %s, which is not its predecessor container %s nor one it replaces; free the port, list the container in modules[%s].container.replaces, or change modules[%s].ports; nothing was changed",
+					m.Name, p, l.Holder(), m.Container.Name, m.Name, m.Name), ErrCutoverRefused, nil)
 			}
 		}
 	}
@@ -118,25 +127,30 @@ func (a *Activities) portsHeldOnlyBy(ctx context.Context, m config.ModulePlan) e
 // request naming other mounts or networks (a bind mount of /, the Docker
 // socket, network=host) is refused.
 func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*CutoverResult, error) {
-	_, m, err := a.module(ctx, in.Plan, in.Module)
+	auth, m, err := a.module(ctx, in.Plan, in.Module)
 	if err != nil {
 		return nil, err
 	}
 	if m.Container == nil {
 		return nil, notDeclared("module %s declares no container", m.Name)
 	}
+	sp, err := a.spec(auth, m)
+	if err != nil {
+		return nil, err
+	}
 	pctx := a.progress(ctx, "create")
-	pred, err := a.Cutover.Preflight(pctx, spec(m))
+	pred, err := a.Cutover.Preflight(pctx, sp)
 	if err != nil && !errors.Is(err, containers.ErrMigrated) {
 		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: create (preflight on the node)", m.Name), err)
 	}
 	if d := predecessorDiff(in.Predecessor, pred); d != "" {
 		return nil, notDeclared("cutover %s: the predecessor the request describes is not the one on node %s: %s", m.Name, a.Node, d)
 	}
-	if err := a.Cutover.Create(pctx, spec(m), pred); err != nil {
+	carried, err := a.Cutover.Create(pctx, sp, pred)
+	if err != nil {
 		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: create", m.Name), err)
 	}
-	return &CutoverResult{Step: "create"}, nil
+	return &CutoverResult{Step: "create", Carried: carried}, nil
 }
 
 // predecessorDiff names the first way a request's predecessor differs from
@@ -241,6 +255,17 @@ func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*C
 		// cause's text would reach the history too.
 		return nil, temporal.NewNonRetryableApplicationError(a.withheld(ctx, fmt.Sprintf("cutover %s: wait healthy", m.Name), err), ErrUnhealthy, nil)
 	}
+	// Healthy inside is not enough: every declared port must answer on the
+	// node, as its clients reach it.
+	var tcp []uint16
+	for _, p := range m.Ports {
+		if p.Proto == "tcp" {
+			tcp = append(tcp, p.Num)
+		}
+	}
+	if err := a.Cutover.PortsAnswer(ctx, tcp); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("cutover %s: ports: %v; modules[%s].ports must be published by its container (container.ports)", m.Name, err, m.Name), ErrUnhealthy, nil)
+	}
 	return &CutoverResult{Step: "healthy"}, nil
 }
 
@@ -326,9 +351,16 @@ func (a *Activities) progress(ctx context.Context, step string) context.Context 
 	})
 }
 
-func spec(m config.ModulePlan) containers.Spec {
+// spec is the module's container for the engine, its environment
+// overrides read on the node (see moduleEnv).
+func (a *Activities) spec(auth *Authority, m config.ModulePlan) (containers.Spec, error) {
 	c := m.Container
-	return containers.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports}
+	env, err := a.moduleEnv(auth, m)
+	if err != nil {
+		return containers.Spec{}, err
+	}
+	return containers.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports, Env: env, Labels: config.KeyValues(c.Labels),
+		DropPorts: c.DropPorts, Replaces: c.Replaces}, nil
 }
 
 // refusal maps the engine's errors: bad input and refusals are not retried
@@ -338,7 +370,7 @@ func spec(m config.ModulePlan) containers.Spec {
 func (a *Activities) refusal(ctx context.Context, what string, err error) error {
 	msg := a.withheld(ctx, what, err)
 	for _, e := range []error{containers.ErrImageMissing, containers.ErrMigrated, containers.ErrConflict,
-		containers.ErrPortHeld, containers.ErrUnhealthy, containers.ErrNoRollback} {
+		containers.ErrPortHeld, containers.ErrUnhealthy, containers.ErrNoRollback, containers.ErrPortDropped, containers.ErrBadSpec} {
 		if errors.Is(err, e) {
 			return temporal.NewNonRetryableApplicationError(msg, ErrCutoverRefused, nil)
 		}

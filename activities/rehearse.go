@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
@@ -97,8 +98,13 @@ func (a *Activities) Rehearse(ctx context.Context, in ModuleInput) (*Rehearsal, 
 		if err := a.portsHeldOnlyBy(ctx, m); err != nil {
 			refuse(err)
 		}
-		pred, err := a.Cutover.Preflight(ctx, spec(m))
+		sp, serr := a.spec(auth, m)
+		if serr != nil {
+			refuse(serr)
+		}
+		pred, err := a.Cutover.Preflight(ctx, sp)
 		switch {
+		case serr != nil:
 		case err != nil:
 			refuse(fmt.Errorf("preflight of container %s: %s", m.Container.Name, a.withheld(ctx, "rehearsal "+m.Name, err)))
 		default:
@@ -139,8 +145,35 @@ func (a *Activities) Rehearse(ctx context.Context, in ModuleInput) (*Rehearsal, 
 			if p.RestartPolicy != "" {
 				create.Touches = append(create.Touches, "restart policy "+p.RestartPolicy)
 			}
+			if len(p.Env) > 0 {
+				create.Touches = append(create.Touches, "environment carried over (names only): "+strings.Join(p.Env, ", "))
+			}
+			if len(p.Labels) > 0 {
+				create.Touches = append(create.Touches, "labels carried over: "+strings.Join(p.Labels, ", "))
+			}
+			for _, o := range p.Replaces {
+				create.Touches = append(create.Touches, fmt.Sprintf("replaces %s (%.12s): stopped at the swap and kept as %s.predecessor", o.Name, o.ID, o.Name))
+			}
 		} else {
 			create.Touches = append(create.Touches, "no predecessor: a new service")
+		}
+		var set []string
+		for _, kv := range c.Labels {
+			k, _, _ := strings.Cut(kv, "=")
+			set = append(set, "label "+k)
+		}
+		for name := range c.EnvSHA256 {
+			set = append(set, "env "+name)
+		}
+		if c.EnvFile != "" {
+			set = append(set, "env_file "+c.EnvFile)
+		}
+		for _, d := range c.DropPorts {
+			set = append(set, "drops port "+d)
+		}
+		if len(set) > 0 {
+			sort.Strings(set)
+			create.Touches = append(create.Touches, "the module sets: "+strings.Join(set, ", "))
 		}
 		r.Steps = append(r.Steps, create)
 	}

@@ -80,11 +80,32 @@ type Module struct {
 	Health    *Health    `mapstructure:"health" json:"health,omitempty"`
 }
 
+// Container is a module's container. What it does not set, the new
+// container inherits from the predecessor it replaces (environment, labels,
+// networks, restart policy, user, limits, ...; see containers.Create).
 type Container struct {
 	Name  string            `mapstructure:"name" json:"name"`
 	Image string            `mapstructure:"image" json:"image"`
 	Cmd   []string          `mapstructure:"cmd" json:"cmd,omitempty"`
 	Ports map[string]string `mapstructure:"ports" json:"ports,omitempty"` // host PORT/PROTO -> container PORT/PROTO
+	// Env overrides environment variables, as NAME=VALUE (a list, not a
+	// map: the loader lowercases map keys, and variable names are case
+	// sensitive). Its values never leave the node's configuration: the plan
+	// carries EnvSHA256 instead, and the worker looks each value up by its
+	// hash in its own configuration.
+	Env       []string          `mapstructure:"env" json:"-"`
+	EnvSHA256 map[string]string `mapstructure:"-" json:"env_sha256,omitempty"` // name -> sha256 of the value; filled by Plan
+	// EnvFile is a file of NAME=VALUE lines under node.root, read on the
+	// node at the cutover; Env wins over it.
+	EnvFile string `mapstructure:"env_file" json:"env_file,omitempty"`
+	// Labels override the predecessor's, as KEY=VALUE (case kept).
+	Labels []string `mapstructure:"labels" json:"labels,omitempty"`
+	// DropPorts are host PORT/PROTO the predecessor publishes that the
+	// module deliberately stops publishing; any other would refuse.
+	DropPorts []string `mapstructure:"drop_ports" json:"drop_ports,omitempty"`
+	// Replaces names predecessor containers of other names that the module
+	// takes over (e.g. a reverse proxy holding its ports).
+	Replaces []string `mapstructure:"replaces" json:"replaces,omitempty"`
 }
 
 // File is a file the mesh declares under node.root. Its content is the mesh's

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"path"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -93,6 +95,7 @@ func (c *Config) Validate() error {
 		}
 		if m.Container != nil {
 			v.container(key+".container", *m.Container)
+			v.carry(key+".container", m.Name, *m.Container, c.Modules)
 		}
 		for j, f := range m.Files {
 			file(fmt.Sprintf("%s.files[%d]", key, j), f)
@@ -254,6 +257,69 @@ func (v *validator) container(key string, ct Container) {
 		}
 		if herr == nil && cerr == nil && host.Proto != cont.Proto {
 			v.add(key+".ports."+hp, ct.Ports[hp], "the container port's protocol must be the host port's ("+host.Proto+")")
+		}
+	}
+}
+
+// EnvNameOK says whether s can name an environment variable: not empty, no
+// '=', NUL or white space (Docker would split or refuse it).
+func EnvNameOK(s string) bool {
+	return s != "" && !strings.ContainsAny(s, "= \t\n\r\x00")
+}
+
+// dockerName is Docker's rule for container names; a predecessor's name is
+// the operator's, not the mesh's, so it follows Docker's rule, not NameRule.
+var dockerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
+
+// carry checks the keys that say what the module's container takes over
+// from its predecessors: env, env_file, labels, drop_ports, replaces.
+func (v *validator) carry(key, module string, ct Container, all []Module) {
+	names := map[string]bool{}
+	for i, kv := range ct.Env {
+		name, _, ok := strings.Cut(kv, "=")
+		k := fmt.Sprintf("%s.env[%d]", key, i)
+		switch {
+		case !ok || !EnvNameOK(name):
+			// The value may be a secret: only the name is shown.
+			v.add(k, fmt.Sprintf("name %q", name), "NAME=VALUE with a non-empty NAME without '=', NUL or white space")
+		case names[name]:
+			v.add(k, fmt.Sprintf("name %q", name), "set twice; set each variable once")
+		}
+		names[name] = true
+	}
+	if ct.EnvFile != "" {
+		v.path(key+".env_file", ct.EnvFile)
+	}
+	for i, kv := range ct.Labels {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || strings.HasPrefix(name, "adoption.") {
+			v.addf(key+".labels[%d]", kv, "KEY=VALUE with a non-empty KEY not starting with 'adoption.' (the mesh's own)", i)
+		}
+	}
+	for i, p := range ct.DropPorts {
+		if _, err := ParsePort(p); err != nil {
+			v.addf(key+".drop_ports[%d]", p, err.Error()+"; a host PORT/PROTO the predecessor publishes, e.g. 8443/tcp", i)
+		}
+	}
+	seen := map[string]bool{}
+	for i, r := range ct.Replaces {
+		k := fmt.Sprintf("%s.replaces[%d]", key, i)
+		switch {
+		case !dockerName.MatchString(r) || strings.HasSuffix(r, ".next") || strings.HasSuffix(r, ".predecessor"):
+			v.add(k, r, "a container name (letters, digits, _ . -) not ending in .next or .predecessor")
+		case r == ct.Name:
+			v.add(k, r, "is the module's own container name; replaces lists predecessors of other names")
+		case seen[r]:
+			v.add(k, r, "listed twice")
+		}
+		seen[r] = true
+		for _, m := range all {
+			if m.Name == module || m.Container == nil {
+				continue
+			}
+			if m.Container.Name == r || slices.Contains(m.Container.Replaces, r) {
+				v.add(k, r, "module "+m.Name+" also takes over this container; a predecessor has one successor")
+			}
 		}
 	}
 }

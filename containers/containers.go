@@ -84,6 +84,9 @@ type Engine struct {
 	// beforeStep, when set (tests only), runs before each cutover sub-step; an
 	// error stops the step there, as a crash of the worker would.
 	beforeStep func(step string) error
+	// hold, when set, holds new connections to the predecessors' ports
+	// during the swap (see PortHold).
+	hold PortHold
 }
 
 // New connects to the engine named by DOCKER_HOST (default: the local socket).

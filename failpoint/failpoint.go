@@ -9,7 +9,8 @@ import "time"
 
 // EnvVar names the steps, comma-separated, at which the worker exits
 // ("probe"), or pauses ("flip-before-apply=sleep:3s") so a test can change
-// the node in between.
+// the node in between, or fails the first N times ("watchdog-revert=fail:1",
+// for steps that ask Fail).
 const EnvVar = "ADOPT_FAILPOINTS"
 
 // Tag is the build tag that compiles failpoints in.
@@ -18,5 +19,6 @@ const Tag = "failpoints"
 // Set is the set of armed failpoints. The zero value is inert.
 type Set struct {
 	armed map[string]time.Duration // 0: exit; >0: sleep that long
+	fails map[string]*int          // failures left, for Fail
 	exit  func(code int)
 }

@@ -93,8 +93,8 @@ func TestWaitEndsOnWhatCannotLeadThere(t *testing.T) {
 	}
 }
 
-// Usage errors exit 3 and, under --json, are JSON on stdout; nothing is
-// dialled.
+// Usage errors exit 3 and, under --json, are JSON on stderr (stdout stays
+// empty); nothing is dialled.
 func TestUsageErrorsExit3AsJSON(t *testing.T) {
 	for _, args := range [][]string{
 		{"wait", "n1", "--state", "migratd", "--module", "m", "--json"},
@@ -105,7 +105,7 @@ func TestUsageErrorsExit3AsJSON(t *testing.T) {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), args, &out, &errb)
 		var je jsonError
-		if code != exitUsage || json.Unmarshal(out.Bytes(), &je) != nil || je.Kind != "usage" || je.ExitCode != 3 {
+		if code != exitUsage || out.Len() != 0 || json.Unmarshal(errb.Bytes(), &je) != nil || je.Kind != "usage" || je.ExitCode != 3 {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out.String(), errb.String())
 		}
 	}

@@ -121,11 +121,17 @@ func (x *cli) send(ctx context.Context, node, name, module string, in workflows.
 	if module != "" {
 		what += " " + module
 	}
-	ag := x.agents(ctx, node)
-	if !ag.Workflow.alive() && !ag.Workflow.unknown() {
+	// A node with no workflow, or whose workflow ended, is said so first:
+	// that, not a missing worker, is what the operator must know.
+	if last, err := x.lastRun(ctx, node); err == nil && last == nil {
+		return nil, fmt.Errorf("node %s has no running migration workflow; start it with `adopt start %s` and the node's configuration (--config)", node, node)
+	} else if err == nil && !last.running {
 		if err := x.closedRun(ctx, node); err != nil {
 			return nil, err
 		}
+	}
+	ag := x.agents(ctx, node)
+	if !ag.Workflow.alive() && !ag.Workflow.unknown() {
 		return nil, fmt.Errorf("not delivered: %s; nothing was sent. Start the orchestrator (adopt-worker) and send it again", ag.Workflow.describe("worker"))
 	}
 	start := time.Now()
@@ -217,7 +223,7 @@ func (x *cli) requestError(ctx context.Context, node, what string, err error) er
 	}
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return fmt.Errorf("node %s has no migration workflow; start it with `adopt start %s --config <node %s's configuration>`", node, node, node)
+		return fmt.Errorf("node %s has no running migration workflow; start it with `adopt start %s` and the node's configuration (--config)", node, node)
 	}
 	if ae != nil {
 		var reasons []string

@@ -24,7 +24,8 @@ func main() {
 }
 
 // run executes one command line and returns its exit code; errors are
-// printed here, as text or, with --json, as a JSON object on stdout.
+// printed here, on stderr, as text or, with --json, as a JSON object (so
+// stdout holds a result document or nothing).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	x := &cli{stdout: stdout, stderr: stderr}
 	defer func() {
@@ -98,7 +99,7 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 		x.asJSON = slices.Contains(args, "--json") || slices.Contains(args, "--json=true")
 	}
 	if x.asJSON {
-		_ = writeJSON(stdout, jsonError{Error: err.Error(), Kind: exitKind(code), ExitCode: code, Reasons: reasonsOf(err)})
+		_ = writeJSON(stderr, jsonError{Error: err.Error(), Kind: exitKind(code), ExitCode: code, Reasons: reasonsOf(err)})
 	} else {
 		fmt.Fprintln(stderr, "adopt:", err)
 		for _, r := range reasonsOf(err) {

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -98,6 +99,18 @@ func printRehearsal(x *cli, r *activities.Rehearsal) {
 		fmt.Fprintln(w, "\nPORTS HELD NOW")
 		for _, h := range r.Holders {
 			fmt.Fprintf(w, "  %s by %s\n", h.Port, h.Holder)
+		}
+	}
+	if p := r.Predecessor; p != nil && (len(p.Env) > 0 || len(p.Labels) > 0 || len(p.Replaces) > 0) {
+		fmt.Fprintln(w, "\nCARRIED OVER (names only, values stay on the node)")
+		if len(p.Env) > 0 {
+			fmt.Fprintf(w, "  environment: %s\n", strings.Join(p.Env, ", "))
+		}
+		if len(p.Labels) > 0 {
+			fmt.Fprintf(w, "  labels: %s\n", strings.Join(p.Labels, ", "))
+		}
+		for _, rp := range p.Replaces {
+			fmt.Fprintf(w, "  replaces container %s (kept stopped as %s.predecessor for rollback)\n", rp.Name, rp.Name)
 		}
 	}
 	if len(r.Refusals) > 0 {

@@ -25,7 +25,12 @@ func (x *cli) requestCommand(ctx context.Context, s requestSpec) *cobra.Command 
 	case 1:
 		n = cobra.RangeArgs(1, 2)
 	case 2:
-		n = cobra.ExactArgs(2)
+		n = func(cmd *cobra.Command, a []string) error {
+			if len(a) != 2 {
+				return fmt.Errorf("%s needs NODE and MODULE", s.name)
+			}
+			return nil
+		}
 	}
 	return &cobra.Command{
 		Use: s.use, Short: s.short, Long: s.long + "\n\n" + exitCodesHelp, Example: s.example, Args: args(n),

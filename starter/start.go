@@ -70,7 +70,7 @@ func (x *cli) start(ctx context.Context, node string, readopt bool) error {
 		return fmt.Errorf("node %s: reading its last run: %w", node, err)
 	}
 	if last != nil && last.running {
-		return refused(fmt.Errorf("node %s already has a running migration workflow (%s, phase %s); see `adopt status %s`", node, id, orUnknown(string(last.phase)), node), nil)
+		return refused(fmt.Errorf("node %s already has a migration workflow, running (%s, phase %s); see `adopt status %s`", node, id, orUnknown(string(last.phase)), node), nil)
 	}
 	if last != nil && last.phase == workflows.PhaseConverged && !readopt {
 		return refused(fmt.Errorf("node %s converged at %s: the mesh's firewall is its firewall and its workflow is complete; nothing needs doing. To adopt it again anyway, `adopt start %s --readopt`",

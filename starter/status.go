@@ -91,7 +91,7 @@ func (x *cli) nodeStatus(ctx context.Context, node string) (*nodeStatus, error) 
 		return nil, fmt.Errorf("node %s: %w", node, err)
 	}
 	if last == nil {
-		return nil, fmt.Errorf("node %s has no migration workflow; start it with `adopt start %s --config <node %s's configuration>`", node, node, node)
+		return nil, fmt.Errorf("node %s has no migration workflow; start it with `adopt start %s` and the node's configuration (--config)", node, node)
 	}
 	ns := &nodeStatus{Link: x.link(node), Pending: last.pending}
 	ns.Run.Status, ns.Run.Started, ns.Run.Closed = last.status, last.started, last.closed

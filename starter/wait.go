@@ -169,8 +169,9 @@ func waitMet(st *workflows.State, g waitGoal, running bool) (ok bool, now, never
 		m := failedModule(st)
 		never = fmt.Sprintf("module %s failed: %s", m.Name, m.LastError)
 	case (g.phase == string(workflows.PhaseConverged) || g.phase == string(workflows.PhaseFlipping)) &&
-		st.Phase == workflows.PhaseAdopted && st.Flip != nil && st.Flip.State == "reverted" && !flipQueued(st):
-		never = fmt.Sprintf("flip %s was reverted: %s", st.Flip.ID, st.Flip.Error)
+		st.Phase == workflows.PhaseAdopted && st.Flip != nil && !flipQueued(st) &&
+		(st.Flip.State == workflows.FlipStateReverted || st.Flip.State == workflows.FlipStateNotApplied):
+		never = fmt.Sprintf("flip %s was %s: %s", st.Flip.ID, st.Flip.State, st.Flip.Error)
 	case !running:
 		never = "the workflow has ended"
 	}

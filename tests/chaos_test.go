@@ -43,7 +43,9 @@ var chaosFailpoints = []string{
 	"cutover:swap/start",
 	"cutover:wait-healthy",
 	"flip-before-apply",
+	"flip-after-batch",
 	"flip-applied",
+	"commit-persisted",
 }
 
 // chaosServerRestart names the run that restarts the dev server instead of

@@ -175,10 +175,10 @@ func TestCLIRefusesAtOnce(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, "module app is pending, not migrated") {
 		t.Errorf("flip before migration: exit %d, want 2 naming module app\n%s%s", code, out, errs)
 	}
-	out, _, code = adoptBounded(t, 60*time.Second, nil, "flip", n.Name, "--config", n.cfg, "--json")
+	out, errs, code = adoptBounded(t, 60*time.Second, nil, "flip", n.Name, "--config", n.cfg, "--json")
 	var je cliError
-	if err := json.Unmarshal([]byte(out), &je); err != nil || code != 2 || je.Kind != "refused" || je.ExitCode != 2 || len(je.Reasons) == 0 {
-		t.Errorf("flip --json: exit %d, %v, %+v\n%s", code, err, je, out)
+	if err := json.Unmarshal([]byte(errs), &je); err != nil || out != "" || code != 2 || je.Kind != "refused" || je.ExitCode != 2 || len(je.Reasons) == 0 {
+		t.Errorf("flip --json: exit %d, %v, %+v\n%s%s", code, err, je, out, errs)
 	}
 	out, errs, code = adoptBounded(t, 60*time.Second, nil, "retry", n.Name, "--config", n.cfg)
 	if code != 2 || !strings.Contains(errs, "nothing to retry") {

@@ -242,7 +242,7 @@ func TestInterference(t *testing.T) {
 		if took := time.Since(changed); took > 8*time.Second {
 			t.Errorf("drift took %s to show with drift.interval 2s", took)
 		}
-		if d := st.Drift[0]; d.Path != "/etc/hosts" || d.Now != sha256Hex([]byte(rewritten)) || d.Recorded != sha256Hex([]byte(interferenceFound["/etc/hosts"])) {
+		if d := st.Drift[0]; d.Path != "/etc/hosts" || d.Now != keyedDigest(t, n, rewritten) || d.Recorded != keyedDigest(t, n, interferenceFound["/etc/hosts"]) {
 			t.Errorf("drift item: %+v", d)
 		}
 		if !hasEvent(st, changed, "drift: /etc/hosts changed since adoption; accept with adopt drift accept "+n.Name) {

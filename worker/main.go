@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -59,6 +58,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return err
 			}
+			// First, before Temporal is dialled (a flip may be what cut
+			// the node off from it): a flip awaiting confirmation gets its
+			// watchdog back.
+			state := nodestate.New(cfg.Node.StateDir)
+			if err := watchdog.Rearm(state, func() error { return startWatchdog(cfg, cfgPath) }, stderr); err != nil {
+				return err
+			}
+			// A converged node keeps the mesh's table, Temporal or not.
+			go watchdog.Guard(ctx, watchdog.GuardOptions{Records: state, Converged: state.Converged,
+				Table: firewall.NewFlipper(cfg.Node.Netns), Every: cfg.Firewall.ReconcileInterval, Log: stderr})
 			return serve(ctx, cfg, cfgPath, stderr)
 		},
 	}
@@ -104,14 +113,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			state := nodestate.New(cfg.Node.StateDir)
 			fw := firewall.NewFlipper(cfg.Node.Netns)
 			files := custody.New(cfg.Node.Root, cfg.Node.StateDir)
+			fp := failpoint.FromEnv(os.Getenv(failpoint.EnvVar))
 			return watchdog.Run(ctx, watchdog.Options{
-				Records: state,
-				Revert:  func(rec *nodestate.FlipRecord) error { return activities.RevertRecord(rec, fw, files) },
-				Log:     log,
+				Records:   state,
+				Exclusive: watchdog.Exclusive(state),
+				Revert: func(rec *nodestate.FlipRecord) error {
+					if err := fp.Fail("watchdog-revert"); err != nil {
+						return err
+					}
+					return activities.RevertRecord(rec, fw, files)
+				},
+				Log: log,
 			})
 		},
 	}
-	root.AddCommand(runCmd, probeCmd, watchCmd)
+	root.AddCommand(runCmd, probeCmd, watchCmd, briefCommand(ctx, &cfgPath, stdout, stderr))
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -123,6 +139,16 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 	// docker.host names the node's engine (its own, on the reference node);
 	// empty: DOCKER_HOST, else the local socket.
 	engine := containers.NewAt(cfg.Docker.EngineHost())
+	// Hold a module's ports during its swap where the engine publishes
+	// them, if that is the node's own namespace (never the host's firewall
+	// when a node shares the host's engine).
+	if ns, err := containers.EngineNetns(cfg.Docker.EngineHost()); err != nil {
+		fmt.Fprintf(stderr, "cutover: no port hold during swaps: %v\n", err)
+	} else if same, err := containers.SameNetns(ns, cfg.Node.Netns); err != nil || !same {
+		fmt.Fprintf(stderr, "cutover: no port hold during swaps: the Docker engine does not run in the node's network namespace (%s)\n", cfg.Node.Netns)
+	} else {
+		engine.WithHold(firewall.NewHold(cfg.Node.Netns, cfg.Node.Name))
+	}
 	state := nodestate.New(cfg.Node.StateDir)
 	return &activities.Activities{
 		Node:     cfg.Node.Name,
@@ -131,13 +157,14 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 		Engine:   engine,
 		Cutover:  engine,
 		Local:    localAuthority(cfgPath),
+		Root:     cfg.Node.Root,
 		Sockets:  sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns},
 		Files:    custody.New(cfg.Node.Root, cfg.Node.StateDir),
 		State:    state,
 		Flips:    state,
 		Flipper:  firewall.NewFlipper(cfg.Node.Netns),
 		StartWatchdog: func() error {
-			return startWatchdog(cfgPath, filepath.Join(cfg.Node.StateDir, "watchdog.log"))
+			return startWatchdog(cfg, cfgPath)
 		},
 		Failpoints: failpoint.FromEnv(os.Getenv(failpoint.EnvVar)),
 	}
@@ -165,17 +192,6 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	node := worker.New(c, workflows.NodeQueue(cfg.Node.Name), worker.Options{DisableWorkflowWorker: true})
 	node.RegisterActivity(nodeActivities(cfg, cfgPath, stderr))
 
-	// A flip waiting for its confirmation must keep its watchdog even if
-	// the one started with it died with a previous worker (a container's
-	// processes all end with it): start one again. Two watchdogs are safe:
-	// they take the flip lock in turn and the second finds it handled.
-	if rec, err := nodestate.New(cfg.Node.StateDir).Flip(); err == nil && rec != nil &&
-		(rec.State == nodestate.FlipApplying || rec.State == nodestate.FlipFlipped) {
-		if err := startWatchdog(cfgPath, filepath.Join(cfg.Node.StateDir, "watchdog.log")); err != nil {
-			return fmt.Errorf("restart the watchdog of pending flip %s: %w", rec.ID, err)
-		}
-		logger.Warn("restarted the watchdog of a flip awaiting confirmation", "flip", rec.ID, "deadline", rec.Deadline)
-	}
 	if err := wf.Start(); err != nil {
 		return fmt.Errorf("start workflow worker: %w", err)
 	}
@@ -191,10 +207,10 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	return nil
 }
 
-// startWatchdog starts `adopt-worker watchdog` detached (its own session),
-// so that it outlives this worker: a worker killed after the flip must not
-// take the way back with it.
-func startWatchdog(cfgPath, logPath string) error {
+// startWatchdog starts `adopt-worker watchdog` as a process of its own
+// (watchdog.StartDetached), so that it outlives this worker; under the
+// systemd units (ADOPT_WATCHDOG_UNIT), as the watchdog's own unit.
+func startWatchdog(cfg *config.Config, cfgPath string) error {
 	if unit := os.Getenv(watchdogUnitEnv); unit != "" {
 		return startWatchdogUnit(unit)
 	}
@@ -202,23 +218,14 @@ func startWatchdog(cfgPath, logPath string) error {
 	if err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
 	args := []string{"watchdog"}
 	if cfgPath != "" {
 		args = append(args, "--config", cfgPath)
 	}
-	cmd := exec.Command(self, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	if err := nodestate.New(cfg.Node.StateDir).Ensure(); err != nil {
 		return err
 	}
-	go cmd.Wait() //nolint:errcheck // reaped while this worker lives; init adopts it otherwise
-	return nil
+	return watchdog.StartDetached(watchdog.Command{Path: self, Args: args, Log: filepath.Join(cfg.Node.StateDir, "watchdog.log")})
 }
 
 func printProbe(w io.Writer, r *activities.ProbeReport) {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"adoption/config"
 )
 
 // fakeSystemctl puts a systemctl on PATH that logs its arguments and answers
@@ -32,7 +34,7 @@ func fakeSystemctl(t *testing.T, condition string, startFails bool) (logPath str
 func TestWatchdogStartsItsOwnUnit(t *testing.T) {
 	calls := fakeSystemctl(t, "yes", false)
 	t.Setenv(watchdogUnitEnv, "adopt-watchdog.service")
-	if err := startWatchdog("/etc/adoption/node.yaml", filepath.Join(t.TempDir(), "log")); err != nil {
+	if err := startWatchdog(&config.Config{Node: config.Node{StateDir: t.TempDir()}}, "/etc/adoption/node.yaml"); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(calls)
@@ -50,15 +52,15 @@ func TestWatchdogStartsItsOwnUnit(t *testing.T) {
 func TestWatchdogUnitNotStartedIsAnError(t *testing.T) {
 	t.Setenv(watchdogUnitEnv, "adopt-watchdog.service")
 	fakeSystemctl(t, "no", false)
-	if err := startWatchdog("", filepath.Join(t.TempDir(), "log")); err == nil || !strings.Contains(err.Error(), "ConditionPathExists") {
+	if err := startWatchdog(&config.Config{Node: config.Node{StateDir: t.TempDir()}}, ""); err == nil || !strings.Contains(err.Error(), "ConditionPathExists") {
 		t.Fatalf("condition false: got %v", err)
 	}
 	fakeSystemctl(t, "yes", true)
-	if err := startWatchdog("", filepath.Join(t.TempDir(), "log")); err == nil || !strings.Contains(err.Error(), "not found") {
+	if err := startWatchdog(&config.Config{Node: config.Node{StateDir: t.TempDir()}}, ""); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("unit missing: got %v", err)
 	}
 	t.Setenv(watchdogUnitEnv, "x; rm -rf /")
-	if err := startWatchdog("", filepath.Join(t.TempDir(), "log")); err == nil || !strings.Contains(err.Error(), watchdogUnitEnv) {
+	if err := startWatchdog(&config.Config{Node: config.Node{StateDir: t.TempDir()}}, ""); err == nil || !strings.Contains(err.Error(), watchdogUnitEnv) {
 		t.Fatalf("bad unit name: got %v", err)
 	}
 }

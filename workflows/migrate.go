@@ -34,7 +34,11 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 		n.s.module(module).Step = name
 		n.publish(ctx)
 		var res activities.CutoverResult
-		return n.exec(ctx, fmt.Sprintf("cutover %s: %s", module, name), fn, arg, &res)
+		err := n.exec(ctx, fmt.Sprintf("cutover %s: %s", module, name), fn, arg, &res)
+		if err == nil && res.Carried != nil {
+			n.s.module(module).Carried = res.Carried
+		}
+		return err
 	}
 	fail := func(stepName string, err error, rollback bool) {
 		msg := fmt.Sprintf("step %q failed: %s", stepName, errorMessage(err))

@@ -76,7 +76,7 @@ func (n *node) register(ctx workflow.Context) error {
 			if n.s.Phase == PhaseProbing || n.s.Phase == PhaseFailed || n.s.Phase == PhaseReleased || n.s.Phase == PhaseConverged {
 				return fmt.Errorf("node %s is %s: a preview needs an adopted node", n.s.Node, n.s.Phase)
 			}
-			return nil
+			return n.validatePreview(in)
 		}},
 	); err != nil {
 		return err
@@ -211,7 +211,10 @@ func (n *node) validate(kind string, in RequestInput) error {
 		if queued(SignalFlip, "") {
 			return fmt.Errorf("a flip of node %s is already queued", n.s.Node)
 		}
-		if n.s.Phase == PhaseFlipping {
+		if n.committing() {
+			return fmt.Errorf("node %s's flip %s is confirmed and in force, and waits for its commit: adopt retry %s", n.s.Node, n.s.Flip.ID, n.s.Node)
+		}
+		if n.s.Phase == PhaseFlipping || n.inFlip {
 			return fmt.Errorf("node %s is already flipping", n.s.Node)
 		}
 	case SignalDriftAccept:
@@ -226,11 +229,37 @@ func (n *node) validate(kind string, in RequestInput) error {
 			return fmt.Errorf("a prune of node %s is already queued", n.s.Node)
 		}
 	case SignalRelease:
+		if n.s.Phase == PhaseFlipping {
+			return fmt.Errorf("node %s is flipping: a release now would leave the mesh's table and the predecessor's dormant firewall half way; wait until the flip is reverted or committed (a failed commit: adopt retry %s)", n.s.Node, n.s.Node)
+		}
 		if queued(SignalRelease, "") {
 			return fmt.Errorf("a release of node %s is already queued", n.s.Node)
 		}
 	default:
 		return fmt.Errorf("unknown request %q", kind)
+	}
+	return nil
+}
+
+// validatePreview refuses a preview while a flip is queued or in flight:
+// the flip runs its own preview and applies exactly what that approved, so
+// a preview now (and the plan it may carry) could only mislead, or change
+// the plan under the flip.
+func (n *node) validatePreview(in RequestInput) error {
+	if in.Plan != nil && in.Plan.Node != n.s.Node {
+		return fmt.Errorf("the plan sent is node %q's, not %s's; pass node %s's configuration", in.Plan.Node, n.s.Node, n.s.Node)
+	}
+	if n.inFlip || n.s.Phase == PhaseFlipping {
+		id := ""
+		if n.s.Flip != nil {
+			id = " (flip " + n.s.Flip.ID + ")"
+		}
+		return fmt.Errorf("node %s is flipping%s: a preview now is not the flip's, and its plan would not reach the flip; preview again once the flip has ended (adopt status %s)", n.s.Node, id, n.s.Node)
+	}
+	for _, r := range n.s.Queue {
+		if r.Kind == SignalFlip {
+			return fmt.Errorf("a flip of node %s is queued: it runs its own preview, with the plan it carries; preview again once it has ended", n.s.Node)
+		}
 	}
 	return nil
 }
@@ -320,10 +349,10 @@ func (n *node) flipBlockers(in RequestInput) []string {
 		m := n.s.module(pm.Name)
 		switch {
 		case m == nil:
-			reasons = append(reasons, fmt.Sprintf("module %s is new in the plan and not migrated: adopt migrate %s %s first", pm.Name, n.s.Node, pm.Name))
+			reasons = append(reasons, fmt.Sprintf("module %s is new in the plan and not migrated: run adopt migrate %s %s first", pm.Name, n.s.Node, pm.Name))
 		case m.State == ModuleMigrated, m.State == ModuleMigrating, m.State == ModuleQueued:
 		default:
-			reasons = append(reasons, fmt.Sprintf("module %s is %s, not migrated: adopt migrate %s %s first", m.Name, m.State, n.s.Node, m.Name))
+			reasons = append(reasons, fmt.Sprintf("module %s is %s, not migrated: run adopt migrate %s %s first", m.Name, m.State, n.s.Node, m.Name))
 		}
 	}
 	if len(n.s.Drift) > 0 {

@@ -5,6 +5,7 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
+	"adoption/containers"
 	"adoption/custody"
 	"adoption/firewall"
 )
@@ -82,6 +83,9 @@ type ModuleState struct {
 	Step      string `json:"step,omitempty"`
 	LastError string `json:"last_error,omitempty"`
 	Attempts  int    `json:"attempts"`
+	// Carried says what its container took over from the predecessor and
+	// what the module changed (names only), as the last create reported.
+	Carried *containers.Carried `json:"carried,omitempty"`
 	// Conflicts are keys of the module's files that the node changed since
 	// custody and the mesh sets otherwise: the cutover refuses until each
 	// is decided (adopt resolve). Names only, never values.
