@@ -62,12 +62,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			// the node off from it): a flip awaiting confirmation gets its
 			// watchdog back.
 			state := nodestate.New(cfg.Node.StateDir)
-			if err := watchdog.Rearm(state, func() error { return startWatchdog(cfg, cfgPath) }, stderr); err != nil {
+			wlog, err := watchdogLog(cfg, stderr)
+			if err != nil {
+				return err
+			}
+			if err := watchdog.Rearm(state, func() error { return startWatchdog(cfg, cfgPath) }, wlog); err != nil {
 				return err
 			}
 			// A converged node keeps the mesh's table, Temporal or not.
 			go watchdog.Guard(ctx, watchdog.GuardOptions{Records: state, Converged: state.Converged,
-				Table: firewall.NewFlipper(cfg.Node.Netns), Every: cfg.Firewall.ReconcileInterval, Log: stderr})
+				Table: firewall.NewFlipper(cfg.Node.Netns), Every: cfg.Firewall.ReconcileInterval, Log: wlog})
 			return serve(ctx, cfg, cfgPath, stderr)
 		},
 	}
@@ -143,9 +147,9 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 	// them, if that is the node's own namespace (never the host's firewall
 	// when a node shares the host's engine).
 	if ns, err := containers.EngineNetns(cfg.Docker.EngineHost()); err != nil {
-		fmt.Fprintf(stderr, "cutover: no port hold during swaps: %v\n", err)
+		nodeLog(cfg, stderr).Warn("cutover: no port hold during swaps", "err", err)
 	} else if same, err := containers.SameNetns(ns, cfg.Node.Netns); err != nil || !same {
-		fmt.Fprintf(stderr, "cutover: no port hold during swaps: the Docker engine does not run in the node's network namespace (%s)\n", cfg.Node.Netns)
+		nodeLog(cfg, stderr).Warn("cutover: no port hold during swaps: the Docker engine does not run in the node's network namespace", "netns", cfg.Node.Netns)
 	} else {
 		engine.WithHold(firewall.NewHold(cfg.Node.Netns, cfg.Node.Name))
 	}

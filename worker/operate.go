@@ -125,3 +125,14 @@ func watchdogLog(cfg *config.Config, stderr io.Writer) (io.Writer, error) {
 	}
 	return logging.Lines(log.With("node", cfg.Node.Name), slog.LevelInfo, "watchdog: "), nil
 }
+
+// nodeLog is the node's logger for code that runs before the agent's set-up
+// (the node's parts being built); the format was validated with the
+// configuration, so text is only a fallback.
+func nodeLog(cfg *config.Config, stderr io.Writer) *slog.Logger {
+	log, err := logging.New(stderr, cfg.Log.Format)
+	if err != nil {
+		log = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	return log.With("node", cfg.Node.Name)
+}
