@@ -17,19 +17,45 @@ TEST_TIMEOUT  ?= 40m
 FUZZTIME      ?= 2m
 FUZZMINTIME   ?= 30s
 
+# make install: binaries, systemd units and the example configuration.
+PREFIX        ?= /usr/local
+DESTDIR       ?=
+BINDIR        ?= $(PREFIX)/bin
+UNITDIR       ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR    ?= /etc
+STATEDIR      ?= /var/lib/adoption
+
 TEMPORAL_STATIC ?= $(CACHE)/static/bin/temporal
 COMPOSE       ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+
+# nft, iptables, ip and ufw live in /usr/sbin, which a login shell's PATH
+# may lack (su without -): the tests and deps.sh look them up on PATH.
+export PATH := $(PATH):/usr/sbin:/sbin
 
 export ADOPT_TEMPORAL_BIN := $(TEMPORAL)
 export ADOPT_TEMPORAL_STATIC_BIN := $(TEMPORAL_STATIC)
 
-.PHONY: build test unit lint bench dev-server dev-server-stop temporal-cli temporal-cli-static \
+.PHONY: build deps test unit lint install bench dev-server dev-server-stop temporal-cli temporal-cli-static \
 	compose-images compose-up compose-down demo demo-clean clean fuzz fuzz-short chaos
 
 build:
 	$(GO) build -o bin/adopt ./starter
 	$(GO) build -o bin/adopt-worker ./worker
 	$(GO) build -o bin/adopt-sandbox ./sandbox/cmd/adopt-sandbox
+
+# The agent, the orchestrator and the flip watchdog as systemd units (see
+# deploy/systemd/ for what each may do and why), with the binaries they run
+# and config/example.yaml beside where node.yaml goes. Units are written with
+# the final paths (without DESTDIR); `systemctl daemon-reload` and
+# `systemctl enable --now adopt-agent adopt-watchdog` are left to the operator.
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/adoption
+	install -m 0755 bin/adopt bin/adopt-worker $(DESTDIR)$(BINDIR)/
+	for u in deploy/systemd/*.service; do \
+		sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@STATEDIR@|$(STATEDIR)|g' $$u \
+			> $(DESTDIR)$(UNITDIR)/$$(basename $$u) && chmod 0644 $(DESTDIR)$(UNITDIR)/$$(basename $$u) || exit 1; \
+	done
+	install -m 0644 config/example.yaml $(DESTDIR)$(SYSCONFDIR)/adoption/example.yaml
 
 # The pinned Temporal CLI (dev server 1.29.1 with its Web UI), built from the
 # Go module proxy into a cache outside the work tree: ~7 minutes the first
@@ -59,14 +85,25 @@ compose-up: compose-images
 compose-down:
 	$(COMPOSE) -p adoption down
 
+# What make test needs on the machine (nft, iptables-nft, ip, ufw, chromium,
+# docker-compose, systemd-analyze): as root on Debian, installed with apt;
+# elsewhere, named with the command that installs them.
+deps:
+	@./scripts/deps.sh
+
 # Every test: unit, root (network namespaces, real nftables and packets),
 # Docker, and end to end against a real dev server the tests start themselves.
+# It sets itself up (deps, the pinned Temporal CLI) and never skips a tier:
+# ADOPT_UNIT_ONLY is removed from the tests' environment, and a test whose
+# tool is missing fails naming it. Root is required (network namespaces).
 # Failpoints exist only in builds with -tags failpoints: the end-to-end
 # tests build such a worker themselves (tests/harness_test.go); the
 # failpoint package's own tests run once with the tag.
-test: build temporal-cli temporal-cli-static
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
-	$(GO) test -count=1 -tags failpoints ./failpoint/
+test: deps
+	@[ "$$(id -u)" = 0 ] || { echo "make test needs root (it creates network namespaces, nftables rulesets, a dockerd); run it as root, or \`make unit\` for the tests that need neither root nor Temporal" >&2; exit 1; }
+	@$(MAKE) --no-print-directory build temporal-cli temporal-cli-static
+	env -u ADOPT_UNIT_ONLY $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	env -u ADOPT_UNIT_ONLY $(GO) test -count=1 -tags failpoints ./failpoint/
 	@$(MAKE) --no-print-directory fuzz-short
 
 # Every failpoint, a dev server restart, every outside interference, in

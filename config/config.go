@@ -30,6 +30,8 @@ type Config struct {
 	Cutover     CutoverSettings   `mapstructure:"cutover" json:"cutover"`
 	Drift       DriftSettings     `mapstructure:"drift" json:"drift"`
 	Labels      map[string]string `mapstructure:"labels" json:"labels,omitempty"`
+	Metrics     Metrics           `mapstructure:"metrics" json:"metrics"`
+	Log         Log               `mapstructure:"log" json:"log"`
 }
 
 type Temporal struct {
@@ -176,6 +178,8 @@ var defaults = map[string]any{
 	"firewall.reconcile_interval": "1m",
 	"cutover.stop_timeout":        "10s",
 	"drift.interval":              "5m",
+	"metrics.listen":              "",
+	"log.format":                  "text",
 }
 
 // Load reads the configuration from path (YAML), or from $ADOPT_CONFIG when

@@ -10,16 +10,35 @@ import (
 	"os"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 
 	"adoption/config"
 )
 
+// Option adds to the client's options what a process brings of its own:
+// its metrics handler, its interceptors.
+type Option func(*client.Options)
+
+// WithMetrics sends the SDK's metrics (temporal_*) to h.
+func WithMetrics(h client.MetricsHandler) Option {
+	return func(o *client.Options) { o.MetricsHandler = h }
+}
+
+// WithInterceptors adds interceptors; those that are worker interceptors
+// apply to every worker built on the client.
+func WithInterceptors(is ...interceptor.ClientInterceptor) Option {
+	return func(o *client.Options) { o.Interceptors = append(o.Interceptors, is...) }
+}
+
 // Dial connects to the Temporal frontend named in cfg.
-func Dial(cfg config.Temporal, logger *slog.Logger) (client.Client, error) {
+func Dial(cfg config.Temporal, logger *slog.Logger, options ...Option) (client.Client, error) {
 	opts, err := Options(cfg, logger)
 	if err != nil {
 		return nil, err
+	}
+	for _, o := range options {
+		o(&opts)
 	}
 	c, err := client.Dial(opts)
 	if err != nil {

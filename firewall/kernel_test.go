@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"adoption/internal/testenv"
 )
 
 // The kernel is the oracle here: rulesets are loaded into a fresh network
@@ -41,14 +43,8 @@ type testNet struct {
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces")
-	}
-	for _, b := range []string{"ip", "nft"} {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Skipf("needs %s: %v", b, err)
-		}
-	}
+	testenv.NeedRoot(t, "creates network namespaces")
+	testenv.NeedTools(t, "ip", "nft")
 }
 
 func run(t *testing.T, stdin string, name string, args ...string) string {
@@ -522,11 +518,7 @@ table inet host {
 
 func TestKernelIptablesNft(t *testing.T) {
 	n := newTestNet(t)
-	for _, b := range []string{"iptables-nft-restore", "ip6tables-nft-restore"} {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Skipf("needs %s", b)
-		}
-	}
+	testenv.NeedTools(t, "iptables-nft-restore", "ip6tables-nft-restore")
 	rules := `*filter
 :INPUT DROP [0:0]
 :FORWARD DROP [0:0]
@@ -576,9 +568,7 @@ func (n *testNet) ufw(t *testing.T, cmds ...[]string) {
 
 func TestKernelUfw(t *testing.T) {
 	n := newTestNet(t)
-	if _, err := exec.LookPath("ufw"); err != nil {
-		t.Skip("needs ufw; TestKernelUfwLayout covers its chain layout")
-	}
+	testenv.NeedTools(t, "ufw")
 	// Start from ufw's shipped defaults whatever the host's copy says.
 	n.ufw(t,
 		[]string{"--force", "reset"},

@@ -12,6 +12,7 @@ import (
 	"github.com/google/nftables"
 
 	"adoption/config"
+	"adoption/internal/testenv"
 )
 
 // Root tests of marked rules: the node namespace of newTestNet gets a found
@@ -88,9 +89,7 @@ func markCount(s, comment string) int {
 // loaded by one enable, which keeps the setup to a few seconds.
 func controlNode(t *testing.T, n *testNet) (allowed []config.Port) {
 	t.Helper()
-	if _, err := exec.LookPath("ufw"); err != nil {
-		t.Skip("needs ufw")
-	}
+	testenv.NeedTools(t, "ufw")
 	cmds := [][]string{{"--force", "reset"}, {"default", "deny", "incoming"}, {"default", "deny", "routed"}}
 	for i := 0; i < 27; i++ {
 		p := config.Port{Num: uint16(30000 + i), Proto: "tcp"}
@@ -228,11 +227,7 @@ func diff(a, b string) string {
 // own chains without needing ufw installed, in well under a second.
 func restoreUfw(t *testing.T, n *testNet) {
 	t.Helper()
-	for _, b := range []string{"iptables-nft-restore", "ip6tables-nft-restore"} {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Skipf("needs %s", b)
-		}
-	}
+	testenv.NeedTools(t, "iptables-nft-restore", "ip6tables-nft-restore")
 	run(t, ufwSave4, "ip", "netns", "exec", n.node, "iptables-nft-restore")
 	run(t, ufwSave6, "ip", "netns", "exec", n.node, "ip6tables-nft-restore")
 }

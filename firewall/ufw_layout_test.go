@@ -1,8 +1,9 @@
 package firewall
 
 import (
-	"os/exec"
 	"testing"
+
+	"adoption/internal/testenv"
 )
 
 // ufwSave4 and ufwSave6 are iptables-save and ip6tables-save of a ufw 0.36
@@ -279,11 +280,7 @@ COMMIT
 
 func TestKernelUfwLayout(t *testing.T) {
 	n := newTestNet(t)
-	for _, b := range []string{"iptables-nft-restore", "ip6tables-nft-restore"} {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Skipf("needs %s", b)
-		}
-	}
+	testenv.NeedTools(t, "iptables-nft-restore", "ip6tables-nft-restore")
 	run(t, ufwSave4, "ip", "netns", "exec", n.node, "iptables-nft-restore")
 	run(t, ufwSave6, "ip", "netns", "exec", n.node, "ip6tables-nft-restore")
 	rs := n.list(t)

@@ -292,12 +292,19 @@ func TestFlipRevertsWhenCutOff(t *testing.T) {
 	if !reachable(t, n, 8080) {
 		t.Fatal("the found firewall's ports do not answer after the revert")
 	}
-	startWorker(t, n)
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	startWorker(t, n, "ADOPT_METRICS_LISTEN="+listen)
 	st := waitFor(t, n, "the workflow to see the revert", func(st workflows.State) bool {
 		return st.Phase == workflows.PhaseAdopted && st.Flip != nil && st.Flip.State == "reverted"
 	})
 	if !strings.Contains(st.LastError, "reverted") {
 		t.Fatalf("status does not say the flip was reverted: %q", st.LastError)
+	}
+	// The returning agent reports what the watchdog did while it was gone.
+	body := httpGet(t, "http://"+listen+"/metrics")
+	node := fmt.Sprintf("node=%q", n.Name)
+	if !hasSeries(body, "adoption_flip_state{", node, `state="reverted"`, "} 1") || !hasSeries(body, "adoption_watchdog_reverts_total{", node, "} 1") {
+		t.Fatalf("/metrics does not show the watchdog's revert:\n%s", body)
 	}
 }
 

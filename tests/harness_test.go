@@ -24,6 +24,7 @@ import (
 
 	"adoption/config"
 	"adoption/failpoint"
+	"adoption/internal/testenv"
 	"adoption/sandbox"
 	"adoption/workflows"
 )
@@ -35,8 +36,8 @@ var bin string
 const failpointWorker = "adopt-worker-failpoints"
 
 func TestMain(m *testing.M) {
-	if os.Getenv("ADOPT_UNIT_ONLY") != "" || os.Geteuid() != 0 {
-		os.Exit(m.Run()) // every test here skips itself
+	if testenv.UnitOnly() || os.Geteuid() != 0 {
+		os.Exit(m.Run()) // every test here skips (unit only) or fails (not root) by itself
 	}
 	dir, err := os.MkdirTemp("", "adoption-bin-")
 	if err != nil {
@@ -65,15 +66,12 @@ func TestMain(m *testing.M) {
 }
 
 // needE2E skips a test that needs root, namespaces and the Temporal CLI
-// when run as a unit-only pass; under `make test` (root) it always runs.
+// only when run as a unit-only pass (ADOPT_UNIT_ONLY); otherwise, not root
+// or a missing tool fails it by name.
 func needE2E(t *testing.T) {
 	t.Helper()
-	if os.Getenv("ADOPT_UNIT_ONLY") != "" {
-		t.Skip("end-to-end test: ADOPT_UNIT_ONLY is set")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("end-to-end test: needs root (network namespaces); run `make test` as root")
-	}
+	testenv.NeedRoot(t, "end-to-end: network namespaces, nftables, a dev server")
+	testenv.NeedTools(t, "ip", "nft", "iptables")
 }
 
 func temporalBin(t *testing.T) string {

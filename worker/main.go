@@ -20,7 +20,6 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
-	"adoption/connect"
 	"adoption/containers"
 	"adoption/custody"
 	"adoption/failpoint"
@@ -63,12 +62,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			// the node off from it): a flip awaiting confirmation gets its
 			// watchdog back.
 			state := nodestate.New(cfg.Node.StateDir)
-			if err := watchdog.Rearm(state, func() error { return startWatchdog(cfg, cfgPath) }, stderr); err != nil {
+			wlog, err := watchdogLog(cfg, stderr)
+			if err != nil {
+				return err
+			}
+			if err := watchdog.Rearm(state, func() error { return startWatchdog(cfg, cfgPath) }, wlog); err != nil {
 				return err
 			}
 			// A converged node keeps the mesh's table, Temporal or not.
 			go watchdog.Guard(ctx, watchdog.GuardOptions{Records: state, Converged: state.Converged,
-				Table: firewall.NewFlipper(cfg.Node.Netns), Every: cfg.Firewall.ReconcileInterval, Log: stderr})
+				Table: firewall.NewFlipper(cfg.Node.Netns), Every: cfg.Firewall.ReconcileInterval, Log: wlog})
 			return serve(ctx, cfg, cfgPath, stderr)
 		},
 	}
@@ -107,6 +110,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return err
 			}
+			log, err := watchdogLog(cfg, stderr)
+			if err != nil {
+				return err
+			}
 			state := nodestate.New(cfg.Node.StateDir)
 			fw := firewall.NewFlipper(cfg.Node.Netns)
 			files := custody.New(cfg.Node.Root, cfg.Node.StateDir)
@@ -120,7 +127,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 					}
 					return activities.RevertRecord(rec, fw, files)
 				},
-				Log: stderr,
+				Log: log,
 			})
 		},
 	}
@@ -140,9 +147,9 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 	// them, if that is the node's own namespace (never the host's firewall
 	// when a node shares the host's engine).
 	if ns, err := containers.EngineNetns(cfg.Docker.EngineHost()); err != nil {
-		fmt.Fprintf(stderr, "cutover: no port hold during swaps: %v\n", err)
+		nodeLog(cfg, stderr).Warn("cutover: no port hold during swaps", "err", err)
 	} else if same, err := containers.SameNetns(ns, cfg.Node.Netns); err != nil || !same {
-		fmt.Fprintf(stderr, "cutover: no port hold during swaps: the Docker engine does not run in the node's network namespace (%s)\n", cfg.Node.Netns)
+		nodeLog(cfg, stderr).Warn("cutover: no port hold during swaps: the Docker engine does not run in the node's network namespace", "netns", cfg.Node.Netns)
 	} else {
 		engine.WithHold(firewall.NewHold(cfg.Node.Netns, cfg.Node.Name))
 	}
@@ -170,11 +177,12 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 // serve runs two workers on one client: the shared workflow queue, and the
 // node's own queue for activities that touch this node.
 func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Writer) error {
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if err := startChecks(cfg, cfgPath, logger); err != nil {
+	o, c, err := dialAgent(ctx, cfg, stderr, func(l *slog.Logger) error { return startChecks(cfg, cfgPath, l) })
+	if err != nil {
 		return err
 	}
-	c, err := connect.Dial(cfg.Temporal, logger)
+	defer o.stop()
+	logger := o.log
 	if err != nil {
 		return err
 	}
@@ -204,8 +212,12 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 }
 
 // startWatchdog starts `adopt-worker watchdog` as a process of its own
-// (watchdog.StartDetached), so that it outlives this worker.
+// (watchdog.StartDetached), so that it outlives this worker; under the
+// systemd units (ADOPT_WATCHDOG_UNIT), as the watchdog's own unit.
 func startWatchdog(cfg *config.Config, cfgPath string) error {
+	if unit := os.Getenv(watchdogUnitEnv); unit != "" {
+		return startWatchdogUnit(unit)
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return err

@@ -1,0 +1,87 @@
+package activities
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"adoption/config"
+	"adoption/firewall"
+	"adoption/nodestate"
+)
+
+type fakeRecorder struct{ calls []string }
+
+func (f *fakeRecorder) add(format string, args ...any) {
+	f.calls = append(f.calls, fmt.Sprintf(format, args...))
+}
+func (f *fakeRecorder) MarkedRules(owner string, n int) { f.add("marked %s %d", owner, n) }
+func (f *fakeRecorder) ReconcileRepairs(n int)          { f.add("repairs %d", n) }
+func (f *fakeRecorder) Drift(n int)                     { f.add("drift %d", n) }
+func (f *fakeRecorder) PreviewRefused()                 { f.add("refused") }
+func (f *fakeRecorder) FlipState(s string)              { f.add("flip %s", s) }
+func (f *fakeRecorder) WatchdogRevert(id string)        { f.add("watchdog %s", id) }
+func (f *fakeRecorder) CutoverStep(m, step, outcome string, _ time.Duration) {
+	f.add("step %s %s %s", m, step, outcome)
+}
+
+type fakeFlips struct{ rec *nodestate.FlipRecord }
+
+func (f fakeFlips) Flip() (*nodestate.FlipRecord, error) { return f.rec, nil }
+
+func rule(owner string) firewall.MarkedRule {
+	return firewall.MarkedRule{Mark: firewall.Mark{Node: "n1", Owner: owner, Port: 80, Proto: "tcp"}}
+}
+
+// Each activity's input and result become the series the README lists.
+func TestObserverMapsActivitiesToSeries(t *testing.T) {
+	rec := &fakeRecorder{}
+	flips := fakeFlips{rec: &nodestate.FlipRecord{ID: "n1-1", State: nodestate.FlipReverted,
+		Reason: "not confirmed by 2026-12-01T00:00:00Z: the watchdog put the firewall and the node files back as they were before the flip"}}
+	o := Observe(rec, flips, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	refused := temporal.NewNonRetryableApplicationError("bad", "X", nil)
+	for _, c := range []struct {
+		name string
+		arg  any
+		res  any
+		err  error
+	}{
+		{"OpenRules", RulesInput{Owner: "web"}, &RulesResult{Added: []firewall.MarkedRule{rule("web")}, Present: []firewall.MarkedRule{rule("web")}}, nil},
+		{"Reconcile", ReconcileInput{Owners: map[string][]config.Port{"web": nil, "gone": nil}}, &RulesResult{Added: []firewall.MarkedRule{rule("web")}, Present: []firewall.MarkedRule{rule("web")}}, nil},
+		{"CloseRules", RulesInput{Owner: "web"}, &RulesResult{}, nil},
+		{"CheckDrift", DriftInput{}, &DriftResult{Items: make([]DriftItem, 3)}, nil},
+		{"CutoverSwap", ModuleInput{Module: "mail"}, &CutoverResult{}, nil},
+		{"CutoverWaitHealthy", ModuleInput{Module: "mail"}, nil, errors.New("docker down")},
+		{"CutoverPreflight", ModuleInput{Module: "mail"}, nil, refused},
+		{"Prune", PruneInput{Modules: []string{"a", "b"}}, &CutoverResult{}, nil},
+		{"Preview", PreviewInput{}, &firewall.Preview{Approved: false, Reasons: []string{"8081/tcp would close"}}, nil},
+		{"Preview", PreviewInput{}, &firewall.Preview{Approved: true}, nil},
+		{"ConfirmFlip", ConfirmInput{}, nil, errors.New("reverted")},
+		{"RevertFlip", ConfirmInput{}, &FlipResult{}, nil},
+	} {
+		o.record(c.name, c.arg, c.res, c.err, time.Millisecond)
+	}
+	// Reconcile's per-owner calls come from a map: compare them sorted.
+	got := rec.calls
+	sort.Strings(got[1:3])
+	want := []string{
+		"marked web 2",
+		"marked gone 0", "marked web 2", "repairs 1",
+		"marked web 0",
+		"drift 3",
+		"step mail swap ok", "step mail healthy error", "step mail preflight refused",
+		"step a prune ok", "step b prune ok",
+		"refused",
+		"flip reverted", "watchdog n1-1", "flip reverted", "watchdog n1-1",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("recorded:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

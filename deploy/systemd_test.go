@@ -1,0 +1,123 @@
+package deploy
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"adoption/internal/testenv"
+)
+
+var units = []string{"adopt-agent.service", "adopt-orchestrator.service", "adopt-watchdog.service"}
+
+// installed runs `make install` into a fresh prefix (with real paths, so
+// that systemd-analyze finds the binaries the units execute).
+func installed(t *testing.T) (unitDir, stateDir string) {
+	t.Helper()
+	// Needs no root: runs in the unit-only pass too.
+	if msg := testenv.Missing("make", "go"); msg != "" {
+		t.Fatal(msg)
+	}
+	dir := t.TempDir()
+	stateDir = filepath.Join(dir, "state")
+	cmd := exec.Command("make", "-s", "install", "PREFIX="+filepath.Join(dir, "usr"),
+		"SYSCONFDIR="+filepath.Join(dir, "etc"), "STATEDIR="+stateDir)
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make install: %v\n%s", err, out)
+	}
+	for _, f := range []string{"usr/bin/adopt", "usr/bin/adopt-worker", "etc/adoption/example.yaml"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("make install did not install %s: %v", f, err)
+		}
+	}
+	return filepath.Join(dir, "usr/lib/systemd/system"), stateDir
+}
+
+// Every unit passes systemd-analyze verify with no complaint at all (it
+// only warns about an unknown key, so any output fails the test too).
+func TestUnitsVerify(t *testing.T) {
+	testenv.NeedTools(t, "systemd-analyze")
+	dir, _ := installed(t)
+	for _, u := range units {
+		out, err := exec.Command("systemd-analyze", "verify", filepath.Join(dir, u)).CombinedOutput()
+		if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+			t.Errorf("systemd-analyze verify %s: %v\n%s", u, err, out)
+		}
+	}
+}
+
+// The watchdog outlives the agent: no unit dependency ties it to the agent
+// in either direction, the agent's stop kills only its main process, and
+// the watchdog starts at boot when a flip record exists. Where systemd is
+// not PID 1 (CI containers) this is what can be asserted; the agent's
+// command line for starting the unit is asserted in worker/.
+func TestWatchdogUnitIsIndependentOfTheAgent(t *testing.T) {
+	dir, stateDir := installed(t)
+	agent, watchdog := parseUnit(t, filepath.Join(dir, "adopt-agent.service")), parseUnit(t, filepath.Join(dir, "adopt-watchdog.service"))
+	for _, key := range []string{"Unit.Requires", "Unit.BindsTo", "Unit.PartOf", "Unit.Requisite", "Unit.Wants", "Unit.Upholds", "Unit.PropagatesStopTo", "Unit.StopPropagatedFrom"} {
+		if v := watchdog[key]; strings.Contains(v, "adopt-agent") {
+			t.Errorf("adopt-watchdog.service %s=%s: stopping the agent would stop a pending revert", key, v)
+		}
+		if v := agent[key]; strings.Contains(v, "adopt-watchdog") {
+			t.Errorf("adopt-agent.service %s=%s ties the watchdog to the agent", key, v)
+		}
+	}
+	want := map[string]map[string]string{
+		"adopt-agent.service": {"Service.KillMode": "process", "Service.Restart": "on-failure",
+			"Service.Environment": "ADOPT_WATCHDOG_UNIT=adopt-watchdog.service", "Service.User": "root"},
+		"adopt-watchdog.service": {"Unit.ConditionPathExists": filepath.Join(stateDir, "flip.json"),
+			"Service.Restart": "on-failure", "Install.WantedBy": "multi-user.target", "Unit.StartLimitIntervalSec": "0"},
+	}
+	got := map[string]map[string]string{"adopt-agent.service": agent, "adopt-watchdog.service": watchdog}
+	for u, kv := range want {
+		for k, v := range kv {
+			if got[u][k] != v {
+				t.Errorf("%s: %s=%q, want %q", u, k, got[u][k], v)
+			}
+		}
+	}
+	for _, c := range []string{"CAP_NET_ADMIN", "CAP_SYS_ADMIN", "CAP_SYS_PTRACE", "CAP_DAC_OVERRIDE", "CAP_CHOWN", "CAP_FOWNER"} {
+		if !strings.Contains(agent["Service.CapabilityBoundingSet"], c) {
+			t.Errorf("adopt-agent.service lacks %s in CapabilityBoundingSet", c)
+		}
+	}
+	orch := parseUnit(t, filepath.Join(dir, "adopt-orchestrator.service"))
+	if !strings.Contains(orch["Service.ExecStart"], "adopt-worker orchestrate") {
+		t.Errorf("adopt-orchestrator.service ExecStart=%q", orch["Service.ExecStart"])
+	}
+}
+
+// parseUnit reads a unit file into "Section.Key" → value (the last one
+// wins, which is enough for these units: none repeats a key it asserts).
+func parseUnit(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, section := map[string]string{}, ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";"):
+		case strings.HasPrefix(line, "["):
+			section = strings.Trim(line, "[]")
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			if !ok {
+				t.Fatalf("%s: not key=value: %q", path, line)
+			}
+			m[section+"."+k] = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
