@@ -234,7 +234,7 @@ func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*C
 		return nil, err
 	}
 	if m.Container == nil {
-		return nil, notDeclared("module %s declares no container", m.Name)
+		return a.hostServiceHealthy(ctx, m)
 	}
 	var probe func(context.Context) error
 	timeout := 30 * time.Second
@@ -376,4 +376,38 @@ func (a *Activities) refusal(ctx context.Context, what string, err error) error 
 		}
 	}
 	return errors.New(msg)
+}
+
+// hostServiceHealthy checks a module with no container (a service on the
+// node itself) by its declared health, from the agent's network namespace,
+// until it answers or the health's timeout passes: a module whose check
+// fails is not migrated, and the workflow rolls it back.
+func (a *Activities) hostServiceHealthy(ctx context.Context, m config.ModulePlan) (*CutoverResult, error) {
+	h := m.Health
+	if h == nil {
+		return nil, notDeclared("module %s declares neither a container nor a health check", m.Name)
+	}
+	probe := containers.HTTPProbe(h.HTTP)
+	what := "GET " + h.HTTP
+	if h.TCP != "" {
+		probe, what = containers.TCPProbe(h.TCP), "TCP connect to "+h.TCP
+	}
+	timeout := h.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		heartbeat(ctx, "wait healthy "+m.Name)
+		err := probe(ctx)
+		if err == nil {
+			return &CutoverResult{Step: "healthy"}, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+				"module %s: its health check (%s) did not pass within %s: %s; the service on the node must answer before the module is migrated",
+				m.Name, what, timeout, a.withheld(ctx, "health "+m.Name, err)), ErrUnhealthy, nil)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

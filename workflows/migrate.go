@@ -76,7 +76,7 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 		{"create container", a.CutoverCreate, activities.CutoverInput{Plan: n.s.Plan, Module: module, Predecessor: pre.Predecessor}, mp.Container != nil},
 		{"converge files", a.ConvergeFiles, in, len(mp.Files) > 0},
 		{"swap containers", a.CutoverSwap, in, mp.Container != nil},
-		{"wait healthy", a.CutoverWaitHealthy, in, mp.Container != nil},
+		{"wait healthy", a.CutoverWaitHealthy, in, mp.Container != nil || (mp.Health != nil && healthWithoutContainer(ctx))},
 	} {
 		if !st.when {
 			continue
@@ -132,4 +132,13 @@ func (n *node) prune(ctx workflow.Context) {
 		return
 	}
 	n.event(ctx, fmt.Sprintf("pruned %d predecessor container(s): %s", len(res.Files), strings.Join(res.Files, ", ")))
+}
+
+// healthWithoutContainer says whether this run checks the declared health of
+// a module that has no container (a host service) before calling it
+// migrated. Histories recorded before it skipped the check: versioned, so
+// they replay. Asked only for such a module, so other histories carry no
+// marker.
+func healthWithoutContainer(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, "health-without-container", workflow.DefaultVersion, 1) >= 1
 }
