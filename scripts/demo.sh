@@ -41,7 +41,7 @@ await() { local n=$1; shift; adopt wait "$n" --config "$(cfg "$n")" "$@"; }
 same() { [ "$1" = "$2" ] && echo yes || echo NO; }
 
 stop_workers() {
-	for n in "${NODES[@]}"; do
+	for n in orchestrator "${NODES[@]}"; do
 		if [ -f "$DEMO/worker-$n.pid" ]; then
 			kill "$(cat "$DEMO/worker-$n.pid")" 2>/dev/null || true
 			rm -f "$DEMO/worker-$n.pid"
@@ -103,7 +103,11 @@ WEB_SUMS=$(get http://127.0.0.1:18080/sums)
 echo "predecessor demo-mail serves $(get http://127.0.0.1:18025/version) with data checksums:"
 echo "$MAIL_SUMS" | sed 's/^/    /'
 
-say "2. The node agents (their own processes; the predecessor's control daemons are stopped)"
+say "2. One orchestrator (the workflows) and the node agents (their own processes; the predecessor's control daemons are stopped)"
+# The orchestrator makes its build the current version of Worker Deployment
+# "adoption"; the agents run only their node's activities.
+setsid nohup ./bin/adopt-worker orchestrate > "$DEMO/worker-orchestrator.log" 2>&1 < /dev/null &
+echo $! > "$DEMO/worker-orchestrator.pid"
 for n in "${NODES[@]}"; do
 	setsid nohup ./bin/adopt-worker run --config "$PWD/$(cfg "$n")" > "$DEMO/worker-$n.log" 2>&1 < /dev/null &
 	echo $! > "$DEMO/worker-$n.pid"
