@@ -57,7 +57,8 @@ func (n *node) register(ctx workflow.Context) error {
 			if in.Plan != nil {
 				n.applyPlan(ctx, *in.Plan)
 			}
-			pv, err := n.preview(ctx)
+			// The operator waits for this answer: bounded (history.go).
+			pv, err := n.preview(interactive(ctx))
 			n.publish(ctx)
 			return pv, err
 		},
