@@ -70,6 +70,8 @@ type Activities struct {
 	// Contents holds the declared files' content by sha256, from the
 	// worker's own configuration: the plan carries only the hashes.
 	Contents map[string][]byte
+	// LoadPlan reads the node's configuration again (plan.go).
+	LoadPlan func() (config.Plan, error)
 }
 
 // Error types: the workflow tells by type what is the operator's to fix.

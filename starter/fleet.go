@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
@@ -15,7 +16,7 @@ import (
 	"adoption/workflows"
 )
 
-// fleetCommand is `adopt fleet start|next|status`.
+// fleetCommand is `adopt fleet start|next|retry|status`.
 func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 	var fleetPath string
 	fc := &cobra.Command{Use: "fleet", Short: "Adopt every node of a fleet in order, the control node first"}
@@ -43,12 +44,20 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Names and roles only: each node's plan is read from its agent
+			// when the fleet starts it.
 			in := workflows.FleetInput{Name: f.Name}
 			for _, c := range f.Configs {
-				in.Nodes = append(in.Nodes, c.Plan())
+				in.Members = append(in.Members, workflows.FleetMember{Node: c.Node.Name, Role: c.Node.Role})
 			}
 			if err := workflows.ValidateFleet(in); err != nil {
 				return err
+			}
+			for _, m := range in.Members {
+				d, err := x.c.DescribeWorkflowExecution(ctx, workflows.WorkflowID(m.Node), "")
+				if err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+					return fmt.Errorf("fleet %s: node %s already has a running workflow (%s): release or terminate it first, or leave the node out of the fleet file", f.Name, m.Node, workflows.WorkflowID(m.Node))
+				}
 			}
 			run, err := x.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 				ID: workflows.FleetID(f.Name), TaskQueue: workflows.TaskQueue,
@@ -82,6 +91,22 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 			return nil
 		},
 	}
+	retry := &cobra.Command{
+		Use:   "retry NODE",
+		Short: "Start a node again whose workflow failed, was terminated or could not start (its plan read afresh)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := load()
+			if err != nil {
+				return err
+			}
+			if err := x.c.SignalWorkflow(ctx, workflows.FleetID(f.Name), "", workflows.SignalFleetRetry, workflows.FleetRetry{Node: args[0]}); err != nil {
+				return fmt.Errorf("fleet %s: %w", f.Name, err)
+			}
+			fmt.Fprintf(x.stdout, "fleet %s: retry of node %s asked (see adopt fleet status)\n", f.Name, args[0])
+			return nil
+		},
+	}
 	var asJSON bool
 	status := &cobra.Command{
 		Use:   "status",
@@ -102,12 +127,18 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 			if st.Frozen != "" {
 				fmt.Fprintf(x.stdout, "NOTE: %s\n\n", st.Frozen)
 			}
+			if st.Held != "" {
+				fmt.Fprintf(x.stdout, "HELD: %s\n\n", st.Held)
+			}
 			tw := tabwriter.NewWriter(x.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tROLE\tPHASE\tMODULES MIGRATED")
 			for _, n := range st.Nodes {
 				phase := string(n.Phase)
-				if !n.Started {
+				switch {
+				case !n.Started:
 					phase = "waiting"
+				case n.Ended != "":
+					phase = n.Ended
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\n", n.Node, n.Role, phase, n.Migrated, n.Modules)
 			}
@@ -115,7 +146,7 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 		},
 	}
 	status.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	fc.AddCommand(start, next, status)
+	fc.AddCommand(start, next, retry, status)
 	return fc
 }
 

@@ -64,6 +64,13 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 			return startWatchdog(cfgPath, filepath.Join(cfg.Node.StateDir, "watchdog.log"))
 		},
 		Failpoints: failpoint.FromEnv(os.Getenv(failpoint.EnvVar)),
+		LoadPlan: func() (config.Plan, error) {
+			c, err := config.Load(cfgPath)
+			if err != nil {
+				return config.Plan{}, err
+			}
+			return c.Plan(), nil
+		},
 	}
 }
 

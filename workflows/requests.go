@@ -62,7 +62,12 @@ func (n *node) register(ctx workflow.Context) error {
 			n.publish(ctx)
 			return pv, err
 		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, _ RequestInput) error {
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in RequestInput) error {
+			if in.Plan != nil {
+				if err := checkPlan(*in.Plan, n.s.Node, n.s.Plan.Role); err != nil {
+					return err
+				}
+			}
 			if n.s.Phase == PhaseProbing || n.s.Phase == PhaseFailed || n.s.Phase == PhaseReleased || n.s.Phase == PhaseConverged {
 				return fmt.Errorf("node %s is %s: a preview needs an adopted node", n.s.Node, n.s.Phase)
 			}
@@ -132,8 +137,10 @@ func (n *node) enqueue(ctx workflow.Context, kind string, in RequestInput) {
 // changes nothing, so it is safe as an update validator.
 func (n *node) validate(kind string, in RequestInput) error {
 	module := in.Module
-	if in.Plan != nil && in.Plan.Node != n.s.Node {
-		return fmt.Errorf("the plan sent is node %q's, not %s's; pass node %s's configuration", in.Plan.Node, n.s.Node, n.s.Node)
+	if in.Plan != nil {
+		if err := checkPlan(*in.Plan, n.s.Node, n.s.Plan.Role); err != nil {
+			return err
+		}
 	}
 	if in.Plan != nil && module != "" {
 		if _, ok := in.Plan.Module(module); !ok {
