@@ -105,4 +105,3 @@ func fleetLegacy(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 	note("every node has ended")
 	return st, nil
 }
-
