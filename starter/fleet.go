@@ -54,8 +54,8 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 				return err
 			}
 			for _, m := range in.Members {
-				d, err := x.c.DescribeWorkflowExecution(ctx, workflows.WorkflowID(m.Node), "")
-				if err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				d, err := x.c.DescribeWorkflow(ctx, workflows.WorkflowID(m.Node), "")
+				if err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 					return fmt.Errorf("fleet %s: node %s already has a running workflow (%s): release or terminate it first, or leave the node out of the fleet file", f.Name, m.Node, workflows.WorkflowID(m.Node))
 				}
 			}

@@ -102,11 +102,11 @@ type wfVersion struct {
 
 func versionOf(t *testing.T, c client.Client, id string) wfVersion {
 	t.Helper()
-	d, err := c.DescribeWorkflowExecution(context.Background(), id, "")
+	d, err := c.DescribeWorkflow(context.Background(), id, "")
 	if err != nil {
 		t.Fatalf("describe %s: %v", id, err)
 	}
-	vi := d.GetWorkflowExecutionInfo().GetVersioningInfo()
+	vi := d.RawResponse.GetWorkflowExecutionInfo().GetVersioningInfo()
 	return wfVersion{behavior: vi.GetBehavior(), build: vi.GetDeploymentVersion().GetBuildId()}
 }
 

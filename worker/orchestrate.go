@@ -96,17 +96,22 @@ func promote(ctx context.Context, c client.Client, id string, logger *slog.Logge
 	h := c.WorkerDeploymentClient().GetHandle(workflows.DeploymentName)
 	var last error
 	for {
-		d, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
-		if err == nil && d.Info.RoutingConfig.CurrentVersion != nil && d.Info.RoutingConfig.CurrentVersion.BuildID == id {
-			logger.Info("already the current version", "deployment", workflows.DeploymentName, "build_id", id)
-			return nil
-		}
-		res, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: id})
-		if err == nil {
-			prev := "unversioned"
-			if res.PreviousVersion != nil {
-				prev = res.PreviousVersion.BuildID
+		// Describe first: the current version (to log what this replaces)
+		// and the conflict token, so that a concurrent change by the
+		// operator is not overwritten blindly.
+		prev, opts := "unversioned", client.WorkerDeploymentSetCurrentVersionOptions{BuildID: id}
+		if d, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{}); err == nil {
+			if cur := d.Info.RoutingConfig.CurrentVersion; cur != nil {
+				if cur.BuildID == id {
+					logger.Info("already the current version", "deployment", workflows.DeploymentName, "build_id", id)
+					return nil
+				}
+				prev = cur.BuildID
 			}
+			opts.ConflictToken = d.ConflictToken
+		}
+		_, err := h.SetCurrentVersion(ctx, opts)
+		if err == nil {
 			logger.Info("made current", "deployment", workflows.DeploymentName, "build_id", id, "previous", prev)
 			return nil
 		}
