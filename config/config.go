@@ -88,6 +88,12 @@ type File struct {
 	Path    string `mapstructure:"path" json:"path"`
 	Content string `mapstructure:"content" json:"-"` // never serialised: it may hold secrets
 	Mode    string `mapstructure:"mode" json:"mode,omitempty"`
+	// Keep names the found file's load-bearing keys: converging merges
+	// per key and these keep the node's value (keyfile.Merge).
+	Keep []string `mapstructure:"keep" json:"keep,omitempty"`
+	// Format is the file's syntax for a per-key merge (spaced, env, ini);
+	// inferred from the path when empty.
+	Format string `mapstructure:"format" json:"format,omitempty"`
 }
 
 type Health struct {

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"sort"
 	"time"
+
+	"adoption/keyfile"
 )
 
 // Plan is the node's slice of the configuration as the workflow records it.
@@ -43,6 +45,21 @@ type FilePlan struct {
 	Path   string `json:"path"`
 	SHA256 string `json:"sha256"` // of the mesh's content; the content stays on the operator's side
 	Mode   string `json:"mode,omitempty"`
+	// Keep and Format are key names and a syntax name, never values.
+	Keep   []string `json:"keep,omitempty"`
+	Format string   `json:"format,omitempty"`
+}
+
+// MergeFormat is the syntax a per-key merge reads this file in: the
+// configured one, else the one its path implies; "" means replace it whole.
+func (f FilePlan) MergeFormat() keyfile.Format {
+	if f.Format != "" {
+		return keyfile.Format(f.Format)
+	}
+	if len(f.Keep) > 0 {
+		return keyfile.Infer(f.Path)
+	}
+	return ""
 }
 
 // Plan derives the node's plan. Call it only on a validated Config.
@@ -99,7 +116,8 @@ func filePlans(fs []File) []FilePlan {
 	out := make([]FilePlan, 0, len(fs))
 	for _, f := range fs {
 		sum := sha256.Sum256([]byte(f.Content))
-		out = append(out, FilePlan{Path: f.Path, SHA256: hex.EncodeToString(sum[:]), Mode: f.Mode})
+		out = append(out, FilePlan{Path: f.Path, SHA256: hex.EncodeToString(sum[:]), Mode: f.Mode,
+			Keep: append([]string(nil), f.Keep...), Format: f.Format})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out

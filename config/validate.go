@@ -6,6 +6,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"adoption/keyfile"
 )
 
 // Validate checks the whole configuration and returns a *ValidationError that
@@ -51,6 +53,19 @@ func (c *Config) Validate() error {
 			var m uint32
 			if _, err := fmt.Sscanf(f.Mode, "%o", &m); err != nil || m > 0o7777 || strings.TrimLeft(f.Mode, "01234567") != "" {
 				v.add(key+".mode", f.Mode, "an octal file mode such as 0644")
+			}
+		}
+		if f.Format != "" {
+			if _, err := keyfile.ParseFormat(f.Format); err != nil {
+				v.add(key+".format", f.Format, "one of spaced (sshd_config), env (KEY=value) or ini; leave it empty to infer it from the path")
+			}
+		}
+		if len(f.Keep) > 0 && f.Format == "" && keyfile.Infer(f.Path) == "" {
+			v.add(key+".keep", strings.Join(f.Keep, ","), fmt.Sprintf("keep needs a file read per key, and the format of %s is not known: set %s.format to spaced, env or ini, or remove keep to replace the file whole", f.Path, key))
+		}
+		for k, kk := range f.Keep {
+			if strings.TrimSpace(kk) == "" || strings.ContainsAny(kk, "\n\r=") {
+				v.add(fmt.Sprintf("%s.keep[%d]", key, k), kk, "a key name as it appears in the file (Port, AllowUsers, section.key), without '=' or line breaks")
 			}
 		}
 		if first, ok := paths[f.Path]; ok && f.Path != "" {

@@ -1,3 +1,7 @@
+// This file holds the evaluator: which (port, proto) a new connection from
+// outside reaches, through the nat table's DNAT into the input or forward
+// hook, per port interval and per source region.
+
 package firewall
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the fingerprint of the found firewall's own rules, which
+// drift is measured against.
+
 package firewall
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the read-only probe of the found firewall: list, name
+// its kind, summarise, evaluate.
+
 package firewall
 
 import (

@@ -1,19 +1,19 @@
+// This file holds the marks: rules the mesh adds to the found firewall,
+// named adoption:<node>:<owner>:<port>/<proto>, where they take effect, and
+// their removal by handle.
+
 package firewall
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
-	"github.com/mdlayher/netlink"
-	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
 
 	"adoption/config"
@@ -103,12 +103,6 @@ func (r MarkedRule) String() string {
 	return fmt.Sprintf("%s %s %s handle %d (%s)", r.Family, r.Table, r.Chain, r.Handle, r.Mark.Comment())
 }
 
-// ErrRulesetChanged is returned (wrapped) when the ruleset changed between
-// the listing a write was planned on and the write. The kernel refused the
-// whole batch, so nothing was changed; running the operation again plans it
-// on the new ruleset.
-var ErrRulesetChanged = errors.New("the ruleset changed between listing and writing")
-
 // Marker opens and closes ports through the found firewall of one network
 // namespace, as rules marked as the mesh's own. Every operation lists the
 // ruleset, plans on it and writes in one netlink batch that the kernel applies
@@ -126,255 +120,6 @@ func NewMarker(netnsPath string) *Marker { return &Marker{netns: netnsPath} }
 // NewMarkerWithConn speaks through c: tests pass a connection made with
 // nftables.WithTestDial, or one made with nftables.WithNetNSFd.
 func NewMarkerWithConn(c *nftables.Conn) *Marker { return &Marker{conn: c} }
-
-// session is one operation's connections.
-type session struct {
-	m     *Marker
-	c     *nftables.Conn
-	close func() error
-}
-
-func (m *Marker) open() (*session, error) {
-	if m.conn != nil {
-		return &session{m: m, c: m.conn, close: func() error { return nil }}, nil
-	}
-	c, closer, err := Dial(m.netns)
-	if err != nil {
-		return nil, err
-	}
-	return &session{m: m, c: c, close: closer}, nil
-}
-
-// raw dials a plain netlink socket where c speaks: google/nftables exposes
-// neither the ruleset generation nor the batch's generation check.
-func (s *session) raw() (*netlink.Conn, error) {
-	if s.c.TestDial != nil {
-		return nltest.Dial(s.c.TestDial), nil
-	}
-	nc, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: s.c.NetNS})
-	if err != nil {
-		return nil, fmt.Errorf("opening netlink: %w", err)
-	}
-	return nc, nil
-}
-
-// legacy reads the iptables-legacy tables in the marker's namespace.
-func (s *session) legacy() ([]string, error) {
-	switch {
-	case s.m.conn == nil:
-		return Inspector{Netns: s.m.netns}.legacyTables()
-	case s.c.TestDial != nil:
-		return nil, nil
-	case s.c.NetNS != 0:
-		return Inspector{Netns: fmt.Sprintf("/proc/self/fd/%d", s.c.NetNS)}.legacyTables()
-	}
-	return Inspector{}.legacyTables()
-}
-
-func nftMsg(t int) netlink.HeaderType { return netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | t) }
-
-// generation asks the kernel for the ruleset generation (NFT_MSG_GETGEN).
-func generation(nc *netlink.Conn) (uint32, error) {
-	msgs, err := nc.Execute(netlink.Message{
-		Header: netlink.Header{Type: nftMsg(unix.NFT_MSG_GETGEN), Flags: netlink.Request},
-		Data:   []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, 0},
-	})
-	if err != nil {
-		return 0, fmt.Errorf("reading the ruleset generation: %w", err)
-	}
-	for _, msg := range msgs {
-		if msg.Header.Type != nftMsg(unix.NFT_MSG_NEWGEN) || len(msg.Data) < 4 {
-			continue
-		}
-		ad, err := netlink.NewAttributeDecoder(msg.Data[4:])
-		if err != nil {
-			return 0, fmt.Errorf("reading the ruleset generation: %w", err)
-		}
-		ad.ByteOrder = binary.BigEndian
-		for ad.Next() {
-			if ad.Type() == unix.NFTA_GEN_ID {
-				return ad.Uint32(), nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("reading the ruleset generation: no generation in the kernel's answer")
-}
-
-// snapshot reads the generation, then the ruleset: a change during the
-// listing moves the generation past the one returned, so a write planned on
-// this listing is refused by the kernel.
-func (s *session) snapshot() (uint32, *Ruleset, error) {
-	nc, err := s.raw()
-	if err != nil {
-		return 0, nil, err
-	}
-	defer nc.Close()
-	gen, err := generation(nc)
-	if err != nil {
-		return 0, nil, err
-	}
-	rs, err := List(s.c)
-	if err != nil {
-		return 0, nil, err
-	}
-	return gen, rs, nil
-}
-
-// echoed is a rule the kernel echoed back after a committed batch.
-type echoed struct {
-	family, table, chain, comment string
-	handle                        uint64
-}
-
-// commit sends what build queues as one batch that the kernel applies only
-// at generation gen (NFNL_BATCH_GENID), all or nothing. google/nftables
-// marshals the messages; they are captured from a connection that speaks to
-// no kernel, and sent here with the generation added to the batch header.
-func (s *session) commit(gen uint32, build func(c *nftables.Conn)) ([]echoed, error) {
-	var batch []netlink.Message
-	ack := netlink.Message{Header: netlink.Header{Type: netlink.Error}, Data: make([]byte, 4)}
-	capture, err := nftables.New(nftables.WithTestDial(func(req []netlink.Message) ([]netlink.Message, error) {
-		if req == nil {
-			return []netlink.Message{ack}, nil
-		}
-		batch = append(batch, req...)
-		return nil, nil
-	}))
-	if err != nil {
-		return nil, err
-	}
-	build(capture)
-	if err := capture.Flush(); err != nil {
-		return nil, fmt.Errorf("building the batch: %w", err)
-	}
-	if len(batch) < 3 {
-		return nil, nil
-	}
-	want := 0
-	for i := range batch {
-		// Let the real socket number them.
-		batch[i].Header.Length, batch[i].Header.Sequence, batch[i].Header.PID = 0, 0, 0
-		if i > 0 && i < len(batch)-1 && batch[i].Header.Flags&netlink.Acknowledge != 0 {
-			want++
-		}
-	}
-	begin := &batch[0]
-	if begin.Header.Type != netlink.HeaderType(unix.NFNL_MSG_BATCH_BEGIN) {
-		return nil, fmt.Errorf("building the batch: first message is %v, not a batch begin", begin.Header.Type)
-	}
-	genAttr, err := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NFNL_BATCH_GENID, Data: binaryutil.BigEndian.PutUint32(gen)}})
-	if err != nil {
-		return nil, err
-	}
-	begin.Data = append(begin.Data[:4:4], genAttr...)
-
-	nc, err := s.raw()
-	if err != nil {
-		return nil, err
-	}
-	defer nc.Close()
-	// A kernel that never answers must not hang the worker.
-	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
-	// Every message is acknowledged and every new rule echoed (that is how
-	// its handle comes back): room for all answers, or the kernel drops some
-	// (ENOBUFS) and the batch's outcome is unknown.
-	growReadBuffer(nc, len(batch)*2048)
-	if _, err := nc.SendMessages(batch); err != nil {
-		return nil, fmt.Errorf("sending the batch: %w", err)
-	}
-	var echoes []echoed
-	var errs []error
-	for got := 0; got < want; {
-		msgs, err := nc.Receive()
-		if err != nil {
-			if errors.Is(err, unix.ERESTART) {
-				// The generation check failed: the kernel dropped the
-				// whole batch and answers nothing else.
-				return nil, fmt.Errorf("%w (generation %d is no longer current); nothing was changed", ErrRulesetChanged, gen)
-			}
-			var oe *netlink.OpError
-			if !errors.As(err, &oe) || oe.Op != "receive" || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS) || isTimeout(err) {
-				return nil, fmt.Errorf("reading the kernel's answer to the batch (whether it was applied is not known; list the marks to see): %w", err)
-			}
-			errs = append(errs, err) // one message's error; the batch was aborted
-			got++
-			continue
-		}
-		for _, msg := range msgs {
-			switch msg.Header.Type {
-			case netlink.Error:
-				got++
-			case nftMsg(unix.NFT_MSG_NEWRULE):
-				if e, ok := parseEcho(msg); ok {
-					echoes = append(echoes, e)
-				}
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("the kernel refused the batch, nothing was changed: %w", errors.Join(errs...))
-	}
-	return echoes, nil
-}
-
-// growReadBuffer raises the socket's receive buffer to at least n bytes.
-// SO_RCVBUFFORCE passes rmem_max for a process with CAP_NET_ADMIN, which
-// writing nftables needs anyway; SO_RCVBUF is the fallback.
-func growReadBuffer(nc *netlink.Conn, n int) {
-	if n < 1<<20 {
-		n = 1 << 20
-	}
-	rc, err := nc.SyscallConn()
-	if err != nil {
-		return // a test connection
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n)
-	}); err != nil || serr != nil {
-		_ = nc.SetReadBuffer(n)
-	}
-}
-
-func isTimeout(err error) bool {
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
-}
-
-func parseEcho(msg netlink.Message) (echoed, bool) {
-	if len(msg.Data) < 4 {
-		return echoed{}, false
-	}
-	e := echoed{family: familyName(nftables.TableFamily(msg.Data[0]))}
-	ad, err := netlink.NewAttributeDecoder(msg.Data[4:])
-	if err != nil {
-		return echoed{}, false
-	}
-	ad.ByteOrder = binary.BigEndian
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.NFTA_RULE_TABLE:
-			e.table = ad.String()
-		case unix.NFTA_RULE_CHAIN:
-			e.chain = ad.String()
-		case unix.NFTA_RULE_HANDLE:
-			e.handle = ad.Uint64()
-		case unix.NFTA_RULE_USERDATA:
-			e.comment, _ = userdata.GetString(ad.Bytes(), userdata.TypeComment)
-		}
-	}
-	return e, ad.Err() == nil
-}
-
-func tableFamily(f string) nftables.TableFamily {
-	switch f {
-	case FamilyIP:
-		return nftables.TableFamilyIPv4
-	case FamilyIP6:
-		return nftables.TableFamilyIPv6
-	}
-	return nftables.TableFamilyINet
-}
 
 // markExprs is the rule a mark opens a port with, in the form nft itself
 // writes "meta l4proto tcp tcp dport N counter accept comment ...", which

@@ -1,3 +1,6 @@
+// This file holds the dialing into a node's network namespace and the
+// kind of the found firewall (iptables-nft, nftables, none, refused).
+
 package firewall
 
 import (

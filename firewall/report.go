@@ -1,3 +1,5 @@
+// This file holds the probe's report of the found firewall.
+
 package firewall
 
 // Report is what the probe says of the found firewall.

@@ -1,0 +1,105 @@
+package containers
+
+// Rollback and prune: the predecessor back, or gone for good.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/docker/docker/api/types/container"
+)
+
+// refuses when the mesh's container replaced a predecessor that is gone
+// (pruned): there is nothing to roll back to (ErrNoRollback).
+func (e *Engine) Rollback(ctx context.Context, name string) error {
+	s, err := e.snapshot(ctx, name)
+	if err != nil {
+		return err
+	}
+	st := s.state
+	nextName, predName := name+NextSuffix, name+PredecessorSuffix
+	switch st.Phase {
+	case PhaseConflict:
+		return fmt.Errorf("rollback %s refused: %s: %w", name, st.Reason, ErrConflict)
+	case PhaseAbsent, PhaseUntouched:
+		return nil
+	case PhaseMigrated:
+		if st.Live.PredecessorID != "" {
+			return fmt.Errorf("rollback %s refused: its predecessor %s is gone (pruned?); the mesh's container stays: %w", name, short(st.Live.PredecessorID), ErrNoRollback)
+		}
+	}
+	// The new container: <name> (swapped) or <name>.next.
+	nc := s.next
+	if st.Live != nil && st.Live.Ours {
+		nc = s.live
+		if err := e.setAside(ctx, move{c: nc, what: "the mesh's container", stop: true, stopStep: StepStopNew, wait: defaultRollbackStopWait,
+			to: nextName, renameStep: StepRenameNew}); err != nil {
+			return err
+		}
+		s.live = nil
+	}
+	l := labels(nc)
+	// The predecessor: renamed (s.pred), or still <name> when the swap
+	// stopped before renaming it.
+	pc := s.pred
+	if pc == nil && s.live != nil && s.live.ID == l[LabelPredecessor] {
+		pc = s.live
+	}
+	if pc != nil {
+		r, rerr := parseRestart(l[LabelPredecessorRestart])
+		restore := rerr == nil && pc.HostConfig != nil && pc.HostConfig.RestartPolicy != r
+		if restore || s.pred != nil {
+			if err := e.step(ctx, StepRestorePredecessor); err != nil {
+				return err
+			}
+		}
+		if restore {
+			if err := e.setRestart(ctx, pc.ID, r); err != nil {
+				return fmt.Errorf("restore restart policy of predecessor %s to %s: %w", strings.TrimPrefix(pc.Name, "/"), formatRestart(r), err)
+			}
+		}
+		if s.pred != nil {
+			if err := e.cli.ContainerRename(ctx, s.pred.ID, name); err != nil {
+				return fmt.Errorf("rename %s back to %s: %w", predName, name, err)
+			}
+			s.live = s.pred
+		}
+	}
+	if s.live != nil && s.live.ID == l[LabelPredecessor] && !running(s.live) && l[LabelPredecessorRunning] != "false" {
+		if err := e.step(ctx, StepStartPredecessor); err != nil {
+			return err
+		}
+		if err := e.cli.ContainerStart(ctx, s.live.ID, container.StartOptions{}); err != nil {
+			return fmt.Errorf("start predecessor %s: %w", name, err)
+		}
+	}
+	// Force: an interrupted rollback may have left it running under .next.
+	return e.remove(ctx, StepRemoveNew, nc, true)
+}
+
+// Prune removes <name>.predecessor once the cutover is kept, and only when
+// <name> is the mesh's container that replaced it and it is stopped. The
+// volumes stay (RemoveVolumes is never set): its anonymous volumes are the
+// new container's now. Pruning what is already gone does nothing.
+func (e *Engine) Prune(ctx context.Context, name string) error {
+	s, err := e.snapshot(ctx, name)
+	if err != nil {
+		return err
+	}
+	st := s.state
+	if s.pred == nil {
+		return nil
+	}
+	if st.Phase != PhaseSwapped {
+		reason := st.Reason
+		if reason == "" {
+			reason = fmt.Sprintf("the cutover is at %s, not done", st.Phase)
+		}
+		return fmt.Errorf("prune %s%s refused: %s: %w", name, PredecessorSuffix, reason, ErrConflict)
+	}
+	if running(s.pred) {
+		return fmt.Errorf("prune %s%s refused: it is running; stop it first: %w", name, PredecessorSuffix, ErrConflict)
+	}
+	return e.remove(ctx, StepRemovePredecessor, s.pred, false)
+}

@@ -1,0 +1,205 @@
+// The three-way merge of a declared file, per key. The base is the file as
+// taken into custody at adoption, "node" is the file on the node now, "mesh"
+// is the module's content. The rules, in order:
+//
+//   - a key in keep takes the node's lines (the operator said it is
+//     load-bearing), wherever the mesh puts it or if the mesh omits it;
+//   - a key with a recorded decision takes the side decided;
+//   - a key the node changed since custody and the mesh sets to something
+//     else is a conflict: nothing is written until someone decides;
+//   - otherwise the mesh's content stands, line for line.
+//
+// Conflicts name keys only, never values: they travel to the workflow.
+package keyfile
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Take is a decision on a conflicting key.
+type Take string
+
+const (
+	TakeNode Take = "node"
+	TakeMesh Take = "mesh"
+)
+
+// Conflict is a key both sides changed. It holds no value on purpose.
+type Conflict struct {
+	Key string `json:"key"`
+	// Why says which sides changed it, for the operator.
+	Why string `json:"why"`
+}
+
+// Result is a merge's outcome: the content to write (nil when there are
+// conflicts), and what happened to each key, by name.
+type Result struct {
+	Content   []byte     `json:"-"`
+	Conflicts []Conflict `json:"conflicts,omitempty"`
+	Kept      []string   `json:"kept,omitempty"`    // node's value kept (keep or decision)
+	Changed   []string   `json:"changed,omitempty"` // keys whose value the merge changes on the node
+	Added     []string   `json:"added,omitempty"`
+	Removed   []string   `json:"removed,omitempty"`
+}
+
+// Merge merges base, node and mesh in format f. keep and the decisions' keys
+// are as the operator wrote them; they are normalised here.
+func Merge(f Format, base, node, mesh []byte, keep []string, decisions map[string]Take) Result {
+	keepSet := map[string]bool{}
+	for _, k := range keep {
+		keepSet[NormalizeKey(f, k)] = true
+	}
+	decided := map[string]Take{}
+	for k, t := range decisions {
+		decided[NormalizeKey(f, k)] = t
+	}
+	bf, nf, mf := Parse(f, base), Parse(f, node), Parse(f, mesh)
+	bv, nv, mv := bf.Values(), nf.Values(), mf.Values()
+
+	var res Result
+	takeNode := map[string]bool{}
+	for _, k := range mf.Keys() {
+		switch {
+		case keepSet[k]:
+			if _, ok := nv[k]; ok {
+				takeNode[k] = true
+			}
+		case decided[k] == TakeNode:
+			takeNode[k] = true
+		case decided[k] == TakeMesh:
+		case nodeChanged(bv, nv, k) && nv[k] != mv[k]:
+			why := "changed on the node since custody; the mesh sets another value"
+			if _, ok := nv[k]; !ok {
+				why = "removed on the node since custody; the mesh sets it"
+			}
+			res.Conflicts = append(res.Conflicts, Conflict{Key: k, Why: why})
+		}
+	}
+	if len(res.Conflicts) > 0 {
+		return res
+	}
+
+	// Build the result from the mesh's lines, putting the node's lines of
+	// each key taken from the node where the mesh has the key first.
+	nodeLines := map[string][]line{}
+	for _, l := range nf.lines {
+		if l.key != "" {
+			nodeLines[l.key] = append(nodeLines[l.key], l)
+		}
+	}
+	out := &File{format: f}
+	placed := map[string]bool{}
+	for _, l := range mf.lines {
+		if l.key != "" && takeNode[l.key] {
+			if !placed[l.key] {
+				out.lines = append(out.lines, nodeLines[l.key]...)
+				placed[l.key] = true
+			}
+			continue
+		}
+		out.lines = append(out.lines, l)
+	}
+	// Kept keys the mesh does not set: the node's lines go at the end of
+	// their section, or at the end of the file.
+	for _, k := range nf.Keys() {
+		if !keepSet[k] || placed[k] {
+			continue
+		}
+		placed[k] = true
+		out.lines = insertInSection(out.lines, nodeLines[k], headerOf(nf, nodeLines[k][0].section))
+	}
+	res.Content = out.Bytes()
+	res.Kept = sortedTrue(placed)
+
+	ov := out.Values()
+	for k, v := range ov {
+		if old, ok := nv[k]; !ok {
+			res.Added = append(res.Added, k)
+		} else if old != v {
+			res.Changed = append(res.Changed, k)
+		}
+	}
+	for k := range nv {
+		if _, ok := ov[k]; !ok {
+			res.Removed = append(res.Removed, k)
+		}
+	}
+	sort.Strings(res.Added)
+	sort.Strings(res.Changed)
+	sort.Strings(res.Removed)
+	return res
+}
+
+// nodeChanged reports whether the node's value of k differs from custody's.
+func nodeChanged(base, node map[string]string, k string) bool {
+	b, inBase := base[k]
+	n, inNode := node[k]
+	return inBase != inNode || b != n
+}
+
+// insertInSection appends ls after the last line of their section in out,
+// adding the section's header when out has none.
+func insertInSection(out []line, ls []line, header line) []line {
+	if len(ls) == 0 {
+		return out
+	}
+	section := ls[0].section
+	last := -1
+	for i, l := range out {
+		if l.section == section {
+			last = i
+		}
+	}
+	if last < 0 {
+		if section == "" {
+			// Before the first header: keys of no section must stay above it.
+			first := len(out)
+			for i, l := range out {
+				if l.header {
+					first = i
+					break
+				}
+			}
+			return append(out[:first:first], append(append([]line(nil), ls...), out[first:]...)...)
+		}
+		return append(append(out, header), ls...)
+	}
+	return append(out[:last+1:last+1], append(append([]line(nil), ls...), out[last+1:]...)...)
+}
+
+// headerOf finds the node's header line of a section, to repeat it when the
+// mesh's content has no such section.
+func headerOf(f *File, section string) line {
+	for _, l := range f.lines {
+		if l.header && l.section == section {
+			return l
+		}
+	}
+	return line{raw: "[" + section + "]", section: section, header: true}
+}
+
+func sortedTrue(m map[string]bool) []string {
+	var out []string
+	for k, v := range m {
+		if v {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Mask shows a value's shape, never its text: the rehearsal and the briefing
+// print it for keys nobody asked to show.
+func Mask(v string) string {
+	if v == "" {
+		return "(empty)"
+	}
+	n := len(strings.Split(v, "\n"))
+	if n > 1 {
+		return "(masked, " + strconv.Itoa(n) + " lines)"
+	}
+	return "(masked)"
+}
