@@ -2,6 +2,9 @@ package tests
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +87,30 @@ func TestOrchestratorAndAgents(t *testing.T) {
 		st, err := status(t, n)
 		return err == nil && versionOf(t, c, id).build == "upgrade-b" && eventPrefixed(st, "pruned")
 	})
+
+	// A fleet naming this node, whose workflow runs outside any fleet, is
+	// refused by the CLI, naming the node; no fleet starts.
+	b, err := os.ReadFile(n.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := strings.NewReplacer("name: e2eorch\n", "name: e2eorchctl\n", "role: member\n", "role: control\n").Replace(string(b))
+	dir := t.TempDir()
+	ctlCfg := filepath.Join(dir, "ctl.yaml")
+	fleetFile := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(ctlCfg, []byte(ctl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fleetFile, []byte(fmt.Sprintf("temporal:\n  address: %s\nname: orch\nnodes:\n  - %s\n  - %s\n", srv.Addr(), ctlCfg, n.cfg)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := adopt(t, "fleet", "start", "--fleet", fleetFile)
+	if code == 0 || !strings.Contains(errs, "node e2eorch already has a running workflow") {
+		t.Fatalf("fleet start with a node already running: exit %d\n%s%s", code, out, errs)
+	}
+	if _, err := c.DescribeWorkflow(ctx, workflows.FleetID("orch"), ""); err == nil {
+		t.Fatal("the refused fleet was started anyway")
+	}
 }
 
 func eventPrefixed(st workflows.State, prefix string) bool {
