@@ -40,7 +40,7 @@ func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 	if err := ValidateFleet(in); err != nil {
 		return nil, err
 	}
-	f := &fleet{in: in, members: in.members(), plans: map[string]config.Plan{}, retry: map[string]bool{}}
+	f := &fleet{in: in, members: in.members(), plans: map[string]config.Plan{}, retry: map[string]bool{}, gen: map[string]int{}}
 	for _, p := range in.Nodes {
 		f.plans[p.Node] = p
 	}
@@ -70,6 +70,9 @@ type fleet struct {
 	plans   map[string]config.Plan // legacy inline plans only
 	retry   map[string]bool        // nodes the operator asked to retry
 	retries []string               // ... in arrival order
+	// gen counts the starts of each node in this run, so that the end of
+	// a run replaced by a retry is not taken for the new one's.
+	gen map[string]int
 }
 
 func (f *fleet) index(node string) int {
@@ -173,7 +176,11 @@ func (f *fleet) askRetry(ctx workflow.Context, node string) {
 	switch {
 	case i < 0:
 		f.note(ctx, fmt.Sprintf("retry %q refused: not a node of this fleet", node))
-	case !f.st.Nodes[i].blocked():
+	case !f.st.Nodes[i].blocked() && (!f.st.Nodes[i].Started || f.st.Nodes[i].Ended != ""):
+		// Not started yet, or converged or released: nothing to retry. A
+		// node started and not known to have ended may have ended unseen
+		// (a fleet's later run has no future for it): its retry is tried,
+		// and refused at its start if its workflow still runs.
 		f.note(ctx, fmt.Sprintf("retry %s refused: it has not failed (%s)", node, f.describe(f.st.Nodes[i])))
 	case f.retry[node]:
 	default:
@@ -320,6 +327,10 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 	})
 	fut := workflow.ExecuteChildWorkflow(cctx, NodeWorkflow, Input{Plan: plan})
 	if err := fut.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+		if again && n.Ended == "" && temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+			f.note(ctx, fmt.Sprintf("retry %s refused: its workflow (%s) is still running", m.Node, WorkflowID(m.Node)))
+			return
+		}
 		why := errorMessage(err)
 		if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 			why = fmt.Sprintf("a workflow for node %s is already running (%s), outside this fleet", m.Node, WorkflowID(m.Node))
@@ -338,9 +349,14 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 		verb = "started again"
 	}
 	f.note(ctx, verb+" node "+m.Node)
+	f.gen[m.Node]++
+	g := f.gen[m.Node]
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		var res State
 		err := fut.Get(ctx, &res)
+		if f.gen[m.Node] != g {
+			return // a retry started the node again: this run's end is old news
+		}
 		n := &f.st.Nodes[f.index(m.Node)]
 		switch {
 		case err == nil:

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -264,10 +265,22 @@ func (r *rec) fleet() error {
 	if err := r.c.TerminateWorkflow(r.ctx, workflows.WorkflowID("rf2"), "", "record: a node terminated under its fleet"); err != nil {
 		return err
 	}
-	if err := r.waitFleet("rf2 held", func(st workflows.FleetState) bool { return st.Held != "" }); err != nil {
+	// The fleet may have continued as new since it started rf2 (then it
+	// cannot see the end): the retry is what restarts it either way.
+	if err := r.c.SignalWorkflow(r.ctx, fid, "", workflows.SignalFleetRetry, workflows.FleetRetry{Node: "rf2"}); err != nil {
 		return err
 	}
-	if err := r.c.SignalWorkflow(r.ctx, fid, "", workflows.SignalFleetRetry, workflows.FleetRetry{Node: "rf2"}); err != nil {
+	if err := r.waitFleet("rf2 started again", func(st workflows.FleetState) bool {
+		for _, e := range st.Events {
+			if strings.Contains(e, "started again node rf2") {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		return err
+	}
+	if _, err := r.waitNode("rf2", "rf2 adopted again", func(s workflows.State) bool { return s.Phase == workflows.PhaseAdopted }); err != nil {
 		return err
 	}
 	if _, err := r.waitNode("rf3", "rf3 adopted", func(s workflows.State) bool { return s.Phase == workflows.PhaseAdopted }); err != nil {
