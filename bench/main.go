@@ -18,8 +18,9 @@
 //     cutover_rows.go);
 //   - flip: connections lost under a 5 ms hammer, firewall.Flipper against
 //     ufw disable then nft -f (flip.go);
-//   - scale: a SIMULATION of 1,000 NodeMigration workflows with in-memory
-//     nodes on one dev server; absolute figures (scale.go).
+//   - scale: a SIMULATION of 1,000 in-memory nodes driven through one Fleet
+//     workflow by one orchestrator process (adopt-worker orchestrate) on one
+//     dev server, then all flipped 50 at a time; absolute figures (scale.go).
 //
 // Figures are printed, never asserted: the goals are read off the table.
 package main

@@ -1,21 +1,23 @@
 package main
 
-// Orchestration at scale: a SIMULATION, for scale only. N NodeMigration
-// workflows (the real workflow code) on one Temporal dev server this bench
-// starts on free ports, with each node's drivers replaced by an in-memory
-// node: an activities.Activities whose Firewall, Marks, Containers,
-// Cutover, Sockets, Custody, Markers, Flipper and FlipState are fakes that
-// answer at once (the found ruleset is a real one, listed once from a bn-
-// namespace with sandbox.UFWRules, so Preview really evaluates it). One
-// worker process, this one, polls the `adoption` queue and every node's own
-// queue (workflows.NodeQueue: adoption-node-<node>), one worker per node
-// queue with one activity poller each.
+// Orchestration at scale: a SIMULATION, for scale only. One Fleet of N
+// nodes (the real Fleet and NodeMigration code) run by one orchestrator
+// process, `adopt-worker orchestrate` built from this tree, on one Temporal
+// dev server this bench starts on free ports. Each node's agent is
+// simulated in this process: an activities.Activities whose Firewall,
+// Marks, Containers, Cutover, Sockets, Custody, Markers, Flipper and
+// FlipState are fakes that answer at once (the found ruleset is a real
+// one, listed once from a bn- namespace with sandbox.UFWRules, so Preview
+// really evaluates it), one worker per node queue (adoption-node-<node>)
+// with one activity poller each.
 //
-// Figures: wall time from the first start until every node is `adopted`
-// (visibility: AdoptionPhase="adopted"), this process's memory, history
-// events per node, and for a sample of nodes the latency from the "flip"
-// Update to phase `converged` (the workflow completes in the same workflow
-// task that sets it). There is no peer: the figures are absolute.
+// Figures: wall time from the fleet's start until every node is `adopted`
+// (visibility: AdoptionPhase="adopted"; the fleet starts each node once the
+// previous one is adopted, as it would with no module to migrate) and until
+// every node is `converged` (each flipped by its "flip" Update, 50 at a
+// time); the orchestrator's peak RSS (VmHWM); history events per node; the
+// flip Update to converged latency (the workflow completes in the task that
+// sets it). There is no peer: the figures are absolute.
 
 import (
 	"context"
