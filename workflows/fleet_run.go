@@ -101,35 +101,31 @@ func (f *fleet) show(ctx workflow.Context) {
 // signals takes progress, next and retry signals as they come. A payload
 // that does not decode is dropped by the SDK (and logged); one that decodes
 // but makes no sense is dropped here, logged: neither blocks the fleet.
+// It waits on the channels' lengths, not in a Selector: a Selector takes a
+// value out of its channel as soon as it arrives and holds it until this
+// coroutine runs, and a continue-as-new in between would lose it; left in
+// the channel, drain finds it.
 func (f *fleet) signals(ctx workflow.Context) {
-	progress := workflow.GetSignalChannel(ctx, SignalNodeProgress)
-	next := workflow.GetSignalChannel(ctx, SignalFleetNext)
-	retry := workflow.GetSignalChannel(ctx, SignalFleetRetry)
-	sel := workflow.NewSelector(ctx)
-	sel.AddReceive(progress, func(c workflow.ReceiveChannel, _ bool) {
-		var p NodeProgress
-		if c.ReceiveAsync(&p) {
-			f.progress(ctx, p)
-		}
-	})
-	sel.AddReceive(next, func(c workflow.ReceiveChannel, _ bool) {
-		if c.ReceiveAsync(nil) {
-			f.st.Grants++
-			f.note(ctx, "operator: start the next node now")
-		}
-	})
-	sel.AddReceive(retry, func(c workflow.ReceiveChannel, _ bool) {
-		var r FleetRetry
-		if c.ReceiveAsync(&r) {
-			f.askRetry(ctx, r.Node)
-		}
-	})
+	chans := []workflow.ReceiveChannel{
+		workflow.GetSignalChannel(ctx, SignalNodeProgress),
+		workflow.GetSignalChannel(ctx, SignalFleetNext),
+		workflow.GetSignalChannel(ctx, SignalFleetRetry),
+	}
 	for {
-		sel.Select(ctx)
+		_ = workflow.Await(ctx, func() bool {
+			for _, c := range chans {
+				if c.Len() > 0 {
+					return true
+				}
+			}
+			return false
+		})
+		f.drain(ctx)
 	}
 }
 
-// drain takes every signal already delivered, before continue-as-new.
+// drain takes every signal already delivered (and, before continue-as-new,
+// every one left).
 func (f *fleet) drain(ctx workflow.Context) {
 	var p NodeProgress
 	for ch := workflow.GetSignalChannel(ctx, SignalNodeProgress); ch.ReceiveAsync(&p); p = (NodeProgress{}) {
@@ -137,6 +133,7 @@ func (f *fleet) drain(ctx workflow.Context) {
 	}
 	for ch := workflow.GetSignalChannel(ctx, SignalFleetNext); ch.ReceiveAsync(nil); {
 		f.st.Grants++
+		f.note(ctx, "operator: start the next node now")
 	}
 	var r FleetRetry
 	for ch := workflow.GetSignalChannel(ctx, SignalFleetRetry); ch.ReceiveAsync(&r); r = (FleetRetry{}) {

@@ -160,3 +160,28 @@ func (n *node) finish(ctx workflow.Context) {
 	n.s.Queue = nil
 	workflow.SetCurrentDetails(ctx, Details(&n.s))
 }
+
+// takeSignals takes the requests' signals as they come, waiting on the
+// channels' lengths rather than in a Selector: a Selector takes a value out
+// of its channel when it arrives and holds it until its coroutine runs, so
+// a continue-as-new decided in between (drainSignals finds the channel
+// empty) would lose it. Left in the channel, drainSignals finds it. Within
+// one workflow task, requests are queued by kind (migrate, retry,
+// flip, release, prune, drift-accept), not by arrival.
+func (n *node) takeSignals(ctx workflow.Context) {
+	var chans []workflow.ReceiveChannel
+	for _, kind := range []string{SignalMigrate, SignalRetry, SignalFlip, SignalRelease, SignalPrune, SignalDriftAccept} {
+		chans = append(chans, workflow.GetSignalChannel(ctx, kind))
+	}
+	for {
+		_ = workflow.Await(ctx, func() bool {
+			for _, c := range chans {
+				if c.Len() > 0 {
+					return true
+				}
+			}
+			return false
+		})
+		n.drainSignals(ctx)
+	}
+}

@@ -77,6 +77,9 @@ func (n *node) register(ctx workflow.Context) error {
 		return err
 	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
+		if n.bounded { // set by NodeMigration before this coroutine first runs
+			n.takeSignals(ctx) // history.go: no request lost at continue-as-new
+		}
 		sel := n.signalSelector(ctx)
 		for {
 			sel.Select(ctx)
