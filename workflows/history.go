@@ -145,7 +145,8 @@ func (n *node) awaitWithTimeout(ctx workflow.Context, d time.Duration, cond func
 // finish answers what is left when the workflow ends: signals delivered
 // but not yet taken are refused by the validator (the phase is final),
 // Updates in flight finish, and requests still queued are answered in the
-// state with the reason they were not served.
+// state with the reason they were not served; the fleet, if any, has been
+// told the end.
 func (n *node) finish(ctx workflow.Context) {
 	if !n.bounded {
 		return
@@ -159,6 +160,13 @@ func (n *node) finish(ctx workflow.Context) {
 	}
 	n.s.Queue = nil
 	workflow.SetCurrentDetails(ctx, Details(&n.s))
+	// The fleet learns the end from the last progress signal (after its
+	// continue-as-new it has no other way): a signal sent in the workflow
+	// task that completes the workflow is not delivered, so wait for it.
+	// An error (the fleet has ended) changes nothing here.
+	if n.toldSent != nil {
+		_ = n.toldSent.Get(ctx, nil)
+	}
 }
 
 // takeSignals takes the requests' signals as they come, waiting on the

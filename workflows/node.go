@@ -43,6 +43,9 @@ type node struct {
 	// upserted is the node and phase last written to the search
 	// attributes in this run: they are upserted only when they change.
 	upserted string
+	// told is delivered to the fleet when this future is ready: the
+	// workflow waits for the last one before it ends (history.go, finish).
+	toldSent workflow.Future
 }
 
 // NodeMigration holds a node's adoption for as long as it lasts: probe and
@@ -230,7 +233,7 @@ func (n *node) publish(ctx workflow.Context) {
 		p := NodeProgress{Node: n.s.Node, Phase: n.s.Phase, Migrated: n.s.MigratedCount(), Modules: len(n.s.Modules)}
 		if p != n.told {
 			n.told = p
-			workflow.SignalExternalWorkflow(ctx, parent.ID, "", SignalNodeProgress, p)
+			n.toldSent = workflow.SignalExternalWorkflow(ctx, parent.ID, "", SignalNodeProgress, p)
 		}
 	}
 }
