@@ -61,14 +61,19 @@ compose-down:
 
 # Every test: unit, root (network namespaces, real nftables and packets),
 # Docker, and end to end against a real dev server the tests start themselves.
+# Failpoints exist only in builds with -tags failpoints: the end-to-end
+# tests build such a worker themselves (tests/harness_test.go); the
+# failpoint package's own tests run once with the tag.
 test: build temporal-cli temporal-cli-static
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -tags failpoints ./failpoint/
 	@$(MAKE) --no-print-directory fuzz-short
 
 # Every failpoint, a dev server restart, every outside interference, in
-# full (make test runs a reduced draw, its seed logged: ADOPT_CHAOS_SEED).
+# full (make test runs a reduced draw, its seed logged: ADOPT_CHAOS_SEED);
+# the flip's watchdog with Temporal down and with a failing first revert.
 chaos: build temporal-cli
-	ADOPT_CHAOS=full $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run 'TestChaos|TestCutoverSurvivesWorkerKill|TestInterference' ./tests/
+	ADOPT_CHAOS=full $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run 'TestChaos|TestCutoverSurvivesWorkerKill|TestInterference|TestFlipWatchdog' ./tests/
 
 # Fuzzing: each target for $(FUZZTIME); a finding is written to
 # <pkg>/testdata/fuzz/<Target>/ and replayed by every later go test.
@@ -86,10 +91,12 @@ fuzz-short:
 # Unit tests only: no root, no Temporal, no Docker needed.
 unit:
 	ADOPT_UNIT_ONLY=1 $(GO) test -count=1 ./...
+	ADOPT_UNIT_ONLY=1 $(GO) test -count=1 -tags failpoints ./failpoint/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags failpoints ./failpoint/ ./worker/ ./tests/
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(WORKFLOWCHECK) ./workflows/...
 
@@ -102,6 +109,10 @@ lint:
 bench: temporal-cli
 	$(GO) run ./bench $(BENCH_FLAGS)
 
+# A detached server must not keep descriptors make inherited (the lock of a
+# `flock LOCK make demo`) for as long as it runs.
+CLOSE_FDS := 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
+
 # A local dev server for the demo and for operators trying things: database
 # under .adoption/, search attributes registered, Web UI on :$(UI_PORT).
 # Idempotent: a server already answering is left alone.
@@ -112,7 +123,7 @@ dev-server: temporal-cli
 	else \
 		setsid nohup $(TEMPORAL) server start-dev --db-filename $(DEV_DB) --ip 127.0.0.1 \
 			--port $(DEV_PORT) --ui-port $(UI_PORT) $(SEARCH_ATTRS) \
-			> $(STATE)/dev-server.log 2>&1 < /dev/null & echo $$! > $(STATE)/dev-server.pid; \
+			> $(STATE)/dev-server.log 2>&1 < /dev/null $(CLOSE_FDS) & echo $$! > $(STATE)/dev-server.pid; \
 		for i in $$(seq 1 60); do \
 			$(TEMPORAL) operator cluster health --address 127.0.0.1:$(DEV_PORT) >/dev/null 2>&1 && break; sleep 0.5; \
 		done; \
@@ -123,8 +134,9 @@ dev-server: temporal-cli
 dev-server-stop:
 	@if [ -f $(STATE)/dev-server.pid ]; then kill $$(cat $(STATE)/dev-server.pid) 2>/dev/null || true; rm -f $(STATE)/dev-server.pid; echo "dev server stopped"; fi
 
-# The whole story so far, unattended: dev server, a sandbox node with a
-# default-deny firewall, its worker, its workflow to `adopted`, the status.
+# The seed's five steps, unattended, on three reference nodes (each its own
+# Docker engine in its namespace, ufw with the ufw-docker arrangement, the
+# agent on the node): dev server, nodes, fleet, migrations, preview, flips.
 demo: build dev-server
 	./scripts/demo.sh
 

@@ -1,6 +1,7 @@
 // Package activities is the only bridge from the workflows to the node's
 // parts. Every activity runs on the node's own task queue, receives the plan
-// in its input (never reads it from disk), and returns metadata only: file
+// in its input and serves it only if it is the plan the node's own
+// configuration derives (authority.go), and returns metadata only: file
 // contents stay on the node.
 package activities
 
@@ -43,6 +44,8 @@ type (
 		Converge(path string, content []byte, mode os.FileMode, uid, gid int) error
 		Restore(path string) error
 		Retake(path string) (custody.Record, error)
+		// Blob is a custody copy's bytes, for node-local use only.
+		Blob(sum string) ([]byte, error)
 	}
 	Markers interface {
 		MarkAdopted(nodestate.Marker) error
@@ -67,11 +70,13 @@ type Activities struct {
 	Files         Custody
 	State         Markers
 	Failpoints    failpoint.Set
-	// Contents holds the declared files' content by sha256, from the
-	// worker's own configuration: the plan carries only the hashes.
-	Contents map[string][]byte
-	// LoadPlan reads the node's configuration again (plan.go).
-	LoadPlan func() (config.Plan, error)
+	// Local reads the node's own configuration: the plan every request
+	// must carry, the declared files' content by sha256 (the plan carries
+	// only the hashes) and the limits. Read at every request, so an edit
+	// of the file applies at the next retry.
+	Local func() (*Authority, error)
+	// Root is node.root: a module's env_file is read under it.
+	Root string
 }
 
 // Error types: the workflow tells by type what is the operator's to fix.
@@ -79,6 +84,7 @@ const (
 	ErrWrongNode      = "WrongNode"
 	ErrControlRunning = "ControlDaemonRunning"
 	ErrUnsupportedFW  = "UnsupportedFirewall"
+	ErrMeshFirewall   = "MeshFirewallFound"
 	ErrBadPath        = "BadPath"
 )
 
@@ -102,7 +108,8 @@ type ProbeReport struct {
 
 // Probe looks at the node and changes nothing.
 func (a *Activities) Probe(ctx context.Context, in ProbeInput) (*ProbeReport, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
 		return nil, err
 	}
 	heartbeat(ctx, "firewall")
@@ -122,10 +129,10 @@ func (a *Activities) Probe(ctx context.Context, in ProbeInput) (*ProbeReport, er
 		r.Sockets = attributePublished(ls, r.Containers)
 	}
 	heartbeat(ctx, "files")
-	for _, p := range in.Plan.DeclaredPaths() {
-		r.Files = append(r.Files, a.Files.Inspect(p))
+	for _, p := range auth.Plan.DeclaredPaths() {
+		r.Files = append(r.Files, a.Files.Inspect(p).Public())
 	}
-	r.Control = a.Sockets.FindProcesses(in.Plan.Control)
+	r.Control = a.Sockets.FindProcesses(auth.Plan.Control)
 	_, r.Adopted, _ = a.State.Adopted()
 	return r, nil
 }
@@ -171,10 +178,14 @@ type AdoptResult struct {
 // found firewall is left exactly as it is. It refuses while a predecessor
 // control daemon runs: that daemon would rewrite the files in custody.
 func (a *Activities) Adopt(ctx context.Context, in AdoptInput) (*AdoptResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
 		return nil, err
 	}
-	if running := a.Sockets.FindProcesses(in.Plan.Control); len(running) > 0 {
+	if err := checkWorkflowID(in.WorkflowID); err != nil {
+		return nil, err
+	}
+	if running := a.Sockets.FindProcesses(auth.Plan.Control); len(running) > 0 {
 		p := running[0]
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"predecessor control daemon %s (pid %d) is running on node %s (%d such process(es)); stop the predecessor's control daemons first, then run: adopt retry %s",
@@ -187,12 +198,22 @@ func (a *Activities) Adopt(ctx context.Context, in AdoptInput) (*AdoptResult, er
 	if fw.Unsupported != "" {
 		return nil, temporal.NewNonRetryableApplicationError(fw.Unsupported, ErrUnsupportedFW, nil)
 	}
+	// The mesh's own table is never a found firewall: it means the node
+	// was flipped (converged), and adopting it would take the mesh's rules
+	// for the predecessor's and reopen what the flip closed.
+	for _, t := range fw.Tables {
+		if t.Family == firewall.FamilyInet && t.Name == firewall.MeshTable {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+				"node %s has table inet %s, the mesh's own firewall: the node was flipped by the mesh (converged) and this is not a found firewall to adopt; nothing was changed. Leave a converged node as it is",
+				in.Plan.Node, firewall.MeshTable), ErrMeshFirewall, nil)
+		}
+	}
 	rs, err := a.Firewall.Ruleset()
 	if err != nil {
 		return nil, fmt.Errorf("list the found firewall: %w", err)
 	}
 	res := &AdoptResult{Firewall: fw.Kind, FirewallFingerprint: firewall.FoundFingerprint(rs)}
-	for _, p := range in.Plan.DeclaredPaths() {
+	for _, p := range auth.Plan.DeclaredPaths() {
 		heartbeat(ctx, "custody "+p)
 		rec, err := a.Files.Take(p)
 		if err != nil {
@@ -200,6 +221,7 @@ func (a *Activities) Adopt(ctx context.Context, in AdoptInput) (*AdoptResult, er
 				fmt.Sprintf("cannot take custody of %s: %v; fix the path in the plan or on the node, then run: adopt retry %s", p, err, in.Plan.Node),
 				ErrBadPath, err)
 		}
+		rec.FileState = rec.FileState.Public()
 		res.Custody = append(res.Custody, rec)
 		a.Failpoints.Hit("adopt-custody")
 	}

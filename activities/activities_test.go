@@ -46,8 +46,13 @@ func newActs(t *testing.T) (*Activities, string) {
 		Files:    custody.New(root, state),
 		State:    nodestate.New(state),
 		Flips:    nodestate.New(state),
-		Contents: map[string][]byte{},
 	}, root
+}
+
+// withPlan makes plan the node's own configuration.
+func withPlan(a *Activities, plan config.Plan) config.Plan {
+	a.Local = Fixed(plan, map[string][]byte{}, 30*time.Minute)
+	return plan
 }
 
 func appErr(t *testing.T, err error, typ string) string {
@@ -79,6 +84,7 @@ func TestCheckFoundationPortsNamesEveryCollision(t *testing.T) {
 		{Name: "web", Port: config.Port{Num: 443, Proto: "tcp"}},
 		{Name: "store", Port: config.Port{Num: 5432, Proto: "tcp"}},
 	}}
+	withPlan(a, plan)
 	_, err := a.CheckFoundationPorts(context.Background(), ProbeInput{Plan: plan})
 	msg := appErr(t, err, ErrPortCollision)
 	for _, want := range []string{
@@ -100,8 +106,8 @@ func TestAdoptRefusesWhileControlDaemonRuns(t *testing.T) {
 	a, root := newActs(t)
 	a.Sockets = fakeSockets{procs: []sockets.Process{{PID: 4242, Exe: "predecessor-sync"}}}
 	must(t, os.WriteFile(root+"/hosts", []byte("x"), 0o644))
-	_, err := a.Adopt(context.Background(), AdoptInput{Plan: config.Plan{Node: "n1", Control: []string{"predecessor-sync"},
-		NodeFiles: []config.FilePlan{{Path: "/hosts"}}}})
+	plan := withPlan(a, config.Plan{Node: "n1", Control: []string{"predecessor-sync"}, NodeFiles: []config.FilePlan{{Path: "/hosts"}}})
+	_, err := a.Adopt(context.Background(), AdoptInput{Plan: plan, WorkflowID: "node-migration/n1"})
 	msg := appErr(t, err, ErrControlRunning)
 	if !strings.Contains(msg, "predecessor-sync (pid 4242)") || !strings.Contains(msg, "adopt retry n1") {
 		t.Fatalf("refusal: %s", msg)
@@ -113,6 +119,7 @@ func TestAdoptRefusesWhileControlDaemonRuns(t *testing.T) {
 
 func TestActivitiesRefuseAnotherNodesPlan(t *testing.T) {
 	a, _ := newActs(t)
+	withPlan(a, config.Plan{Node: "n1"})
 	_, err := a.Probe(context.Background(), ProbeInput{Plan: config.Plan{Node: "n2"}})
 	appErr(t, err, ErrWrongNode)
 }
@@ -123,6 +130,7 @@ func TestCutoverPreflightNeedsLocalContent(t *testing.T) {
 	a, _ := newActs(t)
 	plan := config.Plan{Node: "n1", Modules: []config.ModulePlan{{Name: "mail",
 		Files: []config.FilePlan{{Path: "/srv/mail.env", SHA256: strings.Repeat("c", 64)}}}}}
+	withPlan(a, plan)
 	_, err := a.CutoverPreflight(context.Background(), ModuleInput{Plan: plan, Module: "mail"})
 	msg := appErr(t, err, ErrMissingContent)
 	if !strings.Contains(msg, "/srv/mail.env") || !strings.Contains(msg, "update the node's configuration") {
@@ -130,65 +138,6 @@ func TestCutoverPreflightNeedsLocalContent(t *testing.T) {
 	}
 	_, err = a.CutoverPreflight(context.Background(), ModuleInput{Plan: plan, Module: "nosuch"})
 	appErr(t, err, ErrBadModule)
-}
-
-type fakeFlipper struct{ reverts int }
-
-func (f *fakeFlipper) Flip(firewall.MeshSpec, string) (*firewall.RevertPlan, error) {
-	return &firewall.RevertPlan{Node: "n1"}, nil
-}
-func (f *fakeFlipper) Revert(*firewall.RevertPlan) error { f.reverts++; return nil }
-func (f *fakeFlipper) Commit(*firewall.RevertPlan) (string, error) {
-	return "table ip filter {}", nil
-}
-
-// A flip interrupted while applying is reverted when its activity runs
-// again, and said so; a reverted flip is never confirmed.
-func TestFlipResumeAfterInterruptedApply(t *testing.T) {
-	a, _ := newActs(t)
-	fl := &fakeFlipper{}
-	a.Flipper = fl
-	a.StartWatchdog = func() error { return nil }
-	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
-	must(t, a.Flips.UpdateFlip(func(*nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
-		return &nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipApplying, Deadline: time.Now().Add(time.Minute), Revert: []byte(`{"node":"n1"}`)}, nil
-	}))
-	_, err := a.Flip(context.Background(), FlipInput{Plan: config.Plan{Node: "n1"}, ID: "n1-1", ConfirmTimeout: time.Minute})
-	msg := appErr(t, err, ErrFlipReverted)
-	if !strings.Contains(msg, "interrupted") || fl.reverts != 1 {
-		t.Fatalf("reverts %d, error %s", fl.reverts, msg)
-	}
-	_, err = a.ConfirmFlip(context.Background(), ConfirmInput{Plan: config.Plan{Node: "n1"}, ID: "n1-1"})
-	appErr(t, err, ErrFlipReverted)
-}
-
-// A confirmed flip is committed once, and a retried commit is harmless.
-func TestFlipConfirmCommit(t *testing.T) {
-	a, _ := newActs(t)
-	a.Flipper = &fakeFlipper{}
-	a.StartWatchdog = func() error { return nil }
-	a.Cutover = nil
-	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
-	plan := config.Plan{Node: "n1"}
-	if _, err := a.Flip(context.Background(), FlipInput{Plan: plan, ID: "n1-1", ConfirmTimeout: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.ConfirmFlip(context.Background(), ConfirmInput{Plan: plan, ID: "n1-1"}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := a.CommitFlip(context.Background(), ConfirmInput{Plan: plan, ID: "n1-1"})
-	if err != nil || r.Listing == "" {
-		t.Fatalf("commit: %+v %v", r, err)
-	}
-	if b, err := os.ReadFile(r.Listing); err != nil || string(b) != "table ip filter {}" {
-		t.Fatalf("saved listing: %q %v", b, err)
-	}
-	if _, err := a.CommitFlip(context.Background(), ConfirmInput{Plan: plan, ID: "n1-1"}); err != nil {
-		t.Fatalf("a retried commit failed: %v", err)
-	}
-	if _, ok, _ := a.State.Adopted(); ok {
-		t.Fatal("a converged node still carries the adopted marker")
-	}
 }
 
 func must(t *testing.T, err error) {

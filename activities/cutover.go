@@ -2,8 +2,10 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -15,11 +17,12 @@ import (
 // Cutover is the container engine's cutover, as the activities use it.
 type Cutover interface {
 	Preflight(ctx context.Context, spec containers.Spec) (*containers.Predecessor, error)
-	Create(ctx context.Context, spec containers.Spec, pred *containers.Predecessor) error
+	Create(ctx context.Context, spec containers.Spec, pred *containers.Predecessor) (*containers.Carried, error)
 	Swap(ctx context.Context, name string, stopTimeout time.Duration) error
 	WaitHealthy(ctx context.Context, name string, probe func(context.Context) error, timeout time.Duration) error
 	Rollback(ctx context.Context, name string) error
 	Prune(ctx context.Context, name string) error
+	PortsAnswer(ctx context.Context, hostPorts []uint16) error
 }
 
 // Error types of the cutover.
@@ -34,6 +37,9 @@ const (
 type ModuleInput struct {
 	Plan   config.Plan `json:"plan"`
 	Module string      `json:"module"`
+	// Decisions settle conflicting keys of the module's files (adopt
+	// resolve): which side each takes, never a value.
+	Decisions []FileDecision `json:"decisions,omitempty"`
 }
 
 // CutoverInput carries a module's cutover, with what preflight recorded.
@@ -48,6 +54,9 @@ type CutoverResult struct {
 	Step        string                  `json:"step"`
 	Predecessor *containers.Predecessor `json:"predecessor,omitempty"`
 	Files       []string                `json:"files,omitempty"`
+	// Carried says what the new container took over from its predecessor
+	// and what the module changed: names only, never a value.
+	Carried *containers.Carried `json:"carried,omitempty"`
 }
 
 // CutoverPreflight checks, before anything changes, that the module can cut
@@ -56,16 +65,21 @@ type CutoverResult struct {
 // container of that name is found and recorded (mounts, ports, networks,
 // restart policy). Any refusal is non-retryable: the node is unchanged.
 func (a *Activities) CutoverPreflight(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	m, err := a.module(in.Plan, in.Module)
+	auth, m, err := a.module(ctx, in.Plan, in.Module)
 	if err != nil {
 		return nil, err
 	}
 	for _, f := range m.Files {
-		if _, ok := a.Contents[f.SHA256]; !ok {
+		if _, ok := auth.Contents[f.SHA256]; !ok {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"module %s's file %s: the worker's configuration on node %s has no content with sha256 %.12s; update the node's configuration to the one the plan was sent from and restart adopt-worker",
 				m.Name, f.Path, in.Plan.Node, f.SHA256), ErrMissingContent, nil)
 		}
+	}
+	// A key both the node and the mesh changed refuses before anything
+	// changes, named by path and key.
+	if _, err := a.conflictsOf(auth, m, in.Decisions); err != nil {
+		return nil, err
 	}
 	res := &CutoverResult{Step: "preflight"}
 	if m.Container == nil {
@@ -74,9 +88,13 @@ func (a *Activities) CutoverPreflight(ctx context.Context, in ModuleInput) (*Cut
 	if err := a.portsHeldOnlyBy(ctx, m); err != nil {
 		return nil, err
 	}
-	pred, err := a.Cutover.Preflight(a.progress(ctx, "preflight"), spec(m))
+	sp, err := a.spec(auth, m)
 	if err != nil {
-		return nil, refusal(fmt.Sprintf("cutover %s: preflight", m.Name), err)
+		return nil, err
+	}
+	pred, err := a.Cutover.Preflight(a.progress(ctx, "preflight"), sp)
+	if err != nil {
+		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: preflight", m.Name), err)
 	}
 	res.Predecessor = pred
 	return res, nil
@@ -92,10 +110,10 @@ func (a *Activities) portsHeldOnlyBy(ctx context.Context, m config.ModulePlan) e
 	ls = attributePublished(ls, a.Engine.Report(ctx))
 	for _, p := range m.Ports {
 		for _, l := range ls {
-			if l.Port == p.Num && l.Proto == p.Proto && l.Container != m.Container.Name {
+			if l.Port == p.Num && l.Proto == p.Proto && l.Container != m.Container.Name && !slices.Contains(m.Container.Replaces, l.Container) {
 				return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-					"module %s's port %s is held by %s, which is not its predecessor container %s; free the port or change modules[%s].ports; nothing was changed",
-					m.Name, p, l.Holder(), m.Container.Name, m.Name), ErrCutoverRefused, nil)
+					"module %s's port %s is held by %s, which is not its predecessor container %s nor one it replaces; free the port, list the container in modules[%s].container.replaces, or change modules[%s].ports; nothing was changed",
+					m.Name, p, l.Holder(), m.Container.Name, m.Name, m.Name), ErrCutoverRefused, nil)
 			}
 		}
 	}
@@ -104,16 +122,67 @@ func (a *Activities) portsHeldOnlyBy(ctx context.Context, m config.ModulePlan) e
 
 // CutoverCreate creates the module's container under <name>.next with the
 // predecessor's mounts (data in place), the module's ports and the
-// predecessor's networks. Idempotent.
+// predecessor's networks. Idempotent. What the predecessor has is measured
+// on the node now (preflight again), never taken from the request: a
+// request naming other mounts or networks (a bind mount of /, the Docker
+// socket, network=host) is refused.
 func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*CutoverResult, error) {
-	m, err := a.module(in.Plan, in.Module)
+	auth, m, err := a.module(ctx, in.Plan, in.Module)
 	if err != nil {
 		return nil, err
 	}
-	if err := a.Cutover.Create(a.progress(ctx, "create"), spec(m), in.Predecessor); err != nil {
-		return nil, refusal(fmt.Sprintf("cutover %s: create", m.Name), err)
+	if m.Container == nil {
+		return nil, notDeclared("module %s declares no container", m.Name)
 	}
-	return &CutoverResult{Step: "create"}, nil
+	sp, err := a.spec(auth, m)
+	if err != nil {
+		return nil, err
+	}
+	pctx := a.progress(ctx, "create")
+	pred, err := a.Cutover.Preflight(pctx, sp)
+	if err != nil && !errors.Is(err, containers.ErrMigrated) {
+		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: create (preflight on the node)", m.Name), err)
+	}
+	if d := predecessorDiff(in.Predecessor, pred); d != "" {
+		return nil, notDeclared("cutover %s: the predecessor the request describes is not the one on node %s: %s", m.Name, a.Node, d)
+	}
+	carried, err := a.Cutover.Create(pctx, sp, pred)
+	if err != nil {
+		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: create", m.Name), err)
+	}
+	return &CutoverResult{Step: "create", Carried: carried}, nil
+}
+
+// predecessorDiff names the first way a request's predecessor differs from
+// the one measured on the node, in what the new container would inherit.
+func predecessorDiff(req, node *containers.Predecessor) string {
+	if req == nil {
+		return ""
+	}
+	if node == nil {
+		return fmt.Sprintf("the request names predecessor %s (%.12s), the node has none", req.Name, req.ID)
+	}
+	for _, f := range []struct {
+		what       string
+		reqV, node any
+	}{
+		{"id", req.ID, node.ID},
+		{"mounts", req.Mounts, node.Mounts},
+		{"networks", req.Networks, node.Networks},
+		{"aliases", req.Aliases, node.Aliases},
+	} {
+		a, _ := json.Marshal(f.reqV)
+		b, _ := json.Marshal(f.node)
+		if string(a) != string(b) && !(isEmptyJSON(a) && isEmptyJSON(b)) {
+			return fmt.Sprintf("%s: the request says %s, the node has %s", f.what, a, b)
+		}
+	}
+	return ""
+}
+
+func isEmptyJSON(b []byte) bool {
+	s := string(b)
+	return s == "null" || s == "[]" || s == "{}" || s == `""`
 }
 
 // ConvergeFiles writes the module's declared files: the mesh's content,
@@ -121,14 +190,18 @@ func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*Cutov
 // with the mode asked for (else the one found) and the owner found. What was
 // found stays in custody for a rollback.
 func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	m, err := a.module(in.Plan, in.Module)
+	auth, m, err := a.module(ctx, in.Plan, in.Module)
 	if err != nil {
+		return nil, err
+	}
+	// Every file merges cleanly, or none is written.
+	if _, err := a.conflictsOf(auth, m, in.Decisions); err != nil {
 		return nil, err
 	}
 	res := &CutoverResult{Step: "converge files"}
 	for _, f := range m.Files {
 		heartbeat(ctx, "converge "+f.Path)
-		if err := a.convergeFile(f); err != nil {
+		if err := a.convergeFileWith(auth, f, in.Decisions); err != nil {
 			return nil, err
 		}
 		a.Failpoints.Hit("cutover:converge-file")
@@ -140,12 +213,15 @@ func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*Cutove
 // CutoverSwap stops the predecessor, renames it <name>.predecessor, renames
 // the new container to <name> and starts it. Resumable at every sub-step.
 func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	m, err := a.module(in.Plan, in.Module)
+	auth, m, err := a.module(ctx, in.Plan, in.Module)
 	if err != nil {
 		return nil, err
 	}
-	if err := a.Cutover.Swap(a.progress(ctx, "swap"), m.Container.Name, in.Plan.StopTimeout); err != nil {
-		return nil, refusal(fmt.Sprintf("cutover %s: swap", m.Name), err)
+	if m.Container == nil {
+		return nil, notDeclared("module %s declares no container", m.Name)
+	}
+	if err := a.Cutover.Swap(a.progress(ctx, "swap"), m.Container.Name, auth.Plan.StopTimeout); err != nil {
+		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: swap", m.Name), err)
 	}
 	return &CutoverResult{Step: "swap"}, nil
 }
@@ -153,9 +229,12 @@ func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverR
 // CutoverWaitHealthy waits for the new container: its own healthcheck when
 // it has one, otherwise the module's health (TCP connect or HTTP GET).
 func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	m, err := a.module(in.Plan, in.Module)
+	_, m, err := a.module(ctx, in.Plan, in.Module)
 	if err != nil {
 		return nil, err
+	}
+	if m.Container == nil {
+		return nil, notDeclared("module %s declares no container", m.Name)
 	}
 	var probe func(context.Context) error
 	timeout := 30 * time.Second
@@ -171,8 +250,21 @@ func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*C
 	}
 	if err := a.Cutover.WaitHealthy(a.progress(ctx, "wait healthy"), m.Container.Name, probe, timeout); err != nil {
 		// Not retried: the workflow rolls back at once rather than keep a
-		// sick container in the predecessor's place.
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("cutover %s: wait healthy: %v", m.Name, err), ErrUnhealthy, err)
+		// sick container in the predecessor's place. The container's own
+		// output stays in the agent's log; no cause is attached, since the
+		// cause's text would reach the history too.
+		return nil, temporal.NewNonRetryableApplicationError(a.withheld(ctx, fmt.Sprintf("cutover %s: wait healthy", m.Name), err), ErrUnhealthy, nil)
+	}
+	// Healthy inside is not enough: every declared port must answer on the
+	// node, as its clients reach it.
+	var tcp []uint16
+	for _, p := range m.Ports {
+		if p.Proto == "tcp" {
+			tcp = append(tcp, p.Num)
+		}
+	}
+	if err := a.Cutover.PortsAnswer(ctx, tcp); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("cutover %s: ports: %v; modules[%s].ports must be published by its container (container.ports)", m.Name, err, m.Name), ErrUnhealthy, nil)
 	}
 	return &CutoverResult{Step: "healthy"}, nil
 }
@@ -181,14 +273,14 @@ func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*C
 // predecessor renamed back and started, the module's files restored from
 // custody byte for byte. Every step is idempotent.
 func (a *Activities) CutoverRollback(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	m, err := a.module(in.Plan, in.Module)
+	_, m, err := a.module(ctx, in.Plan, in.Module)
 	if err != nil {
 		return nil, err
 	}
 	res := &CutoverResult{Step: "rolled back"}
 	if m.Container != nil {
 		if err := a.Cutover.Rollback(a.progress(ctx, "rollback"), m.Container.Name); err != nil {
-			return nil, fmt.Errorf("roll back %s's containers: %w", m.Name, err)
+			return nil, errors.New(a.withheld(ctx, fmt.Sprintf("roll back %s's containers", m.Name), err))
 		}
 	}
 	for _, f := range m.Files {
@@ -212,32 +304,41 @@ type PruneInput struct {
 // Prune removes the stopped predecessor containers kept for rollback (never
 // their volumes).
 func (a *Activities) Prune(ctx context.Context, in PruneInput) (*CutoverResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
 		return nil, err
+	}
+	for _, name := range in.Modules {
+		if _, ok := auth.Plan.Module(name); !ok {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("refused: module %q is not in node %s's configuration; nothing was pruned", name, auth.Plan.Node), ErrBadModule, nil)
+		}
 	}
 	res := &CutoverResult{Step: "pruned"}
 	for _, name := range in.Modules {
-		m, ok := in.Plan.Module(name)
-		if !ok || m.Container == nil {
+		m, _ := auth.Plan.Module(name)
+		if m.Container == nil {
 			continue
 		}
 		if err := a.Cutover.Prune(ctx, m.Container.Name); err != nil {
-			return nil, refusal("prune "+name, err)
+			return nil, a.refusal(ctx, "prune "+name, err)
 		}
 		res.Files = append(res.Files, m.Container.Name+containers.PredecessorSuffix)
 	}
 	return res, nil
 }
 
-func (a *Activities) module(p config.Plan, name string) (config.ModulePlan, error) {
-	if err := a.checkNode(p.Node); err != nil {
-		return config.ModulePlan{}, err
+// module authorizes the request and picks the named module of the node's
+// own plan.
+func (a *Activities) module(ctx context.Context, p config.Plan, name string) (*Authority, config.ModulePlan, error) {
+	auth, err := a.authorize(ctx, p)
+	if err != nil {
+		return nil, config.ModulePlan{}, err
 	}
-	m, ok := p.Module(name)
+	m, ok := auth.Plan.Module(name)
 	if !ok {
-		return m, temporal.NewNonRetryableApplicationError(fmt.Sprintf("module %q is not in node %s's plan", name, p.Node), ErrBadModule, nil)
+		return nil, m, temporal.NewNonRetryableApplicationError(fmt.Sprintf("module %q is not in node %s's plan", name, auth.Plan.Node), ErrBadModule, nil)
 	}
-	return m, nil
+	return auth, m, nil
 }
 
 // progress heartbeats every cutover sub-step, and lets a test kill the
@@ -250,20 +351,29 @@ func (a *Activities) progress(ctx context.Context, step string) context.Context 
 	})
 }
 
-func spec(m config.ModulePlan) containers.Spec {
+// spec is the module's container for the engine, its environment
+// overrides read on the node (see moduleEnv).
+func (a *Activities) spec(auth *Authority, m config.ModulePlan) (containers.Spec, error) {
 	c := m.Container
-	return containers.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports}
+	env, err := a.moduleEnv(auth, m)
+	if err != nil {
+		return containers.Spec{}, err
+	}
+	return containers.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports, Env: env, Labels: config.KeyValues(c.Labels),
+		DropPorts: c.DropPorts, Replaces: c.Replaces}, nil
 }
 
 // refusal maps the engine's errors: bad input and refusals are not retried
 // (nothing was changed, and nothing will change by itself); a Docker fault
-// is an ordinary error and retries.
-func refusal(what string, err error) error {
+// is an ordinary error and retries. A container's own output in the error
+// stays in the agent's log (withheld).
+func (a *Activities) refusal(ctx context.Context, what string, err error) error {
+	msg := a.withheld(ctx, what, err)
 	for _, e := range []error{containers.ErrImageMissing, containers.ErrMigrated, containers.ErrConflict,
-		containers.ErrPortHeld, containers.ErrUnhealthy, containers.ErrNoRollback} {
+		containers.ErrPortHeld, containers.ErrUnhealthy, containers.ErrNoRollback, containers.ErrPortDropped, containers.ErrBadSpec} {
 		if errors.Is(err, e) {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", what, err), ErrCutoverRefused, err)
+			return temporal.NewNonRetryableApplicationError(msg, ErrCutoverRefused, nil)
 		}
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	return errors.New(msg)
 }

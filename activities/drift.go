@@ -13,7 +13,7 @@ import (
 type DriftItem struct {
 	Kind     string `json:"kind"` // file or firewall
 	Path     string `json:"path,omitempty"`
-	Recorded string `json:"recorded"` // sha256 (or "absent") recorded in custody; the fingerprint for the firewall
+	Recorded string `json:"recorded"` // the keyed digest (or "absent") recorded in custody; the fingerprint for the firewall
 	Now      string `json:"now"`
 	What     string `json:"what"`
 }
@@ -36,17 +36,23 @@ type DriftResult struct {
 // with what adoption recorded (a predecessor daemon restarted, someone
 // edited a file by hand). It changes nothing.
 func (a *Activities) CheckDrift(ctx context.Context, in DriftInput) (*DriftResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
 		return nil, err
+	}
+	for _, r := range in.Custody {
+		if err := checkDeclared(auth, r.Path); err != nil {
+			return nil, err
+		}
 	}
 	res := &DriftResult{Items: []DriftItem{}}
 	for _, r := range in.Custody {
 		now := a.Files.Inspect(r.Path)
 		switch {
 		case now.Error != "":
-			res.Items = append(res.Items, DriftItem{Kind: "file", Path: r.Path, Recorded: shaOrAbsent(r.FileState), Now: "unreadable", What: now.Error})
-		case now.Exists != r.Found || now.SHA256 != r.SHA256:
-			res.Items = append(res.Items, DriftItem{Kind: "file", Path: r.Path, Recorded: shaOrAbsent(r.FileState), Now: shaOrAbsent(now),
+			res.Items = append(res.Items, DriftItem{Kind: "file", Path: r.Path, Recorded: digestOrAbsent(r.FileState), Now: "unreadable", What: now.Error})
+		case now.Exists != r.Found || !sameContent(r.FileState, now):
+			res.Items = append(res.Items, DriftItem{Kind: "file", Path: r.Path, Recorded: digestOrAbsent(r.FileState), Now: digestOrAbsent(now),
 				What: fmt.Sprintf("%s changed since adoption", r.Path)})
 		}
 	}
@@ -74,10 +80,11 @@ func (a *Activities) AcceptDrift(ctx context.Context, in DriftInput) (*DriftResu
 	for _, it := range check.Items {
 		switch it.Kind {
 		case "file":
-			rec, err := a.Files.Retake(it.Path)
+			rec, err := a.Files.Retake(it.Path) // declared: CheckDrift checked every path
 			if err != nil {
 				return nil, fmt.Errorf("accept %s: %w", it.Path, err)
 			}
+			rec.FileState = rec.FileState.Public()
 			res.Custody = append(res.Custody, rec)
 		case "firewall":
 			res.Firewall = it.Now
@@ -86,9 +93,29 @@ func (a *Activities) AcceptDrift(ctx context.Context, in DriftInput) (*DriftResu
 	return res, nil
 }
 
-func shaOrAbsent(f custody.FileState) string {
-	if !f.Exists {
-		return "absent"
+// sameContent compares what a record says with what is there now. A
+// record from a workflow names content either by the node's keyed digest
+// (what custody found or accepted) or, for a migrated module's file, by the
+// plan's plain sha256 of the mesh's content; an older history's records
+// carry only the plain sha256.
+func sameContent(rec, now custody.FileState) bool {
+	if !rec.Exists && !now.Exists {
+		return true
 	}
-	return f.SHA256
+	if rec.SHA256 != "" {
+		return rec.SHA256 == now.SHA256
+	}
+	return rec.Digest != "" && rec.Digest == now.Digest
+}
+
+// digestOrAbsent names content for the history: never the plain hash of a
+// found file.
+func digestOrAbsent(f custody.FileState) string {
+	switch {
+	case !f.Exists:
+		return "absent"
+	case f.Digest != "":
+		return f.Digest
+	}
+	return "(no digest)"
 }

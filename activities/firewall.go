@@ -55,7 +55,8 @@ type CheckPortsResult struct {
 // it. Every collision is reported at once, naming its holder and the key to
 // change; then the step fails non-retryably and nothing was changed.
 func (a *Activities) CheckFoundationPorts(ctx context.Context, in ProbeInput) (*CheckPortsResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
 		return nil, err
 	}
 	ls, err := a.Sockets.Listeners()
@@ -63,8 +64,8 @@ func (a *Activities) CheckFoundationPorts(ctx context.Context, in ProbeInput) (*
 		return nil, fmt.Errorf("list listening sockets: %w", err)
 	}
 	ls = attributePublished(ls, a.Engine.Report(ctx))
-	res := &CheckPortsResult{Checked: len(in.Plan.Foundation)}
-	for _, fp := range in.Plan.Foundation {
+	res := &CheckPortsResult{Checked: len(auth.Plan.Foundation)}
+	for _, fp := range auth.Plan.Foundation {
 		if h := holders(ls, fp.Port); h != "" {
 			res.Collisions = append(res.Collisions, Collision{Name: fp.Name, Port: fp.Port, Holder: h, Key: "foundation.ports." + fp.Name})
 		}
@@ -112,16 +113,17 @@ type RulesResult struct {
 // OpenRules opens an owner's ports through the found firewall as marked
 // rules. It is idempotent: a mark already present is not added again.
 func (a *Activities) OpenRules(ctx context.Context, in RulesInput) (*RulesResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
 		return nil, err
 	}
-	if !config.ValidName(in.Owner) {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("owner %q is invalid: it must be %s", in.Owner, config.NameRule), ErrBadOwner, nil)
+	if err := checkOwnerPorts(auth, in.Owner, in.Ports); err != nil {
+		return nil, err
 	}
 	if err := a.refuseUnsupported(ctx); err != nil {
 		return nil, err
 	}
-	added, present, err := a.Marks.Open(in.Plan.Node, in.Owner, in.Ports)
+	added, present, err := a.Marks.Open(auth.Plan.Node, in.Owner, in.Ports)
 	if err != nil {
 		return nil, fmt.Errorf("open %s's ports %v through the found firewall: %w", in.Owner, in.Ports, err)
 	}
@@ -131,8 +133,13 @@ func (a *Activities) OpenRules(ctx context.Context, in RulesInput) (*RulesResult
 
 // CloseRules removes an owner's marked rules, and only those.
 func (a *Activities) CloseRules(ctx context.Context, in RulesInput) (*RulesResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	if _, err := a.authorize(ctx, in.Plan); err != nil {
 		return nil, err
+	}
+	// Closing removes only the mesh's own marks, so an owner no longer
+	// declared (a module taken out of the file) can still be closed.
+	if !config.ValidName(in.Owner) {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("owner %q is invalid: it must be %s", in.Owner, config.NameRule), ErrBadOwner, nil)
 	}
 	removed, err := a.Marks.Close(in.Plan.Node, in.Owner)
 	if err != nil {
@@ -150,21 +157,27 @@ type ReconcileInput struct {
 // Reconcile puts back marked rules that vanished (the found firewall was
 // reloaded by its own boot-time service, or someone deleted one by hand).
 func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (*RulesResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
 		return nil, err
 	}
-	if err := a.refuseUnsupported(ctx); err != nil {
-		return nil, err
-	}
-	res := &RulesResult{}
 	owners := make([]string, 0, len(in.Owners))
 	for o := range in.Owners {
 		owners = append(owners, o)
 	}
 	sort.Strings(owners)
 	for _, o := range owners {
+		if err := checkOwnerPorts(auth, o, in.Owners[o]); err != nil {
+			return nil, err
+		}
+	}
+	if err := a.refuseUnsupported(ctx); err != nil {
+		return nil, err
+	}
+	res := &RulesResult{}
+	for _, o := range owners {
 		heartbeat(ctx, "reconcile "+o)
-		added, present, err := a.Marks.Open(in.Plan.Node, o, in.Owners[o])
+		added, present, err := a.Marks.Open(auth.Plan.Node, o, in.Owners[o])
 		if err != nil {
 			return nil, fmt.Errorf("reassert %s's marked rules: %w", o, err)
 		}
@@ -182,7 +195,7 @@ type ReleaseResult struct {
 // Release removes every marked rule of the node, leaving the found firewall
 // exactly as found, and clears the adopted marker.
 func (a *Activities) Release(ctx context.Context, in ProbeInput) (*ReleaseResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	if _, err := a.authorize(ctx, in.Plan); err != nil {
 		return nil, err
 	}
 	removed, err := a.Marks.Release(in.Plan.Node)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -19,7 +18,7 @@ import (
 
 // Flipper replaces the found firewall with the mesh's own, and back.
 type Flipper interface {
-	Flip(spec firewall.MeshSpec, expectFound string) (*firewall.RevertPlan, error)
+	Flip(spec firewall.MeshSpec, expectFound, expectDerived string) (*firewall.RevertPlan, error)
 	Revert(p *firewall.RevertPlan) error
 	Commit(p *firewall.RevertPlan) (string, error)
 }
@@ -31,11 +30,28 @@ type FlipState interface {
 	MarkConverged(node string, at time.Time) error
 }
 
-// Error types of the flip.
+// Error types of the flip. The workflow decides by type what the node's
+// answer means, so each names one outcome on the node.
 const (
 	ErrNotAdopted   = "NotAdopted"
-	ErrStalePreview = "StalePreview"
+	ErrStalePreview = "StalePreview" // nothing changed: the preview no longer holds
+	// ErrFlipReverted: the flip was in force (or may have been) and is now
+	// reverted on the node.
 	ErrFlipReverted = "FlipReverted"
+	// ErrFlipNotApplied: the node is known to be as before; nothing to undo.
+	ErrFlipNotApplied = "FlipNotApplied"
+	// ErrFlipOutcomeUnknown: the batch may be in force; the flip must be
+	// treated as applied and reverted (the watchdog does at the deadline).
+	ErrFlipOutcomeUnknown = "FlipOutcomeUnknown"
+	// ErrFlipConfirmed: the flip is confirmed on the node (maybe by a
+	// confirmation whose answer was lost): it stays, and goes on to commit.
+	ErrFlipConfirmed = "FlipAlreadyConfirmed"
+	// ErrFlipInFlight: another flip is still in flight on this node.
+	ErrFlipInFlight = "FlipInFlight"
+	// ErrFlipDeadline: the confirmation came after the deadline.
+	ErrFlipDeadline = "FlipDeadlinePassed"
+	// ErrFlipNotConfirmed: a commit asked of a flip that is not confirmed.
+	ErrFlipNotConfirmed = "FlipNotConfirmed"
 )
 
 // PreviewInput carries the mesh's ruleset as the workflow derives it from
@@ -48,7 +64,11 @@ type PreviewInput struct {
 // Preview compares what the found firewall opens now with what the mesh's
 // derived ruleset would open, port by port. It changes nothing.
 func (a *Activities) Preview(ctx context.Context, in PreviewInput) (*firewall.Preview, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSpec(auth, in.Spec); err != nil {
 		return nil, err
 	}
 	rs, err := a.Firewall.Ruleset()
@@ -59,13 +79,17 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (*firewall.Pr
 	return &pv, nil
 }
 
-// FlipInput asks for the flip a preview approved.
+// FlipInput asks for the flip a preview approved: the spec it previewed
+// and both fingerprints it saw.
 type FlipInput struct {
-	Plan           config.Plan       `json:"plan"`
-	Spec           firewall.MeshSpec `json:"spec"`
-	ExpectFound    string            `json:"expect_found"` // the preview's fingerprint of the found ruleset
-	ID             string            `json:"id"`           // one per flip attempt: a retried activity resumes it
-	ConfirmTimeout time.Duration     `json:"confirm_timeout"`
+	Plan        config.Plan       `json:"plan"`
+	Spec        firewall.MeshSpec `json:"spec"`
+	ExpectFound string            `json:"expect_found"` // the preview's fingerprint of the found ruleset
+	// ExpectDerived is the preview's fingerprint of the mesh's ruleset: the
+	// node refuses to apply any other.
+	ExpectDerived  string        `json:"expect_derived,omitempty"`
+	ID             string        `json:"id"` // one per flip attempt: a retried activity resumes it
+	ConfirmTimeout time.Duration `json:"confirm_timeout"`
 }
 
 // FlipResult says where the flip stands.
@@ -74,93 +98,154 @@ type FlipResult struct {
 	State    string    `json:"state"`
 	Deadline time.Time `json:"deadline"`
 	Listing  string    `json:"listing,omitempty"` // where the predecessor's leftovers were saved (commit)
+	Note     string    `json:"note,omitempty"`
 }
 
-// Flip arms the watchdog, then in one netlink transaction takes the found
-// firewall out of force and puts the mesh's derived ruleset in, then
-// converges the node-level files. Without a confirmation by the deadline,
-// the watchdog, which needs neither Temporal nor this worker, puts the
-// firewall and the files back as they were.
+// Flip records the flip (with all a revert needs), arms the watchdog,
+// then in one netlink transaction takes the found firewall out of force
+// and puts the mesh's derived ruleset in, then converges the node-level
+// files. Without a confirmation by the deadline, the watchdog, which needs
+// neither Temporal nor this worker, puts the firewall and the files back.
+// Any outcome not known to have changed nothing counts as applied.
 func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
 		return nil, err
 	}
-	if _, adopted, err := a.State.Adopted(); err != nil {
+	if err := checkFlipID(auth.Plan.Node, in.ID); err != nil {
+		return nil, err
+	}
+	if err := checkSpec(auth, in.Spec); err != nil {
+		return nil, err
+	}
+	if err := checkConfirmTimeout(auth, in.ConfirmTimeout); err != nil {
+		return nil, err
+	}
+	marker, adopted, err := a.State.Adopted()
+	if err != nil {
 		return nil, err
 	} else if !adopted {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("node %s is not adopted (no marker under state_dir): refusing to flip", in.Plan.Node), ErrNotAdopted, nil)
 	}
+	if in.ExpectDerived == "" {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s carries no approved ruleset (expect_derived is empty: sent by an older workflow?): nothing was changed; run adopt preview %s, then adopt flip %s", in.ID, in.Plan.Node, in.Plan.Node), ErrStalePreview, nil)
+	}
 	var resume *nodestate.FlipRecord
-	paths := make([]string, 0, len(in.Plan.NodeFiles))
-	for _, f := range in.Plan.NodeFiles {
+	paths := make([]string, 0, len(auth.Plan.NodeFiles))
+	for _, f := range auth.Plan.NodeFiles {
 		paths = append(paths, f.Path)
 	}
-	deadline := time.Now().Add(in.ConfirmTimeout).UTC()
-	err := a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
-		if cur != nil && cur.ID == in.ID {
+	mesh, err := json.Marshal(in.Spec)
+	if err != nil {
+		return nil, err
+	}
+	minimal, err := json.Marshal(firewall.RevertPlanFor(in.Plan.Node))
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(auth.Plan.ConfirmTimeout).UTC()
+	err = a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
+		// A record of the same ID left by an earlier adoption (released,
+		// then adopted again: flip IDs count from 1 again) is not this
+		// flip's.
+		earlier := cur != nil && !cur.Pending() && cur.Updated.Before(marker.AdoptedAt)
+		if cur != nil && cur.ID == in.ID && !earlier {
 			resume = cur // a retried activity: the record says how far it got
 			return nil, nil
 		}
-		if cur != nil && (cur.State == nodestate.FlipApplying || cur.State == nodestate.FlipFlipped || cur.State == nodestate.FlipConfirmed) {
-			return nil, fmt.Errorf("flip %s is still %s on this node", cur.ID, cur.State)
+		if cur.Pending() || (cur != nil && cur.State == nodestate.FlipConfirmed) {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s is still %s on this node: not starting flip %s, nothing was changed; wait until it is committed or reverted", cur.ID, cur.State, in.ID), ErrFlipInFlight, nil)
 		}
-		return &nodestate.FlipRecord{ID: in.ID, Node: in.Plan.Node, Deadline: deadline, State: nodestate.FlipApplying, NodeFiles: paths}, nil
+		if cur != nil && cur.State == nodestate.FlipCommitted {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s is committed on this node: it is converged, nothing to flip", cur.ID), ErrFlipInFlight, nil)
+		}
+		// Every node file goes into custody before anything changes, so a
+		// revert from this record alone can always restore it.
+		for _, p := range paths {
+			if _, err := a.Files.Take(p); err != nil {
+				return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("cannot take custody of %s: %v; nothing was changed", p, err), ErrBadPath, err)
+			}
+		}
+		return &nodestate.FlipRecord{ID: in.ID, Node: in.Plan.Node, Deadline: deadline, State: nodestate.FlipApplying,
+			NodeFiles: paths, Revert: minimal, Mesh: mesh, Derived: in.ExpectDerived}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	if resume != nil {
-		switch resume.State {
-		case nodestate.FlipFlipped:
-			// The worker may have died between the flip and the node files
-			// (failpoint flip-applied): converge them now (idempotent).
-			for _, f := range in.Plan.NodeFiles {
-				if err := a.convergeFile(f); err != nil {
-					return nil, err
-				}
-			}
-			return &FlipResult{ID: in.ID, State: resume.State, Deadline: resume.Deadline}, nil
-		case nodestate.FlipConfirmed, nodestate.FlipCommitted:
-			return &FlipResult{ID: in.ID, State: resume.State, Deadline: resume.Deadline}, nil
-		case nodestate.FlipReverted:
-			return nil, temporal.NewNonRetryableApplicationError("flip reverted: "+resume.Reason, ErrFlipReverted, nil)
-		}
-		// Applying: the worker died inside the flip. The batch is atomic, but
-		// whether it went in is unknown: put everything back, say so.
-		if err := a.revert(in.ID, "the worker was interrupted while applying the flip"); err != nil {
-			return nil, err
-		}
-		return nil, temporal.NewNonRetryableApplicationError("flip reverted: the worker was interrupted while applying it; run the preview and the flip again", ErrFlipReverted, nil)
+		return a.resumeFlip(auth, in, resume)
 	}
 	if err := a.StartWatchdog(); err != nil {
-		_ = a.markFlip(in.ID, nodestate.FlipReverted, "the watchdog could not start: "+err.Error(), nil)
-		return nil, fmt.Errorf("start the flip watchdog: %w (nothing was changed)", err)
+		_ = a.markFlip(in.ID, nodestate.FlipNotApplied, "the watchdog could not start: "+err.Error(), nil)
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("start the flip watchdog: %v (nothing was changed)", err), ErrFlipNotApplied, err)
 	}
 	a.Failpoints.Hit("flip-before-apply")
 	heartbeat(ctx, "flip: one netlink transaction")
-	plan, err := a.Flipper.Flip(in.Spec, in.ExpectFound)
-	if err != nil {
-		_ = a.markFlip(in.ID, nodestate.FlipReverted, "not applied: "+err.Error(), nil)
-		if errors.Is(err, firewall.ErrStale) {
+	plan, err := a.Flipper.Flip(in.Spec, in.ExpectFound, in.ExpectDerived)
+	if err != nil && errors.Is(err, firewall.ErrNotApplied) {
+		_ = a.markFlip(in.ID, nodestate.FlipNotApplied, "not applied: "+err.Error(), nil)
+		if errors.Is(err, firewall.ErrStale) || errors.Is(err, firewall.ErrStaleDerived) {
 			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrStalePreview, err)
 		}
-		return nil, temporal.NewNonRetryableApplicationError("flip not applied: "+err.Error(), ErrFlipReverted, err)
+		return nil, temporal.NewNonRetryableApplicationError("flip not applied: "+err.Error(), ErrFlipNotApplied, err)
 	}
+	if err != nil {
+		// The kernel's answer was lost: the batch may be in force. The
+		// record stays applying, so the watchdog reverts it at the
+		// deadline if nobody does sooner.
+		_ = a.markFlip(in.ID, nodestate.FlipApplying, "outcome unknown: "+err.Error(), nil)
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s's outcome is unknown (%v): treated as applied, it must be reverted", in.ID, err), ErrFlipOutcomeUnknown, err)
+	}
+	// Between the batch and the record: a worker that dies here leaves the
+	// record applying, which the watchdog treats as in force.
+	a.Failpoints.Hit("flip-after-batch")
 	raw, err := json.Marshal(plan)
 	if err != nil {
 		return nil, err
 	}
-	if err := a.markFlip(in.ID, nodestate.FlipFlipped, "", raw); err != nil {
+	note := ""
+	if plan.ShortEchoes > 0 {
+		note = fmt.Sprintf("the kernel echoed %d neutralising rule(s) fewer than it applied; the revert finds them by comment", plan.ShortEchoes)
+	}
+	if err := a.markFlip(in.ID, nodestate.FlipFlipped, note, raw); err != nil {
 		return nil, err
 	}
 	a.Failpoints.Hit("flip-applied")
 	heartbeat(ctx, "flip: node files")
-	for _, f := range in.Plan.NodeFiles {
-		if err := a.convergeFile(f); err != nil {
+	for _, f := range auth.Plan.NodeFiles {
+		if err := a.convergeFile(auth, f); err != nil {
 			return nil, err
 		}
 	}
-	return &FlipResult{ID: in.ID, State: nodestate.FlipFlipped, Deadline: deadline}, nil
+	return &FlipResult{ID: in.ID, State: nodestate.FlipFlipped, Deadline: deadline, Note: note}, nil
+}
+
+// resumeFlip continues a flip whose activity ran before, from its record.
+func (a *Activities) resumeFlip(auth *Authority, in FlipInput, rec *nodestate.FlipRecord) (*FlipResult, error) {
+	switch rec.State {
+	case nodestate.FlipFlipped:
+		// The worker may have died between the flip and the node files
+		// (failpoint flip-applied): converge them now (idempotent).
+		for _, f := range auth.Plan.NodeFiles {
+			if err := a.convergeFile(auth, f); err != nil {
+				return nil, err
+			}
+		}
+		return &FlipResult{ID: in.ID, State: rec.State, Deadline: rec.Deadline}, nil
+	case nodestate.FlipConfirmed, nodestate.FlipCommitted:
+		return &FlipResult{ID: in.ID, State: rec.State, Deadline: rec.Deadline}, nil
+	case nodestate.FlipReverted:
+		return nil, temporal.NewNonRetryableApplicationError("flip reverted: "+rec.Reason, ErrFlipReverted, nil)
+	case nodestate.FlipNotApplied:
+		return nil, temporal.NewNonRetryableApplicationError("flip "+rec.ID+" was not applied: "+rec.Reason, ErrFlipNotApplied, nil)
+	}
+	// Applying: the worker died inside the flip (or its answer was lost).
+	// The batch is atomic, but whether it went in is unknown: put
+	// everything back, say so.
+	if _, err := a.revert(in.ID, "the worker was interrupted while applying the flip"); err != nil {
+		return nil, err
+	}
+	return nil, temporal.NewNonRetryableApplicationError("flip reverted: the worker was interrupted while applying it; run the preview and the flip again", ErrFlipReverted, nil)
 }
 
 // ConfirmInput names the flip to confirm, revert or commit.
@@ -172,12 +257,17 @@ type ConfirmInput struct {
 // ConfirmFlip checks that the node still serves every declared port that
 // has a health check, then confirms the flip, which stands the watchdog
 // down. Reaching this activity at all proves the worker still reaches
-// Temporal through the new ruleset.
+// Temporal through the new ruleset. The deadline is checked under the flip
+// lock, so a confirmation and the watchdog's revert never both win.
 func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
 		return nil, err
 	}
-	for _, m := range in.Plan.Modules {
+	if err := checkFlipID(auth.Plan.Node, in.ID); err != nil {
+		return nil, err
+	}
+	for _, m := range auth.Plan.Modules {
 		if m.Health == nil {
 			continue
 		}
@@ -190,16 +280,23 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 		}
 	}
 	var res *FlipResult
-	err := a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
+	err = a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
 		if cur == nil || cur.ID != in.ID {
-			return nil, temporal.NewNonRetryableApplicationError("no flip "+in.ID+" on this node", ErrFlipReverted, nil)
+			return nil, temporal.NewNonRetryableApplicationError("no flip "+in.ID+" recorded on this node: nothing to confirm", ErrFlipNotApplied, nil)
 		}
 		switch cur.State {
 		case nodestate.FlipReverted:
 			return nil, temporal.NewNonRetryableApplicationError("flip reverted: "+cur.Reason, ErrFlipReverted, nil)
+		case nodestate.FlipNotApplied:
+			return nil, temporal.NewNonRetryableApplicationError("flip "+in.ID+" was not applied: "+cur.Reason, ErrFlipNotApplied, nil)
 		case nodestate.FlipConfirmed, nodestate.FlipCommitted:
 			res = &FlipResult{ID: cur.ID, State: cur.State, Deadline: cur.Deadline}
 			return nil, nil
+		case nodestate.FlipApplying:
+			return nil, fmt.Errorf("flip %s is still applying on this node (its outcome is not recorded yet): not confirming it", in.ID)
+		}
+		if now := time.Now(); !now.Before(cur.Deadline) {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s's deadline %s has passed (now %s): not confirming it; the watchdog reverts it", in.ID, cur.Deadline.Format(time.RFC3339), now.UTC().Format(time.RFC3339)), ErrFlipDeadline, nil)
 		}
 		cur.State = nodestate.FlipConfirmed
 		res = &FlipResult{ID: cur.ID, State: cur.State, Deadline: cur.Deadline}
@@ -209,26 +306,39 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 }
 
 // RevertFlip puts the firewall and the node files back as they were just
-// before the flip. Idempotent: a flip the watchdog already reverted is left.
+// before the flip. Idempotent: a flip the watchdog already reverted is left
+// and reported reverted. Its answer is definite: reverted (or not applied)
+// on the node, or ErrFlipConfirmed when the flip is confirmed and stays.
 func (a *Activities) RevertFlip(ctx context.Context, in ConfirmInput) (*FlipResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	if _, err := a.authorize(ctx, in.Plan); err != nil {
 		return nil, err
 	}
-	if err := a.revert(in.ID, "the workflow did not confirm the flip in time"); err != nil {
+	if err := checkFlipID(a.Node, in.ID); err != nil {
 		return nil, err
 	}
-	return &FlipResult{ID: in.ID, State: nodestate.FlipReverted}, nil
+	state, err := a.revert(in.ID, "the workflow did not confirm the flip in time")
+	if err != nil {
+		return nil, err
+	}
+	return &FlipResult{ID: in.ID, State: state}, nil
 }
 
 // revert is shared with the watchdog's logic: under the flip lock, a flip
-// that is applying or flipped is reverted (firewall, then files).
-func (a *Activities) revert(id, reason string) error {
-	return a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
-		if cur == nil || cur.ID != id || cur.State == nodestate.FlipReverted {
+// that is applying or flipped is reverted (firewall, then files). It
+// returns the state the flip is in afterwards.
+func (a *Activities) revert(id, reason string) (string, error) {
+	state := nodestate.FlipReverted
+	err := a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
+		if cur == nil || cur.ID != id {
+			state = nodestate.FlipNotApplied // never recorded: never applied
 			return nil, nil
 		}
-		if cur.State == nodestate.FlipConfirmed || cur.State == nodestate.FlipCommitted {
-			return nil, temporal.NewNonRetryableApplicationError("flip "+id+" is already "+cur.State+": not reverting it", ErrFlipReverted, nil)
+		switch cur.State {
+		case nodestate.FlipReverted, nodestate.FlipNotApplied:
+			state = cur.State
+			return nil, nil
+		case nodestate.FlipConfirmed, nodestate.FlipCommitted:
+			return nil, temporal.NewNonRetryableApplicationError("flip "+id+" is already "+cur.State+" on this node: not reverting it", ErrFlipConfirmed, nil)
 		}
 		if err := RevertRecord(cur, a.Flipper, a.Files); err != nil {
 			return nil, err
@@ -236,22 +346,25 @@ func (a *Activities) revert(id, reason string) error {
 		cur.State, cur.Reason = nodestate.FlipReverted, reason
 		return cur, nil
 	})
+	return state, err
 }
 
 // RevertRecord undoes a flip from its node-local record: the firewall from
-// the revert plan, then every node file from custody. The watchdog calls it
-// too; the caller holds the flip lock.
+// the revert plan (or, when the batch's outcome was never recorded, from
+// the node's name: the mesh's table and the accepts carrying the node's
+// comment), then every node file from custody. The watchdog calls it too;
+// the caller holds the flip lock.
 func RevertRecord(rec *nodestate.FlipRecord, fw interface {
 	Revert(*firewall.RevertPlan) error
 }, files interface{ Restore(string) error }) error {
+	plan := firewall.RevertPlanFor(rec.Node)
 	if len(rec.Revert) > 0 {
-		var plan firewall.RevertPlan
-		if err := json.Unmarshal(rec.Revert, &plan); err != nil {
+		if err := json.Unmarshal(rec.Revert, plan); err != nil {
 			return fmt.Errorf("flip %s: revert plan unreadable: %w", rec.ID, err)
 		}
-		if err := fw.Revert(&plan); err != nil {
-			return fmt.Errorf("flip %s: revert the firewall: %w", rec.ID, err)
-		}
+	}
+	if err := fw.Revert(plan); err != nil {
+		return fmt.Errorf("flip %s: revert the firewall: %w", rec.ID, err)
 	}
 	for _, p := range rec.NodeFiles {
 		if err := files.Restore(p); err != nil {
@@ -261,29 +374,43 @@ func RevertRecord(rec *nodestate.FlipRecord, fw interface {
 	return nil
 }
 
-// CommitFlip makes a confirmed flip final: the predecessor's dormant
-// firewall is saved under state_dir and removed (Docker's and other tools'
-// chains stay), the kept predecessor containers are pruned, and the node is
-// marked converged.
+// CommitFlip makes a confirmed flip final, in steps that can each fail and
+// be retried: the mesh's table is written where the node's distribution
+// loads its firewall at boot, and the predecessor's boot-time loader is
+// switched off (the files replaced kept in custody first); the
+// predecessor's dormant firewall is saved under state_dir and removed
+// (Docker's and other tools' chains stay); the kept predecessor containers
+// are pruned; only then is the node marked converged.
 func (a *Activities) CommitFlip(ctx context.Context, in ConfirmInput) (*FlipResult, error) {
-	if err := a.checkNode(in.Plan.Node); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
+		return nil, err
+	}
+	// The ID names the file the predecessor's firewall is saved to.
+	if err := checkFlipID(auth.Plan.Node, in.ID); err != nil {
 		return nil, err
 	}
 	res := &FlipResult{ID: in.ID, State: nodestate.FlipCommitted}
-	err := a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
+	err = a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
 		if cur == nil || cur.ID != in.ID {
-			return nil, fmt.Errorf("no flip %s on this node", in.ID)
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no flip %s recorded on this node: nothing to commit, nothing was changed", in.ID), ErrFlipNotConfirmed, nil)
 		}
 		if cur.State == nodestate.FlipCommitted {
 			return nil, nil
 		}
 		if cur.State != nodestate.FlipConfirmed {
-			return nil, temporal.NewNonRetryableApplicationError("flip "+in.ID+" is "+cur.State+", not confirmed: not committing it", ErrFlipReverted, nil)
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s is %s on this node, not confirmed: not committing it, nothing was changed", in.ID, cur.State), ErrFlipNotConfirmed, nil)
 		}
+		heartbeat(ctx, "commit: boot-time ruleset")
+		if err := a.persistBoot(cur); err != nil {
+			return nil, err
+		}
+		a.Failpoints.Hit("commit-persisted")
 		var plan firewall.RevertPlan
 		if err := json.Unmarshal(cur.Revert, &plan); err != nil {
 			return nil, err
 		}
+		heartbeat(ctx, "commit: remove the predecessor's firewall")
 		saved, err := a.Flipper.Commit(&plan)
 		if err != nil {
 			return nil, fmt.Errorf("remove the predecessor's firewall: %w", err)
@@ -297,15 +424,16 @@ func (a *Activities) CommitFlip(ctx context.Context, in ConfirmInput) (*FlipResu
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range in.Plan.Modules {
+	for _, m := range auth.Plan.Modules {
 		if m.Container == nil {
 			continue
 		}
+		heartbeat(ctx, "commit: prune "+m.Name+"'s predecessor")
 		if err := a.Cutover.Prune(ctx, m.Container.Name); err != nil && !errors.Is(err, containers.ErrNoRollback) && !errors.Is(err, containers.ErrConflict) {
-			return nil, fmt.Errorf("prune %s's predecessor: %w", m.Name, err)
+			return nil, errors.New(a.withheld(ctx, fmt.Sprintf("prune %s's predecessor", m.Name), err))
 		}
 	}
-	if err := a.Flips.MarkConverged(in.Plan.Node, time.Now().UTC()); err != nil {
+	if err := a.Flips.MarkConverged(auth.Plan.Node, time.Now().UTC()); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -324,22 +452,48 @@ func (a *Activities) markFlip(id, state, reason string, revert json.RawMessage) 
 	})
 }
 
-// convergeFile writes a node-level file's mesh content (kept in custody
-// since adoption, so a revert restores what was found).
-func (a *Activities) convergeFile(f config.FilePlan) error {
-	rec, err := a.Files.Take(f.Path)
-	if err != nil {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("cannot take custody of %s: %v", f.Path, err), ErrBadPath, err)
+// convergeFile writes a declared file's mesh content (kept in custody
+// since adoption, so a revert restores what was found). Path, content and
+// mode all come from the node's own configuration (f is of auth's plan);
+// the mode keeps set-id and sticky bits as written ("4755").
+func (a *Activities) convergeFile(auth *Authority, f config.FilePlan) error {
+	return a.convergeFileWith(auth, f, nil)
+}
+
+// convergeFileWith writes what the merge of f gives: the mesh's content
+// for a file replaced whole, the per-key merge (kept keys, decisions) for
+// one with keep or a format (merge.go).
+func (a *Activities) convergeFileWith(auth *Authority, f config.FilePlan, decisions []FileDecision) error {
+	if err := checkDeclared(auth, f.Path); err != nil {
+		return err
 	}
-	content, ok := a.Contents[f.SHA256]
+	mesh, ok := auth.Contents[f.SHA256]
 	if !ok {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no content with sha256 %.12s for %s in this worker's configuration", f.SHA256, f.Path), ErrMissingContent, nil)
 	}
+	content, fm, err := a.merged(f, mesh, decisions)
+	if err != nil {
+		return err
+	}
+	if len(fm.Conflicts) > 0 {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %d conflicting key(s); nothing was written", f.Path, len(fm.Conflicts)), ErrFileConflict, nil, fm.Conflicts)
+	}
+	rec, err := a.Files.Take(f.Path)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("cannot take custody of %s: %v", f.Path, err), ErrBadPath, nil)
+	}
 	mode := os.FileMode(0o644)
-	for _, m := range []string{rec.Mode, f.Mode} {
-		if v, err := strconv.ParseUint(m, 8, 32); m != "" && err == nil {
-			mode = os.FileMode(v)
+	if rec.Link == "" && rec.Mode != "" {
+		if m, err := config.ParseMode(rec.Mode); err == nil {
+			mode = m // the mode found, unless the configuration sets one
 		}
+	}
+	if f.Mode != "" {
+		m, err := config.ParseMode(f.Mode)
+		if err != nil {
+			return notDeclared("mode %q of %s: %v", f.Mode, f.Path, err)
+		}
+		mode = m
 	}
 	return a.Files.Converge(f.Path, content, mode, rec.UID, rec.GID)
 }

@@ -22,15 +22,16 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (*config.Plan, erro
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"asked for node %s's plan, but this agent is node %s's: check the fleet file and node.name", in.Node, a.Node), ErrWrongNode, nil)
 	}
-	if a.LoadPlan == nil {
-		return nil, temporal.NewNonRetryableApplicationError("this agent cannot read its configuration (no LoadPlan)", ErrWrongNode, nil)
+	if a.Local == nil {
+		return nil, temporal.NewNonRetryableApplicationError("this agent cannot read its configuration (no Local)", ErrBadPlan, nil)
 	}
-	p, err := a.LoadPlan()
+	auth, err := a.Local()
 	if err != nil {
 		// The file on the node is broken: retrying will not fix it, the
 		// operator must, then `adopt fleet retry`.
 		return nil, temporal.NewNonRetryableApplicationError("node "+a.Node+"'s configuration: "+err.Error(), ErrBadPlan, err)
 	}
+	p := auth.Plan
 	return &p, nil
 }
 

@@ -1,20 +1,23 @@
 package main
 
-// The cutover bench (issue 4, "Bench"): the window in which one service does
-// not answer while a prober connects every 10 ms, for this project's cutover
-// (containers.Engine: Preflight, Create, Swap, WaitHealthy) side by side with
-// the naive `docker stop && docker rm && docker run` an operator would type.
+// The cutover bench (issues 4 and 13): one service swapped from image v1 to
+// v2 while clients outside the node connect in a loop, for this project's
+// cutover (containers.Engine: Preflight, Create, Swap with the port hold,
+// WaitHealthy) side by side with the naive `docker stop && docker rm &&
+// docker run` an operator would type.
+//
+// The node has a Docker engine of its own (sandbox.EngineNode: a network
+// namespace running its own dockerd, which publishes the port there through
+// its own DNAT), and the clients sit in a peer namespace, as clients of a
+// real node do: 6 of them, each connecting, sending GET /version and
+// reading the answer, again and again, a connect allowed to wait up to 3 s.
+// Nothing of the host's network or firewall is touched.
 //
 // Each run starts from a fresh predecessor: the test service
 // (containers/testdata/svc) as image v1, with a named volume, an anonymous
 // volume (the image's VOLUME /anon), a bind mount, restart unless-stopped,
-// published on 127.0.0.1:<free port>. Both procedures take it to image v2;
-// the order alternates (ours, naive, naive, ours, ...) so neither always runs
-// on a warmer engine. No registry is reachable: the service is built static
-// and imported as a one-file image, as containers/docker_test.go does.
-//
-// Everything made here is named bench-cut-<random>- and removed at the end,
-// on error too.
+// published on the node's port 18080. The order alternates (ours, naive,
+// naive, ours, ...) so neither always runs on a warmer engine.
 
 import (
 	"bytes"
@@ -25,8 +28,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -48,6 +49,7 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"adoption/containers"
+	"adoption/firewall"
 	"adoption/sandbox"
 )
 
@@ -55,7 +57,10 @@ const (
 	cutPrefix   = "bench-cut-"
 	probeEvery  = 10 * time.Millisecond
 	stopTimeout = 10 * time.Second // ours; `docker stop` defaults to 10 s too
-	methodOurs  = "containers.Engine cutover"
+	methodOurs  = "containers.Engine cutover (port hold)"
+	clients     = 6
+	connectWait = 3 * time.Second // a client's connect may wait this long
+	servicePort = 18080
 	methodNaive = "docker stop && rm && run"
 )
 
@@ -63,10 +68,13 @@ const (
 type CutoverRun struct {
 	Seq          int     `json:"seq"`
 	Method       string  `json:"method"`
-	GapMS        float64 `json:"gap_ms"`
-	FailedProbes int     `json:"failed_probes"`
-	ProcedureMS  float64 `json:"procedure_ms"` // until the procedure returned (ours: healthy)
-	DataKept     bool    `json:"data_kept"`    // GET /sums after equals before
+	GapMS        float64 `json:"gap_ms"`        // the engine's window: nothing answered on the port (probed from the node every 10 ms, past the hold)
+	ClientGapMS  float64 `json:"client_gap_ms"` // longest span with no prompt (200 ms) answer to a client's fresh connect
+	FailedProbes int     `json:"failed_probes"` // failed client connections
+	Attempts     int     `json:"attempts"`
+	LongestWait  float64 `json:"longest_wait_ms"` // longest connect of a connection that succeeded
+	ProcedureMS  float64 `json:"procedure_ms"`    // until the procedure returned (ours: healthy)
+	DataKept     bool    `json:"data_kept"`       // GET /sums after equals before
 }
 
 // CutoverResult is one procedure's figures over its runs.
@@ -75,8 +83,11 @@ type CutoverResult struct {
 	Runs              int     `json:"runs"`
 	MedianGapMS       float64 `json:"median_gap_ms"`
 	MaxGapMS          float64 `json:"max_gap_ms"`
-	FailedProbes      int     `json:"failed_probes"` // over all runs
+	MedianClientGapMS float64 `json:"median_client_gap_ms"`
+	FailedProbes      int     `json:"failed_probes"` // failed client connections, over all runs
+	Attempts          int     `json:"attempts"`
 	MedianFailed      float64 `json:"median_failed_probes"`
+	MaxWaitMS         float64 `json:"max_longest_wait_ms"`
 	MedianProcedureMS float64 `json:"median_procedure_ms"`
 	DataKept          int     `json:"data_kept_runs"`
 	Ratio             float64 `json:"ratio_vs_naive"` // median gap / naive's median gap
@@ -94,7 +105,9 @@ type CutoverReport struct {
 }
 
 type cutBench struct {
-	cli       *client.Client
+	node      *sandbox.EngineNode
+	hostCLI   *client.Client // the host's engine: builds the images
+	cli       *client.Client // the node's engine
 	engine    *containers.Engine
 	prefix    string
 	imageV1   string
@@ -131,7 +144,7 @@ func runCutover(n int, outDir string, stdout io.Writer) (err error) {
 	}
 	id := make([]byte, 3)
 	rand.Read(id)
-	b := &cutBench{cli: cli, engine: containers.New(), prefix: cutPrefix + hex.EncodeToString(id) + "-",
+	b := &cutBench{hostCLI: cli, prefix: cutPrefix + hex.EncodeToString(id) + "-",
 		volumes: map[string]bool{}, dockerCLI: dockerBin}
 	b.imageV1, b.imageV2 = b.prefix+"svc:v1", b.prefix+"svc:v2"
 	defer func() {
@@ -149,6 +162,22 @@ func runCutover(n int, outDir string, stdout io.Writer) (err error) {
 	if err := b.buildImages(ctx); err != nil {
 		return err
 	}
+	dir, err := os.MkdirTemp("", b.prefix+"node-")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "cutover: starting a node with its own Docker engine (namespace adh-bcut) ...\n")
+	if b.node, err = sandbox.StartEngineNode(ctx, "bcut", 232, dir); err != nil {
+		return err
+	}
+	if err := b.node.Load(ctx, b.imageV1, b.imageV2); err != nil {
+		return err
+	}
+	if b.cli, err = client.NewClientWithOpts(client.WithHost(b.node.Host), client.WithAPIVersionNegotiation()); err != nil {
+		return err
+	}
+	defer b.cli.Close()
+	b.engine = containers.NewWith(b.cli).WithHold(firewall.NewHold(b.node.NetnsPath(), "bcut"))
 	var runs []CutoverRun
 	for i := 0; i < n; i++ {
 		order := []string{methodOurs, methodNaive}
@@ -172,14 +201,14 @@ func runCutover(n int, outDir string, stdout io.Writer) (err error) {
 			results[i].Ratio = results[i].MedianGapMS / results[1].MedianGapMS
 		}
 	}
-	fmt.Fprintf(stdout, "\nunavailability of one service, probed (TCP connect) every %s, %d runs each:\n", probeEvery, n)
+	fmt.Fprintf(stdout, "\none service swapped while %d clients in a peer namespace connect in a loop (a connect may wait %s), %d runs each:\n", clients, connectWait, n)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "procedure\truns\tmedian gap ms\tmax gap ms\tfailed probes\tprocedure ms\tdata kept\tratio vs naive\t")
+	fmt.Fprintln(tw, "procedure\truns\tfailed connections\tattempts\tlongest successful connect ms\tmedian gap ms\tmax gap ms\tmedian client gap ms\tprocedure ms\tdata kept\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%d\t%.0f\t%d/%d\t%.2fx\t\n", r.Method, r.Runs, r.MedianGapMS, r.MaxGapMS, r.FailedProbes, r.MedianProcedureMS, r.DataKept, r.Runs, r.Ratio)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.0f\t%d/%d\t\n", r.Method, r.Runs, r.FailedProbes, r.Attempts, r.MaxWaitMS, r.MedianGapMS, r.MaxGapMS, r.MedianClientGapMS, r.MedianProcedureMS, r.DataKept, r.Runs)
 	}
 	tw.Flush()
-	fmt.Fprintf(stdout, "ours/naive median gap: %.2f (goal: at most 1, keeping the data and the rollback)\n", results[0].Ratio)
+	fmt.Fprintf(stdout, "ours/naive median gap: %.2f (goal: at most 0.5, with 0 failed connections)\n", results[0].Ratio)
 
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	rep := CutoverReport{
@@ -187,12 +216,14 @@ func runCutover(n int, outDir string, stdout io.Writer) (err error) {
 		Kernel:       strings.TrimSpace(string(kernel)),
 		Docker:       b.versions(ctx),
 		ProbeEveryMS: float64(probeEvery) / float64(time.Millisecond),
-		Note: "each run starts from a fresh predecessor (svc v1: named volume, anonymous volume from the image's VOLUME, bind mount, restart unless-stopped, " +
-			"published on 127.0.0.1) and takes it to svc v2; gap = first failed probe to the next successful one (containers.MeasureUnavailability, TCP connect, " +
-			"a connection closed at once counts as failed); ours = Preflight, Create, Swap (stop timeout 10 s), WaitHealthy (TCP probe); " +
+		Note: "a node with its own dockerd in a network namespace (sandbox.EngineNode); each run starts from a fresh predecessor (svc v1: named volume, anonymous volume from the image's VOLUME, bind mount, " +
+			"restart unless-stopped, published on the node's port 18080) and takes it to svc v2; 6 clients in a peer namespace connect to it in a loop (GET /version over a new connection each time, " +
+			"a connect may wait 3 s, 10 ms between attempts; waits and gaps counted after a 1.5 s warm-up, before the procedure starts); failed = a connect or request that did not get a 200; longest wait = the longest connect that succeeded; " +
+			"gap = the engine's window, probed from the node every 10 ms past the hold (containers.MeasureWith): from the first failed probe to the end of the next answered one; " +
+			"client gap = the longest span from the start of a client's attempt not answered promptly (200 ms) to the start of the next prompt one (a held SYN is retransmitted after 1 s); " +
+			"ours = Preflight, Create, Swap (holding the port: new SYNs dropped, not rejected, until the new container answers), WaitHealthy, PortsAnswer; " +
 			"naive = docker stop, docker rm, docker run -d with the same volumes (the anonymous one by name), bind and port, through the docker CLI; " +
-			"order alternates ours, naive, naive, ours, ...; procedure_ms runs until the procedure returns (ours: healthy; naive: docker run -d returned); " +
-			"data_kept compares GET /sums after with before",
+			"order alternates ours, naive, naive, ours, ...; procedure_ms runs until the procedure returns; data_kept compares GET /sums after with before",
 		Results: results,
 		Runs:    runs,
 	}
@@ -219,20 +250,24 @@ func runCutover(n int, outDir string, stdout io.Writer) (err error) {
 
 func summarize(method string, runs []CutoverRun) CutoverResult {
 	r := CutoverResult{Method: method}
-	var gaps, fails, procs []float64
+	var gaps, cgaps, fails, procs []float64
 	for _, x := range runs {
 		if x.Method != method {
 			continue
 		}
 		r.Runs++
 		r.FailedProbes += x.FailedProbes
+		r.Attempts += x.Attempts
+		r.MaxWaitMS = max(r.MaxWaitMS, x.LongestWait)
 		r.MaxGapMS = max(r.MaxGapMS, x.GapMS)
 		if x.DataKept {
 			r.DataKept++
 		}
 		gaps, fails, procs = append(gaps, x.GapMS), append(fails, float64(x.FailedProbes)), append(procs, x.ProcedureMS)
+		cgaps = append(cgaps, x.ClientGapMS)
 	}
 	r.MedianGapMS, r.MedianFailed, r.MedianProcedureMS = median(gaps), median(fails), median(procs)
+	r.MedianClientGapMS = median(cgaps)
 	return r
 }
 
@@ -271,19 +306,11 @@ func (b *cutBench) buildImages(ctx context.Context) error {
 
 // service is one predecessor, raised for one run.
 type service struct {
+	node                             *sandbox.EngineNode
 	name, namedVol, anonVol, bindDir string
 	port                             int
 	addr                             string
 	sums                             map[string]string
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // raise starts a fresh predecessor (image v1) and waits until it serves its
@@ -299,14 +326,13 @@ func (b *cutBench) raise(ctx context.Context) (*service, error) {
 	}
 	b.dirs = append(b.dirs, dir)
 	s.bindDir = dir
-	if s.port, err = freePort(); err != nil {
-		return nil, err
-	}
-	s.addr = fmt.Sprintf("127.0.0.1:%d", s.port)
+	s.port = servicePort
+	s.addr = fmt.Sprintf("%s:%d", b.node.Addr, s.port)
+	s.node = b.node
 	created, err := b.cli.ContainerCreate(ctx, &container.Config{Image: b.imageV1, ExposedPorts: nat.PortSet{"8080/tcp": {}}},
 		&container.HostConfig{
 			Binds:         []string{s.namedVol + ":/named", s.bindDir + ":/bind"},
-			PortBindings:  nat.PortMap{"8080/tcp": {{HostIP: "127.0.0.1", HostPort: strconv.Itoa(s.port)}}},
+			PortBindings:  nat.PortMap{"8080/tcp": {{HostPort: strconv.Itoa(s.port)}}},
 			RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyUnlessStopped},
 		}, nil, nil, s.name)
 	if err != nil {
@@ -337,22 +363,7 @@ func (b *cutBench) raise(ctx context.Context) (*service, error) {
 }
 
 func (s *service) get(ctx context.Context, path string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.addr+path, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s: %s: %s", path, resp.Status, body)
-	}
-	return strings.TrimSpace(string(body)), err
+	return s.node.Get(ctx, s.addr, path)
 }
 
 // waitSums waits up to 20 s for version to serve, and returns its checksums
@@ -400,13 +411,27 @@ func (b *cutBench) run(ctx context.Context, ours bool) (CutoverRun, error) {
 	if ours {
 		do = func() error { return b.ours(ctx, s) }
 	}
+	stop := make(chan struct{})
+	stats := make(chan sandbox.ClientStats, 1)
+	go func() { stats <- b.node.Clients(ctx, s.addr, "/version", clients, connectWait, stop) }()
+	time.Sleep(sandbox.ClientWarmup + 200*time.Millisecond)
+	// The engine's own window, seen from the node every 10 ms past the hold:
+	// from the predecessor letting go of the port to the new container
+	// taking it.
+	probe := containers.DialProbe(firewall.NewHold(b.node.NetnsPath(), "bcut").Dial, fmt.Sprintf("127.0.0.1:%d", s.port), 100*time.Millisecond)
 	var took time.Duration
-	gap, fails, err := containers.MeasureUnavailability(ctx, s.addr, probeEvery, func() error {
+	window, _, err := containers.MeasureWith(ctx, "the node's port", probe, probeEvery, func() error {
 		start := time.Now()
 		err := do()
 		took = time.Since(start)
 		return err
 	})
+	if err == nil {
+		_, err = s.waitSums(ctx, "v2")
+	}
+	time.Sleep(connectWait) // every held client has had its answer
+	close(stop)
+	cs := <-stats
 	if err != nil {
 		return CutoverRun{}, err
 	}
@@ -414,7 +439,8 @@ func (b *cutBench) run(ctx context.Context, ours bool) (CutoverRun, error) {
 	if err != nil {
 		return CutoverRun{}, err
 	}
-	r := CutoverRun{GapMS: ms(gap), FailedProbes: fails, ProcedureMS: ms(took), DataKept: reflect.DeepEqual(after, s.sums)}
+	r := CutoverRun{GapMS: ms(window), ClientGapMS: ms(cs.Gap), FailedProbes: cs.Failed, Attempts: cs.Attempts, LongestWait: ms(cs.LongestWait),
+		ProcedureMS: ms(took), DataKept: reflect.DeepEqual(after, s.sums)}
 	if err := b.sweep(ctx); err != nil {
 		return r, err
 	}
@@ -423,7 +449,7 @@ func (b *cutBench) run(ctx context.Context, ours bool) (CutoverRun, error) {
 
 // ours is this project's cutover, as the Migrate activity runs it.
 func (b *cutBench) ours(ctx context.Context, s *service) error {
-	spec := containers.Spec{Name: s.name, Image: b.imageV2, Ports: map[string]string{s.addr + "/tcp": "8080/tcp"}}
+	spec := containers.Spec{Name: s.name, Image: b.imageV2, Ports: map[string]string{fmt.Sprintf("%d/tcp", s.port): "8080/tcp"}}
 	pred, err := b.engine.Preflight(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("preflight: %w", err)
@@ -431,14 +457,17 @@ func (b *cutBench) ours(ctx context.Context, s *service) error {
 	if pred == nil {
 		return fmt.Errorf("preflight found no predecessor %s", s.name)
 	}
-	if err := b.engine.Create(ctx, spec, pred); err != nil {
+	if _, err := b.engine.Create(ctx, spec, pred); err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
 	if err := b.engine.Swap(ctx, s.name, stopTimeout); err != nil {
 		return fmt.Errorf("swap: %w", err)
 	}
-	if err := b.engine.WaitHealthy(ctx, s.name, containers.TCPProbe(s.addr), 30*time.Second); err != nil {
+	if err := b.engine.WaitHealthy(ctx, s.name, nil, 30*time.Second); err != nil {
 		return fmt.Errorf("wait healthy: %w", err)
+	}
+	if err := b.engine.PortsAnswer(ctx, []uint16{uint16(s.port)}); err != nil {
+		return fmt.Errorf("ports answer: %w", err)
 	}
 	return nil
 }
@@ -449,11 +478,11 @@ func (b *cutBench) ours(ctx context.Context, s *service) error {
 // policy and port.
 func (b *cutBench) naive(ctx context.Context, s *service) error {
 	for _, args := range [][]string{
-		{"stop", s.name},
-		{"rm", s.name},
-		{"run", "-d", "--name", s.name, "--restart", "unless-stopped",
+		{"-H", b.node.Host, "stop", s.name},
+		{"-H", b.node.Host, "rm", s.name},
+		{"-H", b.node.Host, "run", "-d", "--name", s.name, "--restart", "unless-stopped",
 			"-v", s.namedVol + ":/named", "-v", s.anonVol + ":/anon", "-v", s.bindDir + ":/bind",
-			"-p", s.addr + ":8080", b.imageV2},
+			"-p", fmt.Sprintf("%d:8080", s.port), b.imageV2},
 	} {
 		if out, err := exec.CommandContext(ctx, b.dockerCLI, args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("docker %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
@@ -512,14 +541,21 @@ func isNotFound(err error) bool {
 	return err != nil && (cerrdefs.IsNotFound(err) || strings.Contains(err.Error(), "no such volume"))
 }
 
-// cleanup sweeps and removes the two images; it runs on its own context, so
-// an interrupted bench still cleans up.
+// cleanup stops the node (its engine, containers and volumes go with it)
+// and removes the two images from the host's engine; it runs on its own
+// context, so an interrupted bench still cleans up.
 func (b *cutBench) cleanup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	errs := []error{b.sweep(ctx)}
+	var errs []error
+	if b.node != nil {
+		errs = append(errs, b.node.Close())
+	}
+	for _, d := range b.dirs {
+		errs = append(errs, os.RemoveAll(d))
+	}
 	for _, ref := range []string{b.imageV1, b.imageV2} {
-		if _, err := b.cli.ImageRemove(ctx, ref, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil && !isNotFound(err) {
+		if _, err := b.hostCLI.ImageRemove(ctx, ref, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil && !isNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove image %s: %w", ref, err))
 		}
 	}

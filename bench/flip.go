@@ -271,7 +271,11 @@ func (b *flipBench) round(ours bool) (FlipRun, error) {
 	start := time.Now()
 	if ours {
 		var plan *firewall.RevertPlan
-		plan, procErr = flipper.Flip(b.spec, expect)
+		derived, err := firewall.DerivedFingerprint(b.spec)
+		if err != nil {
+			return r, err
+		}
+		plan, procErr = flipper.Flip(b.spec, expect, derived)
 		r.ProcedureMS = ms(time.Since(start))
 		if procErr == nil {
 			time.Sleep(flipSettle)

@@ -124,6 +124,7 @@ func runProbe(n int, stdout io.Writer) ([]Row, *ProbeDetails, error) {
 	for _, path := range p.paths {
 		plan.NodeFiles = append(plan.NodeFiles, config.FilePlan{Path: path})
 	}
+	acts.Local = activities.Fixed(plan, nil, 30*time.Minute)
 	ours := func() error {
 		r, err := acts.Probe(context.Background(), activities.ProbeInput{Plan: plan})
 		if err != nil {

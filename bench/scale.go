@@ -634,8 +634,7 @@ func (m *memNode) activities() *activities.Activities {
 	return &activities.Activities{
 		Node: m.name, Firewall: memFirewall{m}, Marks: memMarks{}, Engine: memEngine{}, Cutover: memCutover{},
 		Flipper: memFlipper{}, Flips: memFlips{m}, StartWatchdog: func() error { return nil },
-		Sockets: memSockets{}, Files: memCustody{m}, State: memMarkers{m}, Contents: m.contents,
-		LoadPlan: func() (config.Plan, error) { return m.plan, nil },
+		Sockets: memSockets{}, Files: memCustody{m}, State: memMarkers{m}, Local: activities.Fixed(m.plan, m.contents, 30*time.Minute),
 	}
 }
 
@@ -684,8 +683,11 @@ type memCutover struct{}
 func (memCutover) Preflight(context.Context, containers.Spec) (*containers.Predecessor, error) {
 	return nil, nil
 }
-func (memCutover) Create(context.Context, containers.Spec, *containers.Predecessor) error { return nil }
-func (memCutover) Swap(context.Context, string, time.Duration) error                      { return nil }
+func (memCutover) Create(context.Context, containers.Spec, *containers.Predecessor) (*containers.Carried, error) {
+	return &containers.Carried{}, nil
+}
+func (memCutover) PortsAnswer(context.Context, []uint16) error       { return nil }
+func (memCutover) Swap(context.Context, string, time.Duration) error { return nil }
 func (memCutover) WaitHealthy(context.Context, string, func(context.Context) error, time.Duration) error {
 	return nil
 }
@@ -737,6 +739,7 @@ func (c memCustody) Record(path string) (custody.Record, bool, error) {
 
 func (c memCustody) Converge(string, []byte, os.FileMode, int, int) error { return nil }
 func (c memCustody) Restore(string) error                                 { return nil }
+func (c memCustody) Blob(string) ([]byte, error)                          { return nil, nil }
 func (c memCustody) Retake(path string) (custody.Record, error) {
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
@@ -773,7 +776,7 @@ func (s memMarkers) ClearAdopted() error {
 
 type memFlipper struct{}
 
-func (memFlipper) Flip(spec firewall.MeshSpec, expectFound string) (*firewall.RevertPlan, error) {
+func (memFlipper) Flip(spec firewall.MeshSpec, expectFound, _ string) (*firewall.RevertPlan, error) {
 	return &firewall.RevertPlan{Node: spec.Node, MeshTable: firewall.TableRef{Family: "inet", Name: firewall.MeshTable},
 		Neutralised: []firewall.RuleRef{}, FoundFingerprint: expectFound, FlippedAt: time.Now().UTC()}, nil
 }

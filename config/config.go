@@ -19,6 +19,7 @@ import (
 // parts are, and the plan for the node (its modules, files and flip).
 type Config struct {
 	Temporal    Temporal          `mapstructure:"temporal" json:"temporal"`
+	Docker      Docker            `mapstructure:"docker" json:"docker"`
 	Node        Node              `mapstructure:"node" json:"node"`
 	Predecessor Predecessor       `mapstructure:"predecessor" json:"predecessor"`
 	Foundation  Foundation        `mapstructure:"foundation" json:"foundation"`
@@ -44,8 +45,10 @@ type TLS struct {
 	ServerName string `mapstructure:"server_name" json:"server_name,omitempty"`
 }
 
-// Enabled reports whether any TLS setting was given.
-func (t TLS) Enabled() bool { return t.Cert != "" || t.Key != "" || t.CA != "" }
+// Enabled reports whether any TLS setting was given: setting any one of
+// them (server_name alone included) means the operator expects TLS, and a
+// plain-text connection would silently ignore that.
+func (t TLS) Enabled() bool { return t.Cert != "" || t.Key != "" || t.CA != "" || t.ServerName != "" }
 
 type Node struct {
 	Name            string   `mapstructure:"name" json:"name"`
@@ -75,11 +78,32 @@ type Module struct {
 	Health    *Health    `mapstructure:"health" json:"health,omitempty"`
 }
 
+// Container is a module's container. What it does not set, the new
+// container inherits from the predecessor it replaces (environment, labels,
+// networks, restart policy, user, limits, ...; see containers.Create).
 type Container struct {
 	Name  string            `mapstructure:"name" json:"name"`
 	Image string            `mapstructure:"image" json:"image"`
 	Cmd   []string          `mapstructure:"cmd" json:"cmd,omitempty"`
 	Ports map[string]string `mapstructure:"ports" json:"ports,omitempty"` // host PORT/PROTO -> container PORT/PROTO
+	// Env overrides environment variables, as NAME=VALUE (a list, not a
+	// map: the loader lowercases map keys, and variable names are case
+	// sensitive). Its values never leave the node's configuration: the plan
+	// carries EnvSHA256 instead, and the worker looks each value up by its
+	// hash in its own configuration.
+	Env       []string          `mapstructure:"env" json:"-"`
+	EnvSHA256 map[string]string `mapstructure:"-" json:"env_sha256,omitempty"` // name -> sha256 of the value; filled by Plan
+	// EnvFile is a file of NAME=VALUE lines under node.root, read on the
+	// node at the cutover; Env wins over it.
+	EnvFile string `mapstructure:"env_file" json:"env_file,omitempty"`
+	// Labels override the predecessor's, as KEY=VALUE (case kept).
+	Labels []string `mapstructure:"labels" json:"labels,omitempty"`
+	// DropPorts are host PORT/PROTO the predecessor publishes that the
+	// module deliberately stops publishing; any other would refuse.
+	DropPorts []string `mapstructure:"drop_ports" json:"drop_ports,omitempty"`
+	// Replaces names predecessor containers of other names that the module
+	// takes over (e.g. a reverse proxy holding its ports).
+	Replaces []string `mapstructure:"replaces" json:"replaces,omitempty"`
 }
 
 // File is a file the mesh declares under node.root. Its content is the mesh's
@@ -105,7 +129,13 @@ type Health struct {
 type Flip struct {
 	Drop           []string      `mapstructure:"drop" json:"drop"`
 	ConfirmTimeout time.Duration `mapstructure:"confirm_timeout" json:"confirm_timeout"`
+	// MaxConfirmTimeout bounds confirm_timeout: past it a flip that cut the
+	// node off would stay in force too long for its watchdog to matter.
+	MaxConfirmTimeout time.Duration `mapstructure:"max_confirm_timeout" json:"max_confirm_timeout"`
 }
+
+// HardMaxConfirmTimeout is the most flip.max_confirm_timeout may be.
+const HardMaxConfirmTimeout = 24 * time.Hour
 
 type FirewallSettings struct {
 	ReconcileInterval time.Duration `mapstructure:"reconcile_interval" json:"reconcile_interval"`
@@ -132,6 +162,7 @@ var defaults = map[string]any{
 	"temporal.tls.key":            "",
 	"temporal.tls.ca":             "",
 	"temporal.tls.server_name":    "",
+	"docker.host":                 "",
 	"node.name":                   "",
 	"node.role":                   "member",
 	"node.netns":                  "",
@@ -141,6 +172,7 @@ var defaults = map[string]any{
 	"predecessor.control":         []string{},
 	"flip.drop":                   []string{},
 	"flip.confirm_timeout":        "2m",
+	"flip.max_confirm_timeout":    "30m",
 	"firewall.reconcile_interval": "1m",
 	"cutover.stop_timeout":        "10s",
 	"drift.interval":              "5m",

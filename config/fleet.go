@@ -35,6 +35,11 @@ func LoadFleet(path string) (*Fleet, error) {
 	if err := v.Unmarshal(&f, func(dc *mapstructure.DecoderConfig) { dc.ErrorUnused = true }); err != nil {
 		problems = append(problems, decodeProblems(err, func(k string) string { return fmt.Sprint(v.Get(k)) })...)
 	}
+	// The fleet's temporal section dials the same cluster as a node's: it
+	// is held to the same rules (a TLS key alone, a bad address...).
+	tv := &validator{}
+	tv.temporal(f.Temporal)
+	problems = append(problems, tv.problems...)
 	if !ValidName(f.Name) {
 		problems = append(problems, fmt.Sprintf("name: %q is invalid: a fleet name must be %s", f.Name, NameRule))
 	}

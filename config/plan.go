@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"sort"
+	"strings"
 	"time"
 
 	"adoption/keyfile"
@@ -81,7 +82,7 @@ func (c *Config) Plan() Plan {
 	}
 	for _, m := range c.Modules {
 		p.Modules = append(p.Modules, ModulePlan{
-			Name: m.Name, Ports: MustPorts(m.Ports), Container: m.Container,
+			Name: m.Name, Ports: MustPorts(m.Ports), Container: containerPlan(m.Container),
 			Files: filePlans(m.Files), Health: m.Health,
 		})
 	}
@@ -112,6 +113,38 @@ func (p Plan) Module(name string) (ModulePlan, bool) {
 	return ModulePlan{}, false
 }
 
+// containerPlan is the module's container as the plan carries it: the
+// environment overrides by name and hash only.
+func containerPlan(c *Container) *Container {
+	if c == nil {
+		return nil
+	}
+	cp := *c
+	cp.Env, cp.EnvSHA256 = nil, nil
+	for _, kv := range c.Env {
+		name, v, _ := strings.Cut(kv, "=")
+		if cp.EnvSHA256 == nil {
+			cp.EnvSHA256 = map[string]string{}
+		}
+		sum := sha256.Sum256([]byte(v))
+		cp.EnvSHA256[name] = hex.EncodeToString(sum[:])
+	}
+	return &cp
+}
+
+// KeyValues splits KEY=VALUE entries (validated) into a map.
+func KeyValues(kvs []string) map[string]string {
+	if len(kvs) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, _ := strings.Cut(kv, "=")
+		out[k] = v
+	}
+	return out
+}
+
 func filePlans(fs []File) []FilePlan {
 	out := make([]FilePlan, 0, len(fs))
 	for _, f := range fs {
@@ -138,6 +171,14 @@ func (c *Config) Contents() map[string][]byte {
 	add(c.NodeFiles)
 	for _, m := range c.Modules {
 		add(m.Files)
+		if m.Container != nil {
+			// Environment overrides are looked up the same way.
+			for _, kv := range m.Container.Env {
+				_, v, _ := strings.Cut(kv, "=")
+				sum := sha256.Sum256([]byte(v))
+				out[hex.EncodeToString(sum[:])] = []byte(v)
+			}
+		}
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -64,3 +65,67 @@ func MustPorts(specs []string) []Port {
 	}
 	return out
 }
+
+// MaxMode is the largest file mode a declared file may have: the permission
+// bits plus setuid, setgid and sticky (04000, 02000, 01000).
+const MaxMode = 0o7777
+
+// ParseMode parses an octal file mode as chmod(1) writes it ("0644",
+// "4755") into an os.FileMode whose set-id and sticky bits are Go's own
+// flags, so os.Chmod keeps them (os.FileMode(0o4755) would silently lose
+// the setuid bit). Only 3 or 4 octal digits, optionally after one leading
+// 0, are accepted: a string such as "40000755" would otherwise turn into
+// Go's type bits.
+func ParseMode(s string) (os.FileMode, error) {
+	digits := s
+	if len(digits) == 5 && digits[0] == '0' {
+		digits = digits[1:]
+	}
+	if len(digits) < 3 || len(digits) > 4 || strings.Trim(digits, "01234567") != "" {
+		return 0, fmt.Errorf("mode %q is not 3 or 4 octal digits such as 0644 or 4755", s)
+	}
+	v, err := strconv.ParseUint(digits, 8, 32)
+	if err != nil || v > MaxMode {
+		return 0, fmt.Errorf("mode %q is above %o", s, MaxMode)
+	}
+	return ModeFromUnix(uint32(v)), nil
+}
+
+// ModeFromUnix turns Unix mode bits (at most 07777) into an os.FileMode.
+func ModeFromUnix(v uint32) os.FileMode {
+	m := os.FileMode(v & 0o777)
+	if v&0o4000 != 0 {
+		m |= os.ModeSetuid
+	}
+	if v&0o2000 != 0 {
+		m |= os.ModeSetgid
+	}
+	if v&0o1000 != 0 {
+		m |= os.ModeSticky
+	}
+	return m
+}
+
+// FormatMode writes an os.FileMode's permission, set-id and sticky bits as
+// four octal digits ("4755"), the form ParseMode reads back.
+func FormatMode(m os.FileMode) string {
+	v := uint32(m.Perm())
+	if m&os.ModeSetuid != 0 {
+		v |= 0o4000
+	}
+	if m&os.ModeSetgid != 0 {
+		v |= 0o2000
+	}
+	if m&os.ModeSticky != 0 {
+		v |= 0o1000
+	}
+	return fmt.Sprintf("%04o", v)
+}
+
+// flipIDPattern is the form of a flip's ID: the workflow names each attempt
+// <node>-<n>. The ID becomes part of a file name under state_dir.
+var flipIDPattern = regexp.MustCompile(`^[a-z0-9_-]+-[0-9]+$`)
+
+// ValidFlipID reports whether id can name a flip (and a file under
+// state_dir): ^[a-z0-9_-]+-[0-9]+$, at most 64 characters.
+func ValidFlipID(id string) bool { return len(id) <= 64 && flipIDPattern.MatchString(id) }

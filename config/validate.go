@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"path"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -15,6 +17,7 @@ import (
 func (c *Config) Validate() error {
 	v := &validator{}
 	v.temporal(c.Temporal)
+	v.docker(c.Docker)
 	v.node(c.Node)
 	for i, name := range c.Predecessor.Control {
 		if name == "" || strings.ContainsAny(name, "/\x00") {
@@ -50,9 +53,8 @@ func (c *Config) Validate() error {
 	file := func(key string, f File) {
 		v.path(key+".path", f.Path)
 		if f.Mode != "" {
-			var m uint32
-			if _, err := fmt.Sscanf(f.Mode, "%o", &m); err != nil || m > 0o7777 || strings.TrimLeft(f.Mode, "01234567") != "" {
-				v.add(key+".mode", f.Mode, "an octal file mode such as 0644")
+			if _, err := ParseMode(f.Mode); err != nil {
+				v.add(key+".mode", f.Mode, "an octal file mode of 3 or 4 digits such as 0644 or 4755 (at most 7777)")
 			}
 		}
 		if f.Format != "" {
@@ -92,6 +94,7 @@ func (c *Config) Validate() error {
 		}
 		if m.Container != nil {
 			v.container(key+".container", *m.Container)
+			v.carry(key+".container", m.Name, *m.Container, c.Modules)
 		}
 		for j, f := range m.Files {
 			file(fmt.Sprintf("%s.files[%d]", key, j), f)
@@ -111,6 +114,13 @@ func (c *Config) Validate() error {
 	if c.Flip.ConfirmTimeout <= 0 {
 		v.add("flip.confirm_timeout", c.Flip.ConfirmTimeout.String(), "a positive duration such as 2m")
 	}
+	switch {
+	case c.Flip.MaxConfirmTimeout <= 0 || c.Flip.MaxConfirmTimeout > HardMaxConfirmTimeout:
+		v.add("flip.max_confirm_timeout", c.Flip.MaxConfirmTimeout.String(), "a positive duration of at most "+HardMaxConfirmTimeout.String()+", such as 30m")
+	case c.Flip.ConfirmTimeout > c.Flip.MaxConfirmTimeout:
+		v.add("flip.confirm_timeout", c.Flip.ConfirmTimeout.String(), "at most flip.max_confirm_timeout ("+c.Flip.MaxConfirmTimeout.String()+"); a flip that cut the node off must revert soon")
+	}
+	v.stateDir(c.Node, paths)
 	if c.Firewall.ReconcileInterval < 0 {
 		v.add("firewall.reconcile_interval", c.Firewall.ReconcileInterval.String(), "a duration of 0 (off) or more, such as 1m")
 	}
@@ -143,9 +153,40 @@ func (v *validator) temporal(t Temporal) {
 	if t.Namespace == "" {
 		v.add("temporal.namespace", t.Namespace, "the Temporal namespace, e.g. default")
 	}
+	for _, kv := range [][2]string{{"temporal.tls.cert", t.TLS.Cert}, {"temporal.tls.key", t.TLS.Key}, {"temporal.tls.ca", t.TLS.CA}} {
+		if kv[1] != "" && !path.IsAbs(kv[1]) {
+			v.add(kv[0], kv[1], "an absolute path of a PEM file")
+		}
+	}
+	if t.TLS.ServerName != "" && (strings.ContainsAny(t.TLS.ServerName, " /:\x00") || len(t.TLS.ServerName) > 253) {
+		v.add("temporal.tls.server_name", t.TLS.ServerName, "a DNS name, the one in the server's certificate")
+	}
 	if (t.TLS.Cert == "") != (t.TLS.Key == "") {
 		v.add("temporal.tls.cert", t.TLS.Cert, "set temporal.tls.cert and temporal.tls.key together (key is "+fmt.Sprintf("%q", t.TLS.Key)+")")
 	}
+}
+
+// stateDir refuses a state_dir that is a declared path or lies inside or
+// around one: converging or restoring that path would overwrite the
+// custody store, or the custody store would hold a declared file's place.
+func (v *validator) stateDir(n Node, declared map[string]string) {
+	if !path.IsAbs(n.StateDir) || !path.IsAbs(n.Root) {
+		return // reported by node()
+	}
+	for _, p := range sortedKeys(declared) {
+		if p == "" || !path.IsAbs(p) {
+			continue
+		}
+		full := path.Join(n.Root, p)
+		if within(n.StateDir, full) || within(full, n.StateDir) {
+			v.add("node.state_dir", n.StateDir, fmt.Sprintf("must not be inside or around the declared path %s (%s, under node.root %s); choose a state_dir outside every declared path", p, declared[p], n.Root))
+		}
+	}
+}
+
+// within reports whether p is dir or lies under it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 func (v *validator) node(n Node) {
@@ -215,6 +256,69 @@ func (v *validator) container(key string, ct Container) {
 		}
 		if herr == nil && cerr == nil && host.Proto != cont.Proto {
 			v.add(key+".ports."+hp, ct.Ports[hp], "the container port's protocol must be the host port's ("+host.Proto+")")
+		}
+	}
+}
+
+// EnvNameOK says whether s can name an environment variable: not empty, no
+// '=', NUL or white space (Docker would split or refuse it).
+func EnvNameOK(s string) bool {
+	return s != "" && !strings.ContainsAny(s, "= \t\n\r\x00")
+}
+
+// dockerName is Docker's rule for container names; a predecessor's name is
+// the operator's, not the mesh's, so it follows Docker's rule, not NameRule.
+var dockerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
+
+// carry checks the keys that say what the module's container takes over
+// from its predecessors: env, env_file, labels, drop_ports, replaces.
+func (v *validator) carry(key, module string, ct Container, all []Module) {
+	names := map[string]bool{}
+	for i, kv := range ct.Env {
+		name, _, ok := strings.Cut(kv, "=")
+		k := fmt.Sprintf("%s.env[%d]", key, i)
+		switch {
+		case !ok || !EnvNameOK(name):
+			// The value may be a secret: only the name is shown.
+			v.add(k, fmt.Sprintf("name %q", name), "NAME=VALUE with a non-empty NAME without '=', NUL or white space")
+		case names[name]:
+			v.add(k, fmt.Sprintf("name %q", name), "set twice; set each variable once")
+		}
+		names[name] = true
+	}
+	if ct.EnvFile != "" {
+		v.path(key+".env_file", ct.EnvFile)
+	}
+	for i, kv := range ct.Labels {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || strings.HasPrefix(name, "adoption.") {
+			v.addf(key+".labels[%d]", kv, "KEY=VALUE with a non-empty KEY not starting with 'adoption.' (the mesh's own)", i)
+		}
+	}
+	for i, p := range ct.DropPorts {
+		if _, err := ParsePort(p); err != nil {
+			v.addf(key+".drop_ports[%d]", p, err.Error()+"; a host PORT/PROTO the predecessor publishes, e.g. 8443/tcp", i)
+		}
+	}
+	seen := map[string]bool{}
+	for i, r := range ct.Replaces {
+		k := fmt.Sprintf("%s.replaces[%d]", key, i)
+		switch {
+		case !dockerName.MatchString(r) || strings.HasSuffix(r, ".next") || strings.HasSuffix(r, ".predecessor"):
+			v.add(k, r, "a container name (letters, digits, _ . -) not ending in .next or .predecessor")
+		case r == ct.Name:
+			v.add(k, r, "is the module's own container name; replaces lists predecessors of other names")
+		case seen[r]:
+			v.add(k, r, "listed twice")
+		}
+		seen[r] = true
+		for _, m := range all {
+			if m.Name == module || m.Container == nil {
+				continue
+			}
+			if m.Container.Name == r || slices.Contains(m.Container.Replaces, r) {
+				v.add(k, r, "module "+m.Name+" also takes over this container; a predecessor has one successor")
+			}
 		}
 	}
 }

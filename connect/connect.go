@@ -17,6 +17,22 @@ import (
 
 // Dial connects to the Temporal frontend named in cfg.
 func Dial(cfg config.Temporal, logger *slog.Logger) (client.Client, error) {
+	opts, err := Options(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.Dial(opts)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach Temporal at %s (namespace %s): %w; start it with `make dev-server` or set temporal.address", cfg.Address, cfg.Namespace, err)
+	}
+	return c, nil
+}
+
+// Options are the client options for cfg. Any temporal.tls.* key turns TLS
+// on (server_name alone included: it then verifies the server against the
+// system's roots under that name), so a setting meant for TLS never results
+// in a plain-text connection.
+func Options(cfg config.Temporal, logger *slog.Logger) (client.Options, error) {
 	opts := client.Options{HostPort: cfg.Address, Namespace: cfg.Namespace}
 	if logger != nil {
 		opts.Logger = tlog.NewStructuredLogger(logger)
@@ -24,15 +40,11 @@ func Dial(cfg config.Temporal, logger *slog.Logger) (client.Client, error) {
 	if cfg.TLS.Enabled() {
 		tc, err := tlsConfig(cfg.TLS)
 		if err != nil {
-			return nil, err
+			return opts, err
 		}
 		opts.ConnectionOptions.TLS = tc
 	}
-	c, err := client.Dial(opts)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach Temporal at %s (namespace %s): %w; start it with `make dev-server` or set temporal.address", cfg.Address, cfg.Namespace, err)
-	}
-	return c, nil
+	return opts, nil
 }
 
 func tlsConfig(t config.TLS) (*tls.Config, error) {

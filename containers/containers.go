@@ -74,8 +74,9 @@ type api interface {
 
 // Engine is the node's Docker engine.
 type Engine struct {
-	cli api
-	err error // why the engine could not be reached at construction
+	cli  api
+	err  error  // why the engine could not be reached at construction
+	host string // the engine's address, named when it cannot be reached
 
 	// portFree says whether a host port can be bound; a field so unit tests
 	// need not hold real ports.
@@ -83,16 +84,28 @@ type Engine struct {
 	// beforeStep, when set (tests only), runs before each cutover sub-step; an
 	// error stops the step there, as a crash of the worker would.
 	beforeStep func(step string) error
+	// hold, when set, holds new connections to the predecessors' ports
+	// during the swap (see PortHold).
+	hold PortHold
 }
 
 // New connects to the engine named by DOCKER_HOST (default: the local socket).
 // It never fails: an unreachable engine shows in Report.
-func New() *Engine {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return &Engine{err: err, portFree: bindable}
+func New() *Engine { return NewAt("") }
+
+// NewAt connects to the engine at host (unix:///PATH or tcp://HOST:PORT,
+// the node's docker.host); empty means New's DOCKER_HOST or the local
+// socket. It never fails: an unreachable engine shows in Report, named.
+func NewAt(host string) *Engine {
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if host != "" {
+		opts = append(opts, client.WithHost(host))
 	}
-	return &Engine{cli: cli, portFree: bindable}
+	cli, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return &Engine{err: err, host: host, portFree: bindable}
+	}
+	return &Engine{cli: cli, host: cli.DaemonHost(), portFree: bindable}
 }
 
 // NewWith wraps an existing client (tests).
@@ -101,11 +114,11 @@ func NewWith(cli api) *Engine { return &Engine{cli: cli, portFree: bindable} }
 // Report lists every container, running or not.
 func (e *Engine) Report(ctx context.Context) Report {
 	if e.err != nil {
-		return Report{Error: fmt.Sprintf("docker engine unavailable: %v", e.err)}
+		return Report{Error: e.unreachable(e.err)}
 	}
 	list, err := e.cli.ContainerList(ctx, container.ListOptions{All: true})
 	if err != nil {
-		return Report{Error: fmt.Sprintf("docker engine unavailable: %v", err)}
+		return Report{Error: e.unreachable(err)}
 	}
 	out := Report{Available: true, Containers: make([]Info, 0, len(list))}
 	for _, c := range list {
@@ -127,4 +140,14 @@ func (e *Engine) Report(ctx context.Context) Report {
 	}
 	sort.Slice(out.Containers, func(i, j int) bool { return out.Containers[i].Name < out.Containers[j].Name })
 	return out
+}
+
+// unreachable names the engine that could not be reached and what to do:
+// the probe must never read it as "no containers".
+func (e *Engine) unreachable(err error) string {
+	host := e.host
+	if host == "" {
+		host = "the default engine"
+	}
+	return fmt.Sprintf("docker engine unavailable at %s: %v; containers and published ports are UNKNOWN: start the engine or set docker.host (or DOCKER_HOST)", host, err)
 }

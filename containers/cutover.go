@@ -35,6 +35,10 @@ const (
 	LabelPredecessorRunning = "adoption.predecessor.running"
 	LabelPredecessorRestart = "adoption.predecessor.restart"
 	LabelSpec               = "adoption.spec" // digest of what Create was asked for
+	// LabelReplaced lists the predecessors of other names the container
+	// takes over, as JSON [{name, id, running, restart}]: the swap, a
+	// rollback and the prune find them by ID from here.
+	LabelReplaced = "adoption.replaced"
 )
 
 // Name suffixes that carry the cutover's state.
@@ -52,6 +56,8 @@ var (
 	ErrPortHeld     = errors.New("port held")
 	ErrUnhealthy    = errors.New("container not healthy")
 	ErrNoRollback   = errors.New("nothing to roll back to")
+	ErrPortDropped  = errors.New("published port would vanish")
+	ErrBadSpec      = errors.New("bad module container")
 )
 
 // Cutover sub-steps, as passed to the progress hook. They are stable names:
@@ -66,6 +72,9 @@ const (
 	StepRenamePredecessor   = "swap/rename-predecessor"
 	StepRenameNext          = "swap/rename-next"
 	StepStart               = "swap/start"
+	StepHold                = "swap/hold-ports"
+	StepAwaitPorts          = "swap/await-ports"
+	StepRelease             = "swap/release-ports"
 	StepWaitHealthy         = "wait-healthy"
 	StepStopNew             = "rollback/stop-new"
 	StepRenameNew           = "rollback/rename-new"
@@ -91,6 +100,16 @@ type Spec struct {
 	// RestartPolicy ("no", "always", "unless-stopped", "on-failure[:N]");
 	// empty means the predecessor's, or unless-stopped for a new service.
 	RestartPolicy string `json:"restart_policy,omitempty"`
+	// Env overrides the predecessor's environment. Its values are read on
+	// the node and never serialised.
+	Env map[string]string `json:"-"`
+	// Labels override the predecessor's labels.
+	Labels map[string]string `json:"labels,omitempty"`
+	// DropPorts are host ports "PORT/PROTO" a predecessor publishes that
+	// the module deliberately stops publishing.
+	DropPorts []string `json:"drop_ports,omitempty"`
+	// Replaces names predecessors of other names the module takes over.
+	Replaces []string `json:"replaces,omitempty"`
 }
 
 // Healthcheck is a Docker healthcheck; Test is as in a Dockerfile's
@@ -120,4 +139,27 @@ type Predecessor struct {
 	Aliases       map[string][]string `json:"aliases,omitempty"` // per network, as the predecessor's were
 	RestartPolicy string              `json:"restart_policy"`
 	Running       bool                `json:"running"`
+	// Env and Labels name what the operator gave the predecessor (not its
+	// image): names only, the values stay on the node.
+	Env    []string `json:"env,omitempty"`
+	Labels []string `json:"labels,omitempty"`
+	// Replaces are the predecessors of other names (Spec.Replaces).
+	Replaces []Predecessor `json:"replaces,omitempty"`
+}
+
+// Carried says what the new container took over from its predecessor and
+// what the module set instead: names only, never a value.
+type Carried struct {
+	From string `json:"from,omitempty"` // the predecessor carried over
+	// Env: the operator's variables carried; EnvImage: the predecessor's
+	// image set them, so the new image's own apply; EnvSet: the module's.
+	Env      []string `json:"env,omitempty"`
+	EnvImage []string `json:"env_image,omitempty"`
+	EnvSet   []string `json:"env_set,omitempty"`
+	Labels   []string `json:"labels,omitempty"`
+	// Settings carried: mounts, networks, restart_policy, user, ...
+	Settings []string `json:"settings,omitempty"`
+	// Changed: what the module sets over the predecessor's: cmd, ports,
+	// labels, restart_policy, dropped ports.
+	Changed []string `json:"changed,omitempty"`
 }

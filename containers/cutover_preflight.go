@@ -81,10 +81,97 @@ func (e *Engine) Preflight(ctx context.Context, spec Spec) (*Predecessor, error)
 	if c != nil {
 		pred = recordPredecessor(c, s.next)
 	}
-	if err := e.checkPorts(ctx, spec, ports, pred); err != nil {
+	// The predecessors of other names: recorded by an earlier Create when
+	// a swap was interrupted, else looked up by name.
+	var others []*Predecessor
+	var otherCs []*container.InspectResponse
+	if refs, err := replacedOf(s.next); err != nil {
+		return nil, err
+	} else if len(refs) > 0 && st.Phase == PhaseSwapping {
+		cs, err := e.replacedNow(ctx, refs)
+		if err != nil {
+			return nil, err
+		}
+		for i, oc := range cs {
+			if oc != nil {
+				p := readPredecessor(oc)
+				p.Running, p.RestartPolicy = refs[i].Running, refs[i].Restart
+				others, otherCs = append(others, p), append(otherCs, oc)
+			}
+		}
+	} else {
+		_, cs, err := e.resolveReplaces(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		for _, oc := range cs {
+			others, otherCs = append(others, readPredecessor(oc)), append(otherCs, oc)
+		}
+	}
+	all := others
+	if pred != nil {
+		all = append([]*Predecessor{pred}, others...)
+	}
+	if err := checkContract(spec, ports, all); err != nil {
 		return nil, err
 	}
-	return pred, nil
+	if err := e.checkPorts(ctx, spec, ports, all); err != nil {
+		return nil, err
+	}
+	// What will be carried over, by name, for the history and the status.
+	src, srcC := pred, c
+	if src == nil && len(others) > 0 {
+		src, srcC = others[0], otherCs[0]
+	}
+	if src != nil {
+		mk := carry(spec, srcC, src, e.defaults(ctx, srcC.Image), e.defaults(ctx, spec.Image))
+		src.Env, src.Labels = mk.carried.Env, mk.carried.Labels
+	}
+	for _, o := range others {
+		if src != nil && o.ID != src.ID {
+			o.Env = nil // carried from src only; theirs are not taken over
+		}
+	}
+	if src == nil {
+		return nil, nil
+	}
+	out := *src
+	for _, o := range others {
+		out.Replaces = append(out.Replaces, *o)
+	}
+	return &out, nil
+}
+
+// checkContract refuses a cutover that would silently stop publishing a
+// port a predecessor publishes: its clients would lose the service while
+// the new container's healthcheck passes. A port the module drops on
+// purpose (container.drop_ports) is let go.
+func checkContract(spec Spec, ports []binding, preds []*Predecessor) error {
+	drop := map[string]bool{}
+	for _, d := range spec.DropPorts {
+		n, proto, err := splitPort(d)
+		if err != nil {
+			return fmt.Errorf("module %s: container.drop_ports entry %q: %w: %w", spec.Name, d, err, ErrBadSpec)
+		}
+		drop[fmt.Sprintf("%d/%s", n, proto)] = true
+	}
+	for _, p := range preds {
+		for _, pp := range p.Ports {
+			key := fmt.Sprintf("%d/%s", pp.HostPort, pp.Proto)
+			kept := drop[key]
+			for _, b := range ports {
+				if b.hostPort == pp.HostPort && b.port.Proto() == pp.Proto {
+					kept = true
+				}
+			}
+			if !kept {
+				return fmt.Errorf("cutover of %s refused: predecessor %s publishes host port %s (container port %d), which the module's container would not publish, and its clients would lose it; "+
+					"publish it in modules[%s].container.ports or drop it deliberately with container.drop_ports: [%q]; nothing was changed: %w",
+					spec.Name, p.Name, key, pp.ContainerPort, spec.Name, key, ErrPortDropped)
+			}
+		}
+	}
+	return nil
 }
 
 // recordPredecessor reads what the new container must inherit. When the
@@ -233,7 +320,7 @@ func splitPort(s string) (uint16, string, error) {
 
 // checkPorts refuses a host port that another container publishes, or that
 // something outside Docker holds, unless the predecessor publishes it.
-func (e *Engine) checkPorts(ctx context.Context, spec Spec, ports []binding, pred *Predecessor) error {
+func (e *Engine) checkPorts(ctx context.Context, spec Spec, ports []binding, preds []*Predecessor) error {
 	if len(ports) == 0 {
 		return nil
 	}
@@ -244,7 +331,9 @@ func (e *Engine) checkPorts(ctx context.Context, spec Spec, ports []binding, pre
 	for _, b := range ports {
 		proto := b.port.Proto()
 		predHolds := false
-		if pred != nil {
+		isPred := map[string]bool{}
+		for _, pred := range preds {
+			isPred[pred.ID] = true
 			for _, p := range pred.Ports {
 				if p.HostPort == b.hostPort && p.Proto == proto {
 					predHolds = true
@@ -252,7 +341,7 @@ func (e *Engine) checkPorts(ctx context.Context, spec Spec, ports []binding, pre
 			}
 		}
 		for _, c := range list {
-			if (pred != nil && c.ID == pred.ID) || c.Labels[LabelModule] == spec.Name {
+			if isPred[c.ID] || c.Labels[LabelModule] == spec.Name {
 				continue
 			}
 			for _, p := range c.Ports {
@@ -261,7 +350,7 @@ func (e *Engine) checkPorts(ctx context.Context, spec Spec, ports []binding, pre
 					if len(c.Names) > 0 {
 						name = strings.TrimPrefix(c.Names[0], "/")
 					}
-					return fmt.Errorf("cutover of %s refused: host port %d/%s is published by container %s (%s, image %s), which is not the predecessor it replaces; free the port or change the module's ports: %w",
+					return fmt.Errorf("cutover of %s refused: host port %d/%s is published by container %s (%s, image %s), which is not a predecessor it replaces; free the port, list the container in container.replaces, or change the module's ports: %w",
 						spec.Name, b.hostPort, proto, name, short(c.ID), c.Image, ErrPortHeld)
 				}
 			}

@@ -33,6 +33,39 @@ func (e *Engine) Rollback(ctx context.Context, name string) error {
 	nc := s.next
 	if st.Live != nil && st.Live.Ours {
 		nc = s.live
+	}
+	refs, err := replacedOf(nc)
+	if err != nil {
+		return err
+	}
+	others, err := e.replacedNow(ctx, refs)
+	if err != nil {
+		return err
+	}
+	for i, c := range others {
+		if c == nil {
+			return fmt.Errorf("rollback %s refused: the predecessor %s (%s) it replaced is gone (pruned?); the mesh's container stays: %w", name, refs[i].Name, short(refs[i].ID), ErrNoRollback)
+		}
+	}
+	// The swap back holds the ports too: the container that will answer
+	// again is the predecessor (or the first one of another name).
+	var held []heldPort
+	back := s.pred
+	if back == nil && s.live != nil && s.live.ID == labels(nc)[LabelPredecessor] {
+		back = s.live
+	}
+	if back == nil {
+		for _, c := range others {
+			back = c
+			break
+		}
+	}
+	if back != nil && running(nc) {
+		if held, err = e.holdPorts(ctx, name, back, []*container.InspectResponse{nc}); err != nil {
+			return err
+		}
+	}
+	if nc == s.live {
 		if err := e.setAside(ctx, move{c: nc, what: "the mesh's container", stop: true, stopStep: StepStopNew, wait: defaultRollbackStopWait,
 			to: nextName, renameStep: StepRenameNew}); err != nil {
 			return err
@@ -74,6 +107,14 @@ func (e *Engine) Rollback(ctx context.Context, name string) error {
 			return fmt.Errorf("start predecessor %s: %w", name, err)
 		}
 	}
+	if err := e.restoreReplaced(ctx, refs); err != nil {
+		return err
+	}
+	// Released once the predecessor answers; a hold left by an interrupted
+	// swap goes too.
+	if err := e.releaseWhenAnswering(ctx, name, held); err != nil {
+		return err
+	}
 	// Force: an interrupted rollback may have left it running under .next.
 	return e.remove(ctx, StepRemoveNew, nc, true)
 }
@@ -88,6 +129,15 @@ func (e *Engine) Prune(ctx context.Context, name string) error {
 		return err
 	}
 	st := s.state
+	if st.Live != nil && st.Live.Ours && (st.Phase == PhaseSwapped || st.Phase == PhaseMigrated) {
+		refs, err := replacedOf(s.live)
+		if err != nil {
+			return err
+		}
+		if err := e.pruneReplaced(ctx, refs); err != nil {
+			return err
+		}
+	}
 	if s.pred == nil {
 		return nil
 	}

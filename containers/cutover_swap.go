@@ -11,18 +11,24 @@ import (
 	"github.com/docker/docker/api/types/container"
 )
 
-// Swap puts <name>.next in the place of <name>: it arms <name>.next with the
-// restart policy recorded at Create, sets the predecessor's to "no" (so a
-// reboot cannot start it beside its successor), stops the predecessor
-// gracefully (SIGTERM, then SIGKILL after stopTimeout), renames it
-// <name>.predecessor, renames <name>.next to <name>, and starts it. With no
-// predecessor (a new service) only the arming, the rename and the start
-// happen.
+// Swap puts <name>.next in the place of <name> and of the predecessors of
+// other names it replaces. While every predecessor still serves, it arms
+// <name>.next with the restart policy recorded at Create, sets each
+// predecessor's to "no" (so a reboot cannot start it beside its successor),
+// holds new connections to the ports the predecessors publish (see
+// PortHold), and renames: each predecessor to <its name>.predecessor,
+// <name>.next to <name>. Only then are the predecessors stopped, all at once
+// (SIGTERM, then SIGKILL after stopTimeout), and the new container started:
+// the window in which nothing listens is a stop and a start, no rename and no
+// update in it. Once the new container answers on the held ports (or
+// holdMax passed) the hold is released. With no predecessor (a new service)
+// only the arming, the rename and the start happen.
 //
 // On resume each sub-step is skipped when Docker shows it done: a stopped
 // predecessor is not stopped again, a rename already made is not redone, a
-// running <name> of ours is not restarted. Swap refuses a <name> that is not
-// the predecessor <name>.next was created for.
+// running <name> of ours is not restarted; the hold is taken again and
+// released. Swap refuses a <name> that is not the predecessor <name>.next
+// was created for.
 func (e *Engine) Swap(ctx context.Context, name string, stopTimeout time.Duration) error {
 	s, err := e.snapshot(ctx, name)
 	if err != nil {
@@ -50,32 +56,89 @@ func (e *Engine) Swap(ctx context.Context, name string, stopTimeout time.Duratio
 	if st.Live != nil && st.Live.Ours {
 		ours = s.live
 	}
+	refs, err := replacedOf(ours)
+	if err != nil {
+		return err
+	}
+	others, err := e.replacedNow(ctx, refs)
+	if err != nil {
+		return err
+	}
 	if err := e.arm(ctx, ours); err != nil {
 		return err
 	}
-	switch st.Phase {
-	case PhaseCreated:
-		if s.live != nil {
-			if err := e.retire(ctx, s.live, stopTimeout, predName); err != nil {
-				return err
-			}
+	// Every predecessor, with the name it goes to.
+	type aside struct {
+		c  *container.InspectResponse
+		to string
+	}
+	var preds []aside
+	switch {
+	case st.Phase == PhaseCreated && s.live != nil:
+		preds = append(preds, aside{s.live, predName})
+	case s.pred != nil:
+		preds = append(preds, aside{s.pred, predName})
+	}
+	for i, c := range others {
+		if c != nil {
+			preds = append(preds, aside{c, refs[i].Name + PredecessorSuffix})
 		}
-		fallthrough
-	case PhaseSwapping:
-		if s.pred != nil && running(s.pred) {
-			// Someone started it while it was renamed; it must not hold the ports.
-			if err := e.retire(ctx, s.pred, stopTimeout, ""); err != nil {
-				return err
-			}
-		}
-		if err := e.setAside(ctx, move{c: s.next, what: "the mesh's container", to: name, renameStep: StepRenameNext}); err != nil {
+	}
+	for _, p := range preds {
+		if err := e.disarm(ctx, p.c); err != nil {
 			return err
 		}
-	case PhaseSwapped, PhaseMigrated:
-		if s.pred != nil && running(s.pred) {
-			if err := e.retire(ctx, s.pred, stopTimeout, ""); err != nil {
-				return err
+	}
+	held, err := e.holdPorts(ctx, name, ours, func() []*container.InspectResponse {
+		var cs []*container.InspectResponse
+		for _, p := range preds {
+			if running(p.c) {
+				cs = append(cs, p.c)
 			}
+		}
+		return cs
+	}())
+	if err != nil {
+		return err
+	}
+	for _, p := range preds {
+		if err := e.setAside(ctx, move{c: p.c, what: "predecessor", to: p.to, renameStep: StepRenamePredecessor}); err != nil {
+			return err
+		}
+	}
+	if strings.TrimPrefix(ours.Name, "/") != name {
+		if err := e.setAside(ctx, move{c: ours, what: "the mesh's container", to: name, renameStep: StepRenameNext}); err != nil {
+			return err
+		}
+	}
+	// The window: stop every predecessor at once, start ours.
+	var toStop []*container.InspectResponse
+	for _, p := range preds {
+		if running(p.c) {
+			toStop = append(toStop, p.c)
+		}
+	}
+	if len(toStop) > 0 {
+		errs := make(chan error, len(toStop))
+		if err := e.during(ctx, StepStopPredecessor, func() error {
+			for _, c := range toStop {
+				go func(c *container.InspectResponse) {
+					if err := e.cli.ContainerStop(ctx, c.ID, stopOptions(stopTimeout)); err != nil {
+						errs <- fmt.Errorf("stop predecessor %s: %w", strings.TrimPrefix(c.Name, "/"), err)
+						return
+					}
+					errs <- nil
+				}(c)
+			}
+			var first error
+			for range toStop {
+				if err := <-errs; err != nil && first == nil {
+					first = err
+				}
+			}
+			return first
+		}); err != nil {
+			return err
 		}
 	}
 	if !running(ours) {
@@ -86,7 +149,7 @@ func (e *Engine) Swap(ctx context.Context, name string, stopTimeout time.Duratio
 			return fmt.Errorf("start %s (image %s): %w", name, ours.Config.Image, err)
 		}
 	}
-	return nil
+	return e.releaseWhenAnswering(ctx, name, held)
 }
 
 // arm gives the mesh's container the restart policy recorded at Create.
@@ -137,30 +200,18 @@ func (e *Engine) setRestart(ctx context.Context, id string, r container.RestartP
 	return err
 }
 
-// retire disarms the predecessor's restart policy, stops it and, when to is
-// set, renames it so. Disarming first, while it still runs, keeps the update
-// out of the window in which the service does not answer.
-func (e *Engine) retire(ctx context.Context, c *container.InspectResponse, stopTimeout time.Duration, to string) error {
-	name := strings.TrimPrefix(c.Name, "/")
-	if c.HostConfig != nil && c.HostConfig.RestartPolicy.Name != container.RestartPolicyDisabled && c.HostConfig.RestartPolicy.Name != "" {
-		if err := e.step(ctx, StepDisarmPredecessor); err != nil {
-			return err
-		}
-		if err := e.setRestart(ctx, c.ID, container.RestartPolicy{Name: container.RestartPolicyDisabled}); err != nil {
-			return fmt.Errorf("set restart policy of predecessor %s to no: %w", name, err)
-		}
+// disarm sets a predecessor's restart policy to "no", while it still runs:
+// the update stays out of the window in which the service does not answer,
+// and a reboot cannot start it beside its successor.
+func (e *Engine) disarm(ctx context.Context, c *container.InspectResponse) error {
+	if c.HostConfig == nil || c.HostConfig.RestartPolicy.Name == container.RestartPolicyDisabled || c.HostConfig.RestartPolicy.Name == "" {
+		return nil
 	}
-	return e.setAside(ctx, move{c: c, what: "predecessor", stop: true, stopStep: StepStopPredecessor, wait: stopTimeout,
-		to: to, renameStep: StepRenamePredecessor})
+	if err := e.step(ctx, StepDisarmPredecessor); err != nil {
+		return err
+	}
+	if err := e.setRestart(ctx, c.ID, container.RestartPolicy{Name: container.RestartPolicyDisabled}); err != nil {
+		return fmt.Errorf("set restart policy of predecessor %s to no: %w", strings.TrimPrefix(c.Name, "/"), err)
+	}
+	return nil
 }
-
-// Rollback puts the predecessor back: it stops the new container and renames
-// it <name>.next, renames <name>.predecessor back to <name> with its restart
-// policy restored, starts it if it ran when the cutover began, and removes
-// the new container (never its volumes: they are the predecessor's). The
-// steps run in that order so that the new container, which carries the
-// lineage and the predecessor's restart policy in its labels, goes last: an
-// interrupted rollback called again finds everything it needs. With nothing
-// of the mesh's under the three names, Rollback does nothing.
-//
-// A new service (no predecessor) is rolled back by removing it. Rollback

@@ -21,7 +21,7 @@ var errCrash = errors.New("simulated crash")
 // forwardSteps are the sub-steps of a cutover with a predecessor on two
 // networks, in order.
 var forwardSteps = []string{StepPreflight, StepCreate, StepConnectNetworks, StepArmRestart, StepDisarmPredecessor,
-	StepStopPredecessor, StepRenamePredecessor, StepRenameNext, StepStart, StepWaitHealthy}
+	StepRenamePredecessor, StepRenameNext, StepStopPredecessor, StepStart, StepWaitHealthy}
 
 var rollbackSteps = []string{StepStopNew, StepRenameNew, StepRestorePredecessor, StepStartPredecessor, StepRemoveNew}
 
@@ -50,7 +50,7 @@ func cutover(ctx context.Context, e *Engine, spec Spec, probe func(context.Conte
 		if err != nil {
 			return fmt.Errorf("preflight: %w", err)
 		}
-		if err := e.Create(ctx, spec, pred); err != nil {
+		if _, err := e.Create(ctx, spec, pred); err != nil {
 			return fmt.Errorf("create: %w", err)
 		}
 	}
@@ -252,7 +252,7 @@ func TestNewServiceFake(t *testing.T) {
 	if err != nil || pred != nil {
 		t.Fatalf("no predecessor: %v %v", pred, err)
 	}
-	if err := e.Create(ctx, mailSpec, nil); err != nil {
+	if _, err := e.Create(ctx, mailSpec, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Swap(ctx, "mail", time.Second); err != nil {
@@ -371,7 +371,7 @@ func TestSwapRefusesAnotherPredecessorFake(t *testing.T) {
 	id := fakePredecessor(f)
 	e := NewWith(f)
 	pred, _ := e.Preflight(ctx, mailSpec)
-	if err := e.Create(ctx, mailSpec, pred); err != nil {
+	if _, err := e.Create(ctx, mailSpec, pred); err != nil {
 		t.Fatal(err)
 	}
 	// Someone replaces the predecessor between Create and Swap.
@@ -388,11 +388,11 @@ func TestCreateReplacesStaleNextFake(t *testing.T) {
 	fakePredecessor(f)
 	e := NewWith(f)
 	pred, _ := e.Preflight(ctx, mailSpec)
-	if err := e.Create(ctx, mailSpec, pred); err != nil {
+	if _, err := e.Create(ctx, mailSpec, pred); err != nil {
 		t.Fatal(err)
 	}
 	first, _ := f.ContainerInspect(ctx, "mail.next")
-	if err := e.Create(ctx, mailSpec, pred); err != nil {
+	if _, err := e.Create(ctx, mailSpec, pred); err != nil {
 		t.Fatal(err)
 	}
 	again, _ := f.ContainerInspect(ctx, "mail.next")
@@ -401,7 +401,7 @@ func TestCreateReplacesStaleNextFake(t *testing.T) {
 	}
 	fixed := mailSpec
 	fixed.Image = "mesh/mail:3"
-	if err := e.Create(ctx, fixed, pred); err != nil {
+	if _, err := e.Create(ctx, fixed, pred); err != nil {
 		t.Fatal(err)
 	}
 	third, _ := f.ContainerInspect(ctx, "mail.next")

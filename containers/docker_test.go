@@ -347,7 +347,7 @@ func TestDockerCutoverKeepsData(t *testing.T) {
 			t.Fatalf("mount %+v: anonymous volume is %s", m, r.anonVol)
 		}
 	}
-	if err := r.engine.Create(ctx, spec, pred); err != nil {
+	if _, err := r.engine.Create(ctx, spec, pred); err != nil {
 		t.Fatal(err)
 	}
 	r.trackNewAnonVolumes(t, r.name+NextSuffix)
@@ -425,7 +425,7 @@ func TestDockerRollbackWhenNeverHealthy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := r.engine.Create(ctx, bad, pred); err != nil {
+			if _, err := r.engine.Create(ctx, bad, pred); err != nil {
 				t.Fatal(err)
 			}
 			r.trackNewAnonVolumes(t, r.name+NextSuffix)
@@ -553,7 +553,8 @@ func TestDockerBadInput(t *testing.T) {
 		if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), r.name+NextSuffix) {
 			t.Fatalf("got %v", err)
 		}
-		for _, step := range []error{r.engine.Create(ctx, r.spec, nil), r.engine.Swap(ctx, r.name, time.Second), r.engine.Rollback(ctx, r.name)} {
+		_, createErr := r.engine.Create(ctx, r.spec, nil)
+		for _, step := range []error{createErr, r.engine.Swap(ctx, r.name, time.Second), r.engine.Rollback(ctx, r.name)} {
 			if !errors.Is(step, ErrConflict) {
 				t.Fatalf("a step went on despite the conflict: %v", step)
 			}
@@ -577,6 +578,7 @@ func TestDockerBadInput(t *testing.T) {
 		}
 		spec := r.spec
 		spec.Ports = map[string]string{fmt.Sprintf("127.0.0.1:%d/tcp", other): "8080/tcp"}
+		spec.DropPorts = []string{fmt.Sprintf("%d/tcp", r.port)} // moved on purpose
 		_, err = r.engine.Preflight(ctx, spec)
 		if !errors.Is(err, ErrPortHeld) || !strings.Contains(err.Error(), r.prefix+"squatter") {
 			t.Fatalf("got %v", err)
@@ -590,7 +592,7 @@ func TestDockerBadInput(t *testing.T) {
 		if err != nil || pred != nil {
 			t.Fatalf("preflight: %v %v", pred, err)
 		}
-		if err := r.engine.Create(ctx, spec, nil); err != nil {
+		if _, err := r.engine.Create(ctx, spec, nil); err != nil {
 			t.Fatal(err)
 		}
 		r.trackNewAnonVolumes(t, spec.Name+NextSuffix)

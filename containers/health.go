@@ -64,8 +64,8 @@ func (e *Engine) WaitHealthy(ctx context.Context, name string, probe func(contex
 			if st != nil {
 				status, code = string(st.Status), st.ExitCode
 			}
-			return fmt.Errorf("container %s stopped (%s, exit code %d) %s after start, before it was healthy; its last output: %s: %w",
-				name, status, code, time.Since(start).Round(time.Millisecond), e.tail(parent, c.ID), ErrUnhealthy)
+			return &OutputError{Reason: fmt.Sprintf("container %s stopped (%s, exit code %d) %s after start, before it was healthy",
+				name, status, code, time.Since(start).Round(time.Millisecond)), What: "its last output", Output: e.tail(parent, c.ID), Err: ErrUnhealthy}
 		}
 		switch {
 		case hc && st.Health != nil:
@@ -73,7 +73,7 @@ func (e *Engine) WaitHealthy(ctx context.Context, name string, probe func(contex
 			case container.Healthy:
 				return nil
 			case container.Unhealthy:
-				return fmt.Errorf("container %s is unhealthy by its healthcheck: %s: %w", name, lastHealthOutput(st.Health), ErrUnhealthy)
+				return &OutputError{Reason: fmt.Sprintf("container %s is unhealthy by its healthcheck", name), What: "the healthcheck's output", Output: lastHealthOutput(st.Health), Err: ErrUnhealthy}
 			}
 			last = fmt.Errorf("healthcheck %s", st.Health.Status)
 		case hc:
@@ -110,6 +110,22 @@ func (e *Engine) WaitHealthy(ctx context.Context, name string, probe func(contex
 		}
 	}
 }
+
+// OutputError is a failure that carries the container's own output (its
+// logs, its healthcheck's output), which may hold secrets: Error() has it,
+// for the agent's log; Reason is the part that may go to a workflow history.
+type OutputError struct {
+	Reason string
+	What   string // what Output is, e.g. "its last output"
+	Output string
+	Err    error
+}
+
+func (e *OutputError) Error() string {
+	return fmt.Sprintf("%s; %s: %s: %v", e.Reason, e.What, e.Output, e.Err)
+}
+
+func (e *OutputError) Unwrap() error { return e.Err }
 
 func lastHealthOutput(h *container.Health) string {
 	if h == nil || len(h.Log) == 0 || h.Log[len(h.Log)-1] == nil {
@@ -161,12 +177,19 @@ func tcpCheck(ctx context.Context, addr string, timeout, hold time.Duration) err
 		return err
 	}
 	defer c.Close()
+	return heldOpen(c, addr, hold)
+}
+
+// heldOpen tells a connection something listens behind from one a proxy
+// accepted and closed at once.
+func heldOpen(c net.Conn, addr string, hold time.Duration) error {
 	if hold <= 0 {
 		return nil
 	}
 	_ = c.SetReadDeadline(time.Now().Add(hold))
 	var b [1]byte
-	if _, err = c.Read(b[:]); err == nil {
+	_, err := c.Read(b[:])
+	if err == nil {
 		return nil // it spoke first: up
 	}
 	var ne net.Error
@@ -228,6 +251,32 @@ func MeasureUnavailability(ctx context.Context, probeAddr string, every time.Dur
 	if strings.HasPrefix(probeAddr, "http://") || strings.HasPrefix(probeAddr, "https://") {
 		probe = func(ctx context.Context) error { return httpCheck(ctx, probeAddr, timeout) }
 	}
+	return MeasureWith(ctx, probeAddr, probe, every, do)
+}
+
+// DialProbe is a TCP probe of addr through dial (e.g. PortHold.Dial, from
+// the node's namespace past a hold), with TCPProbe's rule: a connection
+// closed at once is no answer.
+func DialProbe(dial func(context.Context, string) (net.Conn, error), addr string, timeout time.Duration) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		c, err := dial(ctx, addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return heldOpen(c, addr, 5*time.Millisecond)
+	}
+}
+
+// MeasureWith is MeasureUnavailability with the caller's probe; what names
+// the service in errors.
+func MeasureWith(ctx context.Context, what string, probe func(context.Context) error, every time.Duration, do func() error) (longestGap time.Duration, failures int, err error) {
+	if every <= 0 {
+		every = 10 * time.Millisecond
+	}
+	probeAddr := what
 	if err := probe(ctx); err != nil {
 		return 0, 0, fmt.Errorf("measure: %s does not answer before the change: %w", probeAddr, err)
 	}

@@ -5,11 +5,13 @@
 package custody
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -19,6 +21,7 @@ import (
 	"sync"
 	"syscall"
 
+	"adoption/config"
 	"adoption/nodestate"
 )
 
@@ -27,11 +30,35 @@ type FileState struct {
 	Path   string `json:"path"`
 	Exists bool   `json:"exists"`
 	Size   int64  `json:"size,omitempty"`
+	// SHA256 is the plain hash of the content (of a symlink: of its
+	// target). It names the custody blob and stays on the node: a short
+	// secret could be guessed from it, so the activities clear it before a
+	// result reaches a workflow history, where Digest stands for it. A
+	// record a workflow sends back with SHA256 set names the mesh's
+	// content by the plan's hash (a migrated module's file).
 	SHA256 string `json:"sha256,omitempty"`
-	Mode   string `json:"mode,omitempty"` // octal permission bits, e.g. "0644"
-	UID    int    `json:"uid"`
-	GID    int    `json:"gid"`
-	Error  string `json:"error,omitempty"` // why it could not be read (not a regular file, escapes the root...)
+	// Digest is HMAC-SHA256 of the same bytes, keyed with the node's own
+	// key (state_dir/custody.key): comparable on the node, not guessable
+	// from the history.
+	Digest string `json:"digest,omitempty"`
+	Mode   string `json:"mode,omitempty"` // octal mode with set-id and sticky bits, e.g. "0644", "4755"
+	// Link is the target of a symlink found at the path: it is recorded
+	// and restored as a symlink, never followed.
+	Link  string `json:"link,omitempty"`
+	UID   int    `json:"uid"`
+	GID   int    `json:"gid"`
+	Error string `json:"error,omitempty"` // why it could not be read (a FIFO, a device, too large, escapes the root...)
+}
+
+// MaxFileSize is the largest file custody takes: declared files are
+// configuration, and a huge one is a mistake (or an attack on the disk
+// under state_dir), refused with a clear reason.
+const MaxFileSize = 16 << 20
+
+// Public is the state as a workflow history may hold it: no plain hash.
+func (f FileState) Public() FileState {
+	f.SHA256 = ""
+	return f
 }
 
 // Record is a file taken into custody: its state when found. Found=false
@@ -46,13 +73,17 @@ type Store struct {
 	nodeRoot string
 	stateDir *nodestate.Dir
 	dir      string // state_dir/custody
+	keyPath  string // state_dir/custody.key
 	mu       sync.Mutex
+	keyMu    sync.Mutex
+	key      []byte // loaded once found
 }
 
 // New names the custody store under stateDir for files under nodeRoot. It
 // creates nothing until the first Take, so inspecting stays read-only.
 func New(nodeRoot, stateDir string) *Store {
-	return &Store{nodeRoot: nodeRoot, stateDir: nodestate.New(stateDir), dir: filepath.Join(stateDir, "custody")}
+	return &Store{nodeRoot: nodeRoot, stateDir: nodestate.New(stateDir), dir: filepath.Join(stateDir, "custody"),
+		keyPath: filepath.Join(stateDir, "custody.key")}
 }
 
 func (s *Store) ensure() error {
@@ -62,7 +93,8 @@ func (s *Store) ensure() error {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("custody store %s: %w", s.dir, err)
 	}
-	return nil
+	_, err := s.ensureKey()
+	return err
 }
 
 // rel turns a declared absolute path into a name relative to the node root,
@@ -89,8 +121,12 @@ func (s *Store) Inspect(path string) FileState {
 	return st
 }
 
-// read stats and hashes the file at path, copying its bytes to w when w is
-// not nil. A missing file is not an error.
+// read records what is at path, copying a regular file's bytes to w when w
+// is not nil. A missing file is not an error. It never blocks and never
+// follows the last component: the path is looked at with lstat first, a
+// symlink is recorded by its target, only a regular file is opened (with
+// O_NONBLOCK, and checked again with fstat, so a FIFO swapped in between
+// cannot hang the agent), and a file above MaxFileSize is refused.
 func (s *Store) read(path string, w io.Writer) (FileState, error) {
 	st := FileState{Path: path}
 	fail := func(err error) (FileState, error) {
@@ -106,10 +142,27 @@ func (s *Store) read(path string, w io.Writer) (FileState, error) {
 		return fail(err)
 	}
 	defer root.Close()
-	f, err := root.Open(name)
+	li, err := root.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return st, nil
 	}
+	if err != nil {
+		return fail(fmt.Errorf("lstat %s under %s: %w", path, s.nodeRoot, err))
+	}
+	if li.Mode()&fs.ModeSymlink != 0 {
+		target, err := root.Readlink(name)
+		if err != nil {
+			return fail(fmt.Errorf("readlink %s: %w", path, err))
+		}
+		st.Exists, st.Link, st.Mode = true, target, "0777"
+		st.SHA256, st.Digest = sha(linkBytes(target)), s.digest(linkBytes(target))
+		st.UID, st.GID = owner(li)
+		return st, nil
+	}
+	if err := acceptable(path, li); err != nil {
+		return fail(err)
+	}
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return fail(fmt.Errorf("open %s under %s: %w", path, s.nodeRoot, err))
 	}
@@ -118,26 +171,75 @@ func (s *Store) read(path string, w io.Writer) (FileState, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if !info.Mode().IsRegular() {
-		return fail(fmt.Errorf("%s is not a regular file (%s); declare files only", path, info.Mode().Type()))
+	if err := acceptable(path, info); err != nil {
+		return fail(err)
 	}
 	h := sha256.New()
-	dst := io.Writer(h)
-	if w != nil {
-		dst = io.MultiWriter(h, w)
+	var mac hash.Hash
+	dst := []io.Writer{h}
+	if key := s.hmacKey(); key != nil {
+		mac = hmac.New(sha256.New, key)
+		dst = append(dst, mac)
 	}
-	n, err := io.Copy(dst, f)
+	if w != nil {
+		dst = append(dst, w)
+	}
+	n, err := io.Copy(io.MultiWriter(dst...), io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return fail(fmt.Errorf("read %s: %w", path, err))
 	}
+	if n > MaxFileSize {
+		return fail(fmt.Errorf("%s grew past %d bytes while being read; custody takes configuration files only", path, MaxFileSize))
+	}
 	st.Exists, st.Size = true, n
 	st.SHA256 = hex.EncodeToString(h.Sum(nil))
-	st.Mode = fmt.Sprintf("%04o", info.Mode().Perm())
-	if sys, ok := info.Sys().(*syscall.Stat_t); ok {
-		st.UID, st.GID = int(sys.Uid), int(sys.Gid)
+	if mac != nil {
+		st.Digest = digestPrefix + hex.EncodeToString(mac.Sum(nil))
 	}
+	st.Mode = config.FormatMode(info.Mode())
+	st.UID, st.GID = owner(info)
 	return st, nil
 }
+
+// acceptable refuses what custody cannot hold exactly: anything but a
+// regular file (a FIFO would block a reader, a device would stream
+// forever), and a regular file above MaxFileSize.
+func acceptable(path string, info fs.FileInfo) error {
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("%s is a %s, not a regular file or a symlink; custody refuses it (declare only files, or remove it from the configuration)", path, kind(info.Mode()))
+	}
+	if info.Size() > MaxFileSize {
+		return fmt.Errorf("%s is %d bytes, above custody's limit of %d; custody takes configuration files only", path, info.Size(), MaxFileSize)
+	}
+	return nil
+}
+
+func kind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "block device"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m.IsDir():
+		return "directory"
+	}
+	return m.Type().String()
+}
+
+func owner(info fs.FileInfo) (int, int) {
+	if sys, ok := info.Sys().(*syscall.Stat_t); ok {
+		return int(sys.Uid), int(sys.Gid)
+	}
+	return 0, 0
+}
+
+// linkBytes is what a symlink's hash covers: its target, marked so that a
+// file whose content is the same text hashes differently.
+func linkBytes(target string) []byte { return []byte("symlink\x00" + target) }
 
 // Take copies the file at path into custody and records it. It is
 // idempotent: a path already in custody keeps its first record, because that
@@ -172,7 +274,7 @@ func (s *Store) Take(path string) (Record, error) {
 		return Record{}, fmt.Errorf("take custody of %s: %w", path, err)
 	}
 	rec := Record{FileState: st, Found: st.Exists}
-	if st.Exists {
+	if st.Exists && st.Link == "" {
 		if err := os.Chmod(tmp.Name(), 0o600); err != nil {
 			return Record{}, err
 		}

@@ -9,7 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"strconv"
+
+	"adoption/config"
 )
 
 // Converge writes the mesh's content to a declared path, atomically (a
@@ -17,7 +18,7 @@ import (
 // with the given mode and owner. The custody copy of what was found stays,
 // so Restore can put it back. Writing what is already there is a no-op.
 func (s *Store) Converge(p string, content []byte, mode os.FileMode, uid, gid int) error {
-	if cur := s.Inspect(p); cur.Exists && cur.SHA256 == sha(content) && cur.Mode == fmt.Sprintf("%04o", mode.Perm()) && cur.UID == uid && cur.GID == gid {
+	if cur := s.Inspect(p); cur.Exists && cur.Link == "" && cur.SHA256 == sha(content) && cur.Mode == config.FormatMode(mode) && cur.UID == uid && cur.GID == gid {
 		return nil
 	}
 	return s.write(p, content, mode, uid, gid)
@@ -52,6 +53,9 @@ func (s *Store) Restore(p string) error {
 		}
 		return nil
 	}
+	if rec.Link != "" {
+		return s.restoreLink(p, rec)
+	}
 	b, err := s.Blob(rec.SHA256)
 	if err != nil {
 		return fmt.Errorf("custody copy of %s: %w", p, err)
@@ -59,14 +63,58 @@ func (s *Store) Restore(p string) error {
 	if sha(b) != rec.SHA256 {
 		return fmt.Errorf("custody copy of %s is corrupt (sha256 %s, recorded %s); refusing to restore it", p, sha(b), rec.SHA256)
 	}
-	mode, err := strconv.ParseUint(rec.Mode, 8, 32)
+	// Set-id and sticky bits are kept exactly as found: the record's mode
+	// is read as chmod(1) writes it, not as Go's permission bits alone.
+	mode, err := config.ParseMode(rec.Mode)
 	if err != nil {
 		return fmt.Errorf("custody record of %s has mode %q: %w", p, rec.Mode, err)
 	}
-	if cur := s.Inspect(p); cur.Exists && cur.SHA256 == rec.SHA256 && cur.Mode == rec.Mode && cur.UID == rec.UID && cur.GID == rec.GID {
+	if cur := s.Inspect(p); cur.Exists && cur.Link == "" && cur.SHA256 == rec.SHA256 && cur.Mode == config.FormatMode(mode) && cur.UID == rec.UID && cur.GID == rec.GID {
 		return nil
 	}
-	return s.write(p, b, os.FileMode(mode), rec.UID, rec.GID)
+	return s.write(p, b, mode, rec.UID, rec.GID)
+}
+
+// restoreLink puts a found symlink back as a symlink with its target and
+// owner: created beside the path and renamed over it, so the path is never
+// missing and nothing is written through a link.
+func (s *Store) restoreLink(p string, rec Record) error {
+	if cur := s.Inspect(p); cur.Exists && cur.Link == rec.Link && cur.UID == rec.UID && cur.GID == rec.GID {
+		return nil
+	}
+	name, err := rel(p)
+	if err != nil {
+		return err
+	}
+	root, err := s.openRoot()
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	dir := path.Dir(name)
+	if err := root.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create the directory of %s: %w", p, err)
+	}
+	tmp := tempName(name)
+	if err := root.Symlink(rec.Link, tmp); err != nil {
+		return fmt.Errorf("restore symlink %s -> %s: %w", p, rec.Link, err)
+	}
+	if err := root.Lchown(tmp, rec.UID, rec.GID); err != nil {
+		_ = root.Remove(tmp)
+		return fmt.Errorf("chown symlink %s to %d:%d: %w", p, rec.UID, rec.GID, err)
+	}
+	if err := root.Rename(tmp, name); err != nil {
+		_ = root.Remove(tmp)
+		return fmt.Errorf("replace %s with its symlink: %w", p, err)
+	}
+	return nil
+}
+
+// tempName is a fresh name beside name for an atomic replace.
+func tempName(name string) string {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	return path.Join(path.Dir(name), "."+path.Base(name)+".adoption-"+hex.EncodeToString(rnd[:]))
 }
 
 // write replaces the file at p through os.Root, so neither ".." nor a
@@ -85,9 +133,7 @@ func (s *Store) write(p string, content []byte, mode os.FileMode, uid, gid int) 
 	if err := root.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create the directory of %s: %w", p, err)
 	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := path.Join(dir, "."+path.Base(name)+".adoption-"+hex.EncodeToString(rnd[:]))
+	tmp := tempName(name)
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", p, err)

@@ -1,55 +1,24 @@
 // Package failpoint lets tests kill the worker at a named step, to prove that
-// an interrupted step resumes or rolls back. It is inert unless the worker is
-// started with ADOPT_FAILPOINTS set; operators never set it.
+// an interrupted step resumes or rolls back. It works only in a binary built
+// with the build tag `failpoints` (the tests build one); in a production
+// build FromEnv ignores ADOPT_FAILPOINTS and Hit does nothing, so no
+// environment variable can make a production agent exit or stall mid-step.
 package failpoint
 
-import (
-	"fmt"
-	"os"
-	"strings"
-	"time"
-)
+import "time"
 
 // EnvVar names the steps, comma-separated, at which the worker exits
 // ("probe"), or pauses ("flip-before-apply=sleep:3s") so a test can change
-// the node in between.
+// the node in between, or fails the first N times ("watchdog-revert=fail:1",
+// for steps that ask Fail).
 const EnvVar = "ADOPT_FAILPOINTS"
+
+// Tag is the build tag that compiles failpoints in.
+const Tag = "failpoints"
 
 // Set is the set of armed failpoints. The zero value is inert.
 type Set struct {
 	armed map[string]time.Duration // 0: exit; >0: sleep that long
+	fails map[string]*int          // failures left, for Fail
 	exit  func(code int)
-}
-
-// FromEnv arms the failpoints named in value (usually os.Getenv(EnvVar)).
-func FromEnv(value string) Set {
-	s := Set{armed: map[string]time.Duration{}, exit: os.Exit}
-	for _, item := range strings.Split(value, ",") {
-		name, action, _ := strings.Cut(strings.TrimSpace(item), "=")
-		if name == "" {
-			continue
-		}
-		var d time.Duration
-		if after, ok := strings.CutPrefix(action, "sleep:"); ok {
-			d, _ = time.ParseDuration(after)
-		}
-		s.armed[name] = d
-	}
-	return s
-}
-
-// Hit exits the process at once, as a kill would, when name is armed (or
-// sleeps, when armed with sleep:DURATION).
-func (s Set) Hit(name string) {
-	d, ok := s.armed[name]
-	if !ok {
-		return
-	}
-	if d > 0 {
-		fmt.Fprintf(os.Stderr, "failpoint %s: sleeping %s as armed by %s\n", name, d, EnvVar)
-		time.Sleep(d)
-		return
-	}
-	fmt.Fprintf(os.Stderr, "failpoint %s: exiting as armed by %s\n", name, EnvVar)
-	s.exit(42)
 }

@@ -1,3 +1,5 @@
+//go:build failpoints
+
 package failpoint
 
 import (
@@ -24,4 +26,20 @@ func TestHit(t *testing.T) {
 	}
 	var zero Set
 	zero.Hit("probe") // the zero value is inert
+}
+
+func TestFail(t *testing.T) {
+	s := FromEnv("watchdog-revert=fail:2")
+	for i, want := range []bool{true, true, false} {
+		if got := s.Fail("watchdog-revert") != nil; got != want {
+			t.Fatalf("call %d: failed %v, want %v", i, got, want)
+		}
+	}
+	if s.Fail("other") != nil {
+		t.Fatal("an unarmed failpoint failed")
+	}
+	var zero Set
+	if zero.Fail("watchdog-revert") != nil {
+		t.Fatal("the zero value failed")
+	}
 }

@@ -26,6 +26,19 @@ import (
 // preview; nothing was changed.
 var ErrStale = errors.New("the found firewall changed since the preview; run the preview again")
 
+// ErrStaleDerived is returned (wrapped) when the mesh's ruleset a flip
+// would apply is not the one the preview approved (the plan changed in
+// between); nothing was changed.
+var ErrStaleDerived = errors.New("the mesh's ruleset to apply is not the one the preview approved; run the preview again")
+
+// ErrNotApplied is wrapped by every Flip error after which the node is
+// known to be unchanged. Any other Flip error leaves the outcome unknown,
+// and the caller must treat the flip as applied (revert it).
+var ErrNotApplied = errors.New("not applied")
+
+// notApplied marks err as known to have changed nothing.
+func notApplied(err error) error { return fmt.Errorf("%w (%w)", err, ErrNotApplied) }
+
 // ErrCommitted is returned (wrapped) by Revert after Commit: the predecessor
 // is gone, so deleting the mesh table would leave the node unfiltered.
 var ErrCommitted = errors.New("the flip was committed: the predecessor's firewall is gone, so there is nothing to revert to")
@@ -77,6 +90,9 @@ type RevertPlan struct {
 	// (Render): a record for people.
 	Saved     string    `json:"saved"`
 	FlippedAt time.Time `json:"flipped_at"`
+	// ShortEchoes counts neutralising accepts the kernel applied but did
+	// not echo back (so they are not in Neutralised).
+	ShortEchoes int `json:"short_echoes,omitempty"`
 }
 
 // Flipper flips, reverts and commits the firewall of one network namespace.
@@ -450,28 +466,38 @@ func neutraliseRule(node string, pt point) *nftables.Rule {
 // Foreign chains and tables are not touched; no predecessor rule is
 // rewritten or deleted. It refuses with ErrStale when Fingerprint of the
 // ruleset now is not expectFound. A flip already in place for the same
-// found ruleset returns its plan again without writing.
-func (f *Flipper) Flip(spec MeshSpec, expectFound string) (*RevertPlan, error) {
+// found ruleset returns its plan again without writing. It refuses with
+// ErrStaleDerived when the ruleset derived from spec is not the one the
+// preview approved (Fingerprint of Derived.Ruleset, expectDerived).
+//
+// Every error wraps ErrNotApplied when the node is known to be unchanged;
+// one that does not (the kernel's answer lost: ENOBUFS, a timeout) leaves
+// the outcome unknown. Fewer echoed rules than sent is not an error: the
+// batch is in, and Revert finds the accepts by their comment.
+func (f *Flipper) Flip(spec MeshSpec, expectFound, expectDerived string) (*RevertPlan, error) {
 	d, err := Derive(spec)
 	if err != nil {
-		return nil, fmt.Errorf("not flipping, nothing was changed: %w", err)
+		return nil, notApplied(fmt.Errorf("not flipping, nothing was changed: %w", err))
 	}
 	node := spec.Node
+	if got := Fingerprint(d.Ruleset); expectDerived == "" || got != expectDerived {
+		return nil, notApplied(fmt.Errorf("not flipping node %s, nothing was changed: %w (derived %s now, the preview approved %q)", node, ErrStaleDerived, got, expectDerived))
+	}
 	s, err := f.m.open()
 	if err != nil {
-		return nil, err
+		return nil, notApplied(err)
 	}
 	defer s.close()
 	gen, rs, err := s.snapshot()
 	if err != nil {
-		return nil, err
+		return nil, notApplied(err)
 	}
 	legacy, err := s.legacy()
 	if err != nil {
-		return nil, fmt.Errorf("reading the iptables-legacy tables: %w", err)
+		return nil, notApplied(fmt.Errorf("reading the iptables-legacy tables: %w", err))
 	}
 	if _, err := Kind(rs, legacy); err != nil {
-		return nil, fmt.Errorf("not flipping node %s: %w", node, err)
+		return nil, notApplied(fmt.Errorf("not flipping node %s: %w", node, err))
 	}
 	base, mesh, neutral := split(rs, node)
 	if mesh != nil {
@@ -479,20 +505,20 @@ func (f *Flipper) Flip(spec MeshSpec, expectFound string) (*RevertPlan, error) {
 			// A retried flip that went through the first time.
 			pred, err := analyse(base)
 			if err != nil {
-				return nil, err
+				return nil, notApplied(err)
 			}
 			sortRefs(neutral)
 			return &RevertPlan{Node: node, MeshTable: TableRef{FamilyInet, MeshTable}, Neutralised: neutral,
 				Dormant: pred.dormant(), FoundFingerprint: expectFound, Saved: Render(base), FlippedAt: f.now().UTC()}, nil
 		}
-		return nil, fmt.Errorf("not flipping node %s, nothing was changed: table inet %s exists already and is not this flip's; revert or commit the flip in place first", node, MeshTable)
+		return nil, notApplied(fmt.Errorf("not flipping node %s, nothing was changed: table inet %s exists already and is not this flip's; revert or commit the flip in place first", node, MeshTable))
 	}
 	if fp := Fingerprint(rs); fp != expectFound {
-		return nil, fmt.Errorf("not flipping node %s, nothing was changed: %w (found %s now, the preview saw %s)", node, ErrStale, fp, expectFound)
+		return nil, notApplied(fmt.Errorf("not flipping node %s, nothing was changed: %w (found %s now, the preview saw %s)", node, ErrStale, fp, expectFound))
 	}
 	pred, err := analyse(rs)
 	if err != nil {
-		return nil, fmt.Errorf("not flipping node %s, nothing was changed: %w", node, err)
+		return nil, notApplied(fmt.Errorf("not flipping node %s, nothing was changed: %w", node, err))
 	}
 	echoes, err := s.commit(gen, func(c *nftables.Conn) {
 		d.queue(c)
@@ -505,7 +531,10 @@ func (f *Flipper) Flip(spec MeshSpec, expectFound string) (*RevertPlan, error) {
 		}
 	})
 	if errors.Is(err, ErrRulesetChanged) {
-		return nil, fmt.Errorf("not flipping node %s: %w: %w", node, ErrStale, err)
+		return nil, notApplied(fmt.Errorf("not flipping node %s: %w: %w", node, ErrStale, err))
+	}
+	if err != nil && !errors.Is(err, ErrOutcomeUnknown) {
+		return nil, notApplied(fmt.Errorf("flipping node %s: %w", node, err))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("flipping node %s: %w", node, err)
@@ -518,12 +547,28 @@ func (f *Flipper) Flip(spec MeshSpec, expectFound string) (*RevertPlan, error) {
 		}
 	}
 	sortRefs(plan.Neutralised)
-	if len(plan.Neutralised) != len(pred.points) {
-		// The batch is in; only the record is short. Revert finds the
-		// accepts by their comment as well.
-		return plan, fmt.Errorf("flipped node %s, but the kernel echoed %d of %d neutralising rules; the revert plan finds the rest by comment", node, len(plan.Neutralised), len(pred.points))
-	}
+	// Fewer echoes than neutralising accepts: the batch is in, only the
+	// record is short, and Revert finds the accepts by their comment.
+	plan.ShortEchoes = len(pred.points) - len(plan.Neutralised)
 	return plan, nil
+}
+
+// DerivedFingerprint is the fingerprint of the mesh's ruleset for spec, as
+// the preview reports it (Preview.DerivedFingerprint) and Flip checks it.
+func DerivedFingerprint(spec MeshSpec) (string, error) {
+	d, err := Derive(spec)
+	if err != nil {
+		return "", err
+	}
+	return Fingerprint(d.Ruleset), nil
+}
+
+// RevertPlanFor is the revert plan known before the batch: the node's name
+// is enough for Revert, which finds the mesh's table by name and the
+// neutralising accepts by their comment. A flip whose outcome is unknown is
+// reverted with it.
+func RevertPlanFor(node string) *RevertPlan {
+	return &RevertPlan{Node: node, MeshTable: TableRef{FamilyInet, MeshTable}, Neutralised: []RuleRef{}}
 }
 
 // Revert deletes what Flip added, in one batch: the neutralising accepts

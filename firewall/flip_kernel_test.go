@@ -236,7 +236,7 @@ func TestKernelFlipUfwBesideDocker(t *testing.T) {
 	}
 	f := NewFlipper(n.path(n.node))
 	start := time.Now()
-	plan, err := f.Flip(flipSpec, preview.FoundFingerprint)
+	plan, err := f.Flip(flipSpec, preview.FoundFingerprint, preview.DerivedFingerprint)
 	took := time.Since(start)
 	if err != nil {
 		l.finish()
@@ -304,7 +304,7 @@ func TestKernelFlipUfwBesideDocker(t *testing.T) {
 
 	// A retried Flip returns the plan in place and writes nothing.
 	listing := n.listing(t)
-	again, err := f.Flip(flipSpec, preview.FoundFingerprint)
+	again, err := f.Flip(flipSpec, preview.FoundFingerprint, preview.DerivedFingerprint)
 	if err != nil || !reflect.DeepEqual(again.Neutralised, plan.Neutralised) || n.listing(t) != listing {
 		t.Errorf("Flip again: %+v, %v", again, err)
 	}
@@ -360,7 +360,7 @@ func TestKernelFlipRevertExact(t *testing.T) {
 	n.serve(t, []uint16{80, 8081})
 	before := n.listing(t)
 	f := NewFlipper(n.path(n.node))
-	plan, err := f.Flip(flipSpec, Fingerprint(n.list(t)))
+	plan, err := f.Flip(flipSpec, Fingerprint(n.list(t)), derivedFP(t, flipSpec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,12 +385,63 @@ func TestKernelFlipRevertExact(t *testing.T) {
 	}
 }
 
+func derivedFP(t *testing.T, spec MeshSpec) string {
+	t.Helper()
+	fp, err := DerivedFingerprint(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fp
+}
+
+// A revert needs nothing but the node's name: the record written before
+// the batch holds only that, and a worker killed between the batch and
+// the record leaves exactly that.
+func TestKernelFlipRevertFromNodeNameAlone(t *testing.T) {
+	n := ufwDockerNode(t)
+	n.serve(t, []uint16{80, 8081})
+	before := n.listing(t)
+	f := NewFlipper(n.path(n.node))
+	if _, err := f.Flip(flipSpec, Fingerprint(n.list(t)), derivedFP(t, flipSpec)); err != nil {
+		t.Fatal(err)
+	}
+	n.expectReach(t, "flipped", false, ports("8081/tcp")...)
+	if err := f.Revert(RevertPlanFor(flipSpec.Node)); err != nil {
+		t.Fatal(err)
+	}
+	if after := n.listing(t); after != before {
+		t.Errorf("after a revert from the node's name the ruleset differs from before the flip:\n%s", diff(before, after))
+	}
+	n.expectReach(t, "reverted", true, ports("80/tcp", "8081/tcp")...)
+}
+
+// The ruleset the flip would apply must be the one the preview approved:
+// a spec changed after the preview (another port) is refused, nothing
+// changed.
+func TestKernelFlipStaleDerived(t *testing.T) {
+	n := ufwDockerNode(t)
+	approved := derivedFP(t, flipSpec)
+	edited := flipSpec
+	edited.Input = append(append([]Allow(nil), flipSpec.Input...), allow("web", "2222/tcp")...)
+	before := n.listing(t)
+	_, err := NewFlipper(n.path(n.node)).Flip(edited, Fingerprint(n.list(t)), approved)
+	if !errors.Is(err, ErrStaleDerived) || !errors.Is(err, ErrNotApplied) || !strings.Contains(err.Error(), "nothing was changed") {
+		t.Fatalf("Flip of a spec the preview did not approve: %v; want ErrStaleDerived, not applied", err)
+	}
+	if after := n.listing(t); after != before {
+		t.Errorf("a stale derived ruleset changed the ruleset:\n%s", diff(before, after))
+	}
+	if _, err := NewFlipper(n.path(n.node)).Flip(flipSpec, Fingerprint(n.list(t)), ""); !errors.Is(err, ErrStaleDerived) {
+		t.Fatalf("Flip without an approved fingerprint: %v; want ErrStaleDerived", err)
+	}
+}
+
 func TestKernelFlipStale(t *testing.T) {
 	n := ufwDockerNode(t)
 	fp := PreviewFlip(n.list(t), flipSpec).FoundFingerprint
 	n.in(t, "iptables-nft", "-I", "ufw-user-input", "-p", "tcp", "--dport", "1", "-j", "DROP")
 	changed := n.listing(t)
-	_, err := NewFlipper(n.path(n.node)).Flip(flipSpec, fp)
+	_, err := NewFlipper(n.path(n.node)).Flip(flipSpec, fp, derivedFP(t, flipSpec))
 	if !errors.Is(err, ErrStale) || !strings.Contains(err.Error(), "run the preview again") || !strings.Contains(err.Error(), "nothing was changed") {
 		t.Fatalf("Flip after a hand edit: %v; want ErrStale", err)
 	}
@@ -428,7 +479,7 @@ table inet filter {
 		t.Fatalf("preview refused: %v", p.Reasons)
 	}
 	f := NewFlipper(n.path(n.node))
-	plan, err := f.Flip(spec, p.FoundFingerprint)
+	plan, err := f.Flip(spec, p.FoundFingerprint, p.DerivedFingerprint)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +496,7 @@ table inet filter {
 	}
 	n.expectReach(t, "reverted", true, ports("8081/tcp")...)
 
-	plan, err = f.Flip(spec, p.FoundFingerprint)
+	plan, err = f.Flip(spec, p.FoundFingerprint, p.DerivedFingerprint)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,10 @@ import (
 // on the new ruleset.
 var ErrRulesetChanged = errors.New("the ruleset changed between listing and writing")
 
+// ErrOutcomeUnknown is wrapped when a batch was sent but the kernel's
+// answer was lost (ENOBUFS, a timeout): it may or may not be in force.
+var ErrOutcomeUnknown = errors.New("whether the batch was applied is not known")
+
 // session is one operation's connections.
 type session struct {
 	m     *Marker
@@ -177,7 +181,7 @@ func (s *session) commit(gen uint32, build func(c *nftables.Conn)) ([]echoed, er
 	// (ENOBUFS) and the batch's outcome is unknown.
 	growReadBuffer(nc, len(batch)*2048)
 	if _, err := nc.SendMessages(batch); err != nil {
-		return nil, fmt.Errorf("sending the batch: %w", err)
+		return nil, fmt.Errorf("sending the batch: %w: %w", ErrOutcomeUnknown, err)
 	}
 	var echoes []echoed
 	var errs []error
@@ -191,7 +195,7 @@ func (s *session) commit(gen uint32, build func(c *nftables.Conn)) ([]echoed, er
 			}
 			var oe *netlink.OpError
 			if !errors.As(err, &oe) || oe.Op != "receive" || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS) || isTimeout(err) {
-				return nil, fmt.Errorf("reading the kernel's answer to the batch (whether it was applied is not known; list the marks to see): %w", err)
+				return nil, fmt.Errorf("reading the kernel's answer to the batch (%w; list the marks to see): %w", ErrOutcomeUnknown, err)
 			}
 			errs = append(errs, err) // one message's error; the batch was aborted
 			got++

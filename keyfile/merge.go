@@ -77,9 +77,6 @@ func Merge(f Format, base, node, mesh []byte, keep []string, decisions map[strin
 			res.Conflicts = append(res.Conflicts, Conflict{Key: k, Why: why})
 		}
 	}
-	if len(res.Conflicts) > 0 {
-		return res
-	}
 
 	// Build the result from the mesh's lines, putting the node's lines of
 	// each key taken from the node where the mesh has the key first.
@@ -129,6 +126,11 @@ func Merge(f Format, base, node, mesh []byte, keep []string, decisions map[strin
 	sort.Strings(res.Added)
 	sort.Strings(res.Changed)
 	sort.Strings(res.Removed)
+	if len(res.Conflicts) > 0 {
+		// What the other keys would do is still said (a rehearsal shows
+		// it); nothing is to be written until the conflicts are decided.
+		res.Content = nil
+	}
 	return res
 }
 

@@ -172,6 +172,7 @@ func (n *Node) startListeners() error {
 	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	closeInheritedOnExec()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start listeners: %w", err)
 	}

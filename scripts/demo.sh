@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
-# The demo: the seed's five steps on three sandbox nodes, unattended.
-#   1. three nodes run the predecessor: a default-deny firewall, listeners,
-#      synced files, and (on the host's Docker) two of its services with data;
-#      their control daemons are stopped (none runs here).
-#   2. a fleet adopts them, the control node first; its genesis finds a
+# The demo: the seed's five steps on three reference nodes, unattended.
+#   1. three nodes run the predecessor as the seed's node does: each its own
+#      Docker engine inside the node's network namespace, services as
+#      containers with published ports, the real ufw with the ufw-docker
+#      arrangement deciding what reaches them, host services, synced files;
+#      clients in a peer namespace with public addresses. The predecessor's
+#      control daemons are stopped (none runs here).
+#   2. the agents run on the nodes (in their namespaces), reach Temporal over
+#      a management link and their node's engine through docker.host; a fleet
+#      adopts the nodes, the control node first; its genesis finds a
 #      foundation port held by the predecessor and the configuration fixes it.
-#   3. one module per node migrates, data preserved; one cutover fails, rolls
-#      back by itself and is retried after the fix.
+#   3. one module per node migrates, data preserved, clients served; one
+#      cutover fails, rolls back by itself and is retried after the fix; a
+#      new service the predecessor never ran is started.
 #   4. the next node follows only when the previous one has migrated.
 #   5. a preview refuses the control node's flip, naming a port; with that
 #      port deliberately dropped it approves, and every node flips.
 # `scripts/demo.sh clean` (make demo-clean) removes everything it created.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Close every descriptor inherited above stderr: the agents, engines and
+# relays this starts outlive it, and must not keep e.g. the lock of a
+# `flock LOCK make demo` held for as long as the demo's nodes live.
+for fd in $(ls /proc/$$/fd); do
+	[ "$fd" -gt 2 ] && [ "$fd" -lt 255 ] && eval "exec $fd>&-" 2>/dev/null || true
+done
 
 STATE=.adoption
 DEMO=$STATE/demo
@@ -25,7 +37,13 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 cfg() { echo "$DEMO/$1/config.yaml"; }
 adopt() { ./bin/adopt --ui "$UI" "$@"; }
 
-get() { ./bin/adopt-sandbox get "$1"; }
+# client NODE PATH: an HTTP GET from NODE's peer namespace (the public) to a
+# published port of the node, through its DNAT and its firewall.
+addr() { echo "198.19.${1#n}.1"; }
+client() { ip netns exec "adopt-$1-peer" ./bin/adopt-sandbox get "http://$(addr "$1"):$2"; }
+reach() { ip netns exec "adopt-$1-peer" ./bin/adopt-sandbox connect "$(addr "$1"):$2"; }
+# on NODE CMD...: run on the node, as its own processes run (its netns).
+on() { local n=$1; shift; nsenter --net="/run/netns/adopt-$n" -- "$@"; }
 # wait_for DESC CMD...: poll until CMD succeeds (60 s).
 wait_for() {
 	local desc=$1; shift
@@ -60,10 +78,6 @@ clean() {
 	for n in "${NODES[@]}"; do
 		./bin/adopt-sandbox down --name "$n" --dir "$DEMO/$n" >/dev/null 2>&1 || true
 	done
-	for c in demo-mail demo-web; do
-		docker rm -f -v "$c" "$c.next" "$c.predecessor" >/dev/null 2>&1 || true
-	done
-	docker volume rm -f demo-mail-data demo-web-data >/dev/null 2>&1 || true
 	docker rmi -f "$IMG:v1" "$IMG:v2" >/dev/null 2>&1 || true
 	rm -rf "$DEMO" "$STATE/sandbox"
 }
@@ -79,45 +93,47 @@ if [ "$(id -u)" != 0 ]; then
 fi
 clean
 mkdir -p "$DEMO"
+DEMO_START=$(date +%s)
 
 say "1. Three nodes running the predecessor"
 # The predecessor's services and the mesh's modules are one small service
-# (v1 and v2), built here: no registry is reachable.
+# (v1 and v2), built here: no registry is reachable. Each node's engine gets
+# them with docker save | docker load.
 ./bin/adopt-sandbox images --repo "$IMG"
-./bin/adopt-sandbox up --name n1 --index 1 --dir "$DEMO/n1" --plan scripts/demo/n1.yaml \
-	--allow 22/tcp,8081/tcp --allow-only 18025/tcp --closed 5001/tcp
-./bin/adopt-sandbox up --name n2 --index 2 --dir "$DEMO/n2" --plan scripts/demo/n2.yaml \
-	--allow 22/tcp --allow-only 18080/tcp --closed ""
-./bin/adopt-sandbox up --name n3 --index 3 --dir "$DEMO/n3" --plan scripts/demo/n3.yaml \
-	--allow 22/tcp,53/udp --closed ""
-mkdir -p "$DEMO/n1/root/srv/mail" "$DEMO/n2/bind" "$DEMO/n1/bind"
+t0=$(date +%s%N)
+./bin/adopt-sandbox up --name n1 --index 1 --dir "$DEMO/n1" --plan scripts/demo/n1.yaml --image "$IMG:v1" --load "$IMG:v2" \
+	--allow 22/tcp,8081/tcp --closed 5001/tcp --service mail:18025:8025/tcp,metrics:19100:9100/tcp:unrouted
+./bin/adopt-sandbox up --name n2 --index 2 --dir "$DEMO/n2" --plan scripts/demo/n2.yaml --image "$IMG:v1" --load "$IMG:v2" \
+	--allow 22/tcp --closed "" --service web:18080:8080/tcp
+./bin/adopt-sandbox up --name n3 --index 3 --dir "$DEMO/n3" --plan scripts/demo/n3.yaml --image "$IMG:v1" --load "$IMG:v2" \
+	--allow 22/tcp,53/udp --closed "" --service ""
+echo "three reference nodes up in $(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN{printf "%.1f", (b-a)/1e9}') s"
 printf 'MAIL_RELAY=predecessor\n' > "$DEMO/n1/root/srv/mail/mail.env"
-docker run -d --name demo-mail --restart unless-stopped -v demo-mail-data:/named -v "$PWD/$DEMO/n1/bind:/bind" \
-	-p 127.0.0.1:18025:8080 "$IMG:v1" >/dev/null
-docker run -d --name demo-web --restart unless-stopped -v demo-web-data:/named -v "$PWD/$DEMO/n2/bind:/bind" \
-	-p 127.0.0.1:18080:8080 "$IMG:v1" >/dev/null
-wait_for "the predecessor's services" get http://127.0.0.1:18025/health
-wait_for "the predecessor's services" get http://127.0.0.1:18080/health
-MAIL_SUMS=$(get http://127.0.0.1:18025/sums)
-WEB_SUMS=$(get http://127.0.0.1:18080/sums)
-echo "predecessor demo-mail serves $(get http://127.0.0.1:18025/version) with data checksums:"
+wait_for "the predecessor's services" client n1 18025/health
+wait_for "the predecessor's services" client n2 18080/health
+MAIL_SUMS=$(client n1 18025/sums)
+WEB_SUMS=$(client n2 18080/sums)
+echo "a client (198.19.1.2) reaches n1's mail on 18025 through DNAT: $(client n1 18025/version), data checksums:"
 echo "$MAIL_SUMS" | sed 's/^/    /'
+echo "n1's metrics are published on 19100 but not routed by ufw: a client's connection is $(reach n1 19100)"
 
-say "2. One orchestrator (the workflows) and the node agents (their own processes; the predecessor's control daemons are stopped)"
+say "2. One orchestrator (the workflows) and the node agents, on their nodes (the predecessor's control daemons are stopped)"
 # The orchestrator makes its build the current version of Worker Deployment
 # "adoption"; the agents run only their node's activities.
 setsid nohup ./bin/adopt-worker orchestrate > "$DEMO/worker-orchestrator.log" 2>&1 < /dev/null &
 echo $! > "$DEMO/worker-orchestrator.pid"
 for n in "${NODES[@]}"; do
-	setsid nohup ./bin/adopt-worker run --config "$PWD/$(cfg "$n")" > "$DEMO/worker-$n.log" 2>&1 < /dev/null &
+	setsid nohup nsenter --net="/run/netns/adopt-$n" -- ./bin/adopt-worker run --config "$PWD/$(cfg "$n")" \
+		> "$DEMO/worker-$n.log" 2>&1 < /dev/null &
 	echo $! > "$DEMO/worker-$n.pid"
 done
-./bin/adopt-worker probe --config "$(cfg n1)" | sed -n '1,12p'
+echo "n1's probe, run on n1:"
+on n1 ./bin/adopt-worker probe --config "$(cfg n1)" | sed 's/^/    /'
 
 say "3. The fleet: control node first"
 cat > "$DEMO/fleet.yaml" <<EOF
 temporal:
-  address: 127.0.0.1:7233
+  address: ${ADOPT_TEMPORAL_ADDRESS:-127.0.0.1:7233}
 name: demo
 nodes:
   - $PWD/$(cfg n1)
@@ -138,28 +154,52 @@ adopt fleet status --fleet "$DEMO/fleet.yaml" | sed 's/^/    /'
 say "4. Migrate one module per node"
 adopt migrate n1 mail --config "$(cfg n1)"
 await n1 --module mail --state migrated
-echo "demo-mail now serves $(get http://127.0.0.1:18025/version); data checksums unchanged: $(same "$(get http://127.0.0.1:18025/sums)" "$MAIL_SUMS")"
+echo "clients of n1's mail now get $(client n1 18025/version); data checksums unchanged: $(same "$(client n1 18025/sums)" "$MAIL_SUMS")"
 
 await n2 --phase adopted
 adopt migrate n2 web --config "$(cfg n2)"
 await n2 --module web --state failed
 echo "n2's cutover failed and rolled back by itself:"
 adopt status n2 --config "$(cfg n2)" | sed -n '/^MODULES/,/^$/p' | sed 's/^/    /'
-echo "demo-web serves $(get http://127.0.0.1:18080/version) again; data unchanged: $(same "$(get http://127.0.0.1:18080/sums)" "$WEB_SUMS")"
+echo "clients of n2's web get $(client n2 18080/version) again; data unchanged: $(same "$(client n2 18080/sums)" "$WEB_SUMS")"
 echo "fix: drop the failing flag from the module, then adopt retry n2 web"
-sed -i 's|cmd: \["-fail", "nolisten"\]|cmd: []|' "$(cfg n2)"
+sed -i 's|cmd: \["-fail", "nolisten"\]|cmd: ["-listen", ":8080", "-data", "/named,/anon"]|' "$(cfg n2)"
 adopt retry n2 web --config "$(cfg n2)"
 await n2 --module web --state migrated
-echo "demo-web now serves $(get http://127.0.0.1:18080/version); data checksums unchanged: $(same "$(get http://127.0.0.1:18080/sums)" "$WEB_SUMS")"
+echo "clients of n2's web now get $(client n2 18080/version); data checksums unchanged: $(same "$(client n2 18080/sums)" "$WEB_SUMS")"
 
 await n3 --phase adopted
 adopt migrate n3 dns --config "$(cfg n3)"
 await n3 --module dns --state migrated
+adopt migrate n3 shop --config "$(cfg n3)"
+await n3 --module shop --state migrated
+echo "n3's new service shop runs in n3's engine, published on 18443: a client's connection is $(reach n3 18443)"
 
 say "5. Flip: a preview first"
 adopt preview n1 --config "$(cfg n1)" || true
 echo "8081/tcp is open on n1 and no module declares it: drop it deliberately (flip.drop), preview again"
 sed -i 's|^  drop: \[\]|  drop: ["8081/tcp"]|' "$(cfg n1)"
+for n in "${NODES[@]}"; do
+	out=$(adopt preview "$n" --config "$(cfg "$n")" 2>&1) || true
+	grep -q '^REFUSED' <<<"$out" || continue
+	# An evaluator from before issue 10's forward path names ufw's DHCP
+	# client rule (68/udp, uncertain) and the containers' own ports behind
+	# DNAT (forward) as closing; no module can declare either. Such a build
+	# can only flip the reference node with them dropped (no DHCP in the
+	# sandbox; the published host ports stay declared by their modules).
+	# Anything else refused stops the demo.
+	late=$(sed -n 's|^  - \(68/udp\) (input, ip, uncertain).*|\1|p; s|^  - \([0-9]*/[a-z]*\) (forward, .*|\1|p' <<<"$out" | sort -u | paste -sd' ')
+	other=$(grep '^  - ' <<<"$out" | grep -v -e '^  - 68/udp (input, ip, uncertain)' -e '(forward, ' || true)
+	if [ -n "$other" ] || [ -z "$late" ]; then
+		echo "$out"
+		echo "the preview of $n refuses: see above" >&2
+		exit 1
+	fi
+	echo "WORKAROUND on $n: this build's evaluator predates the forward path (issue 10); dropping $late deliberately"
+	for p in $late; do
+		sed -i "s|^  drop: \[\(.*\)\]|  drop: [\1, \"$p\"]|; s|drop: \[, |drop: [|" "$(cfg "$n")"
+	done
+done
 adopt preview n1 --config "$(cfg n1)"
 for n in "${NODES[@]}"; do
 	adopt flip "$n" --config "$(cfg "$n")"
@@ -173,6 +213,7 @@ adopt status --config "$(cfg n1)"
 echo
 adopt fleet status --fleet "$DEMO/fleet.yaml"
 echo
+echo "after the flip, clients of n1's mail get $(client n1 18025/version || echo UNREACHABLE); n2's web $(client n2 18080/version || echo UNREACHABLE); n3's shop: $(reach n3 18443)"
 echo "n1's firewall is now the mesh's own (table inet adoption); the predecessor's was saved under $DEMO/n1/state/"
 echo "Web UI: $UI  (filter: AdoptionPhase=\"converged\"; open node-migration/n1 for its steps)"
-echo "Remove the demo with: make demo-clean"
+echo "The demo took $(( $(date +%s) - DEMO_START )) s. Remove it with: make demo-clean"

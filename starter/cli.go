@@ -7,28 +7,47 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
-
-	"adoption/config"
-	"adoption/connect"
-	"adoption/workflows"
+	"time"
 
 	"go.temporal.io/sdk/client"
+
+	"adoption/config"
+	"adoption/workflows"
 )
 
-// cli holds what every command needs: the configuration and, once dialled,
-// the Temporal client.
+// cli holds what every command needs: the global flags, the configuration
+// and, once dialled, the Temporal client.
 type cli struct {
 	cfgPath string
 	uiURL   string
+	asJSON  bool
 	stdout  io.Writer
-	cfg     *config.Config
-	c       client.Client
+	stderr  io.Writer
+	flags   clientFlags
+	// accept bounds how long a request waits to be accepted by the node's
+	// workflow (--accept-timeout).
+	accept time.Duration
+
+	cfg    *config.Config
+	target *target // where the client points and why, once dialled
+	c      client.Client
 }
 
+// configGiven says whether the operator named a node configuration at all.
+func (x *cli) configGiven() bool {
+	return x.cfgPath != "" || os.Getenv("ADOPT_CONFIG") != ""
+}
+
+// load reads the node's configuration, for the commands that act on a node
+// (start needs the node's whole plan).
 func (x *cli) load() error {
 	if x.cfg != nil {
 		return nil
+	}
+	if !x.configGiven() {
+		return usagef("no configuration given: pass the node's configuration with --config FILE (or set ADOPT_CONFIG); config/example.yaml is the commented reference")
 	}
 	cfg, err := config.Load(x.cfgPath)
 	if err != nil {
@@ -38,12 +57,16 @@ func (x *cli) load() error {
 	return nil
 }
 
-// loadTemporalOnly loads the config for commands that only talk to Temporal:
-// they need temporal.* and nothing of a node, so a missing node.name is no
-// reason to refuse (the operator's machine may have no node config).
-func (x *cli) dial() error {
-	if x.c != nil {
-		return nil
+// temporalConfig is the node configuration's temporal.* for the commands
+// that only talk to Temporal: they need nothing of a node, so a missing
+// node.name is no reason to refuse. No configuration at all is fine too:
+// the client settings then come from flags, TEMPORAL_* and profiles.
+func (x *cli) temporalConfig() (*config.Temporal, error) {
+	if x.cfg != nil {
+		return &x.cfg.Temporal, nil
+	}
+	if !x.configGiven() {
+		return nil, nil
 	}
 	cfg, err := config.Load(x.cfgPath)
 	var ve *config.ValidationError
@@ -51,18 +74,42 @@ func (x *cli) dial() error {
 		cfg, err = config.LoadWith(x.cfgPath, map[string]string{"node.name": "operator"})
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c, err := connect.Dial(cfg.Temporal, nil)
-	if err != nil {
-		return err
-	}
-	x.c = c
-	return nil
+	return &cfg.Temporal, nil
 }
 
 func onlyNodeNameMissing(ve *config.ValidationError) bool {
 	return len(ve.Problems) == 1 && strings.HasPrefix(ve.Problems[0], "node.name:")
+}
+
+// dial connects once, with the settings layered as documented in
+// clientopts.go.
+func (x *cli) dial() error {
+	if x.c != nil {
+		return nil
+	}
+	tc, err := x.temporalConfig()
+	if err != nil {
+		return err
+	}
+	return x.dialWith(tc, "temporal.* of "+orDefault(x.cfgPath))
+}
+
+func (x *cli) dialWith(tc *config.Temporal, base string) error {
+	if x.c != nil {
+		return nil
+	}
+	t, err := resolveTarget(x.flags, tc, base)
+	if err != nil {
+		return err
+	}
+	c, err := t.dial()
+	if err != nil {
+		return err
+	}
+	x.target, x.c = t, c
+	return nil
 }
 
 func (x *cli) link(node string) string {
@@ -70,8 +117,15 @@ func (x *cli) link(node string) string {
 		url.PathEscape(x.namespace()), url.PathEscape(workflows.WorkflowID(node)))
 }
 
+// namespace is the namespace in force: the one the client was dialled with.
 func (x *cli) namespace() string {
-	if x.cfg != nil {
+	if x.target != nil {
+		return x.target.namespace
+	}
+	if x.flags.namespace != "" {
+		return x.flags.namespace
+	}
+	if x.cfg != nil && x.cfg.Temporal.Namespace != "" {
 		return x.cfg.Temporal.Namespace
 	}
 	return "default"

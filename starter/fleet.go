@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -12,33 +13,33 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"adoption/config"
-	"adoption/connect"
 	"adoption/workflows"
 )
 
 // fleetCommand is `adopt fleet start|next|retry|status`.
 func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 	var fleetPath string
-	fc := &cobra.Command{Use: "fleet", Short: "Adopt every node of a fleet in order, the control node first"}
+	var timeout time.Duration
+	fc := &cobra.Command{Use: "fleet", Short: "Adopt every node of a fleet in order, the control node first",
+		Example: `  adopt fleet start --fleet fleet.yaml
+  adopt fleet status --fleet fleet.yaml --json`}
+	fc.PersistentFlags().DurationVar(&timeout, "timeout", 10*time.Second, "how long the fleet's workflow may take to answer")
 	fc.PersistentFlags().StringVar(&fleetPath, "fleet", "fleet.yaml", "fleet file: temporal settings, a name, and the node configuration files in order")
 	load := func() (*config.Fleet, error) {
 		f, err := config.LoadFleet(fleetPath)
 		if err != nil {
 			return nil, err
 		}
-		if x.c == nil {
-			c, err := connect.Dial(f.Temporal, nil)
-			if err != nil {
-				return nil, err
-			}
-			x.c = c
+		if err := x.dialWith(&f.Temporal, "temporal.* of "+fleetPath); err != nil {
+			return nil, err
 		}
 		return f, nil
 	}
 	start := &cobra.Command{
-		Use:   "start",
-		Short: "Start the fleet: each node's migration as a child, one after another",
-		Args:  cobra.NoArgs,
+		Use:     "start",
+		Short:   "Start the fleet: each node's migration as a child, one after another",
+		Example: `  adopt fleet start --fleet fleet.yaml`,
+		Args:    args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := load()
 			if err != nil {
@@ -51,7 +52,7 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 				in.Members = append(in.Members, workflows.FleetMember{Node: c.Node.Name, Role: c.Node.Role})
 			}
 			if err := workflows.ValidateFleet(in); err != nil {
-				return err
+				return usagef("%v", err)
 			}
 			for _, m := range in.Members {
 				d, err := x.c.DescribeWorkflow(ctx, workflows.WorkflowID(m.Node), "")
@@ -66,26 +67,39 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 			}, workflows.FleetWorkflow, in)
 			var already *serviceerror.WorkflowExecutionAlreadyStarted
 			if errors.As(err, &already) {
-				return fmt.Errorf("fleet %s is already running; see `adopt fleet status`", f.Name)
+				return refused(fmt.Errorf("fleet %s is already running; see `adopt fleet status`", f.Name), nil)
 			}
 			if err != nil {
 				return err
+			}
+			if x.asJSON {
+				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "workflow_id": workflows.FleetID(f.Name), "run_id": run.GetRunID()})
 			}
 			fmt.Fprintf(x.stdout, "started %s (run %s): nodes %s, the control node first\n", workflows.FleetID(f.Name), run.GetRunID(), f.NodeNames())
 			return nil
 		},
 	}
 	next := &cobra.Command{
-		Use:   "next",
-		Short: "Start the next node now, before the current one has migrated every module",
-		Args:  cobra.NoArgs,
+		Use:     "next",
+		Short:   "Start the next node now, before the current one has migrated every module",
+		Example: `  adopt fleet next --fleet fleet.yaml`,
+		Args:    args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := load()
 			if err != nil {
 				return err
 			}
-			if err := x.c.SignalWorkflow(ctx, workflows.FleetID(f.Name), "", workflows.SignalFleetNext, nil); err != nil {
+			sctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			if err := x.c.SignalWorkflow(sctx, workflows.FleetID(f.Name), "", workflows.SignalFleetNext, nil); err != nil {
+				var nf *serviceerror.NotFound
+				if errors.As(err, &nf) {
+					return fmt.Errorf("fleet %s is not running (not started, or finished): `adopt fleet start --fleet %s` starts it", f.Name, fleetPath)
+				}
 				return fmt.Errorf("fleet %s: %w", f.Name, err)
+			}
+			if x.asJSON {
+				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": workflows.SignalFleetNext})
 			}
 			fmt.Fprintf(x.stdout, "fleet %s: the next node starts now\n", f.Name)
 			return nil
@@ -109,19 +123,20 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 	}
 	var asJSON bool
 	status := &cobra.Command{
-		Use:   "status",
-		Short: "Every node of the fleet with its phase and modules",
-		Args:  cobra.NoArgs,
+		Use:     "status",
+		Short:   "Every node of the fleet with its phase and modules",
+		Example: `  adopt fleet status --fleet fleet.yaml`,
+		Args:    args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := load()
 			if err != nil {
 				return err
 			}
-			st, err := x.fleetState(ctx, f.Name)
+			st, err := x.fleetState(ctx, f.Name, fleetPath, timeout)
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if x.asJSON {
 				return writeJSON(x.stdout, st)
 			}
 			if st.Frozen != "" {
@@ -150,14 +165,34 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 	return fc
 }
 
-func (x *cli) fleetState(ctx context.Context, name string) (*workflows.FleetState, error) {
-	v, err := x.c.QueryWorkflow(ctx, workflows.FleetID(name), "", workflows.QueryFleet)
-	var st workflows.FleetState
-	if err == nil {
-		return &st, v.Get(&st)
+// fleetState asks the fleet's workflow, bounded by timeout: a query while
+// it runs, its result once it has completed.
+func (x *cli) fleetState(ctx context.Context, name, path string, timeout time.Duration) (*workflows.FleetState, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	id := workflows.FleetID(name)
+	d, err := x.c.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil, fmt.Errorf("fleet %s not started: `adopt fleet start --fleet %s` starts it", name, path)
 	}
-	if gerr := x.c.GetWorkflow(ctx, workflows.FleetID(name), "").Get(ctx, &st); gerr == nil {
+	if err != nil {
+		return nil, fmt.Errorf("fleet %s: %w", name, err)
+	}
+	var st workflows.FleetState
+	if r := runFrom(d.GetWorkflowExecutionInfo()); !r.running {
+		if err := x.c.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
+			return nil, fmt.Errorf("fleet %s ended (%s at %s): %w", name, r.status, r.closed.Local().Format(time.DateTime), err)
+		}
 		return &st, nil
 	}
-	return nil, fmt.Errorf("fleet %s: %w", name, err)
+	v, err := x.c.QueryWorkflow(ctx, id, "", workflows.QueryFleet)
+	if err != nil {
+		if ctx.Err() != nil {
+			wq := x.queueHealth(context.WithoutCancel(ctx), workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+			return nil, fmt.Errorf("fleet %s did not answer within %s: %s", name, timeout, wq.describe("worker"))
+		}
+		return nil, fmt.Errorf("fleet %s: %w", name, err)
+	}
+	return &st, v.Get(&st)
 }

@@ -1,5 +1,6 @@
 // adopt is the operator's CLI: it starts a node's migration workflow, shows
 // status, and sends the requests (migrate, retry, preview, flip, release).
+// main is wiring: each command lives in its own file.
 package main
 
 import (
@@ -8,99 +9,156 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"slices"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
-
-	"adoption/workflows"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "adopt:", err)
-		os.Exit(1)
-	}
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	x := &cli{stdout: stdout}
+// run executes one command line and returns its exit code; errors are
+// printed here, on stderr, as text or, with --json, as a JSON object (so
+// stdout holds a result document or nothing).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	x := &cli{stdout: stdout, stderr: stderr}
 	defer func() {
 		if x.c != nil {
 			x.c.Close()
 		}
 	}()
 	root := &cobra.Command{
-		Use:           "adopt",
-		Short:         "Migrate a machine in use onto the mesh, one node and one module at a time",
+		Use:   "adopt",
+		Short: "Migrate a machine in use onto the mesh, one node and one module at a time",
+		Long: `adopt drives each node's migration workflow on Temporal: start, status,
+the requests (migrate, retry, flip, release, prune, drift accept), preview and wait.
+
+A request is delivered or the CLI says so within seconds: it is sent only
+when a worker serves the node's workflow, and it counts only once the
+workflow has accepted it. A request reported as not delivered never runs
+later. A request the workflow refuses exits 2 with the reasons.
+
+Temporal client settings, highest precedence first: --address/--namespace,
+TEMPORAL_ADDRESS/TEMPORAL_NAMESPACE/TEMPORAL_TLS_*, the Temporal profile
+(--profile or TEMPORAL_PROFILE, in TEMPORAL_CONFIG_FILE), the node
+configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
+
+` + exitCodesHelp,
+		Example: `  adopt start n1 --config n1.yaml
+  adopt status --phase adopted
+  adopt migrate n1 mail --config n1.yaml --json`,
+		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&x.cfgPath, "config", "", "configuration file (default $ADOPT_CONFIG)")
-	root.PersistentFlags().StringVar(&x.uiURL, "ui", envOr("ADOPT_UI", "http://127.0.0.1:8233"), "Temporal Web UI address, for links")
+	root.SetVersionTemplate("adopt {{.Version}}\n")
+	pf := root.PersistentFlags()
+	pf.StringVar(&x.cfgPath, "config", "", "the node's configuration file (default $ADOPT_CONFIG)")
+	pf.StringVar(&x.uiURL, "ui", envOr("ADOPT_UI", "http://127.0.0.1:8233"), "Temporal Web UI address, for links (default $ADOPT_UI)")
+	pf.BoolVar(&x.asJSON, "json", false, "print results and errors as JSON (stable, for scripts)")
+	pf.StringVar(&x.flags.address, "address", "", "Temporal frontend HOST:PORT (overrides TEMPORAL_ADDRESS and temporal.address)")
+	pf.StringVar(&x.flags.namespace, "namespace", "", "Temporal namespace (overrides TEMPORAL_NAMESPACE and temporal.namespace)")
+	pf.StringVar(&x.flags.profile, "profile", "", "profile of the Temporal config file (default $TEMPORAL_PROFILE, then \"default\")")
+	pf.DurationVar(&x.accept, "accept-timeout", 10*time.Second, "how long a request may take to be accepted by the node's workflow before it is reported as not delivered")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
 
-	var asJSON bool
-	start := &cobra.Command{
-		Use:   "start NODE",
-		Short: "Start the node's migration workflow: probe, then adopt",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return x.start(ctx, args[0])
-		},
-	}
-	status := &cobra.Command{
-		Use:   "status [NODE]",
-		Short: "Show a node's state, or every node's phase",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return x.statusAll(ctx, asJSON)
-			}
-			return x.status(ctx, args[0], asJSON)
-		},
-	}
-	status.Flags().BoolVar(&asJSON, "json", false, "print JSON (stable, for scripts)")
-	request := func(use, kind, short string, module bool) *cobra.Command {
-		n := cobra.ExactArgs(1)
-		if module {
-			n = cobra.RangeArgs(1, 2)
-		}
-		return &cobra.Command{
-			Use: use, Short: short, Args: n,
-			RunE: func(cmd *cobra.Command, args []string) error {
-				mod := ""
-				if len(args) == 2 {
-					mod = args[1]
-				}
-				if kind == workflows.UpdateMigrate && mod == "" {
-					return fmt.Errorf("migrate needs NODE and MODULE")
-				}
-				return x.request(ctx, args[0], kind, mod)
-			},
-		}
-	}
-	preview := &cobra.Command{
-		Use:   "preview NODE",
-		Short: "Say which open ports a flip would close, without flipping",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return x.preview(ctx, args[0], asJSON)
-		},
-	}
-	preview.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	driftCmd := &cobra.Command{Use: "drift", Short: "Drift found while adopted: a file or the found firewall changed since adoption"}
-	driftCmd.AddCommand(request("accept NODE", workflows.SignalDriftAccept, "Record the node as it is now (custody renewed); the flip is no longer blocked", false))
-	root.AddCommand(start, status, preview, x.fleetCommand(ctx), x.waitCommand(ctx),
-		request("migrate NODE MODULE", workflows.UpdateMigrate, "Migrate a module: its container takes over the predecessor's", true),
-		request("retry NODE [MODULE]", workflows.UpdateRetry, "Retry a failed cutover, or a failed adoption without MODULE", true),
-		request("flip NODE", workflows.UpdateFlip, "Flip the node: preview, then replace the found firewall with the mesh's", false),
-		request("release NODE", workflows.UpdateRelease, "Remove every marked rule and leave the node as found", false),
-		driftCmd,
-		request("prune NODE", workflows.UpdatePrune, "Remove the stopped predecessor containers kept for rollback (never their volumes)", false),
+	root.AddCommand(
+		x.startCommand(ctx),
+		x.statusCommand(ctx),
+		x.previewCommand(ctx),
+		x.migrateCommand(ctx),
+		x.retryCommand(ctx),
+		x.flipCommand(ctx),
+		x.releaseCommand(ctx),
+		x.pruneCommand(ctx),
+		x.driftCommand(ctx),
+		x.waitCommand(ctx),
+		x.fleetCommand(ctx),
+		x.briefCommand(ctx),
+		x.resolveCommand(ctx),
 	)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	return root.ExecuteContext(ctx)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	code := exitCode(err)
+	if alreadyShown(err) {
+		return code
+	}
+	if !x.asJSON && code == exitUsage {
+		// The flags may not have parsed: --json still asks for JSON.
+		x.asJSON = slices.Contains(args, "--json") || slices.Contains(args, "--json=true")
+	}
+	if x.asJSON {
+		_ = writeJSON(stderr, jsonError{Error: err.Error(), Kind: exitKind(code), ExitCode: code, Reasons: reasonsOf(err)})
+	} else {
+		fmt.Fprintln(stderr, "adopt:", err)
+		for _, r := range reasonsOf(err) {
+			fmt.Fprintln(stderr, wrapLine("  - ", r, termWidth()))
+		}
+		if code == exitUsage {
+			fmt.Fprintln(stderr, "(see `adopt --help` or `adopt COMMAND --help`)")
+		}
+	}
+	return code
+}
+
+// jsonError is what every command prints under --json when it fails.
+type jsonError struct {
+	Error    string   `json:"error"`
+	Kind     string   `json:"kind"` // error, refused, usage
+	ExitCode int      `json:"exit_code"`
+	Reasons  []string `json:"reasons,omitempty"`
+}
+
+// args wraps cobra's argument check so a wrong count is a usage error.
+func args(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := check(cmd, a); err != nil {
+			return usagef("%s: %v (usage: adopt %s)", cmd.Name(), err, cmd.Use)
+		}
+		return nil
+	}
+}
+
+// version is the module version and VCS revision the binary was built from.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v, rev, dirty := bi.Main.Version, "", ""
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		return fmt.Sprintf("%s (%s%s, %s)", v, rev, dirty, bi.GoVersion)
+	}
+	return fmt.Sprintf("%s (%s)", v, bi.GoVersion)
+}
+
+func envOr(k, d string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return d
 }

@@ -1,35 +1,72 @@
-// `adopt preview NODE`: which open ports a flip would close.
+// `adopt preview NODE`: which open ports a flip would close, and whether
+// it would be approved. It runs on the node, so it is sent only while the
+// node's agent polls; it exits 2 when it refuses.
 package main
 
 import (
 	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"adoption/firewall"
 	"adoption/workflows"
-
-	"go.temporal.io/sdk/client"
 )
 
-func (x *cli) preview(ctx context.Context, node string, asJSON bool) error {
+func (x *cli) previewCommand(ctx context.Context) *cobra.Command {
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "preview NODE",
+		Short: "Say which open ports a flip would close, without flipping",
+		Long: `Run the flip's preview on the node: every open port with its fate (kept, and
+by whom, or closing, and why), and the verdict. Exit 0 when it approves,
+2 when it refuses (with the reasons).
+
+` + exitCodesHelp,
+		Example: `  adopt preview n1 --config n1.yaml
+  adopt preview n1 --json | jq .reasons`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return x.preview(ctx, a[0], timeout)
+		},
+	}
+	c.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long the node may take to answer once the preview is accepted")
+	return c
+}
+
+func (x *cli) preview(ctx context.Context, node string, timeout time.Duration) error {
 	if err := x.dial(); err != nil {
 		return err
 	}
-	h, err := x.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.WorkflowID(node),
-		UpdateName:   workflows.UpdatePreview,
-		Args:         []any{x.requestInput(node, "")},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
+	ag := x.agents(ctx, node)
+	if last, err := x.lastRun(ctx, node); err != nil || last == nil || !last.running {
+		// send says what there is to say about a missing or ended workflow.
+	} else if !ag.Node.alive() && !ag.Node.unknown() && ag.Workflow.alive() {
+		return fmt.Errorf("not delivered: the preview runs on node %s, and %s; nothing was sent. Start the node's agent, then preview again", node, ag.Node.describe("agent"))
+	}
+	d, err := x.send(ctx, node, workflows.UpdatePreview, "", x.requestInput(node, ""))
 	if err != nil {
-		return requestError(node, "preview", "", err)
+		return err
 	}
+	gctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	var pv firewall.Preview
-	if err := h.Get(ctx, &pv); err != nil {
-		return requestError(node, "preview", "", err)
+	if err := d.handle.Get(gctx, &pv); err != nil {
+		if timedOut(err) {
+			return fmt.Errorf("the preview was accepted but node %s did not answer within %s (its agent may have stopped); it finishes when the agent is back and `adopt status %s` shows it as LAST PREVIEW", node, timeout, node)
+		}
+		return x.requestError(ctx, node, "preview", err)
 	}
-	if asJSON {
-		return writeJSON(x.stdout, pv)
+	if x.asJSON {
+		if err := writeJSON(x.stdout, pv); err != nil {
+			return err
+		}
+	} else {
+		printPreview(x.stdout, &pv, termWidth())
 	}
-	printPreview(x.stdout, &pv)
+	if !pv.Approved {
+		return shownRefusal(fmt.Errorf("node %s: the preview refuses the flip", node), pv.Reasons)
+	}
 	return nil
 }

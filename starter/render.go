@@ -5,15 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"adoption/firewall"
 	"adoption/workflows"
 )
 
-func printPreview(w io.Writer, pv *firewall.Preview) {
+func printPreview(w io.Writer, pv *firewall.Preview, width int) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PORT\tDIRECTION\tFAMILY\tFROM\tFATE\tBY")
 	for _, f := range pv.Fates {
@@ -37,14 +37,57 @@ func printPreview(w io.Writer, pv *firewall.Preview) {
 		fmt.Fprintln(w, "\nAPPROVED: every port that would close is in flip.drop; `adopt flip NODE` may proceed")
 	} else {
 		fmt.Fprintln(w, "\nREFUSED:")
-		for _, r := range pv.Reasons {
-			fmt.Fprintf(w, "  - %s\n", r)
+		for _, r := range groupFamilies(pv.Reasons) {
+			fmt.Fprintln(w, wrapLine("  - ", r, width))
 		}
 	}
 	fmt.Fprintf(w, "found ruleset %.23s, derived %.23s\n", pv.FoundFingerprint, pv.DerivedFingerprint)
 }
 
-func printState(w io.Writer, s *workflows.State) {
+// printStatus prints `adopt status NODE`: the state, then what is missing
+// for it to move, then NEXT.
+func printStatus(w io.Writer, ns *nodeStatus, width int) {
+	if ns.StateFrom == "visibility" {
+		fmt.Fprintf(w, "NODE %s: phase %s (from visibility: the workflow did not answer, so no details)\n", ns.Node, orUnknown(string(ns.Phase)))
+	} else {
+		printState(w, &ns.State, width)
+	}
+	if ns.Run.Status != "running" {
+		fmt.Fprintf(w, "\nRUN: %s at %s\n", ns.Run.Status, ns.Run.Closed.Local().Format(time.DateTime))
+	}
+	if ns.Agents != nil {
+		fmt.Fprintln(w)
+		for _, q := range []struct {
+			h        queueHealth
+			who, tag string
+		}{{ns.Agents.Workflow, "worker", "WORKER"}, {ns.Agents.Node, "agent", "AGENT"}} {
+			fmt.Fprintln(w, wrapLine(q.tag+": ", q.h.describe(q.who), width))
+		}
+	}
+	for _, p := range ns.Pending {
+		line := fmt.Sprintf("step %s, %s, attempt %d", p.Type, p.State, p.Attempt)
+		if !p.Scheduled.IsZero() {
+			line += fmt.Sprintf(", waiting since %s (%s)", p.Scheduled.Local().Format("15:04:05"), time.Since(p.Scheduled).Round(time.Second))
+		}
+		if p.LastFailure != "" {
+			line += "; last failure: " + p.LastFailure
+		}
+		fmt.Fprintln(w, wrapLine("PENDING: ", line, width))
+	}
+	if ns.Stuck != "" {
+		fmt.Fprintln(w, wrapLine("STUCK: ", ns.Stuck, width))
+	}
+	fmt.Fprintln(w, wrapLine("NEXT: ", ns.Next, width))
+	if n := len(ns.Events); n > 0 {
+		fmt.Fprintln(w, "\nRECENT EVENTS")
+		for _, e := range ns.Events[max(0, n-8):] {
+			fmt.Fprintln(w, wrapLine("  "+e.At.Local().Format("15:04:05")+"  ", e.Text, width))
+		}
+	}
+	fmt.Fprintf(w, "\nWeb UI: %s\n", ns.Link)
+}
+
+func printState(w io.Writer, s *workflows.State, width int) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tPHASE\tMODULES MIGRATED\tFIREWALL\tCUSTODY\tMARKED RULES")
 	fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%d file(s)\t%d\n", s.Node, s.Phase, s.MigratedCount(), len(s.Modules), orNone(s.FirewallKind), len(s.Custody), len(s.Marks))
@@ -61,9 +104,17 @@ func printState(w io.Writer, s *workflows.State) {
 	if len(s.Custody) > 0 {
 		fmt.Fprintln(w, "\nFILES IN CUSTODY")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "PATH\tFOUND\tSIZE\tMODE\tOWNER\tSHA256")
+		fmt.Fprintln(tw, "PATH\tFOUND\tSIZE\tMODE\tOWNER\tDIGEST")
 		for _, r := range s.Custody {
-			fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%d:%d\t%.16s\n", r.Path, r.Found, r.Size, r.Mode, r.UID, r.GID, r.SHA256)
+			// The node's keyed digest (older histories: the plain sha256).
+			d := strings.TrimPrefix(r.Digest, "hmac-sha256:")
+			if d == "" {
+				d = r.SHA256
+			}
+			if r.Link != "" {
+				d = "symlink -> " + r.Link
+			}
+			fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%d:%d\t%.16s\n", r.Path, r.Found, r.Size, r.Mode, r.UID, r.GID, d)
 		}
 		tw.Flush()
 	}
@@ -89,28 +140,23 @@ func printState(w io.Writer, s *workflows.State) {
 		fmt.Fprintf(w, "WAITING: %s\n", s.Waiting)
 	}
 	if pv := s.LastPreview; pv != nil {
-		verdict := "refused"
 		if pv.Approved {
-			verdict = "approved"
+			fmt.Fprintln(w, "LAST PREVIEW: approved")
+		} else {
+			fmt.Fprintln(w, "LAST PREVIEW: refused")
+			for _, r := range explainReasons(pv.Reasons, s) {
+				fmt.Fprintln(w, wrapLine("  - ", r, width))
+			}
 		}
-		fmt.Fprintf(w, "LAST PREVIEW: %s %s\n", verdict, strings.Join(pv.Reasons, "; "))
 	}
 	if f := s.Flip; f != nil {
 		fmt.Fprintf(w, "FLIP %s: %s %s %s\n", f.ID, f.State, f.Error, f.Listing)
 	}
 	if s.LastError != "" {
-		fmt.Fprintf(w, "LAST ERROR: %s\n", s.LastError)
+		fmt.Fprintln(w, wrapLine("LAST ERROR: ", s.LastError, width))
 	}
 	if len(s.Queue) > 0 {
 		fmt.Fprintf(w, "QUEUED: %d request(s)\n", len(s.Queue))
-	}
-	fmt.Fprintf(w, "NEXT: %s\n", workflows.NextStep(s))
-	if n := len(s.Events); n > 0 {
-		fmt.Fprintln(w, "\nRECENT EVENTS")
-		from := max(0, n-8)
-		for _, e := range s.Events[from:] {
-			fmt.Fprintf(w, "  %s  %s\n", e.At.Format("15:04:05"), e.Text)
-		}
 	}
 }
 
@@ -120,11 +166,11 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func envOr(k, d string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
+func orUnknown(s string) string {
+	if s == "" {
+		return "?"
 	}
-	return d
+	return s
 }
 
 func orNone(s string) string {

@@ -1,38 +1,110 @@
-// The requests (migrate, retry, flip, release, prune, drift accept): sent
-// as Updates to the node's workflow.
+// The requests (migrate, retry, flip, release, prune, drift accept): each
+// is an Update to the node's workflow, delivered as deliver.go describes.
+// The commands themselves are in their own files.
 package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"adoption/workflows"
-
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 )
 
-func (x *cli) request(ctx context.Context, node, kind, module string) error {
+// requestSpec describes one request command.
+type requestSpec struct {
+	use, name, short, long, example string
+	module                          int // 0: none, 1: optional, 2: required
+}
+
+func (x *cli) requestCommand(ctx context.Context, s requestSpec) *cobra.Command {
+	n := cobra.ExactArgs(1)
+	switch s.module {
+	case 1:
+		n = cobra.RangeArgs(1, 2)
+	case 2:
+		n = func(cmd *cobra.Command, a []string) error {
+			if len(a) != 2 {
+				return fmt.Errorf("%s needs NODE and MODULE", s.name)
+			}
+			return nil
+		}
+	}
+	return &cobra.Command{
+		Use: s.use, Short: s.short, Long: s.long + "\n\n" + exitCodesHelp, Example: s.example, Args: args(n),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			mod := ""
+			if len(a) == 2 {
+				mod = a[1]
+			}
+			return x.request(ctx, a[0], s.name, mod)
+		},
+	}
+}
+
+// requestOutcome is what a delivered request prints (--json).
+type requestOutcome struct {
+	Node     string `json:"node"`
+	Request  string `json:"request"`
+	Module   string `json:"module,omitempty"`
+	Accepted bool   `json:"accepted"`
+	Queued   int    `json:"queued,omitempty"` // position in the node's queue, 1 = next
+	// AgentPolling is false when the node's agent does not poll its queue:
+	// the request is queued and runs when the agent is back.
+	AgentPolling bool   `json:"agent_polling"`
+	Note         string `json:"note,omitempty"`
+	Link         string `json:"link"`
+}
+
+func (x *cli) request(ctx context.Context, node, name, module string) error {
 	if err := x.dial(); err != nil {
 		return err
 	}
-	h, err := x.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.WorkflowID(node),
-		UpdateName:   kind,
-		Args:         []any{x.requestInput(node, module)},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
+	d, err := x.send(ctx, node, name, module, x.requestInput(node, module))
 	if err != nil {
-		return requestError(node, kind, module, err)
+		return err
 	}
+	out := requestOutcome{Node: node, Request: name, Module: module, Accepted: true, AgentPolling: d.agents.Node.alive() || d.agents.Node.unknown(), Link: x.link(node)}
+	// The handler only queues, so its result follows acceptance at once;
+	// if it does not, acceptance is what counts.
+	// A refusal also comes back from Get: the Accepted stage returns at
+	// once with the outcome when the validator rejected the request.
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	var res workflows.RequestResult
-	if err := h.Get(ctx, &res); err != nil {
-		return requestError(node, kind, module, err)
+	err = d.handle.Get(gctx, &res)
+	cancel()
+	switch {
+	case err == nil:
+		out.Queued = res.Queued
+	case !timedOut(err):
+		return x.requestError(ctx, node, describeRequest(name, module), err)
 	}
-	fmt.Fprintf(x.stdout, "node %s: queued %s (position %d); follow it with `adopt status %s` or %s\n", node, res.Accepted, res.Queued, node, x.link(node))
+	if !out.AgentPolling {
+		out.Note = fmt.Sprintf("accepted; it runs when node %s's agent is back (%s)", node, d.agents.Node.describe("agent"))
+	}
+	if x.asJSON {
+		return writeJSON(x.stdout, out)
+	}
+	what := describeRequest(name, module)
+	if out.Queued > 0 {
+		fmt.Fprintf(x.stdout, "node %s: accepted and queued %s (position %d)\n", node, what, out.Queued)
+	} else {
+		fmt.Fprintf(x.stdout, "node %s: accepted %s\n", node, what)
+	}
+	if out.Note != "" {
+		fmt.Fprintf(x.stdout, "%s\n", out.Note)
+	}
+	fmt.Fprintf(x.stdout, "follow it with `adopt status %s` or %s\n", node, out.Link)
 	return nil
+}
+
+func describeRequest(name, module string) string {
+	if module == "" {
+		return name
+	}
+	return name + " " + module
 }
 
 // requestInput builds a request. The configuration is the plan's source of
@@ -40,25 +112,9 @@ func (x *cli) request(ctx context.Context, node, kind, module string) error {
 // port, module or flip.drop reaches the running workflow.
 func (x *cli) requestInput(node, module string) workflows.RequestInput {
 	in := workflows.RequestInput{Module: module}
-	if x.load() == nil && x.cfg.Node.Name == node {
+	if x.configGiven() && x.load() == nil && x.cfg.Node.Name == node {
 		p := x.cfg.Plan()
 		in.Plan = &p
 	}
 	return in
-}
-
-func requestError(node, kind, module string, err error) error {
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return fmt.Errorf("node %s has no running migration workflow; start it with `adopt start %s`", node, node)
-	}
-	what := kind
-	if module != "" {
-		what += " " + module
-	}
-	var ae *temporal.ApplicationError
-	if errors.As(err, &ae) {
-		return fmt.Errorf("node %s refused %s: %s", node, what, ae.Message())
-	}
-	return fmt.Errorf("node %s: %s: %w", node, what, err)
 }

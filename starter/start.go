@@ -1,33 +1,81 @@
-// `adopt start NODE`: start the node's migration workflow.
+// `adopt start NODE`: start the node's migration workflow. A node whose
+// last run converged stays converged unless --readopt says otherwise.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
-	"adoption/config"
-	"adoption/workflows"
-
+	"github.com/spf13/cobra"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+
+	"adoption/config"
+	"adoption/workflows"
 )
 
-func (x *cli) start(ctx context.Context, node string) error {
+func (x *cli) startCommand(ctx context.Context) *cobra.Command {
+	var readopt bool
+	c := &cobra.Command{
+		Use:   "start NODE",
+		Short: "Start the node's migration workflow: probe, then adopt",
+		Long: `Start the node's migration workflow with the plan from the node's
+configuration (--config): it probes the node, then adopts it.
+
+A node whose last run converged is refused (exit 2): its firewall is the
+mesh's own, and adopting it again would take that for the predecessor's.
+--readopt starts a new adoption of a converged node anyway: it probes the
+node as it is now, and the mesh's own table is never taken as the found
+firewall.
+
+` + exitCodesHelp,
+		Example: `  adopt start n1 --config n1.yaml
+  ADOPT_CONFIG=n1.yaml adopt start n1 --json`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return x.start(ctx, a[0], readopt)
+		},
+	}
+	c.Flags().BoolVar(&readopt, "readopt", false, "start again on a node whose last run converged (see above)")
+	return c
+}
+
+// started is what `adopt start --json` prints.
+type started struct {
+	Node       string `json:"node"`
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+	Link       string `json:"link"`
+}
+
+func (x *cli) start(ctx context.Context, node string, readopt bool) error {
+	if !config.ValidName(node) {
+		return usagef("node name %q is invalid: it must be %s", node, config.NameRule)
+	}
 	if err := x.load(); err != nil {
 		return err
 	}
-	if !config.ValidName(node) {
-		return fmt.Errorf("node name %q is invalid: it must be %s", node, config.NameRule)
-	}
 	if x.cfg.Node.Name != node {
-		return fmt.Errorf("the configuration (%s) describes node %q, not %q: pass that node's configuration with --config", orDefault(x.cfgPath), x.cfg.Node.Name, node)
+		return usagef("the configuration (%s) describes node %q, not %q: pass that node's configuration with --config", orDefault(x.cfgPath), x.cfg.Node.Name, node)
 	}
 	if err := x.dial(); err != nil {
 		return err
 	}
 	id := workflows.WorkflowID(node)
+	last, err := x.lastRun(ctx, node)
+	if err != nil {
+		return fmt.Errorf("node %s: reading its last run: %w", node, err)
+	}
+	if last != nil && last.running {
+		return refused(fmt.Errorf("node %s already has a migration workflow, running (%s, phase %s); see `adopt status %s`", node, id, orUnknown(string(last.phase)), node), nil)
+	}
+	if last != nil && last.phase == workflows.PhaseConverged && !readopt {
+		return refused(fmt.Errorf("node %s converged at %s: the mesh's firewall is its firewall and its workflow is complete; nothing needs doing. To adopt it again anyway, `adopt start %s --readopt`",
+			node, last.closed.Local().Format(time.DateTime), node), nil)
+	}
 	run, err := x.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                                       id,
 		TaskQueue:                                workflows.TaskQueue,
@@ -38,11 +86,24 @@ func (x *cli) start(ctx context.Context, node string) error {
 	}, workflows.NodeWorkflow, workflows.Input{Plan: x.cfg.Plan()})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
-		return fmt.Errorf("node %s already has a migration workflow (%s); see `adopt status %s`", node, id, node)
+		return refused(fmt.Errorf("node %s already has a migration workflow (%s); see `adopt status %s`", node, id, node), nil)
 	}
 	if err != nil {
 		return fmt.Errorf("start %s: %w", id, err)
 	}
-	fmt.Fprintf(x.stdout, "started %s (run %s)\nwatch it: %s\n", id, run.GetRunID(), x.link(node))
+	out := started{Node: node, WorkflowID: id, RunID: run.GetRunID(), Link: x.link(node)}
+	if x.asJSON {
+		return writeJSON(x.stdout, out)
+	}
+	fmt.Fprintf(x.stdout, "started %s (run %s)\nwatch it: %s\n", id, out.RunID, out.Link)
+	ag := x.agents(ctx, node)
+	for _, q := range []struct {
+		h   queueHealth
+		who string
+	}{{ag.Workflow, "worker"}, {ag.Node, "agent"}} {
+		if !q.h.alive() && !q.h.unknown() {
+			fmt.Fprintf(x.stdout, "note: %s; the workflow waits for it (start adopt-worker on node %s)\n", q.h.describe(q.who), node)
+		}
+	}
 	return nil
 }

@@ -1,54 +1,157 @@
-// `adopt status NODE`: one node's whole state, from its workflow.
+// `adopt status NODE`: one node's state, and at once why it is stuck: no
+// worker or agent polling its queues (since when), the step it waits on
+// with its attempt count and last failure. What the server knows needs no
+// worker, so it is shown even when the workflow cannot answer.
 package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"adoption/workflows"
+	"github.com/spf13/cobra"
 
-	"go.temporal.io/api/serviceerror"
+	"adoption/workflows"
 )
 
-// state asks the node's workflow for its state: a query while it runs, its
-// result once it has completed.
-func (x *cli) state(ctx context.Context, node string) (*workflows.State, error) {
-	if err := x.dial(); err != nil {
-		return nil, err
+func (x *cli) statusCommand(ctx context.Context) *cobra.Command {
+	var o overviewOpts
+	c := &cobra.Command{
+		Use:   "status [NODE]",
+		Short: "Show a node's state, or every running node's phase",
+		Long: `With NODE: the node's whole state, whether a worker and the node's agent poll
+their task queues, the step the workflow waits on (attempts, last failure),
+and NEXT, the step to take.
+
+Without NODE: every running node workflow from visibility (AdoptionPhase,
+AdoptionNode), each node's modules asked in parallel with a short timeout,
+"?" where a node could not be asked in time.
+
+` + exitCodesHelp,
+		Example: `  adopt status n1
+  adopt status n1 --json
+  adopt status --phase adopted
+  adopt status --fleet fleet.yaml`,
+		Args: args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if len(a) == 0 {
+				return x.overview(ctx, o)
+			}
+			if o.phase != "" || o.fleet != "" {
+				return usagef("--phase and --fleet filter the overview: give no NODE with them")
+			}
+			return x.status(ctx, a[0])
+		},
 	}
-	id := workflows.WorkflowID(node)
-	qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	v, err := x.c.QueryWorkflow(qctx, id, "", workflows.QueryStatus)
-	var st workflows.State
-	if err == nil {
-		if err := v.Get(&st); err != nil {
-			return nil, err
-		}
-		return &st, nil
-	}
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return nil, fmt.Errorf("node %s has no migration workflow; start it with `adopt start %s`", node, node)
-	}
-	// A completed workflow answers with its result.
-	if gerr := x.c.GetWorkflow(ctx, id, "").Get(qctx, &st); gerr == nil {
-		return &st, nil
-	}
-	return nil, fmt.Errorf("status of %s: %w (is adopt-worker running? queries are answered by a worker)", id, err)
+	c.Flags().StringVar(&o.phase, "phase", "", "overview: only nodes in this phase ("+phaseList()+")")
+	c.Flags().StringVar(&o.fleet, "fleet", "", "overview: only the nodes of this fleet file")
+	c.Flags().BoolVar(&o.all, "all", false, "overview: closed runs too (converged, released, terminated)")
+	c.Flags().DurationVar(&o.ask, "ask-timeout", 3*time.Second, "overview: how long each node's workflow may take to answer")
+	return c
 }
 
-func (x *cli) status(ctx context.Context, node string, asJSON bool) error {
-	st, err := x.state(ctx, node)
+// nodeStatus is `adopt status NODE --json`: the workflow's state (its
+// fields at the top level, as before) plus what the server says.
+type nodeStatus struct {
+	workflows.State
+	Run struct {
+		Status  string    `json:"status"`
+		Started time.Time `json:"started,omitzero"`
+		Closed  time.Time `json:"closed,omitzero"`
+	} `json:"run"`
+	// StateFrom says where the state comes from: "query" (the running
+	// workflow), "result" (a completed run), or "visibility" (the phase
+	// only: no worker answered).
+	StateFrom string            `json:"state_from"`
+	Agents    *agents           `json:"agents,omitempty"`
+	Pending   []pendingActivity `json:"pending_activities,omitempty"`
+	Stuck     string            `json:"stuck,omitempty"` // why nothing moves, when something is missing
+	Next      string            `json:"next"`
+	Link      string            `json:"link"`
+}
+
+func (x *cli) status(ctx context.Context, node string) error {
+	ns, err := x.nodeStatus(ctx, node)
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		return writeJSON(x.stdout, st)
+	if x.asJSON {
+		return writeJSON(x.stdout, ns)
 	}
-	printState(x.stdout, st)
-	fmt.Fprintf(x.stdout, "\nWeb UI: %s\n", x.link(node))
+	printStatus(x.stdout, ns, termWidth())
 	return nil
+}
+
+func (x *cli) nodeStatus(ctx context.Context, node string) (*nodeStatus, error) {
+	if err := x.dial(); err != nil {
+		return nil, err
+	}
+	last, err := x.lastRun(ctx, node)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", node, err)
+	}
+	if last == nil {
+		return nil, fmt.Errorf("node %s has no migration workflow; start it with `adopt start %s` and the node's configuration (--config)", node, node)
+	}
+	ns := &nodeStatus{Link: x.link(node), Pending: last.pending}
+	ns.Run.Status, ns.Run.Started, ns.Run.Closed = last.status, last.started, last.closed
+	if !last.running {
+		if last.result != nil {
+			ns.State, ns.StateFrom = *last.result, "result"
+		} else {
+			ns.State, ns.StateFrom = workflows.State{Node: node, Phase: last.phase}, "visibility"
+		}
+		ns.Next = workflows.NextStep(&ns.State)
+		if last.result == nil {
+			ns.Next = fmt.Sprintf("the workflow is %s; `adopt start %s --config <node %s's configuration>` starts it again", last.status, node, node)
+		}
+		return ns, nil
+	}
+	ag := x.agents(ctx, node)
+	ns.Agents = &ag
+	ns.State, ns.StateFrom = workflows.State{Node: node, Phase: last.phase}, "visibility"
+	if ag.Workflow.alive() || ag.Workflow.unknown() {
+		if st, err := x.query(ctx, node, 5*time.Second); err == nil {
+			ns.State, ns.StateFrom = *st, "query"
+		}
+	}
+	ns.Stuck, ns.Next = diagnose(node, ns.State, ag, last.pending, ns.StateFrom == "query")
+	return ns, nil
+}
+
+// query asks the running workflow for its state, bounded.
+func (x *cli) query(ctx context.Context, node string, timeout time.Duration) (*workflows.State, error) {
+	qctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	v, err := x.c.QueryWorkflow(qctx, workflows.WorkflowID(node), "", workflows.QueryStatus)
+	if err != nil {
+		return nil, err
+	}
+	var st workflows.State
+	if err := v.Get(&st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// diagnose says why a running node does not move, if something is
+// missing, and the next step that follows from it.
+func diagnose(node string, st workflows.State, ag agents, pending []pendingActivity, answered bool) (stuck, next string) {
+	switch {
+	case !ag.Workflow.alive() && !ag.Workflow.unknown():
+		stuck = ag.Workflow.describe("worker") + ": the workflow cannot move or answer"
+		return stuck, "start the orchestrator (adopt-worker) that serves task queue " + workflows.TaskQueue
+	case !ag.Node.alive() && !ag.Node.unknown() && (len(pending) > 0 || st.Phase == workflows.PhaseProbing):
+		stuck = ag.Node.describe("agent")
+		if len(pending) > 0 {
+			stuck += fmt.Sprintf("; step %s waits for it", pending[0].Type)
+		}
+		return stuck, fmt.Sprintf("start node %s's agent: `adopt-worker run --config <node %s's configuration>` on the node", node, node)
+	case !answered:
+		return "the workflow did not answer within 5s", workflows.NextStep(&st)
+	}
+	if len(pending) > 0 && pending[0].LastFailure != "" && pending[0].Attempt > 1 {
+		return "", fmt.Sprintf("wait: step %s is being retried (attempt %d): %s", pending[0].Type, pending[0].Attempt, pending[0].LastFailure)
+	}
+	return "", workflows.NextStep(&st)
 }

@@ -1,92 +1,216 @@
+// `adopt wait NODE ...`: block until the node's state says so, for scripts
+// and runbooks. Values are checked before anything is asked; a state that
+// can no longer lead to the goal (a failed module, a reverted flip, phase
+// failed, a run that ended) ends the wait at once, non-zero; every query
+// counts inside --timeout.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	enumspb "go.temporal.io/api/enums/v1"
 
 	"adoption/workflows"
 )
 
-// waitCommand is `adopt wait NODE ...`: block until the node's state says
-// so, for scripts and runbooks (a failure state ends the wait early).
+var (
+	moduleStates  = []string{workflows.ModulePending, workflows.ModuleQueued, workflows.ModuleMigrating, workflows.ModuleMigrated, workflows.ModuleFailed}
+	genesisStates = []string{"done", "failed"}
+)
+
+// waitGoal is what to wait for.
+type waitGoal struct {
+	phase, module, state, genesis string
+}
+
+// check validates the values against the known phases and states.
+func (g waitGoal) check() error {
+	var problems []string
+	if g.phase == "" && g.module == "" && g.genesis == "" {
+		return usagef("say what to wait for: --phase, --module with --state, or --genesis")
+	}
+	if g.phase != "" && !validPhase(g.phase) {
+		problems = append(problems, fmt.Sprintf("--phase %q is not a phase: use one of %s", g.phase, phaseList()))
+	}
+	if (g.module == "") != (g.state == "") {
+		problems = append(problems, "--module and --state go together: --module NAME --state STATE")
+	}
+	if g.state != "" && !slices.Contains(moduleStates, g.state) {
+		problems = append(problems, fmt.Sprintf("--state %q is not a module state: use one of %s", g.state, strings.Join(moduleStates, ", ")))
+	}
+	if g.genesis != "" && !slices.Contains(genesisStates, g.genesis) {
+		problems = append(problems, fmt.Sprintf("--genesis %q is not a genesis outcome: use one of %s", g.genesis, strings.Join(genesisStates, ", ")))
+	}
+	if len(problems) > 0 {
+		return usagef("%s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
 func (x *cli) waitCommand(ctx context.Context) *cobra.Command {
-	var phase, module, state, genesis string
+	var g waitGoal
 	var timeout time.Duration
 	c := &cobra.Command{
 		Use:   "wait NODE",
 		Short: "Wait until a node reaches a phase, a module a state, or genesis an outcome",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			node := args[0]
-			if phase == "" && module == "" && genesis == "" {
-				return fmt.Errorf("say what to wait for: --phase, --module with --state, or --genesis")
+		Long: `Wait until every condition given holds. It ends at once, non-zero, when it
+can no longer hold: a module failed, a flip was reverted, the phase is
+failed, or the workflow ended. Phases: ` + phaseList() + `; module states: ` + strings.Join(moduleStates, ", ") + `.
+
+` + exitCodesHelp,
+		Example: `  adopt wait n1 --phase adopted --timeout 2m
+  adopt wait n1 --module mail --state migrated
+  adopt wait n1 --genesis done`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if err := g.check(); err != nil {
+				return err
 			}
-			deadline := time.Now().Add(timeout)
-			var last string
-			for {
-				st, err := x.state(ctx, node)
-				if err == nil && !x.running(ctx, node) && st.Phase != workflows.PhaseConverged && st.Phase != workflows.PhaseReleased {
-					// A run that ended short of its goal (terminated) is
-					// not the one to wait on: a new one may be starting.
-					err = fmt.Errorf("no running migration workflow for node %s", node)
-				}
-				if err == nil {
-					ok, now := waitMet(st, phase, module, state, genesis)
-					if ok {
-						fmt.Fprintf(x.stdout, "node %s: %s\n", node, now)
-						return nil
-					}
-					last = now
-				} else {
-					last = err.Error()
-				}
-				if time.Now().After(deadline) {
-					return fmt.Errorf("node %s: timed out after %s; last seen: %s", node, timeout, last)
-				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(250 * time.Millisecond):
-				}
-			}
+			return x.wait(ctx, a[0], g, timeout)
 		},
 	}
-	c.Flags().StringVar(&phase, "phase", "", "wait for this phase (adopted, converged, ...)")
-	c.Flags().StringVar(&module, "module", "", "the module whose state to wait for (with --state)")
-	c.Flags().StringVar(&state, "state", "", "the module state to wait for (migrated, failed, ...)")
-	c.Flags().StringVar(&genesis, "genesis", "", "wait for genesis to be done or failed")
-	c.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long")
+	c.Flags().StringVar(&g.phase, "phase", "", "wait for this phase ("+phaseList()+")")
+	c.Flags().StringVar(&g.module, "module", "", "the module whose state to wait for (with --state)")
+	c.Flags().StringVar(&g.state, "state", "", "the module state to wait for ("+strings.Join(moduleStates, ", ")+")")
+	c.Flags().StringVar(&g.genesis, "genesis", "", "wait for genesis to be done or failed")
+	c.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long, every query included")
 	return c
 }
 
-// waitMet says whether the state meets every condition asked for, and
-// describes what it is now.
-func waitMet(st *workflows.State, phase, module, state, genesis string) (bool, string) {
-	now := "phase " + string(st.Phase)
-	ok := phase == "" || string(st.Phase) == phase
-	if module != "" {
-		ms := "absent"
-		for _, m := range st.Modules {
-			if m.Name == module {
-				ms = m.State
-			}
-		}
-		now += ", module " + module + " " + ms
-		ok = ok && ms == state
-	}
-	if genesis != "" {
-		now += ", genesis " + st.Genesis.State
-		ok = ok && st.Genesis.State == genesis
-	}
-	return ok, now
+// waitResult is what `adopt wait --json` prints when the goal is met.
+type waitResult struct {
+	Node string `json:"node"`
+	Now  string `json:"now"`
 }
 
-// running says whether the node's latest run is still running.
-func (x *cli) running(ctx context.Context, node string) bool {
-	d, err := x.c.DescribeWorkflow(ctx, workflows.WorkflowID(node), "")
-	return err == nil && d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+func (x *cli) wait(ctx context.Context, node string, g waitGoal, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := x.dial(); err != nil {
+		return err
+	}
+	last := "nothing yet"
+	checkedModule := false
+	for {
+		ns, err := x.nodeStatus(ctx, node)
+		switch {
+		case err == nil && ns.StateFrom == "visibility" && (g.module != "" || g.genesis != ""):
+			last = fmt.Sprintf("phase %s; %s", ns.Phase, orUnknown(ns.Stuck))
+		case err == nil:
+			if g.module != "" && !checkedModule && ns.StateFrom != "visibility" {
+				if ns.module(g.module) == nil {
+					return usagef("node %s has no module %q (modules: %s)", node, g.module, strings.Join(ns.moduleNames(), ", "))
+				}
+				checkedModule = true
+			}
+			ok, now, why := waitMet(&ns.State, g, ns.Run.Status == "running")
+			if ok {
+				if x.asJSON {
+					return writeJSON(x.stdout, waitResult{Node: node, Now: now})
+				}
+				fmt.Fprintf(x.stdout, "node %s: %s\n", node, now)
+				return nil
+			}
+			if why != "" {
+				return fmt.Errorf("node %s: %s; it cannot reach what was waited for (%s). Next: %s", node, why, now, ns.Next)
+			}
+			last = now
+			if ns.Stuck != "" {
+				last += "; " + ns.Stuck
+			}
+		case ctx.Err() == nil:
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			if parentDone := errors.Is(context.Cause(ctx), context.Canceled); parentDone {
+				return fmt.Errorf("node %s: interrupted; last seen: %s", node, last)
+			}
+			return fmt.Errorf("node %s: timed out after %s; last seen: %s", node, timeout, last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// waitMet says whether the state meets every condition, describes it, and
+// says why it never will (empty while it still may).
+func waitMet(st *workflows.State, g waitGoal, running bool) (ok bool, now, never string) {
+	now = "phase " + string(st.Phase)
+	ok = g.phase == "" || string(st.Phase) == g.phase
+	var ms *workflows.ModuleState
+	if g.module != "" {
+		state := "absent"
+		if ms = stModule(st, g.module); ms != nil {
+			state = ms.State
+		}
+		now += ", module " + g.module + " " + state
+		ok = ok && state == g.state
+	}
+	if g.genesis != "" {
+		now += ", genesis " + orNone(st.Genesis.State)
+		ok = ok && st.Genesis.State == g.genesis
+	}
+	if ok {
+		return true, now, ""
+	}
+	switch {
+	case st.Phase == workflows.PhaseFailed && g.phase != string(workflows.PhaseFailed):
+		never = "phase failed: " + st.LastError
+	case ms != nil && ms.State == workflows.ModuleFailed && g.state != workflows.ModuleFailed:
+		never = fmt.Sprintf("module %s failed: %s", ms.Name, ms.LastError)
+	case g.genesis == "done" && st.Genesis.State == "failed":
+		never = "genesis failed: " + st.Genesis.Error
+	case g.phase == string(workflows.PhaseConverged) && failedModule(st) != nil:
+		m := failedModule(st)
+		never = fmt.Sprintf("module %s failed: %s", m.Name, m.LastError)
+	case (g.phase == string(workflows.PhaseConverged) || g.phase == string(workflows.PhaseFlipping)) &&
+		st.Phase == workflows.PhaseAdopted && st.Flip != nil && !flipQueued(st) &&
+		(st.Flip.State == workflows.FlipStateReverted || st.Flip.State == workflows.FlipStateNotApplied):
+		never = fmt.Sprintf("flip %s was %s: %s", st.Flip.ID, st.Flip.State, st.Flip.Error)
+	case !running:
+		never = "the workflow has ended"
+	}
+	return false, now, never
+}
+
+func stModule(st *workflows.State, name string) *workflows.ModuleState {
+	for i := range st.Modules {
+		if st.Modules[i].Name == name {
+			return &st.Modules[i]
+		}
+	}
+	return nil
+}
+
+func failedModule(st *workflows.State) *workflows.ModuleState {
+	for i := range st.Modules {
+		if st.Modules[i].State == workflows.ModuleFailed {
+			return &st.Modules[i]
+		}
+	}
+	return nil
+}
+
+func flipQueued(st *workflows.State) bool {
+	for _, r := range st.Queue {
+		if r.Kind == workflows.SignalFlip {
+			return true
+		}
+	}
+	return false
+}
+
+func (ns *nodeStatus) module(name string) *workflows.ModuleState { return stModule(&ns.State, name) }
+
+func (ns *nodeStatus) moduleNames() []string {
+	var out []string
+	for _, m := range ns.Modules {
+		out = append(out, m.Name)
+	}
+	return out
 }

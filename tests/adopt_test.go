@@ -67,11 +67,11 @@ func TestAdoptEndToEnd(t *testing.T) {
 	}
 	for _, r := range st.Custody {
 		content, ok := e2eFiles[r.Path]
-		if !ok || !r.Found || r.SHA256 != sha256Hex([]byte(content)) || r.Size != int64(len(content)) {
-			t.Errorf("custody record %+v does not match the file found", r)
+		if !ok || !r.Found || r.SHA256 != "" || r.Digest != keyedDigest(t, n, content) || r.Size != int64(len(content)) {
+			t.Errorf("custody record %+v does not match the file found (by the node's keyed digest, with no plain hash)", r)
 			continue
 		}
-		blob := filepath.Join(n.StateDir, "custody", r.SHA256)
+		blob := filepath.Join(n.StateDir, "custody", sha256Hex([]byte(content)))
 		b, err := os.ReadFile(blob)
 		if err != nil || string(b) != content {
 			t.Errorf("custody blob for %s: %v %q", r.Path, err, b)
@@ -119,8 +119,13 @@ func TestAdoptEndToEnd(t *testing.T) {
 	if strings.Contains(string(js), secretCanary) || strings.Contains(string(raw), secretCanary) {
 		t.Fatal("a declared file's content reached the workflow history")
 	}
-	if !strings.Contains(string(raw), sha256Hex([]byte(e2eFiles["/srv/app/app.env"]))) {
-		t.Fatal("the history lacks the custody hash: the secret check above would prove nothing")
+	// Nor is the plain hash of a found file, from which a short secret
+	// could be guessed: the node's keyed digest stands for it.
+	if strings.Contains(string(raw), sha256Hex([]byte(e2eFiles["/srv/app/app.env"]))) {
+		t.Fatal("the plain sha256 of a found file reached the workflow history")
+	}
+	if !strings.Contains(string(raw), keyedDigest(t, n, e2eFiles["/srv/app/app.env"])) {
+		t.Fatal("the history lacks the custody digest: the checks above would prove nothing")
 	}
 	recordHistory(t, srv, n.Name, "ADOPT_RECORD_HISTORY")
 }
@@ -217,7 +222,7 @@ func TestDevServerRestart(t *testing.T) {
 	}
 	srv.start()
 	after := waitPhase(t, n, workflows.PhaseAdopted, 90*time.Second)
-	if len(after.Custody) != len(before.Custody) || after.Custody[0].SHA256 != before.Custody[0].SHA256 ||
+	if len(after.Custody) != len(before.Custody) || after.Custody[0].Digest != before.Custody[0].Digest ||
 		after.FirewallKind != before.FirewallKind || len(after.Events) < len(before.Events) {
 		t.Fatalf("state changed across the restart:\nbefore %+v\nafter %+v", before, after)
 	}

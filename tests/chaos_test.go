@@ -43,7 +43,9 @@ var chaosFailpoints = []string{
 	"cutover:swap/start",
 	"cutover:wait-healthy",
 	"flip-before-apply",
+	"flip-after-batch",
 	"flip-applied",
+	"commit-persisted",
 }
 
 // chaosServerRestart names the run that restarts the dev server instead of
@@ -552,17 +554,17 @@ func custodyIntact(t *testing.T, n *node, st workflows.State, found map[string]s
 	}
 	for _, r := range st.Custody {
 		want, ok := found[r.Path]
-		if !ok || !r.Found || r.SHA256 != sha256Hex([]byte(want)) {
+		if !ok || !r.Found || r.Digest != keyedDigest(t, n, want) {
 			t.Errorf("custody record of %s does not describe what was found: %+v", r.Path, r)
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(n.StateDir, "custody", r.SHA256))
+		b, err := os.ReadFile(filepath.Join(n.StateDir, "custody", sha256Hex([]byte(want))))
 		if err != nil {
 			t.Errorf("custody blob of %s: %v", r.Path, err)
 			continue
 		}
 		sum := sha256.Sum256(b)
-		if hex.EncodeToString(sum[:]) != r.SHA256 || string(b) != want {
+		if hex.EncodeToString(sum[:]) != sha256Hex([]byte(want)) || string(b) != want {
 			t.Errorf("custody blob of %s is corrupt: %q", r.Path, b)
 		}
 	}

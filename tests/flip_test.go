@@ -2,10 +2,13 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,14 +27,52 @@ flip:
   confirm_timeout: %s
 `
 
+// The boot-time files of a Debian ufw node, as found.
+const (
+	foundNftablesConf = "#!/usr/sbin/nft -f\n\nflush ruleset\n\ntable inet filter {\n\tchain input {\n\t\ttype filter hook input priority filter;\n\t}\n}\n"
+	foundUfwConf      = "# /etc/ufw/ufw.conf\n#\n\n# Set to yes to start on boot. If setting this remotely, be sure to add a rule\n# to allow your remote connection before starting ufw.\nENABLED=yes\n\n# Please use the 'ufw' command to set the loglevel instead of editing this file.\nLOGLEVEL=low\n"
+)
+
 func flipNode(t *testing.T, name string, index int, srv *devServer, confirm string) *node {
 	t.Helper()
-	return upNodeWith(t, sandbox.Spec{
-		Name: name, Index: index,
+	return flipNodeAs(t, name, index, srv, confirm, "member")
+}
+
+// flipFoundation is the foundation port of a control flip node: nothing
+// listens there, so it "passes" (a reset, not a timeout) once opened.
+const flipFoundation = 5000
+
+// flipNodeAs is flipNode with a role; a control node also raises the
+// foundation (one port) at genesis.
+func flipNodeAs(t *testing.T, name string, index int, srv *devServer, confirm, role string) *node {
+	t.Helper()
+	plan := strings.Replace(flipPlan, "%s", confirm, 1)
+	if role == "control" {
+		plan = fmt.Sprintf("foundation:\n  ports:\n    registry: %d/tcp\n", flipFoundation) + plan
+	}
+	n := upNodeWith(t, sandbox.Spec{
+		Name: name, Index: index, Role: role,
 		Allowed: config.MustPorts([]string{"22/tcp", "80/tcp", "8080/tcp", "53/udp"}),
 		Closed:  config.MustPorts([]string{"8081/tcp"}),
-		Files:   map[string]string{"/etc/hosts": "127.0.0.1 localhost predecessor\n"},
-	}, srv.Addr(), strings.Replace(flipPlan, "%s", confirm, 1))
+		Files: map[string]string{"/etc/hosts": "127.0.0.1 localhost predecessor\n",
+			"/etc/nftables.conf": foundNftablesConf, "/etc/ufw/ufw.conf": foundUfwConf},
+	}, srv.Addr(), plan)
+	t.Cleanup(func() { stopWatchdog(n) })
+	return n
+}
+
+// stopWatchdog ends a watchdog the test left behind (one that never gives
+// up would retry against a deleted namespace): its pid is in its lock.
+func stopWatchdog(n *node) {
+	b, err := os.ReadFile(filepath.Join(n.StateDir, "watchdog.lock"))
+	if err != nil {
+		return
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); strings.HasSuffix(exe, "adopt-worker") {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 func setDrop(t *testing.T, n *node, drop string) {
@@ -68,15 +109,18 @@ func adoptAndMigrate(t *testing.T, n *node) {
 func TestFlipEndToEnd(t *testing.T) {
 	needE2E(t)
 	srv := startDevServer(t)
-	n := flipNode(t, "e2eflip", 120, srv, "30s")
+	n := flipNodeAs(t, "e2eflip", 120, srv, "30s", "control")
 	startWorker(t, n)
 	adoptAndMigrate(t, n)
 	if !reachable(t, n, 8080) || !reachable(t, n, 80) {
 		t.Fatal("the found firewall does not serve 80 and 8080")
 	}
+	if !passes(t, n, flipFoundation) {
+		t.Fatal("the foundation's port does not pass the found firewall after genesis")
+	}
 
 	out, errs, code := adopt(t, "preview", n.Name, "--config", n.cfg)
-	if code != 0 || !strings.Contains(out, "REFUSED") || !strings.Contains(out, "8080/tcp") || !strings.Contains(out, "53/udp") {
+	if code != 2 || !strings.Contains(out, "REFUSED") || !strings.Contains(out, "8080/tcp") || !strings.Contains(out, "53/udp") {
 		t.Fatalf("preview should refuse naming 8080/tcp and 53/udp: exit %d\n%s%s", code, out, errs)
 	}
 	for _, r := range previewReasons(t, n) {
@@ -116,8 +160,8 @@ func TestFlipEndToEnd(t *testing.T) {
 		t.Fatalf("the flip disturbed a declared port: %+v", h)
 	}
 
-	if !reachable(t, n, 80) || !reachable(t, n, 22) {
-		t.Fatal("a declared or management port stopped answering after the flip")
+	if !reachable(t, n, 80) || !reachable(t, n, 22) || !passes(t, n, flipFoundation) {
+		t.Fatal("a declared, management or foundation port stopped answering after the flip")
 	}
 	if passes(t, n, 8080) || passes(t, n, 8081) {
 		t.Fatal("a dropped or undeclared port passes after the flip")
@@ -137,6 +181,68 @@ func TestFlipEndToEnd(t *testing.T) {
 		t.Fatalf("node file not converged: %q", b)
 	}
 	recordHistory(t, srv, n.Name, "ADOPT_RECORD_FLIP_HISTORY")
+	reboot(t, n)
+}
+
+// reboot does to the node's firewall what a Debian boot does: the ruleset
+// starts empty, nftables.service loads /etc/nftables.conf, then
+// ufw.service restores ufw's rules if /etc/ufw/ufw.conf says ENABLED=yes.
+// After it, the declared and management ports answer and every port the
+// flip dropped stays closed. The files the commit replaced are in custody,
+// byte-exact.
+func reboot(t *testing.T, n *node) {
+	t.Helper()
+	ufwConf, err := os.ReadFile(filepath.Join(n.Root, "etc/ufw/ufw.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(ufwConf), "\nENABLED=no\n") || strings.Contains(string(ufwConf), "ENABLED=yes") {
+		t.Fatalf("after the commit ufw.conf still enables ufw at boot:\n%s", ufwConf)
+	}
+	if want := strings.Replace(foundUfwConf, "ENABLED=yes", "ENABLED=no", 1); string(ufwConf) != want {
+		t.Fatalf("ufw.conf changed beyond ENABLED:\n%s", ufwConf)
+	}
+	nftConf := filepath.Join(n.Root, "etc/nftables.conf")
+	for _, step := range [][]string{{"nft", "flush", "ruleset"}, {"nft", "-f", nftConf}} {
+		if out, err := exec.Command("ip", append([]string{"netns", "exec", n.Netns}, step...)...).CombinedOutput(); err != nil {
+			t.Fatalf("boot step %v: %v\n%s", step, err, out)
+		}
+	}
+	if strings.Contains(string(ufwConf), "ENABLED=yes") {
+		for _, fam := range []string{"iptables-restore", "ip6tables-restore"} {
+			cmd := exec.Command("ip", "netns", "exec", n.Netns, fam)
+			cmd.Stdin = strings.NewReader(sandbox.UFWRules(config.MustPorts([]string{"22/tcp", "80/tcp", "8080/tcp", "53/udp"})))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("ufw at boot: %v\n%s", err, out)
+			}
+		}
+	}
+	t.Logf("after the reboot:\n%s", ruleset(t, n))
+	if !reachable(t, n, 80) || !reachable(t, n, 22) {
+		t.Fatal("after a reboot a declared or management port does not answer")
+	}
+	if n.Role == "control" && !passes(t, n, flipFoundation) {
+		t.Fatal("after a reboot the foundation's port does not pass")
+	}
+	if passes(t, n, 8080) || passes(t, n, 8081) {
+		t.Fatal("after a reboot a dropped or undeclared port passes")
+	}
+	for p, want := range map[string]string{"/etc/nftables.conf": foundNftablesConf, "/etc/ufw/ufw.conf": foundUfwConf} {
+		idx, err := os.ReadFile(filepath.Join(n.StateDir, "custody", "index.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var recs map[string]struct {
+			SHA256 string `json:"sha256"`
+		}
+		if err := json.Unmarshal(idx, &recs); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(n.StateDir, "custody", recs[p].SHA256))
+		if err != nil || string(b) != want {
+			t.Fatalf("custody copy of %s is not the file found: %q %v", p, b, err)
+		}
+	}
 }
 
 func previewReasons(t *testing.T, n *node) []string {
@@ -196,7 +302,8 @@ func TestFlipRevertsWhenCutOff(t *testing.T) {
 }
 
 // TestFlipRefusedWhenStale: a rule changed by hand between the preview and
-// the flip makes the flip refuse as stale, and nothing changes.
+// the flip makes the flip refuse as stale, and nothing changes; status says
+// not-applied, and the node's record agrees.
 func TestFlipRefusedWhenStale(t *testing.T) {
 	needE2E(t)
 	srv := startDevServer(t)
@@ -212,13 +319,146 @@ func TestFlipRefusedWhenStale(t *testing.T) {
 		t.Fatalf("hand edit: %v %s", err, out)
 	}
 	before := ruleset(t, n)
+	// Not applied, not "reverted": the node was never changed.
 	st := waitFor(t, n, "the stale refusal", func(st workflows.State) bool {
-		return st.Phase == workflows.PhaseAdopted && st.Flip != nil && st.Flip.State == "reverted"
+		return st.Phase == workflows.PhaseAdopted && st.Flip != nil && st.Flip.State == workflows.FlipStateNotApplied
 	})
+	if rec := flipRecord(t, n); rec["state"] != "not-applied" {
+		t.Fatalf("the node's record says %v; want not-applied", rec["state"])
+	}
 	if !strings.Contains(strings.ToLower(st.LastError), "preview") {
 		t.Fatalf("refusal does not say the preview is stale: %q", st.LastError)
 	}
 	if got := ruleset(t, n); got != before {
 		t.Fatalf("a stale flip changed the ruleset:\n%s", got)
+	}
+}
+
+// TestFlipWatchdogRevertsWithoutTemporal: the worker dies between the
+// batch and the record that says flipped (failpoint flip-after-batch) and
+// Temporal is unreachable: the watchdog, from the record written before
+// the batch, reverts by the deadline to the byte-identical ruleset and
+// puts the node file back. Once Temporal and a worker are back, the
+// workflow says reverted because the node says so.
+func TestFlipWatchdogRevertsWithoutTemporal(t *testing.T) {
+	needE2E(t)
+	srv := startDevServer(t)
+	n := flipNode(t, "e2ewdog", 123, srv, "8s")
+	setDrop(t, n, `"8080/tcp", "53/udp"`)
+	w1 := startWorker(t, n, "ADOPT_FAILPOINTS=flip-after-batch")
+	adoptAndMigrate(t, n)
+	before := ruleset(t, n)
+	hostsBefore, _ := os.ReadFile(filepath.Join(n.Root, "etc/hosts"))
+	if _, errs, code := adopt(t, "flip", n.Name, "--config", n.cfg); code != 0 {
+		t.Fatal(errs)
+	}
+	select {
+	case <-w1.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the worker never reached the flip-after-batch failpoint:\n%s", w1.log)
+	}
+	if !strings.Contains(w1.log.String(), "failpoint flip-after-batch: exiting") {
+		t.Fatalf("the worker died elsewhere:\n%s", w1.log)
+	}
+	srv.stop() // Temporal unreachable from here on
+	if !strings.Contains(ruleset(t, n), "table inet adoption") {
+		t.Fatal("the flip was not in force after the worker died: the test would prove nothing")
+	}
+	rec := flipRecord(t, n)
+	if rec["state"] != "applying" {
+		t.Fatalf("the record says %v after a death between batch and record; want applying", rec["state"])
+	}
+	deadline, err := time.Parse(time.RFC3339Nano, rec["deadline"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReverted(t, n, before, deadline.Add(30*time.Second))
+	if b, _ := os.ReadFile(filepath.Join(n.Root, "etc/hosts")); string(b) != string(hostsBefore) {
+		t.Fatalf("node file not restored: %q", b)
+	}
+	if !reachable(t, n, 8080) {
+		t.Fatal("the found firewall's ports do not answer after the revert")
+	}
+	if log, _ := os.ReadFile(filepath.Join(n.StateDir, "watchdog.log")); !strings.Contains(string(log), "the watchdog put the firewall") {
+		t.Fatalf("the watchdog's log does not say it reverted:\n%s", log)
+	}
+	srv.start()
+	startWorker(t, n)
+	st := waitFor(t, n, "the workflow to see the revert", func(st workflows.State) bool {
+		return st.Phase == workflows.PhaseAdopted && st.Flip != nil && st.Flip.State == "reverted"
+	})
+	if !strings.Contains(st.LastError, "reverted") {
+		t.Fatalf("status does not say the flip was reverted: %q", st.LastError)
+	}
+	if got := ruleset(t, n); got != before {
+		t.Fatalf("after the workflow caught up the ruleset is not the one before the flip:\n%s", got)
+	}
+}
+
+// TestFlipWatchdogRetriesFailedRevert: the worker dies after the flip, and
+// the watchdog's first revert fails (injected): it says so loudly, tries
+// again and succeeds, byte-identically.
+func TestFlipWatchdogRetriesFailedRevert(t *testing.T) {
+	needE2E(t)
+	srv := startDevServer(t)
+	n := flipNode(t, "e2ewdretry", 124, srv, "6s")
+	setDrop(t, n, `"8080/tcp", "53/udp"`)
+	w1 := startWorker(t, n, "ADOPT_FAILPOINTS=flip-applied,watchdog-revert=fail:1")
+	adoptAndMigrate(t, n)
+	before := ruleset(t, n)
+	if _, errs, code := adopt(t, "flip", n.Name, "--config", n.cfg); code != 0 {
+		t.Fatal(errs)
+	}
+	select {
+	case <-w1.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the worker never reached the flip-applied failpoint:\n%s", w1.log)
+	}
+	if !strings.Contains(ruleset(t, n), "table inet adoption") {
+		t.Fatal("the flip was not in force after the worker died: the test would prove nothing")
+	}
+	deadline, err := time.Parse(time.RFC3339Nano, flipRecord(t, n)["deadline"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReverted(t, n, before, deadline.Add(60*time.Second))
+	log, _ := os.ReadFile(filepath.Join(n.StateDir, "watchdog.log"))
+	if !strings.Contains(string(log), "REVERT OF FLIP "+n.Name+"-1 FAILED (attempt 1)") || !strings.Contains(string(log), "failpoint watchdog-revert: injected failure") {
+		t.Fatalf("the watchdog's log does not show the failed first revert:\n%s", log)
+	}
+	if !strings.Contains(string(log), "the watchdog put the firewall") {
+		t.Fatalf("the watchdog's log does not show the revert that succeeded:\n%s", log)
+	}
+	if rec := flipRecord(t, n); rec["state"] != "reverted" {
+		t.Fatalf("record %v", rec)
+	}
+}
+
+func flipRecord(t *testing.T, n *node) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.StateDir, "flip.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// waitReverted waits (until limit, a bound on the wait, not a speed
+// assertion) for the ruleset to be the one before the flip, byte for byte.
+func waitReverted(t *testing.T, n *node, before string, limit time.Time) {
+	t.Helper()
+	for ruleset(t, n) != before && time.Now().Before(limit) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if dl, err := time.Parse(time.RFC3339Nano, flipRecord(t, n)["deadline"].(string)); err == nil {
+		t.Logf("ruleset back byte for byte %s after the flip's deadline (a figure, not an assertion)", time.Since(dl).Round(10*time.Millisecond))
+	}
+	if got := ruleset(t, n); got != before {
+		log, _ := os.ReadFile(filepath.Join(n.StateDir, "watchdog.log"))
+		t.Fatalf("the watchdog did not restore the ruleset byte for byte:\nbefore:\n%s\nnow:\n%s\nwatchdog log:\n%s", before, got, log)
 	}
 }

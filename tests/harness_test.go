@@ -6,6 +6,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -22,12 +23,16 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"adoption/config"
+	"adoption/failpoint"
 	"adoption/sandbox"
 	"adoption/workflows"
 )
 
 // bin is where TestMain built the binaries.
 var bin string
+
+// failpointWorker is adopt-worker built with the failpoints tag.
+const failpointWorker = "adopt-worker-failpoints"
 
 func TestMain(m *testing.M) {
 	if os.Getenv("ADOPT_UNIT_ONLY") != "" || os.Geteuid() != 0 {
@@ -37,8 +42,16 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	for out, pkg := range map[string]string{"adopt": "./starter", "adopt-worker": "./worker", "adopt-sandbox": "./sandbox/cmd/adopt-sandbox"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
+	// adopt-worker is the production build; adopt-worker-failpoints is the
+	// one built with the failpoints tag, which startWorker runs whenever a
+	// test arms ADOPT_FAILPOINTS.
+	for out, pkg := range map[string]string{"adopt": "./starter", "adopt-worker": "./worker", "adopt-sandbox": "./sandbox/cmd/adopt-sandbox",
+		failpointWorker: "./worker"} {
+		args := []string{"build", "-o", filepath.Join(dir, out)}
+		if out == failpointWorker {
+			args = append(args, "-tags", failpoint.Tag)
+		}
+		cmd := exec.Command("go", append(args, pkg)...)
 		cmd.Dir = ".."
 		if b, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, b)
@@ -247,8 +260,21 @@ type workerProc struct {
 
 func startWorker(t *testing.T, n *node, env ...string) *workerProc {
 	t.Helper()
+	exe := "adopt-worker"
+	for _, e := range env {
+		if strings.HasPrefix(e, failpoint.EnvVar+"=") {
+			exe = failpointWorker // only a test build has failpoints
+		}
+	}
+	return startWorkerBinary(t, n, exe, env...)
+}
+
+// startWorkerBinary runs the named build of the worker (adopt-worker, the
+// production one, or failpointWorker).
+func startWorkerBinary(t *testing.T, n *node, exe string, env ...string) *workerProc {
+	t.Helper()
 	w := &workerProc{log: &bytes.Buffer{}, done: make(chan error, 1)}
-	w.cmd = exec.Command(filepath.Join(bin, "adopt-worker"), "run", "--config", n.cfg)
+	w.cmd = exec.Command(filepath.Join(bin, exe), "run", "--config", n.cfg)
 	w.cmd.Env = append(os.Environ(), env...)
 	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
 	if err := w.cmd.Start(); err != nil {
@@ -384,4 +410,17 @@ func connect(t *testing.T, n *node, port int) string {
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// keyedDigest is the node's keyed digest of content, as its custody
+// records carry it (HMAC-SHA256 with state_dir/custody.key).
+func keyedDigest(t *testing.T, n *node, content string) string {
+	t.Helper()
+	key, err := os.ReadFile(filepath.Join(n.StateDir, "custody.key"))
+	if err != nil {
+		t.Fatalf("the node's custody key: %v", err)
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(content))
+	return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))
 }

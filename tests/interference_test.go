@@ -242,7 +242,7 @@ func TestInterference(t *testing.T) {
 		if took := time.Since(changed); took > 8*time.Second {
 			t.Errorf("drift took %s to show with drift.interval 2s", took)
 		}
-		if d := st.Drift[0]; d.Path != "/etc/hosts" || d.Now != sha256Hex([]byte(rewritten)) || d.Recorded != sha256Hex([]byte(interferenceFound["/etc/hosts"])) {
+		if d := st.Drift[0]; d.Path != "/etc/hosts" || d.Now != keyedDigest(t, n, rewritten) || d.Recorded != keyedDigest(t, n, interferenceFound["/etc/hosts"]) {
 			t.Errorf("drift item: %+v", d)
 		}
 		if !hasEvent(st, changed, "drift: /etc/hosts changed since adoption; accept with adopt drift accept "+n.Name) {
@@ -256,12 +256,15 @@ func TestInterference(t *testing.T) {
 		if !strings.Contains(out, "REFUSED") || !strings.Contains(out, "drift(s) not reviewed") || !strings.Contains(out, "adopt drift accept "+n.Name) {
 			t.Fatalf("the preview does not refuse naming the drift: exit %d\n%s%s", code, out, errs)
 		}
-		if out, errs, code := adopt(t, "flip", n.Name, "--config", n.cfg); code != 0 {
-			t.Fatalf("flip: %s%s", out, errs)
+		// The flip is refused at once (exit 2) with the drift as reason.
+		if out, errs, code := adopt(t, "flip", n.Name, "--config", n.cfg); code != 2 || !strings.Contains(errs, "drift(s) not reviewed") {
+			t.Fatalf("flip with drift pending: exit %d, want 2 naming the drift\n%s%s", code, out, errs)
 		}
-		st = waitFor(t, n, "the flip refused for drift", func(st workflows.State) bool {
-			return strings.Contains(st.LastError, "flip refused by the preview") && strings.Contains(st.LastError, "drift")
-		})
+		stNow, serr := status(t, n)
+		if serr != nil {
+			t.Fatal(serr)
+		}
+		st = stNow
 		if st.Phase != workflows.PhaseAdopted || !strings.Contains(ruleset(t, n), "ufw-user-input") {
 			t.Fatalf("a flip refused for drift changed the node: phase %s", st.Phase)
 		}
@@ -284,7 +287,7 @@ func TestInterference(t *testing.T) {
 			t.Errorf("the accepted content was not kept on the node: %q", b)
 		}
 		for _, r := range st.Custody {
-			if r.Path == "/etc/hosts" && r.SHA256 != sha256Hex([]byte(rewritten)) {
+			if r.Path == "/etc/hosts" && r.Digest != keyedDigest(t, n, rewritten) {
 				t.Errorf("custody of /etc/hosts not renewed by the accept: %+v", r)
 			}
 		}

@@ -38,6 +38,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		orchestrateCommand(ctx, &cfgPath, stderr),
 		probeCommand(ctx, &cfgPath, stdout, stderr),
 		watchdogCommand(ctx, &cfgPath, stderr),
+		briefCommand(ctx, &cfgPath, stdout, stderr),
 	)
 	root.SetArgs(args)
 	root.SetOut(stdout)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -77,13 +78,16 @@ func printProbe(w io.Writer, r *activities.ProbeReport) {
 	if r.Containers.Available {
 		fmt.Fprintf(w, "containers: %d\n", len(r.Containers.Containers))
 	} else {
-		fmt.Fprintf(w, "containers: %s\n", r.Containers.Error)
+		fmt.Fprintf(w, "containers: UNKNOWN (%s)\n", r.Containers.Error)
 	}
 	fmt.Fprintf(w, "declared files: %d\n", len(r.Files))
 	for _, f := range r.Files {
 		state := "absent"
 		if f.Exists {
-			state = fmt.Sprintf("%d bytes, mode %s, uid %d, sha256 %.12s", f.Size, f.Mode, f.UID, f.SHA256)
+			state = fmt.Sprintf("%d bytes, mode %s, uid %d, digest %.12s", f.Size, f.Mode, f.UID, strings.TrimPrefix(f.Digest, "hmac-sha256:"))
+			if f.Link != "" {
+				state = fmt.Sprintf("symlink -> %s, uid %d", f.Link, f.UID)
+			}
 		}
 		if f.Error != "" {
 			state = "error: " + f.Error

@@ -10,9 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/worker"
@@ -26,6 +24,7 @@ import (
 	"adoption/firewall"
 	"adoption/nodestate"
 	"adoption/sockets"
+	"adoption/watchdog"
 	"adoption/workflows"
 )
 
@@ -39,6 +38,16 @@ func runCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *cobra.C
 			if err != nil {
 				return err
 			}
+			// First, before Temporal is dialled (a flip may be what cut
+			// the node off from it): a flip awaiting confirmation gets its
+			// watchdog back.
+			state := nodestate.New(cfg.Node.StateDir)
+			if err := watchdog.Rearm(state, func() error { return startWatchdog(cfg, *cfgPath) }, stderr); err != nil {
+				return err
+			}
+			// A converged node keeps the mesh's table, Temporal or not.
+			go watchdog.Guard(ctx, watchdog.GuardOptions{Records: state, Converged: state.Converged,
+				Table: firewall.NewFlipper(cfg.Node.Netns), Every: cfg.Firewall.ReconcileInterval, Log: stderr})
 			return serve(ctx, cfg, *cfgPath, stderr)
 		},
 	}
@@ -46,7 +55,19 @@ func runCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *cobra.C
 
 // nodeActivities builds the real node parts from the worker's local config.
 func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activities.Activities {
-	engine := containers.New()
+	// docker.host names the node's engine (its own, on the reference node);
+	// empty: DOCKER_HOST, else the local socket.
+	engine := containers.NewAt(cfg.Docker.EngineHost())
+	// Hold a module's ports during its swap where the engine publishes
+	// them, if that is the node's own namespace (never the host's firewall
+	// when a node shares the host's engine).
+	if ns, err := containers.EngineNetns(cfg.Docker.EngineHost()); err != nil {
+		fmt.Fprintf(stderr, "cutover: no port hold during swaps: %v\n", err)
+	} else if same, err := containers.SameNetns(ns, cfg.Node.Netns); err != nil || !same {
+		fmt.Fprintf(stderr, "cutover: no port hold during swaps: the Docker engine does not run in the node's network namespace (%s)\n", cfg.Node.Netns)
+	} else {
+		engine.WithHold(firewall.NewHold(cfg.Node.Netns, cfg.Node.Name))
+	}
 	state := nodestate.New(cfg.Node.StateDir)
 	return &activities.Activities{
 		Node:     cfg.Node.Name,
@@ -54,49 +75,37 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 		Marks:    firewall.NewMarker(cfg.Node.Netns),
 		Engine:   engine,
 		Cutover:  engine,
-		Contents: cfg.Contents(),
+		Local:    localAuthority(cfgPath),
+		Root:     cfg.Node.Root,
 		Sockets:  sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns},
 		Files:    custody.New(cfg.Node.Root, cfg.Node.StateDir),
 		State:    state,
 		Flips:    state,
 		Flipper:  firewall.NewFlipper(cfg.Node.Netns),
 		StartWatchdog: func() error {
-			return startWatchdog(cfgPath, filepath.Join(cfg.Node.StateDir, "watchdog.log"))
+			return startWatchdog(cfg, cfgPath)
 		},
 		Failpoints: failpoint.FromEnv(os.Getenv(failpoint.EnvVar)),
-		LoadPlan: func() (config.Plan, error) {
-			c, err := config.Load(cfgPath)
-			if err != nil {
-				return config.Plan{}, err
-			}
-			return c.Plan(), nil
-		},
 	}
 }
 
 // serve runs the node's activity worker until ctx ends.
 func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := startChecks(cfg, cfgPath, logger); err != nil {
+		return err
+	}
 	c, err := connect.Dial(cfg.Temporal, logger)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 
-	// Activities only: no workflow poller (and no sticky queue) per node.
+	// Activities only: no workflow poller (and no sticky queue) per node;
+	// the workflows run in `adopt-worker orchestrate`.
 	node := worker.New(c, workflows.NodeQueue(cfg.Node.Name), worker.Options{DisableWorkflowWorker: true})
 	node.RegisterActivity(nodeActivities(cfg, cfgPath, stderr))
-	// A flip waiting for its confirmation must keep its watchdog even if
-	// the one started with it died with a previous worker (a container's
-	// processes all end with it): start one again. Two watchdogs are safe:
-	// they take the flip lock in turn and the second finds it handled.
-	if rec, err := nodestate.New(cfg.Node.StateDir).Flip(); err == nil && rec != nil &&
-		(rec.State == nodestate.FlipApplying || rec.State == nodestate.FlipFlipped) {
-		if err := startWatchdog(cfgPath, filepath.Join(cfg.Node.StateDir, "watchdog.log")); err != nil {
-			return fmt.Errorf("restart the watchdog of pending flip %s: %w", rec.ID, err)
-		}
-		logger.Warn("restarted the watchdog of a flip awaiting confirmation", "flip", rec.ID, "deadline", rec.Deadline)
-	}
+
 	if err := node.Start(); err != nil {
 		return fmt.Errorf("start node worker: %w", err)
 	}
@@ -108,29 +117,19 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	return nil
 }
 
-// startWatchdog starts `adopt-worker watchdog` detached (its own session),
-// so that it outlives this worker: a worker killed after the flip must not
-// take the way back with it.
-func startWatchdog(cfgPath, logPath string) error {
+// startWatchdog starts `adopt-worker watchdog` as a process of its own
+// (watchdog.StartDetached), so that it outlives this worker.
+func startWatchdog(cfg *config.Config, cfgPath string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
 	args := []string{"watchdog"}
 	if cfgPath != "" {
 		args = append(args, "--config", cfgPath)
 	}
-	cmd := exec.Command(self, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	if err := nodestate.New(cfg.Node.StateDir).Ensure(); err != nil {
 		return err
 	}
-	go cmd.Wait() //nolint:errcheck // reaped while this worker lives; init adopts it otherwise
-	return nil
+	return watchdog.StartDetached(watchdog.Command{Path: self, Args: args, Log: filepath.Join(cfg.Node.StateDir, "watchdog.log")})
 }

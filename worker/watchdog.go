@@ -5,12 +5,14 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	"adoption/activities"
 	"adoption/config"
 	"adoption/custody"
+	"adoption/failpoint"
 	"adoption/firewall"
 	"adoption/nodestate"
 	"adoption/watchdog"
@@ -29,10 +31,17 @@ func watchdogCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *co
 			state := nodestate.New(cfg.Node.StateDir)
 			fw := firewall.NewFlipper(cfg.Node.Netns)
 			files := custody.New(cfg.Node.Root, cfg.Node.StateDir)
+			fp := failpoint.FromEnv(os.Getenv(failpoint.EnvVar))
 			return watchdog.Run(ctx, watchdog.Options{
-				Records: state,
-				Revert:  func(rec *nodestate.FlipRecord) error { return activities.RevertRecord(rec, fw, files) },
-				Log:     stderr,
+				Records:   state,
+				Exclusive: watchdog.Exclusive(state),
+				Revert: func(rec *nodestate.FlipRecord) error {
+					if err := fp.Fail("watchdog-revert"); err != nil {
+						return err
+					}
+					return activities.RevertRecord(rec, fw, files)
+				},
+				Log: stderr,
 			})
 		},
 	}

@@ -40,6 +40,11 @@ func Details(s *State) string {
 	for _, d := range s.Drift {
 		b.WriteString(fmt.Sprintf("- DRIFT: %s\n", d.What))
 	}
+	for _, m := range s.Modules {
+		for _, c := range m.Conflicts {
+			b.WriteString(fmt.Sprintf("- CONFLICT in module %s: %s %s (%s)\n", m.Name, c.Path, c.Key, c.Why))
+		}
+	}
 	if len(s.Queue) > 0 {
 		b.WriteString(fmt.Sprintf("- queued: %d request(s), next %s %s\n", len(s.Queue), s.Queue[0].Kind, s.Queue[0].Module))
 	}
@@ -49,6 +54,9 @@ func Details(s *State) string {
 	if s.LastError != "" {
 		b.WriteString(fmt.Sprintf("- last error: %s\n", s.LastError))
 	}
+	// The whole picture (firewall, containers, files, fates, risks) is the
+	// briefing; the details pane is too short for it.
+	b.WriteString(fmt.Sprintf("\nBriefing: `adopt brief %s` (Markdown) or `adopt brief %s --html -o %s.html`\n", s.Node, s.Node, s.Node))
 	return b.String()
 }
 
@@ -62,12 +70,22 @@ func NextStep(s *State) string {
 	case PhaseMigrating:
 		return "wait: a module is cutting over"
 	case PhaseFlipping:
+		if s.Flip != nil && s.Flip.State == FlipStateCommitting {
+			return fmt.Sprintf("the flip is confirmed and in force, its commit failed (%s): fix the cause, then `adopt retry %s`", s.Flip.Error, s.Node)
+		}
 		return "wait: the flip is being applied and confirmed"
 	case PhaseConverged, PhaseReleased:
 		return "none: the workflow is complete"
 	}
 	if s.Genesis.State == "failed" {
 		return fmt.Sprintf("fix the genesis error above in the configuration, then `adopt retry %s`", s.Node)
+	}
+	for _, m := range s.Modules {
+		if len(m.Conflicts) > 0 {
+			c := m.Conflicts[0]
+			return fmt.Sprintf("decide %s %s (module %s, %d conflict(s)): `adopt resolve %s %s %s --take node|mesh`, then `adopt retry %s %s`",
+				c.Path, c.Key, m.Name, len(m.Conflicts), s.Node, c.Path, c.Key, s.Node, m.Name)
+		}
 	}
 	for _, m := range s.Modules {
 		if m.State == ModuleFailed {

@@ -4,6 +4,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -20,8 +21,14 @@ import (
 // derived ruleset would open, and adds the workflow's own refusals: a
 // module not migrated, drift not reviewed.
 func (n *node) preview(ctx workflow.Context) (*firewall.Preview, error) {
+	return n.previewSpec(ctx, MeshSpec(&n.s))
+}
+
+// previewSpec previews one spec: the flip previews the spec it then
+// applies, so a plan edited in between cannot slip into the flip.
+func (n *node) previewSpec(ctx workflow.Context, spec firewall.MeshSpec) (*firewall.Preview, error) {
 	var pv firewall.Preview
-	in := activities.PreviewInput{Plan: n.s.Plan, Spec: MeshSpec(&n.s)}
+	in := activities.PreviewInput{Plan: n.s.Plan, Spec: spec}
 	if err := n.exec(ctx, "flip preview: which open ports would close", a.Preview, in, &pv); err != nil {
 		return nil, err
 	}
@@ -39,12 +46,33 @@ func (n *node) preview(ctx workflow.Context) (*firewall.Preview, error) {
 	return &pv, nil
 }
 
-// flip runs a preview and, only if it approves, the flip: the found
-// firewall out of force and the mesh's derived ruleset in, in one step; then
-// the confirmation within flip.confirm_timeout (or the revert, which the
-// node's watchdog does by itself if this workflow cannot), then the commit.
+// Flip states as the workflow reports them. "reverted" is said only when
+// the node says it reverted the flip.
+const (
+	FlipStateFlipping   = "flipping"
+	FlipStateFlipped    = "flipped"
+	FlipStateConfirmed  = "confirmed"
+	FlipStateCommitting = "committing" // confirmed and in force; the commit failed and waits for a retry
+	FlipStateCommitted  = "committed"
+	FlipStateReverted   = "reverted"
+	FlipStateNotApplied = "not-applied"
+)
+
+// flipHolds versions the flip's command sequence: the approved spec and
+// fingerprint, revert until the node answers, commit as a retryable step.
+const flipHolds = "flip-holds"
+
+// flip runs a preview and, only if it approves, the flip of exactly the
+// ruleset it approved: the found firewall out of force and the mesh's in,
+// in one step; then the confirmation within flip.confirm_timeout (or the
+// revert, which the node's watchdog does by itself if this workflow
+// cannot), then the commit.
 func (n *node) flip(ctx workflow.Context) {
-	pv, err := n.preview(ctx)
+	n.inFlip = true
+	defer func() { n.inFlip = false }()
+	v := workflow.GetVersion(ctx, flipHolds, workflow.DefaultVersion, 1)
+	spec := MeshSpec(&n.s)
+	pv, err := n.previewSpec(ctx, spec)
 	if err != nil {
 		n.s.LastError = "flip preview: " + errorMessage(err)
 		n.event(ctx, n.s.LastError)
@@ -59,21 +87,34 @@ func (n *node) flip(ctx workflow.Context) {
 	n.setPhase(ctx, PhaseFlipping)
 	n.s.FlipAttempts++
 	id := fmt.Sprintf("%s-%d", n.s.Node, n.s.FlipAttempts)
-	n.s.Flip = &FlipStatus{ID: id, State: "flipping"}
-	back := func(why string) {
-		n.s.Flip.State, n.s.Flip.Error = "reverted", why
-		n.s.LastError = "flip " + id + " reverted: " + why
+	n.s.Flip = &FlipStatus{ID: id, State: FlipStateFlipping}
+	// back ends the flip as the node reports it: reverted, or never applied.
+	back := func(outcome, why string) {
+		n.s.Flip.State, n.s.Flip.Error = outcome, why
+		n.s.LastError = "flip " + id + " " + outcome + ": " + why
 		n.event(ctx, n.s.LastError)
 		n.setPhase(ctx, PhaseAdopted)
 	}
 	var fr activities.FlipResult
-	in := activities.FlipInput{Plan: n.s.Plan, Spec: MeshSpec(&n.s), ExpectFound: pv.FoundFingerprint, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout}
+	in := activities.FlipInput{Plan: n.s.Plan, Spec: spec, ExpectFound: pv.FoundFingerprint, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout}
+	if v >= 1 {
+		in.ExpectDerived = pv.DerivedFingerprint
+	}
 	if err := n.exec(ctx, "flip: replace the found firewall with the mesh's, in one transaction", a.Flip, in, &fr); err != nil {
-		n.revertFlip(ctx, id)
-		back(errorMessage(err))
+		// Whatever the error says, the node's record decides: an outcome
+		// not known to be "not applied" is reverted.
+		switch n.revertFlip(ctx, id, v) {
+		case FlipStateConfirmed:
+			n.event(ctx, "flip "+id+": the node reports it confirmed; committing it")
+			n.commit(ctx, v)
+		case FlipStateNotApplied:
+			back(FlipStateNotApplied, errorMessage(err)+" (nothing was changed on the node)")
+		default:
+			back(FlipStateReverted, errorMessage(err))
+		}
 		return
 	}
-	n.s.Flip.State, n.s.Flip.Deadline = "flipped", fr.Deadline
+	n.s.Flip.State, n.s.Flip.Deadline = FlipStateFlipped, fr.Deadline
 	n.event(ctx, fmt.Sprintf("flipped (%s): confirming by %s", id, fr.Deadline.Format(time.RFC3339)))
 	n.publish(ctx)
 
@@ -87,18 +128,46 @@ func (n *node) flip(ctx workflow.Context) {
 	})
 	var cr activities.FlipResult
 	if err := workflow.ExecuteActivity(cctx, a.ConfirmFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id}).Get(ctx, &cr); err != nil {
-		n.revertFlip(ctx, id)
-		back(fmt.Sprintf("not confirmed within %s: %s", n.s.Plan.ConfirmTimeout, errorMessage(err)))
-		return
+		// The confirmation may have gone through with its answer lost: the
+		// node says which.
+		switch n.revertFlip(ctx, id, v) {
+		case FlipStateConfirmed:
+			n.event(ctx, "flip "+id+": the confirmation's answer was lost ("+errorMessage(err)+"), but the node confirmed it; committing it")
+		default:
+			back(FlipStateReverted, fmt.Sprintf("not confirmed within %s: %s", n.s.Plan.ConfirmTimeout, errorMessage(err)))
+			return
+		}
 	}
-	n.s.Flip.State = "confirmed"
+	n.commit(ctx, v)
+}
+
+// commit makes a confirmed flip final. From flipHolds on, a commit that
+// fails leaves the node flipping (the flip confirmed and in force, the
+// reason in status) until `adopt retry` runs it again; converged is
+// reached only once the node says the predecessor's leftovers are gone.
+func (n *node) commit(ctx workflow.Context, v workflow.Version) {
+	id := n.s.Flip.ID
+	n.s.Flip.State = FlipStateConfirmed
+	// The found firewall is out of force for good: its marks are not
+	// reasserted any more.
+	if v >= 1 {
+		n.s.Opened = nil
+	}
 	var cm activities.FlipResult
-	if err := n.exec(ctx, "flip: commit (save and remove the predecessor's firewall, prune predecessors)", a.CommitFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id}, &cm); err != nil {
+	if err := n.exec(ctx, "flip: commit (boot-time ruleset, save and remove the predecessor's firewall, prune predecessors)", a.CommitFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id}, &cm); err != nil {
 		n.s.Flip.Error = "commit: " + errorMessage(err)
+		if v >= 1 {
+			n.s.Flip.State = FlipStateCommitting
+			n.s.LastError = fmt.Sprintf("flip %s is confirmed and in force, but its commit failed: %s; fix the cause, then: adopt retry %s", id, errorMessage(err), n.s.Node)
+			n.event(ctx, n.s.LastError)
+			n.publish(ctx)
+			return
+		}
 		n.s.LastError = "flip " + id + " is confirmed, but removing the predecessor's leftovers failed: " + errorMessage(err)
 		n.event(ctx, n.s.LastError)
 	} else {
-		n.s.Flip.State, n.s.Flip.Listing = "committed", cm.Listing
+		n.s.Flip.State, n.s.Flip.Listing, n.s.Flip.Error = FlipStateCommitted, cm.Listing, ""
+		n.s.LastError = ""
 	}
 	// The found firewall's chains are gone, and the marks with them.
 	n.s.Marks, n.s.Opened = nil, nil
@@ -106,11 +175,40 @@ func (n *node) flip(ctx workflow.Context) {
 	n.setPhase(ctx, PhaseConverged)
 }
 
-// revertFlip asks the node to revert a flip; the watchdog may have already.
-func (n *node) revertFlip(ctx workflow.Context, id string) {
-	var res activities.FlipResult
-	if err := n.exec(ctx, "flip: revert to the firewall as it was", a.RevertFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id}, &res); err != nil {
-		n.event(ctx, "revert of "+id+" failed: "+errorMessage(err)+" (the node's watchdog reverts it at the deadline)")
+// committing reports whether a confirmed flip waits for its commit.
+func (n *node) committing() bool {
+	return n.s.Phase == PhaseFlipping && n.s.Flip != nil && n.s.Flip.State == FlipStateCommitting
+}
+
+// revertFlip asks the node to revert a flip and returns what the node says
+// the flip is now: reverted, not-applied, or confirmed (it stays; the
+// caller commits it). From flipHolds on it asks until the node answers:
+// until then the flip counts as in force, and the node's watchdog reverts
+// it at the deadline by itself.
+func (n *node) revertFlip(ctx workflow.Context, id string, v workflow.Version) string {
+	for {
+		var res activities.FlipResult
+		err := n.exec(ctx, "flip: revert to the firewall as it was", a.RevertFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id}, &res)
+		var ae *temporal.ApplicationError
+		switch {
+		case err == nil && res.State == FlipStateNotApplied:
+			return FlipStateNotApplied
+		case err == nil:
+			return FlipStateReverted
+		case v >= 1 && errors.As(err, &ae) && ae.Type() == activities.ErrFlipConfirmed:
+			return FlipStateConfirmed
+		case v >= 1 && errors.As(err, &ae) && ae.Type() == activities.ErrFlipReverted:
+			return FlipStateReverted
+		case v < 1:
+			n.event(ctx, "revert of "+id+" failed: "+errorMessage(err)+" (the node's watchdog reverts it at the deadline)")
+			return FlipStateReverted
+		}
+		n.s.Waiting = fmt.Sprintf("the node has not acknowledged the revert of flip %s (%s): it counts as in force, and the node's watchdog reverts it at its deadline; asking again", id, errorMessage(err))
+		n.event(ctx, n.s.Waiting)
+		n.publish(ctx)
+		if err := workflow.Sleep(ctx, 30*time.Second); err != nil {
+			return FlipStateReverted // the workflow is ending; the watchdog remains
+		}
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"adoption/activities"
 	"adoption/config"
@@ -95,4 +97,174 @@ func (s *NodeSuite) TestFlipNotConfirmedReverts() {
 	s.Equal("reverted", after.Flip.State)
 	s.Contains(after.LastError, "not confirmed within 1m0s")
 	s.Contains(s.calls, "revert")
+}
+
+// flipOnly is flipPlan without modules: the preview approves at once.
+func flipOnly() config.Plan {
+	p := flipPlan()
+	p.Modules = nil
+	return p
+}
+
+// An edited plan sent with a preview while the flip's own preview runs is
+// refused with a reason, and the flip applies exactly the spec its
+// preview approved, carrying that preview's derived fingerprint: in the
+// experiment that found this, the preview approved 22/tcp and the flip
+// applied 2222/tcp.
+func (s *NodeSuite) TestFlipAppliesWhatItsPreviewApproved() {
+	s.expectAdoption(time.Second)
+	var previewed []firewall.MeshSpec
+	s.env.OnActivity(a.Preview, mock.Anything, mock.Anything).After(time.Minute).Run(func(args mock.Arguments) {
+		previewed = append(previewed, args[1].(activities.PreviewInput).Spec)
+	}).Return(&firewall.Preview{Approved: true, FoundFingerprint: "f1", DerivedFingerprint: "d1"}, nil).Once()
+	var flipped activities.FlipInput
+	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		flipped = args[1].(activities.FlipInput)
+	}).Return(&activities.FlipResult{State: "flipped"}, nil).Once()
+	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Return(&activities.FlipResult{}, nil).Once()
+	s.env.OnActivity(a.CommitFlip, mock.Anything, mock.Anything).Return(&activities.FlipResult{}, nil).Once()
+	edited := flipOnly()
+	edited.ManagementPorts = []config.Port{{Num: 2222, Proto: "tcp"}}
+	var during error
+	s.signal(time.Minute, SignalFlip, "")
+	s.env.RegisterDelayedCallback(func() {
+		s.env.UpdateWorkflow(UpdatePreview, "p1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { during = err }, OnAccept: func() { s.Fail("a preview with a plan was accepted during the flip") },
+			OnComplete: func(any, error) {},
+		}, RequestInput{Plan: &edited})
+	}, time.Minute+30*time.Second)
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
+	st := s.result()
+	s.Equal(PhaseConverged, st.Phase)
+	s.Require().Error(during)
+	s.Contains(during.Error(), "node n1 is flipping")
+	s.Require().Len(previewed, 1)
+	s.Equal(previewed[0], flipped.Spec)
+	s.Equal("d1", flipped.ExpectDerived)
+	s.Equal("f1", flipped.ExpectFound)
+	s.Equal([]firewall.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}}, flipped.Spec.Input)
+	s.Equal([]config.Port{{Num: 22, Proto: "tcp"}}, st.Plan.ManagementPorts)
+}
+
+// A preview sent while a flip is queued is refused too: the flip runs its
+// own preview with the plan it carries.
+func (s *NodeSuite) TestPreviewRefusedWhileFlipQueued() {
+	s.expectAdoption(time.Second)
+	mockCutover(s.env, &s.calls, "")
+	s.expectPreview(false)
+	s.expectRelease()
+	var queued error
+	s.env.RegisterDelayedCallback(func() {
+		s.env.SignalWorkflow(SignalMigrate, RequestInput{Module: "web"})
+		s.env.SignalWorkflow(SignalFlip, RequestInput{})
+		s.env.UpdateWorkflow(UpdatePreview, "p1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { queued = err }, OnAccept: func() {}, OnComplete: func(any, error) {},
+		}, RequestInput{})
+	}, time.Minute)
+	s.signal(5*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipPlan()})
+	s.result()
+	s.Require().Error(queued)
+	s.Contains(queued.Error(), "a flip of node n1 is queued")
+}
+
+// The confirmation went through on the node but its answer was lost: the
+// workflow asks for a revert, the node answers "already confirmed" by its
+// own type, and the workflow goes on to commit. It never says reverted.
+func (s *NodeSuite) TestFlipConfirmAnswerLostCommits() {
+	s.expectAdoption(time.Second)
+	s.expectPreview(true)
+	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Return(&activities.FlipResult{State: "flipped"}, nil).Once()
+	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Run(s.record("confirm")).Return(nil,
+		temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE, nil)).Once()
+	s.env.OnActivity(a.RevertFlip, mock.Anything, mock.Anything).Run(s.record("revert")).Return(nil,
+		temporal.NewNonRetryableApplicationError("flip n1-1 is already confirmed on this node: not reverting it", activities.ErrFlipConfirmed, nil)).Once()
+	s.env.OnActivity(a.CommitFlip, mock.Anything, mock.Anything).Run(s.record("commit")).Return(&activities.FlipResult{Listing: "/x"}, nil).Once()
+	s.signal(time.Minute, SignalFlip, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
+	st := s.result()
+	s.Equal(PhaseConverged, st.Phase)
+	s.Equal(FlipStateCommitted, st.Flip.State)
+	s.Equal([]string{"probe", "adopt", "preview", "confirm", "revert", "commit"}, s.calls)
+	for _, e := range st.Events {
+		s.NotContains(e.Text, "reverted", "the workflow said reverted while the node kept the flip")
+	}
+}
+
+// The node's answer to the revert decides what the workflow says: a flip
+// the node never applied (stale) is "not-applied", not "reverted".
+func (s *NodeSuite) TestFlipStaleIsNotApplied() {
+	s.expectAdoption(time.Second)
+	s.expectPreview(true)
+	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Return(nil,
+		temporal.NewNonRetryableApplicationError("the mesh's ruleset to apply is not the one the preview approved", activities.ErrStalePreview, nil)).Once()
+	s.env.OnActivity(a.RevertFlip, mock.Anything, mock.Anything).Return(&activities.FlipResult{State: FlipStateNotApplied}, nil).Once()
+	s.expectRelease()
+	var after State
+	s.signal(time.Minute, SignalFlip, "")
+	s.env.RegisterDelayedCallback(func() { after = s.query() }, 5*time.Minute)
+	s.signal(6*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
+	s.result()
+	s.Equal(PhaseAdopted, after.Phase)
+	s.Equal(FlipStateNotApplied, after.Flip.State)
+	s.Contains(after.LastError, "not the one the preview approved")
+	s.Contains(after.LastError, "nothing was changed")
+}
+
+// A commit that fails leaves the node flipping with the flip committing and
+// the reason in status; a release is refused meanwhile; `retry` runs the
+// commit again, and only its success converges the node.
+func (s *NodeSuite) TestFlipCommitFailsThenRetried() {
+	s.expectAdoption(time.Second)
+	s.expectPreview(true)
+	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Return(&activities.FlipResult{State: "flipped"}, nil).Once()
+	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Return(&activities.FlipResult{}, nil).Once()
+	s.env.OnActivity(a.CommitFlip, mock.Anything, mock.Anything).Run(s.record("commit")).Return(nil,
+		temporal.NewNonRetryableApplicationError("remove the predecessor's firewall: device busy", "X", nil)).Once()
+	s.env.OnActivity(a.CommitFlip, mock.Anything, mock.Anything).Run(s.record("commit")).Return(&activities.FlipResult{Listing: "/x"}, nil).Once()
+	var failed State
+	var release, again error
+	s.signal(time.Minute, SignalFlip, "")
+	s.env.RegisterDelayedCallback(func() {
+		failed = s.query()
+		s.env.UpdateWorkflow(UpdateRelease, "r1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { release = err }, OnAccept: func() { s.Fail("release accepted while flipping") }, OnComplete: func(any, error) {},
+		}, RequestInput{})
+		s.env.UpdateWorkflow(UpdateFlip, "f2", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { again = err }, OnAccept: func() { s.Fail("a flip accepted while one waits for its commit") }, OnComplete: func(any, error) {},
+		}, RequestInput{})
+	}, 5*time.Minute)
+	s.signal(6*time.Minute, SignalRetry, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
+	st := s.result()
+	s.Equal(PhaseFlipping, failed.Phase)
+	s.Equal(FlipStateCommitting, failed.Flip.State)
+	s.Contains(failed.LastError, "device busy")
+	s.Contains(failed.LastError, "adopt retry n1")
+	s.Contains(NextStep(&failed), "adopt retry n1")
+	s.Require().Error(release)
+	s.Contains(release.Error(), "node n1 is flipping")
+	s.Require().Error(again)
+	s.Contains(again.Error(), "waits for its commit: adopt retry n1")
+	s.Equal(PhaseConverged, st.Phase)
+	s.Equal(FlipStateCommitted, st.Flip.State)
+	s.Equal([]string{"probe", "adopt", "preview", "commit", "commit"}, s.calls)
+}
+
+// Bad input: a retry when no commit (nor adoption, nor genesis) failed is
+// refused by the event log, and changes nothing.
+func (s *NodeSuite) TestRetryWithNothingToCommit() {
+	s.expectAdoption(time.Second)
+	s.expectRelease()
+	var before, after State
+	s.env.RegisterDelayedCallback(func() { before = s.query() }, time.Minute)
+	s.signal(time.Minute+time.Second, SignalRetry, "")
+	s.env.RegisterDelayedCallback(func() { after = s.query() }, 2*time.Minute)
+	s.signal(3*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
+	s.result()
+	s.Equal(before.Phase, after.Phase)
+	s.Equal(before.Flip, after.Flip)
+	s.Contains(after.Events[len(after.Events)-1].Text, "no flip waits for its commit either; nothing changed")
 }

@@ -29,12 +29,16 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 	m.State, m.LastError = ModuleMigrating, ""
 	m.Attempts++
 	n.setPhase(ctx, PhaseMigrating)
-	in := activities.ModuleInput{Plan: n.s.Plan, Module: module}
+	in := activities.ModuleInput{Plan: n.s.Plan, Module: module, Decisions: n.decisionsFor(module)}
 	step := func(name string, fn, arg any) error {
 		n.s.module(module).Step = name
 		n.publish(ctx)
 		var res activities.CutoverResult
-		return n.exec(ctx, fmt.Sprintf("cutover %s: %s", module, name), fn, arg, &res)
+		err := n.exec(ctx, fmt.Sprintf("cutover %s: %s", module, name), fn, arg, &res)
+		if err == nil && res.Carried != nil {
+			n.s.module(module).Carried = res.Carried
+		}
+		return err
 	}
 	fail := func(stepName string, err error, rollback bool) {
 		msg := fmt.Sprintf("step %q failed: %s", stepName, errorMessage(err))
@@ -51,9 +55,11 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 	n.publish(ctx)
 	var pre activities.CutoverResult
 	if err := n.exec(ctx, fmt.Sprintf("cutover %s: preflight", module), a.CutoverPreflight, in, &pre); err != nil {
+		recordConflicts(n.s.module(module), err)
 		fail("preflight", err, false) // refused before anything changed
 		return
 	}
+	n.s.module(module).Conflicts = nil // every file merges cleanly now
 	n.s.module(module).Step = "open ports"
 	n.publish(ctx)
 	if err := n.openRules(ctx, module, mp.Ports); err != nil {

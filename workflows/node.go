@@ -46,6 +46,9 @@ type node struct {
 	// told is delivered to the fleet when this future is ready: the
 	// workflow waits for the last one before it ends (history.go, finish).
 	toldSent workflow.Future
+	// inFlip is set while a flip request is served: a preview (and the
+	// plan it may carry) waits until it has ended.
+	inFlip bool
 }
 
 // NodeMigration holds a node's adoption for as long as it lasts: probe and
@@ -114,11 +117,14 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 			n.applyPlan(ctx, *req.Plan)
 		}
 		switch {
+		case req.Kind == SignalRetry && req.Module == "" && n.committing():
+			n.event(ctx, "retrying the commit of flip "+n.s.Flip.ID)
+			n.commit(ctx, workflow.GetVersion(ctx, flipHolds, workflow.DefaultVersion, 1))
 		case req.Kind == SignalRetry && req.Module == "":
 			if n.s.Genesis.State == "failed" {
 				n.genesis(ctx)
 			} else {
-				n.event(ctx, "retry: neither the adoption nor the genesis has failed; nothing to retry (name a failed module to retry its cutover)")
+				n.event(ctx, "retry: neither the adoption nor the genesis has failed; nothing to retry (no flip waits for its commit either; nothing changed; name a failed module to retry its cutover)")
 			}
 		case req.Kind == SignalMigrate, req.Kind == SignalRetry:
 			n.migrate(ctx, req.Module)

@@ -2,7 +2,10 @@ package workflows
 
 import (
 	"fmt"
+	"strings"
+	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"adoption/config"
@@ -18,6 +21,11 @@ type RequestInput struct {
 	// a fixed module definition or foundation port reaches a running
 	// workflow this way.
 	Plan *config.Plan `json:"plan,omitempty"`
+	// NotAfter, when set, is the moment the sender stops waiting for the
+	// request to be accepted. An Update cannot be withdrawn once sent: one
+	// that reaches the workflow later (its worker was down) is refused, so
+	// a request the CLI reported as not delivered never runs.
+	NotAfter time.Time `json:"not_after,omitzero"`
 }
 
 // RequestResult answers an update: where the request stands in the queue.
@@ -46,7 +54,7 @@ func (n *node) register(ctx workflow.Context) error {
 				return RequestResult{Queued: len(n.s.Queue), Accepted: describe(kind, in.Module)}, nil
 			},
 			workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in RequestInput) error {
-				return n.validate(kind, in)
+				return n.validateUpdate(ctx, kind, in)
 			}},
 		); err != nil {
 			return err
@@ -63,6 +71,9 @@ func (n *node) register(ctx workflow.Context) error {
 			return pv, err
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in RequestInput) error {
+			if err := late(ctx, in); err != nil {
+				return err
+			}
 			if in.Plan != nil {
 				if err := checkPlan(*in.Plan, n.s.Node, n.s.Plan.Role); err != nil {
 					return err
@@ -71,9 +82,15 @@ func (n *node) register(ctx workflow.Context) error {
 			if n.s.Phase == PhaseProbing || n.s.Phase == PhaseFailed || n.s.Phase == PhaseReleased || n.s.Phase == PhaseConverged {
 				return fmt.Errorf("node %s is %s: a preview needs an adopted node", n.s.Node, n.s.Phase)
 			}
-			return nil
+			return n.validatePreview(in)
 		}},
 	); err != nil {
+		return err
+	}
+	if err := n.registerResolve(ctx); err != nil {
+		return err
+	}
+	if err := n.registerRehearse(ctx); err != nil {
 		return err
 	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -205,7 +222,10 @@ func (n *node) validate(kind string, in RequestInput) error {
 		if queued(SignalFlip, "") {
 			return fmt.Errorf("a flip of node %s is already queued", n.s.Node)
 		}
-		if n.s.Phase == PhaseFlipping {
+		if n.committing() {
+			return fmt.Errorf("node %s's flip %s is confirmed and in force, and waits for its commit: adopt retry %s", n.s.Node, n.s.Flip.ID, n.s.Node)
+		}
+		if n.s.Phase == PhaseFlipping || n.inFlip {
 			return fmt.Errorf("node %s is already flipping", n.s.Node)
 		}
 	case SignalDriftAccept:
@@ -220,11 +240,37 @@ func (n *node) validate(kind string, in RequestInput) error {
 			return fmt.Errorf("a prune of node %s is already queued", n.s.Node)
 		}
 	case SignalRelease:
+		if n.s.Phase == PhaseFlipping {
+			return fmt.Errorf("node %s is flipping: a release now would leave the mesh's table and the predecessor's dormant firewall half way; wait until the flip is reverted or committed (a failed commit: adopt retry %s)", n.s.Node, n.s.Node)
+		}
 		if queued(SignalRelease, "") {
 			return fmt.Errorf("a release of node %s is already queued", n.s.Node)
 		}
 	default:
 		return fmt.Errorf("unknown request %q", kind)
+	}
+	return nil
+}
+
+// validatePreview refuses a preview while a flip is queued or in flight:
+// the flip runs its own preview and applies exactly what that approved, so
+// a preview now (and the plan it may carry) could only mislead, or change
+// the plan under the flip.
+func (n *node) validatePreview(in RequestInput) error {
+	if in.Plan != nil && in.Plan.Node != n.s.Node {
+		return fmt.Errorf("the plan sent is node %q's, not %s's; pass node %s's configuration", in.Plan.Node, n.s.Node, n.s.Node)
+	}
+	if n.inFlip || n.s.Phase == PhaseFlipping {
+		id := ""
+		if n.s.Flip != nil {
+			id = " (flip " + n.s.Flip.ID + ")"
+		}
+		return fmt.Errorf("node %s is flipping%s: a preview now is not the flip's, and its plan would not reach the flip; preview again once the flip has ended (adopt status %s)", n.s.Node, id, n.s.Node)
+	}
+	for _, r := range n.s.Queue {
+		if r.Kind == SignalFlip {
+			return fmt.Errorf("a flip of node %s is queued: it runs its own preview, with the plan it carries; preview again once it has ended", n.s.Node)
+		}
 	}
 	return nil
 }
@@ -246,4 +292,82 @@ func describe(kind, module string) string {
 
 func unknownModule(module, node string, names []string) error {
 	return fmt.Errorf("module %q is not in node %s's plan (modules: %v); add it to the configuration and pass it with the request", module, node, names)
+}
+
+// Refused is the error type of a validator's refusal; its details are the
+// reasons, one per line, so the CLI can show them as a list.
+const Refused = "Refused"
+
+// late refuses a request that reaches the workflow after its sender gave
+// up waiting for it to be accepted (workflow.Now is the time the workflow
+// task started, on the server's clock).
+func late(ctx workflow.Context, in RequestInput) error {
+	if !in.NotAfter.IsZero() && workflow.Now(ctx).After(in.NotAfter) {
+		return temporal.NewApplicationError(fmt.Sprintf("the request reached the workflow at %s, after its sender stopped waiting (%s): it was reported as not delivered and does not run; send it again",
+			workflow.Now(ctx).UTC().Format(time.RFC3339), in.NotAfter.UTC().Format(time.RFC3339)), "Late")
+	}
+	return nil
+}
+
+// validateUpdate is validate plus what only an Update can afford to check:
+// its sender waits for the answer, so a request that could only fail once
+// served (a flip before every module is migrated, a retry with nothing to
+// retry) is refused now, with every reason, instead of queued. Validators
+// do not run on replay, so this can grow without versioning; the signal
+// path keeps validate alone and the preview's refusal.
+func (n *node) validateUpdate(ctx workflow.Context, kind string, in RequestInput) error {
+	if err := late(ctx, in); err != nil {
+		return err
+	}
+	if err := n.validate(kind, in); err != nil {
+		return err
+	}
+	var reasons []string
+	switch kind {
+	case SignalFlip:
+		reasons = n.flipBlockers(in)
+	case SignalRetry:
+		if in.Module == "" && n.s.Phase != PhaseFailed && n.s.Phase != PhaseProbing && n.s.Genesis.State != "failed" {
+			reasons = append(reasons, fmt.Sprintf("node %s is %s and its genesis has not failed: there is nothing to retry", n.s.Node, n.s.Phase))
+			for _, m := range n.s.Modules {
+				if m.State == ModuleFailed {
+					reasons = append(reasons, fmt.Sprintf("module %s failed (%s): retry it by name, adopt retry %s %s", m.Name, m.LastError, n.s.Node, m.Name))
+				}
+			}
+		}
+	}
+	if len(reasons) == 0 {
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("node %s refuses %s: %s", n.s.Node, describe(kind, in.Module), strings.Join(reasons, "; ")), Refused, nil, reasons)
+}
+
+// flipBlockers are the reasons a flip would be refused when served that do
+// not need the node to be asked: the phase, a module that will not be
+// migrated by then (migrations already queued ahead of the flip count as
+// done), drift not reviewed. The preview, when served, checks the ports.
+func (n *node) flipBlockers(in RequestInput) []string {
+	var reasons []string
+	switch n.s.Phase {
+	case PhaseProbing, PhaseFailed:
+		return []string{fmt.Sprintf("node %s is %s: a flip needs an adopted node", n.s.Node, n.s.Phase)}
+	}
+	plan := n.s.Plan
+	if in.Plan != nil {
+		plan = *in.Plan
+	}
+	for _, pm := range plan.Modules {
+		m := n.s.module(pm.Name)
+		switch {
+		case m == nil:
+			reasons = append(reasons, fmt.Sprintf("module %s is new in the plan and not migrated: run adopt migrate %s %s first", pm.Name, n.s.Node, pm.Name))
+		case m.State == ModuleMigrated, m.State == ModuleMigrating, m.State == ModuleQueued:
+		default:
+			reasons = append(reasons, fmt.Sprintf("module %s is %s, not migrated: run adopt migrate %s %s first", m.Name, m.State, n.s.Node, m.Name))
+		}
+	}
+	if len(n.s.Drift) > 0 {
+		reasons = append(reasons, fmt.Sprintf("%d drift(s) not reviewed: accept them (adopt drift accept %s) or restore the originals", len(n.s.Drift), n.s.Node))
+	}
+	return reasons
 }

@@ -5,6 +5,7 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
+	"adoption/containers"
 	"adoption/custody"
 	"adoption/firewall"
 )
@@ -82,6 +83,29 @@ type ModuleState struct {
 	Step      string `json:"step,omitempty"`
 	LastError string `json:"last_error,omitempty"`
 	Attempts  int    `json:"attempts"`
+	// Carried says what its container took over from the predecessor and
+	// what the module changed (names only), as the last create reported.
+	Carried *containers.Carried `json:"carried,omitempty"`
+	// Conflicts are keys of the module's files that the node changed since
+	// custody and the mesh sets otherwise: the cutover refuses until each
+	// is decided (adopt resolve). Names only, never values.
+	Conflicts []FileConflict `json:"conflicts,omitempty"`
+}
+
+// FileConflict is one conflicting key of a declared file.
+type FileConflict struct {
+	Path string `json:"path"`
+	Key  string `json:"key"`
+	Why  string `json:"why"`
+}
+
+// Decision is an operator's choice for a conflicting key: which side's
+// value converging takes. It records the choice, never the value.
+type Decision struct {
+	Path string    `json:"path"`
+	Key  string    `json:"key"`
+	Take string    `json:"take"` // node or mesh
+	At   time.Time `json:"at"`
 }
 
 // StepState is the outcome of a one-off step such as genesis.
@@ -117,6 +141,8 @@ type State struct {
 	Flip          *FlipStatus              `json:"flip,omitempty"`
 	FlipAttempts  int                      `json:"flip_attempts,omitempty"`
 	Drift         []activities.DriftItem   `json:"drift"`
+	// Decisions on conflicting keys, applied by the next migrate or retry.
+	Decisions []Decision `json:"decisions,omitempty"`
 	// FirewallFingerprint is the found firewall's own rules as adopted (or
 	// as last accepted): what drift is measured against.
 	FirewallFingerprint string            `json:"firewall_fingerprint,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,9 +54,13 @@ func root() *cobra.Command {
 		}
 		return s, nil
 	}
+	var plain bool
+	var services []string
+	var image string
+	var load []string
 	up := &cobra.Command{
 		Use:   "up",
-		Short: "Raise a sandbox node and write its configuration",
+		Short: "Raise a reference node (its own Docker engine, ufw, services, agent's management link) and write its configuration",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sp, err := spec()
 			if err != nil {
@@ -69,22 +74,45 @@ func root() *cobra.Command {
 				}
 				plan = string(b)
 			}
-			n := sandbox.New(sp)
-			if err := n.Up(); err != nil {
-				return err
+			if plain {
+				n := sandbox.New(sp)
+				if err := n.Up(); err != nil {
+					return err
+				}
+				path, err := n.WriteConfig(temporal, plan)
+				if err != nil {
+					return err
+				}
+				fmt.Printf("sandbox node %s: namespace %s (%s), peer %s (%s), config %s\n", n.Name, n.Netns, n.Addr, n.Peer, n.PeerAddr, path)
+				return nil
 			}
-			path, err := n.WriteConfig(temporal, plan)
+			svcs, err := parseServices(services, image)
 			if err != nil {
 				return err
 			}
-			fmt.Printf("sandbox node %s: namespace %s (%s), peer %s (%s), config %s\n", n.Name, n.Netns, n.Addr, n.Peer, n.PeerAddr, path)
+			n := sandbox.NewRef(sandbox.RefSpec{Spec: sp, Services: svcs, Images: load, Temporal: temporal})
+			start := time.Now()
+			if err := n.Up(); err != nil {
+				return err
+			}
+			path, err := n.WriteConfig(plan)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("reference node %s up in %.1fs: namespace %s (%s, %s), clients in %s (%s, %s), engine %s, Temporal via %s, config %s\n",
+				n.Name, time.Since(start).Seconds(), n.Netns, n.Addr, n.Addr6, n.Peer, n.PeerAddr, n.PeerAddr6, n.DockerHost(), n.TemporalAddr(), path)
 			return nil
 		},
 	}
 	up.Flags().StringVar(&planFile, "plan", "", "file with the plan part of the configuration (modules, foundation, flip...); default: a demo plan")
-	up.Flags().StringSliceVar(&allow, "allow", []string{"22/tcp", "80/tcp", "443/tcp", "25/tcp", "53/udp"}, "ports the found firewall allows, each served by a listener")
-	up.Flags().StringSliceVar(&allowOnly, "allow-only", nil, "ports the found firewall allows with no listener (served by containers on the host)")
-	up.Flags().StringSliceVar(&closed, "closed", []string{"8081/tcp"}, "ports served by a listener that the firewall does not allow")
+	up.Flags().StringSliceVar(&allow, "allow", []string{"22/tcp", "25/tcp"}, "host services ufw allows, each served by a listener on the node (IPv4 and IPv6)")
+	up.Flags().StringSliceVar(&allowOnly, "allow-only", nil, "with --plain: ports the found firewall allows with no listener")
+	up.Flags().StringSliceVar(&closed, "closed", []string{"8081/tcp"}, "host services listening on the node that ufw does not allow")
+	up.Flags().StringSliceVar(&services, "service", []string{"mail:18025:8025/tcp", "web:18080:8080/tcp", "store:15432:5432/tcp", "metrics:19100:9100/tcp:unrouted"},
+		"containers of the node's engine, NAME:HOSTPORT:CONTAINERPORT/PROTO[:unrouted]: published on HOSTPORT, routed by ufw unless unrouted, data in volume NAME-data")
+	up.Flags().StringVar(&image, "image", "adoption-demo-svc:v1", "the services' image, moved from the host's engine (adopt-sandbox images builds it)")
+	up.Flags().StringSliceVar(&load, "load", []string{"adoption-demo-svc:v2"}, "more local images to move into the node's engine (those modules migrate to)")
+	up.Flags().BoolVar(&plain, "plain", false, "the old plain node: a namespace with an iptables-nft firewall and listeners, no engine, no ufw")
 	down := &cobra.Command{
 		Use:   "down",
 		Short: "Remove a sandbox node's namespaces and listeners",
@@ -93,7 +121,10 @@ func root() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return sandbox.New(sp).Down()
+			if err := sandbox.New(sp).Down(); err != nil {
+				return err
+			}
+			return sandbox.NewRef(sandbox.RefSpec{Spec: sp}).Down()
 		},
 	}
 	for _, c := range []*cobra.Command{up, down} {
@@ -131,12 +162,17 @@ func root() *cobra.Command {
 	}
 	connect.Flags().DurationVar(&timeout, "timeout", 500*time.Millisecond, "connect timeout")
 	var every, dur time.Duration
+	var overHTTP bool
 	hammer := &cobra.Command{
 		Use:   "hammer HOST:PORT",
 		Short: "Connect continuously (run from the peer namespace) and hold one connection: prints counts as JSON",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := sandbox.Hammer(args[0], every, dur)
+			hammer := sandbox.Hammer
+			if overHTTP {
+				hammer = sandbox.HammerHTTP
+			}
+			r, err := hammer(args[0], every, dur)
 			if err != nil {
 				return err
 			}
@@ -145,6 +181,7 @@ func root() *cobra.Command {
 	}
 	hammer.Flags().DurationVar(&every, "every", 5*time.Millisecond, "pause between connections")
 	hammer.Flags().DurationVar(&dur, "for", 10*time.Second, "how long")
+	hammer.Flags().BoolVar(&overHTTP, "http", false, "the service speaks HTTP: each connection asks GET /health; the held one is a keep-alive connection asked again at the end")
 	get := &cobra.Command{
 		Use:   "get URL",
 		Short: "HTTP GET a URL and print the body (no curl needed)",
@@ -173,7 +210,19 @@ func root() *cobra.Command {
 		},
 	}
 	images.Flags().StringVar(&repo, "repo", "adoption-demo-svc", "image repository name")
-	r.AddCommand(up, down, serve, connect, hammer, get, images)
+	var listen, to string
+	relay := &cobra.Command{
+		Use:    "relay",
+		Short:  "Relay TCP from the management link to Temporal (started by up)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return sandbox.Relay(listen, to, os.Stdout)
+		},
+	}
+	relay.Flags().StringVar(&listen, "listen", "", "HOST:PORT to accept on")
+	relay.Flags().StringVar(&to, "to", "", "HOST:PORT to relay to")
+	r.AddCommand(up, down, serve, connect, hammer, get, images, relay)
 	return r
 }
 
@@ -214,3 +263,35 @@ flip:
   drop: []
   confirm_timeout: 2m
 `
+
+// parseServices reads --service values NAME:HOSTPORT:CONTAINERPORT/PROTO[:unrouted]:
+// the stand-in service listening on CONTAINERPORT with its data in NAME-data.
+func parseServices(specs []string, image string) ([]sandbox.Service, error) {
+	var out []sandbox.Service
+	for _, s := range specs {
+		if s == "" {
+			continue
+		}
+		f := strings.Split(s, ":")
+		if len(f) < 3 || len(f) > 4 || (len(f) == 4 && f[3] != "unrouted") {
+			return nil, fmt.Errorf("--service %q: want NAME:HOSTPORT:CONTAINERPORT/PROTO[:unrouted], e.g. mail:18025:8025/tcp", s)
+		}
+		ctr, err := config.ParsePort(f[2])
+		if err != nil {
+			return nil, fmt.Errorf("--service %q: container port: %w", s, err)
+		}
+		host, err := config.ParsePort(f[1] + "/" + ctr.Proto)
+		if err != nil {
+			return nil, fmt.Errorf("--service %q: host port: %w", s, err)
+		}
+		if !config.ValidName(f[0]) {
+			return nil, fmt.Errorf("--service %q: name must be %s", s, config.NameRule)
+		}
+		out = append(out, sandbox.Service{
+			Name: f[0], Image: image, Host: host, Container: ctr, Routed: len(f) == 3,
+			Cmd:     []string{"-listen", fmt.Sprintf(":%d", ctr.Num), "-data", "/named,/anon"},
+			Volumes: []string{f[0] + "-data:/named"},
+		})
+	}
+	return out, nil
+}

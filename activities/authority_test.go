@@ -1,0 +1,362 @@
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"adoption/config"
+	"adoption/containers"
+	"adoption/custody"
+	"adoption/firewall"
+	"adoption/nodestate"
+)
+
+// recorder is every node part a hostile request could reach: each call that
+// would change the node is counted, so a refusal can be shown to change
+// nothing.
+type recorder struct {
+	changes []string
+	pred    *containers.Predecessor
+	waitErr error
+}
+
+func (r *recorder) Open(node, owner string, ports []config.Port) ([]firewall.MarkedRule, []firewall.MarkedRule, error) {
+	r.changes = append(r.changes, "open "+owner)
+	return nil, nil, nil
+}
+func (r *recorder) Close(node, owner string) ([]firewall.MarkedRule, error) {
+	r.changes = append(r.changes, "close "+owner)
+	return nil, nil
+}
+func (r *recorder) Release(string) ([]firewall.MarkedRule, error) {
+	r.changes = append(r.changes, "release")
+	return nil, nil
+}
+func (r *recorder) List(string) ([]firewall.MarkedRule, error) { return nil, nil }
+func (r *recorder) Flip(firewall.MeshSpec, string, string) (*firewall.RevertPlan, error) {
+	r.changes = append(r.changes, "flip")
+	return &firewall.RevertPlan{}, nil
+}
+func (r *recorder) Revert(*firewall.RevertPlan) error {
+	r.changes = append(r.changes, "revert")
+	return nil
+}
+func (r *recorder) Commit(*firewall.RevertPlan) (string, error) {
+	r.changes = append(r.changes, "commit")
+	return "", nil
+}
+func (r *recorder) Preflight(context.Context, containers.Spec) (*containers.Predecessor, error) {
+	return r.pred, nil
+}
+func (r *recorder) Create(_ context.Context, s containers.Spec, p *containers.Predecessor) (*containers.Carried, error) {
+	r.changes = append(r.changes, "create "+s.Name)
+	return &containers.Carried{}, nil
+}
+func (r *recorder) PortsAnswer(context.Context, []uint16) error { return nil }
+func (r *recorder) Swap(context.Context, string, time.Duration) error {
+	r.changes = append(r.changes, "swap")
+	return nil
+}
+func (r *recorder) WaitHealthy(context.Context, string, func(context.Context) error, time.Duration) error {
+	return r.waitErr
+}
+func (r *recorder) Rollback(context.Context, string) error { return nil }
+func (r *recorder) Prune(context.Context, string) error {
+	r.changes = append(r.changes, "prune")
+	return nil
+}
+
+const localYAML = `
+node: {name: n1, role: control, root: "ROOT", state_dir: "STATE", management_ports: ["22/tcp"]}
+foundation: {ports: {registry: 5001/tcp}}
+modules:
+  - name: app
+    ports: ["8080/tcp"]
+    container: {name: app, image: app:1, ports: {"8080/tcp": "8080/tcp"}}
+    files: [{path: /srv/app/app.env, content: "mesh\n", mode: "0640"}]
+    health: {tcp: 127.0.0.1:8080}
+node_files: [{path: /etc/hosts, content: "127.0.0.1 localhost\n"}]
+flip: {confirm_timeout: 1m}
+`
+
+// hostileSetup is a node whose own configuration is a file, as the agent
+// reads it, with every part recording what would change.
+func hostileSetup(t *testing.T) (*Activities, *recorder, config.Plan, string) {
+	t.Helper()
+	a, root := newActs(t)
+	state := filepath.Join(t.TempDir(), "state")
+	cfgPath := filepath.Join(t.TempDir(), "n1.yaml")
+	must(t, os.WriteFile(cfgPath, []byte(strings.NewReplacer("ROOT", root, "STATE", state).Replace(localYAML)), 0o600))
+	cfg, err := config.Load(cfgPath)
+	must(t, err)
+	rec := &recorder{pred: &containers.Predecessor{ID: "abc", Name: "app", Networks: []string{"bridge"}}}
+	a.Marks, a.Flipper, a.Cutover = rec, rec, rec
+	a.StartWatchdog = func() error { rec.changes = append(rec.changes, "watchdog"); return nil }
+	a.Local = func() (*Authority, error) {
+		c, err := config.Load(cfgPath)
+		if err != nil {
+			return nil, err
+		}
+		return FromConfig(c, cfgPath), nil
+	}
+	must(t, os.MkdirAll(filepath.Join(root, "srv/app"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "srv/app/app.env"), []byte("APP_PASSWORD=found\n"), 0o640))
+	must(t, os.WriteFile(filepath.Join(root, "etc-shadow"), []byte("root:$6$secret\n"), 0o600))
+	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
+	return a, rec, cfg.Plan(), cfgPath
+}
+
+// clone is a deep copy through JSON, as the plan travels.
+func clone(t *testing.T, p config.Plan) config.Plan {
+	t.Helper()
+	b, err := json.Marshal(p)
+	must(t, err)
+	var q config.Plan
+	must(t, json.Unmarshal(b, &q))
+	return q
+}
+
+// TestHostileRequestsAreRefused is the issue's corpus at the activity
+// boundary: each request is refused non-retryably, by type, naming what
+// differs, and nothing on the node changes.
+func TestHostileRequestsAreRefused(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		typ  string
+		want string
+		run  func(a *Activities, p config.Plan) error
+	}{
+		{"undeclared port in the plan", ErrPlanMismatch, "modules[app].ports[2375/tcp]: the request says 2375/tcp, the node says absent", func(a *Activities, p config.Plan) error {
+			p.Modules[0].Ports = append(p.Modules[0].Ports, config.Port{Num: 2375, Proto: "tcp"})
+			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: "app", Ports: p.Modules[0].Ports})
+			return err
+		}},
+		{"undeclared port with the node's plan", ErrNotDeclared, "port 2375/tcp is not declared for app", func(a *Activities, p config.Plan) error {
+			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: "app", Ports: []config.Port{{Num: 2375, Proto: "tcp"}}})
+			return err
+		}},
+		{"undeclared owner in a reconcile", ErrNotDeclared, `owner "evil" is neither the foundation nor a module`, func(a *Activities, p config.Plan) error {
+			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p, Owners: map[string][]config.Port{"evil": {{Num: 2375, Proto: "tcp"}}}})
+			return err
+		}},
+		{"another image", ErrPlanMismatch, "modules[app].container.image", func(a *Activities, p config.Plan) error {
+			p.Modules[0].Container.Image = "docker:cli"
+			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app"})
+			return err
+		}},
+		{"bind mount of / and the Docker socket", ErrNotDeclared, "the predecessor the request describes is not the one on node n1: mounts", func(a *Activities, p config.Plan) error {
+			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app", Predecessor: &containers.Predecessor{ID: "abc", Name: "app",
+				Mounts: []containers.Mount{{Type: "bind", Source: "/", Destination: "/host"}, {Type: "bind", Source: "/var/run/docker.sock", Destination: "/var/run/docker.sock"}}}})
+			return err
+		}},
+		{"network=host", ErrNotDeclared, `networks: the request says ["host"]`, func(a *Activities, p config.Plan) error {
+			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app", Predecessor: &containers.Predecessor{ID: "abc", Name: "app", Networks: []string{"host"}}})
+			return err
+		}},
+		{"a path outside the declared ones", ErrNotDeclared, `path "/etc-shadow" is not declared`, func(a *Activities, p config.Plan) error {
+			_, err := a.AcceptDrift(ctx, DriftInput{Plan: p, Custody: []custody.Record{{FileState: custody.FileState{Path: "/etc-shadow", Exists: true}, Found: true}}})
+			return err
+		}},
+		{"a path outside the declared ones, in the plan", ErrPlanMismatch, "node_files[/etc-shadow]", func(a *Activities, p config.Plan) error {
+			p.NodeFiles = append(p.NodeFiles, config.FilePlan{Path: "/etc-shadow"})
+			_, err := a.Probe(ctx, ProbeInput{Plan: p})
+			return err
+		}},
+		{"traversal in a flip ID (commit)", ErrBadRequest, `flip ID "n1-1/../../../../tmp/x-1" is not one of node n1's`, func(a *Activities, p config.Plan) error {
+			_, err := a.CommitFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1/../../../../tmp/x-1"})
+			return err
+		}},
+		{"traversal in a flip ID (flip)", ErrBadRequest, `flip ID "../n1-1"`, func(a *Activities, p config.Plan) error {
+			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "../n1-1", ConfirmTimeout: p.ConfirmTimeout})
+			return err
+		}},
+		{"setuid mode", ErrPlanMismatch, "modules[app].files[/srv/app/app.env].mode: the request says \"4755\"", func(a *Activities, p config.Plan) error {
+			p.Modules[0].Files[0].Mode = "4755"
+			_, err := a.ConvergeFiles(ctx, ModuleInput{Plan: p, Module: "app"})
+			return err
+		}},
+		{"100-year confirm timeout in the plan", ErrPlanMismatch, "confirm_timeout: the request says 876000h0m0s, the node says 1m0s", func(a *Activities, p config.Plan) error {
+			p.ConfirmTimeout = 100 * 365 * 24 * time.Hour
+			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
+			return err
+		}},
+		{"100-year confirm timeout beside the node's plan", ErrNotDeclared, "confirm timeout 876000h0m0s is not node n1's flip.confirm_timeout (1m0s)", func(a *Activities, p config.Plan) error {
+			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "n1-1", ConfirmTimeout: 100 * 365 * 24 * time.Hour})
+			return err
+		}},
+		{"ruleset without the management port", ErrNotDeclared, "does not keep management port 22/tcp", func(a *Activities, p config.Plan) error {
+			s := specOf(p)
+			s.Input = s.Input[1:]
+			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: s, ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
+			return err
+		}},
+		{"ruleset opening an undeclared port", ErrNotDeclared, "opens 2375/tcp for app", func(a *Activities, p config.Plan) error {
+			s := specOf(p)
+			s.Input = append(s.Input, firewall.Allow{Port: config.Port{Num: 2375, Proto: "tcp"}, Owner: "app"})
+			_, err := a.Preview(ctx, PreviewInput{Plan: p, Spec: s})
+			return err
+		}},
+		{"ruleset forwarding an undeclared port", ErrNotDeclared, "forwards 9999/tcp", func(a *Activities, p config.Plan) error {
+			s := specOf(p)
+			s.Forward = append(s.Forward, firewall.Allow{Port: config.Port{Num: 9999, Proto: "tcp"}, Owner: "app"})
+			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: s, ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
+			return err
+		}},
+		{"health endpoint elsewhere", ErrPlanMismatch, "modules[app].health.tcp", func(a *Activities, p config.Plan) error {
+			p.Modules[0].Health.TCP = "10.0.0.1:8080"
+			_, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1"})
+			return err
+		}},
+		{"management port removed from the plan", ErrPlanMismatch, "management_ports[22/tcp]: the request says absent", func(a *Activities, p config.Plan) error {
+			p.ManagementPorts = nil
+			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
+			return err
+		}},
+		{"another node's plan", ErrWrongNode, `asked to act for node "n2"`, func(a *Activities, p config.Plan) error {
+			p.Node = "n2"
+			_, err := a.Release(ctx, ProbeInput{Plan: p})
+			return err
+		}},
+		{"a module not declared, pruned", ErrBadModule, `module "postgres" is not in node n1's configuration`, func(a *Activities, p config.Plan) error {
+			_, err := a.Prune(ctx, PruneInput{Plan: p, Modules: []string{"postgres"}})
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a, rec, plan, _ := hostileSetup(t)
+			before := a.Files.Inspect("/srv/app/app.env")
+			err := tc.run(a, clone(t, plan))
+			msg := appErr(t, err, tc.typ)
+			if !strings.Contains(msg, tc.want) {
+				t.Errorf("refusal lacks %q:\n%s", tc.want, msg)
+			}
+			if len(rec.changes) != 0 {
+				t.Errorf("a refused request changed the node: %v", rec.changes)
+			}
+			if after := a.Files.Inspect("/srv/app/app.env"); after != before {
+				t.Errorf("a refused request changed a declared file: %+v -> %+v", before, after)
+			}
+		})
+	}
+}
+
+// TestTheNodesOwnPlanIsServed: the same requests carrying the node's own
+// plan and its own choices go through, acting on the local plan.
+func TestTheNodesOwnPlanIsServed(t *testing.T) {
+	ctx := context.Background()
+	a, rec, plan, _ := hostileSetup(t)
+	p := clone(t, plan)
+	if _, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: "app", Ports: p.Modules[0].Ports}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: OwnerFoundation, Ports: []config.Port{{Num: 5001, Proto: "tcp"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Preview(ctx, PreviewInput{Plan: p, Spec: specOf(p)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app", Predecessor: rec.pred}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "n1-1", ExpectDerived: "d", ConfirmTimeout: p.ConfirmTimeout}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(rec.changes, ",") != "open app,open foundation,create app,watchdog,flip" {
+		t.Fatalf("changes: %v", rec.changes)
+	}
+}
+
+// TestAnEditedFileAppliesAtTheNextRequest: the operator changes the node's
+// file, and the next request must carry the new plan; the old one is now
+// the mismatch.
+func TestAnEditedFileAppliesAtTheNextRequest(t *testing.T) {
+	ctx := context.Background()
+	a, _, plan, cfgPath := hostileSetup(t)
+	b, err := os.ReadFile(cfgPath)
+	must(t, err)
+	must(t, os.WriteFile(cfgPath, []byte(strings.Replace(string(b), `ports: ["8080/tcp"]`, `ports: ["8080/tcp", "8443/tcp"]`, 1)), 0o600))
+	_, err = a.Probe(ctx, ProbeInput{Plan: clone(t, plan)})
+	msg := appErr(t, err, ErrPlanMismatch)
+	if !strings.Contains(msg, "modules[app].ports[8443/tcp]: the request says absent, the node says 8443/tcp") || !strings.Contains(msg, cfgPath) || !strings.Contains(msg, "adopt retry n1") {
+		t.Fatalf("refusal: %s", msg)
+	}
+	c, err := config.Load(cfgPath)
+	must(t, err)
+	if _, err := a.Probe(ctx, ProbeInput{Plan: c.Plan()}); err != nil {
+		t.Fatalf("the edited file's plan was refused: %v", err)
+	}
+	must(t, os.WriteFile(cfgPath, []byte("node: {name: n1}\nbogus: 1\n"), 0o600))
+	_, err = a.Probe(ctx, ProbeInput{Plan: c.Plan()})
+	appErr(t, err, ErrLocalConfig)
+}
+
+// TestContainerOutputStaysInTheLog: a container's logs (here a password)
+// are not in the activity's error, which is what reaches the history.
+func TestContainerOutputStaysInTheLog(t *testing.T) {
+	a, rec, plan, _ := hostileSetup(t)
+	const password = "hunter2-db-password"
+	rec.waitErr = &containers.OutputError{Reason: "container app stopped (exited, exit code 1) 1s after start, before it was healthy",
+		What: "its last output", Output: "connecting with DB_PASSWORD=" + password, Err: containers.ErrUnhealthy}
+	_, err := a.CutoverWaitHealthy(context.Background(), ModuleInput{Plan: clone(t, plan), Module: "app"})
+	msg := appErr(t, err, ErrUnhealthy)
+	if strings.Contains(msg, password) || strings.Contains(err.Error(), password) {
+		t.Fatalf("the container's output reached the activity error: %s", msg)
+	}
+	var unwrapped interface{ Unwrap() error }
+	if errors.As(err, &unwrapped) && unwrapped.Unwrap() != nil && strings.Contains(unwrapped.Unwrap().Error(), password) {
+		t.Fatal("the container's output is in the error's cause")
+	}
+	for _, want := range []string{"exit code 1", "its last output is withheld from the workflow history", "agent's log on node n1"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("short reason lacks %q: %s", want, msg)
+		}
+	}
+}
+
+// TestFoundHashesAreKeyed: what the probe and adoption send carries the
+// keyed digest, never the plain sha256 of a found file.
+func TestFoundHashesAreKeyed(t *testing.T) {
+	a, _, plan, _ := hostileSetup(t)
+	ad, err := a.Adopt(context.Background(), AdoptInput{Plan: clone(t, plan), WorkflowID: "node-migration/n1"})
+	must(t, err)
+	pr, err := a.Probe(context.Background(), ProbeInput{Plan: clone(t, plan)})
+	must(t, err)
+	b, _ := json.Marshal([]any{ad, pr})
+	sum := sha256.Sum256([]byte("APP_PASSWORD=found\n"))
+	plain := hex.EncodeToString(sum[:])
+	if strings.Contains(string(b), plain) {
+		t.Fatal("a found file's plain sha256 is in a result")
+	}
+	if !strings.Contains(string(b), "hmac-sha256:") {
+		t.Fatalf("no keyed digest in the results: %s", b)
+	}
+}
+
+// specOf is the mesh ruleset the workflow derives for plan with every
+// module migrated and genesis done.
+func specOf(p config.Plan) firewall.MeshSpec {
+	s := firewall.MeshSpec{Node: p.Node, Drop: p.Drop}
+	for _, mp := range p.ManagementPorts {
+		s.Input = append(s.Input, firewall.Allow{Port: mp, Owner: "management"})
+	}
+	for _, fp := range p.Foundation {
+		s.Input = append(s.Input, firewall.Allow{Port: fp.Port, Owner: OwnerFoundation})
+	}
+	for _, m := range p.Modules {
+		for _, port := range m.Ports {
+			s.Input = append(s.Input, firewall.Allow{Port: port, Owner: m.Name})
+			s.Forward = append(s.Forward, firewall.Allow{Port: port, Owner: m.Name})
+		}
+	}
+	return s
+}

@@ -1,0 +1,83 @@
+package activities
+
+// The module container's environment overrides, read on the node (issue
+// 13). The plan names each variable with the sha256 of its value; the value
+// comes from the worker's own configuration, by that hash, or from the
+// module's env_file under node.root. No value ever enters a workflow
+// history: not in an input, not in a result, not in an error.
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+
+	"adoption/config"
+)
+
+// ErrBadEnv is the error type of an unusable environment override.
+const ErrBadEnv = "BadEnv"
+
+// moduleEnv is the module's environment overrides: env_file's lines, then
+// env's values over them. nil when the module sets none.
+func (a *Activities) moduleEnv(auth *Authority, m config.ModulePlan) (map[string]string, error) {
+	c := m.Container
+	key := fmt.Sprintf("modules[%s].container", m.Name)
+	bad := func(format string, args ...any) error {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...)+"; nothing was changed", ErrBadEnv, nil)
+	}
+	var env map[string]string
+	if c.EnvFile != "" {
+		b, err := a.readUnderRoot(c.EnvFile)
+		if err != nil {
+			return nil, bad("%s.env_file = %s: %v; the file must be under node.root (%s) on node %s", key, c.EnvFile, err, a.Root, a.Node)
+		}
+		env = map[string]string{}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for n := 1; sc.Scan(); n++ {
+			line := strings.TrimSpace(sc.Text())
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			name, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
+			if !ok || !config.EnvNameOK(name) {
+				// The line may hold a secret: only its number is named.
+				return nil, bad("%s.env_file = %s: line %d is not NAME=VALUE with a non-empty NAME without white space", key, c.EnvFile, n)
+			}
+			env[name] = v
+		}
+	}
+	for name, sum := range c.EnvSHA256 {
+		if !config.EnvNameOK(name) {
+			return nil, bad("%s.env: variable name %q is empty or holds '=', NUL or white space", key, name)
+		}
+		v, ok := auth.Contents[sum]
+		if !ok {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+				"%s.env.%s: the worker's configuration on node %s has no value with sha256 %.12s; update the node's configuration to the one the plan was sent from and restart adopt-worker",
+				key, name, a.Node, sum), ErrMissingContent, nil)
+		}
+		if env == nil {
+			env = map[string]string{}
+		}
+		env[name] = string(v)
+	}
+	return env, nil
+}
+
+// readUnderRoot reads path (absolute, taken under node.root) through
+// os.Root: neither ".." nor a symlink can leave node.root.
+func (a *Activities) readUnderRoot(path string) ([]byte, error) {
+	if a.Root == "" {
+		return nil, fmt.Errorf("the worker has no node.root")
+	}
+	r, err := os.OpenRoot(a.Root)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.ReadFile(strings.TrimPrefix(path, "/"))
+}

@@ -1,0 +1,306 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"adoption/config"
+	"adoption/firewall"
+	"adoption/nodestate"
+)
+
+// Unit tests of the flip's node-local record: what each outcome of the
+// batch leaves, and who may move it on.
+
+type fakeFlipper struct {
+	reverts  []firewall.RevertPlan
+	flipErr  error
+	short    int
+	commits  int
+	commitEr error
+}
+
+func (f *fakeFlipper) Flip(spec firewall.MeshSpec, _, _ string) (*firewall.RevertPlan, error) {
+	if f.flipErr != nil {
+		return nil, f.flipErr
+	}
+	return &firewall.RevertPlan{Node: spec.Node, Neutralised: []firewall.RuleRef{{Handle: 7}}, ShortEchoes: f.short}, nil
+}
+func (f *fakeFlipper) Revert(p *firewall.RevertPlan) error {
+	f.reverts = append(f.reverts, *p)
+	return nil
+}
+func (f *fakeFlipper) Commit(*firewall.RevertPlan) (string, error) {
+	f.commits++
+	if f.commitEr != nil {
+		return "", f.commitEr
+	}
+	return "table ip filter {}", nil
+}
+
+var flipSpecN1 = firewall.MeshSpec{Node: "n1", Input: []firewall.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}}}
+
+// flipPlanN1 is the node's own plan in these tests (the authority) and the
+// plan every request carries.
+func flipPlanN1() config.Plan {
+	return config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: []config.Port{{Num: 22, Proto: "tcp"}}}
+}
+
+func flipActs(t *testing.T) (*Activities, *fakeFlipper, string) {
+	t.Helper()
+	return flipActsWith(t, flipPlanN1())
+}
+
+func flipActsWith(t *testing.T, plan config.Plan) (*Activities, *fakeFlipper, string) {
+	t.Helper()
+	a, root := newActs(t)
+	withPlan(a, plan)
+	fl := &fakeFlipper{}
+	a.Flipper = fl
+	a.StartWatchdog = func() error { return nil }
+	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
+	return a, fl, root
+}
+
+func flipIn(id string) FlipInput {
+	return FlipInput{Plan: flipPlanN1(), Spec: flipSpecN1, ID: id, ExpectFound: "f", ExpectDerived: "d", ConfirmTimeout: time.Minute}
+}
+
+func record(t *testing.T, a *Activities) *nodestate.FlipRecord {
+	t.Helper()
+	rec, err := a.Flips.(*nodestate.Dir).Flip()
+	must(t, err)
+	if rec == nil {
+		t.Fatal("no flip record")
+	}
+	return rec
+}
+
+func setRecord(t *testing.T, a *Activities, rec nodestate.FlipRecord) {
+	t.Helper()
+	must(t, a.Flips.UpdateFlip(func(*nodestate.FlipRecord) (*nodestate.FlipRecord, error) { return &rec, nil }))
+}
+
+// A flip interrupted while applying is reverted when its activity runs
+// again, and said so; a reverted flip is never confirmed.
+func TestFlipResumeAfterInterruptedApply(t *testing.T) {
+	a, fl, _ := flipActs(t)
+	setRecord(t, a, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipApplying, Deadline: time.Now().Add(time.Minute), Revert: []byte(`{"node":"n1"}`)})
+	_, err := a.Flip(context.Background(), flipIn("n1-1"))
+	msg := appErr(t, err, ErrFlipReverted)
+	if !strings.Contains(msg, "interrupted") || len(fl.reverts) != 1 {
+		t.Fatalf("reverts %d, error %s", len(fl.reverts), msg)
+	}
+	_, err = a.ConfirmFlip(context.Background(), ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"})
+	appErr(t, err, ErrFlipReverted)
+}
+
+// Before the batch the record holds all a revert needs: the node's name
+// (the mesh's table by name, the accepts by comment), the node files
+// already in custody, the spec applied.
+func TestFlipRecordBeforeBatchIsRevertible(t *testing.T) {
+	plan := flipPlanN1()
+	plan.NodeFiles = []config.FilePlan{{Path: "/etc/hosts", SHA256: strings.Repeat("a", 64)}}
+	a, fl, root := flipActsWith(t, plan)
+	must(t, os.MkdirAll(filepath.Join(root, "etc"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "etc/hosts"), []byte("found\n"), 0o644))
+	var seen *nodestate.FlipRecord
+	fl.flipErr = fmt.Errorf("sending the batch: %w: ENOBUFS", firewall.ErrOutcomeUnknown)
+	a.StartWatchdog = func() error {
+		seen = record(t, a) // what the watchdog starts from
+		return nil
+	}
+	in := flipIn("n1-1")
+	in.Plan = plan
+	_, err := a.Flip(context.Background(), in)
+	msg := appErr(t, err, ErrFlipOutcomeUnknown)
+	if !strings.Contains(msg, "treated as applied") {
+		t.Fatalf("error: %s", msg)
+	}
+	if seen == nil || seen.State != nodestate.FlipApplying || len(seen.Revert) == 0 || len(seen.Mesh) == 0 || seen.Derived != "d" {
+		t.Fatalf("record when the watchdog started: %+v", seen)
+	}
+	if _, ok, err := a.Files.Record("/etc/hosts"); !ok || err != nil {
+		t.Fatalf("node file not in custody before the batch: %v", err)
+	}
+	// Unknown outcome: still pending, so the watchdog keeps watching.
+	if rec := record(t, a); !rec.Pending() || !strings.Contains(rec.Reason, "outcome unknown") {
+		t.Fatalf("after an unknown outcome the record is %+v; want pending", rec)
+	}
+	r, err := a.RevertFlip(context.Background(), ConfirmInput{Plan: plan, ID: "n1-1"})
+	if err != nil || r.State != nodestate.FlipReverted || len(fl.reverts) != 1 || fl.reverts[0].Node != "n1" {
+		t.Fatalf("revert of an unknown outcome: %+v %v, reverts %+v", r, err, fl.reverts)
+	}
+}
+
+// Known not applied (stale): the record says so, the watchdog stands down,
+// a revert has nothing to do and says not-applied, not reverted.
+func TestFlipNotAppliedIsNotReverted(t *testing.T) {
+	a, fl, _ := flipActs(t)
+	fl.flipErr = fmt.Errorf("not flipping: %w (%w)", firewall.ErrStaleDerived, firewall.ErrNotApplied)
+	_, err := a.Flip(context.Background(), flipIn("n1-1"))
+	appErr(t, err, ErrStalePreview)
+	if rec := record(t, a); rec.State != nodestate.FlipNotApplied || rec.Pending() {
+		t.Fatalf("record %+v", rec)
+	}
+	r, err := a.RevertFlip(context.Background(), ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"})
+	if err != nil || r.State != nodestate.FlipNotApplied || len(fl.reverts) != 0 {
+		t.Fatalf("revert: %+v %v, reverts %d", r, err, len(fl.reverts))
+	}
+}
+
+// Fewer echoes than rules sent: the batch is in; the flip counts as
+// applied and says so.
+func TestFlipShortEchoesIsApplied(t *testing.T) {
+	a, fl, _ := flipActs(t)
+	fl.short = 1
+	r, err := a.Flip(context.Background(), flipIn("n1-1"))
+	if err != nil || r.State != nodestate.FlipFlipped || !strings.Contains(r.Note, "echoed 1") {
+		t.Fatalf("flip: %+v %v", r, err)
+	}
+	if rec := record(t, a); rec.State != nodestate.FlipFlipped {
+		t.Fatalf("record %+v", rec)
+	}
+}
+
+// Bad input: a flip while another is in flight, and one without the
+// preview's fingerprint, are refused by type, and nothing changes.
+func TestFlipRefusals(t *testing.T) {
+	a, fl, _ := flipActs(t)
+	setRecord(t, a, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipFlipped, Deadline: time.Now().Add(time.Minute)})
+	before := record(t, a)
+	_, err := a.Flip(context.Background(), flipIn("n1-2"))
+	if msg := appErr(t, err, ErrFlipInFlight); !strings.Contains(msg, "flip n1-1 is still flipped") {
+		t.Fatalf("refusal: %s", msg)
+	}
+	in := flipIn("n1-3")
+	in.ExpectDerived = ""
+	_, err = a.Flip(context.Background(), in)
+	if msg := appErr(t, err, ErrStalePreview); !strings.Contains(msg, "expect_derived") {
+		t.Fatalf("refusal: %s", msg)
+	}
+	if after := record(t, a); after.ID != before.ID || after.State != before.State || len(fl.reverts) != 0 {
+		t.Fatalf("a refused flip changed the record: %+v", after)
+	}
+}
+
+// Confirmation checks the deadline under the lock; a revert of a confirmed
+// flip answers "already confirmed", by its own type, and changes nothing.
+func TestConfirmDeadlineAndAlreadyConfirmed(t *testing.T) {
+	a, fl, _ := flipActs(t)
+	in := ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"}
+	setRecord(t, a, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipFlipped, Deadline: time.Now().Add(-time.Second)})
+	_, err := a.ConfirmFlip(context.Background(), in)
+	appErr(t, err, ErrFlipDeadline)
+	if rec := record(t, a); rec.State != nodestate.FlipFlipped {
+		t.Fatalf("a late confirmation moved the record: %+v", rec)
+	}
+	setRecord(t, a, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipFlipped, Deadline: time.Now().Add(time.Minute)})
+	if r, err := a.ConfirmFlip(context.Background(), in); err != nil || r.State != nodestate.FlipConfirmed {
+		t.Fatalf("confirm: %+v %v", r, err)
+	}
+	if r, err := a.ConfirmFlip(context.Background(), in); err != nil || r.State != nodestate.FlipConfirmed {
+		t.Fatalf("a retried confirm: %+v %v", r, err)
+	}
+	_, err = a.RevertFlip(context.Background(), in)
+	appErr(t, err, ErrFlipConfirmed)
+	if rec := record(t, a); rec.State != nodestate.FlipConfirmed || len(fl.reverts) != 0 {
+		t.Fatalf("revert of a confirmed flip changed something: %+v, reverts %d", rec, len(fl.reverts))
+	}
+}
+
+const debianNftablesConf = "#!/usr/sbin/nft -f\n\nflush ruleset\n\ntable inet filter {\n\tchain input {\n\t\ttype filter hook input priority filter;\n\t}\n}\n"
+const ufwConf = "# /etc/ufw/ufw.conf\n#\n\n# Set to yes to start on boot.\nENABLED=yes\n\nLOGLEVEL=low\n"
+
+// A confirmed flip commits: the boot files are written, the ones replaced
+// taken into custody byte-exact first; a commit that fails leaves the flip
+// confirmed, and the retry finishes it; a commit of a flip that is not
+// confirmed is refused and changes nothing.
+func TestFlipConfirmCommit(t *testing.T) {
+	a, fl, root := flipActs(t)
+	for p, c := range map[string]string{"etc/nftables.conf": debianNftablesConf, "etc/ufw/ufw.conf": ufwConf} {
+		must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755))
+		must(t, os.WriteFile(filepath.Join(root, p), []byte(c), 0o644))
+	}
+	in := ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"}
+	_, err := a.CommitFlip(context.Background(), in)
+	appErr(t, err, ErrFlipNotConfirmed)
+	if b, _ := os.ReadFile(filepath.Join(root, "etc/ufw/ufw.conf")); string(b) != ufwConf {
+		t.Fatal("a refused commit changed ufw.conf")
+	}
+	if _, err := a.Flip(context.Background(), flipIn("n1-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ConfirmFlip(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	fl.commitEr = fmt.Errorf("netlink: device busy")
+	if _, err := a.CommitFlip(context.Background(), in); err == nil || !strings.Contains(err.Error(), "device busy") {
+		t.Fatalf("commit with a failing firewall: %v", err)
+	}
+	if rec := record(t, a); rec.State != nodestate.FlipConfirmed {
+		t.Fatalf("a failed commit moved the record to %s", rec.State)
+	}
+	if _, ok, _ := a.State.Adopted(); !ok {
+		t.Fatal("a failed commit marked the node converged")
+	}
+	fl.commitEr = nil
+	r, err := a.CommitFlip(context.Background(), in)
+	if err != nil || r.Listing == "" {
+		t.Fatalf("commit: %+v %v", r, err)
+	}
+	if b, err := os.ReadFile(r.Listing); err != nil || string(b) != "table ip filter {}" {
+		t.Fatalf("saved listing: %q %v", b, err)
+	}
+	nft, _ := os.ReadFile(filepath.Join(root, "etc/nftables.conf"))
+	if !strings.Contains(string(nft), "table inet adoption {") || !strings.Contains(string(nft), "th dport 22") || strings.Contains(string(nft), "flush ruleset") {
+		t.Fatalf("boot ruleset:\n%s", nft)
+	}
+	ufw, _ := os.ReadFile(filepath.Join(root, "etc/ufw/ufw.conf"))
+	if want := strings.Replace(ufwConf, "ENABLED=yes", "ENABLED=no", 1); string(ufw) != want {
+		t.Fatalf("ufw.conf:\n%s\nwant:\n%s", ufw, want)
+	}
+	if _, err := a.CommitFlip(context.Background(), in); err != nil {
+		t.Fatalf("a retried commit failed: %v", err)
+	}
+	if _, ok, _ := a.State.Adopted(); ok {
+		t.Fatal("a converged node still carries the adopted marker")
+	}
+	// Reversible by hand: custody gives back the found bytes.
+	for p, c := range map[string]string{"/etc/nftables.conf": debianNftablesConf, "/etc/ufw/ufw.conf": ufwConf} {
+		must(t, a.Files.Restore(p))
+		if b, _ := os.ReadFile(filepath.Join(root, p)); string(b) != c {
+			t.Fatalf("%s restored from custody is not the found file: %q", p, b)
+		}
+	}
+}
+
+func TestUfwDisabled(t *testing.T) {
+	for in, want := range map[string]string{
+		"ENABLED=yes\n":               "ENABLED=no\n",
+		"a=1\n  ENABLED = yes\nb=2\n": "a=1\nENABLED=no\nb=2\n",
+		"LOGLEVEL=low":                "LOGLEVEL=low\nENABLED=no\n",
+	} {
+		if got := string(UfwDisabled([]byte(in))); got != want {
+			t.Errorf("UfwDisabled(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A record with the same flip ID left by an earlier adoption (released,
+// adopted again) does not pass for this flip's: the flip runs afresh.
+func TestFlipIgnoresRecordOfEarlierAdoption(t *testing.T) {
+	a, _, _ := flipActs(t)
+	setRecord(t, a, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipReverted, Reason: "old"})
+	must(t, a.State.ClearAdopted())
+	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1", AdoptedAt: record(t, a).Updated.Add(time.Second)}))
+	r, err := a.Flip(context.Background(), flipIn("n1-1"))
+	if err != nil || r.State != nodestate.FlipFlipped {
+		t.Fatalf("flip after a re-adoption: %+v %v", r, err)
+	}
+}

@@ -1,0 +1,234 @@
+// The rehearsal of a module's cutover (adopt migrate NODE MODULE --dry-run):
+// every check the cutover makes before it changes anything, run on the node,
+// and every step it would then take, in order, with what each would touch.
+// It only reads: the ruleset, the declared files, state_dir and the
+// containers are as they were, and the module's state does not move. Like
+// every activity result it reaches the history, so it names things (paths,
+// keys, containers, ports) and never a value.
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+
+	"adoption/containers"
+	"adoption/firewall"
+)
+
+// Rehearsal is what a module's cutover would do on the node now.
+type Rehearsal struct {
+	Node   string `json:"node"`
+	Module string `json:"module"`
+	// Steps, in the order the cutover takes them.
+	Steps []RehearsalStep `json:"steps"`
+	// Predecessor is what preflight measured of the container(s) the module
+	// takes over: mounts with their volumes and bind paths, published
+	// ports, networks and the names of its settings.
+	Predecessor *containers.Predecessor `json:"predecessor,omitempty"`
+	// Holders of the module's ports now.
+	Holders []PortHolder `json:"holders,omitempty"`
+	// Marks the cutover would add through the found firewall.
+	Marks []string `json:"marks,omitempty"`
+	// Files: what converging each declared file would write, by key.
+	Files []FileMerge `json:"files,omitempty"`
+	// Refusals the cutover would hit, each with what to do. Empty: it
+	// would go ahead.
+	Refusals []string `json:"refusals,omitempty"`
+}
+
+// RehearsalStep is one step and what it would touch.
+type RehearsalStep struct {
+	Name    string   `json:"name"`
+	Touches []string `json:"touches,omitempty"`
+}
+
+// PortHolder is who holds a module port now.
+type PortHolder struct {
+	Port   string `json:"port"`
+	Holder string `json:"holder"`
+}
+
+// Rehearse runs the cutover's checks and lists its steps, changing nothing.
+func (a *Activities) Rehearse(ctx context.Context, in ModuleInput) (*Rehearsal, error) {
+	auth, m, err := a.module(ctx, in.Plan, in.Module)
+	if err != nil {
+		return nil, err
+	}
+	r := &Rehearsal{Node: auth.Plan.Node, Module: m.Name}
+	refuse := func(err error) {
+		var ae *temporal.ApplicationError
+		if errors.As(err, &ae) {
+			r.Refusals = append(r.Refusals, ae.Message())
+			return
+		}
+		r.Refusals = append(r.Refusals, err.Error())
+	}
+
+	// Preflight: the files' content, the conflicts, the ports, the
+	// predecessor, exactly as the cutover checks them.
+	pre := RehearsalStep{Name: "preflight", Touches: []string{"nothing: checks only"}}
+	for _, f := range m.Files {
+		if _, ok := auth.Contents[f.SHA256]; !ok {
+			refuse(fmt.Errorf("file %s: the node's configuration has no content with sha256 %.12s", f.Path, f.SHA256))
+		}
+	}
+	merges, err := a.conflictsOf(auth, m, in.Decisions)
+	if err != nil {
+		refuse(err)
+	}
+	r.Files = merges
+	if ls, lerr := a.Sockets.Listeners(); lerr == nil {
+		ls = attributePublished(ls, a.Engine.Report(ctx))
+		for _, p := range m.Ports {
+			for _, l := range ls {
+				if l.Port == p.Num && l.Proto == p.Proto {
+					r.Holders = append(r.Holders, PortHolder{Port: p.String(), Holder: l.Holder()})
+				}
+			}
+		}
+	} else {
+		refuse(fmt.Errorf("list listening sockets: %w", lerr))
+	}
+	if m.Container != nil {
+		if err := a.portsHeldOnlyBy(ctx, m); err != nil {
+			refuse(err)
+		}
+		sp, serr := a.spec(auth, m)
+		if serr != nil {
+			refuse(serr)
+		}
+		pred, err := a.Cutover.Preflight(ctx, sp)
+		switch {
+		case serr != nil:
+		case err != nil:
+			refuse(fmt.Errorf("preflight of container %s: %s", m.Container.Name, a.withheld(ctx, "rehearsal "+m.Name, err)))
+		default:
+			r.Predecessor = pred
+		}
+	}
+	r.Steps = append(r.Steps, pre)
+
+	// Open ports: marked accepts through the found firewall.
+	open := RehearsalStep{Name: "open ports"}
+	for _, p := range m.Ports {
+		mk := firewall.Mark{Node: auth.Plan.Node, Owner: m.Name, Port: p.Num, Proto: p.Proto}
+		r.Marks = append(r.Marks, mk.Comment())
+		open.Touches = append(open.Touches, "marked accept "+mk.Comment()+" (ip and ip6), after the found firewall's source denies")
+	}
+	if len(open.Touches) == 0 {
+		open.Touches = []string{"nothing: the module declares no port"}
+	}
+	r.Steps = append(r.Steps, open)
+
+	if m.Container != nil {
+		c := m.Container
+		create := RehearsalStep{Name: "create container", Touches: []string{fmt.Sprintf("container %s.next from image %s, not started", c.Name, c.Image)}}
+		if p := r.Predecessor; p != nil {
+			for _, mt := range p.Mounts {
+				src := mt.Source
+				if mt.Type == "volume" && mt.Name != "" {
+					src = "volume " + mt.Name
+				}
+				create.Touches = append(create.Touches, fmt.Sprintf("mount %s %s at %s (carried over, data in place)", mt.Type, src, mt.Destination))
+			}
+			for _, pp := range p.Ports {
+				create.Touches = append(create.Touches, fmt.Sprintf("published port %v (the predecessor's)", pp))
+			}
+			if len(p.Networks) > 0 {
+				create.Touches = append(create.Touches, "networks "+strings.Join(p.Networks, ", "))
+			}
+			if p.RestartPolicy != "" {
+				create.Touches = append(create.Touches, "restart policy "+p.RestartPolicy)
+			}
+			if len(p.Env) > 0 {
+				create.Touches = append(create.Touches, "environment carried over (names only): "+strings.Join(p.Env, ", "))
+			}
+			if len(p.Labels) > 0 {
+				create.Touches = append(create.Touches, "labels carried over: "+strings.Join(p.Labels, ", "))
+			}
+			for _, o := range p.Replaces {
+				create.Touches = append(create.Touches, fmt.Sprintf("replaces %s (%.12s): stopped at the swap and kept as %s.predecessor", o.Name, o.ID, o.Name))
+			}
+		} else {
+			create.Touches = append(create.Touches, "no predecessor: a new service")
+		}
+		var set []string
+		for _, kv := range c.Labels {
+			k, _, _ := strings.Cut(kv, "=")
+			set = append(set, "label "+k)
+		}
+		for name := range c.EnvSHA256 {
+			set = append(set, "env "+name)
+		}
+		if c.EnvFile != "" {
+			set = append(set, "env_file "+c.EnvFile)
+		}
+		for _, d := range c.DropPorts {
+			set = append(set, "drops port "+d)
+		}
+		if len(set) > 0 {
+			sort.Strings(set)
+			create.Touches = append(create.Touches, "the module sets: "+strings.Join(set, ", "))
+		}
+		r.Steps = append(r.Steps, create)
+	}
+	if len(m.Files) > 0 {
+		conv := RehearsalStep{Name: "converge files"}
+		for _, f := range r.Files {
+			conv.Touches = append(conv.Touches, describeMerge(f))
+		}
+		r.Steps = append(r.Steps, conv)
+	}
+	if m.Container != nil {
+		c := m.Container
+		swap := RehearsalStep{Name: "swap containers"}
+		if r.Predecessor != nil {
+			swap.Touches = append(swap.Touches, fmt.Sprintf("stop %s and keep it as %s.predecessor for rollback", r.Predecessor.Name, c.Name))
+		}
+		swap.Touches = append(swap.Touches, fmt.Sprintf("rename %s.next to %s and start it", c.Name, c.Name))
+		r.Steps = append(r.Steps, swap)
+	}
+	health := RehearsalStep{Name: "wait healthy"}
+	switch {
+	case m.Health != nil && m.Health.HTTP != "":
+		health.Touches = []string{"GET " + m.Health.HTTP}
+	case m.Health != nil && m.Health.TCP != "":
+		health.Touches = []string{"TCP connect to " + m.Health.TCP}
+	default:
+		for _, p := range m.Ports {
+			health.Touches = append(health.Touches, "connect to "+p.String()+" on the node")
+		}
+	}
+	r.Steps = append(r.Steps, health)
+	return r, nil
+}
+
+// describeMerge says what converging a file would do, by key, with every
+// value masked: which keys change, appear, go, or keep the node's value.
+func describeMerge(f FileMerge) string {
+	if f.Format == "" {
+		return f.Path + ": replaced whole by the module's content (the found file stays in custody)"
+	}
+	var parts []string
+	add := func(what string, keys []string) {
+		if len(keys) > 0 {
+			parts = append(parts, what+" "+strings.Join(keys, ", ")+" (values masked)")
+		}
+	}
+	add("changes", f.Changed)
+	add("adds", f.Added)
+	add("removes", f.Removed)
+	add("keeps the node's", f.Kept)
+	for _, c := range f.Conflicts {
+		parts = append(parts, "CONFLICT on "+c.Key+": "+c.Why)
+	}
+	if len(parts) == 0 {
+		parts = []string{"no key changes"}
+	}
+	return fmt.Sprintf("%s (%s, per key): %s", f.Path, f.Format, strings.Join(parts, "; "))
+}

@@ -1,0 +1,163 @@
+package briefing
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+
+	"adoption/activities"
+	"adoption/config"
+	"adoption/containers"
+	"adoption/custody"
+	"adoption/firewall"
+	"adoption/sockets"
+	"adoption/workflows"
+)
+
+// A control node whose registry port is held by the predecessor's registry
+// (a genesis collision), a module with a conflicting key, an uncertain
+// opening, a port that would close, and a file whose content is a secret.
+func fixture() (config.Plan, *workflows.State) {
+	plan := config.Plan{
+		Node: "ctl", Role: "control",
+		ManagementPorts: []config.Port{{Num: 22, Proto: "tcp"}},
+		Foundation:      []config.NamedPort{{Name: "registry", Port: config.Port{Num: 5000, Proto: "tcp"}}},
+		Modules: []config.ModulePlan{{
+			Name: "mail", Ports: []config.Port{{Num: 25, Proto: "tcp"}},
+			Container: &config.Container{Name: "mail", Image: "mesh/mail"},
+			Files:     []config.FilePlan{{Path: "/etc/mail/relay.env", SHA256: strings.Repeat("ab", 32), Keep: []string{"RELAY_HOST"}, Format: "env"}},
+		}},
+	}
+	probe := &activities.ProbeReport{
+		Node: "ctl",
+		Firewall: firewall.Report{Kind: "iptables-nft",
+			Tables: []firewall.TableSummary{{Family: "ip", Name: "filter", Chains: []firewall.ChainSummary{{Name: "ufw-user-input", Rules: 4}}}},
+			Open: []firewall.Opening{
+				{Port: 22, Proto: "tcp", Direction: "input", Family: "ip"},
+				{Port: 25, Proto: "tcp", Direction: "input", Family: "ip"},
+				{Port: 6000, PortEnd: 6010, Proto: "tcp", Direction: "input", Family: "ip", Uncertain: true},
+			}},
+		Sockets: []sockets.Listener{{Proto: "tcp", Addr: "0.0.0.0", Port: 5000, PID: 42, Exe: "registry"}},
+		Containers: containers.Report{Available: true, Containers: []containers.Info{{Name: "mail", Image: "old/mail", State: "running",
+			Mounts: []containers.Mount{{Type: "volume", Name: "maildata", Destination: "/var/mail"}, {Type: "bind", Source: "/srv/mail/conf", Destination: "/conf"}}}}},
+	}
+	state := &workflows.State{
+		Node: "ctl", Phase: workflows.PhaseAdopted, Plan: plan, Probe: probe,
+		Genesis: workflows.StepState{State: "failed", Error: "registry port 5000/tcp is held by registry (pid 42)"},
+		Custody: []custody.Record{{Found: true, FileState: custody.FileState{Path: "/etc/mail/relay.env", Exists: true, SHA256: "0123456789abcdef" + strings.Repeat("0", 48), Mode: "0600"}}},
+		Modules: []workflows.ModuleState{{Name: "mail", State: workflows.ModulePending,
+			Conflicts: []workflows.FileConflict{{Path: "/etc/mail/relay.env", Key: "RELAY_HOST", Why: "changed on the node since custody; the mesh sets another value"}}}},
+		LastPreview: &firewall.Preview{Reasons: []string{"25/tcp would close: module mail is not migrated yet"},
+			Fates: []firewall.Fate{{Opening: firewall.Opening{Port: 25, Proto: "tcp", Direction: "input", Family: "ip"}, Fate: "closing"}}},
+		Drift: []activities.DriftItem{{Kind: "file", Path: "/etc/hosts", What: "changed since custody"}},
+	}
+	return plan, state
+}
+
+func TestBriefNamesEveryItem(t *testing.T) {
+	plan, state := fixture()
+	b := Build(plan, nil, state, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	var md, page bytes.Buffer
+	if err := Markdown(&md, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := HTML(&page, b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"iptables-nft", "ufw-user-input", "6000-6010/tcp", "cannot decide", // firewall, uncertain opening
+		"maildata", "/srv/mail/conf", // containers and their mounts
+		"/etc/mail/relay.env", "0123456789ab", "RELAY", // custody, keep keys
+		"registry", "5000/tcp", "genesis will refuse", // the foundation's collision
+		"conflict in /etc/mail/relay.env", "adopt resolve ctl", // the module's conflict and how to decide
+		"would close at a flip", "not migrated yet", // the flip's fates
+		"/etc/hosts", "drift accept", // drift
+	} {
+		plain := strings.NewReplacer(`\_`, "_", `\*`, "*").Replace(md.String())
+		if !strings.Contains(plain, want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+		if !strings.Contains(html.UnescapeString(page.String()), want) {
+			t.Errorf("html lacks %q", want)
+		}
+	}
+	// The full custody hash is shortened; the file's value was never there.
+	if strings.Contains(md.String(), state.Custody[0].SHA256) {
+		t.Error("markdown carries the full hash")
+	}
+}
+
+// Every Markdown table row has as many cells as its header: values with
+// pipes or line breaks from the node cannot break the table.
+func TestMarkdownTablesStayWellFormed(t *testing.T) {
+	plan, state := fixture()
+	state.Modules[0].LastError = "bad | value\nwith a line break"
+	state.Modules[0].State = workflows.ModuleFailed
+	var md bytes.Buffer
+	if err := Markdown(&md, Build(plan, nil, state, time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	cols := -1
+	for _, line := range strings.Split(md.String(), "\n") {
+		if !strings.HasPrefix(line, "|") {
+			cols = -1
+			continue
+		}
+		n := strings.Count(strings.ReplaceAll(line, `\|`, ""), "|")
+		if cols == -1 {
+			cols = n
+		} else if n != cols {
+			t.Fatalf("row has %d separators, header %d: %q", n, cols, line)
+		}
+	}
+}
+
+// The HTML page parses, has one title, and no script or outside resource.
+func TestHTMLIsStandalone(t *testing.T) {
+	plan, state := fixture()
+	state.Modules[0].LastError = `<script>alert(1)</script>`
+	state.Modules[0].State = workflows.ModuleFailed
+	var page bytes.Buffer
+	if err := HTML(&page, Build(plan, nil, state, time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := html.Parse(bytes.NewReader(page.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(*html.Node)
+	titles := 0
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode {
+			switch n.Data {
+			case "script", "link", "img", "iframe":
+				t.Errorf("standalone page has <%s>", n.Data)
+			case "title":
+				titles++
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(doc)
+	if titles != 1 {
+		t.Fatalf("%d titles", titles)
+	}
+}
+
+// Before adopt start there is no workflow: the brief comes from a local
+// probe and the plan, and says the node is not started.
+func TestBriefBeforeStart(t *testing.T) {
+	plan, state := fixture()
+	b := Build(plan, state.Probe, nil, time.Now())
+	if b.Phase != "not started" || b.Source != "a probe on the node" || len(b.Fates) != 0 {
+		t.Fatalf("%+v", b)
+	}
+	if !strings.Contains(strings.Join(b.Risks, "\n"), "5000/tcp (registry) is held by pid 42 (registry)") {
+		t.Fatalf("risks %v", b.Risks)
+	}
+}

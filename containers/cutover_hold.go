@@ -1,0 +1,174 @@
+package containers
+
+// No failed client connection during a swap (issue 13). Between the moment
+// the predecessor lets go of its published ports and the moment the new
+// container takes them, a client's SYN would be answered with a reset
+// (refused). A PortHold makes the node drop, not reject, new connections to
+// those ports for that window: clients retransmit their SYN (after 1 s, then
+// 3 s on Linux) and are answered by the new container. The hold is taken
+// before the predecessors stop and released once the new container answers
+// on every held port, or after holdMax: a container that never answers must
+// not keep clients waiting, it is the health check's to fail and roll back.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+)
+
+// PortHold holds new TCP connections to host ports of the node. Hold and
+// Release are idempotent and keyed by owner (the module's container name),
+// so a resumed swap takes the hold again and a rollback releases it.
+type PortHold interface {
+	Hold(owner string, ports []uint16) error
+	Release(owner string) error
+	// Dial connects to addr from the node's network namespace, past the
+	// hold: the swap's own probe must not be held.
+	Dial(ctx context.Context, addr string) (net.Conn, error)
+}
+
+// holdMax bounds the hold: past it clients are refused again rather than
+// left waiting on a container that does not answer.
+const holdMax = 10 * time.Second
+
+// WithHold makes the swap hold the predecessors' published TCP ports.
+func (e *Engine) WithHold(h PortHold) *Engine {
+	e.hold = h
+	return e
+}
+
+// heldPort is a host port the new container publishes.
+type heldPort struct {
+	hostIP string
+	port   uint16
+}
+
+// holdPorts holds the TCP host ports that a running predecessor publishes
+// and the new container publishes too (a port the module drops is not
+// held: nothing will answer there). It returns what it holds.
+func (e *Engine) holdPorts(ctx context.Context, owner string, ours *container.InspectResponse, preds []*container.InspectResponse) ([]heldPort, error) {
+	if e.hold == nil || ours.HostConfig == nil {
+		return nil, nil
+	}
+	published := map[uint16]bool{}
+	for _, c := range preds {
+		for _, p := range readPredecessor(c).Ports {
+			if p.Proto == "tcp" {
+				published[p.HostPort] = true
+			}
+		}
+	}
+	var held []heldPort
+	seen := map[uint16]bool{}
+	for port, bs := range ours.HostConfig.PortBindings {
+		if port.Proto() != "tcp" {
+			continue
+		}
+		for _, b := range bs {
+			hp, err := strconv.ParseUint(b.HostPort, 10, 16)
+			if err != nil || !published[uint16(hp)] || seen[uint16(hp)] {
+				continue
+			}
+			seen[uint16(hp)] = true
+			held = append(held, heldPort{hostIP: b.HostIP, port: uint16(hp)})
+		}
+	}
+	if len(held) == 0 {
+		return nil, nil
+	}
+	sort.Slice(held, func(i, j int) bool { return held[i].port < held[j].port })
+	ports := make([]uint16, 0, len(held))
+	for _, h := range held {
+		ports = append(ports, h.port)
+	}
+	if err := e.step(ctx, StepHold); err != nil {
+		return nil, err
+	}
+	if err := e.hold.Hold(owner, ports); err != nil {
+		return nil, fmt.Errorf("hold new connections to %v during the swap of %s: %w", ports, owner, err)
+	}
+	return held, nil
+}
+
+// releaseWhenAnswering waits until the new container answers on every held
+// port (at most holdMax), then releases the hold. It releases even when
+// nothing is held: a hold left by an interrupted swap goes too.
+func (e *Engine) releaseWhenAnswering(ctx context.Context, owner string, held []heldPort) error {
+	if e.hold == nil {
+		return nil
+	}
+	if len(held) > 0 {
+		_ = e.during(ctx, StepAwaitPorts, func() error {
+			deadline := time.Now().Add(holdMax)
+			for _, h := range held {
+				for time.Now().Before(deadline) && ctx.Err() == nil {
+					if e.answers(ctx, h.hostIP, h.port) == nil {
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			return nil
+		})
+	}
+	if err := e.step(ctx, StepRelease); err != nil {
+		return err
+	}
+	if err := e.hold.Release(owner); err != nil {
+		return fmt.Errorf("release the hold on %s's ports: %w", owner, err)
+	}
+	return nil
+}
+
+// answers connects to a host port as a client on the node would, and
+// counts a connection closed at once as no answer (Docker's userland proxy
+// accepts while nothing listens behind it).
+func (e *Engine) answers(ctx context.Context, hostIP string, port uint16) error {
+	if hostIP == "" || hostIP == "0.0.0.0" {
+		hostIP = "127.0.0.1"
+	} else if hostIP == "::" {
+		hostIP = "::1"
+	}
+	addr := net.JoinHostPort(hostIP, strconv.Itoa(int(port)))
+	dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	var c net.Conn
+	var err error
+	if e.hold != nil {
+		c, err = e.hold.Dial(dctx, addr)
+	} else {
+		var d net.Dialer
+		c, err = d.DialContext(dctx, "tcp", addr)
+	}
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return heldOpen(c, addr, 50*time.Millisecond)
+}
+
+// PortsAnswer checks that every one of ports (host TCP ports of the node)
+// answers a connect from the node, after the swap: the module is not
+// migrated on its healthcheck alone. UDP ports are not checked (no
+// handshake to tell).
+func (e *Engine) PortsAnswer(ctx context.Context, hostPorts []uint16) error {
+	for _, p := range hostPorts {
+		var last error
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			if last = e.answers(ctx, "", p); last == nil || time.Now().After(deadline) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if last != nil {
+			return fmt.Errorf("port %d/tcp does not answer on the node after the swap: %v: %w", p, last, ErrUnhealthy)
+		}
+	}
+	return nil
+}

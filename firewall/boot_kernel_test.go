@@ -1,0 +1,76 @@
+package firewall
+
+import (
+	"testing"
+)
+
+// Root tests of the boot-time ruleset file: what a node loads at boot must
+// be the table the flip put in force.
+
+func meshOnly(t *testing.T, rs *Ruleset) string {
+	t.Helper()
+	for _, tb := range rs.Tables {
+		if isMeshTable(&tb) {
+			return Fingerprint(&Ruleset{Tables: []Table{tb}})
+		}
+	}
+	t.Fatal("no table inet adoption in the ruleset")
+	return ""
+}
+
+// The boot file loads with nft -f, loads again over itself (a reload of
+// nftables.service) without touching any other table, and gives the very
+// table the flip writes; after an emptied ruleset (a reboot) it alone
+// decides: the spec's ports answer, the others do not.
+func TestKernelBootRulesetLoads(t *testing.T) {
+	n := ufwDockerNode(t)
+	n.serve(t, []uint16{22, 80, 8081})
+	f := NewFlipper(n.path(n.node))
+	if _, err := f.Flip(flipSpec, Fingerprint(n.list(t)), derivedFP(t, flipSpec)); err != nil {
+		t.Fatal(err)
+	}
+	flipped := meshOnly(t, n.list(t))
+	if err := f.Revert(RevertPlanFor(flipSpec.Node)); err != nil {
+		t.Fatal(err)
+	}
+	text, err := BootRuleset(flipSpec, "test boot file\nsecond line")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := Fingerprint(n.list(t))
+	n.nft(t, text)
+	n.nft(t, text)
+	rs := n.list(t)
+	if got := meshOnly(t, rs); got != flipped {
+		t.Errorf("the boot file's table differs from the one the flip writes")
+	}
+	var others []Table
+	for _, tb := range rs.Tables {
+		if !isMeshTable(&tb) {
+			others = append(others, tb)
+		}
+	}
+	if Fingerprint(&Ruleset{Tables: others}) != before {
+		t.Errorf("loading the boot file twice changed tables other than the mesh's")
+	}
+	n.nft(t, "flush ruleset\n")
+	n.nft(t, text)
+	n.expectReach(t, "booted", true, ports("22/tcp", "80/tcp")...)
+	n.expectReach(t, "booted", false, ports("8081/tcp")...)
+
+	// Something flushes the ruleset after the boot: the guard's Reassert
+	// puts the same table back, once.
+	n.nft(t, "flush ruleset\n")
+	did, err := f.Reassert(flipSpec)
+	if err != nil || !did {
+		t.Fatalf("Reassert after a flush: %v %v", did, err)
+	}
+	if got := meshOnly(t, n.list(t)); got != flipped {
+		t.Errorf("the reasserted table differs from the one the flip writes")
+	}
+	if did, err := f.Reassert(flipSpec); err != nil || did {
+		t.Fatalf("Reassert with the table in place: %v %v; want nothing done", did, err)
+	}
+	n.expectReach(t, "reasserted", true, ports("22/tcp", "80/tcp")...)
+	n.expectReach(t, "reasserted", false, ports("8081/tcp")...)
+}

@@ -1,0 +1,73 @@
+package sandbox
+
+// This file holds the hammer for HTTP services (the stand-in service behind
+// a published port says nothing until asked, unlike the sandbox's own
+// listeners, which greet): each connection asks GET /health and closes; one
+// keep-alive connection, opened first, is asked again at the end.
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+)
+
+// HammerHTTP is Hammer for an HTTP service at addr.
+func HammerHTTP(addr string, every, d time.Duration) (HammerResult, error) {
+	var r HammerResult
+	held, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return r, fmt.Errorf("open the held connection: %w", err)
+	}
+	defer held.Close()
+	br := bufio.NewReader(held)
+	if err := healthOn(held, br, true); err != nil {
+		return r, fmt.Errorf("the held connection's first request: %w", err)
+	}
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+		switch {
+		case err == nil:
+			if healthOn(c, bufio.NewReader(c), false) != nil {
+				r.TimedOut++
+			} else {
+				r.OK++
+			}
+			c.Close()
+		case errors.Is(err, syscall.ECONNREFUSED):
+			r.Refused++
+		default:
+			r.TimedOut++
+		}
+		time.Sleep(every)
+	}
+	r.Held = healthOn(held, br, true) == nil
+	return r, nil
+}
+
+// healthOn asks GET /health on c and wants 200 within a second.
+func healthOn(c net.Conn, br *bufio.Reader, keepAlive bool) error {
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	conn := "close"
+	if keepAlive {
+		conn = "keep-alive"
+	}
+	if _, err := fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: hammer\r\nConnection: %s\r\n\r\n", conn); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s", resp.Status)
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+// Client settings, read the way Temporal's own tools read them, through the
+// SDK's envconfig. Precedence, highest first:
+//
+//  1. --address, --namespace (and --profile to pick a profile)
+//  2. TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TLS_*, TEMPORAL_API_KEY
+//  3. the profile (TEMPORAL_PROFILE, default "default") of the Temporal
+//     config file (TEMPORAL_CONFIG_FILE, default ~/.config/temporalio/temporal.toml)
+//  4. the node configuration's temporal.* (or the fleet file's), which
+//     ADOPT_TEMPORAL_* override as for every key
+//  5. 127.0.0.1:7233, namespace default
+//
+// Each setting remembers where it came from, so an unreachable address or a
+// missing namespace names the knob to turn.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+
+	"adoption/config"
+)
+
+// clientFlags are the global flags that point the client.
+type clientFlags struct {
+	address   string
+	namespace string
+	profile   string
+}
+
+// target is where the client points and why.
+type target struct {
+	address, namespace string
+	addrFrom, nsFrom   string
+	profile            envconfig.ClientConfigProfile
+}
+
+// resolveTarget layers the settings. tc may be nil (no configuration given).
+func resolveTarget(f clientFlags, tc *config.Temporal, base string) (*target, error) {
+	t := &target{address: "127.0.0.1:7233", namespace: "default", addrFrom: "the default", nsFrom: "the default"}
+	if tc != nil {
+		if tc.Address != "" {
+			t.address, t.addrFrom = tc.Address, base
+		}
+		if tc.Namespace != "" {
+			t.namespace, t.nsFrom = tc.Namespace, base
+		}
+		if tc.TLS.Enabled() {
+			t.profile.TLS = &envconfig.ClientConfigTLS{ClientCertPath: tc.TLS.Cert, ClientKeyPath: tc.TLS.Key,
+				ServerCACertPath: tc.TLS.CA, ServerName: tc.TLS.ServerName}
+		}
+	}
+	prof, err := envconfig.LoadClientConfigProfile(envconfig.LoadClientConfigProfileOptions{ConfigFileProfile: f.profile})
+	if err != nil {
+		return nil, usagef("Temporal client settings (TEMPORAL_CONFIG_FILE, TEMPORAL_PROFILE or --profile %q): %v", f.profile, err)
+	}
+	if prof.Address != "" {
+		t.address, t.addrFrom = prof.Address, "TEMPORAL_ADDRESS or the Temporal profile"
+	}
+	if prof.Namespace != "" {
+		t.namespace, t.nsFrom = prof.Namespace, "TEMPORAL_NAMESPACE or the Temporal profile"
+	}
+	if prof.TLS != nil {
+		t.profile.TLS = prof.TLS
+	}
+	t.profile.APIKey, t.profile.GRPCMeta = prof.APIKey, prof.GRPCMeta
+	if f.address != "" {
+		t.address, t.addrFrom = f.address, "--address"
+	}
+	if f.namespace != "" {
+		t.namespace, t.nsFrom = f.namespace, "--namespace"
+	}
+	t.profile.Address, t.profile.Namespace = t.address, t.namespace
+	return t, nil
+}
+
+// dial connects and checks, within seconds, what the SDK would otherwise
+// report obscurely or only at the first call: a host that does not resolve
+// ("no children to pick from"), a server that does not answer, a namespace
+// that does not exist.
+func (t *target) dial() (client.Client, error) {
+	host, _, err := net.SplitHostPort(t.address)
+	if err != nil {
+		return nil, usagef("Temporal address %q (from %s) is not HOST:PORT: %v", t.address, t.addrFrom, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if net.ParseIP(host) == nil {
+		if _, err := net.DefaultResolver.LookupHost(ctx, host); err != nil {
+			return nil, fmt.Errorf("cannot resolve host %q of the Temporal address %s (from %s): %v; check the name or set --address", host, t.address, t.addrFrom, err)
+		}
+	}
+	opts, err := t.profile.ToClientOptions(envconfig.ToClientOptionsRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("Temporal TLS settings: %w", err)
+	}
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach Temporal at %s (from %s): %v; start it with `make dev-server` or set --address / TEMPORAL_ADDRESS / temporal.address", t.address, t.addrFrom, err)
+	}
+	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: t.namespace})
+	var nsnf *serviceerror.NamespaceNotFound
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nsnf), errors.As(err, &nf):
+		c.Close()
+		return nil, fmt.Errorf("namespace %q (from %s) does not exist on Temporal at %s: set --namespace, TEMPORAL_NAMESPACE or temporal.namespace (`temporal operator namespace list` lists them)", t.namespace, t.nsFrom, t.address)
+	case err != nil && !isPermissionDenied(err):
+		c.Close()
+		return nil, fmt.Errorf("Temporal at %s (from %s), namespace %s: %w", t.address, t.addrFrom, t.namespace, err)
+	}
+	return c, nil
+}
+
+// isPermissionDenied: a client allowed into its namespace but not to
+// describe it still works for everything the CLI does.
+func isPermissionDenied(err error) bool {
+	var pd *serviceerror.PermissionDenied
+	return errors.As(err, &pd)
+}

@@ -1,0 +1,69 @@
+// `adopt resolve NODE PATH KEY --take node|mesh`: the operator's decision on
+// a key that a cutover refused on (the node changed it since custody and the
+// mesh sets it otherwise). The workflow records the decision, never the
+// value; the next `adopt retry NODE MODULE` applies it on the node.
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"adoption/workflows"
+)
+
+func (x *cli) resolveCommand(ctx context.Context) *cobra.Command {
+	var take string
+	cmd := &cobra.Command{
+		Use:   "resolve NODE PATH KEY --take node|mesh",
+		Short: "Decide a conflicting key of a module's file: keep the node's value or take the mesh's",
+		Example: "  adopt resolve n1 /srv/app/app.env LEVEL --take mesh\n" +
+			"  adopt retry n1 app",
+		Args: cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if take != "node" && take != "mesh" {
+				return usagef("--take %q: say node (keep the node's value) or mesh (take the module's)", take)
+			}
+			return x.resolve(ctx, args[0], workflows.ResolveInput{Path: args[1], Key: args[2], Take: take})
+		},
+	}
+	cmd.Flags().StringVar(&take, "take", "", "node or mesh (required)")
+	return cmd
+}
+
+func (x *cli) resolve(ctx context.Context, node string, in workflows.ResolveInput) error {
+	if err := x.dial(); err != nil {
+		return err
+	}
+	what := fmt.Sprintf("resolve %s %s", in.Path, in.Key)
+	giveUp := time.Now().Add(x.accept)
+	// A decision that reaches the workflow after the CLI gave up is refused
+	// there, so "not delivered" stays true.
+	in.NotAfter = giveUp.Add(-skew).UTC()
+	wctx, cancel := context.WithDeadline(ctx, giveUp)
+	defer cancel()
+	h, err := x.c.UpdateWorkflow(wctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflows.WorkflowID(node),
+		UpdateName:   workflows.UpdateResolve,
+		Args:         []any{in},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		if timedOut(err) {
+			return fmt.Errorf("not delivered: %s on %s: the node's workflow did not answer within %s; it will not be recorded later. See `adopt status %s`", what, node, x.accept, node)
+		}
+		return x.requestError(ctx, node, what, err)
+	}
+	var res workflows.ResolveResult
+	if err := h.Get(wctx, &res); err != nil {
+		return x.requestError(ctx, node, what, err)
+	}
+	if x.asJSON {
+		return writeJSON(x.stdout, res)
+	}
+	fmt.Fprintf(x.stdout, "recorded for module %s: %s\nNEXT: %s\n\nWeb UI: %s\n", res.Module, res.Recorded, res.Next, x.link(node))
+	return nil
+}

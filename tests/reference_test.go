@@ -1,0 +1,296 @@
+package tests
+
+// End to end on the reference node: the seed's node as it really is (its
+// own Docker engine in its namespace, ufw with the ufw-docker arrangement,
+// services behind published ports), the agent on the node, the real CLI and
+// dev server, and real packets from clients in the peer namespace.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"adoption/activities"
+	"adoption/firewall"
+	"adoption/sandbox"
+	"adoption/workflows"
+)
+
+// forwardOpen finds the forward opening of the ip family that covers port.
+func forwardOpen(rep *activities.ProbeReport, port int) *firewall.Opening {
+	for i, o := range rep.Firewall.Open {
+		end := int(o.PortEnd)
+		if end == 0 {
+			end = int(o.Port)
+		}
+		if o.Direction == firewall.HookForward && o.Family == firewall.FamilyIP && o.Proto == "tcp" && int(o.Port) <= port && port <= end {
+			return &rep.Firewall.Open[i]
+		}
+	}
+	return nil
+}
+
+// TestReferenceNode: clients outside reach the routed published ports
+// through DNAT and the node's forward hook, not the unrouted one; host
+// services answer on IPv4 and IPv6 as ufw says; the agent's probe, run on
+// the node, lists the node engine's containers through docker.host, names
+// the published host ports open and the unrouted one closed, and names an
+// engine it cannot reach instead of reporting no containers.
+func TestReferenceNode(t *testing.T) {
+	needE2E(t)
+	r := upRefNode(t, "refprobe", 160, nil, []sandbox.Service{
+		refService("mail", 18025, 8025, true),
+		refService("web", 18080, 8080, true),
+		refService("store", 15432, 5432, true),
+		refService("metrics", 19100, 9100, false),
+	}, "modules: []\n")
+
+	t.Run("clients", func(t *testing.T) {
+		for port, want := range map[int]string{18025: "open", 18080: "open", 15432: "open", 19100: "filtered"} {
+			if got := r.dial(t, r.Addr, port); got != want {
+				t.Errorf("a client's connection to published port %d: %s, want %s", port, got, want)
+			}
+		}
+		if got := r.get(t, 18025, "/version"); got != "v1" {
+			t.Errorf("mail through DNAT answers %q, want v1", got)
+		}
+		for _, addr := range []string{r.Addr, r.Addr6} {
+			if got := r.dial(t, addr, 22); got != "open" {
+				t.Errorf("host service 22/tcp on %s: %s, want open", addr, got)
+			}
+			if got := r.dial(t, addr, 8081); got != "filtered" {
+				t.Errorf("host service 8081/tcp (not allowed by ufw) on %s: %s, want filtered", addr, got)
+			}
+		}
+		nat := r.onNodeOut(t, "iptables", "-t", "nat", "-S", "DOCKER")
+		if !strings.Contains(nat, "--dport 18025 -j DNAT --to-destination 172.17.") {
+			t.Errorf("the node's engine does not DNAT 18025 in the node's own nat table:\n%s", nat)
+		}
+	})
+
+	t.Run("probe lists the node engine's containers", func(t *testing.T) {
+		rep, _ := probeOnNode(t, r)
+		if !rep.Containers.Available {
+			t.Fatalf("the probe on the node did not reach the node's engine: %s", rep.Containers.Error)
+		}
+		published := map[string]uint16{}
+		for _, c := range rep.Containers.Containers {
+			for _, p := range c.Ports {
+				published[c.Name] = p.HostPort
+			}
+		}
+		for name, port := range map[string]uint16{"mail": 18025, "web": 18080, "store": 15432, "metrics": 19100} {
+			if published[name] != port {
+				t.Errorf("container %s: published %d, want %d (containers %+v)", name, published[name], port, rep.Containers.Containers)
+			}
+		}
+	})
+
+	// The evaluator's part of issue 10: opens as clients see them.
+	t.Run("probe names published host ports", func(t *testing.T) {
+		rep, raw := probeOnNode(t, r)
+		for _, port := range []int{18025, 18080, 15432} {
+			o := forwardOpen(rep, port)
+			if o == nil || o.Uncertain {
+				t.Errorf("published port %d/tcp: opening %+v, want open (forward, not uncertain)", port, o)
+			}
+		}
+		if o := forwardOpen(rep, 19100); o != nil {
+			t.Errorf("published but unrouted 19100/tcp is reported open: %+v", o)
+		}
+		for _, port := range []int{8025, 8080, 5432} {
+			if o := forwardOpen(rep, port); o != nil && int(o.Port) == port && o.PortEnd == 0 {
+				t.Errorf("the probe reports container port %d/tcp as if clients used it: %+v", port, o)
+			}
+		}
+		if t.Failed() {
+			t.Logf("probe:\n%s", raw)
+		}
+	})
+
+	t.Run("unreachable engine is named", func(t *testing.T) {
+		sock := "unix://" + filepath.Join(r.RunDir, "no-such-engine.sock")
+		rep, _ := probeOnNode(t, r, "ADOPT_DOCKER_HOST="+sock)
+		if rep.Containers.Available || !strings.Contains(rep.Containers.Error, sock) {
+			t.Fatalf("an unreachable engine must be named, not read as no containers: %+v", rep.Containers)
+		}
+		cmd := r.OnNode(filepath.Join(bin, "adopt-worker"), "probe", "--config", r.cfg)
+		cmd.Env = append(cmd.Env, "ADOPT_DOCKER_HOST="+sock)
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "containers: UNKNOWN (docker engine unavailable at "+sock) {
+			t.Fatalf("probe text does not name the unreachable engine: %v\n%s", err, out)
+		}
+	})
+}
+
+func (r *refNode) onNodeOut(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := r.OnNode(args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s on the node: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+const refPlan = `modules:
+  - name: mail
+    ports: ["18025/tcp"]
+    container:
+      name: mail
+      image: ` + svcV2 + `
+      cmd: ["-listen", ":8025", "-data", "/named,/anon"]
+      ports: {"18025/tcp": "8025/tcp"}
+    health:
+      http: http://127.0.0.1:18025/health
+      timeout: 15s
+  - name: shop
+    ports: ["18443/tcp"]
+    container:
+      name: shop
+      image: ` + svcV2 + `
+      cmd: ["-listen", ":8443", "-data", "/named,/anon"]
+      ports: {"18443/tcp": "8443/tcp"}
+    health:
+      http: http://127.0.0.1:18443/health
+      timeout: 15s
+node_files:
+  - path: /etc/hosts
+    content: "127.0.0.1 localhost\n"
+flip:
+  drop: []
+  confirm_timeout: 1m
+cutover:
+  stop_timeout: 2s
+`
+
+// TestReferenceNodeAdoption: the agent on the node adopts it; a takeover
+// module keeps its data and its clients; a new service's published port
+// answers clients while adopted; the preview refuses naming an undeclared
+// published port by its host port and approves once it is dropped; the
+// flip runs under continuous client load on every declared published port
+// with a held connection: none fails, the held one survives, the dropped
+// port closes, Docker's own chains still DNAT.
+func TestReferenceNodeAdoption(t *testing.T) {
+	needE2E(t)
+	srv := startDevServer(t)
+	r := upRefNode(t, "refadopt", 161, srv, []sandbox.Service{
+		refService("mail", 18025, 8025, true),
+		refService("web", 18080, 8080, true),
+		refService("metrics", 19100, 9100, false),
+	}, refPlan)
+	startAgent(t, r)
+	n := r.node
+
+	if _, errs, code := adopt(t, "start", n.Name, "--config", n.cfg); code != 0 {
+		t.Fatalf("adopt start: %s", errs)
+	}
+	waitPhase(t, n, workflows.PhaseAdopted, 90*time.Second)
+
+	// A takeover: the predecessor's mail becomes the module's, data kept,
+	// clients served through the same published port.
+	sums := r.get(t, 18025, "/sums")
+	if _, errs, code := adopt(t, "migrate", n.Name, "mail", "--config", n.cfg); code != 0 {
+		t.Fatalf("migrate mail: %s", errs)
+	}
+	waitFor(t, n, "mail to migrate", func(st workflows.State) bool { return moduleState(st, "mail") == workflows.ModuleMigrated })
+	if got := r.get(t, 18025, "/version"); got != "v2" {
+		t.Fatalf("clients of mail get %q after the takeover, want v2", got)
+	}
+	if got := r.get(t, 18025, "/sums"); got != sums {
+		t.Fatalf("mail's data changed in the takeover:\n%s\nwant\n%s", got, sums)
+	}
+	if ps := r.engine(t, "ps", "-a", "--format", "{{.Names}} {{.State}}", "--filter", "name=mail"); !strings.Contains(ps, "mail running") || !strings.Contains(ps, "mail.predecessor exited") {
+		t.Fatalf("the node's engine should run mail and keep mail.predecessor stopped: %q", ps)
+	}
+
+	// A new service: started in the node's engine, published; clients
+	// reach it while adopted only if its mark is on the forward path.
+	if _, errs, code := adopt(t, "migrate", n.Name, "shop", "--config", n.cfg); code != 0 {
+		t.Fatalf("migrate shop: %s", errs)
+	}
+	waitFor(t, n, "shop to migrate", func(st workflows.State) bool { return moduleState(st, "shop") == workflows.ModuleMigrated })
+	if ps := r.engine(t, "ps", "--format", "{{.Names}} {{.Ports}}", "--filter", "name=shop"); !strings.Contains(ps, "18443->8443/tcp") {
+		t.Fatalf("shop is not published by the node's engine: %q", ps)
+	}
+	if got := r.dial(t, r.Addr, 18443); got != "open" {
+		t.Errorf("clients cannot reach the new service shop on 18443 while adopted: %s (its mark must be on the forward path)", got)
+	}
+
+	// The preview: web's published port is open and undeclared.
+	out, errs, _ := adopt(t, "preview", n.Name, "--config", n.cfg)
+	if !strings.Contains(out, "REFUSED") {
+		t.Fatalf("preview should refuse: web's 18080 is open and undeclared:\n%s%s", out, errs)
+	}
+	named18080 := false
+	for _, reason := range previewReasons(t, n) {
+		if strings.HasPrefix(reason, "18080/tcp") {
+			named18080 = true
+		}
+		for _, p := range []string{"18025/tcp", "18443/tcp", "8025/tcp", "8080/tcp", "68/udp"} {
+			if strings.HasPrefix(reason, p) {
+				t.Errorf("the preview names %s, which is declared, a container port or an essential: %s", p, reason)
+			}
+		}
+	}
+	if !named18080 {
+		t.Errorf("the preview does not name the undeclared published port 18080/tcp by its host port: %v", previewReasons(t, n))
+	}
+	setFlipDrop(t, n.cfg, `"18080/tcp"`)
+	out, errs, _ = adopt(t, "preview", n.Name, "--config", n.cfg)
+	if !strings.Contains(out, "APPROVED") {
+		t.Fatalf("with 18080/tcp dropped the preview should approve:\n%s%s", out, errs)
+	}
+
+	// The flip, under load on every declared published port.
+	type load struct {
+		port int
+		cmd  *exec.Cmd
+		out  strings.Builder
+	}
+	var loads []*load
+	for _, port := range []int{18025, 18443} {
+		l := &load{port: port}
+		l.cmd = r.InPeer(filepath.Join(bin, "adopt-sandbox"), "hammer", "--http", fmt.Sprintf("%s:%d", r.Addr, port), "--every", "5ms", "--for", "12s")
+		l.cmd.Stdout, l.cmd.Stderr = &l.out, &l.out
+		if err := l.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		loads = append(loads, l)
+	}
+	time.Sleep(time.Second)
+	if out, errs, code := adopt(t, "flip", n.Name, "--config", n.cfg); code != 0 {
+		t.Fatalf("flip: %s%s", out, errs)
+	}
+	waitPhase(t, n, workflows.PhaseConverged, 120*time.Second)
+	for _, l := range loads {
+		if err := l.cmd.Wait(); err != nil {
+			t.Fatalf("hammer %d: %v %s", l.port, err, l.out.String())
+		}
+		var h sandbox.HammerResult
+		if err := json.Unmarshal([]byte(l.out.String()), &h); err != nil {
+			t.Fatalf("hammer %d output %q: %v", l.port, l.out.String(), err)
+		}
+		t.Logf("flip under load, published port %d: %d connections ok, %d refused, %d timed out; held connection alive: %v", l.port, h.OK, h.Refused, h.TimedOut, h.Held)
+		if h.OK == 0 || h.Refused != 0 || h.TimedOut != 0 || !h.Held {
+			t.Errorf("the flip disturbed clients of published port %d: %+v", l.port, h)
+		}
+	}
+	for port, want := range map[int]string{18025: "open", 18443: "open", 18080: "filtered", 19100: "filtered"} {
+		if got := r.dial(t, r.Addr, port); got != want {
+			t.Errorf("after the flip, published port %d: %s, want %s", port, got, want)
+		}
+	}
+	for _, addr := range []string{r.Addr, r.Addr6} {
+		if got := r.dial(t, addr, 22); got != "open" {
+			t.Errorf("after the flip, management port 22 on %s: %s", addr, got)
+		}
+	}
+	nat := r.onNodeOut(t, "iptables", "-t", "nat", "-S", "DOCKER")
+	if !strings.Contains(nat, "--dport 18025 -j DNAT") || !strings.Contains(nat, "--dport 18443 -j DNAT") {
+		t.Errorf("Docker's own chains no longer DNAT after the flip:\n%s", nat)
+	}
+}

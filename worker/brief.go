@@ -1,0 +1,57 @@
+// `adopt-worker brief`: the node's briefing before `adopt start`, from a
+// local probe and the node's own configuration, with no Temporal. Once the
+// node has a workflow, `adopt brief NODE` gives the same briefing with what
+// the workflow recorded (custody, modules, the last preview, drift).
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"adoption/activities"
+	"adoption/briefing"
+	"adoption/config"
+)
+
+func briefCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer) *cobra.Command {
+	var asHTML bool
+	var out string
+	cmd := &cobra.Command{
+		Use:     "brief",
+		Short:   "Write the node's briefing from a local probe (read-only, no Temporal): what to read before adopt start",
+		Example: "  adopt-worker brief --config /etc/adoption/n1.yaml --html -o n1.html",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(*cfgPath)
+			if err != nil {
+				return err
+			}
+			r, err := nodeActivities(cfg, *cfgPath, stderr).Probe(ctx, activities.ProbeInput{Plan: cfg.Plan()})
+			if err != nil {
+				return err
+			}
+			b := briefing.Build(cfg.Plan(), r, nil, time.Now())
+			w := stdout
+			if out != "" {
+				f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+				if err != nil {
+					return fmt.Errorf("--output %s: %w", out, err)
+				}
+				defer f.Close()
+				w = f
+			}
+			if asHTML {
+				return briefing.HTML(w, b)
+			}
+			return briefing.Markdown(w, b)
+		},
+	}
+	cmd.Flags().BoolVar(&asHTML, "html", false, "write a standalone HTML page instead of Markdown")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write to FILE (0600) instead of stdout")
+	return cmd
+}

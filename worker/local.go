@@ -1,0 +1,59 @@
+package main
+
+// This file holds what the agent reads from its own node at start and at
+// every request: the configuration file as the authority over requests
+// (re-read each time, so an operator's edit applies at the next retry),
+// the custody key, and the warnings an operator must see (a configuration
+// readable by others, failpoints asked of a production build).
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"adoption/activities"
+	"adoption/config"
+	"adoption/custody"
+	"adoption/failpoint"
+)
+
+// localAuthority re-reads the node's configuration for each request.
+func localAuthority(cfgPath string) func() (*activities.Authority, error) {
+	return func() (*activities.Authority, error) {
+		cfg, err := config.Load(cfgPath)
+		if err != nil {
+			return nil, err
+		}
+		return activities.FromConfig(cfg, configSource(cfgPath)), nil
+	}
+}
+
+func configSource(cfgPath string) string {
+	if cfgPath == "" {
+		cfgPath = os.Getenv("ADOPT_CONFIG")
+	}
+	if cfgPath == "" {
+		return "(defaults and ADOPT_* environment)"
+	}
+	return cfgPath
+}
+
+// startChecks runs once when the agent starts serving: the custody key
+// exists (so the probe's hashes are keyed too), and what an operator must
+// know is logged loudly.
+func startChecks(cfg *config.Config, cfgPath string, logger *slog.Logger) error {
+	if err := custody.New(cfg.Node.Root, cfg.Node.StateDir).EnsureKey(); err != nil {
+		return fmt.Errorf("custody key under node.state_dir %s: %w", cfg.Node.StateDir, err)
+	}
+	if p := configSource(cfgPath); p != "" {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			logger.Warn("the node's configuration file is readable or writable by other users: it holds the declared files' content and decides what this agent does as root; run chmod 600 "+p,
+				"file", p, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
+		}
+	}
+	if v, set := os.LookupEnv(failpoint.EnvVar); set && !failpoint.Enabled {
+		logger.Error(fmt.Sprintf("%s is set (%q) but this is a production build of adopt-worker: IGNORED, no failpoint is armed (failpoints exist only in builds with -tags %s)",
+			failpoint.EnvVar, v, failpoint.Tag))
+	}
+	return nil
+}
