@@ -60,39 +60,40 @@ import (
 
 // ScaleDetails is the scale section of the JSON.
 type ScaleDetails struct {
-	Simulation       string  `json:"simulation"`
-	Nodes            int     `json:"nodes"`
-	Server           string  `json:"server"`
-	WorkerOptions    string  `json:"worker_options"`
-	WorkersStartS    float64 `json:"workers_start_s"`
-	StartAllS        float64 `json:"start_all_s"` // until every start request returned
-	StartRetries     int64   `json:"start_retries"`
-	CountRetries     int     `json:"count_retries"`  // visibility counts that timed out
-	AdoptAllS        float64 `json:"adopt_all_s"`    // fleet start to every node adopted
-	ConvergeAllS     float64 `json:"converge_all_s"` // fleet start to every node converged (flipped)
-	FleetRuns        int     `json:"fleet_runs"`     // the fleet's continue-as-new generations
-	FleetEvents      int     `json:"fleet_events"`   // events in the fleet's current run at the end
-	OrchPeakRSSMiB   float64 `json:"orchestrator_peak_rss_mib"`
-	OrchBuildID      string  `json:"orchestrator_build_id"`
-	NodesPerSecond   float64 `json:"nodes_adopted_per_s"`
-	HistorySample    int     `json:"history_sample"`
-	EventsAdopted    Stats   `json:"history_events_adopted"`
-	BytesAdopted     Stats   `json:"history_bytes_adopted"`
-	EventsConverged  Stats   `json:"history_events_converged"`
-	BytesConverged   Stats   `json:"history_bytes_converged"`
-	FlipSample       int     `json:"flip_sample"`
-	FlipParallel     int     `json:"flip_parallel"`
-	FlipMS           Stats   `json:"flip_to_converged_ms"`
-	FlipP99MS        float64 `json:"flip_to_converged_p99_ms"`
-	BaselineRSSMiB   float64 `json:"baseline_rss_mib"`    // before any worker
-	IdleRSSMiB       float64 `json:"idle_rss_mib"`        // workers started, no workflow yet
-	PeakRSSMiB       float64 `json:"peak_rss_mib"`        // sampled every 250 ms while the workflows ran
-	PeakHeapInuseMiB float64 `json:"peak_heap_inuse_mib"` // runtime.MemStats.HeapInuse, sampled
-	PeakHeapAllocMiB float64 `json:"peak_heap_alloc_mib"` // runtime.MemStats.HeapAlloc, sampled
-	SysMiB           float64 `json:"sys_mib"`             // runtime.MemStats.Sys at the end
-	PeakGoroutines   int     `json:"peak_goroutines"`     // sampled
-	ServerPeakRSSMiB float64 `json:"server_peak_rss_mib"` // the dev server's VmHWM
-	Note             string  `json:"note"`
+	Simulation       string   `json:"simulation"`
+	Nodes            int      `json:"nodes"`
+	Server           string   `json:"server"`
+	WorkerOptions    string   `json:"worker_options"`
+	WorkersStartS    float64  `json:"workers_start_s"`
+	StartAllS        float64  `json:"start_all_s"` // until every start request returned
+	StartRetries     int64    `json:"start_retries"`
+	CountRetries     int      `json:"count_retries"`  // visibility counts that timed out
+	AdoptAllS        float64  `json:"adopt_all_s"`    // fleet start to every node adopted
+	ConvergeAllS     float64  `json:"converge_all_s"` // fleet start to every node converged (flipped)
+	FleetRuns        int      `json:"fleet_runs"`     // the fleet's continue-as-new generations
+	FleetEvents      int      `json:"fleet_events"`   // events in the fleet's current run at the end
+	OrchPeakRSSMiB   float64  `json:"orchestrator_peak_rss_mib"`
+	OrchBuildID      string   `json:"orchestrator_build_id"`
+	NodesPerSecond   float64  `json:"nodes_adopted_per_s"`
+	HistorySample    int      `json:"history_sample"`
+	EventsAdopted    Stats    `json:"history_events_adopted"`
+	BytesAdopted     Stats    `json:"history_bytes_adopted"`
+	EventsConverged  Stats    `json:"history_events_converged"`
+	BytesConverged   Stats    `json:"history_bytes_converged"`
+	FlipSample       int      `json:"flip_sample"`
+	FlipParallel     int      `json:"flip_parallel"`
+	FlipMS           Stats    `json:"flip_to_converged_ms"`
+	FlipP99MS        float64  `json:"flip_to_converged_p99_ms"`
+	FlipsReverted    []string `json:"flips_reverted,omitempty"` // not confirmed in time: the node is adopted again
+	BaselineRSSMiB   float64  `json:"baseline_rss_mib"`         // before any worker
+	IdleRSSMiB       float64  `json:"idle_rss_mib"`             // workers started, no workflow yet
+	PeakRSSMiB       float64  `json:"peak_rss_mib"`             // sampled every 250 ms while the workflows ran
+	PeakHeapInuseMiB float64  `json:"peak_heap_inuse_mib"`      // runtime.MemStats.HeapInuse, sampled
+	PeakHeapAllocMiB float64  `json:"peak_heap_alloc_mib"`      // runtime.MemStats.HeapAlloc, sampled
+	SysMiB           float64  `json:"sys_mib"`                  // runtime.MemStats.Sys at the end
+	PeakGoroutines   int      `json:"peak_goroutines"`          // sampled
+	ServerPeakRSSMiB float64  `json:"server_peak_rss_mib"`      // the dev server's VmHWM
+	Note             string   `json:"note"`
 }
 
 // Stats is a small summary of a sample.
@@ -284,6 +285,7 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 	var flipped []string
 	var mu sync.Mutex
 	var firstErr error
+	var reverted []string
 	sem := make(chan struct{}, o.parallel)
 	var wg sync.WaitGroup
 	for i := 0; i < o.flips; i++ {
@@ -296,6 +298,10 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 			l, err := flipOne(ctx, c, node)
 			mu.Lock()
 			defer mu.Unlock()
+			if errors.Is(err, errReverted) {
+				reverted = append(reverted, err.Error())
+				return
+			}
 			if err != nil {
 				if firstErr == nil {
 					firstErr = err
@@ -310,6 +316,7 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 	if o.flips == o.nodes {
 		d.ConvergeAllS = time.Since(start).Seconds()
 	}
+	d.FlipsReverted = reverted
 	peak := samp.stop()
 	if firstErr != nil {
 		return nil, nil, firstErr
@@ -356,7 +363,7 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 	}
 	if d.ConvergeAllS > 0 {
 		rows = append(rows, absolute("scale", fmt.Sprintf("orchestration: wall time from the fleet's start until all %d nodes are converged", o.nodes), d.ConvergeAllS, "s", ours,
-			fmt.Sprintf("%s; every node flipped once adopted, %d at a time", sim, o.parallel), 1))
+			fmt.Sprintf("%s; every node flipped once adopted, %d at a time; %d of %d converged, %d flip(s) reverted (not confirmed in time)", sim, o.parallel, len(lat), o.nodes, len(reverted)), 1))
 	}
 	if len(lat) > 0 {
 		rows = append(rows,
@@ -515,8 +522,13 @@ func history(ctx context.Context, c client.Client, id string) (events, bytes int
 	return events, bytes, nil
 }
 
+// errReverted: the flip was reverted (not confirmed in time); the node is
+// adopted again and its workflow goes on.
+var errReverted = errors.New("flip reverted")
+
 // flipOne sends the flip Update and waits for the workflow to complete,
-// which it does in the workflow task that sets phase converged.
+// which it does once phase converged is set and the fleet told; or for the
+// flip to be reverted, which it reports as errReverted.
 func flipOne(ctx context.Context, c client.Client, node string) (float64, error) {
 	id := workflows.WorkflowID(node)
 	t0 := time.Now()
@@ -529,15 +541,32 @@ func flipOne(ctx context.Context, c client.Client, node string) (float64, error)
 	if err := h.Get(ctx, &rr); err != nil {
 		return 0, fmt.Errorf("flip %s: %w", node, err)
 	}
-	var st workflows.State
-	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
-		return 0, fmt.Errorf("wait for %s to converge: %w", node, err)
+	for {
+		d, err := c.DescribeWorkflow(ctx, id, "")
+		if err != nil {
+			return 0, fmt.Errorf("describe %s: %w", node, err)
+		}
+		if d.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			var st workflows.State
+			if err := c.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
+				return 0, fmt.Errorf("wait for %s to converge: %w", node, err)
+			}
+			lat := ms(time.Since(t0))
+			if st.Phase != workflows.PhaseConverged {
+				return 0, fmt.Errorf("node %s ended in phase %s, not converged: %s", node, st.Phase, st.LastError)
+			}
+			return lat, nil
+		}
+		var st workflows.State
+		if v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus); err == nil && v.Get(&st) == nil &&
+			st.Flip != nil && st.Flip.State == "reverted" && st.Phase == workflows.PhaseAdopted {
+			return 0, fmt.Errorf("node %s: %w: %s", node, errReverted, st.Flip.Error)
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	lat := ms(time.Since(t0))
-	if st.Phase != workflows.PhaseConverged {
-		return 0, fmt.Errorf("node %s ended in phase %s, not converged: %s", node, st.Phase, st.LastError)
-	}
-	return lat, nil
 }
 
 func rssMiB(pid, field string) float64 {
