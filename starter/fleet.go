@@ -57,7 +57,7 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 			for _, m := range in.Members {
 				d, err := x.c.DescribeWorkflow(ctx, workflows.WorkflowID(m.Node), "")
 				if err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-					return fmt.Errorf("fleet %s: node %s already has a running workflow (%s): release or terminate it first, or leave the node out of the fleet file", f.Name, m.Node, workflows.WorkflowID(m.Node))
+					return refused(fmt.Errorf("fleet %s: node %s already has a running workflow (%s): release or terminate it first, or leave the node out of the fleet file", f.Name, m.Node, workflows.WorkflowID(m.Node)), nil)
 				}
 			}
 			run, err := x.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
@@ -106,22 +106,31 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 		},
 	}
 	retry := &cobra.Command{
-		Use:   "retry NODE",
-		Short: "Start a node again whose workflow failed, was terminated or could not start (its plan read afresh)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		Use:     "retry NODE",
+		Short:   "Start a node again whose workflow failed, was terminated or could not start (its plan read afresh)",
+		Example: `  adopt fleet retry n2 --fleet fleet.yaml`,
+		Args:    args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
 			f, err := load()
 			if err != nil {
 				return err
 			}
-			if err := x.c.SignalWorkflow(ctx, workflows.FleetID(f.Name), "", workflows.SignalFleetRetry, workflows.FleetRetry{Node: args[0]}); err != nil {
+			sctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			if err := x.c.SignalWorkflow(sctx, workflows.FleetID(f.Name), "", workflows.SignalFleetRetry, workflows.FleetRetry{Node: a[0]}); err != nil {
+				var nf *serviceerror.NotFound
+				if errors.As(err, &nf) {
+					return fmt.Errorf("fleet %s is not running (not started, or finished): `adopt fleet start --fleet %s` starts it", f.Name, fleetPath)
+				}
 				return fmt.Errorf("fleet %s: %w", f.Name, err)
 			}
-			fmt.Fprintf(x.stdout, "fleet %s: retry of node %s asked (see adopt fleet status)\n", f.Name, args[0])
+			if x.asJSON {
+				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": workflows.SignalFleetRetry, "node": a[0]})
+			}
+			fmt.Fprintf(x.stdout, "fleet %s: retry of node %s asked (see adopt fleet status)\n", f.Name, a[0])
 			return nil
 		},
 	}
-	var asJSON bool
 	status := &cobra.Command{
 		Use:     "status",
 		Short:   "Every node of the fleet with its phase and modules",
@@ -160,7 +169,6 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	status.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	fc.AddCommand(start, next, retry, status)
 	return fc
 }
