@@ -18,8 +18,9 @@
 //     cutover_rows.go);
 //   - flip: connections lost under a 5 ms hammer, firewall.Flipper against
 //     ufw disable then nft -f (flip.go);
-//   - scale: a SIMULATION of 1,000 NodeMigration workflows with in-memory
-//     nodes on one dev server; absolute figures (scale.go).
+//   - scale: a SIMULATION of 1,000 in-memory nodes driven through one Fleet
+//     workflow by one orchestrator process (adopt-worker orchestrate) on one
+//     dev server, then all flipped 50 at a time; absolute figures (scale.go).
 //
 // Figures are printed, never asserted: the goals are read off the table.
 package main
@@ -91,9 +92,9 @@ func run(args []string, stdout io.Writer) error {
 	flipN := fs.Int("flip-n", 5, "flip: runs of each procedure")
 	skipScale := fs.Bool("skip-scale", false, "leave out the orchestration-at-scale simulation (needs the Temporal CLI)")
 	scaleNodes := fs.Int("scale-nodes", 1000, "scale: simulated nodes (one NodeMigration and one node worker each)")
-	scaleFlips := fs.Int("scale-flips", 100, "scale: nodes flipped for the flip-to-converged latency")
-	scaleParallel := fs.Int("scale-flip-parallel", 1, "scale: flips in flight at once")
-	scaleTimeout := fs.Duration("scale-timeout", 8*time.Minute, "scale: give up after this long")
+	scaleFlips := fs.Int("scale-flips", 0, "scale: nodes flipped for the flip-to-converged latency (0: every node, which also times all converged)")
+	scaleParallel := fs.Int("scale-flip-parallel", 50, "scale: flips in flight at once")
+	scaleTimeout := fs.Duration("scale-timeout", 25*time.Minute, "scale: give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

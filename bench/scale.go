@@ -1,21 +1,23 @@
 package main
 
-// Orchestration at scale: a SIMULATION, for scale only. N NodeMigration
-// workflows (the real workflow code) on one Temporal dev server this bench
-// starts on free ports, with each node's drivers replaced by an in-memory
-// node: an activities.Activities whose Firewall, Marks, Containers,
-// Cutover, Sockets, Custody, Markers, Flipper and FlipState are fakes that
-// answer at once (the found ruleset is a real one, listed once from a bn-
-// namespace with sandbox.UFWRules, so Preview really evaluates it). One
-// worker process, this one, polls the `adoption` queue and every node's own
-// queue (workflows.NodeQueue: adoption-node-<node>), one worker per node
-// queue with one activity poller each.
+// Orchestration at scale: a SIMULATION, for scale only. One Fleet of N
+// nodes (the real Fleet and NodeMigration code) run by one orchestrator
+// process, `adopt-worker orchestrate` built from this tree, on one Temporal
+// dev server this bench starts on free ports. Each node's agent is
+// simulated in this process: an activities.Activities whose Firewall,
+// Marks, Containers, Cutover, Sockets, Custody, Markers, Flipper and
+// FlipState are fakes that answer at once (the found ruleset is a real
+// one, listed once from a bn- namespace with sandbox.UFWRules, so Preview
+// really evaluates it), one worker per node queue (adoption-node-<node>)
+// with one activity poller each.
 //
-// Figures: wall time from the first start until every node is `adopted`
-// (visibility: AdoptionPhase="adopted"), this process's memory, history
-// events per node, and for a sample of nodes the latency from the "flip"
-// Update to phase `converged` (the workflow completes in the same workflow
-// task that sets it). There is no peer: the figures are absolute.
+// Figures: wall time from the fleet's start until every node is `adopted`
+// (visibility: AdoptionPhase="adopted"; the fleet starts each node once the
+// previous one is adopted, as it would with no module to migrate) and until
+// every node is `converged` (each flipped by its "flip" Update, 50 at a
+// time); the orchestrator's peak RSS (VmHWM); history events per node; the
+// flip Update to converged latency (the workflow completes in the task that
+// sets it). There is no peer: the figures are absolute.
 
 import (
 	"context"
@@ -34,7 +36,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,9 +44,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/proto"
 
 	"adoption/activities"
@@ -61,34 +60,40 @@ import (
 
 // ScaleDetails is the scale section of the JSON.
 type ScaleDetails struct {
-	Simulation       string  `json:"simulation"`
-	Nodes            int     `json:"nodes"`
-	Server           string  `json:"server"`
-	WorkerOptions    string  `json:"worker_options"`
-	WorkersStartS    float64 `json:"workers_start_s"`
-	StartAllS        float64 `json:"start_all_s"` // until every start request returned
-	StartRetries     int64   `json:"start_retries"`
-	CountRetries     int     `json:"count_retries"` // visibility counts that timed out
-	AdoptAllS        float64 `json:"adopt_all_s"`   // first start to every node adopted
-	NodesPerSecond   float64 `json:"nodes_adopted_per_s"`
-	HistorySample    int     `json:"history_sample"`
-	EventsAdopted    Stats   `json:"history_events_adopted"`
-	BytesAdopted     Stats   `json:"history_bytes_adopted"`
-	EventsConverged  Stats   `json:"history_events_converged"`
-	BytesConverged   Stats   `json:"history_bytes_converged"`
-	FlipSample       int     `json:"flip_sample"`
-	FlipParallel     int     `json:"flip_parallel"`
-	FlipMS           Stats   `json:"flip_to_converged_ms"`
-	FlipP99MS        float64 `json:"flip_to_converged_p99_ms"`
-	BaselineRSSMiB   float64 `json:"baseline_rss_mib"`    // before any worker
-	IdleRSSMiB       float64 `json:"idle_rss_mib"`        // workers started, no workflow yet
-	PeakRSSMiB       float64 `json:"peak_rss_mib"`        // sampled every 250 ms while the workflows ran
-	PeakHeapInuseMiB float64 `json:"peak_heap_inuse_mib"` // runtime.MemStats.HeapInuse, sampled
-	PeakHeapAllocMiB float64 `json:"peak_heap_alloc_mib"` // runtime.MemStats.HeapAlloc, sampled
-	SysMiB           float64 `json:"sys_mib"`             // runtime.MemStats.Sys at the end
-	PeakGoroutines   int     `json:"peak_goroutines"`     // sampled
-	ServerPeakRSSMiB float64 `json:"server_peak_rss_mib"` // the dev server's VmHWM
-	Note             string  `json:"note"`
+	Simulation       string   `json:"simulation"`
+	Nodes            int      `json:"nodes"`
+	Server           string   `json:"server"`
+	WorkerOptions    string   `json:"worker_options"`
+	WorkersStartS    float64  `json:"workers_start_s"`
+	StartAllS        float64  `json:"start_all_s"` // until every start request returned
+	StartRetries     int64    `json:"start_retries"`
+	CountRetries     int      `json:"count_retries"`  // visibility counts that timed out
+	AdoptAllS        float64  `json:"adopt_all_s"`    // fleet start to every node adopted
+	ConvergeAllS     float64  `json:"converge_all_s"` // fleet start to every node converged (flipped)
+	FleetRuns        int      `json:"fleet_runs"`     // the fleet's continue-as-new generations
+	FleetEvents      int      `json:"fleet_events"`   // events in the fleet's current run at the end
+	OrchPeakRSSMiB   float64  `json:"orchestrator_peak_rss_mib"`
+	OrchBuildID      string   `json:"orchestrator_build_id"`
+	NodesPerSecond   float64  `json:"nodes_adopted_per_s"`
+	HistorySample    int      `json:"history_sample"`
+	EventsAdopted    Stats    `json:"history_events_adopted"`
+	BytesAdopted     Stats    `json:"history_bytes_adopted"`
+	EventsConverged  Stats    `json:"history_events_converged"`
+	BytesConverged   Stats    `json:"history_bytes_converged"`
+	FlipSample       int      `json:"flip_sample"`
+	FlipParallel     int      `json:"flip_parallel"`
+	FlipMS           Stats    `json:"flip_to_converged_ms"`
+	FlipP99MS        float64  `json:"flip_to_converged_p99_ms"`
+	FlipsReverted    []string `json:"flips_reverted,omitempty"` // not confirmed in time: the node is adopted again
+	BaselineRSSMiB   float64  `json:"baseline_rss_mib"`         // before any worker
+	IdleRSSMiB       float64  `json:"idle_rss_mib"`             // workers started, no workflow yet
+	PeakRSSMiB       float64  `json:"peak_rss_mib"`             // sampled every 250 ms while the workflows ran
+	PeakHeapInuseMiB float64  `json:"peak_heap_inuse_mib"`      // runtime.MemStats.HeapInuse, sampled
+	PeakHeapAllocMiB float64  `json:"peak_heap_alloc_mib"`      // runtime.MemStats.HeapAlloc, sampled
+	SysMiB           float64  `json:"sys_mib"`                  // runtime.MemStats.Sys at the end
+	PeakGoroutines   int      `json:"peak_goroutines"`          // sampled
+	ServerPeakRSSMiB float64  `json:"server_peak_rss_mib"`      // the dev server's VmHWM
+	Note             string   `json:"note"`
 }
 
 // Stats is a small summary of a sample.
@@ -125,7 +130,7 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 		return nil, nil, fmt.Errorf("the Temporal CLI is not at %s: run `make temporal-cli` (or set ADOPT_TEMPORAL_BIN), or pass -skip-scale", bin)
 	}
 	d := &ScaleDetails{Nodes: o.nodes, FlipSample: o.flips, FlipParallel: o.parallel,
-		Simulation: "SIMULATION for scale only: the real NodeMigration workflow on a real dev server, every node's drivers in memory"}
+		Simulation: "SIMULATION for scale only: the real Fleet and NodeMigration workflows in one real orchestrator (adopt-worker orchestrate) on a real dev server, every node's drivers in memory"}
 	dir, err := os.MkdirTemp("", "bn-scale-")
 	if err != nil {
 		return nil, nil, err
@@ -178,15 +183,18 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 		}
 		wg.Wait()
 	}()
-	wf := worker.New(c, workflows.TaskQueue, worker.Options{})
-	wf.RegisterWorkflowWithOptions(workflows.NodeMigration, workflow.RegisterOptions{Name: workflows.NodeWorkflow})
-	if err := wf.Start(); err != nil {
-		return nil, nil, fmt.Errorf("start the workflow worker: %w", err)
+	orch, err := startOrchestrator(dir, srv.addr)
+	if err != nil {
+		return nil, nil, err
 	}
-	ws = append(ws, wf)
+	defer orch.stop()
+	d.OrchBuildID = orch.buildID
 	plans := make([]config.Plan, o.nodes)
 	for i := range plans {
 		mem := newMemNode(fmt.Sprintf("sim%05d", i), found)
+		if i == 0 {
+			mem.plan.Role = "control" // a fleet has one, first
+		}
 		plans[i] = mem.plan
 		w := worker.New(c, workflows.NodeQueue(mem.name), worker.Options{MaxConcurrentActivityTaskPollers: 1, DisableWorkflowWorker: true})
 		w.RegisterActivity(mem.activities())
@@ -202,9 +210,9 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 	}
 	d.WorkersStartS = time.Since(t0).Seconds()
 	fmt.Fprintf(stdout, "scale: %d workers started in %.1f s\n", len(ws), d.WorkersStartS)
-	d.WorkerOptions = fmt.Sprintf("one client (one gRPC connection); workflow worker on %q with SDK defaults; %d node workers, one per node queue, "+
-		"MaxConcurrentActivityTaskPollers 1 and DisableWorkflowWorker (worker/main.go's node worker leaves a workflow poller and a sticky queue "+
-		"polling each node queue; with them 1,000 nodes overwhelm the dev server's SQLite with task queue rows); all in this process", workflows.TaskQueue, o.nodes)
+	d.WorkerOptions = fmt.Sprintf("one orchestrator process (adopt-worker orchestrate, build %s, Worker Deployment %q) on %q with SDK defaults; "+
+		"%d simulated node agents in this process, one worker per node queue, MaxConcurrentActivityTaskPollers 1 and DisableWorkflowWorker, one client",
+		orch.buildID, workflows.DeploymentName, workflows.TaskQueue, o.nodes)
 	runtime.GC()
 	d.IdleRSSMiB = rssMiB("self", "VmRSS")
 
@@ -212,14 +220,16 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 
-	fmt.Fprintf(stdout, "scale: starting %d NodeMigration workflows ...\n", o.nodes)
+	fmt.Fprintf(stdout, "scale: starting one Fleet of %d nodes ...\n", o.nodes)
 	start := time.Now()
-	retried, err := startAll(ctx, c, plans)
-	if err != nil {
-		samp.stop()
-		return nil, nil, err
+	in := workflows.FleetInput{Name: "bench"}
+	for _, p := range plans {
+		in.Members = append(in.Members, workflows.FleetMember{Node: p.Node, Role: p.Role})
 	}
-	d.StartRetries = retried
+	if _, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.FleetID("bench"), TaskQueue: workflows.TaskQueue}, workflows.FleetWorkflow, in); err != nil {
+		samp.stop()
+		return nil, nil, fmt.Errorf("start the fleet: %w", err)
+	}
 	d.StartAllS = time.Since(start).Seconds()
 	last := int64(-1)
 	countRetries := 0
@@ -265,12 +275,17 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 	}
 	d.EventsAdopted, d.BytesAdopted = stats(evA), stats(byA)
 
-	// Flip a sample, `parallel` at a time.
+	// Flip every node (or a sample), `parallel` at a time.
+	if o.flips == 0 {
+		o.flips = o.nodes
+		d.FlipSample = o.nodes
+	}
 	fmt.Fprintf(stdout, "scale: flipping %d nodes, %d at a time ...\n", o.flips, o.parallel)
 	var lat []float64
 	var flipped []string
 	var mu sync.Mutex
 	var firstErr error
+	var reverted []string
 	sem := make(chan struct{}, o.parallel)
 	var wg sync.WaitGroup
 	for i := 0; i < o.flips; i++ {
@@ -283,6 +298,10 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 			l, err := flipOne(ctx, c, node)
 			mu.Lock()
 			defer mu.Unlock()
+			if errors.Is(err, errReverted) {
+				reverted = append(reverted, err.Error())
+				return
+			}
 			if err != nil {
 				if firstErr == nil {
 					firstErr = err
@@ -294,9 +313,22 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 		}()
 	}
 	wg.Wait()
+	if o.flips == o.nodes {
+		d.ConvergeAllS = time.Since(start).Seconds()
+	}
+	d.FlipsReverted = reverted
 	peak := samp.stop()
 	if firstErr != nil {
 		return nil, nil, firstErr
+	}
+	d.OrchPeakRSSMiB = rssMiB(strconv.Itoa(orch.cmd.Process.Pid), "VmHWM")
+	var fst workflows.FleetState
+	if v, err := c.QueryWorkflow(ctx, workflows.FleetID("bench"), "", workflows.QueryFleet); err == nil {
+		_ = v.Get(&fst)
+	}
+	d.FleetRuns = fst.Runs
+	if ev, _, err := historyOf(ctx, c, workflows.FleetID("bench")); err == nil {
+		d.FleetEvents = ev
 	}
 	d.FlipMS, d.FlipP99MS = stats(lat), percentile(lat, 99)
 	var evC, byC []float64
@@ -313,21 +345,25 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 	d.SysMiB = float64(msEnd.Sys) / (1 << 20)
 	d.PeakRSSMiB, d.PeakHeapInuseMiB, d.PeakHeapAllocMiB, d.PeakGoroutines = peak.rss, peak.heapInuse, peak.heapAlloc, peak.goroutines
 	d.ServerPeakRSSMiB = rssMiB(strconv.Itoa(srv.cmd.Process.Pid), "VmHWM")
-	d.Note = fmt.Sprintf("member nodes, no modules, 2 node files; plan defaults (confirm 2m, reconcile 1m, drift 5m); found ruleset: sandbox.UFWRules(22/tcp) "+
+	d.Note = fmt.Sprintf("one Fleet (control node first, each next node started when the previous is adopted: no module to migrate), each plan read from the node's agent; member nodes, no modules, 2 node files; plan defaults (confirm 2m, reconcile 1m, drift 5m); found ruleset: sandbox.UFWRules(22/tcp) "+
 		"listed once from a bn- namespace and served from memory; adopted = visibility count of AdoptionPhase=\"adopted\" polled every second; "+
 		"flip latency = Update \"flip\" sent until the workflow completed with phase converged (preview, flip, confirm, commit: 4 activities); "+
 		"histories of %d nodes spread over the fleet; the bench process had already run the other sections (baseline RSS %.0f MiB)", sampleN, d.BaselineRSSMiB)
 
 	sim := fmt.Sprintf("SIMULATION, %d in-memory nodes", o.nodes)
-	ours := "NodeMigration on one dev server, one worker process"
+	ours := "one Fleet, one orchestrator, one dev server"
 	rows = []Row{
-		absolute("scale", fmt.Sprintf("orchestration: wall time until all %d nodes are adopted", o.nodes), d.AdoptAllS, "s", ours,
-			fmt.Sprintf("%s; %.1f nodes/s; the starts took %.1f s (%d retried after a server timeout)", sim, d.NodesPerSecond, d.StartAllS, d.StartRetries), 1),
-		absolute("scale", "worker process memory, peak RSS while adopting and flipping", d.PeakRSSMiB, "MiB", "this bench process: workflow worker + node workers",
-			fmt.Sprintf("%s; idle with workers started %.0f MiB, baseline %.0f MiB; peak heap in use %.0f MiB; %d goroutines at peak; dev server peak RSS %.0f MiB",
-				sim, d.IdleRSSMiB, d.BaselineRSSMiB, d.PeakHeapInuseMiB, d.PeakGoroutines, d.ServerPeakRSSMiB), 0),
+		absolute("scale", fmt.Sprintf("orchestration: wall time from the fleet's start until all %d nodes are adopted", o.nodes), d.AdoptAllS, "s", ours,
+			fmt.Sprintf("%s; %.1f nodes/s, one after another as the Fleet orders them; the fleet continued as new %d time(s), %d events in its last run", sim, d.NodesPerSecond, d.FleetRuns, d.FleetEvents), 1),
+		absolute("scale", "orchestrator peak RSS (VmHWM) while adopting and flipping", d.OrchPeakRSSMiB, "MiB", "adopt-worker orchestrate",
+			fmt.Sprintf("%s; the node agents' process (this bench): peak RSS %.0f MiB, idle %.0f MiB, %d goroutines at peak; dev server peak RSS %.0f MiB",
+				sim, d.PeakRSSMiB, d.IdleRSSMiB, d.PeakGoroutines, d.ServerPeakRSSMiB), 0),
 		absolute("scale", "history events per node, adopted", d.EventsAdopted.Median, "events", ours,
 			fmt.Sprintf("%s; median of %d nodes (%.0f-%.0f), %.1f KiB", sim, sampleN, d.EventsAdopted.Min, d.EventsAdopted.Max, d.BytesAdopted.Median/1024), 0),
+	}
+	if d.ConvergeAllS > 0 {
+		rows = append(rows, absolute("scale", fmt.Sprintf("orchestration: wall time from the fleet's start until all %d nodes are converged", o.nodes), d.ConvergeAllS, "s", ours,
+			fmt.Sprintf("%s; every node flipped once adopted, %d at a time; %d of %d converged, %d flip(s) reverted (not confirmed in time)", sim, o.parallel, len(lat), o.nodes, len(reverted)), 1))
 	}
 	if len(lat) > 0 {
 		rows = append(rows,
@@ -461,72 +497,16 @@ func isTransient(err error) bool {
 		errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "context deadline exceeded")
 }
 
-// startAll starts every node's workflow, 8 at a time; it returns how many
-// start requests had to be retried.
-func startAll(ctx context.Context, c client.Client, plans []config.Plan) (int64, error) {
-	var retries atomic.Int64
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(plans) {
-					return
-				}
-				p := plans[i]
-				var err error
-				// A fresh dev server answers health before every service
-				// knows the default namespace: retry that for a while.
-				for try := 0; try < 60; try++ {
-					_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-						ID: workflows.WorkflowID(p.Node), TaskQueue: workflows.TaskQueue,
-						WorkflowExecutionErrorWhenAlreadyStarted: true,
-						TypedSearchAttributes: temporal.NewSearchAttributes(
-							workflows.AttrNode.ValueSet(p.Node), workflows.AttrPhase.ValueSet(string(workflows.PhaseProbing))),
-					}, workflows.NodeWorkflow, workflows.Input{Plan: p})
-					// An overloaded dev server times out; the start may have
-					// gone through all the same.
-					var nf *serviceerror.NamespaceNotFound
-					var already *serviceerror.WorkflowExecutionAlreadyStarted
-					if try > 0 && errors.As(err, &already) {
-						err = nil
-						break
-					}
-					if err == nil || !errors.As(err, &nf) && !isTransient(err) || ctx.Err() != nil {
-						break
-					}
-					retries.Add(1)
-					time.Sleep(500 * time.Millisecond)
-				}
-				if err != nil {
-					select {
-					case errs <- fmt.Errorf("start %s: %w", p.Node, err):
-					default:
-					}
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return retries.Load(), err
-	default:
-		return retries.Load(), nil
-	}
-}
-
 func count(ctx context.Context, c client.Client, query string) (int64, error) {
 	resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: "default", Query: query})
 	if err != nil {
 		return 0, err
 	}
 	return resp.GetCount(), nil
+}
+
+func historyOf(ctx context.Context, c client.Client, id string) (events, bytes int, err error) {
+	return history(ctx, c, id)
 }
 
 func history(ctx context.Context, c client.Client, id string) (events, bytes int, err error) {
@@ -542,8 +522,13 @@ func history(ctx context.Context, c client.Client, id string) (events, bytes int
 	return events, bytes, nil
 }
 
+// errReverted: the flip was reverted (not confirmed in time); the node is
+// adopted again and its workflow goes on.
+var errReverted = errors.New("flip reverted")
+
 // flipOne sends the flip Update and waits for the workflow to complete,
-// which it does in the workflow task that sets phase converged.
+// which it does once phase converged is set and the fleet told; or for the
+// flip to be reverted, which it reports as errReverted.
 func flipOne(ctx context.Context, c client.Client, node string) (float64, error) {
 	id := workflows.WorkflowID(node)
 	t0 := time.Now()
@@ -556,15 +541,32 @@ func flipOne(ctx context.Context, c client.Client, node string) (float64, error)
 	if err := h.Get(ctx, &rr); err != nil {
 		return 0, fmt.Errorf("flip %s: %w", node, err)
 	}
-	var st workflows.State
-	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
-		return 0, fmt.Errorf("wait for %s to converge: %w", node, err)
+	for {
+		d, err := c.DescribeWorkflow(ctx, id, "")
+		if err != nil {
+			return 0, fmt.Errorf("describe %s: %w", node, err)
+		}
+		if d.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			var st workflows.State
+			if err := c.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
+				return 0, fmt.Errorf("wait for %s to converge: %w", node, err)
+			}
+			lat := ms(time.Since(t0))
+			if st.Phase != workflows.PhaseConverged {
+				return 0, fmt.Errorf("node %s ended in phase %s, not converged: %s", node, st.Phase, st.LastError)
+			}
+			return lat, nil
+		}
+		var st workflows.State
+		if v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus); err == nil && v.Get(&st) == nil &&
+			st.Flip != nil && st.Flip.State == "reverted" && st.Phase == workflows.PhaseAdopted {
+			return 0, fmt.Errorf("node %s: %w: %s", node, errReverted, st.Flip.Error)
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	lat := ms(time.Since(t0))
-	if st.Phase != workflows.PhaseConverged {
-		return 0, fmt.Errorf("node %s ended in phase %s, not converged: %s", node, st.Phase, st.LastError)
-	}
-	return lat, nil
 }
 
 func rssMiB(pid, field string) float64 {
@@ -840,4 +842,43 @@ func (f memFlips) MarkConverged(string, time.Time) error {
 	defer f.m.mu.Unlock()
 	f.m.converged = true
 	return nil
+}
+
+// orchestrator is `adopt-worker orchestrate`, built from this tree and run
+// as its own process, so that its memory is its own.
+type orchestrator struct {
+	cmd     *exec.Cmd
+	buildID string
+	done    chan struct{}
+}
+
+func startOrchestrator(dir, addr string) (*orchestrator, error) {
+	exe := filepath.Join(dir, "adopt-worker")
+	if out, err := exec.Command("go", "build", "-o", exe, "./worker").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build adopt-worker: %v\n%s", err, out)
+	}
+	logf, err := os.Create(filepath.Join(dir, "orchestrator.log"))
+	if err != nil {
+		return nil, err
+	}
+	o := &orchestrator{done: make(chan struct{}), buildID: "bench"}
+	o.cmd = exec.Command(exe, "orchestrate", "--build-id", o.buildID)
+	o.cmd.Env = append(os.Environ(), "ADOPT_CONFIG=", "ADOPT_TEMPORAL_ADDRESS="+addr)
+	o.cmd.Stdout, o.cmd.Stderr = logf, logf
+	if err := o.cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	go func() { o.cmd.Wait(); logf.Close(); close(o.done) }() //nolint:errcheck
+	return o, nil
+}
+
+func (o *orchestrator) stop() {
+	_ = o.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-o.done:
+	case <-time.After(20 * time.Second):
+		_ = o.cmd.Process.Kill()
+		<-o.done
+	}
 }

@@ -59,7 +59,7 @@ await() { local n=$1; shift; adopt wait "$n" --config "$(cfg "$n")" "$@"; }
 same() { [ "$1" = "$2" ] && echo yes || echo NO; }
 
 stop_workers() {
-	for n in "${NODES[@]}"; do
+	for n in orchestrator "${NODES[@]}"; do
 		if [ -f "$DEMO/worker-$n.pid" ]; then
 			kill "$(cat "$DEMO/worker-$n.pid")" 2>/dev/null || true
 			rm -f "$DEMO/worker-$n.pid"
@@ -117,7 +117,11 @@ echo "a client (198.19.1.2) reaches n1's mail on 18025 through DNAT: $(client n1
 echo "$MAIL_SUMS" | sed 's/^/    /'
 echo "n1's metrics are published on 19100 but not routed by ufw: a client's connection is $(reach n1 19100)"
 
-say "2. The node agents, on their nodes (the predecessor's control daemons are stopped)"
+say "2. One orchestrator (the workflows) and the node agents, on their nodes (the predecessor's control daemons are stopped)"
+# The orchestrator makes its build the current version of Worker Deployment
+# "adoption"; the agents run only their node's activities.
+setsid nohup ./bin/adopt-worker orchestrate > "$DEMO/worker-orchestrator.log" 2>&1 < /dev/null &
+echo $! > "$DEMO/worker-orchestrator.pid"
 for n in "${NODES[@]}"; do
 	setsid nohup nsenter --net="/run/netns/adopt-$n" -- ./bin/adopt-worker run --config "$PWD/$(cfg "$n")" \
 		> "$DEMO/worker-$n.log" 2>&1 < /dev/null &

@@ -16,7 +16,7 @@ import (
 	"adoption/workflows"
 )
 
-// fleetCommand is `adopt fleet start|next|status`.
+// fleetCommand is `adopt fleet start|next|retry|status`.
 func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 	var fleetPath string
 	var timeout time.Duration
@@ -45,12 +45,20 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Names and roles only: each node's plan is read from its agent
+			// when the fleet starts it.
 			in := workflows.FleetInput{Name: f.Name}
 			for _, c := range f.Configs {
-				in.Nodes = append(in.Nodes, c.Plan())
+				in.Members = append(in.Members, workflows.FleetMember{Node: c.Node.Name, Role: c.Node.Role})
 			}
 			if err := workflows.ValidateFleet(in); err != nil {
 				return usagef("%v", err)
+			}
+			for _, m := range in.Members {
+				d, err := x.c.DescribeWorkflow(ctx, workflows.WorkflowID(m.Node), "")
+				if err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+					return refused(fmt.Errorf("fleet %s: node %s already has a running workflow (%s): release or terminate it first, or leave the node out of the fleet file", f.Name, m.Node, workflows.WorkflowID(m.Node)), nil)
+				}
 			}
 			run, err := x.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 				ID: workflows.FleetID(f.Name), TaskQueue: workflows.TaskQueue,
@@ -97,6 +105,32 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 			return nil
 		},
 	}
+	retry := &cobra.Command{
+		Use:     "retry NODE",
+		Short:   "Start a node again whose workflow failed, was terminated or could not start (its plan read afresh)",
+		Example: `  adopt fleet retry n2 --fleet fleet.yaml`,
+		Args:    args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			f, err := load()
+			if err != nil {
+				return err
+			}
+			sctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			if err := x.c.SignalWorkflow(sctx, workflows.FleetID(f.Name), "", workflows.SignalFleetRetry, workflows.FleetRetry{Node: a[0]}); err != nil {
+				var nf *serviceerror.NotFound
+				if errors.As(err, &nf) {
+					return fmt.Errorf("fleet %s is not running (not started, or finished): `adopt fleet start --fleet %s` starts it", f.Name, fleetPath)
+				}
+				return fmt.Errorf("fleet %s: %w", f.Name, err)
+			}
+			if x.asJSON {
+				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": workflows.SignalFleetRetry, "node": a[0]})
+			}
+			fmt.Fprintf(x.stdout, "fleet %s: retry of node %s asked (see adopt fleet status)\n", f.Name, a[0])
+			return nil
+		},
+	}
 	status := &cobra.Command{
 		Use:     "status",
 		Short:   "Every node of the fleet with its phase and modules",
@@ -117,19 +151,25 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 			if st.Frozen != "" {
 				fmt.Fprintf(x.stdout, "NOTE: %s\n\n", st.Frozen)
 			}
+			if st.Held != "" {
+				fmt.Fprintf(x.stdout, "HELD: %s\n\n", st.Held)
+			}
 			tw := tabwriter.NewWriter(x.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tROLE\tPHASE\tMODULES MIGRATED")
 			for _, n := range st.Nodes {
 				phase := string(n.Phase)
-				if !n.Started {
+				switch {
+				case !n.Started:
 					phase = "waiting"
+				case n.Ended != "":
+					phase = n.Ended
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\n", n.Node, n.Role, phase, n.Migrated, n.Modules)
 			}
 			return tw.Flush()
 		},
 	}
-	fc.AddCommand(start, next, status)
+	fc.AddCommand(start, next, retry, status)
 	return fc
 }
 

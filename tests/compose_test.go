@@ -123,6 +123,9 @@ func TestCompose(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(n.StateDir, "adopted.json")); err != nil {
 		t.Errorf("the containerised worker did not write the node's marker through the state_dir mount: %v", err)
 	}
+	if logs, _ := run(30*time.Second, "logs", "--no-color", "orchestrator"); !strings.Contains(logs, "adopt-worker orchestrating") {
+		t.Errorf("the orchestrator service does not run the workflows:\n%s", logs)
+	}
 	logs, _ := run(30*time.Second, "logs", "--no-color", "worker")
 	if want := fmt.Sprintf("node=%s temporal=%s", n.Name, addr); !strings.Contains(logs, want) {
 		t.Errorf("worker log does not say %q:\n%s", want, logs)

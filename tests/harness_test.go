@@ -106,11 +106,22 @@ type devServer struct {
 	metrics  int
 	cmd      *exec.Cmd
 	log      *os.File
+	orch     *workerProc // the one orchestrator (adopt-worker orchestrate)
 }
 
 func (s *devServer) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
 
+// startDevServer starts a dev server and the one orchestrator that runs
+// the workflows on it; node agents are started per node (startWorker).
 func startDevServer(t *testing.T) *devServer {
+	t.Helper()
+	s := startDevServerOnly(t)
+	s.orch = startOrchestrator(t, s.Addr())
+	return s
+}
+
+// startDevServerOnly starts a dev server with no orchestrator.
+func startDevServerOnly(t *testing.T) *devServer {
 	t.Helper()
 	dir := t.TempDir()
 	s := &devServer{t: t, bin: temporalBin(t), db: filepath.Join(dir, "temporal.db"),
@@ -269,6 +280,27 @@ func startWorkerBinary(t *testing.T, n *node, exe string, env ...string) *worker
 	}
 	go func() { w.done <- w.cmd.Wait() }()
 	t.Cleanup(func() { w.kill() })
+	return w
+}
+
+// startOrchestrator runs `adopt-worker orchestrate` against addr: the
+// workflow worker, which makes its build the deployment's current version.
+func startOrchestrator(t *testing.T, addr string, args ...string) *workerProc {
+	t.Helper()
+	w := &workerProc{log: &bytes.Buffer{}, done: make(chan error, 1)}
+	w.cmd = exec.Command(filepath.Join(bin, "adopt-worker"), append([]string{"orchestrate"}, args...)...)
+	w.cmd.Env = append(os.Environ(), "ADOPT_CONFIG=", "ADOPT_TEMPORAL_ADDRESS="+addr)
+	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { w.done <- w.cmd.Wait() }()
+	t.Cleanup(func() {
+		w.kill()
+		if t.Failed() {
+			t.Logf("orchestrator log:\n%s", w.log.String())
+		}
+	})
 	return w
 }
 

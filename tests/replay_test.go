@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"adoption/workflows"
 )
@@ -25,7 +24,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(workflows.NodeMigration, workflow.RegisterOptions{Name: workflows.NodeWorkflow})
+			workflows.Register(r) // the orchestrator's own registration
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}

@@ -172,6 +172,7 @@ func startDevServerWithUI(t *testing.T) (*devServer, string) {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if serverHealthy(s) && uiAnswers(ui) {
+			s.orch = startOrchestrator(t, s.Addr()) // the workflows' worker
 			return s, ui
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -1,12 +1,12 @@
+// The Fleet: every node's NodeMigration as a child, one after another, the
+// control node first. Its input names the nodes; each node's plan is read
+// from the node's own agent when the node starts. It continues as new by
+// history length, so a thousand nodes fit.
 package workflows
 
 import (
 	"fmt"
 	"strings"
-
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/workflow"
 
 	"adoption/config"
 )
@@ -20,16 +20,63 @@ const (
 	// SignalNodeProgress is sent by each node's workflow to its fleet when
 	// its phase or its modules change.
 	SignalNodeProgress = "node-progress"
-	QueryFleet         = "fleet"
+	// SignalFleetRetry starts a node whose workflow failed, was terminated
+	// or could not start, again, with its plan read afresh.
+	SignalFleetRetry = "fleet-retry"
+	QueryFleet       = "fleet"
 )
+
+// changeFleetMembers marks fleets run by fleet.go (members, plans read per
+// node, continue-as-new); older ones replay in fleetLegacy.
+const changeFleetMembers = "fleet-members"
+
+// fleetHistoryLimit is the history length at which a fleet continues as
+// new (well below the server's 50k-event warning: a fleet of a thousand
+// nodes takes about twenty events per node).
+const fleetHistoryLimit = 10000
+
+// maxFleetEvents bounds the fleet's event lines carried in its state.
+const maxFleetEvents = 50
+
+// FleetMember is one node of a fleet: its name and role only.
+type FleetMember struct {
+	Node string `json:"node"`
+	Role string `json:"role"`
+}
+
+// FleetRetry is the payload of SignalFleetRetry.
+type FleetRetry struct {
+	Node string `json:"node"`
+}
 
 // FleetID is the one fleet execution of a given name.
 func FleetID(name string) string { return "fleet/" + name }
 
-// FleetInput lists the nodes' plans, the control node first.
+// FleetInput names the fleet's nodes, the control node first.
 type FleetInput struct {
-	Name  string        `json:"name"`
-	Nodes []config.Plan `json:"nodes"`
+	Name    string        `json:"name"`
+	Members []FleetMember `json:"members,omitempty"`
+	// Nodes is how fleets were started before members: every plan inline.
+	// Still accepted (the plans are used, not re-read), never carried on.
+	Nodes []config.Plan `json:"nodes,omitempty"`
+	// Resume is the state carried across continue-as-new.
+	Resume *FleetState `json:"resume,omitempty"`
+	// Retries are `adopt fleet retry` not yet served, carried.
+	Retries []string `json:"retries,omitempty"`
+	// HistoryLimit overrides fleetHistoryLimit (tests).
+	HistoryLimit int `json:"history_limit,omitempty"`
+}
+
+// members is the fleet's node list, from Members or the legacy Nodes.
+func (in FleetInput) members() []FleetMember {
+	if len(in.Members) > 0 {
+		return in.Members
+	}
+	out := make([]FleetMember, 0, len(in.Nodes))
+	for _, p := range in.Nodes {
+		out = append(out, FleetMember{Node: p.Node, Role: p.Role})
+	}
+	return out
 }
 
 // NodeProgress is what a node's workflow tells its fleet.
@@ -46,6 +93,17 @@ type FleetNode struct {
 	Role    string `json:"role"`
 	Started bool   `json:"started"`
 	Done    bool   `json:"done"` // adopted with every module migrated (or further)
+	// Ended is how the node's workflow ended, once it has: converged,
+	// released, failed: ..., terminated, canceled, timed out, or not
+	// started: ... (its plan or its start refused).
+	Ended string `json:"ended,omitempty"`
+}
+
+// blocked says whether a node's end holds the fleet: a failed, terminated
+// or unstartable node does, until `adopt fleet retry NODE` or `adopt fleet
+// next`; a released node does not (the operator chose to let it go).
+func (n FleetNode) blocked() bool {
+	return n.Ended != "" && n.Ended != string(PhaseConverged) && n.Ended != string(PhaseReleased)
 }
 
 // FleetState is what the fleet query returns.
@@ -57,21 +115,36 @@ type FleetState struct {
 	// receives no update until the control node is migrated.
 	Frozen string   `json:"frozen,omitempty"`
 	Events []string `json:"events"`
+	// Next is the index of the next node to start.
+	Next int `json:"next"`
+	// Grants are `adopt fleet next` not yet spent.
+	Grants int `json:"grants,omitempty"`
+	// Held says why the next node does not start, when a node's end holds
+	// the fleet.
+	Held string `json:"held,omitempty"`
+	Runs int    `json:"runs,omitempty"` // continue-as-new generations
 }
 
 // ValidateFleet checks the order the seed asks for: one control node,
-// first; names unique.
+// first; names unique and valid.
 func ValidateFleet(in FleetInput) error {
 	var problems []string
 	if !config.ValidName(in.Name) {
 		problems = append(problems, fmt.Sprintf("fleet name %q is invalid: it must be %s", in.Name, config.NameRule))
 	}
-	if len(in.Nodes) == 0 {
+	members := in.members()
+	if len(members) == 0 {
 		problems = append(problems, "the fleet has no nodes")
 	}
 	seen := map[string]bool{}
 	controls := 0
-	for i, p := range in.Nodes {
+	for i, p := range members {
+		if !config.ValidName(p.Node) {
+			problems = append(problems, fmt.Sprintf("node name %q is invalid: it must be %s", p.Node, config.NameRule))
+		}
+		if p.Role != "control" && p.Role != "member" {
+			problems = append(problems, fmt.Sprintf("node %s: role %q is neither control nor member", p.Node, p.Role))
+		}
 		if seen[p.Node] {
 			problems = append(problems, fmt.Sprintf("node %s appears twice", p.Node))
 		}
@@ -92,102 +165,6 @@ func ValidateFleet(in FleetInput) error {
 	return nil
 }
 
-// Fleet runs every node's NodeMigration as a child, one after another, the
-// control node first: the next node starts once the previous one is adopted
-// with every module migrated, or when the operator says so. Flips stay per
-// node and are never started here.
-func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
-	if err := ValidateFleet(in); err != nil {
-		return nil, err
-	}
-	st := &FleetState{Name: in.Name}
-	for _, p := range in.Nodes {
-		st.Nodes = append(st.Nodes, FleetNode{NodeProgress: NodeProgress{Node: p.Node, Modules: len(p.Modules)}, Role: p.Role})
-	}
-	if err := workflow.SetQueryHandler(ctx, QueryFleet, func() (FleetState, error) { return *st, nil }); err != nil {
-		return nil, err
-	}
-	next := 0
-	progress := workflow.GetSignalChannel(ctx, SignalNodeProgress)
-	nextCh := workflow.GetSignalChannel(ctx, SignalFleetNext)
-	note := func(s string) {
-		st.Events = append(st.Events, workflow.Now(ctx).UTC().Format("15:04:05")+" "+s)
-		workflow.SetCurrentDetails(ctx, fleetDetails(st))
-	}
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		for {
-			sel := workflow.NewSelector(ctx)
-			sel.AddReceive(progress, func(c workflow.ReceiveChannel, _ bool) {
-				var p NodeProgress
-				c.Receive(ctx, &p)
-				for i := range st.Nodes {
-					if st.Nodes[i].Node != p.Node {
-						continue
-					}
-					st.Nodes[i].NodeProgress = p
-					st.Nodes[i].Done = nodeDone(p)
-					if st.Nodes[i].Role == "control" && st.Nodes[i].Done && st.Frozen != "" {
-						st.Frozen = ""
-						note("control node " + p.Node + " migrated: the predecessor's pipeline is no longer needed")
-					}
-				}
-				workflow.SetCurrentDetails(ctx, fleetDetails(st))
-			})
-			sel.AddReceive(nextCh, func(c workflow.ReceiveChannel, _ bool) {
-				c.Receive(ctx, nil)
-				next++
-				note("operator: start the next node now")
-			})
-			sel.Select(ctx)
-		}
-	})
-
-	var children []workflow.ChildWorkflowFuture
-	for i, p := range in.Nodes {
-		if i > 0 {
-			prev := i - 1
-			if err := workflow.Await(ctx, func() bool { return st.Nodes[prev].Done || next > 0 }); err != nil {
-				return st, err
-			}
-			if !st.Nodes[prev].Done {
-				next-- // one operator grant spent
-			}
-		}
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID:            WorkflowID(p.Node),
-			TaskQueue:             TaskQueue,
-			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON, // a node's adoption outlives its fleet
-			StaticSummary:         fmt.Sprintf("adoption of node %s (%s) in fleet %s", p.Node, p.Role, in.Name),
-			TypedSearchAttributes: temporal.NewSearchAttributes(AttrNode.ValueSet(p.Node), AttrPhase.ValueSet(string(PhaseProbing))),
-		})
-		f := workflow.ExecuteChildWorkflow(cctx, NodeWorkflow, Input{Plan: p})
-		if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
-			note(fmt.Sprintf("node %s could not start: %v", p.Node, err))
-			return st, err
-		}
-		st.Nodes[i].Started = true
-		if p.Role == "control" {
-			st.Frozen = fmt.Sprintf("the predecessor's pipeline is frozen for every node it manages while control node %s migrates", p.Node)
-		}
-		note("started node " + p.Node)
-		children = append(children, f)
-	}
-	note("every node started; flips are per node: adopt flip NODE")
-	// The fleet ends when every node has ended (converged or released).
-	for i, f := range children {
-		var res State
-		if err := f.Get(ctx, &res); err != nil {
-			note(fmt.Sprintf("node %s ended with an error: %v", in.Nodes[i].Node, err))
-			continue
-		}
-		st.Nodes[i].NodeProgress = NodeProgress{Node: res.Node, Phase: res.Phase, Migrated: res.MigratedCount(), Modules: len(res.Modules)}
-		st.Nodes[i].Done = true
-	}
-	st.Frozen = ""
-	note("every node has ended")
-	return st, nil
-}
-
 func nodeDone(p NodeProgress) bool {
 	switch p.Phase {
 	case PhaseAdopted, PhaseFlipping, PhaseConverged:
@@ -202,10 +179,16 @@ func fleetDetails(st *FleetState) string {
 	if st.Frozen != "" {
 		b.WriteString("> " + st.Frozen + "\n\n")
 	}
+	if st.Held != "" {
+		b.WriteString("> **Held:** " + st.Held + "\n\n")
+	}
 	for _, n := range st.Nodes {
 		phase := string(n.Phase)
-		if !n.Started {
+		switch {
+		case !n.Started:
 			phase = "waiting"
+		case n.Ended != "":
+			phase = n.Ended
 		}
 		b.WriteString(fmt.Sprintf("- %s (%s): %s, modules %d/%d\n", n.Node, n.Role, phase, n.Migrated, n.Modules))
 	}

@@ -37,6 +37,15 @@ type node struct {
 	// continue-as-new: a new run starts its timers afresh).
 	nextReconcile, nextDrift time.Time
 	driftOn                  bool
+	// bounded is set on runs started by code that keeps the history
+	// bounded (history.go); runs recorded before it replay without it.
+	bounded bool
+	// upserted is the node and phase last written to the search
+	// attributes in this run: they are upserted only when they change.
+	upserted string
+	// told is delivered to the fleet when this future is ready: the
+	// workflow waits for the last one before it ends (history.go, finish).
+	toldSent workflow.Future
 	// inFlip is set while a flip request is served: a preview (and the
 	// plan it may carry) waits until it has ended.
 	inFlip bool
@@ -59,12 +68,16 @@ func NodeMigration(ctx workflow.Context, in Input) (*State, error) {
 	if err := n.register(ctx); err != nil {
 		return nil, err
 	}
+	n.bounded = workflow.GetVersion(ctx, changeBoundedHistory, workflow.DefaultVersion, 1) >= 1
 	return n.run(ctx)
 }
 
 func (n *node) run(ctx workflow.Context) (*State, error) {
 	if n.s.Phase == "" || n.s.Phase == PhaseProbing || n.s.Phase == PhaseFailed {
 		if done, err := n.adoptUntilDone(ctx); done || err != nil {
+			if err == nil {
+				n.finish(ctx)
+			}
 			return &n.s, err
 		}
 	}
@@ -82,7 +95,7 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 		// rules are reasserted (the found firewall's boot-time service may
 		// reload it without them), and drift is looked for.
 		if wait := n.untilPeriodic(ctx); wait > 0 {
-			ok, err := workflow.AwaitWithTimeout(ctx, wait, ready)
+			ok, err := n.awaitWithTimeout(ctx, wait, ready)
 			if err != nil {
 				return &n.s, err
 			}
@@ -123,10 +136,12 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 			n.acceptDrift(ctx)
 		case req.Kind == SignalRelease:
 			if n.release(ctx) {
+				n.finish(ctx)
 				return &n.s, nil
 			}
 		}
 		if n.s.Phase == PhaseConverged {
+			n.finish(ctx)
 			return &n.s, nil
 		}
 		n.publish(ctx)
@@ -168,10 +183,10 @@ func (n *node) continueAsNew(ctx workflow.Context) (*State, error) {
 	return nil, workflow.NewContinueAsNewError(ctx, NodeMigration, Input{Plan: n.s.Plan, Resume: &s})
 }
 
-// exec runs a node activity. A node whose worker is not polling shows as a
-// schedule-to-start timeout: the workflow says so and keeps waiting rather
-// than failing the step.
-func (n *node) exec(ctx workflow.Context, summary string, fn, in, out any) error {
+// execResubmit is how runs recorded before the bounded history ran a node
+// activity: a schedule-to-start timeout every 5 minutes while the node's
+// worker was down, and the activity scheduled again. Kept for their replay.
+func (n *node) execResubmit(ctx workflow.Context, summary string, fn, in, out any) error {
 	opts := workflow.ActivityOptions{
 		TaskQueue:              NodeQueue(n.s.Node),
 		ScheduleToStartTimeout: 5 * time.Minute,
@@ -214,14 +229,17 @@ func (n *node) setPhase(ctx workflow.Context, p Phase) {
 // visibility, always shown) and current details (the Web UI, while a worker
 // runs).
 func (n *node) publish(ctx workflow.Context) {
-	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrNode.ValueSet(n.s.Node), AttrPhase.ValueSet(string(n.s.Phase)))
+	if key := n.s.Node + "/" + string(n.s.Phase); !n.bounded || key != n.upserted {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrNode.ValueSet(n.s.Node), AttrPhase.ValueSet(string(n.s.Phase)))
+		n.upserted = key
+	}
 	workflow.SetCurrentDetails(ctx, Details(&n.s))
 	// A node started by a fleet tells it how far it is, when that changes.
 	if parent := workflow.GetInfo(ctx).ParentWorkflowExecution; parent != nil {
 		p := NodeProgress{Node: n.s.Node, Phase: n.s.Phase, Migrated: n.s.MigratedCount(), Modules: len(n.s.Modules)}
 		if p != n.told {
 			n.told = p
-			workflow.SignalExternalWorkflow(ctx, parent.ID, "", SignalNodeProgress, p)
+			n.toldSent = workflow.SignalExternalWorkflow(ctx, parent.ID, "", SignalNodeProgress, p)
 		}
 	}
 }

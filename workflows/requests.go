@@ -65,13 +65,19 @@ func (n *node) register(ctx workflow.Context) error {
 			if in.Plan != nil {
 				n.applyPlan(ctx, *in.Plan)
 			}
-			pv, err := n.preview(ctx)
+			// The operator waits for this answer: bounded (history.go).
+			pv, err := n.preview(interactive(ctx))
 			n.publish(ctx)
 			return pv, err
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in RequestInput) error {
 			if err := late(ctx, in); err != nil {
 				return err
+			}
+			if in.Plan != nil {
+				if err := checkPlan(*in.Plan, n.s.Node, n.s.Plan.Role); err != nil {
+					return err
+				}
 			}
 			if n.s.Phase == PhaseProbing || n.s.Phase == PhaseFailed || n.s.Phase == PhaseReleased || n.s.Phase == PhaseConverged {
 				return fmt.Errorf("node %s is %s: a preview needs an adopted node", n.s.Node, n.s.Phase)
@@ -88,6 +94,9 @@ func (n *node) register(ctx workflow.Context) error {
 		return err
 	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
+		if n.bounded { // set by NodeMigration before this coroutine first runs
+			n.takeSignals(ctx) // history.go: no request lost at continue-as-new
+		}
 		sel := n.signalSelector(ctx)
 		for {
 			sel.Select(ctx)
@@ -148,8 +157,10 @@ func (n *node) enqueue(ctx workflow.Context, kind string, in RequestInput) {
 // changes nothing, so it is safe as an update validator.
 func (n *node) validate(kind string, in RequestInput) error {
 	module := in.Module
-	if in.Plan != nil && in.Plan.Node != n.s.Node {
-		return fmt.Errorf("the plan sent is node %q's, not %s's; pass node %s's configuration", in.Plan.Node, n.s.Node, n.s.Node)
+	if in.Plan != nil {
+		if err := checkPlan(*in.Plan, n.s.Node, n.s.Plan.Role); err != nil {
+			return err
+		}
 	}
 	if in.Plan != nil && module != "" {
 		if _, ok := in.Plan.Module(module); !ok {

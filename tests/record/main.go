@@ -1,0 +1,370 @@
+// record writes the histories that tests/replay_test.go replays: real
+// workflow runs of today's code on a real dev server that this program
+// starts, each node's agent scripted (script.go) so that every path meets
+// its cue. Run it after a change to the workflows' command sequence, and
+// keep the histories it replaced (the old runs must go on replaying):
+//
+//	go run ./tests/record -out tests/testdata
+//
+// It writes history-<scenario>-run<N>.json, one file per run.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"adoption/config"
+	"adoption/workflows"
+)
+
+func main() {
+	out := flag.String("out", "tests/testdata", "directory for history-*.json")
+	bin := flag.String("temporal", os.Getenv("ADOPT_TEMPORAL_BIN"), "the Temporal CLI (make temporal-cli)")
+	flag.Parse()
+	if *bin == "" {
+		*bin = filepath.Join(os.Getenv("HOME"), ".cache", "adoption", "bin", "temporal")
+	}
+	if err := run(*bin, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "record:", err)
+		os.Exit(1)
+	}
+}
+
+type rec struct {
+	c   client.Client
+	out string
+	ctx context.Context
+}
+
+func run(bin, out string) error {
+	dir, err := os.MkdirTemp("", "adoption-record-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	// A small history threshold: the node's run continues as new within
+	// the scenario, as it would after weeks.
+	srv := exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--db-filename", filepath.Join(dir, "temporal.db"), "--log-level", "warn",
+		"--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=150",
+		"--search-attribute", "AdoptionNode=Keyword", "--search-attribute", "AdoptionPhase=Keyword")
+	// Pdeathsig: the server goes with this program, however it ends.
+	srv.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := srv.Start(); err != nil {
+		return fmt.Errorf("start the dev server (%s): %w", bin, err)
+	}
+	defer func() { _ = srv.Process.Signal(syscall.SIGTERM); _ = srv.Wait() }()
+	var c client.Client
+	for i := 0; ; i++ {
+		c, err = client.Dial(client.Options{HostPort: addr, Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+		if err == nil {
+			if _, err = c.CheckHealth(context.Background(), &client.CheckHealthRequest{}); err == nil {
+				break
+			}
+			c.Close()
+		}
+		if i > 300 {
+			return fmt.Errorf("dev server not healthy: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	defer c.Close()
+
+	wf := worker.New(c, workflows.TaskQueue, worker.Options{})
+	workflows.Register(wf)
+	if err := wf.Start(); err != nil {
+		return err
+	}
+	defer wf.Stop()
+	agents := map[string]*script{}
+	agent := func(s *script) error {
+		agents[s.node] = s
+		w := worker.New(c, workflows.NodeQueue(s.node), worker.Options{DisableWorkflowWorker: true})
+		w.RegisterActivity(s)
+		if err := w.Start(); err != nil {
+			return err
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	r := &rec{c: c, out: out, ctx: ctx}
+
+	// 1. A control node: genesis refused (a port collision), retried by a
+	// bare signal as the Web UI sends it; a module's cutover fails and
+	// rolls back, then is retried; drift found and accepted; a vanished
+	// marked rule put back; a refused signal; continue-as-new; the flip.
+	ctrl := controlPlan("rcontrol")
+	if err := agent(&script{node: "rcontrol", plan: ctrl,
+		failFirst: map[string]string{"CheckFoundationPorts": "collision", "CutoverWaitHealthy": "cutover mail: wait healthy: no answer on 8025/tcp"},
+		driftOn:   map[int]bool{2: true, 3: true}, vanishOn: 2}); err != nil {
+		return err
+	}
+	if err := r.control(ctrl); err != nil {
+		return fmt.Errorf("control scenario: %w", err)
+	}
+	// 2. A fleet of three: plans read from the agents, a member terminated
+	// and retried, a malformed progress signal, continue-as-new by history
+	// length, every node released at the end.
+	for _, n := range []string{"rf1", "rf2", "rf3"} {
+		p := config.Plan{Node: n, Role: "member", ReconcileInterval: 0, ConfirmTimeout: time.Minute}
+		if n == "rf1" {
+			p.Role = "control"
+		}
+		if err := agent(&script{node: n, plan: p}); err != nil {
+			return err
+		}
+	}
+	if err := r.fleet(); err != nil {
+		return fmt.Errorf("fleet scenario: %w", err)
+	}
+	return nil
+}
+
+func controlPlan(node string) config.Plan {
+	return config.Plan{
+		Node: node, Role: "control",
+		ManagementPorts: []config.Port{{Num: 22, Proto: "tcp"}},
+		Foundation:      []config.NamedPort{{Name: "registry", Port: config.Port{Num: 5001, Proto: "tcp"}}},
+		Modules: []config.ModulePlan{{Name: "mail", Ports: []config.Port{{Num: 8025, Proto: "tcp"}},
+			Container: &config.Container{Name: "mail", Image: "mesh/mail:2"},
+			Files:     []config.FilePlan{{Path: "/srv/mail/mail.env", SHA256: "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"}}}},
+		ConfirmTimeout:    time.Minute,
+		ReconcileInterval: 2 * time.Second,
+		DriftInterval:     3 * time.Second,
+	}
+}
+
+// state queries the node until cond holds.
+func (r *rec) waitNode(node, what string, cond func(workflows.State) bool) (workflows.State, error) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var st workflows.State
+		v, err := r.c.QueryWorkflow(r.ctx, workflows.WorkflowID(node), "", workflows.QueryStatus)
+		if err == nil && v.Get(&st) == nil && cond(st) {
+			return st, nil
+		}
+		if time.Now().After(deadline) {
+			return st, fmt.Errorf("node %s: timed out waiting for %s (phase %s, last error %q)", node, what, st.Phase, st.LastError)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (r *rec) update(node, name string, in workflows.RequestInput) error {
+	h, err := r.c.UpdateWorkflow(r.ctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflows.WorkflowID(node), UpdateName: name, Args: []any{in}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return fmt.Errorf("update %s: %w", name, err)
+	}
+	return h.Get(r.ctx, nil)
+}
+
+func (r *rec) control(plan config.Plan) error {
+	id := workflows.WorkflowID(plan.Node)
+	if _, err := r.c.ExecuteWorkflow(r.ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.NodeWorkflow, workflows.Input{Plan: plan}); err != nil {
+		return err
+	}
+	if _, err := r.waitNode(plan.Node, "genesis failed", func(s workflows.State) bool { return s.Genesis.State == "failed" }); err != nil {
+		return err
+	}
+	// A bare signal, as the Web UI sends it, and one the signal path refuses.
+	if err := r.c.SignalWorkflow(r.ctx, id, "", workflows.SignalRetry, nil); err != nil {
+		return err
+	}
+	if err := r.c.SignalWorkflow(r.ctx, id, "", workflows.SignalMigrate, workflows.RequestInput{Module: "nosuch"}); err != nil {
+		return err
+	}
+	if _, err := r.waitNode(plan.Node, "genesis done", func(s workflows.State) bool { return s.Genesis.State == "done" }); err != nil {
+		return err
+	}
+	if err := r.update(plan.Node, workflows.UpdateMigrate, workflows.RequestInput{Module: "mail"}); err != nil {
+		return err
+	}
+	if _, err := r.waitNode(plan.Node, "mail failed", func(s workflows.State) bool {
+		return len(s.Modules) > 0 && s.Modules[0].State == workflows.ModuleFailed
+	}); err != nil {
+		return err
+	}
+	if err := r.update(plan.Node, workflows.UpdateRetry, workflows.RequestInput{Module: "mail"}); err != nil {
+		return err
+	}
+	if _, err := r.waitNode(plan.Node, "mail migrated and drift found", func(s workflows.State) bool {
+		return s.Modules[0].State == workflows.ModuleMigrated && len(s.Drift) > 0
+	}); err != nil {
+		return err
+	}
+	if err := r.c.SignalWorkflow(r.ctx, id, "", workflows.SignalDriftAccept, workflows.RequestInput{}); err != nil {
+		return err
+	}
+	if _, err := r.waitNode(plan.Node, "drift accepted and a continue-as-new", func(s workflows.State) bool {
+		return len(s.Drift) == 0 && s.Runs >= 1
+	}); err != nil {
+		return err
+	}
+	var pv any
+	h, err := r.c.UpdateWorkflow(r.ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.UpdatePreview,
+		Args: []any{workflows.RequestInput{}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err != nil {
+		return err
+	}
+	if err := h.Get(r.ctx, &pv); err != nil {
+		return err
+	}
+	if err := r.update(plan.Node, workflows.UpdateFlip, workflows.RequestInput{}); err != nil {
+		return err
+	}
+	if err := r.c.GetWorkflow(r.ctx, id, "").Get(r.ctx, nil); err != nil {
+		return fmt.Errorf("the control node's workflow: %w", err)
+	}
+	return r.writeRuns("control", id)
+}
+
+func (r *rec) fleet() error {
+	members := []workflows.FleetMember{{Node: "rf1", Role: "control"}, {Node: "rf2", Role: "member"}, {Node: "rf3", Role: "member"}}
+	fid := workflows.FleetID("rfleet")
+	if _, err := r.c.ExecuteWorkflow(r.ctx, client.StartWorkflowOptions{ID: fid, TaskQueue: workflows.TaskQueue}, workflows.FleetWorkflow,
+		workflows.FleetInput{Name: "rfleet", Members: members, HistoryLimit: 60}); err != nil {
+		return err
+	}
+	if _, err := r.waitNode("rf2", "rf2 adopted", func(s workflows.State) bool { return s.Phase == workflows.PhaseAdopted }); err != nil {
+		return err
+	}
+	if err := r.c.SignalWorkflow(r.ctx, fid, "", workflows.SignalNodeProgress, "malformed"); err != nil {
+		return err
+	}
+	if err := r.c.SignalWorkflow(r.ctx, fid, "", workflows.SignalNodeProgress, workflows.NodeProgress{Node: "nosuch", Phase: "adopted"}); err != nil {
+		return err
+	}
+	if err := r.c.TerminateWorkflow(r.ctx, workflows.WorkflowID("rf2"), "", "record: a node terminated under its fleet"); err != nil {
+		return err
+	}
+	// The fleet may have continued as new since it started rf2 (then it
+	// cannot see the end): the retry is what restarts it either way.
+	if err := r.c.SignalWorkflow(r.ctx, fid, "", workflows.SignalFleetRetry, workflows.FleetRetry{Node: "rf2"}); err != nil {
+		return err
+	}
+	if err := r.waitFleet("rf2 started again", func(st workflows.FleetState) bool {
+		for _, e := range st.Events {
+			if strings.Contains(e, "started again node rf2") {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		return err
+	}
+	if _, err := r.waitNode("rf2", "rf2 adopted again", func(s workflows.State) bool { return s.Phase == workflows.PhaseAdopted }); err != nil {
+		return err
+	}
+	if _, err := r.waitNode("rf3", "rf3 adopted", func(s workflows.State) bool { return s.Phase == workflows.PhaseAdopted }); err != nil {
+		return err
+	}
+	for _, n := range []string{"rf1", "rf2", "rf3"} {
+		if err := r.update(n, workflows.UpdateRelease, workflows.RequestInput{}); err != nil {
+			return err
+		}
+	}
+	var st workflows.FleetState
+	if err := r.c.GetWorkflow(r.ctx, fid, "").Get(r.ctx, &st); err != nil {
+		return fmt.Errorf("the fleet: %w", err)
+	}
+	if st.Runs == 0 {
+		return errors.New("the fleet never continued as new: lower its history limit")
+	}
+	return r.writeRuns("fleet", fid)
+}
+
+func (r *rec) waitFleet(what string, cond func(workflows.FleetState) bool) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var st workflows.FleetState
+		v, err := r.c.QueryWorkflow(r.ctx, workflows.FleetID("rfleet"), "", workflows.QueryFleet)
+		if err == nil && v.Get(&st) == nil && cond(st) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("fleet: timed out waiting for %s: %+v", what, st)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// writeRuns writes every run of workflow id, oldest first.
+func (r *rec) writeRuns(scenario, id string) error {
+	var runs []string
+	var token []byte
+	for {
+		res, err := r.c.ListWorkflow(r.ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("WorkflowId = %q", id), NextPageToken: token})
+		if err != nil {
+			return err
+		}
+		for _, e := range res.Executions {
+			runs = append(runs, e.GetExecution().GetRunId())
+		}
+		if token = res.NextPageToken; len(token) == 0 {
+			break
+		}
+	}
+	// Visibility lists newest first.
+	for i, j := 0, len(runs)-1; i < j; i, j = i+1, j-1 {
+		runs[i], runs[j] = runs[j], runs[i]
+	}
+	for i, run := range runs {
+		h := &historypb.History{}
+		it := r.c.GetWorkflowHistory(r.ctx, id, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				return err
+			}
+			h.Events = append(h.Events, e)
+		}
+		js, err := protojson.Marshal(h)
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(r.out, fmt.Sprintf("history-%s-run%d.json", scenario, i+1))
+		if err := os.WriteFile(p, js, 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("%s: %d events\n", p, len(h.Events))
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

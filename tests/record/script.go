@@ -1,0 +1,206 @@
+package main
+
+// script is a node agent whose answers are scripted: the recorder needs
+// the workflow to meet a refusal, a failed cutover, drift and a vanished
+// rule on cue. Only the workflow's side is recorded, and replay depends
+// on nothing else.
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"adoption/activities"
+	"adoption/config"
+	"adoption/custody"
+	"adoption/firewall"
+)
+
+type script struct {
+	node string
+	plan config.Plan
+	mu   sync.Mutex
+	n    map[string]int
+	// failFirst: the first call of these activities fails, non-retryable.
+	failFirst map[string]string
+	// driftOn: the call numbers of CheckDrift that find drift.
+	driftOn map[int]bool
+	// vanishOn: the call number of Reconcile that finds a rule gone.
+	vanishOn int
+}
+
+func (s *script) call(name string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[string]int{}
+	}
+	s.n[name]++
+	if why, ok := s.failFirst[name]; ok && s.n[name] == 1 {
+		return s.n[name], temporal.NewNonRetryableApplicationError(why, activities.ErrCutoverRefused, nil)
+	}
+	return s.n[name], nil
+}
+
+func (s *script) mark(owner string, p config.Port) firewall.MarkedRule {
+	return firewall.MarkedRule{Mark: firewall.Mark{Node: s.node, Owner: owner, Port: p.Num, Proto: p.Proto}, Family: "ip", Table: "filter", Chain: "INPUT"}
+}
+
+func (s *script) Plan(_ context.Context, in activities.PlanInput) (*config.Plan, error) {
+	if _, err := s.call("Plan"); err != nil {
+		return nil, err
+	}
+	return &s.plan, nil
+}
+
+func (s *script) Probe(_ context.Context, in activities.ProbeInput) (*activities.ProbeReport, error) {
+	if _, err := s.call("Probe"); err != nil {
+		return nil, err
+	}
+	return &activities.ProbeReport{Node: s.node, At: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Firewall: firewall.Report{Kind: "iptables-nft"}}, nil
+}
+
+func (s *script) Adopt(_ context.Context, in activities.AdoptInput) (*activities.AdoptResult, error) {
+	if _, err := s.call("Adopt"); err != nil {
+		return nil, err
+	}
+	return &activities.AdoptResult{Firewall: "iptables-nft", FirewallFingerprint: "fp-1",
+		Custody: []custody.Record{{FileState: custody.FileState{Path: "/etc/hosts", Exists: true, SHA256: "ab"}, Found: true}}}, nil
+}
+
+func (s *script) CheckFoundationPorts(_ context.Context, in activities.ProbeInput) (*activities.CheckPortsResult, error) {
+	if _, err := s.call("CheckFoundationPorts"); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError("foundation.ports.registry 5001/tcp is held by docker-proxy (pid 4242)", activities.ErrPortCollision, nil)
+	}
+	return &activities.CheckPortsResult{Checked: len(in.Plan.Foundation)}, nil
+}
+
+func (s *script) OpenRules(_ context.Context, in activities.RulesInput) (*activities.RulesResult, error) {
+	if _, err := s.call("OpenRules"); err != nil {
+		return nil, err
+	}
+	var r activities.RulesResult
+	for _, p := range in.Ports {
+		r.Added = append(r.Added, s.mark(in.Owner, p))
+	}
+	return &r, nil
+}
+
+func (s *script) CloseRules(_ context.Context, in activities.RulesInput) (*activities.RulesResult, error) {
+	_, err := s.call("CloseRules")
+	return &activities.RulesResult{}, err
+}
+
+func (s *script) Reconcile(_ context.Context, in activities.ReconcileInput) (*activities.RulesResult, error) {
+	k, err := s.call("Reconcile")
+	if err != nil {
+		return nil, err
+	}
+	var r activities.RulesResult
+	for _, owner := range sortedKeys(in.Owners) {
+		for _, p := range in.Owners[owner] {
+			if k == s.vanishOn {
+				r.Added = append(r.Added, s.mark(owner, p))
+			} else {
+				r.Present = append(r.Present, s.mark(owner, p))
+			}
+		}
+	}
+	return &r, nil
+}
+
+func (s *script) CheckDrift(_ context.Context, in activities.DriftInput) (*activities.DriftResult, error) {
+	k, err := s.call("CheckDrift")
+	if err != nil {
+		return nil, err
+	}
+	if s.driftOn[k] {
+		return &activities.DriftResult{Items: []activities.DriftItem{{Kind: "file", Path: "/etc/hosts", Recorded: "ab", Now: "cd", What: "/etc/hosts changed since adoption"}}}, nil
+	}
+	return &activities.DriftResult{}, nil
+}
+
+func (s *script) AcceptDrift(_ context.Context, in activities.DriftInput) (*activities.DriftResult, error) {
+	_, err := s.call("AcceptDrift")
+	return &activities.DriftResult{Items: []activities.DriftItem{{Kind: "file", Path: "/etc/hosts"}}, Firewall: "fp-2"}, err
+}
+
+func (s *script) step(name string) (*activities.CutoverResult, error) {
+	if _, err := s.call(name); err != nil {
+		return nil, err
+	}
+	return &activities.CutoverResult{Step: name}, nil
+}
+
+func (s *script) CutoverPreflight(_ context.Context, in activities.ModuleInput) (*activities.CutoverResult, error) {
+	return s.step("CutoverPreflight")
+}
+func (s *script) CutoverCreate(_ context.Context, in activities.CutoverInput) (*activities.CutoverResult, error) {
+	return s.step("CutoverCreate")
+}
+func (s *script) ConvergeFiles(_ context.Context, in activities.ModuleInput) (*activities.CutoverResult, error) {
+	return s.step("ConvergeFiles")
+}
+func (s *script) CutoverSwap(_ context.Context, in activities.ModuleInput) (*activities.CutoverResult, error) {
+	return s.step("CutoverSwap")
+}
+func (s *script) CutoverWaitHealthy(_ context.Context, in activities.ModuleInput) (*activities.CutoverResult, error) {
+	return s.step("CutoverWaitHealthy")
+}
+func (s *script) CutoverRollback(_ context.Context, in activities.ModuleInput) (*activities.CutoverResult, error) {
+	return s.step("CutoverRollback")
+}
+func (s *script) Prune(_ context.Context, in activities.PruneInput) (*activities.CutoverResult, error) {
+	return s.step("Prune")
+}
+
+func (s *script) Preview(_ context.Context, in activities.PreviewInput) (*firewall.Preview, error) {
+	if _, err := s.call("Preview"); err != nil {
+		return nil, err
+	}
+	return &firewall.Preview{Approved: true, FoundFingerprint: "found-1", DerivedFingerprint: "derived-1"}, nil
+}
+
+func (s *script) Flip(_ context.Context, in activities.FlipInput) (*activities.FlipResult, error) {
+	if _, err := s.call("Flip"); err != nil {
+		return nil, err
+	}
+	return &activities.FlipResult{ID: in.ID, State: "flipped", Deadline: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)}, nil
+}
+
+func (s *script) ConfirmFlip(_ context.Context, in activities.ConfirmInput) (*activities.FlipResult, error) {
+	_, err := s.call("ConfirmFlip")
+	return &activities.FlipResult{ID: in.ID, State: "confirmed"}, err
+}
+
+func (s *script) RevertFlip(_ context.Context, in activities.ConfirmInput) (*activities.FlipResult, error) {
+	_, err := s.call("RevertFlip")
+	return &activities.FlipResult{ID: in.ID, State: "reverted"}, err
+}
+
+func (s *script) CommitFlip(_ context.Context, in activities.ConfirmInput) (*activities.FlipResult, error) {
+	_, err := s.call("CommitFlip")
+	return &activities.FlipResult{ID: in.ID, State: "committed", Listing: "/var/lib/adoption/flips/" + in.ID + ".rules"}, err
+}
+
+func (s *script) Release(_ context.Context, in activities.ProbeInput) (*activities.ReleaseResult, error) {
+	_, err := s.call("Release")
+	return &activities.ReleaseResult{}, err
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}

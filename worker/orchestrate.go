@@ -1,0 +1,130 @@
+// `adopt-worker orchestrate`: the one process that runs workflow code
+// (NodeMigration and Fleet) on task queue `adoption`, as a version of the
+// Worker Deployment `adoption`. It runs no node activity: every step that
+// touches a node goes to that node's own agent (`adopt-worker run`).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"adoption/config"
+	"adoption/workflows"
+)
+
+func orchestrateCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *cobra.Command {
+	var id string
+	var makeCurrent bool
+	cmd := &cobra.Command{
+		Use:   "orchestrate",
+		Short: "Run the adoption workflows (task queue adoption) as a version of Worker Deployment adoption",
+		Long: `Runs the workflow worker: every node's NodeMigration and every Fleet, for the
+whole fleet. It needs only the temporal.* settings (a configuration file, or
+ADOPT_TEMPORAL_ADDRESS / ADOPT_TEMPORAL_NAMESPACE / ADOPT_TEMPORAL_TLS_*).
+
+By default it makes its build the deployment's current version once the
+server has seen it poll, so that new workflows and the running ones
+(AutoUpgrade) move to it. With --make-current=false it only registers and
+polls; promote it later with
+  temporal worker deployment set-current-version --deployment-name adoption --build-id ID`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The orchestrator is no node: a file, when given, is read only for
+			// its temporal.* section.
+			cfg, err := config.LoadWith(*cfgPath, map[string]string{"node.name": "orchestrator"})
+			if err != nil {
+				return err
+			}
+			if id == "" {
+				if id, err = buildID(); err != nil {
+					return fmt.Errorf("cannot derive the build ID (%v): pass --build-id", err)
+				}
+			}
+			return orchestrate(ctx, cfg, id, makeCurrent, stderr)
+		},
+	}
+	cmd.Flags().StringVar(&id, "build-id", "", "this build's ID in Worker Deployment adoption (default: -X main.version, else the VCS revision)")
+	cmd.Flags().BoolVar(&makeCurrent, "make-current", true, "make this build the deployment's current version at startup")
+	return cmd
+}
+
+func orchestrate(ctx context.Context, cfg *config.Config, id string, makeCurrent bool, stderr io.Writer) error {
+	tc := cfg.Temporal
+	// The one logger and /metrics (metrics.listen) first, then Temporal.
+	o, c, err := dialOrchestrator(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer o.stop()
+	defer c.Close()
+	logger := o.log
+	w := worker.New(c, workflows.TaskQueue, worker.Options{
+		DeploymentOptions: worker.DeploymentOptions{
+			UseVersioning: true,
+			Version:       worker.WorkerDeploymentVersion{DeploymentName: workflows.DeploymentName, BuildID: id},
+		},
+	})
+	workflows.Register(w)
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start the workflow worker: %w", err)
+	}
+	defer w.Stop()
+	logger.Info("adopt-worker orchestrating", "temporal", tc.Address, "namespace", tc.Namespace,
+		"queue", workflows.TaskQueue, "deployment", workflows.DeploymentName, "build_id", id)
+	if makeCurrent {
+		if err := promote(ctx, c, id, logger); err != nil {
+			return err
+		}
+	}
+	<-ctx.Done()
+	logger.Info("adopt-worker orchestrator stopping")
+	return nil
+}
+
+// promote makes build id the deployment's current version. Until then a
+// versioned worker receives no task at all: the server dispatches a task
+// queue's workflow tasks to its deployment's current version. The server
+// only knows a version once it has seen that version poll, so it retries
+// until then.
+func promote(ctx context.Context, c client.Client, id string, logger *slog.Logger) error {
+	h := c.WorkerDeploymentClient().GetHandle(workflows.DeploymentName)
+	var last error
+	for {
+		// Describe first: the current version (to log what this replaces)
+		// and the conflict token, so that a concurrent change by the
+		// operator is not overwritten blindly.
+		prev, opts := "unversioned", client.WorkerDeploymentSetCurrentVersionOptions{BuildID: id}
+		if d, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{}); err == nil {
+			if cur := d.Info.RoutingConfig.CurrentVersion; cur != nil {
+				if cur.BuildID == id {
+					logger.Info("already the current version", "deployment", workflows.DeploymentName, "build_id", id)
+					return nil
+				}
+				prev = cur.BuildID
+			}
+			opts.ConflictToken = d.ConflictToken
+		}
+		_, err := h.SetCurrentVersion(ctx, opts)
+		if err == nil {
+			logger.Info("made current", "deployment", workflows.DeploymentName, "build_id", id, "previous", prev)
+			return nil
+		}
+		if last == nil || err.Error() != last.Error() {
+			logger.Info("waiting for the server to register this version before making it current", "build_id", id, "reason", err)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return errors.Join(fmt.Errorf("stopped before build %s became current", id), last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,126 @@
+// `adopt-worker probe`: what the node holds, read-only and without
+// Temporal, the same report the workflow's first activity records.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"adoption/activities"
+	"adoption/config"
+	"adoption/firewall"
+)
+
+func probeCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "probe",
+		Short: "Probe the node read-only, without Temporal, and print what was found",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(*cfgPath)
+			if err != nil {
+				return err
+			}
+			r, err := nodeActivities(cfg, *cfgPath, stderr).Probe(ctx, activities.ProbeInput{Plan: cfg.Plan()})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(r)
+			}
+			printProbe(stdout, r)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (stable, for scripts)")
+	return cmd
+}
+
+// ownerText says who owns a table or chain: "predecessor", "foreign
+// (docker)", "mesh", "shared".
+func ownerText(o firewall.Ownership) string {
+	if o.Tool != "" {
+		return string(o.Owner) + " (" + o.Tool + ")"
+	}
+	return string(o.Owner)
+}
+
+func printProbe(w io.Writer, r *activities.ProbeReport) {
+	fmt.Fprintf(w, "node %s, probed %s\n", r.Node, r.At.Format("2006-01-02 15:04:05Z"))
+	fmt.Fprintf(w, "firewall: %s", r.Firewall.Kind)
+	if r.Firewall.Unsupported != "" {
+		fmt.Fprintf(w, " (UNSUPPORTED: %s)", r.Firewall.Unsupported)
+	}
+	if r.Firewall.Error != "" {
+		fmt.Fprintf(w, " (error: %s)", r.Firewall.Error)
+	}
+	fmt.Fprintln(w)
+	for _, t := range r.Firewall.Tables {
+		fmt.Fprintf(w, "  table %s %s: %d chains, %s\n", t.Family, t.Name, len(t.Chains), ownerText(t.Ownership))
+		for _, c := range t.Chains {
+			if c.Ownership != t.Ownership {
+				fmt.Fprintf(w, "    chain %s: %s\n", c.Name, ownerText(c.Ownership))
+			}
+		}
+	}
+	if r.Firewall.NodeError != "" {
+		fmt.Fprintf(w, "  (%s)\n", r.Firewall.NodeError)
+	}
+	fmt.Fprintf(w, "open ports: %d\n", len(r.Firewall.Open))
+	for _, o := range r.Firewall.Open {
+		port := fmt.Sprint(o.Port)
+		if o.PortEnd != 0 {
+			port = fmt.Sprintf("%d-%d", o.Port, o.PortEnd)
+		}
+		extra := ""
+		if o.From != "" {
+			extra += " from " + o.From
+		}
+		if o.Via != "" {
+			extra += " -> " + o.Via
+		}
+		if o.Uncertain {
+			extra += " (uncertain)"
+		}
+		if o.Reason != "" {
+			extra += ": " + o.Reason
+		}
+		fmt.Fprintf(w, "  %-6s %s/%s %s%s\n", o.Family, port, o.Proto, o.Direction, extra)
+	}
+	fmt.Fprintf(w, "listeners: %d\n", len(r.Sockets))
+	for _, l := range r.Sockets {
+		fmt.Fprintf(w, "  %s %s:%d  %s\n", l.Proto, l.Addr, l.Port, l.Holder())
+	}
+	if r.Containers.Available {
+		fmt.Fprintf(w, "containers: %d\n", len(r.Containers.Containers))
+	} else {
+		fmt.Fprintf(w, "containers: UNKNOWN (%s)\n", r.Containers.Error)
+	}
+	fmt.Fprintf(w, "declared files: %d\n", len(r.Files))
+	for _, f := range r.Files {
+		state := "absent"
+		if f.Exists {
+			state = fmt.Sprintf("%d bytes, mode %s, uid %d, digest %.12s", f.Size, f.Mode, f.UID, strings.TrimPrefix(f.Digest, "hmac-sha256:"))
+			if f.Link != "" {
+				state = fmt.Sprintf("symlink -> %s, uid %d", f.Link, f.UID)
+			}
+		}
+		if f.Error != "" {
+			state = "error: " + f.Error
+		}
+		fmt.Fprintf(w, "  %s: %s\n", f.Path, state)
+	}
+	fmt.Fprintf(w, "predecessor control daemons running: %d\n", len(r.Control))
+	for _, p := range r.Control {
+		fmt.Fprintf(w, "  pid %d %s\n", p.PID, p.Exe)
+	}
+	fmt.Fprintf(w, "adopted marker: %v\n", r.Adopted)
+}

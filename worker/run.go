@@ -1,0 +1,142 @@
+// `adopt-worker run`: the node agent. It polls only its node's own task
+// queue (adoption-node-<node>) for activities; it runs no workflow code, so
+// a thousand agents are a thousand activity pollers and nothing more, and
+// upgrading them never mixes workflow code.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/worker"
+
+	"adoption/activities"
+	"adoption/config"
+	"adoption/containers"
+	"adoption/custody"
+	"adoption/failpoint"
+	"adoption/firewall"
+	"adoption/nodestate"
+	"adoption/sockets"
+	"adoption/watchdog"
+	"adoption/workflows"
+)
+
+func runCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "run",
+		Short: "Run this node's activities (task queue adoption-node-<node>); the workflows run in `adopt-worker orchestrate`",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(*cfgPath)
+			if err != nil {
+				return err
+			}
+			// First, before Temporal is dialled (a flip may be what cut
+			// the node off from it): a flip awaiting confirmation gets its
+			// watchdog back.
+			state := nodestate.New(cfg.Node.StateDir)
+			wlog, err := watchdogLog(cfg, stderr)
+			if err != nil {
+				return err
+			}
+			if err := watchdog.Rearm(state, func() error { return startWatchdog(cfg, *cfgPath) }, wlog); err != nil {
+				return err
+			}
+			// A converged node keeps the mesh's table, Temporal or not.
+			go watchdog.Guard(ctx, watchdog.GuardOptions{Records: state, Converged: state.Converged,
+				Table: firewall.NewFlipper(cfg.Node.Netns), Every: cfg.Firewall.ReconcileInterval, Log: wlog})
+			return serve(ctx, cfg, *cfgPath, stderr)
+		},
+	}
+}
+
+// nodeActivities builds the real node parts from the worker's local config.
+func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activities.Activities {
+	// docker.host names the node's engine (its own, on the reference node);
+	// empty: DOCKER_HOST, else the local socket.
+	engine := containers.NewAt(cfg.Docker.EngineHost())
+	// Hold a module's ports during its swap where the engine publishes
+	// them, if that is the node's own namespace (never the host's firewall
+	// when a node shares the host's engine).
+	if ns, err := containers.EngineNetns(cfg.Docker.EngineHost()); err != nil {
+		nodeLog(cfg, stderr).Warn("cutover: no port hold during swaps", "err", err)
+	} else if same, err := containers.SameNetns(ns, cfg.Node.Netns); err != nil || !same {
+		nodeLog(cfg, stderr).Warn("cutover: no port hold during swaps: the Docker engine does not run in the node's network namespace", "netns", cfg.Node.Netns)
+	} else {
+		engine.WithHold(firewall.NewHold(cfg.Node.Netns, cfg.Node.Name))
+	}
+	state := nodestate.New(cfg.Node.StateDir)
+	return &activities.Activities{
+		Node:     cfg.Node.Name,
+		Firewall: firewall.Inspector{Netns: cfg.Node.Netns},
+		Marks:    firewall.NewMarker(cfg.Node.Netns),
+		Engine:   engine,
+		Cutover:  engine,
+		Local:    localAuthority(cfgPath),
+		Root:     cfg.Node.Root,
+		Sockets:  sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns},
+		Files:    custody.New(cfg.Node.Root, cfg.Node.StateDir),
+		State:    state,
+		Flips:    state,
+		Flipper:  firewall.NewFlipper(cfg.Node.Netns),
+		StartWatchdog: func() error {
+			return startWatchdog(cfg, cfgPath)
+		},
+		Failpoints: failpoint.FromEnv(os.Getenv(failpoint.EnvVar)),
+	}
+}
+
+// serve runs the node's activity worker until ctx ends.
+func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Writer) error {
+	// The logger and /metrics first (a bad metrics.listen stops the start
+	// with nothing running), then the start checks, then Temporal.
+	o, c, err := dialAgent(ctx, cfg, stderr, func(l *slog.Logger) error { return startChecks(cfg, cfgPath, l) })
+	if err != nil {
+		return err
+	}
+	defer o.stop()
+	defer c.Close()
+	logger := o.log
+
+	// Activities only: no workflow poller (and no sticky queue) per node;
+	// the workflows run in `adopt-worker orchestrate`.
+	node := worker.New(c, workflows.NodeQueue(cfg.Node.Name), worker.Options{DisableWorkflowWorker: true})
+	node.RegisterActivity(nodeActivities(cfg, cfgPath, stderr))
+
+	if err := node.Start(); err != nil {
+		return fmt.Errorf("start node worker: %w", err)
+	}
+	defer node.Stop()
+	logger.Info("adopt-worker running", "node", cfg.Node.Name, "temporal", cfg.Temporal.Address,
+		"queue", workflows.NodeQueue(cfg.Node.Name))
+	<-ctx.Done()
+	logger.Info("adopt-worker stopping")
+	return nil
+}
+
+// startWatchdog starts `adopt-worker watchdog` as a process of its own
+// (watchdog.StartDetached), so that it outlives this worker; under the
+// systemd units (ADOPT_WATCHDOG_UNIT), as the watchdog's own unit.
+func startWatchdog(cfg *config.Config, cfgPath string) error {
+	if unit := os.Getenv(watchdogUnitEnv); unit != "" {
+		return startWatchdogUnit(unit)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	args := []string{"watchdog"}
+	if cfgPath != "" {
+		args = append(args, "--config", cfgPath)
+	}
+	if err := nodestate.New(cfg.Node.StateDir).Ensure(); err != nil {
+		return err
+	}
+	return watchdog.StartDetached(watchdog.Command{Path: self, Args: args, Log: filepath.Join(cfg.Node.StateDir, "watchdog.log")})
+}

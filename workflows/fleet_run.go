@@ -1,0 +1,397 @@
+// The Fleet workflow's run: start nodes in order, follow their progress,
+// hold on a node that failed, and continue as new by history length.
+//
+// What a node's end does to the fleet:
+//   - converged, or adopted with every module migrated: the next node starts;
+//   - released (the operator's choice): the next node starts;
+//   - failed, terminated, canceled, timed out, or not started (its agent's
+//     plan refused, or a workflow for it already running outside the
+//     fleet): the fleet holds, status says why, and the operator either
+//     retries that node (`adopt fleet retry NODE`: its plan read again, its
+//     workflow started again) or goes on without it (`adopt fleet next`).
+//
+// A child's end is seen through its future in the run that started it, and
+// through its last progress signal in later runs (a futures does not cross
+// continue-as-new): a node terminated after the fleet continued as new
+// shows its last phase until `adopt fleet retry NODE` restarts it.
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"adoption/activities"
+	"adoption/config"
+)
+
+// Fleet runs every node's NodeMigration as a child, one after another, the
+// control node first: the next node starts once the previous one is adopted
+// with every module migrated, or when the operator says so. Flips stay per
+// node and are never started here.
+func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
+	if in.Resume == nil && workflow.GetVersion(ctx, changeFleetMembers, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return fleetLegacy(ctx, in)
+	}
+	if err := ValidateFleet(in); err != nil {
+		return nil, err
+	}
+	f := &fleet{in: in, members: in.members(), plans: map[string]config.Plan{}, retry: map[string]bool{}, gen: map[string]int{}}
+	for _, p := range in.Nodes {
+		f.plans[p.Node] = p
+	}
+	for _, node := range in.Retries {
+		f.retry[node] = true
+		f.retries = append(f.retries, node)
+	}
+	if in.Resume != nil {
+		f.st = in.Resume
+	} else {
+		f.st = &FleetState{Name: in.Name}
+		for _, m := range f.members {
+			f.st.Nodes = append(f.st.Nodes, FleetNode{NodeProgress: NodeProgress{Node: m.Node}, Role: m.Role})
+		}
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryFleet, func() (FleetState, error) { return *f.st, nil }); err != nil {
+		return nil, err
+	}
+	workflow.Go(ctx, f.signals)
+	return f.run(ctx)
+}
+
+type fleet struct {
+	in      FleetInput
+	members []FleetMember
+	st      *FleetState
+	plans   map[string]config.Plan // legacy inline plans only
+	retry   map[string]bool        // nodes the operator asked to retry
+	retries []string               // ... in arrival order
+	// gen counts the starts of each node in this run, so that the end of
+	// a run replaced by a retry is not taken for the new one's.
+	gen map[string]int
+}
+
+func (f *fleet) index(node string) int {
+	for i := range f.st.Nodes {
+		if f.st.Nodes[i].Node == node {
+			return i
+		}
+	}
+	return -1
+}
+
+func (f *fleet) note(ctx workflow.Context, s string) {
+	f.st.Events = append(f.st.Events, workflow.Now(ctx).UTC().Format("15:04:05")+" "+s)
+	if len(f.st.Events) > maxFleetEvents {
+		f.st.Events = f.st.Events[len(f.st.Events)-maxFleetEvents:]
+	}
+	f.show(ctx)
+}
+
+// show brings what status and the Web UI say up to date.
+func (f *fleet) show(ctx workflow.Context) {
+	f.updateHeld()
+	workflow.SetCurrentDetails(ctx, fleetDetails(f.st))
+}
+
+// signals takes progress, next and retry signals as they come. A payload
+// that does not decode is dropped by the SDK (and logged); one that decodes
+// but makes no sense is dropped here, logged: neither blocks the fleet.
+// It waits on the channels' lengths, not in a Selector: a Selector takes a
+// value out of its channel as soon as it arrives and holds it until this
+// coroutine runs, and a continue-as-new in between would lose it; left in
+// the channel, drain finds it.
+func (f *fleet) signals(ctx workflow.Context) {
+	chans := []workflow.ReceiveChannel{
+		workflow.GetSignalChannel(ctx, SignalNodeProgress),
+		workflow.GetSignalChannel(ctx, SignalFleetNext),
+		workflow.GetSignalChannel(ctx, SignalFleetRetry),
+	}
+	for {
+		_ = workflow.Await(ctx, func() bool {
+			for _, c := range chans {
+				if c.Len() > 0 {
+					return true
+				}
+			}
+			return false
+		})
+		f.drain(ctx)
+	}
+}
+
+// drain takes every signal already delivered (and, before continue-as-new,
+// every one left).
+func (f *fleet) drain(ctx workflow.Context) {
+	var p NodeProgress
+	for ch := workflow.GetSignalChannel(ctx, SignalNodeProgress); ch.ReceiveAsync(&p); p = (NodeProgress{}) {
+		f.progress(ctx, p)
+	}
+	for ch := workflow.GetSignalChannel(ctx, SignalFleetNext); ch.ReceiveAsync(nil); {
+		f.st.Grants++
+		f.note(ctx, "operator: start the next node now")
+	}
+	var r FleetRetry
+	for ch := workflow.GetSignalChannel(ctx, SignalFleetRetry); ch.ReceiveAsync(&r); r = (FleetRetry{}) {
+		f.askRetry(ctx, r.Node)
+	}
+}
+
+func validPhase(p Phase) bool {
+	switch p {
+	case PhaseProbing, PhaseAdopted, PhaseMigrating, PhaseFlipping, PhaseConverged, PhaseReleased, PhaseFailed:
+		return true
+	}
+	return false
+}
+
+func (f *fleet) progress(ctx workflow.Context, p NodeProgress) {
+	i := f.index(p.Node)
+	if i < 0 || !validPhase(p.Phase) || p.Migrated < 0 || p.Modules < 0 || p.Migrated > p.Modules {
+		workflow.GetLogger(ctx).Warn("malformed node progress dropped", "node", p.Node, "phase", p.Phase, "migrated", p.Migrated, "modules", p.Modules)
+		return
+	}
+	n := &f.st.Nodes[i]
+	n.NodeProgress = p
+	n.Done = nodeDone(p)
+	if p.Phase == PhaseConverged || p.Phase == PhaseReleased {
+		n.Ended = string(p.Phase)
+	}
+	if n.Role == "control" && n.Done && f.st.Frozen != "" {
+		f.st.Frozen = ""
+		f.note(ctx, "control node "+p.Node+" migrated: the predecessor's pipeline is no longer needed")
+	}
+	f.show(ctx)
+}
+
+func (f *fleet) askRetry(ctx workflow.Context, node string) {
+	i := f.index(node)
+	switch {
+	case i < 0:
+		f.note(ctx, fmt.Sprintf("retry %q refused: not a node of this fleet", node))
+	case !f.st.Nodes[i].blocked() && (!f.st.Nodes[i].Started || f.st.Nodes[i].Ended != ""):
+		// Not started yet, or converged or released: nothing to retry. A
+		// node started and not known to have ended may have ended unseen
+		// (a fleet's later run has no future for it): its retry is tried,
+		// and refused at its start if its workflow still runs.
+		f.note(ctx, fmt.Sprintf("retry %s refused: it has not failed (%s)", node, f.describe(f.st.Nodes[i])))
+	case f.retry[node]:
+	default:
+		f.retry[node] = true
+		f.retries = append(f.retries, node)
+		f.note(ctx, "operator: retry node "+node)
+	}
+}
+
+func (f *fleet) describe(n FleetNode) string {
+	switch {
+	case n.Ended != "":
+		return n.Ended
+	case !n.Started:
+		return "waiting"
+	}
+	return string(n.Phase)
+}
+
+// canStartNext: the previous node is done or released, or the operator
+// granted a start.
+func (f *fleet) canStartNext() bool {
+	if f.st.Next >= len(f.st.Nodes) {
+		return false
+	}
+	return f.st.Next == 0 || f.st.Grants > 0 || f.prevOK(f.st.Next-1)
+}
+
+// prevOK: node i lets the next one start by itself.
+func (f *fleet) prevOK(i int) bool {
+	n := f.st.Nodes[i]
+	return n.Done || n.Ended == string(PhaseReleased) || n.Ended == string(PhaseConverged)
+}
+
+func (f *fleet) finished() bool {
+	if f.st.Next < len(f.st.Nodes) {
+		return false
+	}
+	for _, n := range f.st.Nodes {
+		if n.Ended == "" || n.blocked() {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *fleet) run(ctx workflow.Context) (*FleetState, error) {
+	limit := f.in.HistoryLimit
+	if limit <= 0 {
+		limit = fleetHistoryLimit
+	}
+	canDue := func() bool {
+		info := workflow.GetInfo(ctx)
+		return info.GetCurrentHistoryLength() >= limit || info.GetContinueAsNewSuggested()
+	}
+	f.show(ctx)
+	for {
+		if err := workflow.Await(ctx, func() bool {
+			return f.canStartNext() || len(f.retries) > 0 || canDue() || f.finished()
+		}); err != nil {
+			return f.st, err
+		}
+		if canDue() {
+			return f.continueAsNew(ctx)
+		}
+		if len(f.retries) > 0 {
+			node := f.retries[0]
+			f.retries = f.retries[1:]
+			delete(f.retry, node)
+			f.start(ctx, f.index(node), true)
+			continue
+		}
+		if f.canStartNext() {
+			i := f.st.Next
+			if i > 0 && !f.prevOK(i-1) {
+				f.st.Grants-- // one operator grant spent
+			}
+			f.st.Next++
+			f.start(ctx, i, false)
+			if f.st.Next == len(f.st.Nodes) {
+				f.note(ctx, "every node started; flips are per node: adopt flip NODE")
+			}
+			continue
+		}
+		if f.finished() {
+			f.st.Frozen, f.st.Held = "", ""
+			f.note(ctx, "every node has ended")
+			return f.st, nil
+		}
+	}
+}
+
+// updateHeld says why the fleet is not starting its next node, if a
+// node's end holds it.
+func (f *fleet) updateHeld() {
+	f.st.Held = ""
+	for _, n := range f.st.Nodes {
+		if n.blocked() {
+			f.st.Held = fmt.Sprintf("node %s %s: fix it, then `adopt fleet retry %s`, or go on without it: `adopt fleet next`", n.Node, n.Ended, n.Node)
+			return
+		}
+	}
+}
+
+// start reads node i's plan from its agent and starts its workflow as a
+// child; a refusal marks the node as not started, holding the fleet.
+func (f *fleet) start(ctx workflow.Context, i int, again bool) {
+	m := f.st.Nodes[i]
+	n := &f.st.Nodes[i]
+	plan, ok := f.plans[m.Node]
+	if !ok {
+		f.note(ctx, fmt.Sprintf("reading node %s's plan from its agent (waits for adopt-worker run on %s)", m.Node, m.Node))
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:           NodeQueue(m.Node),
+			StartToCloseTimeout: time.Minute,
+			Summary:             "read node " + m.Node + "'s plan",
+			RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, NonRetryableErrorTypes: []string{activities.ErrWrongNode, activities.ErrBadPlan}},
+		})
+		var p config.Plan
+		if err := workflow.ExecuteActivity(actx, a.Plan, activities.PlanInput{Node: m.Node}).Get(ctx, &p); err != nil {
+			n.Started, n.Ended = true, "not started: "+errorMessage(err)
+			f.note(ctx, "node "+m.Node+" "+n.Ended)
+			return
+		}
+		plan = p
+	}
+	delete(f.plans, m.Node) // inline plans serve once; a retry reads afresh
+	if plan.Node != m.Node || plan.Role != m.Role {
+		n.Started, n.Ended = true, fmt.Sprintf("not started: its agent's plan is node %q with role %q, the fleet says node %s with role %s", plan.Node, plan.Role, m.Node, m.Role)
+		f.note(ctx, "node "+m.Node+" "+n.Ended)
+		return
+	}
+	if err := checkPlan(plan, m.Node, m.Role); err != nil {
+		n.Started, n.Ended = true, "not started: "+err.Error()
+		f.note(ctx, "node "+m.Node+" "+n.Ended)
+		return
+	}
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            WorkflowID(m.Node),
+		TaskQueue:             TaskQueue,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON, // a node's adoption outlives its fleet
+		StaticSummary:         fmt.Sprintf("adoption of node %s (%s) in fleet %s", m.Node, m.Role, f.st.Name),
+		TypedSearchAttributes: temporal.NewSearchAttributes(AttrNode.ValueSet(m.Node), AttrPhase.ValueSet(string(PhaseProbing))),
+	})
+	fut := workflow.ExecuteChildWorkflow(cctx, NodeWorkflow, Input{Plan: plan})
+	if err := fut.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+		if again && n.Ended == "" && temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+			f.note(ctx, fmt.Sprintf("retry %s refused: its workflow (%s) is still running", m.Node, WorkflowID(m.Node)))
+			return
+		}
+		why := errorMessage(err)
+		if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+			why = fmt.Sprintf("a workflow for node %s is already running (%s), outside this fleet", m.Node, WorkflowID(m.Node))
+		}
+		n.Started, n.Ended = true, "not started: "+why
+		f.note(ctx, "node "+m.Node+" "+n.Ended)
+		return
+	}
+	n.Started, n.Ended, n.Done = true, "", false
+	n.NodeProgress = NodeProgress{Node: m.Node, Phase: PhaseProbing, Modules: len(plan.Modules)}
+	if m.Role == "control" && !again {
+		f.st.Frozen = fmt.Sprintf("the predecessor's pipeline is frozen for every node it manages while control node %s migrates", m.Node)
+	}
+	verb := "started"
+	if again {
+		verb = "started again"
+	}
+	f.note(ctx, verb+" node "+m.Node)
+	f.gen[m.Node]++
+	g := f.gen[m.Node]
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		var res State
+		err := fut.Get(ctx, &res)
+		if f.gen[m.Node] != g {
+			return // a retry started the node again: this run's end is old news
+		}
+		n := &f.st.Nodes[f.index(m.Node)]
+		switch {
+		case err == nil:
+			n.NodeProgress = NodeProgress{Node: res.Node, Phase: res.Phase, Migrated: res.MigratedCount(), Modules: len(res.Modules)}
+			n.Done, n.Ended = nodeDone(n.NodeProgress), string(res.Phase)
+		default:
+			n.Ended = childEnd(err)
+			f.note(ctx, "node "+m.Node+" "+n.Ended)
+		}
+		f.show(ctx)
+	})
+}
+
+// childEnd names how a child workflow ended without a result.
+func childEnd(err error) string {
+	var term *temporal.TerminatedError
+	var canc *temporal.CanceledError
+	var to *temporal.TimeoutError
+	switch {
+	case errors.As(err, &term):
+		return "terminated"
+	case errors.As(err, &canc):
+		return "canceled"
+	case errors.As(err, &to):
+		return "timed out"
+	}
+	return "failed: " + errorMessage(err)
+}
+
+// continueAsNew carries the fleet's state (names, progress, grants; never
+// plans) to a fresh run, after taking in every signal already delivered.
+func (f *fleet) continueAsNew(ctx workflow.Context) (*FleetState, error) {
+	f.drain(ctx)
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return f.st, err
+	}
+	st := *f.st
+	st.Runs++
+	in := FleetInput{Name: f.in.Name, Members: f.members, Resume: &st, Retries: f.retries, HistoryLimit: f.in.HistoryLimit}
+	return nil, workflow.NewContinueAsNewError(ctx, FleetWorkflow, in)
+}
