@@ -155,7 +155,15 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 	for _, f := range auth.Plan.NodeFiles {
 		paths = append(paths, f.Path)
 	}
-	mesh, err := json.Marshal(in.Spec)
+	// The record keeps the spec as the flip applies it on this node's
+	// firewall (its DHCP essentials decided from the found rules), so the
+	// boot file and the guard write the same table. Unreadable now: the
+	// flip would be refused as stale anyway.
+	found, err := a.Firewall.Ruleset()
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("read the found firewall before flip %s: %v; nothing was changed", in.ID, err), ErrFlipNotApplied, nil)
+	}
+	mesh, err := json.Marshal(firewall.EffectiveSpec(found, in.Spec))
 	if err != nil {
 		return nil, err
 	}

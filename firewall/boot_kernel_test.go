@@ -7,6 +7,16 @@ import (
 // Root tests of the boot-time ruleset file: what a node loads at boot must
 // be the table the flip put in force.
 
+// meshText renders the mesh's table, for a failure's message.
+func meshText(rs *Ruleset) string {
+	for _, tb := range rs.Tables {
+		if isMeshTable(&tb) {
+			return Render(&Ruleset{Tables: []Table{tb}})
+		}
+	}
+	return "(no mesh table)"
+}
+
 func meshOnly(t *testing.T, rs *Ruleset) string {
 	t.Helper()
 	for _, tb := range rs.Tables {
@@ -26,14 +36,22 @@ func TestKernelBootRulesetLoads(t *testing.T) {
 	n := ufwDockerNode(t)
 	n.serve(t, []uint16{22, 80, 8081})
 	f := NewFlipper(n.path(n.node))
-	if _, err := f.Flip(flipSpec, Fingerprint(n.list(t)), derivedFP(t, n.list(t), flipSpec)); err != nil {
+	found := n.list(t)
+	if _, err := f.Flip(flipSpec, Fingerprint(found), derivedFP(t, found, flipSpec)); err != nil {
 		t.Fatal(err)
 	}
-	flipped := meshOnly(t, n.list(t))
+	// The flip record keeps the spec as applied on this firewall: ufw's
+	// DHCP client rule makes the DHCP essentials part of it.
+	applied := EffectiveSpec(found, flipSpec)
+	if !applied.DHCP4 {
+		t.Fatal("ufw's DHCP client rule did not make DHCP4 an essential")
+	}
+	flippedRS := n.list(t)
+	flipped, flippedText := meshOnly(t, flippedRS), meshText(flippedRS)
 	if err := f.Revert(RevertPlanFor(flipSpec.Node)); err != nil {
 		t.Fatal(err)
 	}
-	text, err := BootRuleset(flipSpec, "test boot file\nsecond line")
+	text, err := BootRuleset(applied, "test boot file\nsecond line")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +60,7 @@ func TestKernelBootRulesetLoads(t *testing.T) {
 	n.nft(t, text)
 	rs := n.list(t)
 	if got := meshOnly(t, rs); got != flipped {
-		t.Errorf("the boot file's table differs from the one the flip writes")
+		t.Errorf("the boot file's table differs from the one the flip writes:\n%s\nflip wrote:\n%s", meshText(rs), flippedText)
 	}
 	var others []Table
 	for _, tb := range rs.Tables {
@@ -61,14 +79,14 @@ func TestKernelBootRulesetLoads(t *testing.T) {
 	// Something flushes the ruleset after the boot: the guard's Reassert
 	// puts the same table back, once.
 	n.nft(t, "flush ruleset\n")
-	did, err := f.Reassert(flipSpec)
+	did, err := f.Reassert(applied)
 	if err != nil || !did {
 		t.Fatalf("Reassert after a flush: %v %v", did, err)
 	}
 	if got := meshOnly(t, n.list(t)); got != flipped {
-		t.Errorf("the reasserted table differs from the one the flip writes")
+		t.Errorf("the reasserted table differs from the one the flip writes:\n%s\nflip wrote:\n%s", meshText(n.list(t)), flippedText)
 	}
-	if did, err := f.Reassert(flipSpec); err != nil || did {
+	if did, err := f.Reassert(applied); err != nil || did {
 		t.Fatalf("Reassert with the table in place: %v %v; want nothing done", did, err)
 	}
 	n.expectReach(t, "reasserted", true, ports("22/tcp", "80/tcp")...)

@@ -349,9 +349,17 @@ func dhcpExprs(nfproto byte, sport, dport uint16) []expr.Any {
 // firewall accepts them now (a reply from a server's port to the client's,
 // at the input hook), never because a request asked.
 func DeriveFor(found *Ruleset, spec MeshSpec) (*Derived, error) {
+	return Derive(EffectiveSpec(found, spec))
+}
+
+// EffectiveSpec is spec with the essentials that depend on the found
+// firewall decided from it: what Flip applies for spec on found. The flip
+// record keeps it, so the boot file and the guard's Reassert, which have no
+// found firewall to look at, write the very table the flip wrote.
+func EffectiveSpec(found *Ruleset, spec MeshSpec) MeshSpec {
 	spec.DHCP4 = acceptsReply(found, FamilyIP, atom{other: true}, netip.Addr{}, 67, 68)
 	spec.DHCP6 = acceptsReply(found, FamilyIP6, atom{prefix: netip.MustParsePrefix("fe80::/64")}, netip.MustParseAddr("fe80::1"), 547, 546)
-	return Derive(spec)
+	return spec
 }
 
 // acceptsReply reports whether found accepts, at the input hook, a new
