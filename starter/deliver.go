@@ -131,6 +131,13 @@ func (x *cli) send(ctx context.Context, node, name, module string, in workflows.
 		}
 	}
 	ag := x.agents(ctx, node)
+	// A worker that has just started, or a server that has just restarted,
+	// shows its pollers only once they poll again: ask for a few seconds
+	// before saying that none polls.
+	for wait := time.Now().Add(5 * time.Second); !ag.Workflow.alive() && !ag.Workflow.unknown() && time.Now().Before(wait) && ctx.Err() == nil; {
+		time.Sleep(500 * time.Millisecond)
+		ag = x.agents(ctx, node)
+	}
 	if !ag.Workflow.alive() && !ag.Workflow.unknown() {
 		return nil, fmt.Errorf("not delivered: %s; nothing was sent. Start the orchestrator (adopt-worker) and send it again", ag.Workflow.describe("worker"))
 	}

@@ -123,10 +123,12 @@ func TestCLIDeliverOrSaySo(t *testing.T) {
 	// reported as not delivered, within its bound.
 	wa.kill()
 	wb.kill()
+	srv.orch.kill() // the workflows run in the orchestrator: it is a worker too
 	out, errs, code = adoptBounded(t, 60*time.Second, nil, "release", a.Name, "--config", a.cfg, "--accept-timeout", "4s")
 	if code != 1 || !strings.Contains(errs, "not delivered") || !strings.Contains(errs, "will not run") {
 		t.Fatalf("release with every worker down: exit %d, want 1 and \"not delivered ... will not run\"\n%s%s", code, out, errs)
 	}
+	srv.orch = startOrchestrator(t, srv.Addr())
 	startWorker(t, a)
 	startWorker(t, b)
 	// Once a worker serves the workflow again, a request is answered: a

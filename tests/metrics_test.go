@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,13 @@ func TestMetricsDuringMigration(t *testing.T) {
 	n := upNodeWith(t, sandbox.Spec{Name: name, Index: 150, Files: cutoverFiles(name),
 		Allowed: config.MustPorts([]string{"22/tcp"})}, srv.Addr(), cutoverPlan(name, port, ""))
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	// The phase is the workflow's: it is served by the orchestrator, which
+	// runs the workflows, at its own metrics.listen.
+	olisten := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	srv.orch.kill()
+	os.Setenv("ADOPT_METRICS_LISTEN", olisten)
+	srv.orch = startOrchestrator(t, srv.Addr())
+	os.Unsetenv("ADOPT_METRICS_LISTEN")
 	w := startWorker(t, n, "ADOPT_METRICS_LISTEN="+listen, "ADOPT_LOG_FORMAT=json")
 	if _, errs, code := adopt(t, "start", n.Name, "--config", n.cfg); code != 0 {
 		t.Fatal(errs)
@@ -51,15 +59,28 @@ func TestMetricsDuringMigration(t *testing.T) {
 	}
 	body := httpGet(t, "http://"+listen+"/metrics")
 	node := fmt.Sprintf("node=%q", name)
+	orch := httpGet(t, "http://"+olisten+"/metrics")
+	for _, want := range [][]string{
+		{"temporal_workflow_task", ""},
+		{"adoption_phase{", node, `phase="migrating"`},
+		{"adoption_phase{", node, `phase="adopted"`, "} 1"},
+	} {
+		if !hasSeries(orch, want[0], want[1:]...) {
+			t.Errorf("the orchestrator's /metrics has no series %s with %v", want[0], want[1:])
+		}
+	}
+	if t.Failed() {
+		t.Logf("orchestrator /metrics:\n%s", orch)
+	}
 	for _, want := range [][]string{
 		{"temporal_request_total{", ""},
 		{"temporal_activity_execution_latency", ""},
-		{"adoption_phase{", node, `phase="migrating"`},
-		{"adoption_phase{", node, `phase="adopted"`, "} 1"},
 		{"adoption_cutover_step_duration_seconds_count{", node, fmt.Sprintf("module=%q", name), `step="swap"`, `outcome="ok"`, "} 1"},
 		{"adoption_cutover_step_duration_seconds_count{", node, `step="healthy"`, `outcome="ok"`},
-		// One marked rule per family (ip and ip6) for the module's one port.
-		{"adoption_marked_rules{", node, fmt.Sprintf("owner=%q", name), "} 2"},
+		// One marked rule per family (ip and ip6) for the module's one port
+		// on the input path, and the same on the forward path (its
+		// container publishes it).
+		{"adoption_marked_rules{", node, fmt.Sprintf("owner=%q", name), "} 4"},
 		{"adoption_flip_state{", node, `state="none"`, "} 1"},
 		{"adoption_drift_items{", node},
 	} {
