@@ -417,7 +417,7 @@ var markComment = regexp.MustCompile(`comment "(adoption:[^"]*)"`)
 // predecessor's dormant behind the flip's neutralising accepts: the state a
 // confirmation or the watchdog ends), "derived" (the mesh's alone), or
 // "in between" with why. It also counts the marks outside the mesh's table,
-// per table.
+// per table and chain.
 func firewallShape(listing, node string) (shape string, marks map[string]map[string]int) {
 	tables := nftTables(listing)
 	marks = map[string]map[string]int{}
@@ -426,15 +426,24 @@ func firewallShape(listing, node string) (shape string, marks map[string]map[str
 		if tbl == "inet adoption" {
 			continue
 		}
-		for _, m := range markComment.FindAllStringSubmatch(body, -1) {
-			if m[1] == "adoption:"+node+":flip:neutralise" {
-				neutral = true
-				continue
+		// Per chain: a module's port is marked once on the input path and,
+		// when a container publishes it, once on the forward path.
+		chain := ""
+		for _, line := range strings.Split(body, "\n") {
+			if f := strings.Fields(line); len(f) == 3 && f[0] == "chain" && f[2] == "{" {
+				chain = f[1]
 			}
-			if marks[tbl] == nil {
-				marks[tbl] = map[string]int{}
+			for _, m := range markComment.FindAllStringSubmatch(line, -1) {
+				if m[1] == "adoption:"+node+":flip:neutralise" {
+					neutral = true
+					continue
+				}
+				where := tbl + " " + chain
+				if marks[where] == nil {
+					marks[where] = map[string]int{}
+				}
+				marks[where][m[1]]++
 			}
-			marks[tbl][m[1]]++
 		}
 	}
 	_, mesh := tables["inet adoption"]
@@ -453,7 +462,7 @@ func firewallShape(listing, node string) (shape string, marks map[string]map[str
 }
 
 // chaosInspect looks at the node as a kill left it: the firewall's shape,
-// every mark at most once per table, at most one container of the name
+// every mark at most once per chain, at most one container of the name
 // running and no more than the name and one of its cutover companions.
 func chaosInspect(n *node, ctr string, expect []string) (string, []string) {
 	var notes []string

@@ -35,6 +35,9 @@ const agentWait = 5 * time.Minute
 // Update open and with it the workflow's continue-as-new.
 const interactiveTimeout = time.Minute
 
+// quickEnough bounds one attempt of an activity that does not heartbeat.
+const quickEnough = 30 * time.Second
+
 // heartbeating are the activities that record heartbeats: only they get a
 // heartbeat timeout (on the others it would only kill long, healthy runs).
 var heartbeating = map[string]bool{
@@ -87,6 +90,12 @@ func (n *node) exec(ctx workflow.Context, summary string, fn, in, out any) error
 	}
 	if heartbeating[activityName(fn)] {
 		opts.HeartbeatTimeout = 10 * time.Second
+	} else {
+		// No heartbeat tells a dead agent from a slow one: these steps are
+		// short (a netlink batch, a query), so an attempt whose agent died
+		// is given up after quickEnough and retried by the agent that
+		// comes back, instead of after ten minutes.
+		opts.StartToCloseTimeout = quickEnough
 	}
 	if v, _ := ctx.Value(interactiveKey{}).(bool); v {
 		opts.ScheduleToCloseTimeout = interactiveTimeout
