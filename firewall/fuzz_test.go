@@ -546,20 +546,25 @@ func checkUnknownRule(t *testing.T, rs *fw.Ruleset, ti, ci int, before, after []
 	}
 	checkMonotone(t, before, after, "unknown rule added")
 
-	// The family's only input base chain: everything is possible.
+	// The family's only input base chain, and no prerouting base chain
+	// before it (the evaluator follows a packet through prerouting too, and
+	// a prerouting drop is final): everything is possible.
 	for fam := range affected {
-		n := 0
+		n, pre := 0, 0
 		for _, tb := range rs.Tables {
 			if tb.Family != fam && tb.Family != fw.FamilyInet {
 				continue
 			}
 			for _, ch := range tb.Chains {
-				if ch.Hook == fw.HookInput {
+				switch ch.Hook {
+				case fw.HookInput:
 					n++
+				case fw.HookPrerouting:
+					pre++
 				}
 			}
 		}
-		if n != 1 {
+		if n != 1 || pre != 0 {
 			continue
 		}
 		got := filterOpenings(after, func(o fw.Opening) bool { return o.Direction == fw.HookInput && o.Family == fam })
