@@ -100,10 +100,13 @@ func Hammer(addr string, every, d time.Duration) (HammerResult, error) {
 	}
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
-		c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+		// A client waits up to 3 s for a connection, as the cutover's and
+		// the flip's contract says: one SYN retransmitted (after 1 s) is a
+		// slow connection, not a failed one; a refusal or a 3 s silence is.
+		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
 		switch {
 		case err == nil:
-			_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+			_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
 			if _, rerr := c.Read(greet); rerr != nil {
 				r.TimedOut++
 			} else {
