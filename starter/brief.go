@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,23 +45,9 @@ func (x *cli) briefCommand(ctx context.Context) *cobra.Command {
 	return cmd
 }
 
-// writeBrief renders b to stdout or to a file (0600: a briefing names the
-// node's ports, containers and paths).
+// writeBrief writes the briefing and, for a file, says where it went.
 func writeBrief(stdout io.Writer, out string, asHTML bool, b briefing.Brief) error {
-	w := stdout
-	if out != "" {
-		f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-		if err != nil {
-			return fmt.Errorf("--output %s: %w", out, err)
-		}
-		defer f.Close()
-		w = f
-	}
-	render := briefing.Markdown
-	if asHTML {
-		render = briefing.HTML
-	}
-	if err := render(w, b); err != nil {
+	if err := briefing.Write(stdout, out, asHTML, b); err != nil {
 		return err
 	}
 	if out != "" {

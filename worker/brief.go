@@ -6,9 +6,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,20 +33,7 @@ func briefCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer
 			if err != nil {
 				return err
 			}
-			b := briefing.Build(cfg.Plan(), r, nil, time.Now())
-			w := stdout
-			if out != "" {
-				f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-				if err != nil {
-					return fmt.Errorf("--output %s: %w", out, err)
-				}
-				defer f.Close()
-				w = f
-			}
-			if asHTML {
-				return briefing.HTML(w, b)
-			}
-			return briefing.Markdown(w, b)
+			return briefing.Write(stdout, out, asHTML, briefing.Build(cfg.Plan(), r, nil, time.Now()))
 		},
 	}
 	cmd.Flags().BoolVar(&asHTML, "html", false, "write a standalone HTML page instead of Markdown")
