@@ -122,6 +122,26 @@ func checkOwnerPorts(auth *Authority, owner string, ports []config.Port) error {
 	return nil
 }
 
+// checkOwnerForward refuses a forward-path opening that node's own
+// configuration does not make: only a module's container publishes host
+// ports, and only the ones its configuration lists.
+func checkOwnerForward(auth *Authority, owner string, forward []config.Port) error {
+	if len(forward) == 0 {
+		return nil
+	}
+	m, ok := auth.Plan.Module(owner)
+	if !ok || m.Container == nil {
+		return notDeclared("%s asks to open published ports %s on the forward path, but node %s's configuration gives it no container that publishes ports", owner, portsText(forward), auth.Plan.Node)
+	}
+	published := publishedPorts(m.Container)
+	for _, p := range forward {
+		if !hasPort(published, p) {
+			return notDeclared("port %s is not published by %s's container in node %s's configuration (published: %s)", p, owner, auth.Plan.Node, portsText(published))
+		}
+	}
+	return nil
+}
+
 func ownerPorts(p config.Plan, owner string) ([]config.Port, bool) {
 	if owner == OwnerFoundation {
 		out := make([]config.Port, 0, len(p.Foundation))

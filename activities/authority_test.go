@@ -148,6 +148,22 @@ func TestHostileRequestsAreRefused(t *testing.T) {
 			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p, Owners: map[string][]config.Port{"evil": {{Num: 2375, Proto: "tcp"}}}})
 			return err
 		}},
+		{"forward path for a port the container does not publish", ErrNotDeclared, "port 2375/tcp is not published by app's container in node n1's configuration (published: 8080/tcp)", func(a *Activities, p config.Plan) error {
+			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: "app", Ports: p.Modules[0].Ports, Forward: []config.Port{{Num: 2375, Proto: "tcp"}}})
+			return err
+		}},
+		{"forward path for the foundation", ErrNotDeclared, "foundation asks to open published ports 5001/tcp on the forward path, but node n1's configuration gives it no container", func(a *Activities, p config.Plan) error {
+			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: OwnerFoundation, Forward: []config.Port{{Num: 5001, Proto: "tcp"}}})
+			return err
+		}},
+		{"forward path for an undeclared owner in a reconcile", ErrNotDeclared, `owner "evil" is neither the foundation nor a module`, func(a *Activities, p config.Plan) error {
+			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p, Forward: map[string][]config.Port{"evil": {{Num: 2375, Proto: "tcp"}}}})
+			return err
+		}},
+		{"forward path for an unpublished port in a reconcile", ErrNotDeclared, "port 9999/tcp is not published by app's container", func(a *Activities, p config.Plan) error {
+			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p, Owners: map[string][]config.Port{"app": p.Modules[0].Ports}, Forward: map[string][]config.Port{"app": {{Num: 9999, Proto: "tcp"}}}})
+			return err
+		}},
 		{"another image", ErrPlanMismatch, "modules[app].container.image", func(a *Activities, p config.Plan) error {
 			p.Modules[0].Container.Image = "docker:cli"
 			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app"})
@@ -359,4 +375,43 @@ func specOf(p config.Plan) firewall.MeshSpec {
 		}
 	}
 	return s
+}
+
+// forwardRecorder is a recorder whose marks also open the forward path.
+type forwardRecorder struct{ *recorder }
+
+func (r forwardRecorder) OpenForward(node, owner string, ports []config.Port) ([]firewall.MarkedRule, []firewall.MarkedRule, error) {
+	r.changes = append(r.changes, "open-forward "+owner)
+	var added []firewall.MarkedRule
+	for _, p := range ports {
+		added = append(added, firewall.MarkedRule{Mark: firewall.Mark{Node: node, Owner: owner, Port: p.Num, Proto: p.Proto}})
+	}
+	return added, nil, nil
+}
+
+// TestReconcileReassertsForwardMarks: reconcile puts back a module's marks
+// on the forward path as well as on the input path, and a worker whose
+// marks cannot reach the forward path refuses before changing anything.
+func TestReconcileReassertsForwardMarks(t *testing.T) {
+	ctx := context.Background()
+	a, rec, plan, _ := hostileSetup(t)
+	p := clone(t, plan)
+	in := ReconcileInput{Plan: p, Owners: map[string][]config.Port{"app": p.Modules[0].Ports}, Forward: map[string][]config.Port{"app": {{Num: 8080, Proto: "tcp"}}}}
+	if _, err := a.Reconcile(ctx, in); err == nil || !strings.Contains(err.Error(), "cannot open the forward path") {
+		t.Fatalf("a worker without forward marks reconciled forward ports: %v", err)
+	}
+	if len(rec.changes) != 0 {
+		t.Fatalf("the refused reconcile changed the node: %v", rec.changes)
+	}
+	a.Marks = forwardRecorder{rec}
+	res, err := a.Reconcile(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"open app", "open-forward app"}; strings.Join(rec.changes, ",") != strings.Join(want, ",") {
+		t.Errorf("reconcile did %v, want %v", rec.changes, want)
+	}
+	if len(res.Added) != 1 || res.Added[0].Mark.Port != 8080 {
+		t.Errorf("reconcile reports %+v, want the forward mark for 8080/tcp", res.Added)
+	}
 }

@@ -131,6 +131,13 @@ func (a *Activities) OpenRules(ctx context.Context, in RulesInput) (*RulesResult
 	if err := checkOwnerPorts(auth, in.Owner, in.Ports); err != nil {
 		return nil, err
 	}
+	if err := checkOwnerForward(auth, in.Owner, in.Forward); err != nil {
+		return nil, err
+	}
+	fm, err := a.forwardMarks(in.Owner, in.Forward)
+	if err != nil {
+		return nil, err
+	}
 	if err := a.refuseUnsupported(ctx); err != nil {
 		return nil, err
 	}
@@ -139,11 +146,7 @@ func (a *Activities) OpenRules(ctx context.Context, in RulesInput) (*RulesResult
 		return nil, fmt.Errorf("open %s's ports %v through the found firewall: %w", in.Owner, in.Ports, err)
 	}
 	if len(in.Forward) > 0 {
-		fm, ok := a.Marks.(ForwardMarks)
-		if !ok {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s publishes %v, but this worker's marks cannot open the forward path", in.Owner, in.Forward), ErrBadOwner, nil)
-		}
-		fa, fp, err := fm.OpenForward(in.Plan.Node, in.Owner, in.Forward)
+		fa, fp, err := fm.OpenForward(auth.Plan.Node, in.Owner, in.Forward)
 		if err != nil {
 			return nil, fmt.Errorf("open %s's published ports %v on the forward path: %w", in.Owner, in.Forward, err)
 		}
@@ -151,6 +154,20 @@ func (a *Activities) OpenRules(ctx context.Context, in RulesInput) (*RulesResult
 	}
 	a.Failpoints.Hit("open-rules")
 	return &RulesResult{Added: added, Present: present}, nil
+}
+
+// forwardMarks is the worker's forward-path marker, asked for only when an
+// owner publishes ports; a worker without one refuses before anything
+// changes on the node.
+func (a *Activities) forwardMarks(owner string, forward []config.Port) (ForwardMarks, error) {
+	if len(forward) == 0 {
+		return nil, nil
+	}
+	fm, ok := a.Marks.(ForwardMarks)
+	if !ok {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s publishes %v, but this worker's marks cannot open the forward path", owner, forward), ErrBadOwner, nil)
+	}
+	return fm, nil
 }
 
 // CloseRules removes an owner's marked rules, and only those.
@@ -170,10 +187,13 @@ func (a *Activities) CloseRules(ctx context.Context, in RulesInput) (*RulesResul
 	return &RulesResult{Removed: removed}, nil
 }
 
-// ReconcileInput lists every owner's ports that should be open now.
+// ReconcileInput lists every owner's ports that should be open now:
+// through the found firewall's input path (Owners) and, for the host ports
+// an owner's container publishes, on its forward path (Forward).
 type ReconcileInput struct {
-	Plan   config.Plan              `json:"plan"`
-	Owners map[string][]config.Port `json:"owners"`
+	Plan    config.Plan              `json:"plan"`
+	Owners  map[string][]config.Port `json:"owners"`
+	Forward map[string][]config.Port `json:"forward,omitempty"`
 }
 
 // Reconcile puts back marked rules that vanished (the found firewall was
@@ -188,10 +208,25 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (*RulesRe
 		owners = append(owners, o)
 	}
 	sort.Strings(owners)
+	for o := range in.Forward {
+		if _, ok := in.Owners[o]; !ok {
+			owners = append(owners, o)
+		}
+	}
+	sort.Strings(owners)
+	fms := map[string]ForwardMarks{}
 	for _, o := range owners {
 		if err := checkOwnerPorts(auth, o, in.Owners[o]); err != nil {
 			return nil, err
 		}
+		if err := checkOwnerForward(auth, o, in.Forward[o]); err != nil {
+			return nil, err
+		}
+		fm, err := a.forwardMarks(o, in.Forward[o])
+		if err != nil {
+			return nil, err
+		}
+		fms[o] = fm
 	}
 	if err := a.refuseUnsupported(ctx); err != nil {
 		return nil, err
@@ -199,12 +234,22 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (*RulesRe
 	res := &RulesResult{}
 	for _, o := range owners {
 		heartbeat(ctx, "reconcile "+o)
-		added, present, err := a.Marks.Open(auth.Plan.Node, o, in.Owners[o])
-		if err != nil {
-			return nil, fmt.Errorf("reassert %s's marked rules: %w", o, err)
+		if ports := in.Owners[o]; len(ports) > 0 {
+			added, present, err := a.Marks.Open(auth.Plan.Node, o, ports)
+			if err != nil {
+				return nil, fmt.Errorf("reassert %s's marked rules: %w", o, err)
+			}
+			res.Added = append(res.Added, added...)
+			res.Present = append(res.Present, present...)
 		}
-		res.Added = append(res.Added, added...)
-		res.Present = append(res.Present, present...)
+		if fwd := in.Forward[o]; len(fwd) > 0 {
+			added, present, err := fms[o].OpenForward(auth.Plan.Node, o, fwd)
+			if err != nil {
+				return nil, fmt.Errorf("reassert %s's marked rules on the forward path: %w", o, err)
+			}
+			res.Added = append(res.Added, added...)
+			res.Present = append(res.Present, present...)
+		}
 	}
 	return res, nil
 }

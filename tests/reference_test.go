@@ -169,6 +169,8 @@ flip:
   confirm_timeout: 1m
 cutover:
   stop_timeout: 2s
+firewall:
+  reconcile_interval: 5s
 `
 
 // TestReferenceNodeAdoption: the agent on the node adopts it; a takeover
@@ -222,6 +224,38 @@ func TestReferenceNodeAdoption(t *testing.T) {
 	}
 	if got := r.dial(t, r.Addr, 18443); got != "open" {
 		t.Errorf("clients cannot reach the new service shop on 18443 while adopted: %s (its mark must be on the forward path)", got)
+	}
+
+	// Someone deletes shop's forward-path marks by hand (or ufw reloads):
+	// clients lose it until reconcile puts them back.
+	deleted := 0
+	for _, ipt := range []string{"iptables", "ip6tables"} {
+		for _, line := range strings.Split(r.onNodeOut(t, ipt, "-S", "ufw-user-forward"), "\n") {
+			if strings.HasPrefix(line, "-A ") && strings.Contains(line, ":shop:18443/tcp") {
+				r.onNodeOut(t, append([]string{ipt, "-D"}, strings.Fields(strings.TrimPrefix(line, "-A "))...)...)
+				deleted++
+			}
+		}
+	}
+	if deleted == 0 {
+		t.Fatalf("no forward-path mark of shop in ufw-user-forward:\n%s", r.onNodeOut(t, "iptables", "-S", "ufw-user-forward"))
+	}
+	if got := r.dial(t, r.Addr, 18443); got == "open" {
+		t.Fatalf("18443 still answers with shop's forward marks deleted: the test cannot tell reconcile's work")
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for r.dial(t, r.Addr, 18443) != "open" {
+		if time.Now().After(deadline) {
+			t.Fatalf("reconcile did not put shop's forward-path marks back within 60 s:\n%s", r.onNodeOut(t, "iptables", "-S", "ufw-user-forward"))
+		}
+		time.Sleep(time.Second)
+	}
+	st, err := status(t, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.LastReconcile == nil || !strings.Contains(fmt.Sprint(st.Events), "shop:18443/tcp") {
+		t.Errorf("status does not say reconcile put shop's forward mark back: %+v", st.LastReconcile)
 	}
 
 	// The preview: web's published port is open and undeclared.

@@ -130,6 +130,14 @@ func (n *node) openRules(ctx workflow.Context, owner string, ports []config.Port
 		n.s.Opened = map[string][]config.Port{}
 	}
 	n.s.Opened[owner] = ports
+	if len(forward) > 0 {
+		if n.s.OpenedForward == nil {
+			n.s.OpenedForward = map[string][]config.Port{}
+		}
+		n.s.OpenedForward[owner] = forward
+	} else {
+		delete(n.s.OpenedForward, owner)
+	}
 	n.s.Marks = mergeMarks(withoutOwner(n.s.Marks, owner), append(res.Added, res.Present...))
 	return nil
 }
@@ -141,7 +149,7 @@ func (n *node) release(ctx workflow.Context) bool {
 		n.event(ctx, n.s.LastError)
 		return false
 	}
-	n.s.Marks, n.s.Opened = nil, nil
+	n.s.Marks, n.s.Opened, n.s.OpenedForward = nil, nil, nil
 	n.event(ctx, fmt.Sprintf("released: %d marked rule(s) removed, the found firewall as found", len(res.Removed)))
 	n.setPhase(ctx, PhaseReleased)
 	return true

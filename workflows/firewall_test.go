@@ -127,3 +127,27 @@ func (s *NodeSuite) TestReconcileReassertsOnTimer() {
 	}
 	s.True(restored, "status must say what reconcile put back: %+v", after.Events)
 }
+
+// A module whose container publishes host ports has its forward-path marks
+// reasserted by reconcile too, and a module rolled back is no longer
+// reasserted on either path.
+func (s *NodeSuite) TestReconcileReassertsForwardMarks() {
+	p := testPlan()
+	p.ReconcileInterval = time.Minute
+	p.Modules[0].Container.Ports = map[string]string{"18025/tcp": "25/tcp"}
+	s.expectAdoption(time.Second)
+	mockCutover(s.env, &s.calls, "")
+	var seen []activities.ReconcileInput
+	s.env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		seen = append(seen, args[1].(activities.ReconcileInput))
+	}).Return(&activities.RulesResult{}, nil)
+	s.expectRelease()
+	s.signal(30*time.Second, SignalMigrate, "mail")
+	s.signal(150*time.Second, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: p})
+	s.result()
+	s.Require().NotEmpty(seen, "reconcile never ran")
+	last := seen[len(seen)-1]
+	s.Equal([]config.Port{{Num: 18025, Proto: "tcp"}}, last.Forward["mail"], "reconcile must reassert mail's published port on the forward path")
+	s.Equal([]config.Port{{Num: 25, Proto: "tcp"}}, last.Owners["mail"])
+}

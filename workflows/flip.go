@@ -151,7 +151,7 @@ func (n *node) commit(ctx workflow.Context, v workflow.Version) {
 	// The found firewall is out of force for good: its marks are not
 	// reasserted any more.
 	if v >= 1 {
-		n.s.Opened = nil
+		n.s.Opened, n.s.OpenedForward = nil, nil
 	}
 	var cm activities.FlipResult
 	if err := n.exec(ctx, "flip: commit (boot-time ruleset, save and remove the predecessor's firewall, prune predecessors)", a.CommitFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id}, &cm); err != nil {
@@ -170,7 +170,7 @@ func (n *node) commit(ctx workflow.Context, v workflow.Version) {
 		n.s.LastError = ""
 	}
 	// The found firewall's chains are gone, and the marks with them.
-	n.s.Marks, n.s.Opened = nil, nil
+	n.s.Marks, n.s.Opened, n.s.OpenedForward = nil, nil, nil
 	n.event(ctx, "converged: the mesh's own ruleset is the node's firewall")
 	n.setPhase(ctx, PhaseConverged)
 }

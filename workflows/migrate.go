@@ -113,6 +113,7 @@ func (n *node) closeRules(ctx workflow.Context, owner string) error {
 		return err
 	}
 	delete(n.s.Opened, owner)
+	delete(n.s.OpenedForward, owner)
 	n.s.Marks = withoutOwner(n.s.Marks, owner)
 	return nil
 }

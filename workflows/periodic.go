@@ -121,7 +121,7 @@ func (n *node) acceptDrift(ctx workflow.Context) {
 // reconcile reasserts every expected marked rule.
 func (n *node) reconcile(ctx workflow.Context) {
 	var res activities.RulesResult
-	in := activities.ReconcileInput{Plan: n.s.Plan, Owners: n.s.Opened}
+	in := activities.ReconcileInput{Plan: n.s.Plan, Owners: n.s.Opened, Forward: n.s.OpenedForward}
 	err := n.exec(ctx, "reconcile: reassert marked rules", a.Reconcile, in, &res)
 	rec := &Reconcile{At: workflow.Now(ctx).UTC()}
 	if err != nil {

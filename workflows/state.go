@@ -135,7 +135,10 @@ type State struct {
 	Marks        []firewall.MarkedRule   `json:"marks"`
 	// Opened is what should be open through the found firewall, by owner
 	// (the foundation, each migrated module): what reconcile reasserts.
-	Opened        map[string][]config.Port `json:"opened,omitempty"`
+	Opened map[string][]config.Port `json:"opened,omitempty"`
+	// OpenedForward is, by owner, the host ports its container publishes
+	// that are open on the forward path: reconcile reasserts them too.
+	OpenedForward map[string][]config.Port `json:"opened_forward,omitempty"`
 	LastReconcile *Reconcile               `json:"last_reconcile,omitempty"`
 	LastPreview   *firewall.Preview        `json:"last_preview,omitempty"`
 	Flip          *FlipStatus              `json:"flip,omitempty"`
