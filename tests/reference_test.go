@@ -229,10 +229,11 @@ func TestReferenceNodeAdoption(t *testing.T) {
 	// Someone deletes shop's forward-path marks by hand (or ufw reloads):
 	// clients lose it until reconcile puts them back.
 	deleted := 0
-	for _, ipt := range []string{"iptables", "ip6tables"} {
-		for _, line := range strings.Split(r.onNodeOut(t, ipt, "-S", "ufw-user-forward"), "\n") {
+	for ipt, chain := range map[string]string{"iptables": "ufw-user-forward", "ip6tables": "ufw6-user-forward"} {
+		for _, line := range strings.Split(r.onNodeOut(t, ipt, "-S", chain), "\n") {
 			if strings.HasPrefix(line, "-A ") && strings.Contains(line, ":shop:18443/tcp") {
-				r.onNodeOut(t, append([]string{ipt, "-D"}, strings.Fields(strings.TrimPrefix(line, "-A "))...)...)
+				// iptables -S quotes the comment as a shell would read it.
+				r.onNodeOut(t, "sh", "-c", ipt+" -D "+strings.TrimPrefix(line, "-A "))
 				deleted++
 			}
 		}
