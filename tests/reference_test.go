@@ -226,6 +226,14 @@ func TestReferenceNodeAdoption(t *testing.T) {
 		t.Errorf("clients cannot reach the new service shop on 18443 while adopted: %s (its mark must be on the forward path)", got)
 	}
 
+	// The marks are written as iptables writes them: the operator's own
+	// tools still read the whole found firewall.
+	for _, cmd := range [][]string{{"iptables", "-S"}, {"ip6tables", "-S"}, {"iptables-save"}, {"ip6tables-save"}, {"ufw", "status", "verbose"}} {
+		if out, err := r.OnNode(cmd...).CombinedOutput(); err != nil || strings.Contains(string(out), "incompatible") {
+			t.Errorf("%s on the adopted node: %v\n%s", strings.Join(cmd, " "), err, out)
+		}
+	}
+
 	// Someone deletes shop's forward-path marks by hand (or ufw reloads):
 	// clients lose it until reconcile puts them back.
 	deleted := 0
