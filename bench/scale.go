@@ -5,11 +5,12 @@ package main
 // process, `adopt-worker orchestrate` built from this tree, on one Temporal
 // dev server this bench starts on free ports. Each node's agent is
 // simulated in this process: an activities.Activities whose Firewall,
-// Marks, Containers, Cutover, Sockets, Custody, Markers, Flipper and
-// FlipState are fakes that answer at once (the found ruleset is a real
-// one, listed once from a bn- namespace with sandbox.UFWRules, so Preview
-// really evaluates it), one worker per node queue (adoption-node-<node>)
-// with one activity poller each.
+// Marks, Containers, Cutover, Sockets and Flipper are fakes that answer at
+// once (the found ruleset is a real one, listed once from a bn- namespace
+// with sandbox.UFWRules, so Preview really evaluates it) and whose custody
+// store and state directory are the real ones on a tmpfs node root (see
+// memNode), one worker per node queue (adoption-node-<node>) with one
+// activity poller each.
 //
 // Figures: wall time from the fleet's start until every node is `adopted`
 // (visibility: AdoptionPhase="adopted"; the fleet starts each node once the
@@ -93,7 +94,16 @@ type ScaleDetails struct {
 	SysMiB           float64  `json:"sys_mib"`                  // runtime.MemStats.Sys at the end
 	PeakGoroutines   int      `json:"peak_goroutines"`          // sampled
 	ServerPeakRSSMiB float64  `json:"server_peak_rss_mib"`      // the dev server's VmHWM
+	NodesDir         string   `json:"nodes_dir"`                // the simulated nodes' roots and state directories
 	Note             string   `json:"note"`
+}
+
+// shmDir is /dev/shm when it is a directory, else the default temp dir.
+func shmDir() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		return "/dev/shm"
+	}
+	return ""
 }
 
 // Stats is a small summary of a sample.
@@ -130,7 +140,7 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 		return nil, nil, fmt.Errorf("the Temporal CLI is not at %s: run `make temporal-cli` (or set ADOPT_TEMPORAL_BIN), or pass -skip-scale", bin)
 	}
 	d := &ScaleDetails{Nodes: o.nodes, FlipSample: o.flips, FlipParallel: o.parallel,
-		Simulation: "SIMULATION for scale only: the real Fleet and NodeMigration workflows in one real orchestrator (adopt-worker orchestrate) on a real dev server, every node's drivers in memory"}
+		Simulation: "SIMULATION for scale only: the real Fleet and NodeMigration workflows in one real orchestrator (adopt-worker orchestrate) on a real dev server, every node's firewall, containers and sockets in memory, its custody store and state directory real on tmpfs"}
 	dir, err := os.MkdirTemp("", "bn-scale-")
 	if err != nil {
 		return nil, nil, err
@@ -142,6 +152,16 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 		}
 		os.RemoveAll(dir)
 	}()
+
+	// The simulated nodes' roots and state directories: on tmpfs where
+	// there is one, so a thousand nodes' fsyncs do not queue on the one
+	// disk they would never share.
+	nodesDir, err := os.MkdirTemp(shmDir(), "bn-scale-nodes-")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.RemoveAll(nodesDir)
+	d.NodesDir = nodesDir
 
 	fmt.Fprintln(stdout, "scale: listing a found ruleset to serve from memory ...")
 	found, err := foundRuleset()
@@ -191,7 +211,10 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 	d.OrchBuildID = orch.buildID
 	plans := make([]config.Plan, o.nodes)
 	for i := range plans {
-		mem := newMemNode(fmt.Sprintf("sim%05d", i), found)
+		mem, err := newMemNode(nodesDir, fmt.Sprintf("sim%05d", i), found)
+		if err != nil {
+			return nil, nil, fmt.Errorf("lay out simulated node %d: %w", i, err)
+		}
 		if i == 0 {
 			mem.plan.Role = "control" // a fleet has one, first
 		}
@@ -625,28 +648,50 @@ func (s *sampler) stop() peakMem {
 	return <-s.out
 }
 
-// memNode is one simulated node: every part of activities.Activities in
-// memory, answering at once.
+// memNode is one simulated node. What it reports of its firewall,
+// containers and sockets, and what its Flipper, Marks and Cutover do, are
+// in memory and answer at once; its custody store (custody.Store, with its
+// own custody key, so the digests in the history are keyed as a real
+// agent's are) and its state directory (nodestate.Dir: the adopted marker,
+// the flip record, converged) are the real ones, on files under a tmpfs
+// node root: a healthy node's answers under the activities' current
+// contracts (drift by keyed digest, the flip record, the commit's boot
+// files), not a second implementation of them to keep in step.
 type memNode struct {
 	name     string
 	plan     config.Plan
 	found    json.RawMessage
 	contents map[string][]byte
-
-	mu        sync.Mutex
-	adopted   *nodestate.Marker
-	flip      *nodestate.FlipRecord
-	files     map[string]custody.Record
-	converged bool
+	files    *custody.Store
+	state    *nodestate.Dir
 }
 
+// memFiles are each node's found files under its root: the two declared
+// node files, and ufw's boot switch, which the commit turns off.
 var memFiles = map[string]string{
-	"/etc/hosts":       "127.0.0.1 localhost\n10.0.0.1 control\n",
-	"/etc/resolv.conf": "nameserver 10.0.0.53\nsearch mesh.internal\n",
+	"/etc/hosts":           "127.0.0.1 localhost\n10.0.0.1 control\n",
+	"/etc/resolv.conf":     "nameserver 10.0.0.53\nsearch mesh.internal\n",
+	activities.BootUfwConf: "# /etc/ufw/ufw.conf\nENABLED=yes\nLOGLEVEL=low\n",
 }
 
-func newMemNode(name string, found json.RawMessage) *memNode {
-	m := &memNode{name: name, found: found, contents: map[string][]byte{}, files: map[string]custody.Record{}}
+// newMemNode lays out the node's root and state directory under dir and
+// creates its custody key, as the agent does at start.
+func newMemNode(dir, name string, found json.RawMessage) (*memNode, error) {
+	root, stateDir := filepath.Join(dir, name, "root"), filepath.Join(dir, name, "state")
+	for path, content := range memFiles {
+		p := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	m := &memNode{name: name, found: found, contents: map[string][]byte{},
+		files: custody.New(root, stateDir), state: nodestate.New(stateDir)}
+	if err := m.files.EnsureKey(); err != nil {
+		return nil, err
+	}
 	m.plan = config.Plan{Node: name, Role: "member", ManagementPorts: config.MustPorts([]string{"22/tcp"}),
 		Control: []string{"predecessor-sync"}, ConfirmTimeout: 2 * time.Minute, ReconcileInterval: time.Minute,
 		DriftInterval: 5 * time.Minute, StopTimeout: 10 * time.Second}
@@ -656,14 +701,14 @@ func newMemNode(name string, found json.RawMessage) *memNode {
 		m.contents[hex.EncodeToString(sum[:])] = []byte(mesh)
 		m.plan.NodeFiles = append(m.plan.NodeFiles, config.FilePlan{Path: path, SHA256: hex.EncodeToString(sum[:])})
 	}
-	return m
+	return m, nil
 }
 
 func (m *memNode) activities() *activities.Activities {
 	return &activities.Activities{
 		Node: m.name, Firewall: memFirewall{m}, Marks: memMarks{}, Engine: memEngine{}, Cutover: memCutover{},
-		Flipper: memFlipper{}, Flips: memFlips{m}, StartWatchdog: func() error { return nil },
-		Sockets: memSockets{}, Files: memCustody{m}, State: memMarkers{m}, Local: activities.Fixed(m.plan, m.contents, 30*time.Minute),
+		Flipper: memFlipper{}, Flips: m.state, StartWatchdog: func() error { return nil },
+		Sockets: memSockets{}, Files: m.files, State: m.state, Local: activities.Fixed(m.plan, m.contents, 30*time.Minute),
 	}
 }
 
@@ -730,79 +775,6 @@ func (memSockets) Listeners() ([]sockets.Listener, error) {
 }
 func (memSockets) FindProcesses([]string) []sockets.Process { return nil }
 
-type memCustody struct{ m *memNode }
-
-func (c memCustody) state(path string) custody.FileState {
-	content, ok := memFiles[path]
-	if !ok {
-		return custody.FileState{Path: path}
-	}
-	sum := sha256.Sum256([]byte(content))
-	return custody.FileState{Path: path, Exists: true, Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:]), Mode: "0644"}
-}
-
-func (c memCustody) Inspect(path string) custody.FileState {
-	c.m.mu.Lock()
-	defer c.m.mu.Unlock()
-	return c.state(path)
-}
-
-func (c memCustody) Take(path string) (custody.Record, error) {
-	c.m.mu.Lock()
-	defer c.m.mu.Unlock()
-	if r, ok := c.m.files[path]; ok {
-		return r, nil
-	}
-	st := c.state(path)
-	r := custody.Record{FileState: st, Found: st.Exists}
-	c.m.files[path] = r
-	return r, nil
-}
-
-func (c memCustody) Record(path string) (custody.Record, bool, error) {
-	c.m.mu.Lock()
-	defer c.m.mu.Unlock()
-	r, ok := c.m.files[path]
-	return r, ok, nil
-}
-
-func (c memCustody) Converge(string, []byte, os.FileMode, int, int) error { return nil }
-func (c memCustody) Restore(string) error                                 { return nil }
-func (c memCustody) Blob(string) ([]byte, error)                          { return nil, nil }
-func (c memCustody) Retake(path string) (custody.Record, error) {
-	c.m.mu.Lock()
-	defer c.m.mu.Unlock()
-	st := c.state(path)
-	r := custody.Record{FileState: st, Found: st.Exists}
-	c.m.files[path] = r
-	return r, nil
-}
-
-type memMarkers struct{ m *memNode }
-
-func (s memMarkers) MarkAdopted(mk nodestate.Marker) error {
-	s.m.mu.Lock()
-	defer s.m.mu.Unlock()
-	s.m.adopted = &mk
-	return nil
-}
-
-func (s memMarkers) Adopted() (nodestate.Marker, bool, error) {
-	s.m.mu.Lock()
-	defer s.m.mu.Unlock()
-	if s.m.adopted == nil {
-		return nodestate.Marker{}, false, nil
-	}
-	return *s.m.adopted, true, nil
-}
-
-func (s memMarkers) ClearAdopted() error {
-	s.m.mu.Lock()
-	defer s.m.mu.Unlock()
-	s.m.adopted = nil
-	return nil
-}
-
 type memFlipper struct{}
 
 func (memFlipper) Flip(spec firewall.MeshSpec, expectFound, _ string) (*firewall.RevertPlan, error) {
@@ -812,36 +784,6 @@ func (memFlipper) Flip(spec firewall.MeshSpec, expectFound, _ string) (*firewall
 func (memFlipper) Revert(*firewall.RevertPlan) error { return nil }
 func (memFlipper) Commit(p *firewall.RevertPlan) (string, error) {
 	return "# the predecessor's firewall, as it was\n", nil
-}
-
-type memFlips struct{ m *memNode }
-
-func (f memFlips) UpdateFlip(fn func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error)) error {
-	f.m.mu.Lock()
-	defer f.m.mu.Unlock()
-	var cur *nodestate.FlipRecord
-	if f.m.flip != nil {
-		c := *f.m.flip
-		cur = &c
-	}
-	next, err := fn(cur)
-	if err != nil || next == nil {
-		return err
-	}
-	next.Updated = time.Now().UTC()
-	f.m.flip = next
-	return nil
-}
-
-func (f memFlips) SaveListing(name, _ string) (string, error) {
-	return "/mem/" + f.m.name + "/" + name, nil
-}
-
-func (f memFlips) MarkConverged(string, time.Time) error {
-	f.m.mu.Lock()
-	defer f.m.mu.Unlock()
-	f.m.converged = true
-	return nil
 }
 
 // orchestrator is `adopt-worker orchestrate`, built from this tree and run
