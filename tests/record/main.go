@@ -40,11 +40,16 @@ import (
 func main() {
 	out := flag.String("out", "tests/testdata", "directory for history-*.json")
 	bin := flag.String("temporal", os.Getenv("ADOPT_TEMPORAL_BIN"), "the Temporal CLI (make temporal-cli)")
+	only := flag.String("scenario", "", "record only this scenario (control or fleet); the other's files are left as they are")
 	flag.Parse()
 	if *bin == "" {
 		*bin = filepath.Join(os.Getenv("HOME"), ".cache", "adoption", "bin", "temporal")
 	}
-	if err := run(*bin, *out); err != nil {
+	if *only != "" && *only != "control" && *only != "fleet" {
+		fmt.Fprintf(os.Stderr, "record: -scenario %q: it is control or fleet\n", *only)
+		os.Exit(3)
+	}
+	if err := run(*bin, *out, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "record:", err)
 		os.Exit(1)
 	}
@@ -56,7 +61,7 @@ type rec struct {
 	ctx context.Context
 }
 
-func run(bin, out string) error {
+func run(bin, out, only string) error {
 	dir, err := os.MkdirTemp("", "adoption-record-")
 	if err != nil {
 		return err
@@ -119,24 +124,35 @@ func run(bin, out string) error {
 	// bare signal as the Web UI sends it; a module's cutover fails and
 	// rolls back, then is retried; drift found and accepted; a vanished
 	// marked rule put back; a refused signal; continue-as-new; the flip.
-	ctrl := controlPlan("rcontrol")
-	if err := agent(&script{node: "rcontrol", plan: ctrl,
-		failFirst: map[string]string{"CheckFoundationPorts": "collision", "CutoverWaitHealthy": "cutover mail: wait healthy: no answer on 8025/tcp"},
-		driftOn:   map[int]bool{2: true, 3: true}, vanishOn: 2}); err != nil {
-		return err
+	if only == "" || only == "control" {
+		ctrl := controlPlan("rcontrol")
+		if err := agent(&script{node: "rcontrol", plan: ctrl,
+			failFirst: map[string]string{"CheckFoundationPorts": "collision", "CutoverWaitHealthy": "cutover mail: wait healthy: no answer on 8025/tcp"},
+			driftOn:   map[int]bool{2: true, 3: true}, vanishOn: 2}); err != nil {
+			return err
+		}
+		if err := r.control(ctrl); err != nil {
+			return fmt.Errorf("control scenario: %w", err)
+		}
 	}
-	if err := r.control(ctrl); err != nil {
-		return fmt.Errorf("control scenario: %w", err)
+	if only != "" && only != "fleet" {
+		return nil
 	}
-	// 2. A fleet of three: plans read from the agents, a member terminated
-	// and retried, a malformed progress signal, continue-as-new by history
-	// length, every node released at the end.
-	for _, n := range []string{"rf1", "rf2", "rf3"} {
+	// 2. A fleet of four: plans read from the agents, a member terminated
+	// and retried, a member whose agent refuses its first plan read (the
+	// fleet holds, `adopt fleet next` goes on without it, `adopt fleet
+	// retry` starts it later), malformed progress signals, continue-as-new
+	// by history length, every node released at the end.
+	for _, n := range []string{"rf1", "rf2", "rf3", "rf4"} {
 		p := config.Plan{Node: n, Role: "member", ReconcileInterval: 0, ConfirmTimeout: time.Minute}
 		if n == "rf1" {
 			p.Role = "control"
 		}
-		if err := agent(&script{node: n, plan: p}); err != nil {
+		s := &script{node: n, plan: p}
+		if n == "rf3" {
+			s.failFirst = map[string]string{"Plan": "node.yaml on rf3 is unreadable"}
+		}
+		if err := agent(s); err != nil {
 			return err
 		}
 	}
@@ -247,7 +263,7 @@ func (r *rec) control(plan config.Plan) error {
 }
 
 func (r *rec) fleet() error {
-	members := []workflows.FleetMember{{Node: "rf1", Role: "control"}, {Node: "rf2", Role: "member"}, {Node: "rf3", Role: "member"}}
+	members := []workflows.FleetMember{{Node: "rf1", Role: "control"}, {Node: "rf2", Role: "member"}, {Node: "rf3", Role: "member"}, {Node: "rf4", Role: "member"}}
 	fid := workflows.FleetID("rfleet")
 	if _, err := r.c.ExecuteWorkflow(r.ctx, client.StartWorkflowOptions{ID: fid, TaskQueue: workflows.TaskQueue}, workflows.FleetWorkflow,
 		workflows.FleetInput{Name: "rfleet", Members: members, HistoryLimit: 60}); err != nil {
@@ -283,10 +299,23 @@ func (r *rec) fleet() error {
 	if _, err := r.waitNode("rf2", "rf2 adopted again", func(s workflows.State) bool { return s.Phase == workflows.PhaseAdopted }); err != nil {
 		return err
 	}
+	// rf3's agent refuses the first plan read: the fleet holds on it.
+	if err := r.waitFleet("held on rf3", func(st workflows.FleetState) bool { return strings.Contains(st.Held, "rf3") }); err != nil {
+		return err
+	}
+	if err := r.c.SignalWorkflow(r.ctx, fid, "", workflows.SignalFleetNext, nil); err != nil {
+		return err
+	}
+	if _, err := r.waitNode("rf4", "rf4 adopted", func(s workflows.State) bool { return s.Phase == workflows.PhaseAdopted }); err != nil {
+		return err
+	}
+	if err := r.c.SignalWorkflow(r.ctx, fid, "", workflows.SignalFleetRetry, workflows.FleetRetry{Node: "rf3"}); err != nil {
+		return err
+	}
 	if _, err := r.waitNode("rf3", "rf3 adopted", func(s workflows.State) bool { return s.Phase == workflows.PhaseAdopted }); err != nil {
 		return err
 	}
-	for _, n := range []string{"rf1", "rf2", "rf3"} {
+	for _, n := range []string{"rf1", "rf2", "rf3", "rf4"} {
 		if err := r.update(n, workflows.UpdateRelease, workflows.RequestInput{}); err != nil {
 			return err
 		}
