@@ -25,18 +25,22 @@ func HammerHTTP(addr string, every, d time.Duration) (HammerResult, error) {
 	}
 	defer held.Close()
 	br := bufio.NewReader(held)
-	if err := healthOn(held, br, true); err != nil {
+	if err := healthOn(held, br, true, time.Second); err != nil {
 		return r, fmt.Errorf("the held connection's first request: %w", err)
 	}
 	end := time.Now().Add(d)
+	var last time.Time
 	for time.Now().Before(end) {
-		c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+		start := time.Now()
+		// Up to 3 s for a connection and its answer, as Hammer: a SYN held
+		// through a cutover's swap is slow, not failed.
+		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
 		switch {
 		case err == nil:
-			if healthOn(c, bufio.NewReader(c), false) != nil {
+			if healthOn(c, bufio.NewReader(c), false, 3*time.Second) != nil {
 				r.TimedOut++
 			} else {
-				r.OK++
+				r.answered(start, &last)
 			}
 			c.Close()
 		case errors.Is(err, syscall.ECONNREFUSED):
@@ -46,13 +50,13 @@ func HammerHTTP(addr string, every, d time.Duration) (HammerResult, error) {
 		}
 		time.Sleep(every)
 	}
-	r.Held = healthOn(held, br, true) == nil
+	r.Held = healthOn(held, br, true, time.Second) == nil
 	return r, nil
 }
 
-// healthOn asks GET /health on c and wants 200 within a second.
-func healthOn(c net.Conn, br *bufio.Reader, keepAlive bool) error {
-	_ = c.SetDeadline(time.Now().Add(time.Second))
+// healthOn asks GET /health on c and wants 200 within wait.
+func healthOn(c net.Conn, br *bufio.Reader, keepAlive bool, wait time.Duration) error {
+	_ = c.SetDeadline(time.Now().Add(wait))
 	conn := "close"
 	if keepAlive {
 		conn = "keep-alive"

@@ -238,9 +238,15 @@ func (n *RefNode) runService(s Service) error {
 		return fmt.Errorf("service %s: %w", s.Name, err)
 	}
 	if s.Routed {
-		return n.ufwCmd("route", "allow", "proto", s.Container.Proto, "from", "any", "to", "any", "port", strconv.Itoa(int(s.Container.Num)))
+		return n.Route(s.Container)
 	}
 	return nil
+}
+
+// Route opens a container port to the public with ufw's routed rule, as
+// an operator of the seed's node does for a container started by hand.
+func (n *RefNode) Route(ctr config.Port) error {
+	return n.ufwCmd("route", "allow", "proto", ctr.Proto, "from", "any", "to", "any", "port", strconv.Itoa(int(ctr.Num)))
 }
 
 // startListeners serves the host services inside the node's namespace,

@@ -81,6 +81,24 @@ type HammerResult struct {
 	// Held says whether a connection opened before the run still echoed
 	// data after it.
 	Held bool
+	// Slowest is the longest an answered connection took from its dial to
+	// its answer (a held SYN shows here); Gap is the longest time between
+	// two answers in a row, what a client sees of an outage.
+	Slowest time.Duration `json:"slowest_ns"`
+	Gap     time.Duration `json:"gap_ns"`
+}
+
+// answered records one connection answered after it was dialled at start.
+func (r *HammerResult) answered(start time.Time, last *time.Time) {
+	now := time.Now()
+	r.OK++
+	if d := now.Sub(start); d > r.Slowest {
+		r.Slowest = d
+	}
+	if !last.IsZero() && now.Sub(*last) > r.Gap {
+		r.Gap = now.Sub(*last)
+	}
+	*last = now
 }
 
 // Hammer connects to addr every `every` for `d`, each connection reading
@@ -99,7 +117,9 @@ func Hammer(addr string, every, d time.Duration) (HammerResult, error) {
 		return r, fmt.Errorf("read the held connection's greeting: %w", err)
 	}
 	end := time.Now().Add(d)
+	var last time.Time
 	for time.Now().Before(end) {
+		start := time.Now()
 		// A client waits up to 3 s for a connection, as the cutover's and
 		// the flip's contract says: one SYN retransmitted (after 1 s) is a
 		// slow connection, not a failed one; a refusal or a 3 s silence is.
@@ -110,7 +130,7 @@ func Hammer(addr string, every, d time.Duration) (HammerResult, error) {
 			if _, rerr := c.Read(greet); rerr != nil {
 				r.TimedOut++
 			} else {
-				r.OK++
+				r.answered(start, &last)
 			}
 			c.Close()
 		case errors.Is(err, syscall.ECONNREFUSED):

@@ -1,14 +1,15 @@
 package tests
 
-// Issue 13 end to end (host Docker + a sandbox node): the whole container
-// carried over, no environment value in the workflow history, and a
-// published port that would vanish refused before anything changes.
+// Issue 13 end to end on the reference node (the predecessor a container of
+// the node's own engine, clients in the peer namespace, the agent on the
+// node): the whole container carried over, no environment value in the
+// workflow history, and a published port that would vanish refused before
+// anything changes.
 
 import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,8 +18,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"adoption/config"
-	"adoption/sandbox"
 	"adoption/workflows"
 )
 
@@ -29,33 +28,22 @@ const (
 )
 
 func TestCutoverCarriesTheContainer(t *testing.T) {
-	needDocker(t)
 	srv := startDevServer(t)
 	const name, port = "e2ecarry", 18501
 	netName := name + "-net"
-	t.Cleanup(func() {
-		for _, c := range []string{name, name + ".next", name + ".predecessor"} {
-			_ = exec.Command("docker", "rm", "-f", "-v", c).Run()
-		}
-		_ = exec.Command("docker", "network", "rm", netName).Run()
-		_ = exec.Command("docker", "volume", "rm", "-f", name+"-data").Run()
-	})
-	_ = exec.Command("docker", "network", "rm", netName).Run()
-	docker(t, "network", "create", netName)
-	bind := t.TempDir()
-	docker(t, "run", "-d", "--name", name, "--restart", "unless-stopped", "--network", netName, "--network-alias", "mail-alias",
-		"-e", "SECRET_TOKEN="+carryPredSecret, "-e", "MODE=replica", "-l", "com.example.team=ops",
-		"-v", name+"-data:/named", "-v", bind+":/bind", "-p", fmt.Sprintf("127.0.0.1:%d:8080", port), svcV1)
-	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/health", port))
-	sums := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/sums", port))
 	files := cutoverFiles(name)
 	files["/etc/"+name+"/extra.env"] = "FROM_FILE=" + carryFileSecret + "\n"
-	plan := strings.Replace(cutoverPlan(name, port, ""), "      ports:", fmt.Sprintf(`      env: ["MODE=%s"]
+	plan := strings.Replace(refCutoverPlan(refModule(name, port, "")), "      ports:", fmt.Sprintf(`      env: ["MODE=%s"]
       env_file: /etc/%s/extra.env
       labels: ["com.example.tier=mesh"]
       ports:`, carryModSecret, name), 1)
-	n := upNodeWith(t, sandbox.Spec{Name: name, Index: 121, Files: files, Allowed: config.MustPorts([]string{"22/tcp"})}, srv.Addr(), plan)
-	startWorker(t, n)
+	r := upRefNodeWith(t, name, 121, srv, nil, files, plan)
+	n := r.node
+	r.engine(t, "network", "create", netName)
+	bind := r.predecessor(t, name, port, "--network", netName, "--network-alias", "mail-alias",
+		"-e", "SECRET_TOKEN="+carryPredSecret, "-e", "MODE=replica", "-l", "com.example.team=ops")
+	sums := r.get(t, port, "/sums")
+	startAgent(t, r)
 	if _, errs, code := adopt(t, "start", n.Name, "--config", n.cfg); code != 0 {
 		t.Fatal(errs)
 	}
@@ -70,15 +58,15 @@ func TestCutoverCarriesTheContainer(t *testing.T) {
 	if m.State != workflows.ModuleMigrated {
 		t.Fatalf("cutover failed: %s", m.LastError)
 	}
-	if got := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/sums", port)); got != sums {
+	if got := r.get(t, port, "/sums"); got != sums {
 		t.Fatalf("data changed: %s want %s", got, sums)
 	}
 	// The new image's own default wins (SVC_VERSION came from v1's image).
-	if got := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/version", port)); !strings.Contains(got, "v2") {
+	if got := r.get(t, port, "/version"); got != "v2" {
 		t.Fatalf("version %q, want v2", got)
 	}
 	var env []string
-	if err := json.Unmarshal([]byte(docker(t, "inspect", "-f", "{{json .Config.Env}}", name)), &env); err != nil {
+	if err := json.Unmarshal([]byte(r.engine(t, "inspect", "-f", "{{json .Config.Env}}", name)), &env); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"SECRET_TOKEN=" + carryPredSecret, "MODE=" + carryModSecret, "FROM_FILE=" + carryFileSecret, "SVC_VERSION=v2"} {
@@ -86,13 +74,13 @@ func TestCutoverCarriesTheContainer(t *testing.T) {
 			t.Errorf("the new container's environment lacks %s: %v", want, env)
 		}
 	}
-	if l := docker(t, "inspect", "-f", `{{index .Config.Labels "com.example.team"}} {{index .Config.Labels "com.example.tier"}}`, name); l != "ops mesh" {
+	if l := r.engine(t, "inspect", "-f", `{{index .Config.Labels "com.example.team"}} {{index .Config.Labels "com.example.tier"}}`, name); l != "ops mesh" {
 		t.Errorf("labels: %q", l)
 	}
-	if a := docker(t, "inspect", "-f", fmt.Sprintf(`{{json (index .NetworkSettings.Networks %q).Aliases}}`, netName), name); !strings.Contains(a, "mail-alias") {
+	if a := r.engine(t, "inspect", "-f", fmt.Sprintf(`{{json (index .NetworkSettings.Networks %q).Aliases}}`, netName), name); !strings.Contains(a, "mail-alias") {
 		t.Errorf("network alias not carried: %s", a)
 	}
-	if b := docker(t, "inspect", "-f", "{{range .Mounts}}{{if eq .Type \"bind\"}}{{.Source}}{{end}}{{end}}", name); b != bind {
+	if b := r.engine(t, "inspect", "-f", "{{range .Mounts}}{{if eq .Type \"bind\"}}{{.Source}}{{end}}{{end}}", name); b != bind {
 		t.Errorf("bind mount: %q want %q", b, bind)
 	}
 	if c := m.Carried; c == nil || !slices.Contains(c.Env, "SECRET_TOKEN") || !slices.Contains(c.EnvImage, "SVC_VERSION") ||
@@ -116,17 +104,17 @@ func TestCutoverCarriesTheContainer(t *testing.T) {
 
 // TestCutoverRefusesDroppedPort: a module whose container would not publish
 // the predecessor's port is refused at preflight, naming the port; nothing
-// changes.
+// changes, and clients still reach the predecessor.
 func TestCutoverRefusesDroppedPort(t *testing.T) {
-	needDocker(t)
 	srv := startDevServer(t)
 	const name, port = "e2edrop", 18502
-	predecessor(t, name, port)
-	plan := strings.Replace(cutoverPlan(name, port, ""), fmt.Sprintf(`      ports: {"127.0.0.1:%d/tcp": "8080/tcp"}`, port)+"\n", "", 1)
+	plan := strings.Replace(refCutoverPlan(refModule(name, port, "")), fmt.Sprintf(`      ports: {"%d/tcp": "8080/tcp"}`, port)+"\n", "", 1)
 	plan = strings.Replace(plan, fmt.Sprintf("      http: http://127.0.0.1:%d/health", port), "      tcp: 127.0.0.1:1", 1)
-	n := upNodeWith(t, sandbox.Spec{Name: name, Index: 122, Files: cutoverFiles(name), Allowed: config.MustPorts([]string{"22/tcp"})}, srv.Addr(), plan)
+	r := upRefNodeWith(t, name, 122, srv, nil, cutoverFiles(name), plan)
+	n := r.node
+	r.predecessor(t, name, port)
 	found := ruleset(t, n)
-	startWorker(t, n)
+	startAgent(t, r)
 	if _, errs, code := adopt(t, "start", n.Name, "--config", n.cfg); code != 0 {
 		t.Fatal(errs)
 	}
@@ -138,7 +126,7 @@ func TestCutoverRefusesDroppedPort(t *testing.T) {
 	if e := st.Modules[0].LastError; !strings.Contains(e, `step "preflight" failed`) || !strings.Contains(e, fmt.Sprintf("host port %d/tcp", port)) || !strings.Contains(e, "drop_ports") {
 		t.Fatalf("refusal does not name the port and the way out: %q", e)
 	}
-	if names := containerNames(t, name); len(names) != 1 || names[0] != name+" running" {
+	if names := r.names(t, name); len(names) != 1 || names[0] != name+" running" {
 		t.Fatalf("a refused cutover changed containers: %v", names)
 	}
 	if got := ruleset(t, n); got != found {
@@ -147,5 +135,8 @@ func TestCutoverRefusesDroppedPort(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(n.Root, "srv", name, "app.env"))
 	if string(b) != cutoverFiles(name)["/srv/"+name+"/app.env"] {
 		t.Fatalf("a refused cutover changed the module's file: %q", b)
+	}
+	if got := r.get(t, port, "/version"); got != "v1" {
+		t.Fatalf("after the refusal clients get %q, want the predecessor v1", got)
 	}
 }

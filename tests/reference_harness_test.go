@@ -19,6 +19,7 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
+	"adoption/failpoint"
 	"adoption/sandbox"
 )
 
@@ -44,9 +45,16 @@ func refService(name string, host, ctr int, routed bool) sandbox.Service {
 }
 
 // upRefNode raises a reference node: host services 22/tcp (allowed) and
-// 8081/tcp (not allowed), the given services, svcV2 loaded for modules to
-// migrate to, and the agent's configuration with plan.
+// 8081/tcp (not allowed), the given services, svcV1 loaded for
+// predecessors a test runs itself and svcV2 for modules to migrate to, and
+// the agent's configuration with plan.
 func upRefNode(t *testing.T, name string, index int, srv *devServer, services []sandbox.Service, plan string) *refNode {
+	t.Helper()
+	return upRefNodeWith(t, name, index, srv, services, e2eFiles, plan)
+}
+
+// upRefNodeWith is upRefNode with the predecessor's files on the node.
+func upRefNodeWith(t *testing.T, name string, index int, srv *devServer, services []sandbox.Service, files map[string]string, plan string) *refNode {
 	t.Helper()
 	needDocker(t)
 	if _, err := exec.LookPath("ufw"); err != nil {
@@ -57,10 +65,10 @@ func upRefNode(t *testing.T, name string, index int, srv *devServer, services []
 			Name: name, Index: index, Dir: t.TempDir(), Binary: filepath.Join(bin, "adopt-sandbox"),
 			Allowed: config.MustPorts([]string{"22/tcp"}),
 			Closed:  config.MustPorts([]string{"8081/tcp"}),
-			Files:   e2eFiles,
+			Files:   files,
 		},
 		Services: services,
-		Images:   []string{svcV2},
+		Images:   []string{svcV1, svcV2},
 	}
 	if srv != nil {
 		spec.Temporal = srv.Addr()
@@ -84,11 +92,19 @@ func upRefNode(t *testing.T, name string, index int, srv *devServer, services []
 }
 
 // startAgent runs adopt-worker on the node: in its namespace (nsenter
-// --net), as a node's own agent runs.
-func startAgent(t *testing.T, r *refNode) *workerProc {
+// --net), as a node's own agent runs; the failpoints build when env arms
+// ADOPT_FAILPOINTS.
+func startAgent(t *testing.T, r *refNode, env ...string) *workerProc {
 	t.Helper()
+	exe := "adopt-worker"
+	for _, e := range env {
+		if strings.HasPrefix(e, failpoint.EnvVar+"=") {
+			exe = failpointWorker
+		}
+	}
 	w := &workerProc{log: &bytes.Buffer{}, done: make(chan error, 1)}
-	w.cmd = r.OnNode(filepath.Join(bin, "adopt-worker"), "run", "--config", r.cfg)
+	w.cmd = r.OnNode(filepath.Join(bin, exe), "run", "--config", r.cfg)
+	w.cmd.Env = append(w.cmd.Env, env...)
 	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
