@@ -238,6 +238,15 @@ func runRefFlip(n int, stdout io.Writer) ([]Row, *RefFlipDetails, error) {
 		"the spec keeps %s for forwarding (ct original proto-dst) and drops 19100/tcp; the preview of that spec %s",
 		dockerdVersion(), ufwVersion(), refHostPort, pub, b.node.PeerAddr, pub, refHostPort, flipEvery, flipLead, flipSettle, flipSettle, flipSettle, n,
 		pub, approvedText(d))
+	if d.Naive.AnsweredRuns < d.Naive.Runs {
+		// What the in-force listing of DOCKER-USER and ufw-user-forward
+		// (kept in the runs' details) shows.
+		d.Note += "; the naive procedure left declared published ports unanswered while in force in " +
+			fmt.Sprintf("%d/%d runs: ", d.Naive.Runs-d.Naive.AnsweredRuns, d.Naive.Runs) +
+			"ufw disable flushes ufw-user-forward (ufw's routed allows) but not the ufw-docker block in DOCKER-USER, whose drop of new " +
+			"connections to the private ranges then catches every published port, and an accept in table inet adoption cannot undo a drop " +
+			"in ip filter; Docker's DNAT itself stays; such an outage lasts until ufw is enabled again, so its figure is bounded by the hammer window"
+	}
 	oursIs, peerIs := "firewall.Flipper.Flip then Revert, reference node", "ufw disable; nft -f mesh.nft (DeriveFor(found, spec).Text())"
 	inForce := fmt.Sprintf("while in force, every declared published port answered a fresh client in %d/%d runs ours, %d/%d peer; "+
 		"Docker's nat DOCKER chain still DNATed them in %d/%d ours, %d/%d peer; the dropped 19100/tcp was closed in %d/%d ours, %d/%d peer",
