@@ -154,7 +154,11 @@ func previewFlip(found, derived *Ruleset, spec MeshSpec, node Node) Preview {
 				}
 			}
 			if !f.Dropped {
-				p.Reasons = append(p.Reasons, fmt.Sprintf("%s (%s) is open now and would close: declare it in a module or add it to flip.drop", portSpec(f.Opening), describeOpening(f.Opening)))
+				why := ""
+				if o.Reason != "" {
+					why = " (uncertain now: " + o.Reason + ")"
+				}
+				p.Reasons = append(p.Reasons, fmt.Sprintf("%s (%s) is open now and would close%s: declare it in a module or add it to flip.drop", portSpec(f.Opening), describeOpening(f.Opening), why))
 			}
 		}
 		for _, f := range segs {
