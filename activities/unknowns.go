@@ -200,9 +200,15 @@ func probeUnknowns(r *ProbeReport, plan config.Plan) []string {
 	if s := engineUnreachable(dockerInReport(r.Firewall.Tables) || planRunsContainers(plan), r.Containers); s != "" {
 		out = append(out, s)
 	}
-	out = append(out, unmappedNetworks(r.Containers, r.Firewall.Node, nil)...)
+	// The engine's containers are behind this firewall only when the
+	// engine manages it (its chains are in the ruleset): on a node whose
+	// containers run elsewhere they are no part of the evaluation.
+	docker := dockerInReport(r.Firewall.Tables)
+	if docker {
+		out = append(out, unmappedNetworks(r.Containers, r.Firewall.Node, nil)...)
+	}
 	held := containerAddrs(r.Containers)
-	engine := r.Containers.Available && dockerInReport(r.Firewall.Tables)
+	engine := r.Containers.Available && docker
 	for _, o := range r.Firewall.Open {
 		switch {
 		case o.Reason != "":
@@ -238,8 +244,10 @@ func previewUnknowns(found *firewall.Ruleset, node firewall.Node, cr containers.
 		}
 		return true
 	}
-	for _, s := range unmappedNetworks(cr, node, dropped) {
-		out = append(out, s+"; add it to flip.drop or give the network a bridge on the node, and preview again")
+	if docker { // as in probeUnknowns: else the containers are not behind this firewall
+		for _, s := range unmappedNetworks(cr, node, dropped) {
+			out = append(out, s+"; add its ports to flip.drop or give the network a bridge on the node, and preview again")
+		}
 	}
 	held := containerAddrs(cr)
 	for _, f := range pv.Fates {

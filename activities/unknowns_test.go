@@ -176,6 +176,12 @@ func TestProbeNamesUnknowns(t *testing.T) {
 	if got := probe(down, nil, config.Plan{}); reasonWith(got, "Docker engine") != "" {
 		t.Errorf("a node without Docker has its absent engine named as an unknown: %q", got)
 	}
+	// Containers of an engine that does not manage this firewall (no
+	// Docker chains in it: the node's containers run elsewhere) are not
+	// behind it: their networks are not the evaluator's to map.
+	if got := probe(containers.Report{Available: true, Containers: []containers.Info{mac}}, nil, config.Plan{}); reasonWith(got, "container mac") != "" {
+		t.Errorf("a container of an engine that does not manage this firewall is named: %q", got)
+	}
 	ok := probe(containers.Report{Available: true, Containers: []containers.Info{theContainer("172.17.0.2/16", "fd00:17::2/64")}}, tables, config.Plan{})
 	for _, u := range ok {
 		if !strings.Contains(u, "18099/tcp") {
