@@ -104,6 +104,11 @@ type ProbeReport struct {
 	Files        []custody.FileState `json:"files"`
 	Control      []sockets.Process   `json:"control"`
 	Adopted      bool                `json:"adopted"`
+	// Unknowns names what the probe could not judge (unknowns.go): an
+	// engine it could not reach while the node needs one, a container
+	// network it cannot map, an opening left uncertain and why, a DNAT
+	// to an address no container holds.
+	Unknowns []string `json:"unknowns,omitempty"`
 }
 
 // Probe looks at the node and changes nothing.
@@ -121,7 +126,7 @@ func (a *Activities) Probe(ctx context.Context, in ProbeInput) (*ProbeReport, er
 	}
 	r.Firewall = fw
 	heartbeat(ctx, "containers")
-	r.Containers = a.Engine.Report(ctx)
+	r.Containers = a.engineReport(ctx)
 	heartbeat(ctx, "sockets")
 	if ls, err := a.Sockets.Listeners(); err != nil {
 		r.SocketsError = err.Error()
@@ -134,7 +139,17 @@ func (a *Activities) Probe(ctx context.Context, in ProbeInput) (*ProbeReport, er
 	}
 	r.Control = a.Sockets.FindProcesses(auth.Plan.Control)
 	_, r.Adopted, _ = a.State.Adopted()
+	r.Unknowns = probeUnknowns(r, auth.Plan)
 	return r, nil
+}
+
+// engineReport is the engine's report; an agent without an engine says so
+// instead of reporting no containers.
+func (a *Activities) engineReport(ctx context.Context) containers.Report {
+	if a.Engine == nil {
+		return containers.Report{Error: "this agent has no Docker engine configured"}
+	}
+	return a.Engine.Report(ctx)
 }
 
 // attributePublished names the container behind a port it publishes: the

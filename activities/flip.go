@@ -96,6 +96,14 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (*firewall.Pr
 		pv.Approved = false
 		pv.Reasons = append(pv.Reasons, "the node's interfaces and forwarding could not be read ("+nodeErr+"): published ports cannot be judged; fix that and preview again")
 	}
+	// What the evaluator cannot map (an unreachable engine, a container
+	// network on none of the node's interfaces, a DNAT to no container)
+	// refuses too, named: never a silent "kept" or "closing".
+	heartbeat(ctx, "preview: containers")
+	if more := previewUnknowns(rs, node, a.engineReport(ctx), auth.Plan, in.Spec, &pv); len(more) > 0 {
+		pv.Approved = false
+		pv.Reasons = append(pv.Reasons, more...)
+	}
 	return &pv, nil
 }
 

@@ -17,7 +17,11 @@
 //     against docker stop && rm && run (cutover.go, adapted by
 //     cutover_rows.go);
 //   - flip: connections lost under a 5 ms hammer, firewall.Flipper against
-//     ufw disable then nft -f (flip.go);
+//     ufw disable then nft -f, on a plain ufw node with a host listener
+//     (flip.go);
+//   - flip-ref: the same on the reference node (its own dockerd, ufw with
+//     the ufw-docker arrangement): clients on every declared published
+//     port, through DNAT, and on a host service (flipref.go);
 //   - scale: a SIMULATION of 1,000 in-memory nodes driven through one Fleet
 //     workflow by one orchestrator process (adopt-worker orchestrate) on one
 //     dev server, then all flipped 50 at a time; absolute figures (scale.go).
@@ -90,6 +94,8 @@ func run(args []string, stdout io.Writer) error {
 	cutoverN := fs.Int("cutover-n", 5, "cutover: runs of each procedure")
 	skipFlip := fs.Bool("skip-flip", false, "leave out the flip-under-load rows")
 	flipN := fs.Int("flip-n", 5, "flip: runs of each procedure")
+	skipFlipRef := fs.Bool("skip-flip-ref", false, "leave out the flip rows on the reference node (needs Docker, dockerd, ufw)")
+	flipRefN := fs.Int("flip-ref-n", 5, "flip on the reference node: runs of each procedure")
 	skipScale := fs.Bool("skip-scale", false, "leave out the orchestration-at-scale simulation (needs the Temporal CLI)")
 	scaleNodes := fs.Int("scale-nodes", 1000, "scale: simulated nodes (one NodeMigration and one node worker each)")
 	scaleFlips := fs.Int("scale-flips", 0, "scale: nodes flipped for the flip-to-converged latency (0: every node, which also times all converged)")
@@ -159,6 +165,13 @@ func run(args []string, stdout io.Writer) error {
 	})
 	section("flip", *skipFlip, func() ([]Row, any, error) {
 		rows, det, err := runFlip(*flipN, stdout)
+		if det == nil {
+			return rows, nil, err
+		}
+		return rows, det, err
+	})
+	section("flip-ref", *skipFlipRef, func() ([]Row, any, error) {
+		rows, det, err := runRefFlip(*flipRefN, stdout)
 		if det == nil {
 			return rows, nil, err
 		}

@@ -5,6 +5,7 @@ package main
 // pairs; each is deleted when its section ends, on error too.
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,6 +160,84 @@ func (h HammerRun) Failed() int { return h.Refused + h.TimedOut }
 // called. sandbox.Hammer runs for a fixed duration; this one stops when the
 // procedure it watches is over, so runs of unequal length compare fairly.
 func hammer(peer *benchNS, addr string, every time.Duration) (stop func() (HammerRun, error)) {
+	return hammerOn(peer.path, addr, every, greeting{})
+}
+
+// speaker is what a hammer says on its connections: the sandbox's and the
+// bench's own listeners greet (greeting); a container's service speaks
+// HTTP and says nothing until asked (httpHealth).
+type speaker interface {
+	// open starts the held connection.
+	open(c net.Conn, br *bufio.Reader) error
+	// fresh is one new connection's exchange.
+	fresh(c net.Conn, br *bufio.Reader) error
+	// still says whether the held connection still carries data.
+	still(c net.Conn, br *bufio.Reader) bool
+}
+
+// greeting reads a listener's greeting line; the held connection is asked
+// to echo at the end.
+type greeting struct{}
+
+func (greeting) open(c net.Conn, br *bufio.Reader) error {
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	_, err := br.ReadString('\n')
+	return err
+}
+
+func (greeting) fresh(c net.Conn, br *bufio.Reader) error {
+	_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	_, err := br.ReadByte()
+	return err
+}
+
+func (greeting) still(c net.Conn, br *bufio.Reader) bool {
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("still-here\n")); err != nil {
+		return false
+	}
+	line, err := br.ReadString('\n')
+	return err == nil && line == "still-here\n"
+}
+
+// httpHealth asks GET /health and wants a 200: each fresh connection with
+// Connection: close, the held one as a keep-alive connection asked at the
+// start and again at the end.
+type httpHealth struct{}
+
+func (httpHealth) open(c net.Conn, br *bufio.Reader) error { return health(c, br, true, time.Second) }
+
+func (httpHealth) fresh(c net.Conn, br *bufio.Reader) error {
+	return health(c, br, false, 500*time.Millisecond)
+}
+
+func (httpHealth) still(c net.Conn, br *bufio.Reader) bool {
+	return health(c, br, true, 2*time.Second) == nil
+}
+
+func health(c net.Conn, br *bufio.Reader, keepAlive bool, within time.Duration) error {
+	_ = c.SetDeadline(time.Now().Add(within))
+	conn := "close"
+	if keepAlive {
+		conn = "keep-alive"
+	}
+	if _, err := fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: bench\r\nConnection: %s\r\n\r\n", conn); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s", resp.Status)
+	}
+	return nil
+}
+
+// hammerOn is hammer from the namespace at peerPath, speaking sp.
+func hammerOn(peerPath, addr string, every time.Duration, sp speaker) (stop func() (HammerRun, error)) {
 	done := make(chan struct{})
 	var res HammerRun
 	var herr error
@@ -166,31 +246,24 @@ func hammer(peer *benchNS, addr string, every time.Duration) (stop func() (Hamme
 	started := make(chan error, 1)
 	go func() {
 		defer wg.Done()
-		herr = netns.Do(peer.path, func() error {
+		herr = netns.Do(peerPath, func() error {
 			held, err := net.DialTimeout("tcp", addr, time.Second)
 			if err != nil {
 				started <- err
 				return fmt.Errorf("open the held connection: %w", err)
 			}
 			defer held.Close()
-			greet := make([]byte, 128)
-			_ = held.SetReadDeadline(time.Now().Add(time.Second))
-			if _, err := held.Read(greet); err != nil {
+			hbr := bufio.NewReader(held)
+			if err := sp.open(held, hbr); err != nil {
 				started <- err
-				return fmt.Errorf("read the held connection's greeting: %w", err)
+				return fmt.Errorf("the held connection's first exchange: %w", err)
 			}
 			started <- nil
 			var outageStart time.Time
 			for {
 				select {
 				case <-done:
-					_ = held.SetDeadline(time.Now().Add(2 * time.Second))
-					if _, err := held.Write([]byte("still-here\n")); err == nil {
-						buf := make([]byte, 11)
-						if _, err := io.ReadFull(held, buf); err == nil && string(buf) == "still-here\n" {
-							res.Held = true
-						}
-					}
+					res.Held = sp.still(held, hbr)
 					if !outageStart.IsZero() {
 						res.LongestOutageMS = max(res.LongestOutageMS, ms(time.Since(outageStart)))
 					}
@@ -203,8 +276,7 @@ func hammer(peer *benchNS, addr string, every time.Duration) (stop func() (Hamme
 				res.Attempts++
 				switch {
 				case err == nil:
-					_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-					if _, rerr := c.Read(greet); rerr != nil {
+					if sp.fresh(c, bufio.NewReader(c)) != nil {
 						res.TimedOut++
 					} else {
 						res.OK++

@@ -27,6 +27,17 @@ type Info struct {
 	State  string      `json:"state"`
 	Mounts []Mount     `json:"mounts,omitempty"`
 	Ports  []Published `json:"ports,omitempty"`
+	// Networks are the networks the container is attached to, with its
+	// addresses there: where Docker's DNAT sends a published port, which
+	// the firewall's evaluator must map to one of the node's interfaces.
+	Networks []Attachment `json:"networks,omitempty"`
+}
+
+// Attachment is a container on one network: its addresses there, as
+// CIDRs ("172.17.0.2/16"); none while it is not running.
+type Attachment struct {
+	Network string   `json:"network"`
+	Addrs   []string `json:"addrs,omitempty"`
 }
 
 type Mount struct {
@@ -136,6 +147,7 @@ func (e *Engine) Report(ctx context.Context) Report {
 			info.Ports = append(info.Ports, Published{HostIP: p.IP, HostPort: p.PublicPort, ContainerPort: p.PrivatePort, Proto: p.Type})
 		}
 		sort.Slice(info.Ports, func(i, j int) bool { return info.Ports[i].HostPort < info.Ports[j].HostPort })
+		info.Networks = attachments(c.NetworkSettings)
 		out.Containers = append(out.Containers, info)
 	}
 	sort.Slice(out.Containers, func(i, j int) bool { return out.Containers[i].Name < out.Containers[j].Name })
@@ -150,4 +162,27 @@ func (e *Engine) unreachable(err error) string {
 		host = "the default engine"
 	}
 	return fmt.Sprintf("docker engine unavailable at %s: %v; containers and published ports are UNKNOWN: start the engine or set docker.host (or DOCKER_HOST)", host, err)
+}
+
+// attachments lists a container's networks and its addresses on each, by
+// network name.
+func attachments(ns *container.NetworkSettingsSummary) []Attachment {
+	if ns == nil {
+		return nil
+	}
+	var out []Attachment
+	for name, ep := range ns.Networks {
+		a := Attachment{Network: name}
+		if ep != nil {
+			if ep.IPAddress != "" {
+				a.Addrs = append(a.Addrs, fmt.Sprintf("%s/%d", ep.IPAddress, ep.IPPrefixLen))
+			}
+			if ep.GlobalIPv6Address != "" {
+				a.Addrs = append(a.Addrs, fmt.Sprintf("%s/%d", ep.GlobalIPv6Address, ep.GlobalIPv6PrefixLen))
+			}
+		}
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Network < out[j].Network })
+	return out
 }

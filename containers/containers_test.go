@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
 )
 
 type fakeAPI struct {
@@ -22,7 +23,11 @@ func TestReport(t *testing.T) {
 	e := NewWith(fakeAPI{list: []container.Summary{
 		{ID: "b", Names: []string{"/web"}, Image: "web:1", State: "running",
 			Ports:  []container.Port{{IP: "0.0.0.0", PrivatePort: 80, PublicPort: 8080, Type: "tcp"}, {PrivatePort: 9000, Type: "tcp"}},
-			Mounts: []container.MountPoint{{Type: "volume", Name: "webdata", Source: "/var/lib/docker/volumes/webdata/_data", Destination: "/data"}}},
+			Mounts: []container.MountPoint{{Type: "volume", Name: "webdata", Source: "/var/lib/docker/volumes/webdata/_data", Destination: "/data"}},
+			NetworkSettings: &container.NetworkSettingsSummary{Networks: map[string]*network.EndpointSettings{
+				"bridge": {IPAddress: "172.17.0.2", IPPrefixLen: 16, GlobalIPv6Address: "fd00:17::2", GlobalIPv6PrefixLen: 64},
+				"macnet": {IPAddress: "10.99.0.5", IPPrefixLen: 24},
+			}}},
 		{ID: "a", Names: []string{"/db"}, Image: "db:1", State: "exited"},
 	}})
 	r := e.Report(context.Background())
@@ -32,6 +37,16 @@ func TestReport(t *testing.T) {
 	web := r.Containers[1]
 	if len(web.Ports) != 1 || web.Ports[0].HostPort != 8080 || web.Mounts[0].Name != "webdata" {
 		t.Fatalf("web: %+v", web)
+	}
+	// Where Docker DNATs its published ports: every network, with the
+	// container's addresses there, for the evaluator to map.
+	if len(web.Networks) != 2 || web.Networks[0].Network != "bridge" || len(web.Networks[0].Addrs) != 2 ||
+		web.Networks[0].Addrs[0] != "172.17.0.2/16" || web.Networks[0].Addrs[1] != "fd00:17::2/64" ||
+		web.Networks[1].Network != "macnet" || web.Networks[1].Addrs[0] != "10.99.0.5/24" {
+		t.Fatalf("web's networks: %+v", web.Networks)
+	}
+	if len(r.Containers[0].Networks) != 0 {
+		t.Fatalf("db has no network settings, yet: %+v", r.Containers[0].Networks)
 	}
 }
 

@@ -843,13 +843,28 @@ func (e *evaluator) dnat(st *stages, pkt packet, t *NATTarget) (path, result) {
 	if pkt.node.known() {
 		name, ok := pkt.node.oifFor(t.Addr)
 		if !ok {
-			return path{dir: HookForward, via: via, reason: fmt.Sprintf("DNAT target %s is on none of the node's networks: where it is routed is not known", t.Addr)}, unsure
+			return e.unmapped(st, pkt, t.Addr, port, via)
 		}
 		oif = name
 	}
 	q := pkt
 	q.hook, q.port, q.dst, q.dnat, q.oif = HookForward, port, t.Addr, true, oif
 	return path{dir: HookForward, via: via}, e.hook(st.forward, q)
+}
+
+// unmapped follows a packet DNATed to an address on none of the node's
+// networks: where the kernel routes it is not known, so the forward hook
+// runs with the output interface undecided. A drop there whatever the
+// route closes the port (a flip's mesh drops undeclared ports so, and
+// flip.drop can then be kept); anything else stays uncertain, named.
+func (e *evaluator) unmapped(st *stages, pkt packet, addr netip.Addr, port uint16, via string) (path, result) {
+	q := pkt
+	q.hook, q.port, q.dst, q.dnat, q.oif = HookForward, port, addr, true, ""
+	if r := e.hook(st.forward, q); !r.accept {
+		return path{dir: HookForward, via: via}, r
+	}
+	return path{dir: HookForward, via: via, reason: fmt.Sprintf("DNAT target %s is on none of the node's networks: where it is routed is not known", addr)},
+		result{accept: true, drop: true}
 }
 
 // viaOf writes a DNAT target: "172.17.0.2:8080", "[fd00::2]:80", ":9001"

@@ -113,6 +113,15 @@ func (n *Node) oifFor(a netip.Addr) (string, bool) {
 	return best, bits >= 0
 }
 
+// Known reports whether the node's interfaces are known (ReadNode read
+// them): only then can an address be mapped to one of them.
+func (n Node) Known() bool { return n.known() }
+
+// InterfaceFor names the interface of the node whose connected network
+// holds a (the most specific one): where the node sends a packet DNATed to
+// a, as the evaluator maps it. False: a is on none of the node's networks.
+func (n Node) InterfaceFor(a netip.Addr) (string, bool) { return n.oifFor(a.Unmap()) }
+
 // ReadNode reads the interfaces and forwarding switches of the network
 // namespace at netnsPath ("" for the caller's own). It only reads.
 func ReadNode(netnsPath string) (Node, error) {

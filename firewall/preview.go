@@ -154,12 +154,20 @@ func previewFlip(found, derived *Ruleset, spec MeshSpec, node Node) Preview {
 				}
 			}
 			if !f.Dropped {
-				p.Reasons = append(p.Reasons, fmt.Sprintf("%s (%s) is open now and would close: declare it in a module or add it to flip.drop", portSpec(f.Opening), describeOpening(f.Opening)))
+				why := ""
+				if o.Reason != "" {
+					why = " (uncertain now: " + o.Reason + ")"
+				}
+				p.Reasons = append(p.Reasons, fmt.Sprintf("%s (%s) is open now and would close%s: declare it in a module or add it to flip.drop", portSpec(f.Opening), describeOpening(f.Opening), why))
 			}
 		}
 		for _, f := range segs {
 			if f.Fate == FateKept && o.Reason != "" {
-				p.Reasons = append(p.Reasons, fmt.Sprintf("%s (%s) stays uncertain: %s; its fate after the flip cannot be promised; fix what the reason names, or add it to flip.drop", portSpec(f.Opening), describeOpening(f.Opening), o.Reason))
+				fix := "fix what the reason names, or add it to flip.drop"
+				if allDropped(dropped, o.Proto, int(f.Opening.Port), int(portEnd(f.Opening))) {
+					fix = "it is in flip.drop, but the flip cannot be shown to close it: fix what the reason names"
+				}
+				p.Reasons = append(p.Reasons, fmt.Sprintf("%s (%s) stays uncertain: %s; its fate after the flip cannot be promised; %s", portSpec(f.Opening), describeOpening(f.Opening), o.Reason, fix))
 			}
 		}
 	}

@@ -123,4 +123,10 @@ func printProbe(w io.Writer, r *activities.ProbeReport) {
 		fmt.Fprintf(w, "  pid %d %s\n", p.PID, p.Exe)
 	}
 	fmt.Fprintf(w, "adopted marker: %v\n", r.Adopted)
+	if len(r.Unknowns) > 0 {
+		fmt.Fprintf(w, "UNKNOWN, not judged open or closed: %d\n", len(r.Unknowns))
+		for _, u := range r.Unknowns {
+			fmt.Fprintf(w, "  %s\n", u)
+		}
+	}
 }
