@@ -256,13 +256,3 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
-
-// envNames lists the names of NAME=VALUE pairs.
-func envNames(kvs []string) []string {
-	out := make([]string, 0, len(kvs))
-	for _, kv := range kvs {
-		out = append(out, envName(kv))
-	}
-	sort.Strings(out)
-	return out
-}

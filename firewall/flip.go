@@ -439,8 +439,8 @@ func neutraliseRule(node string, pt point) *nftables.Rule {
 // the outcome unknown. Fewer echoed rules than sent is not an error: the
 // batch is in, and Revert finds the accepts by their comment.
 func (f *Flipper) Flip(spec MeshSpec, expectFound, expectDerived string) (*RevertPlan, error) {
-	d, err := Derive(spec)
-	if err != nil {
+	// A spec that cannot be derived is refused before the node is touched.
+	if _, err := Derive(spec); err != nil {
 		return nil, notApplied(fmt.Errorf("not flipping, nothing was changed: %w", err))
 	}
 	node := spec.Node
@@ -482,7 +482,8 @@ func (f *Flipper) Flip(spec MeshSpec, expectFound, expectDerived string) (*Rever
 	}
 	// The essentials that depend on the found firewall (DHCP replies), as
 	// the preview derived them (DeriveFor).
-	if d, err = DeriveFor(rs, spec); err != nil {
+	d, err := DeriveFor(rs, spec)
+	if err != nil {
 		return nil, notApplied(fmt.Errorf("not flipping, nothing was changed: %w", err))
 	}
 	if got := Fingerprint(d.Ruleset); got != expectDerived {
