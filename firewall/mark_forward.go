@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/xt"
@@ -220,68 +219,21 @@ func (m *Marker) OpenForward(node, owner string, ports []config.Port) (added, pr
 	if _, err := Kind(rs, legacy); err != nil {
 		return nil, nil, fmt.Errorf("not opening published ports for %s on %s: %w", owner, node, err)
 	}
-	type insertion struct {
-		mark Mark
-		at   placement
-	}
-	var todo []insertion
-	for _, mk := range marks {
+	todo, present, err := plan(marks, func(mk Mark) ([]placement, error) {
 		at, err := forwardPlacements(rs, mk.Proto, mk.Port)
 		if err != nil {
-			return nil, nil, fmt.Errorf("not opening published port %d/%s for %s on %s, nothing was changed: %w", mk.Port, mk.Proto, owner, node, err)
+			return nil, fmt.Errorf("not opening published port %d/%s for %s on %s, nothing was changed: %w", mk.Port, mk.Proto, owner, node, err)
 		}
-		for _, p := range at {
-			found := false
-			for _, r := range p.chain.Rules {
-				if r.Comment == mk.Comment() {
-					present = append(present, MarkedRule{Mark: mk, Family: p.table.Family, Table: p.table.Name, Chain: p.chain.Name, Handle: r.Handle})
-					found = true
-					break
-				}
-			}
-			if !found {
-				todo = append(todo, insertion{mk, p})
-			}
-		}
+		return at, nil
+	})
+	if err != nil || len(todo) == 0 {
+		return nil, present, err
 	}
-	if len(todo) == 0 {
-		return nil, present, nil
-	}
-	rule := func(in insertion) *nftables.Rule {
-		return &nftables.Rule{
-			Table:    &nftables.Table{Family: tableFamily(in.at.table.Family), Name: in.at.table.Name},
-			Chain:    &nftables.Chain{Name: in.at.chain.Name},
-			Position: in.at.before,
-			Exprs:    forwardMarkExprs(in.at.table, in.mark.Port, in.mark.Proto),
-			UserData: markUserData(in.mark),
-		}
-	}
-	echoes, err := s.commit(gen, func(c *nftables.Conn) {
-		for i := len(todo) - 1; i >= 0; i-- {
-			if in := todo[i]; !in.at.append && in.at.before == 0 {
-				c.InsertRule(rule(in))
-			}
-		}
-		for _, in := range todo {
-			switch {
-			case in.at.append:
-				c.AddRule(rule(in))
-			case in.at.before != 0:
-				c.InsertRule(rule(in))
-			}
-		}
+	added, err = s.addMarks(gen, todo, func(in insertion) []expr.Any {
+		return forwardMarkExprs(in.at.table, in.mark.Port, in.mark.Proto)
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening published ports for %s on %s: %w", owner, node, err)
-	}
-	for _, in := range todo {
-		r := MarkedRule{Mark: in.mark, Family: in.at.table.Family, Table: in.at.table.Name, Chain: in.at.chain.Name}
-		for _, e := range echoes {
-			if e.family == r.Family && e.table == r.Table && e.chain == r.Chain && e.comment == in.mark.Comment() {
-				r.Handle = e.handle
-			}
-		}
-		added = append(added, r)
 	}
 	return added, present, nil
 }

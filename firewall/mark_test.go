@@ -166,7 +166,9 @@ func (k *fakeKernel) dial(req []netlink.Message) ([]netlink.Message, error) {
 				d := append(append([]byte(nil), m.Data...), attrs(t, netlink.Attribute{Type: unix.NFTA_RULE_HANDLE, Data: binaryutil.BigEndian.PutUint64(100 + uint64(len(echoes)))})...)
 				echoes = append(echoes, reply(m, m.Header.Type, 0, d))
 			}
-			if m.Header.Flags&netlink.Acknowledge != 0 {
+			// As nfnetlink does: an error always, an acknowledgement
+			// when asked for.
+			if m.Header.Flags&netlink.Acknowledge != 0 || errno != 0 {
 				acks = append(acks, ackFor(m, errno))
 			}
 		}
@@ -225,28 +227,30 @@ func (k *fakeKernel) dial(req []netlink.Message) ([]netlink.Message, error) {
 		var ds [][]byte
 		for _, tb := range k.tables {
 			for _, ch := range tb.chains {
-				if tb.family != fam || tb.name != table || ch.name != chain {
+				// A dump without table and chain (of family AF_UNSPEC: every
+				// family) lists every rule, as the kernel does.
+				if (fam != unix.AF_UNSPEC && tb.family != fam) || (table != "" && tb.name != table) || (chain != "" && ch.name != chain) {
 					continue
 				}
 				for _, ru := range ch.rules {
 					var elems []netlink.Attribute
 					for _, e := range ru.exprs {
-						b, err := expr.Marshal(byte(fam), e)
+						b, err := expr.Marshal(byte(tb.family), e)
 						if err != nil {
 							t.Fatal(err)
 						}
 						elems = append(elems, netlink.Attribute{Type: unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM, Data: b})
 					}
 					as := []netlink.Attribute{
-						{Type: unix.NFTA_RULE_TABLE, Data: str(table)},
-						{Type: unix.NFTA_RULE_CHAIN, Data: str(chain)},
+						{Type: unix.NFTA_RULE_TABLE, Data: str(tb.name)},
+						{Type: unix.NFTA_RULE_CHAIN, Data: str(ch.name)},
 						{Type: unix.NFTA_RULE_HANDLE, Data: binaryutil.BigEndian.PutUint64(ru.handle)},
 						{Type: unix.NLA_F_NESTED | unix.NFTA_RULE_EXPRESSIONS, Data: attrs(t, elems...)},
 					}
 					if ru.comment != "" {
 						as = append(as, netlink.Attribute{Type: unix.NFTA_RULE_USERDATA, Data: userdata.AppendString(nil, userdata.TypeComment, ru.comment)})
 					}
-					ds = append(ds, append([]byte{byte(fam), 0, 0, 0}, attrs(t, as...)...))
+					ds = append(ds, append([]byte{byte(tb.family), 0, 0, 0}, attrs(t, as...)...))
 				}
 			}
 		}
