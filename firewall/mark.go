@@ -7,6 +7,7 @@ package firewall
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -154,30 +155,46 @@ type placement struct {
 	append bool
 }
 
+// inputChains are the chains of t where an input mark may go: ufw's own
+// per-port chain (ufw is then true), else every filter base chain at the
+// input hook that is not a foreign tool's. None in a table that is not an
+// IP family's, a foreign tool's or the mesh's, nor in an iptables-nft table
+// other than filter (raw, mangle, security: not where iptables filters).
+func inputChains(t *Table) (chains []*Chain, ufw bool) {
+	if !isIPFamily(t.Family) || foreignTable(t) || isMeshTable(t) {
+		return nil, false
+	}
+	if isIptablesTable(t) {
+		if t.Name != "filter" {
+			return nil, false
+		}
+		if ch := ufwUserInput(t); ch != nil {
+			return []*Chain{ch}, true
+		}
+	}
+	for ci := range t.Chains {
+		ch := &t.Chains[ci]
+		if ch.Hook == HookInput && (ch.Type == "" || ch.Type == "filter") && !foreignChain(ch.Name) {
+			chains = append(chains, ch)
+		}
+	}
+	return chains, false
+}
+
 // placements says where a mark for (proto, port) takes effect: in ufw's
 // own per-port chain, else in every base chain at the input hook that could
 // drop a new connection to the port, before the first rule that could.
+// It reads the rules of inputChains only.
 func placements(rs *Ruleset, proto string, port uint16) ([]placement, error) {
 	var out []placement
 	for ti := range rs.Tables {
 		t := &rs.Tables[ti]
-		if !isIPFamily(t.Family) || foreignTable(t) || isMeshTable(t) {
+		chains, ufw := inputChains(t)
+		if ufw {
+			out = append(out, placement{table: t, chain: chains[0]})
 			continue
 		}
-		if isIptablesTable(t) {
-			if t.Name != "filter" {
-				continue // raw, mangle, security: not where iptables filters
-			}
-			if ch := ufwUserInput(t); ch != nil {
-				out = append(out, placement{table: t, chain: ch})
-				continue
-			}
-		}
-		for ci := range t.Chains {
-			ch := &t.Chains[ci]
-			if ch.Hook != HookInput || (ch.Type != "" && ch.Type != "filter") || foreignChain(ch.Name) {
-				continue
-			}
+		for _, ch := range chains {
 			if ch.Unknown != "" {
 				return nil, fmt.Errorf("chain %s %s %s could not be listed (%s): cannot tell where a mark would take effect", t.Family, t.Name, ch.Name, ch.Unknown)
 			}
@@ -295,7 +312,11 @@ func (m *Marker) Open(node, owner string, ports []config.Port) (added, present [
 		return nil, nil, err
 	}
 	defer s.close()
-	gen, rs, err := s.snapshot()
+	// Kind reads tables and chains; placements the rules of inputChains.
+	gen, rs, err := s.snapshotSome(func(t *Table, ch *Chain) bool {
+		chains, _ := inputChains(t)
+		return slices.Contains(chains, ch)
+	})
 	if err != nil {
 		return nil, nil, err
 	}

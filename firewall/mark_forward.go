@@ -7,6 +7,7 @@ package firewall
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
@@ -64,29 +65,7 @@ func forwardPlacements(rs *Ruleset, proto string, port uint16) ([]placement, err
 	var out []placement
 	for ti := range rs.Tables {
 		t := &rs.Tables[ti]
-		if !isIPFamily(t.Family) || TableOwner(t).Owner == OwnedByForeign || isMeshTable(t) {
-			continue
-		}
-		var chains []*Chain
-		if isIptablesTable(t) {
-			if t.Name != "filter" {
-				continue
-			}
-			for _, name := range []string{"ufw-user-forward", "ufw6-user-forward", "DOCKER-USER"} {
-				if ch := chainNamed(t, name); ch != nil {
-					chains = []*Chain{ch}
-					break
-				}
-			}
-		}
-		if chains == nil {
-			for ci := range t.Chains {
-				ch := &t.Chains[ci]
-				if ch.Hook == HookForward && isFilter(ch) && ChainOwner(t, ch).Owner != OwnedByForeign {
-					chains = append(chains, ch)
-				}
-			}
-		}
+		chains := forwardChains(t)
 		for _, ch := range chains {
 			if ch.Unknown != "" {
 				return nil, fmt.Errorf("chain %s %s %s could not be listed (%s): cannot tell where a forward mark would take effect", t.Family, t.Name, ch.Name, ch.Unknown)
@@ -122,6 +101,32 @@ func forwardPlacements(rs *Ruleset, proto string, port uint16) ([]placement, err
 		}
 	}
 	return out, nil
+}
+
+// forwardChains are the chains of t where a forward mark may go (see
+// forwardPlacements); forwardPlacements reads the rules of these only.
+func forwardChains(t *Table) []*Chain {
+	if !isIPFamily(t.Family) || TableOwner(t).Owner == OwnedByForeign || isMeshTable(t) {
+		return nil
+	}
+	if isIptablesTable(t) {
+		if t.Name != "filter" {
+			return nil
+		}
+		for _, name := range []string{"ufw-user-forward", "ufw6-user-forward", "DOCKER-USER"} {
+			if ch := chainNamed(t, name); ch != nil {
+				return []*Chain{ch}
+			}
+		}
+	}
+	var chains []*Chain
+	for ci := range t.Chains {
+		ch := &t.Chains[ci]
+		if ch.Hook == HookForward && isFilter(ch) && ChainOwner(t, ch).Owner != OwnedByForeign {
+			chains = append(chains, ch)
+		}
+	}
+	return chains
 }
 
 func chainNamed(t *Table, name string) *Chain {
@@ -208,7 +213,11 @@ func (m *Marker) OpenForward(node, owner string, ports []config.Port) (added, pr
 		return nil, nil, err
 	}
 	defer s.close()
-	gen, rs, err := s.snapshot()
+	// Kind reads tables and chains; forwardPlacements the rules of
+	// forwardChains.
+	gen, rs, err := s.snapshotSome(func(t *Table, ch *Chain) bool {
+		return slices.Contains(forwardChains(t), ch)
+	})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -83,6 +84,9 @@ type fakeKernel struct {
 	// failDel answers DELRULE messages with this errno (the batch aborts).
 	failDel unix.Errno
 	gets    int
+	// ruleDumps records each rule dump asked for: "family table chain",
+	// "*" for the whole ruleset.
+	ruleDumps []string
 }
 
 type fakeTable struct {
@@ -223,6 +227,11 @@ func (k *fakeKernel) dial(req []netlink.Message) ([]netlink.Message, error) {
 			case unix.NFTA_RULE_CHAIN:
 				chain = ad.String()
 			}
+		}
+		if table == "" && chain == "" {
+			k.ruleDumps = append(k.ruleDumps, "*")
+		} else {
+			k.ruleDumps = append(k.ruleDumps, fmt.Sprintf("%d %s %s", fam, table, chain))
 		}
 		var ds [][]byte
 		for _, tb := range k.tables {
@@ -582,5 +591,35 @@ func TestCloseDeletesOwnMarksByHandle(t *testing.T) {
 	removed, err = m.Release("n1")
 	if err != nil || len(removed) != 2 {
 		t.Fatalf("Release: %v, %v; want alpha's (still listed by the fake) and beta's", removed, err)
+	}
+}
+
+// Open lists the rules of the chains a mark may go to and no other; Close
+// finds the marks in one dump of every rule; each batch asks for one
+// acknowledgement, of its last message.
+func TestMarkListsOnlyWhatItNeeds(t *testing.T) {
+	k := ufwKernel(t)
+	m := NewMarkerWithConn(k.conn())
+	if _, _, err := m.Open("n1", "foundation", []config.Port{{Num: 9500, Proto: "tcp"}, {Num: 53, Proto: "udp"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%d filter ufw-user-input,%d filter ufw6-user-input", unix.NFPROTO_IPV4, unix.NFPROTO_IPV6)
+	if got := strings.Join(k.ruleDumps, ","); got != want {
+		t.Errorf("Open dumped the rules of %q, want only %q", got, want)
+	}
+	k.ruleDumps = nil
+	if _, err := m.Close("n1", "foundation"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(k.ruleDumps, ","); got != "*" {
+		t.Errorf("Close dumped the rules of %q, want one dump of every rule", got)
+	}
+	for i, b := range k.batches {
+		for j, msg := range b {
+			last := j == len(b)-2
+			if acked := msg.Header.Flags&netlink.Acknowledge != 0; acked != last {
+				t.Errorf("batch %d message %d of %d: acknowledgement asked %v, want it of the last message only", i, j, len(b), acked)
+			}
+		}
 	}
 }

@@ -167,7 +167,11 @@ func generation(nc *netlink.Conn) (uint32, error) {
 // snapshot reads the generation, then the ruleset: a change during the
 // listing moves the generation past the one returned, so a write planned on
 // this listing is refused by the kernel.
-func (s *session) snapshot() (uint32, *Ruleset, error) {
+func (s *session) snapshot() (uint32, *Ruleset, error) { return s.snapshotSome(nil) }
+
+// snapshotSome is snapshot with the rules of the chains wants selects only
+// (see listSome).
+func (s *session) snapshotSome(wants func(t *Table, ch *Chain) bool) (uint32, *Ruleset, error) {
 	nc, err := s.raw()
 	if err != nil {
 		return 0, nil, err
@@ -176,7 +180,7 @@ func (s *session) snapshot() (uint32, *Ruleset, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	rs, err := List(s.c)
+	rs, err := listSome(s.c, wants)
 	if err != nil {
 		return 0, nil, err
 	}
