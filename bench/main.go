@@ -8,8 +8,9 @@
 //
 // The sections:
 //   - marks: opening and closing marked rules through the firewall package
-//     (one listing and one netlink batch per operation) against nft,
-//     iptables and ufw run once per rule (this file);
+//     (one listing and one netlink batch per operation) against one nft -f
+//     of the same rules, and nft, iptables and ufw run once per rule (this
+//     file);
 //   - probe: activities.Activities.Probe of a node shaped like the seed's
 //     control node against gathering the same facts by shelling out
 //     (probe.go);
