@@ -623,3 +623,36 @@ func TestMarkListsOnlyWhatItNeeds(t *testing.T) {
 		}
 	}
 }
+
+// The marks are found in one dump of every rule: the mesh's own table
+// (whose port rules carry the same comments after a flip) and tables of
+// families other than ip, ip6 and inet are not the found firewall's.
+func TestFindMarksOnlyInTheFoundFirewall(t *testing.T) {
+	k := ufwKernel(t)
+	mark := "adoption:n1:alpha:9500/tcp"
+	uin := &k.tables[0].chains[1]
+	uin.rules = append(uin.rules, fakeRule{handle: 10, exprs: tcpDport(9500, expr.VerdictAccept), comment: mark})
+	k.tables = append(k.tables,
+		fakeTable{family: nftables.TableFamilyINet, name: MeshTable, chains: []fakeChain{
+			{name: "ports", rules: []fakeRule{{handle: 3, exprs: tcpDport(9500, expr.VerdictAccept), comment: mark}}},
+		}},
+		fakeTable{family: nftables.TableFamilyBridge, name: "filter", chains: []fakeChain{
+			{name: "forward", rules: []fakeRule{{handle: 4, exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}}, comment: mark}}},
+		}},
+	)
+	m := NewMarkerWithConn(k.conn())
+	list, err := m.List("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Family != FamilyIP || list[0].Chain != "ufw-user-input" || list[0].Handle != 10 {
+		t.Fatalf("List = %v; want only ip filter ufw-user-input handle 10", list)
+	}
+	removed, err := m.Release("n1")
+	if err != nil || len(removed) != 1 || removed[0].Handle != 10 {
+		t.Fatalf("Release = %v, %v; want only handle 10", removed, err)
+	}
+	if len(k.batches) != 1 || len(k.batches[0]) != 3 {
+		t.Fatalf("batches %v; want one deleting one rule", k.batches)
+	}
+}
