@@ -8,8 +8,9 @@
 //
 // The sections:
 //   - marks: opening and closing marked rules through the firewall package
-//     (one listing and one netlink batch per operation) against nft,
-//     iptables and ufw run once per rule (this file);
+//     (one listing and one netlink batch per operation) against one nft -f
+//     of the same rules, and nft, iptables and ufw run once per rule (this
+//     file);
 //   - probe: activities.Activities.Probe of a node shaped like the seed's
 //     control node against gathering the same facts by shelling out
 //     (probe.go);
@@ -31,6 +32,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,6 +41,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,6 +68,10 @@ type Result struct {
 	TotalMS     float64 `json:"total_ms"`
 	Ratio       float64 `json:"ratio_vs_ours"`
 	Restored    bool    `json:"restored"`
+	// Runs is how many times the method ran; the figures are those of the
+	// run with the median total, RunsMS every run's total in order.
+	Runs   int       `json:"runs"`
+	RunsMS []float64 `json:"runs_total_ms,omitempty"`
 }
 
 // Report is what the JSON file holds.
@@ -87,6 +94,7 @@ func run(args []string, stdout io.Writer) error {
 	outDir := fs.String("out", filepath.Join("bench", "results"), "directory for the JSON result")
 	skipMarks := fs.Bool("skip-marks", false, "leave out the marked-rules rows")
 	n := fs.Int("n", 100, "marked rules: ports to open (from 20000, tcp)")
+	marksRuns := fs.Int("marks-runs", 5, "marked rules: runs of ours and of the one-nft-f peer, interleaved (median reported); the per-rule peers run once")
 	skipUfw := fs.Bool("skip-ufw", false, "marked rules: leave out `ufw allow` (about 0.5 s per rule)")
 	skipProbe := fs.Bool("skip-probe", false, "leave out the probe of a control-node-shaped node")
 	probeN := fs.Int("probe-n", 20, "probe: timed runs of each")
@@ -143,7 +151,7 @@ func run(args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "%s: done in %.0f s\n", name, time.Since(t).Seconds())
 	}
 	section("marks", *skipMarks, func() ([]Row, any, error) {
-		rows, rep, err := runMarks(*n, *skipUfw, stdout)
+		rows, rep, err := runMarks(*n, *marksRuns, *skipUfw, stdout)
 		if rep == nil {
 			return rows, nil, err
 		}
@@ -200,12 +208,18 @@ func run(args []string, stdout io.Writer) error {
 }
 
 // runMarks opens and closes marked rules by each method in one fresh ufw
-// namespace and checks that each leaves the ruleset as found.
-func runMarks(n int, skipUfw bool, stdout io.Writer) ([]Row, *Report, error) {
+// namespace and checks that each leaves the ruleset as found. Ours and the
+// one-nft-f peer are quick and noisy on a shared machine: they run runs
+// times, interleaved so both see the same load, and the median run counts.
+// The per-rule peers aggregate hundreds of process runs already: once.
+func runMarks(n, runs int, skipUfw bool, stdout io.Writer) ([]Row, *Report, error) {
 	b := &bench{ns: "bn-mk-" + randHex(4)}
 	b.path = filepath.Join("/run/netns", b.ns)
 	for i := 0; i < n; i++ {
 		b.ports = append(b.ports, config.Port{Num: uint16(20000 + i), Proto: "tcp"})
+	}
+	if runs < 1 {
+		runs = 1
 	}
 	cleanup, err := b.setup()
 	defer cleanup()
@@ -216,59 +230,117 @@ func runMarks(n int, skipUfw bool, stdout io.Writer) ([]Row, *Report, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	methods := []struct {
-		name string
-		fn   func() (Result, error)
-	}{
-		{"firewall.Marker (one batch)", b.ours},
-		{"nft insert, one run per port", b.nft},
-		{"iptables -I, one run per rule", b.iptables},
-		{"ufw allow, one run per port", b.ufw},
+	type method struct {
+		name   string
+		fn     func() (Result, error)
+		runs   int
+		result Result
+		all    []Result
 	}
-	var results []Result
-	for _, m := range methods {
-		if skipUfw && strings.HasPrefix(m.name, "ufw") {
-			continue
-		}
-		fmt.Fprintf(stdout, "marks: %s ...\n", m.name)
+	methods := []*method{
+		{name: "firewall.Marker (one batch)", fn: b.ours, runs: runs},
+		{name: "nft -f, one run to insert and one to delete by handle", fn: b.nftFile, runs: runs},
+		{name: "nft insert, one run per port", fn: b.nft, runs: 1},
+		{name: "iptables -I, one run per rule", fn: b.iptables, runs: 1},
+		{name: "ufw allow, one run per port", fn: b.ufw, runs: 1},
+	}
+	if skipUfw {
+		methods = methods[:len(methods)-1]
+	}
+	once := func(m *method) error {
+		fmt.Fprintf(stdout, "marks: %s (run %d of %d) ...\n", m.name, len(m.all)+1, m.runs)
 		r, err := m.fn()
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", m.name, err)
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
+		after, err := b.listing()
+		if err != nil {
+			return err
 		}
 		r.Method = m.name
 		r.TotalMS = r.OpenMS + r.CloseMS
-		after, err := b.listing()
-		if err != nil {
-			return nil, nil, err
-		}
 		r.Restored = after == before
-		results = append(results, r)
+		m.all = append(m.all, r)
+		if !r.Restored {
+			return fmt.Errorf("%s did not leave the ruleset as found", m.name)
+		}
+		return nil
+	}
+	var errRun error
+	for i := 0; i < runs && errRun == nil; i++ {
+		for _, m := range methods {
+			if i < m.runs && errRun == nil {
+				errRun = once(m)
+			}
+		}
+	}
+	var results []Result
+	for _, m := range methods {
+		if errRun == nil && len(m.all) == 0 {
+			errRun = once(m)
+		}
+		if len(m.all) == 0 {
+			break
+		}
+		results = append(results, medianRun(m.all))
+	}
+	if len(results) == 0 {
+		return nil, nil, errRun
 	}
 	for i := range results {
 		results[i].Ratio = results[i].TotalMS / results[0].TotalMS
 	}
 	rep := &Report{
-		Date:    time.Now().UTC().Format(time.RFC3339),
-		Ports:   fmt.Sprintf("%d-%d/tcp, IPv4 and IPv6", 20000, 20000+n-1),
-		Kernel:  hostInfo().Kernel,
-		Tools:   versions(),
-		Note:    "one ufw namespace; each method opens the ports in both families and closes them again; nft and iptables run on a thread inside the namespace (no ip netns exec), ufw through ip netns exec for its own /etc copy",
+		Date:   time.Now().UTC().Format(time.RFC3339),
+		Ports:  fmt.Sprintf("%d-%d/tcp, IPv4 and IPv6", 20000, 20000+n-1),
+		Kernel: hostInfo().Kernel,
+		Tools:  versions(),
+		Note: "one ufw namespace; each method opens the ports in both families and closes them again; nft and iptables run on a thread inside the namespace (no ip netns exec), ufw through ip netns exec for its own /etc copy; " +
+			fmt.Sprintf("ours and nft -f ran %d times, interleaved, and the run with the median total is reported (runs_total_ms holds every run); the per-rule methods ran once", runs),
 		Results: results,
 	}
 	ours := results[0]
 	var rows []Row
 	for _, r := range results[1:] {
-		rows = append(rows, row("marks", fmt.Sprintf("open + close %d ports as marked rules (%d rules, IPv4 and IPv6)", n, r.Rules),
-			ours.TotalMS, r.TotalMS, "ms", "firewall.Marker: one listing and one netlink batch per operation",
-			fmt.Sprintf("%s (%d process runs)", r.Method, r.ProcessRuns),
-			fmt.Sprintf("open %.1f + close %.1f ms ours, %.1f + %.1f ms peer; ruleset as found after: ours %v, peer %v", ours.OpenMS, ours.CloseMS, r.OpenMS, r.CloseMS, ours.Restored, r.Restored), 1))
-	}
-	for _, r := range results {
-		if !r.Restored {
-			return rows, rep, fmt.Errorf("%s did not leave the ruleset as found", r.Method)
+		peerIs := fmt.Sprintf("%s (%d process runs)", r.Method, r.ProcessRuns)
+		note := fmt.Sprintf("open %.1f + close %.1f ms ours, %.1f + %.1f ms peer; ruleset as found after: ours %v, peer %v", ours.OpenMS, ours.CloseMS, r.OpenMS, r.CloseMS, ours.Restored, r.Restored)
+		if r.Runs > 1 {
+			note += fmt.Sprintf("; median of %d interleaved runs each (ours %s ms, peer %s ms)", r.Runs, joinMS(ours.RunsMS), joinMS(r.RunsMS))
 		}
+		if r.Method == methods[1].name {
+			peerIs = fmt.Sprintf("one `nft -e -a -f` inserting the same %d rules into the same chains, then one `nft -f` deleting them by the handles it echoed (%d process runs)", r.Rules, r.ProcessRuns)
+			note += "; the rule files are written before each timed run, as a script would have them; nft pays at exit for the kernel reclaiming the deleted rules, ours releases its sockets off the caller's path"
+		}
+		rows = append(rows, row("marks", fmt.Sprintf("open + close %d ports as marked rules (%d rules, IPv4 and IPv6)", n, r.Rules),
+			ours.TotalMS, r.TotalMS, "ms", "firewall.Marker: one listing and one netlink batch per operation", peerIs, note, 1))
 	}
-	return rows, rep, nil
+	return rows, rep, errRun
+}
+
+// medianRun returns the run with the median total (the lower middle of an
+// even count), with every run's total and the count.
+func medianRun(all []Result) Result {
+	sorted := slices.Clone(all)
+	slices.SortFunc(sorted, func(a, b Result) int { return cmp.Compare(a.TotalMS, b.TotalMS) })
+	r := sorted[(len(sorted)-1)/2]
+	r.Runs = len(all)
+	r.Restored = true
+	for _, a := range all {
+		r.RunsMS = append(r.RunsMS, a.TotalMS)
+		r.Restored = r.Restored && a.Restored
+	}
+	if len(all) == 1 {
+		r.RunsMS = nil
+	}
+	return r
+}
+
+func joinMS(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf("%.1f", x)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func versions() []string {
@@ -394,6 +466,61 @@ func (b *bench) nft() (Result, error) {
 		return Result{}, err
 	}
 	return Result{Rules: 2 * len(b.ports), ProcessRuns: len(ins) + len(del), OpenMS: open, CloseMS: closeMS}, nil
+}
+
+// nftFile is what a script would do with nft itself: one `nft -e -a -f`
+// inserting every rule, reading the handles nft echoes, and one `nft -f`
+// deleting them by handle. The files are written before each timed run.
+func (b *bench) nftFile() (Result, error) {
+	dir, err := os.MkdirTemp("", "bench-nft-")
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.RemoveAll(dir)
+	var ins strings.Builder
+	for _, p := range b.ports {
+		r := fmt.Sprintf("tcp dport %d counter accept comment %q", p.Num, comment(p))
+		fmt.Fprintf(&ins, "insert rule ip filter ufw-user-input %s\ninsert rule ip6 filter ufw6-user-input %s\n", r, r)
+	}
+	insFile, delFile := filepath.Join(dir, "insert.nft"), filepath.Join(dir, "delete.nft")
+	if err := os.WriteFile(insFile, []byte(ins.String()), 0o600); err != nil {
+		return Result{}, err
+	}
+	var outs []string
+	open, err := timed(func() (err error) { outs, err = b.inNS([][]string{{"nft", "-e", "-a", "-f", insFile}}); return err })
+	if err != nil {
+		return Result{}, err
+	}
+	// Each echoed line ends in "# handle N"; the lines name the family and
+	// chain they went to.
+	var del strings.Builder
+	count := 0
+	for _, line := range strings.Split(outs[0], "\n") {
+		h := handleRe.FindStringSubmatch(line)
+		if h == nil {
+			continue
+		}
+		switch {
+		case strings.Contains(line, " ip filter ufw-user-input "):
+			fmt.Fprintf(&del, "delete rule ip filter ufw-user-input handle %s\n", h[1])
+		case strings.Contains(line, " ip6 filter ufw6-user-input "):
+			fmt.Fprintf(&del, "delete rule ip6 filter ufw6-user-input handle %s\n", h[1])
+		default:
+			return Result{}, fmt.Errorf("nft echoed a rule elsewhere: %q", line)
+		}
+		count++
+	}
+	if count != 2*len(b.ports) {
+		return Result{}, fmt.Errorf("nft echoed %d handles, want %d:\n%s", count, 2*len(b.ports), outs[0])
+	}
+	if err := os.WriteFile(delFile, []byte(del.String()), 0o600); err != nil {
+		return Result{}, err
+	}
+	closeMS, err := timed(func() error { _, err := b.inNS([][]string{{"nft", "-f", delFile}}); return err })
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Rules: count, ProcessRuns: 2, OpenMS: open, CloseMS: closeMS}, nil
 }
 
 func (b *bench) iptables() (Result, error) {

@@ -20,7 +20,15 @@ import (
 // only reads: a decoded rule is never written back, because google/nftables
 // silently drops expressions it cannot decode and a rewrite would change the
 // rule.
-func List(c *nftables.Conn) (*Ruleset, error) {
+func List(c *nftables.Conn) (*Ruleset, error) { return listSome(c, nil) }
+
+// listSome is List reading the rules, and the sets they look up, only of
+// the chains wants selects (nil: every chain). wants sees each table with
+// all its chains, none of them with rules yet. A chain left out has no
+// rules in the result, so the result serves only a plan that reads the
+// chains it selected: a mark's, listed in one round trip per chain it may
+// go to instead of one per chain in the ruleset.
+func listSome(c *nftables.Conn, wants func(t *Table, ch *Chain) bool) (*Ruleset, error) {
 	tables, err := c.ListTables()
 	if err != nil {
 		return nil, fmt.Errorf("listing nftables tables: %w", err)
@@ -32,8 +40,33 @@ func List(c *nftables.Conn) (*Ruleset, error) {
 	rs := &Ruleset{}
 	for _, t := range tables {
 		tbl := Table{Family: familyName(t.Family), Name: t.Name}
+		var tchains []*nftables.Chain
+		for _, ch := range chains {
+			if ch.Table == nil || ch.Table.Name != t.Name || ch.Table.Family != t.Family {
+				continue
+			}
+			mc := Chain{Name: ch.Name, Type: string(ch.Type)}
+			if ch.Hooknum != nil {
+				mc.Hook = hookName(tbl.Family, *ch.Hooknum)
+				if ch.Priority != nil {
+					mc.Priority = int(*ch.Priority)
+				}
+				mc.Policy = "accept"
+				if ch.Policy != nil && *ch.Policy == nftables.ChainPolicyDrop {
+					mc.Policy = "drop"
+				}
+			}
+			tbl.Chains = append(tbl.Chains, mc)
+			tchains = append(tchains, ch)
+		}
+		want := make([]bool, len(tbl.Chains))
+		anyWanted := false
+		for i := range tbl.Chains {
+			want[i] = wants == nil || wants(&tbl, &tbl.Chains[i])
+			anyWanted = anyWanted || want[i]
+		}
 		sets := map[string]*Set{}
-		if isIPFamily(tbl.Family) {
+		if isIPFamily(tbl.Family) && (wants == nil || anyWanted) {
 			nsets, err := c.GetSets(t)
 			if err != nil {
 				// One set of a type google/nftables does not know makes the
@@ -71,21 +104,11 @@ func List(c *nftables.Conn) (*Ruleset, error) {
 			}
 		}
 		setsKnown := len(tbl.Unknown) == 0
-		for _, ch := range chains {
-			if ch.Table == nil || ch.Table.Name != t.Name || ch.Table.Family != t.Family {
+		for i, ch := range tchains {
+			if !want[i] {
 				continue
 			}
-			mc := Chain{Name: ch.Name, Type: string(ch.Type)}
-			if ch.Hooknum != nil {
-				mc.Hook = hookName(tbl.Family, *ch.Hooknum)
-				if ch.Priority != nil {
-					mc.Priority = int(*ch.Priority)
-				}
-				mc.Policy = "accept"
-				if ch.Policy != nil && *ch.Policy == nftables.ChainPolicyDrop {
-					mc.Policy = "drop"
-				}
-			}
+			mc := &tbl.Chains[i]
 			rules, err := c.GetRules(t, ch)
 			if err != nil && strings.Contains(err.Error(), "is not a uint32; length: 1") {
 				// google/nftables v0.3.0 reads ct's direction (a u8 the
@@ -108,7 +131,6 @@ func List(c *nftables.Conn) (*Ruleset, error) {
 						Unknown: []string{"family " + tbl.Family + " is not decoded"}})
 				}
 			}
-			tbl.Chains = append(tbl.Chains, mc)
 		}
 		rs.Tables = append(rs.Tables, tbl)
 	}

@@ -7,6 +7,7 @@ package firewall
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -154,30 +155,46 @@ type placement struct {
 	append bool
 }
 
+// inputChains are the chains of t where an input mark may go: ufw's own
+// per-port chain (ufw is then true), else every filter base chain at the
+// input hook that is not a foreign tool's. None in a table that is not an
+// IP family's, a foreign tool's or the mesh's, nor in an iptables-nft table
+// other than filter (raw, mangle, security: not where iptables filters).
+func inputChains(t *Table) (chains []*Chain, ufw bool) {
+	if !isIPFamily(t.Family) || foreignTable(t) || isMeshTable(t) {
+		return nil, false
+	}
+	if isIptablesTable(t) {
+		if t.Name != "filter" {
+			return nil, false
+		}
+		if ch := ufwUserInput(t); ch != nil {
+			return []*Chain{ch}, true
+		}
+	}
+	for ci := range t.Chains {
+		ch := &t.Chains[ci]
+		if ch.Hook == HookInput && (ch.Type == "" || ch.Type == "filter") && !foreignChain(ch.Name) {
+			chains = append(chains, ch)
+		}
+	}
+	return chains, false
+}
+
 // placements says where a mark for (proto, port) takes effect: in ufw's
 // own per-port chain, else in every base chain at the input hook that could
 // drop a new connection to the port, before the first rule that could.
+// It reads the rules of inputChains only.
 func placements(rs *Ruleset, proto string, port uint16) ([]placement, error) {
 	var out []placement
 	for ti := range rs.Tables {
 		t := &rs.Tables[ti]
-		if !isIPFamily(t.Family) || foreignTable(t) || isMeshTable(t) {
+		chains, ufw := inputChains(t)
+		if ufw {
+			out = append(out, placement{table: t, chain: chains[0]})
 			continue
 		}
-		if isIptablesTable(t) {
-			if t.Name != "filter" {
-				continue // raw, mangle, security: not where iptables filters
-			}
-			if ch := ufwUserInput(t); ch != nil {
-				out = append(out, placement{table: t, chain: ch})
-				continue
-			}
-		}
-		for ci := range t.Chains {
-			ch := &t.Chains[ci]
-			if ch.Hook != HookInput || (ch.Type != "" && ch.Type != "filter") || foreignChain(ch.Name) {
-				continue
-			}
+		for _, ch := range chains {
 			if ch.Unknown != "" {
 				return nil, fmt.Errorf("chain %s %s %s could not be listed (%s): cannot tell where a mark would take effect", t.Family, t.Name, ch.Name, ch.Unknown)
 			}
@@ -266,34 +283,6 @@ func dropLike(k VerdictKind) bool {
 	return false
 }
 
-// marked returns the marked rules in rs whose mark keep selects, in listing
-// order. A chain whose rules could not be listed may hide marks: that is an
-// error, so nothing is removed on a partial view.
-func marked(rs *Ruleset, keep func(Mark) bool) ([]MarkedRule, error) {
-	var out []MarkedRule
-	for ti := range rs.Tables {
-		t := &rs.Tables[ti]
-		// The mesh's own table (after a flip) carries the same comments on
-		// its port rules, but they are its ruleset, not marks in a found one.
-		if !isIPFamily(t.Family) || isMeshTable(t) {
-			continue
-		}
-		for ci := range t.Chains {
-			ch := &t.Chains[ci]
-			if ch.Unknown != "" {
-				return nil, fmt.Errorf("chain %s %s %s could not be listed (%s): its marked rules cannot be found", t.Family, t.Name, ch.Name, ch.Unknown)
-			}
-			for _, r := range ch.Rules {
-				m, ok := ParseMark(r.Comment)
-				if ok && keep(m) {
-					out = append(out, MarkedRule{Mark: m, Family: t.Family, Table: t.Name, Chain: ch.Name, Handle: r.Handle})
-				}
-			}
-		}
-	}
-	return out, nil
-}
-
 func validNames(node, owner string) error {
 	var errs []error
 	if !config.ValidName(node) {
@@ -311,32 +300,8 @@ func validNames(node, owner string) error {
 // again. All additions go to the kernel in one batch, applied only if the
 // ruleset is still the one listed. Nothing is changed on any error.
 func (m *Marker) Open(node, owner string, ports []config.Port) (added, present []MarkedRule, err error) {
-	var marks []Mark
-	errs := []error{validNames(node, owner)}
-	if owner == "" {
-		errs = append(errs, fmt.Errorf("owner name is empty"))
-	}
-	seen := map[Mark]bool{}
-	for _, p := range ports {
-		mk := Mark{Node: node, Owner: owner, Port: p.Num, Proto: p.Proto}
-		if p.Num == 0 {
-			errs = append(errs, fmt.Errorf("port %s: 0 is not a port, want 1-65535", p))
-			continue
-		}
-		if p.Proto != "tcp" && p.Proto != "udp" {
-			errs = append(errs, fmt.Errorf("port %s: protocol %q is not tcp or udp", p, p.Proto))
-			continue
-		}
-		if errs[0] == nil && len(mk.Comment()) > maxCommentLen {
-			errs = append(errs, fmt.Errorf("port %s: comment %q is longer than the %d bytes a rule comment holds", p, mk.Comment(), maxCommentLen))
-			continue
-		}
-		if !seen[mk] {
-			seen[mk] = true
-			marks = append(marks, mk)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	marks, err := checkMarks(node, owner, ports)
+	if err != nil {
 		return nil, nil, fmt.Errorf("not opening ports for owner %q on node %q, nothing was changed: %w", owner, node, err)
 	}
 	if len(marks) == 0 {
@@ -347,7 +312,11 @@ func (m *Marker) Open(node, owner string, ports []config.Port) (added, present [
 		return nil, nil, err
 	}
 	defer s.close()
-	gen, rs, err := s.snapshot()
+	// Kind reads tables and chains; placements the rules of inputChains.
+	gen, rs, err := s.snapshotSome(func(t *Table, ch *Chain) bool {
+		chains, _ := inputChains(t)
+		return slices.Contains(chains, ch)
+	})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -358,74 +327,107 @@ func (m *Marker) Open(node, owner string, ports []config.Port) (added, present [
 	if _, err := Kind(rs, legacy); err != nil {
 		return nil, nil, fmt.Errorf("not opening ports for %s on %s: %w", owner, node, err)
 	}
-
-	type insertion struct {
-		mark Mark
-		at   placement
-	}
-	var todo []insertion
-	for _, mk := range marks {
+	todo, present, err := plan(marks, func(mk Mark) ([]placement, error) {
 		at, err := placements(rs, mk.Proto, mk.Port)
 		if err != nil {
-			return nil, nil, fmt.Errorf("not opening %d/%s for %s on %s, nothing was changed: %w", mk.Port, mk.Proto, owner, node, err)
+			return nil, fmt.Errorf("not opening %d/%s for %s on %s, nothing was changed: %w", mk.Port, mk.Proto, owner, node, err)
 		}
+		return at, nil
+	})
+	if err != nil || len(todo) == 0 {
+		return nil, present, err
+	}
+	added, err = s.addMarks(gen, todo, func(in insertion) []expr.Any { return markExprs(in.mark.Port, in.mark.Proto) })
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening ports for %s on %s: %w", owner, node, err)
+	}
+	return added, present, nil
+}
+
+// insertion is one mark to add where it takes effect.
+type insertion struct {
+	mark    Mark
+	comment string
+	at      placement
+}
+
+// plan says where each mark goes (where) and which of those places already
+// hold it: those are present, the rest are to add. A chain's comments are
+// read once, not once per mark.
+func plan(marks []Mark, where func(Mark) ([]placement, error)) (todo []insertion, present []MarkedRule, err error) {
+	held := map[*Chain]map[string]uint64{} // chain -> comment -> first handle
+	for _, mk := range marks {
+		at, err := where(mk)
+		if err != nil {
+			return nil, nil, err
+		}
+		comment := mk.Comment()
 		for _, p := range at {
-			found := false
-			for _, r := range p.chain.Rules {
-				if r.Comment == mk.Comment() {
-					present = append(present, MarkedRule{Mark: mk, Family: p.table.Family, Table: p.table.Name, Chain: p.chain.Name, Handle: r.Handle})
-					found = true
-					break
+			hs, ok := held[p.chain]
+			if !ok {
+				hs = map[string]uint64{}
+				for _, r := range p.chain.Rules {
+					if _, dup := hs[r.Comment]; !dup && r.Comment != "" {
+						hs[r.Comment] = r.Handle
+					}
 				}
+				held[p.chain] = hs
 			}
-			if !found {
-				todo = append(todo, insertion{mk, p})
+			if h, ok := hs[comment]; ok {
+				present = append(present, MarkedRule{Mark: mk, Family: p.table.Family, Table: p.table.Name, Chain: p.chain.Name, Handle: h})
+				continue
 			}
+			todo = append(todo, insertion{mark: mk, comment: comment, at: p})
 		}
 	}
-	if len(todo) == 0 {
-		return nil, present, nil
+	return todo, present, nil
+}
+
+// addMarks writes todo as one batch at generation gen, each rule made of
+// exprs(in) and its mark's comment, and returns the rules added with the
+// handles the kernel echoed.
+func (s *session) addMarks(gen uint32, todo []insertion, exprs func(insertion) []expr.Any) ([]MarkedRule, error) {
+	rule := func(in insertion) *nftables.Rule {
+		return &nftables.Rule{
+			Table:    &nftables.Table{Family: tableFamily(in.at.table.Family), Name: in.at.table.Name},
+			Chain:    &nftables.Chain{Name: in.at.chain.Name},
+			Position: in.at.before,
+			Exprs:    exprs(in),
+			UserData: userdata.AppendString(nil, userdata.TypeComment, in.comment),
+		}
 	}
 	echoes, err := s.commit(gen, func(c *nftables.Conn) {
 		// Each insertion at a chain's head goes before the previous one:
 		// queue those in reverse, so the chain lists the ports in order.
 		for i := len(todo) - 1; i >= 0; i-- {
 			if in := todo[i]; !in.at.append && in.at.before == 0 {
-				c.InsertRule(newMarkRule(in.mark, in.at, 0))
+				c.InsertRule(rule(in))
 			}
 		}
 		for _, in := range todo {
 			switch {
 			case in.at.append:
-				c.AddRule(newMarkRule(in.mark, in.at, 0))
+				c.AddRule(rule(in))
 			case in.at.before != 0:
-				c.InsertRule(newMarkRule(in.mark, in.at, in.at.before))
+				c.InsertRule(rule(in))
 			}
 		}
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("opening ports for %s on %s: %w", owner, node, err)
+		return nil, err
 	}
+	type where struct{ family, table, chain, comment string }
+	handles := make(map[where]uint64, len(echoes))
+	for _, e := range echoes {
+		handles[where{e.family, e.table, e.chain, e.comment}] = e.handle
+	}
+	added := make([]MarkedRule, 0, len(todo))
 	for _, in := range todo {
 		r := MarkedRule{Mark: in.mark, Family: in.at.table.Family, Table: in.at.table.Name, Chain: in.at.chain.Name}
-		for _, e := range echoes {
-			if e.family == r.Family && e.table == r.Table && e.chain == r.Chain && e.comment == in.mark.Comment() {
-				r.Handle = e.handle
-			}
-		}
+		r.Handle = handles[where{r.Family, r.Table, r.Chain, in.comment}]
 		added = append(added, r)
 	}
-	return added, present, nil
-}
-
-func newMarkRule(mk Mark, at placement, before uint64) *nftables.Rule {
-	return &nftables.Rule{
-		Table:    &nftables.Table{Family: tableFamily(at.table.Family), Name: at.table.Name},
-		Chain:    &nftables.Chain{Name: at.chain.Name},
-		Position: before,
-		Exprs:    markExprs(mk.Port, mk.Proto),
-		UserData: markUserData(mk),
-	}
+	return added, nil
 }
 
 // Close removes owner's marked rules of node, and only those.
@@ -458,17 +460,18 @@ func (m *Marker) List(node string) ([]MarkedRule, error) {
 		return nil, err
 	}
 	defer s.close()
-	rs, err := List(s.c)
+	nc, err := s.raw()
 	if err != nil {
 		return nil, err
 	}
-	return marked(rs, func(mk Mark) bool { return mk.Node == node })
+	return findMarks(nc, func(mk Mark) bool { return mk.Node == node })
 }
 
 // remove deletes the selected marked rules by handle in one batch. A rule
 // that vanished between listing and deleting (removed by hand, or by a
-// reload of the found firewall) makes the kernel refuse the batch: the
-// ruleset is listed again and the removal retried once.
+// reload of the found firewall) makes the kernel refuse the batch, and a
+// change during the listing makes it incomplete: the marks are listed again
+// and the removal retried once.
 func (m *Marker) remove(keep func(Mark) bool) ([]MarkedRule, error) {
 	s, err := m.open()
 	if err != nil {
@@ -477,11 +480,11 @@ func (m *Marker) remove(keep func(Mark) bool) ([]MarkedRule, error) {
 	defer s.close()
 	var last error
 	for attempt := 0; attempt < 2; attempt++ {
-		gen, rs, err := s.snapshot()
-		if err != nil {
-			return nil, err
+		gen, rules, err := s.marks(keep)
+		if errors.Is(err, ErrRulesetChanged) {
+			last = err
+			continue
 		}
-		rules, err := marked(rs, keep)
 		if err != nil {
 			return nil, fmt.Errorf("nothing was removed: %w", err)
 		}

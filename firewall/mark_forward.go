@@ -7,8 +7,8 @@ package firewall
 import (
 	"errors"
 	"fmt"
+	"slices"
 
-	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/xt"
@@ -65,29 +65,7 @@ func forwardPlacements(rs *Ruleset, proto string, port uint16) ([]placement, err
 	var out []placement
 	for ti := range rs.Tables {
 		t := &rs.Tables[ti]
-		if !isIPFamily(t.Family) || TableOwner(t).Owner == OwnedByForeign || isMeshTable(t) {
-			continue
-		}
-		var chains []*Chain
-		if isIptablesTable(t) {
-			if t.Name != "filter" {
-				continue
-			}
-			for _, name := range []string{"ufw-user-forward", "ufw6-user-forward", "DOCKER-USER"} {
-				if ch := chainNamed(t, name); ch != nil {
-					chains = []*Chain{ch}
-					break
-				}
-			}
-		}
-		if chains == nil {
-			for ci := range t.Chains {
-				ch := &t.Chains[ci]
-				if ch.Hook == HookForward && isFilter(ch) && ChainOwner(t, ch).Owner != OwnedByForeign {
-					chains = append(chains, ch)
-				}
-			}
-		}
+		chains := forwardChains(t)
 		for _, ch := range chains {
 			if ch.Unknown != "" {
 				return nil, fmt.Errorf("chain %s %s %s could not be listed (%s): cannot tell where a forward mark would take effect", t.Family, t.Name, ch.Name, ch.Unknown)
@@ -123,6 +101,32 @@ func forwardPlacements(rs *Ruleset, proto string, port uint16) ([]placement, err
 		}
 	}
 	return out, nil
+}
+
+// forwardChains are the chains of t where a forward mark may go (see
+// forwardPlacements); forwardPlacements reads the rules of these only.
+func forwardChains(t *Table) []*Chain {
+	if !isIPFamily(t.Family) || TableOwner(t).Owner == OwnedByForeign || isMeshTable(t) {
+		return nil
+	}
+	if isIptablesTable(t) {
+		if t.Name != "filter" {
+			return nil
+		}
+		for _, name := range []string{"ufw-user-forward", "ufw6-user-forward", "DOCKER-USER"} {
+			if ch := chainNamed(t, name); ch != nil {
+				return []*Chain{ch}
+			}
+		}
+	}
+	var chains []*Chain
+	for ci := range t.Chains {
+		ch := &t.Chains[ci]
+		if ch.Hook == HookForward && isFilter(ch) && ChainOwner(t, ch).Owner != OwnedByForeign {
+			chains = append(chains, ch)
+		}
+	}
+	return chains
 }
 
 func chainNamed(t *Table, name string) *Chain {
@@ -209,7 +213,11 @@ func (m *Marker) OpenForward(node, owner string, ports []config.Port) (added, pr
 		return nil, nil, err
 	}
 	defer s.close()
-	gen, rs, err := s.snapshot()
+	// Kind reads tables and chains; forwardPlacements the rules of
+	// forwardChains.
+	gen, rs, err := s.snapshotSome(func(t *Table, ch *Chain) bool {
+		return slices.Contains(forwardChains(t), ch)
+	})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -220,68 +228,21 @@ func (m *Marker) OpenForward(node, owner string, ports []config.Port) (added, pr
 	if _, err := Kind(rs, legacy); err != nil {
 		return nil, nil, fmt.Errorf("not opening published ports for %s on %s: %w", owner, node, err)
 	}
-	type insertion struct {
-		mark Mark
-		at   placement
-	}
-	var todo []insertion
-	for _, mk := range marks {
+	todo, present, err := plan(marks, func(mk Mark) ([]placement, error) {
 		at, err := forwardPlacements(rs, mk.Proto, mk.Port)
 		if err != nil {
-			return nil, nil, fmt.Errorf("not opening published port %d/%s for %s on %s, nothing was changed: %w", mk.Port, mk.Proto, owner, node, err)
+			return nil, fmt.Errorf("not opening published port %d/%s for %s on %s, nothing was changed: %w", mk.Port, mk.Proto, owner, node, err)
 		}
-		for _, p := range at {
-			found := false
-			for _, r := range p.chain.Rules {
-				if r.Comment == mk.Comment() {
-					present = append(present, MarkedRule{Mark: mk, Family: p.table.Family, Table: p.table.Name, Chain: p.chain.Name, Handle: r.Handle})
-					found = true
-					break
-				}
-			}
-			if !found {
-				todo = append(todo, insertion{mk, p})
-			}
-		}
+		return at, nil
+	})
+	if err != nil || len(todo) == 0 {
+		return nil, present, err
 	}
-	if len(todo) == 0 {
-		return nil, present, nil
-	}
-	rule := func(in insertion) *nftables.Rule {
-		return &nftables.Rule{
-			Table:    &nftables.Table{Family: tableFamily(in.at.table.Family), Name: in.at.table.Name},
-			Chain:    &nftables.Chain{Name: in.at.chain.Name},
-			Position: in.at.before,
-			Exprs:    forwardMarkExprs(in.at.table, in.mark.Port, in.mark.Proto),
-			UserData: markUserData(in.mark),
-		}
-	}
-	echoes, err := s.commit(gen, func(c *nftables.Conn) {
-		for i := len(todo) - 1; i >= 0; i-- {
-			if in := todo[i]; !in.at.append && in.at.before == 0 {
-				c.InsertRule(rule(in))
-			}
-		}
-		for _, in := range todo {
-			switch {
-			case in.at.append:
-				c.AddRule(rule(in))
-			case in.at.before != 0:
-				c.InsertRule(rule(in))
-			}
-		}
+	added, err = s.addMarks(gen, todo, func(in insertion) []expr.Any {
+		return forwardMarkExprs(in.at.table, in.mark.Port, in.mark.Proto)
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening published ports for %s on %s: %w", owner, node, err)
-	}
-	for _, in := range todo {
-		r := MarkedRule{Mark: in.mark, Family: in.at.table.Family, Table: in.at.table.Name, Chain: in.at.chain.Name}
-		for _, e := range echoes {
-			if e.family == r.Family && e.table == r.Table && e.chain == r.Chain && e.comment == in.mark.Comment() {
-				r.Handle = e.handle
-			}
-		}
-		added = append(added, r)
 	}
 	return added, present, nil
 }

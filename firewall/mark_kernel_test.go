@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
 
 	"adoption/config"
 	"adoption/internal/testenv"
@@ -543,5 +544,71 @@ func TestMarkRulesetChangedBetweenListAndWrite(t *testing.T) {
 	})
 	if err != nil || len(echoes) != 1 || echoes[0].handle == 0 || echoes[0].comment != mk.Comment() {
 		t.Fatalf("commit at the current generation: %v, %v", echoes, err)
+	}
+}
+
+// A batch asks the kernel to acknowledge only its last message: an error
+// in any other message still comes back, the batch is refused as a whole,
+// and a good batch after it goes through. This is the kernel behaviour the
+// commit relies on (nfnetlink reports every error, acknowledges on request).
+func TestMarkBatchRefusedByAnyMessage(t *testing.T) {
+	n := newTestNet(t)
+	restoreUfw(t, n)
+	m := n.marker(t)
+	added, _, err := m.Open("n1", "alpha", ports("9700/tcp", "9701/tcp", "9702/tcp"))
+	if err != nil || len(added) != 6 {
+		t.Fatalf("Open: %v, %v; want 6 marks", added, err)
+	}
+	opened := n.listing(t)
+	del := func(handles ...uint64) func(c *nftables.Conn) {
+		return func(c *nftables.Conn) {
+			for _, h := range handles {
+				_ = c.DelRule(&nftables.Rule{
+					Table: &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "filter"}, Chain: &nftables.Chain{Name: "ufw-user-input"},
+					Handle: h,
+				})
+			}
+		}
+	}
+	var h []uint64
+	for _, r := range added {
+		if r.Family == FamilyIP {
+			h = append(h, r.Handle)
+		}
+	}
+	const gone = 1 << 40 // no rule has it
+	s, err := m.open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, batch := range [][]uint64{{h[0], gone, h[2]}, {h[0], h[1], gone}, {gone, h[1], h[2]}} {
+		gen, _, err := s.snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.commit(gen, del(batch...))
+		if !errors.Is(err, unix.ENOENT) {
+			t.Errorf("deleting handles %v: %v; want the kernel's ENOENT", batch, err)
+		}
+		if after := n.listing(t); after != opened {
+			t.Fatalf("a refused batch (handles %v) changed the ruleset:\n%s", batch, diff(opened, after))
+		}
+	}
+	gen, _, err := s.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.commit(gen, del(h...)); err != nil {
+		t.Fatalf("deleting the IPv4 marks: %v", err)
+	}
+	s.close()
+	list, err := m.List("n1")
+	if err != nil || len(list) != 3 {
+		t.Fatalf("List after deleting the IPv4 marks: %v, %v; want the 3 IPv6 marks", list, err)
+	}
+	for _, r := range list {
+		if r.Family != FamilyIP6 {
+			t.Errorf("still listed: %v", r)
+		}
 	}
 }

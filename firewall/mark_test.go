@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -83,6 +84,9 @@ type fakeKernel struct {
 	// failDel answers DELRULE messages with this errno (the batch aborts).
 	failDel unix.Errno
 	gets    int
+	// ruleDumps records each rule dump asked for: "family table chain",
+	// "*" for the whole ruleset.
+	ruleDumps []string
 }
 
 type fakeTable struct {
@@ -166,7 +170,9 @@ func (k *fakeKernel) dial(req []netlink.Message) ([]netlink.Message, error) {
 				d := append(append([]byte(nil), m.Data...), attrs(t, netlink.Attribute{Type: unix.NFTA_RULE_HANDLE, Data: binaryutil.BigEndian.PutUint64(100 + uint64(len(echoes)))})...)
 				echoes = append(echoes, reply(m, m.Header.Type, 0, d))
 			}
-			if m.Header.Flags&netlink.Acknowledge != 0 {
+			// As nfnetlink does: an error always, an acknowledgement
+			// when asked for.
+			if m.Header.Flags&netlink.Acknowledge != 0 || errno != 0 {
 				acks = append(acks, ackFor(m, errno))
 			}
 		}
@@ -222,31 +228,38 @@ func (k *fakeKernel) dial(req []netlink.Message) ([]netlink.Message, error) {
 				chain = ad.String()
 			}
 		}
+		if table == "" && chain == "" {
+			k.ruleDumps = append(k.ruleDumps, "*")
+		} else {
+			k.ruleDumps = append(k.ruleDumps, fmt.Sprintf("%d %s %s", fam, table, chain))
+		}
 		var ds [][]byte
 		for _, tb := range k.tables {
 			for _, ch := range tb.chains {
-				if tb.family != fam || tb.name != table || ch.name != chain {
+				// A dump without table and chain (of family AF_UNSPEC: every
+				// family) lists every rule, as the kernel does.
+				if (fam != unix.AF_UNSPEC && tb.family != fam) || (table != "" && tb.name != table) || (chain != "" && ch.name != chain) {
 					continue
 				}
 				for _, ru := range ch.rules {
 					var elems []netlink.Attribute
 					for _, e := range ru.exprs {
-						b, err := expr.Marshal(byte(fam), e)
+						b, err := expr.Marshal(byte(tb.family), e)
 						if err != nil {
 							t.Fatal(err)
 						}
 						elems = append(elems, netlink.Attribute{Type: unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM, Data: b})
 					}
 					as := []netlink.Attribute{
-						{Type: unix.NFTA_RULE_TABLE, Data: str(table)},
-						{Type: unix.NFTA_RULE_CHAIN, Data: str(chain)},
+						{Type: unix.NFTA_RULE_TABLE, Data: str(tb.name)},
+						{Type: unix.NFTA_RULE_CHAIN, Data: str(ch.name)},
 						{Type: unix.NFTA_RULE_HANDLE, Data: binaryutil.BigEndian.PutUint64(ru.handle)},
 						{Type: unix.NLA_F_NESTED | unix.NFTA_RULE_EXPRESSIONS, Data: attrs(t, elems...)},
 					}
 					if ru.comment != "" {
 						as = append(as, netlink.Attribute{Type: unix.NFTA_RULE_USERDATA, Data: userdata.AppendString(nil, userdata.TypeComment, ru.comment)})
 					}
-					ds = append(ds, append([]byte{byte(fam), 0, 0, 0}, attrs(t, as...)...))
+					ds = append(ds, append([]byte{byte(tb.family), 0, 0, 0}, attrs(t, as...)...))
 				}
 			}
 		}
@@ -578,5 +591,68 @@ func TestCloseDeletesOwnMarksByHandle(t *testing.T) {
 	removed, err = m.Release("n1")
 	if err != nil || len(removed) != 2 {
 		t.Fatalf("Release: %v, %v; want alpha's (still listed by the fake) and beta's", removed, err)
+	}
+}
+
+// Open lists the rules of the chains a mark may go to and no other; Close
+// finds the marks in one dump of every rule; each batch asks for one
+// acknowledgement, of its last message.
+func TestMarkListsOnlyWhatItNeeds(t *testing.T) {
+	k := ufwKernel(t)
+	m := NewMarkerWithConn(k.conn())
+	if _, _, err := m.Open("n1", "foundation", []config.Port{{Num: 9500, Proto: "tcp"}, {Num: 53, Proto: "udp"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%d filter ufw-user-input,%d filter ufw6-user-input", unix.NFPROTO_IPV4, unix.NFPROTO_IPV6)
+	if got := strings.Join(k.ruleDumps, ","); got != want {
+		t.Errorf("Open dumped the rules of %q, want only %q", got, want)
+	}
+	k.ruleDumps = nil
+	if _, err := m.Close("n1", "foundation"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(k.ruleDumps, ","); got != "*" {
+		t.Errorf("Close dumped the rules of %q, want one dump of every rule", got)
+	}
+	for i, b := range k.batches {
+		for j, msg := range b {
+			last := j == len(b)-2
+			if acked := msg.Header.Flags&netlink.Acknowledge != 0; acked != last {
+				t.Errorf("batch %d message %d of %d: acknowledgement asked %v, want it of the last message only", i, j, len(b), acked)
+			}
+		}
+	}
+}
+
+// The marks are found in one dump of every rule: the mesh's own table
+// (whose port rules carry the same comments after a flip) and tables of
+// families other than ip, ip6 and inet are not the found firewall's.
+func TestFindMarksOnlyInTheFoundFirewall(t *testing.T) {
+	k := ufwKernel(t)
+	mark := "adoption:n1:alpha:9500/tcp"
+	uin := &k.tables[0].chains[1]
+	uin.rules = append(uin.rules, fakeRule{handle: 10, exprs: tcpDport(9500, expr.VerdictAccept), comment: mark})
+	k.tables = append(k.tables,
+		fakeTable{family: nftables.TableFamilyINet, name: MeshTable, chains: []fakeChain{
+			{name: "ports", rules: []fakeRule{{handle: 3, exprs: tcpDport(9500, expr.VerdictAccept), comment: mark}}},
+		}},
+		fakeTable{family: nftables.TableFamilyBridge, name: "filter", chains: []fakeChain{
+			{name: "forward", rules: []fakeRule{{handle: 4, exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}}, comment: mark}}},
+		}},
+	)
+	m := NewMarkerWithConn(k.conn())
+	list, err := m.List("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Family != FamilyIP || list[0].Chain != "ufw-user-input" || list[0].Handle != 10 {
+		t.Fatalf("List = %v; want only ip filter ufw-user-input handle 10", list)
+	}
+	removed, err := m.Release("n1")
+	if err != nil || len(removed) != 1 || removed[0].Handle != 10 {
+		t.Fatalf("Release = %v, %v; want only handle 10", removed, err)
+	}
+	if len(k.batches) != 1 || len(k.batches[0]) != 3 {
+		t.Fatalf("batches %v; want one deleting one rule", k.batches)
 	}
 }

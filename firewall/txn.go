@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/google/nftables"
@@ -28,35 +29,97 @@ var ErrRulesetChanged = errors.New("the ruleset changed between listing and writ
 // answer was lost (ENOBUFS, a timeout): it may or may not be in force.
 var ErrOutcomeUnknown = errors.New("whether the batch was applied is not known")
 
-// session is one operation's connections.
+// session is one operation's connections: one nftables connection that
+// stays open for the whole operation (every listing goes through the same
+// socket), and one raw netlink socket for the generation and the batch.
+// Dialling into a namespace costs a locked thread and two setns calls, so
+// an operation that dialled per request paid that for every chain listed.
 type session struct {
 	m     *Marker
 	c     *nftables.Conn
+	nc    *netlink.Conn // the raw socket, dialled on first use
 	close func() error
 }
 
 func (m *Marker) open() (*session, error) {
 	if m.conn != nil {
-		return &session{m: m, c: m.conn, close: func() error { return nil }}, nil
+		s := &session{m: m, c: m.conn}
+		s.close = func() error { s.dropRaw(); return nil }
+		return s, nil
 	}
-	c, closer, err := Dial(m.netns)
+	c, closer, err := dialLasting(m.netns)
 	if err != nil {
 		return nil, err
 	}
-	return &session{m: m, c: c, close: closer}, nil
+	s := &session{m: m, c: c}
+	s.close = func() error {
+		s.dropRaw()
+		go func() { // see dropRaw
+			_ = c.CloseLasting()
+			_ = closer()
+		}()
+		return nil
+	}
+	return s, nil
 }
 
-// raw dials a plain netlink socket where c speaks: google/nftables exposes
-// neither the ruleset generation nor the batch's generation check.
+// dialLasting is Dial with one netlink socket kept open until the closer
+// runs, instead of one dialled per request.
+func dialLasting(netnsPath string) (*nftables.Conn, func() error, error) {
+	if netnsPath == "" {
+		c, err := nftables.New(nftables.AsLasting())
+		if err != nil {
+			return nil, nil, fmt.Errorf("opening nftables in the own network namespace: %w", err)
+		}
+		return c, func() error { return nil }, nil
+	}
+	f, err := os.Open(netnsPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening network namespace %s: %w", netnsPath, err)
+	}
+	// The raw socket is dialled later with the same fd: it stays open until
+	// the closer runs.
+	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())), nftables.AsLasting())
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("opening nftables in network namespace %s: %w", netnsPath, err)
+	}
+	return c, f.Close, nil
+}
+
+// raw returns the session's plain netlink socket where c speaks, dialling
+// it on first use: google/nftables exposes neither the ruleset generation
+// nor the batch's generation check.
 func (s *session) raw() (*netlink.Conn, error) {
+	if s.nc != nil {
+		return s.nc, nil
+	}
 	if s.c.TestDial != nil {
-		return nltest.Dial(s.c.TestDial), nil
+		s.nc = nltest.Dial(s.c.TestDial)
+		return s.nc, nil
 	}
 	nc, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: s.c.NetNS})
 	if err != nil {
 		return nil, fmt.Errorf("opening netlink: %w", err)
 	}
+	s.nc = nc
 	return nc, nil
+}
+
+// dropRaw closes the raw socket. A batch may leave answers unread on it (a
+// refused batch, a lost answer), so every commit drops it and whatever
+// comes next dials a clean one.
+//
+// The socket is closed off the caller's path: releasing a netfilter socket
+// waits until the kernel has reclaimed the rules the last batches deleted
+// (nf_tables flushes its destroy work, an RCU grace period, on every
+// NETLINK_URELEASE), about 10 ms after a batch of deletions. The batch was
+// in force once acknowledged; nothing the caller does waits on the reclaim.
+func (s *session) dropRaw() {
+	if nc := s.nc; nc != nil {
+		s.nc = nil
+		go nc.Close()
+	}
 }
 
 // legacy reads the iptables-legacy tables in the marker's namespace.
@@ -104,17 +167,20 @@ func generation(nc *netlink.Conn) (uint32, error) {
 // snapshot reads the generation, then the ruleset: a change during the
 // listing moves the generation past the one returned, so a write planned on
 // this listing is refused by the kernel.
-func (s *session) snapshot() (uint32, *Ruleset, error) {
+func (s *session) snapshot() (uint32, *Ruleset, error) { return s.snapshotSome(nil) }
+
+// snapshotSome is snapshot with the rules of the chains wants selects only
+// (see listSome).
+func (s *session) snapshotSome(wants func(t *Table, ch *Chain) bool) (uint32, *Ruleset, error) {
 	nc, err := s.raw()
 	if err != nil {
 		return 0, nil, err
 	}
-	defer nc.Close()
 	gen, err := generation(nc)
 	if err != nil {
 		return 0, nil, err
 	}
-	rs, err := List(s.c)
+	rs, err := listSome(s.c, wants)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -151,14 +217,17 @@ func (s *session) commit(gen uint32, build func(c *nftables.Conn)) ([]echoed, er
 	if len(batch) < 3 {
 		return nil, nil
 	}
-	want := 0
+	// Only the last message asks for an acknowledgement. The kernel answers
+	// a batch after committing or aborting it, in message order, and always
+	// reports a message's error: so the last message's acknowledgement comes
+	// after every error and echo, and means the batch is in force. Asking it
+	// of every message cost one answer (two reads) per rule.
 	for i := range batch {
 		// Let the real socket number them.
 		batch[i].Header.Length, batch[i].Header.Sequence, batch[i].Header.PID = 0, 0, 0
-		if i > 0 && i < len(batch)-1 && batch[i].Header.Flags&netlink.Acknowledge != 0 {
-			want++
-		}
+		batch[i].Header.Flags &^= netlink.Acknowledge
 	}
+	batch[len(batch)-2].Header.Flags |= netlink.Acknowledge
 	begin := &batch[0]
 	if begin.Header.Type != netlink.HeaderType(unix.NFNL_MSG_BATCH_BEGIN) {
 		return nil, fmt.Errorf("building the batch: first message is %v, not a batch begin", begin.Header.Type)
@@ -173,19 +242,18 @@ func (s *session) commit(gen uint32, build func(c *nftables.Conn)) ([]echoed, er
 	if err != nil {
 		return nil, err
 	}
-	defer nc.Close()
+	defer s.dropRaw()
 	// A kernel that never answers must not hang the worker.
 	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
-	// Every message is acknowledged and every new rule echoed (that is how
-	// its handle comes back): room for all answers, or the kernel drops some
-	// (ENOBUFS) and the batch's outcome is unknown.
+	// Every new rule is echoed (that is how its handle comes back): room for
+	// all answers, or the kernel drops some (ENOBUFS) and the batch's outcome
+	// is unknown.
 	growReadBuffer(nc, len(batch)*2048)
 	if _, err := nc.SendMessages(batch); err != nil {
 		return nil, fmt.Errorf("sending the batch: %w: %w", ErrOutcomeUnknown, err)
 	}
 	var echoes []echoed
-	var errs []error
-	for got := 0; got < want; {
+	for {
 		msgs, err := nc.Receive()
 		if err != nil {
 			if errors.Is(err, unix.ERESTART) {
@@ -197,14 +265,15 @@ func (s *session) commit(gen uint32, build func(c *nftables.Conn)) ([]echoed, er
 			if !errors.As(err, &oe) || oe.Op != "receive" || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS) || isTimeout(err) {
 				return nil, fmt.Errorf("reading the kernel's answer to the batch (%w; list the marks to see): %w", ErrOutcomeUnknown, err)
 			}
-			errs = append(errs, err) // one message's error; the batch was aborted
-			got++
-			continue
+			// One message's error: the kernel aborts the whole batch on
+			// any. Further answers (more errors, the last message's
+			// acknowledgement) go unread; the socket is dropped.
+			return nil, fmt.Errorf("the kernel refused the batch, nothing was changed: %w", err)
 		}
 		for _, msg := range msgs {
 			switch msg.Header.Type {
 			case netlink.Error:
-				got++
+				return echoes, nil // the last message's acknowledgement: errors come as errors
 			case nftMsg(unix.NFT_MSG_NEWRULE):
 				if e, ok := parseEcho(msg); ok {
 					echoes = append(echoes, e)
@@ -212,10 +281,6 @@ func (s *session) commit(gen uint32, build func(c *nftables.Conn)) ([]echoed, er
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("the kernel refused the batch, nothing was changed: %w", errors.Join(errs...))
-	}
-	return echoes, nil
 }
 
 // growReadBuffer raises the socket's receive buffer to at least n bytes.
