@@ -300,9 +300,36 @@ func validNames(node, owner string) error {
 // again. All additions go to the kernel in one batch, applied only if the
 // ruleset is still the one listed. Nothing is changed on any error.
 func (m *Marker) Open(node, owner string, ports []config.Port) (added, present []MarkedRule, err error) {
+	return m.openOn(inputPath, node, owner, ports)
+}
+
+// markPath is where a kind of mark goes: the input path (a port the node
+// serves) or the forward path (a host port Docker publishes). Open and
+// OpenForward differ only in these.
+type markPath struct {
+	what string // in messages: "ports", "published ports"
+	// chains says which chains' rules placements needs listed.
+	chains     func(t *Table, ch *Chain) bool
+	placements func(rs *Ruleset, proto string, port uint16) ([]placement, error)
+	exprs      func(in insertion) []expr.Any
+}
+
+var inputPath = markPath{
+	what: "ports",
+	chains: func(t *Table, ch *Chain) bool {
+		chains, _ := inputChains(t)
+		return slices.Contains(chains, ch)
+	},
+	placements: placements,
+	exprs:      func(in insertion) []expr.Any { return markExprs(in.mark.Port, in.mark.Proto) },
+}
+
+// openOn opens marks on one path: one listing of the chains that path
+// needs, one batch at that generation; nothing changed on any error.
+func (m *Marker) openOn(path markPath, node, owner string, ports []config.Port) (added, present []MarkedRule, err error) {
 	marks, err := checkMarks(node, owner, ports)
 	if err != nil {
-		return nil, nil, fmt.Errorf("not opening ports for owner %q on node %q, nothing was changed: %w", owner, node, err)
+		return nil, nil, fmt.Errorf("not opening %s for owner %q on node %q, nothing was changed: %w", path.what, owner, node, err)
 	}
 	if len(marks) == 0 {
 		return nil, nil, nil
@@ -312,11 +339,8 @@ func (m *Marker) Open(node, owner string, ports []config.Port) (added, present [
 		return nil, nil, err
 	}
 	defer s.close()
-	// Kind reads tables and chains; placements the rules of inputChains.
-	gen, rs, err := s.snapshotSome(func(t *Table, ch *Chain) bool {
-		chains, _ := inputChains(t)
-		return slices.Contains(chains, ch)
-	})
+	// Kind reads tables and chains; placements the rules of path.chains.
+	gen, rs, err := s.snapshotSome(path.chains)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -325,10 +349,10 @@ func (m *Marker) Open(node, owner string, ports []config.Port) (added, present [
 		return nil, nil, fmt.Errorf("reading the iptables-legacy tables: %w", err)
 	}
 	if _, err := Kind(rs, legacy); err != nil {
-		return nil, nil, fmt.Errorf("not opening ports for %s on %s: %w", owner, node, err)
+		return nil, nil, fmt.Errorf("not opening %s for %s on %s: %w", path.what, owner, node, err)
 	}
 	todo, present, err := plan(marks, func(mk Mark) ([]placement, error) {
-		at, err := placements(rs, mk.Proto, mk.Port)
+		at, err := path.placements(rs, mk.Proto, mk.Port)
 		if err != nil {
 			return nil, fmt.Errorf("not opening %d/%s for %s on %s, nothing was changed: %w", mk.Port, mk.Proto, owner, node, err)
 		}
@@ -337,9 +361,9 @@ func (m *Marker) Open(node, owner string, ports []config.Port) (added, present [
 	if err != nil || len(todo) == 0 {
 		return nil, present, err
 	}
-	added, err = s.addMarks(gen, todo, func(in insertion) []expr.Any { return markExprs(in.mark.Port, in.mark.Proto) })
+	added, err = s.addMarks(gen, todo, path.exprs)
 	if err != nil {
-		return nil, nil, fmt.Errorf("opening ports for %s on %s: %w", owner, node, err)
+		return nil, nil, fmt.Errorf("opening %s for %s on %s: %w", path.what, owner, node, err)
 	}
 	return added, present, nil
 }

@@ -201,50 +201,14 @@ func couldDropForward(family string, r *Rule, proto string, port uint16) bool {
 // reported as present. One batch, applied only at the listed generation;
 // nothing is changed on any error.
 func (m *Marker) OpenForward(node, owner string, ports []config.Port) (added, present []MarkedRule, err error) {
-	marks, err := checkMarks(node, owner, ports)
-	if err != nil {
-		return nil, nil, fmt.Errorf("not opening published ports for owner %q on node %q, nothing was changed: %w", owner, node, err)
-	}
-	if len(marks) == 0 {
-		return nil, nil, nil
-	}
-	s, err := m.open()
-	if err != nil {
-		return nil, nil, err
-	}
-	defer s.close()
-	// Kind reads tables and chains; forwardPlacements the rules of
-	// forwardChains.
-	gen, rs, err := s.snapshotSome(func(t *Table, ch *Chain) bool {
-		return slices.Contains(forwardChains(t), ch)
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	legacy, err := s.legacy()
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading the iptables-legacy tables: %w", err)
-	}
-	if _, err := Kind(rs, legacy); err != nil {
-		return nil, nil, fmt.Errorf("not opening published ports for %s on %s: %w", owner, node, err)
-	}
-	todo, present, err := plan(marks, func(mk Mark) ([]placement, error) {
-		at, err := forwardPlacements(rs, mk.Proto, mk.Port)
-		if err != nil {
-			return nil, fmt.Errorf("not opening published port %d/%s for %s on %s, nothing was changed: %w", mk.Port, mk.Proto, owner, node, err)
-		}
-		return at, nil
-	})
-	if err != nil || len(todo) == 0 {
-		return nil, present, err
-	}
-	added, err = s.addMarks(gen, todo, func(in insertion) []expr.Any {
-		return forwardMarkExprs(in.at.table, in.mark.Port, in.mark.Proto)
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("opening published ports for %s on %s: %w", owner, node, err)
-	}
-	return added, present, nil
+	return m.openOn(forwardPath, node, owner, ports)
+}
+
+var forwardPath = markPath{
+	what:       "published ports",
+	chains:     func(t *Table, ch *Chain) bool { return slices.Contains(forwardChains(t), ch) },
+	placements: forwardPlacements,
+	exprs:      func(in insertion) []expr.Any { return forwardMarkExprs(in.at.table, in.mark.Port, in.mark.Proto) },
 }
 
 // checkMarks validates names and ports and returns one mark per distinct
