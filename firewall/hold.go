@@ -26,7 +26,6 @@ import (
 	"net"
 	"os"
 	"regexp"
-	"runtime"
 	"sync"
 	"syscall"
 
@@ -36,6 +35,8 @@ import (
 	"github.com/google/nftables/userdata"
 	"github.com/google/nftables/xt"
 	"golang.org/x/sys/unix"
+
+	"adoption/netns"
 )
 
 // HoldTable is the table the holds live in.
@@ -246,38 +247,5 @@ func (h *Hold) Dial(ctx context.Context, addr string) (net.Conn, error) {
 	if h.netns == "" {
 		return d.DialContext(ctx, "tcp", addr)
 	}
-	return dialInNetns(ctx, h.netns, &d, addr)
-}
-
-// dialInNetns makes the socket inside the namespace: the calling thread
-// enters it for the dial (the socket stays in it) and goes back after. A
-// thread that cannot go back is not returned to the scheduler.
-func dialInNetns(ctx context.Context, netns string, d *net.Dialer, addr string) (net.Conn, error) {
-	runtime.LockOSThread()
-	orig, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
-	if err != nil {
-		runtime.UnlockOSThread()
-		return nil, err
-	}
-	defer orig.Close()
-	target, err := os.Open(netns)
-	if err != nil {
-		runtime.UnlockOSThread()
-		return nil, err
-	}
-	defer target.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("enter network namespace %s: %w", netns, err)
-	}
-	conn, derr := d.DialContext(ctx, "tcp", addr)
-	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-		// Leave the thread locked: it dies with the goroutine.
-		if conn != nil {
-			conn.Close()
-		}
-		return nil, fmt.Errorf("leave network namespace %s: %w", netns, err)
-	}
-	runtime.UnlockOSThread()
-	return conn, derr
+	return netns.Dial(ctx, h.netns, &d, addr)
 }

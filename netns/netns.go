@@ -4,7 +4,9 @@
 package netns
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"runtime"
 
@@ -50,4 +52,22 @@ func Do(path string, fn func() error) error {
 		errc <- ferr
 	}()
 	return <-errc
+}
+
+// Dial connects to addr over TCP from the network namespace at path ("" is
+// the caller's): the socket is made there, and stays there for its life.
+func Dial(ctx context.Context, path string, d *net.Dialer, addr string) (net.Conn, error) {
+	var conn net.Conn
+	err := Do(path, func() error {
+		var err error
+		conn, err = d.DialContext(ctx, "tcp", addr)
+		return err
+	})
+	if err != nil {
+		if conn != nil { // connected, but the thread could not come back
+			conn.Close()
+		}
+		return nil, err
+	}
+	return conn, nil
 }

@@ -21,13 +21,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"adoption/netns"
 )
 
 // EngineNode is up once StartEngineNode returns.
@@ -189,33 +188,7 @@ func (n *EngineNode) removeNamespaces() {
 // a client there would. The calling thread enters the namespace for the
 // dial only.
 func DialFrom(ctx context.Context, nsPath, addr string) (net.Conn, error) {
-	runtime.LockOSThread()
-	orig, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
-	if err != nil {
-		runtime.UnlockOSThread()
-		return nil, err
-	}
-	defer orig.Close()
-	target, err := os.Open(nsPath)
-	if err != nil {
-		runtime.UnlockOSThread()
-		return nil, err
-	}
-	defer target.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		return nil, err
-	}
-	var d net.Dialer
-	c, derr := d.DialContext(ctx, "tcp", addr)
-	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-		if c != nil {
-			c.Close()
-		}
-		return nil, err // the thread stays locked and dies with the goroutine
-	}
-	runtime.UnlockOSThread()
-	return c, derr
+	return netns.Dial(ctx, nsPath, &net.Dialer{}, addr)
 }
 
 // ClientStats is what clients in the peer namespace saw.
