@@ -411,7 +411,7 @@ func (b *refFlipBench) client(port int) string {
 			return nil
 		}
 		defer c.Close()
-		if err := health(c, bufio.NewReader(c), false, time.Second); err != nil {
+		if err := sandbox.HealthCheck(c, bufio.NewReader(c), false, time.Second); err != nil {
 			state = "connected, no answer: " + err.Error()
 			return nil
 		}

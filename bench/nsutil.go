@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +22,8 @@ import (
 	"time"
 
 	"adoption/netns"
+
+	"adoption/sandbox"
 )
 
 type benchNS struct {
@@ -205,35 +206,16 @@ func (greeting) still(c net.Conn, br *bufio.Reader) bool {
 // start and again at the end.
 type httpHealth struct{}
 
-func (httpHealth) open(c net.Conn, br *bufio.Reader) error { return health(c, br, true, time.Second) }
+func (httpHealth) open(c net.Conn, br *bufio.Reader) error {
+	return sandbox.HealthCheck(c, br, true, time.Second)
+}
 
 func (httpHealth) fresh(c net.Conn, br *bufio.Reader) error {
-	return health(c, br, false, 500*time.Millisecond)
+	return sandbox.HealthCheck(c, br, false, 500*time.Millisecond)
 }
 
 func (httpHealth) still(c net.Conn, br *bufio.Reader) bool {
-	return health(c, br, true, 2*time.Second) == nil
-}
-
-func health(c net.Conn, br *bufio.Reader, keepAlive bool, within time.Duration) error {
-	_ = c.SetDeadline(time.Now().Add(within))
-	conn := "close"
-	if keepAlive {
-		conn = "keep-alive"
-	}
-	if _, err := fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: bench\r\nConnection: %s\r\n\r\n", conn); err != nil {
-		return err
-	}
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %s", resp.Status)
-	}
-	return nil
+	return sandbox.HealthCheck(c, br, true, 2*time.Second) == nil
 }
 
 // hammerOn is hammer from the namespace at peerPath, speaking sp.

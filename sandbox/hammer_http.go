@@ -25,7 +25,7 @@ func HammerHTTP(addr string, every, d time.Duration) (HammerResult, error) {
 	}
 	defer held.Close()
 	br := bufio.NewReader(held)
-	if err := healthOn(held, br, true, time.Second); err != nil {
+	if err := HealthCheck(held, br, true, time.Second); err != nil {
 		return r, fmt.Errorf("the held connection's first request: %w", err)
 	}
 	end := time.Now().Add(d)
@@ -37,7 +37,7 @@ func HammerHTTP(addr string, every, d time.Duration) (HammerResult, error) {
 		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
 		switch {
 		case err == nil:
-			if healthOn(c, bufio.NewReader(c), false, 3*time.Second) != nil {
+			if HealthCheck(c, bufio.NewReader(c), false, 3*time.Second) != nil {
 				r.TimedOut++
 			} else {
 				r.answered(start, &last)
@@ -50,12 +50,12 @@ func HammerHTTP(addr string, every, d time.Duration) (HammerResult, error) {
 		}
 		time.Sleep(every)
 	}
-	r.Held = healthOn(held, br, true, time.Second) == nil
+	r.Held = HealthCheck(held, br, true, time.Second) == nil
 	return r, nil
 }
 
 // healthOn asks GET /health on c and wants 200 within wait.
-func healthOn(c net.Conn, br *bufio.Reader, keepAlive bool, wait time.Duration) error {
+func HealthCheck(c net.Conn, br *bufio.Reader, keepAlive bool, wait time.Duration) error {
 	_ = c.SetDeadline(time.Now().Add(wait))
 	conn := "close"
 	if keepAlive {
