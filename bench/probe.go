@@ -21,6 +21,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -92,7 +93,7 @@ type probeNode struct {
 	real      bool // real Docker containers
 }
 
-func runProbe(n int, stdout io.Writer) ([]Row, *ProbeDetails, error) {
+func runProbe(n int, fixture string, stdout io.Writer) ([]Row, *ProbeDetails, error) {
 	if n < 1 {
 		return nil, nil, fmt.Errorf("-probe-n must be at least 1")
 	}
@@ -102,6 +103,12 @@ func runProbe(n int, stdout io.Writer) ([]Row, *ProbeDetails, error) {
 		probeRulesIn, probeRulesFwd, probeContainers, probeFiles)
 	if err := p.setup(); err != nil {
 		return nil, nil, err
+	}
+	if fixture != "" {
+		if err := p.saveFixture(fixture); err != nil {
+			return nil, nil, err
+		}
+		fmt.Fprintf(stdout, "probe: wrote the node's ruleset and interfaces to %s\n", fixture)
 	}
 	d := &ProbeDetails{Runs: n}
 	var engine activities.Containers
@@ -281,6 +288,30 @@ func runProbe(n int, stdout io.Writer) ([]Row, *ProbeDetails, error) {
 			fmt.Sprintf("%d chains, %d rules in 3 tables", d.Found.Chains, d.Found.Rules), 1),
 	}
 	return rows, d, nil
+}
+
+// saveFixture writes the node's ruleset as the firewall lists it and its
+// interfaces as the evaluator reads them, in the shape of the firewall
+// package's testdata/dnat fixtures: its unit tests and BenchmarkOpenPorts
+// evaluate exactly what this section's probe evaluates, without a kernel.
+func (p *probeNode) saveFixture(file string) error {
+	insp := firewall.Inspector{Netns: p.ns.path}
+	rs, err := insp.Ruleset()
+	if err != nil {
+		return err
+	}
+	node, err := insp.Node()
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(struct {
+		Ruleset *firewall.Ruleset `json:"ruleset"`
+		Node    firewall.Node     `json:"node"`
+	}{rs, node}, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, append(b, '\n'), 0o644)
 }
 
 func command(name string, args ...string) (string, error) {
