@@ -66,46 +66,114 @@ func TestEvalGolden(t *testing.T) {
 		}
 	})
 	t.Run("random", func(t *testing.T) {
-		n, file := goldenInputs, filepath.Join("testdata", "eval", "random.golden")
-		if s := os.Getenv("FW_GOLDEN_N"); s != "" {
-			var err error
-			if n, err = strconv.Atoi(s); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if f := os.Getenv("FW_GOLDEN_FILE"); f != "" {
-			file = f
-		}
-		var got strings.Builder
-		for i, data := range goldenData(n) {
-			fmt.Fprintf(&got, "%d %s\n", i, goldenHash(t, data))
-		}
-		if save {
-			if err := os.WriteFile(file, []byte(got.String()), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-		want, err := os.ReadFile(file)
-		if err != nil {
+		checkGolden(t, "random", goldenInputs, func(n int) func(int) *fw.Ruleset {
+			data := goldenData(n)
+			return func(i int) *fw.Ruleset { return goldenRuleset(data[i]) }
+		})
+	})
+	t.Run("sources", func(t *testing.T) {
+		checkGolden(t, "sources", goldenSourceInputs, func(int) func(int) *fw.Ruleset { return sourcesRuleset })
+	})
+}
+
+// checkGolden compares the hashes of the results on n rulesets (a line
+// each) with testdata/eval/<name>.golden, or writes them (FW_SAVE_GOLDEN=1).
+// FW_GOLDEN_N overrides n; FW_GOLDEN_FILE=<path> uses <path>.<name>.
+func checkGolden(t *testing.T, name string, n int, rulesets func(n int) func(i int) *fw.Ruleset) {
+	file := filepath.Join("testdata", "eval", name+".golden")
+	if s := os.Getenv("FW_GOLDEN_N"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
 			t.Fatal(err)
 		}
-		gl, wl := strings.Split(got.String(), "\n"), strings.Split(string(want), "\n")
-		if len(gl) != len(wl) {
-			t.Fatalf("%d results, %s holds %d", len(gl)-1, file, len(wl)-1)
+	}
+	if f := os.Getenv("FW_GOLDEN_FILE"); f != "" {
+		file = f + "." + name
+	}
+	ruleset := rulesets(n)
+	var got strings.Builder
+	for i := range n {
+		fmt.Fprintf(&got, "%d %s\n", i, goldenHash(t, ruleset(i)))
+	}
+	if os.Getenv("FW_SAVE_GOLDEN") == "1" {
+		if err := os.WriteFile(file, []byte(got.String()), 0o644); err != nil {
+			t.Fatal(err)
 		}
-		bad := 0
-		for i := range gl {
-			if gl[i] != wl[i] {
-				if bad++; bad <= 10 {
-					t.Errorf("input %d: results differ from %s; ruleset %s", i, file, mustJSON(goldenRuleset(goldenData(n)[i])))
-				}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl, wl := strings.Split(got.String(), "\n"), strings.Split(string(want), "\n")
+	if len(gl) != len(wl) {
+		t.Fatalf("%d results, %s holds %d", len(gl)-1, file, len(wl)-1)
+	}
+	bad := 0
+	for i := range gl {
+		if gl[i] != wl[i] {
+			if bad++; bad <= 5 {
+				t.Errorf("input %d: results differ from %s; ruleset %s", i, file, mustJSON(ruleset(i)))
 			}
 		}
-		if bad > 0 {
-			t.Fatalf("%d of %d inputs differ", bad, n)
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d inputs differ", bad, n)
+	}
+}
+
+const goldenSourceInputs = 300
+
+// sourcesRuleset is a ruleset whose rules name many source prefixes, nested
+// and overlapping (a blocklist, allowlists per port, a chain of its own),
+// so that source regions and their reporting as prefixes are exercised
+// beyond what the fuzz decoder's few prefixes do.
+func sourcesRuleset(i int) *fw.Ruleset {
+	r := rand.New(rand.NewPCG(uint64(i), 99))
+	pfx := func() netip.Prefix {
+		switch r.IntN(12) {
+		case 0:
+			a := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, byte(r.IntN(4)), 0, byte(r.IntN(16))})
+			return netip.PrefixFrom(a, []int{32, 40, 48, 56, 64}[r.IntN(5)]).Masked()
+		case 1:
+			return []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("127.0.0.0/8"),
+				netip.MustParsePrefix("::/0"), netip.MustParsePrefix("10.0.0.0/8")}[r.IntN(4)]
 		}
-	})
+		a := netip.AddrFrom4([4]byte{10, byte(r.IntN(4)), byte(r.IntN(16)), byte(r.IntN(256))})
+		return netip.PrefixFrom(a, []int{12, 16, 20, 24, 26, 28, 30, 32}[r.IntN(8)]).Masked()
+	}
+	set := func(n int) []netip.Prefix {
+		out := make([]netip.Prefix, n)
+		for k := range out {
+			out[k] = pfx()
+		}
+		return out
+	}
+	verdict := func() fw.Verdict {
+		return fw.Verdict{Kind: []fw.VerdictKind{fw.VerdictAccept, fw.VerdictDrop, fw.VerdictJump, fw.VerdictReturn}[r.IntN(4)], Target: "c1"}
+	}
+	ports := []uint16{22, 25, 80, 443, 5432, 8080}
+	portRule := func() fw.Rule {
+		ru := fw.Rule{Conds: []fw.Cond{
+			{Kind: fw.CondL4Proto, Protos: []int{[]int{6, 17}[r.IntN(2)]}},
+			{Kind: fw.CondDport, Ports: []fw.PortRange{{From: ports[r.IntN(len(ports))], To: ports[r.IntN(len(ports))]}}},
+		}, Verdict: fw.Verdict{Kind: []fw.VerdictKind{fw.VerdictAccept, fw.VerdictDrop}[r.IntN(2)]}}
+		if r.IntN(3) != 0 {
+			ru.Conds = append(ru.Conds, fw.Cond{Kind: fw.CondSaddr, Prefixes: set(1 + r.IntN(40)), Negate: r.IntN(6) == 0})
+		}
+		return ru
+	}
+	input := fw.Chain{Name: "input", Hook: fw.HookInput, Type: "filter", Policy: "drop", Rules: []fw.Rule{
+		{Conds: []fw.Cond{{Kind: fw.CondSaddr, Prefixes: set(r.IntN(300))}}, Verdict: verdict()},
+	}}
+	for range r.IntN(6) {
+		input.Rules = append(input.Rules, portRule())
+	}
+	c1 := fw.Chain{Name: "c1"}
+	for range r.IntN(4) {
+		c1.Rules = append(c1.Rules, portRule())
+	}
+	return &fw.Ruleset{Tables: []fw.Table{{Family: fw.FamilyInet, Name: "filter", Chains: []fw.Chain{input, c1}}}}
 }
 
 func readFixture(t *testing.T, name string) (*fw.Ruleset, fw.Node) {
@@ -230,9 +298,8 @@ func goldenRuleset(data []byte) *fw.Ruleset {
 	return rs
 }
 
-func goldenHash(t *testing.T, data []byte) string {
+func goldenHash(t *testing.T, rs *fw.Ruleset) string {
 	t.Helper()
-	rs := goldenRuleset(data)
 	h := sha256.New()
 	for _, ops := range [][]fw.Opening{fw.OpenPorts(rs), fw.OpenPortsOn(rs, goldenNode), fw.OpenPortsOn(withNAT(rs), goldenNode)} {
 		h.Write(mustJSON(ops))
