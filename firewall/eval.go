@@ -83,9 +83,9 @@ func OpenPortsOn(rs *Ruleset, node Node) []Opening {
 			forward: baseChains(rs, HookForward, fam, nil),
 		}
 		atoms := sourceAtoms(rs, fam)
-		groups := groupAtoms(rs, atoms)
+		groups, index := groupAtoms(rs, atoms), atomIndex(atoms)
 		for _, proto := range []string{"tcp", "udp"} {
-			out = append(out, evalPorts(prog, &node, st, atoms, groups, portBounds(rs, fam, protoNum(proto), !keep), fam, proto)...)
+			out = append(out, evalPorts(prog, &node, st, atoms, groups, index, portBounds(rs, fam, protoNum(proto), !keep), fam, proto)...)
 		}
 	}
 	dir := func(d string) int {
@@ -289,40 +289,47 @@ func sourceAtoms(rs *Ruleset, fam string) []atom {
 	})
 	atoms := []atom{{other: true}}
 outer:
-	for _, p := range ps {
+	for i, p := range ps {
 		for _, x := range notOutside {
 			if x.Bits() <= p.Bits() && x.Contains(p.Addr()) {
 				continue outer
 			}
 		}
-		if nonEmptyAtom(p, ps) {
+		if nonEmptyAtom(ps, i) {
 			atoms = append(atoms, atom{prefix: p})
 		}
 	}
 	return atoms
 }
 
-// nonEmptyAtom reports whether p is not entirely covered by the more specific
-// prefixes in ps.
-func nonEmptyAtom(p netip.Prefix, ps []netip.Prefix) bool {
-	var kids []netip.Prefix
-	for _, q := range ps {
-		if q.Bits() > p.Bits() && p.Contains(q.Addr()) {
-			kids = append(kids, q)
-		}
+// nonEmptyAtom reports whether ps[i] is not entirely covered by the more
+// specific prefixes in ps, which are sorted by address, then length, and
+// masked. The more specific prefixes inside ps[i] are the ones right after
+// it that start within it (prefixes are nested or disjoint); of those, the
+// maximal ones are those that do not start within the last maximal one.
+func nonEmptyAtom(ps []netip.Prefix, i int) bool {
+	p := ps[i]
+	if !p.IsValid() {
+		return true // contains nothing, so nothing covers it
 	}
-	total := new(big.Int)
-	for _, q := range kids {
-		maximal := true
-		for _, r := range kids {
-			if r != q && r.Bits() < q.Bits() && r.Contains(q.Addr()) {
-				maximal = false
-				break
-			}
+	end := lastAddr(p)
+	var total *big.Int
+	var cover netip.Addr // last address of the last maximal one
+	for _, q := range ps[i+1:] {
+		if end.Less(q.Addr()) {
+			break
 		}
-		if maximal {
-			total.Add(total, new(big.Int).Lsh(big.NewInt(1), uint(p.Addr().BitLen()-q.Bits())))
+		if cover.IsValid() && !cover.Less(q.Addr()) {
+			continue
 		}
+		if total == nil {
+			total = new(big.Int)
+		}
+		total.Add(total, new(big.Int).Lsh(big.NewInt(1), uint(p.Addr().BitLen()-q.Bits())))
+		cover = lastAddr(q)
+	}
+	if total == nil {
+		return true
 	}
 	size := new(big.Int).Lsh(big.NewInt(1), uint(p.Addr().BitLen()-p.Bits()))
 	return total.Cmp(size) < 0
@@ -639,6 +646,13 @@ func (e *evaluator) reset() {
 func (e *evaluator) cond(c *Cond) tri {
 	if c.Kind == CondSaddr {
 		e.sawSource = true
+		if set := e.prog.sources[c]; set != nil {
+			t := boolTri(set.holds(e.pkt.src))
+			if c.Negate {
+				t = 1 - t
+			}
+			return t
+		}
 	}
 	return e.pkt.cond(c)
 }
@@ -964,15 +978,16 @@ func groupAtoms(rs *Ruleset, atoms []atom) [][]atom {
 			conds = append(conds, c)
 		}
 	})
+	sets := make([]*prefixSet, len(conds))
+	for i, c := range conds {
+		sets[i] = newPrefixSet(c.Prefixes)
+	}
 	sig := func(a atom) string {
 		b := make([]byte, len(conds))
-		for i, c := range conds {
+		for i := range conds {
 			b[i] = '0'
-			for _, q := range c.Prefixes {
-				if a.in(q) {
-					b[i] = '1'
-					break
-				}
+			if sets[i].holds(a) {
+				b[i] = '1'
 			}
 		}
 		return string(b)
@@ -996,7 +1011,7 @@ func groupAtoms(rs *Ruleset, atoms []atom) [][]atom {
 	return groups
 }
 
-func evalPorts(prog *program, node *Node, st stages, atoms []atom, groups [][]atom, bounds []int, fam, proto string) []Opening {
+func evalPorts(prog *program, node *Node, st stages, atoms []atom, groups [][]atom, index map[netip.Prefix]int, bounds []int, fam, proto string) []Opening {
 	pnum := protoNum(proto)
 	e := prog.evaluator()
 	type span struct{ start, end int }
@@ -1058,7 +1073,7 @@ func evalPorts(prog *program, node *Node, st stages, atoms []atom, groups [][]at
 			uncertain bool
 		}{{sure, false}, {unsure, true}} {
 			for p, as := range group.atoms {
-				for _, pfx := range atomPrefixes(as, atoms) {
+				for _, pfx := range atomPrefixes(as, atoms, index) {
 					here[openKey{pfx.String(), group.uncertain || p.reason != "", p}] = true
 				}
 			}
@@ -1102,10 +1117,10 @@ func evalPorts(prog *program, node *Node, st stages, atoms []atom, groups [][]at
 // atomPrefixes returns the fewest prefixes that cover exactly the union of the
 // regions of the atoms open (each atom's prefix minus the more specific
 // prefixes of all atoms).
-func atomPrefixes(open, all []atom) []netip.Prefix {
+func atomPrefixes(open, all []atom, index map[netip.Prefix]int) []netip.Prefix {
 	var rs []addrRange
 	for _, a := range open {
-		rs = append(rs, atomRanges(a.prefix, all)...)
+		rs = append(rs, atomRanges(a.prefix, all, index)...)
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i].lo.Less(rs[j].lo) })
 	var merged []addrRange
@@ -1130,20 +1145,34 @@ func atomPrefixes(open, all []atom) []netip.Prefix {
 
 type addrRange struct{ lo, hi netip.Addr }
 
-// atomRanges is p minus the maximal more specific prefixes of other atoms.
-func atomRanges(p netip.Prefix, all []atom) []addrRange {
-	var kids []netip.Prefix
-	for _, a := range all {
-		q := a.prefix
-		if a.other || q.Addr().Is4() != p.Addr().Is4() || q.Bits() <= p.Bits() || !p.Contains(q.Addr()) {
-			continue
+// atomIndex is where each prefix atom is in atoms.
+func atomIndex(atoms []atom) map[netip.Prefix]int {
+	index := make(map[netip.Prefix]int, len(atoms))
+	for i, a := range atoms {
+		if !a.other {
+			index[a.prefix] = i
 		}
-		kids = append(kids, q)
 	}
-	sort.Slice(kids, func(i, j int) bool { return kids[i].Addr().Less(kids[j].Addr()) })
+	return index
+}
+
+// atomRanges is p minus the maximal more specific prefixes of other atoms.
+// all is sourceAtoms' list (the prefix atoms sorted by address, then
+// length) and index where p is in it: the atoms inside p are the ones right
+// after it that start within it, in the order they are cut out.
+func atomRanges(p netip.Prefix, all []atom, index map[netip.Prefix]int) []addrRange {
+	var kids []netip.Prefix
+	end := lastAddr(p)
+	if i, ok := index[p]; ok && p.IsValid() {
+		for _, a := range all[i+1:] {
+			if end.Less(a.prefix.Addr()) {
+				break
+			}
+			kids = append(kids, a.prefix)
+		}
+	}
 	var out []addrRange
 	cur := p.Addr()
-	end := lastAddr(p)
 	done := false
 	for _, k := range kids {
 		if done || k.Addr().Less(cur) {

@@ -1,6 +1,7 @@
 // This file holds the evaluator's compiled form of a ruleset: chains by
-// pointer, jump and goto targets resolved once, a memo slot per rule, and
-// each rule's conditions in the order that rejects a packet soonest.
+// pointer, jump and goto targets resolved once, a memo slot per rule, each
+// rule's conditions in the order that rejects a packet soonest, and large
+// source prefix lists as sets.
 
 package firewall
 
@@ -10,7 +11,14 @@ type program struct {
 	byChain map[*Chain]*cchain
 	// slots is the number of rules in all chains: one memo slot each.
 	slots int
+	// sources holds a prefixSet for each source condition with more
+	// prefixes than a scan decides as fast (a blocklist set).
+	sources map[*Cond]*prefixSet
 }
+
+// scanPrefixes is how many prefixes a source condition may have and still
+// be decided by a scan.
+const scanPrefixes = 8
 
 // cchain is one chain of the program; base is the memo slot of its rule 0.
 type cchain struct {
@@ -33,7 +41,12 @@ type crule struct {
 // where two chains of a table share a name the later one is the target, as
 // the evaluator always resolved it.
 func compile(rs *Ruleset) *program {
-	p := &program{byChain: map[*Chain]*cchain{}}
+	p := &program{byChain: map[*Chain]*cchain{}, sources: map[*Cond]*prefixSet{}}
+	eachCond(rs, func(c *Cond) {
+		if c.Kind == CondSaddr && len(c.Prefixes) > scanPrefixes {
+			p.sources[c] = newPrefixSet(c.Prefixes)
+		}
+	})
 	for ti := range rs.Tables {
 		t := &rs.Tables[ti]
 		byName := map[string]*cchain{}
