@@ -56,7 +56,8 @@ func OpenPorts(rs *Ruleset) []Opening { return OpenPortsOn(rs, Node{}) }
 // services through published ports, not by routing to container addresses.
 //
 // Ports are evaluated per interval whose bounds come from every port
-// condition in the ruleset, and sources per "atom": the region of each
+// condition of the rules a packet of the family and protocol may match
+// (portBounds), and sources per "atom": the region of each
 // source prefix the ruleset names, minus the more specific prefixes it also
 // names, plus "any other source". When any other source reaches a port, one
 // opening with an empty From is reported (sources the ruleset singles out
