@@ -98,6 +98,7 @@ func run(args []string, stdout io.Writer) error {
 	skipUfw := fs.Bool("skip-ufw", false, "marked rules: leave out `ufw allow` (about 0.5 s per rule)")
 	skipProbe := fs.Bool("skip-probe", false, "leave out the probe of a control-node-shaped node")
 	probeN := fs.Int("probe-n", 20, "probe: timed runs of each")
+	probeFixture := fs.String("probe-fixture", "", "probe: also write the node's listed ruleset and interfaces as JSON to this `file` (firewall/testdata/dnat/control-node.json is one)")
 	skipCutover := fs.Bool("skip-cutover", false, "leave out the cutover rows (needs Docker)")
 	cutoverN := fs.Int("cutover-n", 5, "cutover: runs of each procedure")
 	skipFlip := fs.Bool("skip-flip", false, "leave out the flip-under-load rows")
@@ -158,7 +159,7 @@ func run(args []string, stdout io.Writer) error {
 		return rows, rep, err
 	})
 	section("probe", *skipProbe, func() ([]Row, any, error) {
-		rows, det, err := runProbe(*probeN, stdout)
+		rows, det, err := runProbe(*probeN, *probeFixture, stdout)
 		if det == nil {
 			return rows, nil, err
 		}

@@ -56,7 +56,8 @@ func OpenPorts(rs *Ruleset) []Opening { return OpenPortsOn(rs, Node{}) }
 // services through published ports, not by routing to container addresses.
 //
 // Ports are evaluated per interval whose bounds come from every port
-// condition in the ruleset, and sources per "atom": the region of each
+// condition of the rules a packet of the family and protocol may match
+// (portBounds), and sources per "atom": the region of each
 // source prefix the ruleset names, minus the more specific prefixes it also
 // names, plus "any other source". When any other source reaches a port, one
 // opening with an empty From is reported (sources the ruleset singles out
@@ -73,7 +74,8 @@ func OpenPorts(rs *Ruleset) []Opening { return OpenPortsOn(rs, Node{}) }
 // packet as the client sent it).
 func OpenPortsOn(rs *Ruleset, node Node) []Opening {
 	var out []Opening
-	bounds := portBounds(rs)
+	prog := compile(rs)
+	keep := keepsPort(rs)
 	for _, fam := range []string{FamilyIP, FamilyIP6} {
 		st := stages{
 			pre:     baseChains(rs, HookPrerouting, fam, func(ch *Chain) bool { return ch.Type != "nat" }),
@@ -82,9 +84,9 @@ func OpenPortsOn(rs *Ruleset, node Node) []Opening {
 			forward: baseChains(rs, HookForward, fam, nil),
 		}
 		atoms := sourceAtoms(rs, fam)
-		groups := groupAtoms(rs, atoms)
+		groups, index := groupAtoms(rs, atoms), atomIndex(atoms)
 		for _, proto := range []string{"tcp", "udp"} {
-			out = append(out, evalPorts(rs, &node, st, atoms, groups, bounds, fam, proto)...)
+			out = append(out, evalPorts(prog, &node, st, atoms, groups, index, portBounds(rs, fam, protoNum(proto), !keep), fam, proto)...)
 		}
 	}
 	dir := func(d string) int {
@@ -154,10 +156,18 @@ func eachCond(rs *Ruleset, f func(c *Cond)) {
 }
 
 // portBounds returns the sorted starts of the port intervals on which every
-// dport condition is constant; the last interval ends at 65535.
-func portBounds(rs *Ruleset) []int {
+// dport condition is constant; the last interval ends at 65535. With prune,
+// only the conditions a packet of family fam and protocol proto may meet:
+// those of tables of another family, and of rules that never match such a
+// packet (another protocol), cannot tell its ports apart, and splitting
+// there would only evaluate more intervals to the same end.
+//
+// Without prune (keepsPort), every condition of the ruleset, as the
+// evaluator always split: a DNAT that keeps the port is reported with the
+// interval's first port in Via, so where intervals start shows.
+func portBounds(rs *Ruleset, fam string, proto uint8, prune bool) []int {
 	set := map[int]bool{0: true}
-	eachCond(rs, func(c *Cond) {
+	add := func(c *Cond) {
 		if c.Kind != CondDport && c.Kind != CondOrigDport {
 			return
 		}
@@ -167,13 +177,69 @@ func portBounds(rs *Ruleset) []int {
 				set[int(p.To)+1] = true
 			}
 		}
-	})
+	}
+	kind := packet{family: fam, proto: proto}
+	for ti := range rs.Tables {
+		t := &rs.Tables[ti]
+		if prune && t.Family != fam && t.Family != FamilyInet {
+			continue
+		}
+		for ci := range t.Chains {
+		rules:
+			for ri := range t.Chains[ci].Rules {
+				r := &t.Chains[ci].Rules[ri]
+				for k := range r.Conds {
+					if c := &r.Conds[k]; prune && condRank(c.Kind) == 0 && kind.cond(c) == triFalse {
+						continue rules
+					}
+				}
+				for k := range r.Conds {
+					add(&r.Conds[k])
+				}
+				for k := range r.VMap {
+					add(&r.VMap[k].Cond)
+				}
+			}
+		}
+	}
 	out := make([]int, 0, len(set))
 	for b := range set {
 		out = append(out, b)
 	}
 	sort.Ints(out)
 	return out
+}
+
+// keepsPort reports whether a DNAT of rs keeps the client's port (no port
+// given): its openings name the port in Via.
+func keepsPort(rs *Ruleset) bool {
+	keeps := func(v *Verdict) bool {
+		t := v.NAT
+		return v.Kind == VerdictDNAT && t != nil && t.Unknown == "" && t.PortMin == 0 && t.PortMax == 0
+	}
+	for ti := range rs.Tables {
+		for ci := range rs.Tables[ti].Chains {
+			for ri := range rs.Tables[ti].Chains[ci].Rules {
+				r := &rs.Tables[ti].Chains[ci].Rules[ri]
+				if keeps(&r.Verdict) {
+					return true
+				}
+				for k := range r.VMap {
+					if keeps(&r.VMap[k].Verdict) {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+func protoNum(proto string) uint8 {
+	if proto == "udp" {
+		return unix.IPPROTO_UDP
+	}
+	return unix.IPPROTO_TCP
 }
 
 // atom is a region of source addresses on which every saddr condition is
@@ -224,40 +290,47 @@ func sourceAtoms(rs *Ruleset, fam string) []atom {
 	})
 	atoms := []atom{{other: true}}
 outer:
-	for _, p := range ps {
+	for i, p := range ps {
 		for _, x := range notOutside {
 			if x.Bits() <= p.Bits() && x.Contains(p.Addr()) {
 				continue outer
 			}
 		}
-		if nonEmptyAtom(p, ps) {
+		if nonEmptyAtom(ps, i) {
 			atoms = append(atoms, atom{prefix: p})
 		}
 	}
 	return atoms
 }
 
-// nonEmptyAtom reports whether p is not entirely covered by the more specific
-// prefixes in ps.
-func nonEmptyAtom(p netip.Prefix, ps []netip.Prefix) bool {
-	var kids []netip.Prefix
-	for _, q := range ps {
-		if q.Bits() > p.Bits() && p.Contains(q.Addr()) {
-			kids = append(kids, q)
-		}
+// nonEmptyAtom reports whether ps[i] is not entirely covered by the more
+// specific prefixes in ps, which are sorted by address, then length, and
+// masked. The more specific prefixes inside ps[i] are the ones right after
+// it that start within it (prefixes are nested or disjoint); of those, the
+// maximal ones are those that do not start within the last maximal one.
+func nonEmptyAtom(ps []netip.Prefix, i int) bool {
+	p := ps[i]
+	if !p.IsValid() {
+		return true // contains nothing, so nothing covers it
 	}
-	total := new(big.Int)
-	for _, q := range kids {
-		maximal := true
-		for _, r := range kids {
-			if r != q && r.Bits() < q.Bits() && r.Contains(q.Addr()) {
-				maximal = false
-				break
-			}
+	end := lastAddr(p)
+	var total *big.Int
+	var cover netip.Addr // last address of the last maximal one
+	for _, q := range ps[i+1:] {
+		if end.Less(q.Addr()) {
+			break
 		}
-		if maximal {
-			total.Add(total, new(big.Int).Lsh(big.NewInt(1), uint(p.Addr().BitLen()-q.Bits())))
+		if cover.IsValid() && !cover.Less(q.Addr()) {
+			continue
 		}
+		if total == nil {
+			total = new(big.Int)
+		}
+		total.Add(total, new(big.Int).Lsh(big.NewInt(1), uint(p.Addr().BitLen()-q.Bits())))
+		cover = lastAddr(q)
+	}
+	if total == nil {
+		return true
 	}
 	size := new(big.Int).Lsh(big.NewInt(1), uint(p.Addr().BitLen()-p.Bits()))
 	return total.Cmp(size) < 0
@@ -532,65 +605,83 @@ const (
 // keeps apart; more make the outcome unknown.
 const maxTargets = 60
 
+// evaluator follows one packet at a time through the compiled ruleset
+// (program.go). Its memo of chain outcomes is a slot per rule, valid for the
+// current generation: one hook of one packet.
 type evaluator struct {
-	rs     *Ruleset
-	pkt    packet
-	memo   map[memoKey]outcome
-	chains map[chainKey]*Chain
+	prog *program
+	pkt  packet
+	memo []memoSlot
+	gen  uint32
 	// nat is set while nat chains run: a DNAT verdict then yields its
 	// target's bit instead of accept.
 	nat     bool
 	targets []NATTarget
+	// sawSource is set when a source address condition was looked at since
+	// it was last cleared: until then the packet's source made no
+	// difference to anything.
+	sawSource bool
 }
 
-type memoKey struct {
-	chain *Chain
-	idx   int
+type memoSlot struct {
+	gen uint32
+	o   outcome
 }
 
-type chainKey struct {
-	table *Table
-	name  string
+func newEvaluator(rs *Ruleset) *evaluator { return compile(rs).evaluator() }
+
+func (p *program) evaluator() *evaluator {
+	return &evaluator{prog: p, memo: make([]memoSlot, p.slots)}
 }
 
-func newEvaluator(rs *Ruleset) *evaluator {
-	e := &evaluator{rs: rs, chains: map[chainKey]*Chain{}}
-	for ti := range rs.Tables {
-		t := &rs.Tables[ti]
-		for ci := range t.Chains {
-			e.chains[chainKey{t, t.Chains[ci].Name}] = &t.Chains[ci]
+// reset starts a new memo generation for a new packet or hook.
+func (e *evaluator) reset() {
+	e.gen++
+	if e.gen == 0 { // wrapped: old stamps could look current
+		clear(e.memo)
+		e.gen = 1
+	}
+}
+
+// cond decides c for the current packet.
+func (e *evaluator) cond(c *Cond) tri {
+	if c.Kind == CondSaddr {
+		e.sawSource = true
+		if set := e.prog.sources[c]; set != nil {
+			t := boolTri(set.holds(e.pkt.src))
+			if c.Negate {
+				t = 1 - t
+			}
+			return t
 		}
 	}
-	return e
+	return e.pkt.cond(c)
 }
 
-// run returns the possible outcomes of chain ch from rule i on. outReturn
-// means the chain returned (or fell off its end) to its caller.
-func (e *evaluator) run(t *Table, ch *Chain, i, depth int) outcome {
-	if ch == nil || depth > 64 {
+// run returns the possible outcomes of chain c from rule i on. outReturn
+// means the chain returned (or fell off its end) to its caller. The memo is
+// by (chain, rule) only, whatever the depth.
+func (e *evaluator) run(c *cchain, i, depth int) outcome {
+	if c == nil || depth > 64 {
 		return outAccept | outDrop | outReturn
 	}
-	if ch.Unknown != "" {
+	if c.ch.Unknown != "" {
 		return outAccept | outDrop | outReturn
 	}
-	if i >= len(ch.Rules) {
+	if i >= len(c.rules) {
 		return outReturn
 	}
-	k := memoKey{ch, i}
-	if o, ok := e.memo[k]; ok {
-		return o
+	if s := e.memo[c.base+i]; s.gen == e.gen {
+		return s.o
 	}
-	r := &ch.Rules[i]
-	rest := func() outcome { return e.run(t, ch, i+1, depth) }
+	r := &c.rules[i]
 	m := triTrue
-	for ci := range r.Conds {
-		switch e.pkt.cond(&r.Conds[ci]) {
+	for _, cd := range r.conds {
+		switch e.cond(cd) {
 		case triFalse:
 			m = triFalse
 		case triUnknown:
-			if m == triTrue {
-				m = triUnknown
-			}
+			m = triUnknown
 		}
 		if m == triFalse {
 			break
@@ -599,40 +690,45 @@ func (e *evaluator) run(t *Table, ch *Chain, i, depth int) outcome {
 	var o outcome
 	switch m {
 	case triFalse:
-		o = rest()
+		o = e.run(c, i+1, depth)
 	default:
-		if r.VMap != nil {
-			o = e.vmap(t, ch, r, rest, depth)
+		if r.rule.VMap != nil {
+			o = e.vmap(c, i, depth)
 		} else {
-			o = e.verdict(t, r.Verdict, rest, depth)
+			o = e.verdict(c, i, r.rule.Verdict, r.target, depth)
 		}
 		if m == triUnknown {
-			o |= rest()
+			o |= e.run(c, i+1, depth)
 		}
 	}
-	e.memo[k] = o
+	e.memo[c.base+i] = memoSlot{e.gen, o}
 	return o
 }
 
-func (e *evaluator) vmap(t *Table, ch *Chain, r *Rule, rest func() outcome, depth int) outcome {
+func (e *evaluator) vmap(c *cchain, i, depth int) outcome {
+	r := &c.rules[i]
 	var o outcome
 	definite := false
-	for _, en := range r.VMap {
-		switch e.pkt.cond(&en.Cond) {
+	for k := range r.rule.VMap {
+		en := &r.rule.VMap[k]
+		switch e.cond(&en.Cond) {
 		case triTrue:
-			o |= e.verdict(t, en.Verdict, rest, depth)
+			o |= e.verdict(c, i, en.Verdict, r.vtargets[k], depth)
 			definite = true
 		case triUnknown:
-			o |= e.verdict(t, en.Verdict, rest, depth)
+			o |= e.verdict(c, i, en.Verdict, r.vtargets[k], depth)
 		}
 	}
 	if !definite {
-		o |= rest() // no key matched: the rule does nothing
+		o |= e.run(c, i+1, depth) // no key matched: the rule does nothing
 	}
 	return o
 }
 
-func (e *evaluator) verdict(t *Table, v Verdict, rest func() outcome, depth int) outcome {
+// verdict is what verdict v of rule i of c does; target is the chain a jump
+// or goto names (nil: none by that name). The rest of the chain is rule i+1
+// on.
+func (e *evaluator) verdict(c *cchain, i int, v Verdict, target *cchain, depth int) outcome {
 	switch v.Kind {
 	case VerdictAccept:
 		return outAccept
@@ -640,7 +736,7 @@ func (e *evaluator) verdict(t *Table, v Verdict, rest func() outcome, depth int)
 		if a := v.NAT; a != nil && a.Addr.IsValid() && a.Addr.Is4() != (e.pkt.family == FamilyIP) {
 			// "dnat ip to" in an inet table does nothing to an IPv6
 			// packet (and the other way round): the rule goes on.
-			return rest()
+			return e.run(c, i+1, depth)
 		}
 		if !e.nat {
 			return outAccept // a NAT statement ends the base chain like accept
@@ -651,18 +747,18 @@ func (e *evaluator) verdict(t *Table, v Verdict, rest func() outcome, depth int)
 	case VerdictReturn:
 		return outReturn
 	case VerdictContinue:
-		return rest()
+		return e.run(c, i+1, depth)
 	case VerdictJump:
-		o := e.run(t, e.chains[chainKey{t, v.Target}], 0, depth+1)
+		o := e.run(target, 0, depth+1)
 		if o&outReturn != 0 {
-			o = o&^outReturn | rest()
+			o = o&^outReturn | e.run(c, i+1, depth)
 		}
 		return o
 	case VerdictGoto:
 		// The target's return goes to our caller: it is our return.
-		return e.run(t, e.chains[chainKey{t, v.Target}], 0, depth+1)
+		return e.run(target, 0, depth+1)
 	}
-	return outAccept | outDrop | rest()
+	return outAccept | outDrop | e.run(c, i+1, depth)
 }
 
 func (e *evaluator) targetBit(t *NATTarget) outcome {
@@ -688,13 +784,13 @@ type result struct {
 
 func (e *evaluator) hook(bases []chainRef, pkt packet) result {
 	e.pkt = pkt
-	e.memo = map[memoKey]outcome{}
+	e.reset()
 	cont, drop := true, false
 	for _, b := range bases {
 		if !cont {
 			break
 		}
-		o := e.run(b.table, b.chain, 0, 0)
+		o := e.run(e.prog.chain(b.chain), 0, 0)
 		if o&outReturn != 0 {
 			o &^= outReturn
 			if b.chain.Policy == "drop" {
@@ -724,7 +820,7 @@ type natEnd struct {
 // final.
 func (e *evaluator) natHook(bases []chainRef, pkt packet) []natEnd {
 	e.pkt = pkt
-	e.memo = map[memoKey]outcome{}
+	e.reset()
 	e.nat, e.targets = true, e.targets[:0]
 	defer func() { e.nat = false }()
 	cont := true
@@ -733,7 +829,7 @@ func (e *evaluator) natHook(bases []chainRef, pkt packet) []natEnd {
 		if !cont {
 			break
 		}
-		o := e.run(b.table, b.chain, 0, 0)
+		o := e.run(e.prog.chain(b.chain), 0, 0)
 		if o&outReturn != 0 {
 			o &^= outReturn
 			if b.chain.Policy == "drop" {
@@ -898,15 +994,16 @@ func groupAtoms(rs *Ruleset, atoms []atom) [][]atom {
 			conds = append(conds, c)
 		}
 	})
+	sets := make([]*prefixSet, len(conds))
+	for i, c := range conds {
+		sets[i] = newPrefixSet(c.Prefixes)
+	}
 	sig := func(a atom) string {
 		b := make([]byte, len(conds))
-		for i, c := range conds {
+		for i := range conds {
 			b[i] = '0'
-			for _, q := range c.Prefixes {
-				if a.in(q) {
-					b[i] = '1'
-					break
-				}
+			if sets[i].holds(a) {
+				b[i] = '1'
 			}
 		}
 		return string(b)
@@ -930,12 +1027,9 @@ func groupAtoms(rs *Ruleset, atoms []atom) [][]atom {
 	return groups
 }
 
-func evalPorts(rs *Ruleset, node *Node, st stages, atoms []atom, groups [][]atom, bounds []int, fam, proto string) []Opening {
-	pnum := uint8(unix.IPPROTO_TCP)
-	if proto == "udp" {
-		pnum = unix.IPPROTO_UDP
-	}
-	e := newEvaluator(rs)
+func evalPorts(prog *program, node *Node, st stages, atoms []atom, groups [][]atom, index map[netip.Prefix]int, bounds []int, fam, proto string) []Opening {
+	pnum := protoNum(proto)
+	e := prog.evaluator()
 	type span struct{ start, end int }
 	open := map[openKey]*span{}
 	var out []Opening
@@ -956,6 +1050,14 @@ func evalPorts(rs *Ruleset, node *Node, st stages, atoms []atom, groups [][]atom
 		var other map[path]result
 		sure, unsure := map[path][]atom{}, map[path][]atom{} // open prefix atoms worth naming
 		for ai, g := range groups {
+			if ai == 1 && !e.sawSource {
+				// Any other source went its way without a source
+				// condition looked at: every source goes the same way,
+				// and a source that goes the way of any other is not
+				// worth naming.
+				break
+			}
+			e.sawSource = false
 			res := e.client(&st, packet{family: fam, proto: pnum, port: uint16(start), origPort: uint16(start), src: g[0], node: node})
 			if ai == 0 {
 				other = res
@@ -987,7 +1089,7 @@ func evalPorts(rs *Ruleset, node *Node, st stages, atoms []atom, groups [][]atom
 			uncertain bool
 		}{{sure, false}, {unsure, true}} {
 			for p, as := range group.atoms {
-				for _, pfx := range atomPrefixes(as, atoms) {
+				for _, pfx := range atomPrefixes(as, atoms, index) {
 					here[openKey{pfx.String(), group.uncertain || p.reason != "", p}] = true
 				}
 			}
@@ -1031,10 +1133,10 @@ func evalPorts(rs *Ruleset, node *Node, st stages, atoms []atom, groups [][]atom
 // atomPrefixes returns the fewest prefixes that cover exactly the union of the
 // regions of the atoms open (each atom's prefix minus the more specific
 // prefixes of all atoms).
-func atomPrefixes(open, all []atom) []netip.Prefix {
+func atomPrefixes(open, all []atom, index map[netip.Prefix]int) []netip.Prefix {
 	var rs []addrRange
 	for _, a := range open {
-		rs = append(rs, atomRanges(a.prefix, all)...)
+		rs = append(rs, atomRanges(a.prefix, all, index)...)
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i].lo.Less(rs[j].lo) })
 	var merged []addrRange
@@ -1059,20 +1161,34 @@ func atomPrefixes(open, all []atom) []netip.Prefix {
 
 type addrRange struct{ lo, hi netip.Addr }
 
-// atomRanges is p minus the maximal more specific prefixes of other atoms.
-func atomRanges(p netip.Prefix, all []atom) []addrRange {
-	var kids []netip.Prefix
-	for _, a := range all {
-		q := a.prefix
-		if a.other || q.Addr().Is4() != p.Addr().Is4() || q.Bits() <= p.Bits() || !p.Contains(q.Addr()) {
-			continue
+// atomIndex is where each prefix atom is in atoms.
+func atomIndex(atoms []atom) map[netip.Prefix]int {
+	index := make(map[netip.Prefix]int, len(atoms))
+	for i, a := range atoms {
+		if !a.other {
+			index[a.prefix] = i
 		}
-		kids = append(kids, q)
 	}
-	sort.Slice(kids, func(i, j int) bool { return kids[i].Addr().Less(kids[j].Addr()) })
+	return index
+}
+
+// atomRanges is p minus the maximal more specific prefixes of other atoms.
+// all is sourceAtoms' list (the prefix atoms sorted by address, then
+// length) and index where p is in it: the atoms inside p are the ones right
+// after it that start within it, in the order they are cut out.
+func atomRanges(p netip.Prefix, all []atom, index map[netip.Prefix]int) []addrRange {
+	var kids []netip.Prefix
+	end := lastAddr(p)
+	if i, ok := index[p]; ok && p.IsValid() {
+		for _, a := range all[i+1:] {
+			if end.Less(a.prefix.Addr()) {
+				break
+			}
+			kids = append(kids, a.prefix)
+		}
+	}
 	var out []addrRange
 	cur := p.Addr()
-	end := lastAddr(p)
 	done := false
 	for _, k := range kids {
 		if done || k.Addr().Less(cur) {
