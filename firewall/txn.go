@@ -63,8 +63,9 @@ func (m *Marker) open() (*session, error) {
 	return s, nil
 }
 
-// dialLasting is Dial with one netlink socket kept open until the closer
-// runs, instead of one dialled per request.
+// dialLasting is Dial with one netlink socket for every request, instead
+// of one dialled per request. The caller closes it with CloseLasting, then
+// runs the closer, which lets go of the namespace.
 func dialLasting(netnsPath string) (*nftables.Conn, func() error, error) {
 	if netnsPath == "" {
 		c, err := nftables.New(nftables.AsLasting())
