@@ -56,10 +56,6 @@ polls; promote it later with
 	return cmd
 }
 
-// orchestratorPollers is how many workflow-task long polls the orchestrator
-// keeps open (see orchestrate).
-const orchestratorPollers = 8
-
 func orchestrate(ctx context.Context, cfg *config.Config, id string, makeCurrent bool, stderr io.Writer) error {
 	tc := cfg.Temporal
 	// The one logger and /metrics (metrics.listen) first, then Temporal.
@@ -71,12 +67,6 @@ func orchestrate(ctx context.Context, cfg *config.Config, id string, makeCurrent
 	defer c.Close()
 	logger := o.log
 	w := worker.New(c, workflows.TaskQueue, worker.Options{
-		// One orchestrator serves every node's workflow: with the SDK's two
-		// workflow-task pollers, tasks of 50 nodes flipping at once queue
-		// on the server. Eight cut flip-to-converged by about 15% at 50
-		// nodes in make bench (p50 1.67 s to 1.37-1.49 s); each poller is
-		// one idle long poll, so more cost nothing while the fleet is quiet.
-		MaxConcurrentWorkflowTaskPollers: orchestratorPollers,
 		DeploymentOptions: worker.DeploymentOptions{
 			UseVersioning: true,
 			Version:       worker.WorkerDeploymentVersion{DeploymentName: workflows.DeploymentName, BuildID: id},
