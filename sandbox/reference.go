@@ -12,6 +12,7 @@ package sandbox
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +34,10 @@ type Service struct {
 	// Routed opens the container port with `ufw route allow`; a published
 	// but unrouted port is closed to the public (ufw-docker's drop).
 	Routed bool
+	// RoutedFrom, when set (an address prefix), opens the container port
+	// with `ufw route allow from RoutedFrom` instead: reachable from those
+	// sources only.
+	RoutedFrom string
 	// Volumes are docker -v arguments (a named volume NAME:/path only).
 	Volumes []string
 }
@@ -237,7 +242,14 @@ func (n *RefNode) runService(s Service) error {
 	if err := runCmd(nil, args...); err != nil {
 		return fmt.Errorf("service %s: %w", s.Name, err)
 	}
-	if s.Routed {
+	switch {
+	case s.RoutedFrom != "":
+		src, err := netip.ParsePrefix(s.RoutedFrom)
+		if err != nil {
+			return fmt.Errorf("service %s: routed_from %q: want an address prefix such as 192.0.2.0/24: %w", s.Name, s.RoutedFrom, err)
+		}
+		return n.ufwCmd("route", "allow", "proto", s.Container.Proto, "from", src.String(), "to", "any", "port", strconv.Itoa(int(s.Container.Num)))
+	case s.Routed:
 		return n.Route(s.Container)
 	}
 	return nil

@@ -44,6 +44,13 @@ func refService(name string, host, ctr int, routed bool) sandbox.Service {
 	}
 }
 
+// refServiceFrom is refService routed by ufw from src only.
+func refServiceFrom(name string, host, ctr int, src string) sandbox.Service {
+	s := refService(name, host, ctr, false)
+	s.RoutedFrom = src
+	return s
+}
+
 // upRefNode raises a reference node: host services 22/tcp (allowed) and
 // 8081/tcp (not allowed), the given services, svcV1 loaded for
 // predecessors a test runs itself and svcV2 for modules to migrate to, and

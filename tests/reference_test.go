@@ -8,6 +8,7 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,35 @@ import (
 	"adoption/sandbox"
 	"adoption/workflows"
 )
+
+// openTo says whether the probe reports published port open on the forward
+// path (IPv4, TCP) to a client at addr. An uncertain opening covering it is
+// an error: the evaluator must decide.
+func openTo(rep *activities.ProbeReport, port int, addr netip.Addr) (bool, error) {
+	for _, o := range rep.Firewall.Open {
+		end := int(o.PortEnd)
+		if end == 0 {
+			end = int(o.Port)
+		}
+		if o.Direction != firewall.HookForward || o.Family != firewall.FamilyIP || o.Proto != "tcp" || port < int(o.Port) || port > end {
+			continue
+		}
+		if o.From != "" {
+			src, err := netip.ParsePrefix(o.From)
+			if err != nil {
+				return false, fmt.Errorf("opening %+v: source %q is not a prefix", o, o.From)
+			}
+			if !src.Contains(addr) {
+				continue
+			}
+		}
+		if o.Uncertain {
+			return false, fmt.Errorf("reported uncertain (%s): %+v", o.Reason, o)
+		}
+		return true, nil
+	}
+	return false, nil
+}
 
 // forwardOpen finds the forward opening of the ip family that covers port.
 func forwardOpen(rep *activities.ProbeReport, port int) *firewall.Opening {
@@ -47,6 +77,10 @@ func TestReferenceNode(t *testing.T) {
 		refService("web", 18080, 8080, true),
 		refService("store", 15432, 5432, true),
 		refService("metrics", 19100, 9100, false),
+		// Source-restricted: routed from the clients' own address only
+		// (the peer is 198.19.INDEX.2), and from a range they are not in.
+		refServiceFrom("admin", 18090, 9090, "198.19.160.2/32"),
+		refServiceFrom("backup", 18091, 9091, "192.0.2.0/24"),
 	}, "modules: []\n")
 
 	t.Run("clients", func(t *testing.T) {
@@ -110,6 +144,34 @@ func TestReferenceNode(t *testing.T) {
 			if o := forwardOpen(rep, port); o != nil && int(o.Port) == port && o.PortEnd == 0 {
 				t.Errorf("the probe reports container port %d/tcp as if clients used it: %+v", port, o)
 			}
+		}
+		if t.Failed() {
+			t.Logf("probe:\n%s", raw)
+		}
+	})
+
+	// What the evaluator says a client at the peer's address can reach is
+	// what that client's packets show, published port by published port:
+	// open, closed and source-restricted both ways.
+	t.Run("evaluator equals packets", func(t *testing.T) {
+		rep, raw := probeOnNode(t, r)
+		peer := netip.MustParseAddr(r.PeerAddr)
+		for _, port := range []int{18025, 18080, 15432, 19100, 18090, 18091} {
+			says, err := openTo(rep, port, peer)
+			if err != nil {
+				t.Errorf("published port %d/tcp: %v", port, err)
+				continue
+			}
+			got := r.dial(t, r.Addr, port)
+			if (got == "open") != says {
+				t.Errorf("published port %d/tcp: the evaluator says open to %s: %v; a client there sees %s", port, peer, says, got)
+			}
+		}
+		if got := r.dial(t, r.Addr, 18090); got != "open" {
+			t.Errorf("18090, routed from the client's own address: %s, want open", got)
+		}
+		if got := r.dial(t, r.Addr, 18091); got != "filtered" {
+			t.Errorf("18091, routed from 192.0.2.0/24 only: %s, want filtered", got)
 		}
 		if t.Failed() {
 			t.Logf("probe:\n%s", raw)
