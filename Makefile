@@ -168,8 +168,15 @@ dev-server: temporal-cli
 		echo "dev server on 127.0.0.1:$(DEV_PORT), Web UI http://127.0.0.1:$(UI_PORT)"; \
 	fi
 
+# The server takes a few seconds to shut down: wait for it, so that a
+# `make demo` right after finds the port free, not a server on its way out.
 dev-server-stop:
-	@if [ -f $(STATE)/dev-server.pid ]; then kill $$(cat $(STATE)/dev-server.pid) 2>/dev/null || true; rm -f $(STATE)/dev-server.pid; echo "dev server stopped"; fi
+	@if [ -f $(STATE)/dev-server.pid ]; then \
+		pid=$$(cat $(STATE)/dev-server.pid); kill $$pid 2>/dev/null || true; \
+		for i in $$(seq 1 100); do kill -0 $$pid 2>/dev/null || break; sleep 0.1; done; \
+		kill -0 $$pid 2>/dev/null && { echo "dev server $$pid still running after 10 s; killing it"; kill -9 $$pid; }; \
+		rm -f $(STATE)/dev-server.pid; echo "dev server stopped"; \
+	fi
 
 # The seed's five steps, unattended, on three reference nodes (each its own
 # Docker engine in its namespace, ufw with the ufw-docker arrangement, the
