@@ -17,8 +17,19 @@ import (
 // means the caller's own namespace. The closer releases the namespace file;
 // the connection must not be used after it.
 func Dial(netnsPath string) (*nftables.Conn, func() error, error) {
+	return dial(netnsPath)
+}
+
+// dialLasting is Dial with one netlink socket for every request, instead
+// of one dialled per request. The caller closes it with CloseLasting, then
+// runs the closer, which lets go of the namespace.
+func dialLasting(netnsPath string) (*nftables.Conn, func() error, error) {
+	return dial(netnsPath, nftables.AsLasting())
+}
+
+func dial(netnsPath string, opts ...nftables.ConnOption) (*nftables.Conn, func() error, error) {
 	if netnsPath == "" {
-		c, err := nftables.New()
+		c, err := nftables.New(opts...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("opening nftables in the own network namespace: %w", err)
 		}
@@ -28,9 +39,9 @@ func Dial(netnsPath string) (*nftables.Conn, func() error, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening network namespace %s: %w", netnsPath, err)
 	}
-	// Each netlink operation dials anew with this fd, so the file stays
-	// open until the closer runs.
-	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+	// Netlink sockets are dialled with this fd (each request, or the lasting
+	// one at its first use), so the file stays open until the closer runs.
+	c, err := nftables.New(append(opts, nftables.WithNetNSFd(int(f.Fd())))...)
 	if err != nil {
 		f.Close()
 		return nil, nil, fmt.Errorf("opening nftables in network namespace %s: %w", netnsPath, err)

@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/google/nftables"
@@ -61,31 +60,6 @@ func (m *Marker) open() (*session, error) {
 		return nil
 	}
 	return s, nil
-}
-
-// dialLasting is Dial with one netlink socket for every request, instead
-// of one dialled per request. The caller closes it with CloseLasting, then
-// runs the closer, which lets go of the namespace.
-func dialLasting(netnsPath string) (*nftables.Conn, func() error, error) {
-	if netnsPath == "" {
-		c, err := nftables.New(nftables.AsLasting())
-		if err != nil {
-			return nil, nil, fmt.Errorf("opening nftables in the own network namespace: %w", err)
-		}
-		return c, func() error { return nil }, nil
-	}
-	f, err := os.Open(netnsPath)
-	if err != nil {
-		return nil, nil, fmt.Errorf("opening network namespace %s: %w", netnsPath, err)
-	}
-	// The raw socket is dialled later with the same fd: it stays open until
-	// the closer runs.
-	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())), nftables.AsLasting())
-	if err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("opening nftables in network namespace %s: %w", netnsPath, err)
-	}
-	return c, f.Close, nil
 }
 
 // raw returns the session's plain netlink socket where c speaks, dialling

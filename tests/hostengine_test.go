@@ -113,24 +113,10 @@ func containerNames(t *testing.T, name string) []string {
 }
 
 func cutoverPlan(name string, port int, cmd string) string {
-	return fmt.Sprintf(`modules:
-  - name: %[1]s
-    ports: ["%[2]d/tcp"]
-    container:
-      name: %[1]s
-      image: %[3]s
-      cmd: [%[4]s]
-      ports: {"127.0.0.1:%[2]d/tcp": "8080/tcp"}
-    files:
-      - path: /srv/%[1]s/app.env
-        mode: "0600"
-        content: "MESH=1\n"
-    health:
-      http: http://127.0.0.1:%[2]d/health
-      timeout: 3s
-cutover:
-  stop_timeout: 2s
-`, name, port, svcV2, cmd)
+	// The host's engine publishes on the loopback only: the plain node's
+	// clients are on the host.
+	return refCutoverPlan(strings.Replace(refModule(name, port, cmd),
+		fmt.Sprintf(`ports: {"%d/tcp"`, port), fmt.Sprintf(`ports: {"127.0.0.1:%d/tcp"`, port), 1))
 }
 
 var cutoverFiles = func(name string) map[string]string {
