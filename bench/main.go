@@ -232,11 +232,10 @@ func runMarks(n, runs int, skipUfw bool, stdout io.Writer) ([]Row, *Report, erro
 		return nil, nil, err
 	}
 	type method struct {
-		name   string
-		fn     func() (Result, error)
-		runs   int
-		result Result
-		all    []Result
+		name string
+		fn   func() (Result, error)
+		runs int
+		all  []Result
 	}
 	methods := []*method{
 		{name: "firewall.Marker (one batch)", fn: b.ours, runs: runs},

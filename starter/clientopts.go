@@ -99,7 +99,7 @@ func (t *target) dial() (client.Client, error) {
 	}
 	opts, err := t.profile.ToClientOptions(envconfig.ToClientOptionsRequest{})
 	if err != nil {
-		return nil, fmt.Errorf("Temporal TLS settings: %w", err)
+		return nil, fmt.Errorf("the Temporal TLS settings: %w", err)
 	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
@@ -114,7 +114,7 @@ func (t *target) dial() (client.Client, error) {
 		return nil, fmt.Errorf("namespace %q (from %s) does not exist on Temporal at %s: set --namespace, TEMPORAL_NAMESPACE or temporal.namespace (`temporal operator namespace list` lists them)", t.namespace, t.nsFrom, t.address)
 	case err != nil && !isPermissionDenied(err):
 		c.Close()
-		return nil, fmt.Errorf("Temporal at %s (from %s), namespace %s: %w", t.address, t.addrFrom, t.namespace, err)
+		return nil, fmt.Errorf("reaching Temporal at %s (from %s), namespace %s: %w", t.address, t.addrFrom, t.namespace, err)
 	}
 	return c, nil
 }

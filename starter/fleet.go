@@ -179,7 +179,7 @@ func (x *cli) fleetState(ctx context.Context, name, path string, timeout time.Du
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	id := workflows.FleetID(name)
-	d, err := x.c.DescribeWorkflowExecution(ctx, id, "")
+	d, err := x.c.DescribeWorkflow(ctx, id, "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return nil, fmt.Errorf("fleet %s not started: `adopt fleet start --fleet %s` starts it", name, path)
@@ -188,7 +188,7 @@ func (x *cli) fleetState(ctx context.Context, name, path string, timeout time.Du
 		return nil, fmt.Errorf("fleet %s: %w", name, err)
 	}
 	var st workflows.FleetState
-	if r := runFrom(d.GetWorkflowExecutionInfo()); !r.running {
+	if r := runFrom(d.RawResponse.GetWorkflowExecutionInfo()); !r.running {
 		if err := x.c.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
 			return nil, fmt.Errorf("fleet %s ended (%s at %s): %w", name, r.status, r.closed.Local().Format(time.DateTime), err)
 		}

@@ -44,7 +44,7 @@ type pendingActivity struct {
 func (x *cli) lastRun(ctx context.Context, node string) (*runInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	d, err := x.c.DescribeWorkflowExecution(ctx, workflows.WorkflowID(node), "")
+	desc, err := x.c.DescribeWorkflow(ctx, workflows.WorkflowID(node), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return nil, nil
@@ -52,6 +52,7 @@ func (x *cli) lastRun(ctx context.Context, node string) (*runInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	d := desc.RawResponse
 	info := d.GetWorkflowExecutionInfo()
 	r := runFrom(info)
 	for _, p := range d.GetPendingActivities() {
