@@ -1,7 +1,7 @@
 package sandbox
 
-// This file holds the reference node's own Docker engine: a dockerd run in
-// the node's network namespace (nsenter --net: `ip netns exec` remounts
+// This file holds a node's own Docker engine (the reference node's and the
+// engine node's): a dockerd run in the node's network namespace (nsenter --net: `ip netns exec` remounts
 // /sys and hides the cgroup mounts dockerd needs), with its own data root,
 // exec root, socket and pid file, so it manages the node's iptables-nft
 // rules (DOCKER, DOCKER-USER, DNAT) as the seed's engine does. Images move
@@ -22,10 +22,25 @@ import (
 	"time"
 )
 
-func (n *RefNode) enginePid() string  { return filepath.Join(n.RunDir, "docker.pid") }
-func (n *RefNode) execRoot() string   { return filepath.Join(n.RunDir, "exec") }
-func (n *RefNode) dataRoot() string   { return filepath.Join(n.Dir, "engine") }
-func (n *RefNode) engineConf() string { return filepath.Join(n.RunDir, "daemon.json") }
+// dockerd is one node's engine: where it keeps its state and how it is
+// reached.
+type dockerd struct {
+	netns    string   // the namespace's name, under /run/netns
+	dataRoot string   // images, containers, volumes
+	runDir   string   // exec root, socket, pid file, config file
+	logPath  string   // its output
+	extra    []string // further dockerd flags
+}
+
+func (d dockerd) host() string       { return "unix://" + filepath.Join(d.runDir, "docker.sock") }
+func (d dockerd) pidFile() string    { return filepath.Join(d.runDir, "docker.pid") }
+func (d dockerd) execRoot() string   { return filepath.Join(d.runDir, "exec") }
+func (d dockerd) configFile() string { return filepath.Join(d.runDir, "daemon.json") }
+
+// engine is the reference node's dockerd.
+func (n *RefNode) engine() dockerd {
+	return dockerd{netns: n.Netns, dataRoot: filepath.Join(n.Dir, "engine"), runDir: n.RunDir, logPath: filepath.Join(n.Dir, "dockerd.log")}
+}
 
 // hostDriver is the host engine's storage driver: the one that works on
 // this machine's filesystem (fuse-overlayfs here).
@@ -41,28 +56,32 @@ func hostDriver() (string, error) {
 	return d, nil
 }
 
-// startEngine runs dockerd in the node's namespace and waits until it
-// answers. The host's /etc/docker/daemon.json sets data-root, which the
-// flag would conflict with: an empty config file of its own avoids both.
-func (n *RefNode) startEngine() error {
+// start runs dockerd in the node's namespace and waits until it answers.
+// The host's /etc/docker/daemon.json sets data-root, which the flag would
+// conflict with: an empty config file of its own avoids both.
+func (d dockerd) start() error {
 	driver, err := hostDriver()
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(n.engineConf(), []byte("{}\n"), 0o600); err != nil {
+	if err := os.MkdirAll(d.runDir, 0o700); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(n.dataRoot(), 0o711); err != nil {
+	if err := os.WriteFile(d.configFile(), []byte("{}\n"), 0o600); err != nil {
 		return err
 	}
-	cmd := exec.Command("nsenter", "--net="+n.NetnsPath(), "--", "dockerd",
-		"--config-file", n.engineConf(),
+	if err := os.MkdirAll(d.dataRoot, 0o711); err != nil {
+		return err
+	}
+	args := []string{"--net=/run/netns/" + d.netns, "--", "dockerd",
+		"--config-file", d.configFile(),
 		"--storage-driver", driver,
-		"--data-root", n.dataRoot(),
-		"--exec-root", n.execRoot(),
-		"-H", n.DockerHost(),
-		"--pidfile", n.enginePid())
-	logPath := filepath.Join(n.Dir, "dockerd.log")
+		"--data-root", d.dataRoot,
+		"--exec-root", d.execRoot(),
+		"-H", d.host(),
+		"--pidfile", d.pidFile()}
+	cmd := exec.Command("nsenter", append(args, d.extra...)...)
+	logPath := d.logPath
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return err
@@ -72,24 +91,24 @@ func (n *RefNode) startEngine() error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	closeInheritedOnExec()
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start dockerd in %s: %w", n.Netns, err)
+		return fmt.Errorf("start dockerd in %s: %w", d.netns, err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if exec.Command("docker", "-H", n.DockerHost(), "version", "--format", "{{.Server.Version}}").Run() == nil {
+		if exec.Command("docker", "-H", d.host(), "version", "--format", "{{.Server.Version}}").Run() == nil {
 			return nil
 		}
 		select {
 		case <-exited:
 			b, _ := os.ReadFile(logPath)
-			return fmt.Errorf("dockerd in %s exited: %s", n.Netns, tail(b, 20))
+			return fmt.Errorf("dockerd in %s exited: %s", d.netns, tail(b, 20))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 	b, _ := os.ReadFile(logPath)
-	return fmt.Errorf("dockerd in %s did not answer on %s within 60s: %s", n.Netns, n.DockerHost(), tail(b, 20))
+	return fmt.Errorf("dockerd in %s did not answer on %s within 60s: %s", d.netns, d.host(), tail(b, 20))
 }
 
 // loadImages moves every service's image from the host's engine into the
@@ -115,13 +134,17 @@ func (n *RefNode) loadImages() error {
 // LoadImages moves local images of the host's engine into the node's:
 // docker save | docker -H NODE load.
 func (n *RefNode) LoadImages(imgs ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return n.engine().load(ctx, imgs...)
+}
+
+func (d dockerd) load(ctx context.Context, imgs ...string) error {
 	if len(imgs) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	save := exec.CommandContext(ctx, "docker", append([]string{"save"}, imgs...)...)
-	load := exec.CommandContext(ctx, "docker", "-H", n.DockerHost(), "load", "-q")
+	load := exec.CommandContext(ctx, "docker", "-H", d.host(), "load", "-q")
 	pipe, err := save.StdoutPipe()
 	if err != nil {
 		return err
@@ -138,31 +161,31 @@ func (n *RefNode) LoadImages(imgs ...string) error {
 		return fmt.Errorf("docker save %s (build them first): %v: %s", strings.Join(imgs, " "), serr, bytes.TrimSpace(saveErr.Bytes()))
 	}
 	if lerr != nil {
-		return fmt.Errorf("docker load into %s: %v: %s", n.Netns, lerr, bytes.TrimSpace(loadOut.Bytes()))
+		return fmt.Errorf("docker load into %s: %v: %s", d.netns, lerr, bytes.TrimSpace(loadOut.Bytes()))
 	}
 	return nil
 }
 
-// stopEngine removes the engine's containers (so no shim or mount outlives
-// it), stops it by the pid in its pid file and unmounts what it left.
-func (n *RefNode) stopEngine() error {
-	b, err := os.ReadFile(n.enginePid())
+// stop removes the engine's containers (so no shim or mount outlives it),
+// stops it by the pid in its pid file and unmounts what it left.
+func (d dockerd) stop() error {
+	b, err := os.ReadFile(d.pidFile())
 	if err != nil {
-		n.unmountUnder(n.execRoot())
+		unmountUnder(d.execRoot())
 		return nil // no engine ran (or it was removed already)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || pid <= 1 {
-		return fmt.Errorf("engine pid file %s holds %q", n.enginePid(), b)
+		return fmt.Errorf("engine pid file %s holds %q", d.pidFile(), b)
 	}
-	if ids, err := exec.Command("docker", "-H", n.DockerHost(), "ps", "-aq").Output(); err == nil {
+	if ids, err := exec.Command("docker", "-H", d.host(), "ps", "-aq").Output(); err == nil {
 		if f := strings.Fields(string(ids)); len(f) > 0 {
-			_ = runCmd(nil, append([]string{"docker", "-H", n.DockerHost(), "rm", "-f", "-v"}, f...)...)
+			_ = runCmd(nil, append([]string{"docker", "-H", d.host(), "rm", "-f", "-v"}, f...)...)
 		}
 	}
 	if !isDockerd(pid) {
-		_ = os.Remove(n.enginePid()) // a stale file: the pid is someone else's now
-		n.unmountUnder(n.execRoot())
+		_ = os.Remove(d.pidFile()) // a stale file: the pid is someone else's now
+		unmountUnder(d.execRoot())
 		return nil
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)
@@ -174,9 +197,9 @@ func (n *RefNode) stopEngine() error {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		time.Sleep(200 * time.Millisecond)
 	}
-	_ = os.Remove(n.enginePid())
-	n.unmountUnder(n.execRoot())
-	n.unmountUnder(n.dataRoot())
+	_ = os.Remove(d.pidFile())
+	unmountUnder(d.execRoot())
+	unmountUnder(d.dataRoot)
 	return nil
 }
 
@@ -197,7 +220,7 @@ func isDockerd(pid int) bool {
 
 // unmountUnder lazily unmounts every mount below dir, deepest first: a
 // killed engine can leave its netns and overlay mounts behind.
-func (n *RefNode) unmountUnder(dir string) {
+func unmountUnder(dir string) {
 	f, err := os.Open("/proc/self/mounts")
 	if err != nil {
 		return

@@ -10,7 +10,7 @@ package sandbox
 //
 // The reference node (its own dockerd, ufw with routed rules, the agent on
 // the node) is built separately; this is the smallest node the hold can be
-// measured on.
+// measured on. Both run their engine the same way (engine.go).
 
 import (
 	"context"
@@ -21,9 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"adoption/netns"
@@ -35,7 +33,7 @@ type EngineNode struct {
 	Addr, PeerAddr string
 	Dir            string
 	Host           string // DOCKER_HOST of the node's engine
-	pid            int
+	engine         dockerd
 }
 
 // NetnsPath is the node's namespace path.
@@ -46,10 +44,10 @@ func (n *EngineNode) PeerPath() string { return "/run/netns/" + n.Peer }
 
 // StartEngineNode creates namespaces adh-<name> and adh-<name>-peer
 // (198.19.<index>.1 and .2), and starts a dockerd in the first, with its
-// state under dir. It needs root, ip, nsenter, dockerd and fuse-overlayfs,
-// and names the one missing.
+// state under dir. It needs root, ip, nsenter and dockerd, and names the
+// one missing; the engine uses the host engine's storage driver.
 func StartEngineNode(ctx context.Context, name string, index int, dir string) (*EngineNode, error) {
-	for _, tool := range []string{"ip", "nsenter", "dockerd", "docker", "fuse-overlayfs"} {
+	for _, tool := range []string{"ip", "nsenter", "dockerd", "docker"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("a node with its own Docker engine needs %s: %w", tool, err)
 		}
@@ -77,106 +75,29 @@ func StartEngineNode(ctx context.Context, name string, index int, dir string) (*
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// Its own containerd namespaces: the host's containerd may be shared.
+	n.engine = dockerd{netns: n.Netns, dataRoot: filepath.Join(dir, "data"), runDir: dir, logPath: filepath.Join(dir, "dockerd.log"),
+		extra: []string{"--containerd-namespace", n.Netns, "--containerd-plugins-namespace", n.Netns + "-plugins"}}
+	n.Host = n.engine.host()
+	if err := n.engine.start(); err != nil {
+		_ = n.Close()
 		return nil, err
-	}
-	// The host's daemon.json sets data-root; a flag would conflict with it.
-	if err := os.WriteFile(filepath.Join(dir, "daemon.json"), []byte("{}\n"), 0o600); err != nil {
-		return nil, err
-	}
-	sock := filepath.Join(dir, "docker.sock")
-	n.Host = "unix://" + sock
-	logf, err := os.Create(filepath.Join(dir, "dockerd.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	cmd := exec.Command("nsenter", "--net="+n.NetnsPath(), "dockerd",
-		"--config-file", filepath.Join(dir, "daemon.json"), "--storage-driver", "fuse-overlayfs",
-		"--data-root", filepath.Join(dir, "data"), "--exec-root", filepath.Join(dir, "exec"),
-		"-H", n.Host, "--pidfile", filepath.Join(dir, "docker.pid"),
-		"--containerd-namespace", n.Netns, "--containerd-plugins-namespace", n.Netns+"-plugins")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		n.removeNamespaces()
-		return nil, fmt.Errorf("start dockerd in %s: %w", n.Netns, err)
-	}
-	n.pid = cmd.Process.Pid
-	go func() { _ = cmd.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, err := exec.CommandContext(ctx, "docker", "-H", n.Host, "version", "--format", "{{.Server.Version}}").CombinedOutput()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			log, _ := os.ReadFile(filepath.Join(dir, "dockerd.log"))
-			_ = n.Close()
-			return nil, fmt.Errorf("dockerd in %s did not answer: %v: %s\n%s", n.Netns, err, out, tail(log, 30))
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 	return n, nil
 }
 
 // Load copies images from the host's engine into the node's.
 func (n *EngineNode) Load(ctx context.Context, refs ...string) error {
-	save := exec.CommandContext(ctx, "docker", append([]string{"save"}, refs...)...)
-	load := exec.CommandContext(ctx, "docker", "-H", n.Host, "load")
-	pipe, err := save.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	load.Stdin = pipe
-	var serr, lerr strings.Builder
-	save.Stderr, load.Stderr = &serr, &lerr
-	if err := save.Start(); err != nil {
-		return err
-	}
-	if err := load.Run(); err != nil {
-		_ = save.Wait()
-		return fmt.Errorf("docker load into %s: %w: %s", n.Netns, err, lerr.String())
-	}
-	if err := save.Wait(); err != nil {
-		return fmt.Errorf("docker save %v: %w: %s", refs, err, serr.String())
-	}
-	return nil
+	return n.engine.load(ctx, refs...)
 }
 
 // Close removes the engine's containers, stops it and deletes the
 // namespaces and its state.
 func (n *EngineNode) Close() error {
-	var errs []error
-	if out, err := exec.Command("docker", "-H", n.Host, "ps", "-aq").Output(); err == nil {
-		if ids := strings.Fields(string(out)); len(ids) > 0 {
-			_ = exec.Command("docker", append([]string{"-H", n.Host, "rm", "-f", "-v"}, ids...)...).Run()
-		}
-	}
-	if n.pid > 0 {
-		pid := n.pid
-		if b, err := os.ReadFile(filepath.Join(n.Dir, "docker.pid")); err == nil {
-			if p, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				pid = p
-			}
-		}
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-		for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
-			time.Sleep(100 * time.Millisecond)
-		}
-		_ = syscall.Kill(n.pid, syscall.SIGKILL)
-	}
+	err := n.engine.stop()
 	n.removeNamespaces()
-	// fuse-overlayfs mounts may linger under data; unmount before removing.
-	if out, err := exec.Command("sh", "-c", "grep -o ' "+n.Dir+"[^ ]*' /proc/mounts | sort -r").Output(); err == nil {
-		for _, m := range strings.Fields(string(out)) {
-			_ = syscall.Unmount(m, syscall.MNT_DETACH)
-		}
-	}
-	if err := os.RemoveAll(n.Dir); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	unmountUnder(n.Dir)
+	return errors.Join(err, os.RemoveAll(n.Dir))
 }
 
 func (n *EngineNode) removeNamespaces() {

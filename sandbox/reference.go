@@ -158,7 +158,7 @@ func (n *RefNode) Up() (err error) {
 	if err := n.links(); err != nil {
 		return err
 	}
-	if err := n.startEngine(); err != nil {
+	if err := n.engine().start(); err != nil {
 		return err
 	}
 	if err := n.loadImages(); err != nil {
@@ -344,7 +344,7 @@ func (n *RefNode) Down() error {
 	var errs []string
 	n.killPidFile("relay")
 	n.killPidFile("listeners")
-	if err := n.stopEngine(); err != nil {
+	if err := n.engine().stop(); err != nil {
 		errs = append(errs, err.Error())
 	}
 	for _, ns := range []string{n.Netns, n.Peer} {
