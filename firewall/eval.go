@@ -782,6 +782,21 @@ type result struct {
 	accept, drop bool
 }
 
+// runBase runs one base chain; falling off its end (or returning from it)
+// is its policy's verdict.
+func (e *evaluator) runBase(b chainRef) outcome {
+	o := e.run(e.prog.chain(b.chain), 0, 0)
+	if o&outReturn != 0 {
+		o &^= outReturn
+		if b.chain.Policy == "drop" {
+			o |= outDrop
+		} else {
+			o |= outAccept
+		}
+	}
+	return o
+}
+
 func (e *evaluator) hook(bases []chainRef, pkt packet) result {
 	e.pkt = pkt
 	e.reset()
@@ -790,15 +805,7 @@ func (e *evaluator) hook(bases []chainRef, pkt packet) result {
 		if !cont {
 			break
 		}
-		o := e.run(e.prog.chain(b.chain), 0, 0)
-		if o&outReturn != 0 {
-			o &^= outReturn
-			if b.chain.Policy == "drop" {
-				o |= outDrop
-			} else {
-				o |= outAccept
-			}
-		}
+		o := e.runBase(b)
 		if o&outDrop != 0 {
 			drop = true
 		}
@@ -829,15 +836,7 @@ func (e *evaluator) natHook(bases []chainRef, pkt packet) []natEnd {
 		if !cont {
 			break
 		}
-		o := e.run(e.prog.chain(b.chain), 0, 0)
-		if o&outReturn != 0 {
-			o &^= outReturn
-			if b.chain.Policy == "drop" {
-				o |= outDrop
-			} else {
-				o |= outAccept
-			}
-		}
+		o := e.runBase(b)
 		ends |= o &^ outAccept
 		cont = o&outAccept != 0
 	}
