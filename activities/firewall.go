@@ -128,13 +128,7 @@ func (a *Activities) OpenRules(ctx context.Context, in RulesInput) (*RulesResult
 	if err != nil {
 		return nil, err
 	}
-	if err := checkOwnerPorts(auth, in.Owner, in.Ports); err != nil {
-		return nil, err
-	}
-	if err := checkOwnerForward(auth, in.Owner, in.Forward); err != nil {
-		return nil, err
-	}
-	fm, err := a.forwardMarks(in.Owner, in.Forward)
+	fm, err := a.checkOpen(auth, in.Owner, in.Ports, in.Forward)
 	if err != nil {
 		return nil, err
 	}
@@ -156,10 +150,17 @@ func (a *Activities) OpenRules(ctx context.Context, in RulesInput) (*RulesResult
 	return &RulesResult{Added: added, Present: present}, nil
 }
 
-// forwardMarks is the worker's forward-path marker, asked for only when an
-// owner publishes ports; a worker without one refuses before anything
-// changes on the node.
-func (a *Activities) forwardMarks(owner string, forward []config.Port) (ForwardMarks, error) {
+// checkOpen refuses, before anything changes on the node, an opening the
+// node's own configuration does not make (ports for owner, and host ports
+// its container publishes); it returns the worker's forward-path marker
+// when forward asks for one, and refuses if the worker has none.
+func (a *Activities) checkOpen(auth *Authority, owner string, ports, forward []config.Port) (ForwardMarks, error) {
+	if err := checkOwnerPorts(auth, owner, ports); err != nil {
+		return nil, err
+	}
+	if err := checkOwnerForward(auth, owner, forward); err != nil {
+		return nil, err
+	}
 	if len(forward) == 0 {
 		return nil, nil
 	}
@@ -207,7 +208,6 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (*RulesRe
 	for o := range in.Owners {
 		owners = append(owners, o)
 	}
-	sort.Strings(owners)
 	for o := range in.Forward {
 		if _, ok := in.Owners[o]; !ok {
 			owners = append(owners, o)
@@ -216,13 +216,7 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (*RulesRe
 	sort.Strings(owners)
 	fms := map[string]ForwardMarks{}
 	for _, o := range owners {
-		if err := checkOwnerPorts(auth, o, in.Owners[o]); err != nil {
-			return nil, err
-		}
-		if err := checkOwnerForward(auth, o, in.Forward[o]); err != nil {
-			return nil, err
-		}
-		fm, err := a.forwardMarks(o, in.Forward[o])
+		fm, err := a.checkOpen(auth, o, in.Owners[o], in.Forward[o])
 		if err != nil {
 			return nil, err
 		}
