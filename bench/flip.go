@@ -240,12 +240,11 @@ func (b *flipBench) listing() (string, error) {
 	return counters.ReplaceAllString(out, "counter"), err
 }
 
-func (b *flipBench) ufw(args ...string) error {
-	out, err := exec.Command("ip", append([]string{"netns", "exec", b.node.name, "ufw"}, args...)...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ufw %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	return nil
+func (b *flipBench) ufw(args ...string) error { return ufwIn(b.node.name, args...) }
+
+func (b *flipBench) nft(args ...string) error {
+	_, err := b.node.run(nil, append([]string{"nft"}, args...)...)
+	return err
 }
 
 // round runs one procedure under the hammer and goes back to the found
@@ -300,23 +299,44 @@ func (b *flipBench) round(ours bool) (FlipRun, error) {
 		return r, fmt.Errorf("hammer: %w", herr)
 	}
 	r.Hammer = h
+	r.Restored, _, err = restored(b, ours, before)
+	return r, err
+}
+
+// flipNode is what putting a node's firewall back after a flip run needs.
+type flipNode interface {
+	nft(args ...string) error
+	ufw(args ...string) error
+	listing() (string, error)
+}
+
+// restored puts the found firewall back after the naive procedure (ours
+// reverted already) and says whether the listing is the one from before:
+// ours must put back the very listing; ufw enable after ufw disable
+// recreates its chains in another order, so the naive run is held to the
+// same rules, in any order. after is the listing now.
+func restored(n flipNode, ours bool, before string) (ok bool, after string, err error) {
 	if !ours {
-		if _, err := b.node.run(nil, "nft", "delete", "table", "inet", firewall.MeshTable); err != nil {
-			return r, err
+		if err := n.nft("delete", "table", "inet", firewall.MeshTable); err != nil {
+			return false, "", err
 		}
-		if err := b.ufw("--force", "enable"); err != nil {
-			return r, err
+		if err := n.ufw("--force", "enable"); err != nil {
+			return false, "", err
 		}
 	}
-	after, err := b.listing()
+	if after, err = n.listing(); err != nil {
+		return false, "", err
+	}
+	return after == before || (!ours && sortedLines(after) == sortedLines(before)), after, nil
+}
+
+// ufwIn runs ufw in the namespace named netns.
+func ufwIn(netns string, args ...string) error {
+	out, err := exec.Command("ip", append([]string{"netns", "exec", netns, "ufw"}, args...)...).CombinedOutput()
 	if err != nil {
-		return r, err
+		return fmt.Errorf("ufw %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
-	// ours must put back the very listing; ufw enable after ufw disable
-	// recreates the chains it deleted in another order, so the naive run is
-	// held to the same rules, in any order.
-	r.Restored = after == before || (!ours && sortedLines(after) == sortedLines(before))
-	return r, nil
+	return nil
 }
 
 func sortedLines(s string) string {

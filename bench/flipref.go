@@ -462,12 +462,11 @@ func (b *refFlipBench) inForce() RefInForce {
 	return f
 }
 
-func (b *refFlipBench) ufw(args ...string) error {
-	out, err := exec.Command("ip", append([]string{"netns", "exec", b.node.Netns, "ufw"}, args...)...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ufw %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	return nil
+func (b *refFlipBench) ufw(args ...string) error { return ufwIn(b.node.Netns, args...) }
+
+func (b *refFlipBench) nft(args ...string) error {
+	_, err := b.onNode(append([]string{"nft"}, args...)...)
+	return err
 }
 
 // round runs one procedure under the hammers and goes back to the found
@@ -543,22 +542,10 @@ func (b *refFlipBench) round(ours bool) (RefFlipRun, error) {
 	if herr != nil {
 		return r, herr
 	}
-	if !ours {
-		if _, err := b.onNode("nft", "delete", "table", "inet", firewall.MeshTable); err != nil {
-			return r, err
-		}
-		if err := b.ufw("--force", "enable"); err != nil {
-			return r, err
-		}
-	}
-	after, err := b.listing()
-	if err != nil {
+	var after string
+	if r.Restored, after, err = restored(b, ours, before); err != nil {
 		return r, err
 	}
-	// As in the plain flip bench: ours must put back the very listing; ufw
-	// enable after ufw disable recreates its chains in another order, so
-	// the naive run is held to the same rules, in any order.
-	r.Restored = after == before || (!ours && sortedLines(after) == sortedLines(before))
 	if !r.Restored {
 		return r, fmt.Errorf("the ruleset after the run differs from the one before:\n%s", lineDiff(before, after))
 	}
