@@ -18,10 +18,20 @@ import (
 	"adoption/sockets"
 )
 
-type fakeFirewall struct{ report firewall.Report }
+// fakeFirewall reports what it is given; its ruleset is empty (nothing
+// filtered) unless rs is set.
+type fakeFirewall struct {
+	report firewall.Report
+	rs     *firewall.Ruleset
+}
 
 func (f fakeFirewall) Inspect(context.Context) (firewall.Report, error) { return f.report, nil }
-func (f fakeFirewall) Ruleset() (*firewall.Ruleset, error)              { return &firewall.Ruleset{}, nil }
+func (f fakeFirewall) Ruleset() (*firewall.Ruleset, error) {
+	if f.rs != nil {
+		return f.rs, nil
+	}
+	return &firewall.Ruleset{}, nil
+}
 
 type fakeSockets struct {
 	listeners []sockets.Listener

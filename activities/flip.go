@@ -75,7 +75,13 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (*firewall.Pr
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSpec(auth, in.Spec); err != nil {
+	return a.preview(ctx, auth, in.Spec)
+}
+
+// preview is the preview of one spec on this node, for the Preview
+// activity and for a flip that previews on the node itself.
+func (a *Activities) preview(ctx context.Context, auth *Authority, spec firewall.MeshSpec) (*firewall.Preview, error) {
+	if err := checkSpec(auth, spec); err != nil {
 		return nil, err
 	}
 	rs, err := a.Firewall.Ruleset()
@@ -89,7 +95,7 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (*firewall.Pr
 			node, nodeErr = firewall.Node{}, err.Error()
 		}
 	}
-	pv := firewall.PreviewFlipOn(rs, node, in.Spec)
+	pv := firewall.PreviewFlipOn(rs, node, spec)
 	if nodeErr != "" {
 		// Without the node's interfaces a published port's fate is a
 		// guess: refuse, naming why.
@@ -100,7 +106,7 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (*firewall.Pr
 	// network on none of the node's interfaces, a DNAT to no container)
 	// refuses too, named: never a silent "kept" or "closing".
 	heartbeat(ctx, "preview: containers")
-	if more := previewUnknowns(rs, node, a.engineReport(ctx), auth.Plan, in.Spec, &pv); len(more) > 0 {
+	if more := previewUnknowns(rs, node, a.engineReport(ctx), auth.Plan, spec, &pv); len(more) > 0 {
 		pv.Approved = false
 		pv.Reasons = append(pv.Reasons, more...)
 	}
@@ -118,7 +124,15 @@ type FlipInput struct {
 	ExpectDerived  string        `json:"expect_derived,omitempty"`
 	ID             string        `json:"id"` // one per flip attempt: a retried activity resumes it
 	ConfirmTimeout time.Duration `json:"confirm_timeout"`
+	// Preview asks the node to preview the spec itself and flip only if
+	// that preview approves, applying exactly the fingerprints it saw: one
+	// round trip instead of two. The expectations must then be empty.
+	Preview bool `json:"preview,omitempty"`
 }
+
+// FlipPreviewRefused is the state of a flip whose own preview refused:
+// nothing was recorded or changed, and FlipResult.Preview says why.
+const FlipPreviewRefused = "preview-refused"
 
 // FlipResult says where the flip stands.
 type FlipResult struct {
@@ -127,6 +141,9 @@ type FlipResult struct {
 	Deadline time.Time `json:"deadline"`
 	Listing  string    `json:"listing,omitempty"` // where the predecessor's leftovers were saved (commit)
 	Note     string    `json:"note,omitempty"`
+	// Preview is the node's own preview, when the flip was asked to run
+	// it (FlipInput.Preview) and ran it: not on a resumed attempt.
+	Preview *firewall.Preview `json:"preview,omitempty"`
 }
 
 // Flip records the flip (with all a revert needs), arms the watchdog,
@@ -154,6 +171,15 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 		return nil, err
 	} else if !adopted {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("node %s is not adopted (no marker under state_dir): refusing to flip", in.Plan.Node), ErrNotAdopted, nil)
+	}
+	var pv *firewall.Preview
+	if in.Preview {
+		if pv, err = a.previewForFlip(ctx, auth, &in, marker); err != nil {
+			return nil, err
+		}
+		if pv != nil && !pv.Approved {
+			return &FlipResult{ID: in.ID, State: FlipPreviewRefused, Preview: pv}, nil
+		}
 	}
 	if in.ExpectDerived == "" {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s carries no approved ruleset (expect_derived is empty: sent by an older workflow?): nothing was changed; run adopt preview %s, then adopt flip %s", in.ID, in.Plan.Node, in.Plan.Node), ErrStalePreview, nil)
@@ -211,6 +237,47 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 	if resume != nil {
 		return a.resumeFlip(auth, in, resume)
 	}
+	res, err := a.applyFlip(ctx, auth, in, deadline)
+	if res != nil {
+		res.Preview = pv
+	}
+	return res, err
+}
+
+// previewForFlip runs the preview a flip asked for and sets the
+// expectations from it. A retried attempt whose record exists resumes
+// from that record instead (the ruleset it applied is already in force,
+// so a preview now would only see the mesh's): it returns no preview.
+func (a *Activities) previewForFlip(ctx context.Context, auth *Authority, in *FlipInput, marker nodestate.Marker) (*firewall.Preview, error) {
+	if in.ExpectFound != "" || in.ExpectDerived != "" {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s asks for its own preview and carries expectations too: one or the other; nothing was changed", in.ID), ErrStalePreview, nil)
+	}
+	var rec *nodestate.FlipRecord
+	if err := a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
+		if cur != nil && cur.ID == in.ID && (cur.Pending() || !cur.Updated.Before(marker.AdoptedAt)) {
+			c := *cur
+			rec = &c
+		}
+		return nil, nil
+	}); err != nil {
+		return nil, err
+	}
+	if rec != nil {
+		in.ExpectDerived = rec.Derived
+		return nil, nil
+	}
+	heartbeat(ctx, "flip: preview")
+	pv, err := a.preview(ctx, auth, in.Spec)
+	if err != nil {
+		return nil, err
+	}
+	in.ExpectFound, in.ExpectDerived = pv.FoundFingerprint, pv.DerivedFingerprint
+	return pv, nil
+}
+
+// applyFlip is the flip once its record says applying: the watchdog, the
+// one transaction, the record of its outcome, the node files.
+func (a *Activities) applyFlip(ctx context.Context, auth *Authority, in FlipInput, deadline time.Time) (*FlipResult, error) {
 	if err := a.StartWatchdog(); err != nil {
 		_ = a.markFlip(in.ID, nodestate.FlipNotApplied, "the watchdog could not start: "+err.Error(), nil)
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("start the flip watchdog: %v (nothing was changed)", err), ErrFlipNotApplied, err)
@@ -288,6 +355,10 @@ func (a *Activities) resumeFlip(auth *Authority, in FlipInput, rec *nodestate.Fl
 type ConfirmInput struct {
 	Plan config.Plan `json:"plan"`
 	ID   string      `json:"id"`
+	// Commit asks ConfirmFlip to go on to the commit once the flip is
+	// confirmed, in the same round trip. A commit that fails leaves the
+	// flip confirmed: the workflow, asking the node, commits it again.
+	Commit bool `json:"commit,omitempty"`
 }
 
 // ConfirmFlip checks that the node still serves every declared port that
@@ -303,10 +374,12 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 	if err := checkFlipID(auth.Plan.Node, in.ID); err != nil {
 		return nil, err
 	}
+	heartbeat(ctx, "confirm")
 	for _, m := range auth.Plan.Modules {
 		if m.Health == nil {
 			continue
 		}
+		heartbeat(ctx, "confirm: "+m.Name+"'s health check")
 		probe := containers.TCPProbe(m.Health.TCP)
 		if m.Health.HTTP != "" {
 			probe = containers.HTTPProbe(m.Health.HTTP)
@@ -338,7 +411,15 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 		res = &FlipResult{ID: cur.ID, State: cur.State, Deadline: cur.Deadline}
 		return cur, nil
 	})
-	return res, err
+	if err != nil || !in.Commit {
+		return res, err
+	}
+	cm, err := a.commit(ctx, auth, in.ID)
+	if err != nil {
+		return nil, fmt.Errorf("flip %s is confirmed; its commit failed: %w", in.ID, err)
+	}
+	cm.Deadline = res.Deadline
+	return cm, nil
 }
 
 // RevertFlip puts the firewall and the node files back as they were just
@@ -426,16 +507,22 @@ func (a *Activities) CommitFlip(ctx context.Context, in ConfirmInput) (*FlipResu
 	if err := checkFlipID(auth.Plan.Node, in.ID); err != nil {
 		return nil, err
 	}
-	res := &FlipResult{ID: in.ID, State: nodestate.FlipCommitted}
-	err = a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
-		if cur == nil || cur.ID != in.ID {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no flip %s recorded on this node: nothing to commit, nothing was changed", in.ID), ErrFlipNotConfirmed, nil)
+	return a.commit(ctx, auth, in.ID)
+}
+
+// commit is CommitFlip's work, for it and for a confirmation asked to
+// commit too; the flip ID is checked already.
+func (a *Activities) commit(ctx context.Context, auth *Authority, id string) (*FlipResult, error) {
+	res := &FlipResult{ID: id, State: nodestate.FlipCommitted}
+	err := a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
+		if cur == nil || cur.ID != id {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no flip %s recorded on this node: nothing to commit, nothing was changed", id), ErrFlipNotConfirmed, nil)
 		}
 		if cur.State == nodestate.FlipCommitted {
 			return nil, nil
 		}
 		if cur.State != nodestate.FlipConfirmed {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s is %s on this node, not confirmed: not committing it, nothing was changed", in.ID, cur.State), ErrFlipNotConfirmed, nil)
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s is %s on this node, not confirmed: not committing it, nothing was changed", id, cur.State), ErrFlipNotConfirmed, nil)
 		}
 		heartbeat(ctx, "commit: boot-time ruleset")
 		if err := a.persistBoot(cur); err != nil {
@@ -451,7 +538,7 @@ func (a *Activities) CommitFlip(ctx context.Context, in ConfirmInput) (*FlipResu
 		if err != nil {
 			return nil, fmt.Errorf("remove the predecessor's firewall: %w", err)
 		}
-		if res.Listing, err = a.Flips.SaveListing("predecessor-firewall-"+in.ID+".nft", saved); err != nil {
+		if res.Listing, err = a.Flips.SaveListing("predecessor-firewall-"+id+".nft", saved); err != nil {
 			return nil, err
 		}
 		cur.State = nodestate.FlipCommitted

@@ -23,9 +23,11 @@ type fakeFlipper struct {
 	short    int
 	commits  int
 	commitEr error
+	flips    [][2]string // the found and derived fingerprints each flip expected
 }
 
-func (f *fakeFlipper) Flip(spec firewall.MeshSpec, _, _ string) (*firewall.RevertPlan, error) {
+func (f *fakeFlipper) Flip(spec firewall.MeshSpec, found, derived string) (*firewall.RevertPlan, error) {
+	f.flips = append(f.flips, [2]string{found, derived})
 	if f.flipErr != nil {
 		return nil, f.flipErr
 	}

@@ -156,10 +156,19 @@ func (o *Observer) record(name string, arg, res any, err error, d time.Duration)
 	case *DriftResult:
 		o.rec.Drift(len(r.Items))
 	case *firewall.Preview:
-		if !r.Approved {
-			o.rec.PreviewRefused()
-			o.log.Info("flip preview refused", "reasons", strings.Join(r.Reasons, "; "))
+		o.observePreview(r)
+	case *FlipResult:
+		// A flip that previews on the node answers with its preview.
+		if r.Preview != nil {
+			o.observePreview(r.Preview)
 		}
+	}
+}
+
+func (o *Observer) observePreview(r *firewall.Preview) {
+	if !r.Approved {
+		o.rec.PreviewRefused()
+		o.log.Info("flip preview refused", "reasons", strings.Join(r.Reasons, "; "))
 	}
 }
 

@@ -403,7 +403,7 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 	d.Note = fmt.Sprintf("one Fleet (control node first, each next node started when the previous is adopted: no module to migrate), each plan read from the node's agent; member nodes, no modules, 2 node files; plan defaults (confirm 2m, reconcile 1m, drift 5m); found ruleset: sandbox.UFWRules(22/tcp) "+
 		"listed once from a bn- namespace and served from memory; adopted = visibility count of AdoptionPhase=\"adopted\" polled every second; "+
 		"simulated nodes: firewall, containers, sockets, marks and the flipper in memory, custody store (keyed digests) and state directory real, on tmpfs; "+
-		"flip latency = Update \"flip\" sent until the workflow task that set phase converged completed (preview, flip, confirm, commit: 4 activities), its time read from the history; to close = until the workflow closed, after its last progress signal reached the fleet; "+
+		"flip latency = Update \"flip\" sent until the workflow task that set phase converged completed (the node previews and flips in one activity, then confirms and commits in one: 2 activities; 4 before flip-two-steps), its time read from the history; to close = until the workflow closed, after its last progress signal reached the fleet; "+
 		"histories of %d nodes spread over the fleet; the bench process had already run the other sections (baseline RSS %.0f MiB)", sampleN, d.BaselineRSSMiB)
 
 	sim := fmt.Sprintf("SIMULATION, %d simulated nodes (firewall, containers, sockets in memory; custody and state real on tmpfs)", o.nodes)

@@ -322,6 +322,20 @@ func TestFlipRefusedWhenStale(t *testing.T) {
 		t.Fatal(errs)
 	}
 	waitFor(t, n, "the flip to start", func(st workflows.State) bool { return st.Phase == workflows.PhaseFlipping })
+	// The node previews inside the flip: edit only once its record says
+	// applying (the preview approved, the transaction sleeps in the
+	// failpoint), so that the edit falls between the two.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var rec struct{ State string }
+		if b, err := os.ReadFile(filepath.Join(n.StateDir, "flip.json")); err == nil && json.Unmarshal(b, &rec) == nil && rec.State == "applying" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the node never recorded the flip as applying")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if out, err := exec.Command("ip", "netns", "exec", n.Netns, "iptables", "-I", "ufw-user-input", "-p", "tcp", "--dport", "9999", "-j", "ACCEPT").CombinedOutput(); err != nil {
 		t.Fatalf("hand edit: %v %s", err, out)
 	}
@@ -335,6 +349,11 @@ func TestFlipRefusedWhenStale(t *testing.T) {
 	}
 	if !strings.Contains(strings.ToLower(st.LastError), "preview") {
 		t.Fatalf("refusal does not say the preview is stale: %q", st.LastError)
+	}
+	// Stale on the node's own preview, the flip is previewed apart once
+	// more: that preview sees the hand-added port, which would close.
+	if !strings.Contains(st.LastError, "9999/tcp") {
+		t.Fatalf("the second preview does not name the hand-added port: %q", st.LastError)
 	}
 	if got := ruleset(t, n); got != before {
 		t.Fatalf("a stale flip changed the ruleset:\n%s", got)

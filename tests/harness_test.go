@@ -123,6 +123,9 @@ func startDevServer(t *testing.T) *devServer {
 // startDevServerOnly starts a dev server with no orchestrator.
 func startDevServerOnly(t *testing.T) *devServer {
 	t.Helper()
+	// Whatever the test checks first, a dev server makes it end-to-end:
+	// skipped in a unit-only pass (TestMain built no binaries then).
+	needE2E(t)
 	dir := t.TempDir()
 	s := &devServer{t: t, bin: temporalBin(t), db: filepath.Join(dir, "temporal.db"),
 		port: freePort(t), httpPort: freePort(t), metrics: freePort(t)}

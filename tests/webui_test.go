@@ -147,6 +147,7 @@ func chromiumBin(t *testing.T) string {
 // address.
 func startDevServerWithUI(t *testing.T) (*devServer, string) {
 	t.Helper()
+	needE2E(t)
 	dir := t.TempDir()
 	s := &devServer{t: t, bin: temporalBin(t), db: filepath.Join(dir, "temporal.db"),
 		port: freePort(t), httpPort: freePort(t), metrics: freePort(t)}

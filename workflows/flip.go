@@ -32,18 +32,27 @@ func (n *node) previewSpec(ctx workflow.Context, spec firewall.MeshSpec) (*firew
 	if err := n.exec(ctx, "flip preview: which open ports would close", a.Preview, in, &pv); err != nil {
 		return nil, err
 	}
-	for _, m := range n.s.Modules {
-		if m.State != ModuleMigrated {
-			pv.Approved = false
-			pv.Reasons = append(pv.Reasons, fmt.Sprintf("module %s is %s, not migrated: run adopt migrate %s %s first", m.Name, m.State, n.s.Node, m.Name))
-		}
-	}
-	if len(n.s.Drift) > 0 {
+	if more := n.refusals(); len(more) > 0 {
 		pv.Approved = false
-		pv.Reasons = append(pv.Reasons, fmt.Sprintf("%d drift(s) not reviewed: accept them (adopt drift accept %s) or restore the originals", len(n.s.Drift), n.s.Node))
+		pv.Reasons = append(pv.Reasons, more...)
 	}
 	n.s.LastPreview = &pv
 	return &pv, nil
+}
+
+// refusals are the workflow's own reasons to refuse a flip, whatever the
+// node's preview says: a module not migrated, drift not reviewed.
+func (n *node) refusals() []string {
+	var why []string
+	for _, m := range n.s.Modules {
+		if m.State != ModuleMigrated {
+			why = append(why, fmt.Sprintf("module %s is %s, not migrated: run adopt migrate %s %s first", m.Name, m.State, n.s.Node, m.Name))
+		}
+	}
+	if len(n.s.Drift) > 0 {
+		why = append(why, fmt.Sprintf("%d drift(s) not reviewed: accept them (adopt drift accept %s) or restore the originals", len(n.s.Drift), n.s.Node))
+	}
+	return why
 }
 
 // Flip states as the workflow reports them. "reverted" is said only when
@@ -62,6 +71,13 @@ const (
 // fingerprint, revert until the node answers, commit as a retryable step.
 const flipHolds = "flip-holds"
 
+// flipTwoSteps versions the flip in two round trips to the node instead of
+// four: the node previews and flips in one activity (under its flip lock,
+// applying exactly what its own preview approved), then confirms and
+// commits in one. At 50 flips at once on a loaded server each round trip
+// cost about 0.7 s of the Update-to-converged time.
+const flipTwoSteps = "flip-two-steps"
+
 // flip runs a preview and, only if it approves, the flip of exactly the
 // ruleset it approved: the found firewall out of force and the mesh's in,
 // in one step; then the confirmation within flip.confirm_timeout (or the
@@ -71,19 +87,29 @@ func (n *node) flip(ctx workflow.Context) {
 	n.inFlip = true
 	defer func() { n.inFlip = false }()
 	v := workflow.GetVersion(ctx, flipHolds, workflow.DefaultVersion, 1)
+	two := v >= 1 && workflow.GetVersion(ctx, flipTwoSteps, workflow.DefaultVersion, 1) >= 1
 	spec := MeshSpec(&n.s)
-	pv, err := n.previewSpec(ctx, spec)
-	if err != nil {
-		n.s.LastError = "flip preview: " + errorMessage(err)
-		n.event(ctx, n.s.LastError)
-		return
-	}
-	if !pv.Approved {
+	refused := func(pv *firewall.Preview) {
 		n.s.LastError = "flip refused by the preview: " + strings.Join(pv.Reasons, "; ")
 		n.event(ctx, n.s.LastError)
-		return
+	}
+	// The workflow's own refusals need no round trip to refuse, but the
+	// operator is shown the whole preview: those flips preview apart.
+	var pv *firewall.Preview
+	if !two || len(n.refusals()) > 0 {
+		var err error
+		if pv, err = n.previewSpec(ctx, spec); err != nil {
+			n.s.LastError = "flip preview: " + errorMessage(err)
+			n.event(ctx, n.s.LastError)
+			return
+		}
+		if !pv.Approved {
+			refused(pv)
+			return
+		}
 	}
 	n.s.LastError = ""
+	prev, prevPhase := n.s.Flip, n.s.Phase
 	n.setPhase(ctx, PhaseFlipping)
 	n.s.FlipAttempts++
 	id := fmt.Sprintf("%s-%d", n.s.Node, n.s.FlipAttempts)
@@ -96,11 +122,57 @@ func (n *node) flip(ctx workflow.Context) {
 		n.setPhase(ctx, PhaseAdopted)
 	}
 	var fr activities.FlipResult
-	in := activities.FlipInput{Plan: n.s.Plan, Spec: spec, ExpectFound: pv.FoundFingerprint, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout}
-	if v >= 1 {
-		in.ExpectDerived = pv.DerivedFingerprint
+	in := activities.FlipInput{Plan: n.s.Plan, Spec: spec, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout}
+	summary := "flip: replace the found firewall with the mesh's, in one transaction"
+	switch {
+	case pv == nil:
+		in.Preview = true
+		summary = "flip: preview on the node, then replace the found firewall with the mesh's, in one transaction"
+	case v >= 1:
+		in.ExpectFound, in.ExpectDerived = pv.FoundFingerprint, pv.DerivedFingerprint
+	default:
+		in.ExpectFound = pv.FoundFingerprint
 	}
-	if err := n.exec(ctx, "flip: replace the found firewall with the mesh's, in one transaction", a.Flip, in, &fr); err != nil {
+	err := n.exec(ctx, summary, a.Flip, in, &fr)
+	if in.Preview && fr.Preview != nil {
+		n.s.LastPreview = fr.Preview
+	}
+	if in.Preview && err == nil && fr.State == activities.FlipPreviewRefused {
+		// Nothing was recorded or changed on the node: as if never tried.
+		n.s.Flip, n.s.FlipAttempts = prev, n.s.FlipAttempts-1
+		n.setPhase(ctx, prevPhase)
+		if fr.Preview == nil {
+			fr.Preview = &firewall.Preview{Reasons: []string{"the node refused without saying why"}}
+		}
+		refused(fr.Preview)
+		return
+	}
+	var ae *temporal.ApplicationError
+	if in.Preview && errors.As(err, &ae) && ae.Type() == activities.ErrStalePreview {
+		// Nothing changed on the node. An agent older than
+		// FlipInput.Preview refuses a flip without expectations so, and a
+		// node whose firewall moved between its own preview and the
+		// transaction does too: both get the flip in four steps, once.
+		n.s.Flip.State = FlipStateNotApplied
+		n.event(ctx, "flip "+id+" not applied: "+errorMessage(err)+"; previewing apart, then flipping again")
+		if pv, err = n.previewSpec(ctx, spec); err != nil || !pv.Approved {
+			n.setPhase(ctx, prevPhase)
+			if err != nil {
+				n.s.LastError = "flip preview: " + errorMessage(err)
+				n.event(ctx, n.s.LastError)
+			} else {
+				refused(pv)
+			}
+			return
+		}
+		n.s.FlipAttempts++
+		id = fmt.Sprintf("%s-%d", n.s.Node, n.s.FlipAttempts)
+		n.s.Flip = &FlipStatus{ID: id, State: FlipStateFlipping}
+		in.ID, in.Preview, in.ExpectFound, in.ExpectDerived = id, false, pv.FoundFingerprint, pv.DerivedFingerprint
+		fr = activities.FlipResult{}
+		err = n.exec(ctx, "flip: replace the found firewall with the mesh's, in one transaction", a.Flip, in, &fr)
+	}
+	if err != nil {
 		// Whatever the error says, the node's record decides: an outcome
 		// not known to be "not applied" is reverted.
 		switch n.revertFlip(ctx, id, v) {
@@ -120,14 +192,24 @@ func (n *node) flip(ctx workflow.Context) {
 
 	// The confirmation must run by the deadline: reaching the worker at all
 	// proves the new ruleset still lets it talk to Temporal.
-	cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	summary = "flip: confirm (declared ports answer, worker reaches Temporal)"
+	if two {
+		summary = "flip: confirm (declared ports answer, worker reaches Temporal), then commit"
+	}
+	copts := workflow.ActivityOptions{
 		TaskQueue:              NodeQueue(n.s.Node),
 		ScheduleToCloseTimeout: n.s.Plan.ConfirmTimeout,
-		Summary:                "flip: confirm (declared ports answer, worker reaches Temporal)",
+		Summary:                summary,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 5 * time.Second},
-	})
+	}
+	if two {
+		// The commit in it heartbeats, as CommitFlip does: an agent that
+		// dies there is retried by the next one, not after the deadline.
+		copts.HeartbeatTimeout = heartbeatTimeout
+	}
+	cctx := workflow.WithActivityOptions(ctx, copts)
 	var cr activities.FlipResult
-	if err := workflow.ExecuteActivity(cctx, a.ConfirmFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id}).Get(ctx, &cr); err != nil {
+	if err := workflow.ExecuteActivity(cctx, a.ConfirmFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id, Commit: two}).Get(ctx, &cr); err != nil {
 		// The confirmation may have gone through with its answer lost: the
 		// node says which.
 		switch n.revertFlip(ctx, id, v) {
@@ -137,6 +219,11 @@ func (n *node) flip(ctx workflow.Context) {
 			back(FlipStateReverted, fmt.Sprintf("not confirmed within %s: %s", n.s.Plan.ConfirmTimeout, errorMessage(err)))
 			return
 		}
+	}
+	if two && cr.State == FlipStateCommitted {
+		n.s.Flip.State = FlipStateConfirmed
+		n.committed(ctx, cr)
+		return
 	}
 	n.commit(ctx, v)
 }
@@ -165,11 +252,22 @@ func (n *node) commit(ctx workflow.Context, v workflow.Version) {
 		}
 		n.s.LastError = "flip " + id + " is confirmed, but removing the predecessor's leftovers failed: " + errorMessage(err)
 		n.event(ctx, n.s.LastError)
-	} else {
-		n.s.Flip.State, n.s.Flip.Listing, n.s.Flip.Error = FlipStateCommitted, cm.Listing, ""
-		n.s.LastError = ""
+		n.converged(ctx)
+		return
 	}
-	// The found firewall's chains are gone, and the marks with them.
+	n.committed(ctx, cm)
+}
+
+// committed records a commit the node reports done.
+func (n *node) committed(ctx workflow.Context, cm activities.FlipResult) {
+	n.s.Flip.State, n.s.Flip.Listing, n.s.Flip.Error = FlipStateCommitted, cm.Listing, ""
+	n.s.LastError = ""
+	n.converged(ctx)
+}
+
+// converged ends the flip: the found firewall's chains are gone, and the
+// marks with them.
+func (n *node) converged(ctx workflow.Context) {
 	n.s.Marks, n.s.Opened, n.s.OpenedForward = nil, nil, nil
 	n.event(ctx, "converged: the mesh's own ruleset is the node's firewall")
 	n.setPhase(ctx, PhaseConverged)

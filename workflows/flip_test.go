@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/stretchr/testify/mock"
@@ -46,22 +47,22 @@ func (s *NodeSuite) TestFlipRefusedWhileModulePending() {
 	s.Equal([]string{"probe", "adopt", "preview", "release"}, s.calls)
 }
 
-// Approved: flip, confirm, commit, converged; the workflow completes. A
-// second flip signal, and one sent while the cutover runs, flip once, after
-// the cutover. The spec carries the management port and the migrated
-// module's port.
+// Approved: the node previews and flips in one step, then confirms and
+// commits in one; converged, the workflow completes. A second flip signal,
+// and one sent while the cutover runs, flip once, after the cutover. The
+// spec carries the management port and the migrated module's port.
 func (s *NodeSuite) TestFlipOnceAfterCutover() {
 	s.expectAdoption(time.Second)
 	mockCutover(s.env, &s.calls, "")
-	s.expectPreview(true)
 	var spec firewall.MeshSpec
 	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
 		in := args[1].(activities.FlipInput)
 		spec = in.Spec
-		s.calls = append(s.calls, "flip "+in.ExpectFound)
-	}).Return(&activities.FlipResult{State: "flipped"}, nil).Once()
-	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Run(s.record("confirm")).Return(&activities.FlipResult{}, nil).Once()
-	s.env.OnActivity(a.CommitFlip, mock.Anything, mock.Anything).Run(s.record("commit")).Return(&activities.FlipResult{Listing: "/x"}, nil).Once()
+		s.calls = append(s.calls, fmt.Sprintf("flip preview=%v expect=%q", in.Preview, in.ExpectFound+in.ExpectDerived))
+	}).Return(&activities.FlipResult{State: "flipped", Preview: &firewall.Preview{Approved: true, FoundFingerprint: "f1"}}, nil).Once()
+	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		s.calls = append(s.calls, fmt.Sprintf("confirm commit=%v", args[1].(activities.ConfirmInput).Commit))
+	}).Return(&activities.FlipResult{State: FlipStateCommitted, Listing: "/x"}, nil).Once()
 	s.env.RegisterDelayedCallback(func() {
 		s.env.SignalWorkflow(SignalMigrate, RequestInput{Module: "web"})
 		s.env.SignalWorkflow(SignalFlip, RequestInput{})
@@ -70,9 +71,12 @@ func (s *NodeSuite) TestFlipOnceAfterCutover() {
 	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipPlan()})
 	st := s.result()
 	s.Equal(PhaseConverged, st.Phase)
-	s.Equal([]string{"probe", "adopt", "preflight web", "open web", "preview", "flip f1", "confirm", "commit"}, s.calls)
+	s.Equal([]string{"probe", "adopt", "preflight web", "open web", `flip preview=true expect=""`, "confirm commit=true"}, s.calls)
 	s.Equal([]firewall.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}, {Port: config.Port{Num: 8080, Proto: "tcp"}, Owner: "web"}}, spec.Input)
 	s.Equal("committed", st.Flip.State)
+	s.Equal("/x", st.Flip.Listing)
+	s.Require().NotNil(st.LastPreview, "the node's own preview is the one shown")
+	s.Equal("f1", st.LastPreview.FoundFingerprint)
 }
 
 // Not confirmed in time: the workflow reverts (the watchdog may have
@@ -81,7 +85,6 @@ func (s *NodeSuite) TestFlipNotConfirmedReverts() {
 	p := flipPlan()
 	p.Modules = nil
 	s.expectAdoption(time.Second)
-	s.expectPreview(true)
 	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Return(&activities.FlipResult{State: "flipped"}, nil).Once()
 	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Return(nil,
 		temporal.NewNonRetryableApplicationError("module web does not answer", "X", nil)).Once()
@@ -106,23 +109,18 @@ func flipOnly() config.Plan {
 	return p
 }
 
-// An edited plan sent with a preview while the flip's own preview runs is
-// refused with a reason, and the flip applies exactly the spec its
-// preview approved, carrying that preview's derived fingerprint: in the
-// experiment that found this, the preview approved 22/tcp and the flip
-// applied 2222/tcp.
+// An edited plan sent with a preview while the flip's own preview runs on
+// the node is refused with a reason, and the node is asked to preview and
+// flip the spec of the plan in force, with no expectations of its own: in
+// the experiment that found this, the preview approved 22/tcp and the
+// flip applied 2222/tcp.
 func (s *NodeSuite) TestFlipAppliesWhatItsPreviewApproved() {
 	s.expectAdoption(time.Second)
-	var previewed []firewall.MeshSpec
-	s.env.OnActivity(a.Preview, mock.Anything, mock.Anything).After(time.Minute).Run(func(args mock.Arguments) {
-		previewed = append(previewed, args[1].(activities.PreviewInput).Spec)
-	}).Return(&firewall.Preview{Approved: true, FoundFingerprint: "f1", DerivedFingerprint: "d1"}, nil).Once()
-	var flipped activities.FlipInput
-	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
-		flipped = args[1].(activities.FlipInput)
-	}).Return(&activities.FlipResult{State: "flipped"}, nil).Once()
-	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Return(&activities.FlipResult{}, nil).Once()
-	s.env.OnActivity(a.CommitFlip, mock.Anything, mock.Anything).Return(&activities.FlipResult{}, nil).Once()
+	var flipped []activities.FlipInput
+	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).After(time.Minute).Run(func(args mock.Arguments) {
+		flipped = append(flipped, args[1].(activities.FlipInput))
+	}).Return(&activities.FlipResult{State: "flipped", Preview: &firewall.Preview{Approved: true, FoundFingerprint: "f1", DerivedFingerprint: "d1"}}, nil).Once()
+	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Return(&activities.FlipResult{State: FlipStateCommitted}, nil).Once()
 	edited := flipOnly()
 	edited.ManagementPorts = []config.Port{{Num: 2222, Proto: "tcp"}}
 	var during error
@@ -138,21 +136,25 @@ func (s *NodeSuite) TestFlipAppliesWhatItsPreviewApproved() {
 	s.Equal(PhaseConverged, st.Phase)
 	s.Require().Error(during)
 	s.Contains(during.Error(), "node n1 is flipping")
-	s.Require().Len(previewed, 1)
-	s.Equal(previewed[0], flipped.Spec)
-	s.Equal("d1", flipped.ExpectDerived)
-	s.Equal("f1", flipped.ExpectFound)
-	s.Equal([]firewall.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}}, flipped.Spec.Input)
+	s.Require().Len(flipped, 1)
+	s.True(flipped[0].Preview)
+	s.Empty(flipped[0].ExpectFound + flipped[0].ExpectDerived)
+	s.Equal([]firewall.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}}, flipped[0].Spec.Input)
 	s.Equal([]config.Port{{Num: 22, Proto: "tcp"}}, st.Plan.ManagementPorts)
 }
 
 // A preview sent while a flip is queued is refused too: the flip runs its
-// own preview with the plan it carries.
+// own preview with the plan it carries. That preview, on the node, refuses:
+// nothing was applied, so the node is adopted as before, with no flip
+// attempt counted and the node's reasons in status.
 func (s *NodeSuite) TestPreviewRefusedWhileFlipQueued() {
 	s.expectAdoption(time.Second)
 	mockCutover(s.env, &s.calls, "")
-	s.expectPreview(false)
+	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(s.record("flip")).Return(&activities.FlipResult{State: activities.FlipPreviewRefused,
+		Preview: &firewall.Preview{Reasons: []string{"9000/tcp would close: declare it or drop it"}}}, nil).Once()
 	s.expectRelease()
+	var after State
+	s.env.RegisterDelayedCallback(func() { after = s.query() }, 4*time.Minute)
 	var queued error
 	s.env.RegisterDelayedCallback(func() {
 		s.env.SignalWorkflow(SignalMigrate, RequestInput{Module: "web"})
@@ -166,6 +168,13 @@ func (s *NodeSuite) TestPreviewRefusedWhileFlipQueued() {
 	s.result()
 	s.Require().Error(queued)
 	s.Contains(queued.Error(), "a flip of node n1 is queued")
+	s.Equal(PhaseAdopted, after.Phase)
+	s.Nil(after.Flip)
+	s.Zero(after.FlipAttempts)
+	s.Contains(after.LastError, "flip refused by the preview: 9000/tcp would close")
+	s.Require().NotNil(after.LastPreview)
+	s.False(after.LastPreview.Approved)
+	s.Equal([]string{"probe", "adopt", "preflight web", "open web", "flip", "release"}, s.calls)
 }
 
 // The confirmation went through on the node but its answer was lost: the
@@ -173,7 +182,6 @@ func (s *NodeSuite) TestPreviewRefusedWhileFlipQueued() {
 // own type, and the workflow goes on to commit. It never says reverted.
 func (s *NodeSuite) TestFlipConfirmAnswerLostCommits() {
 	s.expectAdoption(time.Second)
-	s.expectPreview(true)
 	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Return(&activities.FlipResult{State: "flipped"}, nil).Once()
 	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Run(s.record("confirm")).Return(nil,
 		temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE, nil)).Once()
@@ -185,20 +193,26 @@ func (s *NodeSuite) TestFlipConfirmAnswerLostCommits() {
 	st := s.result()
 	s.Equal(PhaseConverged, st.Phase)
 	s.Equal(FlipStateCommitted, st.Flip.State)
-	s.Equal([]string{"probe", "adopt", "preview", "confirm", "revert", "commit"}, s.calls)
+	s.Equal([]string{"probe", "adopt", "confirm", "revert", "commit"}, s.calls)
 	for _, e := range st.Events {
 		s.NotContains(e.Text, "reverted", "the workflow said reverted while the node kept the flip")
 	}
 }
 
 // The node's answer to the revert decides what the workflow says: a flip
-// the node never applied (stale) is "not-applied", not "reverted".
+// the node never applied (stale) is "not-applied", not "reverted". A flip
+// refused as stale on the node's own preview (an agent that predates it
+// refuses so too) is tried once more in four steps: a preview apart, then
+// a flip of what it approved.
 func (s *NodeSuite) TestFlipStaleIsNotApplied() {
 	s.expectAdoption(time.Second)
 	s.expectPreview(true)
-	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Return(nil,
-		temporal.NewNonRetryableApplicationError("the mesh's ruleset to apply is not the one the preview approved", activities.ErrStalePreview, nil)).Once()
-	s.env.OnActivity(a.RevertFlip, mock.Anything, mock.Anything).Return(&activities.FlipResult{State: FlipStateNotApplied}, nil).Once()
+	stale := temporal.NewNonRetryableApplicationError("the mesh's ruleset to apply is not the one the preview approved", activities.ErrStalePreview, nil)
+	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		in := args[1].(activities.FlipInput)
+		s.calls = append(s.calls, fmt.Sprintf("flip %s preview=%v expect=%q", in.ID, in.Preview, in.ExpectFound))
+	}).Return(nil, stale).Twice()
+	s.env.OnActivity(a.RevertFlip, mock.Anything, mock.Anything).Run(s.record("revert")).Return(&activities.FlipResult{State: FlipStateNotApplied}, nil).Once()
 	s.expectRelease()
 	var after State
 	s.signal(time.Minute, SignalFlip, "")
@@ -210,6 +224,7 @@ func (s *NodeSuite) TestFlipStaleIsNotApplied() {
 	s.Equal(FlipStateNotApplied, after.Flip.State)
 	s.Contains(after.LastError, "not the one the preview approved")
 	s.Contains(after.LastError, "nothing was changed")
+	s.Equal([]string{"probe", "adopt", `flip n1-1 preview=true expect=""`, "preview", `flip n1-2 preview=false expect="f1"`, "revert", "release"}, s.calls)
 }
 
 // A commit that fails leaves the node flipping with the flip committing and
@@ -217,7 +232,6 @@ func (s *NodeSuite) TestFlipStaleIsNotApplied() {
 // commit again, and only its success converges the node.
 func (s *NodeSuite) TestFlipCommitFailsThenRetried() {
 	s.expectAdoption(time.Second)
-	s.expectPreview(true)
 	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Return(&activities.FlipResult{State: "flipped"}, nil).Once()
 	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Return(&activities.FlipResult{}, nil).Once()
 	s.env.OnActivity(a.CommitFlip, mock.Anything, mock.Anything).Run(s.record("commit")).Return(nil,
@@ -249,7 +263,7 @@ func (s *NodeSuite) TestFlipCommitFailsThenRetried() {
 	s.Contains(again.Error(), "waits for its commit: adopt retry n1")
 	s.Equal(PhaseConverged, st.Phase)
 	s.Equal(FlipStateCommitted, st.Flip.State)
-	s.Equal([]string{"probe", "adopt", "preview", "commit", "commit"}, s.calls)
+	s.Equal([]string{"probe", "adopt", "commit", "commit"}, s.calls)
 }
 
 // Bad input: a retry when no commit (nor adoption, nor genesis) failed is

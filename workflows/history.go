@@ -38,6 +38,10 @@ const interactiveTimeout = time.Minute
 // quickEnough bounds one attempt of an activity that does not heartbeat.
 const quickEnough = 30 * time.Second
 
+// heartbeatTimeout is how long a heartbeating activity may go silent
+// before its attempt counts as lost (its agent died).
+const heartbeatTimeout = 10 * time.Second
+
 // heartbeating are the activities that record heartbeats: only they get a
 // heartbeat timeout (on the others it would only kill long, healthy runs).
 var heartbeating = map[string]bool{
@@ -89,7 +93,7 @@ func (n *node) exec(ctx workflow.Context, summary string, fn, in, out any) error
 		},
 	}
 	if heartbeating[activityName(fn)] {
-		opts.HeartbeatTimeout = 10 * time.Second
+		opts.HeartbeatTimeout = heartbeatTimeout
 	} else {
 		// No heartbeat tells a dead agent from a slow one: these steps are
 		// short (a netlink batch, a query), so an attempt whose agent died

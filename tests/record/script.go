@@ -167,12 +167,22 @@ func (s *script) Flip(_ context.Context, in activities.FlipInput) (*activities.F
 	if _, err := s.call("Flip"); err != nil {
 		return nil, err
 	}
-	return &activities.FlipResult{ID: in.ID, State: "flipped", Deadline: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)}, nil
+	res := &activities.FlipResult{ID: in.ID, State: "flipped", Deadline: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)}
+	if in.Preview {
+		// The node previews itself (the flip in two round trips).
+		res.Preview = &firewall.Preview{Approved: true, FoundFingerprint: "found-1", DerivedFingerprint: "derived-1"}
+	}
+	return res, nil
 }
 
 func (s *script) ConfirmFlip(_ context.Context, in activities.ConfirmInput) (*activities.FlipResult, error) {
-	_, err := s.call("ConfirmFlip")
-	return &activities.FlipResult{ID: in.ID, State: "confirmed"}, err
+	if _, err := s.call("ConfirmFlip"); err != nil {
+		return nil, err
+	}
+	if in.Commit {
+		return &activities.FlipResult{ID: in.ID, State: "committed", Listing: "/var/lib/adoption/flips/" + in.ID + ".rules"}, nil
+	}
+	return &activities.FlipResult{ID: in.ID, State: "confirmed"}, nil
 }
 
 func (s *script) RevertFlip(_ context.Context, in activities.ConfirmInput) (*activities.FlipResult, error) {
