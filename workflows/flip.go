@@ -87,7 +87,7 @@ func (n *node) flip(ctx workflow.Context) {
 	n.inFlip = true
 	defer func() { n.inFlip = false }()
 	v := workflow.GetVersion(ctx, flipHolds, workflow.DefaultVersion, 1)
-	two := v >= 1 && workflow.GetVersion(ctx, flipTwoSteps, workflow.DefaultVersion, 1) >= 1
+	two := v >= 1 && n.twoSteps
 	spec := MeshSpec(&n.s)
 	refused := func(pv *firewall.Preview) {
 		n.s.LastError = "flip refused by the preview: " + strings.Join(pv.Reasons, "; ")

@@ -40,6 +40,8 @@ type node struct {
 	// bounded is set on runs started by code that keeps the history
 	// bounded (history.go); runs recorded before it replay without it.
 	bounded bool
+	// twoSteps: the flip takes two round trips to the node (flipTwoSteps).
+	twoSteps bool
 	// upserted is the node and phase last written to the search
 	// attributes in this run: they are upserted only when they change.
 	upserted string
@@ -87,6 +89,16 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 	// Runs started before drift checks existed must replay without their
 	// timer: they keep drift off.
 	n.driftOn = workflow.GetVersion(ctx, "drift-checks", workflow.DefaultVersion, 1) >= 1
+	// Decided here, once a run, not in the flip: each GetVersion costs a
+	// marker and a search attribute upsert, which the flip's first task
+	// would otherwise carry while 50 nodes flip at once.
+	n.twoSteps = workflow.GetVersion(ctx, flipTwoSteps, workflow.DefaultVersion, 1) >= 1
+	if n.twoSteps {
+		// The same for flipHolds: the SDK keeps the version a change ID got
+		// for the rest of the run, so the flip's own GetVersion records
+		// nothing more. Runs that predate flipTwoSteps record it in the flip.
+		_ = workflow.GetVersion(ctx, flipHolds, workflow.DefaultVersion, 1)
+	}
 	for {
 		ready := func() bool {
 			return len(n.s.Queue) > 0 || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
