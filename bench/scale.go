@@ -63,44 +63,45 @@ import (
 
 // ScaleDetails is the scale section of the JSON.
 type ScaleDetails struct {
-	Simulation       string   `json:"simulation"`
-	Nodes            int      `json:"nodes"`
-	Server           string   `json:"server"`
-	WorkerOptions    string   `json:"worker_options"`
-	WorkersStartS    float64  `json:"workers_start_s"`
-	StartAllS        float64  `json:"start_all_s"` // until every start request returned
-	StartRetries     int64    `json:"start_retries"`
-	CountRetries     int      `json:"count_retries"`  // visibility counts that timed out
-	AdoptAllS        float64  `json:"adopt_all_s"`    // fleet start to every node adopted
-	ConvergeAllS     float64  `json:"converge_all_s"` // fleet start to every node converged (flipped)
-	FleetRuns        int      `json:"fleet_runs"`     // the fleet's continue-as-new generations
-	FleetEvents      int      `json:"fleet_events"`   // events in the fleet's current run at the end
-	OrchPeakRSSMiB   float64  `json:"orchestrator_peak_rss_mib"`
-	OrchBuildID      string   `json:"orchestrator_build_id"`
-	NodesPerSecond   float64  `json:"nodes_adopted_per_s"`
-	HistorySample    int      `json:"history_sample"`
-	EventsAdopted    Stats    `json:"history_events_adopted"`
-	BytesAdopted     Stats    `json:"history_bytes_adopted"`
-	EventsConverged  Stats    `json:"history_events_converged"`
-	BytesConverged   Stats    `json:"history_bytes_converged"`
-	FlipSample       int      `json:"flip_sample"`
-	FlipParallel     int      `json:"flip_parallel"`
-	FlipMS           Stats    `json:"flip_to_converged_ms"`     // Update sent until the workflow task that set phase converged completed
-	FlipP99MS        float64  `json:"flip_to_converged_p99_ms"` // ... its p99
-	FlipClosedMS     Stats    `json:"flip_to_closed_ms"`        // Update sent until the workflow closed (after the fleet got its last progress signal)
-	FlipClosedP99MS  float64  `json:"flip_to_closed_p99_ms"`
-	FlipsReverted    []string `json:"flips_reverted,omitempty"` // not confirmed in time: the node is adopted again
-	BaselineRSSMiB   float64  `json:"baseline_rss_mib"`         // before any worker
-	IdleRSSMiB       float64  `json:"idle_rss_mib"`             // workers started, no workflow yet
-	PeakRSSMiB       float64  `json:"peak_rss_mib"`             // sampled every 250 ms while the workflows ran
-	PeakHeapInuseMiB float64  `json:"peak_heap_inuse_mib"`      // runtime.MemStats.HeapInuse, sampled
-	PeakHeapAllocMiB float64  `json:"peak_heap_alloc_mib"`      // runtime.MemStats.HeapAlloc, sampled
-	SysMiB           float64  `json:"sys_mib"`                  // runtime.MemStats.Sys at the end
-	PeakGoroutines   int      `json:"peak_goroutines"`          // sampled
-	ServerPeakRSSMiB float64  `json:"server_peak_rss_mib"`      // the dev server's VmHWM
-	NodesDir         string   `json:"nodes_dir"`                // the simulated nodes' roots and state directories
-	ServerDB         string   `json:"server_db"`                // the dev server's SQLite file (-scale-db)
-	Note             string   `json:"note"`
+	Simulation       string           `json:"simulation"`
+	Nodes            int              `json:"nodes"`
+	Server           string           `json:"server"`
+	WorkerOptions    string           `json:"worker_options"`
+	WorkersStartS    float64          `json:"workers_start_s"`
+	StartAllS        float64          `json:"start_all_s"` // until every start request returned
+	StartRetries     int64            `json:"start_retries"`
+	CountRetries     int              `json:"count_retries"`  // visibility counts that timed out
+	AdoptAllS        float64          `json:"adopt_all_s"`    // fleet start to every node adopted
+	ConvergeAllS     float64          `json:"converge_all_s"` // fleet start to every node converged (flipped)
+	FleetRuns        int              `json:"fleet_runs"`     // the fleet's continue-as-new generations
+	FleetEvents      int              `json:"fleet_events"`   // events in the fleet's current run at the end
+	OrchPeakRSSMiB   float64          `json:"orchestrator_peak_rss_mib"`
+	OrchBuildID      string           `json:"orchestrator_build_id"`
+	NodesPerSecond   float64          `json:"nodes_adopted_per_s"`
+	HistorySample    int              `json:"history_sample"`
+	EventsAdopted    Stats            `json:"history_events_adopted"`
+	BytesAdopted     Stats            `json:"history_bytes_adopted"`
+	EventsConverged  Stats            `json:"history_events_converged"`
+	BytesConverged   Stats            `json:"history_bytes_converged"`
+	FlipSample       int              `json:"flip_sample"`
+	FlipParallel     int              `json:"flip_parallel"`
+	FlipMS           Stats            `json:"flip_to_converged_ms"`     // Update sent until the workflow task that set phase converged completed
+	FlipP99MS        float64          `json:"flip_to_converged_p99_ms"` // ... its p99
+	FlipParts        map[string]Stats `json:"flip_parts_ms"`            // where that time went (scale_breakdown.go)
+	FlipClosedMS     Stats            `json:"flip_to_closed_ms"`        // Update sent until the workflow closed (after the fleet got its last progress signal)
+	FlipClosedP99MS  float64          `json:"flip_to_closed_p99_ms"`
+	FlipsReverted    []string         `json:"flips_reverted,omitempty"` // not confirmed in time: the node is adopted again
+	BaselineRSSMiB   float64          `json:"baseline_rss_mib"`         // before any worker
+	IdleRSSMiB       float64          `json:"idle_rss_mib"`             // workers started, no workflow yet
+	PeakRSSMiB       float64          `json:"peak_rss_mib"`             // sampled every 250 ms while the workflows ran
+	PeakHeapInuseMiB float64          `json:"peak_heap_inuse_mib"`      // runtime.MemStats.HeapInuse, sampled
+	PeakHeapAllocMiB float64          `json:"peak_heap_alloc_mib"`      // runtime.MemStats.HeapAlloc, sampled
+	SysMiB           float64          `json:"sys_mib"`                  // runtime.MemStats.Sys at the end
+	PeakGoroutines   int              `json:"peak_goroutines"`          // sampled
+	ServerPeakRSSMiB float64          `json:"server_peak_rss_mib"`      // the dev server's VmHWM
+	NodesDir         string           `json:"nodes_dir"`                // the simulated nodes' roots and state directories
+	ServerDB         string           `json:"server_db"`                // the dev server's SQLite file (-scale-db)
+	Note             string           `json:"note"`
 }
 
 // shmDir is /dev/shm when it is a directory, else the default temp dir.
@@ -382,10 +383,16 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 	}
 	d.FlipClosedMS, d.FlipClosedP99MS = stats(closed), percentile(closed, 99)
 	fmt.Fprintf(stdout, "scale: reading when each of %d flipped nodes recorded phase converged ...\n", len(flipped))
-	if lat, err = convergedLatencies(ctx, c, sent); err != nil {
+	spans, err := flipSpans(ctx, c, sent)
+	if err != nil {
 		return nil, nil, err
 	}
+	for _, sp := range spans {
+		lat = append(lat, ms(sp.total))
+	}
 	d.FlipMS, d.FlipP99MS = stats(lat), percentile(lat, 99)
+	var where string
+	where, d.FlipParts = breakdownNote(spans)
 	var evC, byC []float64
 	for i := 0; i < min(20, len(flipped)); i++ {
 		ev, by, err := history(ctx, c, workflows.WorkflowID(flipped[i]))
@@ -426,7 +433,7 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 			absolute("scale", "history events per node, through the flip to converged", d.EventsConverged.Median, "events", ours,
 				fmt.Sprintf("%s; median of %d flipped nodes, %.1f KiB", sim, len(evC), d.BytesConverged.Median/1024), 0),
 			absolute("scale", fmt.Sprintf("flip Update to phase converged, median of %d nodes", len(lat)), d.FlipMS.Median, "ms", ours,
-				fmt.Sprintf("%s; %d at a time, the other nodes adopted or converged (a drift check every 5 min each while adopted)", sim, o.parallel), 0),
+				fmt.Sprintf("%s; %d at a time, the other nodes adopted or converged (a drift check every 5 min each while adopted); %s", sim, o.parallel, where), 0),
 			absolute("scale", fmt.Sprintf("flip Update to phase converged, p99 of %d nodes", len(lat)), d.FlipP99MS, "ms", ours,
 				fmt.Sprintf("%s; max %.0f ms; to the workflow's close (the fleet told): median %.0f ms, p99 %.0f ms", sim, d.FlipMS.Max, d.FlipClosedMS.Median, d.FlipClosedP99MS), 0),
 		)
@@ -578,14 +585,13 @@ func history(ctx context.Context, c client.Client, id string) (events, bytes int
 	return events, bytes, nil
 }
 
-// convergedLatencies reads, from each flipped node's history, when the
-// workflow task that set phase converged completed (its search attribute
-// upsert is in that task), and returns the time from the flip Update's
-// sending to it. The server stamps the events; it runs on this host, so
-// both clocks are one.
-func convergedLatencies(ctx context.Context, c client.Client, sent map[string]time.Time) ([]float64, error) {
+// flipSpans reads, from each flipped node's history, when the workflow
+// task that set phase converged completed (its search attribute upsert is
+// in that task) and where the time from the flip Update's sending to it
+// went (scale_breakdown.go).
+func flipSpans(ctx context.Context, c client.Client, sent map[string]time.Time) ([]flipSpan, error) {
 	type res struct {
-		ms  float64
+		sp  flipSpan
 		err error
 	}
 	out := make(chan res, len(sent))
@@ -594,39 +600,19 @@ func convergedLatencies(ctx context.Context, c client.Client, sent map[string]ti
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem }()
-			at, err := convergedAt(ctx, c, workflows.WorkflowID(node))
-			out <- res{ms(at.Sub(t0)), err}
+			sp, err := flipSpanOf(ctx, c, workflows.WorkflowID(node), t0)
+			out <- res{sp, err}
 		}()
 	}
-	var lat []float64
+	var spans []flipSpan
 	for range sent {
 		r := <-out
 		if r.err != nil {
 			return nil, r.err
 		}
-		lat = append(lat, r.ms)
+		spans = append(spans, r.sp)
 	}
-	return lat, nil
-}
-
-func convergedAt(ctx context.Context, c client.Client, id string) (time.Time, error) {
-	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			return time.Time{}, fmt.Errorf("history of %s: %w", id, err)
-		}
-		up := e.GetUpsertWorkflowSearchAttributesEventAttributes()
-		if up == nil {
-			continue
-		}
-		var phase string
-		if p := up.GetSearchAttributes().GetIndexedFields()[workflows.AttrPhase.GetName()]; p != nil && json.Unmarshal(p.GetData(), &phase) == nil &&
-			phase == string(workflows.PhaseConverged) {
-			return e.GetEventTime().AsTime(), nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("%s: no upsert of phase converged in its history", id)
+	return spans, nil
 }
 
 // errReverted: the flip was reverted (not confirmed in time); the node is
