@@ -113,11 +113,23 @@ func NewFlipperWithConn(c *nftables.Conn) *Flipper {
 }
 
 // point is where Flip puts one neutralising accept: before the rule with
-// handle before, at the top of the chain (before 0), or appended.
+// handle before, at the top of the chain (before 0), or appended. In a
+// regular chain whose caller goes on with a foreign tool's rules after it
+// (DOCKER-USER, before Docker's own chains in FORWARD) it is a return
+// instead: an accept there would end FORWARD and skip Docker's rules.
 type point struct {
 	family, table, chain string
 	before               uint64
 	append               bool
+	ret                  bool
+}
+
+// verdict is what the neutralising rule at pt says.
+func (pt point) verdict() VerdictKind {
+	if pt.ret {
+		return VerdictReturn
+	}
+	return VerdictAccept
 }
 
 // dormantBase is a shared base chain of an iptables-nft table whose rules
@@ -165,8 +177,9 @@ func targets(r *Rule) []string {
 	return out
 }
 
-// closure is every chain of t reachable from roots by jump or goto.
-func closure(t *Table, roots []string) map[string]bool {
+// closure is every chain of t reachable from roots by jump or goto, through
+// the rules follow admits.
+func closure(t *Table, roots []string, follow func(ch *Chain, r *Rule) bool) map[string]bool {
 	byName := map[string]*Chain{}
 	for i := range t.Chains {
 		byName[t.Chains[i].Name] = &t.Chains[i]
@@ -181,12 +194,23 @@ func closure(t *Table, roots []string) map[string]bool {
 		seen[n] = true
 		if ch := byName[n]; ch != nil {
 			for i := range ch.Rules {
-				roots = append(roots, targets(&ch.Rules[i])...)
+				if follow(ch, &ch.Rules[i]) {
+					roots = append(roots, targets(&ch.Rules[i])...)
+				}
 			}
 		}
 	}
 	return seen
 }
+
+// notPredecessors admits every rule but the predecessor's in DOCKER-USER:
+// what a foreign tool keeps is not what the predecessor's rules there
+// reach.
+func notPredecessors(ch *Chain, r *Rule) bool {
+	return ch.Name != dockerUserChain || !dockerUserPredecessorRule(r)
+}
+
+func everyRule(*Chain, *Rule) bool { return true }
 
 func isFilter(ch *Chain) bool { return ch.Type == "" || ch.Type == "filter" }
 
@@ -201,7 +225,10 @@ func isFilter(ch *Chain) bool { return ch.Type == "" || ch.Type == "filter" }
 //     it. A foreign rule after a predecessor rule is refused: neutralising
 //     the predecessor there would take the foreign rule out of force too.
 //     Dormant regular chains are ufw's and those reachable only from the
-//     predecessor's rules.
+//     predecessor's rules. DOCKER-USER is Docker's chain, but the rules
+//     the operator put there are the predecessor's (the ufw-docker
+//     arrangement's routed policy): a marked return at its top takes them
+//     out of force, FORWARD going on with Docker's own chains.
 //   - native tables (not the mesh's, not a foreign tool's) with a filter
 //     base chain: an accept at the top of each filter base chain.
 func analyse(rs *Ruleset) (*predecessor, error) {
@@ -259,6 +286,11 @@ func (p *predecessor) iptables(t *Table) error {
 	for ci := range t.Chains {
 		ch := &t.Chains[ci]
 		if ch.Hook == "" {
+			if ch.Name == dockerUserChain {
+				if err := p.dockerUser(t, ch, &dormantRoots); err != nil {
+					return err
+				}
+			}
 			if flipForeignChain(ch.Name) {
 				keptRoots = append(keptRoots, ch.Name)
 			}
@@ -301,8 +333,8 @@ func (p *predecessor) iptables(t *Table) error {
 		}
 		cuts = append(cuts, cut{ch, from})
 	}
-	kept := closure(t, keptRoots)
-	dormant := closure(t, dormantRoots)
+	kept := closure(t, keptRoots, notPredecessors)
+	dormant := closure(t, dormantRoots, everyRule)
 	for _, c := range cuts {
 		ch := c.ch
 		b := dormantBase{family: t.Family, table: t.Name, chain: ch.Name, from: c.from, policyDrop: ch.Policy == "drop"}
@@ -339,6 +371,34 @@ func (p *predecessor) iptables(t *Table) error {
 			p.chains = append(p.chains, ChainRef{Family: t.Family, Table: t.Name, Chain: ch.Name})
 		}
 	}
+	return nil
+}
+
+// dockerUser takes the predecessor's rules of DOCKER-USER (chain ch of
+// iptables-nft table t) out of force: a marked return at the chain's top,
+// the rules deleted at commit (the unconditional returns Docker writes
+// stay), and what they jump to added to dormantRoots.
+func (p *predecessor) dockerUser(t *Table, ch *Chain, dormantRoots *[]string) error {
+	if ch.Unknown != "" {
+		return fmt.Errorf("chain %s %s %s could not be listed (%s): cannot tell which of its rules are the predecessor's", t.Family, t.Name, ch.Name, ch.Unknown)
+	}
+	b := dormantBase{family: t.Family, table: t.Name, chain: ch.Name, from: -1}
+	for i := range ch.Rules {
+		r := &ch.Rules[i]
+		if !dockerUserPredecessorRule(r) {
+			continue
+		}
+		if b.from < 0 {
+			b.from = i
+		}
+		b.handles = append(b.handles, r.Handle)
+		*dormantRoots = append(*dormantRoots, targets(r)...)
+	}
+	if b.from < 0 {
+		return nil // Docker's return alone: nothing of the predecessor's
+	}
+	p.bases = append(p.bases, b)
+	p.points = append(p.points, point{family: t.Family, table: t.Name, chain: ch.Name, ret: true})
 	return nil
 }
 
@@ -393,7 +453,7 @@ func afterFlip(found, derived *Ruleset, node string) (*Ruleset, error) {
 				if ch.Name != pt.chain {
 					continue
 				}
-				r := Rule{Comment: neutraliseComment(node), Verdict: Verdict{Kind: VerdictAccept}}
+				r := Rule{Comment: neutraliseComment(node), Verdict: Verdict{Kind: pt.verdict()}}
 				at := 0
 				switch {
 				case pt.append:
@@ -414,11 +474,15 @@ func afterFlip(found, derived *Ruleset, node string) (*Ruleset, error) {
 }
 
 func neutraliseRule(node string, pt point) *nftables.Rule {
+	v := expr.VerdictAccept
+	if pt.ret {
+		v = expr.VerdictReturn
+	}
 	return &nftables.Rule{
 		Table:    &nftables.Table{Family: tableFamily(pt.family), Name: pt.table},
 		Chain:    &nftables.Chain{Name: pt.chain},
 		Position: pt.before,
-		Exprs:    []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept}},
+		Exprs:    []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: v}},
 		UserData: commentData(neutraliseComment(node)),
 	}
 }

@@ -121,6 +121,20 @@ func foreignRule(r *Rule) bool {
 	return bridge
 }
 
+// dockerUserChain is the chain Docker creates for the operator's own
+// rules on the forward path, jumped to from FORWARD before Docker's own.
+const dockerUserChain = "DOCKER-USER"
+
+// dockerUserPredecessorRule reports whether rule r of DOCKER-USER is the
+// found firewall's. Docker creates the chain holding one unconditional
+// return and never writes to it again; every other rule there was put by
+// the operator (the ufw-docker arrangement's jumps into ufw's routed
+// rules, a blocklist), so it is the predecessor's: the flip takes it out
+// of force and the commit deletes it. The chain itself stays Docker's.
+func dockerUserPredecessorRule(r *Rule) bool {
+	return !(r.Verdict.Kind == VerdictReturn && len(r.Conds) == 0 && r.VMap == nil)
+}
+
 // TableOwner says who owns table t.
 func TableOwner(t *Table) Ownership {
 	switch {
@@ -183,5 +197,5 @@ func RuleOwner(t *Table, ch *Chain, r *Rule) Ownership {
 // rewrites it, so it counts.
 func churns(t *Table, ch *Chain) bool {
 	o := ChainOwner(t, ch)
-	return o.Owner == OwnedByForeign && ch.Name != "DOCKER-USER"
+	return o.Owner == OwnedByForeign && ch.Name != dockerUserChain
 }
