@@ -109,6 +109,11 @@ type ProbeReport struct {
 	// network it cannot map, an opening left uncertain and why, a DNAT
 	// to an address no container holds.
 	Unknowns []string `json:"unknowns,omitempty"`
+	// Behind names the running container that holds each DNAT target of
+	// the openings (Opening.Via -> container name), as the node's engine
+	// reports its networks: the service a client of a published port
+	// reaches. A Via no container holds is in Unknowns instead.
+	Behind map[string]string `json:"behind,omitempty"`
 }
 
 // Probe looks at the node and changes nothing.
@@ -140,7 +145,28 @@ func (a *Activities) Probe(ctx context.Context, in ProbeInput) (*ProbeReport, er
 	r.Control = a.Sockets.FindProcesses(auth.Plan.Control)
 	_, r.Adopted, _ = a.State.Adopted()
 	r.Unknowns = probeUnknowns(r, auth.Plan)
+	r.Behind = behind(r.Firewall.Open, r.Containers)
 	return r, nil
+}
+
+// behind maps each opening's DNAT target to the running container that
+// holds its address.
+func behind(open []firewall.Opening, cr containers.Report) map[string]string {
+	addrs := containerAddrs(cr)
+	var out map[string]string
+	for _, o := range open {
+		a, ok := viaAddr(o.Via)
+		if !ok {
+			continue
+		}
+		if name, ok := addrs[a]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[o.Via] = name
+		}
+	}
+	return out
 }
 
 // engineReport is the engine's report; an agent without an engine says so

@@ -86,6 +86,9 @@ func printProbe(w io.Writer, r *activities.ProbeReport) {
 		}
 		if o.Via != "" {
 			extra += " -> " + o.Via
+			if name := r.Behind[o.Via]; name != "" {
+				extra += " (container " + name + ")"
+			}
 		}
 		if o.Uncertain {
 			extra += " (uncertain)"
