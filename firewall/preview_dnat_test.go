@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -147,5 +148,47 @@ func TestOwnership(t *testing.T) {
 	}
 	if FoundFingerprint(b) != before {
 		t.Error("Docker's churn changed the found fingerprint")
+	}
+}
+
+// ufw's DHCPv6 client rule (before6.rules: udp from fe80::/10 port 547 to
+// fe80::/10 port 546) is kept by essentials, not named; without it in the
+// found firewall the derived ruleset does not accept 547 -> 546.
+func TestPreviewEssentialsKeepDHCP6(t *testing.T) {
+	ll := netip.MustParsePrefix("fe80::/10")
+	udp547to546 := Rule{Conds: []Cond{udp(), {Kind: CondSaddr, Prefixes: []netip.Prefix{ll}}, {Kind: CondDaddr, Prefixes: []netip.Prefix{ll}},
+		{Kind: CondSport, Ports: []PortRange{{547, 547}}}, dport(546)}, Verdict: Verdict{Kind: VerdictAccept}}
+	found := &Ruleset{Tables: []Table{{Family: FamilyIP6, Name: "filter", Chains: []Chain{
+		base("INPUT", HookInput, 0, "drop", accept(tcp(), dport(22)), udp547to546),
+		base("FORWARD", HookForward, 0, "drop"),
+	}}}}
+	spec := MeshSpec{Node: "n1", Input: []Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: OwnerManagement}}}
+	p := PreviewFlipOn(found, Node{Interfaces: []Interface{{Name: "eth0"}}, Forwarding: map[string]bool{FamilyIP: false, FamilyIP6: false}}, spec)
+	// Link-local sources are not outside clients: the evaluator lists no
+	// opening for it, and where it does, it must be kept by essentials.
+	for _, f := range p.Fates {
+		if f.Opening.Port <= 546 && 546 <= max(f.Opening.Port, f.Opening.PortEnd) && f.Opening.Proto == "udp" && f.Opening.Family == FamilyIP6 &&
+			(f.Fate != FateKept || f.By != OwnerEssentials) {
+			t.Errorf("546/udp (ufw's DHCPv6 client rule): %+v; want kept by essentials", f)
+		}
+	}
+	for _, r := range p.Reasons {
+		if strings.Contains(r, "546/udp") {
+			t.Errorf("the preview names DHCPv6: %s", r)
+		}
+	}
+	d, err := DeriveFor(found, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(d.Text(), "udp sport 547 udp dport 546 accept") {
+		t.Errorf("DHCPv6 replies not kept though the found firewall accepts them:\n%s", d.Text())
+	}
+	found.Tables[0].Chains[0].Rules = found.Tables[0].Chains[0].Rules[:1]
+	if d, err = DeriveFor(found, spec); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(d.Text(), "sport 547") {
+		t.Errorf("DHCPv6 kept though the found firewall did not accept it:\n%s", d.Text())
 	}
 }
