@@ -420,6 +420,12 @@ func TestReferenceNodeAdoption(t *testing.T) {
 		}
 		loads = append(loads, l)
 	}
+	// Docker's own chains, to compare after converged: the flip and the
+	// commit must leave them exactly as they are.
+	dockerChains := func() string {
+		return r.onNodeOut(t, "iptables", "-S", "DOCKER") + r.onNodeOut(t, "iptables", "-t", "nat", "-S")
+	}
+	dockerBefore := dockerChains()
 	time.Sleep(time.Second)
 	loadStart := time.Now()
 	if out, errs, code := adopt(t, "flip", n.Name, "--config", n.cfg); code != 0 {
@@ -465,6 +471,9 @@ func TestReferenceNodeAdoption(t *testing.T) {
 		if save := r.onNodeOut(t, ipt+"-save"); strings.Contains(save, "ufw") || strings.Contains(save, "adoption:") {
 			t.Errorf("%s-save after converged still holds ufw's chains or marks:\n%s", ipt, save)
 		}
+	}
+	if got := dockerChains(); got != dockerBefore {
+		t.Errorf("Docker's chains changed across the flip and commit:\nbefore:\n%s\nafter:\n%s", dockerBefore, got)
 	}
 	nat := r.onNodeOut(t, "iptables", "-t", "nat", "-S", "DOCKER")
 	if !strings.Contains(nat, "--dport 18025 -j DNAT") || !strings.Contains(nat, "--dport 18443 -j DNAT") {
