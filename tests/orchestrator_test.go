@@ -75,11 +75,34 @@ func TestOrchestratorAndAgents(t *testing.T) {
 		t.Fatalf("deployment %s current version %q, the workflow ran on %q", workflows.DeploymentName, cur, first.build)
 	}
 
-	// A new build joins, becomes current; the old one stops. The running
-	// workflow's next task (a prune request) runs on the new build.
-	startOrchestrator(t, srv.Addr(), "--build-id", "upgrade-b")
+	// A new build joins without --make-current: it polls, but the current
+	// version stays (only a deployment's first build promotes itself).
+	plain := startOrchestrator(t, srv.Addr(), "--build-id", "upgrade-plain")
+	waitUntil(t, "build upgrade-plain polls", func() bool {
+		return strings.Contains(strings.Join(pollers(workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW), " "), "@upgrade-plain")
+	})
+	time.Sleep(2 * time.Second)
+	if cur := currentBuild(t, c); cur != first.build {
+		t.Fatalf("a build started without --make-current took the deployment: current %q, want %q", cur, first.build)
+	}
+	plain.kill()
+	// An upgrade says so: --make-current makes it current; the old one
+	// stops. The running workflow's next task (a prune request) runs on
+	// the new build.
+	startOrchestrator(t, srv.Addr(), "--build-id", "upgrade-b", "--make-current")
 	waitUntil(t, "build upgrade-b becomes current", func() bool { return currentBuild(t, c) == "upgrade-b" })
 	a.kill()
+	// The old build restarted (its unit's Restart=on-failure) must not
+	// take the workflows back.
+	old := startOrchestrator(t, srv.Addr(), "--build-id", first.build)
+	waitUntil(t, "the old build polls again", func() bool {
+		return strings.Contains(strings.Join(pollers(workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW), " "), "@"+first.build)
+	})
+	time.Sleep(2 * time.Second)
+	if cur := currentBuild(t, c); cur != "upgrade-b" {
+		t.Fatalf("the old build, restarted, made itself current again: %q", cur)
+	}
+	old.kill()
 	if out, errs, code := adopt(t, "prune", n.Name, "--config", n.cfg); code != 0 {
 		t.Fatalf("adopt prune: exit %d\n%s%s", code, out, errs)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -30,8 +31,11 @@ func orchestrateCommand(ctx context.Context, cfgPath *string, stderr io.Writer) 
 whole fleet. It needs only the temporal.* settings (a configuration file, or
 ADOPT_TEMPORAL_ADDRESS / ADOPT_TEMPORAL_NAMESPACE / ADOPT_TEMPORAL_TLS_*).
 
-By default it makes its build the deployment's current version once the
-server has seen it poll, so that new workflows and the running ones
+By default it makes its build the deployment's current version only when the
+deployment has none yet (its first orchestrator): a restarted old build must
+never take the workflows back from a newer one. An upgrade says so:
+--make-current makes this build current, replacing the current one, once the
+server has seen it poll, and new workflows and the running ones
 (AutoUpgrade) move to it. With --make-current=false it only registers and
 polls; promote it later with
   temporal worker deployment set-current-version --deployment-name adoption --build-id ID`,
@@ -48,15 +52,36 @@ polls; promote it later with
 					return fmt.Errorf("cannot derive the build ID (%v): pass --build-id", err)
 				}
 			}
-			return orchestrate(ctx, cfg, id, makeCurrent, stderr)
+			mode := promoteFirst
+			if cmd.Flags().Changed("make-current") {
+				mode = promoteNever
+				if makeCurrent {
+					mode = promoteAlways
+				}
+			}
+			return orchestrate(ctx, cfg, id, mode, stderr)
 		},
 	}
 	cmd.Flags().StringVar(&id, "build-id", "", "this build's ID in Worker Deployment adoption (default: -X main.version, else the VCS revision)")
-	cmd.Flags().BoolVar(&makeCurrent, "make-current", true, "make this build the deployment's current version at startup")
+	cmd.Flags().BoolVar(&makeCurrent, "make-current", false, "make this build the deployment's current version at startup, replacing the current one (an upgrade); unset: only where the deployment has no current version; =false: never")
 	return cmd
 }
 
-func orchestrate(ctx context.Context, cfg *config.Config, id string, makeCurrent bool, stderr io.Writer) error {
+// promoteMode says when the orchestrator makes its build current.
+type promoteMode int
+
+const (
+	// promoteFirst: only where the deployment has no current version (a
+	// first orchestrator); a restart of an old build during an upgrade
+	// leaves the newer current one alone.
+	promoteFirst promoteMode = iota
+	// promoteAlways: replace the current version (--make-current).
+	promoteAlways
+	// promoteNever: register and poll only (--make-current=false).
+	promoteNever
+)
+
+func orchestrate(ctx context.Context, cfg *config.Config, id string, mode promoteMode, stderr io.Writer) error {
 	tc := cfg.Temporal
 	// The one logger and /metrics (metrics.listen) first, then Temporal.
 	o, c, err := dialOrchestrator(ctx, cfg, stderr)
@@ -79,8 +104,8 @@ func orchestrate(ctx context.Context, cfg *config.Config, id string, makeCurrent
 	defer w.Stop()
 	logger.Info("adopt-worker orchestrating", "temporal", tc.Address, "namespace", tc.Namespace,
 		"queue", workflows.TaskQueue, "deployment", workflows.DeploymentName, "build_id", id)
-	if makeCurrent {
-		if err := promote(ctx, c, id, logger); err != nil {
+	if mode != promoteNever {
+		if err := promote(ctx, c, id, mode, logger); err != nil {
 			return err
 		}
 	}
@@ -93,8 +118,9 @@ func orchestrate(ctx context.Context, cfg *config.Config, id string, makeCurrent
 // versioned worker receives no task at all: the server dispatches a task
 // queue's workflow tasks to its deployment's current version. The server
 // only knows a version once it has seen that version poll, so it retries
-// until then.
-func promote(ctx context.Context, c client.Client, id string, logger *slog.Logger) error {
+// until then. With promoteFirst it leaves a current version of another
+// build in place, and says so.
+func promote(ctx context.Context, c client.Client, id string, mode promoteMode, logger *slog.Logger) error {
 	h := c.WorkerDeploymentClient().GetHandle(workflows.DeploymentName)
 	var last error
 	for {
@@ -102,20 +128,34 @@ func promote(ctx context.Context, c client.Client, id string, logger *slog.Logge
 		// and the conflict token, so that a concurrent change by the
 		// operator is not overwritten blindly.
 		prev, opts := "unversioned", client.WorkerDeploymentSetCurrentVersionOptions{BuildID: id}
-		if d, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{}); err == nil {
+		d, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+		switch {
+		case err == nil:
 			if cur := d.Info.RoutingConfig.CurrentVersion; cur != nil {
 				if cur.BuildID == id {
 					logger.Info("already the current version", "deployment", workflows.DeploymentName, "build_id", id)
 					return nil
 				}
+				if mode == promoteFirst {
+					logger.Warn("not making this build current: the deployment's current version is another build; this one polls and waits (an upgrade: start it with --make-current, or temporal worker deployment set-current-version)",
+						"deployment", workflows.DeploymentName, "build_id", id, "current", cur.BuildID)
+					return nil
+				}
 				prev = cur.BuildID
 			}
 			opts.ConflictToken = d.ConflictToken
+			err = nil
+		case mode == promoteFirst && !isNotFound(err):
+			// Whether another build is current is not known: setting
+			// this one without knowing could take the workflows back.
+		default:
+			err = nil // no deployment yet: this build is its first version
 		}
-		_, err := h.SetCurrentVersion(ctx, opts)
 		if err == nil {
-			logger.Info("made current", "deployment", workflows.DeploymentName, "build_id", id, "previous", prev)
-			return nil
+			if _, err = h.SetCurrentVersion(ctx, opts); err == nil {
+				logger.Info("made current", "deployment", workflows.DeploymentName, "build_id", id, "previous", prev)
+				return nil
+			}
 		}
 		if last == nil || err.Error() != last.Error() {
 			logger.Info("waiting for the server to register this version before making it current", "build_id", id, "reason", err)
@@ -127,4 +167,11 @@ func promote(ctx context.Context, c client.Client, id string, logger *slog.Logge
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// isNotFound reports whether err says the deployment does not exist yet
+// (the server has not seen any of its versions poll).
+func isNotFound(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
 }
