@@ -119,8 +119,10 @@ echo "n1's metrics are published on 19100 but not routed by ufw: a client's conn
 
 say "2. One orchestrator (the workflows) and the node agents, on their nodes (the predecessor's control daemons are stopped)"
 # The orchestrator makes its build the current version of Worker Deployment
-# "adoption"; the agents run only their node's activities.
-setsid nohup ./bin/adopt-worker orchestrate > "$DEMO/worker-orchestrator.log" 2>&1 < /dev/null &
+# "adoption" (--make-current: the demo's dev server may remember an earlier
+# build from a run before this one); the agents run only their node's
+# activities.
+setsid nohup ./bin/adopt-worker orchestrate --make-current > "$DEMO/worker-orchestrator.log" 2>&1 < /dev/null &
 echo $! > "$DEMO/worker-orchestrator.pid"
 for n in "${NODES[@]}"; do
 	setsid nohup nsenter --net="/run/netns/adopt-$n" -- ./bin/adopt-worker run --config "$PWD/$(cfg "$n")" \
