@@ -235,7 +235,8 @@ func isLate(err error) bool {
 // a late request the validator turned away (exit 1, not delivered); or a
 // handler that failed once the workflow had accepted the request (exit 1:
 // an error, not a refusal, such as a preview whose node did not answer).
-// The hint never suggests a harmful command.
+// When the server cannot say which, it is taken for a refusal. The hint
+// never suggests a harmful command.
 func (x *cli) requestError(ctx context.Context, node, what string, h client.WorkflowUpdateHandle, err error) error {
 	var se serviceerror.ServiceError
 	if h != nil && !errors.As(err, &se) {
@@ -265,20 +266,23 @@ func (x *cli) outcomeError(ctx context.Context, node, what string, h client.Work
 		msg = ae.Message()
 	}
 	rejected, aerr := x.rejected(ctx, h)
-	switch {
-	case aerr != nil:
-		return fmt.Errorf("node %s: %s failed: %s (the server could not say whether the workflow refused it or it failed once accepted: %v); see `adopt status %s`", node, what, msg, aerr, node)
-	case !rejected:
+	if aerr == nil && !rejected {
 		return fmt.Errorf("node %s: %s failed after its workflow accepted it (an error, not a refusal): %s; see `adopt status %s`, then try again", node, what, msg, node)
+	}
+	// When the server cannot say, the failure is taken for a refusal, as
+	// every failure was before the two were told apart: most are.
+	doubt := ""
+	if aerr != nil {
+		doubt = fmt.Sprintf(" (taken as a refusal: the server could not say whether the workflow had accepted it: %v)", aerr)
 	}
 	var reasons []string
 	if ae != nil && ae.HasDetails() {
 		_ = ae.Details(&reasons)
 	}
 	if len(reasons) > 0 {
-		return refused(fmt.Errorf("node %s refused %s", node, what), reasons)
+		return refused(fmt.Errorf("node %s refused %s%s", node, what, doubt), reasons)
 	}
-	return refused(fmt.Errorf("node %s refused %s: %s", node, what, msg), []string{msg})
+	return refused(fmt.Errorf("node %s refused %s: %s%s", node, what, msg, doubt), []string{msg})
 }
 
 // rejected asks the server whether an Update that failed was refused by

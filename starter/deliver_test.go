@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/workflows"
@@ -108,4 +109,16 @@ func TestRequestOutcomesAsJSON(t *testing.T) {
 			t.Errorf("refusal reasons: %q", je.Reasons)
 		}
 	}
+}
+
+// A failure the server cannot place (asking again goes unanswered) is
+// taken for a refusal, as before the two were told apart, and says so.
+func TestRequestOutcomeInDoubtIsARefusal(t *testing.T) {
+	f := nodeFake(workflows.UpdateMigrate, errors.New("module app is already migrated"), false)
+	f.pollErr = serviceerror.NewUnavailable("history service busy")
+	code, out, errs := runCLI(t, f, "migrate", "n1", "app")
+	if code != exitRefused {
+		t.Errorf("a failure in doubt: exit %d, want 2\n%s%s", code, out, errs)
+	}
+	mustContain(t, "a failure in doubt", errs, "node n1 refused migrate app: module app is already migrated", "taken as a refusal", "history service busy")
 }

@@ -56,6 +56,7 @@ type fakeClient struct {
 	// by ID), the others were refused by the validator (NotFound).
 	outcome  map[string]error
 	accepted map[string]bool
+	pollErr  error             // what asking for an outcome again answers, when set
 	sent     map[string]string // update ID -> update name
 	list     []*workflowpb.WorkflowExecutionInfo
 }
@@ -162,9 +163,12 @@ func (f *fakeClient) GetWorkflowUpdateHandle(ref client.GetWorkflowUpdateHandleO
 	name := f.sent[ref.UpdateID]
 	f.mu.Unlock()
 	h := fakeHandle{workflowID: ref.WorkflowID, runID: ref.RunID, updateID: ref.UpdateID}
-	if !f.accepted[name] {
+	switch {
+	case f.pollErr != nil:
+		h.err = f.pollErr
+	case !f.accepted[name]:
 		h.err = serviceerror.NewNotFound(fmt.Sprintf("update %q not found", ref.UpdateID))
-	} else {
+	default:
 		h.err = f.outcome[name]
 	}
 	return h
