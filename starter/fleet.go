@@ -102,7 +102,7 @@ would only start a later node early).
 			if err != nil {
 				return err
 			}
-			st, err := x.fleetToAsk(ctx, f.Name, fleetPath, timeout)
+			st, err := x.fleetToAsk(ctx, f.Name, fleetPath, stockSignal(f.Name, workflows.SignalFleetNext, ""), timeout)
 			if err != nil {
 				return err
 			}
@@ -133,12 +133,15 @@ nothing is sent.
 		Example: `  adopt fleet retry n2 --fleet fleet.yaml`,
 		Args:    args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			node := a[0]
+			if !config.ValidName(node) {
+				return usagef("fleet retry: node name %q is invalid: it must be %s", node, config.NameRule)
+			}
 			f, err := load()
 			if err != nil {
 				return err
 			}
-			node := a[0]
-			st, err := x.fleetToAsk(ctx, f.Name, fleetPath, timeout)
+			st, err := x.fleetToAsk(ctx, f.Name, fleetPath, stockSignal(f.Name, workflows.SignalFleetRetry, fmt.Sprintf(`{"node":%q}`, node)), timeout)
 			if err != nil {
 				return err
 			}
@@ -221,7 +224,7 @@ func (x *cli) fleetState(ctx context.Context, name, path string, timeout time.Du
 // (exit 2, as a converged node does); one that is not running, or does not
 // answer, is an error, and nothing is sent: what the fleet would say cannot
 // be known.
-func (x *cli) fleetToAsk(ctx context.Context, name, path string, timeout time.Duration) (*workflows.FleetState, error) {
+func (x *cli) fleetToAsk(ctx context.Context, name, path, unchecked string, timeout time.Duration) (*workflows.FleetState, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	r, err := x.fleetRun(ctx, name, path)
@@ -236,7 +239,7 @@ func (x *cli) fleetToAsk(ctx context.Context, name, path string, timeout time.Du
 	}
 	st, err := x.queryFleet(ctx, name, timeout)
 	if err != nil {
-		return nil, fmt.Errorf("%w; nothing was sent: without the fleet's state, whether it would take the request cannot be known. Ask again once `adopt fleet status --fleet %s` answers", err, path)
+		return nil, fmt.Errorf("%w; nothing was sent: without the fleet's state, whether it would take the request cannot be known. Ask again once `adopt fleet status --fleet %s` answers (`%s` sends it unchecked; the fleet still decides when it runs)", err, path, unchecked)
 	}
 	return st, nil
 }
@@ -270,6 +273,16 @@ func (x *cli) retryRefusal(ctx context.Context, st *workflows.FleetState, node, 
 		return "" // the fleet decides when it tries the start
 	}
 	return fmt.Sprintf("its workflow (%s) is still running, phase %s: the fleet retries only a node whose workflow failed, was terminated or could not start; see `adopt status %s`", workflows.WorkflowID(node), orUnknown(string(last.phase)), node)
+}
+
+// stockSignal is the stock temporal CLI's command that sends a fleet
+// signal, unchecked.
+func stockSignal(fleet, signal, input string) string {
+	cmd := fmt.Sprintf("temporal workflow signal --workflow-id %s --name %s", workflows.FleetID(fleet), signal)
+	if input != "" {
+		cmd += " --input '" + input + "'"
+	}
+	return cmd
 }
 
 // signalFleet sends one of the operator's signals to the running fleet.

@@ -130,3 +130,12 @@ func TestFleetRequestsSendNothingBlind(t *testing.T) {
 	}
 	mustContain(t, "retry on a finished fleet", errs, "fleet f1 has finished")
 }
+
+// A name that cannot be a node's is a usage error, asked of nobody.
+func TestFleetRetryOfAnInvalidNameIsUsage(t *testing.T) {
+	path := fleetFile(t, "f1", "n1", "n2")
+	f := fleetFake(fleetOf(2, 0, fnode("n1", true, "", true), fnode("n2", true, "failed: boom", false)))
+	if code, out, errs := runCLI(t, f, "fleet", "retry", "n2'; rm -rf /", "--fleet", path); code != exitUsage || f.called("QueryWorkflow")+len(f.signals) != 0 {
+		t.Fatalf("retry of an invalid name: exit %d, want 3 with nothing asked\n%s%s", code, out, errs)
+	}
+}
