@@ -178,6 +178,12 @@ func TestCLIRefusesAtOnce(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, "module app is pending, not migrated") {
 		t.Errorf("flip before migration: exit %d, want 2 naming module app\n%s%s", code, out, errs)
 	}
+	// The CLI tells a refusal from a failure by asking the server for the
+	// Update's outcome again: a refused one must be unknown there
+	// (NotFound), not merely "taken as a refusal" for want of an answer.
+	if strings.Contains(errs, "taken as a refusal") {
+		t.Errorf("the server did not say the refused flip was refused (NotFound for its outcome):\n%s", errs)
+	}
 	out, errs, code = adoptBounded(t, 60*time.Second, nil, "flip", n.Name, "--config", n.cfg, "--json")
 	var je cliError
 	if err := json.Unmarshal([]byte(errs), &je); err != nil || out != "" || code != 2 || je.Kind != "refused" || je.ExitCode != 2 || len(je.Reasons) == 0 {
@@ -192,8 +198,8 @@ func TestCLIRefusesAtOnce(t *testing.T) {
 		t.Errorf("a refusing preview: exit %d, want 2\n%s%s", code, out, errs)
 	}
 	out, errs, code = adoptBounded(t, 60*time.Second, nil, "migrate", n.Name, "nosuch", "--config", n.cfg)
-	if code != 2 || !strings.Contains(errs, `module "nosuch" is not in node clir's plan`) {
-		t.Errorf("migrate of an unknown module: exit %d, want 2\n%s%s", code, out, errs)
+	if code != 2 || !strings.Contains(errs, `module "nosuch" is not in node clir's plan`) || strings.Contains(errs, "taken as a refusal") {
+		t.Errorf("migrate of an unknown module: exit %d, want 2, known refused\n%s%s", code, out, errs)
 	}
 	st, err := status(t, n)
 	if err != nil {
