@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -159,7 +160,7 @@ func (x *cli) send(ctx context.Context, node, name, module string, in workflows.
 		return &delivery{handle: h, agents: ag}, nil
 	}
 	if !timedOut(err) {
-		return nil, x.requestError(ctx, node, what, err)
+		return nil, x.requestError(ctx, node, what, nil, err)
 	}
 	// Not accepted in time, or cancelled by Ctrl-C. The Update may still
 	// sit on the server; until NotAfter has passed on the server's clock,
@@ -180,9 +181,11 @@ func (x *cli) send(ctx context.Context, node, name, module string, in workflows.
 		if err == nil || timedOut(err) {
 			return &delivery{handle: h, agents: ag}, nil
 		}
-	}
-	if !timedOut(err) && !isLate(err) {
-		return nil, x.requestError(ctx, node, what, err)
+		if !isLate(err) {
+			return nil, x.requestError(ctx, node, what, h, err)
+		}
+	} else if !timedOut(err) {
+		return nil, x.requestError(ctx, node, what, nil, err)
 	}
 	why := fmt.Sprintf("the node's workflow did not accept it within %s", x.accept)
 	if interrupted {
@@ -211,39 +214,101 @@ func timedOut(err error) bool {
 	return errors.As(err, &to) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
+// isLate: the workflow's validator turned the request away because it
+// came after its NotAfter, so after this CLI had stopped waiting and
+// reported it as not delivered. The validators say so with the type Late;
+// resolve's says it in words only (workflows/resolve.go, as deployed), so
+// its words count too.
 func isLate(err error) bool {
 	var ae *temporal.ApplicationError
-	return errors.As(err, &ae) && ae.Type() == "Late"
+	if !errors.As(err, &ae) {
+		return false
+	}
+	return ae.Type() == "Late" || strings.Contains(ae.Message(), "after its sender stopped waiting")
 }
 
 // requestError turns what the server or the workflow said into an error
-// with its exit code: a refusal (2) with its reasons, or an error (1) with
-// a hint that never suggests a harmful command.
-func (x *cli) requestError(ctx context.Context, node, what string, err error) error {
-	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) {
-		// The workflow may have ended between the check and the send (a
-		// completed workflow takes no Update): say what its last run was.
-		if cerr := x.closedRun(ctx, node); cerr != nil {
-			return cerr
-		}
+// with its exit code. h is the request's handle when err is the outcome it
+// answered with, nil when the server answered with an error (the workflow
+// never saw the request). An outcome is one of three things, told apart
+// by rejected() below: the validator's refusal (exit 2, with its reasons);
+// a late request the validator turned away (exit 1, not delivered); or a
+// handler that failed once the workflow had accepted the request (exit 1:
+// an error, not a refusal, such as a preview whose node did not answer).
+// When the server cannot say which, it is taken for a refusal. The hint
+// never suggests a harmful command.
+func (x *cli) requestError(ctx context.Context, node, what string, h client.WorkflowUpdateHandle, err error) error {
+	var se serviceerror.ServiceError
+	if h != nil && !errors.As(err, &se) {
+		return x.outcomeError(ctx, node, what, h, err)
+	}
+	// The workflow may have ended between the check and the send (a
+	// completed workflow takes no Update): say what its last run was.
+	if cerr := x.closedRun(ctx, node); cerr != nil {
+		return cerr
 	}
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return fmt.Errorf("node %s has no running migration workflow; start it with `adopt start %s` and the node's configuration (--config)", node, node)
 	}
-	if ae != nil {
-		var reasons []string
-		if ae.HasDetails() {
-			_ = ae.Details(&reasons)
-		}
-		msg := ae.Message()
-		if len(reasons) > 0 {
-			return refused(fmt.Errorf("node %s refused %s", node, what), reasons)
-		}
-		return refused(fmt.Errorf("node %s refused %s: %s", node, what, msg), []string{msg})
-	}
 	return fmt.Errorf("node %s: %s: %w", node, what, err)
+}
+
+// outcomeError is requestError for a failed outcome.
+func (x *cli) outcomeError(ctx context.Context, node, what string, h client.WorkflowUpdateHandle, err error) error {
+	if isLate(err) {
+		return fmt.Errorf("not delivered: %s reached node %s's workflow only after this CLI had stopped waiting for it, and was turned away for that: it does not run. Send it again once `adopt status %s` answers",
+			what, node, node)
+	}
+	msg := err.Error()
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		msg = ae.Message()
+	}
+	rejected, aerr := x.rejected(ctx, h)
+	if aerr == nil && !rejected {
+		return fmt.Errorf("node %s: %s failed after its workflow accepted it (an error, not a refusal): %s; see `adopt status %s`, then try again", node, what, msg, node)
+	}
+	// When the server cannot say, the failure is taken for a refusal, as
+	// every failure was before the two were told apart: most are.
+	doubt := ""
+	if aerr != nil {
+		doubt = fmt.Sprintf(" (taken as a refusal: the server could not say whether the workflow had accepted it: %v)", aerr)
+	}
+	var reasons []string
+	if ae != nil && ae.HasDetails() {
+		_ = ae.Details(&reasons)
+	}
+	if len(reasons) > 0 {
+		return refused(fmt.Errorf("node %s refused %s%s", node, what, doubt), reasons)
+	}
+	return refused(fmt.Errorf("node %s refused %s: %s%s", node, what, msg, doubt), []string{msg})
+}
+
+// rejected asks the server whether an Update that failed was refused by
+// its validator or failed in its handler once accepted. Both reach the
+// caller as the same kind of failure; only the server tells them apart.
+// A refused Update leaves no trace (nothing is written to the history), so
+// asking for its outcome by ID finds nothing (NotFound), while an accepted
+// one's outcome is kept with the run (temporalio/temporal
+// docs/architecture/workflow-update.md, "Update Registry"). The run is
+// named, so an accepted Update of a run that has since continued as new is
+// still found.
+func (x *cli) rejected(ctx context.Context, h client.WorkflowUpdateHandle) (bool, error) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	err := x.c.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{
+		WorkflowID: h.WorkflowID(), RunID: h.RunID(), UpdateID: h.UpdateID(),
+	}).Get(pctx, nil)
+	var nf *serviceerror.NotFound
+	var se serviceerror.ServiceError
+	switch {
+	case errors.As(err, &nf):
+		return true, nil
+	case timedOut(err) || errors.As(err, &se):
+		return false, err
+	}
+	return false, nil // its outcome (the same failure): it had been accepted
 }
 
 // closedRun explains a node whose workflow is not running, from its last

@@ -11,15 +11,17 @@ import (
 // Exit codes, as Temporal users expect them.
 const (
 	exitOK      = 0 // done (or accepted, when the output says so)
-	exitError   = 1 // an error: not delivered, unreachable, timed out, a wait that ended on a failure
-	exitRefused = 2 // refused: the node's workflow turned the request down, or a preview refused the flip
+	exitError   = 1 // an error: not delivered, unreachable, timed out, a request that failed once accepted, a wait that ended on a failure
+	exitRefused = 2 // refused: the node's (or the fleet's) workflow turned the request down, or a preview refused the flip
 	exitUsage   = 3 // usage: a bad flag, argument or value; nothing was sent
 )
 
 const exitCodesHelp = `Exit codes:
   0  done (a request is done or accepted, as printed)
-  1  error: not delivered, Temporal unreachable, timed out, a wait that ended on a failure
-  2  refused: the node's workflow refused the request, or the preview refused the flip
+  1  error: not delivered, Temporal unreachable, timed out, a request that failed
+     once accepted (a preview whose node did not answer), a wait that ended on a failure
+  2  refused: the node's (or the fleet's) workflow refused the request, or the
+     preview refused the flip
   3  usage: a bad flag, argument or value; nothing was sent`
 
 // exitError is an error with its exit code and, for a refusal, its reasons.

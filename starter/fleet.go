@@ -1,9 +1,15 @@
+// `adopt fleet start|next|retry|status`: every node of a fleet adopted in
+// order by the Fleet workflow. next and retry are signals (the stock
+// temporal CLI can send them too); they are read against the fleet's state
+// before they are sent, so what the fleet would turn away exits 2 here
+// instead of showing only in the fleet's events.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -80,8 +86,15 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 		},
 	}
 	next := &cobra.Command{
-		Use:     "next",
-		Short:   "Start the next node now, before the current one has migrated every module",
+		Use:   "next",
+		Short: "Start the next node now, before the current one has migrated every module",
+		Long: `Let the fleet start its next node without waiting for the node before it:
+to go on past a node that failed, or before a node has migrated every module.
+The fleet's state is read first: when there is no next node, or the next one
+starts by itself anyway, nothing is sent and the command exits 2 (a grant then
+would only start a later node early).
+
+` + exitCodesHelp,
 		Example: `  adopt fleet next --fleet fleet.yaml`,
 		Args:    args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -89,45 +102,59 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			if err := x.c.SignalWorkflow(sctx, workflows.FleetID(f.Name), "", workflows.SignalFleetNext, nil); err != nil {
-				var nf *serviceerror.NotFound
-				if errors.As(err, &nf) {
-					return fmt.Errorf("fleet %s is not running (not started, or finished): `adopt fleet start --fleet %s` starts it", f.Name, fleetPath)
-				}
-				return fmt.Errorf("fleet %s: %w", f.Name, err)
+			st, err := x.fleetToAsk(ctx, f.Name, fleetPath, stockSignal(f.Name, workflows.SignalFleetNext, ""), timeout)
+			if err != nil {
+				return err
+			}
+			node, why := st.NextGrant()
+			if why != "" {
+				return refused(fmt.Errorf("fleet %s: next refused, nothing was sent: %s. `adopt fleet status --fleet %s` shows every node", f.Name, why, fleetPath), nil)
+			}
+			if err := x.signalFleet(ctx, f.Name, fleetPath, timeout, workflows.SignalFleetNext, nil); err != nil {
+				return err
 			}
 			if x.asJSON {
-				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": workflows.SignalFleetNext})
+				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": workflows.SignalFleetNext, "node": node})
 			}
-			fmt.Fprintf(x.stdout, "fleet %s: the next node starts now\n", f.Name)
+			fmt.Fprintf(x.stdout, "fleet %s: node %s may start now, without waiting for the node before it (see adopt fleet status)\n", f.Name, node)
 			return nil
 		},
 	}
 	retry := &cobra.Command{
-		Use:     "retry NODE",
-		Short:   "Start a node again whose workflow failed, was terminated or could not start (its plan read afresh)",
+		Use:   "retry NODE",
+		Short: "Start a node again whose workflow failed, was terminated or could not start (its plan read afresh)",
+		Long: `Start a node of the fleet again whose workflow failed, was terminated or
+could not start, with its plan read afresh from its agent. The fleet's state
+is read first: a node that is not the fleet's, has not failed (waiting,
+converged, released) or whose workflow still runs is refused with exit 2 and
+nothing is sent.
+
+` + exitCodesHelp,
 		Example: `  adopt fleet retry n2 --fleet fleet.yaml`,
 		Args:    args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			node := a[0]
+			if !config.ValidName(node) {
+				return usagef("fleet retry: node name %q is invalid: it must be %s", node, config.NameRule)
+			}
 			f, err := load()
 			if err != nil {
 				return err
 			}
-			sctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			if err := x.c.SignalWorkflow(sctx, workflows.FleetID(f.Name), "", workflows.SignalFleetRetry, workflows.FleetRetry{Node: a[0]}); err != nil {
-				var nf *serviceerror.NotFound
-				if errors.As(err, &nf) {
-					return fmt.Errorf("fleet %s is not running (not started, or finished): `adopt fleet start --fleet %s` starts it", f.Name, fleetPath)
-				}
-				return fmt.Errorf("fleet %s: %w", f.Name, err)
+			st, err := x.fleetToAsk(ctx, f.Name, fleetPath, stockSignal(f.Name, workflows.SignalFleetRetry, fmt.Sprintf(`{"node":%q}`, node)), timeout)
+			if err != nil {
+				return err
+			}
+			if why := x.retryRefusal(ctx, st, node, fleetPath); why != "" {
+				return refused(fmt.Errorf("fleet %s: retry of node %s refused, nothing was sent: %s", f.Name, node, why), nil)
+			}
+			if err := x.signalFleet(ctx, f.Name, fleetPath, timeout, workflows.SignalFleetRetry, workflows.FleetRetry{Node: node}); err != nil {
+				return err
 			}
 			if x.asJSON {
-				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": workflows.SignalFleetRetry, "node": a[0]})
+				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": workflows.SignalFleetRetry, "node": node})
 			}
-			fmt.Fprintf(x.stdout, "fleet %s: retry of node %s asked (see adopt fleet status)\n", f.Name, a[0])
+			fmt.Fprintf(x.stdout, "fleet %s: retry of node %s asked (see adopt fleet status)\n", f.Name, node)
 			return nil
 		},
 	}
@@ -178,8 +205,103 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 func (x *cli) fleetState(ctx context.Context, name, path string, timeout time.Duration) (*workflows.FleetState, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	id := workflows.FleetID(name)
-	d, err := x.c.DescribeWorkflow(ctx, id, "")
+	r, err := x.fleetRun(ctx, name, path)
+	if err != nil {
+		return nil, err
+	}
+	if !r.running {
+		var st workflows.FleetState
+		if err := x.c.GetWorkflow(ctx, workflows.FleetID(name), "").Get(ctx, &st); err != nil {
+			return nil, fmt.Errorf("fleet %s ended (%s at %s): %w", name, r.status, r.closed.Local().Format(time.DateTime), err)
+		}
+		return &st, nil
+	}
+	return x.queryFleet(ctx, name, timeout)
+}
+
+// fleetToAsk is the running fleet's state, read before a request is
+// signalled to it, bounded by timeout. A fleet that has finished refuses
+// (exit 2, as a converged node does); one that is not running, or does not
+// answer, is an error, and nothing is sent: what the fleet would say cannot
+// be known.
+func (x *cli) fleetToAsk(ctx context.Context, name, path, unchecked string, timeout time.Duration) (*workflows.FleetState, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	r, err := x.fleetRun(ctx, name, path)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case r.status == "completed":
+		return nil, refused(fmt.Errorf("fleet %s has finished (%s): every node has ended and it takes no more requests; `adopt fleet status --fleet %s` shows how each ended, `adopt status NODE` one node", name, r.closed.Local().Format(time.DateTime), path), nil)
+	case !r.running:
+		return nil, fmt.Errorf("fleet %s is not running (%s at %s); `adopt fleet start --fleet %s` starts it again", name, r.status, r.closed.Local().Format(time.DateTime), path)
+	}
+	st, err := x.queryFleet(ctx, name, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("%w; nothing was sent: without the fleet's state, whether it would take the request cannot be known. Ask again once `adopt fleet status --fleet %s` answers (`%s` sends it unchecked; the fleet still decides when it runs)", err, path, unchecked)
+	}
+	return st, nil
+}
+
+// retryRefusal is why a retry of node would be turned away: the fleet's
+// rules (workflows.FleetState.RetryRefusal), then, for a node started and
+// not known to have ended, its own workflow: a retry of one still running
+// is refused by the fleet when it tries to start it. "" when the fleet
+// takes it.
+func (x *cli) retryRefusal(ctx context.Context, st *workflows.FleetState, node, path string) string {
+	if why := st.RetryRefusal(node); why != "" {
+		hint := "see `adopt fleet status --fleet " + path + "`"
+		switch i := slices.IndexFunc(st.Nodes, func(n workflows.FleetNode) bool { return n.Node == node }); {
+		case i < 0:
+			hint = "check the name: `adopt fleet status --fleet " + path + "` lists the fleet's nodes"
+		case !st.Nodes[i].Started:
+			hint = "it starts in its turn; `adopt fleet next` lets the next node start now"
+		case st.Nodes[i].Ended == string(workflows.PhaseReleased):
+			hint = "a released node is as found; `adopt start " + node + " --config FILE` adopts it again, outside the fleet"
+		case st.Nodes[i].Ended == string(workflows.PhaseConverged):
+			hint = "it is done: nothing to retry"
+		}
+		return why + "; " + hint
+	}
+	i := slices.IndexFunc(st.Nodes, func(n workflows.FleetNode) bool { return n.Node == node })
+	if n := st.Nodes[i]; n.Ended != "" {
+		return ""
+	}
+	last, err := x.lastRun(ctx, node)
+	if err != nil || last == nil || !last.running {
+		return "" // the fleet decides when it tries the start
+	}
+	return fmt.Sprintf("its workflow (%s) is still running, phase %s: the fleet retries only a node whose workflow failed, was terminated or could not start; see `adopt status %s`", workflows.WorkflowID(node), orUnknown(string(last.phase)), node)
+}
+
+// stockSignal is the stock temporal CLI's command that sends a fleet
+// signal, unchecked.
+func stockSignal(fleet, signal, input string) string {
+	cmd := fmt.Sprintf("temporal workflow signal --workflow-id %s --name %s", workflows.FleetID(fleet), signal)
+	if input != "" {
+		cmd += " --input '" + input + "'"
+	}
+	return cmd
+}
+
+// signalFleet sends one of the operator's signals to the running fleet.
+func (x *cli) signalFleet(ctx context.Context, name, path string, timeout time.Duration, signal string, arg any) error {
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := x.c.SignalWorkflow(sctx, workflows.FleetID(name), "", signal, arg); err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return fmt.Errorf("fleet %s is not running (not started, or finished): `adopt fleet start --fleet %s` starts it", name, path)
+		}
+		return fmt.Errorf("fleet %s: %w", name, err)
+	}
+	return nil
+}
+
+// fleetRun is the fleet's latest run as the server describes it.
+func (x *cli) fleetRun(ctx context.Context, name, path string) (*runInfo, error) {
+	d, err := x.c.DescribeWorkflow(ctx, workflows.FleetID(name), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return nil, fmt.Errorf("fleet %s not started: `adopt fleet start --fleet %s` starts it", name, path)
@@ -187,14 +309,13 @@ func (x *cli) fleetState(ctx context.Context, name, path string, timeout time.Du
 	if err != nil {
 		return nil, fmt.Errorf("fleet %s: %w", name, err)
 	}
-	var st workflows.FleetState
-	if r := runFrom(d.RawResponse.GetWorkflowExecutionInfo()); !r.running {
-		if err := x.c.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
-			return nil, fmt.Errorf("fleet %s ended (%s at %s): %w", name, r.status, r.closed.Local().Format(time.DateTime), err)
-		}
-		return &st, nil
-	}
-	v, err := x.c.QueryWorkflow(ctx, id, "", workflows.QueryFleet)
+	return runFrom(d.RawResponse.GetWorkflowExecutionInfo()), nil
+}
+
+// queryFleet asks the running fleet for its state; ctx bounds it, timeout
+// is named when it does not answer.
+func (x *cli) queryFleet(ctx context.Context, name string, timeout time.Duration) (*workflows.FleetState, error) {
+	v, err := x.c.QueryWorkflow(ctx, workflows.FleetID(name), "", workflows.QueryFleet)
 	if err != nil {
 		if ctx.Err() != nil {
 			wq := x.queueHealth(context.WithoutCancel(ctx), workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
@@ -202,5 +323,6 @@ func (x *cli) fleetState(ctx context.Context, name, path string, timeout time.Du
 		}
 		return nil, fmt.Errorf("fleet %s: %w", name, err)
 	}
+	var st workflows.FleetState
 	return &st, v.Get(&st)
 }

@@ -27,7 +27,12 @@ func main() {
 // printed here, on stderr, as text or, with --json, as a JSON object (so
 // stdout holds a result document or nothing).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	x := &cli{stdout: stdout, stderr: stderr}
+	return (&cli{stdout: stdout, stderr: stderr}).execute(ctx, args)
+}
+
+// execute is run on a given cli: a test hands it one whose client is
+// already set (a fake), and nothing is dialled.
+func (x *cli) execute(ctx context.Context, args []string) int {
 	defer func() {
 		if x.c != nil {
 			x.c.Close()
@@ -84,8 +89,8 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 		x.resolveCommand(ctx),
 	)
 	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetOut(x.stdout)
+	root.SetErr(x.stderr)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
@@ -99,14 +104,14 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 		x.asJSON = slices.Contains(args, "--json") || slices.Contains(args, "--json=true")
 	}
 	if x.asJSON {
-		_ = writeJSON(stderr, jsonError{Error: err.Error(), Kind: exitKind(code), ExitCode: code, Reasons: reasonsOf(err)})
+		_ = writeJSON(x.stderr, jsonError{Error: err.Error(), Kind: exitKind(code), ExitCode: code, Reasons: reasonsOf(err)})
 	} else {
-		fmt.Fprintln(stderr, "adopt:", err)
+		fmt.Fprintln(x.stderr, "adopt:", err)
 		for _, r := range reasonsOf(err) {
-			fmt.Fprintln(stderr, wrapLine("  - ", r, termWidth()))
+			fmt.Fprintln(x.stderr, wrapLine("  - ", r, termWidth()))
 		}
 		if code == exitUsage {
-			fmt.Fprintln(stderr, "(see `adopt --help` or `adopt COMMAND --help`)")
+			fmt.Fprintln(x.stderr, "(see `adopt --help` or `adopt COMMAND --help`)")
 		}
 	}
 	return code

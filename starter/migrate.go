@@ -67,11 +67,11 @@ func (x *cli) rehearse(ctx context.Context, node, module string) error {
 		if timedOut(err) {
 			return fmt.Errorf("no rehearsal: node %s's workflow did not answer in time; see `adopt status %s`", node, node)
 		}
-		return x.requestError(ctx, node, what, err)
+		return x.requestError(ctx, node, what, nil, err)
 	}
 	var r activities.Rehearsal
 	if err := h.Get(wctx, &r); err != nil {
-		return x.requestError(ctx, node, what, err)
+		return x.requestError(ctx, node, what, h, err)
 	}
 	if x.asJSON {
 		if err := writeJSON(x.stdout, r); err != nil {

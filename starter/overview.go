@@ -1,9 +1,12 @@
-// `adopt status` with no node: every running node at once. The list and
-// the phases come from visibility (AdoptionPhase, AdoptionNode), one query
-// per page, not per node; the modules and each node's agent are asked in
-// parallel, each with a short timeout, and "?" stands where an answer did
-// not come in time. It answers in seconds for hundreds of nodes, most of
-// them with no agent.
+// `adopt status` with no node: every running node at once, from
+// visibility alone. The list, each node (AdoptionNode) and its phase
+// (AdoptionPhase) come from one list call per page, never one call per
+// node: a node's workflow is not asked (a query may replay its history on
+// the orchestrator), nor its agent's queue. The workflow task queue is
+// asked once, to say when no worker serves any of them. `--details` asks
+// each node too (its modules and its agent), at most detailsParallel at a
+// time, each bounded by --ask-timeout and all of them by
+// --details-timeout; "?" stands where an answer did not come in time.
 package main
 
 import (
@@ -17,6 +20,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"adoption/config"
@@ -26,11 +30,18 @@ import (
 type overviewOpts struct {
 	phase, fleet string
 	all          bool
-	ask          time.Duration
+	details      bool          // ask each node (--details)
+	ask          time.Duration // each node's bound, with --details
+	budget       time.Duration // every node's, with --details
 }
 
-// NodeSummary is one line of the overview. Migrated and Modules are null
-// when the node's workflow did not answer in time.
+// detailsParallel bounds how many nodes --details asks at once.
+const detailsParallel = 16
+
+// NodeSummary is one line of the overview. Phase is the node's
+// AdoptionPhase as visibility has it. Migrated, Modules and Agent are
+// asked of each node only with --details: Migrated and Modules are null
+// without it, or when the node's workflow did not answer in time.
 type NodeSummary struct {
 	Node     string `json:"node"`
 	Phase    string `json:"phase"`
@@ -38,8 +49,9 @@ type NodeSummary struct {
 	Modules  *int   `json:"modules"`
 	Running  bool   `json:"running"`
 	Status   string `json:"status"`
-	// Agent: "yes" when the node's agent polls its queue, "no", or "?".
-	Agent string `json:"agent"`
+	// Agent, with --details: "yes" when the node's agent polls its queue,
+	// "no", "?" (not known in time), "-" (the run has ended).
+	Agent string `json:"agent,omitempty"`
 	Note  string `json:"note,omitempty"`
 }
 
@@ -59,6 +71,9 @@ func validPhase(p string) bool { return slices.Contains(knownPhases, workflows.P
 func (x *cli) overview(ctx context.Context, o overviewOpts) error {
 	if o.phase != "" && !validPhase(o.phase) {
 		return usagef("--phase %q is not a phase: use one of %s", o.phase, phaseList())
+	}
+	if o.details && (o.ask <= 0 || o.budget <= 0) {
+		return usagef("--ask-timeout %s and --details-timeout %s must both be more than 0", o.ask, o.budget)
 	}
 	var only []string
 	if o.fleet != "" {
@@ -99,15 +114,15 @@ func (x *cli) overview(ctx context.Context, o overviewOpts) error {
 			return fmt.Errorf("list node workflows (%s): %w", q, err)
 		}
 		for _, e := range resp.Executions {
-			node, ok := strings.CutPrefix(e.GetExecution().GetWorkflowId(), "node-migration/")
-			if !ok {
+			node := nodeOf(e)
+			if node == "" {
 				continue
 			}
 			r := runFrom(e)
 			if prev, seen := latest[node]; seen && (prev.Running || (!r.running && starts[node].After(r.started))) {
 				continue // the open run wins, then the latest closed one
 			}
-			latest[node] = NodeSummary{Node: node, Phase: orUnknown(string(r.phase)), Running: r.running, Status: r.status, Agent: "?"}
+			latest[node] = NodeSummary{Node: node, Phase: orUnknown(string(r.phase)), Running: r.running, Status: r.status}
 			starts[node] = r.started
 		}
 		token = resp.NextPageToken
@@ -124,13 +139,35 @@ func (x *cli) overview(ctx context.Context, o overviewOpts) error {
 	for i, n := range nodes {
 		out[i] = latest[n]
 	}
-	x.details(ctx, out, o.ask)
+	// One question for every node: a worker that does not serve the
+	// workflow queue at all moves none of them.
+	var wq queueHealth
+	if len(out) > 0 {
+		wq = x.queueHealth(ctx, workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	}
+	if o.details {
+		x.details(ctx, out, o, wq)
+	} else if !wq.alive() && !wq.unknown() {
+		for i := range out {
+			if out[i].Running {
+				out[i].Note = wq.describe("worker")
+			}
+		}
+	}
 	if x.asJSON {
 		return writeJSON(x.stdout, out)
 	}
 	tw := tabwriter.NewWriter(x.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tPHASE\tMODULES MIGRATED\tAGENT\tNOTE")
+	if o.details {
+		fmt.Fprintln(tw, "NODE\tPHASE\tMODULES MIGRATED\tAGENT\tNOTE")
+	} else {
+		fmt.Fprintln(tw, "NODE\tPHASE\tRUN\tNOTE")
+	}
 	for _, s := range out {
+		if !o.details {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Node, s.Phase, s.Status, s.Note)
+			continue
+		}
 		mods := "?"
 		if s.Migrated != nil && s.Modules != nil {
 			mods = fmt.Sprintf("%d/%d", *s.Migrated, *s.Modules)
@@ -144,23 +181,51 @@ func (x *cli) overview(ctx context.Context, o overviewOpts) error {
 		}
 		fmt.Fprintf(tw, "(no %s; start one with `adopt start NODE --config FILE`)\n", what)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(out) > 0 && !o.details {
+		fmt.Fprintf(x.stdout, "\n%d node(s), phases from visibility. A node's modules, agent and next step: `adopt status NODE`; every node's (asks each one): `adopt status --details`\n", len(out))
+	}
+	return nil
 }
 
-// details fills in each node's modules and agent, in parallel, each node
-// bounded by ask. A worker that does not serve the workflow queue at all
-// is asked about once, not once per node.
-func (x *cli) details(ctx context.Context, out []NodeSummary, ask time.Duration) {
-	wq := x.queueHealth(ctx, workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+// nodeOf is the node a node workflow's run is for: its AdoptionNode, or
+// its workflow ID for a run that has none yet. "" for a run that is not a
+// node's.
+func nodeOf(e *workflowpb.WorkflowExecutionInfo) string {
+	if node := keyword(e.GetSearchAttributes().GetIndexedFields()[workflows.AttrNode.GetName()].GetData()); node != "" {
+		return node
+	}
+	node, _ := strings.CutPrefix(e.GetExecution().GetWorkflowId(), "node-migration/")
+	if node == e.GetExecution().GetWorkflowId() {
+		return ""
+	}
+	return node
+}
+
+// details asks each node for its modules and its agent (--details), at
+// most detailsParallel at a time, each node bounded by o.ask and all of
+// them by o.budget: a node not reached by then is marked so, not waited
+// for. A worker that does not serve the workflow queue at all (wq) is
+// asked about once, not once per node.
+func (x *cli) details(ctx context.Context, out []NodeSummary, o overviewOpts, wq queueHealth) {
+	dctx, cancel := context.WithTimeout(ctx, o.budget)
+	defer cancel()
 	canQuery := wq.alive() || wq.unknown()
 	jobs := make(chan int)
 	var wg sync.WaitGroup
-	for range min(16, len(out)) {
+	for range min(detailsParallel, len(out)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				x.detail(ctx, &out[i], ask, canQuery, wq)
+				if dctx.Err() != nil {
+					out[i].Agent = "?"
+					out[i].Note = fmt.Sprintf("not asked: --details-timeout %s spent", o.budget)
+					continue
+				}
+				x.detail(dctx, &out[i], o, canQuery, wq)
 			}
 		}()
 	}
@@ -171,7 +236,11 @@ func (x *cli) details(ctx context.Context, out []NodeSummary, ask time.Duration)
 	wg.Wait()
 }
 
-func (x *cli) detail(ctx context.Context, s *NodeSummary, ask time.Duration, canQuery bool, wq queueHealth) {
+// detail asks one node. The phase stays visibility's (the column means one
+// thing, and --phase filters on it); a workflow that says otherwise is
+// noted.
+func (x *cli) detail(ctx context.Context, s *NodeSummary, o overviewOpts, canQuery bool, wq queueHealth) {
+	ask := o.ask
 	actx, cancel := context.WithTimeout(ctx, ask)
 	defer cancel()
 	var st *workflows.State
@@ -189,7 +258,12 @@ func (x *cli) detail(ctx context.Context, s *NodeSummary, ask time.Duration, can
 	}
 	if st != nil {
 		mig, mods := st.MigratedCount(), len(st.Modules)
-		s.Migrated, s.Modules, s.Phase = &mig, &mods, string(st.Phase)
+		s.Migrated, s.Modules = &mig, &mods
+		if st.Phase != "" && string(st.Phase) != s.Phase {
+			s.Note = fmt.Sprintf("its workflow says phase %s (visibility lags a little)", st.Phase)
+		}
+	} else if err != nil && ctx.Err() != nil {
+		s.Note = fmt.Sprintf("no answer before --details-timeout %s ran out", o.budget)
 	} else if err != nil {
 		s.Note = fmt.Sprintf("no answer within %s", ask)
 	}

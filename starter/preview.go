@@ -21,7 +21,8 @@ func (x *cli) previewCommand(ctx context.Context) *cobra.Command {
 		Short: "Say which open ports a flip would close, without flipping",
 		Long: `Run the flip's preview on the node: every open port with its fate (kept, and
 by whom, or closing, and why), and the verdict. Exit 0 when it approves,
-2 when it refuses (with the reasons).
+2 when it refuses (with the reasons), or the workflow refuses the preview
+itself; 1 when the node did not answer (an error, not a refusal).
 
 ` + exitCodesHelp,
 		Example: `  adopt preview n1 --config n1.yaml
@@ -56,7 +57,7 @@ func (x *cli) preview(ctx context.Context, node string, timeout time.Duration) e
 		if timedOut(err) {
 			return fmt.Errorf("the preview was accepted but node %s did not answer within %s (its agent may have stopped); it finishes when the agent is back and `adopt status %s` shows it as LAST PREVIEW", node, timeout, node)
 		}
-		return x.requestError(ctx, node, "preview", err)
+		return x.requestError(ctx, node, "preview", d.handle, err)
 	}
 	if x.asJSON {
 		if err := writeJSON(x.stdout, pv); err != nil {

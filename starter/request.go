@@ -79,7 +79,7 @@ func (x *cli) request(ctx context.Context, node, name, module string) error {
 	case err == nil:
 		out.Queued = res.Queued
 	case !timedOut(err):
-		return x.requestError(ctx, node, describeRequest(name, module), err)
+		return x.requestError(ctx, node, describeRequest(name, module), d.handle, err)
 	}
 	if !out.AgentPolling {
 		out.Note = fmt.Sprintf("accepted; it runs when node %s's agent is back (%s)", node, d.agents.Node.describe("agent"))

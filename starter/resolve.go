@@ -55,11 +55,11 @@ func (x *cli) resolve(ctx context.Context, node string, in workflows.ResolveInpu
 		if timedOut(err) {
 			return fmt.Errorf("not delivered: %s on %s: the node's workflow did not answer within %s; it will not be recorded later. See `adopt status %s`", what, node, x.accept, node)
 		}
-		return x.requestError(ctx, node, what, err)
+		return x.requestError(ctx, node, what, nil, err)
 	}
 	var res workflows.ResolveResult
 	if err := h.Get(wctx, &res); err != nil {
-		return x.requestError(ctx, node, what, err)
+		return x.requestError(ctx, node, what, h, err)
 	}
 	if x.asJSON {
 		return writeJSON(x.stdout, res)

@@ -23,22 +23,25 @@ func (x *cli) statusCommand(ctx context.Context) *cobra.Command {
 their task queues, the step the workflow waits on (attempts, last failure),
 and NEXT, the step to take.
 
-Without NODE: every running node workflow from visibility (AdoptionPhase,
-AdoptionNode), each node's modules asked in parallel with a short timeout,
+Without NODE: every running node workflow from visibility alone (the node
+from AdoptionNode, the phase from AdoptionPhase); no node is asked, so it
+answers at once for a thousand nodes. ` + "`adopt status NODE`" + ` shows one node
+in full; --details asks every node for its modules and its agent, at most
+16 at a time, each within --ask-timeout and all within --details-timeout,
 "?" where a node could not be asked in time.
 
 ` + exitCodesHelp,
 		Example: `  adopt status n1
   adopt status n1 --json
   adopt status --phase adopted
-  adopt status --fleet fleet.yaml`,
+  adopt status --fleet fleet.yaml --details`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if len(a) == 0 {
 				return x.overview(ctx, o)
 			}
-			if o.phase != "" || o.fleet != "" {
-				return usagef("--phase and --fleet filter the overview: give no NODE with them")
+			if o.phase != "" || o.fleet != "" || o.details {
+				return usagef("--phase, --fleet and --details are the overview's: give no NODE with them")
 			}
 			return x.status(ctx, a[0])
 		},
@@ -46,7 +49,9 @@ AdoptionNode), each node's modules asked in parallel with a short timeout,
 	c.Flags().StringVar(&o.phase, "phase", "", "overview: only nodes in this phase ("+phaseList()+")")
 	c.Flags().StringVar(&o.fleet, "fleet", "", "overview: only the nodes of this fleet file")
 	c.Flags().BoolVar(&o.all, "all", false, "overview: closed runs too (converged, released, terminated)")
-	c.Flags().DurationVar(&o.ask, "ask-timeout", 3*time.Second, "overview: how long each node's workflow may take to answer")
+	c.Flags().BoolVar(&o.details, "details", false, "overview: ask each node for its modules and its agent (one query and one task-queue call per node)")
+	c.Flags().DurationVar(&o.ask, "ask-timeout", 3*time.Second, "overview --details: how long each node's workflow may take to answer")
+	c.Flags().DurationVar(&o.budget, "details-timeout", 30*time.Second, "overview --details: how long asking every node may take; nodes not asked by then show ?")
 	return c
 }
 

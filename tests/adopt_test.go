@@ -100,8 +100,8 @@ func TestAdoptEndToEnd(t *testing.T) {
 		t.Errorf("migrate of an unknown module: exit %d, %s", code, errs)
 	}
 
-	// Every node, from visibility.
-	out, errs, code = adopt(t, "status", "--config", n.cfg)
+	// Every node, from visibility; --details asks each for its modules.
+	out, errs, code = adopt(t, "status", "--config", n.cfg, "--details")
 	if code != 0 || !strings.Contains(out, "e2ea") || !strings.Contains(out, "adopted") || !strings.Contains(out, "0/1") {
 		t.Errorf("status of every node: exit %d\n%s%s", code, out, errs)
 	}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +178,12 @@ func TestCLIRefusesAtOnce(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, "module app is pending, not migrated") {
 		t.Errorf("flip before migration: exit %d, want 2 naming module app\n%s%s", code, out, errs)
 	}
+	// The CLI tells a refusal from a failure by asking the server for the
+	// Update's outcome again: a refused one must be unknown there
+	// (NotFound), not merely "taken as a refusal" for want of an answer.
+	if strings.Contains(errs, "taken as a refusal") {
+		t.Errorf("the server did not say the refused flip was refused (NotFound for its outcome):\n%s", errs)
+	}
 	out, errs, code = adoptBounded(t, 60*time.Second, nil, "flip", n.Name, "--config", n.cfg, "--json")
 	var je cliError
 	if err := json.Unmarshal([]byte(errs), &je); err != nil || out != "" || code != 2 || je.Kind != "refused" || je.ExitCode != 2 || len(je.Reasons) == 0 {
@@ -191,8 +198,8 @@ func TestCLIRefusesAtOnce(t *testing.T) {
 		t.Errorf("a refusing preview: exit %d, want 2\n%s%s", code, out, errs)
 	}
 	out, errs, code = adoptBounded(t, 60*time.Second, nil, "migrate", n.Name, "nosuch", "--config", n.cfg)
-	if code != 2 || !strings.Contains(errs, `module "nosuch" is not in node clir's plan`) {
-		t.Errorf("migrate of an unknown module: exit %d, want 2\n%s%s", code, out, errs)
+	if code != 2 || !strings.Contains(errs, `module "nosuch" is not in node clir's plan`) || strings.Contains(errs, "taken as a refusal") {
+		t.Errorf("migrate of an unknown module: exit %d, want 2, known refused\n%s%s", code, out, errs)
 	}
 	st, err := status(t, n)
 	if err != nil {
@@ -291,9 +298,9 @@ func TestCLIConvergedStaysConverged(t *testing.T) {
 
 // TestCLIStatusOverview: 50 node workflows whose agents never started and
 // one real node: `adopt status` returns (bounded generously: it must not
-// hang), lists every node with "?"-free phases from visibility, says which
-// agents poll, and filters by phase; status of one agentless node names
-// the missing agent.
+// hang), lists every node with "?"-free phases from visibility and asks no
+// node; `--details` says which agents poll; it filters by phase; status of
+// one agentless node names the missing agent.
 func TestCLIStatusOverview(t *testing.T) {
 	needE2E(t)
 	srv := startDevServer(t)
@@ -316,27 +323,41 @@ func TestCLIStatusOverview(t *testing.T) {
 	}
 	waitPhase(t, n, workflows.PhaseAdopted, 90*time.Second)
 
-	var sums []struct {
+	type summary struct {
 		Node, Phase, Agent string
 		Migrated, Modules  *int
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		out, errs, code := adoptBounded(t, 120*time.Second, nil, "status", "--config", n.cfg, "--json")
-		if code != 0 {
-			t.Fatalf("status overview: exit %d\n%s%s", code, out, errs)
+	var sums []summary
+	overview := func(args ...string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			out, errs, code := adoptBounded(t, 120*time.Second, nil, append([]string{"status", "--config", n.cfg, "--json"}, args...)...)
+			if code != 0 {
+				t.Fatalf("status overview %v: exit %d\n%s%s", args, code, out, errs)
+			}
+			sums = nil
+			if err := json.Unmarshal([]byte(out), &sums); err != nil {
+				t.Fatalf("status overview --json %v: %v\n%s", args, err, out)
+			}
+			mine := slices.IndexFunc(sums, func(s summary) bool { return s.Node == n.Name })
+			if (len(sums) == agentless+1 && mine >= 0 && sums[mine].Phase == "adopted") || time.Now().After(deadline) {
+				break // visibility may lag the starts and the phase a little
+			}
+			time.Sleep(time.Second)
 		}
-		if err := json.Unmarshal([]byte(out), &sums); err != nil {
-			t.Fatalf("status overview --json: %v\n%s", err, out)
+		if len(sums) != agentless+1 {
+			t.Fatalf("status overview %v lists %d nodes, want %d: %+v", args, len(sums), agentless+1, sums)
 		}
-		if len(sums) == agentless+1 || time.Now().After(deadline) {
-			break // visibility may lag the starts a little
-		}
-		time.Sleep(time.Second)
 	}
-	if len(sums) != agentless+1 {
-		t.Fatalf("status overview lists %d nodes, want %d: %+v", len(sums), agentless+1, sums)
+	// Visibility alone: every node and its phase, no node asked.
+	overview()
+	for _, s := range sums {
+		if s.Agent != "" || s.Migrated != nil || (s.Node != n.Name && s.Phase != "probing") || (s.Node == n.Name && s.Phase != "adopted") {
+			t.Errorf("overview without --details: %+v", s)
+		}
 	}
+	overview("--details")
 	// "?" is the honest answer when the server does not say in time; "no"
 	// must still be what most agentless nodes show.
 	noAgent := 0

@@ -79,6 +79,16 @@ func TestFleetControlNodeFirst(t *testing.T) {
 	if !strings.Contains(out, "e2efb") || !strings.Contains(out, "waiting") {
 		t.Fatalf("fleet status table:\n%s", out)
 	}
+	// A retry the fleet would turn away (a node waiting, a name not in the
+	// fleet) is refused at once, exit 2, and nothing is sent.
+	for _, c := range []struct{ node, why string }{{"e2efb", "it has not failed (waiting)"}, {"nosuch", "not a node of this fleet"}} {
+		if _, errs, code := adopt(t, "fleet", "retry", c.node, "--fleet", fleet); code != 2 || !strings.Contains(errs, c.why) || !strings.Contains(errs, "nothing was sent") {
+			t.Errorf("fleet retry %s: exit %d, want 2 saying %q\n%s", c.node, code, c.why, errs)
+		}
+	}
+	if st := fleetStatus(); strings.Contains(strings.Join(st.Events, "\n"), "retry") {
+		t.Errorf("a refused retry reached the fleet: %q", st.Events)
+	}
 
 	for i, n := range nodes {
 		if i > 0 {
