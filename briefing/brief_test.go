@@ -161,3 +161,32 @@ func TestBriefBeforeStart(t *testing.T) {
 		t.Fatalf("risks %v", b.Risks)
 	}
 }
+
+// The briefing says who owns a table and a chain as the probe does (the
+// one ownership model in firewall/owners.go), not a guess of its own: the
+// nat table of an iptables-nft node is shared, Docker's chains in it are
+// Docker's, and a native table of the predecessor's is the predecessor's.
+func TestBriefOwnersAreTheProbes(t *testing.T) {
+	plan, state := fixture()
+	rs := &firewall.Ruleset{Tables: []firewall.Table{
+		{Family: "ip", Name: "nat", Chains: []firewall.Chain{{Name: "POSTROUTING", Hook: "postrouting", Type: "nat"}, {Name: "DOCKER"}}},
+		{Family: "ip", Name: "filter", Chains: []firewall.Chain{{Name: "INPUT", Hook: "input", Policy: "drop"}, {Name: "ufw-user-input"}, {Name: "DOCKER-USER"}}},
+		{Family: "inet", Name: "host", Chains: []firewall.Chain{{Name: "input", Hook: "input", Policy: "drop"}}},
+	}}
+	state.Probe.Firewall.Tables = firewall.Summarise(rs)
+	b := Build(plan, nil, state, time.Now())
+	got := map[string]Table{}
+	for _, tb := range b.Tables {
+		got[tb.Family+" "+tb.Name] = tb
+	}
+	for name, want := range map[string]struct{ owner, chains string }{
+		"ip nat":    {"shared", "POSTROUTING (0 rules, hook postrouting), DOCKER (0 rules, foreign (docker))"},
+		"ip filter": {"shared", "INPUT (0 rules, hook input policy drop), ufw-user-input (0 rules, predecessor), DOCKER-USER (0 rules, foreign (docker))"},
+		"inet host": {"predecessor", "input (0 rules, hook input policy drop)"},
+	} {
+		tb := got[name]
+		if tb.Owner != want.owner || tb.Chains != want.chains {
+			t.Errorf("%s: owner %q, chains %q; want %q, %q", name, tb.Owner, tb.Chains, want.owner, want.chains)
+		}
+	}
+}

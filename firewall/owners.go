@@ -34,6 +34,18 @@ type Ownership struct {
 	Tool  string `json:"tool,omitempty"`
 }
 
+// Text is how an owner is written for people: "predecessor", "foreign
+// (docker)", "mesh", "shared". The probe's output and the briefing both
+// print it, so they say the same. (Not String: TableSummary and
+// ChainSummary embed Ownership, and fmt would then print them as their
+// owner alone.)
+func (o Ownership) Text() string {
+	if o.Tool != "" {
+		return string(o.Owner) + " (" + o.Tool + ")"
+	}
+	return string(o.Owner)
+}
+
 // foreignChainPrefixes are the chain name prefixes of foreign tools.
 var foreignChainPrefixes = []struct{ prefix, tool string }{
 	{"DOCKER", "docker"},
