@@ -106,10 +106,10 @@ func couldDrop(family string, r *Rule, m connMatch) bool {
 //     elements could not be listed) or an unknown verdict;
 //   - or jumps or goes to a chain holding such a rule, or whose rules could
 //     not be listed.
-func sourceDeny(t *Table, r *Rule, m connMatch) bool {
-	return denies(t, r, m, map[string]bool{})
-}
+func sourceDeny(t *Table, r *Rule, m connMatch) bool { return denies(t, r, m, nil) }
 
+// denies is sourceDeny, seen holding the chains already looked into (nil
+// until a jump is followed).
 func denies(t *Table, r *Rule, m connMatch, seen map[string]bool) bool {
 	for _, o := range ruleOutcomes(r) {
 		if !dropLike(o.verdict.Kind) || !m.may(t.Family, o.conds) {
@@ -118,8 +118,13 @@ func denies(t *Table, r *Rule, m connMatch, seen map[string]bool) bool {
 		if o.verdict.Kind == VerdictUnknown || namesSource(o.conds) {
 			return true
 		}
-		if k := o.verdict.Kind; (k == VerdictJump || k == VerdictGoto) && chainDenies(t, o.verdict.Target, m, seen) {
-			return true
+		if k := o.verdict.Kind; k == VerdictJump || k == VerdictGoto {
+			if seen == nil {
+				seen = map[string]bool{}
+			}
+			if chainDenies(t, o.verdict.Target, m, seen) {
+				return true
+			}
 		}
 	}
 	return false
