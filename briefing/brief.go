@@ -282,6 +282,15 @@ func risks(plan config.Plan, b Brief, state *workflows.State) []string {
 	if b.EngineNote != "" {
 		out = append(out, "containers: "+b.EngineNote)
 	}
+	if state != nil {
+		// A mark placed where it may not take effect, or where it lets a
+		// source the found firewall denies through (firewall's placeIn).
+		for _, m := range state.Marks {
+			if m.Placement != "" {
+				out = append(out, fmt.Sprintf("marked rule %s in %s %s %s: %s", m.Mark.Comment(), m.Family, m.Table, m.Chain, m.Placement))
+			}
+		}
+	}
 	return out
 }
 

@@ -190,3 +190,28 @@ func TestBriefOwnersAreTheProbes(t *testing.T) {
 		}
 	}
 }
+
+// A mark whose place could not be decided (its Placement, from the
+// firewall's placement rule) is a risk the briefing names.
+func TestBriefNamesUndecidedMarkPlacement(t *testing.T) {
+	plan, state := fixture()
+	mk := firewall.Mark{Node: "ctl", Owner: "foundation", Port: 5000, Proto: "tcp"}
+	state.Marks = []firewall.MarkedRule{
+		{Mark: mk, Family: "ip", Table: "filter", Chain: "ufw-user-forward", Handle: 40,
+			Placement: "ip filter DOCKER-USER rule handle 31 (saddr 198.18.0.9/32 drop) could deny sources after its jump to ufw-user-forward: the mark in ufw-user-forward lets them through"},
+		{Mark: mk, Family: "ip6", Table: "filter", Chain: "ufw6-user-forward", Handle: 41},
+	}
+	b := Build(plan, nil, state, time.Now())
+	n := 0
+	for _, r := range b.Risks {
+		if strings.HasPrefix(r, "marked rule adoption:ctl:foundation:5000/tcp in ip filter ufw-user-forward: ip filter DOCKER-USER rule handle 31") {
+			n++
+		}
+		if strings.Contains(r, "ufw6-user-forward") {
+			t.Errorf("a mark placed without a doubt is a risk: %q", r)
+		}
+	}
+	if n != 1 {
+		t.Errorf("risks %q; want the undecided placement named once", b.Risks)
+	}
+}
