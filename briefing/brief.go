@@ -98,9 +98,15 @@ func Build(plan config.Plan, probe *activities.ProbeReport, state *workflows.Sta
 						s += " policy " + c.Policy
 					}
 				}
+				// A chain owned otherwise than its table (Docker's chains
+				// in iptables-nft's shared filter table) says whose it is,
+				// as the probe says it.
+				if c.Ownership != t.Ownership {
+					s += ", " + c.Ownership.Text()
+				}
 				chains = append(chains, s+")")
 			}
-			b.Tables = append(b.Tables, Table{Family: t.Family, Name: t.Name, Owner: tableOwner(t), Chains: strings.Join(chains, ", ")})
+			b.Tables = append(b.Tables, Table{Family: t.Family, Name: t.Name, Owner: t.Ownership.Text(), Chains: strings.Join(chains, ", ")})
 		}
 		for _, l := range probe.Sockets {
 			listeners = append(listeners, holderAt{proto: l.Proto, port: l.Port, holder: l.Holder()})
@@ -276,6 +282,15 @@ func risks(plan config.Plan, b Brief, state *workflows.State) []string {
 	if b.EngineNote != "" {
 		out = append(out, "containers: "+b.EngineNote)
 	}
+	if state != nil {
+		// A mark placed where it may not take effect, or where it lets a
+		// source the found firewall denies through (firewall's placeIn).
+		for _, m := range state.Marks {
+			if m.Placement != "" {
+				out = append(out, fmt.Sprintf("marked rule %s in %s %s %s: %s", m.Mark.Comment(), m.Family, m.Table, m.Chain, m.Placement))
+			}
+		}
+	}
 	return out
 }
 
@@ -351,22 +366,6 @@ func moduleOfPath(plan config.Plan) map[string]string {
 		}
 	}
 	return out
-}
-
-// tableOwner says whose a table is, by what the probe reported of it.
-func tableOwner(t firewall.TableSummary) string {
-	switch {
-	case t.Name == "adoption":
-		return "mesh"
-	case t.Name == "nat" || strings.HasPrefix(t.Name, "docker"):
-		return "foreign (Docker's NAT) or predecessor"
-	}
-	for _, c := range t.Chains {
-		if strings.HasPrefix(c.Name, "ufw") {
-			return "predecessor (ufw)"
-		}
-	}
-	return "predecessor"
 }
 
 func firstNonEmpty(s ...string) string {

@@ -161,3 +161,57 @@ func TestBriefBeforeStart(t *testing.T) {
 		t.Fatalf("risks %v", b.Risks)
 	}
 }
+
+// The briefing says who owns a table and a chain as the probe does (the
+// one ownership model in firewall/owners.go), not a guess of its own: the
+// nat table of an iptables-nft node is shared, Docker's chains in it are
+// Docker's, and a native table of the predecessor's is the predecessor's.
+func TestBriefOwnersAreTheProbes(t *testing.T) {
+	plan, state := fixture()
+	rs := &firewall.Ruleset{Tables: []firewall.Table{
+		{Family: "ip", Name: "nat", Chains: []firewall.Chain{{Name: "POSTROUTING", Hook: "postrouting", Type: "nat"}, {Name: "DOCKER"}}},
+		{Family: "ip", Name: "filter", Chains: []firewall.Chain{{Name: "INPUT", Hook: "input", Policy: "drop"}, {Name: "ufw-user-input"}, {Name: "DOCKER-USER"}}},
+		{Family: "inet", Name: "host", Chains: []firewall.Chain{{Name: "input", Hook: "input", Policy: "drop"}}},
+	}}
+	state.Probe.Firewall.Tables = firewall.Summarise(rs)
+	b := Build(plan, nil, state, time.Now())
+	got := map[string]Table{}
+	for _, tb := range b.Tables {
+		got[tb.Family+" "+tb.Name] = tb
+	}
+	for name, want := range map[string]struct{ owner, chains string }{
+		"ip nat":    {"shared", "POSTROUTING (0 rules, hook postrouting), DOCKER (0 rules, foreign (docker))"},
+		"ip filter": {"shared", "INPUT (0 rules, hook input policy drop), ufw-user-input (0 rules, predecessor), DOCKER-USER (0 rules, foreign (docker))"},
+		"inet host": {"predecessor", "input (0 rules, hook input policy drop)"},
+	} {
+		tb := got[name]
+		if tb.Owner != want.owner || tb.Chains != want.chains {
+			t.Errorf("%s: owner %q, chains %q; want %q, %q", name, tb.Owner, tb.Chains, want.owner, want.chains)
+		}
+	}
+}
+
+// A mark whose place could not be decided (its Placement, from the
+// firewall's placement rule) is a risk the briefing names.
+func TestBriefNamesUndecidedMarkPlacement(t *testing.T) {
+	plan, state := fixture()
+	mk := firewall.Mark{Node: "ctl", Owner: "foundation", Port: 5000, Proto: "tcp"}
+	state.Marks = []firewall.MarkedRule{
+		{Mark: mk, Family: "ip", Table: "filter", Chain: "ufw-user-forward", Handle: 40,
+			Placement: "ip filter DOCKER-USER rule handle 31 (saddr 198.18.0.9/32 drop) could deny sources after its jump to ufw-user-forward: the mark in ufw-user-forward lets them through"},
+		{Mark: mk, Family: "ip6", Table: "filter", Chain: "ufw6-user-forward", Handle: 41},
+	}
+	b := Build(plan, nil, state, time.Now())
+	n := 0
+	for _, r := range b.Risks {
+		if strings.HasPrefix(r, "marked rule adoption:ctl:foundation:5000/tcp in ip filter ufw-user-forward: ip filter DOCKER-USER rule handle 31") {
+			n++
+		}
+		if strings.Contains(r, "ufw6-user-forward") {
+			t.Errorf("a mark placed without a doubt is a risk: %q", r)
+		}
+	}
+	if n != 1 {
+		t.Errorf("risks %q; want the undecided placement named once", b.Risks)
+	}
+}

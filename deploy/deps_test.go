@@ -16,7 +16,7 @@ import (
 // that lacks /usr/sbin but links every other tool.
 func TestDepsNamesMissingToolWithoutRoot(t *testing.T) {
 	dir := t.TempDir()
-	for _, tool := range []string{"nft", "iptables", "iptables-nft-restore", "ip6tables-nft-restore", "ip",
+	for _, tool := range []string{"nft", "iptables", "iptables-nft-restore", "ip6tables-nft-restore", "ipset", "ip",
 		"chromium", "systemd-analyze", "docker", "docker-compose", "update-alternatives", "go"} {
 		if p, err := exec.LookPath(tool); err == nil {
 			if err := os.Symlink(p, filepath.Join(dir, tool)); err != nil {

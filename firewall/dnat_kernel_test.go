@@ -74,8 +74,11 @@ func (n *testNet) container(t *testing.T) string {
 }
 
 // ufwDockerRules is what Docker writes for a container publishing 18080,
-// 18081, 18082, 18083/tcp, 18053/udp and 19100/tcp, with the ufw-docker
-// arrangement in DOCKER-USER and these routed rules in ufw-user-forward:
+// 18081, 18082, 18083/tcp, 18053/udp and 19100/tcp (in nat POSTROUTING,
+// its network's masquerade and, per published port, the hairpin masquerade
+// that lets the container reach itself through the host port), with the
+// ufw-docker arrangement in DOCKER-USER and these routed rules in
+// ufw-user-forward:
 // 8080 to anyone, 8081 only from 198.18.0.3, 8053/udp to anyone, and the
 // published host port 18083 by conntrack's original port (how a mark keys
 // a forward rule). 8082 and 9100 are not routed: published but closed.
@@ -88,6 +91,12 @@ const ufwDockerRules = `*nat
 -A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER
 -A OUTPUT ! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j DOCKER
 -A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE
+-A POSTROUTING -s 172.17.0.2/32 -d 172.17.0.2/32 -p tcp -m tcp --dport 8080 -j MASQUERADE
+-A POSTROUTING -s 172.17.0.2/32 -d 172.17.0.2/32 -p tcp -m tcp --dport 8081 -j MASQUERADE
+-A POSTROUTING -s 172.17.0.2/32 -d 172.17.0.2/32 -p tcp -m tcp --dport 8082 -j MASQUERADE
+-A POSTROUTING -s 172.17.0.2/32 -d 172.17.0.2/32 -p tcp -m tcp --dport 8083 -j MASQUERADE
+-A POSTROUTING -s 172.17.0.2/32 -d 172.17.0.2/32 -p udp -m udp --dport 8053 -j MASQUERADE
+-A POSTROUTING -s 172.17.0.2/32 -d 172.17.0.2/32 -p tcp -m tcp --dport 9100 -j MASQUERADE
 -A DOCKER -i docker0 -j RETURN
 -A DOCKER ! -i docker0 -p tcp -m tcp --dport 18080 -j DNAT --to-destination 172.17.0.2:8080
 -A DOCKER ! -i docker0 -p tcp -m tcp --dport 18081 -j DNAT --to-destination 172.17.0.2:8081
@@ -157,6 +166,9 @@ const ufwDockerRules6 = `*nat
 :POSTROUTING ACCEPT [0:0]
 :DOCKER - [0:0]
 -A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER
+-A POSTROUTING -s fd00:17::/64 ! -o docker0 -j MASQUERADE
+-A POSTROUTING -s fd00:17::2/128 -d fd00:17::2/128 -p tcp -m tcp --dport 8080 -j MASQUERADE
+-A POSTROUTING -s fd00:17::2/128 -d fd00:17::2/128 -p tcp -m tcp --dport 8082 -j MASQUERADE
 -A DOCKER -i docker0 -j RETURN
 -A DOCKER ! -i docker0 -p tcp -m tcp --dport 18080 -j DNAT --to-destination [fd00:17::2]:8080
 -A DOCKER ! -i docker0 -p tcp -m tcp --dport 18082 -j DNAT --to-destination [fd00:17::2]:8082

@@ -301,7 +301,7 @@ func (p *predecessor) iptables(t *Table) error {
 		}
 		from := -1
 		for i := range ch.Rules {
-			if !foreignRule(&ch.Rules[i]) {
+			if !foreignRule(t, &ch.Rules[i]) {
 				from = i
 				break
 			}
@@ -324,7 +324,7 @@ func (p *predecessor) iptables(t *Table) error {
 				keptRoots = append(keptRoots, targets(r)...)
 				continue
 			}
-			if foreignRule(r) {
+			if foreignRule(t, r) {
 				return fmt.Errorf("chain %s %s %s: rule handle %d (%s) belongs to another tool and comes after the predecessor's rule handle %d: "+
 					"neutralising the predecessor there would take it out of force too; have that tool put its rules first (Docker does when it restarts) and preview again",
 					t.Family, t.Name, ch.Name, r.Handle, renderRule(r), ch.Rules[from].Handle)

@@ -23,11 +23,12 @@ import (
 func List(c *nftables.Conn) (*Ruleset, error) { return listSome(c, nil) }
 
 // listSome is List reading the rules, and the sets they look up, only of
-// the chains wants selects (nil: every chain). wants sees each table with
-// all its chains, none of them with rules yet. A chain left out has no
-// rules in the result, so the result serves only a plan that reads the
-// chains it selected: a mark's, listed in one round trip per chain it may
-// go to instead of one per chain in the ruleset.
+// the chains wants selects (nil: every chain) and of the chains those jump
+// or go to, transitively. wants sees each table with all its chains, none
+// of them with rules yet. A chain left out has no rules in the result, so
+// the result serves only a plan that reads the chains it selected: a
+// mark's, listed in one round trip per chain it may go to (and per chain
+// reached from it) instead of one per chain in the ruleset.
 func listSome(c *nftables.Conn, wants func(t *Table, ch *Chain) bool) (*Ruleset, error) {
 	tables, err := c.ListTables()
 	if err != nil {
@@ -104,37 +105,58 @@ func listSome(c *nftables.Conn, wants func(t *Table, ch *Chain) bool) (*Ruleset,
 			}
 		}
 		setsKnown := len(tbl.Unknown) == 0
-		for i, ch := range tchains {
-			if !want[i] {
-				continue
-			}
-			mc := &tbl.Chains[i]
-			rules, err := c.GetRules(t, ch)
-			if err != nil && strings.Contains(err.Error(), "is not a uint32; length: 1") {
-				// google/nftables v0.3.0 reads ct's direction (a u8 the
-				// kernel dumps for "ct original proto-dst") as a u32 and
-				// refuses the whole chain: list it again with the
-				// attribute widened.
-				rules, err = rulesWidened(c, t, ch)
-			}
-			if err != nil {
-				mc.Unknown = fmt.Sprintf("rules not listed: %v", err)
-			}
-			if isIPFamily(tbl.Family) {
-				d := decoder{family: tbl.Family, sets: sets, setsKnown: setsKnown}
-				for _, r := range rules {
-					mc.Rules = append(mc.Rules, d.rule(r))
+		listed := make([]bool, len(tbl.Chains))
+		for more := true; more; {
+			more = false
+			for i, ch := range tchains {
+				if !want[i] || listed[i] {
+					continue
 				}
-			} else {
-				for _, r := range rules {
-					mc.Rules = append(mc.Rules, Rule{Handle: r.Handle, Verdict: Verdict{Kind: VerdictContinue},
-						Unknown: []string{"family " + tbl.Family + " is not decoded"}})
+				listed[i] = true
+				listRules(c, t, ch, tbl.Family, &tbl.Chains[i], sets, setsKnown)
+				// What a selected chain jumps to decides with it (a jump
+				// into a chain of source denies is one): list it too.
+				for ri := range tbl.Chains[i].Rules {
+					for _, name := range targets(&tbl.Chains[i].Rules[ri]) {
+						for j := range tbl.Chains {
+							if tbl.Chains[j].Name == name && !want[j] {
+								want[j], more = true, true
+							}
+						}
+					}
 				}
 			}
 		}
 		rs.Tables = append(rs.Tables, tbl)
 	}
 	return rs, nil
+}
+
+// listRules lists the rules of chain ch of table t (of family) and decodes
+// them into mc.
+func listRules(c *nftables.Conn, t *nftables.Table, ch *nftables.Chain, family string, mc *Chain, sets map[string]*Set, setsKnown bool) {
+	rules, err := c.GetRules(t, ch)
+	if err != nil && strings.Contains(err.Error(), "is not a uint32; length: 1") {
+		// google/nftables v0.3.0 reads ct's direction (a u8 the
+		// kernel dumps for "ct original proto-dst") as a u32 and
+		// refuses the whole chain: list it again with the
+		// attribute widened.
+		rules, err = rulesWidened(c, t, ch)
+	}
+	if err != nil {
+		mc.Unknown = fmt.Sprintf("rules not listed: %v", err)
+	}
+	if isIPFamily(family) {
+		d := decoder{family: family, sets: sets, setsKnown: setsKnown}
+		for _, r := range rules {
+			mc.Rules = append(mc.Rules, d.rule(r))
+		}
+		return
+	}
+	for _, r := range rules {
+		mc.Rules = append(mc.Rules, Rule{Handle: r.Handle, Verdict: Verdict{Kind: VerdictContinue},
+			Unknown: []string{"family " + family + " is not decoded"}})
+	}
 }
 
 func familyName(f nftables.TableFamily) string {

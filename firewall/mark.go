@@ -98,6 +98,11 @@ type MarkedRule struct {
 	Table  string `json:"table"`
 	Chain  string `json:"chain"`
 	Handle uint64 `json:"handle"`
+	// Placement says, when Open or OpenForward could not place the mark
+	// both where it takes effect and after every source deny of the found
+	// firewall, what stands in the way (see placeIn, laterDenies); "" when
+	// nothing does. It travels with the marks into the node's status.
+	Placement string `json:"placement,omitempty"`
 }
 
 func (r MarkedRule) String() string {
@@ -147,71 +152,65 @@ func markUserData(m Mark) []byte {
 }
 
 // placement is where one mark goes: at the head of the chain, before the
-// rule with handle before, or appended.
+// rule with handle before, or appended. from is the index of the first rule
+// after the chain's last possible source deny (0: none); notes say what
+// about the place could not be decided (placeIn).
 type placement struct {
 	table  *Table
 	chain  *Chain
 	before uint64
 	append bool
+	from   int
+	notes  []string
 }
 
 // inputChains are the chains of t where an input mark may go: ufw's own
-// per-port chain (ufw is then true), else every filter base chain at the
-// input hook that is not a foreign tool's. None in a table that is not an
-// IP family's, a foreign tool's or the mesh's, nor in an iptables-nft table
-// other than filter (raw, mangle, security: not where iptables filters).
-func inputChains(t *Table) (chains []*Chain, ufw bool) {
+// per-port chain, else every filter base chain at the input hook that is
+// not a foreign tool's. None in a table that is not an IP family's, a
+// foreign tool's or the mesh's, nor in an iptables-nft table other than
+// filter (raw, mangle, security: not where iptables filters).
+func inputChains(t *Table) []*Chain {
 	if !isIPFamily(t.Family) || foreignTable(t) || isMeshTable(t) {
-		return nil, false
+		return nil
 	}
 	if isIptablesTable(t) {
 		if t.Name != "filter" {
-			return nil, false
+			return nil
 		}
 		if ch := ufwUserInput(t); ch != nil {
-			return []*Chain{ch}, true
+			return []*Chain{ch}
 		}
 	}
+	var chains []*Chain
 	for ci := range t.Chains {
 		ch := &t.Chains[ci]
 		if ch.Hook == HookInput && (ch.Type == "" || ch.Type == "filter") && !foreignChain(ch.Name) {
 			chains = append(chains, ch)
 		}
 	}
-	return chains, false
+	return chains
 }
 
 // placements says where a mark for (proto, port) takes effect: in ufw's
-// own per-port chain, else in every base chain at the input hook that could
-// drop a new connection to the port, before the first rule that could.
-// It reads the rules of inputChains only.
+// own per-port chain, else in every base chain at the input hook that
+// could drop a new connection to the port; in each, where placeIn puts it
+// (after the found firewall's source denies). It reads the rules of
+// inputChains and of the chains they jump to only. A chain that could not
+// be listed is an error: where the mark would go cannot be decided.
 func placements(rs *Ruleset, proto string, port uint16) ([]placement, error) {
+	m := inputMatch(proto, port)
 	var out []placement
 	for ti := range rs.Tables {
 		t := &rs.Tables[ti]
-		chains, ufw := inputChains(t)
-		if ufw {
-			out = append(out, placement{table: t, chain: chains[0]})
-			continue
-		}
-		for _, ch := range chains {
+		for _, ch := range inputChains(t) {
 			if ch.Unknown != "" {
 				return nil, fmt.Errorf("chain %s %s %s could not be listed (%s): cannot tell where a mark would take effect", t.Family, t.Name, ch.Name, ch.Unknown)
 			}
-			p := placement{table: t, chain: ch}
-			found := false
-			for ri := range ch.Rules {
-				if couldDrop(t.Family, &ch.Rules[ri], proto, port) {
-					p.before, found = ch.Rules[ri].Handle, true
-					break
-				}
+			p, need := placeIn(t, ch, m)
+			if !need {
+				continue // this chain never drops the port
 			}
-			if !found {
-				if ch.Policy != "drop" {
-					continue // this chain never drops the port
-				}
-				p.append = true
-			}
+			p.notes = append(p.notes, laterDenies(t, ch, m)...)
 			out = append(out, p)
 		}
 	}
@@ -225,62 +224,6 @@ func ufwUserInput(t *Table) *Chain {
 		}
 	}
 	return nil
-}
-
-// couldDrop reports whether rule r could end a new connection to (proto,
-// port) from an outside source with a drop, a reject, or a jump, goto or
-// unknown verdict that might lead to one. A rule that cannot match such a
-// packet ("ct state invalid drop", "iifname lo ...") does not count, so a
-// mark goes after it.
-func couldDrop(family string, r *Rule, proto string, port uint16) bool {
-	pnum := uint8(unix.IPPROTO_TCP)
-	if proto == "udp" {
-		pnum = unix.IPPROTO_UDP
-	}
-	fams := []string{family}
-	if family == FamilyInet {
-		fams = []string{FamilyIP, FamilyIP6}
-	}
-	for _, fam := range fams {
-		pkt := packet{hook: HookInput, family: fam, proto: pnum, port: port, origPort: port, src: atom{other: true}}
-		if !mayHold(&pkt, r.Conds) {
-			continue
-		}
-		if r.VMap == nil {
-			if dropLike(r.Verdict.Kind) {
-				return true
-			}
-			continue
-		}
-		for i := range r.VMap {
-			if dropLike(r.VMap[i].Verdict.Kind) && mayHold(&pkt, []Cond{r.VMap[i].Cond}) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// mayHold reports whether conds could all hold for pkt. Any source may be
-// the one the mesh needs, so a source condition is never ruled out.
-func mayHold(pkt *packet, conds []Cond) bool {
-	for i := range conds {
-		if conds[i].Kind == CondSaddr {
-			continue
-		}
-		if pkt.cond(&conds[i]) == triFalse {
-			return false
-		}
-	}
-	return true
-}
-
-func dropLike(k VerdictKind) bool {
-	switch k {
-	case VerdictDrop, VerdictReject, VerdictJump, VerdictGoto, VerdictUnknown:
-		return true
-	}
-	return false
 }
 
 func validNames(node, owner string) error {
@@ -315,11 +258,8 @@ type markPath struct {
 }
 
 var inputPath = markPath{
-	what: "ports",
-	chains: func(t *Table, ch *Chain) bool {
-		chains, _ := inputChains(t)
-		return slices.Contains(chains, ch)
-	},
+	what:       "ports",
+	chains:     func(t *Table, ch *Chain) bool { return slices.Contains(inputChains(t), ch) },
 	placements: placements,
 	exprs:      func(in insertion) []expr.Any { return markExprs(in.mark.Port, in.mark.Proto) },
 }
@@ -398,7 +338,8 @@ func plan(marks []Mark, where func(Mark) ([]placement, error)) (todo []insertion
 				held[p.chain] = hs
 			}
 			if h, ok := hs[comment]; ok {
-				present = append(present, MarkedRule{Mark: mk, Family: p.table.Family, Table: p.table.Name, Chain: p.chain.Name, Handle: h})
+				present = append(present, MarkedRule{Mark: mk, Family: p.table.Family, Table: p.table.Name, Chain: p.chain.Name, Handle: h,
+					Placement: placementNote(p, h)})
 				continue
 			}
 			todo = append(todo, insertion{mark: mk, comment: comment, at: p})
@@ -447,7 +388,7 @@ func (s *session) addMarks(gen uint32, todo []insertion, exprs func(insertion) [
 	}
 	added := make([]MarkedRule, 0, len(todo))
 	for _, in := range todo {
-		r := MarkedRule{Mark: in.mark, Family: in.at.table.Family, Table: in.at.table.Name, Chain: in.at.chain.Name}
+		r := MarkedRule{Mark: in.mark, Family: in.at.table.Family, Table: in.at.table.Name, Chain: in.at.chain.Name, Placement: placementNote(in.at, 0)}
 		r.Handle = handles[where{r.Family, r.Table, r.Chain, in.comment}]
 		added = append(added, r)
 	}

@@ -55,48 +55,28 @@ func forwardMarkExprs(t *Table, port uint16, proto string) []expr.Any {
 //   - else the FORWARD base chain, and in a native table each filter base
 //     chain at the forward hook that could drop the connection.
 //
-// In the chain chosen the mark goes after the last of the found firewall's
-// source denies (a drop, reject or jump that names sources: "ufw route deny
-// from ...", a blocklist set), so a denied source stays denied, and, in a
-// base chain, before the first rule that could drop the connection. A
-// chain that could not be listed is an error: where the mark would go
-// cannot be decided.
+// In the chain chosen the mark goes where placeIn puts it, by the same
+// rule as an input mark: after the last of the found firewall's possible
+// source denies ("ufw route deny from ...", a blocklist set, a rule the
+// decoder cannot decide), so a denied source stays denied, and, in a base
+// chain, before the first rule after them that could drop the connection.
+// A source deny in DOCKER-USER after its jump to ufw's chain is noted
+// (laterDenies). A chain that could not be listed is an error: where the
+// mark would go cannot be decided.
 func forwardPlacements(rs *Ruleset, proto string, port uint16) ([]placement, error) {
+	m := forwardMatch(proto, port)
 	var out []placement
 	for ti := range rs.Tables {
 		t := &rs.Tables[ti]
-		chains := forwardChains(t)
-		for _, ch := range chains {
+		for _, ch := range forwardChains(t) {
 			if ch.Unknown != "" {
 				return nil, fmt.Errorf("chain %s %s %s could not be listed (%s): cannot tell where a forward mark would take effect", t.Family, t.Name, ch.Name, ch.Unknown)
 			}
-			p := placement{table: t, chain: ch}
-			from := 0
-			for i := range ch.Rules {
-				if sourceDeny(&ch.Rules[i]) {
-					from = i + 1
-				}
+			p, need := placeIn(t, ch, m)
+			if !need {
+				continue // this base chain never drops the connection
 			}
-			at := -1
-			if ch.Hook != "" {
-				for i := from; i < len(ch.Rules); i++ {
-					if couldDropForward(t.Family, &ch.Rules[i], proto, port) {
-						at = i
-						break
-					}
-				}
-				if at < 0 && ch.Policy != "drop" {
-					continue // this base chain never drops the connection
-				}
-			} else if from < len(ch.Rules) {
-				at = from
-			}
-			switch {
-			case at >= 0:
-				p.before = ch.Rules[at].Handle
-			case from == 0 && len(ch.Rules) == 0, from >= len(ch.Rules):
-				p.append = true
-			}
+			p.notes = append(p.notes, laterDenies(t, ch, m)...)
 			out = append(out, p)
 		}
 	}
@@ -104,7 +84,7 @@ func forwardPlacements(rs *Ruleset, proto string, port uint16) ([]placement, err
 }
 
 // forwardChains are the chains of t where a forward mark may go (see
-// forwardPlacements); forwardPlacements reads the rules of these only.
+// forwardPlacements).
 func forwardChains(t *Table) []*Chain {
 	if !isIPFamily(t.Family) || TableOwner(t).Owner == OwnedByForeign || isMeshTable(t) {
 		return nil
@@ -129,6 +109,17 @@ func forwardChains(t *Table) []*Chain {
 	return chains
 }
 
+// forwardListed are the chains forwardPlacements reads the rules of (with
+// the chains they jump to): forwardChains and, when the mark goes to ufw's
+// chain, DOCKER-USER, whose rules after its jump there the mark skips.
+func forwardListed(t *Table, ch *Chain) bool {
+	chains := forwardChains(t)
+	if slices.Contains(chains, ch) {
+		return true
+	}
+	return ch.Name == "DOCKER-USER" && len(chains) == 1 && isUfwChain(chains[0].Name)
+}
+
 func chainNamed(t *Table, name string) *Chain {
 	for ci := range t.Chains {
 		if t.Chains[ci].Name == name {
@@ -136,61 +127,6 @@ func chainNamed(t *Table, name string) *Chain {
 		}
 	}
 	return nil
-}
-
-// sourceDeny reports whether r denies by source: a drop-like verdict on a
-// condition that names source addresses.
-func sourceDeny(r *Rule) bool {
-	if !dropLike(r.Verdict.Kind) && r.VMap == nil {
-		return false
-	}
-	for _, c := range r.Conds {
-		if c.Kind == CondSaddr {
-			return true
-		}
-	}
-	return false
-}
-
-// couldDropForward is couldDrop for a DNATed connection to host port port:
-// its destination address, port and output interface after the DNAT are
-// whatever Docker gives the container, so conditions on them are never
-// ruled out.
-func couldDropForward(family string, r *Rule, proto string, port uint16) bool {
-	fams := []string{family}
-	if family == FamilyInet {
-		fams = []string{FamilyIP, FamilyIP6}
-	}
-	for _, fam := range fams {
-		pkt := packet{hook: HookForward, family: fam, proto: l4num(proto), origPort: port, dnat: true, src: atom{other: true}}
-		hold := func(conds []Cond) bool {
-			for i := range conds {
-				switch conds[i].Kind {
-				case CondSaddr, CondDport, CondDaddr, CondOifname:
-					continue
-				}
-				if pkt.cond(&conds[i]) == triFalse {
-					return false
-				}
-			}
-			return true
-		}
-		if !hold(r.Conds) {
-			continue
-		}
-		if r.VMap == nil {
-			if dropLike(r.Verdict.Kind) {
-				return true
-			}
-			continue
-		}
-		for i := range r.VMap {
-			if dropLike(r.VMap[i].Verdict.Kind) && hold([]Cond{r.VMap[i].Cond}) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // OpenForward makes every published host port in ports reachable for owner
@@ -206,7 +142,7 @@ func (m *Marker) OpenForward(node, owner string, ports []config.Port) (added, pr
 
 var forwardPath = markPath{
 	what:       "published ports",
-	chains:     func(t *Table, ch *Chain) bool { return slices.Contains(forwardChains(t), ch) },
+	chains:     forwardListed,
 	placements: forwardPlacements,
 	exprs:      func(in insertion) []expr.Any { return forwardMarkExprs(in.at.table, in.mark.Port, in.mark.Proto) },
 }

@@ -594,9 +594,10 @@ func TestCloseDeletesOwnMarksByHandle(t *testing.T) {
 	}
 }
 
-// Open lists the rules of the chains a mark may go to and no other; Close
-// finds the marks in one dump of every rule; each batch asks for one
-// acknowledgement, of its last message.
+// Open lists the rules of the chains a mark may go to (and of the chains
+// they jump to: none here) and no other; Close finds the marks in one dump
+// of every rule; each batch asks for one acknowledgement, of its last
+// message.
 func TestMarkListsOnlyWhatItNeeds(t *testing.T) {
 	k := ufwKernel(t)
 	m := NewMarkerWithConn(k.conn())
@@ -621,6 +622,42 @@ func TestMarkListsOnlyWhatItNeeds(t *testing.T) {
 				t.Errorf("batch %d message %d of %d: acknowledgement asked %v, want it of the last message only", i, j, len(b), acked)
 			}
 		}
+	}
+}
+
+// A chain a mark may go to is listed with the chains it jumps to, and a
+// jump into a chain of source denies counts as one: in ufw's input chain
+// the mark goes after "jump blocklist" (handle 6), before the next rule.
+func TestOpenListsWhatTheMarkChainJumpsTo(t *testing.T) {
+	input := nftables.ChainHookInput
+	k := &fakeKernel{t: t, gen: 4, tables: []fakeTable{{family: nftables.TableFamilyIPv4, name: "filter", chains: []fakeChain{
+		{name: "INPUT", hook: input, drop: true, rules: []fakeRule{{handle: 2, exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: "ufw-user-input"}}}}},
+		{name: "ufw-user-input", rules: []fakeRule{
+			{handle: 5, exprs: tcpDport(22, expr.VerdictAccept)},
+			{handle: 6, exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: "blocklist"}}},
+			{handle: 7, exprs: tcpDport(80, expr.VerdictAccept)},
+		}},
+		{name: "blocklist", rules: []fakeRule{{handle: 8, exprs: []expr.Any{
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{198, 18, 0, 3}},
+			&expr.Verdict{Kind: expr.VerdictDrop},
+		}}}},
+		{name: "ufw-before-input"},
+	}}}}
+	m := NewMarkerWithConn(k.conn())
+	if _, _, err := m.Open("n1", "foundation", []config.Port{{Num: 9500, Proto: "tcp"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%d filter ufw-user-input,%d filter blocklist", unix.NFPROTO_IPV4, unix.NFPROTO_IPV4)
+	if got := strings.Join(k.ruleDumps, ","); got != want {
+		t.Errorf("Open dumped the rules of %q, want %q", got, want)
+	}
+	body := k.batches[0][1 : len(k.batches[0])-1]
+	if len(body) != 1 {
+		t.Fatalf("batch carries %d messages, want 1", len(body))
+	}
+	if rm := parseRuleMsg(t, body[0]); rm.chain != "ufw-user-input" || !rm.hasPos || rm.position != 7 {
+		t.Errorf("mark in %s at position %v/%d; want ufw-user-input before handle 7", rm.chain, rm.hasPos, rm.position)
 	}
 }
 

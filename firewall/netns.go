@@ -103,7 +103,7 @@ func Kind(rs *Ruleset, legacyTables []string) (string, error) {
 		}
 		filters := false
 		for _, c := range t.Chains {
-			if strings.HasPrefix(c.Name, "ufw-") || strings.HasPrefix(c.Name, "ufw6-") {
+			if isUfwChain(c.Name) {
 				ufw = true
 			}
 			if (c.Hook == HookInput || c.Hook == HookForward) && (c.Type == "" || c.Type == "filter") {

@@ -6,7 +6,10 @@
 
 package firewall
 
-import "strings"
+import (
+	"net/netip"
+	"strings"
+)
 
 // Owner is who a table, chain or rule belongs to.
 type Owner string
@@ -32,6 +35,18 @@ const (
 type Ownership struct {
 	Owner Owner  `json:"owner"`
 	Tool  string `json:"tool,omitempty"`
+}
+
+// Text is how an owner is written for people: "predecessor", "foreign
+// (docker)", "mesh", "shared". The probe's output and the briefing both
+// print it, so they say the same. (Not String: TableSummary and
+// ChainSummary embed Ownership, and fmt would then print them as their
+// owner alone.)
+func (o Ownership) Text() string {
+	if o.Tool != "" {
+		return string(o.Owner) + " (" + o.Tool + ")"
+	}
+	return string(o.Owner)
 }
 
 // foreignChainPrefixes are the chain name prefixes of foreign tools.
@@ -99,13 +114,19 @@ func isUfwChain(name string) bool {
 	return strings.HasPrefix(name, "ufw-") || strings.HasPrefix(name, "ufw6-")
 }
 
-// foreignRule reports whether a rule in a shared base chain belongs to a
-// tool that must be left alone: a jump to its chains, or Docker's direct
-// rules on its bridges.
-func foreignRule(r *Rule) bool {
+// foreignRule reports whether a rule in a shared base chain of t belongs
+// to a tool that must be left alone: a jump to its chains, Docker's direct
+// rules on its bridges, or Docker's hairpin masquerades.
+func foreignRule(t *Table, r *Rule) bool {
 	if (r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto) && flipForeignChain(r.Verdict.Target) {
 		return true
 	}
+	return bridgeRule(r) || dockerHairpin(t, r)
+}
+
+// bridgeRule reports whether r names interfaces, and only Docker's bridges
+// ("-s 172.17.0.0/16 ! -o docker0 -j MASQUERADE", "-i docker0 -j ACCEPT").
+func bridgeRule(r *Rule) bool {
 	bridge := false
 	for _, c := range r.Conds {
 		if c.Kind != CondIifname && c.Kind != CondOifname {
@@ -133,6 +154,68 @@ const dockerUserChain = "DOCKER-USER"
 // of force and the commit deletes it. The chain itself stays Docker's.
 func dockerUserPredecessorRule(r *Rule) bool {
 	return !(r.Verdict.Kind == VerdictReturn && len(r.Conds) == 0 && r.VMap == nil)
+}
+
+// dockerHairpin reports whether r is the masquerade Docker writes in the
+// nat table for each published port, so that a container reaching its own
+// published port through the host gets the replies back: "-s C/32 -d C/32
+// -p tcp --dport P -j MASQUERADE", C the container's address. It names no
+// interface, so it is told by its addresses: one address as both source
+// and destination, inside a network Docker masquerades in the same table
+// (a bridge rule's source) or the address one of Docker's chains DNATs
+// to. Recreating a container rewrites it with the new address: it is
+// Docker's churn, not the found firewall's.
+func dockerHairpin(t *Table, r *Rule) bool {
+	if !isIptablesTable(t) || t.Name != "nat" || r.Verdict.Kind != VerdictAccept || r.VMap != nil {
+		return false // MASQUERADE decodes as accept
+	}
+	var src, dst netip.Addr
+	for _, c := range r.Conds {
+		switch c.Kind {
+		case CondSaddr, CondDaddr:
+			if c.Negate || len(c.Prefixes) != 1 || !c.Prefixes[0].IsSingleIP() {
+				return false
+			}
+			if c.Kind == CondSaddr {
+				src = c.Prefixes[0].Addr()
+			} else {
+				dst = c.Prefixes[0].Addr()
+			}
+		case CondNFProto, CondL4Proto, CondDport:
+		default:
+			return false
+		}
+	}
+	return src.IsValid() && src == dst && dockerAddr(t, src)
+}
+
+// dockerAddr reports whether a is in a network Docker masquerades in t or
+// is where one of Docker's chains in t DNATs to.
+func dockerAddr(t *Table, a netip.Addr) bool {
+	for ci := range t.Chains {
+		ch := &t.Chains[ci]
+		docker := ChainTool(ch.Name) == "docker"
+		for ri := range ch.Rules {
+			r := &ch.Rules[ri]
+			if docker && r.Verdict.NAT != nil && r.Verdict.NAT.Addr == a {
+				return true
+			}
+			if ch.Hook == "" || !bridgeRule(r) {
+				continue
+			}
+			for _, c := range r.Conds {
+				if c.Kind != CondSaddr || c.Negate {
+					continue
+				}
+				for _, p := range c.Prefixes {
+					if p.Contains(a) {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
 }
 
 // TableOwner says who owns table t.
@@ -175,7 +258,7 @@ func RuleOwner(t *Table, ch *Chain, r *Rule) Ownership {
 	}
 	co := ChainOwner(t, ch)
 	if co.Owner == OwnedShared {
-		if foreignRule(r) {
+		if foreignRule(t, r) {
 			tool := "docker"
 			if r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto {
 				if x := ChainTool(r.Verdict.Target); x != "" {

@@ -20,6 +20,7 @@ tools=(
 	iptables:iptables
 	iptables-nft-restore:iptables
 	ip6tables-nft-restore:iptables
+	ipset:ipset
 	ip:iproute2
 	nsenter:util-linux
 	ufw:ufw

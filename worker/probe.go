@@ -13,7 +13,6 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
-	"adoption/firewall"
 )
 
 func probeCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer) *cobra.Command {
@@ -44,15 +43,6 @@ func probeCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer
 	return cmd
 }
 
-// ownerText says who owns a table or chain: "predecessor", "foreign
-// (docker)", "mesh", "shared".
-func ownerText(o firewall.Ownership) string {
-	if o.Tool != "" {
-		return string(o.Owner) + " (" + o.Tool + ")"
-	}
-	return string(o.Owner)
-}
-
 func printProbe(w io.Writer, r *activities.ProbeReport) {
 	fmt.Fprintf(w, "node %s, probed %s\n", r.Node, r.At.Format("2006-01-02 15:04:05Z"))
 	fmt.Fprintf(w, "firewall: %s", r.Firewall.Kind)
@@ -64,10 +54,10 @@ func printProbe(w io.Writer, r *activities.ProbeReport) {
 	}
 	fmt.Fprintln(w)
 	for _, t := range r.Firewall.Tables {
-		fmt.Fprintf(w, "  table %s %s: %d chains, %s\n", t.Family, t.Name, len(t.Chains), ownerText(t.Ownership))
+		fmt.Fprintf(w, "  table %s %s: %d chains, %s\n", t.Family, t.Name, len(t.Chains), t.Ownership.Text())
 		for _, c := range t.Chains {
 			if c.Ownership != t.Ownership {
-				fmt.Fprintf(w, "    chain %s: %s\n", c.Name, ownerText(c.Ownership))
+				fmt.Fprintf(w, "    chain %s: %s\n", c.Name, c.Ownership.Text())
 			}
 		}
 	}

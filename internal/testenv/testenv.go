@@ -21,7 +21,7 @@ func UnitOnly() bool { return os.Getenv(UnitOnlyVar) != "" }
 var packages = map[string]string{
 	"nft": "nftables", "iptables": "iptables", "ip6tables": "iptables",
 	"iptables-nft-restore": "iptables", "ip6tables-nft-restore": "iptables",
-	"iptables-save": "iptables", "ip": "iproute2", "ufw": "ufw",
+	"iptables-save": "iptables", "ip6tables-save": "iptables", "ipset": "ipset", "ip": "iproute2", "ufw": "ufw",
 	"chromium": "chromium", "docker-compose": "docker-compose",
 	"systemd-analyze": "systemd", "docker": "docker.io", "dockerd": "docker.io",
 }
