@@ -132,6 +132,13 @@ func printState(w io.Writer, s *workflows.State, width int) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", m.Mark.Comment(), m.Family, m.Table, m.Chain, m.Handle)
 		}
 		tw.Flush()
+		// Where a mark's place could not be decided (a source deny it
+		// cannot be put after, a rule before it that may drop its port).
+		for _, m := range s.Marks {
+			if m.Placement != "" {
+				fmt.Fprintf(w, "  ! %s (%s %s %s): %s\n", m.Mark.Comment(), m.Family, m.Table, m.Chain, m.Placement)
+			}
+		}
 	}
 	if r := s.LastReconcile; r != nil {
 		fmt.Fprintf(w, "LAST RECONCILE: %s, %d present, %d put back %s\n", r.At.Format("15:04:05"), r.Present, len(r.Restored), r.Error)
