@@ -62,7 +62,9 @@ func (n *node) register(ctx workflow.Context) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePreview,
 		func(ctx workflow.Context, in RequestInput) (*firewall.Preview, error) {
-			if in.Plan != nil {
+			// The node's own plan sent again changes nothing: not applied,
+			// so no "plan updated" and no module state rebuilt.
+			if in.Plan != nil && in.Plan.Hash() != n.s.Plan.Hash() {
 				n.applyPlan(ctx, *in.Plan)
 			}
 			// The operator waits for this answer: bounded (history.go).
@@ -270,6 +272,55 @@ func (n *node) validatePreview(in RequestInput) error {
 	for _, r := range n.s.Queue {
 		if r.Kind == SignalFlip {
 			return fmt.Errorf("a flip of node %s is queued: it runs its own preview, with the plan it carries; preview again once it has ended", n.s.Node)
+		}
+	}
+	if in.Plan != nil {
+		return n.previewPlanRefusal(*in.Plan)
+	}
+	return nil
+}
+
+// previewPlanRefusal says why a plan sent with a preview cannot be taken
+// now. Unlike a plan sent with a queued request, it replaces the node's
+// plan the moment the preview is accepted, whatever the main loop is
+// doing: in the middle of a cutover that dropped the cutover's module
+// (migrate then found no module and panicked, on every replay), and ahead
+// of a queued migrate it changes what that migrate runs. So a plan that
+// differs from the node's is taken only while the node is adopted and no
+// queued request would see its module change; the node's own plan, sent
+// again, changes nothing and is always fine.
+func (n *node) previewPlanRefusal(p config.Plan) error {
+	diff := config.Diff(n.s.Plan, p)
+	if diff == nil {
+		return nil
+	}
+	first := fmt.Sprintf("%s is %s in the node's plan, %s in the one sent", diff.Key, diff.A, diff.B)
+	if n.s.Phase != PhaseAdopted {
+		what := ""
+		for _, m := range n.s.Modules {
+			if m.State == ModuleMigrating {
+				what = fmt.Sprintf(" (cutover of %s, step %q)", m.Name, m.Step)
+			}
+		}
+		return fmt.Errorf("node %s is %s%s: the plan sent with this preview differs from the node's (%s) and would replace it at once, under the running step; preview without --config to see what the node's plan would flip, or with it once node %s is adopted again (adopt status %s)",
+			n.s.Node, n.s.Phase, what, first, n.s.Node, n.s.Node)
+	}
+	for _, r := range n.s.Queue {
+		if r.Module == "" {
+			continue
+		}
+		was, had := n.s.Plan.Module(r.Module)
+		now, has := p.Module(r.Module)
+		change := ""
+		switch {
+		case had && !has:
+			change = "drops it"
+		case had && string(config.Plan{Modules: []config.ModulePlan{was}}.Canonical()) != string(config.Plan{Modules: []config.ModulePlan{now}}.Canonical()):
+			change = "defines it otherwise"
+		}
+		if change != "" {
+			return fmt.Errorf("module %s is queued (%s) and the plan sent with this preview %s: the queued cutover would run with a definition its request did not carry; preview with this plan once the request is served (adopt status %s), or send the plan with the request itself",
+				r.Module, describe(r.Kind, r.Module), change, n.s.Node)
 		}
 	}
 	return nil
