@@ -26,6 +26,14 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 		n.event(ctx, "skipped "+module+": no longer in the plan")
 		return
 	}
+	// A module is migrated once: a second cutover fails its preflight
+	// (already migrated, not retryable) and would leave it failed for good.
+	// Only a migrate queued twice (before validate saw new modules queued)
+	// gets here; runs recorded before it cut over again, and replay so.
+	if m.State == ModuleMigrated && workflow.GetVersion(ctx, changeNewModuleChecks, workflow.DefaultVersion, 1) >= 1 {
+		n.event(ctx, "skipped migrate "+module+": it is already migrated (requested twice)")
+		return
+	}
 	m.State, m.LastError = ModuleMigrating, ""
 	m.Attempts++
 	n.setPhase(ctx, PhaseMigrating)

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -136,7 +137,12 @@ func (n *node) drainSignals(ctx workflow.Context) {
 }
 
 func (n *node) onSignal(ctx workflow.Context, kind string, in RequestInput) {
-	if err := n.validate(kind, in); err != nil {
+	err := n.validate(kind, in)
+	var since refusedSince
+	if errors.As(err, &since) && workflow.GetVersion(ctx, since.change, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		err = nil // a run from before the check queued it: so does its replay
+	}
+	if err != nil {
 		n.event(ctx, "refused "+describe(kind, in.Module)+": "+err.Error())
 		workflow.GetLogger(ctx).Warn("request refused", "kind", kind, "module", in.Module, "reason", err.Error())
 		n.publish(ctx)
@@ -144,6 +150,24 @@ func (n *node) onSignal(ctx workflow.Context, kind string, in RequestInput) {
 	}
 	n.enqueue(ctx, kind, in)
 }
+
+// changeNewModuleChecks marks runs that refuse a second migrate of a module
+// new in the plan sent (validate) and skip a migrate of a module already
+// migrated (migrate). Asked only when one of them would act, so other
+// histories carry no marker.
+const changeNewModuleChecks = "new-module-checks"
+
+// refusedSince is a refusal validate makes since change: a signal runs
+// recorded before it queued is queued again when they replay (validate runs
+// in workflow code on the signal path; an Update's validator does not run
+// on replay and refuses at once).
+type refusedSince struct {
+	change string
+	err    error
+}
+
+func (r refusedSince) Error() string { return r.err.Error() }
+func (r refusedSince) Unwrap() error { return r.err }
 
 func (n *node) enqueue(ctx workflow.Context, kind string, in RequestInput) {
 	module := in.Module
@@ -202,7 +226,17 @@ func (n *node) validate(kind string, in RequestInput) error {
 		}
 		m := n.s.module(module)
 		if m == nil && in.Plan != nil {
-			return nil // a module new in the plan sent: it is added when the request is served
+			// A module new in the plan sent has no state until the request
+			// is served (applyPlan adds it), so the checks below cannot see
+			// it queued: the queue is asked instead. Queued twice, the
+			// second cutover found it migrated and failed it for good.
+			if queued(SignalMigrate, module) || queued(SignalRetry, module) {
+				return refusedSince{changeNewModuleChecks, fmt.Errorf("module %s is already queued (it is new in the plan a queued request carries): adopt status %s shows the queue", module, n.s.Node)}
+			}
+			if n.s.Phase == PhaseFlipping {
+				return refusedSince{changeNewModuleChecks, fmt.Errorf("node %s is flipping: no module can migrate now", n.s.Node)}
+			}
+			return nil
 		}
 		if m == nil {
 			return unknownModule(module, n.s.Node, n.moduleNames())
