@@ -157,14 +157,7 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 			tw := tabwriter.NewWriter(x.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tROLE\tPHASE\tMODULES MIGRATED")
 			for _, n := range st.Nodes {
-				phase := string(n.Phase)
-				switch {
-				case !n.Started:
-					phase = "waiting"
-				case n.Ended != "":
-					phase = n.Ended
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\n", n.Node, n.Role, phase, n.Migrated, n.Modules)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\n", n.Node, n.Role, n.Shown(), n.Migrated, n.Modules)
 			}
 			return tw.Flush()
 		},

@@ -8,7 +8,9 @@
 //     plan refused, or a workflow for it already running outside the
 //     fleet): the fleet holds, status says why, and the operator either
 //     retries that node (`adopt fleet retry NODE`: its plan read again, its
-//     workflow started again) or goes on without it (`adopt fleet next`).
+//     workflow started again) or goes on without it (`adopt fleet next`:
+//     the node is passed over, holds no more, and the fleet can end
+//     without it; a retry can still start it later).
 //
 // A child's end is seen through its future in the run that started it, and
 // through its last progress signal in later runs (a futures does not cross
@@ -19,6 +21,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -59,6 +62,7 @@ func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryFleet, func() (FleetState, error) { return *f.st, nil }); err != nil {
 		return nil, err
 	}
+	f.passOver = workflow.GetVersion(ctx, changeFleetPassOver, workflow.DefaultVersion, 1) >= 1
 	workflow.Go(ctx, f.signals)
 	return f.run(ctx)
 }
@@ -73,6 +77,9 @@ type fleet struct {
 	// gen counts the starts of each node in this run, so that the end of
 	// a run replaced by a retry is not taken for the new one's.
 	gen map[string]int
+	// passOver: `adopt fleet next` passes over the nodes that hold the
+	// fleet (changeFleetPassOver).
+	passOver bool
 }
 
 func (f *fleet) index(node string) int {
@@ -132,12 +139,42 @@ func (f *fleet) drain(ctx workflow.Context) {
 		f.progress(ctx, p)
 	}
 	for ch := workflow.GetSignalChannel(ctx, SignalFleetNext); ch.ReceiveAsync(nil); {
-		f.st.Grants++
-		f.note(ctx, "operator: start the next node now")
+		f.goOn(ctx)
 	}
 	var r FleetRetry
 	for ch := workflow.GetSignalChannel(ctx, SignalFleetRetry); ch.ReceiveAsync(&r); r = (FleetRetry{}) {
 		f.askRetry(ctx, r.Node)
+	}
+}
+
+// goOn serves `adopt fleet next`: go on without the nodes that hold the
+// fleet (they are passed over, so status stops naming them and the fleet
+// can end without them) and start the next node now. A grant that could
+// never be spent (every node started, or one grant already waits for each
+// node left) is dropped and said: it would only pile up.
+func (f *fleet) goOn(ctx workflow.Context) {
+	var passed []string
+	if f.passOver {
+		for i := range f.st.Nodes {
+			if n := &f.st.Nodes[i]; n.holds() {
+				n.PassedOver = true
+				passed = append(passed, n.Node)
+			}
+		}
+	}
+	without := ""
+	if len(passed) > 0 {
+		without = "go on without " + strings.Join(passed, ", ") + "; "
+	}
+	switch left := len(f.st.Nodes) - f.st.Next; {
+	case f.st.Grants < left:
+		f.st.Grants++
+		f.note(ctx, "operator: "+without+"start the next node now")
+	case len(passed) > 0:
+		f.note(ctx, "operator: "+without+"no node is left to start")
+	default:
+		workflow.GetLogger(ctx).Warn("fleet next dropped: no node left to start", "started", f.st.Next, "nodes", len(f.st.Nodes), "grants", f.st.Grants)
+		f.note(ctx, fmt.Sprintf("operator: next dropped: no node is left to start (%d of %d started, %d start(s) already granted) and none holds the fleet", f.st.Next, len(f.st.Nodes), f.st.Grants))
 	}
 }
 
@@ -217,7 +254,7 @@ func (f *fleet) finished() bool {
 		return false
 	}
 	for _, n := range f.st.Nodes {
-		if n.Ended == "" || n.blocked() {
+		if n.Ended == "" || n.holds() {
 			return false
 		}
 	}
@@ -275,7 +312,7 @@ func (f *fleet) run(ctx workflow.Context) (*FleetState, error) {
 func (f *fleet) updateHeld() {
 	f.st.Held = ""
 	for _, n := range f.st.Nodes {
-		if n.blocked() {
+		if n.holds() {
 			f.st.Held = fmt.Sprintf("node %s %s: fix it, then `adopt fleet retry %s`, or go on without it: `adopt fleet next`", n.Node, n.Ended, n.Node)
 			return
 		}
@@ -287,6 +324,7 @@ func (f *fleet) updateHeld() {
 func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 	m := f.st.Nodes[i]
 	n := &f.st.Nodes[i]
+	n.PassedOver = false // started again, its end counts again
 	plan, ok := f.plans[m.Node]
 	if !ok {
 		f.note(ctx, fmt.Sprintf("reading node %s's plan from its agent (waits for adopt-worker run on %s)", m.Node, m.Node))
