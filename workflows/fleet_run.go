@@ -80,7 +80,20 @@ type fleet struct {
 	// passOver: `adopt fleet next` passes over the nodes that hold the
 	// fleet (changeFleetPassOver).
 	passOver bool
+	// reading is what Held says while a node's plan is read from its
+	// agent (the main loop waits for it), or "".
+	reading string
 }
+
+// planReadTimeout bounds the read of a node's plan from its agent, retries
+// included. It is short work (the agent reads its own file), so no answer
+// means no agent; and the main loop waits for it, so `adopt fleet next` and
+// `adopt fleet retry` wait as long: unbounded, a node whose agent was down
+// held the whole fleet, with nothing saying so. A node whose agent did not
+// answer is marked not started, which holds the fleet with the reason, and
+// `adopt fleet retry NODE` reads again. The bound is an activity option,
+// not a timer: it adds no command, so recorded histories replay unchanged.
+const planReadTimeout = 2 * time.Minute
 
 func (f *fleet) index(node string) int {
 	for i := range f.st.Nodes {
@@ -317,6 +330,7 @@ func (f *fleet) updateHeld() {
 			return
 		}
 	}
+	f.st.Held = f.reading
 }
 
 // start reads node i's plan from its agent and starts its workflow as a
@@ -327,16 +341,22 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 	n.PassedOver = false // started again, its end counts again
 	plan, ok := f.plans[m.Node]
 	if !ok {
-		f.note(ctx, fmt.Sprintf("reading node %s's plan from its agent (waits for adopt-worker run on %s)", m.Node, m.Node))
+		until := workflow.Now(ctx).Add(planReadTimeout).UTC().Format("15:04:05")
+		f.reading = fmt.Sprintf("reading node %s's plan from its agent: if adopt-worker is not running on %s, the node is marked not started at %s (then `adopt fleet retry %s`)", m.Node, m.Node, until, m.Node)
+		f.note(ctx, fmt.Sprintf("reading node %s's plan from its agent (up to %s: adopt-worker must run on %s)", m.Node, planReadTimeout, m.Node))
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue:           NodeQueue(m.Node),
-			StartToCloseTimeout: time.Minute,
-			Summary:             "read node " + m.Node + "'s plan",
-			RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, NonRetryableErrorTypes: []string{activities.ErrWrongNode, activities.ErrBadPlan}},
+			TaskQueue:              NodeQueue(m.Node),
+			StartToCloseTimeout:    time.Minute,
+			ScheduleToCloseTimeout: planReadTimeout,
+			Summary:                "read node " + m.Node + "'s plan",
+			RetryPolicy:            &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, NonRetryableErrorTypes: []string{activities.ErrWrongNode, activities.ErrBadPlan}},
 		})
 		var p config.Plan
-		if err := workflow.ExecuteActivity(actx, a.Plan, activities.PlanInput{Node: m.Node}).Get(ctx, &p); err != nil {
-			n.Started, n.Ended = true, "not started: "+errorMessage(err)
+		err := workflow.ExecuteActivity(actx, a.Plan, activities.PlanInput{Node: m.Node}).Get(ctx, &p)
+		f.reading = ""
+		f.show(ctx)
+		if err != nil {
+			n.Started, n.Ended = true, "not started: "+planReadError(m.Node, err)
 			f.note(ctx, "node "+m.Node+" "+n.Ended)
 			return
 		}
@@ -403,6 +423,21 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 		}
 		f.show(ctx)
 	})
+}
+
+// planReadError says why a node's plan could not be read: its agent's own
+// refusal, or no answer within planReadTimeout (with the last attempt's
+// error, if one came back).
+func planReadError(node string, err error) string {
+	var te *temporal.TimeoutError
+	if !errors.As(err, &te) {
+		return errorMessage(err)
+	}
+	why := fmt.Sprintf("its agent did not answer within %s (is adopt-worker running on %s?)", planReadTimeout, node)
+	if last := errors.Unwrap(te); last != nil {
+		why += "; its last attempt: " + errorMessage(last)
+	}
+	return why
 }
 
 // childEnd names how a child workflow ended without a result.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -70,18 +72,28 @@ func newFleetEnv(t *testing.T, fail map[string]bool, planCalls *[]string) *tests
 // newSlowFleetEnv is newFleetEnv whose children in slow take that long to
 // converge.
 func newSlowFleetEnv(t *testing.T, fail map[string]bool, slow map[string]time.Duration, planCalls *[]string) *testsuite.TestWorkflowEnvironment {
+	return fleetEnv(fail, slow, func(_ context.Context, in activities.PlanInput) (*config.Plan, error) {
+		*planCalls = append(*planCalls, in.Node)
+		return memberPlan(in.Node), nil
+	})
+}
+
+// memberPlan is the plan every agent of fleetMembers answers with.
+func memberPlan(node string) *config.Plan {
+	role := "member"
+	if node == "c1" {
+		role = "control"
+	}
+	return &config.Plan{Node: node, Role: role, Modules: []config.ModulePlan{{Name: "web"}}}
+}
+
+// fleetEnv: each node's agent answers the Plan activity with plan.
+func fleetEnv(fail map[string]bool, slow map[string]time.Duration, plan func(context.Context, activities.PlanInput) (*config.Plan, error)) *testsuite.TestWorkflowEnvironment {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
 	env.RegisterActivity(&activities.Activities{})
 	env.RegisterWorkflowWithOptions(NodeMigration, workflow.RegisterOptions{Name: NodeWorkflow})
-	env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.PlanInput) (*config.Plan, error) {
-		*planCalls = append(*planCalls, in.Node)
-		role := "member"
-		if in.Node == "c1" {
-			role = "control"
-		}
-		return &config.Plan{Node: in.Node, Role: role, Modules: []config.ModulePlan{{Name: "web"}}}, nil
-	})
+	env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(plan)
 	env.OnWorkflow(NodeWorkflow, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, in Input) (*State, error) {
 		if fail[in.Plan.Node] {
 			delete(fail, in.Plan.Node)
@@ -303,5 +315,52 @@ func TestFleetContinuesAsNewWithoutPlans(t *testing.T) {
 	}
 	if len(next.Nodes) != 0 || len(next.Members) != 2 || next.Resume == nil || next.Resume.Runs != 1 {
 		t.Fatalf("carried input: %+v", next)
+	}
+}
+
+// A node whose agent does not answer: the read of its plan is bounded (it
+// had no bound, and the fleet's main loop, with `fleet next` and `fleet
+// retry`, waited on it for as long as the agent was down); once it times
+// out the node is not started, status says why and what to do, and `fleet
+// retry` reads it again once the agent is back.
+func TestFleetPlanReadBounded(t *testing.T) {
+	var plans []string
+	down := map[string]bool{"m1": true}
+	env := fleetEnv(nil, nil, func(ctx context.Context, in activities.PlanInput) (*config.Plan, error) {
+		plans = append(plans, in.Node)
+		if down[in.Node] {
+			delete(down, in.Node)
+			// What the server answers once the bound has passed with no
+			// agent polling the node's queue; unbounded, it never answers.
+			if b := activity.GetInfo(ctx).ScheduleToCloseTimeout; b <= 0 || b > 5*time.Minute {
+				t.Errorf("the read of %s's plan is bounded by %s: with its agent down the fleet waits that long", in.Node, b)
+			}
+			return nil, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE, nil)
+		}
+		return memberPlan(in.Node), nil
+	})
+	var held FleetState
+	env.RegisterDelayedCallback(func() {
+		held = queryFleet(t, env)
+		env.SignalWorkflow(SignalFleetRetry, FleetRetry{Node: "m1"})
+	}, time.Minute)
+	env.ExecuteWorkflow(Fleet, FleetInput{Name: "prod", Members: fleetMembers()})
+	st := fleetResult(t, env)
+
+	for _, want := range []string{"node m1 not started: its agent did not answer within 2m0s (is adopt-worker running on m1?)", "adopt fleet retry m1"} {
+		if !strings.Contains(held.Held, want) {
+			t.Errorf("held = %q, want %q", held.Held, want)
+		}
+	}
+	if held.Nodes[2].Started {
+		t.Errorf("m2 started while m1 was not: %+v", held.Nodes)
+	}
+	if got := strings.Join(plans, ","); got != "c1,m1,m1,m2" {
+		t.Errorf("plans read for %s, want c1,m1,m1,m2", got)
+	}
+	for _, n := range st.Nodes {
+		if n.Ended != string(PhaseConverged) {
+			t.Errorf("node %s ended %q, want converged", n.Node, n.Ended)
+		}
 	}
 }
