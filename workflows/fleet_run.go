@@ -13,9 +13,10 @@
 //     without it; a retry can still start it later).
 //
 // A child's end is seen through its future in the run that started it, and
-// through its last progress signal in later runs (a futures does not cross
-// continue-as-new): a node terminated after the fleet continued as new
-// shows its last phase until `adopt fleet retry NODE` restarts it.
+// through its last progress signal in later runs (a future does not cross
+// continue-as-new); a node that ends without one (terminated) is found by
+// asking it, once the fleet has waited on it a while (fleet_ask.go), and
+// `adopt fleet retry NODE` restarts it.
 package workflows
 
 import (
@@ -43,7 +44,7 @@ func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 	if err := ValidateFleet(in); err != nil {
 		return nil, err
 	}
-	f := &fleet{in: in, members: in.members(), plans: map[string]config.Plan{}, retry: map[string]bool{}, gen: map[string]int{}}
+	f := &fleet{in: in, members: in.members(), plans: map[string]config.Plan{}, retry: map[string]bool{}, gen: map[string]int{}, heard: map[string]time.Time{}}
 	for _, p := range in.Nodes {
 		f.plans[p.Node] = p
 	}
@@ -63,6 +64,7 @@ func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 		return nil, err
 	}
 	f.passOver = workflow.GetVersion(ctx, changeFleetPassOver, workflow.DefaultVersion, 1) >= 1
+	f.ask = workflow.GetVersion(ctx, changeFleetAsk, workflow.DefaultVersion, 1) >= 1
 	workflow.Go(ctx, f.signals)
 	return f.run(ctx)
 }
@@ -83,6 +85,11 @@ type fleet struct {
 	// reading is what Held says while a node's plan is read from its
 	// agent (the main loop waits for it), or "".
 	reading string
+	// ask: quiet nodes from an earlier run are asked whether their
+	// workflow still runs (fleet_ask.go, changeFleetAsk); heard is when
+	// each last sent progress, or answered, in this run.
+	ask   bool
+	heard map[string]time.Time
 }
 
 // planReadTimeout bounds the read of a node's plan from its agent, retries
@@ -208,6 +215,7 @@ func (f *fleet) progress(ctx workflow.Context, p NodeProgress) {
 	n := &f.st.Nodes[i]
 	n.NodeProgress = p
 	n.Done = nodeDone(p)
+	f.heard[p.Node] = workflow.Now(ctx)
 	if p.Phase == PhaseConverged || p.Phase == PhaseReleased {
 		n.Ended = string(p.Phase)
 	}
@@ -284,12 +292,19 @@ func (f *fleet) run(ctx workflow.Context) (*FleetState, error) {
 		return info.GetCurrentHistoryLength() >= limit || info.GetContinueAsNewSuggested()
 	}
 	f.show(ctx)
+	wait := askFirst // until nodes it cannot see are asked (fleet_ask.go)
 	for {
-		if err := workflow.Await(ctx, func() bool {
+		asked, err := f.awaitOrAsk(ctx, wait, func() bool {
 			return f.canStartNext() || len(f.retries) > 0 || canDue() || f.finished()
-		}); err != nil {
+		})
+		if err != nil {
 			return f.st, err
 		}
+		if asked {
+			wait = min(2*wait, askMax)
+			continue
+		}
+		wait = askFirst
 		if canDue() {
 			return f.continueAsNew(ctx)
 		}

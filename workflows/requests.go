@@ -96,6 +96,13 @@ func (n *node) register(ctx workflow.Context) error {
 	if err := n.registerRehearse(ctx); err != nil {
 		return err
 	}
+	// The fleet's no-op ask (fleet_ask.go): only its delivery matters to
+	// the fleet; taken here so that it is not reported as unhandled.
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for ask := workflow.GetSignalChannel(ctx, SignalFleetAsk); ; {
+			ask.Receive(ctx, nil)
+		}
+	})
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		if n.bounded { // set by NodeMigration before this coroutine first runs
 			n.takeSignals(ctx) // history.go: no request lost at continue-as-new
