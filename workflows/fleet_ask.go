@@ -25,10 +25,10 @@
 // started, the nodes not yet ended; only those from an earlier run (this
 // run's are seen through their futures), not heard from since the last
 // round, at most askBatch a round. Rounds come only while the main loop
-// waits, the first after askFirst, each one twice as late as the one
-// before, up to askMax; anything that moves the fleet starts over. A node
-// that is asked gets one signal event (and one workflow task), which it
-// drops. Fleets run before it do not ask (changeFleetAsk).
+// waits, the first after askFirst, each one that asked someone putting the
+// next twice as far, up to askMax; anything that moves the fleet starts
+// over. A node that is asked gets one signal event (and one workflow
+// task), which it drops. Fleets run before it do not ask (changeFleetAsk).
 package workflows
 
 import (
@@ -86,29 +86,36 @@ func (f *fleet) toAsk(now time.Time, quiet time.Duration) []int {
 }
 
 // awaitOrAsk waits for ready like workflow.Await, but when there are nodes
-// to ask it waits at most wait (one timer, cancelled if ready comes first)
-// and then asks them; it says whether it asked.
-func (f *fleet) awaitOrAsk(ctx workflow.Context, wait time.Duration, ready func() bool) (bool, error) {
+// to ask it waits at most f.askWait (one timer, cancelled if ready comes
+// first) and then asks them; it says whether it held a round instead of
+// seeing ready. A round that asked someone puts the next one twice as far;
+// ready puts it back to askFirst.
+func (f *fleet) awaitOrAsk(ctx workflow.Context, ready func() bool) (bool, error) {
 	if !f.ask || ready() || len(f.toAsk(workflow.Now(ctx), 0)) == 0 {
+		f.askWait = askFirst
 		return false, workflow.Await(ctx, ready)
 	}
 	tctx, cancel := workflow.WithCancel(ctx)
-	timer := workflow.NewTimer(tctx, wait)
+	timer := workflow.NewTimer(tctx, f.askWait)
 	if err := workflow.Await(ctx, func() bool { return timer.IsReady() || ready() }); err != nil {
 		cancel()
 		return false, err
 	}
 	if !timer.IsReady() {
 		cancel()
+		f.askWait = askFirst
 		return false, nil
 	}
-	f.askRound(ctx, wait)
+	if f.askRound(ctx, f.askWait) > 0 {
+		f.askWait = min(2*f.askWait, askMax)
+	}
 	return true, nil
 }
 
-// askRound signals every node to ask at once and marks those whose
-// workflow has closed.
-func (f *fleet) askRound(ctx workflow.Context, quiet time.Duration) {
+// askRound signals every node to ask at once, marks those whose workflow
+// has closed, and says how many it asked (none: each was heard from within
+// quiet).
+func (f *fleet) askRound(ctx workflow.Context, quiet time.Duration) int {
 	now := workflow.Now(ctx)
 	asked := f.toAsk(now, quiet)
 	futs := make([]workflow.Future, len(asked))
@@ -135,4 +142,5 @@ func (f *fleet) askRound(ctx workflow.Context, quiet time.Duration) {
 		}
 	}
 	f.show(ctx)
+	return len(asked)
 }

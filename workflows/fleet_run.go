@@ -44,7 +44,7 @@ func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 	if err := ValidateFleet(in); err != nil {
 		return nil, err
 	}
-	f := &fleet{in: in, members: in.members(), plans: map[string]config.Plan{}, retry: map[string]bool{}, gen: map[string]int{}, heard: map[string]time.Time{}}
+	f := &fleet{in: in, members: in.members(), plans: map[string]config.Plan{}, retry: map[string]bool{}, gen: map[string]int{}, heard: map[string]time.Time{}, askWait: askFirst}
 	for _, p := range in.Nodes {
 		f.plans[p.Node] = p
 	}
@@ -87,9 +87,11 @@ type fleet struct {
 	reading string
 	// ask: quiet nodes from an earlier run are asked whether their
 	// workflow still runs (fleet_ask.go, changeFleetAsk); heard is when
-	// each last sent progress, or answered, in this run.
-	ask   bool
-	heard map[string]time.Time
+	// each last sent progress, or answered, in this run; askWait is how
+	// long the main loop waits before the next round.
+	ask     bool
+	heard   map[string]time.Time
+	askWait time.Duration
 }
 
 // planReadTimeout bounds the read of a node's plan from its agent, retries
@@ -292,19 +294,17 @@ func (f *fleet) run(ctx workflow.Context) (*FleetState, error) {
 		return info.GetCurrentHistoryLength() >= limit || info.GetContinueAsNewSuggested()
 	}
 	f.show(ctx)
-	wait := askFirst // until nodes it cannot see are asked (fleet_ask.go)
 	for {
-		asked, err := f.awaitOrAsk(ctx, wait, func() bool {
+		// Waits, and asks the nodes it cannot see end (fleet_ask.go).
+		round, err := f.awaitOrAsk(ctx, func() bool {
 			return f.canStartNext() || len(f.retries) > 0 || canDue() || f.finished()
 		})
 		if err != nil {
 			return f.st, err
 		}
-		if asked {
-			wait = min(2*wait, askMax)
+		if round {
 			continue
 		}
-		wait = askFirst
 		if canDue() {
 			return f.continueAsNew(ctx)
 		}

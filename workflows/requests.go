@@ -164,10 +164,10 @@ func (n *node) onSignal(ctx workflow.Context, kind string, in RequestInput) {
 // histories carry no marker.
 const changeNewModuleChecks = "new-module-checks"
 
-// refusedSince is a refusal validate makes since change: a signal runs
-// recorded before it queued is queued again when they replay (validate runs
-// in workflow code on the signal path; an Update's validator does not run
-// on replay and refuses at once).
+// refusedSince is a refusal that validate makes only since change. On the
+// signal path validate is workflow code, run again on replay: a run from
+// before the change queued such a signal, and its replay must queue it
+// again. An Update's validator does not run on replay: it refuses at once.
 type refusedSince struct {
 	change string
 	err    error
