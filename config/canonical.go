@@ -18,6 +18,12 @@ import (
 // sets (ports, control daemons, modules, files) are sorted, empty and absent
 // lists are the same, and the JSON field order is the struct's. Two plans
 // with the same canonical form act identically on a node.
+//
+// Workflow code compares plans with it (the same bytes on every replay:
+// encoding/json writes a struct's fields in order and sorts map keys);
+// workflowcheck sees only that json.Marshal uses reflection.
+//
+//workflowcheck:ignore
 func (p Plan) Canonical() []byte {
 	b, err := json.Marshal(p.normalized())
 	if err != nil {
@@ -115,7 +121,11 @@ type Difference struct {
 // Diff names the first difference between two plans (in a stable order of
 // keys), or nil when their canonical forms are equal. Lists of named things
 // are keyed by the name (modules[mail].ports[25/tcp]), so the difference
-// reads like the configuration file.
+// reads like the configuration file. Its map walks only fill a set, read
+// back sorted, so workflow code may call it (a preview's refusal names the
+// first difference).
+//
+//workflowcheck:ignore
 func Diff(a, b Plan) *Difference {
 	if a.Hash() == b.Hash() {
 		return nil
@@ -145,7 +155,11 @@ func Diff(a, b Plan) *Difference {
 	return &Difference{Key: "(canonical form)", A: a.Hash(), B: b.Hash()}
 }
 
-// flatten maps every leaf of the plan's canonical JSON to its value.
+// flatten maps every leaf of the plan's canonical JSON to its value. It
+// walks maps, but only to fill one, so their order never shows and
+// workflow code may call it (through Diff).
+//
+//workflowcheck:ignore
 func flatten(p Plan) map[string]string {
 	var v any
 	if err := json.Unmarshal(p.Canonical(), &v); err != nil {

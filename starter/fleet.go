@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -106,7 +107,7 @@ would only start a later node early).
 			if err != nil {
 				return err
 			}
-			node, why := st.NextGrant()
+			node, passOver, why := st.NextGrant()
 			if why != "" {
 				return refused(fmt.Errorf("fleet %s: next refused, nothing was sent: %s. `adopt fleet status --fleet %s` shows every node", f.Name, why, fleetPath), nil)
 			}
@@ -114,9 +115,14 @@ would only start a later node early).
 				return err
 			}
 			if x.asJSON {
-				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": workflows.SignalFleetNext, "node": node})
+				return writeJSON(x.stdout, map[string]any{"fleet": f.Name, "signalled": workflows.SignalFleetNext, "node": node, "passed_over": passOver})
 			}
-			fmt.Fprintf(x.stdout, "fleet %s: node %s may start now, without waiting for the node before it (see adopt fleet status)\n", f.Name, node)
+			if len(passOver) > 0 {
+				fmt.Fprintf(x.stdout, "fleet %s: goes on without %s (a retry can still start them)\n", f.Name, strings.Join(passOver, ", "))
+			}
+			if node != "" {
+				fmt.Fprintf(x.stdout, "fleet %s: node %s may start now, without waiting for the node before it (see adopt fleet status)\n", f.Name, node)
+			}
 			return nil
 		},
 	}
@@ -184,14 +190,7 @@ nothing is sent.
 			tw := tabwriter.NewWriter(x.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tROLE\tPHASE\tMODULES MIGRATED")
 			for _, n := range st.Nodes {
-				phase := string(n.Phase)
-				switch {
-				case !n.Started:
-					phase = "waiting"
-				case n.Ended != "":
-					phase = n.Ended
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\n", n.Node, n.Role, phase, n.Migrated, n.Modules)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\n", n.Node, n.Role, n.Shown(), n.Migrated, n.Modules)
 			}
 			return tw.Flush()
 		},

@@ -6,6 +6,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -85,7 +86,7 @@ func TestFleetNextRefusedWhenItWouldStartNothing(t *testing.T) {
 		st   workflows.FleetState
 		want string
 	}{
-		{"every node started", fleetOf(3, 0, fnode("n1", true, "", true), fnode("n2", true, "failed: boom", false), fnode("n3", true, "", false)),
+		{"every node started", fleetOf(3, 0, fnode("n1", true, "", true), fnode("n2", true, "", false), fnode("n3", true, "", false)),
 			"every node has started (the last: n3)"},
 		{"the next node starts by itself", fleetOf(2, 0, fnode("n1", true, "", true), fnode("n2", true, "", true), fnode("n3", false, "", false)),
 			"node n3 starts by itself: node n2 before it is done"},
@@ -103,9 +104,23 @@ func TestFleetNextRefusedWhenItWouldStartNothing(t *testing.T) {
 	// Held on a failed node: next goes on without it, and names the node.
 	f := fleetFake(fleetOf(2, 0, fnode("n1", true, "", true), fnode("n2", true, "failed: boom", false), fnode("n3", false, "", false)))
 	code, out, errs := runCLI(t, f, "fleet", "next", "--fleet", path, "--json")
-	var res map[string]string
-	if code != exitOK || len(f.signals) != 1 || f.signals[0].name != workflows.SignalFleetNext || json.Unmarshal([]byte(out), &res) != nil || res["node"] != "n3" {
-		t.Fatalf("next past a failed node: exit %d, signals %+v, output %q, want 0, one signal, node n3\n%s", code, f.signals, out, errs)
+	var res struct {
+		Node       string   `json:"node"`
+		PassedOver []string `json:"passed_over"`
+	}
+	if code != exitOK || len(f.signals) != 1 || f.signals[0].name != workflows.SignalFleetNext || json.Unmarshal([]byte(out), &res) != nil || res.Node != "n3" || len(res.PassedOver) != 1 || res.PassedOver[0] != "n2" {
+		t.Fatalf("next past a failed node: exit %d, signals %+v, output %q, want 0, one signal, node n3, n2 passed over\n%s", code, f.signals, out, errs)
+	}
+	// Every node started, the last one failed: next lets the fleet end
+	// without it (the fleet passes it over), starting none.
+	f = fleetFake(fleetOf(3, 0, fnode("n1", true, "", true), fnode("n2", true, "", true), fnode("n3", true, "failed: boom", false)))
+	code, out, errs = runCLI(t, f, "fleet", "next", "--fleet", path)
+	if code != exitOK || len(f.signals) != 1 {
+		t.Fatalf("next past the last, failed node: exit %d, %d signal(s), want 0 and one\n%s%s", code, len(f.signals), out, errs)
+	}
+	mustContain(t, "next past the last, failed node", out, "goes on without n3")
+	if strings.Contains(out, "may start now") {
+		t.Errorf("next past the last node says a node starts:\n%s", out)
 	}
 }
 

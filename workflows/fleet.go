@@ -30,6 +30,13 @@ const (
 // node, continue-as-new); older ones replay in fleetLegacy.
 const changeFleetMembers = "fleet-members"
 
+// changeFleetPassOver marks fleet runs in which `adopt fleet next` passes
+// over the nodes that hold the fleet (FleetNode.PassedOver), so that the
+// fleet can end without them. Runs before it kept such a node holding and
+// never ended: a run that now ends earlier would not replay, so it is
+// decided once a run, at its start.
+const changeFleetPassOver = "fleet-pass-over"
+
 // fleetHistoryLimit is the history length at which a fleet continues as
 // new (well below the server's 50k-event warning: a fleet of a thousand
 // nodes takes about twenty events per node).
@@ -97,13 +104,34 @@ type FleetNode struct {
 	// released, failed: ..., terminated, canceled, timed out, or not
 	// started: ... (its plan or its start refused).
 	Ended string `json:"ended,omitempty"`
+	// PassedOver is set when the operator went on without the node
+	// (`adopt fleet next`) while its end held the fleet: it holds no more,
+	// and counts as ended, until `adopt fleet retry NODE` starts it again.
+	PassedOver bool `json:"passed_over,omitempty"`
 }
 
-// blocked says whether a node's end holds the fleet: a failed, terminated
-// or unstartable node does, until `adopt fleet retry NODE` or `adopt fleet
-// next`; a released node does not (the operator chose to let it go).
+// blocked says whether a node ended badly: failed, terminated or not
+// started; a converged or released node did not (releasing it is the
+// operator's choice). Such a node can be retried.
 func (n FleetNode) blocked() bool {
 	return n.Ended != "" && n.Ended != string(PhaseConverged) && n.Ended != string(PhaseReleased)
+}
+
+// holds says whether a node's end holds the fleet: it ended badly and the
+// operator has neither retried it nor gone on without it.
+func (n FleetNode) holds() bool { return n.blocked() && !n.PassedOver }
+
+// Shown is the node's phase as status shows it.
+func (n FleetNode) Shown() string {
+	switch {
+	case !n.Started:
+		return "waiting"
+	case n.Ended != "" && n.PassedOver:
+		return n.Ended + " (passed over)"
+	case n.Ended != "":
+		return n.Ended
+	}
+	return string(n.Phase)
 }
 
 // FleetState is what the fleet query returns.
@@ -183,14 +211,7 @@ func fleetDetails(st *FleetState) string {
 		b.WriteString("> **Held:** " + st.Held + "\n\n")
 	}
 	for _, n := range st.Nodes {
-		phase := string(n.Phase)
-		switch {
-		case !n.Started:
-			phase = "waiting"
-		case n.Ended != "":
-			phase = n.Ended
-		}
-		b.WriteString(fmt.Sprintf("- %s (%s): %s, modules %d/%d\n", n.Node, n.Role, phase, n.Migrated, n.Modules))
+		b.WriteString(fmt.Sprintf("- %s (%s): %s, modules %d/%d\n", n.Node, n.Role, n.Shown(), n.Migrated, n.Modules))
 	}
 	return b.String()
 }

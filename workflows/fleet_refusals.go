@@ -29,36 +29,49 @@ func (st *FleetState) RetryRefusal(node string) string {
 	return ""
 }
 
-// NextGrant is the node that `adopt fleet next` would let start in state
-// st, or why it would let none. The fleet counts each such signal as a
-// grant (Grants) and spends one per node it starts before the previous
-// node lets it (canStartNext, prevOK). A grant with no node left to spend
-// it on changes nothing; one given while the next node starts by itself is
-// not spent on that node and carries on, to start a later node early that
-// the operator never named. Both are refused here. Grants not yet spent
-// (the fleet is busy starting a node) each go to the next node in turn, so
-// a further one is for the node after them.
-func (st *FleetState) NextGrant() (node, refusal string) {
+// NextGrant is what `adopt fleet next` would do in state st: the nodes
+// that hold the fleet, which it passes over (the fleet goes on without
+// them, goOn in fleet_run.go), and the node it lets start now; or why it
+// would change nothing. The fleet counts each such signal as a grant
+// (Grants) and spends one per node it starts before the previous node
+// lets it (canStartNext, prevOK); it drops one with no node left to start
+// and none to pass over. A grant given while the next node starts by
+// itself is not spent on that node and carries on, to start a later node
+// early that the operator never named: with nothing to pass over, that is
+// refused here too. Grants not yet spent each go to the next node in turn,
+// so a further one is for the node after them.
+func (st *FleetState) NextGrant() (node string, passOver []string, refusal string) {
 	if len(st.Nodes) == 0 {
-		return "", "the fleet has no nodes"
+		return "", nil, "the fleet has no nodes"
+	}
+	for _, n := range st.Nodes {
+		if n.holds() {
+			passOver = append(passOver, n.Node)
+		}
 	}
 	i := st.Next + st.Grants
+	byItself := ""
 	switch {
 	case i >= len(st.Nodes) && st.Grants == 0:
-		return "", fmt.Sprintf("every node has started (the last: %s); there is no next node", st.Nodes[len(st.Nodes)-1].Node)
+		byItself = fmt.Sprintf("every node has started (the last: %s); there is no next node", st.Nodes[len(st.Nodes)-1].Node)
 	case i >= len(st.Nodes):
-		return "", fmt.Sprintf("every node not yet started is already granted its start (%d grant(s) not yet spent)", st.Grants)
+		byItself = fmt.Sprintf("every node not yet started is already granted its start (%d grant(s) not yet spent)", st.Grants)
 	case st.Grants == 0 && st.Next == 0:
-		return "", fmt.Sprintf("node %s starts by itself: it is the fleet's first node", st.Nodes[0].Node)
+		byItself = fmt.Sprintf("node %s starts by itself: it is the fleet's first node", st.Nodes[0].Node)
 	case st.Grants == 0 && st.Nodes[st.Next-1].letsNextStart():
 		prev := st.Nodes[st.Next-1]
 		why := "has ended (" + prev.Ended + ")"
 		if prev.Ended == "" {
 			why = "is done (" + string(prev.Phase) + ", every module migrated)"
 		}
-		return "", fmt.Sprintf("node %s starts by itself: node %s before it %s", st.Nodes[i].Node, prev.Node, why)
+		byItself = fmt.Sprintf("node %s starts by itself: node %s before it %s", st.Nodes[i].Node, prev.Node, why)
+	default:
+		node = st.Nodes[i].Node
 	}
-	return st.Nodes[i].Node, ""
+	if byItself != "" && len(passOver) == 0 {
+		return "", nil, byItself
+	}
+	return node, passOver, ""
 }
 
 func (st *FleetState) nodeIndex(node string) int {

@@ -8,17 +8,21 @@
 //     plan refused, or a workflow for it already running outside the
 //     fleet): the fleet holds, status says why, and the operator either
 //     retries that node (`adopt fleet retry NODE`: its plan read again, its
-//     workflow started again) or goes on without it (`adopt fleet next`).
+//     workflow started again) or goes on without it (`adopt fleet next`:
+//     the node is passed over, holds no more, and the fleet can end
+//     without it; a retry can still start it later).
 //
 // A child's end is seen through its future in the run that started it, and
-// through its last progress signal in later runs (a futures does not cross
-// continue-as-new): a node terminated after the fleet continued as new
-// shows its last phase until `adopt fleet retry NODE` restarts it.
+// through its last progress signal in later runs (a future does not cross
+// continue-as-new); a node that ends without one (terminated) is found by
+// asking it, once the fleet has waited on it a while (fleet_ask.go), and
+// `adopt fleet retry NODE` restarts it.
 package workflows
 
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -40,7 +44,7 @@ func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 	if err := ValidateFleet(in); err != nil {
 		return nil, err
 	}
-	f := &fleet{in: in, members: in.members(), plans: map[string]config.Plan{}, retry: map[string]bool{}, gen: map[string]int{}}
+	f := &fleet{in: in, members: in.members(), plans: map[string]config.Plan{}, retry: map[string]bool{}, gen: map[string]int{}, heard: map[string]time.Time{}, askWait: askFirst}
 	for _, p := range in.Nodes {
 		f.plans[p.Node] = p
 	}
@@ -59,6 +63,8 @@ func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryFleet, func() (FleetState, error) { return *f.st, nil }); err != nil {
 		return nil, err
 	}
+	f.passOver = workflow.GetVersion(ctx, changeFleetPassOver, workflow.DefaultVersion, 1) >= 1
+	f.ask = workflow.GetVersion(ctx, changeFleetAsk, workflow.DefaultVersion, 1) >= 1
 	workflow.Go(ctx, f.signals)
 	return f.run(ctx)
 }
@@ -73,7 +79,30 @@ type fleet struct {
 	// gen counts the starts of each node in this run, so that the end of
 	// a run replaced by a retry is not taken for the new one's.
 	gen map[string]int
+	// passOver: `adopt fleet next` passes over the nodes that hold the
+	// fleet (changeFleetPassOver).
+	passOver bool
+	// reading is what Held says while a node's plan is read from its
+	// agent (the main loop waits for it), or "".
+	reading string
+	// ask: quiet nodes from an earlier run are asked whether their
+	// workflow still runs (fleet_ask.go, changeFleetAsk); heard is when
+	// each last sent progress, or answered, in this run; askWait is how
+	// long the main loop waits before the next round.
+	ask     bool
+	heard   map[string]time.Time
+	askWait time.Duration
 }
+
+// planReadTimeout bounds the read of a node's plan from its agent, retries
+// included. It is short work (the agent reads its own file), so no answer
+// means no agent; and the main loop waits for it, so `adopt fleet next` and
+// `adopt fleet retry` wait as long: unbounded, a node whose agent was down
+// held the whole fleet, with nothing saying so. A node whose agent did not
+// answer is marked not started, which holds the fleet with the reason, and
+// `adopt fleet retry NODE` reads again. The bound is an activity option,
+// not a timer: it adds no command, so recorded histories replay unchanged.
+const planReadTimeout = 2 * time.Minute
 
 func (f *fleet) index(node string) int {
 	for i := range f.st.Nodes {
@@ -132,12 +161,42 @@ func (f *fleet) drain(ctx workflow.Context) {
 		f.progress(ctx, p)
 	}
 	for ch := workflow.GetSignalChannel(ctx, SignalFleetNext); ch.ReceiveAsync(nil); {
-		f.st.Grants++
-		f.note(ctx, "operator: start the next node now")
+		f.goOn(ctx)
 	}
 	var r FleetRetry
 	for ch := workflow.GetSignalChannel(ctx, SignalFleetRetry); ch.ReceiveAsync(&r); r = (FleetRetry{}) {
 		f.askRetry(ctx, r.Node)
+	}
+}
+
+// goOn serves `adopt fleet next`: go on without the nodes that hold the
+// fleet (they are passed over, so status stops naming them and the fleet
+// can end without them) and start the next node now. A grant that could
+// never be spent (every node started, or one grant already waits for each
+// node left) is dropped and said: it would only pile up.
+func (f *fleet) goOn(ctx workflow.Context) {
+	var passed []string
+	if f.passOver {
+		for i := range f.st.Nodes {
+			if n := &f.st.Nodes[i]; n.holds() {
+				n.PassedOver = true
+				passed = append(passed, n.Node)
+			}
+		}
+	}
+	without := ""
+	if len(passed) > 0 {
+		without = "go on without " + strings.Join(passed, ", ") + "; "
+	}
+	switch left := len(f.st.Nodes) - f.st.Next; {
+	case f.st.Grants < left:
+		f.st.Grants++
+		f.note(ctx, "operator: "+without+"start the next node now")
+	case len(passed) > 0:
+		f.note(ctx, "operator: "+without+"no node is left to start")
+	default:
+		workflow.GetLogger(ctx).Warn("fleet next dropped: no node left to start", "started", f.st.Next, "nodes", len(f.st.Nodes), "grants", f.st.Grants)
+		f.note(ctx, fmt.Sprintf("operator: next dropped: no node is left to start (%d of %d started, %d start(s) already granted) and none holds the fleet", f.st.Next, len(f.st.Nodes), f.st.Grants))
 	}
 }
 
@@ -158,6 +217,7 @@ func (f *fleet) progress(ctx workflow.Context, p NodeProgress) {
 	n := &f.st.Nodes[i]
 	n.NodeProgress = p
 	n.Done = nodeDone(p)
+	f.heard[p.Node] = workflow.Now(ctx)
 	if p.Phase == PhaseConverged || p.Phase == PhaseReleased {
 		n.Ended = string(p.Phase)
 	}
@@ -169,16 +229,11 @@ func (f *fleet) progress(ctx workflow.Context, p NodeProgress) {
 }
 
 func (f *fleet) askRetry(ctx workflow.Context, node string) {
-	i := f.index(node)
-	switch {
-	case i < 0:
-		f.note(ctx, fmt.Sprintf("retry %q refused: not a node of this fleet", node))
-	case !f.st.Nodes[i].blocked() && (!f.st.Nodes[i].Started || f.st.Nodes[i].Ended != ""):
-		// Not started yet, or converged or released: nothing to retry. A
-		// node started and not known to have ended may have ended unseen
-		// (a fleet's later run has no future for it): its retry is tried,
-		// and refused at its start if its workflow still runs.
-		f.note(ctx, fmt.Sprintf("retry %s refused: it has not failed (%s)", node, f.describe(f.st.Nodes[i])))
+	// The rule is FleetState.RetryRefusal (fleet_refusals.go), which the
+	// CLI asks too before it sends the signal.
+	switch why := f.st.RetryRefusal(node); {
+	case why != "":
+		f.note(ctx, fmt.Sprintf("retry %q refused: %s", node, why))
 	case f.retry[node]:
 	default:
 		f.retry[node] = true
@@ -187,15 +242,7 @@ func (f *fleet) askRetry(ctx workflow.Context, node string) {
 	}
 }
 
-func (f *fleet) describe(n FleetNode) string {
-	switch {
-	case n.Ended != "":
-		return n.Ended
-	case !n.Started:
-		return "waiting"
-	}
-	return string(n.Phase)
-}
+func (f *fleet) describe(n FleetNode) string { return n.standing() }
 
 // canStartNext: the previous node is done or released, or the operator
 // granted a start.
@@ -207,17 +254,14 @@ func (f *fleet) canStartNext() bool {
 }
 
 // prevOK: node i lets the next one start by itself.
-func (f *fleet) prevOK(i int) bool {
-	n := f.st.Nodes[i]
-	return n.Done || n.Ended == string(PhaseReleased) || n.Ended == string(PhaseConverged)
-}
+func (f *fleet) prevOK(i int) bool { return f.st.Nodes[i].letsNextStart() }
 
 func (f *fleet) finished() bool {
 	if f.st.Next < len(f.st.Nodes) {
 		return false
 	}
 	for _, n := range f.st.Nodes {
-		if n.Ended == "" || n.blocked() {
+		if n.Ended == "" || n.holds() {
 			return false
 		}
 	}
@@ -235,10 +279,15 @@ func (f *fleet) run(ctx workflow.Context) (*FleetState, error) {
 	}
 	f.show(ctx)
 	for {
-		if err := workflow.Await(ctx, func() bool {
+		// Waits, and asks the nodes it cannot see end (fleet_ask.go).
+		round, err := f.awaitOrAsk(ctx, func() bool {
 			return f.canStartNext() || len(f.retries) > 0 || canDue() || f.finished()
-		}); err != nil {
+		})
+		if err != nil {
 			return f.st, err
+		}
+		if round {
+			continue
 		}
 		if canDue() {
 			return f.continueAsNew(ctx)
@@ -275,11 +324,12 @@ func (f *fleet) run(ctx workflow.Context) (*FleetState, error) {
 func (f *fleet) updateHeld() {
 	f.st.Held = ""
 	for _, n := range f.st.Nodes {
-		if n.blocked() {
+		if n.holds() {
 			f.st.Held = fmt.Sprintf("node %s %s: fix it, then `adopt fleet retry %s`, or go on without it: `adopt fleet next`", n.Node, n.Ended, n.Node)
 			return
 		}
 	}
+	f.st.Held = f.reading
 }
 
 // start reads node i's plan from its agent and starts its workflow as a
@@ -287,18 +337,25 @@ func (f *fleet) updateHeld() {
 func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 	m := f.st.Nodes[i]
 	n := &f.st.Nodes[i]
+	n.PassedOver = false // started again, its end counts again
 	plan, ok := f.plans[m.Node]
 	if !ok {
-		f.note(ctx, fmt.Sprintf("reading node %s's plan from its agent (waits for adopt-worker run on %s)", m.Node, m.Node))
+		until := workflow.Now(ctx).Add(planReadTimeout).UTC().Format("15:04:05")
+		f.reading = fmt.Sprintf("reading node %s's plan from its agent: if adopt-worker is not running on %s, the node is marked not started at %s (then `adopt fleet retry %s`)", m.Node, m.Node, until, m.Node)
+		f.note(ctx, fmt.Sprintf("reading node %s's plan from its agent (up to %s: adopt-worker must run on %s)", m.Node, planReadTimeout, m.Node))
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue:           NodeQueue(m.Node),
-			StartToCloseTimeout: time.Minute,
-			Summary:             "read node " + m.Node + "'s plan",
-			RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, NonRetryableErrorTypes: []string{activities.ErrWrongNode, activities.ErrBadPlan}},
+			TaskQueue:              NodeQueue(m.Node),
+			StartToCloseTimeout:    time.Minute,
+			ScheduleToCloseTimeout: planReadTimeout,
+			Summary:                "read node " + m.Node + "'s plan",
+			RetryPolicy:            &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, NonRetryableErrorTypes: []string{activities.ErrWrongNode, activities.ErrBadPlan}},
 		})
 		var p config.Plan
-		if err := workflow.ExecuteActivity(actx, a.Plan, activities.PlanInput{Node: m.Node}).Get(ctx, &p); err != nil {
-			n.Started, n.Ended = true, "not started: "+errorMessage(err)
+		err := workflow.ExecuteActivity(actx, a.Plan, activities.PlanInput{Node: m.Node}).Get(ctx, &p)
+		f.reading = ""
+		f.show(ctx)
+		if err != nil {
+			n.Started, n.Ended = true, "not started: "+planReadError(m.Node, err)
 			f.note(ctx, "node "+m.Node+" "+n.Ended)
 			return
 		}
@@ -365,6 +422,21 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 		}
 		f.show(ctx)
 	})
+}
+
+// planReadError says why a node's plan could not be read: its agent's own
+// refusal, or no answer within planReadTimeout (with the last attempt's
+// error, if one came back).
+func planReadError(node string, err error) string {
+	var te *temporal.TimeoutError
+	if !errors.As(err, &te) {
+		return errorMessage(err)
+	}
+	why := fmt.Sprintf("its agent did not answer within %s (is adopt-worker running on %s?)", planReadTimeout, node)
+	if last := errors.Unwrap(te); last != nil {
+		why += "; its last attempt: " + errorMessage(last)
+	}
+	return why
 }
 
 // childEnd names how a child workflow ended without a result.

@@ -26,42 +26,77 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 		n.event(ctx, "skipped "+module+": no longer in the plan")
 		return
 	}
+	// A module is migrated once: a second cutover fails its preflight
+	// (already migrated, not retryable) and would leave it failed for good.
+	// Only a migrate queued twice (before validate saw new modules queued)
+	// gets here; runs recorded before it cut over again, and replay so.
+	if m.State == ModuleMigrated && workflow.GetVersion(ctx, changeNewModuleChecks, workflow.DefaultVersion, 1) >= 1 {
+		n.event(ctx, "skipped migrate "+module+": it is already migrated (requested twice)")
+		return
+	}
 	m.State, m.LastError = ModuleMigrating, ""
 	m.Attempts++
 	n.setPhase(ctx, PhaseMigrating)
 	in := activities.ModuleInput{Plan: n.s.Plan, Module: module, Decisions: n.decisionsFor(module)}
-	step := func(name string, fn, arg any) error {
-		n.s.module(module).Step = name
+	// The module's state is looked up afresh after every wait: a plan
+	// applied meanwhile rebuilds n.s.Modules, so a pointer taken before
+	// would write into the old slice. The plan could also drop the module
+	// (a preview's plan did, before validatePreview refused that; such a
+	// history replays here): the cutover then stops at its next step and
+	// rolls back, so the node matches a plan without it, instead of a nil
+	// dereference failing every replay.
+	gone := fmt.Errorf("module %s left node %s's plan during its cutover", module, n.s.Node)
+	at := func(stepName string) *ModuleState {
+		m := n.s.module(module)
+		if m != nil {
+			m.Step = stepName
+		}
 		n.publish(ctx)
+		return m
+	}
+	step := func(name string, fn, arg any) error {
+		if at(name) == nil {
+			return gone
+		}
 		var res activities.CutoverResult
 		err := n.exec(ctx, fmt.Sprintf("cutover %s: %s", module, name), fn, arg, &res)
-		if err == nil && res.Carried != nil {
-			n.s.module(module).Carried = res.Carried
+		if m := n.s.module(module); err == nil && res.Carried != nil && m != nil {
+			m.Carried = res.Carried
 		}
 		return err
 	}
 	fail := func(stepName string, err error, rollback bool) {
 		msg := fmt.Sprintf("step %q failed: %s", stepName, errorMessage(err))
+		if err == gone {
+			msg = fmt.Sprintf("%s (before step %q)", errorMessage(err), stepName)
+		}
 		if rollback {
 			msg += "; " + n.rollback(ctx, module, in)
 		}
-		mm := n.s.module(module)
-		mm.State, mm.LastError = ModuleFailed, msg
-		n.event(ctx, fmt.Sprintf("cutover %s failed: %s; fix it and run: adopt retry %s %s", module, msg, n.s.Node, module))
+		if mm := n.s.module(module); mm != nil {
+			mm.State, mm.LastError = ModuleFailed, msg
+			n.event(ctx, fmt.Sprintf("cutover %s failed: %s; fix it and run: adopt retry %s %s", module, msg, n.s.Node, module))
+		} else {
+			n.event(ctx, fmt.Sprintf("cutover %s stopped: %s", module, msg))
+		}
 		n.setPhase(ctx, PhaseAdopted)
 	}
 
-	n.s.module(module).Step = "preflight"
-	n.publish(ctx)
+	at("preflight")
 	var pre activities.CutoverResult
 	if err := n.exec(ctx, fmt.Sprintf("cutover %s: preflight", module), a.CutoverPreflight, in, &pre); err != nil {
-		recordConflicts(n.s.module(module), err)
+		if m := n.s.module(module); m != nil {
+			recordConflicts(m, err)
+		}
 		fail("preflight", err, false) // refused before anything changed
 		return
 	}
+	if n.s.module(module) == nil {
+		fail("open ports", gone, false) // nothing changed yet either
+		return
+	}
 	n.s.module(module).Conflicts = nil // every file merges cleanly now
-	n.s.module(module).Step = "open ports"
-	n.publish(ctx)
+	at("open ports")
 	if err := n.openRules(ctx, module, mp.Ports, publishedPorts(mp)...); err != nil {
 		fail("open ports", err, true)
 		return
@@ -87,6 +122,10 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 		}
 	}
 	mm := n.s.module(module)
+	if mm == nil {
+		fail("done", gone, true)
+		return
+	}
 	mm.State, mm.Step = ModuleMigrated, "done"
 	n.event(ctx, "cutover "+module+": migrated")
 	n.setPhase(ctx, PhaseAdopted)
@@ -94,7 +133,9 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 
 // rollback undoes a cutover that failed after preflight and says how it went.
 func (n *node) rollback(ctx workflow.Context, module string, in activities.ModuleInput) string {
-	n.s.module(module).Step = "rollback"
+	if m := n.s.module(module); m != nil { // nil: it left the plan (migrate)
+		m.Step = "rollback"
+	}
 	n.publish(ctx)
 	var res activities.CutoverResult
 	if err := n.exec(ctx, fmt.Sprintf("cutover %s: roll back", module), a.CutoverRollback, in, &res); err != nil {

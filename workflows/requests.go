@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -62,7 +63,9 @@ func (n *node) register(ctx workflow.Context) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePreview,
 		func(ctx workflow.Context, in RequestInput) (*firewall.Preview, error) {
-			if in.Plan != nil {
+			// The node's own plan sent again changes nothing: not applied,
+			// so no "plan updated" and no module state rebuilt.
+			if in.Plan != nil && in.Plan.Hash() != n.s.Plan.Hash() {
 				n.applyPlan(ctx, *in.Plan)
 			}
 			// The operator waits for this answer: bounded (history.go).
@@ -93,6 +96,13 @@ func (n *node) register(ctx workflow.Context) error {
 	if err := n.registerRehearse(ctx); err != nil {
 		return err
 	}
+	// The fleet's no-op ask (fleet_ask.go): only its delivery matters to
+	// the fleet; taken here so that it is not reported as unhandled.
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for ask := workflow.GetSignalChannel(ctx, SignalFleetAsk); ; {
+			ask.Receive(ctx, nil)
+		}
+	})
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		if n.bounded { // set by NodeMigration before this coroutine first runs
 			n.takeSignals(ctx) // history.go: no request lost at continue-as-new
@@ -134,7 +144,12 @@ func (n *node) drainSignals(ctx workflow.Context) {
 }
 
 func (n *node) onSignal(ctx workflow.Context, kind string, in RequestInput) {
-	if err := n.validate(kind, in); err != nil {
+	err := n.validate(kind, in)
+	var since refusedSince
+	if errors.As(err, &since) && workflow.GetVersion(ctx, since.change, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		err = nil // a run from before the check queued it: so does its replay
+	}
+	if err != nil {
 		n.event(ctx, "refused "+describe(kind, in.Module)+": "+err.Error())
 		workflow.GetLogger(ctx).Warn("request refused", "kind", kind, "module", in.Module, "reason", err.Error())
 		n.publish(ctx)
@@ -142,6 +157,24 @@ func (n *node) onSignal(ctx workflow.Context, kind string, in RequestInput) {
 	}
 	n.enqueue(ctx, kind, in)
 }
+
+// changeNewModuleChecks marks runs that refuse a second migrate of a module
+// new in the plan sent (validate) and skip a migrate of a module already
+// migrated (migrate). Asked only when one of them would act, so other
+// histories carry no marker.
+const changeNewModuleChecks = "new-module-checks"
+
+// refusedSince is a refusal that validate makes only since change. On the
+// signal path validate is workflow code, run again on replay: a run from
+// before the change queued such a signal, and its replay must queue it
+// again. An Update's validator does not run on replay: it refuses at once.
+type refusedSince struct {
+	change string
+	err    error
+}
+
+func (r refusedSince) Error() string { return r.err.Error() }
+func (r refusedSince) Unwrap() error { return r.err }
 
 func (n *node) enqueue(ctx workflow.Context, kind string, in RequestInput) {
 	module := in.Module
@@ -200,7 +233,17 @@ func (n *node) validate(kind string, in RequestInput) error {
 		}
 		m := n.s.module(module)
 		if m == nil && in.Plan != nil {
-			return nil // a module new in the plan sent: it is added when the request is served
+			// A module new in the plan sent has no state until the request
+			// is served (applyPlan adds it), so the checks below cannot see
+			// it queued: the queue is asked instead. Queued twice, the
+			// second cutover found it migrated and failed it for good.
+			if queued(SignalMigrate, module) || queued(SignalRetry, module) {
+				return refusedSince{changeNewModuleChecks, fmt.Errorf("module %s is already queued (it is new in the plan a queued request carries): adopt status %s shows the queue", module, n.s.Node)}
+			}
+			if n.s.Phase == PhaseFlipping {
+				return refusedSince{changeNewModuleChecks, fmt.Errorf("node %s is flipping: no module can migrate now", n.s.Node)}
+			}
+			return nil
 		}
 		if m == nil {
 			return unknownModule(module, n.s.Node, n.moduleNames())
@@ -270,6 +313,55 @@ func (n *node) validatePreview(in RequestInput) error {
 	for _, r := range n.s.Queue {
 		if r.Kind == SignalFlip {
 			return fmt.Errorf("a flip of node %s is queued: it runs its own preview, with the plan it carries; preview again once it has ended", n.s.Node)
+		}
+	}
+	if in.Plan != nil {
+		return n.previewPlanRefusal(*in.Plan)
+	}
+	return nil
+}
+
+// previewPlanRefusal says why a plan sent with a preview cannot be taken
+// now. Unlike a plan sent with a queued request, it replaces the node's
+// plan the moment the preview is accepted, whatever the main loop is
+// doing: in the middle of a cutover that dropped the cutover's module
+// (migrate then found no module and panicked, on every replay), and ahead
+// of a queued migrate it changes what that migrate runs. So a plan that
+// differs from the node's is taken only while the node is adopted and no
+// queued request would see its module change; the node's own plan, sent
+// again, changes nothing and is always fine.
+func (n *node) previewPlanRefusal(p config.Plan) error {
+	diff := config.Diff(n.s.Plan, p)
+	if diff == nil {
+		return nil
+	}
+	first := fmt.Sprintf("%s is %s in the node's plan, %s in the one sent", diff.Key, diff.A, diff.B)
+	if n.s.Phase != PhaseAdopted {
+		what := ""
+		for _, m := range n.s.Modules {
+			if m.State == ModuleMigrating {
+				what = fmt.Sprintf(" (cutover of %s, step %q)", m.Name, m.Step)
+			}
+		}
+		return fmt.Errorf("node %s is %s%s: the plan sent with this preview differs from the node's (%s) and would replace it at once, under the running step; preview without --config to see what the node's plan would flip, or with it once node %s is adopted again (adopt status %s)",
+			n.s.Node, n.s.Phase, what, first, n.s.Node, n.s.Node)
+	}
+	for _, r := range n.s.Queue {
+		if r.Module == "" {
+			continue
+		}
+		was, had := n.s.Plan.Module(r.Module)
+		now, has := p.Module(r.Module)
+		change := ""
+		switch {
+		case had && !has:
+			change = "drops it"
+		case had && string(config.Plan{Modules: []config.ModulePlan{was}}.Canonical()) != string(config.Plan{Modules: []config.ModulePlan{now}}.Canonical()):
+			change = "defines it otherwise"
+		}
+		if change != "" {
+			return fmt.Errorf("module %s is queued (%s) and the plan sent with this preview %s: the queued cutover would run with a definition its request did not carry; preview with this plan once the request is served (adopt status %s), or send the plan with the request itself",
+				r.Module, describe(r.Kind, r.Module), change, n.s.Node)
 		}
 	}
 	return nil

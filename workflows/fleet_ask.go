@@ -1,0 +1,146 @@
+// How the fleet learns that a node's workflow ended when it cannot see it:
+// a child's future does not cross continue-as-new, so a node started in an
+// earlier run and terminated (failed, canceled, timed out) since sends
+// nothing, and the fleet showed its last phase for ever: Held empty, the
+// next node never started, the fleet never ended.
+//
+// The fleet asks. When its main loop has waited a while on nodes from an
+// earlier run, it signals each a no-op (SignalFleetAsk); a signal to a
+// workflow that has closed fails (the server answers not found), and the
+// fleet then marks the node ended unseen, which holds it with the reason in
+// Held (`adopt fleet retry NODE` or `adopt fleet next`, as for any bad end).
+// A node that ended well said so first: its last progress signal is sent
+// before its workflow completes (history.go, finish).
+//
+// Why this and not another way: the workflow cannot describe a workflow or
+// query visibility itself, and an activity that could would need a
+// Temporal client on a worker that runs no activities today (the
+// orchestrator) or on every node's agent (which must not see the
+// namespace). A signal is the one thing a workflow can send to any
+// workflow whose answer says whether it still runs; it cannot say how it
+// ended, so status says "ended unseen" and points at the node's own status.
+//
+// What it costs is bounded. Only nodes the fleet waits on are asked: the
+// node whose progress the next start waits for or, once every node has
+// started, the nodes not yet ended; only those from an earlier run (this
+// run's are seen through their futures), not heard from since the last
+// round, at most askBatch a round. Rounds come only while the main loop
+// waits, the first after askFirst, each one that asked someone putting the
+// next twice as far, up to askMax; anything that moves the fleet starts
+// over. A node that is asked gets one signal event (and one workflow
+// task), which it drops. Fleets run before it do not ask (changeFleetAsk).
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// SignalFleetAsk is the fleet's no-op to a node's workflow: only whether it
+// can be delivered matters. Its name is a wire format; the node drops it.
+const SignalFleetAsk = "fleet-ask"
+
+// changeFleetAsk marks fleet runs that ask quiet nodes from an earlier run
+// whether their workflow still runs (timers and signals runs before it did
+// not have); decided once a run, at its start.
+const changeFleetAsk = "fleet-ask"
+
+const (
+	askFirst = time.Hour      // the first round, after the main loop waited this long
+	askMax   = 24 * time.Hour // rounds are never further apart
+	askBatch = 10             // nodes asked in one round, those unheard longest first
+)
+
+// toAsk are the nodes the fleet waits on that it cannot see end, not heard
+// from within quiet of now, unheard longest first, at most askBatch.
+func (f *fleet) toAsk(now time.Time, quiet time.Duration) []int {
+	var waits []int
+	switch {
+	case len(f.retries) > 0 || f.st.Next == 0:
+	case f.st.Next < len(f.st.Nodes):
+		if i := f.st.Next - 1; f.st.Grants == 0 && !f.prevOK(i) {
+			waits = append(waits, i)
+		}
+	default:
+		for i := range f.st.Nodes {
+			waits = append(waits, i)
+		}
+	}
+	var out []int
+	for _, i := range waits {
+		n := f.st.Nodes[i]
+		if n.Started && n.Ended == "" && f.gen[n.Node] == 0 && now.Sub(f.heard[n.Node]) >= quiet {
+			out = append(out, i)
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return f.heard[f.st.Nodes[out[a]].Node].Before(f.heard[f.st.Nodes[out[b]].Node]) })
+	if len(out) > askBatch {
+		out = out[:askBatch]
+	}
+	return out
+}
+
+// awaitOrAsk waits for ready like workflow.Await, but when there are nodes
+// to ask it waits at most f.askWait (one timer, cancelled if ready comes
+// first) and then asks them; it says whether it held a round instead of
+// seeing ready. A round that asked someone puts the next one twice as far;
+// ready puts it back to askFirst.
+func (f *fleet) awaitOrAsk(ctx workflow.Context, ready func() bool) (bool, error) {
+	if !f.ask || ready() || len(f.toAsk(workflow.Now(ctx), 0)) == 0 {
+		f.askWait = askFirst
+		return false, workflow.Await(ctx, ready)
+	}
+	tctx, cancel := workflow.WithCancel(ctx)
+	timer := workflow.NewTimer(tctx, f.askWait)
+	if err := workflow.Await(ctx, func() bool { return timer.IsReady() || ready() }); err != nil {
+		cancel()
+		return false, err
+	}
+	if !timer.IsReady() {
+		cancel()
+		f.askWait = askFirst
+		return false, nil
+	}
+	if f.askRound(ctx, f.askWait) > 0 {
+		f.askWait = min(2*f.askWait, askMax)
+	}
+	return true, nil
+}
+
+// askRound signals every node to ask at once, marks those whose workflow
+// has closed, and says how many it asked (none: each was heard from within
+// quiet).
+func (f *fleet) askRound(ctx workflow.Context, quiet time.Duration) int {
+	now := workflow.Now(ctx)
+	asked := f.toAsk(now, quiet)
+	futs := make([]workflow.Future, len(asked))
+	for k, i := range asked {
+		futs[k] = workflow.SignalExternalWorkflow(ctx, WorkflowID(f.st.Nodes[i].Node), "", SignalFleetAsk, nil)
+	}
+	for k, i := range asked {
+		node := f.st.Nodes[i].Node
+		err := futs[k].Get(ctx, nil)
+		var gone *temporal.UnknownExternalWorkflowExecutionError
+		switch {
+		case err == nil:
+			f.heard[node] = now // running when asked
+		case errors.As(err, &gone):
+			n := &f.st.Nodes[f.index(node)]
+			if n.Ended != "" || f.gen[node] != 0 {
+				continue // its end arrived, or a retry started it, meanwhile
+			}
+			n.Ended = fmt.Sprintf("ended unseen: its workflow %s had closed when the fleet asked at %s (started before the fleet continued as new, so the fleet cannot tell how; adopt status %s)",
+				WorkflowID(node), now.UTC().Format("15:04:05"), node)
+			f.note(ctx, "node "+node+" "+n.Ended)
+		default:
+			workflow.GetLogger(ctx).Warn("asking a node's workflow failed", "node", node, "error", err)
+		}
+	}
+	f.show(ctx)
+	return len(asked)
+}
