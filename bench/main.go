@@ -110,6 +110,7 @@ func run(args []string, stdout io.Writer) error {
 	scaleFlips := fs.Int("scale-flips", 0, "scale: nodes flipped for the flip-to-converged latency (0: every node, which also times all converged)")
 	scaleParallel := fs.Int("scale-flip-parallel", 50, "scale: flips in flight at once")
 	scaleTimeout := fs.Duration("scale-timeout", 25*time.Minute, "scale: give up after this long")
+	scalePollers := fs.String("scale-orch-pollers", "", "scale: the orchestrator's --workflow-pollers (a number or auto; empty: its default)")
 	scaleDB := fs.String("scale-db", "tmpfs", "scale: the dev server's SQLite file on tmpfs (/dev/shm) or disk (the temp dir)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -187,7 +188,7 @@ func run(args []string, stdout io.Writer) error {
 		return rows, det, err
 	})
 	section("scale", *skipScale, func() ([]Row, any, error) {
-		rows, det, err := runScale(scaleOpts{nodes: *scaleNodes, flips: *scaleFlips, parallel: *scaleParallel, timeout: *scaleTimeout, db: *scaleDB}, stdout)
+		rows, det, err := runScale(scaleOpts{nodes: *scaleNodes, flips: *scaleFlips, parallel: *scaleParallel, timeout: *scaleTimeout, db: *scaleDB, pollers: *scalePollers}, stdout)
 		if det == nil {
 			return rows, nil, err
 		}

@@ -66,6 +66,7 @@ type ScaleDetails struct {
 	Simulation       string           `json:"simulation"`
 	Nodes            int              `json:"nodes"`
 	Server           string           `json:"server"`
+	Pollers          string           `json:"orchestrator_workflow_pollers"` // --workflow-pollers ("" its default)
 	WorkerOptions    string           `json:"worker_options"`
 	WorkersStartS    float64          `json:"workers_start_s"`
 	StartAllS        float64          `json:"start_all_s"` // until every start request returned
@@ -135,6 +136,8 @@ type scaleOpts struct {
 	// db is where the dev server's SQLite file goes: "tmpfs" (beside the
 	// simulated nodes) or "disk" (the bench's temp dir).
 	db string
+	// pollers is the orchestrator's --workflow-pollers ("" for its default).
+	pollers string
 }
 
 func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err error) {
@@ -201,6 +204,7 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 		return nil, nil, err
 	}
 	defer srv.stop()
+	d.Pollers = o.pollers
 	d.Server = srv.version + fmt.Sprintf("; sqlite file %s (-scale-db %s); --dynamic-config-value frontend.namespaceCount=%d (concurrent long polls per API; default 1200), matching.numTaskqueueRead/WritePartitions=1 (default 4)", dbFile, o.db, longPolls)
 	fmt.Fprintf(stdout, "scale: dev server on %s (%s)\n", srv.addr, srv.version)
 
@@ -229,7 +233,7 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 		}
 		wg.Wait()
 	}()
-	orch, err := startOrchestrator(dir, srv.addr)
+	orch, err := startOrchestrator(dir, srv.addr, o.pollers)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -414,7 +418,11 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 		"histories of %d nodes spread over the fleet; the bench process had already run the other sections (baseline RSS %.0f MiB)", sampleN, d.BaselineRSSMiB)
 
 	sim := fmt.Sprintf("SIMULATION, %d simulated nodes (firewall, containers, sockets in memory; custody and state real on tmpfs)", o.nodes)
-	ours := fmt.Sprintf("one Fleet, one orchestrator, one dev server (SQLite on %s)", o.db)
+	pollers := o.pollers
+	if pollers == "" {
+		pollers = "its default"
+	}
+	ours := fmt.Sprintf("one Fleet, one orchestrator (--workflow-pollers %s), one dev server (SQLite on %s)", pollers, o.db)
 	rows = []Row{
 		absolute("scale", fmt.Sprintf("orchestration: wall time from the fleet's start until all %d nodes are adopted", o.nodes), d.AdoptAllS, "s", ours,
 			fmt.Sprintf("%s; %.1f nodes/s, one after another as the Fleet orders them; the fleet continued as new %d time(s), %d events in its last run", sim, d.NodesPerSecond, d.FleetRuns, d.FleetEvents), 1),
@@ -887,7 +895,7 @@ type orchestrator struct {
 	done    chan struct{}
 }
 
-func startOrchestrator(dir, addr string) (*orchestrator, error) {
+func startOrchestrator(dir, addr, pollers string) (*orchestrator, error) {
 	exe := filepath.Join(dir, "adopt-worker")
 	if out, err := exec.Command("go", "build", "-o", exe, "./worker").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("build adopt-worker: %v\n%s", err, out)
@@ -897,7 +905,11 @@ func startOrchestrator(dir, addr string) (*orchestrator, error) {
 		return nil, err
 	}
 	o := &orchestrator{done: make(chan struct{}), buildID: "bench"}
-	o.cmd = exec.Command(exe, "orchestrate", "--build-id", o.buildID)
+	args := []string{"orchestrate", "--build-id", o.buildID}
+	if pollers != "" {
+		args = append(args, "--workflow-pollers", pollers)
+	}
+	o.cmd = exec.Command(exe, args...)
 	o.cmd.Env = append(os.Environ(), "ADOPT_CONFIG=", "ADOPT_TEMPORAL_ADDRESS="+addr)
 	o.cmd.Stdout, o.cmd.Stderr = logf, logf
 	if err := o.cmd.Start(); err != nil {

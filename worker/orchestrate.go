@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,7 +23,7 @@ import (
 )
 
 func orchestrateCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *cobra.Command {
-	var id string
+	var id, pollers string
 	var makeCurrent bool
 	cmd := &cobra.Command{
 		Use:   "orchestrate",
@@ -59,9 +60,14 @@ polls; promote it later with
 					mode = promoteAlways
 				}
 			}
-			return orchestrate(ctx, cfg, id, mode, stderr)
+			pb, err := pollerBehavior(pollers)
+			if err != nil {
+				return err
+			}
+			return orchestrate(ctx, cfg, id, mode, pb, stderr)
 		},
 	}
+	cmd.Flags().StringVar(&pollers, "workflow-pollers", "2", "workflow-task long polls kept open: a number, or auto (scaled by the server's feedback, 2 to 16)")
 	cmd.Flags().StringVar(&id, "build-id", "", "this build's ID in Worker Deployment adoption (default: -X main.version, else the VCS revision)")
 	cmd.Flags().BoolVar(&makeCurrent, "make-current", false, "make this build the deployment's current version at startup, replacing the current one (an upgrade); unset: only where the deployment has no current version; =false: never")
 	return cmd
@@ -81,7 +87,21 @@ const (
 	promoteNever
 )
 
-func orchestrate(ctx context.Context, cfg *config.Config, id string, mode promoteMode, stderr io.Writer) error {
+// pollerBehavior reads --workflow-pollers.
+func pollerBehavior(v string) (worker.PollerBehavior, error) {
+	if v == "auto" {
+		return worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+			InitialNumberOfPollers: 2, MinimumNumberOfPollers: 1, MaximumNumberOfPollers: 16,
+		}), nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 64 {
+		return nil, fmt.Errorf("--workflow-pollers %q: want a number from 1 to 64, or auto", v)
+	}
+	return worker.NewPollerBehaviorSimpleMaximum(worker.PollerBehaviorSimpleMaximumOptions{MaximumNumberOfPollers: n}), nil
+}
+
+func orchestrate(ctx context.Context, cfg *config.Config, id string, mode promoteMode, pollers worker.PollerBehavior, stderr io.Writer) error {
 	tc := cfg.Temporal
 	// The one logger and /metrics (metrics.listen) first, then Temporal.
 	o, c, err := dialOrchestrator(ctx, cfg, stderr)
@@ -92,6 +112,7 @@ func orchestrate(ctx context.Context, cfg *config.Config, id string, mode promot
 	defer c.Close()
 	logger := o.log
 	w := worker.New(c, workflows.TaskQueue, worker.Options{
+		WorkflowTaskPollerBehavior: pollers,
 		DeploymentOptions: worker.DeploymentOptions{
 			UseVersioning: true,
 			Version:       worker.WorkerDeploymentVersion{DeploymentName: workflows.DeploymentName, BuildID: id},
