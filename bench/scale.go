@@ -75,6 +75,7 @@ type ScaleDetails struct {
 	AdoptAllS        float64          `json:"adopt_all_s"`    // fleet start to every node adopted
 	ConvergeAllS     float64          `json:"converge_all_s"` // fleet start to every node converged (flipped)
 	FleetRuns        int              `json:"fleet_runs"`     // the fleet's continue-as-new generations
+	FleetEnd         string           `json:"fleet_end"`      // how the fleet ended: completed, or what was seen instead
 	FleetEvents      int              `json:"fleet_events"`   // events in the fleet's current run at the end
 	OrchPeakRSSMiB   float64          `json:"orchestrator_peak_rss_mib"`
 	OrchBuildID      string           `json:"orchestrator_build_id"`
@@ -377,14 +378,26 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 		return nil, nil, firstErr
 	}
 	d.OrchPeakRSSMiB = rssMiB(strconv.Itoa(orch.cmd.Process.Pid), "VmHWM")
+	// The fleet ends once its last node has: wait for it (bounded), and
+	// say how it ended, or why it could not be read.
 	var fst workflows.FleetState
-	if v, err := c.QueryWorkflow(ctx, workflows.FleetID("bench"), "", workflows.QueryFleet); err == nil {
-		_ = v.Get(&fst)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	if err := c.GetWorkflow(wctx, workflows.FleetID("bench"), "").Get(wctx, &fst); err != nil {
+		d.FleetEnd = "not ended within 2 min of the last flip: " + err.Error()
+		if v, qerr := c.QueryWorkflow(ctx, workflows.FleetID("bench"), "", workflows.QueryFleet); qerr == nil {
+			_ = v.Get(&fst)
+		} else {
+			d.FleetEnd += "; query: " + qerr.Error()
+		}
+	} else {
+		d.FleetEnd = "completed"
 	}
+	cancel()
 	d.FleetRuns = fst.Runs
 	if ev, _, err := historyOf(ctx, c, workflows.FleetID("bench")); err == nil {
 		d.FleetEvents = ev
 	}
+	fmt.Fprintf(stdout, "scale: the fleet %s after %d continue-as-new (%d events in its last run)\n", d.FleetEnd, d.FleetRuns, d.FleetEvents)
 	d.FlipClosedMS, d.FlipClosedP99MS = stats(closed), percentile(closed, 99)
 	fmt.Fprintf(stdout, "scale: reading when each of %d flipped nodes recorded phase converged ...\n", len(flipped))
 	spans, err := flipSpans(ctx, c, sent)
@@ -425,7 +438,7 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 	ours := fmt.Sprintf("one Fleet, one orchestrator (--workflow-pollers %s), one dev server (SQLite on %s)", pollers, o.db)
 	rows = []Row{
 		absolute("scale", fmt.Sprintf("orchestration: wall time from the fleet's start until all %d nodes are adopted", o.nodes), d.AdoptAllS, "s", ours,
-			fmt.Sprintf("%s; %.1f nodes/s, one after another as the Fleet orders them; the fleet continued as new %d time(s), %d events in its last run", sim, d.NodesPerSecond, d.FleetRuns, d.FleetEvents), 1),
+			fmt.Sprintf("%s; %.1f nodes/s, one after another as the Fleet orders them; the fleet continued as new %d time(s), %d events in its last run, and %s", sim, d.NodesPerSecond, d.FleetRuns, d.FleetEvents, d.FleetEnd), 1),
 		absolute("scale", "orchestrator peak RSS (VmHWM) while adopting and flipping", d.OrchPeakRSSMiB, "MiB", "adopt-worker orchestrate",
 			fmt.Sprintf("%s; the node agents' process (this bench): peak RSS %.0f MiB, idle %.0f MiB, %d goroutines at peak; dev server peak RSS %.0f MiB",
 				sim, d.PeakRSSMiB, d.IdleRSSMiB, d.PeakGoroutines, d.ServerPeakRSSMiB), 0),
