@@ -242,8 +242,6 @@ func (f *fleet) askRetry(ctx workflow.Context, node string) {
 	}
 }
 
-func (f *fleet) describe(n FleetNode) string { return n.standing() }
-
 // canStartNext: the previous node is done or released, or the operator
 // granted a start.
 func (f *fleet) canStartNext() bool {
