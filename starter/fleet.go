@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -251,7 +250,7 @@ func (x *cli) fleetToAsk(ctx context.Context, name, path, unchecked string, time
 func (x *cli) retryRefusal(ctx context.Context, st *workflows.FleetState, node, path string) string {
 	if why := st.RetryRefusal(node); why != "" {
 		hint := "see `adopt fleet status --fleet " + path + "`"
-		switch i := slices.IndexFunc(st.Nodes, func(n workflows.FleetNode) bool { return n.Node == node }); {
+		switch i := st.Index(node); {
 		case i < 0:
 			hint = "check the name: `adopt fleet status --fleet " + path + "` lists the fleet's nodes"
 		case !st.Nodes[i].Started:
@@ -263,7 +262,7 @@ func (x *cli) retryRefusal(ctx context.Context, st *workflows.FleetState, node, 
 		}
 		return why + "; " + hint
 	}
-	i := slices.IndexFunc(st.Nodes, func(n workflows.FleetNode) bool { return n.Node == node })
+	i := st.Index(node)
 	if n := st.Nodes[i]; n.Ended != "" {
 		return ""
 	}

@@ -18,7 +18,7 @@ import "fmt"
 // (a fleet's later run has no future for it), and the retry is then refused
 // at its start if the node's workflow still runs.
 func (st *FleetState) RetryRefusal(node string) string {
-	i := st.nodeIndex(node)
+	i := st.Index(node)
 	if i < 0 {
 		return "not a node of this fleet"
 	}
@@ -74,7 +74,9 @@ func (st *FleetState) NextGrant() (node string, passOver []string, refusal strin
 	return node, passOver, ""
 }
 
-func (st *FleetState) nodeIndex(node string) int {
+// Index is where node stands in the fleet's order, -1 if it is not one
+// of the fleet's.
+func (st *FleetState) Index(node string) int {
 	for i := range st.Nodes {
 		if st.Nodes[i].Node == node {
 			return i

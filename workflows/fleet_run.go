@@ -104,14 +104,7 @@ type fleet struct {
 // not a timer: it adds no command, so recorded histories replay unchanged.
 const planReadTimeout = 2 * time.Minute
 
-func (f *fleet) index(node string) int {
-	for i := range f.st.Nodes {
-		if f.st.Nodes[i].Node == node {
-			return i
-		}
-	}
-	return -1
-}
+func (f *fleet) index(node string) int { return f.st.Index(node) }
 
 func (f *fleet) note(ctx workflow.Context, s string) {
 	f.st.Events = append(f.st.Events, workflow.Now(ctx).UTC().Format("15:04:05")+" "+s)
