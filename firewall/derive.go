@@ -18,9 +18,6 @@ import (
 	"adoption/config"
 )
 
-// MeshTable is the mesh's own table, "table inet adoption", written by Flip.
-const MeshTable = "adoption"
-
 // Owners the derived ruleset names besides modules.
 const (
 	OwnerManagement = "management" // the ports the node is managed through (ssh, ...)
@@ -172,36 +169,6 @@ func Derive(spec MeshSpec) (*Derived, error) {
 	d := &Derived{Spec: spec, rules: rules}
 	d.Ruleset = d.model()
 	return d, nil
-}
-
-func l4num(proto string) byte {
-	if proto == "udp" {
-		return unix.IPPROTO_UDP
-	}
-	return unix.IPPROTO_TCP
-}
-
-// ctBits is "ct <key> & bits != 0 <verdict>" as nft writes it.
-func ctBits(key expr.CtKey, bits uint32, v expr.VerdictKind) []expr.Any {
-	return []expr.Any{
-		&expr.Ct{Key: key, Register: 1},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(bits), Xor: make([]byte, 4)},
-		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)},
-		&expr.Verdict{Kind: v},
-	}
-}
-
-// iifname is `iifname "name" verdict`; a trailing '*' is a prefix match.
-func iifname(name string, v expr.VerdictKind) []expr.Any {
-	data := []byte(strings.TrimSuffix(name, "*"))
-	if !strings.HasSuffix(name, "*") {
-		data = append(data, make([]byte, unix.IFNAMSIZ-len(data))...)
-	}
-	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: data},
-		&expr.Verdict{Kind: v},
-	}
 }
 
 func dedupe(as []Allow) []Allow {

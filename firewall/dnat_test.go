@@ -1,11 +1,8 @@
 package firewall
 
 import (
-	"encoding/json"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,32 +15,6 @@ import (
 // The evaluator through DNAT on rulesets from testdata/dnat: listings of
 // real namespaces (TestKernelDNATUfwDocker writes them with
 // FW_SAVE_FIXTURES=1), with the node's interfaces and forwarding as read.
-
-func loadFixture(t testing.TB, name string) (*Ruleset, Node) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "dnat", name+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		Ruleset *Ruleset `json:"ruleset"`
-		Node    Node     `json:"node"`
-	}
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatal(err)
-	}
-	return f.Ruleset, f.Node
-}
-
-func find(open []Opening, dir, fam, proto string, port uint16) []Opening {
-	var out []Opening
-	for _, o := range open {
-		if o.Direction == dir && o.Family == fam && o.Proto == proto && o.Port <= port && port <= portEnd(o) {
-			out = append(out, o)
-		}
-	}
-	return out
-}
 
 func TestDNATUfwDockerByHostPort(t *testing.T) {
 	rs, node := loadFixture(t, "ufw-docker")

@@ -962,20 +962,6 @@ func (e *evaluator) unmapped(st *stages, pkt packet, addr netip.Addr, port uint1
 		result{accept: true, drop: true}
 }
 
-// viaOf writes a DNAT target: "172.17.0.2:8080", "[fd00::2]:80", ":9001"
-// for the node itself, "172.17.0.2" when the port is kept or unknown.
-func viaOf(a netip.Addr, port uint16) string {
-	switch {
-	case !a.IsValid() && port == 0:
-		return ""
-	case !a.IsValid():
-		return fmt.Sprintf(":%d", port)
-	case port == 0:
-		return a.String()
-	}
-	return netip.AddrPortFrom(a, port).String()
-}
-
 type openKey struct {
 	from      string
 	uncertain bool

@@ -164,19 +164,6 @@ func (p *predecessor) dormant() []ChainRef {
 	return append(out, p.nativeBases...)
 }
 
-func targets(r *Rule) []string {
-	var out []string
-	if (r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto) && r.VMap == nil {
-		out = append(out, r.Verdict.Target)
-	}
-	for _, e := range r.VMap {
-		if e.Verdict.Kind == VerdictJump || e.Verdict.Kind == VerdictGoto {
-			out = append(out, e.Verdict.Target)
-		}
-	}
-	return out
-}
-
 // closure is every chain of t reachable from roots by jump or goto, through
 // the rules follow admits.
 func closure(t *Table, roots []string, follow func(ch *Chain, r *Rule) bool) map[string]bool {
@@ -211,8 +198,6 @@ func notPredecessors(ch *Chain, r *Rule) bool {
 }
 
 func everyRule(*Chain, *Rule) bool { return true }
-
-func isFilter(ch *Chain) bool { return ch.Type == "" || ch.Type == "filter" }
 
 // analyse finds the predecessor in rs (a ruleset without the mesh table and
 // without the flip's own accepts) and where its entry points are.

@@ -19,7 +19,7 @@ import (
 // newFlipNet is newTestNet with this file's own namespace names ("fl-").
 func newFlipNet(t *testing.T) *testNet { return newNamedNet(t, "fl-", "fl", "01") }
 
-func (n *testNet) in(t *testing.T, name string, args ...string) {
+func in(n *testNet, t *testing.T, name string, args ...string) {
 	t.Helper()
 	run(t, "", "ip", append([]string{"netns", "exec", n.node, name}, args...)...)
 }
@@ -33,9 +33,9 @@ func ufwDockerNode(t *testing.T) *testNet {
 	n := newFlipNet(t)
 	restoreUfw(t, n)
 	for _, f := range []struct{ cmd, chain string }{{"iptables-nft", "ufw-user-input"}, {"ip6tables-nft", "ufw6-user-input"}} {
-		n.in(t, f.cmd, "-F", f.chain)
+		in(n, t, f.cmd, "-F", f.chain)
 		for _, p := range []string{"22", "80", "8081", "8083"} {
-			n.in(t, f.cmd, "-A", f.chain, "-p", "tcp", "--dport", p, "-j", "ACCEPT")
+			in(n, t, f.cmd, "-A", f.chain, "-p", "tcp", "--dport", p, "-j", "ACCEPT")
 		}
 	}
 	for _, args := range [][]string{
@@ -53,14 +53,14 @@ func ufwDockerNode(t *testing.T) *testNet {
 		{"-t", "nat", "-A", "POSTROUTING", "-s", "172.17.0.0/16", "!", "-o", "docker0", "-j", "MASQUERADE"},
 		{"-t", "nat", "-A", "DOCKER", "!", "-i", "docker0", "-p", "tcp", "--dport", "8088", "-j", "DNAT", "--to-destination", "172.17.0.2:80"},
 	} {
-		n.in(t, "iptables-nft", args...)
+		in(n, t, "iptables-nft", args...)
 	}
 	return n
 }
 
 // dockerListing is Docker's part of the ruleset as nft lists it, counters
 // stripped: its chains, its jumps in FORWARD, and the nat table.
-func (n *testNet) dockerListing(t *testing.T) string {
+func dockerListing(n *testNet, t *testing.T) string {
 	t.Helper()
 	var b strings.Builder
 	for _, ch := range []string{"DOCKER", "DOCKER-USER", "DOCKER-FORWARD"} {
@@ -72,7 +72,7 @@ func (n *testNet) dockerListing(t *testing.T) string {
 }
 
 // echo serves TCP echo on port in the node namespace.
-func (n *testNet) echo(t *testing.T, port uint16) {
+func echo(n *testNet, t *testing.T, port uint16) {
 	t.Helper()
 	var l net.Listener
 	err := inNetns(n.node, func() (err error) {
@@ -95,7 +95,7 @@ func (n *testNet) echo(t *testing.T, port uint16) {
 }
 
 // dialFromPeer opens a TCP connection from the peer namespace.
-func (n *testNet) dialFromPeer(t *testing.T, src, dst string, port uint16) net.Conn {
+func dialFromPeer(n *testNet, t *testing.T, src, dst string, port uint16) net.Conn {
 	t.Helper()
 	var c net.Conn
 	err := inNetns(n.peer, func() (err error) {
@@ -135,7 +135,7 @@ type load struct {
 	done     sync.WaitGroup
 }
 
-func (n *testNet) startLoad(t *testing.T, port uint16) *load {
+func startLoad(n *testNet, t *testing.T, port uint16) *load {
 	t.Helper()
 	l := &load{stop: make(chan struct{})}
 	for _, pair := range [][2]string{{peerV4a, nodeV4}, {peerV6a, nodeV6}} {
@@ -192,12 +192,12 @@ var flipSpec = MeshSpec{
 func TestKernelFlipUfwBesideDocker(t *testing.T) {
 	n := ufwDockerNode(t)
 	n.serve(t, []uint16{22, 80, 8081, 9999})
-	n.echo(t, 8083)
-	docker := n.dockerListing(t)
+	echo(n, t, 8083)
+	docker := dockerListing(n, t)
 	n.expectReach(t, "before the flip", true, ports("22/tcp", "80/tcp", "8081/tcp", "8083/tcp")...)
 	n.expectReach(t, "before the flip", false, ports("9999/tcp")...)
 	// Established before the flip, on a port that closes at the flip.
-	conns := []net.Conn{n.dialFromPeer(t, peerV4a, nodeV4, 8083), n.dialFromPeer(t, peerV6a, nodeV6, 8083)}
+	conns := []net.Conn{dialFromPeer(n, t, peerV4a, nodeV4, 8083), dialFromPeer(n, t, peerV6a, nodeV6, 8083)}
 	for _, c := range conns {
 		if err := roundTrip(c, "before"); err != nil {
 			t.Fatal(err)
@@ -230,7 +230,7 @@ func TestKernelFlipUfwBesideDocker(t *testing.T) {
 	}
 
 	// Continuous connections to 80 across the flip.
-	l := n.startLoad(t, 80)
+	l := startLoad(n, t, 80)
 	for deadline := time.Now().Add(2 * time.Second); l.count() < 20 && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -278,7 +278,7 @@ func TestKernelFlipUfwBesideDocker(t *testing.T) {
 			t.Errorf("a connection established before the flip: %v", err)
 		}
 	}
-	if got := n.dockerListing(t); got != docker {
+	if got := dockerListing(n, t); got != docker {
 		t.Errorf("Docker's chains changed at the flip:\n%s", diff(docker, got))
 	}
 	// The model of the flipped ruleset is what the kernel holds.
@@ -291,7 +291,7 @@ func TestKernelFlipUfwBesideDocker(t *testing.T) {
 		t.Errorf("OpenPorts of the flipped kernel ruleset:\n%v\nof the preview's model:\n%v", got, want)
 	}
 	// Marker never takes the neutralising accepts for marks.
-	marks, err := n.marker(t).List("n1")
+	marks, err := marker(n, t).List("n1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestKernelFlipUfwBesideDocker(t *testing.T) {
 	if strings.Contains(saved, "DOCKER") {
 		t.Errorf("saved listing holds Docker's rules:\n%s", grepLines(saved, "DOCKER"))
 	}
-	if got := n.dockerListing(t); got != docker {
+	if got := dockerListing(n, t); got != docker {
 		t.Errorf("Docker's chains changed at Commit:\n%s", diff(docker, got))
 	}
 	for _, ch := range []string{"INPUT", "FORWARD", "OUTPUT"} {
@@ -439,7 +439,7 @@ func TestKernelFlipStaleDerived(t *testing.T) {
 func TestKernelFlipStale(t *testing.T) {
 	n := ufwDockerNode(t)
 	fp := PreviewFlip(n.list(t), flipSpec).FoundFingerprint
-	n.in(t, "iptables-nft", "-I", "ufw-user-input", "-p", "tcp", "--dport", "1", "-j", "DROP")
+	in(n, t, "iptables-nft", "-I", "ufw-user-input", "-p", "tcp", "--dport", "1", "-j", "DROP")
 	changed := n.listing(t)
 	_, err := NewFlipper(n.path(n.node)).Flip(flipSpec, fp, derivedFP(t, n.list(t), flipSpec))
 	if !errors.Is(err, ErrStale) || !strings.Contains(err.Error(), "run the preview again") || !strings.Contains(err.Error(), "nothing was changed") {

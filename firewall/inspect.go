@@ -6,11 +6,6 @@ package firewall
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
-
-	"adoption/netns"
 )
 
 // Inspector reads the found firewall of one network namespace. It only
@@ -28,7 +23,7 @@ func (i Inspector) Inspect(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	legacy, err := i.legacyTables()
+	legacy, err := legacyTables(i.Netns)
 	if err != nil {
 		return Report{}, err
 	}
@@ -68,30 +63,6 @@ func (i Inspector) Ruleset() (*Ruleset, error) {
 		_ = closeNS()
 	}()
 	return List(conn)
-}
-
-// legacyTables reads the iptables-legacy tables loaded in the namespace: a
-// firewall there is invisible to nftables and must not be taken for none.
-func (i Inspector) legacyTables() ([]string, error) {
-	var names []string
-	err := netns.Do(i.Netns, func() error {
-		for _, f := range []string{"ip_tables_names", "ip6_tables_names"} {
-			dir := "/proc/self/net"
-			if i.Netns != "" {
-				dir = "/proc/thread-self/net"
-			}
-			b, err := os.ReadFile(filepath.Join(dir, f))
-			if os.IsNotExist(err) {
-				continue // the legacy modules are not loaded: no legacy table anywhere
-			}
-			if err != nil {
-				return err
-			}
-			names = append(names, strings.Fields(string(b))...)
-		}
-		return nil
-	})
-	return names, err
 }
 
 // Summarise describes every table and chain without their rules.

@@ -1,23 +1,9 @@
 package firewall
 
 import (
-	"bytes"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
-	"fmt"
-	"net"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
-	"strings"
-	"sync"
 	"testing"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"adoption/internal/testenv"
 )
@@ -27,264 +13,6 @@ import (
 // pair, and what got through is compared with OpenPorts. Addresses are from
 // 198.18.0.0/15 (RFC 2544 benchmarking) and fd00::/8 (ULA) and never leave the
 // two namespaces this test creates. The host's own firewall is not touched.
-
-const (
-	nodeV4  = "198.18.0.1"
-	peerV4a = "198.18.0.2"
-	peerV4b = "198.18.0.3"
-	nodeV6  = "fd00:f0::1"
-	peerV6a = "fd00:f0::2"
-	peerV6b = "fd00:f0::3"
-)
-
-type testNet struct {
-	node, peer string // namespace names
-}
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	testenv.NeedRoot(t, "creates network namespaces")
-	testenv.NeedTools(t, "ip", "nft")
-}
-
-func run(t *testing.T, stdin string, name string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.String())
-	}
-	return out.String()
-}
-
-func newTestNet(t *testing.T) *testNet { return newNamedNet(t, "fwtest-", "fw", "00") }
-
-// newNamedNet builds a node and a peer namespace joined by a veth: names
-// start with prefix (namespaces) and dev (interfaces), and octet keeps the
-// MACs apart from other files' nets.
-func newNamedNet(t *testing.T, prefix, dev, octet string) *testNet {
-	t.Helper()
-	requireRoot(t)
-	b := make([]byte, 4)
-	rand.Read(b)
-	id := hex.EncodeToString(b)
-	n := &testNet{node: prefix + id + "-n", peer: prefix + id + "-p"}
-	run(t, "", "ip", "netns", "add", n.node)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", n.node).Run() })
-	run(t, "", "ip", "netns", "add", n.peer)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", n.peer).Run() })
-	nodeMAC, peerMAC := "02:00:c6:12:"+octet+":01", "02:00:c6:12:"+octet+":02"
-	nd, pd := dev+"n"+id[:4], dev+"p"+id[:4]
-	run(t, "", "ip", "link", "add", nd, "netns", n.node, "address", nodeMAC, "type", "veth",
-		"peer", "name", pd, "netns", n.peer, "address", peerMAC)
-	for _, s := range []struct {
-		ns, dev string
-		addrs   []string
-	}{
-		{n.node, nd, []string{nodeV4 + "/24", nodeV6 + "/64"}},
-		{n.peer, pd, []string{peerV4a + "/24", peerV4b + "/24", peerV6a + "/64", peerV6b + "/64"}},
-	} {
-		run(t, "", "ip", "-n", s.ns, "link", "set", "lo", "up")
-		for _, a := range s.addrs {
-			args := []string{"-n", s.ns, "addr", "add", a, "dev", s.dev}
-			if strings.Contains(a, ":") {
-				args = append(args, "nodad")
-			}
-			run(t, "", "ip", args...)
-		}
-		run(t, "", "ip", "-n", s.ns, "link", "set", s.dev, "up")
-	}
-	// Permanent neighbour entries: a ruleset under test that drops ICMPv6
-	// must not break neighbour discovery, or every IPv6 probe would fail
-	// for a reason the evaluator does not model.
-	for _, a := range []string{peerV4a, peerV4b, peerV6a, peerV6b} {
-		run(t, "", "ip", "-n", n.node, "neigh", "replace", a, "lladdr", peerMAC, "nud", "permanent", "dev", nd)
-	}
-	for _, a := range []string{nodeV4, nodeV6} {
-		run(t, "", "ip", "-n", n.peer, "neigh", "replace", a, "lladdr", nodeMAC, "nud", "permanent", "dev", pd)
-	}
-	return n
-}
-
-func (n *testNet) nft(t *testing.T, ruleset string) {
-	t.Helper()
-	run(t, ruleset, "ip", "netns", "exec", n.node, "nft", "-f", "-")
-}
-
-func (n *testNet) path(ns string) string { return filepath.Join("/run/netns", ns) }
-
-// inNetns runs f on a thread switched into the namespace ns, and switches
-// back before the thread is returned. Sockets made by f stay in ns.
-func inNetns(ns string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		own, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer own.Close()
-		target, err := os.Open(filepath.Join("/run/netns", ns))
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- err
-			return
-		}
-		ferr := f()
-		if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err != nil {
-			// Leave the thread locked: it dies with this goroutine.
-			errc <- errors.Join(ferr, err)
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
-
-// serve listens on ports (TCP accepting, UDP echoing) in the node namespace
-// on both families, until the test ends.
-func (n *testNet) serve(t *testing.T, ports []uint16) { t.Helper(); serveIn(t, n.node, ports) }
-
-// serveIn is serve in namespace ns.
-func serveIn(t *testing.T, ns string, ports []uint16) {
-	t.Helper()
-	var closers []func() error
-	err := inNetns(ns, func() error {
-		for _, p := range ports {
-			l, err := net.Listen("tcp", fmt.Sprintf("[::]:%d", p))
-			if err != nil {
-				return err
-			}
-			closers = append(closers, l.Close)
-			go func() {
-				for {
-					c, err := l.Accept()
-					if err != nil {
-						return
-					}
-					c.Close()
-				}
-			}()
-			pc, err := net.ListenPacket("udp", fmt.Sprintf("[::]:%d", p))
-			if err != nil {
-				return err
-			}
-			closers = append(closers, pc.Close)
-			go func() {
-				buf := make([]byte, 64)
-				for {
-					k, addr, err := pc.ReadFrom(buf)
-					if err != nil {
-						return
-					}
-					pc.WriteTo(buf[:k], addr)
-				}
-			}()
-		}
-		return nil
-	})
-	t.Cleanup(func() {
-		for _, c := range closers {
-			c()
-		}
-	})
-	if err != nil {
-		t.Fatalf("listening in %s: %v", ns, err)
-	}
-}
-
-type probe struct {
-	proto string
-	src   string // peer address
-	port  uint16
-}
-
-func (p probe) family() string {
-	if strings.Contains(p.src, ":") {
-		return FamilyIP6
-	}
-	return FamilyIP
-}
-
-func (p probe) dst() string {
-	if p.family() == FamilyIP6 {
-		return nodeV6
-	}
-	return nodeV4
-}
-
-func (p probe) String() string {
-	return fmt.Sprintf("%s %s->%s port %d", p.proto, p.src, p.dst(), p.port)
-}
-
-// reach tries every probe from the peer namespace at once and reports which
-// got through: a TCP handshake completed, or a UDP echo came back.
-func (n *testNet) reach(t *testing.T, probes []probe) map[probe]bool {
-	t.Helper()
-	got := map[probe]bool{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, p := range probes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ok := false
-			err := inNetns(n.peer, func() error {
-				ok = attempt(p)
-				return nil
-			})
-			if err != nil {
-				t.Errorf("probe %v: %v", p, err)
-			}
-			mu.Lock()
-			got[p] = ok
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return got
-}
-
-func attempt(p probe) bool {
-	const timeout = 400 * time.Millisecond
-	local := &net.TCPAddr{IP: net.ParseIP(p.src)}
-	addr := net.JoinHostPort(p.dst(), fmt.Sprint(p.port))
-	if p.proto == "tcp" {
-		d := net.Dialer{Timeout: timeout, LocalAddr: local}
-		c, err := d.Dial("tcp", addr)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	}
-	d := net.Dialer{LocalAddr: &net.UDPAddr{IP: net.ParseIP(p.src)}}
-	c, err := d.Dial("udp", addr)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	buf := make([]byte, 8)
-	// Two tries: the first datagram may wait for neighbour discovery.
-	for i := 0; i < 2; i++ {
-		c.Write([]byte("ping"))
-		c.SetReadDeadline(time.Now().Add(timeout / 2))
-		if k, err := c.Read(buf); err == nil && string(buf[:k]) == "ping" {
-			return true
-		}
-	}
-	return false
-}
 
 // predicted says whether OpenPorts reports the probe's port open at input for
 // its source, and whether that is uncertain.
@@ -312,25 +40,11 @@ func predicted(open []Opening, p probe) (reach, uncertain bool) {
 	return reach, uncertain
 }
 
-func (n *testNet) list(t *testing.T) *Ruleset {
-	t.Helper()
-	c, closeNS, err := Dial(n.path(n.node))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeNS()
-	rs, err := List(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rs
-}
-
 // oracle lists the node's ruleset, evaluates it, probes the kernel with
 // every (proto, source, port) combination and fails on any disagreement.
 // Ports the evaluator calls uncertain are probed but not compared; want
 // lists ports that must be predicted uncertain.
-func (n *testNet) oracle(t *testing.T, ports []uint16, srcs []string, protos []string, wantUncertain ...probe) []Opening {
+func oracle(n *testNet, t *testing.T, ports []uint16, srcs []string, protos []string, wantUncertain ...probe) []Opening {
 	t.Helper()
 	rs := n.list(t)
 	open := OpenPorts(rs)
@@ -370,28 +84,6 @@ func (n *testNet) oracle(t *testing.T, ports []uint16, srcs []string, protos []s
 	return open
 }
 
-// randomPorts adds k ports picked at random (excluding those already there).
-func randomPorts(base []uint16, k int) []uint16 {
-	seen := map[uint16]bool{}
-	for _, p := range base {
-		seen[p] = true
-	}
-	out := append([]uint16(nil), base...)
-	b := make([]byte, 2)
-	for len(out) < len(base)+k {
-		rand.Read(b)
-		p := uint16(b[0])<<8 | uint16(b[1])
-		if p < 1024 || seen[p] {
-			continue
-		}
-		seen[p] = true
-		out = append(out, p)
-	}
-	return out
-}
-
-var bothFamilies = []string{peerV4a, peerV6a}
-
 func TestKernelNativeInetSetsAndRanges(t *testing.T) {
 	n := newTestNet(t)
 	n.nft(t, `
@@ -414,7 +106,7 @@ table inet host {
 }`)
 	ports := randomPorts([]uint16{22, 443, 5000, 5005, 5010, 5011, 6000, 7000, 7001, 7100, 7102, 7103, 8000, 8005, 8010, 8011, 9000, 9001}, 6)
 	n.serve(t, ports)
-	open := n.oracle(t, ports, bothFamilies, []string{"tcp", "udp"})
+	open := oracle(n, t, ports, bothFamilies, []string{"tcp", "udp"})
 	assertOpen(t, open, Opening{Port: 8000, PortEnd: 8010, Proto: "tcp", Direction: HookInput, Family: FamilyIP})
 	assertOpen(t, open, Opening{Port: 5000, PortEnd: 5010, Proto: "udp", Direction: HookInput, Family: FamilyIP6})
 }
@@ -459,7 +151,7 @@ table ip t {
 }`)
 	ports := randomPorts([]uint16{53, 2000, 2001, 2002, 3000, 4000, 8000, 8080, 8081, 8100, 8101}, 4)
 	n.serve(t, ports)
-	n.oracle(t, ports, []string{peerV4a}, []string{"tcp", "udp"})
+	oracle(n, t, ports, []string{peerV4a}, []string{"tcp", "udp"})
 }
 
 func TestKernelTwoBaseChainsEarlierDropIsFinal(t *testing.T) {
@@ -487,7 +179,7 @@ table inet same {
 }`)
 	ports := randomPorts([]uint16{22, 80, 443}, 4)
 	n.serve(t, ports)
-	open := n.oracle(t, ports, bothFamilies, []string{"tcp"})
+	open := oracle(n, t, ports, bothFamilies, []string{"tcp"})
 	for _, o := range open {
 		if o.Direction == HookInput && o.Proto == "tcp" && o.Port != 22 {
 			t.Errorf("unexpected opening %+v", o)
@@ -511,7 +203,7 @@ table inet host {
 }`)
 	ports := randomPorts([]uint16{80, 7000, 7001}, 3)
 	n.serve(t, ports)
-	open := n.oracle(t, ports, []string{peerV4a, peerV4b, peerV6a, peerV6b}, []string{"tcp", "udp"})
+	open := oracle(n, t, ports, []string{peerV4a, peerV4b, peerV6a, peerV6b}, []string{"tcp", "udp"})
 	assertOpen(t, open, Opening{Port: 7000, Proto: "tcp", Direction: HookInput, From: "198.18.0.3/32", Family: FamilyIP})
 	assertOpen(t, open, Opening{Port: 7000, Proto: "tcp", Direction: HookInput, From: "fd00:f0::3/128", Family: FamilyIP6})
 }
@@ -544,26 +236,7 @@ COMMIT
 	if k, err := Kind(rs, nil); err != nil || k != KindIptablesNft {
 		t.Errorf("Kind = %q, %v; want %q", k, err, KindIptablesNft)
 	}
-	n.oracle(t, ports, bothFamilies, []string{"tcp", "udp"})
-}
-
-// ufwNet makes the node namespace a ufw node with its own copy of /etc/ufw
-// and /etc/default (ip netns exec bind-mounts /etc/netns/NS/* over /etc), so
-// the host's ufw configuration is never read or written.
-func (n *testNet) ufw(t *testing.T, cmds ...[]string) {
-	t.Helper()
-	dir := filepath.Join("/etc/netns", n.node)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	run(t, "", "cp", "-a", "/etc/ufw", filepath.Join(dir, "ufw"))
-	run(t, "", "cp", "-a", "/etc/default", filepath.Join(dir, "default"))
-	// No kernel modules loaded on the host's behalf (IPT_MODULES), IPv6 on.
-	run(t, "", "sed", "-i", "-e", `s/^IPT_MODULES=.*/IPT_MODULES=""/`, "-e", "s/^IPV6=.*/IPV6=yes/", filepath.Join(dir, "default", "ufw"))
-	for _, c := range cmds {
-		run(t, "", "ip", append([]string{"netns", "exec", n.node, "ufw"}, c...)...)
-	}
+	oracle(n, t, ports, bothFamilies, []string{"tcp", "udp"})
 }
 
 func TestKernelUfw(t *testing.T) {
@@ -598,7 +271,7 @@ func TestKernelUfw(t *testing.T) {
 	for _, s := range []string{peerV4a, peerV4b, peerV6a, peerV6b} {
 		unc = append(unc, probe{"tcp", s, 2222})
 	}
-	open := n.oracle(t, ports, []string{peerV4a, peerV4b, peerV6a, peerV6b}, []string{"tcp", "udp"}, unc...)
+	open := oracle(n, t, ports, []string{peerV4a, peerV4b, peerV6a, peerV6b}, []string{"tcp", "udp"}, unc...)
 	assertOpen(t, open, Opening{Port: 7000, Proto: "tcp", Direction: HookInput, From: peerV4b + "/32", Family: FamilyIP})
 	assertOpen(t, open, Opening{Port: 8443, Proto: "tcp", Direction: HookForward, Family: FamilyIP6})
 }
@@ -623,6 +296,6 @@ table inet host {
 }`)
 	ports := randomPorts([]uint16{22, 2000, 3000, 4000, 4001, 5000}, 4)
 	n.serve(t, ports)
-	open := n.oracle(t, ports, []string{peerV4a, peerV4b, peerV6a}, []string{"tcp"})
+	open := oracle(n, t, ports, []string{peerV4a, peerV4b, peerV6a}, []string{"tcp"})
 	assertOpen(t, open, Opening{Port: 4001, Proto: "tcp", Direction: HookInput, From: "198.18.0.2/32", Family: FamilyIP})
 }

@@ -177,8 +177,6 @@ func familyName(f nftables.TableFamily) string {
 	return fmt.Sprintf("family%d", f)
 }
 
-func isIPFamily(f string) bool { return f == FamilyIP || f == FamilyIP6 || f == FamilyInet }
-
 func hookName(family string, h nftables.ChainHook) string {
 	if family == "netdev" {
 		switch h {

@@ -31,8 +31,6 @@ type Mark struct {
 	Proto string `json:"proto"`
 }
 
-const markPrefix = "adoption:"
-
 // maxCommentLen is the longest comment nft and iptables-nft print back:
 // libnftnl reads a rule comment of at most 128 bytes including its NUL.
 const maxCommentLen = 127
@@ -126,6 +124,8 @@ func NewMarker(netnsPath string) *Marker { return &Marker{netns: netnsPath} }
 // NewMarkerWithConn speaks through c: tests pass a connection made with
 // nftables.WithTestDial, or one made with nftables.WithNetNSFd.
 func NewMarkerWithConn(c *nftables.Conn) *Marker { return &Marker{conn: c} }
+
+func (m *Marker) open() (*session, error) { return openSession(m.netns, m.conn) }
 
 // markExprs is the rule a mark opens a port with, in the form nft itself
 // writes "meta l4proto tcp tcp dport N counter accept comment ...", which
@@ -475,4 +475,34 @@ func (m *Marker) remove(keep func(Mark) bool) ([]MarkedRule, error) {
 		last = err
 	}
 	return nil, fmt.Errorf("removing marked rules: the ruleset kept changing, tried twice: %w", last)
+}
+
+func l4num(proto string) byte {
+	if proto == "udp" {
+		return unix.IPPROTO_UDP
+	}
+	return unix.IPPROTO_TCP
+}
+
+// ctBits is "ct <key> & bits != 0 <verdict>" as nft writes it.
+func ctBits(key expr.CtKey, bits uint32, v expr.VerdictKind) []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Key: key, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(bits), Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)},
+		&expr.Verdict{Kind: v},
+	}
+}
+
+// iifname is `iifname "name" verdict`; a trailing '*' is a prefix match.
+func iifname(name string, v expr.VerdictKind) []expr.Any {
+	data := []byte(strings.TrimSuffix(name, "*"))
+	if !strings.HasSuffix(name, "*") {
+		data = append(data, make([]byte, unix.IFNAMSIZ-len(data))...)
+	}
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: data},
+		&expr.Verdict{Kind: v},
+	}
 }

@@ -23,7 +23,7 @@ const (
 // peerAddr gives the peer namespace one more address on its veth, with the
 // permanent neighbour entry in the node that newNamedNet makes for the
 // others.
-func (n *testNet) peerAddr(t *testing.T, addr string) {
+func peerAddr(n *testNet, t *testing.T, addr string) {
 	t.Helper()
 	f := strings.Fields(run(t, "", "ip", "-n", n.peer, "-o", "link", "show", "type", "veth"))
 	if len(f) < 2 {
@@ -55,7 +55,7 @@ func (n *testNet) peerAddr(t *testing.T, addr string) {
 
 // blocklists makes the ipsets bl4 (holding listedV4) and bl6 (listedV6) in
 // the node namespace, for rules "-m set --match-set bl4 src -j DROP".
-func (n *testNet) blocklists(t *testing.T) {
+func blocklists(n *testNet, t *testing.T) {
 	t.Helper()
 	testenv.NeedTools(t, "ipset")
 	for _, c := range [][]string{
@@ -79,7 +79,7 @@ func denyProbes(port uint16) (allowed, denied []probe) {
 }
 
 // expectProbes fails where the kernel let a probe through other than want.
-func (n *testNet) expectProbes(t *testing.T, when string, want bool, ps []probe) {
+func expectProbes(n *testNet, t *testing.T, when string, want bool, ps []probe) {
 	t.Helper()
 	for p, ok := range n.reach(t, ps) {
 		if ok != want {
@@ -105,18 +105,18 @@ func TestKernelMarksAfterSourceDenies(t *testing.T) {
 		[]string{"deny", "from", peerV6b},
 		[]string{"--force", "enable"},
 	)
-	n.blocklists(t)
+	blocklists(n, t)
 	run(t, "", "ip", "netns", "exec", n.node, "iptables", "-A", "ufw-user-input", "-m", "set", "--match-set", "bl4", "src", "-j", "DROP")
 	run(t, "", "ip", "netns", "exec", n.node, "ip6tables", "-A", "ufw6-user-input", "-m", "set", "--match-set", "bl6", "src", "-j", "DROP")
-	n.peerAddr(t, listedV4)
-	n.peerAddr(t, listedV6)
+	peerAddr(n, t, listedV4)
+	peerAddr(n, t, listedV6)
 	n.serve(t, []uint16{22, 9750})
 	allowed, denied := denyProbes(9750)
 	before := n.listing(t)
-	n.expectProbes(t, "before opening", false, append(allowed, denied...))
-	n.expectProbes(t, "before opening, 22/tcp", true, []probe{{"tcp", listedV4, 22}, {"tcp", listedV6, 22}})
+	expectProbes(n, t, "before opening", false, append(allowed, denied...))
+	expectProbes(n, t, "before opening, 22/tcp", true, []probe{{"tcp", listedV4, 22}, {"tcp", listedV6, 22}})
 
-	m := n.marker(t)
+	m := marker(n, t)
 	added, _, err := m.Open("n1", "web", ports("9750/tcp"))
 	if err != nil || len(added) != 2 {
 		t.Fatalf("Open: %v, %v; want ufw-user-input and ufw6-user-input", added, err)
@@ -126,8 +126,8 @@ func TestKernelMarksAfterSourceDenies(t *testing.T) {
 			t.Errorf("%v: placement %q; want nothing undecided", r, r.Placement)
 		}
 	}
-	n.expectProbes(t, "after opening", true, allowed)
-	n.expectProbes(t, "after opening", false, denied)
+	expectProbes(n, t, "after opening", true, allowed)
+	expectProbes(n, t, "after opening", false, denied)
 	for _, s := range []struct{ save, chain, deny, set string }{
 		{n.quiet(t, "iptables-save"), "ufw-user-input", "-A ufw-user-input -s " + peerV4b + "/32 -j DROP", "--match-set bl4 src -j DROP"},
 		{n.quiet(t, "ip6tables-save"), "ufw6-user-input", "-A ufw6-user-input -s " + peerV6b + "/128 -j DROP", "--match-set bl6 src -j DROP"},
@@ -144,7 +144,7 @@ func TestKernelMarksAfterSourceDenies(t *testing.T) {
 	if after := n.listing(t); after != before {
 		t.Errorf("after Release the ruleset differs from before opening:\n%s", diff(before, after))
 	}
-	n.expectProbes(t, "after release", false, allowed)
+	expectProbes(n, t, "after release", false, allowed)
 }
 
 // On the ufw-docker node, ufw's forward chain denies 198.18.0.3 and
@@ -158,7 +158,7 @@ func TestKernelForwardMarksAfterBlocklists(t *testing.T) {
 	n := newNamedNet(t, "dn-", "dn", "0d")
 	requireTools(t, "iptables-nft-restore", "ip6tables-nft-restore", "iptables", "iptables-save", "ip6tables-save", "sysctl")
 	ctr := n.container(t)
-	n.blocklists(t)
+	blocklists(n, t)
 	denies := func(rules, chain, src, set string) string {
 		commit := strings.LastIndex(rules, "COMMIT\n")
 		return rules[:commit] + "-A " + chain + " -s " + src + " -j DROP\n" +
@@ -166,15 +166,15 @@ func TestKernelForwardMarksAfterBlocklists(t *testing.T) {
 	}
 	run(t, denies(ufwDockerRules, "ufw-user-forward", peerV4b+"/32", "bl4"), "ip", "netns", "exec", n.node, "iptables-nft-restore")
 	run(t, denies(ufwDockerRules6, "ufw6-user-forward", peerV6b+"/128", "bl6"), "ip", "netns", "exec", n.node, "ip6tables-nft-restore")
-	n.peerAddr(t, listedV4)
-	n.peerAddr(t, listedV6)
+	peerAddr(n, t, listedV4)
+	peerAddr(n, t, listedV6)
 	serveIn(t, ctr, []uint16{8080, 8082})
 	allowed, denied := denyProbes(18082)
 	before := n.listing(t)
-	n.expectProbes(t, "before opening", false, append(allowed, denied...))
-	n.expectProbes(t, "before opening, 18080/tcp", true, []probe{{"tcp", listedV4, 18080}, {"tcp", listedV6, 18080}})
+	expectProbes(n, t, "before opening", false, append(allowed, denied...))
+	expectProbes(n, t, "before opening, 18080/tcp", true, []probe{{"tcp", listedV4, 18080}, {"tcp", listedV6, 18080}})
 
-	m := n.marker(t)
+	m := marker(n, t)
 	added, _, err := m.OpenForward("n1", "web", ports("18082/tcp"))
 	if err != nil || len(added) != 2 {
 		t.Fatalf("OpenForward: %v, %v; want ufw-user-forward and ufw6-user-forward", added, err)
@@ -184,8 +184,8 @@ func TestKernelForwardMarksAfterBlocklists(t *testing.T) {
 			t.Errorf("%v: placement %q; want nothing undecided", r, r.Placement)
 		}
 	}
-	n.expectProbes(t, "after opening", true, allowed)
-	n.expectProbes(t, "after opening", false, denied)
+	expectProbes(n, t, "after opening", true, allowed)
+	expectProbes(n, t, "after opening", false, denied)
 	save := n.quiet(t, "iptables-save")
 	if i, k := strings.Index(save, "--match-set bl4 src -j DROP"), strings.Index(save, "adoption:n1:web:18082/tcp"); i < 0 || k < i {
 		t.Errorf("the forward mark is not after the blocklist:\n%s", grepLines(save, "-A ufw-user-forward "))

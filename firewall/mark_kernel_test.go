@@ -1,11 +1,8 @@
 package firewall
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"os/exec"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -20,64 +17,7 @@ import (
 // firewall, the Marker opens ports through it, the peer namespace checks
 // with real connections, and the found firewall's own tools read the result.
 
-var counters = regexp.MustCompile(`counter packets \d+ bytes \d+`)
-
-// listing is "nft list ruleset" in the node namespace, counters stripped: the
-// form in which a release must give back exactly what was found.
-func (n *testNet) listing(t *testing.T) string {
-	t.Helper()
-	out := n.quiet(t, "nft", "list", "ruleset")
-	return counters.ReplaceAllString(out, "counter")
-}
-
-// quiet runs a command in the node namespace and fails if it writes
-// anything to stderr: a warning from iptables-save or ufw is a failure here.
-func (n *testNet) quiet(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", n.node, name}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	// nft notes on stderr that iptables-nft owns a table; that is nft's
-	// standing remark on any iptables-nft ruleset, not a complaint.
-	rest := regexp.MustCompile(`(?m)^# Warning: table \S+ \S+ is managed by iptables-nft, do not touch!\n?`).ReplaceAllString(stderr.String(), "")
-	if err != nil || (rest != "" && name != "nft") {
-		t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), err, stdout.String(), stderr.String())
-	}
-	return stdout.String()
-}
-
-func (n *testNet) marker(t *testing.T) *Marker { return NewMarker(n.path(n.node)) }
-
-func ports(specs ...string) []config.Port {
-	var out []config.Port
-	for _, s := range specs {
-		p, err := config.ParsePort(s)
-		if err != nil {
-			panic(err)
-		}
-		out = append(out, p)
-	}
-	return out
-}
-
-// expectReach probes every (proto, port) from both peer families and fails
-// where the kernel disagrees with want.
-func (n *testNet) expectReach(t *testing.T, when string, want bool, ps ...config.Port) {
-	t.Helper()
-	var probes []probe
-	for _, p := range ps {
-		for _, src := range bothFamilies {
-			probes = append(probes, probe{p.Proto, src, p.Num})
-		}
-	}
-	got := n.reach(t, probes)
-	for _, p := range probes {
-		if got[p] != want {
-			t.Errorf("%s: %v reached=%v, want %v", when, p, got[p], want)
-		}
-	}
-}
+func marker(n *testNet, t *testing.T) *Marker { return NewMarker(n.path(n.node)) }
 
 func markCount(s, comment string) int {
 	return strings.Count(s, `--comment "`+comment+`"`) + strings.Count(s, `--comment `+comment+"\n")
@@ -129,7 +69,7 @@ func TestMarkUfwControlNode(t *testing.T) {
 	n.expectReach(t, "before opening", false, open...)
 	n.expectReach(t, "before opening", true, sample...)
 
-	m := n.marker(t)
+	m := marker(n, t)
 	added, present, err := m.Open("cn1", "foundation", open)
 	if err != nil {
 		t.Fatal(err)
@@ -193,51 +133,11 @@ func TestMarkUfwControlNode(t *testing.T) {
 	n.expectReach(t, "after release", true, sample...)
 }
 
-func grepLines(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
-}
-
-func diff(a, b string) string {
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	var out []string
-	for i := 0; i < len(al) || i < len(bl); i++ {
-		var x, y string
-		if i < len(al) {
-			x = al[i]
-		}
-		if i < len(bl) {
-			y = bl[i]
-		}
-		if x != y {
-			out = append(out, fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, x, y))
-			if len(out) > 10 {
-				break
-			}
-		}
-	}
-	return strings.Join(out, "\n")
-}
-
-// restoreUfw loads the ufw layout that TestKernelUfwLayout restores: ufw's
-// own chains without needing ufw installed, in well under a second.
-func restoreUfw(t *testing.T, n *testNet) {
-	t.Helper()
-	testenv.NeedTools(t, "iptables-nft-restore", "ip6tables-nft-restore")
-	run(t, ufwSave4, "ip", "netns", "exec", n.node, "iptables-nft-restore")
-	run(t, ufwSave6, "ip", "netns", "exec", n.node, "ip6tables-nft-restore")
-}
-
 func TestMarkIdempotentAndOwnRulesOnly(t *testing.T) {
 	n := newTestNet(t)
 	restoreUfw(t, n)
 	before := n.listing(t)
-	m := n.marker(t)
+	m := marker(n, t)
 	const port = "9600"
 	// The predecessor's own rules, identical to a mark but for the comment.
 	for _, cmd := range []string{"iptables", "ip6tables"} {
@@ -336,7 +236,7 @@ table inet host {
 	n.serve(t, []uint16{22, 8080, 6000, 9700, 9701})
 	before := n.listing(t)
 	n.expectReach(t, "before opening", false, open...)
-	m := n.marker(t)
+	m := marker(n, t)
 	added, _, err := m.Open("n1", "mod-a", open)
 	if err != nil || len(added) != 2 {
 		t.Fatalf("Open: %v, %v; want one rule per port in inet host input", added, err)
@@ -404,7 +304,7 @@ table inet late {
 	n.serve(t, []uint16{9800})
 	before := n.listing(t)
 	n.expectReach(t, "before", false, ports("9800/tcp")...)
-	m := n.marker(t)
+	m := marker(n, t)
 	added, _, err := m.Open("n1", "mod-b", ports("9800/tcp"))
 	if err != nil {
 		t.Fatal(err)
@@ -458,7 +358,7 @@ COMMIT
 	n.serve(t, []uint16{9900})
 	before := n.listing(t)
 	n.expectReach(t, "before", false, ports("9900/tcp")...)
-	m := n.marker(t)
+	m := marker(n, t)
 	added, _, err := m.Open("n1", "mod-c", ports("9900/tcp"))
 	if err != nil || len(added) != 2 {
 		t.Fatalf("Open: %v, %v; want INPUT of ip and ip6 filter", added, err)
@@ -490,7 +390,7 @@ table inet firewalld {
 	}
 }`)
 	before := n.listing(t)
-	_, _, err := n.marker(t).Open("n1", "foundation", ports("9500/tcp"))
+	_, _, err := marker(n, t).Open("n1", "foundation", ports("9500/tcp"))
 	if err == nil || !strings.Contains(err.Error(), "firewalld") || !strings.Contains(err.Error(), "nothing was changed") {
 		t.Fatalf("Open on a firewalld node: %v; want a refusal naming firewalld", err)
 	}
@@ -510,7 +410,10 @@ func TestMarkRulesetChangedBetweenListAndWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeNS()
-	s := &session{m: NewMarkerWithConn(c), c: c, close: func() error { return nil }}
+	s, err := openSession("", c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	gen, _, err := s.snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -554,7 +457,7 @@ func TestMarkRulesetChangedBetweenListAndWrite(t *testing.T) {
 func TestMarkBatchRefusedByAnyMessage(t *testing.T) {
 	n := newTestNet(t)
 	restoreUfw(t, n)
-	m := n.marker(t)
+	m := marker(n, t)
 	added, _, err := m.Open("n1", "alpha", ports("9700/tcp", "9701/tcp", "9702/tcp"))
 	if err != nil || len(added) != 6 {
 		t.Fatalf("Open: %v, %v; want 6 marks", added, err)

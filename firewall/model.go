@@ -4,6 +4,7 @@
 package firewall
 
 import (
+	"fmt"
 	"net/netip"
 )
 
@@ -241,3 +242,41 @@ const (
 
 	packetHost = 0
 )
+
+func isIPFamily(f string) bool { return f == FamilyIP || f == FamilyIP6 || f == FamilyInet }
+
+func targets(r *Rule) []string {
+	var out []string
+	if (r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto) && r.VMap == nil {
+		out = append(out, r.Verdict.Target)
+	}
+	for _, e := range r.VMap {
+		if e.Verdict.Kind == VerdictJump || e.Verdict.Kind == VerdictGoto {
+			out = append(out, e.Verdict.Target)
+		}
+	}
+	return out
+}
+
+func isFilter(ch *Chain) bool { return ch.Type == "" || ch.Type == "filter" }
+
+// viaOf writes a DNAT target: "172.17.0.2:8080", "[fd00::2]:80", ":9001"
+// for the node itself, "172.17.0.2" when the port is kept or unknown.
+func viaOf(a netip.Addr, port uint16) string {
+	switch {
+	case !a.IsValid() && port == 0:
+		return ""
+	case !a.IsValid():
+		return fmt.Sprintf(":%d", port)
+	case port == 0:
+		return a.String()
+	}
+	return netip.AddrPortFrom(a, port).String()
+}
+
+func portEnd(o Opening) uint16 {
+	if o.PortEnd != 0 {
+		return o.PortEnd
+	}
+	return o.Port
+}

@@ -4,8 +4,10 @@
 package firewall
 
 import (
+	"adoption/netns"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -55,25 +57,6 @@ const (
 	KindNftables    = "nftables"
 	KindNone        = "none"
 )
-
-var iptablesTables = map[string]bool{"filter": true, "nat": true, "mangle": true, "raw": true, "security": true}
-
-var iptablesBuiltins = map[string]bool{"INPUT": true, "FORWARD": true, "OUTPUT": true, "PREROUTING": true, "POSTROUTING": true}
-
-// isIptablesTable reports whether t is a table iptables-nft made: an ip or
-// ip6 table named like an iptables table whose base chains carry the
-// iptables built-in names.
-func isIptablesTable(t *Table) bool {
-	if (t.Family != FamilyIP && t.Family != FamilyIP6) || !iptablesTables[t.Name] {
-		return false
-	}
-	for _, c := range t.Chains {
-		if c.Hook != "" && !iptablesBuiltins[c.Name] {
-			return false
-		}
-	}
-	return true
-}
 
 // Kind says which kind of firewall the ruleset is: iptables-nft (tables that
 // iptables-nft made, as ufw writes them), nftables (a native table filters at
@@ -126,4 +109,28 @@ func Kind(rs *Ruleset, legacyTables []string) (string, error) {
 		return KindNftables, nil
 	}
 	return KindNone, nil
+}
+
+// legacyTables reads the iptables-legacy tables loaded in the namespace: a
+// firewall there is invisible to nftables and must not be taken for none.
+func legacyTables(netnsPath string) ([]string, error) {
+	var names []string
+	err := netns.Do(netnsPath, func() error {
+		for _, f := range []string{"ip_tables_names", "ip6_tables_names"} {
+			dir := "/proc/self/net"
+			if netnsPath != "" {
+				dir = "/proc/thread-self/net"
+			}
+			b, err := os.ReadFile(filepath.Join(dir, f))
+			if os.IsNotExist(err) {
+				continue // the legacy modules are not loaded: no legacy table anywhere
+			}
+			if err != nil {
+				return err
+			}
+			names = append(names, strings.Fields(string(b))...)
+		}
+		return nil
+	})
+	return names, err
 }

@@ -282,3 +282,28 @@ func churns(t *Table, ch *Chain) bool {
 	o := ChainOwner(t, ch)
 	return o.Owner == OwnedByForeign && ch.Name != dockerUserChain
 }
+
+// markPrefix opens every comment the mesh writes on a rule.
+const markPrefix = "adoption:"
+
+// MeshTable is the mesh's own table, "table inet adoption", written by Flip.
+const MeshTable = "adoption"
+
+var iptablesTables = map[string]bool{"filter": true, "nat": true, "mangle": true, "raw": true, "security": true}
+
+var iptablesBuiltins = map[string]bool{"INPUT": true, "FORWARD": true, "OUTPUT": true, "PREROUTING": true, "POSTROUTING": true}
+
+// isIptablesTable reports whether t is a table iptables-nft made: an ip or
+// ip6 table named like an iptables table whose base chains carry the
+// iptables built-in names.
+func isIptablesTable(t *Table) bool {
+	if (t.Family != FamilyIP && t.Family != FamilyIP6) || !iptablesTables[t.Name] {
+		return false
+	}
+	for _, c := range t.Chains {
+		if c.Hook != "" && !iptablesBuiltins[c.Name] {
+			return false
+		}
+	}
+	return true
+}

@@ -196,13 +196,6 @@ func allDropped(dropped map[config.Port]bool, proto string, from, to int) bool {
 	return true
 }
 
-func portEnd(o Opening) uint16 {
-	if o.PortEnd != 0 {
-		return o.PortEnd
-	}
-	return o.Port
-}
-
 func portSpec(o Opening) string {
 	if o.PortEnd != 0 && o.PortEnd != o.Port {
 		return fmt.Sprintf("%d-%d/%s", o.Port, o.PortEnd, o.Proto)

@@ -34,23 +34,26 @@ var ErrOutcomeUnknown = errors.New("whether the batch was applied is not known")
 // Dialling into a namespace costs a locked thread and two setns calls, so
 // an operation that dialled per request paid that for every chain listed.
 type session struct {
-	m     *Marker
+	netns string // the namespace dialled, when conn was not given
+	given bool   // c was given by the caller (tests), not dialled
 	c     *nftables.Conn
 	nc    *netlink.Conn // the raw socket, dialled on first use
 	close func() error
 }
 
-func (m *Marker) open() (*session, error) {
-	if m.conn != nil {
-		s := &session{m: m, c: m.conn}
+// openSession opens a session on conn, or when conn is nil on a lasting
+// connection dialled into the namespace at netnsPath.
+func openSession(netnsPath string, conn *nftables.Conn) (*session, error) {
+	if conn != nil {
+		s := &session{c: conn, given: true}
 		s.close = func() error { s.dropRaw(); return nil }
 		return s, nil
 	}
-	c, closer, err := dialLasting(m.netns)
+	c, closer, err := dialLasting(netnsPath)
 	if err != nil {
 		return nil, err
 	}
-	s := &session{m: m, c: c}
+	s := &session{netns: netnsPath, c: c}
 	s.close = func() error {
 		s.dropRaw()
 		go func() { // see dropRaw
@@ -100,14 +103,14 @@ func (s *session) dropRaw() {
 // legacy reads the iptables-legacy tables in the marker's namespace.
 func (s *session) legacy() ([]string, error) {
 	switch {
-	case s.m.conn == nil:
-		return Inspector{Netns: s.m.netns}.legacyTables()
+	case !s.given:
+		return legacyTables(s.netns)
 	case s.c.TestDial != nil:
 		return nil, nil
 	case s.c.NetNS != 0:
-		return Inspector{Netns: fmt.Sprintf("/proc/self/fd/%d", s.c.NetNS)}.legacyTables()
+		return legacyTables(fmt.Sprintf("/proc/self/fd/%d", s.c.NetNS))
 	}
-	return Inspector{}.legacyTables()
+	return legacyTables("")
 }
 
 func nftMsg(t int) netlink.HeaderType { return netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | t) }
