@@ -151,7 +151,7 @@ func viaAddr(via string) (netip.Addr, bool) {
 }
 
 // strayDNAT says why a forward opening is DNATed to an address of one of
-// Docker's bridges (docker0, br-*) that no running container of the
+// Docker's bridges (firewall.DockerBridges) that no running container of the
 // engine holds, or "": clients are sent to nobody the node knows. Judged
 // only with the engine's answer at hand.
 func strayDNAT(o firewall.Opening, node firewall.Node, held map[netip.Addr]string, engine bool) string {
@@ -163,7 +163,7 @@ func strayDNAT(o firewall.Opening, node firewall.Node, held map[netip.Addr]strin
 		return ""
 	}
 	ifc, ok := node.InterfaceFor(a)
-	if !ok || (ifc != "docker0" && !strings.HasPrefix(ifc, "br-")) {
+	if !ok || firewall.BridgeTool(ifc) != "docker" {
 		return "" // the evaluator names a target on none of the node's networks itself
 	}
 	if _, ok := held[a.Unmap()]; ok {

@@ -51,7 +51,7 @@ func (f *Flipper) Reassert(spec MeshSpec) (bool, error) {
 		return false, err
 	}
 	for i := range rs.Tables {
-		if isMeshTable(&rs.Tables[i]) {
+		if TableOwner(&rs.Tables[i]).Owner == OwnedByMesh {
 			return false, nil
 		}
 	}

@@ -10,7 +10,7 @@ import (
 // meshText renders the mesh's table, for a failure's message.
 func meshText(rs *Ruleset) string {
 	for _, tb := range rs.Tables {
-		if isMeshTable(&tb) {
+		if TableOwner(&tb).Owner == OwnedByMesh {
 			return Render(&Ruleset{Tables: []Table{tb}})
 		}
 	}
@@ -20,7 +20,7 @@ func meshText(rs *Ruleset) string {
 func meshOnly(t *testing.T, rs *Ruleset) string {
 	t.Helper()
 	for _, tb := range rs.Tables {
-		if isMeshTable(&tb) {
+		if TableOwner(&tb).Owner == OwnedByMesh {
 			return Fingerprint(&Ruleset{Tables: []Table{tb}})
 		}
 	}
@@ -64,7 +64,7 @@ func TestKernelBootRulesetLoads(t *testing.T) {
 	}
 	var others []Table
 	for _, tb := range rs.Tables {
-		if !isMeshTable(&tb) {
+		if TableOwner(&tb).Owner != OwnedByMesh {
 			others = append(others, tb)
 		}
 	}

@@ -80,7 +80,7 @@ type derivedRule struct {
 // Input accepts established/related, loopback, the ICMP and ICMPv6 that
 // must pass (neighbour discovery and router adverts keep IPv6 working), and
 // one rule per Input port; forward accepts established/related, traffic from
-// container bridges (docker0, br-*) so containers keep their egress, and
+// Docker's bridges (DockerBridges) so containers keep their egress, and
 // DNATed connections whose original destination port is a Forward port.
 // Every rule's comment names its owner: "adoption:<node>:<owner>:<port>/<proto>"
 // for ports, "adoption:<node>:essentials:<what>" for what every host needs.
@@ -142,10 +142,9 @@ func Derive(spec MeshSpec) (*Derived, error) {
 			text: fmt.Sprintf("meta l4proto %s th dport %d counter accept", a.Port.Proto, a.Port.Num)})
 	}
 	egress := fmt.Sprintf("%s%s:%s:egress", markPrefix, node, OwnerContainers)
-	rules = append(rules,
-		derivedRule{chain: HookForward, exprs: iifname("docker0", expr.VerdictAccept), comment: egress, text: `iifname "docker0" accept`},
-		derivedRule{chain: HookForward, exprs: iifname("br-*", expr.VerdictAccept), comment: egress, text: `iifname "br-*" accept`},
-	)
+	for _, b := range DockerBridges {
+		rules = append(rules, derivedRule{chain: HookForward, exprs: iifname(b, expr.VerdictAccept), comment: egress, text: fmt.Sprintf("iifname %q accept", b)})
+	}
 	for _, a := range dedupe(spec.Forward) {
 		mk := Mark{Node: node, Owner: a.Owner, Port: a.Port.Num, Proto: a.Port.Proto}
 		p := l4num(a.Port.Proto)

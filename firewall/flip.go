@@ -220,7 +220,7 @@ func analyse(rs *Ruleset) (*predecessor, error) {
 	p := &predecessor{}
 	for ti := range rs.Tables {
 		t := &rs.Tables[ti]
-		if !isIPFamily(t.Family) || isMeshTable(t) || flipForeignTable(t) {
+		if o := TableOwner(t).Owner; !isIPFamily(t.Family) || o == OwnedByMesh || o == OwnedByForeign {
 			continue
 		}
 		if isIptablesTable(t) {
@@ -276,7 +276,7 @@ func (p *predecessor) iptables(t *Table) error {
 					return err
 				}
 			}
-			if flipForeignChain(ch.Name) {
+			if ChainOwner(t, ch).Owner == OwnedByForeign {
 				keptRoots = append(keptRoots, ch.Name)
 			}
 			continue
@@ -349,7 +349,7 @@ func (p *predecessor) iptables(t *Table) error {
 	}
 	for ci := range t.Chains {
 		ch := &t.Chains[ci]
-		if ch.Hook != "" || kept[ch.Name] || flipForeignChain(ch.Name) {
+		if ch.Hook != "" || kept[ch.Name] || ChainOwner(t, ch).Owner == OwnedByForeign {
 			continue
 		}
 		if dormant[ch.Name] || isUfwChain(ch.Name) {
@@ -394,7 +394,7 @@ func split(rs *Ruleset, node string) (base *Ruleset, mesh *Table, neutral []Rule
 	base = &Ruleset{}
 	for ti := range rs.Tables {
 		t := rs.Tables[ti]
-		if isMeshTable(&t) {
+		if TableOwner(&t).Owner == OwnedByMesh {
 			mesh = &rs.Tables[ti]
 			continue
 		}

@@ -170,7 +170,7 @@ type placement struct {
 // foreign tool's or the mesh's, nor in an iptables-nft table other than
 // filter (raw, mangle, security: not where iptables filters).
 func inputChains(t *Table) []*Chain {
-	if !isIPFamily(t.Family) || foreignTable(t) || isMeshTable(t) {
+	if o := TableOwner(t).Owner; !isIPFamily(t.Family) || o == OwnedByForeign || o == OwnedByMesh {
 		return nil
 	}
 	if isIptablesTable(t) {
@@ -184,7 +184,7 @@ func inputChains(t *Table) []*Chain {
 	var chains []*Chain
 	for ci := range t.Chains {
 		ch := &t.Chains[ci]
-		if ch.Hook == HookInput && (ch.Type == "" || ch.Type == "filter") && !foreignChain(ch.Name) {
+		if ch.Hook == HookInput && (ch.Type == "" || ch.Type == "filter") && ChainOwner(t, ch).Owner != OwnedByForeign {
 			chains = append(chains, ch)
 		}
 	}

@@ -38,7 +38,7 @@ func findMarks(nc *netlink.Conn, keep func(Mark) bool) ([]MarkedRule, error) {
 		if !ok {
 			return nil, fmt.Errorf("listing the rules: a rule message could not be read")
 		}
-		if !isIPFamily(e.family) || isMeshTable(&Table{Family: e.family, Name: e.table}) {
+		if !isIPFamily(e.family) || TableOwner(&Table{Family: e.family, Name: e.table}).Owner == OwnedByMesh {
 			continue
 		}
 		if mk, ok := ParseMark(e.comment); ok && keep(mk) {

@@ -86,7 +86,7 @@ func forwardPlacements(rs *Ruleset, proto string, port uint16) ([]placement, err
 // forwardChains are the chains of t where a forward mark may go (see
 // forwardPlacements).
 func forwardChains(t *Table) []*Chain {
-	if !isIPFamily(t.Family) || TableOwner(t).Owner == OwnedByForeign || isMeshTable(t) {
+	if o := TableOwner(t).Owner; !isIPFamily(t.Family) || o == OwnedByForeign || o == OwnedByMesh {
 		return nil
 	}
 	if isIptablesTable(t) {

@@ -45,18 +45,6 @@ type Interface struct {
 	Addrs    []netip.Prefix `json:"addrs,omitempty"`
 }
 
-// ContainerBridge reports whether an interface named name is a container
-// network's bridge (Docker's docker0 and br-<id>, podman, CNI, libvirt,
-// LXC): clients from outside never arrive on it.
-func ContainerBridge(name string) bool {
-	for _, p := range []string{"br-", "cni", "podman", "virbr", "lxcbr", "cbr"} {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return name == "docker0" || name == "docker_gwbridge"
-}
-
 func (n *Node) known() bool { return n != nil && n.Interfaces != nil }
 
 // forwards reports whether the node forwards family fam (unknown: yes).
@@ -73,7 +61,7 @@ func (n *Node) forwards(fam string) bool {
 func (n *Node) uplinks() []string {
 	var out []string
 	for _, i := range n.Interfaces {
-		if i.Loopback || i.Master != "" || ContainerBridge(i.Name) {
+		if i.Loopback || i.Master != "" || BridgeTool(i.Name) != "" {
 			continue
 		}
 		out = append(out, i.Name)

@@ -97,17 +97,6 @@ func TableTool(t *Table) string {
 	return ""
 }
 
-// foreignChain names chains of tools that must be left alone.
-func foreignChain(name string) bool { return ChainTool(name) != "" }
-
-// foreignTable names native tables of tools that must be left alone.
-func foreignTable(t *Table) bool { return TableTool(t) != "" }
-
-// flipForeignTable and flipForeignChain are the same predicates, under the
-// names the flip was written with.
-func flipForeignTable(t *Table) bool    { return foreignTable(t) }
-func flipForeignChain(name string) bool { return foreignChain(name) }
-
 func isMeshTable(t *Table) bool { return t.Family == FamilyInet && t.Name == MeshTable }
 
 func isUfwChain(name string) bool {
@@ -118,7 +107,7 @@ func isUfwChain(name string) bool {
 // to a tool that must be left alone: a jump to its chains, Docker's direct
 // rules on its bridges, or Docker's hairpin masquerades.
 func foreignRule(t *Table, r *Rule) bool {
-	if (r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto) && flipForeignChain(r.Verdict.Target) {
+	if (r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto) && ChainTool(r.Verdict.Target) != "" {
 		return true
 	}
 	return bridgeRule(r) || dockerHairpin(t, r)
@@ -133,7 +122,7 @@ func bridgeRule(r *Rule) bool {
 			continue
 		}
 		for _, n := range c.Names {
-			if !strings.HasPrefix(n, "docker") && !strings.HasPrefix(n, "br-") {
+			if !strings.HasPrefix(BridgeTool(n), "docker") {
 				return false
 			}
 		}
@@ -223,7 +212,7 @@ func TableOwner(t *Table) Ownership {
 	switch {
 	case isMeshTable(t):
 		return Ownership{Owner: OwnedByMesh}
-	case foreignTable(t):
+	case TableTool(t) != "":
 		return Ownership{Owner: OwnedByForeign, Tool: TableTool(t)}
 	case isIptablesTable(t):
 		return Ownership{Owner: OwnedShared}
@@ -241,7 +230,7 @@ func ChainOwner(t *Table, ch *Chain) Ownership {
 	switch {
 	case to.Owner == OwnedByMesh || to.Owner == OwnedByForeign:
 		return to
-	case foreignChain(ch.Name):
+	case ChainTool(ch.Name) != "":
 		return Ownership{Owner: OwnedByForeign, Tool: ChainTool(ch.Name)}
 	case to.Owner == OwnedShared && ch.Hook != "":
 		return Ownership{Owner: OwnedShared}
