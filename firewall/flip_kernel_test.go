@@ -291,16 +291,16 @@ func TestKernelFlipUfwBesideDocker(t *testing.T) {
 		t.Errorf("OpenPorts of the flipped kernel ruleset:\n%v\nof the preview's model:\n%v", got, want)
 	}
 	// Marker never takes the neutralising accepts for marks.
-	marks, err := marker(n, t).List("n1")
+	listed, err := NewMarker(n.path(n.node)).List("n1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range marks {
+	for _, m := range listed {
 		if m.Table != MeshTable {
 			t.Errorf("Marker lists %v", m)
 		}
 	}
-	t.Logf("Marker.List after the flip: %v (the mesh table's port rules parse as marks)", marks)
+	t.Logf("Marker.List after the flip: %v (the mesh table's port rules parse as marks)", listed)
 
 	// A retried Flip returns the plan in place and writes nothing.
 	listing := n.listing(t)

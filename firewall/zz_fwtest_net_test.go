@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -882,3 +883,64 @@ const ufwSave6 = `*filter
 -A ufw6-user-limit-accept -j ACCEPT
 COMMIT
 `
+
+// predictedAny is predicted for any direction: a published port's opening
+// is at the forward hook, by the host port.
+func predictedAny(open []Opening, p probe) (reach, uncertain bool) {
+	src := netip.MustParseAddr(p.src)
+	for _, o := range open {
+		if o.Proto != p.proto || o.Family != p.family() || p.port < o.Port || p.port > portEnd(o) {
+			continue
+		}
+		if o.From != "" && !netip.MustParsePrefix(o.From).Contains(src) {
+			continue
+		}
+		if !o.Uncertain {
+			return true, false
+		}
+		reach, uncertain = true, true
+	}
+	return reach, uncertain
+}
+
+// dnatOracle lists the node, reads its interfaces and forwarding, evaluates
+// (with openPortsOn, the evaluator),
+// probes every (proto, source, host port) from the peer and fails on any
+// disagreement; an uncertain prediction fails too (none is expected here).
+func dnatOracle(n *testNet, t *testing.T, openPortsOn func(*Ruleset, Node) []Opening, ports []uint16, srcs, protos []string) ([]Opening, Node, *Ruleset) {
+	t.Helper()
+	rs := n.list(t)
+	node, err := ReadNode(n.path(n.node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := openPortsOn(rs, node)
+	for _, o := range open {
+		t.Logf("open: %+v", o)
+	}
+	var probes []probe
+	for _, proto := range protos {
+		for _, s := range srcs {
+			for _, p := range ports {
+				probes = append(probes, probe{proto, s, p})
+			}
+		}
+	}
+	got := n.reach(t, probes)
+	defer func() {
+		if t.Failed() {
+			t.Logf("ruleset as decoded:\n%s", Render(rs))
+		}
+	}()
+	for _, p := range probes {
+		want, unc := predictedAny(open, p)
+		if unc {
+			t.Errorf("%v: predicted uncertain, kernel says reach=%v", p, got[p])
+			continue
+		}
+		if want != got[p] {
+			t.Errorf("%v: predicted reach=%v, kernel says %v", p, want, got[p])
+		}
+	}
+	return open, node, rs
+}
