@@ -118,8 +118,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadConfig$$'      -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./config
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePort$$'       -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./config
 	$(GO) test -run '^$$' -fuzz '^FuzzValidName$$'       -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./config
-	$(GO) test -run '^$$' -fuzz '^FuzzOpenPorts$$'       -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./firewall
-	$(GO) test -run '^$$' -fuzz '^FuzzOpenPortsSimple$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./firewall
+	$(GO) test -run '^$$' -fuzz '^FuzzOpenPorts$$'       -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./firewall/eval
+	$(GO) test -run '^$$' -fuzz '^FuzzOpenPortsSimple$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./firewall/eval
 
 # The short form make test runs: 10 s a target.
 fuzz-short:

@@ -6,6 +6,8 @@
 package activities
 
 import (
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
 	"context"
 	"fmt"
 	"os"
@@ -27,7 +29,7 @@ import (
 // test can replace it; the worker passes the real ones.
 type (
 	Firewall interface {
-		Inspect(ctx context.Context) (firewall.Report, error)
+		Inspect(ctx context.Context) (eval.Report, error)
 		Ruleset() (*firewall.Ruleset, error)
 	}
 	Containers interface {
@@ -97,7 +99,7 @@ type ProbeInput struct {
 type ProbeReport struct {
 	Node         string              `json:"node"`
 	At           time.Time           `json:"at"`
-	Firewall     firewall.Report     `json:"firewall"`
+	Firewall     eval.Report         `json:"firewall"`
 	Sockets      []sockets.Listener  `json:"sockets"`
 	SocketsError string              `json:"sockets_error,omitempty"`
 	Containers   containers.Report   `json:"containers"`
@@ -253,7 +255,7 @@ func (a *Activities) Adopt(ctx context.Context, in AdoptInput) (*AdoptResult, er
 	if err != nil {
 		return nil, fmt.Errorf("list the found firewall: %w", err)
 	}
-	res := &AdoptResult{Firewall: fw.Kind, FirewallFingerprint: firewall.FoundFingerprint(rs)}
+	res := &AdoptResult{Firewall: fw.Kind, FirewallFingerprint: flip.FoundFingerprint(rs)}
 	for _, p := range auth.Plan.DeclaredPaths() {
 		heartbeat(ctx, "custody "+p)
 		rec, err := a.Files.Take(p)

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"adoption/firewall/eval"
 	"context"
 	"errors"
 	"os"
@@ -21,11 +22,11 @@ import (
 // fakeFirewall reports what it is given; its ruleset is empty (nothing
 // filtered) unless rs is set.
 type fakeFirewall struct {
-	report firewall.Report
+	report eval.Report
 	rs     *firewall.Ruleset
 }
 
-func (f fakeFirewall) Inspect(context.Context) (firewall.Report, error) { return f.report, nil }
+func (f fakeFirewall) Inspect(context.Context) (eval.Report, error) { return f.report, nil }
 func (f fakeFirewall) Ruleset() (*firewall.Ruleset, error) {
 	if f.rs != nil {
 		return f.rs, nil
@@ -50,7 +51,7 @@ func newActs(t *testing.T) (*Activities, string) {
 	root, state := t.TempDir(), t.TempDir()
 	return &Activities{
 		Node:     "n1",
-		Firewall: fakeFirewall{report: firewall.Report{Kind: "iptables-nft"}},
+		Firewall: fakeFirewall{report: eval.Report{Kind: "iptables-nft"}},
 		Engine:   fakeEngine{report: containers.Report{Available: true}},
 		Sockets:  fakeSockets{},
 		Files:    custody.New(root, state),

@@ -10,6 +10,7 @@ package activities
 // paths, the confirm timeout) against it.
 
 import (
+	"adoption/firewall/flip"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +25,6 @@ import (
 
 	"adoption/config"
 	"adoption/containers"
-	"adoption/firewall"
 )
 
 // Error types of the authority checks. None is retried: the request will
@@ -143,7 +143,7 @@ func checkOwnerForward(auth *Authority, owner string, forward []config.Port) err
 }
 
 func ownerPorts(p config.Plan, owner string) ([]config.Port, bool) {
-	if owner == OwnerFoundation {
+	if owner == flip.OwnerFoundation {
 		out := make([]config.Port, 0, len(p.Foundation))
 		for _, fp := range p.Foundation {
 			out = append(out, fp.Port)
@@ -160,7 +160,7 @@ func ownerPorts(p config.Plan, owner string) ([]config.Port, bool) {
 // node's, one that opens a port no owner declares, one that forwards to a
 // port no migrated container publishes, or one without every management
 // port (node.management_ports are always kept by a flip).
-func checkSpec(auth *Authority, spec firewall.MeshSpec) error {
+func checkSpec(auth *Authority, spec flip.MeshSpec) error {
 	p := auth.Plan
 	if spec.Node != p.Node {
 		return notDeclared("the mesh ruleset asked for is node %q's, not node %s's", spec.Node, p.Node)

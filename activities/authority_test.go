@@ -1,6 +1,8 @@
 package activities
 
 import (
+	"adoption/firewall/flip"
+	"adoption/firewall/marks"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,7 +17,6 @@ import (
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
-	"adoption/firewall"
 	"adoption/nodestate"
 )
 
@@ -28,28 +29,28 @@ type recorder struct {
 	waitErr error
 }
 
-func (r *recorder) Open(node, owner string, ports []config.Port) ([]firewall.MarkedRule, []firewall.MarkedRule, error) {
+func (r *recorder) Open(node, owner string, ports []config.Port) ([]marks.MarkedRule, []marks.MarkedRule, error) {
 	r.changes = append(r.changes, "open "+owner)
 	return nil, nil, nil
 }
-func (r *recorder) Close(node, owner string) ([]firewall.MarkedRule, error) {
+func (r *recorder) Close(node, owner string) ([]marks.MarkedRule, error) {
 	r.changes = append(r.changes, "close "+owner)
 	return nil, nil
 }
-func (r *recorder) Release(string) ([]firewall.MarkedRule, error) {
+func (r *recorder) Release(string) ([]marks.MarkedRule, error) {
 	r.changes = append(r.changes, "release")
 	return nil, nil
 }
-func (r *recorder) List(string) ([]firewall.MarkedRule, error) { return nil, nil }
-func (r *recorder) Flip(firewall.MeshSpec, string, string) (*firewall.RevertPlan, error) {
+func (r *recorder) List(string) ([]marks.MarkedRule, error) { return nil, nil }
+func (r *recorder) Flip(flip.MeshSpec, string, string) (*flip.RevertPlan, error) {
 	r.changes = append(r.changes, "flip")
-	return &firewall.RevertPlan{}, nil
+	return &flip.RevertPlan{}, nil
 }
-func (r *recorder) Revert(*firewall.RevertPlan) error {
+func (r *recorder) Revert(*flip.RevertPlan) error {
 	r.changes = append(r.changes, "revert")
 	return nil
 }
-func (r *recorder) Commit(*firewall.RevertPlan) (string, error) {
+func (r *recorder) Commit(*flip.RevertPlan) (string, error) {
 	r.changes = append(r.changes, "commit")
 	return "", nil
 }
@@ -153,7 +154,7 @@ func TestHostileRequestsAreRefused(t *testing.T) {
 			return err
 		}},
 		{"forward path for the foundation", ErrNotDeclared, "foundation asks to open published ports 5001/tcp on the forward path, but node n1's configuration gives it no container", func(a *Activities, p config.Plan) error {
-			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: OwnerFoundation, Forward: []config.Port{{Num: 5001, Proto: "tcp"}}})
+			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: flip.OwnerFoundation, Forward: []config.Port{{Num: 5001, Proto: "tcp"}}})
 			return err
 		}},
 		{"forward path for an undeclared owner in a reconcile", ErrNotDeclared, `owner "evil" is neither the foundation nor a module`, func(a *Activities, p config.Plan) error {
@@ -217,13 +218,13 @@ func TestHostileRequestsAreRefused(t *testing.T) {
 		}},
 		{"ruleset opening an undeclared port", ErrNotDeclared, "opens 2375/tcp for app", func(a *Activities, p config.Plan) error {
 			s := specOf(p)
-			s.Input = append(s.Input, firewall.Allow{Port: config.Port{Num: 2375, Proto: "tcp"}, Owner: "app"})
+			s.Input = append(s.Input, flip.Allow{Port: config.Port{Num: 2375, Proto: "tcp"}, Owner: "app"})
 			_, err := a.Preview(ctx, PreviewInput{Plan: p, Spec: s})
 			return err
 		}},
 		{"ruleset forwarding an undeclared port", ErrNotDeclared, "forwards 9999/tcp", func(a *Activities, p config.Plan) error {
 			s := specOf(p)
-			s.Forward = append(s.Forward, firewall.Allow{Port: config.Port{Num: 9999, Proto: "tcp"}, Owner: "app"})
+			s.Forward = append(s.Forward, flip.Allow{Port: config.Port{Num: 9999, Proto: "tcp"}, Owner: "app"})
 			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: s, ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
 			return err
 		}},
@@ -275,7 +276,7 @@ func TestTheNodesOwnPlanIsServed(t *testing.T) {
 	if _, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: "app", Ports: p.Modules[0].Ports}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: OwnerFoundation, Ports: []config.Port{{Num: 5001, Proto: "tcp"}}}); err != nil {
+	if _, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: flip.OwnerFoundation, Ports: []config.Port{{Num: 5001, Proto: "tcp"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Preview(ctx, PreviewInput{Plan: p, Spec: specOf(p)}); err != nil {
@@ -360,18 +361,18 @@ func TestFoundHashesAreKeyed(t *testing.T) {
 
 // specOf is the mesh ruleset the workflow derives for plan with every
 // module migrated and genesis done.
-func specOf(p config.Plan) firewall.MeshSpec {
-	s := firewall.MeshSpec{Node: p.Node, Drop: p.Drop}
+func specOf(p config.Plan) flip.MeshSpec {
+	s := flip.MeshSpec{Node: p.Node, Drop: p.Drop}
 	for _, mp := range p.ManagementPorts {
-		s.Input = append(s.Input, firewall.Allow{Port: mp, Owner: "management"})
+		s.Input = append(s.Input, flip.Allow{Port: mp, Owner: "management"})
 	}
 	for _, fp := range p.Foundation {
-		s.Input = append(s.Input, firewall.Allow{Port: fp.Port, Owner: OwnerFoundation})
+		s.Input = append(s.Input, flip.Allow{Port: fp.Port, Owner: flip.OwnerFoundation})
 	}
 	for _, m := range p.Modules {
 		for _, port := range m.Ports {
-			s.Input = append(s.Input, firewall.Allow{Port: port, Owner: m.Name})
-			s.Forward = append(s.Forward, firewall.Allow{Port: port, Owner: m.Name})
+			s.Input = append(s.Input, flip.Allow{Port: port, Owner: m.Name})
+			s.Forward = append(s.Forward, flip.Allow{Port: port, Owner: m.Name})
 		}
 	}
 	return s
@@ -380,11 +381,11 @@ func specOf(p config.Plan) firewall.MeshSpec {
 // forwardRecorder is a recorder whose marks also open the forward path.
 type forwardRecorder struct{ *recorder }
 
-func (r forwardRecorder) OpenForward(node, owner string, ports []config.Port) ([]firewall.MarkedRule, []firewall.MarkedRule, error) {
+func (r forwardRecorder) OpenForward(node, owner string, ports []config.Port) ([]marks.MarkedRule, []marks.MarkedRule, error) {
 	r.changes = append(r.changes, "open-forward "+owner)
-	var added []firewall.MarkedRule
+	var added []marks.MarkedRule
 	for _, p := range ports {
-		added = append(added, firewall.MarkedRule{Mark: firewall.Mark{Node: node, Owner: owner, Port: p.Num, Proto: p.Proto}})
+		added = append(added, marks.MarkedRule{Mark: marks.Mark{Node: node, Owner: owner, Port: p.Num, Proto: p.Proto}})
 	}
 	return added, nil, nil
 }

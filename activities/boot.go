@@ -8,6 +8,7 @@ package activities
 // so the decision is recorded and can be undone by hand.
 
 import (
+	"adoption/firewall/flip"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,7 +17,6 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"adoption/firewall"
 	"adoption/nodestate"
 )
 
@@ -36,11 +36,11 @@ func (a *Activities) persistBoot(rec *nodestate.FlipRecord) error {
 	if len(rec.Mesh) == 0 {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s's record carries no mesh ruleset (written by an older agent): cannot write %s; the flip stays confirmed and in force until it is committed by hand", rec.ID, BootNftablesConf), ErrFlipNotConfirmed, nil)
 	}
-	var spec firewall.MeshSpec
+	var spec flip.MeshSpec
 	if err := json.Unmarshal(rec.Mesh, &spec); err != nil {
 		return fmt.Errorf("flip %s: mesh ruleset in the record unreadable: %w", rec.ID, err)
 	}
-	text, err := firewall.BootRuleset(spec, fmt.Sprintf("Written by adoption when node %s's flip %s was committed: the mesh's own table,\n"+
+	text, err := flip.BootRuleset(spec, fmt.Sprintf("Written by adoption when node %s's flip %s was committed: the mesh's own table,\n"+
 		"loaded at boot by nftables.service. The file this replaced is in adoption's custody store (node.state_dir).", spec.Node, rec.ID))
 	if err != nil {
 		return fmt.Errorf("flip %s: derive the boot-time ruleset: %w", rec.ID, err)

@@ -1,12 +1,12 @@
 package activities
 
 import (
+	"adoption/firewall/flip"
 	"context"
 	"fmt"
 
 	"adoption/config"
 	"adoption/custody"
-	"adoption/firewall"
 )
 
 // DriftItem is one difference between the node and what adoption recorded.
@@ -61,7 +61,7 @@ func (a *Activities) CheckDrift(ctx context.Context, in DriftInput) (*DriftResul
 		if err != nil {
 			return nil, fmt.Errorf("list the found firewall: %w", err)
 		}
-		if now := firewall.FoundFingerprint(rs); now != in.Firewall {
+		if now := flip.FoundFingerprint(rs); now != in.Firewall {
 			res.Items = append(res.Items, DriftItem{Kind: "firewall", Recorded: in.Firewall, Now: now,
 				What: "the found firewall's own rules changed since adoption (the mesh's marks are not counted)"})
 		}

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"adoption/firewall/marks"
 	"context"
 	"fmt"
 	"sort"
@@ -9,24 +10,23 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/config"
-	"adoption/firewall"
 	"adoption/sockets"
 )
 
 // Marks opens ports through the found firewall as rules marked as the
 // mesh's own, and removes only those.
 type Marks interface {
-	Open(node, owner string, ports []config.Port) (added, present []firewall.MarkedRule, err error)
-	Close(node, owner string) ([]firewall.MarkedRule, error)
-	Release(node string) ([]firewall.MarkedRule, error)
-	List(node string) ([]firewall.MarkedRule, error)
+	Open(node, owner string, ports []config.Port) (added, present []marks.MarkedRule, err error)
+	Close(node, owner string) ([]marks.MarkedRule, error)
+	Release(node string) ([]marks.MarkedRule, error)
+	List(node string) ([]marks.MarkedRule, error)
 }
 
 // ForwardMarks opens a module's published host ports on the forward path
 // of the found firewall (firewall.Marker has it). Close and Release remove
 // these marks with the rest.
 type ForwardMarks interface {
-	OpenForward(node, owner string, ports []config.Port) (added, present []firewall.MarkedRule, err error)
+	OpenForward(node, owner string, ports []config.Port) (added, present []marks.MarkedRule, err error)
 }
 
 // Error types of the firewall steps.
@@ -34,9 +34,6 @@ const (
 	ErrPortCollision = "PortCollision"
 	ErrBadOwner      = "BadOwner"
 )
-
-// OwnerFoundation owns the foundation's marked rules.
-const OwnerFoundation = "foundation"
 
 // Collision is a foundation port held by something else on the node.
 type Collision struct {
@@ -116,9 +113,9 @@ type RulesInput struct {
 
 // RulesResult lists the marked rules an operation added, found or removed.
 type RulesResult struct {
-	Added   []firewall.MarkedRule `json:"added,omitempty"`
-	Present []firewall.MarkedRule `json:"present,omitempty"`
-	Removed []firewall.MarkedRule `json:"removed,omitempty"`
+	Added   []marks.MarkedRule `json:"added,omitempty"`
+	Present []marks.MarkedRule `json:"present,omitempty"`
+	Removed []marks.MarkedRule `json:"removed,omitempty"`
 }
 
 // OpenRules opens an owner's ports through the found firewall as marked
@@ -250,7 +247,7 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (*RulesRe
 
 // ReleaseResult lists the marked rules removed.
 type ReleaseResult struct {
-	Removed []firewall.MarkedRule `json:"removed"`
+	Removed []marks.MarkedRule `json:"removed"`
 }
 
 // Release removes every marked rule of the node, leaving the found firewall

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"adoption/firewall/flip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,9 +26,9 @@ type NodeReader interface {
 
 // Flipper replaces the found firewall with the mesh's own, and back.
 type Flipper interface {
-	Flip(spec firewall.MeshSpec, expectFound, expectDerived string) (*firewall.RevertPlan, error)
-	Revert(p *firewall.RevertPlan) error
-	Commit(p *firewall.RevertPlan) (string, error)
+	Flip(spec flip.MeshSpec, expectFound, expectDerived string) (*flip.RevertPlan, error)
+	Revert(p *flip.RevertPlan) error
+	Commit(p *flip.RevertPlan) (string, error)
 }
 
 // FlipState is the node-local record of the flip, shared with the watchdog.
@@ -64,13 +65,13 @@ const (
 // PreviewInput carries the mesh's ruleset as the workflow derives it from
 // the plan and the node's progress.
 type PreviewInput struct {
-	Plan config.Plan       `json:"plan"`
-	Spec firewall.MeshSpec `json:"spec"`
+	Plan config.Plan   `json:"plan"`
+	Spec flip.MeshSpec `json:"spec"`
 }
 
 // Preview compares what the found firewall opens now with what the mesh's
 // derived ruleset would open, port by port. It changes nothing.
-func (a *Activities) Preview(ctx context.Context, in PreviewInput) (*firewall.Preview, error) {
+func (a *Activities) Preview(ctx context.Context, in PreviewInput) (*flip.Preview, error) {
 	auth, err := a.authorize(ctx, in.Plan)
 	if err != nil {
 		return nil, err
@@ -80,7 +81,7 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (*firewall.Pr
 
 // preview is the preview of one spec on this node, for the Preview
 // activity and for a flip that previews on the node itself.
-func (a *Activities) preview(ctx context.Context, auth *Authority, spec firewall.MeshSpec) (*firewall.Preview, error) {
+func (a *Activities) preview(ctx context.Context, auth *Authority, spec flip.MeshSpec) (*flip.Preview, error) {
 	if err := checkSpec(auth, spec); err != nil {
 		return nil, err
 	}
@@ -95,7 +96,7 @@ func (a *Activities) preview(ctx context.Context, auth *Authority, spec firewall
 			node, nodeErr = firewall.Node{}, err.Error()
 		}
 	}
-	pv := firewall.PreviewFlipOn(rs, node, spec)
+	pv := flip.PreviewFlipOn(rs, node, spec)
 	if nodeErr != "" {
 		// Without the node's interfaces a published port's fate is a
 		// guess: refuse, naming why.
@@ -116,9 +117,9 @@ func (a *Activities) preview(ctx context.Context, auth *Authority, spec firewall
 // FlipInput asks for the flip a preview approved: the spec it previewed
 // and both fingerprints it saw.
 type FlipInput struct {
-	Plan        config.Plan       `json:"plan"`
-	Spec        firewall.MeshSpec `json:"spec"`
-	ExpectFound string            `json:"expect_found"` // the preview's fingerprint of the found ruleset
+	Plan        config.Plan   `json:"plan"`
+	Spec        flip.MeshSpec `json:"spec"`
+	ExpectFound string        `json:"expect_found"` // the preview's fingerprint of the found ruleset
 	// ExpectDerived is the preview's fingerprint of the mesh's ruleset: the
 	// node refuses to apply any other.
 	ExpectDerived  string        `json:"expect_derived,omitempty"`
@@ -143,7 +144,7 @@ type FlipResult struct {
 	Note     string    `json:"note,omitempty"`
 	// Preview is the node's own preview, when the flip was asked to run
 	// it (FlipInput.Preview) and ran it: not on a resumed attempt.
-	Preview *firewall.Preview `json:"preview,omitempty"`
+	Preview *flip.Preview `json:"preview,omitempty"`
 }
 
 // Flip records the flip (with all a revert needs), arms the watchdog,
@@ -172,7 +173,7 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 	} else if !adopted {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("node %s is not adopted (no marker under state_dir): refusing to flip", in.Plan.Node), ErrNotAdopted, nil)
 	}
-	var pv *firewall.Preview
+	var pv *flip.Preview
 	if in.Preview {
 		if pv, err = a.previewForFlip(ctx, auth, &in, marker); err != nil {
 			return nil, err
@@ -197,11 +198,11 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("read the found firewall before flip %s: %v; nothing was changed", in.ID, err), ErrFlipNotApplied, nil)
 	}
-	mesh, err := json.Marshal(firewall.EffectiveSpec(found, in.Spec))
+	mesh, err := json.Marshal(flip.EffectiveSpec(found, in.Spec))
 	if err != nil {
 		return nil, err
 	}
-	minimal, err := json.Marshal(firewall.RevertPlanFor(in.Plan.Node))
+	minimal, err := json.Marshal(flip.RevertPlanFor(in.Plan.Node))
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +249,7 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 // expectations from it. A retried attempt whose record exists resumes
 // from that record instead (the ruleset it applied is already in force,
 // so a preview now would only see the mesh's): it returns no preview.
-func (a *Activities) previewForFlip(ctx context.Context, auth *Authority, in *FlipInput, marker nodestate.Marker) (*firewall.Preview, error) {
+func (a *Activities) previewForFlip(ctx context.Context, auth *Authority, in *FlipInput, marker nodestate.Marker) (*flip.Preview, error) {
 	if in.ExpectFound != "" || in.ExpectDerived != "" {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s asks for its own preview and carries expectations too: one or the other; nothing was changed", in.ID), ErrStalePreview, nil)
 	}
@@ -285,9 +286,9 @@ func (a *Activities) applyFlip(ctx context.Context, auth *Authority, in FlipInpu
 	a.Failpoints.Hit("flip-before-apply")
 	heartbeat(ctx, "flip: one netlink transaction")
 	plan, err := a.Flipper.Flip(in.Spec, in.ExpectFound, in.ExpectDerived)
-	if err != nil && errors.Is(err, firewall.ErrNotApplied) {
+	if err != nil && errors.Is(err, flip.ErrNotApplied) {
 		_ = a.markFlip(in.ID, nodestate.FlipNotApplied, "not applied: "+err.Error(), nil)
-		if errors.Is(err, firewall.ErrStale) || errors.Is(err, firewall.ErrStaleDerived) {
+		if errors.Is(err, flip.ErrStale) || errors.Is(err, flip.ErrStaleDerived) {
 			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrStalePreview, err)
 		}
 		return nil, temporal.NewNonRetryableApplicationError("flip not applied: "+err.Error(), ErrFlipNotApplied, err)
@@ -472,9 +473,9 @@ func (a *Activities) revert(id, reason string) (string, error) {
 // comment), then every node file from custody. The watchdog calls it too;
 // the caller holds the flip lock.
 func RevertRecord(rec *nodestate.FlipRecord, fw interface {
-	Revert(*firewall.RevertPlan) error
+	Revert(*flip.RevertPlan) error
 }, files interface{ Restore(string) error }) error {
-	plan := firewall.RevertPlanFor(rec.Node)
+	plan := flip.RevertPlanFor(rec.Node)
 	if len(rec.Revert) > 0 {
 		if err := json.Unmarshal(rec.Revert, plan); err != nil {
 			return fmt.Errorf("flip %s: revert plan unreadable: %w", rec.ID, err)
@@ -529,7 +530,7 @@ func (a *Activities) commit(ctx context.Context, auth *Authority, id string) (*F
 			return nil, err
 		}
 		a.Failpoints.Hit("commit-persisted")
-		var plan firewall.RevertPlan
+		var plan flip.RevertPlan
 		if err := json.Unmarshal(cur.Revert, &plan); err != nil {
 			return nil, err
 		}

@@ -1,6 +1,8 @@
 package activities
 
 import (
+	"adoption/firewall/flip"
+	"adoption/firewall/nft"
 	"context"
 	"fmt"
 	"os"
@@ -10,7 +12,6 @@ import (
 	"time"
 
 	"adoption/config"
-	"adoption/firewall"
 	"adoption/nodestate"
 )
 
@@ -18,7 +19,7 @@ import (
 // batch leaves, and who may move it on.
 
 type fakeFlipper struct {
-	reverts  []firewall.RevertPlan
+	reverts  []flip.RevertPlan
 	flipErr  error
 	short    int
 	commits  int
@@ -26,18 +27,18 @@ type fakeFlipper struct {
 	flips    [][2]string // the found and derived fingerprints each flip expected
 }
 
-func (f *fakeFlipper) Flip(spec firewall.MeshSpec, found, derived string) (*firewall.RevertPlan, error) {
+func (f *fakeFlipper) Flip(spec flip.MeshSpec, found, derived string) (*flip.RevertPlan, error) {
 	f.flips = append(f.flips, [2]string{found, derived})
 	if f.flipErr != nil {
 		return nil, f.flipErr
 	}
-	return &firewall.RevertPlan{Node: spec.Node, Neutralised: []firewall.RuleRef{{Handle: 7}}, ShortEchoes: f.short}, nil
+	return &flip.RevertPlan{Node: spec.Node, Neutralised: []flip.RuleRef{{Handle: 7}}, ShortEchoes: f.short}, nil
 }
-func (f *fakeFlipper) Revert(p *firewall.RevertPlan) error {
+func (f *fakeFlipper) Revert(p *flip.RevertPlan) error {
 	f.reverts = append(f.reverts, *p)
 	return nil
 }
-func (f *fakeFlipper) Commit(*firewall.RevertPlan) (string, error) {
+func (f *fakeFlipper) Commit(*flip.RevertPlan) (string, error) {
 	f.commits++
 	if f.commitEr != nil {
 		return "", f.commitEr
@@ -45,7 +46,7 @@ func (f *fakeFlipper) Commit(*firewall.RevertPlan) (string, error) {
 	return "table ip filter {}", nil
 }
 
-var flipSpecN1 = firewall.MeshSpec{Node: "n1", Input: []firewall.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}}}
+var flipSpecN1 = flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}}}
 
 // flipPlanN1 is the node's own plan in these tests (the authority) and the
 // plan every request carries.
@@ -112,7 +113,7 @@ func TestFlipRecordBeforeBatchIsRevertible(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(root, "etc"), 0o755))
 	must(t, os.WriteFile(filepath.Join(root, "etc/hosts"), []byte("found\n"), 0o644))
 	var seen *nodestate.FlipRecord
-	fl.flipErr = fmt.Errorf("sending the batch: %w: ENOBUFS", firewall.ErrOutcomeUnknown)
+	fl.flipErr = fmt.Errorf("sending the batch: %w: ENOBUFS", nft.ErrOutcomeUnknown)
 	a.StartWatchdog = func() error {
 		seen = record(t, a) // what the watchdog starts from
 		return nil
@@ -144,7 +145,7 @@ func TestFlipRecordBeforeBatchIsRevertible(t *testing.T) {
 // a revert has nothing to do and says not-applied, not reverted.
 func TestFlipNotAppliedIsNotReverted(t *testing.T) {
 	a, fl, _ := flipActs(t)
-	fl.flipErr = fmt.Errorf("not flipping: %w (%w)", firewall.ErrStaleDerived, firewall.ErrNotApplied)
+	fl.flipErr = fmt.Errorf("not flipping: %w (%w)", flip.ErrStaleDerived, flip.ErrNotApplied)
 	_, err := a.Flip(context.Background(), flipIn("n1-1"))
 	appErr(t, err, ErrStalePreview)
 	if rec := record(t, a); rec.State != nodestate.FlipNotApplied || rec.Pending() {

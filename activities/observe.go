@@ -5,6 +5,8 @@
 package activities
 
 import (
+	"adoption/firewall/flip"
+	"adoption/firewall/marks"
 	"context"
 	"errors"
 	"log/slog"
@@ -15,7 +17,6 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 
-	"adoption/firewall"
 	"adoption/metrics"
 	"adoption/nodestate"
 )
@@ -138,7 +139,7 @@ func (o *Observer) record(name string, arg, res any, err error, d time.Duration)
 					per[owner] = 0
 				}
 			}
-			for _, m := range append(append([]firewall.MarkedRule{}, r.Added...), r.Present...) {
+			for _, m := range append(append([]marks.MarkedRule{}, r.Added...), r.Present...) {
 				per[m.Mark.Owner]++
 			}
 			for owner, n := range per {
@@ -155,7 +156,7 @@ func (o *Observer) record(name string, arg, res any, err error, d time.Duration)
 		}
 	case *DriftResult:
 		o.rec.Drift(len(r.Items))
-	case *firewall.Preview:
+	case *flip.Preview:
 		o.observePreview(r)
 	case *FlipResult:
 		// A flip that previews on the node answers with its preview.
@@ -165,7 +166,7 @@ func (o *Observer) record(name string, arg, res any, err error, d time.Duration)
 	}
 }
 
-func (o *Observer) observePreview(r *firewall.Preview) {
+func (o *Observer) observePreview(r *flip.Preview) {
 	if !r.Approved {
 		o.rec.PreviewRefused()
 		o.log.Info("flip preview refused", "reasons", strings.Join(r.Reasons, "; "))

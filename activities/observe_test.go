@@ -1,6 +1,8 @@
 package activities
 
 import (
+	"adoption/firewall/flip"
+	"adoption/firewall/marks"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +15,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/config"
-	"adoption/firewall"
 	"adoption/nodestate"
 )
 
@@ -36,8 +37,8 @@ type fakeFlips struct{ rec *nodestate.FlipRecord }
 
 func (f fakeFlips) Flip() (*nodestate.FlipRecord, error) { return f.rec, nil }
 
-func rule(owner string) firewall.MarkedRule {
-	return firewall.MarkedRule{Mark: firewall.Mark{Node: "n1", Owner: owner, Port: 80, Proto: "tcp"}}
+func rule(owner string) marks.MarkedRule {
+	return marks.MarkedRule{Mark: marks.Mark{Node: "n1", Owner: owner, Port: 80, Proto: "tcp"}}
 }
 
 // Each activity's input and result become the series the README lists.
@@ -53,16 +54,16 @@ func TestObserverMapsActivitiesToSeries(t *testing.T) {
 		res  any
 		err  error
 	}{
-		{"OpenRules", RulesInput{Owner: "web"}, &RulesResult{Added: []firewall.MarkedRule{rule("web")}, Present: []firewall.MarkedRule{rule("web")}}, nil},
-		{"Reconcile", ReconcileInput{Owners: map[string][]config.Port{"web": nil, "gone": nil}}, &RulesResult{Added: []firewall.MarkedRule{rule("web")}, Present: []firewall.MarkedRule{rule("web")}}, nil},
+		{"OpenRules", RulesInput{Owner: "web"}, &RulesResult{Added: []marks.MarkedRule{rule("web")}, Present: []marks.MarkedRule{rule("web")}}, nil},
+		{"Reconcile", ReconcileInput{Owners: map[string][]config.Port{"web": nil, "gone": nil}}, &RulesResult{Added: []marks.MarkedRule{rule("web")}, Present: []marks.MarkedRule{rule("web")}}, nil},
 		{"CloseRules", RulesInput{Owner: "web"}, &RulesResult{}, nil},
 		{"CheckDrift", DriftInput{}, &DriftResult{Items: make([]DriftItem, 3)}, nil},
 		{"CutoverSwap", ModuleInput{Module: "mail"}, &CutoverResult{}, nil},
 		{"CutoverWaitHealthy", ModuleInput{Module: "mail"}, nil, errors.New("docker down")},
 		{"CutoverPreflight", ModuleInput{Module: "mail"}, nil, refused},
 		{"Prune", PruneInput{Modules: []string{"a", "b"}}, &CutoverResult{}, nil},
-		{"Preview", PreviewInput{}, &firewall.Preview{Approved: false, Reasons: []string{"8081/tcp would close"}}, nil},
-		{"Preview", PreviewInput{}, &firewall.Preview{Approved: true}, nil},
+		{"Preview", PreviewInput{}, &flip.Preview{Approved: false, Reasons: []string{"8081/tcp would close"}}, nil},
+		{"Preview", PreviewInput{}, &flip.Preview{Approved: true}, nil},
 		{"ConfirmFlip", ConfirmInput{}, nil, errors.New("reverted")},
 		{"RevertFlip", ConfirmInput{}, &FlipResult{}, nil},
 	} {

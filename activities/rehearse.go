@@ -8,6 +8,7 @@
 package activities
 
 import (
+	"adoption/firewall/marks"
 	"context"
 	"errors"
 	"fmt"
@@ -17,7 +18,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/containers"
-	"adoption/firewall"
 )
 
 // Rehearsal is what a module's cutover would do on the node now.
@@ -116,7 +116,7 @@ func (a *Activities) Rehearse(ctx context.Context, in ModuleInput) (*Rehearsal, 
 	// Open ports: marked accepts through the found firewall.
 	open := RehearsalStep{Name: "open ports"}
 	for _, p := range m.Ports {
-		mk := firewall.Mark{Node: auth.Plan.Node, Owner: m.Name, Port: p.Num, Proto: p.Proto}
+		mk := marks.Mark{Node: auth.Plan.Node, Owner: m.Name, Port: p.Num, Proto: p.Proto}
 		r.Marks = append(r.Marks, mk.Comment())
 		open.Touches = append(open.Touches, "marked accept "+mk.Comment()+" (ip and ip6), after the found firewall's source denies")
 	}

@@ -11,6 +11,8 @@
 package activities
 
 import (
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -45,7 +47,7 @@ func dockerInRuleset(rs *firewall.Ruleset) bool {
 }
 
 // dockerInReport is dockerInRuleset on the probe's table summaries.
-func dockerInReport(tables []firewall.TableSummary) bool {
+func dockerInReport(tables []eval.TableSummary) bool {
 	for _, t := range tables {
 		if t.Tool == dockerTool {
 			return true
@@ -230,7 +232,7 @@ func probeUnknowns(r *ProbeReport, plan config.Plan) []string {
 //
 // A container whose every published port is in flip.drop is closed on
 // purpose whatever its network: it is not named.
-func previewUnknowns(found *firewall.Ruleset, node firewall.Node, cr containers.Report, plan config.Plan, spec firewall.MeshSpec, pv *firewall.Preview) []string {
+func previewUnknowns(found *firewall.Ruleset, node firewall.Node, cr containers.Report, plan config.Plan, spec flip.MeshSpec, pv *flip.Preview) []string {
 	var out []string
 	docker := dockerInRuleset(found)
 	if s := engineUnreachable(docker || planRunsContainers(plan), cr); s != "" {

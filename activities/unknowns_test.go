@@ -1,6 +1,8 @@
 package activities
 
 import (
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
 	"context"
 	"encoding/json"
 	"os"
@@ -22,8 +24,8 @@ type dnatNode struct {
 	node firewall.Node
 }
 
-func (f dnatNode) Inspect(context.Context) (firewall.Report, error) {
-	return firewall.Report{Kind: "iptables-nft", Node: f.node}, nil
+func (f dnatNode) Inspect(context.Context) (eval.Report, error) {
+	return eval.Report{Kind: "iptables-nft", Node: f.node}, nil
 }
 func (f dnatNode) Ruleset() (*firewall.Ruleset, error) { return f.rs, nil }
 func (f dnatNode) Node() (firewall.Node, error)        { return f.node, nil }
@@ -55,7 +57,7 @@ func theContainer(addrs ...string) containers.Info {
 
 // previewOn previews the flip of a node with management port 22/tcp only
 // and flip.drop drop, on the fixture, with the engine answering report.
-func previewOn(t *testing.T, report containers.Report, drop ...string) (*firewall.Preview, *recorder) {
+func previewOn(t *testing.T, report containers.Report, drop ...string) (*flip.Preview, *recorder) {
 	t.Helper()
 	a, _ := newActs(t)
 	rec := &recorder{}
@@ -140,15 +142,15 @@ func TestPreviewNamesAnUnmappedNetwork(t *testing.T) {
 // named, and nothing when all is mapped.
 func TestProbeNamesUnknowns(t *testing.T) {
 	f := loadDNATNode(t)
-	open := firewall.OpenPortsOn(f.rs, f.node)
-	tables := []firewall.TableSummary{{Family: "ip", Name: "nat", Ownership: firewall.Ownership{Owner: firewall.OwnedShared},
-		Chains: []firewall.ChainSummary{{Name: "DOCKER", Ownership: firewall.Ownership{Owner: firewall.OwnedByForeign, Tool: "docker"}}}}}
+	open := eval.OpenPortsOn(f.rs, f.node)
+	tables := []eval.TableSummary{{Family: "ip", Name: "nat", Ownership: firewall.Ownership{Owner: firewall.OwnedShared},
+		Chains: []eval.ChainSummary{{Name: "DOCKER", Ownership: firewall.Ownership{Owner: firewall.OwnedByForeign, Tool: "docker"}}}}}
 	// An opening the evaluator could not follow (a DNAT to an address on
 	// none of the node's networks).
 	open = append(open, firewall.Opening{Port: 18099, Proto: "tcp", Direction: firewall.HookForward, Family: firewall.FamilyIP,
 		Uncertain: true, Reason: "DNAT target 10.50.0.9 is on none of the node's networks: where it is routed is not known"})
-	probe := func(cr containers.Report, tables []firewall.TableSummary, plan config.Plan) []string {
-		r := &ProbeReport{Firewall: firewall.Report{Tables: tables, Open: open, Node: f.node}, Containers: cr}
+	probe := func(cr containers.Report, tables []eval.TableSummary, plan config.Plan) []string {
+		r := &ProbeReport{Firewall: eval.Report{Tables: tables, Open: open, Node: f.node}, Containers: cr}
 		return probeUnknowns(r, plan)
 	}
 	mac := containers.Info{Name: "mac", State: "running", Networks: []containers.Attachment{{Network: "macnet", Addrs: []string{"10.99.0.5/24"}}},

@@ -20,6 +20,7 @@ package main
 // naive, ours, ...) so neither always runs on a warmer engine.
 
 import (
+	"adoption/containers/hold"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -49,7 +50,6 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"adoption/containers"
-	"adoption/firewall"
 	"adoption/sandbox"
 )
 
@@ -177,7 +177,7 @@ func runCutover(n int, outDir string, stdout io.Writer) (err error) {
 		return err
 	}
 	defer b.cli.Close()
-	b.engine = containers.NewWith(b.cli).WithHold(firewall.NewHold(b.node.NetnsPath(), "bcut"))
+	b.engine = containers.NewWith(b.cli).WithHold(hold.NewHold(b.node.NetnsPath(), "bcut"))
 	var runs []CutoverRun
 	for i := 0; i < n; i++ {
 		order := []string{methodOurs, methodNaive}
@@ -418,7 +418,7 @@ func (b *cutBench) run(ctx context.Context, ours bool) (CutoverRun, error) {
 	// The engine's own window, seen from the node every 10 ms past the hold:
 	// from the predecessor letting go of the port to the new container
 	// taking it.
-	probe := containers.DialProbe(firewall.NewHold(b.node.NetnsPath(), "bcut").Dial, fmt.Sprintf("127.0.0.1:%d", s.port), 100*time.Millisecond)
+	probe := containers.DialProbe(hold.NewHold(b.node.NetnsPath(), "bcut").Dial, fmt.Sprintf("127.0.0.1:%d", s.port), 100*time.Millisecond)
 	var took time.Duration
 	window, _, err := containers.MeasureWith(ctx, "the node's port", probe, probeEvery, func() error {
 		start := time.Now()

@@ -17,6 +17,8 @@ package main
 // outside the hammer's window.
 
 import (
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
 	"fmt"
 	"io"
 	"os"
@@ -71,7 +73,7 @@ type FlipDetails struct {
 type flipBench struct {
 	node, peer *benchNS
 	addr       string
-	spec       firewall.MeshSpec
+	spec       flip.MeshSpec
 	meshFile   string
 	listeners  closers
 }
@@ -196,16 +198,16 @@ func (b *flipBench) setup() error {
 		}
 		b.listeners = append(b.listeners, c)
 	}
-	b.spec = firewall.MeshSpec{Node: flipNodeName,
-		Input: []firewall.Allow{
-			{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: firewall.OwnerManagement},
+	b.spec = flip.MeshSpec{Node: flipNodeName,
+		Input: []flip.Allow{
+			{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: flip.OwnerManagement},
 			{Port: config.Port{Num: 80, Proto: "tcp"}, Owner: "web"},
 			{Port: config.Port{Num: 443, Proto: "tcp"}, Owner: "web"},
 			{Port: config.Port{Num: flipPort, Proto: "tcp"}, Owner: "app"},
 		},
-		Forward: []firewall.Allow{{Port: config.Port{Num: 8443, Proto: "tcp"}, Owner: "app"}},
+		Forward: []flip.Allow{{Port: config.Port{Num: 8443, Proto: "tcp"}, Owner: "app"}},
 	}
-	d, err := firewall.Derive(b.spec)
+	d, err := flip.Derive(b.spec)
 	if err != nil {
 		return err
 	}
@@ -255,11 +257,11 @@ func (b *flipBench) round(ours bool) (FlipRun, error) {
 	if err != nil {
 		return r, err
 	}
-	flipper := firewall.NewFlipper(b.node.path)
+	flipper := flip.NewFlipper(b.node.path)
 	var expect string
 	var found *firewall.Ruleset
 	if ours {
-		rs, err := firewall.Inspector{Netns: b.node.path}.Ruleset()
+		rs, err := eval.Inspector{Netns: b.node.path}.Ruleset()
 		if err != nil {
 			return r, err
 		}
@@ -270,8 +272,8 @@ func (b *flipBench) round(ours bool) (FlipRun, error) {
 	var procErr error
 	start := time.Now()
 	if ours {
-		var plan *firewall.RevertPlan
-		derived, err := firewall.DerivedFingerprint(found, b.spec)
+		var plan *flip.RevertPlan
+		derived, err := flip.DerivedFingerprint(found, b.spec)
 		if err != nil {
 			return r, err
 		}

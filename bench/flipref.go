@@ -26,6 +26,8 @@ package main
 // delete table inet adoption, ufw --force enable).
 
 import (
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
 	"bufio"
 	"context"
 	"errors"
@@ -103,14 +105,14 @@ type RefInForce struct {
 
 // RefFlipDetails is the reference flip section of the JSON.
 type RefFlipDetails struct {
-	Runs            []RefFlipRun      `json:"runs"`
-	Spec            firewall.MeshSpec `json:"spec"`
-	PreviewApproved bool              `json:"preview_approved"`
-	PreviewReasons  []string          `json:"preview_reasons,omitempty"`
-	MeshNft         string            `json:"mesh_nft"`
-	Ours            RefFlipSum        `json:"ours"`
-	Naive           RefFlipSum        `json:"naive"`
-	Note            string            `json:"note"`
+	Runs            []RefFlipRun  `json:"runs"`
+	Spec            flip.MeshSpec `json:"spec"`
+	PreviewApproved bool          `json:"preview_approved"`
+	PreviewReasons  []string      `json:"preview_reasons,omitempty"`
+	MeshNft         string        `json:"mesh_nft"`
+	Ours            RefFlipSum    `json:"ours"`
+	Naive           RefFlipSum    `json:"naive"`
+	Note            string        `json:"note"`
 }
 
 // RefFlipSum is one method's figures over its runs.
@@ -138,7 +140,7 @@ type refFlipBench struct {
 	dir      string
 	node     *sandbox.RefNode
 	peerPath string
-	spec     firewall.MeshSpec
+	spec     flip.MeshSpec
 	meshFile string
 	declared []refService
 	dropped  []refService
@@ -312,8 +314,8 @@ func (b *refFlipBench) setup(d *RefFlipDetails) error {
 	}
 	spec := sandbox.RefSpec{Spec: sandbox.Spec{Name: refNodeName, Index: refIndex, Dir: filepath.Join(b.dir, "node"), Binary: bin,
 		Allowed: []config.Port{{Num: refHostPort, Proto: "tcp"}}}}
-	b.spec = firewall.MeshSpec{Node: refNodeName,
-		Input: []firewall.Allow{{Port: config.Port{Num: refHostPort, Proto: "tcp"}, Owner: firewall.OwnerManagement}}}
+	b.spec = flip.MeshSpec{Node: refNodeName,
+		Input: []flip.Allow{{Port: config.Port{Num: refHostPort, Proto: "tcp"}, Owner: flip.OwnerManagement}}}
 	for _, s := range refServices() {
 		spec.Services = append(spec.Services, sandbox.Service{
 			Name: s.module, Image: refImage, Routed: s.routed,
@@ -331,8 +333,8 @@ func (b *refFlipBench) setup(d *RefFlipDetails) error {
 		// As workflows.MeshSpec derives it for a migrated module: its
 		// declared port for input, its published host port for forwarding.
 		b.declared = append(b.declared, s)
-		b.spec.Input = append(b.spec.Input, firewall.Allow{Port: p, Owner: s.module})
-		b.spec.Forward = append(b.spec.Forward, firewall.Allow{Port: p, Owner: s.module})
+		b.spec.Input = append(b.spec.Input, flip.Allow{Port: p, Owner: s.module})
+		b.spec.Forward = append(b.spec.Forward, flip.Allow{Port: p, Owner: s.module})
 	}
 	b.node = sandbox.NewRef(spec)
 	if err := b.node.Up(); err != nil {
@@ -340,7 +342,7 @@ func (b *refFlipBench) setup(d *RefFlipDetails) error {
 	}
 	b.peerPath = "/run/netns/" + b.node.Peer
 	d.Spec = b.spec
-	found, err := firewall.Inspector{Netns: b.node.NetnsPath()}.Ruleset()
+	found, err := eval.Inspector{Netns: b.node.NetnsPath()}.Ruleset()
 	if err != nil {
 		return err
 	}
@@ -348,9 +350,9 @@ func (b *refFlipBench) setup(d *RefFlipDetails) error {
 	if err != nil {
 		return err
 	}
-	pv := firewall.PreviewFlipOn(found, node, b.spec)
+	pv := flip.PreviewFlipOn(found, node, b.spec)
 	d.PreviewApproved, d.PreviewReasons = pv.Approved, pv.Reasons
-	derived, err := firewall.DeriveFor(found, b.spec)
+	derived, err := flip.DeriveFor(found, b.spec)
 	if err != nil {
 		return err
 	}
@@ -479,12 +481,12 @@ func (b *refFlipBench) round(ours bool) (RefFlipRun, error) {
 	}
 	var expect, derived string
 	if ours {
-		rs, err := firewall.Inspector{Netns: b.node.NetnsPath()}.Ruleset()
+		rs, err := eval.Inspector{Netns: b.node.NetnsPath()}.Ruleset()
 		if err != nil {
 			return r, err
 		}
 		expect = firewall.Fingerprint(rs)
-		if derived, err = firewall.DerivedFingerprint(rs, b.spec); err != nil {
+		if derived, err = flip.DerivedFingerprint(rs, b.spec); err != nil {
 			return r, err
 		}
 	}
@@ -512,8 +514,8 @@ func (b *refFlipBench) round(ours bool) (RefFlipRun, error) {
 	var procErr error
 	start := time.Now()
 	if ours {
-		flipper := firewall.NewFlipper(b.node.NetnsPath())
-		var plan *firewall.RevertPlan
+		flipper := flip.NewFlipper(b.node.NetnsPath())
+		var plan *flip.RevertPlan
 		plan, procErr = flipper.Flip(b.spec, expect, derived)
 		r.ProcedureMS = ms(time.Since(start))
 		if procErr == nil {

@@ -31,6 +31,7 @@
 package main
 
 import (
+	"adoption/firewall/marks"
 	"bytes"
 	"cmp"
 	"errors"
@@ -47,7 +48,6 @@ import (
 	"time"
 
 	"adoption/config"
-	"adoption/firewall"
 	"adoption/netns"
 )
 
@@ -98,7 +98,7 @@ func run(args []string, stdout io.Writer) error {
 	skipUfw := fs.Bool("skip-ufw", false, "marked rules: leave out `ufw allow` (about 0.5 s per rule)")
 	skipProbe := fs.Bool("skip-probe", false, "leave out the probe of a control-node-shaped node")
 	probeN := fs.Int("probe-n", 20, "probe: timed runs of each")
-	probeFixture := fs.String("probe-fixture", "", "probe: also write the node's listed ruleset and interfaces as JSON to this `file` (firewall/testdata/dnat/control-node.json is one)")
+	probeFixture := fs.String("probe-fixture", "", "probe: also write the node's listed ruleset and interfaces as JSON to this `file` (firewall/fwtest/testdata/dnat/control-node.json is one)")
 	skipCutover := fs.Bool("skip-cutover", false, "leave out the cutover rows (needs Docker)")
 	cutoverN := fs.Int("cutover-n", 5, "cutover: runs of each procedure")
 	skipFlip := fs.Bool("skip-flip", false, "leave out the flip-under-load rows")
@@ -394,7 +394,7 @@ func (b *bench) listing() (string, error) {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func (b *bench) ours() (Result, error) {
-	m := firewall.NewMarker(b.path)
+	m := marks.NewMarker(b.path)
 	start := time.Now()
 	added, _, err := m.Open("bench", "bench", b.ports)
 	if err != nil {

@@ -17,6 +17,7 @@ package main
 // iptables-legacy table list.
 
 import (
+	"adoption/firewall/eval"
 	"archive/tar"
 	"bytes"
 	"context"
@@ -121,7 +122,7 @@ func runProbe(n int, fixture string, stdout io.Writer) ([]Row, *ProbeDetails, er
 	}
 	acts := &activities.Activities{
 		Node:     "bnprobe",
-		Firewall: firewall.Inspector{Netns: p.ns.path},
+		Firewall: eval.Inspector{Netns: p.ns.path},
 		Engine:   engine,
 		Sockets:  sockets.Proc{Root: "/proc", Netns: p.ns.path},
 		Files:    custody.New(p.root, p.stateDir),
@@ -229,7 +230,7 @@ func runProbe(n int, fixture string, stdout io.Writer) ([]Row, *ProbeDetails, er
 	// The evaluation alone, on the ruleset and node as listed once: what
 	// Inspect spends besides listing, without the noise of subtracting two
 	// medians.
-	insp := firewall.Inspector{Netns: p.ns.path}
+	insp := eval.Inspector{Netns: p.ns.path}
 	listed, err := insp.Ruleset()
 	if err != nil {
 		return nil, d, err
@@ -245,7 +246,7 @@ func runProbe(n int, fixture string, stdout io.Writer) ([]Row, *ProbeDetails, er
 	}{
 		{"ours: firewall Inspect (list, decode, evaluate)", func() error { _, err := acts.Firewall.Inspect(context.Background()); return err }},
 		{"ours: firewall Ruleset only (list, decode)", func() error { _, err := acts.Firewall.Ruleset(); return err }},
-		{evalPart, func() error { firewall.OpenPortsOn(listed, node); return nil }},
+		{evalPart, func() error { eval.OpenPortsOn(listed, node); return nil }},
 		{"ours: containers Report", func() error { acts.Engine.Report(context.Background()); return nil }},
 		{"ours: sockets Listeners", func() error { _, err := acts.Sockets.Listeners(); return err }},
 		{"ours: files Inspect x12", func() error {
@@ -310,7 +311,7 @@ func runProbe(n int, fixture string, stdout io.Writer) ([]Row, *ProbeDetails, er
 // package's testdata/dnat fixtures: its unit tests and BenchmarkOpenPorts
 // evaluate exactly what this section's probe evaluates, without a kernel.
 func (p *probeNode) saveFixture(file string) error {
-	insp := firewall.Inspector{Netns: p.ns.path}
+	insp := eval.Inspector{Netns: p.ns.path}
 	rs, err := insp.Ruleset()
 	if err != nil {
 		return err
@@ -587,7 +588,7 @@ var ufwChains = []string{
 }
 
 // ufwFixed4 is what ufw 0.36 writes around the user rules (IPv4), from
-// iptables-save of a real ufw node (firewall/ufw_layout_test.go).
+// iptables-save of a real ufw node (fwtest.UfwSave4 in firewall/fwtest).
 const ufwFixed4 = `-A INPUT -j ufw-before-logging-input
 -A INPUT -j ufw-before-input
 -A INPUT -j ufw-after-input

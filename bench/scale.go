@@ -23,6 +23,10 @@ package main
 // has its last progress signal. There is no peer: the figures are absolute.
 
 import (
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
+	"adoption/firewall/marks"
+	"adoption/firewall/nft"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -476,7 +480,7 @@ func foundRuleset() (json.RawMessage, error) {
 			return nil, err
 		}
 	}
-	rs, err := firewall.Inspector{Netns: ns.path}.Ruleset()
+	rs, err := eval.Inspector{Netns: ns.path}.Ruleset()
 	if err != nil {
 		return nil, err
 	}
@@ -833,27 +837,27 @@ func (f memFirewall) Ruleset() (*firewall.Ruleset, error) {
 	return &rs, json.Unmarshal(f.m.found, &rs)
 }
 
-func (f memFirewall) Inspect(context.Context) (firewall.Report, error) {
+func (f memFirewall) Inspect(context.Context) (eval.Report, error) {
 	rs, err := f.Ruleset()
 	if err != nil {
-		return firewall.Report{}, err
+		return eval.Report{}, err
 	}
-	kind, _ := firewall.Kind(rs, nil)
-	return firewall.Report{Kind: kind, Tables: firewall.Summarise(rs), Open: firewall.OpenPorts(rs)}, nil
+	kind, _ := nft.Kind(rs, nil)
+	return eval.Report{Kind: kind, Tables: eval.Summarise(rs), Open: eval.OpenPorts(rs)}, nil
 }
 
 type memMarks struct{}
 
-func (memMarks) Open(node, owner string, ports []config.Port) (added, present []firewall.MarkedRule, err error) {
+func (memMarks) Open(node, owner string, ports []config.Port) (added, present []marks.MarkedRule, err error) {
 	for _, p := range ports {
-		added = append(added, firewall.MarkedRule{Family: "ip", Table: "filter", Chain: "ufw-user-input",
-			Mark: firewall.Mark{Node: node, Owner: owner, Port: p.Num, Proto: p.Proto}})
+		added = append(added, marks.MarkedRule{Family: "ip", Table: "filter", Chain: "ufw-user-input",
+			Mark: marks.Mark{Node: node, Owner: owner, Port: p.Num, Proto: p.Proto}})
 	}
 	return added, nil, nil
 }
-func (memMarks) Close(string, string) ([]firewall.MarkedRule, error) { return nil, nil }
-func (memMarks) Release(string) ([]firewall.MarkedRule, error)       { return nil, nil }
-func (memMarks) List(string) ([]firewall.MarkedRule, error)          { return nil, nil }
+func (memMarks) Close(string, string) ([]marks.MarkedRule, error) { return nil, nil }
+func (memMarks) Release(string) ([]marks.MarkedRule, error)       { return nil, nil }
+func (memMarks) List(string) ([]marks.MarkedRule, error)          { return nil, nil }
 
 type memEngine struct{}
 
@@ -891,12 +895,12 @@ func (memSockets) FindProcesses([]string) []sockets.Process { return nil }
 
 type memFlipper struct{}
 
-func (memFlipper) Flip(spec firewall.MeshSpec, expectFound, _ string) (*firewall.RevertPlan, error) {
-	return &firewall.RevertPlan{Node: spec.Node, MeshTable: firewall.TableRef{Family: "inet", Name: firewall.MeshTable},
-		Neutralised: []firewall.RuleRef{}, FoundFingerprint: expectFound, FlippedAt: time.Now().UTC()}, nil
+func (memFlipper) Flip(spec flip.MeshSpec, expectFound, _ string) (*flip.RevertPlan, error) {
+	return &flip.RevertPlan{Node: spec.Node, MeshTable: flip.TableRef{Family: "inet", Name: firewall.MeshTable},
+		Neutralised: []flip.RuleRef{}, FoundFingerprint: expectFound, FlippedAt: time.Now().UTC()}, nil
 }
-func (memFlipper) Revert(*firewall.RevertPlan) error { return nil }
-func (memFlipper) Commit(p *firewall.RevertPlan) (string, error) {
+func (memFlipper) Revert(*flip.RevertPlan) error { return nil }
+func (memFlipper) Commit(p *flip.RevertPlan) (string, error) {
 	return "# the predecessor's firewall, as it was\n", nil
 }
 

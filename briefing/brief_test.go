@@ -1,6 +1,9 @@
 package briefing
 
 import (
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
+	"adoption/firewall/marks"
 	"bytes"
 	"strings"
 	"testing"
@@ -33,8 +36,8 @@ func fixture() (config.Plan, *workflows.State) {
 	}
 	probe := &activities.ProbeReport{
 		Node: "ctl",
-		Firewall: firewall.Report{Kind: "iptables-nft",
-			Tables: []firewall.TableSummary{{Family: "ip", Name: "filter", Chains: []firewall.ChainSummary{{Name: "ufw-user-input", Rules: 4}}}},
+		Firewall: eval.Report{Kind: "iptables-nft",
+			Tables: []eval.TableSummary{{Family: "ip", Name: "filter", Chains: []eval.ChainSummary{{Name: "ufw-user-input", Rules: 4}}}},
 			Open: []firewall.Opening{
 				{Port: 22, Proto: "tcp", Direction: "input", Family: "ip"},
 				{Port: 25, Proto: "tcp", Direction: "input", Family: "ip"},
@@ -50,8 +53,8 @@ func fixture() (config.Plan, *workflows.State) {
 		Custody: []custody.Record{{Found: true, FileState: custody.FileState{Path: "/etc/mail/relay.env", Exists: true, SHA256: "0123456789abcdef" + strings.Repeat("0", 48), Mode: "0600"}}},
 		Modules: []workflows.ModuleState{{Name: "mail", State: workflows.ModulePending,
 			Conflicts: []workflows.FileConflict{{Path: "/etc/mail/relay.env", Key: "RELAY_HOST", Why: "changed on the node since custody; the mesh sets another value"}}}},
-		LastPreview: &firewall.Preview{Reasons: []string{"25/tcp would close: module mail is not migrated yet"},
-			Fates: []firewall.Fate{{Opening: firewall.Opening{Port: 25, Proto: "tcp", Direction: "input", Family: "ip"}, Fate: "closing"}}},
+		LastPreview: &flip.Preview{Reasons: []string{"25/tcp would close: module mail is not migrated yet"},
+			Fates: []flip.Fate{{Opening: firewall.Opening{Port: 25, Proto: "tcp", Direction: "input", Family: "ip"}, Fate: "closing"}}},
 		Drift: []activities.DriftItem{{Kind: "file", Path: "/etc/hosts", What: "changed since custody"}},
 	}
 	return plan, state
@@ -173,7 +176,7 @@ func TestBriefOwnersAreTheProbes(t *testing.T) {
 		{Family: "ip", Name: "filter", Chains: []firewall.Chain{{Name: "INPUT", Hook: "input", Policy: "drop"}, {Name: "ufw-user-input"}, {Name: "DOCKER-USER"}}},
 		{Family: "inet", Name: "host", Chains: []firewall.Chain{{Name: "input", Hook: "input", Policy: "drop"}}},
 	}}
-	state.Probe.Firewall.Tables = firewall.Summarise(rs)
+	state.Probe.Firewall.Tables = eval.Summarise(rs)
 	b := Build(plan, nil, state, time.Now())
 	got := map[string]Table{}
 	for _, tb := range b.Tables {
@@ -195,8 +198,8 @@ func TestBriefOwnersAreTheProbes(t *testing.T) {
 // firewall's placement rule) is a risk the briefing names.
 func TestBriefNamesUndecidedMarkPlacement(t *testing.T) {
 	plan, state := fixture()
-	mk := firewall.Mark{Node: "ctl", Owner: "foundation", Port: 5000, Proto: "tcp"}
-	state.Marks = []firewall.MarkedRule{
+	mk := marks.Mark{Node: "ctl", Owner: "foundation", Port: 5000, Proto: "tcp"}
+	state.Marks = []marks.MarkedRule{
 		{Mark: mk, Family: "ip", Table: "filter", Chain: "ufw-user-forward", Handle: 40,
 			Placement: "ip filter DOCKER-USER rule handle 31 (saddr 198.18.0.9/32 drop) could deny sources after its jump to ufw-user-forward: the mark in ufw-user-forward lets them through"},
 		{Mark: mk, Family: "ip6", Table: "filter", Chain: "ufw6-user-forward", Handle: 41},

@@ -6,6 +6,7 @@ package containers
 // connect allowed to wait up to 3 s, while the cutover swaps the container.
 
 import (
+	"adoption/containers/hold"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/docker/docker/client"
 
-	"adoption/firewall"
 	"adoption/sandbox"
 )
 
@@ -45,7 +45,7 @@ func TestDockerSwapHoldsClientConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	e := NewWith(cli).WithHold(firewall.NewHold(n.NetnsPath(), "h13"))
+	e := NewWith(cli).WithHold(hold.NewHold(n.NetnsPath(), "h13"))
 	const name, port = "svc", 18080
 	dockerIn := func(args ...string) string {
 		t.Helper()
@@ -72,7 +72,7 @@ func TestDockerSwapHoldsClientConnections(t *testing.T) {
 	waitVersion("v1")
 	spec := Spec{Name: name, Image: imageV2, Ports: map[string]string{fmt.Sprintf("%d/tcp", port): "8080/tcp"}}
 	holdTable := func() string {
-		out, _ := exec.Command("ip", "netns", "exec", n.Netns, "nft", "list", "table", "inet", firewall.HoldTable).CombinedOutput()
+		out, _ := exec.Command("ip", "netns", "exec", n.Netns, "nft", "list", "table", "inet", hold.HoldTable).CombinedOutput()
 		return string(out)
 	}
 
@@ -97,7 +97,7 @@ func TestDockerSwapHoldsClientConnections(t *testing.T) {
 		t.Fatalf("swap: %v", err)
 	}
 	e.beforeStep = nil
-	if got := holdTable(); !strings.Contains(got, firewall.HoldComment("h13", name, port)) || !(strings.Contains(got, "queue num") || strings.Contains(got, "drop")) {
+	if got := holdTable(); !strings.Contains(got, hold.HoldComment("h13", name, port)) || !(strings.Contains(got, "queue num") || strings.Contains(got, "drop")) {
 		t.Fatalf("no hold while the swap was interrupted:\n%s", got)
 	}
 	if err := e.Rollback(ctx, name); err != nil {

@@ -217,35 +217,35 @@ type Opening struct {
 
 // Base chain bits the evaluator uses for the synthetic packet.
 const (
-	ctStateInvalid     = 1
-	ctStateEstablished = 2
-	ctStateRelated     = 4
-	ctStateNew         = 8
-	ctStateUntracked   = 64
+	CtStateInvalid     = 1
+	CtStateEstablished = 2
+	CtStateRelated     = 4
+	CtStateNew         = 8
+	CtStateUntracked   = 64
 	// xt conntrack's pseudo-states (XT_CONNTRACK_STATE_SNAT/DNAT), moved
 	// above every nft ct state bit: "the connection is (S|D)NATed".
-	ctStateSNAT = 1 << 16
-	ctStateDNAT = 1 << 17
+	CtStateSNAT = 1 << 16
+	CtStateDNAT = 1 << 17
 
 	// ct status bits (IPS_*).
-	ipsExpected  = 1 << 0
-	ipsSeenReply = 1 << 1
-	ipsAssured   = 1 << 2
-	ipsConfirmed = 1 << 3
-	ipsSrcNAT    = 1 << 4
-	ipsDstNAT    = 1 << 5
+	IpsExpected  = 1 << 0
+	IpsSeenReply = 1 << 1
+	IpsAssured   = 1 << 2
+	IpsConfirmed = 1 << 3
+	IpsSrcNAT    = 1 << 4
+	IpsDstNAT    = 1 << 5
 
-	rtnUnicast   = 1
-	rtnLocal     = 2
+	RtnUnicast   = 1
+	RtnLocal     = 2
 	rtnBroadcast = 3
-	rtnMulticast = 5
+	RtnMulticast = 5
 
-	packetHost = 0
+	PacketHost = 0
 )
 
-func isIPFamily(f string) bool { return f == FamilyIP || f == FamilyIP6 || f == FamilyInet }
+func IsIPFamily(f string) bool { return f == FamilyIP || f == FamilyIP6 || f == FamilyInet }
 
-func targets(r *Rule) []string {
+func Targets(r *Rule) []string {
 	var out []string
 	if (r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto) && r.VMap == nil {
 		out = append(out, r.Verdict.Target)
@@ -258,11 +258,11 @@ func targets(r *Rule) []string {
 	return out
 }
 
-func isFilter(ch *Chain) bool { return ch.Type == "" || ch.Type == "filter" }
+func IsFilter(ch *Chain) bool { return ch.Type == "" || ch.Type == "filter" }
 
 // viaOf writes a DNAT target: "172.17.0.2:8080", "[fd00::2]:80", ":9001"
 // for the node itself, "172.17.0.2" when the port is kept or unknown.
-func viaOf(a netip.Addr, port uint16) string {
+func ViaOf(a netip.Addr, port uint16) string {
 	switch {
 	case !a.IsValid() && port == 0:
 		return ""
@@ -274,7 +274,7 @@ func viaOf(a netip.Addr, port uint16) string {
 	return netip.AddrPortFrom(a, port).String()
 }
 
-func portEnd(o Opening) uint16 {
+func PortEnd(o Opening) uint16 {
 	if o.PortEnd != 0 {
 		return o.PortEnd
 	}

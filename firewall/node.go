@@ -45,10 +45,10 @@ type Interface struct {
 	Addrs    []netip.Prefix `json:"addrs,omitempty"`
 }
 
-func (n *Node) known() bool { return n != nil && n.Interfaces != nil }
+func (n *Node) HasInterfaces() bool { return n != nil && n.Interfaces != nil }
 
 // forwards reports whether the node forwards family fam (unknown: yes).
-func (n *Node) forwards(fam string) bool {
+func (n *Node) Forwards(fam string) bool {
 	if n == nil {
 		return true
 	}
@@ -58,7 +58,7 @@ func (n *Node) forwards(fam string) bool {
 
 // uplinks are the interfaces a client from outside may arrive on: every
 // interface that is not loopback, not enslaved and not a container bridge.
-func (n *Node) uplinks() []string {
+func (n *Node) Uplinks() []string {
 	var out []string
 	for _, i := range n.Interfaces {
 		if i.Loopback || i.Master != "" || BridgeTool(i.Name) != "" {
@@ -70,7 +70,7 @@ func (n *Node) uplinks() []string {
 }
 
 // local reports whether a is one of the node's own addresses.
-func (n *Node) local(a netip.Addr) bool {
+func (n *Node) Local(a netip.Addr) bool {
 	if a.IsLoopback() {
 		return true
 	}
@@ -86,7 +86,7 @@ func (n *Node) local(a netip.Addr) bool {
 
 // oifFor names the interface a packet to a leaves by: the one with the most
 // specific connected network holding a.
-func (n *Node) oifFor(a netip.Addr) (string, bool) {
+func (n *Node) OifFor(a netip.Addr) (string, bool) {
 	best, bits := "", -1
 	for _, i := range n.Interfaces {
 		if i.Loopback {
@@ -103,12 +103,12 @@ func (n *Node) oifFor(a netip.Addr) (string, bool) {
 
 // Known reports whether the node's interfaces are known (ReadNode read
 // them): only then can an address be mapped to one of them.
-func (n Node) Known() bool { return n.known() }
+func (n Node) Known() bool { return n.HasInterfaces() }
 
 // InterfaceFor names the interface of the node whose connected network
 // holds a (the most specific one): where the node sends a packet DNATed to
 // a, as the evaluator maps it. False: a is on none of the node's networks.
-func (n Node) InterfaceFor(a netip.Addr) (string, bool) { return n.oifFor(a.Unmap()) }
+func (n Node) InterfaceFor(a netip.Addr) (string, bool) { return n.OifFor(a.Unmap()) }
 
 // ReadNode reads the interfaces and forwarding switches of the network
 // namespace at netnsPath ("" for the caller's own). It only reads.

@@ -99,14 +99,14 @@ func TableTool(t *Table) string {
 
 func isMeshTable(t *Table) bool { return t.Family == FamilyInet && t.Name == MeshTable }
 
-func isUfwChain(name string) bool {
+func IsUfwChain(name string) bool {
 	return strings.HasPrefix(name, "ufw-") || strings.HasPrefix(name, "ufw6-")
 }
 
 // foreignRule reports whether a rule in a shared base chain of t belongs
 // to a tool that must be left alone: a jump to its chains, Docker's direct
 // rules on its bridges, or Docker's hairpin masquerades.
-func foreignRule(t *Table, r *Rule) bool {
+func ForeignRule(t *Table, r *Rule) bool {
 	if (r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto) && ChainTool(r.Verdict.Target) != "" {
 		return true
 	}
@@ -133,7 +133,7 @@ func bridgeRule(r *Rule) bool {
 
 // dockerUserChain is the chain Docker creates for the operator's own
 // rules on the forward path, jumped to from FORWARD before Docker's own.
-const dockerUserChain = "DOCKER-USER"
+const DockerUserChain = "DOCKER-USER"
 
 // dockerUserPredecessorRule reports whether rule r of DOCKER-USER is the
 // found firewall's. Docker creates the chain holding one unconditional
@@ -141,7 +141,7 @@ const dockerUserChain = "DOCKER-USER"
 // the operator (the ufw-docker arrangement's jumps into ufw's routed
 // rules, a blocklist), so it is the predecessor's: the flip takes it out
 // of force and the commit deletes it. The chain itself stays Docker's.
-func dockerUserPredecessorRule(r *Rule) bool {
+func DockerUserPredecessorRule(r *Rule) bool {
 	return !(r.Verdict.Kind == VerdictReturn && len(r.Conds) == 0 && r.VMap == nil)
 }
 
@@ -155,7 +155,7 @@ func dockerUserPredecessorRule(r *Rule) bool {
 // to. Recreating a container rewrites it with the new address: it is
 // Docker's churn, not the found firewall's.
 func dockerHairpin(t *Table, r *Rule) bool {
-	if !isIptablesTable(t) || t.Name != "nat" || r.Verdict.Kind != VerdictAccept || r.VMap != nil {
+	if !IsIptablesTable(t) || t.Name != "nat" || r.Verdict.Kind != VerdictAccept || r.VMap != nil {
 		return false // MASQUERADE decodes as accept
 	}
 	var src, dst netip.Addr
@@ -214,7 +214,7 @@ func TableOwner(t *Table) Ownership {
 		return Ownership{Owner: OwnedByMesh}
 	case TableTool(t) != "":
 		return Ownership{Owner: OwnedByForeign, Tool: TableTool(t)}
-	case isIptablesTable(t):
+	case IsIptablesTable(t):
 		return Ownership{Owner: OwnedShared}
 	}
 	return Ownership{Owner: OwnedByPredecessor}
@@ -242,12 +242,12 @@ func ChainOwner(t *Table, ch *Chain) Ownership {
 // flip accepts, a foreign tool for its jumps and bridge rules in a shared
 // base chain, else the chain's owner.
 func RuleOwner(t *Table, ch *Chain, r *Rule) Ownership {
-	if strings.HasPrefix(r.Comment, markPrefix) {
+	if strings.HasPrefix(r.Comment, MarkPrefix) {
 		return Ownership{Owner: OwnedByMesh}
 	}
 	co := ChainOwner(t, ch)
 	if co.Owner == OwnedShared {
-		if foreignRule(t, r) {
+		if ForeignRule(t, r) {
 			tool := "docker"
 			if r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto {
 				if x := ChainTool(r.Verdict.Target); x != "" {
@@ -267,13 +267,13 @@ func RuleOwner(t *Table, ch *Chain, r *Rule) Ownership {
 // firewall. DOCKER-USER is Docker's hook for the operator's own rules
 // (ufw-docker puts the predecessor's routed policy there): Docker never
 // rewrites it, so it counts.
-func churns(t *Table, ch *Chain) bool {
+func Churns(t *Table, ch *Chain) bool {
 	o := ChainOwner(t, ch)
-	return o.Owner == OwnedByForeign && ch.Name != dockerUserChain
+	return o.Owner == OwnedByForeign && ch.Name != DockerUserChain
 }
 
 // markPrefix opens every comment the mesh writes on a rule.
-const markPrefix = "adoption:"
+const MarkPrefix = "adoption:"
 
 // MeshTable is the mesh's own table, "table inet adoption", written by Flip.
 const MeshTable = "adoption"
@@ -285,7 +285,7 @@ var iptablesBuiltins = map[string]bool{"INPUT": true, "FORWARD": true, "OUTPUT":
 // isIptablesTable reports whether t is a table iptables-nft made: an ip or
 // ip6 table named like an iptables table whose base chains carry the
 // iptables built-in names.
-func isIptablesTable(t *Table) bool {
+func IsIptablesTable(t *Table) bool {
 	if (t.Family != FamilyIP && t.Family != FamilyIP6) || !iptablesTables[t.Name] {
 		return false
 	}

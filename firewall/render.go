@@ -78,14 +78,14 @@ func Render(rs *Ruleset) string {
 		if i > 0 {
 			b.WriteString("\n")
 		}
-		renderTable(&b, &t, nil)
+		RenderTable(&b, &t, nil)
 	}
 	return b.String()
 }
 
 // renderTable writes t; keep, when set, selects the chains to write and,
 // per chain, the index of the first rule to write.
-func renderTable(b *strings.Builder, t *Table, keep map[string]int) {
+func RenderTable(b *strings.Builder, t *Table, keep map[string]int) {
 	fmt.Fprintf(b, "table %s %s {\n", t.Family, t.Name)
 	for _, u := range t.Unknown {
 		fmt.Fprintf(b, "\t# not listed: %s\n", u)
@@ -119,7 +119,7 @@ func renderTable(b *strings.Builder, t *Table, keep map[string]int) {
 			fmt.Fprintf(b, "\t\t# (%d rules before these are not part of this record)\n", from)
 		}
 		for _, r := range ch.Rules[min(from, len(ch.Rules)):] {
-			fmt.Fprintf(b, "\t\t%s\n", renderRule(&r))
+			fmt.Fprintf(b, "\t\t%s\n", RenderRule(&r))
 		}
 		b.WriteString("\t}\n")
 	}
@@ -133,18 +133,18 @@ func orFilter(s string) string {
 	return s
 }
 
-func renderRule(r *Rule) string {
+func RenderRule(r *Rule) string {
 	var parts []string
 	for _, c := range r.Conds {
 		if c.Kind == CondUndecidable {
 			continue // in r.Unknown
 		}
-		parts = append(parts, renderCond(&c))
+		parts = append(parts, RenderCond(&c))
 	}
 	if r.VMap != nil {
 		var es []string
 		for _, e := range r.VMap {
-			es = append(es, renderCond(&e.Cond)+" : "+renderVerdict(e.Verdict))
+			es = append(es, RenderCond(&e.Cond)+" : "+renderVerdict(e.Verdict))
 		}
 		parts = append(parts, "vmap { "+strings.Join(es, ", ")+" }")
 	} else if r.Verdict.Kind != VerdictContinue {
@@ -163,7 +163,7 @@ func renderRule(r *Rule) string {
 func renderVerdict(v Verdict) string {
 	if v.Kind == VerdictDNAT && v.NAT != nil {
 		t := v.NAT
-		to := viaOf(t.Addr, t.PortMin)
+		to := ViaOf(t.Addr, t.PortMin)
 		if t.PortMax != t.PortMin {
 			to += fmt.Sprintf("-%d", t.PortMax)
 		}
@@ -181,7 +181,7 @@ func renderVerdict(v Verdict) string {
 	return string(v.Kind)
 }
 
-func renderCond(c *Cond) string {
+func RenderCond(c *Cond) string {
 	op := " "
 	if c.Negate {
 		op = " != "

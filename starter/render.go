@@ -2,6 +2,7 @@
 package main
 
 import (
+	"adoption/firewall/flip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,11 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"adoption/firewall"
 	"adoption/workflows"
 )
 
-func printPreview(w io.Writer, pv *firewall.Preview, width int) {
+func printPreview(w io.Writer, pv *flip.Preview, width int) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PORT\tDIRECTION\tFAMILY\tFROM\tFATE\tBY")
 	for _, f := range pv.Fates {

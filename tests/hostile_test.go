@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"adoption/firewall/flip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,7 +28,6 @@ import (
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
-	"adoption/firewall"
 	"adoption/sandbox"
 	"adoption/workflows"
 )
@@ -115,7 +115,7 @@ func hostileCases(p config.Plan) []hostileCase {
 	noMgmt := spec
 	noMgmt.Input = nil
 	extra := spec
-	extra.Input = append(append([]firewall.Allow(nil), spec.Input...), firewall.Allow{Port: port(2375), Owner: hostileName})
+	extra.Input = append(append([]flip.Allow(nil), spec.Input...), flip.Allow{Port: port(2375), Owner: hostileName})
 	century := 100 * 365 * 24 * time.Hour
 	pred := func(mounts []containers.Mount, networks []string) *containers.Predecessor {
 		return &containers.Predecessor{ID: "0123456789ab", Name: hostileName, Image: svcV1, Mounts: mounts, Networks: networks}

@@ -7,6 +7,7 @@ package watchdog
 // with no Temporal, and says so in the log.
 
 import (
+	"adoption/firewall/flip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,7 +20,7 @@ import (
 
 // MeshTable puts the mesh's table back when it is missing.
 type MeshTable interface {
-	Reassert(spec firewall.MeshSpec) (bool, error)
+	Reassert(spec flip.MeshSpec) (bool, error)
 }
 
 // GuardOptions are the guard's parts.
@@ -64,7 +65,7 @@ func GuardOnce(o GuardOptions) (bool, error) {
 	if err != nil || rec == nil || rec.State != nodestate.FlipCommitted || len(rec.Mesh) == 0 {
 		return false, err
 	}
-	var spec firewall.MeshSpec
+	var spec flip.MeshSpec
 	if err := json.Unmarshal(rec.Mesh, &spec); err != nil {
 		return false, fmt.Errorf("flip %s: mesh ruleset in the record unreadable: %w", rec.ID, err)
 	}

@@ -1,6 +1,7 @@
 package watchdog
 
 import (
+	"adoption/firewall/flip"
 	"bytes"
 	"context"
 	"errors"
@@ -8,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"adoption/firewall"
 	"adoption/nodestate"
 )
 
@@ -138,7 +138,7 @@ func TestOneWatchdogPerNodeAndRearm(t *testing.T) {
 
 type fakeTable struct{ present bool }
 
-func (f *fakeTable) Reassert(firewall.MeshSpec) (bool, error) {
+func (f *fakeTable) Reassert(flip.MeshSpec) (bool, error) {
 	if f.present {
 		return false, nil
 	}

@@ -5,6 +5,10 @@
 package main
 
 import (
+	"adoption/containers/hold"
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
+	"adoption/firewall/marks"
 	"context"
 	"fmt"
 	"io"
@@ -20,7 +24,6 @@ import (
 	"adoption/containers"
 	"adoption/custody"
 	"adoption/failpoint"
-	"adoption/firewall"
 	"adoption/nodestate"
 	"adoption/sockets"
 	"adoption/watchdog"
@@ -50,7 +53,7 @@ func runCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *cobra.C
 			}
 			// A converged node keeps the mesh's table, Temporal or not.
 			go watchdog.Guard(ctx, watchdog.GuardOptions{Records: state, Converged: state.Converged,
-				Table: firewall.NewFlipper(cfg.Node.Netns), Every: cfg.Firewall.ReconcileInterval, Log: wlog})
+				Table: flip.NewFlipper(cfg.Node.Netns), Every: cfg.Firewall.ReconcileInterval, Log: wlog})
 			return serve(ctx, cfg, *cfgPath, stderr)
 		},
 	}
@@ -69,13 +72,13 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 	} else if same, err := containers.SameNetns(ns, cfg.Node.Netns); err != nil || !same {
 		nodeLog(cfg, stderr).Warn("cutover: no port hold during swaps: the Docker engine does not run in the node's network namespace", "netns", cfg.Node.Netns)
 	} else {
-		engine.WithHold(firewall.NewHold(cfg.Node.Netns, cfg.Node.Name))
+		engine.WithHold(hold.NewHold(cfg.Node.Netns, cfg.Node.Name))
 	}
 	state := nodestate.New(cfg.Node.StateDir)
 	return &activities.Activities{
 		Node:     cfg.Node.Name,
-		Firewall: firewall.Inspector{Netns: cfg.Node.Netns},
-		Marks:    firewall.NewMarker(cfg.Node.Netns),
+		Firewall: eval.Inspector{Netns: cfg.Node.Netns},
+		Marks:    marks.NewMarker(cfg.Node.Netns),
 		Engine:   engine,
 		Cutover:  engine,
 		Local:    localAuthority(cfgPath),
@@ -84,7 +87,7 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 		Files:    custody.New(cfg.Node.Root, cfg.Node.StateDir),
 		State:    state,
 		Flips:    state,
-		Flipper:  firewall.NewFlipper(cfg.Node.Netns),
+		Flipper:  flip.NewFlipper(cfg.Node.Netns),
 		StartWatchdog: func() error {
 			return startWatchdog(cfg, cfgPath)
 		},

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"adoption/firewall/flip"
 	"context"
 	"io"
 	"os"
@@ -13,7 +14,6 @@ import (
 	"adoption/config"
 	"adoption/custody"
 	"adoption/failpoint"
-	"adoption/firewall"
 	"adoption/nodestate"
 	"adoption/watchdog"
 )
@@ -33,7 +33,7 @@ func watchdogCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *co
 				return err
 			}
 			state := nodestate.New(cfg.Node.StateDir)
-			fw := firewall.NewFlipper(cfg.Node.Netns)
+			fw := flip.NewFlipper(cfg.Node.Netns)
 			files := custody.New(cfg.Node.Root, cfg.Node.StateDir)
 			fp := failpoint.FromEnv(os.Getenv(failpoint.EnvVar))
 			return watchdog.Run(ctx, watchdog.Options{

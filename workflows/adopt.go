@@ -5,6 +5,7 @@
 package workflows
 
 import (
+	"adoption/firewall/flip"
 	"errors"
 	"fmt"
 
@@ -102,7 +103,7 @@ func (n *node) genesis(ctx workflow.Context) {
 	for _, fp := range n.s.Plan.Foundation {
 		ports = append(ports, fp.Port)
 	}
-	if err := n.openRules(ctx, activities.OwnerFoundation, ports); err != nil {
+	if err := n.openRules(ctx, flip.OwnerFoundation, ports); err != nil {
 		fail(err)
 		return
 	}

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"adoption/firewall/marks"
 	"context"
 	"time"
 
@@ -9,7 +10,6 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
-	"adoption/firewall"
 )
 
 func controlPlan() config.Plan {
@@ -22,8 +22,8 @@ func controlPlan() config.Plan {
 	return p
 }
 
-func marked(owner string, port uint16) firewall.MarkedRule {
-	return firewall.MarkedRule{Mark: firewall.Mark{Node: "n1", Owner: owner, Port: port, Proto: "tcp"}, Family: "ip", Table: "filter", Chain: "ufw-user-input", Handle: uint64(port)}
+func marked(owner string, port uint16) marks.MarkedRule {
+	return marks.MarkedRule{Mark: marks.Mark{Node: "n1", Owner: owner, Port: port, Proto: "tcp"}, Family: "ip", Table: "filter", Chain: "ufw-user-input", Handle: uint64(port)}
 }
 
 // Genesis on the control node: ports checked, then opened as marked rules
@@ -34,7 +34,7 @@ func (s *NodeSuite) TestGenesisOpensFoundationPorts() {
 		Return(&activities.CheckPortsResult{Checked: 2}, nil).Once()
 	s.env.OnActivity(a.OpenRules, mock.Anything, activities.RulesInput{Plan: controlPlan(), Owner: "foundation",
 		Ports: []config.Port{{Num: 5001, Proto: "tcp"}, {Num: 5432, Proto: "tcp"}}}).Run(s.record("open")).
-		Return(&activities.RulesResult{Added: []firewall.MarkedRule{marked("foundation", 5001), marked("foundation", 5432)}}, nil).Once()
+		Return(&activities.RulesResult{Added: []marks.MarkedRule{marked("foundation", 5001), marked("foundation", 5432)}}, nil).Once()
 	s.expectRelease()
 	var adopted State
 	s.env.RegisterDelayedCallback(func() { adopted = s.query() }, time.Minute)
@@ -60,7 +60,7 @@ func (s *NodeSuite) TestGenesisCollisionFixedByPlan() {
 	s.env.OnActivity(a.CheckFoundationPorts, mock.Anything, activities.ProbeInput{Plan: fixed}).Return(&activities.CheckPortsResult{Checked: 2}, nil).Once()
 	s.env.OnActivity(a.OpenRules, mock.Anything, mock.MatchedBy(func(in activities.RulesInput) bool {
 		return in.Owner == "foundation" && in.Ports[0].Num == 5002
-	})).Return(&activities.RulesResult{Added: []firewall.MarkedRule{marked("foundation", 5002)}}, nil).Once()
+	})).Return(&activities.RulesResult{Added: []marks.MarkedRule{marked("foundation", 5002)}}, nil).Once()
 	s.expectRelease()
 	var failed State
 	var updErr error
@@ -100,15 +100,15 @@ func (s *NodeSuite) TestReconcileReassertsOnTimer() {
 	s.expectAdoption(time.Second)
 	s.env.OnActivity(a.CheckFoundationPorts, mock.Anything, mock.Anything).Return(&activities.CheckPortsResult{}, nil).Once()
 	s.env.OnActivity(a.OpenRules, mock.Anything, mock.Anything).
-		Return(&activities.RulesResult{Added: []firewall.MarkedRule{marked("foundation", 5001), marked("foundation", 5432)}}, nil).Once()
+		Return(&activities.RulesResult{Added: []marks.MarkedRule{marked("foundation", 5001), marked("foundation", 5432)}}, nil).Once()
 	reconciles := 0
 	s.env.OnActivity(a.Reconcile, mock.Anything, mock.MatchedBy(func(in activities.ReconcileInput) bool {
 		return len(in.Owners["foundation"]) == 2
 	})).Run(func(mock.Arguments) { reconciles++ }).Return(func(_ context.Context, _ activities.ReconcileInput) (*activities.RulesResult, error) {
 		if reconciles == 2 { // someone deleted one by hand before the second pass
-			return &activities.RulesResult{Added: []firewall.MarkedRule{marked("foundation", 5432)}, Present: []firewall.MarkedRule{marked("foundation", 5001)}}, nil
+			return &activities.RulesResult{Added: []marks.MarkedRule{marked("foundation", 5432)}, Present: []marks.MarkedRule{marked("foundation", 5001)}}, nil
 		}
-		return &activities.RulesResult{Present: []firewall.MarkedRule{marked("foundation", 5001), marked("foundation", 5432)}}, nil
+		return &activities.RulesResult{Present: []marks.MarkedRule{marked("foundation", 5001), marked("foundation", 5432)}}, nil
 	})
 	s.expectRelease()
 	var after State

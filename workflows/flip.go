@@ -4,6 +4,7 @@
 package workflows
 
 import (
+	"adoption/firewall/flip"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,20 +15,19 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
-	"adoption/firewall"
 )
 
 // preview compares what the found firewall opens now with what the mesh's
 // derived ruleset would open, and adds the workflow's own refusals: a
 // module not migrated, drift not reviewed.
-func (n *node) preview(ctx workflow.Context) (*firewall.Preview, error) {
+func (n *node) preview(ctx workflow.Context) (*flip.Preview, error) {
 	return n.previewSpec(ctx, MeshSpec(&n.s))
 }
 
 // previewSpec previews one spec: the flip previews the spec it then
 // applies, so a plan edited in between cannot slip into the flip.
-func (n *node) previewSpec(ctx workflow.Context, spec firewall.MeshSpec) (*firewall.Preview, error) {
-	var pv firewall.Preview
+func (n *node) previewSpec(ctx workflow.Context, spec flip.MeshSpec) (*flip.Preview, error) {
+	var pv flip.Preview
 	in := activities.PreviewInput{Plan: n.s.Plan, Spec: spec}
 	if err := n.exec(ctx, "flip preview: which open ports would close", a.Preview, in, &pv); err != nil {
 		return nil, err
@@ -89,13 +89,13 @@ func (n *node) flip(ctx workflow.Context) {
 	v := workflow.GetVersion(ctx, flipHolds, workflow.DefaultVersion, 1)
 	two := v >= 1 && n.twoSteps
 	spec := MeshSpec(&n.s)
-	refused := func(pv *firewall.Preview) {
+	refused := func(pv *flip.Preview) {
 		n.s.LastError = "flip refused by the preview: " + strings.Join(pv.Reasons, "; ")
 		n.event(ctx, n.s.LastError)
 	}
 	// The workflow's own refusals need no round trip to refuse, but the
 	// operator is shown the whole preview: those flips preview apart.
-	var pv *firewall.Preview
+	var pv *flip.Preview
 	if !two || len(n.refusals()) > 0 {
 		var err error
 		if pv, err = n.previewSpec(ctx, spec); err != nil {
@@ -142,7 +142,7 @@ func (n *node) flip(ctx workflow.Context) {
 		n.s.Flip, n.s.FlipAttempts = prev, n.s.FlipAttempts-1
 		n.setPhase(ctx, prevPhase)
 		if fr.Preview == nil {
-			fr.Preview = &firewall.Preview{Reasons: []string{"the node refused without saying why"}}
+			fr.Preview = &flip.Preview{Reasons: []string{"the node refused without saying why"}}
 		}
 		refused(fr.Preview)
 		return
@@ -313,14 +313,14 @@ func (n *node) revertFlip(ctx workflow.Context, id string, v workflow.Version) s
 // MeshSpec derives what the mesh's own ruleset opens: the management
 // ports, the foundation's (once genesis opened them) and every migrated
 // module's, with the host ports its container publishes for forwarding.
-func MeshSpec(s *State) firewall.MeshSpec {
-	spec := firewall.MeshSpec{Node: s.Node, Drop: s.Plan.Drop}
+func MeshSpec(s *State) flip.MeshSpec {
+	spec := flip.MeshSpec{Node: s.Node, Drop: s.Plan.Drop}
 	for _, p := range s.Plan.ManagementPorts {
-		spec.Input = append(spec.Input, firewall.Allow{Port: p, Owner: "management"})
+		spec.Input = append(spec.Input, flip.Allow{Port: p, Owner: "management"})
 	}
 	if s.Genesis.State == "done" {
 		for _, fp := range s.Plan.Foundation {
-			spec.Input = append(spec.Input, firewall.Allow{Port: fp.Port, Owner: activities.OwnerFoundation})
+			spec.Input = append(spec.Input, flip.Allow{Port: fp.Port, Owner: flip.OwnerFoundation})
 		}
 	}
 	for _, m := range s.Plan.Modules {
@@ -328,10 +328,10 @@ func MeshSpec(s *State) firewall.MeshSpec {
 			continue
 		}
 		for _, p := range m.Ports {
-			spec.Input = append(spec.Input, firewall.Allow{Port: p, Owner: m.Name})
+			spec.Input = append(spec.Input, flip.Allow{Port: p, Owner: m.Name})
 		}
 		for _, p := range publishedPorts(m) {
-			spec.Forward = append(spec.Forward, firewall.Allow{Port: p, Owner: m.Name})
+			spec.Forward = append(spec.Forward, flip.Allow{Port: p, Owner: m.Name})
 		}
 	}
 	return spec

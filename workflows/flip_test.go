@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"adoption/firewall/flip"
 	"fmt"
 	"time"
 
@@ -11,7 +12,6 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
-	"adoption/firewall"
 )
 
 // flipPlan is testPlan with only module web (no container), so a flip can
@@ -26,7 +26,7 @@ func flipPlan() config.Plan {
 
 func (s *NodeSuite) expectPreview(approved bool) {
 	s.env.OnActivity(a.Preview, mock.Anything, mock.Anything).Run(s.record("preview")).
-		Return(&firewall.Preview{Approved: approved, FoundFingerprint: "f1"}, nil)
+		Return(&flip.Preview{Approved: approved, FoundFingerprint: "f1"}, nil)
 }
 
 // The preview refuses while a module is not migrated; nothing flips.
@@ -54,12 +54,12 @@ func (s *NodeSuite) TestFlipRefusedWhileModulePending() {
 func (s *NodeSuite) TestFlipOnceAfterCutover() {
 	s.expectAdoption(time.Second)
 	mockCutover(s.env, &s.calls, "")
-	var spec firewall.MeshSpec
+	var spec flip.MeshSpec
 	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
 		in := args[1].(activities.FlipInput)
 		spec = in.Spec
 		s.calls = append(s.calls, fmt.Sprintf("flip preview=%v expect=%q", in.Preview, in.ExpectFound+in.ExpectDerived))
-	}).Return(&activities.FlipResult{State: "flipped", Preview: &firewall.Preview{Approved: true, FoundFingerprint: "f1"}}, nil).Once()
+	}).Return(&activities.FlipResult{State: "flipped", Preview: &flip.Preview{Approved: true, FoundFingerprint: "f1"}}, nil).Once()
 	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
 		s.calls = append(s.calls, fmt.Sprintf("confirm commit=%v", args[1].(activities.ConfirmInput).Commit))
 	}).Return(&activities.FlipResult{State: FlipStateCommitted, Listing: "/x"}, nil).Once()
@@ -72,7 +72,7 @@ func (s *NodeSuite) TestFlipOnceAfterCutover() {
 	st := s.result()
 	s.Equal(PhaseConverged, st.Phase)
 	s.Equal([]string{"probe", "adopt", "preflight web", "open web", `flip preview=true expect=""`, "confirm commit=true"}, s.calls)
-	s.Equal([]firewall.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}, {Port: config.Port{Num: 8080, Proto: "tcp"}, Owner: "web"}}, spec.Input)
+	s.Equal([]flip.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}, {Port: config.Port{Num: 8080, Proto: "tcp"}, Owner: "web"}}, spec.Input)
 	s.Equal("committed", st.Flip.State)
 	s.Equal("/x", st.Flip.Listing)
 	s.Require().NotNil(st.LastPreview, "the node's own preview is the one shown")
@@ -119,7 +119,7 @@ func (s *NodeSuite) TestFlipAppliesWhatItsPreviewApproved() {
 	var flipped []activities.FlipInput
 	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).After(time.Minute).Run(func(args mock.Arguments) {
 		flipped = append(flipped, args[1].(activities.FlipInput))
-	}).Return(&activities.FlipResult{State: "flipped", Preview: &firewall.Preview{Approved: true, FoundFingerprint: "f1", DerivedFingerprint: "d1"}}, nil).Once()
+	}).Return(&activities.FlipResult{State: "flipped", Preview: &flip.Preview{Approved: true, FoundFingerprint: "f1", DerivedFingerprint: "d1"}}, nil).Once()
 	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Return(&activities.FlipResult{State: FlipStateCommitted}, nil).Once()
 	edited := flipOnly()
 	edited.ManagementPorts = []config.Port{{Num: 2222, Proto: "tcp"}}
@@ -139,7 +139,7 @@ func (s *NodeSuite) TestFlipAppliesWhatItsPreviewApproved() {
 	s.Require().Len(flipped, 1)
 	s.True(flipped[0].Preview)
 	s.Empty(flipped[0].ExpectFound + flipped[0].ExpectDerived)
-	s.Equal([]firewall.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}}, flipped[0].Spec.Input)
+	s.Equal([]flip.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}}, flipped[0].Spec.Input)
 	s.Equal([]config.Port{{Num: 22, Proto: "tcp"}}, st.Plan.ManagementPorts)
 }
 
@@ -151,7 +151,7 @@ func (s *NodeSuite) TestPreviewRefusedWhileFlipQueued() {
 	s.expectAdoption(time.Second)
 	mockCutover(s.env, &s.calls, "")
 	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(s.record("flip")).Return(&activities.FlipResult{State: activities.FlipPreviewRefused,
-		Preview: &firewall.Preview{Reasons: []string{"9000/tcp would close: declare it or drop it"}}}, nil).Once()
+		Preview: &flip.Preview{Reasons: []string{"9000/tcp would close: declare it or drop it"}}}, nil).Once()
 	s.expectRelease()
 	var after State
 	s.env.RegisterDelayedCallback(func() { after = s.query() }, 4*time.Minute)

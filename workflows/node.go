@@ -4,6 +4,7 @@
 package workflows
 
 import (
+	"adoption/firewall/marks"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,7 +16,6 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
-	"adoption/firewall"
 )
 
 // Search attributes, registered on the server (see Makefile dev-server), so
@@ -284,7 +284,7 @@ func portList(ps []config.Port) string {
 	return strings.Join(out, ",")
 }
 
-func markList(ms []firewall.MarkedRule) string {
+func markList(ms []marks.MarkedRule) string {
 	out := make([]string, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, fmt.Sprintf("%s %s/%s", m.Mark.Comment(), m.Family, m.Chain))
@@ -292,8 +292,8 @@ func markList(ms []firewall.MarkedRule) string {
 	return strings.Join(out, ", ")
 }
 
-func withoutOwner(ms []firewall.MarkedRule, owner string) []firewall.MarkedRule {
-	var out []firewall.MarkedRule
+func withoutOwner(ms []marks.MarkedRule, owner string) []marks.MarkedRule {
+	var out []marks.MarkedRule
 	for _, m := range ms {
 		if m.Mark.Owner != owner {
 			out = append(out, m)
@@ -303,13 +303,13 @@ func withoutOwner(ms []firewall.MarkedRule, owner string) []firewall.MarkedRule 
 }
 
 // mergeMarks adds marks to a list, once each (by place and comment).
-func mergeMarks(have, add []firewall.MarkedRule) []firewall.MarkedRule {
-	key := func(m firewall.MarkedRule) string {
+func mergeMarks(have, add []marks.MarkedRule) []marks.MarkedRule {
+	key := func(m marks.MarkedRule) string {
 		return m.Family + " " + m.Table + " " + m.Chain + " " + m.Mark.Comment()
 	}
 	seen := map[string]bool{}
-	var out []firewall.MarkedRule
-	for _, m := range append(append([]firewall.MarkedRule{}, have...), add...) {
+	var out []marks.MarkedRule
+	for _, m := range append(append([]marks.MarkedRule{}, have...), add...) {
 		if !seen[key(m)] {
 			seen[key(m)] = true
 			out = append(out, m)

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"adoption/firewall/eval"
 	"context"
 	"errors"
 	"strings"
@@ -17,7 +18,6 @@ import (
 	"adoption/activities"
 	"adoption/config"
 	"adoption/custody"
-	"adoption/firewall"
 )
 
 type NodeSuite struct {
@@ -57,7 +57,7 @@ func (s *NodeSuite) record(name string) func(mock.Arguments) {
 // expectAdoption mocks a successful probe (taking probeTime) and adopt.
 func (s *NodeSuite) expectAdoption(probeTime time.Duration) {
 	s.env.OnActivity(a.Probe, mock.Anything, mock.Anything).After(probeTime).Run(s.record("probe")).
-		Return(&activities.ProbeReport{Node: "n1", Firewall: firewall.Report{Kind: "iptables-nft"}}, nil).Once()
+		Return(&activities.ProbeReport{Node: "n1", Firewall: eval.Report{Kind: "iptables-nft"}}, nil).Once()
 	s.env.OnActivity(a.Adopt, mock.Anything, mock.Anything).Run(s.record("adopt")).
 		Return(&activities.AdoptResult{Firewall: "iptables-nft", Custody: []custody.Record{{FileState: custody.FileState{Path: "/etc/hosts", Exists: true, SHA256: "ab"}, Found: true}}}, nil).Once()
 }
@@ -197,7 +197,7 @@ func (s *NodeSuite) TestRetryOfHealthyModuleRejected() {
 // A refused adoption (control daemon running) leaves the node failed until a
 // retry; the retry adopts it.
 func (s *NodeSuite) TestAdoptionRefusedThenRetried() {
-	s.env.OnActivity(a.Probe, mock.Anything, mock.Anything).Return(&activities.ProbeReport{Firewall: firewall.Report{Kind: "iptables-nft"}}, nil).Twice()
+	s.env.OnActivity(a.Probe, mock.Anything, mock.Anything).Return(&activities.ProbeReport{Firewall: eval.Report{Kind: "iptables-nft"}}, nil).Twice()
 	s.env.OnActivity(a.Adopt, mock.Anything, mock.Anything).Return(nil,
 		temporal.NewNonRetryableApplicationError("predecessor control daemon predecessor-sync (pid 42) is running", activities.ErrControlRunning, nil)).Once()
 	s.env.OnActivity(a.Adopt, mock.Anything, mock.Anything).Return(&activities.AdoptResult{Firewall: "iptables-nft"}, nil).Once()

@@ -4,6 +4,7 @@
 package workflows
 
 import (
+	"adoption/firewall/flip"
 	"strings"
 	"time"
 
@@ -13,7 +14,6 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
-	"adoption/firewall"
 )
 
 // withoutMail is testPlan with module mail dropped.
@@ -70,14 +70,14 @@ func (s *NodeSuite) TestPreviewWithSamePlanServedDuringCutover() {
 	mockCutover(s.env, &s.calls, "")
 	s.expectPreview(true)
 	s.expectRelease()
-	var got *firewall.Preview
+	var got *flip.Preview
 	s.signal(time.Minute, SignalMigrate, "mail")
 	s.env.RegisterDelayedCallback(func() {
 		p := testPlan()
 		s.env.UpdateWorkflow(UpdatePreview, "p1", &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) { s.Fail("refused: " + err.Error()) },
 			OnAccept:   func() {},
-			OnComplete: func(v any, err error) { s.NoError(err); got, _ = v.(*firewall.Preview) },
+			OnComplete: func(v any, err error) { s.NoError(err); got, _ = v.(*flip.Preview) },
 		}, RequestInput{Plan: &p})
 	}, time.Minute+30*time.Second)
 	s.signal(10*time.Minute, SignalRelease, "")

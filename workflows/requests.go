@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"adoption/firewall/flip"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,7 +11,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"adoption/config"
-	"adoption/firewall"
 )
 
 // RequestInput is the payload of every signal and update: the module for
@@ -62,7 +62,7 @@ func (n *node) register(ctx workflow.Context) error {
 		}
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePreview,
-		func(ctx workflow.Context, in RequestInput) (*firewall.Preview, error) {
+		func(ctx workflow.Context, in RequestInput) (*flip.Preview, error) {
 			// The node's own plan sent again changes nothing: not applied,
 			// so no "plan updated" and no module state rebuilt.
 			if in.Plan != nil && in.Plan.Hash() != n.s.Plan.Hash() {

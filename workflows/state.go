@@ -1,13 +1,14 @@
 package workflows
 
 import (
+	"adoption/firewall/flip"
+	"adoption/firewall/marks"
 	"time"
 
 	"adoption/activities"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
-	"adoption/firewall"
 )
 
 // Names on the wire. Renaming one breaks running workflows: keep them.
@@ -132,7 +133,7 @@ type State struct {
 	Genesis      StepState               `json:"genesis"`
 	Modules      []ModuleState           `json:"modules"`
 	Queue        []Request               `json:"queue"`
-	Marks        []firewall.MarkedRule   `json:"marks"`
+	Marks        []marks.MarkedRule      `json:"marks"`
 	// Opened is what should be open through the found firewall, by owner
 	// (the foundation, each migrated module): what reconcile reasserts.
 	Opened map[string][]config.Port `json:"opened,omitempty"`
@@ -140,7 +141,7 @@ type State struct {
 	// that are open on the forward path: reconcile reasserts them too.
 	OpenedForward map[string][]config.Port `json:"opened_forward,omitempty"`
 	LastReconcile *Reconcile               `json:"last_reconcile,omitempty"`
-	LastPreview   *firewall.Preview        `json:"last_preview,omitempty"`
+	LastPreview   *flip.Preview            `json:"last_preview,omitempty"`
 	Flip          *FlipStatus              `json:"flip,omitempty"`
 	FlipAttempts  int                      `json:"flip_attempts,omitempty"`
 	Drift         []activities.DriftItem   `json:"drift"`
@@ -158,10 +159,10 @@ type State struct {
 
 // Reconcile is the outcome of the last reassertion of marked rules.
 type Reconcile struct {
-	At       time.Time             `json:"at"`
-	Restored []firewall.MarkedRule `json:"restored,omitempty"`
-	Present  int                   `json:"present"`
-	Error    string                `json:"error,omitempty"`
+	At       time.Time          `json:"at"`
+	Restored []marks.MarkedRule `json:"restored,omitempty"`
+	Present  int                `json:"present"`
+	Error    string             `json:"error,omitempty"`
 }
 
 // FlipStatus is where the last flip stands.

@@ -6,6 +6,9 @@ package main
 // on nothing else.
 
 import (
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
+	"adoption/firewall/marks"
 	"context"
 	"sync"
 	"time"
@@ -15,7 +18,6 @@ import (
 	"adoption/activities"
 	"adoption/config"
 	"adoption/custody"
-	"adoption/firewall"
 )
 
 type script struct {
@@ -44,8 +46,8 @@ func (s *script) call(name string) (int, error) {
 	return s.n[name], nil
 }
 
-func (s *script) mark(owner string, p config.Port) firewall.MarkedRule {
-	return firewall.MarkedRule{Mark: firewall.Mark{Node: s.node, Owner: owner, Port: p.Num, Proto: p.Proto}, Family: "ip", Table: "filter", Chain: "INPUT"}
+func (s *script) mark(owner string, p config.Port) marks.MarkedRule {
+	return marks.MarkedRule{Mark: marks.Mark{Node: s.node, Owner: owner, Port: p.Num, Proto: p.Proto}, Family: "ip", Table: "filter", Chain: "INPUT"}
 }
 
 func (s *script) Plan(_ context.Context, in activities.PlanInput) (*config.Plan, error) {
@@ -59,7 +61,7 @@ func (s *script) Probe(_ context.Context, in activities.ProbeInput) (*activities
 	if _, err := s.call("Probe"); err != nil {
 		return nil, err
 	}
-	return &activities.ProbeReport{Node: s.node, At: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Firewall: firewall.Report{Kind: "iptables-nft"}}, nil
+	return &activities.ProbeReport{Node: s.node, At: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Firewall: eval.Report{Kind: "iptables-nft"}}, nil
 }
 
 func (s *script) Adopt(_ context.Context, in activities.AdoptInput) (*activities.AdoptResult, error) {
@@ -156,11 +158,11 @@ func (s *script) Prune(_ context.Context, in activities.PruneInput) (*activities
 	return s.step("Prune")
 }
 
-func (s *script) Preview(_ context.Context, in activities.PreviewInput) (*firewall.Preview, error) {
+func (s *script) Preview(_ context.Context, in activities.PreviewInput) (*flip.Preview, error) {
 	if _, err := s.call("Preview"); err != nil {
 		return nil, err
 	}
-	return &firewall.Preview{Approved: true, FoundFingerprint: "found-1", DerivedFingerprint: "derived-1"}, nil
+	return &flip.Preview{Approved: true, FoundFingerprint: "found-1", DerivedFingerprint: "derived-1"}, nil
 }
 
 func (s *script) Flip(_ context.Context, in activities.FlipInput) (*activities.FlipResult, error) {
@@ -170,7 +172,7 @@ func (s *script) Flip(_ context.Context, in activities.FlipInput) (*activities.F
 	res := &activities.FlipResult{ID: in.ID, State: "flipped", Deadline: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)}
 	if in.Preview {
 		// The node previews itself (the flip in two round trips).
-		res.Preview = &firewall.Preview{Approved: true, FoundFingerprint: "found-1", DerivedFingerprint: "derived-1"}
+		res.Preview = &flip.Preview{Approved: true, FoundFingerprint: "found-1", DerivedFingerprint: "derived-1"}
 	}
 	return res, nil
 }

@@ -1,0 +1,91 @@
+// This file holds the read-only probe of the found firewall: list, name
+// its kind, summarise, evaluate.
+
+package eval
+
+import (
+	"adoption/firewall"
+	"adoption/firewall/nft"
+	"context"
+	"fmt"
+)
+
+// Inspector reads the found firewall of one network namespace. It only
+// lists: nothing it does changes the ruleset.
+type Inspector struct {
+	Netns string // node.netns; "" for the worker's own namespace
+}
+
+// Inspect lists the ruleset, names its kind, summarises its tables with
+// their owners, reads the node's interfaces and forwarding, and evaluates
+// which ports are open (through DNAT, by the ports clients use). An unsupported kind is reported in
+// Report.Unsupported rather than as an error, so the probe still shows it.
+func (i Inspector) Inspect(ctx context.Context) (Report, error) {
+	rs, err := i.Ruleset()
+	if err != nil {
+		return Report{}, err
+	}
+	legacy, err := nft.LegacyTables(i.Netns)
+	if err != nil {
+		return Report{}, err
+	}
+	r := Report{Tables: Summarise(rs), Open: []firewall.Opening{}}
+	kind, err := nft.Kind(rs, legacy)
+	if err != nil {
+		r.Kind = "unsupported"
+		r.Unsupported = err.Error()
+		return r, nil
+	}
+	r.Kind = kind
+	node, err := firewall.ReadNode(i.Netns)
+	if err != nil {
+		r.NodeError = fmt.Sprintf("the node's interfaces and forwarding could not be read (%v): interface names and forwarding are taken as unknown", err)
+		node = firewall.Node{}
+	}
+	r.Node = node
+	r.Open = OpenPortsOn(rs, node)
+	if r.Open == nil {
+		r.Open = []firewall.Opening{}
+	}
+	return r, nil
+}
+
+// Ruleset lists the namespace's whole ruleset into the model.
+func (i Inspector) Ruleset() (*firewall.Ruleset, error) {
+	// One socket for every request (dialLasting): a listing asks once per
+	// chain and set, and a socket opened anew each time (in another
+	// namespace, from a thread moved there) costs about as much as the
+	// request itself (7-9 ms against 4-5 ms for the bench's 77 chains).
+	conn, closeNS, err := nft.DialLasting(i.Netns)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		_ = conn.CloseLasting()
+		_ = closeNS()
+	}()
+	return nft.List(conn)
+}
+
+// Summarise describes every table and chain without their rules.
+func Summarise(rs *firewall.Ruleset) []TableSummary {
+	out := make([]TableSummary, 0, len(rs.Tables))
+	for ti := range rs.Tables {
+		t := &rs.Tables[ti]
+		ts := TableSummary{Family: t.Family, Name: t.Name, Ownership: firewall.TableOwner(t), Chains: []ChainSummary{}}
+		for ci := range t.Chains {
+			c := &t.Chains[ci]
+			cs := ChainSummary{Name: c.Name, Hook: c.Hook, Policy: c.Policy, Rules: len(c.Rules), Ownership: firewall.ChainOwner(t, c)}
+			if c.Hook != "" {
+				prio := c.Priority
+				cs.Priority = &prio
+			}
+			ts.Chains = append(ts.Chains, cs)
+		}
+		out = append(out, ts)
+	}
+	return out
+}
+
+// Node reads the node's interfaces and forwarding switches (ReadNode).
+func (i Inspector) Node() (firewall.Node, error) { return firewall.ReadNode(i.Netns) }

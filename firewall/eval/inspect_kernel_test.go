@@ -1,0 +1,68 @@
+package eval
+
+import (
+	"adoption/firewall"
+	"adoption/firewall/fwtest"
+	"encoding/json"
+	"testing"
+
+	"adoption/internal/testenv"
+)
+
+// TestKernelInspectorListsAsDial: Inspector.Ruleset lists over one lasting
+// netlink socket; what it reads must be what List over Dial (a socket per
+// request) reads, on a ruleset with iptables-nft chains, named and
+// anonymous sets, a verdict map and a ct original proto-dst (the chain
+// google/nftables refuses until the listing widens its direction), twice
+// in a row.
+func TestKernelInspectorListsAsDial(t *testing.T) {
+	n := fwtest.NewTestNet(t)
+	testenv.NeedTools(t, "iptables-nft-restore")
+	fwtest.Run(t, `*filter
+:INPUT DROP [0:0]
+:svc - [0:0]
+-A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+-A INPUT -p tcp -m multiport --dports 9100,9200:9202 -j ACCEPT
+-A INPUT -s 198.18.0.3/32 -j svc
+-A svc -p tcp --dport 22 -j ACCEPT
+COMMIT
+`, "ip", "netns", "exec", n.Node, "iptables-nft-restore")
+	n.Nft(t, `table inet f {
+	set allowed { type ipv4_addr; flags interval; elements = { 198.18.0.0/24, 10.0.0.0/8 } }
+	chain ports {
+		tcp dport 8080 accept
+	}
+	chain input {
+		type filter hook input priority filter; policy drop;
+		ip saddr @allowed tcp dport { 22, 443 } accept
+		tcp dport vmap { 8080 : jump ports, 25 : drop }
+		ct status dnat meta l4proto tcp ct original proto-dst { 18080, 18082 } accept
+	}
+}`)
+	want, err := json.Marshal(n.List(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		rs, err := Inspector{Netns: n.Path(n.Node)}.Ruleset()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := json.Marshal(rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("listing %d over a lasting socket differs:\n got %s\nwant %s", i, got, want)
+		}
+	}
+	var rs firewall.Ruleset
+	json.Unmarshal(want, &rs)
+	for _, tb := range rs.Tables {
+		for _, ch := range tb.Chains {
+			if ch.Unknown != "" {
+				t.Errorf("chain %s %s not listed: %s", tb.Name, ch.Name, ch.Unknown)
+			}
+		}
+	}
+}

@@ -1,0 +1,41 @@
+// This file holds the probe's report of the found firewall.
+
+package eval
+
+import (
+	"adoption/firewall"
+)
+
+// Report is what the probe says of the found firewall.
+type Report struct {
+	// Kind is iptables-nft, nftables or none; Unsupported is set (and the node
+	// refused) for iptables-legacy or a firewalld-owned table.
+	Kind        string             `json:"kind"`
+	Unsupported string             `json:"unsupported,omitempty"`
+	Tables      []TableSummary     `json:"tables"`
+	Open        []firewall.Opening `json:"open"`
+	Error       string             `json:"error,omitempty"`
+	// Node is what the evaluation knew of the node: its interfaces and
+	// whether it forwards. NodeError says why it could not be read (the
+	// evaluation then knew nothing, and says more is uncertain).
+	Node      firewall.Node `json:"node"`
+	NodeError string        `json:"node_error,omitempty"`
+}
+
+// TableSummary describes a table without its rules.
+type TableSummary struct {
+	Family string `json:"family"`
+	Name   string `json:"name"`
+	firewall.Ownership
+	Chains []ChainSummary `json:"chains"`
+}
+
+// ChainSummary describes one chain: base chains carry hook, priority, policy.
+type ChainSummary struct {
+	Name     string `json:"name"`
+	Hook     string `json:"hook,omitempty"`
+	Priority *int   `json:"priority,omitempty"`
+	Policy   string `json:"policy,omitempty"`
+	Rules    int    `json:"rules"`
+	firewall.Ownership
+}

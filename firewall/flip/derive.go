@@ -1,0 +1,347 @@
+// This file holds the mesh's own ruleset for one node (table inet
+// adoption): derived from the plan, as a model for the preview and as the
+// rules the flip writes.
+
+package flip
+
+import (
+	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/marks"
+	"adoption/firewall/nft"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"adoption/config"
+)
+
+// Owners the derived ruleset names besides modules.
+const (
+	OwnerManagement = "management" // the ports the node is managed through (ssh, ...)
+	OwnerFoundation = "foundation"
+	OwnerMesh       = "mesh"
+	// OwnerEssentials keeps what a host needs whatever the modules say:
+	// established/related, invalid, loopback, ICMP and ICMPv6 (neighbour
+	// discovery, MLD), DHCP client replies where the found firewall
+	// allowed them.
+	OwnerEssentials = "essentials"
+	OwnerContainers = "containers" // traffic from container bridges (their egress)
+)
+
+// Allow is one port the mesh keeps open, with who keeps it.
+type Allow struct {
+	Port  config.Port `json:"port"`
+	Owner string      `json:"owner"`
+}
+
+// MeshSpec is what the mesh's own ruleset for one node is derived from.
+type MeshSpec struct {
+	Node string `json:"node"`
+	// Input ports are open to new connections: management ports (owner
+	// "management"), the foundation's, every migrated module's.
+	Input []Allow `json:"input"`
+	// Forward ports are host ports published by migrated modules'
+	// containers: forwarded (DNATed) traffic to them is accepted.
+	Forward []Allow `json:"forward"`
+	// Drop lists the ports the operator deliberately drops at the flip; the
+	// preview only reads it.
+	Drop []config.Port `json:"drop"`
+	// DHCP4 and DHCP6 keep the DHCP client's replies (udp 67 -> 68, and
+	// 547 -> 546 from link-local). They are not the plan's to set: the
+	// preview and the flip set them from the found firewall (DeriveFor).
+	DHCP4 bool `json:"dhcp4,omitempty"`
+	DHCP6 bool `json:"dhcp6,omitempty"`
+}
+
+// Derived is the mesh's own ruleset for one node: the model the evaluator
+// reads, and the rules Flip writes. Both come from one list of rules, so
+// what is previewed is what is written.
+type Derived struct {
+	Spec MeshSpec `json:"spec"`
+	// Ruleset holds the one table inet adoption, as List would decode it
+	// once written (handles 0).
+	Ruleset *firewall.Ruleset `json:"ruleset"`
+	rules   []derivedRule
+}
+
+type derivedRule struct {
+	chain   string
+	exprs   []expr.Any
+	comment string
+	text    string         // nft syntax, without the comment
+	model   *firewall.Rule // set where the evaluator's model differs from decoding exprs
+}
+
+// Derive builds the mesh's ruleset for spec: table inet adoption with base
+// chains input and forward (filter hook, priority filter, policy drop).
+// Input accepts established/related, loopback, the ICMP and ICMPv6 that
+// must pass (neighbour discovery and router adverts keep IPv6 working), and
+// one rule per Input port; forward accepts established/related, traffic from
+// Docker's bridges (DockerBridges) so containers keep their egress, and
+// DNATed connections whose original destination port is a Forward port.
+// Every rule's comment names its owner: "adoption:<node>:<owner>:<port>/<proto>"
+// for ports, "adoption:<node>:essentials:<what>" for what every host needs.
+func Derive(spec MeshSpec) (*Derived, error) {
+	if err := validateSpec(spec); err != nil {
+		return nil, err
+	}
+	node := spec.Node
+	base := func(what string) string {
+		return fmt.Sprintf("%s%s:%s:%s", firewall.MarkPrefix, node, OwnerEssentials, what)
+	}
+	var rules []derivedRule
+	for _, ch := range []string{firewall.HookInput, firewall.HookForward} {
+		rules = append(rules,
+			derivedRule{chain: ch, exprs: marks.CtBits(expr.CtKeySTATE, firewall.CtStateEstablished|firewall.CtStateRelated, expr.VerdictAccept),
+				comment: base("established"), text: "ct state established,related accept"},
+			derivedRule{chain: ch, exprs: marks.CtBits(expr.CtKeySTATE, firewall.CtStateInvalid, expr.VerdictDrop),
+				comment: base("invalid"), text: "ct state invalid drop"},
+		)
+	}
+	rules = append(rules, derivedRule{chain: firewall.HookInput, exprs: marks.Iifname("lo", expr.VerdictAccept), comment: base("loopback"), text: `iifname "lo" accept`})
+	for _, ic := range []struct {
+		nfproto, l4 byte
+		name        string
+		types       []string
+		nums        []byte
+	}{
+		{unix.NFPROTO_IPV4, unix.IPPROTO_ICMP, "icmp",
+			[]string{"echo-request", "destination-unreachable", "time-exceeded", "parameter-problem"},
+			[]byte{8, 3, 11, 12}},
+		{unix.NFPROTO_IPV6, unix.IPPROTO_ICMPV6, "icmpv6",
+			[]string{"echo-request", "destination-unreachable", "packet-too-big", "time-exceeded", "parameter-problem",
+				"nd-router-advert", "nd-neighbor-solicit", "nd-neighbor-advert",
+				"mld-listener-query", "mld-listener-report", "mld-listener-done", "mld2-listener-report"},
+			[]byte{128, 1, 2, 3, 4, 134, 135, 136, 130, 131, 132, 143}},
+	} {
+		for i, typ := range ic.types {
+			rules = append(rules, derivedRule{chain: firewall.HookInput, comment: base(ic.name), text: ic.name + " type " + typ + " accept",
+				exprs: []expr.Any{
+					&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{ic.nfproto}},
+					&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{ic.l4}},
+					&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{ic.nums[i]}},
+					&expr.Verdict{Kind: expr.VerdictAccept},
+				}})
+		}
+	}
+	if spec.DHCP4 {
+		rules = append(rules, derivedRule{chain: firewall.HookInput, comment: base("dhcp4"), text: "meta nfproto ipv4 udp sport 67 udp dport 68 accept",
+			exprs: dhcpExprs(unix.NFPROTO_IPV4, 67, 68)})
+	}
+	if spec.DHCP6 {
+		rules = append(rules, derivedRule{chain: firewall.HookInput, comment: base("dhcp6"), text: "meta nfproto ipv6 ip6 saddr fe80::/10 udp sport 547 udp dport 546 accept",
+			exprs: dhcpExprs(unix.NFPROTO_IPV6, 547, 546)})
+	}
+	for _, a := range dedupe(spec.Input) {
+		mk := marks.Mark{Node: node, Owner: a.Owner, Port: a.Port.Num, Proto: a.Port.Proto}
+		rules = append(rules, derivedRule{chain: firewall.HookInput, exprs: marks.MarkExprs(a.Port.Num, a.Port.Proto), comment: mk.Comment(),
+			text: fmt.Sprintf("meta l4proto %s th dport %d counter accept", a.Port.Proto, a.Port.Num)})
+	}
+	egress := fmt.Sprintf("%s%s:%s:egress", firewall.MarkPrefix, node, OwnerContainers)
+	for _, b := range firewall.DockerBridges {
+		rules = append(rules, derivedRule{chain: firewall.HookForward, exprs: marks.Iifname(b, expr.VerdictAccept), comment: egress, text: fmt.Sprintf("iifname %q accept", b)})
+	}
+	for _, a := range dedupe(spec.Forward) {
+		mk := marks.Mark{Node: node, Owner: a.Owner, Port: a.Port.Num, Proto: a.Port.Proto}
+		p := marks.L4num(a.Port.Proto)
+		ex := marks.CtBits(expr.CtKeySTATUS, firewall.IpsDstNAT, expr.VerdictAccept)
+		ex = append(ex[:len(ex)-1],
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}},
+			&expr.Ct{Key: expr.CtKeyPROTODST, Register: 1, Direction: 0},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(a.Port.Num)},
+			&expr.Counter{},
+			&expr.Verdict{Kind: expr.VerdictAccept},
+		)
+		rules = append(rules, derivedRule{chain: firewall.HookForward, exprs: ex, comment: mk.Comment(),
+			text: fmt.Sprintf("ct status dnat meta l4proto %s ct original proto-dst %d counter accept", a.Port.Proto, a.Port.Num)})
+	}
+	for _, r := range rules {
+		if len(r.comment) > marks.MaxCommentLen {
+			return nil, fmt.Errorf("rule comment %q is %d bytes, longer than the %d a rule comment holds", r.comment, len(r.comment), marks.MaxCommentLen)
+		}
+	}
+	d := &Derived{Spec: spec, rules: rules}
+	d.Ruleset = d.model()
+	return d, nil
+}
+
+func dedupe(as []Allow) []Allow {
+	seen := map[config.Port]bool{}
+	var out []Allow
+	for _, a := range as {
+		if !seen[a.Port] {
+			seen[a.Port] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func validateSpec(spec MeshSpec) error {
+	var errs []error
+	if !config.ValidName(spec.Node) {
+		errs = append(errs, fmt.Errorf("node name %q is not valid (%s)", spec.Node, config.NameRule))
+	}
+	check := func(where string, p config.Port) {
+		if p.Num == 0 {
+			errs = append(errs, fmt.Errorf("%s: port %s: 0 is not a port, want 1-65535", where, p))
+		}
+		if p.Proto != "tcp" && p.Proto != "udp" {
+			errs = append(errs, fmt.Errorf("%s: port %s: protocol %q is not tcp or udp", where, p, p.Proto))
+		}
+	}
+	for _, l := range []struct {
+		where string
+		as    []Allow
+	}{{"input", spec.Input}, {"forward", spec.Forward}} {
+		for _, a := range l.as {
+			if !config.ValidName(a.Owner) {
+				errs = append(errs, fmt.Errorf("%s: port %s: owner name %q is not valid (%s)", l.where, a.Port, a.Owner, config.NameRule))
+			}
+			check(l.where, a.Port)
+		}
+	}
+	for _, p := range spec.Drop {
+		check("drop", p)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("the mesh ruleset for node %q cannot be derived: %w", spec.Node, err)
+	}
+	return nil
+}
+
+func (d *Derived) model() *firewall.Ruleset {
+	t := firewall.Table{Family: firewall.FamilyInet, Name: firewall.MeshTable}
+	for _, hook := range []string{firewall.HookInput, firewall.HookForward} {
+		ch := firewall.Chain{Name: hook, Hook: hook, Priority: 0, Policy: "drop", Type: "filter", Rules: []firewall.Rule{}}
+		dec := nft.Decoder{Family: firewall.FamilyInet, Sets: map[string]*firewall.Set{}, SetsKnown: true}
+		for _, r := range d.rules {
+			if r.chain != hook {
+				continue
+			}
+			if r.model != nil {
+				ch.Rules = append(ch.Rules, *r.model)
+				continue
+			}
+			ch.Rules = append(ch.Rules, dec.Rule(&nftables.Rule{Exprs: r.exprs, UserData: commentData(r.comment)}))
+		}
+		t.Chains = append(t.Chains, ch)
+	}
+	return &firewall.Ruleset{Tables: []firewall.Table{t}}
+}
+
+// Text is the derived table in nft syntax, for "nft -f": what an operator
+// reads, and what a naive replacement would load.
+func (d *Derived) Text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table inet %s {\n", firewall.MeshTable)
+	for i, hook := range []string{firewall.HookInput, firewall.HookForward} {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "\tchain %s {\n\t\ttype filter hook %s priority filter; policy drop;\n", hook, hook)
+		for _, r := range d.rules {
+			if r.chain == hook {
+				fmt.Fprintf(&b, "\t\t%s comment %q\n", r.text, r.comment)
+			}
+		}
+		b.WriteString("\t}\n")
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// queue adds the table, its chains and rules to a batch.
+func (d *Derived) queue(c *nftables.Conn) {
+	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: firewall.MeshTable})
+	drop := nftables.ChainPolicyDrop
+	chains := map[string]*nftables.Chain{}
+	for _, hook := range []struct {
+		name string
+		num  *nftables.ChainHook
+	}{{firewall.HookInput, nftables.ChainHookInput}, {firewall.HookForward, nftables.ChainHookForward}} {
+		chains[hook.name] = c.AddChain(&nftables.Chain{Name: hook.name, Table: t, Type: nftables.ChainTypeFilter,
+			Hooknum: hook.num, Priority: nftables.ChainPriorityFilter, Policy: &drop})
+	}
+	for _, r := range d.rules {
+		c.AddRule(&nftables.Rule{Table: t, Chain: chains[r.chain], Exprs: r.exprs, UserData: commentData(r.comment)})
+	}
+}
+
+// ownerOf reads the owner from a comment "adoption:<node>:<owner>:...".
+func ownerOf(comment string) string {
+	rest, ok := strings.CutPrefix(comment, firewall.MarkPrefix)
+	if !ok {
+		return ""
+	}
+	parts := strings.SplitN(rest, ":", 3)
+	if len(parts) < 3 {
+		return ""
+	}
+	return parts[1]
+}
+
+// dhcpExprs is "meta nfproto F [ip6 saddr fe80::/10] udp sport S udp dport
+// D accept": the DHCP client's replies.
+func dhcpExprs(nfproto byte, sport, dport uint16) []expr.Any {
+	ex := []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nfproto}},
+	}
+	if nfproto == unix.NFPROTO_IPV6 {
+		ex = append(ex,
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 8, Len: 2},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 2, Mask: []byte{0xff, 0xc0}, Xor: []byte{0, 0}},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0xfe, 0x80}})
+	}
+	return append(ex,
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(sport)},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(dport)},
+		&expr.Verdict{Kind: expr.VerdictAccept},
+	)
+}
+
+// DeriveFor is Derive with the essentials that depend on the found
+// firewall: DHCPv4 and DHCPv6 client replies are kept where the found
+// firewall accepts them now (a reply from a server's port to the client's,
+// at the input hook), never because a request asked.
+func DeriveFor(found *firewall.Ruleset, spec MeshSpec) (*Derived, error) {
+	return Derive(EffectiveSpec(found, spec))
+}
+
+// EffectiveSpec is spec with the essentials that depend on the found
+// firewall decided from it: what Flip applies for spec on found. The flip
+// record keeps it, so the boot file and the guard's Reassert, which have no
+// found firewall to look at, write the very table the flip wrote.
+func EffectiveSpec(found *firewall.Ruleset, spec MeshSpec) MeshSpec {
+	spec.DHCP4 = acceptsReply(found, firewall.FamilyIP, eval.Atom{Other: true}, netip.Addr{}, 67, 68)
+	spec.DHCP6 = acceptsReply(found, firewall.FamilyIP6, eval.Atom{Prefix: netip.MustParsePrefix("fe80::/64")}, netip.MustParseAddr("fe80::1"), 547, 546)
+	return spec
+}
+
+// acceptsReply reports whether found accepts, at the input hook, a new
+// UDP datagram from sport to dport (from src, to dst when valid).
+func acceptsReply(found *firewall.Ruleset, fam string, src eval.Atom, dst netip.Addr, sport, dport uint16) bool {
+	if found == nil {
+		return false
+	}
+	e := eval.NewEvaluator(found)
+	r := e.Hook(eval.BaseChains(found, firewall.HookInput, fam, nil), eval.Packet{Hook: firewall.HookInput, Family: fam, Proto: unix.IPPROTO_UDP,
+		Port: dport, OrigPort: dport, Sport: sport, Src: src, Dst: dst})
+	return r.Accept
+}

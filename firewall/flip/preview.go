@@ -1,0 +1,292 @@
+// This file holds the preview of a flip: every port the found firewall
+// opens now, given the fate the derived ruleset would give it (kept, and by
+// whom, or closing), and whether the flip may go ahead.
+
+package flip
+
+import (
+	"adoption/config"
+	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/marks"
+	"fmt"
+	"net/netip"
+	"sort"
+)
+
+// Fates.
+const (
+	FateKept    = "kept"
+	FateClosing = "closing"
+)
+
+// Fate is what the flip does to one port the found firewall opens now.
+type Fate struct {
+	Opening firewall.Opening `json:"opening"`
+	// Fate is "kept" or "closing".
+	Fate string `json:"fate"`
+	// By names who keeps a kept port: "management", "foundation", a
+	// module, "containers" (traffic from a container bridge).
+	By string `json:"by,omitempty"`
+	// Dropped: closing, and in spec.Drop.
+	Dropped bool `json:"dropped,omitempty"`
+}
+
+// Preview says what a flip would do and whether it may go ahead.
+type Preview struct {
+	Approved           bool     `json:"approved"`
+	Reasons            []string `json:"reasons,omitempty"`
+	Fates              []Fate   `json:"fates"`
+	FoundFingerprint   string   `json:"found_fingerprint"`
+	DerivedFingerprint string   `json:"derived_fingerprint"`
+}
+
+// PreviewFlip gives every port the found firewall opens now (OpenPorts,
+// uncertain openings counted as open) a fate: kept when the ruleset as it
+// would be after the flip (the predecessor neutralised exactly as Flip does
+// it, foreign chains as they are, the derived table added) still opens it
+// for that direction, family and source, with By naming the derived rule's
+// owner; else closing. A found range partly kept is split. It approves only
+// if every closing port is in spec.Drop, no management port would close or
+// is in spec.Drop, and Flip could neutralise the predecessor; each reason
+// names the port or the obstacle.
+func PreviewFlip(found *firewall.Ruleset, spec MeshSpec) Preview {
+	return PreviewFlipOn(found, firewall.Node{}, spec)
+}
+
+// PreviewFlipOn is PreviewFlip on a node whose interfaces and forwarding
+// are known (ReadNode): published ports are then judged through DNAT by
+// their host ports, before and after the flip alike. The derived ruleset
+// is DeriveFor(found, spec): the flip writes the same one.
+//
+// An opening uncertain now for a named reason (a DNAT the evaluator cannot
+// follow) refuses the preview unless it is dropped: its fate cannot be
+// promised. An opening uncertain now and kept by an opening just as
+// uncertain after (the same undecidable condition, such as a source port)
+// is kept.
+func PreviewFlipOn(found *firewall.Ruleset, node firewall.Node, spec MeshSpec) Preview {
+	p := Preview{Fates: []Fate{}, FoundFingerprint: firewall.Fingerprint(found)}
+	d, err := DeriveFor(found, spec)
+	if err != nil {
+		p.Reasons = []string{err.Error()}
+		return p
+	}
+	return previewFlip(found, d.Ruleset, spec, node)
+}
+
+// previewFlip compares found with derived (a model of table inet adoption);
+// tests pass a derived ruleset that Derive would never make.
+func previewFlip(found, derived *firewall.Ruleset, spec MeshSpec, node firewall.Node) Preview {
+	p := Preview{Fates: []Fate{}, FoundFingerprint: firewall.Fingerprint(found), DerivedFingerprint: firewall.Fingerprint(derived)}
+	after, err := afterFlip(found, derived, spec.Node)
+	if err != nil {
+		p.Reasons = append(p.Reasons, err.Error())
+		return p
+	}
+	afterOpen := eval.OpenPortsOn(after, node)
+	dropped := map[config.Port]bool{}
+	for _, d := range spec.Drop {
+		dropped[d] = true
+	}
+	mgmt := map[config.Port]bool{}
+	for _, a := range spec.Input {
+		if a.Owner == OwnerManagement {
+			mgmt[a.Port] = true
+			if dropped[a.Port] {
+				p.Reasons = append(p.Reasons, fmt.Sprintf("%s is a management port and is in flip.drop: the node would be cut off from its operator; remove it from flip.drop", a.Port))
+			}
+		}
+	}
+	for _, o := range eval.OpenPortsOn(found, node) {
+		// Boundaries where the fate, owner or drop can change inside o.
+		end := firewall.PortEnd(o)
+		cuts := map[int]bool{int(o.Port): true}
+		add := func(x int) {
+			if x > int(o.Port) && x <= int(end) {
+				cuts[x] = true
+			}
+		}
+		for _, a := range afterOpen {
+			add(int(a.Port))
+			add(int(firewall.PortEnd(a)) + 1)
+		}
+		for _, l := range [][]Allow{spec.Input, spec.Forward} {
+			for _, a := range l {
+				add(int(a.Port.Num))
+				add(int(a.Port.Num) + 1)
+			}
+		}
+		for _, d := range spec.Drop {
+			add(int(d.Num))
+			add(int(d.Num) + 1)
+		}
+		starts := make([]int, 0, len(cuts))
+		for x := range cuts {
+			starts = append(starts, x)
+		}
+		sort.Ints(starts)
+		var segs []Fate
+		for i, s := range starts {
+			e := int(end)
+			if i+1 < len(starts) {
+				e = starts[i+1] - 1
+			}
+			f := Fate{Opening: o, Fate: FateClosing}
+			f.Opening.Port, f.Opening.PortEnd = uint16(s), 0
+			if e != s {
+				f.Opening.PortEnd = uint16(e)
+			}
+			if stillOpen(afterOpen, o, uint16(s)) {
+				f.Fate = FateKept
+				f.By = keeper(derived, o.Direction, o.Family, o.Proto, uint16(s))
+			} else {
+				f.Dropped = dropped[config.Port{Num: uint16(s), Proto: o.Proto}] && (s == e || allDropped(dropped, o.Proto, s, e))
+			}
+			if n := len(segs); n > 0 && segs[n-1].Fate == f.Fate && segs[n-1].By == f.By && segs[n-1].Dropped == f.Dropped {
+				segs[n-1].Opening.PortEnd = uint16(e)
+				continue
+			}
+			segs = append(segs, f)
+		}
+		for _, f := range segs {
+			p.Fates = append(p.Fates, f)
+			if f.Fate != FateClosing {
+				continue
+			}
+			for x := int(f.Opening.Port); x <= int(firewall.PortEnd(f.Opening)); x++ {
+				if mgmt[config.Port{Num: uint16(x), Proto: o.Proto}] && o.Direction == firewall.HookInput {
+					p.Reasons = append(p.Reasons, fmt.Sprintf("management port %d/%s (%s) is open now and would close: the node would be cut off from its operator", x, o.Proto, describeOpening(f.Opening)))
+				}
+			}
+			if !f.Dropped {
+				why := ""
+				if o.Reason != "" {
+					why = " (uncertain now: " + o.Reason + ")"
+				}
+				p.Reasons = append(p.Reasons, fmt.Sprintf("%s (%s) is open now and would close%s: declare it in a module or add it to flip.drop", portSpec(f.Opening), describeOpening(f.Opening), why))
+			}
+		}
+		for _, f := range segs {
+			if f.Fate == FateKept && o.Reason != "" {
+				fix := "fix what the reason names, or add it to flip.drop"
+				if allDropped(dropped, o.Proto, int(f.Opening.Port), int(firewall.PortEnd(f.Opening))) {
+					fix = "it is in flip.drop, but the flip cannot be shown to close it: fix what the reason names"
+				}
+				p.Reasons = append(p.Reasons, fmt.Sprintf("%s (%s) stays uncertain: %s; its fate after the flip cannot be promised; %s", portSpec(f.Opening), describeOpening(f.Opening), o.Reason, fix))
+			}
+		}
+	}
+	// A management port must be open after the flip, whether or not it is
+	// open now.
+	for _, a := range spec.Input {
+		if a.Owner != OwnerManagement {
+			continue
+		}
+		for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+			if !stillOpen(afterOpen, firewall.Opening{Direction: firewall.HookInput, Family: fam, Proto: a.Port.Proto}, a.Port.Num) {
+				p.Reasons = append(p.Reasons, fmt.Sprintf("management port %s (input, %s) would not be open after the flip", a.Port, fam))
+			}
+		}
+	}
+	p.Approved = len(p.Reasons) == 0
+	return p
+}
+
+func allDropped(dropped map[config.Port]bool, proto string, from, to int) bool {
+	for x := from; x <= to; x++ {
+		if !dropped[config.Port{Num: uint16(x), Proto: proto}] {
+			return false
+		}
+	}
+	return true
+}
+
+func portSpec(o firewall.Opening) string {
+	if o.PortEnd != 0 && o.PortEnd != o.Port {
+		return fmt.Sprintf("%d-%d/%s", o.Port, o.PortEnd, o.Proto)
+	}
+	return fmt.Sprintf("%d/%s", o.Port, o.Proto)
+}
+
+func describeOpening(o firewall.Opening) string {
+	s := o.Direction + ", " + o.Family
+	if o.Via != "" {
+		s += ", to " + o.Via
+	}
+	if o.From != "" {
+		s += ", from " + o.From
+	}
+	if o.Uncertain {
+		s += ", uncertain"
+	}
+	return s
+}
+
+// stillOpen reports whether after opens port for o's direction, family,
+// proto and source. An opening that is only uncertain after the flip keeps
+// an opening that was uncertain before (the same undecidable condition, such
+// as "came in on a container bridge"), not a sure one.
+func stillOpen(after []firewall.Opening, o firewall.Opening, port uint16) bool {
+	for _, a := range after {
+		if a.Direction != o.Direction || a.Family != o.Family || a.Proto != o.Proto || port < a.Port || port > firewall.PortEnd(a) {
+			continue
+		}
+		if a.From != "" {
+			ap, err1 := netip.ParsePrefix(a.From)
+			op, err2 := netip.ParsePrefix(o.From)
+			if o.From == "" || err1 != nil || err2 != nil || op.Bits() < ap.Bits() || !ap.Contains(op.Addr()) {
+				continue
+			}
+		}
+		if a.Uncertain && !o.Uncertain {
+			continue
+		}
+		if a.Via != o.Via && a.Via != "" && o.Via != "" {
+			continue // the same host port, now sent elsewhere
+		}
+		return true
+	}
+	return false
+}
+
+// keeper names the owner of the derived rule that accepts a new connection
+// to (proto, port): the first rule that surely matches, else the first that
+// may.
+func keeper(derived *firewall.Ruleset, hook, fam, proto string, port uint16) string {
+	pkt := eval.Packet{Hook: hook, Family: fam, Proto: marks.L4num(proto), Port: port, OrigPort: port, Src: eval.Atom{Other: true}}
+	if hook == firewall.HookForward {
+		// A published port: DNATed, its original port the host port.
+		pkt.Dnat = true
+	}
+	maybe := ""
+	for _, t := range derived.Tables {
+		for _, ch := range t.Chains {
+			if ch.Hook != hook {
+				continue
+			}
+			for _, r := range ch.Rules {
+				if r.Verdict.Kind != firewall.VerdictAccept || r.VMap != nil {
+					continue
+				}
+				m := eval.TriTrue
+				for i := range r.Conds {
+					switch pkt.Cond(&r.Conds[i]) {
+					case eval.TriFalse:
+						m = eval.TriFalse
+					case eval.TriUnknown:
+						if m == eval.TriTrue {
+							m = eval.TriUnknown
+						}
+					}
+				}
+				switch {
+				case m == eval.TriTrue:
+					return ownerOf(r.Comment)
+				case m == eval.TriUnknown && maybe == "":
+					maybe = ownerOf(r.Comment)
+				}
+			}
+		}
+	}
+	return maybe
+}

@@ -1,0 +1,510 @@
+// This file holds the marks: rules the mesh adds to the found firewall,
+// named adoption:<node>:<owner>:<port>/<proto>, where they take effect, and
+// their removal by handle.
+
+package marks
+
+import (
+	"adoption/firewall"
+	"adoption/firewall/nft"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
+
+	"adoption/config"
+)
+
+// Mark identifies a rule the mesh added to the found firewall. It travels in
+// the rule's comment, "adoption:<node>:<owner>:<port>/<proto>", which is the
+// only thing that tells the mesh's rules from the predecessor's: a rule
+// without it is never removed, even when it is otherwise identical.
+type Mark struct {
+	Node  string `json:"node"`
+	Owner string `json:"owner"`
+	Port  uint16 `json:"port"`
+	Proto string `json:"proto"`
+}
+
+// maxCommentLen is the longest comment nft and iptables-nft print back:
+// libnftnl reads a rule comment of at most 128 bytes including its NUL.
+const MaxCommentLen = 127
+
+// Comment is the rule comment carrying the mark.
+func (m Mark) Comment() string {
+	return fmt.Sprintf("%s%s:%s:%d/%s", firewall.MarkPrefix, m.Node, m.Owner, m.Port, m.Proto)
+}
+
+func (m Mark) String() string { return m.Comment() }
+
+// Validate says what is wrong with the mark, naming the value, or nil.
+func (m Mark) Validate() error {
+	var errs []error
+	if !config.ValidName(m.Node) {
+		errs = append(errs, fmt.Errorf("node name %q is not valid (%s)", m.Node, config.NameRule))
+	}
+	if !config.ValidName(m.Owner) {
+		errs = append(errs, fmt.Errorf("owner name %q is not valid (%s)", m.Owner, config.NameRule))
+	}
+	if m.Port == 0 {
+		errs = append(errs, fmt.Errorf("port 0 is not a port: want 1-65535"))
+	}
+	if m.Proto != "tcp" && m.Proto != "udp" {
+		errs = append(errs, fmt.Errorf("protocol %q is not tcp or udp", m.Proto))
+	}
+	if len(errs) == 0 && len(m.Comment()) > MaxCommentLen {
+		errs = append(errs, fmt.Errorf("comment %q is %d bytes, longer than the %d a rule comment holds", m.Comment(), len(m.Comment()), MaxCommentLen))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseMark reads a mark from a rule comment. It is strict: anything but the
+// exact form Comment writes, with valid names, is not a mark.
+func ParseMark(comment string) (Mark, bool) {
+	rest, ok := strings.CutPrefix(comment, firewall.MarkPrefix)
+	if !ok {
+		return Mark{}, false
+	}
+	parts := strings.Split(rest, ":")
+	if len(parts) != 3 {
+		return Mark{}, false
+	}
+	num, proto, ok := strings.Cut(parts[2], "/")
+	if !ok {
+		return Mark{}, false
+	}
+	n, err := strconv.ParseUint(num, 10, 16)
+	if err != nil {
+		return Mark{}, false
+	}
+	m := Mark{Node: parts[0], Owner: parts[1], Port: uint16(n), Proto: proto}
+	if m.Validate() != nil || m.Comment() != comment { // "+80", "080" and the like
+		return Mark{}, false
+	}
+	return m, true
+}
+
+// MarkedRule is one marked rule where the kernel holds it.
+type MarkedRule struct {
+	Mark   Mark   `json:"mark"`
+	Family string `json:"family"`
+	Table  string `json:"table"`
+	Chain  string `json:"chain"`
+	Handle uint64 `json:"handle"`
+	// Placement says, when Open or OpenForward could not place the mark
+	// both where it takes effect and after every source deny of the found
+	// firewall, what stands in the way (see placeIn, laterDenies); "" when
+	// nothing does. It travels with the marks into the node's status.
+	Placement string `json:"placement,omitempty"`
+}
+
+func (r MarkedRule) String() string {
+	return fmt.Sprintf("%s %s %s handle %d (%s)", r.Family, r.Table, r.Chain, r.Handle, r.Mark.Comment())
+}
+
+// Marker opens and closes ports through the found firewall of one network
+// namespace, as rules marked as the mesh's own. Every operation lists the
+// ruleset, plans on it and writes in one netlink batch that the kernel applies
+// only if the ruleset generation is still the one listed: a concurrent change
+// makes the batch fail as a whole.
+type Marker struct {
+	netns string
+	conn  *nftables.Conn
+}
+
+// NewMarker speaks the firewall of the network namespace at netnsPath ("" for
+// the caller's own); it dials anew for each operation.
+func NewMarker(netnsPath string) *Marker { return &Marker{netns: netnsPath} }
+
+// NewMarkerWithConn speaks through c: tests pass a connection made with
+// nftables.WithTestDial, or one made with nftables.WithNetNSFd.
+func NewMarkerWithConn(c *nftables.Conn) *Marker { return &Marker{conn: c} }
+
+func (m *Marker) Session() (*nft.Session, error) { return nft.OpenSession(m.netns, m.conn) }
+
+// markExprs is the rule a mark opens a port with, in the form nft itself
+// writes "meta l4proto tcp tcp dport N counter accept comment ...", which
+// iptables-nft reads back as "-p tcp -m tcp --dport N -m comment --comment
+// ... -j ACCEPT": native payload and cmp (no xtables match, so nothing
+// depends on the xt modules), the comment in the rule's user data.
+func MarkExprs(port uint16, proto string) []expr.Any {
+	p := byte(unix.IPPROTO_TCP)
+	if proto == "udp" {
+		p = unix.IPPROTO_UDP
+	}
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+		&expr.Counter{},
+		&expr.Verdict{Kind: expr.VerdictAccept},
+	}
+}
+
+func markUserData(m Mark) []byte {
+	return userdata.AppendString(nil, userdata.TypeComment, m.Comment())
+}
+
+// placement is where one mark goes: at the head of the chain, before the
+// rule with handle before, or appended. from is the index of the first rule
+// after the chain's last possible source deny (0: none); notes say what
+// about the place could not be decided (placeIn).
+type placement struct {
+	table  *firewall.Table
+	chain  *firewall.Chain
+	before uint64
+	append bool
+	from   int
+	notes  []string
+}
+
+// inputChains are the chains of t where an input mark may go: ufw's own
+// per-port chain, else every filter base chain at the input hook that is
+// not a foreign tool's. None in a table that is not an IP family's, a
+// foreign tool's or the mesh's, nor in an iptables-nft table other than
+// filter (raw, mangle, security: not where iptables filters).
+func inputChains(t *firewall.Table) []*firewall.Chain {
+	if o := firewall.TableOwner(t).Owner; !firewall.IsIPFamily(t.Family) || o == firewall.OwnedByForeign || o == firewall.OwnedByMesh {
+		return nil
+	}
+	if firewall.IsIptablesTable(t) {
+		if t.Name != "filter" {
+			return nil
+		}
+		if ch := ufwUserInput(t); ch != nil {
+			return []*firewall.Chain{ch}
+		}
+	}
+	var chains []*firewall.Chain
+	for ci := range t.Chains {
+		ch := &t.Chains[ci]
+		if ch.Hook == firewall.HookInput && (ch.Type == "" || ch.Type == "filter") && firewall.ChainOwner(t, ch).Owner != firewall.OwnedByForeign {
+			chains = append(chains, ch)
+		}
+	}
+	return chains
+}
+
+// placements says where a mark for (proto, port) takes effect: in ufw's
+// own per-port chain, else in every base chain at the input hook that
+// could drop a new connection to the port; in each, where placeIn puts it
+// (after the found firewall's source denies). It reads the rules of
+// inputChains and of the chains they jump to only. A chain that could not
+// be listed is an error: where the mark would go cannot be decided.
+func placements(rs *firewall.Ruleset, proto string, port uint16) ([]placement, error) {
+	m := inputMatch(proto, port)
+	var out []placement
+	for ti := range rs.Tables {
+		t := &rs.Tables[ti]
+		for _, ch := range inputChains(t) {
+			if ch.Unknown != "" {
+				return nil, fmt.Errorf("chain %s %s %s could not be listed (%s): cannot tell where a mark would take effect", t.Family, t.Name, ch.Name, ch.Unknown)
+			}
+			p, need := placeIn(t, ch, m)
+			if !need {
+				continue // this chain never drops the port
+			}
+			p.notes = append(p.notes, laterDenies(t, ch, m)...)
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func ufwUserInput(t *firewall.Table) *firewall.Chain {
+	for ci := range t.Chains {
+		if n := t.Chains[ci].Name; n == "ufw-user-input" || n == "ufw6-user-input" {
+			return &t.Chains[ci]
+		}
+	}
+	return nil
+}
+
+func ValidNames(node, owner string) error {
+	var errs []error
+	if !config.ValidName(node) {
+		errs = append(errs, fmt.Errorf("node name %q is not valid (%s)", node, config.NameRule))
+	}
+	if owner != "" && !config.ValidName(owner) {
+		errs = append(errs, fmt.Errorf("owner name %q is not valid (%s)", owner, config.NameRule))
+	}
+	return errors.Join(errs...)
+}
+
+// Open makes every port reachable for owner through the found firewall: one
+// marked accept rule per port in every chain where it takes effect (see
+// placements). Marks already there are reported as present and not added
+// again. All additions go to the kernel in one batch, applied only if the
+// ruleset is still the one listed. Nothing is changed on any error.
+func (m *Marker) Open(node, owner string, ports []config.Port) (added, present []MarkedRule, err error) {
+	return m.openOn(inputPath, node, owner, ports)
+}
+
+// markPath is where a kind of mark goes: the input path (a port the node
+// serves) or the forward path (a host port Docker publishes). Open and
+// OpenForward differ only in these.
+type markPath struct {
+	what string // in messages: "ports", "published ports"
+	// chains says which chains' rules placements needs listed.
+	chains     func(t *firewall.Table, ch *firewall.Chain) bool
+	placements func(rs *firewall.Ruleset, proto string, port uint16) ([]placement, error)
+	exprs      func(in insertion) []expr.Any
+}
+
+var inputPath = markPath{
+	what:       "ports",
+	chains:     func(t *firewall.Table, ch *firewall.Chain) bool { return slices.Contains(inputChains(t), ch) },
+	placements: placements,
+	exprs:      func(in insertion) []expr.Any { return MarkExprs(in.mark.Port, in.mark.Proto) },
+}
+
+// openOn opens marks on one path: one listing of the chains that path
+// needs, one batch at that generation; nothing changed on any error.
+func (m *Marker) openOn(path markPath, node, owner string, ports []config.Port) (added, present []MarkedRule, err error) {
+	marks, err := checkMarks(node, owner, ports)
+	if err != nil {
+		return nil, nil, fmt.Errorf("not opening %s for owner %q on node %q, nothing was changed: %w", path.what, owner, node, err)
+	}
+	if len(marks) == 0 {
+		return nil, nil, nil
+	}
+	s, err := m.Session()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer s.Close()
+	// Kind reads tables and chains; placements the rules of path.chains.
+	gen, rs, err := s.SnapshotSome(path.chains)
+	if err != nil {
+		return nil, nil, err
+	}
+	legacy, err := s.Legacy()
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the iptables-legacy tables: %w", err)
+	}
+	if _, err := nft.Kind(rs, legacy); err != nil {
+		return nil, nil, fmt.Errorf("not opening %s for %s on %s: %w", path.what, owner, node, err)
+	}
+	todo, present, err := plan(marks, func(mk Mark) ([]placement, error) {
+		at, err := path.placements(rs, mk.Proto, mk.Port)
+		if err != nil {
+			return nil, fmt.Errorf("not opening %d/%s for %s on %s, nothing was changed: %w", mk.Port, mk.Proto, owner, node, err)
+		}
+		return at, nil
+	})
+	if err != nil || len(todo) == 0 {
+		return nil, present, err
+	}
+	added, err = addMarks(s, gen, todo, path.exprs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening %s for %s on %s: %w", path.what, owner, node, err)
+	}
+	return added, present, nil
+}
+
+// insertion is one mark to add where it takes effect.
+type insertion struct {
+	mark    Mark
+	comment string
+	at      placement
+}
+
+// plan says where each mark goes (where) and which of those places already
+// hold it: those are present, the rest are to add. A chain's comments are
+// read once, not once per mark.
+func plan(marks []Mark, where func(Mark) ([]placement, error)) (todo []insertion, present []MarkedRule, err error) {
+	held := map[*firewall.Chain]map[string]uint64{} // chain -> comment -> first handle
+	for _, mk := range marks {
+		at, err := where(mk)
+		if err != nil {
+			return nil, nil, err
+		}
+		comment := mk.Comment()
+		for _, p := range at {
+			hs, ok := held[p.chain]
+			if !ok {
+				hs = map[string]uint64{}
+				for _, r := range p.chain.Rules {
+					if _, dup := hs[r.Comment]; !dup && r.Comment != "" {
+						hs[r.Comment] = r.Handle
+					}
+				}
+				held[p.chain] = hs
+			}
+			if h, ok := hs[comment]; ok {
+				present = append(present, MarkedRule{Mark: mk, Family: p.table.Family, Table: p.table.Name, Chain: p.chain.Name, Handle: h,
+					Placement: placementNote(p, h)})
+				continue
+			}
+			todo = append(todo, insertion{mark: mk, comment: comment, at: p})
+		}
+	}
+	return todo, present, nil
+}
+
+// addMarks writes todo as one batch at generation gen, each rule made of
+// exprs(in) and its mark's comment, and returns the rules added with the
+// handles the kernel echoed.
+func addMarks(s *nft.Session, gen uint32, todo []insertion, exprs func(insertion) []expr.Any) ([]MarkedRule, error) {
+	rule := func(in insertion) *nftables.Rule {
+		return &nftables.Rule{
+			Table:    &nftables.Table{Family: nft.TableFamily(in.at.table.Family), Name: in.at.table.Name},
+			Chain:    &nftables.Chain{Name: in.at.chain.Name},
+			Position: in.at.before,
+			Exprs:    exprs(in),
+			UserData: userdata.AppendString(nil, userdata.TypeComment, in.comment),
+		}
+	}
+	echoes, err := s.Commit(gen, func(c *nftables.Conn) {
+		// Each insertion at a chain's head goes before the previous one:
+		// queue those in reverse, so the chain lists the ports in order.
+		for i := len(todo) - 1; i >= 0; i-- {
+			if in := todo[i]; !in.at.append && in.at.before == 0 {
+				c.InsertRule(rule(in))
+			}
+		}
+		for _, in := range todo {
+			switch {
+			case in.at.append:
+				c.AddRule(rule(in))
+			case in.at.before != 0:
+				c.InsertRule(rule(in))
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	type where struct{ family, table, chain, comment string }
+	handles := make(map[where]uint64, len(echoes))
+	for _, e := range echoes {
+		handles[where{e.Family, e.Table, e.Chain, e.Comment}] = e.Handle
+	}
+	added := make([]MarkedRule, 0, len(todo))
+	for _, in := range todo {
+		r := MarkedRule{Mark: in.mark, Family: in.at.table.Family, Table: in.at.table.Name, Chain: in.at.chain.Name, Placement: placementNote(in.at, 0)}
+		r.Handle = handles[where{r.Family, r.Table, r.Chain, in.comment}]
+		added = append(added, r)
+	}
+	return added, nil
+}
+
+// Close removes owner's marked rules of node, and only those.
+func (m *Marker) Close(node, owner string) ([]MarkedRule, error) {
+	if err := ValidNames(node, owner); err != nil {
+		return nil, fmt.Errorf("not closing, nothing was changed: %w", err)
+	}
+	if owner == "" {
+		return nil, fmt.Errorf("not closing, nothing was changed: owner name is empty")
+	}
+	return m.remove(func(mk Mark) bool { return mk.Node == node && mk.Owner == owner })
+}
+
+// Release removes every marked rule of node: the found firewall is left as
+// it was before the mesh opened anything.
+func (m *Marker) Release(node string) ([]MarkedRule, error) {
+	if err := ValidNames(node, ""); err != nil {
+		return nil, fmt.Errorf("not releasing, nothing was changed: %w", err)
+	}
+	return m.remove(func(mk Mark) bool { return mk.Node == node })
+}
+
+// List returns the marked rules of node, in listing order.
+func (m *Marker) List(node string) ([]MarkedRule, error) {
+	if err := ValidNames(node, ""); err != nil {
+		return nil, err
+	}
+	s, err := m.Session()
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	nc, err := s.Raw()
+	if err != nil {
+		return nil, err
+	}
+	return findMarks(nc, func(mk Mark) bool { return mk.Node == node })
+}
+
+// remove deletes the selected marked rules by handle in one batch. A rule
+// that vanished between listing and deleting (removed by hand, or by a
+// reload of the found firewall) makes the kernel refuse the batch, and a
+// change during the listing makes it incomplete: the marks are listed again
+// and the removal retried once.
+func (m *Marker) remove(keep func(Mark) bool) ([]MarkedRule, error) {
+	s, err := m.Session()
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	var last error
+	for attempt := 0; attempt < 2; attempt++ {
+		gen, rules, err := sessionMarks(s, keep)
+		if errors.Is(err, nft.ErrRulesetChanged) {
+			last = err
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("nothing was removed: %w", err)
+		}
+		if len(rules) == 0 {
+			return nil, nil
+		}
+		_, err = s.Commit(gen, func(c *nftables.Conn) {
+			for _, r := range rules {
+				// DelRule fails only on handle 0, which a listed rule never has.
+				_ = c.DelRule(&nftables.Rule{
+					Table:  &nftables.Table{Family: nft.TableFamily(r.Family), Name: r.Table},
+					Chain:  &nftables.Chain{Name: r.Chain},
+					Handle: r.Handle,
+				})
+			}
+		})
+		if err == nil {
+			return rules, nil
+		}
+		if !errors.Is(err, nft.ErrRulesetChanged) && !errors.Is(err, unix.ENOENT) {
+			return nil, fmt.Errorf("removing marked rules: %w", err)
+		}
+		last = err
+	}
+	return nil, fmt.Errorf("removing marked rules: the ruleset kept changing, tried twice: %w", last)
+}
+
+func L4num(proto string) byte {
+	if proto == "udp" {
+		return unix.IPPROTO_UDP
+	}
+	return unix.IPPROTO_TCP
+}
+
+// ctBits is "ct <key> & bits != 0 <verdict>" as nft writes it.
+func CtBits(key expr.CtKey, bits uint32, v expr.VerdictKind) []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Key: key, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(bits), Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)},
+		&expr.Verdict{Kind: v},
+	}
+}
+
+// iifname is `iifname "name" verdict`; a trailing '*' is a prefix match.
+func Iifname(name string, v expr.VerdictKind) []expr.Any {
+	data := []byte(strings.TrimSuffix(name, "*"))
+	if !strings.HasSuffix(name, "*") {
+		data = append(data, make([]byte, unix.IFNAMSIZ-len(data))...)
+	}
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: data},
+		&expr.Verdict{Kind: v},
+	}
+}
