@@ -6,8 +6,6 @@
 package activities
 
 import (
-	"adoption/firewall/eval"
-	"adoption/firewall/flip"
 	"context"
 	"fmt"
 	"os"
@@ -21,6 +19,8 @@ import (
 	"adoption/custody"
 	"adoption/failpoint"
 	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
 	"adoption/nodestate"
 	"adoption/sockets"
 )

@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"adoption/firewall/eval"
 	"context"
 	"errors"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"adoption/containers"
 	"adoption/custody"
 	"adoption/firewall"
+	"adoption/firewall/eval"
 	"adoption/nodestate"
 	"adoption/sockets"
 )

@@ -10,7 +10,6 @@ package activities
 // paths, the confirm timeout) against it.
 
 import (
-	"adoption/firewall/flip"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 
 	"adoption/config"
 	"adoption/containers"
+	"adoption/firewall/flip"
 )
 
 // Error types of the authority checks. None is retried: the request will

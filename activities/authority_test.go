@@ -1,8 +1,6 @@
 package activities
 
 import (
-	"adoption/firewall/flip"
-	"adoption/firewall/marks"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,6 +15,8 @@ import (
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
+	"adoption/firewall/flip"
+	"adoption/firewall/marks"
 	"adoption/nodestate"
 )
 

@@ -8,7 +8,6 @@ package activities
 // so the decision is recorded and can be undone by hand.
 
 import (
-	"adoption/firewall/flip"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -17,6 +16,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/firewall/flip"
 	"adoption/nodestate"
 )
 

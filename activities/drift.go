@@ -1,12 +1,12 @@
 package activities
 
 import (
-	"adoption/firewall/flip"
 	"context"
 	"fmt"
 
 	"adoption/config"
 	"adoption/custody"
+	"adoption/firewall/flip"
 )
 
 // DriftItem is one difference between the node and what adoption recorded.

@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"adoption/firewall/marks"
 	"context"
 	"fmt"
 	"sort"
@@ -10,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/config"
+	"adoption/firewall/marks"
 	"adoption/sockets"
 )
 

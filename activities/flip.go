@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"adoption/firewall/flip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"adoption/config"
 	"adoption/containers"
 	"adoption/firewall"
+	"adoption/firewall/flip"
 	"adoption/nodestate"
 )
 

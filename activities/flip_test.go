@@ -1,8 +1,6 @@
 package activities
 
 import (
-	"adoption/firewall/flip"
-	"adoption/firewall/nft"
 	"context"
 	"fmt"
 	"os"
@@ -12,6 +10,8 @@ import (
 	"time"
 
 	"adoption/config"
+	"adoption/firewall/flip"
+	"adoption/firewall/nft"
 	"adoption/nodestate"
 )
 

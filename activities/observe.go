@@ -5,8 +5,6 @@
 package activities
 
 import (
-	"adoption/firewall/flip"
-	"adoption/firewall/marks"
 	"context"
 	"errors"
 	"log/slog"
@@ -17,6 +15,8 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/firewall/flip"
+	"adoption/firewall/marks"
 	"adoption/metrics"
 	"adoption/nodestate"
 )

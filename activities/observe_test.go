@@ -1,8 +1,6 @@
 package activities
 
 import (
-	"adoption/firewall/flip"
-	"adoption/firewall/marks"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +13,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/config"
+	"adoption/firewall/flip"
+	"adoption/firewall/marks"
 	"adoption/nodestate"
 )
 

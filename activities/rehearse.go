@@ -8,7 +8,6 @@
 package activities
 
 import (
-	"adoption/firewall/marks"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/containers"
+	"adoption/firewall/marks"
 )
 
 // Rehearsal is what a module's cutover would do on the node now.

@@ -11,8 +11,6 @@
 package activities
 
 import (
-	"adoption/firewall/eval"
-	"adoption/firewall/flip"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -21,6 +19,8 @@ import (
 	"adoption/config"
 	"adoption/containers"
 	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
 )
 
 // dockerTool is the name the ownership model gives Docker's chains and

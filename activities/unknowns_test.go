@@ -1,8 +1,6 @@
 package activities
 
 import (
-	"adoption/firewall/eval"
-	"adoption/firewall/flip"
 	"context"
 	"encoding/json"
 	"os"
@@ -13,6 +11,8 @@ import (
 	"adoption/config"
 	"adoption/containers"
 	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
 )
 
 // dnatNode is a ruleset listed on a real ufw-docker namespace (the

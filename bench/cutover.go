@@ -20,7 +20,6 @@ package main
 // naive, ours, ...) so neither always runs on a warmer engine.
 
 import (
-	"adoption/containers/hold"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -50,6 +49,7 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"adoption/containers"
+	"adoption/containers/hold"
 	"adoption/sandbox"
 )
 

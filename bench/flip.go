@@ -17,8 +17,6 @@ package main
 // outside the hammer's window.
 
 import (
-	"adoption/firewall/eval"
-	"adoption/firewall/flip"
 	"fmt"
 	"io"
 	"os"
@@ -30,6 +28,8 @@ import (
 
 	"adoption/config"
 	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
 )
 
 const (

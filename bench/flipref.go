@@ -26,8 +26,6 @@ package main
 // delete table inet adoption, ufw --force enable).
 
 import (
-	"adoption/firewall/eval"
-	"adoption/firewall/flip"
 	"bufio"
 	"context"
 	"errors"
@@ -45,6 +43,8 @@ import (
 
 	"adoption/config"
 	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
 	"adoption/netns"
 	"adoption/sandbox"
 )

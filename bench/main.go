@@ -31,7 +31,6 @@
 package main
 
 import (
-	"adoption/firewall/marks"
 	"bytes"
 	"cmp"
 	"errors"
@@ -48,6 +47,7 @@ import (
 	"time"
 
 	"adoption/config"
+	"adoption/firewall/marks"
 	"adoption/netns"
 )
 

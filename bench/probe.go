@@ -17,7 +17,6 @@ package main
 // iptables-legacy table list.
 
 import (
-	"adoption/firewall/eval"
 	"archive/tar"
 	"bytes"
 	"context"
@@ -43,6 +42,7 @@ import (
 	"adoption/containers"
 	"adoption/custody"
 	"adoption/firewall"
+	"adoption/firewall/eval"
 	"adoption/nodestate"
 	"adoption/sockets"
 )

@@ -23,10 +23,6 @@ package main
 // has its last progress signal. There is no peer: the figures are absolute.
 
 import (
-	"adoption/firewall/eval"
-	"adoption/firewall/flip"
-	"adoption/firewall/marks"
-	"adoption/firewall/nft"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -59,6 +55,10 @@ import (
 	"adoption/containers"
 	"adoption/custody"
 	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
+	"adoption/firewall/marks"
+	"adoption/firewall/nft"
 	"adoption/nodestate"
 	"adoption/sandbox"
 	"adoption/sockets"

@@ -1,9 +1,6 @@
 package briefing
 
 import (
-	"adoption/firewall/eval"
-	"adoption/firewall/flip"
-	"adoption/firewall/marks"
 	"bytes"
 	"strings"
 	"testing"
@@ -16,6 +13,9 @@ import (
 	"adoption/containers"
 	"adoption/custody"
 	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
+	"adoption/firewall/marks"
 	"adoption/sockets"
 	"adoption/workflows"
 )

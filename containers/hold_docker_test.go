@@ -6,7 +6,6 @@ package containers
 // connect allowed to wait up to 3 s, while the cutover swaps the container.
 
 import (
-	"adoption/containers/hold"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"adoption/containers/hold"
 	"adoption/sandbox"
 )
 

@@ -4,13 +4,13 @@
 package main
 
 import (
-	"adoption/firewall/flip"
 	"context"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"adoption/firewall/flip"
 	"adoption/workflows"
 )
 

@@ -2,7 +2,6 @@
 package main
 
 import (
-	"adoption/firewall/flip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"adoption/firewall/flip"
 	"adoption/workflows"
 )
 

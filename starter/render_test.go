@@ -3,10 +3,10 @@
 package main
 
 import (
-	"adoption/firewall/marks"
 	"strings"
 	"testing"
 
+	"adoption/firewall/marks"
 	"adoption/workflows"
 )
 

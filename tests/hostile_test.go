@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"adoption/firewall/flip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,6 +27,7 @@ import (
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
+	"adoption/firewall/flip"
 	"adoption/sandbox"
 	"adoption/workflows"
 )

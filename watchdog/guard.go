@@ -7,7 +7,6 @@ package watchdog
 // with no Temporal, and says so in the log.
 
 import (
-	"adoption/firewall/flip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"adoption/firewall"
+	"adoption/firewall/flip"
 	"adoption/nodestate"
 )
 

@@ -1,7 +1,6 @@
 package watchdog
 
 import (
-	"adoption/firewall/flip"
 	"bytes"
 	"context"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"adoption/firewall/flip"
 	"adoption/nodestate"
 )
 

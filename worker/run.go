@@ -5,10 +5,6 @@
 package main
 
 import (
-	"adoption/containers/hold"
-	"adoption/firewall/eval"
-	"adoption/firewall/flip"
-	"adoption/firewall/marks"
 	"context"
 	"fmt"
 	"io"
@@ -22,8 +18,12 @@ import (
 	"adoption/activities"
 	"adoption/config"
 	"adoption/containers"
+	"adoption/containers/hold"
 	"adoption/custody"
 	"adoption/failpoint"
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
+	"adoption/firewall/marks"
 	"adoption/nodestate"
 	"adoption/sockets"
 	"adoption/watchdog"

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"adoption/firewall/flip"
 	"context"
 	"io"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"adoption/config"
 	"adoption/custody"
 	"adoption/failpoint"
+	"adoption/firewall/flip"
 	"adoption/nodestate"
 	"adoption/watchdog"
 )

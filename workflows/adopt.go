@@ -5,7 +5,6 @@
 package workflows
 
 import (
-	"adoption/firewall/flip"
 	"errors"
 	"fmt"
 
@@ -13,6 +12,7 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
+	"adoption/firewall/flip"
 )
 
 // adoptUntilDone probes and adopts the node. A refusal (a control daemon

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"adoption/firewall/marks"
 	"context"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
+	"adoption/firewall/marks"
 )
 
 func controlPlan() config.Plan {

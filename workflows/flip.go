@@ -4,7 +4,6 @@
 package workflows
 
 import (
-	"adoption/firewall/flip"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
+	"adoption/firewall/flip"
 )
 
 // preview compares what the found firewall opens now with what the mesh's

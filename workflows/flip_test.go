@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"adoption/firewall/flip"
 	"fmt"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
+	"adoption/firewall/flip"
 )
 
 // flipPlan is testPlan with only module web (no container), so a flip can

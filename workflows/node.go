@@ -4,7 +4,6 @@
 package workflows
 
 import (
-	"adoption/firewall/marks"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
+	"adoption/firewall/marks"
 )
 
 // Search attributes, registered on the server (see Makefile dev-server), so

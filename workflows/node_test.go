@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"adoption/firewall/eval"
 	"context"
 	"errors"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"adoption/activities"
 	"adoption/config"
 	"adoption/custody"
+	"adoption/firewall/eval"
 )
 
 type NodeSuite struct {

@@ -4,7 +4,6 @@
 package workflows
 
 import (
-	"adoption/firewall/flip"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
+	"adoption/firewall/flip"
 )
 
 // withoutMail is testPlan with module mail dropped.

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"adoption/firewall/flip"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"adoption/config"
+	"adoption/firewall/flip"
 )
 
 // RequestInput is the payload of every signal and update: the module for

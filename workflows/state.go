@@ -1,14 +1,14 @@
 package workflows
 
 import (
-	"adoption/firewall/flip"
-	"adoption/firewall/marks"
 	"time"
 
 	"adoption/activities"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
+	"adoption/firewall/flip"
+	"adoption/firewall/marks"
 )
 
 // Names on the wire. Renaming one breaks running workflows: keep them.

@@ -20,7 +20,6 @@ package hold
 // idempotent: a resumed swap holds again, a rollback releases.
 
 import (
-	"adoption/firewall/nft"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -37,6 +36,7 @@ import (
 	"github.com/google/nftables/xt"
 	"golang.org/x/sys/unix"
 
+	"adoption/firewall/nft"
 	"adoption/netns"
 )
 

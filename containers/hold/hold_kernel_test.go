@@ -1,7 +1,6 @@
 package hold
 
 import (
-	"adoption/firewall/fwtest"
 	"context"
 	"errors"
 	"net"
@@ -10,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"adoption/firewall/fwtest"
 )
 
 // TestKernelHold: a held port's new connections are dropped (the client

@@ -1,11 +1,12 @@
 package eval
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/fwtest"
 	"encoding/json"
 	"os"
 	"testing"
+
+	"adoption/firewall"
+	"adoption/firewall/fwtest"
 )
 
 // Root tests of the evaluator through DNAT: the node namespace gets a

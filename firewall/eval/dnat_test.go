@@ -1,9 +1,6 @@
 package eval
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/fwtest"
-	"adoption/firewall/nft"
 	"net"
 	"net/netip"
 	"strings"
@@ -13,6 +10,10 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/xt"
 	"golang.org/x/sys/unix"
+
+	"adoption/firewall"
+	"adoption/firewall/fwtest"
+	"adoption/firewall/nft"
 )
 
 // The evaluator through DNAT on rulesets from fwtest's testdata/dnat: listings of

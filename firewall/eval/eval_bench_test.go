@@ -1,8 +1,9 @@
 package eval
 
 import (
-	"adoption/firewall/fwtest"
 	"testing"
+
+	"adoption/firewall/fwtest"
 )
 
 // BenchmarkOpenPorts evaluates the bench's control-node-shaped node as the

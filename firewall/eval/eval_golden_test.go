@@ -18,8 +18,6 @@ package eval_test
 // the old one, compare with the new one).
 
 import (
-	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -34,6 +32,8 @@ import (
 	"testing"
 
 	fw "adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/fwtest"
 )
 
 const goldenInputs = 2000

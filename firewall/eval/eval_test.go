@@ -1,13 +1,14 @@
 package eval
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/fwtest"
-	"adoption/firewall/nft"
 	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
+
+	"adoption/firewall"
+	"adoption/firewall/fwtest"
+	"adoption/firewall/nft"
 )
 
 // Helpers to build rulesets by hand.

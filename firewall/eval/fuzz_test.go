@@ -9,7 +9,6 @@ package eval_test
 // testdata/fuzz/<Target>/) as ordinary unit tests.
 
 import (
-	"adoption/firewall/eval"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	fw "adoption/firewall"
+	"adoption/firewall/eval"
 )
 
 // ---------------------------------------------------------------------------

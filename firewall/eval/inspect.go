@@ -4,10 +4,11 @@
 package eval
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/nft"
 	"context"
 	"fmt"
+
+	"adoption/firewall"
+	"adoption/firewall/nft"
 )
 
 // Inspector reads the found firewall of one network namespace. It only

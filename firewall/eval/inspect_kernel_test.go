@@ -1,11 +1,11 @@
 package eval
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/fwtest"
 	"encoding/json"
 	"testing"
 
+	"adoption/firewall"
+	"adoption/firewall/fwtest"
 	"adoption/internal/testenv"
 )
 

@@ -1,13 +1,13 @@
 package eval
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/fwtest"
-	"adoption/firewall/nft"
 	"net/netip"
 	"os"
 	"testing"
 
+	"adoption/firewall"
+	"adoption/firewall/fwtest"
+	"adoption/firewall/nft"
 	"adoption/internal/testenv"
 )
 

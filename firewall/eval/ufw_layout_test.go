@@ -1,11 +1,11 @@
 package eval
 
 import (
+	"testing"
+
 	"adoption/firewall"
 	"adoption/firewall/fwtest"
 	"adoption/firewall/nft"
-	"testing"
-
 	"adoption/internal/testenv"
 )
 

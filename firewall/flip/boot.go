@@ -6,11 +6,12 @@ package flip
 // something (a stray `ufw enable`, an `nft flush ruleset`) removed it.
 
 import (
-	"adoption/firewall"
 	"fmt"
 	"strings"
 
 	"github.com/google/nftables"
+
+	"adoption/firewall"
 )
 
 // BootRuleset is the content of the boot-time ruleset file for spec: the

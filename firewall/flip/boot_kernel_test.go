@@ -1,9 +1,10 @@
 package flip
 
 import (
+	"testing"
+
 	"adoption/firewall"
 	"adoption/firewall/fwtest"
-	"testing"
 )
 
 // Root tests of the boot-time ruleset file: what a node loads at boot must

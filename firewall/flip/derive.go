@@ -5,10 +5,6 @@
 package flip
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/eval"
-	"adoption/firewall/marks"
-	"adoption/firewall/nft"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -20,6 +16,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"adoption/config"
+	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/marks"
+	"adoption/firewall/nft"
 )
 
 // Owners the derived ruleset names besides modules.

@@ -1,9 +1,6 @@
 package flip
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/marks"
-	"adoption/firewall/nft"
 	"errors"
 	"fmt"
 	"sort"
@@ -14,6 +11,10 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
+
+	"adoption/firewall"
+	"adoption/firewall/marks"
+	"adoption/firewall/nft"
 )
 
 // The flip replaces the found firewall with the mesh's derived one without

@@ -1,12 +1,13 @@
 package flip
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
 	"reflect"
 	"strings"
 	"testing"
+
+	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/fwtest"
 )
 
 // The flip on the ufw-docker arrangement: ufw's routed policy lives in

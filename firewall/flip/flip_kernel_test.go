@@ -1,10 +1,6 @@
 package flip
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
-	"adoption/firewall/marks"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +10,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/fwtest"
+	"adoption/firewall/marks"
 )
 
 // Root tests of the flip: a node namespace with a found firewall (ufw with

@@ -1,10 +1,6 @@
 package flip
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
-	"adoption/firewall/marks"
 	"encoding/json"
 	"net/netip"
 	"reflect"
@@ -15,6 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"adoption/config"
+	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/fwtest"
+	"adoption/firewall/marks"
 )
 
 func allow(owner string, specs ...string) []Allow {

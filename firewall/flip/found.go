@@ -4,11 +4,12 @@
 package flip
 
 import (
-	"adoption/firewall"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"sort"
+
+	"adoption/firewall"
 )
 
 // FoundFingerprint fingerprints the found firewall's own rules: the

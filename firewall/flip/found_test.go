@@ -1,11 +1,12 @@
 package flip
 
 import (
+	"net/netip"
+	"testing"
+
 	"adoption/firewall"
 	"adoption/firewall/fwtest"
 	"adoption/firewall/marks"
-	"net/netip"
-	"testing"
 )
 
 func TestFoundFingerprintIgnoresMarksAndHandles(t *testing.T) {

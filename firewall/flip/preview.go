@@ -5,13 +5,14 @@
 package flip
 
 import (
+	"fmt"
+	"net/netip"
+	"sort"
+
 	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/marks"
-	"fmt"
-	"net/netip"
-	"sort"
 )
 
 // Fates.

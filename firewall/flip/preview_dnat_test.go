@@ -1,13 +1,13 @@
 package flip
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/fwtest"
 	"net/netip"
 	"strings"
 	"testing"
 
 	"adoption/config"
+	"adoption/firewall"
+	"adoption/firewall/fwtest"
 )
 
 // The preview on the ufw-docker node of fwtest's testdata/dnat: published ports get

@@ -1,13 +1,13 @@
 package flip
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
 	"strings"
 	"testing"
 
 	"adoption/config"
+	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/fwtest"
 )
 
 // TestPreviewNamesADNATIntoAnUnknownAddress: with docker0 gone from the

@@ -1,13 +1,13 @@
 package flip
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
 	"strings"
 	"testing"
 
 	"adoption/config"
+	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/fwtest"
 )
 
 // TestKernelDNATIntoAnUnknownAddress: a native nat table DNATs two host

@@ -1,13 +1,14 @@
 package fwtest
 
 import (
-	"adoption/firewall"
 	"encoding/json"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"adoption/firewall"
 )
 
 func Tcp() firewall.Cond { return firewall.Cond{Kind: firewall.CondL4Proto, Protos: []int{6}} }

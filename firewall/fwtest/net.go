@@ -1,10 +1,6 @@
 package fwtest
 
 import (
-	"adoption/config"
-	"adoption/firewall"
-	"adoption/firewall/nft"
-	"adoption/internal/testenv"
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
@@ -23,6 +19,11 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"adoption/config"
+	"adoption/firewall"
+	"adoption/firewall/nft"
+	"adoption/internal/testenv"
 )
 
 const (

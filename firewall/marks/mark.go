@@ -5,8 +5,6 @@
 package marks
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/nft"
 	"errors"
 	"fmt"
 	"slices"
@@ -20,6 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"adoption/config"
+	"adoption/firewall"
+	"adoption/firewall/nft"
 )
 
 // Mark identifies a rule the mesh added to the found firewall. It travels in

@@ -1,11 +1,11 @@
 package marks
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/fwtest"
 	"strings"
 	"testing"
 
+	"adoption/firewall"
+	"adoption/firewall/fwtest"
 	"adoption/internal/testenv"
 )
 

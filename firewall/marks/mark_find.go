@@ -6,12 +6,13 @@
 package marks
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/nft"
 	"fmt"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"adoption/firewall"
+	"adoption/firewall/nft"
 )
 
 // findMarks returns the marked rules whose mark keep selects, in listing

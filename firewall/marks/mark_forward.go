@@ -5,8 +5,6 @@
 package marks
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/nft"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,6 +14,8 @@ import (
 	"github.com/google/nftables/xt"
 
 	"adoption/config"
+	"adoption/firewall"
+	"adoption/firewall/nft"
 )
 
 // forwardMarkExprs is the accept for a published host port: a new

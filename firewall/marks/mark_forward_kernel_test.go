@@ -1,11 +1,12 @@
 package marks
 
 import (
+	"strings"
+	"testing"
+
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/fwtest"
-	"strings"
-	"testing"
 )
 
 // TestKernelForwardMarks: on the ufw-docker node, a module whose container

@@ -1,13 +1,14 @@
 package marks
 
 import (
+	"testing"
+
+	"github.com/google/nftables"
+
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/fwtest"
 	"adoption/firewall/nft"
-	"testing"
-
-	"github.com/google/nftables"
 )
 
 func TestForwardPlacementsAfterSourceDenies(t *testing.T) {

@@ -1,9 +1,6 @@
 package marks
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/fwtest"
-	"adoption/firewall/nft"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"adoption/config"
+	"adoption/firewall"
+	"adoption/firewall/fwtest"
+	"adoption/firewall/nft"
 	"adoption/internal/testenv"
 )
 

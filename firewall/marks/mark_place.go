@@ -6,10 +6,11 @@
 package marks
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/eval"
 	"fmt"
 	"strings"
+
+	"adoption/firewall"
+	"adoption/firewall/eval"
 )
 
 // connMatch says whether conds could all hold, in family fam (ip or ip6),

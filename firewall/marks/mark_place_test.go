@@ -1,10 +1,11 @@
 package marks
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/fwtest"
 	"strings"
 	"testing"
+
+	"adoption/firewall"
+	"adoption/firewall/fwtest"
 )
 
 // Unit tests of where a mark goes (mark_place.go), on decoded rules: the

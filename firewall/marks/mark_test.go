@@ -1,8 +1,6 @@
 package marks
 
 import (
-	"adoption/firewall"
-	"adoption/firewall/nft"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -18,6 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"adoption/config"
+	"adoption/firewall"
+	"adoption/firewall/nft"
 )
 
 func TestMarkCommentRoundTrip(t *testing.T) {

@@ -5,7 +5,6 @@
 package nft
 
 import (
-	"adoption/firewall"
 	"bytes"
 	"encoding/binary"
 	"fmt"
@@ -16,6 +15,8 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
+
+	"adoption/firewall"
 )
 
 // field is what a register holds while a rule is decoded.

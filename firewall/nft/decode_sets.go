@@ -5,7 +5,6 @@
 package nft
 
 import (
-	"adoption/firewall"
 	"bytes"
 	"encoding/binary"
 	"fmt"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+
+	"adoption/firewall"
 )
 
 type interval struct {

@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"adoption/firewall"
 	"encoding/binary"
 	"net/netip"
 	"reflect"
@@ -12,6 +11,8 @@ import (
 	"github.com/google/nftables/userdata"
 	"github.com/google/nftables/xt"
 	"golang.org/x/sys/unix"
+
+	"adoption/firewall"
 )
 
 func le32(v uint32) []byte { b := make([]byte, 4); binary.NativeEndian.PutUint32(b, v); return b }

@@ -5,7 +5,6 @@
 package nft
 
 import (
-	"adoption/firewall"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
@@ -15,6 +14,8 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/xt"
 	"golang.org/x/sys/unix"
+
+	"adoption/firewall"
 )
 
 // Constants of the xtables matches decoded from raw info bytes (host order).

@@ -4,7 +4,6 @@
 package nft
 
 import (
-	"adoption/firewall"
 	"bytes"
 	"encoding/binary"
 	"fmt"
@@ -15,6 +14,8 @@ import (
 	"github.com/mdlayher/netlink"
 	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
+
+	"adoption/firewall"
 )
 
 // List reads the whole ruleset through c and decodes it into the model. It

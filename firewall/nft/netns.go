@@ -4,8 +4,6 @@
 package nft
 
 import (
-	"adoption/firewall"
-	"adoption/netns"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +11,9 @@ import (
 	"strings"
 
 	"github.com/google/nftables"
+
+	"adoption/firewall"
+	"adoption/netns"
 )
 
 // Dial returns a connection to nftables in the network namespace at

@@ -5,7 +5,6 @@
 package nft
 
 import (
-	"adoption/firewall"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -17,6 +16,8 @@ import (
 	"github.com/mdlayher/netlink"
 	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
+
+	"adoption/firewall"
 )
 
 // ErrRulesetChanged is returned (wrapped) when the ruleset changed between

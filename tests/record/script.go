@@ -6,9 +6,6 @@ package main
 // on nothing else.
 
 import (
-	"adoption/firewall/eval"
-	"adoption/firewall/flip"
-	"adoption/firewall/marks"
 	"context"
 	"sync"
 	"time"
@@ -18,6 +15,9 @@ import (
 	"adoption/activities"
 	"adoption/config"
 	"adoption/custody"
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
+	"adoption/firewall/marks"
 )
 
 type script struct {

@@ -1,0 +1,234 @@
+// This file holds the memoising evaluator: one packet through a hook's
+// base chains, every undecided condition a branch, each rule's result
+// memoised per packet.
+
+package eval
+
+import (
+	"adoption/firewall"
+)
+
+// outcome is a set of possible ends of a chain evaluation: accept, drop,
+// return, and (in nat chains) one bit per DNAT target the evaluator met, from
+// outDNAT on.
+type outcome uint64
+
+const (
+	outAccept outcome = 1 << iota
+	outDrop
+	outReturn
+	outDNAT // first target bit; target i is outDNAT << i
+)
+
+// maxTargets is how many distinct DNAT targets one packet's nat evaluation
+// keeps apart; more make the outcome unknown.
+const maxTargets = 60
+
+// evaluator follows one packet at a time through the compiled ruleset
+// (program.go). Its memo of chain outcomes is a slot per rule, valid for the
+// current generation: one hook of one packet.
+type evaluator struct {
+	prog *program
+	pkt  Packet
+	memo []memoSlot
+	gen  uint32
+	// nat is set while nat chains run: a DNAT verdict then yields its
+	// target's bit instead of accept.
+	nat     bool
+	targets []firewall.NATTarget
+	// sawSource is set when a source address condition was looked at since
+	// it was last cleared: until then the packet's source made no
+	// difference to anything.
+	sawSource bool
+}
+
+type memoSlot struct {
+	gen uint32
+	o   outcome
+}
+
+func NewEvaluator(rs *firewall.Ruleset) *evaluator { return compile(rs).evaluator() }
+
+func (p *program) evaluator() *evaluator {
+	return &evaluator{prog: p, memo: make([]memoSlot, p.slots)}
+}
+
+// reset starts a new memo generation for a new packet or hook.
+func (e *evaluator) reset() {
+	e.gen++
+	if e.gen == 0 { // wrapped: old stamps could look current
+		clear(e.memo)
+		e.gen = 1
+	}
+}
+
+// cond decides c for the current packet.
+func (e *evaluator) cond(c *firewall.Cond) tri {
+	if c.Kind == firewall.CondSaddr {
+		e.sawSource = true
+		if set := e.prog.sources[c]; set != nil {
+			t := boolTri(set.holds(e.pkt.Src))
+			if c.Negate {
+				t = 1 - t
+			}
+			return t
+		}
+	}
+	return e.pkt.Cond(c)
+}
+
+// run returns the possible outcomes of chain c from rule i on. outReturn
+// means the chain returned (or fell off its end) to its caller. The memo is
+// by (chain, rule) only, whatever the depth.
+func (e *evaluator) run(c *cchain, i, depth int) outcome {
+	if c == nil || depth > 64 {
+		return outAccept | outDrop | outReturn
+	}
+	if c.ch.Unknown != "" {
+		return outAccept | outDrop | outReturn
+	}
+	if i >= len(c.rules) {
+		return outReturn
+	}
+	if s := e.memo[c.base+i]; s.gen == e.gen {
+		return s.o
+	}
+	r := &c.rules[i]
+	m := TriTrue
+	for _, cd := range r.conds {
+		switch e.cond(cd) {
+		case TriFalse:
+			m = TriFalse
+		case TriUnknown:
+			m = TriUnknown
+		}
+		if m == TriFalse {
+			break
+		}
+	}
+	var o outcome
+	switch m {
+	case TriFalse:
+		o = e.run(c, i+1, depth)
+	default:
+		if r.rule.VMap != nil {
+			o = e.vmap(c, i, depth)
+		} else {
+			o = e.verdict(c, i, r.rule.Verdict, r.target, depth)
+		}
+		if m == TriUnknown {
+			o |= e.run(c, i+1, depth)
+		}
+	}
+	e.memo[c.base+i] = memoSlot{e.gen, o}
+	return o
+}
+
+func (e *evaluator) vmap(c *cchain, i, depth int) outcome {
+	r := &c.rules[i]
+	var o outcome
+	definite := false
+	for k := range r.rule.VMap {
+		en := &r.rule.VMap[k]
+		switch e.cond(&en.Cond) {
+		case TriTrue:
+			o |= e.verdict(c, i, en.Verdict, r.vtargets[k], depth)
+			definite = true
+		case TriUnknown:
+			o |= e.verdict(c, i, en.Verdict, r.vtargets[k], depth)
+		}
+	}
+	if !definite {
+		o |= e.run(c, i+1, depth) // no key matched: the rule does nothing
+	}
+	return o
+}
+
+// verdict is what verdict v of rule i of c does; target is the chain a jump
+// or goto names (nil: none by that name). The rest of the chain is rule i+1
+// on.
+func (e *evaluator) verdict(c *cchain, i int, v firewall.Verdict, target *cchain, depth int) outcome {
+	switch v.Kind {
+	case firewall.VerdictAccept:
+		return outAccept
+	case firewall.VerdictDNAT:
+		if a := v.NAT; a != nil && a.Addr.IsValid() && a.Addr.Is4() != (e.pkt.Family == firewall.FamilyIP) {
+			// "dnat ip to" in an inet table does nothing to an IPv6
+			// packet (and the other way round): the rule goes on.
+			return e.run(c, i+1, depth)
+		}
+		if !e.nat {
+			return outAccept // a NAT statement ends the base chain like accept
+		}
+		return e.targetBit(v.NAT)
+	case firewall.VerdictDrop, firewall.VerdictReject:
+		return outDrop
+	case firewall.VerdictReturn:
+		return outReturn
+	case firewall.VerdictContinue:
+		return e.run(c, i+1, depth)
+	case firewall.VerdictJump:
+		o := e.run(target, 0, depth+1)
+		if o&outReturn != 0 {
+			o = o&^outReturn | e.run(c, i+1, depth)
+		}
+		return o
+	case firewall.VerdictGoto:
+		// The target's return goes to our caller: it is our return.
+		return e.run(target, 0, depth+1)
+	}
+	return outAccept | outDrop | e.run(c, i+1, depth)
+}
+
+func (e *evaluator) targetBit(t *firewall.NATTarget) outcome {
+	if t == nil {
+		t = &firewall.NATTarget{Unknown: "no target decoded"}
+	}
+	for i := range e.targets {
+		if e.targets[i] == *t {
+			return outDNAT << i
+		}
+	}
+	if len(e.targets) >= maxTargets {
+		return outAccept | outDrop
+	}
+	e.targets = append(e.targets, *t)
+	return outDNAT << (len(e.targets) - 1)
+}
+
+// result of the whole hook for one packet.
+type result struct {
+	Accept, drop bool
+}
+
+// runBase runs one base chain; falling off its end (or returning from it)
+// is its policy's verdict.
+func (e *evaluator) runBase(b chainRef) outcome {
+	o := e.run(e.prog.chain(b.chain), 0, 0)
+	if o&outReturn != 0 {
+		o &^= outReturn
+		if b.chain.Policy == "drop" {
+			o |= outDrop
+		} else {
+			o |= outAccept
+		}
+	}
+	return o
+}
+
+func (e *evaluator) Hook(bases []chainRef, pkt Packet) result {
+	e.pkt = pkt
+	e.reset()
+	cont, drop := true, false
+	for _, b := range bases {
+		if !cont {
+			break
+		}
+		o := e.runBase(b)
+		if o&outDrop != 0 {
+			drop = true
+		}
+		cont = o&outAccept != 0
+	}
+	return result{Accept: cont, drop: drop}
+}

@@ -1,0 +1,160 @@
+// This file holds the NAT paths: the nat table's prerouting decides where a
+// client's packet goes (input, or forward to a DNAT target), and each path
+// is evaluated at its hook.
+
+package eval
+
+import (
+	"fmt"
+	"net/netip"
+
+	"adoption/firewall"
+)
+
+// natEnd is one way the nat chains at prerouting may end for a packet:
+// dropped, not translated (target nil), or DNATed to target.
+type natEnd struct {
+	drop   bool
+	target *firewall.NATTarget
+}
+
+// natHook runs the nat base chains in priority order: a chain that
+// accepts (or returns) hands the packet to the next, a NAT statement ends
+// them all (nf_nat_inet_fn stops once the binding is set up), a drop is
+// final.
+func (e *evaluator) natHook(bases []chainRef, pkt Packet) []natEnd {
+	e.pkt = pkt
+	e.reset()
+	e.nat, e.targets = true, e.targets[:0]
+	defer func() { e.nat = false }()
+	cont := true
+	var ends outcome
+	for _, b := range bases {
+		if !cont {
+			break
+		}
+		o := e.runBase(b)
+		ends |= o &^ outAccept
+		cont = o&outAccept != 0
+	}
+	var out []natEnd
+	if cont {
+		out = append(out, natEnd{})
+	}
+	if ends&outDrop != 0 {
+		out = append(out, natEnd{drop: true})
+	}
+	for i := range e.targets {
+		if ends&(outDNAT<<i) != 0 {
+			t := e.targets[i]
+			out = append(out, natEnd{target: &t})
+		}
+	}
+	return out
+}
+
+// path is where a client's connection ends up: the hook that decides it,
+// the DNAT target it was sent to, and why it cannot be decided, if so.
+type path struct {
+	dir, via, reason string
+}
+
+// client evaluates one client packet the whole way: prerouting, nat, then
+// the input or forward hook of each way the nat chains may send it. A path
+// is in the result when the packet may take it.
+func (e *evaluator) client(st *stages, pkt Packet) map[path]result {
+	out := map[path]result{}
+	add := func(p path, r result) {
+		o := out[p]
+		out[p] = result{Accept: o.Accept || r.Accept, drop: o.drop || r.drop}
+	}
+	pkt.Hook = firewall.HookPrerouting
+	pre := e.Hook(st.pre, pkt)
+	if pre.Accept {
+		ends := e.natHook(st.nat, pkt)
+		unsure := pre.drop || len(ends) > 1
+		for _, end := range ends {
+			if end.drop {
+				continue
+			}
+			var p path
+			var r result
+			if end.target == nil {
+				q := pkt
+				q.Hook = firewall.HookInput
+				p, r = path{dir: firewall.HookInput}, e.Hook(st.input, q)
+			} else {
+				p, r = e.dnat(st, pkt, end.target)
+			}
+			if unsure {
+				r.drop = true // the packet may not take this path at all
+			}
+			add(p, r)
+		}
+	}
+	if !pkt.node.HasInterfaces() && pkt.node.Forwards(pkt.Family) {
+		// Routed to an address beyond the node, as evaluated before DNAT
+		// was modelled: kept for a node known only by its ruleset.
+		q := pkt
+		q.Hook = firewall.HookForward
+		add(path{dir: firewall.HookForward}, e.Hook(st.forward, q))
+	}
+	return out
+}
+
+// dnat follows a DNATed packet to the hook that decides it.
+func (e *evaluator) dnat(st *stages, pkt Packet, t *firewall.NATTarget) (path, result) {
+	unsure := result{Accept: true, drop: true}
+	port := pkt.Port
+	switch {
+	case t.PortMin == 0 && t.PortMax == 0:
+	case t.PortMin == t.PortMax:
+		port = t.PortMin
+	default:
+		return path{dir: firewall.HookForward, via: firewall.ViaOf(t.Addr, 0), reason: fmt.Sprintf("DNAT to a port range %d-%d", t.PortMin, t.PortMax)}, unsure
+	}
+	if t.Unknown != "" {
+		return path{dir: firewall.HookForward, reason: "DNAT to a destination the evaluator cannot read: " + t.Unknown}, unsure
+	}
+	via := firewall.ViaOf(t.Addr, port)
+	if t.Local || pkt.node.Local(t.Addr) && !t.Addr.IsLoopback() {
+		q := pkt
+		q.Hook, q.Port, q.Dnat = firewall.HookInput, port, true
+		return path{dir: firewall.HookInput, via: via}, e.Hook(st.input, q)
+	}
+	if t.Addr.IsLoopback() {
+		return path{dir: firewall.HookInput, via: via, reason: "DNAT to a loopback address, which the kernel routes only with route_localnet"}, unsure
+	}
+	if (t.Addr.Is4() && pkt.Family != firewall.FamilyIP) || (t.Addr.Is6() && pkt.Family != firewall.FamilyIP6) {
+		return path{dir: firewall.HookForward, via: via, reason: "DNAT to an address of the other family"}, unsure
+	}
+	if !pkt.node.Forwards(pkt.Family) {
+		return path{dir: firewall.HookForward, via: via}, result{drop: true} // the node routes nothing on
+	}
+	oif := ""
+	if pkt.node.HasInterfaces() {
+		name, ok := pkt.node.OifFor(t.Addr)
+		if !ok {
+			return e.unmapped(st, pkt, t.Addr, port, via)
+		}
+		oif = name
+	}
+	q := pkt
+	q.Hook, q.Port, q.Dst, q.Dnat, q.oif = firewall.HookForward, port, t.Addr, true, oif
+	return path{dir: firewall.HookForward, via: via}, e.Hook(st.forward, q)
+}
+
+// unmapped follows a packet DNATed to an address on none of the node's
+// networks: where the kernel routes it is not known, so the forward hook
+// runs with the output interface undecided. A drop there whatever the
+// route closes the port (a flip's mesh drops undeclared ports so, and
+// flip.drop can then be kept); anything else stays uncertain, named.
+func (e *evaluator) unmapped(st *stages, pkt Packet, addr netip.Addr, port uint16, via string) (path, result) {
+	q := pkt
+	q.Hook, q.Port, q.Dst, q.Dnat, q.oif = firewall.HookForward, port, addr, true, ""
+	if r := e.Hook(st.forward, q); !r.Accept {
+		return path{dir: firewall.HookForward, via: via}, r
+	}
+	return path{dir: firewall.HookForward, via: via, reason: fmt.Sprintf("DNAT target %s is on none of the node's networks: where it is routed is not known", addr)},
+		result{Accept: true, drop: true}
+}

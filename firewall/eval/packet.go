@@ -1,0 +1,264 @@
+// This file holds the synthetic packet and the tri-state logic of a
+// condition: true, false, or undecided (a branch of the evaluation).
+
+package eval
+
+import (
+	"net/netip"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"adoption/firewall"
+)
+
+// packet is the synthetic packet of one evaluation.
+type Packet struct {
+	Hook   string
+	Family string
+	Proto  uint8
+	Port   uint16 // destination port now (after a DNAT)
+	// origPort is the port the client used (conntrack's original tuple).
+	OrigPort uint16
+	// sport is the client's source port; 0: any (the usual case).
+	Sport uint16
+	Src   Atom
+	// dst is the destination after a DNAT; invalid: the node's own address
+	// (prerouting, input) or an unknown routed destination (forward).
+	Dst  netip.Addr
+	Dnat bool
+	// oif is the output interface of a forwarded packet; "" unknown.
+	oif  string
+	node *firewall.Node
+}
+
+type tri int
+
+const (
+	TriFalse tri = iota
+	TriTrue
+	TriUnknown
+)
+
+func (p *Packet) Cond(c *firewall.Cond) tri {
+	var t tri
+	switch c.Kind {
+	case firewall.CondNever:
+		return TriFalse
+	case firewall.CondUndecidable:
+		return TriUnknown
+	case firewall.CondNFProto:
+		t = boolTri(c.Family == p.Family || c.Family == firewall.FamilyInet)
+	case firewall.CondL4Proto:
+		t = TriFalse
+		for _, x := range c.Protos {
+			if x == int(p.Proto) {
+				t = TriTrue
+			}
+		}
+	case firewall.CondDport:
+		t = boolTri(inPorts(c.Ports, p.Port))
+	case firewall.CondOrigDport:
+		t = boolTri(inPorts(c.Ports, p.OrigPort))
+	case firewall.CondSport:
+		if p.Sport != 0 {
+			t = boolTri(inPorts(c.Ports, p.Sport))
+			break
+		}
+		// The client's source port is arbitrary.
+		t = TriUnknown
+		if len(c.Ports) == 0 {
+			t = TriFalse
+		}
+		for _, r := range c.Ports {
+			if r.From == 0 && r.To == 65535 {
+				t = TriTrue
+			}
+		}
+	case firewall.CondSaddr:
+		t = TriFalse
+		for _, q := range c.Prefixes {
+			if p.Src.in(q) {
+				t = TriTrue
+			}
+		}
+	case firewall.CondDaddr:
+		if p.Dst.IsValid() {
+			t = TriFalse
+			for _, q := range c.Prefixes {
+				if q.Contains(p.Dst) {
+					t = TriTrue
+				}
+			}
+		} else {
+			t = daddrTri(c.Prefixes, p.Family)
+		}
+	case firewall.CondOrigDaddr:
+		t = daddrTri(c.Prefixes, p.Family)
+	case firewall.CondIifname:
+		if p.node.HasInterfaces() {
+			t = namesTri(c.Names, p.node.Uplinks())
+		} else {
+			t = ifnameTri(c.Names)
+		}
+	case firewall.CondOifname:
+		if p.Hook != firewall.HookForward {
+			// No output device yet: meta oifname breaks the rule whatever
+			// the comparison.
+			return TriFalse
+		}
+		if p.oif != "" {
+			t = namesTri(c.Names, []string{p.oif})
+		} else {
+			t = ifnameTri(c.Names)
+		}
+	case firewall.CondCtState:
+		bits := uint32(firewall.CtStateNew)
+		if p.Dnat {
+			bits |= firewall.CtStateDNAT
+		}
+		t = boolTri(c.Bits&bits != 0)
+	case firewall.CondCtStatus:
+		// A new connection has no reply, is not confirmed, assured or
+		// expected, and is not source-NATed before postrouting.
+		const known = firewall.IpsExpected | firewall.IpsSeenReply | firewall.IpsAssured | firewall.IpsConfirmed | firewall.IpsSrcNAT | firewall.IpsDstNAT
+		status := uint32(0)
+		if p.Dnat {
+			status |= firewall.IpsDstNAT
+		}
+		switch {
+		case c.Bits&status != 0:
+			t = TriTrue
+		case c.Bits&^known != 0:
+			return TriUnknown
+		default:
+			t = TriFalse
+		}
+	case firewall.CondAddrType:
+		typ := uint32(firewall.RtnUnicast)
+		if c.Addr == "daddr" && (p.Hook == firewall.HookInput || p.Hook == firewall.HookPrerouting) {
+			typ = firewall.RtnLocal
+		}
+		t = boolTri(c.Bits&(1<<typ) != 0)
+	case firewall.CondPktType:
+		t = boolTri(c.Bits&(1<<firewall.PacketHost) != 0)
+	case firewall.CondTCPFlags:
+		if p.Proto != unix.IPPROTO_TCP {
+			return TriUnknown
+		}
+		const syn = 0x02
+		t = boolTri(syn&c.Mask == c.Value)
+	default:
+		return TriUnknown
+	}
+	if c.Negate && t != TriUnknown {
+		t = 1 - t
+	}
+	return t
+}
+
+func boolTri(b bool) tri {
+	if b {
+		return TriTrue
+	}
+	return TriFalse
+}
+
+func inPorts(rs []firewall.PortRange, p uint16) bool {
+	for _, r := range rs {
+		if r.From <= p && p <= r.To {
+			return true
+		}
+	}
+	return false
+}
+
+var notOwnUnicast = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("224.0.0.0/4"),
+	netip.MustParsePrefix("255.255.255.255/32"),
+	netip.MustParsePrefix("::/128"),
+	netip.MustParsePrefix("::1/128"),
+	netip.MustParsePrefix("fe80::/10"),
+	netip.MustParsePrefix("ff00::/8"),
+}
+
+// daddrTri decides a destination prefix for a packet to a routable unicast
+// address: special-purpose prefixes never hold it, a default prefix always
+// does, any other one depends on which address the client picked.
+func daddrTri(ps []netip.Prefix, fam string) tri {
+	t := TriFalse
+	for _, q := range ps {
+		if q.Addr().Is4() != (fam == firewall.FamilyIP) {
+			continue
+		}
+		if q.Bits() == 0 {
+			return TriTrue
+		}
+		special := false
+		for _, x := range notOwnUnicast {
+			if x.Bits() <= q.Bits() && x.Contains(q.Addr()) {
+				special = true
+				break
+			}
+		}
+		if !special {
+			t = TriUnknown
+		}
+	}
+	return t
+}
+
+// ifnameTri decides an interface name match for a packet that arrived on some
+// interface other than lo.
+func ifnameTri(names []string) tri {
+	t := TriFalse
+	for _, n := range names {
+		switch {
+		case n == "*":
+			return TriTrue
+		case n == "lo":
+		case strings.HasSuffix(n, "*") && strings.HasPrefix("lo", strings.TrimSuffix(n, "*")):
+			t = TriUnknown // "l*" matches lo and others
+		default:
+			t = TriUnknown
+		}
+	}
+	return t
+}
+
+// nameMatch reports whether interface name n matches pattern pat (a
+// trailing '*' is a prefix match, as nft's "eth*" and iptables' "eth+").
+func nameMatch(pat, n string) bool {
+	if p, ok := strings.CutSuffix(pat, "*"); ok {
+		return strings.HasPrefix(n, p)
+	}
+	return pat == n
+}
+
+// namesTri decides an interface name condition for a packet on one of the
+// interfaces in on (which one is not known): true if every one matches,
+// false if none does.
+func namesTri(pats, on []string) tri {
+	if len(on) == 0 {
+		return TriUnknown
+	}
+	hits := 0
+	for _, n := range on {
+		for _, pat := range pats {
+			if nameMatch(pat, n) {
+				hits++
+				break
+			}
+		}
+	}
+	switch hits {
+	case 0:
+		return TriFalse
+	case len(on):
+		return TriTrue
+	}
+	return TriUnknown
+}
