@@ -32,7 +32,7 @@ func (f dnatNode) Node() (firewall.Node, error)        { return f.node, nil }
 
 func loadDNATNode(t *testing.T) dnatNode {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "firewall", "testdata", "dnat", "ufw-docker.json"))
+	b, err := os.ReadFile(filepath.Join("..", "firewall", "fwtest", "testdata", "dnat", "ufw-docker.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
