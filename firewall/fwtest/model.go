@@ -1,3 +1,7 @@
+// This file holds builders of the model for unit tests (conditions, rules,
+// chains) and the DNAT fixtures: rulesets and nodes listed from real
+// namespaces, kept in testdata/dnat.
+
 package fwtest
 
 import (
