@@ -166,45 +166,18 @@ type placement struct {
 	notes  []string
 }
 
-// inputChains are the chains of t where an input mark may go: ufw's own
-// per-port chain, else every filter base chain at the input hook that is
-// not a foreign tool's. None in a table that is not an IP family's, a
-// foreign tool's or the mesh's, nor in an iptables-nft table other than
-// filter (raw, mangle, security: not where iptables filters).
-func inputChains(t *firewall.Table) []*firewall.Chain {
-	if o := firewall.TableOwner(t).Owner; !firewall.IsIPFamily(t.Family) || o == firewall.OwnedByForeign || o == firewall.OwnedByMesh {
-		return nil
-	}
-	if firewall.IsIptablesTable(t) {
-		if t.Name != "filter" {
-			return nil
-		}
-		if ch := ufwUserInput(t); ch != nil {
-			return []*firewall.Chain{ch}
-		}
-	}
-	var chains []*firewall.Chain
-	for ci := range t.Chains {
-		ch := &t.Chains[ci]
-		if ch.Hook == firewall.HookInput && (ch.Type == "" || ch.Type == "filter") && firewall.ChainOwner(t, ch).Owner != firewall.OwnedByForeign {
-			chains = append(chains, ch)
-		}
-	}
-	return chains
-}
-
 // placements says where a mark for (proto, port) takes effect: in ufw's
 // own per-port chain, else in every base chain at the input hook that
 // could drop a new connection to the port; in each, where placeIn puts it
 // (after the found firewall's source denies). It reads the rules of
-// inputChains and of the chains they jump to only. A chain that could not
+// markChains at the input hook and of the chains they jump to only. A chain that could not
 // be listed is an error: where the mark would go cannot be decided.
 func placements(rs *firewall.Ruleset, proto string, port uint16) ([]placement, error) {
 	m := inputMatch(proto, port)
 	var out []placement
 	for ti := range rs.Tables {
 		t := &rs.Tables[ti]
-		for _, ch := range inputChains(t) {
+		for _, ch := range markChains(t, firewall.HookInput) {
 			if ch.Unknown != "" {
 				return nil, fmt.Errorf("chain %s %s %s could not be listed (%s): cannot tell where a mark would take effect", t.Family, t.Name, ch.Name, ch.Unknown)
 			}
@@ -217,15 +190,6 @@ func placements(rs *firewall.Ruleset, proto string, port uint16) ([]placement, e
 		}
 	}
 	return out, nil
-}
-
-func ufwUserInput(t *firewall.Table) *firewall.Chain {
-	for ci := range t.Chains {
-		if n := t.Chains[ci].Name; n == "ufw-user-input" || n == "ufw6-user-input" {
-			return &t.Chains[ci]
-		}
-	}
-	return nil
 }
 
 func ValidNames(node, owner string) error {
@@ -260,8 +224,10 @@ type markPath struct {
 }
 
 var inputPath = markPath{
-	what:       "ports",
-	chains:     func(t *firewall.Table, ch *firewall.Chain) bool { return slices.Contains(inputChains(t), ch) },
+	what: "ports",
+	chains: func(t *firewall.Table, ch *firewall.Chain) bool {
+		return slices.Contains(markChains(t, firewall.HookInput), ch)
+	},
 	placements: placements,
 	exprs:      func(in insertion) []expr.Any { return MarkExprs(in.mark.Port, in.mark.Proto) },
 }

@@ -70,7 +70,7 @@ func forwardPlacements(rs *firewall.Ruleset, proto string, port uint16) ([]place
 	var out []placement
 	for ti := range rs.Tables {
 		t := &rs.Tables[ti]
-		for _, ch := range forwardChains(t) {
+		for _, ch := range markChains(t, firewall.HookForward) {
 			if ch.Unknown != "" {
 				return nil, fmt.Errorf("chain %s %s %s could not be listed (%s): cannot tell where a forward mark would take effect", t.Family, t.Name, ch.Name, ch.Unknown)
 			}
@@ -85,50 +85,15 @@ func forwardPlacements(rs *firewall.Ruleset, proto string, port uint16) ([]place
 	return out, nil
 }
 
-// forwardChains are the chains of t where a forward mark may go (see
-// forwardPlacements).
-func forwardChains(t *firewall.Table) []*firewall.Chain {
-	if o := firewall.TableOwner(t).Owner; !firewall.IsIPFamily(t.Family) || o == firewall.OwnedByForeign || o == firewall.OwnedByMesh {
-		return nil
-	}
-	if firewall.IsIptablesTable(t) {
-		if t.Name != "filter" {
-			return nil
-		}
-		for _, name := range []string{"ufw-user-forward", "ufw6-user-forward", "DOCKER-USER"} {
-			if ch := ChainNamed(t, name); ch != nil {
-				return []*firewall.Chain{ch}
-			}
-		}
-	}
-	var chains []*firewall.Chain
-	for ci := range t.Chains {
-		ch := &t.Chains[ci]
-		if ch.Hook == firewall.HookForward && firewall.IsFilter(ch) && firewall.ChainOwner(t, ch).Owner != firewall.OwnedByForeign {
-			chains = append(chains, ch)
-		}
-	}
-	return chains
-}
-
 // forwardListed are the chains forwardPlacements reads the rules of (with
-// the chains they jump to): forwardChains and, when the mark goes to ufw's
+// the chains they jump to): markChains at the forward hook and, when the mark goes to ufw's
 // chain, DOCKER-USER, whose rules after its jump there the mark skips.
 func forwardListed(t *firewall.Table, ch *firewall.Chain) bool {
-	chains := forwardChains(t)
+	chains := markChains(t, firewall.HookForward)
 	if slices.Contains(chains, ch) {
 		return true
 	}
 	return ch.Name == "DOCKER-USER" && len(chains) == 1 && firewall.IsUfwChain(chains[0].Name)
-}
-
-func ChainNamed(t *firewall.Table, name string) *firewall.Chain {
-	for ci := range t.Chains {
-		if t.Chains[ci].Name == name {
-			return &t.Chains[ci]
-		}
-	}
-	return nil
 }
 
 // OpenForward makes every published host port in ports reachable for owner
