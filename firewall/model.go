@@ -1,6 +1,7 @@
-// Package firewall speaks the node's found firewall: it lists the ruleset the
-// kernel holds into a small condition model and evaluates which ports a new
-// connection from outside can reach.
+// This file holds the model a listed ruleset is decoded into: tables,
+// chains, rules, their conditions and verdicts, and the openings the
+// evaluator reports.
+
 package firewall
 
 import (

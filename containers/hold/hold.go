@@ -1,23 +1,8 @@
-package hold
+// This file holds Hold: the hold table and its per-owner chains, written
+// and removed in one batch each, idempotent, so a resumed swap holds again
+// and a rollback releases.
 
-// Hold: new TCP connections to a module's published ports held during its
-// cutover's swap (issue 13). While the predecessor has let go of a port and
-// the new container has not taken it, a SYN would be answered with a reset
-// and the client would fail. A held port's new SYNs are dropped instead, so
-// the client retransmits (after 1 s, then 3 s) and is answered by the new
-// container once the hold is released.
-//
-// The hold lives in a table of its own, inet adoption_hold, one base chain
-// per owner at prerouting, priority raw (-300): before conntrack and
-// before Docker's DNAT, so it sees the published port for clients from
-// outside and, through lo, for clients on the node. The found firewall's
-// tables are not touched, and the rules carry a comment
-// "adoption-hold:<node>:<owner>:<port>/tcp", which is not a Mark: the mark
-// reconcile leaves them alone. Packets marked HoldBypassMark pass: the
-// swap's own probe uses it to see when the new container answers.
-//
-// Hold and Release each write one batch (all or nothing) and are
-// idempotent: a resumed swap holds again, a rollback releases.
+package hold
 
 import (
 	"context"

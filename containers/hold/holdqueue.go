@@ -1,13 +1,8 @@
-package hold
+// This file holds the queue that lets a hold go at once: new SYNs queued
+// through NFQUEUE while the worker lives, all accepted at the release,
+// spoken through nfnetlink directly.
 
-// A hold that lets go at once (issue 13). A dropped SYN waits for the
-// client's retransmission (1 s, then 3 s), however short the swap. While the
-// worker is alive, the hold queues new SYNs instead (NFQUEUE) and, at the
-// release, accepts them all at once: a client waits only as long as the
-// swap. If the worker dies while SYNs are queued, the kernel drops them
-// (no listener, no bypass flag): clients retransmit, as with a plain drop.
-// The queue is spoken through nfnetlink directly (the few messages it
-// needs), on a socket made in the node's namespace.
+package hold
 
 import (
 	"encoding/binary"

@@ -1,9 +1,9 @@
 package eval_test
 
-// Fuzz targets for the open-port evaluator (issue 7, part 4).
+// Fuzz targets for the open-port evaluator.
 //
-//	go test -run '^$' -fuzz '^FuzzOpenPorts$'       -fuzztime 60s ./firewall
-//	go test -run '^$' -fuzz '^FuzzOpenPortsSimple$' -fuzztime 60s ./firewall
+//	go test -run '^$' -fuzz '^FuzzOpenPorts$'       -fuzztime 60s ./firewall/eval
+//	go test -run '^$' -fuzz '^FuzzOpenPortsSimple$' -fuzztime 60s ./firewall/eval
 //
 // Without -fuzz, `go test` runs each target over its seeds (f.Add below and
 // testdata/fuzz/<Target>/) as ordinary unit tests.
@@ -607,7 +607,7 @@ func checkUnknownRule(t *testing.T, rs *fw.Ruleset, ti, ci int, before, after []
 
 // FuzzOpenPortsSimple compares OpenPorts with a brute-force reference on
 // rulesets of decidable conditions: one table, one input base chain (the
-// issue's simple case; now and then a second one at another priority, and
+// simple case; now and then a second one at another priority, and
 // up to three regular chains reached by jump and goto without loops), rules
 // of accept, drop, reject, continue, return, jump or goto on an optional
 // protocol, an optional (possibly negated) set of port ranges and an optional
@@ -813,8 +813,7 @@ func expand(ops []fw.Opening) [65536]bool {
 	return open
 }
 
-// TestUnknownRuleFirstMakesEveryInputPortUncertain is the issue's example,
-// fixed: one input base chain, policy drop, and first a rule the evaluator
+// TestUnknownRuleFirstMakesEveryInputPortUncertain: one input base chain, policy drop, and first a rule the evaluator
 // can neither decide nor knows the action of. Every port of both protocols
 // must come out uncertain; none open for sure, none closed for sure.
 func TestUnknownRuleFirstMakesEveryInputPortUncertain(t *testing.T) {

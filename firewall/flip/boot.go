@@ -1,9 +1,9 @@
-package flip
-
 // This file holds what keeps a committed flip in force beyond the running
 // kernel: the boot-time ruleset file (Debian's nftables.service loads
 // /etc/nftables.conf at boot) and the reassertion of the mesh's table when
 // something (a stray `ufw enable`, an `nft flush ruleset`) removed it.
+
+package flip
 
 import (
 	"fmt"

@@ -1,5 +1,5 @@
-// This file holds the flip's operations on the node (Flip, Revert, Commit's
-// entry) and the plan it leaves for a revert. The flip adds table inet
+// This file holds the flip's operations on the node (Flip, Revert) and the
+// plan it leaves for a revert. The flip adds table inet
 // adoption and a marked accept at each of the predecessor's entry points in
 // one batch, rewriting no rule it decoded; docs/firewall.md says why.
 

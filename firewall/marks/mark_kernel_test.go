@@ -27,7 +27,7 @@ func markCount(s, comment string) int {
 }
 
 // controlNode makes the node namespace a ufw default-deny node shaped like
-// the seed's control node: `ufw status` lists 54 incoming rules and 52
+// a real control node: `ufw status` lists 54 incoming rules and 52
 // forwarding rules (27 and 26 port rules, each for IPv4 and IPv6). Rules
 // are added while ufw is disabled (it only writes its files then) and
 // loaded by one enable, which keeps the setup to a few seconds.

@@ -1,0 +1,8 @@
+// Package eval is the evaluator: which (port, proto) a new connection from
+// outside reaches on the node, through the nat table's DNAT into the input
+// or forward hook, per port interval and source region; and the probe's
+// read-only report built on it. It writes nothing to the kernel. The
+// packet and its path are specified in docs/firewall.md; fates of other
+// traffic classes (routed forwarding, container-to-host, ICMP, output) are
+// to be evaluated here too.
+package eval
