@@ -107,12 +107,16 @@ func (r *nodeRoot) dir(declared, rel string, create bool) (*os.File, error) {
 // that names the path, why, and what to do. For a link it names the
 // component and its target, found by walking the path without following.
 func (r *nodeRoot) refusal(declared, rel string, err error) error {
-	switch err {
-	case unix.ELOOP, unix.EXDEV:
+	// A link as the last component of a directory opened O_NOFOLLOW is
+	// ENOTDIR, in the middle ELOOP: look for one whatever the error.
+	if err == unix.ELOOP || err == unix.EXDEV || err == unix.ENOTDIR {
 		if comp, target, ok := r.firstLink(rel); ok {
 			return fmt.Errorf("%s: %s is a symlink (-> %s) under node.root %s; custody never follows a symlink beneath node.root, so a link cannot redirect a read or a write. Declare the path the link leads to, or replace the link with a real directory: %w",
 				declared, "/"+comp, target, r.path, err)
 		}
+	}
+	switch err {
+	case unix.ELOOP, unix.EXDEV:
 		return fmt.Errorf("%s: the path would leave node.root %s or pass through a symlink; custody refuses it: declare a path with no symlink in it: %w", declared, r.path, err)
 	case unix.ENOTDIR:
 		return fmt.Errorf("%s: a component of /%s under node.root %s is not a directory; custody refuses it: fix the path in the configuration or on the node: %w", declared, rel, r.path, err)

@@ -232,10 +232,10 @@ func exact(f *os.File, p string, mode os.FileMode, uid, gid int, x xattrs) error
 	if got, want := config.FormatMode(info.Mode()), config.FormatMode(mode); got != want {
 		why := "the kernel did not keep the mode asked for"
 		switch {
-		case mode&os.ModeSetgid != 0 && info.Mode()&os.ModeSetgid == 0:
-			why = fmt.Sprintf("the kernel dropped the setgid bit: group %d is not the agent's and the agent lacks CAP_FSETID (effective: %v); add CAP_FSETID to CapabilityBoundingSet in adopt-agent.service and adopt-watchdog.service", gid, hasCap(unix.CAP_FSETID))
-		case mode&os.ModeSetuid != 0 && info.Mode()&os.ModeSetuid == 0:
-			why = fmt.Sprintf("the kernel dropped the setuid bit (CAP_FSETID effective: %v, CAP_FOWNER effective: %v); both belong in CapabilityBoundingSet of adopt-agent.service and adopt-watchdog.service", hasCap(unix.CAP_FSETID), hasCap(unix.CAP_FOWNER))
+		case mode&os.ModeSetgid != 0 && info.Mode()&os.ModeSetgid == 0 && !hasCap(unix.CAP_FSETID):
+			why = fmt.Sprintf("the kernel dropped the setgid bit: group %d is not the agent's and the agent lacks CAP_FSETID; add CAP_FSETID to CapabilityBoundingSet in adopt-agent.service and adopt-watchdog.service", gid)
+		case mode&(os.ModeSetuid|os.ModeSetgid) != 0 && info.Mode()&(os.ModeSetuid|os.ModeSetgid) != mode&(os.ModeSetuid|os.ModeSetgid):
+			why = fmt.Sprintf("the kernel dropped a set-id bit (CAP_FSETID held: %v, CAP_FOWNER held: %v; both belong in CapabilityBoundingSet of adopt-agent.service and adopt-watchdog.service), or the filesystem under node.root is mounted nosuid", hasCap(unix.CAP_FSETID), hasCap(unix.CAP_FOWNER))
 		}
 		return fmt.Errorf("%s: would be mode %s, not %s as asked: %s; refused, %s was left as it was", p, got, want, why, p)
 	}
