@@ -151,7 +151,7 @@ func (r *nodeRoot) firstLink(rel string) (string, string, bool) {
 			}
 			return strings.Join(comps[:i+1], "/"), string(buf[:n]), true
 		}
-		next, err := unix.Openat(cur, comp, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		next, err := beneathAt(cur, comp, unix.O_PATH|unix.O_DIRECTORY, 0)
 		if err != nil {
 			return "", "", false
 		}
@@ -201,7 +201,7 @@ func openRegular(root *nodeRoot, declared, rel string, limit int64) (f *os.File,
 		return nil, nil, fmt.Errorf("%s is a %s, not a regular file; refused without opening it (declare only regular files)", declared, kindOf(ls.Mode))
 	}
 	if ls.Size > limit {
-		return nil, nil, fmt.Errorf("%s is %d bytes, above custody's limit of %d; refused", declared, ls.Size, limit)
+		return nil, nil, fmt.Errorf("%s is %d bytes, above custody's limit of %d; refused without reading it: declare a smaller file", declared, ls.Size, limit)
 	}
 	fd, err := beneathAt(int(d.Fd()), path.Base(rel), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err == unix.ENOENT {

@@ -1,7 +1,9 @@
 // Package custody keeps the files the mesh found at the paths it declares.
 // Their bytes are copied into a node-local store under state_dir (0600 blobs
-// named by sha256); only the metadata (path, hash, size, mode, owner) leaves
-// the node, so secrets in those files never reach a workflow history.
+// named by sha256), with their extended attributes; only the metadata
+// (path, keyed digest, size, mode, owner, attribute names) leaves the node,
+// so secrets in those files never reach a workflow history. Every path
+// under node.root is reached through beneath.go.
 package custody
 
 import (
