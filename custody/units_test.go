@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -47,6 +48,10 @@ func restoreChild(spec string) int {
 		}
 	}
 	s := New(f[0], f[1])
+	if f[2] == "hostile" {
+		hostile(s, f[0])
+		return 0
+	}
 	for _, p := range f[2:] {
 		if err := s.Restore(p); err != nil {
 			fmt.Printf("refused %s: %v\n", p, err)
@@ -55,6 +60,33 @@ func restoreChild(spec string) int {
 		}
 	}
 	return 0
+}
+
+// hostile runs, in the child, what must be refused whatever the agent's
+// capabilities: a converge through an intermediate link that stays inside
+// the root, a FIFO and /dev/zero (node.root /) as env_file, each with at
+// most 5 s to answer. It prints "refused <what>: <error>", or "ok <what>"
+// when nothing was refused.
+func hostile(s *Store, root string) {
+	try := func(what string, f func() error) {
+		done := make(chan error, 1)
+		go func() { done <- f() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				fmt.Printf("refused %s: %v\n", what, err)
+			} else {
+				fmt.Printf("ok %s\n", what)
+			}
+		case <-time.After(5 * time.Second):
+			fmt.Printf("blocked %s\n", what)
+		}
+	}
+	try("converge-through-link", func() error {
+		return s.Converge("/srv/app/conf/job", []byte("* * * * * root owned\n"), 0o644, 0, 0)
+	})
+	try("env-fifo", func() error { _, err := ReadFile(root, "/srv/fifo.env", 1<<20); return err })
+	try("env-dev-zero", func() error { _, err := ReadFile("/", "/dev/zero", 1<<20); return err })
 }
 
 // snapshot is a file as the kernel reports it, read without custody.
@@ -234,6 +266,13 @@ var capNumbers = map[string]int{
 // and returns the child's report, path by path.
 func restoreUnder(t *testing.T, caps []string, root, state string, paths []string) map[string]string {
 	t.Helper()
+	return runUnder(t, caps, append([]string{root, state}, paths...), len(paths))
+}
+
+// runUnder runs the child with spec under caps and returns its report by
+// path (or by name, for the hostile checks), expecting n lines of it.
+func runUnder(t *testing.T, caps []string, spec []string, n int) map[string]string {
+	t.Helper()
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
 		t.Fatalf("setpriv is missing (util-linux: apt-get install -y util-linux): the restore cannot be run under the units' capability set: %v", err)
@@ -251,7 +290,7 @@ func restoreUnder(t *testing.T, caps []string, root, state string, paths []strin
 	exe, err := os.Executable()
 	must(t, err)
 	cmd := exec.Command(setpriv, "--no-new-privs", "--bounding-set", strings.Join(set, ","), "--inh-caps", "-all", "--ambient-caps", "-all", "--", exe)
-	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(append([]string{root, state}, paths...), "\t"))
+	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(spec, "\t"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", cmd, err, out)
@@ -271,13 +310,42 @@ func restoreUnder(t *testing.T, caps []string, root, state string, paths []strin
 		case strings.HasPrefix(l, "refused "):
 			p, why, _ := strings.Cut(strings.TrimPrefix(l, "refused "), ": ")
 			report[p] = why
+		case strings.HasPrefix(l, "blocked "):
+			report[strings.TrimPrefix(l, "blocked ")] = "blocked"
 		}
 	}
-	if !sawEff || len(report) != len(paths) {
+	if !sawEff || len(report) != n {
 		t.Fatalf("the child's report is incomplete:\n%s", out)
 	}
-	t.Logf("restore under %s:\n%s", strings.Join(caps, " "), out)
+	t.Logf("child under %s:\n%s", strings.Join(caps, " "), out)
 	return report
+}
+
+// TestHostilePathsUnderTheAgentsCapabilities: under the agent unit's
+// capabilities (CAP_DAC_OVERRIDE and CAP_SYS_ADMIN among them, which get
+// past permissions but not past openat2's resolve flags) a link in an
+// intermediate directory cannot redirect a converge, and a FIFO or
+// /dev/zero as env_file is refused within 5 s.
+func TestHostilePathsUnderTheAgentsCapabilities(t *testing.T) {
+	testenv.NeedRoot(t, "setpriv drops capabilities from root's")
+	root, state, _ := setup(t)
+	must(t, os.MkdirAll(filepath.Join(root, "etc/cron.d"), 0o755))
+	must(t, os.MkdirAll(filepath.Join(root, "srv/app"), 0o755))
+	must(t, os.Symlink("../../etc/cron.d", filepath.Join(root, "srv/app/conf")))
+	must(t, unix.Mkfifo(filepath.Join(root, "srv/fifo.env"), 0o600))
+	report := runUnder(t, unitCaps(t, "adopt-agent.service"), []string{root, state, "hostile"}, 3)
+	for what, want := range map[string]string{
+		"converge-through-link": "/srv/app/conf is a symlink (-> ../../etc/cron.d)",
+		"env-fifo":              "is a FIFO, not a regular file",
+		"env-dev-zero":          "is a character device, not a regular file",
+	} {
+		if !strings.Contains(report[what], want) {
+			t.Errorf("%s: %q, want a refusal saying %q", what, report[what], want)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(root, "etc/cron.d/job")); !os.IsNotExist(err) {
+		t.Fatalf("the converge wrote through the link: %v", err)
+	}
 }
 
 // TestRestoreExactUnderTheUnitsCapabilities: the restore the agent and the
