@@ -55,8 +55,8 @@ import (
 	"adoption/containers"
 	"adoption/custody"
 	"adoption/firewall"
+	"adoption/internal/ufwfixture"
 	"adoption/nodestate"
-	"adoption/sandbox"
 	"adoption/sockets"
 	"adoption/workflows"
 )
@@ -424,7 +424,7 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 	d.SysMiB = float64(msEnd.Sys) / (1 << 20)
 	d.PeakRSSMiB, d.PeakHeapInuseMiB, d.PeakHeapAllocMiB, d.PeakGoroutines = peak.rss, peak.heapInuse, peak.heapAlloc, peak.goroutines
 	d.ServerPeakRSSMiB = rssMiB(strconv.Itoa(srv.cmd.Process.Pid), "VmHWM")
-	d.Note = fmt.Sprintf("one Fleet (control node first, each next node started when the previous is adopted: no module to migrate), each plan read from the node's agent; member nodes, no modules, 2 node files; plan defaults (confirm 2m, reconcile 1m, drift 5m); found ruleset: sandbox.UFWRules(22/tcp) "+
+	d.Note = fmt.Sprintf("one Fleet (control node first, each next node started when the previous is adopted: no module to migrate), each plan read from the node's agent; member nodes, no modules, 2 node files; plan defaults (confirm 2m, reconcile 1m, drift 5m); found ruleset: ufwfixture.DefaultDeny(22/tcp) "+
 		"listed once from a bn- namespace and served from memory; adopted = visibility count of AdoptionPhase=\"adopted\" polled every second; "+
 		"simulated nodes: firewall, containers, sockets, marks and the flipper in memory, custody store (keyed digests) and state directory real, on tmpfs; "+
 		"flip latency = Update \"flip\" sent until the workflow task that set phase converged completed (the node previews and flips in one activity, then confirms and commits in one: 2 activities; 4 before flip-two-steps), its time read from the history; to close = until the workflow closed, after its last progress signal reached the fleet; "+
@@ -462,7 +462,7 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 	return rows, d, nil
 }
 
-// foundRuleset lists sandbox.UFWRules(22/tcp) from a throwaway bn-
+// foundRuleset lists ufwfixture.DefaultDeny(22/tcp) from a throwaway bn-
 // namespace: the found firewall every simulated node reports.
 func foundRuleset() (json.RawMessage, error) {
 	ns, err := newNS("sc")
@@ -470,7 +470,7 @@ func foundRuleset() (json.RawMessage, error) {
 		return nil, err
 	}
 	defer ns.del()
-	rules := sandbox.UFWRules(config.MustPorts([]string{"22/tcp"}))
+	rules := ufwfixture.DefaultDeny(config.MustPorts([]string{"22/tcp"}))
 	for _, fam := range []string{"iptables-restore", "ip6tables-restore"} {
 		if _, err := ns.run([]byte(rules), fam); err != nil {
 			return nil, err
