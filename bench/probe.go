@@ -42,6 +42,7 @@ import (
 	"adoption/containers"
 	"adoption/custody"
 	"adoption/firewall"
+	"adoption/internal/fake"
 	"adoption/internal/ufwfixture"
 	"adoption/nodestate"
 	"adoption/sockets"
@@ -118,7 +119,7 @@ func runProbe(n int, fixture string, stdout io.Writer) ([]Row, *ProbeDetails, er
 		engine = containers.New()
 	} else {
 		d.Containers = fmt.Sprintf("SIMULATED: Docker unreachable; %d container records from an in-memory engine, and the peer runs no docker ps", probeContainers)
-		engine = fakeEngine{report: fakeContainerReport(probeContainers)}
+		engine = fake.Engine{Containers: fake.Services(simulatedNames(probeContainers), 31000)}
 	}
 	acts := &activities.Activities{
 		Node:     "bnprobe",
@@ -478,21 +479,12 @@ func (p *probeNode) cleanup() {
 	p.cli.Close()
 }
 
-// fakeEngine is the simulated container engine, used only when Docker is
+// simulatedNames are the simulated engine's containers when Docker is
 // unreachable.
-type fakeEngine struct{ report containers.Report }
-
-func (f fakeEngine) Report(context.Context) containers.Report { return f.report }
-
-func fakeContainerReport(n int) containers.Report {
-	r := containers.Report{Available: true}
-	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("svc-%02d", i)
-		r.Containers = append(r.Containers, containers.Info{
-			Name: name, ID: fmt.Sprintf("%064x", i+1), Image: "registry.local/" + name + ":1.4", State: "running",
-			Mounts: []containers.Mount{{Type: "volume", Name: name + "-data", Source: "/var/lib/docker/volumes/" + name + "-data/_data", Destination: "/data"}},
-			Ports:  []containers.Published{{HostIP: "0.0.0.0", HostPort: uint16(31000 + i), ContainerPort: 8080, Proto: "tcp"}},
-		})
+func simulatedNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("svc-%02d", i)
 	}
-	return r
+	return names
 }

@@ -52,9 +52,9 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
-	"adoption/containers"
 	"adoption/custody"
 	"adoption/firewall"
+	"adoption/internal/fake"
 	"adoption/internal/ufwfixture"
 	"adoption/nodestate"
 	"adoption/sockets"
@@ -764,7 +764,7 @@ func (s *sampler) stop() peakMem {
 
 // memNode is one simulated node. What it reports of its firewall,
 // containers and sockets, and what its Flipper, Marks and Cutover do, are
-// in memory and answer at once; its custody store (custody.Store, with its
+// the shared in-memory fakes (internal/fake), which answer at once; its custody store (custody.Store, with its
 // own custody key, so the digests in the history are keyed as a real
 // agent's are) and its state directory (nodestate.Dir: the adopted marker,
 // the flip record, converged) are the real ones, on files under a tmpfs
@@ -820,84 +820,19 @@ func newMemNode(dir, name string, found json.RawMessage) (*memNode, error) {
 
 func (m *memNode) activities() *activities.Activities {
 	return &activities.Activities{
-		Node: m.name, Firewall: memFirewall{m}, Marks: memMarks{}, Engine: memEngine{}, Cutover: memCutover{},
-		Flipper: memFlipper{}, Flips: m.state, StartWatchdog: func() error { return nil },
-		Sockets: memSockets{}, Files: m.files, State: m.state, Local: activities.Fixed(m.plan, m.contents, 30*time.Minute),
+		Node:          m.name,
+		Firewall:      fake.Listed{Found: m.found},
+		Marks:         fake.Marks{},
+		Engine:        fake.Engine{Containers: fake.Services([]string{"web", "app", "db"}, 0)},
+		Cutover:       fake.Cutover{},
+		Flipper:       &fake.Flipper{Saved: "# the predecessor's firewall, as it was\n"},
+		Sockets:       fake.Sockets{Listening: []sockets.Listener{{Proto: "tcp", Addr: "0.0.0.0", Port: 22, PID: 1, Exe: "sshd"}}},
+		Flips:         m.state,
+		StartWatchdog: func() error { return nil },
+		Files:         m.files,
+		State:         m.state,
+		Local:         activities.Fixed(m.plan, m.contents, 30*time.Minute),
 	}
-}
-
-type memFirewall struct{ m *memNode }
-
-func (f memFirewall) Ruleset() (*firewall.Ruleset, error) {
-	var rs firewall.Ruleset // decoded afresh each time, as a listing would be
-	return &rs, json.Unmarshal(f.m.found, &rs)
-}
-
-func (f memFirewall) Inspect(context.Context) (firewall.Report, error) {
-	rs, err := f.Ruleset()
-	if err != nil {
-		return firewall.Report{}, err
-	}
-	kind, _ := firewall.Kind(rs, nil)
-	return firewall.Report{Kind: kind, Tables: firewall.Summarise(rs), Open: firewall.OpenPorts(rs)}, nil
-}
-
-type memMarks struct{}
-
-func (memMarks) Open(node, owner string, ports []config.Port) (added, present []firewall.MarkedRule, err error) {
-	for _, p := range ports {
-		added = append(added, firewall.MarkedRule{Family: "ip", Table: "filter", Chain: "ufw-user-input",
-			Mark: firewall.Mark{Node: node, Owner: owner, Port: p.Num, Proto: p.Proto}})
-	}
-	return added, nil, nil
-}
-func (memMarks) Close(string, string) ([]firewall.MarkedRule, error) { return nil, nil }
-func (memMarks) Release(string) ([]firewall.MarkedRule, error)       { return nil, nil }
-func (memMarks) List(string) ([]firewall.MarkedRule, error)          { return nil, nil }
-
-type memEngine struct{}
-
-func (memEngine) Report(context.Context) containers.Report {
-	r := containers.Report{Available: true}
-	for i, name := range []string{"web", "app", "db"} {
-		r.Containers = append(r.Containers, containers.Info{Name: name, ID: fmt.Sprintf("%064x", i+1), Image: "registry.local/" + name + ":1", State: "running",
-			Mounts: []containers.Mount{{Type: "volume", Name: name + "-data", Source: "/var/lib/docker/volumes/" + name + "-data/_data", Destination: "/data"}}})
-	}
-	return r
-}
-
-type memCutover struct{}
-
-func (memCutover) Preflight(context.Context, containers.Spec) (*containers.Predecessor, error) {
-	return nil, nil
-}
-func (memCutover) Create(context.Context, containers.Spec, *containers.Predecessor) (*containers.Carried, error) {
-	return &containers.Carried{}, nil
-}
-func (memCutover) PortsAnswer(context.Context, []uint16) error       { return nil }
-func (memCutover) Swap(context.Context, string, time.Duration) error { return nil }
-func (memCutover) WaitHealthy(context.Context, string, func(context.Context) error, time.Duration) error {
-	return nil
-}
-func (memCutover) Rollback(context.Context, string) error { return nil }
-func (memCutover) Prune(context.Context, string) error    { return nil }
-
-type memSockets struct{}
-
-func (memSockets) Listeners() ([]sockets.Listener, error) {
-	return []sockets.Listener{{Proto: "tcp", Addr: "0.0.0.0", Port: 22, PID: 1, Exe: "sshd"}}, nil
-}
-func (memSockets) FindProcesses([]string) []sockets.Process { return nil }
-
-type memFlipper struct{}
-
-func (memFlipper) Flip(spec firewall.MeshSpec, expectFound, _ string) (*firewall.RevertPlan, error) {
-	return &firewall.RevertPlan{Node: spec.Node, MeshTable: firewall.TableRef{Family: "inet", Name: firewall.MeshTable},
-		Neutralised: []firewall.RuleRef{}, FoundFingerprint: expectFound, FlippedAt: time.Now().UTC()}, nil
-}
-func (memFlipper) Revert(*firewall.RevertPlan) error { return nil }
-func (memFlipper) Commit(p *firewall.RevertPlan) (string, error) {
-	return "# the predecessor's firewall, as it was\n", nil
 }
 
 // orchestrator is `adopt-worker orchestrate`, built from this tree and run
