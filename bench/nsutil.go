@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"adoption/netns"
-
 	"adoption/sandbox"
 )
 
