@@ -1,29 +1,9 @@
 package main
 
-// Connections lost during the flip on the reference node (issue 10's
-// bench): the seed's node as it really is (sandbox.RefNode: its own dockerd
-// in the node's namespace, the real ufw with the ufw-docker arrangement,
-// services that are containers with published ports, a host service on the
-// node, clients in a peer namespace with public addresses). Clients hammer
-// every declared published port (HTTP, through Docker's DNAT and the
-// node's forward hook into the node engine's containers) and the host
-// service (input path), each with a held keep-alive connection. Side by
-// side, alternating:
-//
-//   - ours: firewall.Flipper.Flip with the spec the workflow derives (the
-//     declared published ports kept for forwarding, the unrouted one
-//     dropped), the mesh in force for a moment, then Flipper.Revert;
-//   - the naive procedure: `ufw disable`, then `nft -f mesh.nft`, where
-//     mesh.nft is firewall.DeriveFor(found, spec).Text(): the same derived
-//     table ours writes.
-//
-// While the mesh is in force (before the revert, or before the naive
-// procedure is undone) a fresh client GET on each declared published port,
-// a connect to the dropped one and Docker's nat DOCKER chain are checked:
-// whether Docker's own chains still DNAT and the published ports still
-// answer after the procedure. After each run the node goes back to the
-// found firewall outside the hammer's window (ours: the revert; naive: nft
-// delete table inet adoption, ufw --force enable).
+// This file holds the flip section on the reference node (sandbox.RefNode:
+// its own dockerd, the real ufw with the ufw-docker arrangement, published
+// services and a host service): connections lost while ours flips, against
+// ufw disable then nft -f of the same derived table, alternating.
 
 import (
 	"bufio"
@@ -160,6 +140,32 @@ func runRefFlip(n int, stdout io.Writer) ([]Row, *RefFlipDetails, error) {
 	if err := b.setup(d); err != nil {
 		return nil, nil, err
 	}
+	if err := b.alternate(n, d, stdout); err != nil {
+		return nil, d, err
+	}
+	var oursMS, naiveMS []float64
+	for _, r := range d.Runs {
+		if r.Method == methodFlip {
+			d.Ours.add(r, b)
+			oursMS = append(oursMS, r.ProcedureMS)
+		} else {
+			d.Naive.add(r, b)
+			naiveMS = append(naiveMS, r.ProcedureMS)
+		}
+	}
+	d.Ours.MedianMS, d.Naive.MedianMS = median(oursMS), median(naiveMS)
+	d.Note = b.note(d, n)
+	rows := b.rows(d, n)
+	for _, r := range d.Runs {
+		if !r.Restored {
+			return rows, d, fmt.Errorf("run %d (%s) did not leave the ruleset as found", r.Seq, r.Method)
+		}
+	}
+	return rows, d, nil
+}
+
+// alternate runs each procedure n times, the order alternating.
+func (b *refFlipBench) alternate(n int, d *RefFlipDetails, stdout io.Writer) error {
 	for i := 0; i < n; i++ {
 		order := []bool{true, false}
 		if i%2 == 1 {
@@ -173,64 +179,65 @@ func runRefFlip(n int, stdout io.Writer) ([]Row, *RefFlipDetails, error) {
 			fmt.Fprintf(stdout, "flip-ref %d/%d: %s ...\n", i+1, n, m)
 			r, err := b.round(ours)
 			r.Seq, r.Method = len(d.Runs)+1, m
-			if err != nil {
-				d.Runs = append(d.Runs, r)
-				return nil, d, fmt.Errorf("%s, run %d: %w", m, i+1, err)
-			}
 			d.Runs = append(d.Runs, r)
+			if err != nil {
+				return fmt.Errorf("%s, run %d: %w", m, i+1, err)
+			}
 		}
 	}
-	var oursMS, naiveMS []float64
-	for _, r := range d.Runs {
-		s := &d.Naive
-		if r.Method == methodFlip {
-			s = &d.Ours
-			oursMS = append(oursMS, r.ProcedureMS)
-		} else {
-			naiveMS = append(naiveMS, r.ProcedureMS)
-		}
-		s.Runs++
-		for target, h := range r.Hammers {
-			if target == fmt.Sprintf("%d/tcp", refHostPort) {
-				s.HostFailed += h.Failed()
-				s.HostAttempts += h.Attempts
-				s.HostOutageMS = max(s.HostOutageMS, h.LongestOutageMS)
-				if !h.Held {
-					s.HostHeldLost++
-				}
-				continue
-			}
-			s.PublishedFailed += h.Failed()
-			s.PublishedAttempts += h.Attempts
-			s.PublishedOutageMS = max(s.PublishedOutageMS, h.LongestOutageMS)
+	return nil
+}
+
+// add counts one run into its method's figures.
+func (s *RefFlipSum) add(r RefFlipRun, b *refFlipBench) {
+	s.Runs++
+	for target, h := range r.Hammers {
+		if target == fmt.Sprintf("%d/tcp", refHostPort) {
+			s.HostFailed += h.Failed()
+			s.HostAttempts += h.Attempts
+			s.HostOutageMS = max(s.HostOutageMS, h.LongestOutageMS)
 			if !h.Held {
-				s.PublishedHeldLost++
+				s.HostHeldLost++
 			}
+			continue
 		}
-		answered, closed := true, true
-		for _, sv := range b.declared {
-			answered = answered && r.InForce.Ports[portKey(sv.host)] == "open"
-		}
-		for _, sv := range b.dropped {
-			closed = closed && r.InForce.Ports[portKey(sv.host)] == "filtered"
-		}
-		if answered {
-			s.AnsweredRuns++
-		}
-		if closed {
-			s.DroppedClosedRuns++
-		}
-		if r.InForce.DockerDNAT {
-			s.DNATRuns++
+		s.PublishedFailed += h.Failed()
+		s.PublishedAttempts += h.Attempts
+		s.PublishedOutageMS = max(s.PublishedOutageMS, h.LongestOutageMS)
+		if !h.Held {
+			s.PublishedHeldLost++
 		}
 	}
-	d.Ours.MedianMS, d.Naive.MedianMS = median(oursMS), median(naiveMS)
+	answered, closed := true, true
+	for _, sv := range b.declared {
+		answered = answered && r.InForce.Ports[portKey(sv.host)] == "open"
+	}
+	for _, sv := range b.dropped {
+		closed = closed && r.InForce.Ports[portKey(sv.host)] == "filtered"
+	}
+	if answered {
+		s.AnsweredRuns++
+	}
+	if closed {
+		s.DroppedClosedRuns++
+	}
+	if r.InForce.DockerDNAT {
+		s.DNATRuns++
+	}
+}
+
+// published are the declared published ports, as the rows name them.
+func (b *refFlipBench) published() string {
 	var declared []string
 	for _, sv := range b.declared {
 		declared = append(declared, portKey(sv.host))
 	}
-	pub := strings.Join(declared, ", ")
-	d.Note = fmt.Sprintf("reference node (sandbox.RefNode): its own dockerd %s in the node's namespace, real ufw %s with the ufw-docker arrangement "+
+	return strings.Join(declared, ", ")
+}
+
+func (b *refFlipBench) note(d *RefFlipDetails, n int) string {
+	pub := b.published()
+	note := fmt.Sprintf("reference node (sandbox.RefNode): its own dockerd %s in the node's namespace, real ufw %s with the ufw-docker arrangement "+
 		"(default deny incoming and routed; allow %d/tcp; route allow the container ports of %s; 19100/tcp published but unrouted); "+
 		"clients in a peer namespace at %s (outside the private ranges) hammer each of %s over HTTP (GET /health through DNAT into the node engine's containers) "+
 		"and the host service %d/tcp, each every %s with 500 ms dial and answer timeouts and one keep-alive connection held across; "+
@@ -241,18 +248,23 @@ func runRefFlip(n int, stdout io.Writer) ([]Row, *RefFlipDetails, error) {
 	if d.Naive.AnsweredRuns < d.Naive.Runs {
 		// What the in-force listing of DOCKER-USER and ufw-user-forward
 		// (kept in the runs' details) shows.
-		d.Note += "; the naive procedure left declared published ports unanswered while in force in " +
+		note += "; the naive procedure left declared published ports unanswered while in force in " +
 			fmt.Sprintf("%d/%d runs: ", d.Naive.Runs-d.Naive.AnsweredRuns, d.Naive.Runs) +
 			"ufw disable flushes ufw-user-forward (ufw's routed allows) but not the ufw-docker block in DOCKER-USER, whose drop of new " +
 			"connections to the private ranges then catches every published port, and an accept in table inet adoption cannot undo a drop " +
 			"in ip filter; Docker's DNAT itself stays; such an outage lasts until ufw is enabled again, so its figure is bounded by the hammer window"
 	}
+	return note
+}
+
+func (b *refFlipBench) rows(d *RefFlipDetails, n int) []Row {
+	pub := b.published()
 	oursIs, peerIs := "firewall.Flipper.Flip then Revert, reference node", "ufw disable; nft -f mesh.nft (DeriveFor(found, spec).Text())"
 	inForce := fmt.Sprintf("while in force, every declared published port answered a fresh client in %d/%d runs ours, %d/%d peer; "+
 		"Docker's nat DOCKER chain still DNATed them in %d/%d ours, %d/%d peer; the dropped 19100/tcp was closed in %d/%d ours, %d/%d peer",
 		d.Ours.AnsweredRuns, d.Ours.Runs, d.Naive.AnsweredRuns, d.Naive.Runs, d.Ours.DNATRuns, d.Ours.Runs, d.Naive.DNATRuns, d.Naive.Runs,
 		d.Ours.DroppedClosedRuns, d.Ours.Runs, d.Naive.DroppedClosedRuns, d.Naive.Runs)
-	rows := []Row{
+	return []Row{
 		row("flip-ref", fmt.Sprintf("connections failed on published ports %s during the flip, reference node, %d runs", pub, n),
 			float64(d.Ours.PublishedFailed), float64(d.Naive.PublishedFailed), "connections", oursIs, peerIs,
 			fmt.Sprintf("of %d and %d attempts; %s", d.Ours.PublishedAttempts, d.Naive.PublishedAttempts, inForce), 0),
@@ -268,12 +280,6 @@ func runRefFlip(n int, stdout io.Writer) ([]Row, *RefFlipDetails, error) {
 		row("flip-ref", fmt.Sprintf("flip's own duration on the reference node, median of %d", n), d.Ours.MedianMS, d.Naive.MedianMS, "ms",
 			"Flipper.Flip (list, analyse, one batch)", "ufw disable + nft -f", "", 1),
 	}
-	for _, r := range d.Runs {
-		if !r.Restored {
-			return rows, d, fmt.Errorf("run %d (%s) did not leave the ruleset as found", r.Seq, r.Method)
-		}
-	}
-	return rows, d, nil
 }
 
 func approvedText(d *RefFlipDetails) string {
