@@ -1,23 +1,9 @@
 package main
 
-// The cutover bench (issues 4 and 13): one service swapped from image v1 to
-// v2 while clients outside the node connect in a loop, for this project's
-// cutover (containers.Engine: Preflight, Create, Swap with the port hold,
-// WaitHealthy) side by side with the naive `docker stop && docker rm &&
-// docker run` an operator would type.
-//
-// The node has a Docker engine of its own (sandbox.EngineNode: a network
-// namespace running its own dockerd, which publishes the port there through
-// its own DNAT), and the clients sit in a peer namespace, as clients of a
-// real node do: 6 of them, each connecting, sending GET /version and
-// reading the answer, again and again, a connect allowed to wait up to 3 s.
-// Nothing of the host's network or firewall is touched.
-//
-// Each run starts from a fresh predecessor: the test service
-// (containers/testdata/svc) as image v1, with a named volume, an anonymous
-// volume (the image's VOLUME /anon), a bind mount, restart unless-stopped,
-// published on the node's port 18080. The order alternates (ours, naive,
-// naive, ours, ...) so neither always runs on a warmer engine.
+// This file holds the cutover section: one service swapped from image v1
+// to v2 while clients in a peer namespace connect in a loop, this
+// project's cutover (containers.Engine) against docker stop && rm && run,
+// on a node with its own Docker engine (sandbox.EngineNode).
 
 import (
 	"bytes"
@@ -157,7 +143,37 @@ func runCutover(n int, outDir string, stdout io.Writer) (err error) {
 			}
 		}
 	}()
+	defer func() {
+		if b.cli != nil {
+			b.cli.Close()
+		}
+	}()
+	if err := b.raiseNode(ctx, stdout); err != nil {
+		return err
+	}
+	runs, err := b.alternate(ctx, n, stdout)
+	if err != nil {
+		return err
+	}
+	results := []CutoverResult{summarize(methodOurs, runs), summarize(methodNaive, runs)}
+	for i := range results {
+		if results[1].MedianGapMS > 0 {
+			results[i].Ratio = results[i].MedianGapMS / results[1].MedianGapMS
+		}
+	}
+	printCutover(stdout, results, n)
+	if err := writeCutover(outDir, b.report(ctx, results, runs), stdout); err != nil {
+		return err
+	}
+	if results[0].DataKept != results[0].Runs {
+		return fmt.Errorf("the cutover changed the service's data in %d of %d runs", results[0].Runs-results[0].DataKept, results[0].Runs)
+	}
+	return nil
+}
 
+// raiseNode builds the service's two images and starts a node with its own
+// Docker engine holding them.
+func (b *cutBench) raiseNode(ctx context.Context, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "cutover: building the test service as %s and %s ...\n", b.imageV1, b.imageV2)
 	if err := b.buildImages(ctx); err != nil {
 		return err
@@ -176,8 +192,13 @@ func runCutover(n int, outDir string, stdout io.Writer) (err error) {
 	if b.cli, err = client.NewClientWithOpts(client.WithHost(b.node.Host), client.WithAPIVersionNegotiation()); err != nil {
 		return err
 	}
-	defer b.cli.Close()
 	b.engine = containers.NewWith(b.cli).WithHold(firewall.NewHold(b.node.NetnsPath(), "bcut"))
+	return nil
+}
+
+// alternate runs each procedure n times, the order alternating (ours,
+// naive, naive, ours, ...) so neither always runs on a warmer engine.
+func (b *cutBench) alternate(ctx context.Context, n int, stdout io.Writer) ([]CutoverRun, error) {
 	var runs []CutoverRun
 	for i := 0; i < n; i++ {
 		order := []string{methodOurs, methodNaive}
@@ -188,19 +209,16 @@ func runCutover(n int, outDir string, stdout io.Writer) (err error) {
 			fmt.Fprintf(stdout, "cutover %d/%d: %s ...\n", i+1, n, m)
 			r, err := b.run(ctx, m == methodOurs)
 			if err != nil {
-				return fmt.Errorf("%s, run %d: %w", m, i+1, err)
+				return nil, fmt.Errorf("%s, run %d: %w", m, i+1, err)
 			}
 			r.Seq, r.Method = len(runs)+1, m
 			runs = append(runs, r)
 		}
 	}
+	return runs, nil
+}
 
-	results := []CutoverResult{summarize(methodOurs, runs), summarize(methodNaive, runs)}
-	for i := range results {
-		if results[1].MedianGapMS > 0 {
-			results[i].Ratio = results[i].MedianGapMS / results[1].MedianGapMS
-		}
-	}
+func printCutover(stdout io.Writer, results []CutoverResult, n int) {
 	fmt.Fprintf(stdout, "\none service swapped while %d clients in a peer namespace connect in a loop (a connect may wait %s), %d runs each:\n", clients, connectWait, n)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "procedure\truns\tfailed connections\tattempts\tlongest successful connect ms\tmedian gap ms\tmax gap ms\tmedian client gap ms\tprocedure ms\tdata kept\t")
@@ -209,9 +227,11 @@ func runCutover(n int, outDir string, stdout io.Writer) (err error) {
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "ours/naive median gap: %.2f (goal: at most 0.5, with 0 failed connections)\n", results[0].Ratio)
+}
 
+func (b *cutBench) report(ctx context.Context, results []CutoverResult, runs []CutoverRun) CutoverReport {
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	rep := CutoverReport{
+	return CutoverReport{
 		Date:         time.Now().UTC().Format(time.RFC3339),
 		Kernel:       strings.TrimSpace(string(kernel)),
 		Docker:       b.versions(ctx),
@@ -227,6 +247,10 @@ func runCutover(n int, outDir string, stdout io.Writer) (err error) {
 		Results: results,
 		Runs:    runs,
 	}
+}
+
+// writeCutover writes the report to outDir/cutover-<date>.json.
+func writeCutover(outDir string, rep CutoverReport, stdout io.Writer) error {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return err
 	}
@@ -242,9 +266,6 @@ func runCutover(n int, outDir string, stdout io.Writer) (err error) {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", file)
-	if results[0].DataKept != results[0].Runs {
-		return fmt.Errorf("the cutover changed the service's data in %d of %d runs", results[0].Runs-results[0].DataKept, results[0].Runs)
-	}
 	return nil
 }
 
