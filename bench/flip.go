@@ -1,20 +1,9 @@
 package main
 
-// Connections lost during the flip (issue 5's bench, issue 7's table): a
-// node namespace with the real ufw (its own /etc/ufw copy, default deny
-// incoming and routed, a few allows) and a listener on the declared port,
-// a peer namespace connecting to it every 5 ms. Side by side, alternating:
-//
-//   - ours: firewall.Flipper.Flip (one netlink transaction: table inet
-//     adoption in, the predecessor neutralised), the mesh in force for a
-//     moment, then Flipper.Revert (one transaction back); the hammer runs
-//     across both;
-//   - the naive procedure: `ufw disable`, then `nft -f mesh.nft`, where
-//     mesh.nft is firewall.Derive(spec).Text(), the same derived table.
-//
-// After each run the node goes back to the found firewall (ours: the
-// revert; naive: nft delete table inet adoption, ufw --force enable),
-// outside the hammer's window.
+// This file holds the flip section: connections lost while ours flips a
+// plain ufw node (real ufw, a host listener, a peer hammering every 5 ms),
+// against ufw disable then nft -f of the same derived table, alternating;
+// the node goes back to the found firewall after each run.
 
 import (
 	"fmt"

@@ -250,8 +250,6 @@ func (b *bench) listing() (string, error) {
 	return counters.ReplaceAllString(string(out), "counter"), err
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
 func (b *bench) ours() (Result, error) {
 	m := firewall.NewMarker(b.path)
 	start := time.Now()
