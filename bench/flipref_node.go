@@ -248,21 +248,9 @@ func (b *refFlipBench) round(ours bool) (RefFlipRun, error) {
 	start := time.Now()
 	if ours {
 		flipper := firewall.NewFlipper(b.node.NetnsPath())
-		var plan *firewall.RevertPlan
-		plan, procErr = flipper.Flip(b.spec, expect, derived)
-		r.ProcedureMS = ms(time.Since(start))
-		if procErr == nil {
-			time.Sleep(flipSettle)
-			r.InForce = b.inForce()
-			rs := time.Now()
-			procErr = flipper.Revert(plan)
-			r.RevertMS = ms(time.Since(rs))
-		}
+		r.ProcedureMS, r.RevertMS, procErr = flipAndRevert(start, flipper, b.spec, expect, derived, func() { r.InForce = b.inForce() })
 	} else {
-		procErr = b.ufw("disable")
-		if procErr == nil {
-			_, procErr = b.onNode("nft", "-f", b.meshFile)
-		}
+		procErr = ufwThenNft(b.ufw, func() error { _, err := b.onNode("nft", "-f", b.meshFile); return err })
 		r.ProcedureMS = ms(time.Since(start))
 		if procErr == nil {
 			time.Sleep(flipSettle)

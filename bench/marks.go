@@ -220,27 +220,11 @@ func (b *bench) setup() (func(), error) {
 		exec.Command("ip", "netns", "del", b.ns).Run()
 		os.RemoveAll(etc)
 	}
-	steps := [][]string{
+	steps := append([][]string{
 		{"ip", "netns", "add", b.ns},
 		{"ip", "-n", b.ns, "link", "set", "lo", "up"},
-		{"mkdir", "-p", etc},
-		{"cp", "-a", "/etc/ufw", filepath.Join(etc, "ufw")},
-		{"cp", "-a", "/etc/default", filepath.Join(etc, "default")},
-		{"sed", "-i", "-e", `s/^IPT_MODULES=.*/IPT_MODULES=""/`, "-e", "s/^IPV6=.*/IPV6=yes/", filepath.Join(etc, "default", "ufw")},
-	}
-	for _, ufw := range [][]string{
-		{"--force", "reset"}, {"default", "deny", "incoming"}, {"default", "deny", "routed"},
-		{"allow", "22/tcp"}, {"allow", "80/tcp"}, {"allow", "443/tcp"}, {"route", "allow", "proto", "tcp", "to", "any", "port", "8443"},
-		{"--force", "enable"},
-	} {
-		steps = append(steps, append([]string{"ip", "netns", "exec", b.ns, "ufw"}, ufw...))
-	}
-	for _, s := range steps {
-		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-			return cleanup, fmt.Errorf("%s: %w\n%s", strings.Join(s, " "), err, out)
-		}
-	}
-	return cleanup, nil
+	}, ufwNodeSteps(b.ns)...)
+	return cleanup, runSteps(steps)
 }
 
 var counters = regexp.MustCompile(`counter packets \d+ bytes \d+`)

@@ -135,13 +135,7 @@ func (s *devServer) stop() {
 	if s == nil || s.cmd.Process == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(20 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
+	terminate(s.cmd, s.done)
 }
 
 func isTransient(err error) bool {
@@ -211,13 +205,7 @@ func startOrchestrator(dir, addr, pollers string) (*orchestrator, error) {
 }
 
 func (o *orchestrator) stop() {
-	_ = o.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-o.done:
-	case <-time.After(20 * time.Second):
-		_ = o.cmd.Process.Kill()
-		<-o.done
-	}
+	terminate(o.cmd, o.done)
 }
 func rssMiB(pid, field string) float64 {
 	b, err := os.ReadFile("/proc/" + pid + "/status")
@@ -273,4 +261,16 @@ func startSampler() *sampler {
 func (s *sampler) stop() peakMem {
 	close(s.done)
 	return <-s.out
+}
+
+// terminate asks cmd to stop and kills it after 20 s; done closes when it
+// has exited.
+func terminate(cmd *exec.Cmd, done chan struct{}) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
 }
