@@ -102,12 +102,7 @@ func runCutover(n int, outDir string, stdout io.Writer) (err error) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err == nil {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = cli.Ping(pctx)
-		cancel()
-	}
+	cli, err := dockerClient(ctx)
 	if err != nil {
 		fmt.Fprintf(stdout, "cutover bench skipped: docker engine unreachable: %v\n", err)
 		return nil
@@ -280,4 +275,20 @@ func summarize(method string, runs []CutoverRun) CutoverResult {
 	r.MedianGapMS, r.MedianFailed, r.MedianProcedureMS = median(gaps), median(fails), median(procs)
 	r.MedianClientGapMS = median(cgaps)
 	return r
+}
+
+// dockerClient is a client of the host's Docker engine, once it answered a
+// ping within 5 s.
+func dockerClient(ctx context.Context) (*client.Client, error) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(pctx); err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return cli, nil
 }

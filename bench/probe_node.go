@@ -21,7 +21,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
 	"github.com/docker/go-connections/nat"
 
 	"adoption/firewall"
@@ -117,12 +116,7 @@ func (p *probeNode) setup() error {
 func (p *probeNode) containers() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err == nil {
-		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = cli.Ping(pctx)
-		pcancel()
-	}
+	cli, err := dockerClient(ctx)
 	if err != nil {
 		return nil
 	}
