@@ -13,47 +13,31 @@ import (
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
-	"adoption/firewall"
 	"adoption/firewall/eval"
+	"adoption/internal/fake"
 	"adoption/nodestate"
 	"adoption/sockets"
 )
 
-// fakeFirewall reports what it is given; its ruleset is empty (nothing
-// filtered) unless rs is set.
-type fakeFirewall struct {
-	report eval.Report
-	rs     *firewall.Ruleset
-}
-
-func (f fakeFirewall) Inspect(context.Context) (eval.Report, error) { return f.report, nil }
-func (f fakeFirewall) Ruleset() (*firewall.Ruleset, error) {
-	if f.rs != nil {
-		return f.rs, nil
-	}
-	return &firewall.Ruleset{}, nil
-}
-
-type fakeSockets struct {
-	listeners []sockets.Listener
-	procs     []sockets.Process
-}
-
-func (f fakeSockets) Listeners() ([]sockets.Listener, error)         { return f.listeners, nil }
-func (f fakeSockets) FindProcesses(names []string) []sockets.Process { return f.procs }
-
-type fakeEngine struct{ report containers.Report }
-
-func (f fakeEngine) Report(context.Context) containers.Report { return f.report }
+// The shared fakes are the parts these tests give a node.
+var (
+	_ Firewall   = fake.Firewall{}
+	_ NodeReader = fake.NodeFirewall{}
+	_ Containers = fake.Engine{}
+	_ Sockets    = fake.Sockets{}
+	_ Flipper    = &fake.Flipper{}
+	_ Marks      = fake.Marks{}
+	_ Cutover    = fake.Cutover{}
+)
 
 func newActs(t *testing.T) (*Activities, string) {
 	t.Helper()
 	root, state := t.TempDir(), t.TempDir()
 	return &Activities{
 		Node:     "n1",
-		Firewall: fakeFirewall{report: eval.Report{Kind: "iptables-nft"}},
-		Engine:   fakeEngine{report: containers.Report{Available: true}},
-		Sockets:  fakeSockets{},
+		Firewall: fake.Firewall{Report: eval.Report{Kind: "iptables-nft"}},
+		Engine:   fake.Engine{Containers: containers.Report{Available: true}},
+		Sockets:  fake.Sockets{},
 		Files:    custody.New(root, state),
 		State:    nodestate.New(state),
 		Flips:    nodestate.New(state),
@@ -82,11 +66,11 @@ func appErr(t *testing.T, err error, typ string) string {
 // and the key.
 func TestCheckFoundationPortsNamesEveryCollision(t *testing.T) {
 	a, _ := newActs(t)
-	a.Sockets = fakeSockets{listeners: []sockets.Listener{
+	a.Sockets = fake.Sockets{Listening: []sockets.Listener{
 		{Proto: "tcp", Addr: "0.0.0.0", Port: 5000, PID: 4121, Exe: "registry"},
 		{Proto: "tcp", Addr: "127.0.0.1", Port: 15672, PID: 77, Exe: "beam.smp"},
 	}}
-	a.Engine = fakeEngine{report: containers.Report{Available: true, Containers: []containers.Info{
+	a.Engine = fake.Engine{Containers: containers.Report{Available: true, Containers: []containers.Info{
 		{Name: "predecessor-proxy", State: "running", Ports: []containers.Published{{HostPort: 443, ContainerPort: 443, Proto: "tcp"}}},
 	}}}
 	plan := config.Plan{Node: "n1", Foundation: []config.NamedPort{
@@ -115,7 +99,7 @@ func TestCheckFoundationPortsNamesEveryCollision(t *testing.T) {
 
 func TestAdoptRefusesWhileControlDaemonRuns(t *testing.T) {
 	a, root := newActs(t)
-	a.Sockets = fakeSockets{procs: []sockets.Process{{PID: 4242, Exe: "predecessor-sync"}}}
+	a.Sockets = fake.Sockets{Procs: []sockets.Process{{PID: 4242, Exe: "predecessor-sync"}}}
 	must(t, os.WriteFile(root+"/hosts", []byte("x"), 0o644))
 	plan := withPlan(a, config.Plan{Node: "n1", Control: []string{"predecessor-sync"}, NodeFiles: []config.FilePlan{{Path: "/hosts"}}})
 	_, err := a.Adopt(context.Background(), AdoptInput{Plan: plan, WorkflowID: "node-migration/n1"})

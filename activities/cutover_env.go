@@ -10,12 +10,12 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/config"
+	"adoption/custody"
 )
 
 // ErrBadEnv is the error type of an unusable environment override.
@@ -33,7 +33,7 @@ func (a *Activities) moduleEnv(auth *Authority, m config.ModulePlan) (map[string
 	if c.EnvFile != "" {
 		b, err := a.readUnderRoot(c.EnvFile)
 		if err != nil {
-			return nil, bad("%s.env_file = %s: %v; the file must be under node.root (%s) on node %s", key, c.EnvFile, err, a.Root, a.Node)
+			return nil, bad("%s.env_file = %s: %v; the file must be a regular file of at most %d bytes under node.root (%s) on node %s, with no symlink on its path", key, c.EnvFile, err, MaxEnvFileSize, a.Root, a.Node)
 		}
 		env = map[string]string{}
 		sc := bufio.NewScanner(bytes.NewReader(b))
@@ -68,16 +68,18 @@ func (a *Activities) moduleEnv(auth *Authority, m config.ModulePlan) (map[string
 	return env, nil
 }
 
-// readUnderRoot reads path (absolute, taken under node.root) through
-// os.Root: neither ".." nor a symlink can leave node.root.
+// MaxEnvFileSize is the largest env_file the agent reads: an environment
+// is a few lines, and a bound keeps a mistaken path (a log, /dev/zero
+// behind a link) from filling the agent's memory.
+const MaxEnvFileSize = 1 << 20
+
+// readUnderRoot reads path (absolute, taken under node.root) held to
+// custody's rules: beneath node.root with no symlink in any component, a
+// regular file only (a FIFO is refused at once, not waited on), at most
+// MaxEnvFileSize bytes.
 func (a *Activities) readUnderRoot(path string) ([]byte, error) {
 	if a.Root == "" {
 		return nil, fmt.Errorf("the worker has no node.root")
 	}
-	r, err := os.OpenRoot(a.Root)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return r.ReadFile(strings.TrimPrefix(path, "/"))
+	return custody.ReadFile(a.Root, path, MaxEnvFileSize)
 }

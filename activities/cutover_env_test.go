@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"adoption/config"
 )
@@ -61,5 +63,57 @@ func TestModuleEnv(t *testing.T) {
 	_, err = a.moduleEnv(auth, m)
 	if err == nil || !strings.Contains(err.Error(), "line 2") || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("bad line: %v", err)
+	}
+}
+
+// TestModuleEnvFileHeldToCustodyRules: env_file is read as custody reads:
+// a FIFO is refused at once (the agent must not wait for a writer),
+// /dev/zero (with node.root /, as in production) is refused as a device
+// instead of read without bound, a file over the limit and a path through
+// a symlinked directory are refused; each error names the key and why.
+func TestModuleEnvFileHeldToCustodyRules(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc/web"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(root, "etc/web/fifo.env"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big, err := os.Create(filepath.Join(root, "etc/web/big.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := big.Truncate(MaxEnvFileSize + 1); err != nil {
+		t.Fatal(err)
+	}
+	big.Close()
+	if err := os.WriteFile(filepath.Join(root, "etc/web/real.env"), []byte("A=1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("web", filepath.Join(root, "etc/linked")); err != nil {
+		t.Fatal(err)
+	}
+	auth := &Authority{}
+	for _, c := range []struct{ root, file, want string }{
+		{root, "/etc/web/fifo.env", "is a FIFO, not a regular file"},
+		{"/", "/dev/zero", "is a character device, not a regular file"},
+		{root, "/etc/web/big.env", "above custody's limit"},
+		{root, "/etc/linked/real.env", "/etc/linked is a symlink (-> web)"},
+	} {
+		a := &Activities{Node: "n1", Root: c.root}
+		m := config.ModulePlan{Name: "web", Container: &config.Container{Name: "web", Image: "web:2", EnvFile: c.file}}
+		done := make(chan error, 1)
+		go func() {
+			_, err := a.moduleEnv(auth, m)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "modules[web].container.env_file") || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("env_file %s under %s: %v, want a refusal saying %q", c.file, c.root, err, c.want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("env_file %s under %s: the agent still waits after 5 s", c.file, c.root)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"adoption/firewall"
+	"adoption/internal/fake"
 	"adoption/nodestate"
 )
 
@@ -38,7 +39,7 @@ func selfPreviewIn(id string) FlipInput {
 // by then) and without a second transaction.
 func TestFlipPreviewsOnTheNode(t *testing.T) {
 	a, fl, _ := flipActs(t)
-	a.Firewall = fakeFirewall{rs: defaultDeny22()}
+	a.Firewall = fake.Firewall{Rules: defaultDeny22()}
 	res, err := a.Flip(context.Background(), selfPreviewIn("n1-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -47,15 +48,15 @@ func TestFlipPreviewsOnTheNode(t *testing.T) {
 		t.Fatalf("flip: %+v", res)
 	}
 	pv := res.Preview
-	if len(fl.flips) != 1 || fl.flips[0] != [2]string{pv.FoundFingerprint, pv.DerivedFingerprint} || pv.DerivedFingerprint == "" {
-		t.Fatalf("the transaction expected %q, the preview saw %s / %s", fl.flips, pv.FoundFingerprint, pv.DerivedFingerprint)
+	if len(fl.Flips) != 1 || fl.Flips[0] != [2]string{pv.FoundFingerprint, pv.DerivedFingerprint} || pv.DerivedFingerprint == "" {
+		t.Fatalf("the transaction expected %q, the preview saw %s / %s", fl.Flips, pv.FoundFingerprint, pv.DerivedFingerprint)
 	}
 	if rec := record(t, a); rec.Derived != pv.DerivedFingerprint || rec.State != nodestate.FlipFlipped {
 		t.Fatalf("record: %+v", rec)
 	}
 	again, err := a.Flip(context.Background(), selfPreviewIn("n1-1"))
-	if err != nil || again.State != nodestate.FlipFlipped || again.Preview != nil || len(fl.flips) != 1 {
-		t.Fatalf("retried attempt: %+v %v, %d transactions", again, err, len(fl.flips))
+	if err != nil || again.State != nodestate.FlipFlipped || again.Preview != nil || len(fl.Flips) != 1 {
+		t.Fatalf("retried attempt: %+v %v, %d transactions", again, err, len(fl.Flips))
 	}
 }
 
@@ -76,8 +77,8 @@ func TestFlipPreviewRefusedOnTheNode(t *testing.T) {
 	in.ExpectFound, in.ExpectDerived = "f", "d"
 	_, err = a.Flip(context.Background(), in)
 	appErr(t, err, ErrStalePreview)
-	if rec, err := a.Flips.(*nodestate.Dir).Flip(); err != nil || rec != nil || len(fl.flips) != 0 {
-		t.Fatalf("a refused flip left record %+v (%v) and %d transactions", rec, err, len(fl.flips))
+	if rec, err := a.Flips.(*nodestate.Dir).Flip(); err != nil || rec != nil || len(fl.Flips) != 0 {
+		t.Fatalf("a refused flip left record %+v (%v) and %d transactions", rec, err, len(fl.Flips))
 	}
 }
 
@@ -90,7 +91,7 @@ func TestConfirmThenCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := ConfirmInput{Plan: flipPlanN1(), ID: "n1-1", Commit: true}
-	fl.commitEr = errString("netlink: device busy")
+	fl.CommitErr = errString("netlink: device busy")
 	if _, err := a.ConfirmFlip(context.Background(), in); err == nil || !strings.Contains(err.Error(), "is confirmed; its commit failed") {
 		t.Fatalf("confirm with a failing commit: %v", err)
 	}
@@ -99,7 +100,7 @@ func TestConfirmThenCommit(t *testing.T) {
 	}
 	_, err := a.RevertFlip(context.Background(), ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"})
 	appErr(t, err, ErrFlipConfirmed)
-	fl.commitEr = nil
+	fl.CommitErr = nil
 	res, err := a.ConfirmFlip(context.Background(), in)
 	if err != nil || res.State != nodestate.FlipCommitted || res.Listing == "" {
 		t.Fatalf("confirm and commit: %+v %v", res, err)

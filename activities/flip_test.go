@@ -12,39 +12,12 @@ import (
 	"adoption/config"
 	"adoption/firewall/flip"
 	"adoption/firewall/nft"
+	"adoption/internal/fake"
 	"adoption/nodestate"
 )
 
 // Unit tests of the flip's node-local record: what each outcome of the
 // batch leaves, and who may move it on.
-
-type fakeFlipper struct {
-	reverts  []flip.RevertPlan
-	flipErr  error
-	short    int
-	commits  int
-	commitEr error
-	flips    [][2]string // the found and derived fingerprints each flip expected
-}
-
-func (f *fakeFlipper) Flip(spec flip.MeshSpec, found, derived string) (*flip.RevertPlan, error) {
-	f.flips = append(f.flips, [2]string{found, derived})
-	if f.flipErr != nil {
-		return nil, f.flipErr
-	}
-	return &flip.RevertPlan{Node: spec.Node, Neutralised: []flip.RuleRef{{Handle: 7}}, ShortEchoes: f.short}, nil
-}
-func (f *fakeFlipper) Revert(p *flip.RevertPlan) error {
-	f.reverts = append(f.reverts, *p)
-	return nil
-}
-func (f *fakeFlipper) Commit(*flip.RevertPlan) (string, error) {
-	f.commits++
-	if f.commitEr != nil {
-		return "", f.commitEr
-	}
-	return "table ip filter {}", nil
-}
 
 var flipSpecN1 = flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}}}
 
@@ -54,16 +27,16 @@ func flipPlanN1() config.Plan {
 	return config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: []config.Port{{Num: 22, Proto: "tcp"}}}
 }
 
-func flipActs(t *testing.T) (*Activities, *fakeFlipper, string) {
+func flipActs(t *testing.T) (*Activities, *fake.Flipper, string) {
 	t.Helper()
 	return flipActsWith(t, flipPlanN1())
 }
 
-func flipActsWith(t *testing.T, plan config.Plan) (*Activities, *fakeFlipper, string) {
+func flipActsWith(t *testing.T, plan config.Plan) (*Activities, *fake.Flipper, string) {
 	t.Helper()
 	a, root := newActs(t)
 	withPlan(a, plan)
-	fl := &fakeFlipper{}
+	fl := &fake.Flipper{Neutralised: []flip.RuleRef{{Handle: 7}}, Saved: "table ip filter {}"}
 	a.Flipper = fl
 	a.StartWatchdog = func() error { return nil }
 	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
@@ -96,8 +69,8 @@ func TestFlipResumeAfterInterruptedApply(t *testing.T) {
 	setRecord(t, a, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipApplying, Deadline: time.Now().Add(time.Minute), Revert: []byte(`{"node":"n1"}`)})
 	_, err := a.Flip(context.Background(), flipIn("n1-1"))
 	msg := appErr(t, err, ErrFlipReverted)
-	if !strings.Contains(msg, "interrupted") || len(fl.reverts) != 1 {
-		t.Fatalf("reverts %d, error %s", len(fl.reverts), msg)
+	if !strings.Contains(msg, "interrupted") || len(fl.Reverts) != 1 {
+		t.Fatalf("reverts %d, error %s", len(fl.Reverts), msg)
 	}
 	_, err = a.ConfirmFlip(context.Background(), ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"})
 	appErr(t, err, ErrFlipReverted)
@@ -113,7 +86,7 @@ func TestFlipRecordBeforeBatchIsRevertible(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(root, "etc"), 0o755))
 	must(t, os.WriteFile(filepath.Join(root, "etc/hosts"), []byte("found\n"), 0o644))
 	var seen *nodestate.FlipRecord
-	fl.flipErr = fmt.Errorf("sending the batch: %w: ENOBUFS", nft.ErrOutcomeUnknown)
+	fl.FlipErr = fmt.Errorf("sending the batch: %w: ENOBUFS", nft.ErrOutcomeUnknown)
 	a.StartWatchdog = func() error {
 		seen = record(t, a) // what the watchdog starts from
 		return nil
@@ -136,8 +109,8 @@ func TestFlipRecordBeforeBatchIsRevertible(t *testing.T) {
 		t.Fatalf("after an unknown outcome the record is %+v; want pending", rec)
 	}
 	r, err := a.RevertFlip(context.Background(), ConfirmInput{Plan: plan, ID: "n1-1"})
-	if err != nil || r.State != nodestate.FlipReverted || len(fl.reverts) != 1 || fl.reverts[0].Node != "n1" {
-		t.Fatalf("revert of an unknown outcome: %+v %v, reverts %+v", r, err, fl.reverts)
+	if err != nil || r.State != nodestate.FlipReverted || len(fl.Reverts) != 1 || fl.Reverts[0].Node != "n1" {
+		t.Fatalf("revert of an unknown outcome: %+v %v, reverts %+v", r, err, fl.Reverts)
 	}
 }
 
@@ -145,15 +118,15 @@ func TestFlipRecordBeforeBatchIsRevertible(t *testing.T) {
 // a revert has nothing to do and says not-applied, not reverted.
 func TestFlipNotAppliedIsNotReverted(t *testing.T) {
 	a, fl, _ := flipActs(t)
-	fl.flipErr = fmt.Errorf("not flipping: %w (%w)", flip.ErrStaleDerived, flip.ErrNotApplied)
+	fl.FlipErr = fmt.Errorf("not flipping: %w (%w)", flip.ErrStaleDerived, flip.ErrNotApplied)
 	_, err := a.Flip(context.Background(), flipIn("n1-1"))
 	appErr(t, err, ErrStalePreview)
 	if rec := record(t, a); rec.State != nodestate.FlipNotApplied || rec.Pending() {
 		t.Fatalf("record %+v", rec)
 	}
 	r, err := a.RevertFlip(context.Background(), ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"})
-	if err != nil || r.State != nodestate.FlipNotApplied || len(fl.reverts) != 0 {
-		t.Fatalf("revert: %+v %v, reverts %d", r, err, len(fl.reverts))
+	if err != nil || r.State != nodestate.FlipNotApplied || len(fl.Reverts) != 0 {
+		t.Fatalf("revert: %+v %v, reverts %d", r, err, len(fl.Reverts))
 	}
 }
 
@@ -161,7 +134,7 @@ func TestFlipNotAppliedIsNotReverted(t *testing.T) {
 // applied and says so.
 func TestFlipShortEchoesIsApplied(t *testing.T) {
 	a, fl, _ := flipActs(t)
-	fl.short = 1
+	fl.ShortEchoes = 1
 	r, err := a.Flip(context.Background(), flipIn("n1-1"))
 	if err != nil || r.State != nodestate.FlipFlipped || !strings.Contains(r.Note, "echoed 1") {
 		t.Fatalf("flip: %+v %v", r, err)
@@ -187,7 +160,7 @@ func TestFlipRefusals(t *testing.T) {
 	if msg := appErr(t, err, ErrStalePreview); !strings.Contains(msg, "expect_derived") {
 		t.Fatalf("refusal: %s", msg)
 	}
-	if after := record(t, a); after.ID != before.ID || after.State != before.State || len(fl.reverts) != 0 {
+	if after := record(t, a); after.ID != before.ID || after.State != before.State || len(fl.Reverts) != 0 {
 		t.Fatalf("a refused flip changed the record: %+v", after)
 	}
 }
@@ -212,8 +185,8 @@ func TestConfirmDeadlineAndAlreadyConfirmed(t *testing.T) {
 	}
 	_, err = a.RevertFlip(context.Background(), in)
 	appErr(t, err, ErrFlipConfirmed)
-	if rec := record(t, a); rec.State != nodestate.FlipConfirmed || len(fl.reverts) != 0 {
-		t.Fatalf("revert of a confirmed flip changed something: %+v, reverts %d", rec, len(fl.reverts))
+	if rec := record(t, a); rec.State != nodestate.FlipConfirmed || len(fl.Reverts) != 0 {
+		t.Fatalf("revert of a confirmed flip changed something: %+v, reverts %d", rec, len(fl.Reverts))
 	}
 }
 
@@ -242,7 +215,7 @@ func TestFlipConfirmCommit(t *testing.T) {
 	if _, err := a.ConfirmFlip(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
-	fl.commitEr = fmt.Errorf("netlink: device busy")
+	fl.CommitErr = fmt.Errorf("netlink: device busy")
 	if _, err := a.CommitFlip(context.Background(), in); err == nil || !strings.Contains(err.Error(), "device busy") {
 		t.Fatalf("commit with a failing firewall: %v", err)
 	}
@@ -252,7 +225,7 @@ func TestFlipConfirmCommit(t *testing.T) {
 	if _, ok, _ := a.State.Adopted(); !ok {
 		t.Fatal("a failed commit marked the node converged")
 	}
-	fl.commitEr = nil
+	fl.CommitErr = nil
 	r, err := a.CommitFlip(context.Background(), in)
 	if err != nil || r.Listing == "" {
 		t.Fatalf("commit: %+v %v", r, err)

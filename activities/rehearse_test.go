@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"adoption/custody"
+	"adoption/internal/fake"
 	"adoption/sockets"
 )
 
@@ -54,7 +55,7 @@ func TestRehearsalNamesEverythingAndChangesNothing(t *testing.T) {
 	put(t, root, p, "MODE=prod\nLEVEL=debug-s3cret\nPORT=8080\n")
 	plan := fileModule(t, a, p, "MODE=stage\nLEVEL=warn-s3cret\nPORT=1\n", []string{"PORT"}, "env")
 	plan.Modules[0].Ports = nil
-	a.Sockets = fakeSockets{listeners: []sockets.Listener{{Proto: "tcp", Addr: "0.0.0.0", Port: 8080, PID: 9, Exe: "app"}}}
+	a.Sockets = fake.Sockets{Listening: []sockets.Listener{{Proto: "tcp", Addr: "0.0.0.0", Port: 8080, PID: 9, Exe: "app"}}}
 	before, beforeState := treeHash(t, root), treeHash(t, stateDir)
 
 	r, err := a.Rehearse(context.Background(), ModuleInput{Plan: plan, Module: "app"})

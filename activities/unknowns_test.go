@@ -13,24 +13,14 @@ import (
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/flip"
+	"adoption/internal/fake"
 )
 
-// dnatNode is a ruleset listed on a real ufw-docker namespace (the
+// loadDNATNode is a ruleset listed on a real ufw-docker namespace (the
 // firewall package's fixture): Docker's chains, published ports 18080,
 // 18081, 18082, 18083/tcp, 18053/udp and 19100 DNATed to 172.17.0.2
 // (and [fd00:17::2]) on docker0; and the node's interfaces as read there.
-type dnatNode struct {
-	rs   *firewall.Ruleset
-	node firewall.Node
-}
-
-func (f dnatNode) Inspect(context.Context) (eval.Report, error) {
-	return eval.Report{Kind: "iptables-nft", Node: f.node}, nil
-}
-func (f dnatNode) Ruleset() (*firewall.Ruleset, error) { return f.rs, nil }
-func (f dnatNode) Node() (firewall.Node, error)        { return f.node, nil }
-
-func loadDNATNode(t *testing.T) dnatNode {
+func loadDNATNode(t *testing.T) fake.NodeFirewall {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "firewall", "fwtest", "testdata", "dnat", "ufw-docker.json"))
 	if err != nil {
@@ -43,7 +33,7 @@ func loadDNATNode(t *testing.T) dnatNode {
 	if err := json.Unmarshal(b, &f); err != nil {
 		t.Fatal(err)
 	}
-	return dnatNode{rs: f.Ruleset, node: f.Node}
+	return fake.NodeFirewall{Firewall: fake.Firewall{Report: eval.Report{Kind: "iptables-nft", Node: f.Node}, Rules: f.Ruleset}, Links: f.Node}
 }
 
 // theContainer is the fixture's container as the engine reports it.
@@ -61,7 +51,7 @@ func previewOn(t *testing.T, report containers.Report, drop ...string) (*flip.Pr
 	t.Helper()
 	a, _ := newActs(t)
 	rec := &recorder{}
-	a.Firewall, a.Engine, a.Marks, a.Flipper = loadDNATNode(t), fakeEngine{report: report}, rec, rec
+	a.Firewall, a.Engine, a.Marks, a.Flipper = loadDNATNode(t), fake.Engine{Containers: report}, rec, rec
 	plan := withPlan(a, config.Plan{Node: "n1", ManagementPorts: config.MustPorts([]string{"22/tcp"}), Drop: config.MustPorts(drop)})
 	pv, err := a.Preview(context.Background(), PreviewInput{Plan: plan, Spec: specOf(plan)})
 	if err != nil {
@@ -142,7 +132,7 @@ func TestPreviewNamesAnUnmappedNetwork(t *testing.T) {
 // named, and nothing when all is mapped.
 func TestProbeNamesUnknowns(t *testing.T) {
 	f := loadDNATNode(t)
-	open := eval.OpenPortsOn(f.rs, f.node)
+	open := eval.OpenPortsOn(f.Rules, f.Links)
 	tables := []eval.TableSummary{{Family: "ip", Name: "nat", Ownership: firewall.Ownership{Owner: firewall.OwnedShared},
 		Chains: []eval.ChainSummary{{Name: "DOCKER", Ownership: firewall.Ownership{Owner: firewall.OwnedByForeign, Tool: "docker"}}}}}
 	// An opening the evaluator could not follow (a DNAT to an address on
@@ -150,7 +140,7 @@ func TestProbeNamesUnknowns(t *testing.T) {
 	open = append(open, firewall.Opening{Port: 18099, Proto: "tcp", Direction: firewall.HookForward, Family: firewall.FamilyIP,
 		Uncertain: true, Reason: "DNAT target 10.50.0.9 is on none of the node's networks: where it is routed is not known"})
 	probe := func(cr containers.Report, tables []eval.TableSummary, plan config.Plan) []string {
-		r := &ProbeReport{Firewall: eval.Report{Tables: tables, Open: open, Node: f.node}, Containers: cr}
+		r := &ProbeReport{Firewall: eval.Report{Tables: tables, Open: open, Node: f.Links}, Containers: cr}
 		return probeUnknowns(r, plan)
 	}
 	mac := containers.Info{Name: "mac", State: "running", Networks: []containers.Attachment{{Network: "macnet", Addrs: []string{"10.99.0.5/24"}}},

@@ -1,27 +1,15 @@
 package main
 
-// Connections lost during the flip (issue 5's bench, issue 7's table): a
-// node namespace with the real ufw (its own /etc/ufw copy, default deny
-// incoming and routed, a few allows) and a listener on the declared port,
-// a peer namespace connecting to it every 5 ms. Side by side, alternating:
-//
-//   - ours: firewall.Flipper.Flip (one netlink transaction: table inet
-//     adoption in, the predecessor neutralised), the mesh in force for a
-//     moment, then Flipper.Revert (one transaction back); the hammer runs
-//     across both;
-//   - the naive procedure: `ufw disable`, then `nft -f mesh.nft`, where
-//     mesh.nft is firewall.Derive(spec).Text(), the same derived table.
-//
-// After each run the node goes back to the found firewall (ours: the
-// revert; naive: nft delete table inet adoption, ufw --force enable),
-// outside the hammer's window.
+// This file holds the flip section: connections lost while ours flips a
+// plain ufw node (real ufw, a host listener, a peer hammering every 5 ms),
+// against ufw disable then nft -f of the same derived table, alternating;
+// the node goes back to the found firewall after each run.
 
 import (
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -171,25 +159,8 @@ func (b *flipBench) setup() error {
 		return err
 	}
 	b.addr = fmt.Sprintf("%s:%d", nodeAddr, flipPort)
-	etc := filepath.Join("/etc/netns", b.node.name)
-	steps := [][]string{
-		{"mkdir", "-p", etc},
-		{"cp", "-a", "/etc/ufw", filepath.Join(etc, "ufw")},
-		{"cp", "-a", "/etc/default", filepath.Join(etc, "default")},
-		{"sed", "-i", "-e", `s/^IPT_MODULES=.*/IPT_MODULES=""/`, "-e", "s/^IPV6=.*/IPV6=yes/", filepath.Join(etc, "default", "ufw")},
-	}
-	for _, ufw := range [][]string{
-		{"--force", "reset"}, {"default", "deny", "incoming"}, {"default", "deny", "routed"},
-		{"allow", "22/tcp"}, {"allow", "80/tcp"}, {"allow", "443/tcp"}, {"allow", fmt.Sprintf("%d/tcp", flipPort)},
-		{"route", "allow", "proto", "tcp", "to", "any", "port", "8443"},
-		{"--force", "enable"},
-	} {
-		steps = append(steps, append([]string{"ip", "netns", "exec", b.node.name, "ufw"}, ufw...))
-	}
-	for _, s := range steps {
-		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-			return fmt.Errorf("%s: %w\n%s", strings.Join(s, " "), err, out)
-		}
+	if err := runSteps(ufwNodeSteps(b.node.name, fmt.Sprintf("%d/tcp", flipPort))); err != nil {
+		return err
 	}
 	for _, port := range []int{22, 80, flipPort} {
 		c, err := b.node.serve("tcp", port)
@@ -272,24 +243,13 @@ func (b *flipBench) round(ours bool) (FlipRun, error) {
 	var procErr error
 	start := time.Now()
 	if ours {
-		var plan *flip.RevertPlan
 		derived, err := flip.DerivedFingerprint(found, b.spec)
 		if err != nil {
 			return r, err
 		}
-		plan, procErr = flipper.Flip(b.spec, expect, derived)
-		r.ProcedureMS = ms(time.Since(start))
-		if procErr == nil {
-			time.Sleep(flipSettle)
-			rs := time.Now()
-			procErr = flipper.Revert(plan)
-			r.RevertMS = ms(time.Since(rs))
-		}
+		r.ProcedureMS, r.RevertMS, procErr = flipAndRevert(start, flipper, b.spec, expect, derived, func() {})
 	} else {
-		procErr = b.ufw("disable")
-		if procErr == nil {
-			_, procErr = b.node.run(nil, "nft", "-f", b.meshFile)
-		}
+		procErr = ufwThenNft(b.ufw, func() error { _, err := b.node.run(nil, "nft", "-f", b.meshFile); return err })
 		r.ProcedureMS = ms(time.Since(start))
 	}
 	time.Sleep(flipSettle)
@@ -345,4 +305,28 @@ func sortedLines(s string) string {
 	lines := strings.Split(s, "\n")
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
+}
+
+// flipAndRevert is ours, timed from start: Flip, the mesh in force for
+// flipSettle (look sees it then), Revert. It returns the flip's and the
+// revert's durations.
+func flipAndRevert(start time.Time, f *flip.Flipper, spec flip.MeshSpec, expect, derived string, look func()) (flipMS, revertMS float64, err error) {
+	plan, err := f.Flip(spec, expect, derived)
+	flipMS = ms(time.Since(start))
+	if err != nil {
+		return flipMS, 0, err
+	}
+	time.Sleep(flipSettle)
+	look()
+	rs := time.Now()
+	err = f.Revert(plan)
+	return flipMS, ms(time.Since(rs)), err
+}
+
+// ufwThenNft is the naive procedure: ufw disable, then nft -f of the mesh.
+func ufwThenNft(ufw func(args ...string) error, nftFile func() error) error {
+	if err := ufw("disable"); err != nil {
+		return err
+	}
+	return nftFile()
 }

@@ -1,51 +1,17 @@
 package main
 
-// Connections lost during the flip on the reference node (issue 10's
-// bench): the seed's node as it really is (sandbox.RefNode: its own dockerd
-// in the node's namespace, the real ufw with the ufw-docker arrangement,
-// services that are containers with published ports, a host service on the
-// node, clients in a peer namespace with public addresses). Clients hammer
-// every declared published port (HTTP, through Docker's DNAT and the
-// node's forward hook into the node engine's containers) and the host
-// service (input path), each with a held keep-alive connection. Side by
-// side, alternating:
-//
-//   - ours: firewall.Flipper.Flip with the spec the workflow derives (the
-//     declared published ports kept for forwarding, the unrouted one
-//     dropped), the mesh in force for a moment, then Flipper.Revert;
-//   - the naive procedure: `ufw disable`, then `nft -f mesh.nft`, where
-//     mesh.nft is firewall.DeriveFor(found, spec).Text(): the same derived
-//     table ours writes.
-//
-// While the mesh is in force (before the revert, or before the naive
-// procedure is undone) a fresh client GET on each declared published port,
-// a connect to the dropped one and Docker's nat DOCKER chain are checked:
-// whether Docker's own chains still DNAT and the published ports still
-// answer after the procedure. After each run the node goes back to the
-// found firewall outside the hammer's window (ours: the revert; naive: nft
-// delete table inet adoption, ufw --force enable).
+// This file holds the flip section on the reference node (sandbox.RefNode:
+// its own dockerd, the real ufw with the ufw-docker arrangement, published
+// services and a host service): connections lost while ours flips, against
+// ufw disable then nft -f of the same derived table, alternating.
 
 import (
-	"bufio"
-	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"sort"
 	"strings"
-	"sync"
-	"syscall"
-	"time"
 
-	"adoption/config"
-	"adoption/firewall"
-	"adoption/firewall/eval"
 	"adoption/firewall/flip"
-	"adoption/netns"
 	"adoption/sandbox"
 )
 
@@ -64,7 +30,7 @@ type refService struct {
 	routed    bool
 }
 
-// refServices are the seed's shape: three routed published ports that
+// refServices are a predecessor's node's shape: three routed published ports that
 // modules declare and one published but unrouted (dropped at the flip).
 func refServices() []refService {
 	return []refService{
@@ -162,6 +128,32 @@ func runRefFlip(n int, stdout io.Writer) ([]Row, *RefFlipDetails, error) {
 	if err := b.setup(d); err != nil {
 		return nil, nil, err
 	}
+	if err := b.alternate(n, d, stdout); err != nil {
+		return nil, d, err
+	}
+	var oursMS, naiveMS []float64
+	for _, r := range d.Runs {
+		if r.Method == methodFlip {
+			d.Ours.add(r, b)
+			oursMS = append(oursMS, r.ProcedureMS)
+		} else {
+			d.Naive.add(r, b)
+			naiveMS = append(naiveMS, r.ProcedureMS)
+		}
+	}
+	d.Ours.MedianMS, d.Naive.MedianMS = median(oursMS), median(naiveMS)
+	d.Note = b.note(d, n)
+	rows := b.rows(d, n)
+	for _, r := range d.Runs {
+		if !r.Restored {
+			return rows, d, fmt.Errorf("run %d (%s) did not leave the ruleset as found", r.Seq, r.Method)
+		}
+	}
+	return rows, d, nil
+}
+
+// alternate runs each procedure n times, the order alternating.
+func (b *refFlipBench) alternate(n int, d *RefFlipDetails, stdout io.Writer) error {
 	for i := 0; i < n; i++ {
 		order := []bool{true, false}
 		if i%2 == 1 {
@@ -175,64 +167,65 @@ func runRefFlip(n int, stdout io.Writer) ([]Row, *RefFlipDetails, error) {
 			fmt.Fprintf(stdout, "flip-ref %d/%d: %s ...\n", i+1, n, m)
 			r, err := b.round(ours)
 			r.Seq, r.Method = len(d.Runs)+1, m
-			if err != nil {
-				d.Runs = append(d.Runs, r)
-				return nil, d, fmt.Errorf("%s, run %d: %w", m, i+1, err)
-			}
 			d.Runs = append(d.Runs, r)
+			if err != nil {
+				return fmt.Errorf("%s, run %d: %w", m, i+1, err)
+			}
 		}
 	}
-	var oursMS, naiveMS []float64
-	for _, r := range d.Runs {
-		s := &d.Naive
-		if r.Method == methodFlip {
-			s = &d.Ours
-			oursMS = append(oursMS, r.ProcedureMS)
-		} else {
-			naiveMS = append(naiveMS, r.ProcedureMS)
-		}
-		s.Runs++
-		for target, h := range r.Hammers {
-			if target == fmt.Sprintf("%d/tcp", refHostPort) {
-				s.HostFailed += h.Failed()
-				s.HostAttempts += h.Attempts
-				s.HostOutageMS = max(s.HostOutageMS, h.LongestOutageMS)
-				if !h.Held {
-					s.HostHeldLost++
-				}
-				continue
-			}
-			s.PublishedFailed += h.Failed()
-			s.PublishedAttempts += h.Attempts
-			s.PublishedOutageMS = max(s.PublishedOutageMS, h.LongestOutageMS)
+	return nil
+}
+
+// add counts one run into its method's figures.
+func (s *RefFlipSum) add(r RefFlipRun, b *refFlipBench) {
+	s.Runs++
+	for target, h := range r.Hammers {
+		if target == fmt.Sprintf("%d/tcp", refHostPort) {
+			s.HostFailed += h.Failed()
+			s.HostAttempts += h.Attempts
+			s.HostOutageMS = max(s.HostOutageMS, h.LongestOutageMS)
 			if !h.Held {
-				s.PublishedHeldLost++
+				s.HostHeldLost++
 			}
+			continue
 		}
-		answered, closed := true, true
-		for _, sv := range b.declared {
-			answered = answered && r.InForce.Ports[portKey(sv.host)] == "open"
-		}
-		for _, sv := range b.dropped {
-			closed = closed && r.InForce.Ports[portKey(sv.host)] == "filtered"
-		}
-		if answered {
-			s.AnsweredRuns++
-		}
-		if closed {
-			s.DroppedClosedRuns++
-		}
-		if r.InForce.DockerDNAT {
-			s.DNATRuns++
+		s.PublishedFailed += h.Failed()
+		s.PublishedAttempts += h.Attempts
+		s.PublishedOutageMS = max(s.PublishedOutageMS, h.LongestOutageMS)
+		if !h.Held {
+			s.PublishedHeldLost++
 		}
 	}
-	d.Ours.MedianMS, d.Naive.MedianMS = median(oursMS), median(naiveMS)
+	answered, closed := true, true
+	for _, sv := range b.declared {
+		answered = answered && r.InForce.Ports[portKey(sv.host)] == "open"
+	}
+	for _, sv := range b.dropped {
+		closed = closed && r.InForce.Ports[portKey(sv.host)] == "filtered"
+	}
+	if answered {
+		s.AnsweredRuns++
+	}
+	if closed {
+		s.DroppedClosedRuns++
+	}
+	if r.InForce.DockerDNAT {
+		s.DNATRuns++
+	}
+}
+
+// published are the declared published ports, as the rows name them.
+func (b *refFlipBench) published() string {
 	var declared []string
 	for _, sv := range b.declared {
 		declared = append(declared, portKey(sv.host))
 	}
-	pub := strings.Join(declared, ", ")
-	d.Note = fmt.Sprintf("reference node (sandbox.RefNode): its own dockerd %s in the node's namespace, real ufw %s with the ufw-docker arrangement "+
+	return strings.Join(declared, ", ")
+}
+
+func (b *refFlipBench) note(d *RefFlipDetails, n int) string {
+	pub := b.published()
+	note := fmt.Sprintf("reference node (sandbox.RefNode): its own dockerd %s in the node's namespace, real ufw %s with the ufw-docker arrangement "+
 		"(default deny incoming and routed; allow %d/tcp; route allow the container ports of %s; 19100/tcp published but unrouted); "+
 		"clients in a peer namespace at %s (outside the private ranges) hammer each of %s over HTTP (GET /health through DNAT into the node engine's containers) "+
 		"and the host service %d/tcp, each every %s with 500 ms dial and answer timeouts and one keep-alive connection held across; "+
@@ -243,18 +236,23 @@ func runRefFlip(n int, stdout io.Writer) ([]Row, *RefFlipDetails, error) {
 	if d.Naive.AnsweredRuns < d.Naive.Runs {
 		// What the in-force listing of DOCKER-USER and ufw-user-forward
 		// (kept in the runs' details) shows.
-		d.Note += "; the naive procedure left declared published ports unanswered while in force in " +
+		note += "; the naive procedure left declared published ports unanswered while in force in " +
 			fmt.Sprintf("%d/%d runs: ", d.Naive.Runs-d.Naive.AnsweredRuns, d.Naive.Runs) +
 			"ufw disable flushes ufw-user-forward (ufw's routed allows) but not the ufw-docker block in DOCKER-USER, whose drop of new " +
 			"connections to the private ranges then catches every published port, and an accept in table inet adoption cannot undo a drop " +
 			"in ip filter; Docker's DNAT itself stays; such an outage lasts until ufw is enabled again, so its figure is bounded by the hammer window"
 	}
+	return note
+}
+
+func (b *refFlipBench) rows(d *RefFlipDetails, n int) []Row {
+	pub := b.published()
 	oursIs, peerIs := "firewall.Flipper.Flip then Revert, reference node", "ufw disable; nft -f mesh.nft (DeriveFor(found, spec).Text())"
 	inForce := fmt.Sprintf("while in force, every declared published port answered a fresh client in %d/%d runs ours, %d/%d peer; "+
 		"Docker's nat DOCKER chain still DNATed them in %d/%d ours, %d/%d peer; the dropped 19100/tcp was closed in %d/%d ours, %d/%d peer",
 		d.Ours.AnsweredRuns, d.Ours.Runs, d.Naive.AnsweredRuns, d.Naive.Runs, d.Ours.DNATRuns, d.Ours.Runs, d.Naive.DNATRuns, d.Naive.Runs,
 		d.Ours.DroppedClosedRuns, d.Ours.Runs, d.Naive.DroppedClosedRuns, d.Naive.Runs)
-	rows := []Row{
+	return []Row{
 		row("flip-ref", fmt.Sprintf("connections failed on published ports %s during the flip, reference node, %d runs", pub, n),
 			float64(d.Ours.PublishedFailed), float64(d.Naive.PublishedFailed), "connections", oursIs, peerIs,
 			fmt.Sprintf("of %d and %d attempts; %s", d.Ours.PublishedAttempts, d.Naive.PublishedAttempts, inForce), 0),
@@ -270,12 +268,6 @@ func runRefFlip(n int, stdout io.Writer) ([]Row, *RefFlipDetails, error) {
 		row("flip-ref", fmt.Sprintf("flip's own duration on the reference node, median of %d", n), d.Ours.MedianMS, d.Naive.MedianMS, "ms",
 			"Flipper.Flip (list, analyse, one batch)", "ufw disable + nft -f", "", 1),
 	}
-	for _, r := range d.Runs {
-		if !r.Restored {
-			return rows, d, fmt.Errorf("run %d (%s) did not leave the ruleset as found", r.Seq, r.Method)
-		}
-	}
-	return rows, d, nil
 }
 
 func approvedText(d *RefFlipDetails) string {
@@ -290,288 +282,4 @@ func portKey(p int) string { return fmt.Sprintf("%d/tcp", p) }
 func dockerdVersion() string {
 	out, _ := exec.Command("dockerd", "--version").Output()
 	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "Docker version "))
-}
-
-func (b *refFlipBench) setup(d *RefFlipDetails) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
-		return fmt.Errorf("find the module root (go env GOMOD): %v", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	if b.dir, err = os.MkdirTemp("", "bn-ref-"); err != nil {
-		return err
-	}
-	bin := filepath.Join(b.dir, "adopt-sandbox")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./sandbox/cmd/adopt-sandbox")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build adopt-sandbox (the node's host service): %v: %s", err, out)
-	}
-	if err := sandbox.ServiceImages(ctx, root, map[string]string{"v1": refImage}); err != nil {
-		return err
-	}
-	spec := sandbox.RefSpec{Spec: sandbox.Spec{Name: refNodeName, Index: refIndex, Dir: filepath.Join(b.dir, "node"), Binary: bin,
-		Allowed: []config.Port{{Num: refHostPort, Proto: "tcp"}}}}
-	b.spec = flip.MeshSpec{Node: refNodeName,
-		Input: []flip.Allow{{Port: config.Port{Num: refHostPort, Proto: "tcp"}, Owner: flip.OwnerManagement}}}
-	for _, s := range refServices() {
-		spec.Services = append(spec.Services, sandbox.Service{
-			Name: s.module, Image: refImage, Routed: s.routed,
-			Host:      config.Port{Num: uint16(s.host), Proto: "tcp"},
-			Container: config.Port{Num: uint16(s.ctr), Proto: "tcp"},
-			Cmd:       []string{"-listen", fmt.Sprintf(":%d", s.ctr), "-data", "/named,/anon"},
-			Volumes:   []string{s.module + "-data:/named"},
-		})
-		p := config.Port{Num: uint16(s.host), Proto: "tcp"}
-		if !s.routed {
-			b.dropped = append(b.dropped, s)
-			b.spec.Drop = append(b.spec.Drop, p)
-			continue
-		}
-		// As workflows.MeshSpec derives it for a migrated module: its
-		// declared port for input, its published host port for forwarding.
-		b.declared = append(b.declared, s)
-		b.spec.Input = append(b.spec.Input, flip.Allow{Port: p, Owner: s.module})
-		b.spec.Forward = append(b.spec.Forward, flip.Allow{Port: p, Owner: s.module})
-	}
-	b.node = sandbox.NewRef(spec)
-	if err := b.node.Up(); err != nil {
-		return err
-	}
-	b.peerPath = "/run/netns/" + b.node.Peer
-	d.Spec = b.spec
-	found, err := eval.Inspector{Netns: b.node.NetnsPath()}.Ruleset()
-	if err != nil {
-		return err
-	}
-	node, err := firewall.ReadNode(b.node.NetnsPath())
-	if err != nil {
-		return err
-	}
-	pv := flip.PreviewFlipOn(found, node, b.spec)
-	d.PreviewApproved, d.PreviewReasons = pv.Approved, pv.Reasons
-	derived, err := flip.DeriveFor(found, b.spec)
-	if err != nil {
-		return err
-	}
-	d.MeshNft = derived.Text()
-	b.meshFile = filepath.Join(b.dir, "mesh.nft")
-	if err := os.WriteFile(b.meshFile, []byte(d.MeshNft), 0o600); err != nil {
-		return err
-	}
-	// Every declared port must answer before any run: a run that starts
-	// broken measures nothing.
-	for _, s := range b.declared {
-		if got := b.client(s.host); got != "open" {
-			return fmt.Errorf("published port %d does not answer a client before any flip: %s", s.host, got)
-		}
-	}
-	return nil
-}
-
-func (b *refFlipBench) cleanup() {
-	if b.node != nil {
-		if err := b.node.Down(); err != nil {
-			fmt.Fprintln(os.Stderr, "flip-ref:", err)
-		}
-	}
-	if b.dir != "" {
-		exec.Command("docker", "image", "rm", "-f", refImage).Run() //nolint:errcheck // best effort at cleanup
-		os.RemoveAll(b.dir)
-	}
-}
-
-// onNode runs a command in the node's namespace.
-func (b *refFlipBench) onNode(args ...string) (string, error) {
-	out, err := b.node.OnNode(args...).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	return string(out), nil
-}
-
-func (b *refFlipBench) listing() (string, error) {
-	out, err := b.onNode("nft", "list", "ruleset")
-	return counters.ReplaceAllString(out, "counter"), err
-}
-
-// client is one fresh client's GET /health on a published port, from the
-// peer: "open" (a 200), "refused", "filtered" (nothing within a second) or
-// what else went wrong.
-func (b *refFlipBench) client(port int) string {
-	state := ""
-	err := netns.Do(b.peerPath, func() error {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("%s:%d", b.node.Addr, port), time.Second)
-		switch {
-		case errors.Is(err, syscall.ECONNREFUSED):
-			state = "refused"
-			return nil
-		case err != nil:
-			state = "filtered"
-			return nil
-		}
-		defer c.Close()
-		if err := sandbox.HealthCheck(c, bufio.NewReader(c), false, time.Second); err != nil {
-			state = "connected, no answer: " + err.Error()
-			return nil
-		}
-		state = "open"
-		return nil
-	})
-	if err != nil {
-		return err.Error()
-	}
-	return state
-}
-
-// inForce looks at the node while the mesh is in force.
-func (b *refFlipBench) inForce() RefInForce {
-	f := RefInForce{Ports: map[string]string{}}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, s := range refServices() { // at once: a filtered port costs its whole timeout
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			st := b.client(s.host)
-			mu.Lock()
-			f.Ports[portKey(s.host)] = st
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	for _, s := range b.declared {
-		if f.Ports[portKey(s.host)] != "open" {
-			fu, _ := b.onNode("iptables", "-S", "DOCKER-USER")
-			uf, _ := b.onNode("iptables", "-S", "ufw-user-forward")
-			f.DockerUser = fu + uf
-			break
-		}
-	}
-	nat, err := b.onNode("iptables", "-t", "nat", "-S", "DOCKER")
-	f.DockerDNAT = err == nil
-	for _, s := range b.declared {
-		f.DockerDNAT = f.DockerDNAT && strings.Contains(nat, fmt.Sprintf("--dport %d -j DNAT", s.host))
-	}
-	if !f.DockerDNAT {
-		f.DockerChains = nat
-		if err != nil {
-			f.DockerChains = err.Error()
-		}
-	}
-	return f
-}
-
-func (b *refFlipBench) ufw(args ...string) error { return ufwIn(b.node.Netns, args...) }
-
-func (b *refFlipBench) nft(args ...string) error {
-	_, err := b.onNode(append([]string{"nft"}, args...)...)
-	return err
-}
-
-// round runs one procedure under the hammers and goes back to the found
-// firewall.
-func (b *refFlipBench) round(ours bool) (RefFlipRun, error) {
-	r := RefFlipRun{Hammers: map[string]HammerRun{}}
-	before, err := b.listing()
-	if err != nil {
-		return r, err
-	}
-	var expect, derived string
-	if ours {
-		rs, err := eval.Inspector{Netns: b.node.NetnsPath()}.Ruleset()
-		if err != nil {
-			return r, err
-		}
-		expect = firewall.Fingerprint(rs)
-		if derived, err = flip.DerivedFingerprint(rs, b.spec); err != nil {
-			return r, err
-		}
-	}
-	type running struct {
-		target string
-		stop   func() (HammerRun, error)
-	}
-	var hs []running
-	for _, s := range b.declared {
-		hs = append(hs, running{portKey(s.host), hammerOn(b.peerPath, fmt.Sprintf("%s:%d", b.node.Addr, s.host), flipEvery, httpHealth{})})
-	}
-	hs = append(hs, running{portKey(refHostPort), hammerOn(b.peerPath, fmt.Sprintf("%s:%d", b.node.Addr, refHostPort), flipEvery, greeting{})})
-	stopAll := func() error {
-		var errs []error
-		for _, h := range hs {
-			res, err := h.stop()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("hammer %s: %w", h.target, err))
-			}
-			r.Hammers[h.target] = res
-		}
-		return errors.Join(errs...)
-	}
-	time.Sleep(flipLead)
-	var procErr error
-	start := time.Now()
-	if ours {
-		flipper := flip.NewFlipper(b.node.NetnsPath())
-		var plan *flip.RevertPlan
-		plan, procErr = flipper.Flip(b.spec, expect, derived)
-		r.ProcedureMS = ms(time.Since(start))
-		if procErr == nil {
-			time.Sleep(flipSettle)
-			r.InForce = b.inForce()
-			rs := time.Now()
-			procErr = flipper.Revert(plan)
-			r.RevertMS = ms(time.Since(rs))
-		}
-	} else {
-		procErr = b.ufw("disable")
-		if procErr == nil {
-			_, procErr = b.onNode("nft", "-f", b.meshFile)
-		}
-		r.ProcedureMS = ms(time.Since(start))
-		if procErr == nil {
-			time.Sleep(flipSettle)
-			r.InForce = b.inForce()
-		}
-	}
-	time.Sleep(flipSettle)
-	herr := stopAll()
-	if procErr != nil {
-		return r, procErr
-	}
-	if herr != nil {
-		return r, herr
-	}
-	var after string
-	if r.Restored, after, err = restored(b, ours, before); err != nil {
-		return r, err
-	}
-	if !r.Restored {
-		return r, fmt.Errorf("the ruleset after the run differs from the one before:\n%s", lineDiff(before, after))
-	}
-	return r, nil
-}
-
-// lineDiff lists the lines only one of a and b has, in any order.
-func lineDiff(a, b string) string {
-	count := map[string]int{}
-	for _, l := range strings.Split(a, "\n") {
-		count[l]++
-	}
-	for _, l := range strings.Split(b, "\n") {
-		count[l]--
-	}
-	var out []string
-	for l, c := range count {
-		switch {
-		case c > 0:
-			out = append(out, "- "+strings.TrimSpace(l))
-		case c < 0:
-			out = append(out, "+ "+strings.TrimSpace(l))
-		}
-	}
-	sort.Strings(out)
-	return strings.Join(out, "\n")
 }

@@ -1,38 +1,11 @@
 // Command bench is `make bench`: every figure measured side by side in one
-// run, printed as one table (figure, ours, peer, peer/ours, unit, a note
-// naming which is ours and which the peer's) and written with each
-// section's details to bench/results/bench-<date>.json. Run it as root:
-//
-//	go run ./bench                       # about 10 minutes on 2 cores
-//	go run ./bench -skip-scale -skip-ufw # quicker; see -h for every flag
-//
-// The sections:
-//   - marks: opening and closing marked rules through the firewall package
-//     (one listing and one netlink batch per operation) against one nft -f
-//     of the same rules, and nft, iptables and ufw run once per rule (this
-//     file);
-//   - probe: activities.Activities.Probe of a node shaped like the seed's
-//     control node against gathering the same facts by shelling out
-//     (probe.go);
-//   - cutover: one service's unavailability, containers.Engine's cutover
-//     against docker stop && rm && run (cutover.go, adapted by
-//     cutover_rows.go);
-//   - flip: connections lost under a 5 ms hammer, firewall.Flipper against
-//     ufw disable then nft -f, on a plain ufw node with a host listener
-//     (flip.go);
-//   - flip-ref: the same on the reference node (its own dockerd, ufw with
-//     the ufw-docker arrangement): clients on every declared published
-//     port, through DNAT, and on a host service (flipref.go);
-//   - scale: a SIMULATION of 1,000 in-memory nodes driven through one Fleet
-//     workflow by one orchestrator process (adopt-worker orchestrate) on one
-//     dev server, then all flipped 50 at a time; absolute figures (scale.go).
-//
+// run (marks, probe, cutover, flip, flip-ref, scale; one file each),
+// printed as one table and written with each section's details to
+// bench/results/bench-<date>.json. Run it as root; see -h for every flag.
 // Figures are printed, never asserted: the goals are read off the table.
 package main
 
 import (
-	"bytes"
-	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -40,15 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
-
-	"adoption/config"
-	"adoption/firewall/marks"
-	"adoption/netns"
 )
 
 func main() {
@@ -58,61 +24,51 @@ func main() {
 	}
 }
 
-// Result is one method's figures.
-type Result struct {
-	Method      string  `json:"method"`
-	Rules       int     `json:"rules"`
-	ProcessRuns int     `json:"process_runs"`
-	OpenMS      float64 `json:"open_ms"`
-	CloseMS     float64 `json:"close_ms"`
-	TotalMS     float64 `json:"total_ms"`
-	Ratio       float64 `json:"ratio_vs_ours"`
-	Restored    bool    `json:"restored"`
-	// Runs is how many times the method ran; the figures are those of the
-	// run with the median total, RunsMS every run's total in order.
-	Runs   int       `json:"runs"`
-	RunsMS []float64 `json:"runs_total_ms,omitempty"`
+// flags are the command line's: which sections run, and how.
+type flags struct {
+	outDir                 string
+	skipMarks, skipUfw     bool
+	marksN, marksRuns      int
+	skipProbe              bool
+	probeN                 int
+	probeFixture           string
+	skipCutover, skipFlip  bool
+	cutoverN, flipN        int
+	skipFlipRef, skipScale bool
+	flipRefN               int
+	scale                  scaleOpts
 }
 
-// Report is what the JSON file holds.
-type Report struct {
-	Date    string   `json:"date"`
-	Ports   string   `json:"ports"`
-	Kernel  string   `json:"kernel"`
-	Tools   []string `json:"tools"`
-	Note    string   `json:"note"`
-	Results []Result `json:"results"`
-}
-
-type bench struct {
-	ns, path string
-	ports    []config.Port
+func parseFlags(args []string) (*flags, error) {
+	f := &flags{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.StringVar(&f.outDir, "out", filepath.Join("bench", "results"), "directory for the JSON result")
+	fs.BoolVar(&f.skipMarks, "skip-marks", false, "leave out the marked-rules rows")
+	fs.IntVar(&f.marksN, "n", 100, "marked rules: ports to open (from 20000, tcp)")
+	fs.IntVar(&f.marksRuns, "marks-runs", 5, "marked rules: runs of ours and of the one-nft-f peer, interleaved (median reported); the per-rule peers run once")
+	fs.BoolVar(&f.skipUfw, "skip-ufw", false, "marked rules: leave out `ufw allow` (about 0.5 s per rule)")
+	fs.BoolVar(&f.skipProbe, "skip-probe", false, "leave out the probe of a control-node-shaped node")
+	fs.IntVar(&f.probeN, "probe-n", 20, "probe: timed runs of each")
+	fs.StringVar(&f.probeFixture, "probe-fixture", "", "probe: also write the node's listed ruleset and interfaces as JSON to this `file` (firewall/fwtest/testdata/dnat/control-node.json is one)")
+	fs.BoolVar(&f.skipCutover, "skip-cutover", false, "leave out the cutover rows (needs Docker)")
+	fs.IntVar(&f.cutoverN, "cutover-n", 5, "cutover: runs of each procedure")
+	fs.BoolVar(&f.skipFlip, "skip-flip", false, "leave out the flip-under-load rows")
+	fs.IntVar(&f.flipN, "flip-n", 5, "flip: runs of each procedure")
+	fs.BoolVar(&f.skipFlipRef, "skip-flip-ref", false, "leave out the flip rows on the reference node (needs Docker, dockerd, ufw)")
+	fs.IntVar(&f.flipRefN, "flip-ref-n", 5, "flip on the reference node: runs of each procedure")
+	fs.BoolVar(&f.skipScale, "skip-scale", false, "leave out the orchestration-at-scale simulation (needs the Temporal CLI)")
+	fs.IntVar(&f.scale.nodes, "scale-nodes", 1000, "scale: simulated nodes (one NodeMigration and one node worker each)")
+	fs.IntVar(&f.scale.flips, "scale-flips", 0, "scale: nodes flipped for the flip-to-converged latency (0: every node, which also times all converged)")
+	fs.IntVar(&f.scale.parallel, "scale-flip-parallel", 50, "scale: flips in flight at once")
+	fs.DurationVar(&f.scale.timeout, "scale-timeout", 25*time.Minute, "scale: give up after this long")
+	fs.StringVar(&f.scale.pollers, "scale-orch-pollers", "", "scale: the orchestrator's --workflow-pollers (a number or auto; empty: its default)")
+	fs.StringVar(&f.scale.db, "scale-db", "tmpfs", "scale: the dev server's SQLite file on tmpfs (/dev/shm) or disk (the temp dir)")
+	return f, fs.Parse(args)
 }
 
 func run(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	outDir := fs.String("out", filepath.Join("bench", "results"), "directory for the JSON result")
-	skipMarks := fs.Bool("skip-marks", false, "leave out the marked-rules rows")
-	n := fs.Int("n", 100, "marked rules: ports to open (from 20000, tcp)")
-	marksRuns := fs.Int("marks-runs", 5, "marked rules: runs of ours and of the one-nft-f peer, interleaved (median reported); the per-rule peers run once")
-	skipUfw := fs.Bool("skip-ufw", false, "marked rules: leave out `ufw allow` (about 0.5 s per rule)")
-	skipProbe := fs.Bool("skip-probe", false, "leave out the probe of a control-node-shaped node")
-	probeN := fs.Int("probe-n", 20, "probe: timed runs of each")
-	probeFixture := fs.String("probe-fixture", "", "probe: also write the node's listed ruleset and interfaces as JSON to this `file` (firewall/fwtest/testdata/dnat/control-node.json is one)")
-	skipCutover := fs.Bool("skip-cutover", false, "leave out the cutover rows (needs Docker)")
-	cutoverN := fs.Int("cutover-n", 5, "cutover: runs of each procedure")
-	skipFlip := fs.Bool("skip-flip", false, "leave out the flip-under-load rows")
-	flipN := fs.Int("flip-n", 5, "flip: runs of each procedure")
-	skipFlipRef := fs.Bool("skip-flip-ref", false, "leave out the flip rows on the reference node (needs Docker, dockerd, ufw)")
-	flipRefN := fs.Int("flip-ref-n", 5, "flip on the reference node: runs of each procedure")
-	skipScale := fs.Bool("skip-scale", false, "leave out the orchestration-at-scale simulation (needs the Temporal CLI)")
-	scaleNodes := fs.Int("scale-nodes", 1000, "scale: simulated nodes (one NodeMigration and one node worker each)")
-	scaleFlips := fs.Int("scale-flips", 0, "scale: nodes flipped for the flip-to-converged latency (0: every node, which also times all converged)")
-	scaleParallel := fs.Int("scale-flip-parallel", 50, "scale: flips in flight at once")
-	scaleTimeout := fs.Duration("scale-timeout", 25*time.Minute, "scale: give up after this long")
-	scalePollers := fs.String("scale-orch-pollers", "", "scale: the orchestrator's --workflow-pollers (a number or auto; empty: its default)")
-	scaleDB := fs.String("scale-db", "tmpfs", "scale: the dev server's SQLite file on tmpfs (/dev/shm) or disk (the temp dir)")
-	if err := fs.Parse(args); err != nil {
+	f, err := parseFlags(args)
+	if err != nil {
 		return err
 	}
 	if os.Geteuid() != 0 {
@@ -124,455 +80,68 @@ func run(args []string, stdout io.Writer) error {
 		}
 	}
 	began := time.Now()
-	res := Results{
+	r := &runner{out: stdout, res: Results{
 		Date: time.Now().UTC().Format(time.RFC3339),
 		Host: hostInfo(),
 		Note: "every row measured in this run, ours beside the peer's; ratio = peer / ours, and every figure is lower-is-better, " +
 			"so a ratio above 1 means ours is lower by that factor; rows marked SIMULATION are absolute figures with no peer",
 		Sections: map[string]any{},
-	}
-	var errs []error
-	section := func(name string, skip bool, fn func() ([]Row, any, error)) {
-		if skip {
-			res.Skipped = append(res.Skipped, name)
-			fmt.Fprintf(stdout, "%s: skipped\n", name)
-			return
-		}
-		t := time.Now()
-		rows, det, err := fn()
-		res.Rows = append(res.Rows, rows...)
-		if det != nil {
-			res.Sections[name] = det
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-			res.Errors = append(res.Errors, fmt.Sprintf("%s: %v", name, err))
-			fmt.Fprintf(stdout, "%s: FAILED: %v\n", name, err)
-			return
-		}
-		fmt.Fprintf(stdout, "%s: done in %.0f s\n", name, time.Since(t).Seconds())
-	}
-	section("marks", *skipMarks, func() ([]Row, any, error) {
-		rows, rep, err := runMarks(*n, *marksRuns, *skipUfw, stdout)
-		if rep == nil {
-			return rows, nil, err
-		}
-		return rows, rep, err
-	})
-	section("probe", *skipProbe, func() ([]Row, any, error) {
-		rows, det, err := runProbe(*probeN, *probeFixture, stdout)
-		if det == nil {
-			return rows, nil, err
-		}
-		return rows, det, err
-	})
-	section("cutover", *skipCutover, func() ([]Row, any, error) {
-		rows, rep, err := cutoverRows(*cutoverN, stdout)
-		if rep == nil {
-			return rows, nil, err
-		}
-		return rows, rep, err
-	})
-	section("flip", *skipFlip, func() ([]Row, any, error) {
-		rows, det, err := runFlip(*flipN, stdout)
-		if det == nil {
-			return rows, nil, err
-		}
-		return rows, det, err
-	})
-	section("flip-ref", *skipFlipRef, func() ([]Row, any, error) {
-		rows, det, err := runRefFlip(*flipRefN, stdout)
-		if det == nil {
-			return rows, nil, err
-		}
-		return rows, det, err
-	})
-	section("scale", *skipScale, func() ([]Row, any, error) {
-		rows, det, err := runScale(scaleOpts{nodes: *scaleNodes, flips: *scaleFlips, parallel: *scaleParallel, timeout: *scaleTimeout, db: *scaleDB, pollers: *scalePollers}, stdout)
-		if det == nil {
-			return rows, nil, err
-		}
-		return rows, det, err
-	})
-
+	}}
+	r.section("marks", f.skipMarks, func() ([]Row, any, error) { return details(runMarks(f.marksN, f.marksRuns, f.skipUfw, stdout)) })
+	r.section("probe", f.skipProbe, func() ([]Row, any, error) { return details(runProbe(f.probeN, f.probeFixture, stdout)) })
+	r.section("cutover", f.skipCutover, func() ([]Row, any, error) { return details(cutoverRows(f.cutoverN, stdout)) })
+	r.section("flip", f.skipFlip, func() ([]Row, any, error) { return details(runFlip(f.flipN, stdout)) })
+	r.section("flip-ref", f.skipFlipRef, func() ([]Row, any, error) { return details(runRefFlip(f.flipRefN, stdout)) })
+	r.section("scale", f.skipScale, func() ([]Row, any, error) { return details(runScale(f.scale, stdout)) })
+	res := r.res
 	fmt.Fprintf(stdout, "\nmake bench, %s, %d CPUs, kernel %s, %.0f s in all\n", res.Date, res.Host.CPUs, res.Host.Kernel, time.Since(began).Seconds())
 	fmt.Fprintln(stdout, "ratio = peer / ours; every figure is lower-is-better, so above 1 means ours is lower by that factor")
 	printTable(stdout, res.Rows)
 	if len(res.Skipped) > 0 {
 		fmt.Fprintf(stdout, "skipped: %s\n", strings.Join(res.Skipped, ", "))
 	}
-	file, err := writeResults(*outDir, res)
+	file, err := writeResults(f.outDir, res)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", file)
-	return errors.Join(errs...)
+	return errors.Join(r.errs...)
 }
 
-// runMarks opens and closes marked rules by each method in one fresh ufw
-// namespace and checks that each leaves the ruleset as found. Ours and the
-// one-nft-f peer are quick and noisy on a shared machine: they run runs
-// times, interleaved so both see the same load, and the median run counts.
-// The per-rule peers aggregate hundreds of process runs already: once.
-func runMarks(n, runs int, skipUfw bool, stdout io.Writer) ([]Row, *Report, error) {
-	b := &bench{ns: "bn-mk-" + randHex(4)}
-	b.path = filepath.Join("/run/netns", b.ns)
-	for i := 0; i < n; i++ {
-		b.ports = append(b.ports, config.Port{Num: uint16(20000 + i), Proto: "tcp"})
-	}
-	if runs < 1 {
-		runs = 1
-	}
-	cleanup, err := b.setup()
-	defer cleanup()
-	if err != nil {
-		return nil, nil, err
-	}
-	before, err := b.listing()
-	if err != nil {
-		return nil, nil, err
-	}
-	type method struct {
-		name string
-		fn   func() (Result, error)
-		runs int
-		all  []Result
-	}
-	methods := []*method{
-		{name: "firewall.Marker (one batch)", fn: b.ours, runs: runs},
-		{name: "nft -f, one run to insert and one to delete by handle", fn: b.nftFile, runs: runs},
-		{name: "nft insert, one run per port", fn: b.nft, runs: 1},
-		{name: "iptables -I, one run per rule", fn: b.iptables, runs: 1},
-		{name: "ufw allow, one run per port", fn: b.ufw, runs: 1},
-	}
-	if skipUfw {
-		methods = methods[:len(methods)-1]
-	}
-	once := func(m *method) error {
-		fmt.Fprintf(stdout, "marks: %s (run %d of %d) ...\n", m.name, len(m.all)+1, m.runs)
-		r, err := m.fn()
-		if err != nil {
-			return fmt.Errorf("%s: %w", m.name, err)
-		}
-		after, err := b.listing()
-		if err != nil {
-			return err
-		}
-		r.Method = m.name
-		r.TotalMS = r.OpenMS + r.CloseMS
-		r.Restored = after == before
-		m.all = append(m.all, r)
-		if !r.Restored {
-			return fmt.Errorf("%s did not leave the ruleset as found", m.name)
-		}
-		return nil
-	}
-	var errRun error
-	for i := 0; i < runs && errRun == nil; i++ {
-		for _, m := range methods {
-			if i < m.runs && errRun == nil {
-				errRun = once(m)
-			}
-		}
-	}
-	var results []Result
-	for _, m := range methods {
-		if errRun == nil && len(m.all) == 0 {
-			errRun = once(m)
-		}
-		if len(m.all) == 0 {
-			break
-		}
-		results = append(results, medianRun(m.all))
-	}
-	if len(results) == 0 {
-		return nil, nil, errRun
-	}
-	for i := range results {
-		results[i].Ratio = results[i].TotalMS / results[0].TotalMS
-	}
-	rep := &Report{
-		Date:   time.Now().UTC().Format(time.RFC3339),
-		Ports:  fmt.Sprintf("%d-%d/tcp, IPv4 and IPv6", 20000, 20000+n-1),
-		Kernel: hostInfo().Kernel,
-		Tools:  versions(),
-		Note: "one ufw namespace; each method opens the ports in both families and closes them again; nft and iptables run on a thread inside the namespace (no ip netns exec), ufw through ip netns exec for its own /etc copy; " +
-			fmt.Sprintf("ours and nft -f ran %d times, interleaved, and the run with the median total is reported (runs_total_ms holds every run); the per-rule methods ran once", runs),
-		Results: results,
-	}
-	ours := results[0]
-	var rows []Row
-	for _, r := range results[1:] {
-		peerIs := fmt.Sprintf("%s (%d process runs)", r.Method, r.ProcessRuns)
-		note := fmt.Sprintf("open %.1f + close %.1f ms ours, %.1f + %.1f ms peer; ruleset as found after: ours %v, peer %v", ours.OpenMS, ours.CloseMS, r.OpenMS, r.CloseMS, ours.Restored, r.Restored)
-		if r.Runs > 1 {
-			note += fmt.Sprintf("; median of %d interleaved runs each (ours %s ms, peer %s ms)", r.Runs, joinMS(ours.RunsMS), joinMS(r.RunsMS))
-		}
-		if r.Method == methods[1].name {
-			peerIs = fmt.Sprintf("one `nft -e -a -f` inserting the same %d rules into the same chains, then one `nft -f` deleting them by the handles it echoed (%d process runs)", r.Rules, r.ProcessRuns)
-			note += "; the rule files are written before each timed run, as a script would have them; nft pays at exit for the kernel reclaiming the deleted rules, ours releases its sockets off the caller's path"
-		}
-		rows = append(rows, row("marks", fmt.Sprintf("open + close %d ports as marked rules (%d rules, IPv4 and IPv6)", n, r.Rules),
-			ours.TotalMS, r.TotalMS, "ms", "firewall.Marker: one listing and one netlink batch per operation", peerIs, note, 1))
-	}
-	return rows, rep, errRun
+// runner runs the sections one after another, gathering their rows,
+// details and errors: a failed section does not stop the next.
+type runner struct {
+	out  io.Writer
+	res  Results
+	errs []error
 }
 
-// medianRun returns the run with the median total (the lower middle of an
-// even count), with every run's total and the count.
-func medianRun(all []Result) Result {
-	sorted := slices.Clone(all)
-	slices.SortFunc(sorted, func(a, b Result) int { return cmp.Compare(a.TotalMS, b.TotalMS) })
-	r := sorted[(len(sorted)-1)/2]
-	r.Runs = len(all)
-	r.Restored = true
-	for _, a := range all {
-		r.RunsMS = append(r.RunsMS, a.TotalMS)
-		r.Restored = r.Restored && a.Restored
+func (r *runner) section(name string, skip bool, fn func() ([]Row, any, error)) {
+	if skip {
+		r.res.Skipped = append(r.res.Skipped, name)
+		fmt.Fprintf(r.out, "%s: skipped\n", name)
+		return
 	}
-	if len(all) == 1 {
-		r.RunsMS = nil
+	t := time.Now()
+	rows, det, err := fn()
+	r.res.Rows = append(r.res.Rows, rows...)
+	if det != nil {
+		r.res.Sections[name] = det
 	}
-	return r
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s: %w", name, err))
+		r.res.Errors = append(r.res.Errors, fmt.Sprintf("%s: %v", name, err))
+		fmt.Fprintf(r.out, "%s: FAILED: %v\n", name, err)
+		return
+	}
+	fmt.Fprintf(r.out, "%s: done in %.0f s\n", name, time.Since(t).Seconds())
 }
 
-func joinMS(v []float64) string {
-	parts := make([]string, len(v))
-	for i, x := range v {
-		parts[i] = fmt.Sprintf("%.1f", x)
+// details hands a section's details on as any, nil when there are none
+// (a nil *D in an any is not nil).
+func details[D any](rows []Row, det *D, err error) ([]Row, any, error) {
+	if det == nil {
+		return rows, nil, err
 	}
-	return strings.Join(parts, ", ")
-}
-
-func versions() []string {
-	var out []string
-	for _, c := range [][]string{{"nft", "--version"}, {"iptables", "--version"}, {"ufw", "--version"}} {
-		b, _ := exec.Command(c[0], c[1:]...).Output()
-		out = append(out, strings.SplitN(strings.TrimSpace(string(b)), "\n", 2)[0])
-	}
-	return out
-}
-
-// setup makes the namespace a ufw node with its own copy of /etc/ufw and
-// /etc/default (ip netns exec bind-mounts /etc/netns/NS/* over /etc).
-func (b *bench) setup() (func(), error) {
-	etc := filepath.Join("/etc/netns", b.ns)
-	cleanup := func() {
-		exec.Command("ip", "netns", "del", b.ns).Run()
-		os.RemoveAll(etc)
-	}
-	steps := [][]string{
-		{"ip", "netns", "add", b.ns},
-		{"ip", "-n", b.ns, "link", "set", "lo", "up"},
-		{"mkdir", "-p", etc},
-		{"cp", "-a", "/etc/ufw", filepath.Join(etc, "ufw")},
-		{"cp", "-a", "/etc/default", filepath.Join(etc, "default")},
-		{"sed", "-i", "-e", `s/^IPT_MODULES=.*/IPT_MODULES=""/`, "-e", "s/^IPV6=.*/IPV6=yes/", filepath.Join(etc, "default", "ufw")},
-	}
-	for _, ufw := range [][]string{
-		{"--force", "reset"}, {"default", "deny", "incoming"}, {"default", "deny", "routed"},
-		{"allow", "22/tcp"}, {"allow", "80/tcp"}, {"allow", "443/tcp"}, {"route", "allow", "proto", "tcp", "to", "any", "port", "8443"},
-		{"--force", "enable"},
-	} {
-		steps = append(steps, append([]string{"ip", "netns", "exec", b.ns, "ufw"}, ufw...))
-	}
-	for _, s := range steps {
-		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-			return cleanup, fmt.Errorf("%s: %w\n%s", strings.Join(s, " "), err, out)
-		}
-	}
-	return cleanup, nil
-}
-
-var counters = regexp.MustCompile(`counter packets \d+ bytes \d+`)
-
-func (b *bench) listing() (string, error) {
-	out, err := exec.Command("ip", "netns", "exec", b.ns, "nft", "list", "ruleset").Output()
-	return counters.ReplaceAllString(string(out), "counter"), err
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func (b *bench) ours() (Result, error) {
-	m := marks.NewMarker(b.path)
-	start := time.Now()
-	added, _, err := m.Open("bench", "bench", b.ports)
-	if err != nil {
-		return Result{}, err
-	}
-	opened := time.Now()
-	removed, err := m.Close("bench", "bench")
-	if err != nil {
-		return Result{}, err
-	}
-	closed := time.Now()
-	if len(added) != 2*len(b.ports) || len(removed) != len(added) {
-		return Result{}, fmt.Errorf("added %d and removed %d rules, want %d", len(added), len(removed), 2*len(b.ports))
-	}
-	return Result{Rules: len(added), OpenMS: ms(opened.Sub(start)), CloseMS: ms(closed.Sub(opened))}, nil
-}
-
-// inNS runs commands from a thread inside the namespace: a child process
-// inherits the forking thread's network namespace, so the per-rule commands
-// pay only their own cost, as they would run on the node itself.
-func (b *bench) inNS(cmds [][]string) (outs []string, err error) {
-	err = netns.Do(b.path, func() error {
-		for _, c := range cmds {
-			var out bytes.Buffer
-			cmd := exec.Command(c[0], c[1:]...)
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Run(); err != nil {
-				return fmt.Errorf("%s: %w\n%s", strings.Join(c, " "), err, out.String())
-			}
-			outs = append(outs, out.String())
-		}
-		return nil
-	})
-	return outs, err
-}
-
-func timed(f func() error) (float64, error) {
-	start := time.Now()
-	err := f()
-	return ms(time.Since(start)), err
-}
-
-var handleRe = regexp.MustCompile(`# handle (\d+)`)
-
-func comment(p config.Port) string { return fmt.Sprintf("adoption:bench:nft:%d/%s", p.Num, p.Proto) }
-
-func (b *bench) nft() (Result, error) {
-	var ins [][]string
-	for _, p := range b.ports {
-		r := fmt.Sprintf("tcp dport %d counter accept comment %q", p.Num, comment(p))
-		ins = append(ins, []string{"nft", "-e", "-a", "insert rule ip filter ufw-user-input " + r + "; insert rule ip6 filter ufw6-user-input " + r})
-	}
-	var outs []string
-	open, err := timed(func() (err error) { outs, err = b.inNS(ins); return err })
-	if err != nil {
-		return Result{}, err
-	}
-	var del [][]string
-	for i, o := range outs {
-		h := handleRe.FindAllStringSubmatch(o, -1)
-		if len(h) != 2 {
-			return Result{}, fmt.Errorf("port %v: no handles in nft's echo %q", b.ports[i], o)
-		}
-		h4, _ := strconv.Atoi(h[0][1])
-		h6, _ := strconv.Atoi(h[1][1])
-		del = append(del, []string{"nft", fmt.Sprintf("delete rule ip filter ufw-user-input handle %d; delete rule ip6 filter ufw6-user-input handle %d", h4, h6)})
-	}
-	closeMS, err := timed(func() error { _, err := b.inNS(del); return err })
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Rules: 2 * len(b.ports), ProcessRuns: len(ins) + len(del), OpenMS: open, CloseMS: closeMS}, nil
-}
-
-// nftFile is what a script would do with nft itself: one `nft -e -a -f`
-// inserting every rule, reading the handles nft echoes, and one `nft -f`
-// deleting them by handle. The files are written before each timed run.
-func (b *bench) nftFile() (Result, error) {
-	dir, err := os.MkdirTemp("", "bench-nft-")
-	if err != nil {
-		return Result{}, err
-	}
-	defer os.RemoveAll(dir)
-	var ins strings.Builder
-	for _, p := range b.ports {
-		r := fmt.Sprintf("tcp dport %d counter accept comment %q", p.Num, comment(p))
-		fmt.Fprintf(&ins, "insert rule ip filter ufw-user-input %s\ninsert rule ip6 filter ufw6-user-input %s\n", r, r)
-	}
-	insFile, delFile := filepath.Join(dir, "insert.nft"), filepath.Join(dir, "delete.nft")
-	if err := os.WriteFile(insFile, []byte(ins.String()), 0o600); err != nil {
-		return Result{}, err
-	}
-	var outs []string
-	open, err := timed(func() (err error) { outs, err = b.inNS([][]string{{"nft", "-e", "-a", "-f", insFile}}); return err })
-	if err != nil {
-		return Result{}, err
-	}
-	// Each echoed line ends in "# handle N"; the lines name the family and
-	// chain they went to.
-	var del strings.Builder
-	count := 0
-	for _, line := range strings.Split(outs[0], "\n") {
-		h := handleRe.FindStringSubmatch(line)
-		if h == nil {
-			continue
-		}
-		switch {
-		case strings.Contains(line, " ip filter ufw-user-input "):
-			fmt.Fprintf(&del, "delete rule ip filter ufw-user-input handle %s\n", h[1])
-		case strings.Contains(line, " ip6 filter ufw6-user-input "):
-			fmt.Fprintf(&del, "delete rule ip6 filter ufw6-user-input handle %s\n", h[1])
-		default:
-			return Result{}, fmt.Errorf("nft echoed a rule elsewhere: %q", line)
-		}
-		count++
-	}
-	if count != 2*len(b.ports) {
-		return Result{}, fmt.Errorf("nft echoed %d handles, want %d:\n%s", count, 2*len(b.ports), outs[0])
-	}
-	if err := os.WriteFile(delFile, []byte(del.String()), 0o600); err != nil {
-		return Result{}, err
-	}
-	closeMS, err := timed(func() error { _, err := b.inNS([][]string{{"nft", "-f", delFile}}); return err })
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Rules: count, ProcessRuns: 2, OpenMS: open, CloseMS: closeMS}, nil
-}
-
-func (b *bench) iptables() (Result, error) {
-	rule := func(op, cmd, chain string, p config.Port) []string {
-		return []string{cmd, op, chain, "-p", "tcp", "-m", "tcp", "--dport", strconv.Itoa(int(p.Num)), "-m", "comment", "--comment", comment(p), "-j", "ACCEPT"}
-	}
-	var ins, del [][]string
-	for _, p := range b.ports {
-		ins = append(ins, rule("-I", "iptables", "ufw-user-input", p), rule("-I", "ip6tables", "ufw6-user-input", p))
-		del = append(del, rule("-D", "iptables", "ufw-user-input", p), rule("-D", "ip6tables", "ufw6-user-input", p))
-	}
-	open, err := timed(func() error { _, err := b.inNS(ins); return err })
-	if err != nil {
-		return Result{}, err
-	}
-	closeMS, err := timed(func() error { _, err := b.inNS(del); return err })
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Rules: 2 * len(b.ports), ProcessRuns: len(ins) + len(del), OpenMS: open, CloseMS: closeMS}, nil
-}
-
-func (b *bench) ufw() (Result, error) {
-	do := func(args ...string) error {
-		out, err := exec.Command("ip", append([]string{"netns", "exec", b.ns, "ufw"}, args...)...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("ufw %s: %w\n%s", strings.Join(args, " "), err, out)
-		}
-		return nil
-	}
-	open, err := timed(func() error {
-		for _, p := range b.ports {
-			if err := do("allow", p.String()); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return Result{}, err
-	}
-	closeMS, err := timed(func() error {
-		for _, p := range b.ports {
-			if err := do("delete", "allow", p.String()); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Rules: 2 * len(b.ports), ProcessRuns: 2 * len(b.ports), OpenMS: open, CloseMS: closeMS}, nil
+	return rows, det, err
 }

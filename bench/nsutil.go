@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"adoption/netns"
-
 	"adoption/sandbox"
 )
 
@@ -294,4 +293,38 @@ func hammerOn(peerPath, addr string, every time.Duration, sp speaker) (stop func
 		}
 		return res, herr
 	}
+}
+
+// ufwNodeSteps make namespace ns a ufw node with its own copy of /etc/ufw
+// and /etc/default (ip netns exec bind-mounts /etc/netns/NS/* over /etc):
+// default deny incoming and routed, allow 22, 80, 443/tcp and allows,
+// route allow 8443/tcp, enabled.
+func ufwNodeSteps(ns string, allows ...string) [][]string {
+	etc := filepath.Join("/etc/netns", ns)
+	steps := [][]string{
+		{"mkdir", "-p", etc},
+		{"cp", "-a", "/etc/ufw", filepath.Join(etc, "ufw")},
+		{"cp", "-a", "/etc/default", filepath.Join(etc, "default")},
+		{"sed", "-i", "-e", `s/^IPT_MODULES=.*/IPT_MODULES=""/`, "-e", "s/^IPV6=.*/IPV6=yes/", filepath.Join(etc, "default", "ufw")},
+	}
+	ufw := [][]string{{"--force", "reset"}, {"default", "deny", "incoming"}, {"default", "deny", "routed"},
+		{"allow", "22/tcp"}, {"allow", "80/tcp"}, {"allow", "443/tcp"}}
+	for _, a := range allows {
+		ufw = append(ufw, []string{"allow", a})
+	}
+	ufw = append(ufw, []string{"route", "allow", "proto", "tcp", "to", "any", "port", "8443"}, []string{"--force", "enable"})
+	for _, u := range ufw {
+		steps = append(steps, append([]string{"ip", "netns", "exec", ns, "ufw"}, u...))
+	}
+	return steps
+}
+
+// runSteps runs each command in turn, stopping at the first that fails.
+func runSteps(steps [][]string) error {
+	for _, s := range steps {
+		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %w\n%s", strings.Join(s, " "), err, out)
+		}
+	}
+	return nil
 }

@@ -1,48 +1,27 @@
 package main
 
-// The probe of a node shaped like the seed's control node (issue 7, "make
-// bench"): a namespace with a ufw firewall of 54 incoming and 52 forwarding
-// rules (ufw 0.36's own chain layout, loaded with iptables-restore, Docker's
-// chains beside it), real listeners held by this process, 60 real Docker
-// containers (created, not started, from a one-file image imported
-// locally), and 12 declared files under a temporary root.
-//
-// Ours is activities.Activities.Probe with the worker's real parts. The
-// peer gathers the same facts by shelling out, one command after another
-// as a script would: nft -j list ruleset and ss -ltnup (each forked from a
-// thread inside the namespace, so no ip netns exec cost), docker ps -a
-// --format json, sha256sum of the 12 files, pgrep -x for the predecessor's
-// control daemon. The peer only collects text; ours also decodes the
-// ruleset, evaluates the open ports, attributes holders and reads the
-// iptables-legacy table list.
+// This file holds the probe section: activities.Activities.Probe of a node
+// shaped like a predecessor's control node, against a peer gathering the
+// same facts by shelling out, one command after another.
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
-	"github.com/docker/go-connections/nat"
 
 	"adoption/activities"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
-	"adoption/firewall"
 	"adoption/firewall/eval"
+	"adoption/internal/fake"
 	"adoption/nodestate"
 	"adoption/sockets"
 )
@@ -94,6 +73,16 @@ type probeNode struct {
 	real      bool // real Docker containers
 }
 
+// probeRun is one run of the probe section.
+type probeRun struct {
+	p     *probeNode
+	d     *ProbeDetails
+	n     int
+	acts  *activities.Activities
+	plan  config.Plan
+	files []string // the declared files' full paths
+}
+
 func runProbe(n int, fixture string, stdout io.Writer) ([]Row, *ProbeDetails, error) {
 	if n < 1 {
 		return nil, nil, fmt.Errorf("-probe-n must be at least 1")
@@ -111,172 +100,24 @@ func runProbe(n int, fixture string, stdout io.Writer) ([]Row, *ProbeDetails, er
 		}
 		fmt.Fprintf(stdout, "probe: wrote the node's ruleset and interfaces to %s\n", fixture)
 	}
-	d := &ProbeDetails{Runs: n}
-	var engine activities.Containers
-	if p.real {
-		d.Containers = fmt.Sprintf("real: %d Docker containers created (not started) from a one-file image imported locally", probeContainers)
-		engine = containers.New()
-	} else {
-		d.Containers = fmt.Sprintf("SIMULATED: Docker unreachable; %d container records from an in-memory engine, and the peer runs no docker ps", probeContainers)
-		engine = fakeEngine{report: fakeContainerReport(probeContainers)}
-	}
-	acts := &activities.Activities{
-		Node:     "bnprobe",
-		Firewall: eval.Inspector{Netns: p.ns.path},
-		Engine:   engine,
-		Sockets:  sockets.Proc{Root: "/proc", Netns: p.ns.path},
-		Files:    custody.New(p.root, p.stateDir),
-		State:    nodestate.New(p.stateDir),
-	}
-	plan := config.Plan{Node: "bnprobe", Role: "control", Control: []string{"predecessor-sync"}}
-	for _, path := range p.paths {
-		plan.NodeFiles = append(plan.NodeFiles, config.FilePlan{Path: path})
-	}
-	acts.Local = activities.Fixed(plan, nil, 30*time.Minute)
-	ours := func() error {
-		r, err := acts.Probe(context.Background(), activities.ProbeInput{Plan: plan})
-		if err != nil {
-			return err
-		}
-		if r.Firewall.Error != "" || r.SocketsError != "" || r.Containers.Error != "" {
-			return fmt.Errorf("probe reported errors: firewall %q, sockets %q, containers %q", r.Firewall.Error, r.SocketsError, r.Containers.Error)
-		}
-		f := &d.Found
-		f.FirewallKind, f.Tables, f.OpenPorts, f.Listeners, f.Containers = r.Firewall.Kind, len(r.Firewall.Tables), len(r.Firewall.Open), len(r.Sockets), len(r.Containers.Containers)
-		f.Chains, f.Rules, f.Files = 0, 0, 0
-		for _, t := range r.Firewall.Tables {
-			f.Chains += len(t.Chains)
-			for _, c := range t.Chains {
-				f.Rules += c.Rules
-			}
-		}
-		for _, fs := range r.Files {
-			if fs.Exists {
-				f.Files++
-			}
-		}
-		return nil
-	}
-	files := make([]string, 0, len(p.paths))
-	for _, path := range p.paths {
-		files = append(files, filepath.Join(p.root, path))
-	}
-	d.PeerCommands = []string{"nft -j list ruleset (in the namespace)", "ss -ltnup (in the namespace)"}
-	if p.real {
-		d.PeerCommands = append(d.PeerCommands, "docker ps -a --format json")
-	}
-	d.PeerCommands = append(d.PeerCommands, fmt.Sprintf("sha256sum <%d files>", len(files)), "pgrep -x predecessor-sync")
-	peer := func() error {
-		total := 0
-		outs := []func() (string, error){
-			func() (string, error) { return p.ns.run(nil, "nft", "-j", "list", "ruleset") },
-			func() (string, error) { return p.ns.run(nil, "ss", "-ltnup") },
-		}
-		if p.real {
-			outs = append(outs, func() (string, error) { return command("docker", "ps", "-a", "--format", "json") })
-		}
-		outs = append(outs,
-			func() (string, error) { return command("sha256sum", files...) },
-			func() (string, error) {
-				out, err := command("pgrep", "-x", "predecessor-sync")
-				var ee *exec.ExitError
-				if errors.As(err, &ee) && ee.ExitCode() == 1 {
-					err = nil // none running
-				}
-				return out, err
-			})
-		for _, f := range outs {
-			out, err := f()
-			if err != nil {
-				return err
-			}
-			total += len(out)
-		}
-		d.PeerOutputBytes = total
-		return nil
-	}
+	r := newProbeRun(p, n)
 	// Two untimed runs of each warm the caches (dentries, Docker's).
 	for i := 0; i < 2; i++ {
-		if err := ours(); err != nil {
+		if err := r.ours(); err != nil {
 			return nil, nil, fmt.Errorf("ours: %w", err)
 		}
-		if err := peer(); err != nil {
+		if err := r.peer(); err != nil {
 			return nil, nil, fmt.Errorf("peer: %w", err)
 		}
 	}
 	fmt.Fprintf(stdout, "probe: %d runs of each, alternating ...\n", n)
-	for i := 0; i < n; i++ {
-		order := []bool{true, false}
-		if i%2 == 1 {
-			order = []bool{false, true}
-		}
-		for _, isOurs := range order {
-			f := peer
-			if isOurs {
-				f = ours
-			}
-			start := time.Now()
-			if err := f(); err != nil {
-				return nil, nil, err
-			}
-			if isOurs {
-				d.OursMS = append(d.OursMS, ms(time.Since(start)))
-			} else {
-				d.PeerMS = append(d.PeerMS, ms(time.Since(start)))
-			}
-		}
+	if err := r.alternate(); err != nil {
+		return nil, nil, err
 	}
-	d.Parts = map[string]float64{}
-	// The evaluation alone, on the ruleset and node as listed once: what
-	// Inspect spends besides listing, without the noise of subtracting two
-	// medians.
-	insp := eval.Inspector{Netns: p.ns.path}
-	listed, err := insp.Ruleset()
-	if err != nil {
-		return nil, d, err
+	if err := r.timeParts(); err != nil {
+		return nil, r.d, err
 	}
-	node, err := insp.Node()
-	if err != nil {
-		return nil, d, err
-	}
-	const evalPart = "ours: firewall evaluation alone (OpenPortsOn on the ruleset as listed)"
-	parts := []struct {
-		name string
-		fn   func() error
-	}{
-		{"ours: firewall Inspect (list, decode, evaluate)", func() error { _, err := acts.Firewall.Inspect(context.Background()); return err }},
-		{"ours: firewall Ruleset only (list, decode)", func() error { _, err := acts.Firewall.Ruleset(); return err }},
-		{evalPart, func() error { eval.OpenPortsOn(listed, node); return nil }},
-		{"ours: containers Report", func() error { acts.Engine.Report(context.Background()); return nil }},
-		{"ours: sockets Listeners", func() error { _, err := acts.Sockets.Listeners(); return err }},
-		{"ours: files Inspect x12", func() error {
-			for _, path := range p.paths {
-				acts.Files.Inspect(path)
-			}
-			return nil
-		}},
-		{"ours: FindProcesses", func() error { acts.Sockets.FindProcesses(plan.Control); return nil }},
-		{"peer: nft -j list ruleset", func() error { _, err := p.ns.run(nil, "nft", "-j", "list", "ruleset"); return err }},
-		{"peer: ss -ltnup", func() error { _, err := p.ns.run(nil, "ss", "-ltnup"); return err }},
-		{"peer: sha256sum", func() error { _, err := command("sha256sum", files...); return err }},
-	}
-	if p.real {
-		parts = append(parts, struct {
-			name string
-			fn   func() error
-		}{"peer: docker ps -a --format json", func() error { _, err := command("docker", "ps", "-a", "--format", "json"); return err }})
-	}
-	for _, part := range parts {
-		var xs []float64
-		for i := 0; i < max(3, n/2); i++ {
-			start := time.Now()
-			if err := part.fn(); err != nil {
-				return nil, d, fmt.Errorf("%s: %w", part.name, err)
-			}
-			xs = append(xs, ms(time.Since(start)))
-		}
-		d.Parts[part.name] = median(xs)
-	}
+	d := r.d
 	d.OursMedianMS, d.PeerMedianMS = median(d.OursMS), median(d.PeerMS)
 	d.OursP90MS, d.PeerP90MS = percentile(d.OursMS, 90), percentile(d.PeerMS, 90)
 	if d.Found.Containers < probeContainers || d.Found.Files != probeFiles {
@@ -286,424 +127,211 @@ func runProbe(n int, fixture string, stdout io.Writer) ([]Row, *ProbeDetails, er
 		"the incoming ones without a source also in IPv6, Docker chains and nat beside; %d listeners held by the bench; containers %s; "+
 		"%d declared files (120 B to 200 KiB) under a temporary root; median of %d runs each, order alternating, after 2 warm-up runs",
 		probeRulesIn, probeRulesFwd, len(p.listeners), d.Containers, probeFiles, n)
+	return r.rows(), d, nil
+}
+
+// newProbeRun gives the node's real parts to the activities (the engine
+// simulated when Docker is unreachable) and names the peer's commands.
+func newProbeRun(p *probeNode, n int) *probeRun {
+	r := &probeRun{p: p, n: n, d: &ProbeDetails{Runs: n}}
+	var engine activities.Containers
+	if p.real {
+		r.d.Containers = fmt.Sprintf("real: %d Docker containers created (not started) from a one-file image imported locally", probeContainers)
+		engine = containers.New()
+	} else {
+		r.d.Containers = fmt.Sprintf("SIMULATED: Docker unreachable; %d container records from an in-memory engine, and the peer runs no docker ps", probeContainers)
+		engine = fake.Engine{Containers: fake.Services(simulatedNames(probeContainers), 31000)}
+	}
+	r.acts = &activities.Activities{
+		Node:     "bnprobe",
+		Firewall: eval.Inspector{Netns: p.ns.path},
+		Engine:   engine,
+		Sockets:  sockets.Proc{Root: "/proc", Netns: p.ns.path},
+		Files:    custody.New(p.root, p.stateDir),
+		State:    nodestate.New(p.stateDir),
+	}
+	r.plan = config.Plan{Node: "bnprobe", Role: "control", Control: []string{"predecessor-sync"}}
+	for _, path := range p.paths {
+		r.plan.NodeFiles = append(r.plan.NodeFiles, config.FilePlan{Path: path})
+		r.files = append(r.files, filepath.Join(p.root, path))
+	}
+	r.acts.Local = activities.Fixed(r.plan, nil, 30*time.Minute)
+	r.d.PeerCommands = []string{"nft -j list ruleset (in the namespace)", "ss -ltnup (in the namespace)"}
+	if p.real {
+		r.d.PeerCommands = append(r.d.PeerCommands, "docker ps -a --format json")
+	}
+	r.d.PeerCommands = append(r.d.PeerCommands, fmt.Sprintf("sha256sum <%d files>", len(r.files)), "pgrep -x predecessor-sync")
+	return r
+}
+
+// ours is one Probe, counting what it found.
+func (r *probeRun) ours() error {
+	res, err := r.acts.Probe(context.Background(), activities.ProbeInput{Plan: r.plan})
+	if err != nil {
+		return err
+	}
+	if res.Firewall.Error != "" || res.SocketsError != "" || res.Containers.Error != "" {
+		return fmt.Errorf("probe reported errors: firewall %q, sockets %q, containers %q", res.Firewall.Error, res.SocketsError, res.Containers.Error)
+	}
+	f := &r.d.Found
+	f.FirewallKind, f.Tables, f.OpenPorts, f.Listeners, f.Containers = res.Firewall.Kind, len(res.Firewall.Tables), len(res.Firewall.Open), len(res.Sockets), len(res.Containers.Containers)
+	f.Chains, f.Rules, f.Files = 0, 0, 0
+	for _, t := range res.Firewall.Tables {
+		f.Chains += len(t.Chains)
+		for _, c := range t.Chains {
+			f.Rules += c.Rules
+		}
+	}
+	for _, fs := range res.Files {
+		if fs.Exists {
+			f.Files++
+		}
+	}
+	return nil
+}
+
+// peer runs the peer's commands one after another, as a script would.
+func (r *probeRun) peer() error {
+	outs := []func() (string, error){
+		func() (string, error) { return r.p.ns.run(nil, "nft", "-j", "list", "ruleset") },
+		func() (string, error) { return r.p.ns.run(nil, "ss", "-ltnup") },
+	}
+	if r.p.real {
+		outs = append(outs, func() (string, error) { return command("docker", "ps", "-a", "--format", "json") })
+	}
+	outs = append(outs,
+		func() (string, error) { return command("sha256sum", r.files...) },
+		func() (string, error) {
+			out, err := command("pgrep", "-x", "predecessor-sync")
+			var ee *exec.ExitError
+			if errors.As(err, &ee) && ee.ExitCode() == 1 {
+				err = nil // none running
+			}
+			return out, err
+		})
+	total := 0
+	for _, f := range outs {
+		out, err := f()
+		if err != nil {
+			return err
+		}
+		total += len(out)
+	}
+	r.d.PeerOutputBytes = total
+	return nil
+}
+
+// alternate times n runs of each, the order alternating.
+func (r *probeRun) alternate() error {
+	for i := 0; i < r.n; i++ {
+		order := []bool{true, false}
+		if i%2 == 1 {
+			order = []bool{false, true}
+		}
+		for _, isOurs := range order {
+			f := r.peer
+			if isOurs {
+				f = r.ours
+			}
+			start := time.Now()
+			if err := f(); err != nil {
+				return err
+			}
+			if isOurs {
+				r.d.OursMS = append(r.d.OursMS, ms(time.Since(start)))
+			} else {
+				r.d.PeerMS = append(r.d.PeerMS, ms(time.Since(start)))
+			}
+		}
+	}
+	return nil
+}
+
+const (
+	probeEvalPart = "ours: firewall evaluation alone (OpenPortsOn on the ruleset as listed)"
+	probeListPart = "ours: firewall Ruleset only (list, decode)"
+)
+
+type probePart struct {
+	name string
+	fn   func() error
+}
+
+// timeParts times each part alone, the median of its runs: where the time
+// goes, not part of the figure.
+func (r *probeRun) timeParts() error {
+	r.d.Parts = map[string]float64{}
+	parts, err := r.parts()
+	if err != nil {
+		return err
+	}
+	for _, part := range parts {
+		var xs []float64
+		for i := 0; i < max(3, r.n/2); i++ {
+			start := time.Now()
+			if err := part.fn(); err != nil {
+				return fmt.Errorf("%s: %w", part.name, err)
+			}
+			xs = append(xs, ms(time.Since(start)))
+		}
+		r.d.Parts[part.name] = median(xs)
+	}
+	return nil
+}
+
+// parts are ours and the peer's parts. The evaluation alone runs on the
+// ruleset and node as listed once: what Inspect spends besides listing,
+// without the noise of subtracting two medians.
+func (r *probeRun) parts() ([]probePart, error) {
+	insp := eval.Inspector{Netns: r.p.ns.path}
+	listed, err := insp.Ruleset()
+	if err != nil {
+		return nil, err
+	}
+	node, err := insp.Node()
+	if err != nil {
+		return nil, err
+	}
+	a, ns := r.acts, r.p.ns
+	parts := []probePart{
+		{"ours: firewall Inspect (list, decode, evaluate)", func() error { _, err := a.Firewall.Inspect(context.Background()); return err }},
+		{probeListPart, func() error { _, err := a.Firewall.Ruleset(); return err }},
+		{probeEvalPart, func() error { eval.OpenPortsOn(listed, node); return nil }},
+		{"ours: containers Report", func() error { a.Engine.Report(context.Background()); return nil }},
+		{"ours: sockets Listeners", func() error { _, err := a.Sockets.Listeners(); return err }},
+		{"ours: files Inspect x12", func() error {
+			for _, path := range r.p.paths {
+				a.Files.Inspect(path)
+			}
+			return nil
+		}},
+		{"ours: FindProcesses", func() error { a.Sockets.FindProcesses(r.plan.Control); return nil }},
+		{"peer: nft -j list ruleset", func() error { _, err := ns.run(nil, "nft", "-j", "list", "ruleset"); return err }},
+		{"peer: ss -ltnup", func() error { _, err := ns.run(nil, "ss", "-ltnup"); return err }},
+		{"peer: sha256sum", func() error { _, err := command("sha256sum", r.files...); return err }},
+	}
+	if r.p.real {
+		parts = append(parts, probePart{"peer: docker ps -a --format json", func() error { _, err := command("docker", "ps", "-a", "--format", "json"); return err }})
+	}
+	return parts, nil
+}
+
+func (r *probeRun) rows() []Row {
+	d, n := r.d, r.n
 	cont := "60 real containers"
-	if !p.real {
+	if !r.p.real {
 		cont = "60 SIMULATED container records"
 	}
-	list := d.Parts["ours: firewall Ruleset only (list, decode)"]
-	rows := []Row{
+	return []Row{
 		row("probe", fmt.Sprintf("probe of a control-node-shaped node (106 rules, %s, 12 files), median of %d", cont, n),
 			d.OursMedianMS, d.PeerMedianMS, "ms",
 			"activities.Activities.Probe (ruleset decoded and open ports evaluated, sockets with holders, containers, file hashes, control daemons)",
 			"shell-out: "+strings.Join(d.PeerCommands, "; ")+" (text only, nothing parsed or evaluated)",
 			fmt.Sprintf("p90 ours %.1f, peer %.1f ms; of ours, %.1f ms (median, timed alone) is firewall.OpenPortsOn evaluating %d openings, which the peer does not do; "+
 				"ours runs its parts one after another, as the peer does",
-				d.OursP90MS, d.PeerP90MS, d.Parts[evalPart], d.Found.OpenPorts), 1),
-		row("probe", "probe part: the firewall listing alone, median", list, d.Parts["peer: nft -j list ruleset"], "ms",
+				d.OursP90MS, d.PeerP90MS, d.Parts[probeEvalPart], d.Found.OpenPorts), 1),
+		row("probe", "probe part: the firewall listing alone, median", d.Parts[probeListPart], d.Parts["peer: nft -j list ruleset"], "ms",
 			"firewall.Inspector.Ruleset (netlink list + decode into the model)", "nft -j list ruleset (in the namespace, JSON text)",
 			fmt.Sprintf("%d chains, %d rules in 3 tables", d.Found.Chains, d.Found.Rules), 1),
 	}
-	return rows, d, nil
 }
-
-// saveFixture writes the node's ruleset as the firewall lists it and its
-// interfaces as the evaluator reads them, in the shape of the fixtures in
-// firewall/fwtest/testdata/dnat: its unit tests and BenchmarkOpenPorts
-// evaluate exactly what this section's probe evaluates, without a kernel.
-func (p *probeNode) saveFixture(file string) error {
-	insp := eval.Inspector{Netns: p.ns.path}
-	rs, err := insp.Ruleset()
-	if err != nil {
-		return err
-	}
-	node, err := insp.Node()
-	if err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(struct {
-		Ruleset *firewall.Ruleset `json:"ruleset"`
-		Node    firewall.Node     `json:"node"`
-	}{rs, node}, "", " ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(file, append(b, '\n'), 0o644)
-}
-
-func command(name string, args ...string) (string, error) {
-	var out, errb bytes.Buffer
-	cmd := exec.Command(name, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("%s: %w: %s", name, err, bytes.TrimSpace(errb.Bytes()))
-	}
-	return out.String(), nil
-}
-
-func (p *probeNode) setup() error {
-	var err error
-	if p.ns, err = newNS("pr"); err != nil {
-		return err
-	}
-	if _, err := p.ns.run([]byte(ufwControlRules(probeRulesIn, probeRulesFwd)), "iptables-restore"); err != nil {
-		return fmt.Errorf("load the IPv4 firewall: %w", err)
-	}
-	if _, err := p.ns.run([]byte(ufwControlRules6(probeRulesIn)), "ip6tables-restore"); err != nil {
-		return fmt.Errorf("load the IPv6 firewall: %w", err)
-	}
-	for _, l := range []struct {
-		proto string
-		port  int
-	}{{"tcp", 22}, {"tcp", 25}, {"tcp", 53}, {"udp", 53}, {"tcp", 80}, {"tcp", 443}, {"tcp", 587}, {"tcp", 993},
-		{"udp", 123}, {"tcp", 5000}, {"tcp", 8080}, {"tcp", 8443}, {"tcp", 9100}} {
-		c, err := p.ns.serve(l.proto, l.port)
-		if err != nil {
-			return fmt.Errorf("listen %d/%s: %w", l.port, l.proto, err)
-		}
-		p.listeners = append(p.listeners, c)
-	}
-	dir, err := os.MkdirTemp("", "bn-probe-")
-	if err != nil {
-		return err
-	}
-	p.root, p.stateDir = filepath.Join(dir, "root"), filepath.Join(dir, "state")
-	sizes := []int{120, 310, 520, 900, 1400, 2100, 3300, 4800, 8200, 16 << 10, 64 << 10, 200 << 10}
-	for i, path := range []string{
-		"/etc/hosts", "/etc/resolv.conf", "/etc/ssh/sshd_config.d/predecessor.conf", "/etc/default/ufw",
-		"/etc/docker/daemon.json", "/etc/systemd/system/predecessor-sync.service", "/srv/mail/postfix/main.cf",
-		"/srv/mail/dovecot/dovecot.conf", "/srv/web/nginx.conf", "/srv/app/app.env", "/srv/registry/config.yml",
-		"/etc/ssl/certs/ca-bundle.crt",
-	} {
-		full := filepath.Join(p.root, path)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return err
-		}
-		b := make([]byte, sizes[i])
-		rand.Read(b)
-		if err := os.WriteFile(full, b, 0o640); err != nil {
-			return err
-		}
-		p.paths = append(p.paths, path)
-	}
-	return p.containers()
-}
-
-// containers creates 60 containers (not started) from a one-file image:
-// labels, a named volume, a read-only bind and a published port each, as a
-// predecessor's services carry them. An unreachable engine leaves p.real
-// false (the section then uses simulated records, and says so).
-func (p *probeNode) containers() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err == nil {
-		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = cli.Ping(pctx)
-		pcancel()
-	}
-	if err != nil {
-		return nil
-	}
-	if _, err := exec.LookPath("docker"); err != nil {
-		return nil
-	}
-	p.cli, p.image = cli, p.prefix+"img:1"
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	body := []byte("#!/bin/true\n")
-	if err := tw.WriteHeader(&tar.Header{Name: "svc", Mode: 0o755, Size: int64(len(body)), ModTime: time.Now()}); err != nil {
-		return err
-	}
-	tw.Write(body)
-	tw.Close()
-	rc, err := cli.ImageImport(ctx, image.ImportSource{Source: &buf, SourceName: "-"}, p.image,
-		image.ImportOptions{Changes: []string{`ENTRYPOINT ["/svc"]`}})
-	if err != nil {
-		return fmt.Errorf("import %s: %w", p.image, err)
-	}
-	io.Copy(io.Discard, rc)
-	rc.Close()
-	bind := filepath.Join(filepath.Dir(p.root), "bind")
-	if err := os.MkdirAll(bind, 0o755); err != nil {
-		return err
-	}
-	for i := 0; i < probeContainers; i++ {
-		mod := probeModules[i%len(probeModules)]
-		name := p.containerName(i)
-		port := fmt.Sprintf("%d", 31000+i)
-		_, err := cli.ContainerCreate(ctx, &container.Config{
-			Image:        p.image,
-			Labels:       map[string]string{"com.predecessor.module": mod, "com.predecessor.instance": fmt.Sprint(i)},
-			ExposedPorts: nat.PortSet{"8080/tcp": {}},
-		}, &container.HostConfig{
-			Binds:         []string{name + "-data:/data", bind + ":/config:ro"},
-			PortBindings:  nat.PortMap{"8080/tcp": {{HostIP: "127.0.0.1", HostPort: port}}},
-			RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyUnlessStopped},
-		}, nil, nil, name)
-		if err != nil {
-			return fmt.Errorf("create container %s: %w", name, err)
-		}
-	}
-	p.real = true
-	return nil
-}
-
-var probeModules = []string{"mail", "web", "db", "registry", "app", "queue", "cache", "dns", "monitor", "backup"}
-
-func (p *probeNode) containerName(i int) string {
-	return fmt.Sprintf("%s%s-%02d", p.prefix, probeModules[i%len(probeModules)], i)
-}
-
-func (p *probeNode) cleanup() {
-	p.listeners.Close()
-	p.ns.del()
-	if p.root != "" {
-		os.RemoveAll(filepath.Dir(p.root))
-	}
-	if p.cli == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	list, _ := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("name", p.prefix))})
-	for _, c := range list {
-		if len(c.Names) > 0 && strings.HasPrefix(strings.TrimPrefix(c.Names[0], "/"), p.prefix) {
-			p.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}) //nolint:errcheck
-		}
-	}
-	for i := 0; i < probeContainers; i++ {
-		p.cli.VolumeRemove(ctx, p.containerName(i)+"-data", true) //nolint:errcheck
-	}
-	p.cli.ImageRemove(ctx, p.image, image.RemoveOptions{Force: true, PruneChildren: true}) //nolint:errcheck
-	p.cli.Close()
-}
-
-// fakeEngine is the simulated container engine, used only when Docker is
-// unreachable.
-type fakeEngine struct{ report containers.Report }
-
-func (f fakeEngine) Report(context.Context) containers.Report { return f.report }
-
-func fakeContainerReport(n int) containers.Report {
-	r := containers.Report{Available: true}
-	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("svc-%02d", i)
-		r.Containers = append(r.Containers, containers.Info{
-			Name: name, ID: fmt.Sprintf("%064x", i+1), Image: "registry.local/" + name + ":1.4", State: "running",
-			Mounts: []containers.Mount{{Type: "volume", Name: name + "-data", Source: "/var/lib/docker/volumes/" + name + "-data/_data", Destination: "/data"}},
-			Ports:  []containers.Published{{HostIP: "0.0.0.0", HostPort: uint16(31000 + i), ContainerPort: 8080, Proto: "tcp"}},
-		})
-	}
-	return r
-}
-
-// ufwControlRules is iptables-restore input for the control node: ufw
-// 0.36's own chain layout and fixed rules (as ufw writes them on Debian 12),
-// `in` user rules in ufw-user-input (single ports, ranges, UDP, some from a
-// source network), `fwd` route rules in ufw-user-forward (to containers),
-// and Docker's chains and nat beside them.
-func ufwControlRules(in, fwd int) string {
-	var b strings.Builder
-	b.WriteString("*filter\n:INPUT DROP [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n")
-	for _, c := range ufwChains {
-		fmt.Fprintf(&b, ":ufw-%s - [0:0]\n", c)
-	}
-	b.WriteString(":DOCKER - [0:0]\n:DOCKER-USER - [0:0]\n:DOCKER-FORWARD - [0:0]\n")
-	b.WriteString(ufwFixed4)
-	b.WriteString("-I FORWARD -j DOCKER-USER\n-I FORWARD 2 -j DOCKER-FORWARD\n-A DOCKER-USER -j RETURN\n")
-	b.WriteString("-A DOCKER-FORWARD -o docker0 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT\n-A DOCKER-FORWARD -o docker0 -j DOCKER\n-A DOCKER-FORWARD -i docker0 -j ACCEPT\n")
-	for i := 0; i < 12; i++ {
-		fmt.Fprintf(&b, "-A DOCKER -d 172.17.0.%d/32 ! -i docker0 -o docker0 -p tcp -m tcp --dport 8080 -j ACCEPT\n", 2+i)
-	}
-	for _, r := range userInputRules(in, true) {
-		b.WriteString("-A ufw-user-input " + r + "\n")
-	}
-	for i := 0; i < fwd; i++ {
-		fmt.Fprintf(&b, "-A ufw-user-forward -d 172.17.%d.%d/32 -p tcp -m tcp --dport %d -j ACCEPT\n", i/50, 2+i%50, 8000+i)
-	}
-	b.WriteString("COMMIT\n*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n:DOCKER - [0:0]\n")
-	b.WriteString("-A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER\n-A OUTPUT ! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j DOCKER\n")
-	b.WriteString("-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE\n-A DOCKER -i docker0 -j RETURN\n")
-	for i := 0; i < 12; i++ {
-		fmt.Fprintf(&b, "-A DOCKER ! -i docker0 -p tcp -m tcp --dport %d -j DNAT --to-destination 172.17.0.%d:8080\n", 31000+i, 2+i)
-	}
-	b.WriteString("COMMIT\n")
-	return b.String()
-}
-
-// ufwControlRules6 is the IPv6 half: the same layout, ufw6- chains, and the
-// user rules that have no IPv4 source.
-func ufwControlRules6(in int) string {
-	var b strings.Builder
-	b.WriteString("*filter\n:INPUT DROP [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n")
-	for _, c := range ufwChains {
-		if c == "not-local" {
-			continue
-		}
-		fmt.Fprintf(&b, ":ufw6-%s - [0:0]\n", c)
-	}
-	b.WriteString(ufwFixed6)
-	for _, r := range userInputRules(in, false) {
-		b.WriteString("-A ufw6-user-input " + r + "\n")
-	}
-	b.WriteString("COMMIT\n")
-	return b.String()
-}
-
-// userInputRules are `n` ufw allow rules: the served ports first, then a
-// mix of single ports, ranges, UDP, and (IPv4 only) ports open to a source
-// network. withSource false leaves the sourced ones out.
-func userInputRules(n int, withSource bool) []string {
-	var out []string
-	for i, p := range []int{22, 25, 53, 80, 443, 587, 993, 5000, 8080, 8443, 9100} {
-		if i >= n {
-			return out
-		}
-		out = append(out, fmt.Sprintf("-p tcp -m tcp --dport %d -j ACCEPT", p))
-	}
-	for i := len(out); i < n; i++ {
-		port := 20000 + i*10
-		switch i % 5 {
-		case 0:
-			out = append(out, fmt.Sprintf("-p tcp -m multiport --dports %d:%d -j ACCEPT", port, port+5))
-		case 1:
-			out = append(out, fmt.Sprintf("-p udp -m udp --dport %d -j ACCEPT", port))
-		case 2:
-			if withSource {
-				out = append(out, fmt.Sprintf("-s 10.%d.0.0/16 -p tcp -m tcp --dport %d -j ACCEPT", i, port))
-			}
-		default:
-			out = append(out, fmt.Sprintf("-p tcp -m tcp --dport %d -j ACCEPT", port))
-		}
-	}
-	return out
-}
-
-var ufwChains = []string{
-	"after-forward", "after-input", "after-logging-forward", "after-logging-input", "after-logging-output", "after-output",
-	"before-forward", "before-input", "before-logging-forward", "before-logging-input", "before-logging-output", "before-output",
-	"logging-allow", "logging-deny", "not-local", "reject-forward", "reject-input", "reject-output",
-	"skip-to-policy-forward", "skip-to-policy-input", "skip-to-policy-output", "track-forward", "track-input", "track-output",
-	"user-forward", "user-input", "user-limit", "user-limit-accept", "user-logging-forward", "user-logging-input", "user-logging-output", "user-output",
-}
-
-// ufwFixed4 is what ufw 0.36 writes around the user rules (IPv4), from
-// iptables-save of a real ufw node (fwtest.UfwSave4 in firewall/fwtest).
-const ufwFixed4 = `-A INPUT -j ufw-before-logging-input
--A INPUT -j ufw-before-input
--A INPUT -j ufw-after-input
--A INPUT -j ufw-after-logging-input
--A INPUT -j ufw-reject-input
--A INPUT -j ufw-track-input
--A FORWARD -j ufw-before-logging-forward
--A FORWARD -j ufw-before-forward
--A FORWARD -j ufw-after-forward
--A FORWARD -j ufw-after-logging-forward
--A FORWARD -j ufw-reject-forward
--A FORWARD -j ufw-track-forward
--A OUTPUT -j ufw-before-logging-output
--A OUTPUT -j ufw-before-output
--A OUTPUT -j ufw-after-output
--A OUTPUT -j ufw-after-logging-output
--A OUTPUT -j ufw-reject-output
--A OUTPUT -j ufw-track-output
--A ufw-after-input -p udp -m udp --dport 137 -j ufw-skip-to-policy-input
--A ufw-after-input -p udp -m udp --dport 138 -j ufw-skip-to-policy-input
--A ufw-after-input -p tcp -m tcp --dport 139 -j ufw-skip-to-policy-input
--A ufw-after-input -p tcp -m tcp --dport 445 -j ufw-skip-to-policy-input
--A ufw-after-input -p udp -m udp --dport 67 -j ufw-skip-to-policy-input
--A ufw-after-input -p udp -m udp --dport 68 -j ufw-skip-to-policy-input
--A ufw-after-input -m addrtype --dst-type BROADCAST -j ufw-skip-to-policy-input
--A ufw-after-logging-forward -m limit --limit 3/min --limit-burst 10 -j LOG --log-prefix "[UFW BLOCK] "
--A ufw-after-logging-input -m limit --limit 3/min --limit-burst 10 -j LOG --log-prefix "[UFW BLOCK] "
--A ufw-before-forward -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
--A ufw-before-forward -p icmp -m icmp --icmp-type 3 -j ACCEPT
--A ufw-before-forward -p icmp -m icmp --icmp-type 11 -j ACCEPT
--A ufw-before-forward -p icmp -m icmp --icmp-type 12 -j ACCEPT
--A ufw-before-forward -p icmp -m icmp --icmp-type 8 -j ACCEPT
--A ufw-before-forward -j ufw-user-forward
--A ufw-before-input -i lo -j ACCEPT
--A ufw-before-input -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
--A ufw-before-input -m conntrack --ctstate INVALID -j ufw-logging-deny
--A ufw-before-input -m conntrack --ctstate INVALID -j DROP
--A ufw-before-input -p icmp -m icmp --icmp-type 3 -j ACCEPT
--A ufw-before-input -p icmp -m icmp --icmp-type 11 -j ACCEPT
--A ufw-before-input -p icmp -m icmp --icmp-type 12 -j ACCEPT
--A ufw-before-input -p icmp -m icmp --icmp-type 8 -j ACCEPT
--A ufw-before-input -p udp -m udp --sport 67 --dport 68 -j ACCEPT
--A ufw-before-input -j ufw-not-local
--A ufw-before-input -d 224.0.0.251/32 -p udp -m udp --dport 5353 -j ACCEPT
--A ufw-before-input -d 239.255.255.250/32 -p udp -m udp --dport 1900 -j ACCEPT
--A ufw-before-input -j ufw-user-input
--A ufw-before-output -o lo -j ACCEPT
--A ufw-before-output -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
--A ufw-before-output -j ufw-user-output
--A ufw-logging-allow -m limit --limit 3/min --limit-burst 10 -j LOG --log-prefix "[UFW ALLOW] "
--A ufw-logging-deny -m conntrack --ctstate INVALID -m limit --limit 3/min --limit-burst 10 -j RETURN
--A ufw-logging-deny -m limit --limit 3/min --limit-burst 10 -j LOG --log-prefix "[UFW BLOCK] "
--A ufw-not-local -m addrtype --dst-type LOCAL -j RETURN
--A ufw-not-local -m addrtype --dst-type MULTICAST -j RETURN
--A ufw-not-local -m addrtype --dst-type BROADCAST -j RETURN
--A ufw-not-local -m limit --limit 3/min --limit-burst 10 -j ufw-logging-deny
--A ufw-not-local -j DROP
--A ufw-skip-to-policy-forward -j DROP
--A ufw-skip-to-policy-input -j DROP
--A ufw-skip-to-policy-output -j ACCEPT
--A ufw-track-output -p tcp -m conntrack --ctstate NEW -j ACCEPT
--A ufw-track-output -p udp -m conntrack --ctstate NEW -j ACCEPT
--A ufw-user-limit -m limit --limit 3/min -j LOG --log-prefix "[UFW LIMIT BLOCK] "
--A ufw-user-limit -j REJECT --reject-with icmp-port-unreachable
--A ufw-user-limit-accept -j ACCEPT
-`
-
-// ufwFixed6 is the IPv6 counterpart, shortened to the rules that decide.
-const ufwFixed6 = `-A INPUT -j ufw6-before-logging-input
--A INPUT -j ufw6-before-input
--A INPUT -j ufw6-after-input
--A INPUT -j ufw6-after-logging-input
--A INPUT -j ufw6-reject-input
--A INPUT -j ufw6-track-input
--A FORWARD -j ufw6-before-logging-forward
--A FORWARD -j ufw6-before-forward
--A FORWARD -j ufw6-after-forward
--A FORWARD -j ufw6-after-logging-forward
--A FORWARD -j ufw6-reject-forward
--A FORWARD -j ufw6-track-forward
--A OUTPUT -j ufw6-before-logging-output
--A OUTPUT -j ufw6-before-output
--A OUTPUT -j ufw6-after-output
--A OUTPUT -j ufw6-after-logging-output
--A OUTPUT -j ufw6-reject-output
--A OUTPUT -j ufw6-track-output
--A ufw6-after-input -p udp -m udp --dport 137 -j ufw6-skip-to-policy-input
--A ufw6-after-input -p udp -m udp --dport 138 -j ufw6-skip-to-policy-input
--A ufw6-after-input -p tcp -m tcp --dport 139 -j ufw6-skip-to-policy-input
--A ufw6-after-input -p tcp -m tcp --dport 445 -j ufw6-skip-to-policy-input
--A ufw6-after-input -p udp -m udp --dport 546 -j ufw6-skip-to-policy-input
--A ufw6-after-input -p udp -m udp --dport 547 -j ufw6-skip-to-policy-input
--A ufw6-before-forward -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
--A ufw6-before-forward -j ufw6-user-forward
--A ufw6-before-input -i lo -j ACCEPT
--A ufw6-before-input -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
--A ufw6-before-input -m conntrack --ctstate INVALID -j DROP
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 1 -j ACCEPT
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 2 -j ACCEPT
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 3 -j ACCEPT
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 4 -j ACCEPT
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 128 -j ACCEPT
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 133 -j ACCEPT
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 134 -j ACCEPT
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 135 -j ACCEPT
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 136 -j ACCEPT
--A ufw6-before-input -j ufw6-user-input
--A ufw6-before-output -o lo -j ACCEPT
--A ufw6-before-output -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
--A ufw6-before-output -j ufw6-user-output
--A ufw6-skip-to-policy-forward -j DROP
--A ufw6-skip-to-policy-input -j DROP
--A ufw6-skip-to-policy-output -j ACCEPT
--A ufw6-track-output -p tcp -m conntrack --ctstate NEW -j ACCEPT
--A ufw6-track-output -p udp -m conntrack --ctstate NEW -j ACCEPT
--A ufw6-user-limit -j REJECT
--A ufw6-user-limit-accept -j ACCEPT
-`

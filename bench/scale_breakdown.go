@@ -1,15 +1,10 @@
 package main
 
-// Where a flip's time goes. From the flip Update's sending to the workflow
-// task that set phase converged, every instant is charged to what the flip
-// waited for then, read from the node's history (the server stamps each
-// event; it runs on this host, so the client's clock and its are one): a
-// node activity outstanding (waiting for the agent's poller, or running),
-// else a workflow task outstanding (waiting for the orchestrator's poller,
-// or running), else nothing recorded (the Update on its way to the
-// workflow, the server between two steps). An activity outranks a workflow
-// task that runs beside it (the task that takes a progress signal's
-// answer): the flip waits for the activity.
+// This file holds where a flip's time goes: from the flip Update's sending
+// to the workflow task that set phase converged, every instant is charged
+// to what was outstanding then in the node's history (an activity, else a
+// workflow task, else nothing: in transit). An activity outranks a
+// workflow task running beside it: the flip waits for the activity.
 
 import (
 	"context"
@@ -61,7 +56,23 @@ func flipSpanOf(ctx context.Context, c client.Client, id string, t0 time.Time) (
 
 // splitFlip is flipSpanOf on a history already read.
 func splitFlip(id string, evs []*historypb.HistoryEvent, t0 time.Time) (flipSpan, error) {
-	end := -1
+	end := convergedAt(evs)
+	if end < 0 {
+		return flipSpan{}, fmt.Errorf("%s: no upsert of phase converged in its history", id)
+	}
+	stop := evs[end].GetEventTime().AsTime()
+	sw := &sweep{now: t0, acts: map[int64]bool{}, sp: flipSpan{total: stop.Sub(t0), parts: map[string]time.Duration{}}}
+	for _, m := range flipMarks(evs[:end+1], t0) {
+		sw.charge(m.at)
+		sw.apply(m)
+	}
+	sw.charge(stop)
+	return sw.sp, nil
+}
+
+// convergedAt is the index of the event that upserted phase converged, or
+// -1.
+func convergedAt(evs []*historypb.HistoryEvent) int {
 	for i, e := range evs {
 		up := e.GetUpsertWorkflowSearchAttributesEventAttributes()
 		if up == nil {
@@ -70,28 +81,29 @@ func splitFlip(id string, evs []*historypb.HistoryEvent, t0 time.Time) (flipSpan
 		var phase string
 		if p := up.GetSearchAttributes().GetIndexedFields()[workflows.AttrPhase.GetName()]; p != nil && json.Unmarshal(p.GetData(), &phase) == nil &&
 			phase == string(workflows.PhaseConverged) {
-			end = i
-			break
+			return i
 		}
 	}
-	if end < 0 {
-		return flipSpan{}, fmt.Errorf("%s: no upsert of phase converged in its history", id)
-	}
-	stop := evs[end].GetEventTime().AsTime()
-	// Each event opens or closes a task; sweep them in time order.
-	type mark struct {
-		at   time.Time
-		kind enumspb.EventType
-		ref  int64 // the activity's scheduled event, for its start and end
-		id   int64
-	}
-	var ms []mark
-	for _, e := range evs[:end+1] {
+	return -1
+}
+
+// flipMark is an event that opens or closes a task.
+type flipMark struct {
+	at   time.Time
+	kind enumspb.EventType
+	ref  int64 // the activity's scheduled event, for its start and end
+	id   int64
+}
+
+// flipMarks are the events from t0 on, in time order.
+func flipMarks(evs []*historypb.HistoryEvent, t0 time.Time) []flipMark {
+	var ms []flipMark
+	for _, e := range evs {
 		at := e.GetEventTime().AsTime()
 		if at.Before(t0) {
 			continue
 		}
-		m := mark{at: at, kind: e.GetEventType(), id: e.GetEventId()}
+		m := flipMark{at: at, kind: e.GetEventType(), id: e.GetEventId()}
 		switch {
 		case e.GetActivityTaskStartedEventAttributes() != nil:
 			m.ref = e.GetActivityTaskStartedEventAttributes().GetScheduledEventId()
@@ -109,48 +121,52 @@ func splitFlip(id string, evs []*historypb.HistoryEvent, t0 time.Time) (flipSpan
 		ms = append(ms, m)
 	}
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].at.Before(ms[j].at) })
-	acts := map[int64]bool{} // scheduled event -> started
-	wftScheduled, wftStarted := false, false
-	sp := flipSpan{total: stop.Sub(t0), parts: map[string]time.Duration{}}
-	now := t0
-	charge := func(until time.Time) {
-		if !until.After(now) {
-			return
-		}
-		part := partTransit
-		switch {
-		case anyStarted(acts):
-			part = partActRun
-		case len(acts) > 0:
-			part = partActQueued
-		case wftStarted:
-			part = partWFTRun
-		case wftScheduled:
-			part = partWFTQueued
-		}
-		sp.parts[part] += until.Sub(now)
-		now = until
+	return ms
+}
+
+// sweep charges each instant to what was outstanding then.
+type sweep struct {
+	now                      time.Time
+	acts                     map[int64]bool // scheduled event -> started
+	wftScheduled, wftStarted bool
+	sp                       flipSpan
+}
+
+func (w *sweep) charge(until time.Time) {
+	if !until.After(w.now) {
+		return
 	}
-	for _, m := range ms {
-		charge(m.at)
-		switch m.kind {
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			acts[m.ref] = false
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-			acts[m.ref] = true
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED,
-			enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT, enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
-			delete(acts, m.ref)
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
-			wftScheduled = true
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
-			wftStarted = true
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
-			wftScheduled, wftStarted = false, false
-		}
+	part := partTransit
+	switch {
+	case anyStarted(w.acts):
+		part = partActRun
+	case len(w.acts) > 0:
+		part = partActQueued
+	case w.wftStarted:
+		part = partWFTRun
+	case w.wftScheduled:
+		part = partWFTQueued
 	}
-	charge(stop)
-	return sp, nil
+	w.sp.parts[part] += until.Sub(w.now)
+	w.now = until
+}
+
+func (w *sweep) apply(m flipMark) {
+	switch m.kind {
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+		w.acts[m.ref] = false
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+		w.acts[m.ref] = true
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED,
+		enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT, enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
+		delete(w.acts, m.ref)
+	case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+		w.wftScheduled = true
+	case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+		w.wftStarted = true
+	case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+		w.wftScheduled, w.wftStarted = false, false
+	}
 }
 
 func anyStarted(acts map[int64]bool) bool {

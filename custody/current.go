@@ -11,7 +11,7 @@ import "bytes"
 // to Temporal.
 func (s *Store) Current(path string) ([]byte, FileState, error) {
 	var buf bytes.Buffer
-	st, err := s.read(path, &buf)
+	st, _, err := s.read(path, &buf)
 	if err != nil {
 		return nil, st, err
 	}

@@ -1,7 +1,9 @@
 // Package custody keeps the files the mesh found at the paths it declares.
 // Their bytes are copied into a node-local store under state_dir (0600 blobs
-// named by sha256); only the metadata (path, hash, size, mode, owner) leaves
-// the node, so secrets in those files never reach a workflow history.
+// named by sha256), with their extended attributes; only the metadata
+// (path, keyed digest, size, mode, owner, attribute names) leaves the node,
+// so secrets in those files never reach a workflow history. Every path
+// under node.root is reached through beneath.go.
 package custody
 
 import (
@@ -15,11 +17,14 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"adoption/config"
 	"adoption/nodestate"
@@ -44,10 +49,17 @@ type FileState struct {
 	Mode   string `json:"mode,omitempty"` // octal mode with set-id and sticky bits, e.g. "0644", "4755"
 	// Link is the target of a symlink found at the path: it is recorded
 	// and restored as a symlink, never followed.
-	Link  string `json:"link,omitempty"`
-	UID   int    `json:"uid"`
-	GID   int    `json:"gid"`
-	Error string `json:"error,omitempty"` // why it could not be read (a FIFO, a device, too large, escapes the root...)
+	Link string `json:"link,omitempty"`
+	// Xattrs names a regular file's extended attributes as found, sorted
+	// and comma-separated (a string keeps FileState comparable): POSIX
+	// ACLs, file capabilities, security labels, user attributes. Their
+	// values stay on the node, in the custody blob named by XattrSHA256
+	// (cleared by Public, like SHA256), and a restore sets them again.
+	Xattrs      string `json:"xattrs,omitempty"`
+	XattrSHA256 string `json:"xattr_sha256,omitempty"`
+	UID         int    `json:"uid"`
+	GID         int    `json:"gid"`
+	Error       string `json:"error,omitempty"` // why it could not be read (a FIFO, a device, too large, escapes the root...)
 }
 
 // MaxFileSize is the largest file custody takes: declared files are
@@ -57,7 +69,7 @@ const MaxFileSize = 16 << 20
 
 // Public is the state as a workflow history may hold it: no plain hash.
 func (f FileState) Public() FileState {
-	f.SHA256 = ""
+	f.SHA256, f.XattrSHA256 = "", ""
 	return f
 }
 
@@ -98,8 +110,8 @@ func (s *Store) ensure() error {
 }
 
 // rel turns a declared absolute path into a name relative to the node root,
-// refusing anything that is not clean: os.Root then refuses symlinks that
-// lead outside the root.
+// refusing anything that is not clean; beneathAt then refuses any symlink
+// on the way (beneath.go).
 func rel(path string) (string, error) {
 	if !filepath.IsAbs(path) || filepath.Clean(path) != path || strings.Contains(path, "..") || path == "/" {
 		return "", fmt.Errorf("declared path %q must be a clean absolute path under node.root", path)
@@ -107,73 +119,71 @@ func rel(path string) (string, error) {
 	return strings.TrimPrefix(path, "/"), nil
 }
 
-func (s *Store) openRoot() (*os.Root, error) {
-	r, err := os.OpenRoot(s.nodeRoot)
-	if err != nil {
-		return nil, fmt.Errorf("node.root %s: %w", s.nodeRoot, err)
-	}
-	return r, nil
-}
-
 // Inspect reports the file at path without changing anything.
 func (s *Store) Inspect(path string) FileState {
-	st, _ := s.read(path, nil)
+	st, _, _ := s.read(path, nil)
 	return st
 }
 
 // read records what is at path, copying a regular file's bytes to w when w
-// is not nil. A missing file is not an error. It never blocks and never
-// follows the last component: the path is looked at with lstat first, a
+// is not nil, and returns its extended attributes. A missing file is not
+// an error. It never blocks and never follows a symlink in any component
+// (beneath.go): the last component is looked at with fstatat first, a
 // symlink is recorded by its target, only a regular file is opened (with
 // O_NONBLOCK, and checked again with fstat, so a FIFO swapped in between
 // cannot hang the agent), and a file above MaxFileSize is refused.
-func (s *Store) read(path string, w io.Writer) (FileState, error) {
+func (s *Store) read(path string, w io.Writer) (FileState, xattrs, error) {
 	st := FileState{Path: path}
-	fail := func(err error) (FileState, error) {
+	fail := func(err error) (FileState, xattrs, error) {
 		st.Error = err.Error()
-		return st, err
+		return st, nil, err
 	}
 	name, err := rel(path)
 	if err != nil {
 		return fail(err)
 	}
-	root, err := s.openRoot()
+	root, err := openNodeRoot(s.nodeRoot)
 	if err != nil {
 		return fail(err)
 	}
 	defer root.Close()
-	li, err := root.Lstat(name)
+	d, err := root.dir(path, name, false)
 	if errors.Is(err, fs.ErrNotExist) {
-		return st, nil
+		return st, nil, nil
+	}
+	if err != nil {
+		return fail(err)
+	}
+	defer d.Close()
+	base := pathpkg.Base(name)
+	var ls unix.Stat_t
+	err = unix.Fstatat(int(d.Fd()), base, &ls, unix.AT_SYMLINK_NOFOLLOW)
+	if err == unix.ENOENT {
+		return st, nil, nil
 	}
 	if err != nil {
 		return fail(fmt.Errorf("lstat %s under %s: %w", path, s.nodeRoot, err))
 	}
-	if li.Mode()&fs.ModeSymlink != 0 {
-		target, err := root.Readlink(name)
+	if ls.Mode&unix.S_IFMT == unix.S_IFLNK {
+		buf := make([]byte, unix.PathMax)
+		n, err := unix.Readlinkat(int(d.Fd()), base, buf)
 		if err != nil {
 			return fail(fmt.Errorf("readlink %s: %w", path, err))
 		}
+		target := string(buf[:n])
 		st.Exists, st.Link, st.Mode = true, target, "0777"
 		st.SHA256, st.Digest = sha(linkBytes(target)), s.digest(linkBytes(target))
-		st.UID, st.GID = owner(li)
-		return st, nil
+		st.UID, st.GID = int(ls.Uid), int(ls.Gid)
+		return st, nil, nil
 	}
-	if err := acceptable(path, li); err != nil {
+	f, info, err := openRegular(root, path, name, MaxFileSize)
+	if err != nil {
 		return fail(err)
 	}
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return fail(fmt.Errorf("open %s under %s: %w", path, s.nodeRoot, err))
+	if f == nil {
+		return st, nil, nil // removed between the two looks
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return fail(err)
-	}
-	if err := acceptable(path, info); err != nil {
-		return fail(err)
-	}
 	h := sha256.New()
 	var mac hash.Hash
 	dst := []io.Writer{h}
@@ -191,6 +201,10 @@ func (s *Store) read(path string, w io.Writer) (FileState, error) {
 	if n > MaxFileSize {
 		return fail(fmt.Errorf("%s grew past %d bytes while being read; custody takes configuration files only", path, MaxFileSize))
 	}
+	x, err := readXattrs(int(f.Fd()))
+	if err != nil {
+		return fail(fmt.Errorf("%s: %w; custody cannot record it exactly", path, err))
+	}
 	st.Exists, st.Size = true, n
 	st.SHA256 = hex.EncodeToString(h.Sum(nil))
 	if mac != nil {
@@ -198,18 +212,21 @@ func (s *Store) read(path string, w io.Writer) (FileState, error) {
 	}
 	st.Mode = config.FormatMode(info.Mode())
 	st.UID, st.GID = owner(info)
-	return st, nil
+	if len(x) > 0 {
+		st.Xattrs, st.XattrSHA256 = strings.Join(x.names(), ","), sha(x.encode())
+	}
+	return st, x, nil
 }
 
 // acceptable refuses what custody cannot hold exactly: anything but a
 // regular file (a FIFO would block a reader, a device would stream
-// forever), and a regular file above MaxFileSize.
-func acceptable(path string, info fs.FileInfo) error {
+// forever), and a regular file above limit.
+func acceptable(path string, info fs.FileInfo, limit int64) error {
 	if !info.Mode().IsRegular() {
 		return fmt.Errorf("%s is a %s, not a regular file or a symlink; custody refuses it (declare only files, or remove it from the configuration)", path, kind(info.Mode()))
 	}
-	if info.Size() > MaxFileSize {
-		return fmt.Errorf("%s is %d bytes, above custody's limit of %d; custody takes configuration files only", path, info.Size(), MaxFileSize)
+	if info.Size() > limit {
+		return fmt.Errorf("%s is %d bytes, above custody's limit of %d; custody takes configuration files only", path, info.Size(), limit)
 	}
 	return nil
 }
@@ -263,7 +280,7 @@ func (s *Store) Take(path string) (Record, error) {
 		return Record{}, fmt.Errorf("custody store: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	st, err := s.read(path, tmp)
+	st, x, err := s.read(path, tmp)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -281,9 +298,24 @@ func (s *Store) Take(path string) (Record, error) {
 		if err := os.Rename(tmp.Name(), s.blobPath(st.SHA256)); err != nil {
 			return Record{}, fmt.Errorf("custody store: %w", err)
 		}
+		if len(x) > 0 {
+			if err := s.putBlob(x.encode()); err != nil {
+				return Record{}, fmt.Errorf("custody store: the extended attributes of %s: %w", path, err)
+			}
+		}
 	}
 	idx[path] = rec
 	return rec, s.writeIndex(idx)
+}
+
+// putBlob keeps b under its sha256, 0600, fsynced, with the directory
+// fsynced after the rename.
+func (s *Store) putBlob(b []byte) error {
+	sum := sha(b)
+	if _, err := os.Stat(s.blobPath(sum)); err == nil {
+		return nil
+	}
+	return nodestate.WriteFileAtomic(s.blobPath(sum), b, 0o600)
 }
 
 // Blob returns the bytes kept for a hash. It is for node-local use only
@@ -335,5 +367,22 @@ func (s *Store) writeIndex(idx map[string]Record) error {
 	if err != nil {
 		return err
 	}
-	return nodestate.WriteFileAtomic(s.indexPath(), b, 0o600)
+	if err := nodestate.WriteFileAtomic(s.indexPath(), b, 0o600); err != nil {
+		return err
+	}
+	return s.syncStore()
+}
+
+// syncStore fsyncs the store's directory, so that the blobs and the index
+// renamed into it outlive a crash: the record is what a restore trusts.
+func (s *Store) syncStore() error {
+	d, err := os.Open(s.dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync the custody store %s: %w", s.dir, err)
+	}
+	return nil
 }

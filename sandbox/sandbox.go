@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"adoption/config"
+	"adoption/internal/ufwfixture"
 )
 
 // Spec describes a sandbox node.
@@ -96,7 +97,7 @@ func (n *Node) Up() error {
 		}
 	}
 	for _, fam := range []string{"iptables-restore", "ip6tables-restore"} {
-		if err := runCmd([]byte(UFWRules(append(append([]config.Port{}, n.Allowed...), n.AllowedOnly...))), "ip", "netns", "exec", n.Netns, fam); err != nil {
+		if err := runCmd([]byte(ufwfixture.DefaultDeny(append(append([]config.Port{}, n.Allowed...), n.AllowedOnly...))), "ip", "netns", "exec", n.Netns, fam); err != nil {
 			return fmt.Errorf("load the predecessor firewall: %w", err)
 		}
 	}
@@ -104,39 +105,6 @@ func (n *Node) Up() error {
 		return err
 	}
 	return n.startListeners()
-}
-
-// UFWRules is an iptables-restore input laid out as ufw lays out its
-// default-deny ruleset: base chains that drop, the ufw-* chains, and one
-// accept per allowed port in ufw-user-input.
-func UFWRules(allowed []config.Port) string {
-	var b strings.Builder
-	b.WriteString(`*filter
-:INPUT DROP [0:0]
-:FORWARD DROP [0:0]
-:OUTPUT ACCEPT [0:0]
-:ufw-before-input - [0:0]
-:ufw-user-input - [0:0]
-:ufw-after-input - [0:0]
-:ufw-reject-input - [0:0]
-:ufw-before-forward - [0:0]
-:ufw-user-forward - [0:0]
--A INPUT -j ufw-before-input
--A INPUT -j ufw-user-input
--A INPUT -j ufw-after-input
--A INPUT -j ufw-reject-input
--A FORWARD -j ufw-before-forward
--A FORWARD -j ufw-user-forward
--A ufw-before-input -i lo -j ACCEPT
--A ufw-before-input -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
--A ufw-before-input -m conntrack --ctstate INVALID -j DROP
--A ufw-before-forward -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
-`)
-	for _, p := range allowed {
-		fmt.Fprintf(&b, "-A ufw-user-input -p %s -m %s --dport %d -j ACCEPT\n", p.Proto, p.Proto, p.Num)
-	}
-	b.WriteString("COMMIT\n")
-	return b.String()
 }
 
 func (n *Node) writeFiles() error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"adoption/config"
+	"adoption/internal/ufwfixture"
 	"adoption/sandbox"
 	"adoption/workflows"
 )
@@ -106,7 +107,7 @@ func TestGenesisMarksReconcileRelease(t *testing.T) {
 	// The found firewall's owner reloads it (as its boot-time service
 	// would): every ip mark vanishes at once; reconcile puts them back.
 	reload := exec.Command("ip", "netns", "exec", n.Netns, "iptables-restore")
-	reload.Stdin = strings.NewReader(sandbox.UFWRules(n.Allowed))
+	reload.Stdin = strings.NewReader(ufwfixture.DefaultDeny(n.Allowed))
 	if out, err := reload.CombinedOutput(); err != nil {
 		t.Fatalf("reload the found firewall: %v %s", err, out)
 	}

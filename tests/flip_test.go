@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"adoption/config"
+	"adoption/internal/ufwfixture"
 	"adoption/sandbox"
 	"adoption/workflows"
 )
@@ -211,7 +212,7 @@ func reboot(t *testing.T, n *node) {
 	if strings.Contains(string(ufwConf), "ENABLED=yes") {
 		for _, fam := range []string{"iptables-restore", "ip6tables-restore"} {
 			cmd := exec.Command("ip", "netns", "exec", n.Netns, fam)
-			cmd.Stdin = strings.NewReader(sandbox.UFWRules(config.MustPorts([]string{"22/tcp", "80/tcp", "8080/tcp", "53/udp"})))
+			cmd.Stdin = strings.NewReader(ufwfixture.DefaultDeny(config.MustPorts([]string{"22/tcp", "80/tcp", "8080/tcp", "53/udp"})))
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("ufw at boot: %v\n%s", err, out)
 			}

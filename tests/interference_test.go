@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"adoption/config"
+	"adoption/internal/ufwfixture"
 	"adoption/sandbox"
 	"adoption/workflows"
 )
@@ -82,7 +83,7 @@ func restoreFound(t *testing.T, n *node, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
 		cmd := exec.Command("ip", "netns", "exec", n.Netns, tool)
-		cmd.Stdin = strings.NewReader(sandbox.UFWRules(n.Allowed))
+		cmd.Stdin = strings.NewReader(ufwfixture.DefaultDeny(n.Allowed))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%s of the found firewall: %v %s", tool, err, out)
 		}

@@ -7,13 +7,14 @@ import (
 	"adoption/firewall/fwtest"
 	"adoption/firewall/nft"
 	"adoption/internal/testenv"
+	"adoption/internal/ufwfixture"
 )
 
 func TestKernelUfwLayout(t *testing.T) {
 	n := fwtest.NewTestNet(t)
 	testenv.NeedTools(t, "iptables-nft-restore", "ip6tables-nft-restore")
-	fwtest.Run(t, fwtest.UfwSave4, "ip", "netns", "exec", n.Node, "iptables-nft-restore")
-	fwtest.Run(t, fwtest.UfwSave6, "ip", "netns", "exec", n.Node, "ip6tables-nft-restore")
+	fwtest.Run(t, ufwfixture.Save4, "ip", "netns", "exec", n.Node, "iptables-nft-restore")
+	fwtest.Run(t, ufwfixture.Save6, "ip", "netns", "exec", n.Node, "ip6tables-nft-restore")
 	rs := n.List(t)
 	if k, err := nft.Kind(rs, nil); err != nil || k != nft.KindIptablesNft {
 		t.Errorf("Kind = %q, %v; want %q", k, err, nft.KindIptablesNft)

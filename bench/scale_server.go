@@ -1,0 +1,276 @@
+package main
+
+// This file holds what the scale section runs beside the simulated nodes:
+// the Temporal dev server, the orchestrator process, the found ruleset they
+// serve, and the reads of the server (counts, histories) and of memory.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"google.golang.org/protobuf/proto"
+
+	"adoption/config"
+	"adoption/firewall/eval"
+	"adoption/internal/ufwfixture"
+)
+
+// foundRuleset lists ufwfixture.DefaultDeny(22/tcp) from a throwaway bn-
+// namespace: the found firewall every simulated node reports.
+func foundRuleset() (json.RawMessage, error) {
+	ns, err := newNS("sc")
+	if err != nil {
+		return nil, err
+	}
+	defer ns.del()
+	rules := ufwfixture.DefaultDeny(config.MustPorts([]string{"22/tcp"}))
+	for _, fam := range []string{"iptables-restore", "ip6tables-restore"} {
+		if _, err := ns.run([]byte(rules), fam); err != nil {
+			return nil, err
+		}
+	}
+	rs, err := eval.Inspector{Netns: ns.path}.Ruleset()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(rs)
+}
+
+type devServer struct {
+	cmd     *exec.Cmd
+	addr    string
+	version string
+	done    chan struct{}
+}
+
+func freeTCPPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startServer starts a dev server as tests/harness_test.go does, on free
+// ports with its own database file.
+func startServer(bin, dbFile, dir string, longPolls int) (*devServer, error) {
+	var ports [3]int
+	for i := range ports {
+		p, err := freeTCPPort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	logf, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		return nil, err
+	}
+	s := &devServer{addr: fmt.Sprintf("127.0.0.1:%d", ports[0]), done: make(chan struct{})}
+	if v, err := exec.Command(bin, "--version").Output(); err == nil {
+		s.version = strings.TrimSpace(string(v))
+	}
+	s.cmd = exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
+		"--port", strconv.Itoa(ports[0]), "--http-port", strconv.Itoa(ports[1]), "--metrics-port", strconv.Itoa(ports[2]),
+		"--db-filename", dbFile, "--log-level", "warn",
+		"--dynamic-config-value", fmt.Sprintf("frontend.namespaceCount=%d", longPolls),
+		// One partition per task queue: a node queue has one poller, and
+		// 1,000 queues of 4 partitions each are 4,000 task queue rows for
+		// SQLite to create at once.
+		"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+		"--search-attribute", "AdoptionNode=Keyword", "--search-attribute", "AdoptionPhase=Keyword")
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	go func() { s.cmd.Wait(); logf.Close(); close(s.done) }() //nolint:errcheck
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := client.Dial(client.Options{HostPort: s.addr, Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+		if err == nil {
+			_, herr := c.CheckHealth(context.Background(), &client.CheckHealthRequest{})
+			if herr == nil {
+				_, herr = c.WorkflowService().DescribeNamespace(context.Background(), &workflowservice.DescribeNamespaceRequest{Namespace: "default"})
+			}
+			c.Close()
+			if herr == nil {
+				return s, nil
+			}
+		}
+		select {
+		case <-s.done:
+			b, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+			return nil, fmt.Errorf("dev server exited: %s", b)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	s.stop()
+	b, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+	return nil, fmt.Errorf("dev server did not become healthy on %s: %s", s.addr, b)
+}
+
+func (s *devServer) stop() {
+	if s == nil || s.cmd.Process == nil {
+		return
+	}
+	terminate(s.cmd, s.done)
+}
+
+func isTransient(err error) bool {
+	var unavailable *serviceerror.Unavailable
+	var deadline *serviceerror.DeadlineExceeded
+	var exhausted *serviceerror.ResourceExhausted
+	return errors.As(err, &unavailable) || errors.As(err, &deadline) || errors.As(err, &exhausted) ||
+		errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "context deadline exceeded")
+}
+
+func count(ctx context.Context, c client.Client, query string) (int64, error) {
+	resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: "default", Query: query})
+	if err != nil {
+		return 0, err
+	}
+	return resp.GetCount(), nil
+}
+
+func historyOf(ctx context.Context, c client.Client, id string) (events, bytes int, err error) {
+	return history(ctx, c, id)
+}
+
+func history(ctx context.Context, c client.Client, id string) (events, bytes int, err error) {
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return 0, 0, fmt.Errorf("history of %s: %w", id, err)
+		}
+		events++
+		bytes += proto.Size(e)
+	}
+	return events, bytes, nil
+}
+
+// orchestrator is `adopt-worker orchestrate`, built from this tree and run
+// as its own process, so that its memory is its own.
+type orchestrator struct {
+	cmd     *exec.Cmd
+	buildID string
+	done    chan struct{}
+}
+
+func startOrchestrator(dir, addr, pollers string) (*orchestrator, error) {
+	exe := filepath.Join(dir, "adopt-worker")
+	if out, err := exec.Command("go", "build", "-o", exe, "./worker").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build adopt-worker: %v\n%s", err, out)
+	}
+	logf, err := os.Create(filepath.Join(dir, "orchestrator.log"))
+	if err != nil {
+		return nil, err
+	}
+	o := &orchestrator{done: make(chan struct{}), buildID: "bench"}
+	args := []string{"orchestrate", "--build-id", o.buildID}
+	if pollers != "" {
+		args = append(args, "--workflow-pollers", pollers)
+	}
+	o.cmd = exec.Command(exe, args...)
+	o.cmd.Env = append(os.Environ(), "ADOPT_CONFIG=", "ADOPT_TEMPORAL_ADDRESS="+addr)
+	o.cmd.Stdout, o.cmd.Stderr = logf, logf
+	if err := o.cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	go func() { o.cmd.Wait(); logf.Close(); close(o.done) }() //nolint:errcheck
+	return o, nil
+}
+
+func (o *orchestrator) stop() {
+	terminate(o.cmd, o.done)
+}
+func rssMiB(pid, field string) float64 {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, field+":") {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				kb, _ := strconv.ParseFloat(f[1], 64)
+				return kb / 1024
+			}
+		}
+	}
+	return 0
+}
+
+type peakMem struct {
+	rss, heapInuse, heapAlloc float64
+	goroutines                int
+}
+
+type sampler struct {
+	done chan struct{}
+	out  chan peakMem
+}
+
+func startSampler() *sampler {
+	s := &sampler{done: make(chan struct{}), out: make(chan peakMem, 1)}
+	go func() {
+		var p peakMem
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			p.rss = max(p.rss, rssMiB("self", "VmRSS"))
+			p.heapInuse = max(p.heapInuse, float64(m.HeapInuse)/(1<<20))
+			p.heapAlloc = max(p.heapAlloc, float64(m.HeapAlloc)/(1<<20))
+			p.goroutines = max(p.goroutines, runtime.NumGoroutine())
+			select {
+			case <-s.done:
+				s.out <- p
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) stop() peakMem {
+	close(s.done)
+	return <-s.out
+}
+
+// terminate asks cmd to stop and kills it after 20 s; done closes when it
+// has exited.
+func terminate(cmd *exec.Cmd, done chan struct{}) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
