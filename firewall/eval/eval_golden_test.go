@@ -1,21 +1,11 @@
-package eval_test
+// This file holds the evaluator's recorded results: OpenPorts and
+// OpenPortsOn must give what they gave when the goldens were written, on
+// fwtest's DNAT fixtures and on pseudo-random decoded rulesets, three ways
+// each. After a change meant to change results, rewrite them and read the
+// diff: FW_SAVE_GOLDEN=1 go test -run TestEvalGolden ./firewall/eval.
+// FW_GOLDEN_N and FW_GOLDEN_FILE run more inputs against another file.
 
-// The evaluator's results, recorded: OpenPorts and OpenPortsOn must give
-// exactly what they gave when the goldens were written, on the fixtures of
-// fwtest's testdata/dnat and on rulesets decoded from a fixed stream of pseudo-random
-// inputs by the fuzz decoder (fzRuleset), each evaluated three ways: with
-// nothing known of the node, on a known node, and with some of its rules
-// turned into DNATs. The evaluator is rewritten for speed from time to time;
-// this is the check that the rewrite changed nothing.
-//
-// After a change that is meant to change results, rewrite them and read the
-// fixtures' diff:
-//
-//	FW_SAVE_GOLDEN=1 go test -run TestEvalGolden ./firewall
-//
-// FW_GOLDEN_N=<n> and FW_GOLDEN_FILE=<path> run more inputs against another
-// file (a differential run against a build of the old evaluator: write with
-// the old one, compare with the new one).
+package eval_test
 
 import (
 	"bytes"
