@@ -244,8 +244,11 @@ const (
 	PacketHost = 0
 )
 
+// IsIPFamily reports whether f is a family that filters IP (ip, ip6, inet).
 func IsIPFamily(f string) bool { return f == FamilyIP || f == FamilyIP6 || f == FamilyInet }
 
+// Targets are the chains rule r jumps or goes to, by its verdict or its
+// verdict map.
 func Targets(r *Rule) []string {
 	var out []string
 	if (r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto) && r.VMap == nil {
@@ -259,6 +262,7 @@ func Targets(r *Rule) []string {
 	return out
 }
 
+// IsFilter reports whether ch is a filter chain.
 func IsFilter(ch *Chain) bool { return ch.Type == "" || ch.Type == "filter" }
 
 // viaOf writes a DNAT target: "172.17.0.2:8080", "[fd00::2]:80", ":9001"
@@ -275,6 +279,7 @@ func ViaOf(a netip.Addr, port uint16) string {
 	return netip.AddrPortFrom(a, port).String()
 }
 
+// PortEnd is the last port of opening o.
 func PortEnd(o Opening) uint16 {
 	if o.PortEnd != 0 {
 		return o.PortEnd

@@ -45,6 +45,7 @@ type Interface struct {
 	Addrs    []netip.Prefix `json:"addrs,omitempty"`
 }
 
+// HasInterfaces reports whether n is set and its interfaces were read.
 func (n *Node) HasInterfaces() bool { return n != nil && n.Interfaces != nil }
 
 // forwards reports whether the node forwards family fam (unknown: yes).

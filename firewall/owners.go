@@ -99,6 +99,7 @@ func TableTool(t *Table) string {
 
 func isMeshTable(t *Table) bool { return t.Family == FamilyInet && t.Name == MeshTable }
 
+// IsUfwChain reports whether a chain called name is one of ufw's own.
 func IsUfwChain(name string) bool {
 	return strings.HasPrefix(name, "ufw-") || strings.HasPrefix(name, "ufw6-")
 }

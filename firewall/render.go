@@ -133,6 +133,7 @@ func orFilter(s string) string {
 	return s
 }
 
+// RenderRule is rule r as Render prints it.
 func RenderRule(r *Rule) string {
 	var parts []string
 	for _, c := range r.Conds {
@@ -181,6 +182,7 @@ func renderVerdict(v Verdict) string {
 	return string(v.Kind)
 }
 
+// RenderCond is condition c as Render prints it.
 func RenderCond(c *Cond) string {
 	op := " "
 	if c.Negate {

@@ -126,7 +126,7 @@ func TestDNATConntrackBits(t *testing.T) {
 	p := Packet{Hook: firewall.HookForward, Family: firewall.FamilyIP, Port: 8080, OrigPort: 18080, Dnat: true}
 	for _, c := range []struct {
 		cond firewall.Cond
-		want tri
+		want Tri
 	}{
 		{firewall.Cond{Kind: firewall.CondCtState, Bits: firewall.CtStateDNAT}, TriTrue},
 		{firewall.Cond{Kind: firewall.CondCtState, Bits: firewall.CtStateSNAT}, TriFalse},

@@ -61,16 +61,19 @@ func OpenPortsOn(rs *firewall.Ruleset, node firewall.Node) []firewall.Opening {
 
 // stages are one family's base chains, by where the packet meets them.
 type stages struct {
-	pre, nat, input, forward []chainRef
+	pre, nat, input, forward []ChainRef
 }
 
-type chainRef struct {
+// ChainRef is a base chain with the table it is in.
+type ChainRef struct {
 	table *firewall.Table
 	chain *firewall.Chain
 }
 
-func BaseChains(rs *firewall.Ruleset, hook, fam string, keep func(*firewall.Chain) bool) []chainRef {
-	var out []chainRef
+// BaseChains are the base chains at hook of the tables of family fam (and
+// inet) that keep admits, in priority order.
+func BaseChains(rs *firewall.Ruleset, hook, fam string, keep func(*firewall.Chain) bool) []ChainRef {
+	var out []ChainRef
 	for ti := range rs.Tables {
 		t := &rs.Tables[ti]
 		if t.Family != fam && t.Family != firewall.FamilyInet {
@@ -78,7 +81,7 @@ func BaseChains(rs *firewall.Ruleset, hook, fam string, keep func(*firewall.Chai
 		}
 		for ci := range t.Chains {
 			if t.Chains[ci].Hook == hook && (keep == nil || keep(&t.Chains[ci])) {
-				out = append(out, chainRef{t, &t.Chains[ci]})
+				out = append(out, ChainRef{t, &t.Chains[ci]})
 			}
 		}
 	}

@@ -24,10 +24,10 @@ const (
 // keeps apart; more make the outcome unknown.
 const maxTargets = 60
 
-// evaluator follows one packet at a time through the compiled ruleset
+// Evaluator follows one packet at a time through the compiled ruleset
 // (program.go). Its memo of chain outcomes is a slot per rule, valid for the
 // current generation: one hook of one packet.
-type evaluator struct {
+type Evaluator struct {
 	prog *program
 	pkt  Packet
 	memo []memoSlot
@@ -47,14 +47,16 @@ type memoSlot struct {
 	o   outcome
 }
 
-func NewEvaluator(rs *firewall.Ruleset) *evaluator { return compile(rs).evaluator() }
+// NewEvaluator compiles rs and returns an evaluator of it.
+func NewEvaluator(rs *firewall.Ruleset) *Evaluator { return compile(rs).Evaluator() }
 
-func (p *program) evaluator() *evaluator {
-	return &evaluator{prog: p, memo: make([]memoSlot, p.slots)}
+// Evaluator returns an evaluator of the compiled program.
+func (p *program) Evaluator() *Evaluator {
+	return &Evaluator{prog: p, memo: make([]memoSlot, p.slots)}
 }
 
 // reset starts a new memo generation for a new packet or hook.
-func (e *evaluator) reset() {
+func (e *Evaluator) reset() {
 	e.gen++
 	if e.gen == 0 { // wrapped: old stamps could look current
 		clear(e.memo)
@@ -63,7 +65,7 @@ func (e *evaluator) reset() {
 }
 
 // cond decides c for the current packet.
-func (e *evaluator) cond(c *firewall.Cond) tri {
+func (e *Evaluator) cond(c *firewall.Cond) Tri {
 	if c.Kind == firewall.CondSaddr {
 		e.sawSource = true
 		if set := e.prog.sources[c]; set != nil {
@@ -80,7 +82,7 @@ func (e *evaluator) cond(c *firewall.Cond) tri {
 // run returns the possible outcomes of chain c from rule i on. outReturn
 // means the chain returned (or fell off its end) to its caller. The memo is
 // by (chain, rule) only, whatever the depth.
-func (e *evaluator) run(c *cchain, i, depth int) outcome {
+func (e *Evaluator) run(c *cchain, i, depth int) outcome {
 	if c == nil || depth > 64 {
 		return outAccept | outDrop | outReturn
 	}
@@ -124,7 +126,7 @@ func (e *evaluator) run(c *cchain, i, depth int) outcome {
 	return o
 }
 
-func (e *evaluator) vmap(c *cchain, i, depth int) outcome {
+func (e *Evaluator) vmap(c *cchain, i, depth int) outcome {
 	r := &c.rules[i]
 	var o outcome
 	definite := false
@@ -147,7 +149,7 @@ func (e *evaluator) vmap(c *cchain, i, depth int) outcome {
 // verdict is what verdict v of rule i of c does; target is the chain a jump
 // or goto names (nil: none by that name). The rest of the chain is rule i+1
 // on.
-func (e *evaluator) verdict(c *cchain, i int, v firewall.Verdict, target *cchain, depth int) outcome {
+func (e *Evaluator) verdict(c *cchain, i int, v firewall.Verdict, target *cchain, depth int) outcome {
 	switch v.Kind {
 	case firewall.VerdictAccept:
 		return outAccept
@@ -180,7 +182,7 @@ func (e *evaluator) verdict(c *cchain, i int, v firewall.Verdict, target *cchain
 	return outAccept | outDrop | e.run(c, i+1, depth)
 }
 
-func (e *evaluator) targetBit(t *firewall.NATTarget) outcome {
+func (e *Evaluator) targetBit(t *firewall.NATTarget) outcome {
 	if t == nil {
 		t = &firewall.NATTarget{Unknown: "no target decoded"}
 	}
@@ -196,14 +198,15 @@ func (e *evaluator) targetBit(t *firewall.NATTarget) outcome {
 	return outDNAT << (len(e.targets) - 1)
 }
 
-// result of the whole hook for one packet.
-type result struct {
+// Result is the outcome of a whole hook for one packet: whether it may be
+// accepted, dropped, or both (undecided).
+type Result struct {
 	Accept, drop bool
 }
 
 // runBase runs one base chain; falling off its end (or returning from it)
 // is its policy's verdict.
-func (e *evaluator) runBase(b chainRef) outcome {
+func (e *Evaluator) runBase(b ChainRef) outcome {
 	o := e.run(e.prog.chain(b.chain), 0, 0)
 	if o&outReturn != 0 {
 		o &^= outReturn
@@ -216,7 +219,8 @@ func (e *evaluator) runBase(b chainRef) outcome {
 	return o
 }
 
-func (e *evaluator) Hook(bases []chainRef, pkt Packet) result {
+// Hook runs pkt through the base chains bases of one hook.
+func (e *Evaluator) Hook(bases []ChainRef, pkt Packet) Result {
 	e.pkt = pkt
 	e.reset()
 	cont, drop := true, false
@@ -230,5 +234,5 @@ func (e *evaluator) Hook(bases []chainRef, pkt Packet) result {
 		}
 		cont = o&outAccept != 0
 	}
-	return result{Accept: cont, drop: drop}
+	return Result{Accept: cont, drop: drop}
 }

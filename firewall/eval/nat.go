@@ -22,7 +22,7 @@ type natEnd struct {
 // accepts (or returns) hands the packet to the next, a NAT statement ends
 // them all (nf_nat_inet_fn stops once the binding is set up), a drop is
 // final.
-func (e *evaluator) natHook(bases []chainRef, pkt Packet) []natEnd {
+func (e *Evaluator) natHook(bases []ChainRef, pkt Packet) []natEnd {
 	e.pkt = pkt
 	e.reset()
 	e.nat, e.targets = true, e.targets[:0]
@@ -62,11 +62,11 @@ type path struct {
 // client evaluates one client packet the whole way: prerouting, nat, then
 // the input or forward hook of each way the nat chains may send it. A path
 // is in the result when the packet may take it.
-func (e *evaluator) client(st *stages, pkt Packet) map[path]result {
-	out := map[path]result{}
-	add := func(p path, r result) {
+func (e *Evaluator) client(st *stages, pkt Packet) map[path]Result {
+	out := map[path]Result{}
+	add := func(p path, r Result) {
 		o := out[p]
-		out[p] = result{Accept: o.Accept || r.Accept, drop: o.drop || r.drop}
+		out[p] = Result{Accept: o.Accept || r.Accept, drop: o.drop || r.drop}
 	}
 	pkt.Hook = firewall.HookPrerouting
 	pre := e.Hook(st.pre, pkt)
@@ -78,7 +78,7 @@ func (e *evaluator) client(st *stages, pkt Packet) map[path]result {
 				continue
 			}
 			var p path
-			var r result
+			var r Result
 			if end.target == nil {
 				q := pkt
 				q.Hook = firewall.HookInput
@@ -103,8 +103,8 @@ func (e *evaluator) client(st *stages, pkt Packet) map[path]result {
 }
 
 // dnat follows a DNATed packet to the hook that decides it.
-func (e *evaluator) dnat(st *stages, pkt Packet, t *firewall.NATTarget) (path, result) {
-	unsure := result{Accept: true, drop: true}
+func (e *Evaluator) dnat(st *stages, pkt Packet, t *firewall.NATTarget) (path, Result) {
+	unsure := Result{Accept: true, drop: true}
 	port := pkt.Port
 	switch {
 	case t.PortMin == 0 && t.PortMax == 0:
@@ -129,7 +129,7 @@ func (e *evaluator) dnat(st *stages, pkt Packet, t *firewall.NATTarget) (path, r
 		return path{dir: firewall.HookForward, via: via, reason: "DNAT to an address of the other family"}, unsure
 	}
 	if !pkt.node.Forwards(pkt.Family) {
-		return path{dir: firewall.HookForward, via: via}, result{drop: true} // the node routes nothing on
+		return path{dir: firewall.HookForward, via: via}, Result{drop: true} // the node routes nothing on
 	}
 	oif := ""
 	if pkt.node.HasInterfaces() {
@@ -149,12 +149,12 @@ func (e *evaluator) dnat(st *stages, pkt Packet, t *firewall.NATTarget) (path, r
 // runs with the output interface undecided. A drop there whatever the
 // route closes the port (a flip's mesh drops undeclared ports so, and
 // flip.drop can then be kept); anything else stays uncertain, named.
-func (e *evaluator) unmapped(st *stages, pkt Packet, addr netip.Addr, port uint16, via string) (path, result) {
+func (e *Evaluator) unmapped(st *stages, pkt Packet, addr netip.Addr, port uint16, via string) (path, Result) {
 	q := pkt
 	q.Hook, q.Port, q.Dst, q.Dnat, q.oif = firewall.HookForward, port, addr, true, ""
 	if r := e.Hook(st.forward, q); !r.Accept {
 		return path{dir: firewall.HookForward, via: via}, r
 	}
 	return path{dir: firewall.HookForward, via: via, reason: fmt.Sprintf("DNAT target %s is on none of the node's networks: where it is routed is not known", addr)},
-		result{Accept: true, drop: true}
+		Result{Accept: true, drop: true}
 }

@@ -18,7 +18,7 @@ type openKey struct {
 
 func evalPorts(prog *program, node *firewall.Node, st stages, atoms []Atom, groups [][]Atom, index map[netip.Prefix]int, bounds []int, fam, proto string) []firewall.Opening {
 	pnum := protoNum(proto)
-	e := prog.evaluator()
+	e := prog.Evaluator()
 	type span struct{ start, end int }
 	open := map[openKey]*span{}
 	var out []firewall.Opening
@@ -36,7 +36,7 @@ func evalPorts(prog *program, node *firewall.Node, st stages, atoms []Atom, grou
 			end = bounds[bi+1] - 1
 		}
 		here := map[openKey]bool{}
-		var other map[path]result
+		var other map[path]Result
 		sure, unsure := map[path][]Atom{}, map[path][]Atom{} // open prefix atoms worth naming
 		for ai, g := range groups {
 			if ai == 1 && !e.sawSource {

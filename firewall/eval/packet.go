@@ -32,16 +32,19 @@ type Packet struct {
 	node *firewall.Node
 }
 
-type tri int
+// Tri is a condition's value for a packet: false, true, or unknown (the
+// evaluation branches).
+type Tri int
 
 const (
-	TriFalse tri = iota
+	TriFalse Tri = iota
 	TriTrue
 	TriUnknown
 )
 
-func (p *Packet) Cond(c *firewall.Cond) tri {
-	var t tri
+// Cond is condition c's value for the packet.
+func (p *Packet) Cond(c *firewall.Cond) Tri {
+	var t Tri
 	switch c.Kind {
 	case firewall.CondNever:
 		return TriFalse
@@ -157,7 +160,7 @@ func (p *Packet) Cond(c *firewall.Cond) tri {
 	return t
 }
 
-func boolTri(b bool) tri {
+func boolTri(b bool) Tri {
 	if b {
 		return TriTrue
 	}
@@ -188,7 +191,7 @@ var notOwnUnicast = []netip.Prefix{
 // daddrTri decides a destination prefix for a packet to a routable unicast
 // address: special-purpose prefixes never hold it, a default prefix always
 // does, any other one depends on which address the client picked.
-func daddrTri(ps []netip.Prefix, fam string) tri {
+func daddrTri(ps []netip.Prefix, fam string) Tri {
 	t := TriFalse
 	for _, q := range ps {
 		if q.Addr().Is4() != (fam == firewall.FamilyIP) {
@@ -213,7 +216,7 @@ func daddrTri(ps []netip.Prefix, fam string) tri {
 
 // ifnameTri decides an interface name match for a packet that arrived on some
 // interface other than lo.
-func ifnameTri(names []string) tri {
+func ifnameTri(names []string) Tri {
 	t := TriFalse
 	for _, n := range names {
 		switch {
@@ -241,7 +244,7 @@ func nameMatch(pat, n string) bool {
 // namesTri decides an interface name condition for a packet on one of the
 // interfaces in on (which one is not known): true if every one matches,
 // false if none does.
-func namesTri(pats, on []string) tri {
+func namesTri(pats, on []string) Tri {
 	if len(on) == 0 {
 		return TriUnknown
 	}

@@ -42,6 +42,7 @@ func (m Mark) Comment() string {
 	return fmt.Sprintf("%s%s:%s:%d/%s", firewall.MarkPrefix, m.Node, m.Owner, m.Port, m.Proto)
 }
 
+// String is the mark as its comment.
 func (m Mark) String() string { return m.Comment() }
 
 // Validate says what is wrong with the mark, naming the value, or nil.
@@ -105,6 +106,7 @@ type MarkedRule struct {
 	Placement string `json:"placement,omitempty"`
 }
 
+// String names the rule and where it is.
 func (r MarkedRule) String() string {
 	return fmt.Sprintf("%s %s %s handle %d (%s)", r.Family, r.Table, r.Chain, r.Handle, r.Mark.Comment())
 }
@@ -127,6 +129,7 @@ func NewMarker(netnsPath string) *Marker { return &Marker{netns: netnsPath} }
 // nftables.WithTestDial, or one made with nftables.WithNetNSFd.
 func NewMarkerWithConn(c *nftables.Conn) *Marker { return &Marker{conn: c} }
 
+// Session opens one operation's connections to the marker's namespace.
 func (m *Marker) Session() (*nft.Session, error) { return nft.OpenSession(m.netns, m.conn) }
 
 // markExprs is the rule a mark opens a port with, in the form nft itself
@@ -192,6 +195,7 @@ func placements(rs *firewall.Ruleset, proto string, port uint16) ([]placement, e
 	return out, nil
 }
 
+// ValidNames checks a node and an owner name before they reach a comment.
 func ValidNames(node, owner string) error {
 	var errs []error
 	if !config.ValidName(node) {
@@ -445,6 +449,7 @@ func (m *Marker) remove(keep func(Mark) bool) ([]MarkedRule, error) {
 	return nil, fmt.Errorf("removing marked rules: the ruleset kept changing, tried twice: %w", last)
 }
 
+// L4num is the IP protocol number of "tcp" or "udp" (tcp for anything else).
 func L4num(proto string) byte {
 	if proto == "udp" {
 		return unix.IPPROTO_UDP

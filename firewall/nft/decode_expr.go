@@ -34,6 +34,8 @@ type field struct {
 	data []byte
 }
 
+// Decoder decodes the rules of one chain into the model, knowing the
+// table's family and its sets.
 type Decoder struct {
 	Family    string
 	Sets      map[string]*firewall.Set
@@ -55,6 +57,7 @@ func normReg(r uint32) uint32 {
 	return r
 }
 
+// Rule decodes one rule; what it cannot decode is kept as unknown.
 func (d *Decoder) Rule(nr *nftables.Rule) firewall.Rule {
 	st := &ruleState{regs: map[uint32]field{}, r: firewall.Rule{Handle: nr.Handle, Verdict: firewall.Verdict{Kind: firewall.VerdictContinue}}}
 	if d.Family != firewall.FamilyInet {

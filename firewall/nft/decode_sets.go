@@ -273,6 +273,7 @@ func RangePrefixes(lo, hi []byte) ([]netip.Prefix, bool) {
 	}
 }
 
+// LastAddr is the last address of prefix p.
 func LastAddr(p netip.Prefix) netip.Addr {
 	b := p.Addr().AsSlice()
 	for i := range b {

@@ -115,6 +115,7 @@ func (s *Session) Legacy() ([]string, error) {
 	return LegacyTables("")
 }
 
+// NftMsg is the netlink message type of nf_tables message t.
 func NftMsg(t int) netlink.HeaderType { return netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | t) }
 
 // generation asks the kernel for the ruleset generation (NFT_MSG_GETGEN).
@@ -167,8 +168,8 @@ func (s *Session) SnapshotSome(wants func(t *firewall.Table, ch *firewall.Chain)
 	return gen, rs, nil
 }
 
-// echoed is a rule the kernel echoed back after a committed batch.
-type echoed struct {
+// Echoed is a rule the kernel echoed back after a committed batch.
+type Echoed struct {
 	Family, Table, Chain, Comment string
 	Handle                        uint64
 }
@@ -177,7 +178,7 @@ type echoed struct {
 // at generation gen (NFNL_BATCH_GENID), all or nothing. google/nftables
 // marshals the messages; they are captured from a connection that speaks to
 // no kernel, and sent here with the generation added to the batch header.
-func (s *Session) Commit(gen uint32, build func(c *nftables.Conn)) ([]echoed, error) {
+func (s *Session) Commit(gen uint32, build func(c *nftables.Conn)) ([]Echoed, error) {
 	var batch []netlink.Message
 	ack := netlink.Message{Header: netlink.Header{Type: netlink.Error}, Data: make([]byte, 4)}
 	capture, err := nftables.New(nftables.WithTestDial(func(req []netlink.Message) ([]netlink.Message, error) {
@@ -232,7 +233,7 @@ func (s *Session) Commit(gen uint32, build func(c *nftables.Conn)) ([]echoed, er
 	if _, err := nc.SendMessages(batch); err != nil {
 		return nil, fmt.Errorf("sending the batch: %w: %w", ErrOutcomeUnknown, err)
 	}
-	var echoes []echoed
+	var echoes []Echoed
 	for {
 		msgs, err := nc.Receive()
 		if err != nil {
@@ -287,14 +288,15 @@ func isTimeout(err error) bool {
 	return errors.As(err, &t) && t.Timeout()
 }
 
-func ParseEcho(msg netlink.Message) (echoed, bool) {
+// ParseEcho reads a rule the kernel echoed back; false if msg is none.
+func ParseEcho(msg netlink.Message) (Echoed, bool) {
 	if len(msg.Data) < 4 {
-		return echoed{}, false
+		return Echoed{}, false
 	}
-	e := echoed{Family: familyName(nftables.TableFamily(msg.Data[0]))}
+	e := Echoed{Family: familyName(nftables.TableFamily(msg.Data[0]))}
 	ad, err := netlink.NewAttributeDecoder(msg.Data[4:])
 	if err != nil {
-		return echoed{}, false
+		return Echoed{}, false
 	}
 	ad.ByteOrder = binary.BigEndian
 	for ad.Next() {
@@ -312,6 +314,7 @@ func ParseEcho(msg netlink.Message) (echoed, bool) {
 	return e, ad.Err() == nil
 }
 
+// TableFamily is the nftables family of a model family name.
 func TableFamily(f string) nftables.TableFamily {
 	switch f {
 	case firewall.FamilyIP:
