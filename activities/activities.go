@@ -245,7 +245,7 @@ func (a *Activities) Adopt(ctx context.Context, in AdoptInput) (*AdoptResult, er
 	// was flipped (converged), and adopting it would take the mesh's rules
 	// for the predecessor's and reopen what the flip closed.
 	for _, t := range fw.Tables {
-		if t.Family == firewall.FamilyInet && t.Name == firewall.MeshTable {
+		if firewall.TableOwner(&firewall.Table{Family: t.Family, Name: t.Name}).Owner == firewall.OwnedByMesh {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"node %s has table inet %s, the mesh's own firewall: the node was flipped by the mesh (converged) and this is not a found firewall to adopt; nothing was changed. Leave a converged node as it is",
 				in.Plan.Node, firewall.MeshTable), ErrMeshFirewall, nil)
