@@ -117,7 +117,7 @@ func (n *node) openRules(ctx workflow.Context, owner string, ports []config.Port
 	if len(ports) == 0 {
 		// A module with only published ports opened nothing before forward
 		// marks: histories recorded then must replay without the step.
-		if len(forward) == 0 || workflow.GetVersion(ctx, "forward-marks", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		if len(forward) == 0 || workflow.GetVersion(ctx, changeForwardMarks, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 			return nil
 		}
 	}

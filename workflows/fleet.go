@@ -26,17 +26,6 @@ const (
 	QueryFleet       = "fleet"
 )
 
-// changeFleetMembers marks fleets run by fleet.go (members, plans read per
-// node, continue-as-new); older ones replay in fleetLegacy.
-const changeFleetMembers = "fleet-members"
-
-// changeFleetPassOver marks fleet runs in which `adopt fleet next` passes
-// over the nodes that hold the fleet (FleetNode.PassedOver), so that the
-// fleet can end without them. Runs before it kept such a node holding and
-// never ended: a run that now ends earlier would not replay, so it is
-// decided once a run, at its start.
-const changeFleetPassOver = "fleet-pass-over"
-
 // fleetHistoryLimit is the history length at which a fleet continues as
 // new (well below the server's 50k-event warning: a fleet of a thousand
 // nodes takes about twenty events per node).

@@ -45,11 +45,6 @@ import (
 // can be delivered matters. Its name is a wire format; the node drops it.
 const SignalFleetAsk = "fleet-ask"
 
-// changeFleetAsk marks fleet runs that ask quiet nodes from an earlier run
-// whether their workflow still runs (timers and signals runs before it did
-// not have); decided once a run, at its start.
-const changeFleetAsk = "fleet-ask"
-
 const (
 	askFirst = time.Hour      // the first round, after the main loop waited this long
 	askMax   = 24 * time.Hour // rounds are never further apart

@@ -22,10 +22,6 @@ import (
 	"adoption/activities"
 )
 
-// changeBoundedHistory marks runs that use exec, awaitWithTimeout, publish
-// and finish as written here (workflow.GetVersion).
-const changeBoundedHistory = "bounded-history"
-
 // agentWait is how long an activity may wait before status says that the
 // node's agent may be down.
 const agentWait = 5 * time.Minute

@@ -182,5 +182,5 @@ func (n *node) prune(ctx workflow.Context) {
 // they replay. Asked only for such a module, so other histories carry no
 // marker.
 func healthWithoutContainer(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, "health-without-container", workflow.DefaultVersion, 1) >= 1
+	return workflow.GetVersion(ctx, changeHealthWithoutContainer, workflow.DefaultVersion, 1) >= 1
 }

@@ -40,7 +40,7 @@ type node struct {
 	// bounded is set on runs started by code that keeps the history
 	// bounded (history.go); runs recorded before it replay without it.
 	bounded bool
-	// twoSteps: the flip takes two round trips to the node (flipTwoSteps).
+	// twoSteps: the flip takes two round trips to the node (changeFlipTwoSteps).
 	twoSteps bool
 	// upserted is the node and phase last written to the search
 	// attributes in this run: they are upserted only when they change.
@@ -88,16 +88,16 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 	n.nextReconcile, n.nextDrift = now.Add(n.s.Plan.ReconcileInterval), now.Add(n.s.Plan.DriftInterval)
 	// Runs started before drift checks existed must replay without their
 	// timer: they keep drift off.
-	n.driftOn = workflow.GetVersion(ctx, "drift-checks", workflow.DefaultVersion, 1) >= 1
+	n.driftOn = workflow.GetVersion(ctx, changeDriftChecks, workflow.DefaultVersion, 1) >= 1
 	// Decided here, once a run, not in the flip: each GetVersion costs a
 	// marker and a search attribute upsert, which the flip's first task
 	// would otherwise carry while 50 nodes flip at once.
-	n.twoSteps = workflow.GetVersion(ctx, flipTwoSteps, workflow.DefaultVersion, 1) >= 1
+	n.twoSteps = workflow.GetVersion(ctx, changeFlipTwoSteps, workflow.DefaultVersion, 1) >= 1
 	if n.twoSteps {
-		// The same for flipHolds: the SDK keeps the version a change ID got
+		// The same for changeFlipHolds: the SDK keeps the version a change ID got
 		// for the rest of the run, so the flip's own GetVersion records
-		// nothing more. Runs that predate flipTwoSteps record it in the flip.
-		_ = workflow.GetVersion(ctx, flipHolds, workflow.DefaultVersion, 1)
+		// nothing more. Runs that predate changeFlipTwoSteps record it in the flip.
+		_ = workflow.GetVersion(ctx, changeFlipHolds, workflow.DefaultVersion, 1)
 	}
 	for {
 		ready := func() bool {
@@ -131,7 +131,7 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 		switch {
 		case req.Kind == SignalRetry && req.Module == "" && n.committing():
 			n.event(ctx, "retrying the commit of flip "+n.s.Flip.ID)
-			n.commit(ctx, workflow.GetVersion(ctx, flipHolds, workflow.DefaultVersion, 1))
+			n.commit(ctx, workflow.GetVersion(ctx, changeFlipHolds, workflow.DefaultVersion, 1))
 		case req.Kind == SignalRetry && req.Module == "":
 			if n.s.Genesis.State == "failed" {
 				n.genesis(ctx)

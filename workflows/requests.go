@@ -158,12 +158,6 @@ func (n *node) onSignal(ctx workflow.Context, kind string, in RequestInput) {
 	n.enqueue(ctx, kind, in)
 }
 
-// changeNewModuleChecks marks runs that refuse a second migrate of a module
-// new in the plan sent (validate) and skip a migrate of a module already
-// migrated (migrate). Asked only when one of them would act, so other
-// histories carry no marker.
-const changeNewModuleChecks = "new-module-checks"
-
 // refusedSince is a refusal that validate makes only since change. On the
 // signal path validate is workflow code, run again on replay: a run from
 // before the change queued such a signal, and its replay must queue it
