@@ -358,7 +358,7 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 		f.note(ctx, "node "+m.Node+" "+n.Ended)
 		return
 	}
-	if err := checkPlan(plan, m.Node, m.Role); err != nil {
+	if err := config.CheckPlan(plan, m.Node, m.Role); err != nil {
 		n.Started, n.Ended = true, "not started: "+err.Error()
 		f.note(ctx, "node "+m.Node+" "+n.Ended)
 		return

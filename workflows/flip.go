@@ -334,10 +334,7 @@ func publishedPorts(m config.ModulePlan) []config.Port {
 	}
 	var out []config.Port
 	for _, h := range workflow.DeterministicKeys(m.Container.Ports) {
-		if i := strings.LastIndex(h, ":"); i >= 0 {
-			h = h[i+1:] // [IP:]PORT/PROTO: the address does not matter to the filter
-		}
-		if p, err := config.ParsePort(h); err == nil {
+		if p, ok := config.HostPort(h); ok {
 			out = append(out, p)
 		}
 	}

@@ -78,7 +78,7 @@ func (n *node) register(ctx workflow.Context) error {
 				return err
 			}
 			if in.Plan != nil {
-				if err := checkPlan(*in.Plan, n.s.Node, n.s.Plan.Role); err != nil {
+				if err := config.CheckPlan(*in.Plan, n.s.Node, n.s.Plan.Role); err != nil {
 					return err
 				}
 			}
@@ -185,7 +185,7 @@ func (n *node) enqueue(ctx workflow.Context, kind string, in RequestInput) {
 func (n *node) validate(kind string, in RequestInput) error {
 	module := in.Module
 	if in.Plan != nil {
-		if err := checkPlan(*in.Plan, n.s.Node, n.s.Plan.Role); err != nil {
+		if err := config.CheckPlan(*in.Plan, n.s.Node, n.s.Plan.Role); err != nil {
 			return err
 		}
 	}
