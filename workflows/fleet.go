@@ -7,6 +7,7 @@ package workflows
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"adoption/config"
 )
@@ -24,6 +25,12 @@ const (
 	// or could not start, again, with its plan read afresh.
 	SignalFleetRetry = "fleet-retry"
 	QueryFleet       = "fleet"
+	// UpdateFleetNext and UpdateFleetRetry are the same two requests as
+	// Updates: the fleet's validator refuses what it would turn away or
+	// what would change nothing, and the answer says what it did. The
+	// signals stay for the stock temporal CLI and recorded histories.
+	UpdateFleetNext  = "fleet-next"
+	UpdateFleetRetry = "fleet-retry"
 )
 
 // fleetHistoryLimit is the history length at which a fleet continues as
@@ -40,9 +47,24 @@ type FleetMember struct {
 	Role string `json:"role"`
 }
 
-// FleetRetry is the payload of SignalFleetRetry.
-type FleetRetry struct {
-	Node string `json:"node"`
+// FleetRequest is the payload of the operator's fleet requests: the node
+// for a retry, none for next. NotAfter, when set, is the moment the sender
+// stops waiting: an Update that reaches the fleet later is refused (Late),
+// so a request the CLI reported as not answered never runs.
+type FleetRequest struct {
+	Node     string    `json:"node"`
+	NotAfter time.Time `json:"not_after,omitzero"`
+}
+
+// FleetRetry is the payload of SignalFleetRetry and UpdateFleetRetry.
+type FleetRetry = FleetRequest
+
+// FleetAnswer is what the fleet did with a request it took: the node it
+// lets start now (next) or will start again (retry), and the nodes it
+// passed over (next).
+type FleetAnswer struct {
+	Node       string   `json:"node,omitempty"`
+	PassedOver []string `json:"passed_over,omitempty"`
 }
 
 // FleetID is the one fleet execution of a given name.

@@ -63,6 +63,9 @@ func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryFleet, func() (FleetState, error) { return *f.st, nil }); err != nil {
 		return nil, err
 	}
+	if err := f.registerRequests(ctx); err != nil {
+		return nil, err
+	}
 	f.passOver = workflow.GetVersion(ctx, changeFleetPassOver, workflow.DefaultVersion, 1) >= 1
 	f.ask = workflow.GetVersion(ctx, changeFleetAsk, workflow.DefaultVersion, 1) >= 1
 	workflow.Go(ctx, f.signals)
@@ -222,9 +225,9 @@ func (f *fleet) progress(ctx workflow.Context, p NodeProgress) {
 }
 
 func (f *fleet) askRetry(ctx workflow.Context, node string) {
-	// The rule is FleetState.RetryRefusal (fleet_refusals.go), which the
-	// CLI asks too before it sends the signal.
-	switch why := f.st.RetryRefusal(node); {
+	// The rule is retryRefusal (fleet_requests.go), which the Update's
+	// validator asks too.
+	switch why := f.st.retryRefusal(node); {
 	case why != "":
 		f.note(ctx, fmt.Sprintf("retry %q refused: %s", node, why))
 	case f.retry[node]:

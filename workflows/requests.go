@@ -387,10 +387,13 @@ const Refused = "Refused"
 // late refuses a request that reaches the workflow after its sender gave
 // up waiting for it to be accepted (workflow.Now is the time the workflow
 // task started, on the server's clock).
-func late(ctx workflow.Context, in RequestInput) error {
-	if !in.NotAfter.IsZero() && workflow.Now(ctx).After(in.NotAfter) {
+func late(ctx workflow.Context, in RequestInput) error { return lateAfter(ctx, in.NotAfter) }
+
+// lateAfter refuses a request that arrives after notAfter (zero: never).
+func lateAfter(ctx workflow.Context, notAfter time.Time) error {
+	if !notAfter.IsZero() && workflow.Now(ctx).After(notAfter) {
 		return temporal.NewApplicationError(fmt.Sprintf("the request reached the workflow at %s, after its sender stopped waiting (%s): it was reported as not delivered and does not run; send it again",
-			workflow.Now(ctx).UTC().Format(time.RFC3339), in.NotAfter.UTC().Format(time.RFC3339)), "Late")
+			workflow.Now(ctx).UTC().Format(time.RFC3339), notAfter.UTC().Format(time.RFC3339)), "Late")
 	}
 	return nil
 }
