@@ -85,7 +85,7 @@ type FleetInput struct {
 	HistoryLimit int `json:"history_limit,omitempty"`
 }
 
-// members is the fleet's node list, from Members or the legacy Nodes.
+// members is the fleet's node list, from Members or the inline plans of Nodes.
 func (in FleetInput) members() []FleetMember {
 	if len(in.Members) > 0 {
 		return in.Members

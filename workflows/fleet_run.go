@@ -38,8 +38,8 @@ import (
 // with every module migrated, or when the operator says so. Flips stay per
 // node and are never started here.
 func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
-	if in.Resume == nil && workflow.GetVersion(ctx, changeFleetMembers, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return fleetLegacy(ctx, in)
+	if in.Resume == nil {
+		taken(ctx, changeFleetMembers)
 	}
 	if err := ValidateFleet(in); err != nil {
 		return nil, err

@@ -104,9 +104,7 @@ func (n *node) register(ctx workflow.Context) error {
 		}
 	})
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		if n.bounded { // set by NodeMigration before this coroutine first runs
-			n.takeSignals(ctx) // history.go: no request lost at continue-as-new
-		}
+		n.takeSignals(ctx) // history.go: no request lost at continue-as-new
 		sel := n.signalSelector(ctx)
 		for {
 			sel.Select(ctx)
@@ -146,8 +144,8 @@ func (n *node) drainSignals(ctx workflow.Context) {
 func (n *node) onSignal(ctx workflow.Context, kind string, in RequestInput) {
 	err := n.validate(kind, in)
 	var since refusedSince
-	if errors.As(err, &since) && workflow.GetVersion(ctx, since.change, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		err = nil // a run from before the check queued it: so does its replay
+	if errors.As(err, &since) {
+		taken(ctx, since.change)
 	}
 	if err != nil {
 		n.event(ctx, "refused "+describe(kind, in.Module)+": "+err.Error())
@@ -158,10 +156,9 @@ func (n *node) onSignal(ctx workflow.Context, kind string, in RequestInput) {
 	n.enqueue(ctx, kind, in)
 }
 
-// refusedSince is a refusal that validate makes only since change. On the
-// signal path validate is workflow code, run again on replay: a run from
-// before the change queued such a signal, and its replay must queue it
-// again. An Update's validator does not run on replay: it refuses at once.
+// refusedSince is a refusal that validate makes since change: on the
+// signal path the refusal records change's marker (taken), as the runs
+// recorded with it do.
 type refusedSince struct {
 	change string
 	err    error
