@@ -164,8 +164,8 @@ type FleetState struct {
 	Runs int    `json:"runs,omitempty"` // continue-as-new generations
 }
 
-// ValidateFleet checks the order the seed asks for: one control node,
-// first; names unique and valid.
+// ValidateFleet checks the fleet's order: one control node, first; names
+// unique and valid.
 func ValidateFleet(in FleetInput) error {
 	var problems []string
 	if !config.ValidName(in.Name) {

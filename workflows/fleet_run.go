@@ -1,22 +1,6 @@
 // The Fleet workflow's run: start nodes in order, follow their progress,
-// hold on a node that failed, and continue as new by history length.
-//
-// What a node's end does to the fleet:
-//   - converged, or adopted with every module migrated: the next node starts;
-//   - released (the operator's choice): the next node starts;
-//   - failed, terminated, canceled, timed out, or not started (its agent's
-//     plan refused, or a workflow for it already running outside the
-//     fleet): the fleet holds, status says why, and the operator either
-//     retries that node (`adopt fleet retry NODE`: its plan read again, its
-//     workflow started again) or goes on without it (`adopt fleet next`:
-//     the node is passed over, holds no more, and the fleet can end
-//     without it; a retry can still start it later).
-//
-// A child's end is seen through its future in the run that started it, and
-// through its last progress signal in later runs (a future does not cross
-// continue-as-new); a node that ends without one (terminated) is found by
-// asking it, once the fleet has waited on it a while (fleet_ask.go), and
-// `adopt fleet retry NODE` restarts it.
+// hold on a node that failed, and continue as new by history length. What
+// a node's end does to the fleet: docs/workflows.md.
 package workflows
 
 import (
