@@ -205,10 +205,7 @@ func checkSpec(auth *Authority, spec flip.MeshSpec) error {
 func publishedPorts(c *config.Container) []config.Port {
 	var out []config.Port
 	for h := range c.Ports {
-		if i := strings.LastIndex(h, ":"); i >= 0 {
-			h = h[i+1:]
-		}
-		if p, err := config.ParsePort(h); err == nil {
+		if p, ok := config.HostPort(h); ok {
 			out = append(out, p)
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The keys that say what a module's container takes over (issue 13).
+// The keys that say what a module's container takes over.
 func TestContainerCarryKeys(t *testing.T) {
 	c, err := Load(write(t, `
 node: {name: n1}

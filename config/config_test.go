@@ -67,7 +67,7 @@ modules:
 	}
 }
 
-// TestBadInputAllAtOnce is the issue's bad-input list: every problem is
+// TestBadInputAllAtOnce: every problem of a list of bad inputs is
 // reported in one error that names the key and the value.
 func TestBadInputAllAtOnce(t *testing.T) {
 	_, err := Load(write(t, `

@@ -1,6 +1,6 @@
 package config_test
 
-// Fuzz targets for the configuration loader (issue 7, part 4).
+// Fuzz targets for the configuration loader.
 //
 //	go test -run '^$' -fuzz '^FuzzLoadConfig$' -fuzztime 60s ./config
 //	go test -run '^$' -fuzz '^FuzzParsePort$'  -fuzztime 60s ./config

@@ -40,8 +40,8 @@ func ParsePort(s string) (Port, error) {
 	if !ok {
 		return Port{}, fmt.Errorf("want PORT/PROTO such as 8080/tcp")
 	}
-	if proto != "tcp" && proto != "udp" {
-		return Port{}, fmt.Errorf("protocol %q is not tcp or udp", proto)
+	if err := checkProto(proto); err != nil {
+		return Port{}, err
 	}
 	// Digits only, no sign, no padding: the same text must mean the same
 	// port to every parser it reaches (the container engine's included).
@@ -50,6 +50,38 @@ func ParsePort(s string) (Port, error) {
 		return Port{}, fmt.Errorf("port %q is not a number from 1 to 65535", num)
 	}
 	return Port{Num: uint16(n), Proto: proto}, nil
+}
+
+// Validate is the one definition of a port the mesh can open, mark or
+// drop: PORT 1-65535 (0 is not a port) and PROTO tcp or udp. ParsePort
+// returns only valid ports; a Port that arrives decoded from JSON (a plan,
+// a request) is checked with this.
+func (p Port) Validate() error {
+	if err := checkProto(p.Proto); err != nil {
+		return err
+	}
+	if p.Num == 0 {
+		return fmt.Errorf("port 0 is not a port: want 1-65535")
+	}
+	return nil
+}
+
+func checkProto(proto string) error {
+	if proto != "tcp" && proto != "udp" {
+		return fmt.Errorf("protocol %q is not tcp or udp", proto)
+	}
+	return nil
+}
+
+// HostPort is the port of a container's published-port key
+// ([IP:]PORT/PROTO); ok is false when the key does not name a valid port.
+// The address does not matter to the firewall, which filters by port.
+func HostPort(key string) (p Port, ok bool) {
+	if i := strings.LastIndex(key, ":"); i >= 0 {
+		key = key[i+1:]
+	}
+	p, err := ParsePort(key)
+	return p, err == nil
 }
 
 // MaxDropRange is the most ports one flip.drop range may name: the plan

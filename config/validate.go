@@ -81,15 +81,10 @@ func (c *Config) Validate() error {
 	modules := map[string]bool{}
 	for i, m := range c.Modules {
 		key := fmt.Sprintf("modules[%d]", i)
-		if !ValidName(m.Name) {
-			v.add(key+".name", m.Name, "a module name must be "+NameRule)
-		} else if modules[m.Name] {
-			v.add(key+".name", m.Name, "another module has this name; names are unique")
+		if why := moduleNameProblem(m.Name, modules[m.Name]); why != "" {
+			v.add(key+".name", m.Name, why)
 		}
 		modules[m.Name] = true
-		if m.Name == "foundation" {
-			v.add(key+".name", m.Name, "'foundation' is the owner name of the foundation's ports; choose another module name")
-		}
 		for j, p := range m.Ports {
 			claim(fmt.Sprintf("%s.ports[%d]", key, j), p)
 		}
@@ -214,20 +209,10 @@ func (v *validator) node(n Node) {
 	}
 }
 
-// path checks a declared path: absolute, clean, no "..", so that it names a
-// place under node.root. Symlinks are resolved at run time through os.Root.
+// path checks a declared path (pathProblem).
 func (v *validator) path(key, p string) {
-	switch {
-	case p == "":
-		v.add(key, p, "required: an absolute path under node.root, e.g. /etc/hosts")
-	case !path.IsAbs(p):
-		v.add(key, p, "must be absolute (it is taken under node.root), e.g. /etc/hosts")
-	case strings.Contains(p, "\x00"):
-		v.add(key, p, "must not contain NUL")
-	case path.Clean(p) != p || strings.Contains(p, ".."):
-		v.add(key, p, "must be a clean path without '..' so it cannot leave node.root")
-	case p == "/":
-		v.add(key, p, "must name a file, not the root")
+	if why := pathProblem(p); why != "" {
+		v.add(key, p, why)
 	}
 }
 

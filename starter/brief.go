@@ -23,7 +23,7 @@ func (x *cli) briefCommand(ctx context.Context) *cobra.Command {
 		Short: "Write the node's briefing: its firewall, containers, files, modules, conflicts, a flip's fates and the risks",
 		Example: "  adopt brief n1                     # Markdown on stdout\n" +
 			"  adopt brief n1 --html -o n1.html   # a standalone page",
-		Args: cobra.ExactArgs(1),
+		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ns, err := x.nodeStatus(ctx, args[0])
 			if err != nil {

@@ -1,16 +1,10 @@
 // Client settings, read the way Temporal's own tools read them, through the
-// SDK's envconfig. Precedence, highest first:
-//
-//  1. --address, --namespace (and --profile to pick a profile)
-//  2. TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TLS_*, TEMPORAL_API_KEY
-//  3. the profile (TEMPORAL_PROFILE, default "default") of the Temporal
-//     config file (TEMPORAL_CONFIG_FILE, default ~/.config/temporalio/temporal.toml)
-//  4. the node configuration's temporal.* (or the fleet file's), which
-//     ADOPT_TEMPORAL_* override as for every key
-//  5. 127.0.0.1:7233, namespace default
-//
-// Each setting remembers where it came from, so an unreachable address or a
-// missing namespace names the knob to turn.
+// SDK's envconfig. Precedence, highest first: --address/--namespace
+// (--profile picks a profile); TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+// TEMPORAL_TLS_*, TEMPORAL_API_KEY; the profile of the Temporal config file;
+// the node configuration's temporal.* (or the fleet file's); then
+// 127.0.0.1:7233, namespace default. Each setting remembers where it came
+// from, so an unreachable address or a missing namespace names the knob.
 package main
 
 import (

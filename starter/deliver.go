@@ -1,18 +1,6 @@
-// Delivering a request: say within seconds whether it was delivered, and
-// make what is said true.
-//
-// A request is an Update. Once sent, an Update cannot be withdrawn: the
-// server holds it until a workflow task takes it in, which may be long
-// after the CLI has given up (the worker was down). So:
-//   - nothing is sent while no worker polls the workflow task queue;
-//   - the request carries NotAfter, the moment this CLI stops waiting; the
-//     workflow's validator refuses it after that, so a request reported as
-//     not delivered never runs;
-//   - the CLI waits only for the Accepted stage, bounded by --accept-timeout;
-//   - Ctrl-C before acceptance waits out NotAfter (seconds) to say for sure
-//     whether it had been accepted already;
-//   - once accepted, a node whose agent is not polling its queue is named:
-//     the request is queued in the workflow and runs when the agent is back.
+// Delivering a request to a node's workflow as an Update: say within
+// seconds whether it was delivered, and make what is said true (NotAfter,
+// sent only while a worker polls, acceptance bounded). Why: docs/workflows.md.
 package main
 
 import (

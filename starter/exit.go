@@ -1,28 +1,47 @@
-// Exit codes, one table for --help and the README, and the errors that
-// carry them.
+// Exit codes: one table, which --help prints and JSON errors name, and the
+// errors that carry them.
 package main
 
 import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
 
-// Exit codes, as Temporal users expect them.
+// Exit codes, as Temporal users expect them; their meanings are exitCodes.
 const (
-	exitOK      = 0 // done (or accepted, when the output says so)
-	exitError   = 1 // an error: not delivered, unreachable, timed out, a request that failed once accepted, a wait that ended on a failure
-	exitRefused = 2 // refused: the node's (or the fleet's) workflow turned the request down, or a preview refused the flip
-	exitUsage   = 3 // usage: a bad flag, argument or value; nothing was sent
+	exitOK      = 0
+	exitError   = 1
+	exitRefused = 2
+	exitUsage   = 3
 )
 
-const exitCodesHelp = `Exit codes:
-  0  done (a request is done or accepted, as printed)
-  1  error: not delivered, Temporal unreachable, timed out, a request that failed
-     once accepted (a preview whose node did not answer), a wait that ended on a failure
-  2  refused: the node's (or the fleet's) workflow refused the request, or the
-     preview refused the flip
-  3  usage: a bad flag, argument or value; nothing was sent`
+// exitCodes is the one table of what each exit code means: exitCodesHelp
+// prints it, and kind is the "kind" of a JSON error.
+var exitCodes = []struct {
+	code    int
+	kind    string
+	meaning string
+}{
+	{exitOK, "ok", "done (a request is done or accepted, as printed)"},
+	{exitError, "error", "error: not delivered, Temporal unreachable, timed out, a request that failed\n" +
+		"once accepted (a preview whose node did not answer), a wait that ended on a failure"},
+	{exitRefused, "refused", "refused: the node's (or the fleet's) workflow refused the request, or the\n" +
+		"preview refused the flip"},
+	{exitUsage, "usage", "usage: a bad flag, argument or value; nothing was sent"},
+}
+
+// exitCodesHelp is exitCodes as the commands' --help prints it.
+var exitCodesHelp = func() string {
+	var b strings.Builder
+	b.WriteString("Exit codes:")
+	for _, e := range exitCodes {
+		fmt.Fprintf(&b, "\n  %d  %s", e.code, strings.ReplaceAll(e.meaning, "\n", "\n     "))
+	}
+	return b.String()
+}()
 
 // exitError is an error with its exit code and, for a refusal, its reasons.
 type exitErr struct {
@@ -56,6 +75,9 @@ func alreadyShown(err error) bool {
 	return errors.As(err, &e) && e.shown
 }
 
+// exitCode is err's exit code: an *exitErr carries its own; every other
+// error is exitError. Usage errors are typed where they are found: usagef,
+// cobra's flag errors (SetFlagErrorFunc) and argument checks (args).
 func exitCode(err error) int {
 	if err == nil {
 		return exitOK
@@ -64,24 +86,43 @@ func exitCode(err error) int {
 	if errors.As(err, &e) {
 		return e.code
 	}
-	// cobra's own argument and flag errors are usage errors.
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument", "invalid argument", "accepts ", "requires at least", "requires at most"} {
-		if strings.HasPrefix(msg, p) || strings.Contains(msg, " "+p) {
-			return exitUsage
-		}
-	}
 	return exitError
 }
 
+// exitKind is code's kind in exitCodes.
 func exitKind(code int) string {
-	switch code {
-	case exitRefused:
-		return "refused"
-	case exitUsage:
-		return "usage"
+	for _, e := range exitCodes {
+		if e.code == code {
+			return e.kind
+		}
 	}
 	return "error"
+}
+
+// args wraps cobra's argument check so a wrong count is a usage error.
+func args(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := check(cmd, a); err != nil {
+			return usagef("%s: %v (usage: adopt %s)", cmd.Name(), err, cmd.Use)
+		}
+		return nil
+	}
+}
+
+// rootArgs is the root command's argument check: a word that names no
+// command is a usage error, with cobra's suggestions.
+func rootArgs(cmd *cobra.Command, a []string) error {
+	if len(a) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", a[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's own default
+	}
+	if s := cmd.SuggestionsFor(a[0]); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
+	}
+	return usagef("%s", msg)
 }
 
 func reasonsOf(err error) []string {

@@ -51,10 +51,12 @@ type fakeClient struct {
 	// polled are the task queues with a live poller.
 	polled  map[string]bool
 	signals []sentSignal
+	updates []sentSignal // every Update sent, with its argument
 	// outcome is what an Update's handle answers, by update name; accepted
 	// names the Updates the server accepted (their outcome is found again
 	// by ID), the others were refused by the validator (NotFound).
 	outcome  map[string]error
+	results  map[string]any // what an accepted Update answers, by update name
 	accepted map[string]bool
 	pollErr  error             // what asking for an outcome again answers, when set
 	sent     map[string]string // update ID -> update name
@@ -68,7 +70,7 @@ type sentSignal struct {
 
 func newFake() *fakeClient {
 	return &fakeClient{calls: map[string]int{}, runs: map[string]*workflowpb.WorkflowExecutionInfo{},
-		answers: map[string]any{}, polled: map[string]bool{}, outcome: map[string]error{},
+		answers: map[string]any{}, results: map[string]any{}, polled: map[string]bool{}, outcome: map[string]error{},
 		accepted: map[string]bool{}, sent: map[string]string{}}
 }
 
@@ -154,7 +156,8 @@ func (f *fakeClient) UpdateWorkflow(_ context.Context, o client.UpdateWorkflowOp
 	f.mu.Lock()
 	f.sent[id] = o.UpdateName
 	f.mu.Unlock()
-	return fakeHandle{workflowID: o.WorkflowID, runID: "run-1", updateID: id, err: f.outcome[o.UpdateName]}, nil
+	f.updates = append(f.updates, sentSignal{workflowID: o.WorkflowID, name: o.UpdateName, arg: o.Args[0]})
+	return fakeHandle{workflowID: o.WorkflowID, runID: "run-1", updateID: id, err: f.outcome[o.UpdateName], result: f.results[o.UpdateName]}, nil
 }
 
 func (f *fakeClient) GetWorkflowUpdateHandle(ref client.GetWorkflowUpdateHandleOptions) client.WorkflowUpdateHandle {
@@ -178,12 +181,16 @@ func (f *fakeClient) GetWorkflowUpdateHandle(ref client.GetWorkflowUpdateHandleO
 type fakeHandle struct {
 	workflowID, runID, updateID string
 	err                         error
+	result                      any
 }
 
 func (h fakeHandle) WorkflowID() string { return h.workflowID }
 func (h fakeHandle) RunID() string      { return h.runID }
 func (h fakeHandle) UpdateID() string   { return h.updateID }
-func (h fakeHandle) Get(_ context.Context, _ any) error {
+func (h fakeHandle) Get(_ context.Context, ptr any) error {
+	if h.err == nil && h.result != nil && ptr != nil {
+		return jsonValue{h.result}.Get(ptr)
+	}
 	return h.err
 }
 

@@ -1,8 +1,7 @@
 // `adopt fleet start|next|retry|status`: every node of a fleet adopted in
-// order by the Fleet workflow. next and retry are signals (the stock
-// temporal CLI can send them too); they are read against the fleet's state
-// before they are sent, so what the fleet would turn away exits 2 here
-// instead of showing only in the fleet's events.
+// order by the Fleet workflow. next and retry are Updates: the fleet's
+// validator refuses (exit 2) what it would turn away or what would change
+// nothing, and its answer says what it did.
 package main
 
 import (
@@ -17,6 +16,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"adoption/config"
 	"adoption/workflows"
@@ -90,9 +90,8 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 		Short: "Start the next node now, before the current one has migrated every module",
 		Long: `Let the fleet start its next node without waiting for the node before it:
 to go on past a node that failed, or before a node has migrated every module.
-The fleet's state is read first: when there is no next node, or the next one
-starts by itself anyway, nothing is sent and the command exits 2 (a grant then
-would only start a later node early).
+The fleet refuses (exit 2) when there is no next node, or the next one starts
+by itself anyway (a grant then would only start a later node early).
 
 ` + exitCodesHelp,
 		Example: `  adopt fleet next --fleet fleet.yaml`,
@@ -102,25 +101,18 @@ would only start a later node early).
 			if err != nil {
 				return err
 			}
-			st, err := x.fleetToAsk(ctx, f.Name, fleetPath, stockSignal(f.Name, workflows.SignalFleetNext, ""), timeout)
+			ans, err := x.askFleet(ctx, f.Name, fleetPath, timeout, workflows.UpdateFleetNext, workflows.FleetRequest{}, "next")
 			if err != nil {
 				return err
 			}
-			node, passOver, why := st.NextGrant()
-			if why != "" {
-				return refused(fmt.Errorf("fleet %s: next refused, nothing was sent: %s. `adopt fleet status --fleet %s` shows every node", f.Name, why, fleetPath), nil)
-			}
-			if err := x.signalFleet(ctx, f.Name, fleetPath, timeout, workflows.SignalFleetNext, nil); err != nil {
-				return err
-			}
 			if x.asJSON {
-				return writeJSON(x.stdout, map[string]any{"fleet": f.Name, "signalled": workflows.SignalFleetNext, "node": node, "passed_over": passOver})
+				return writeJSON(x.stdout, map[string]any{"fleet": f.Name, "signalled": workflows.UpdateFleetNext, "node": ans.Node, "passed_over": ans.PassedOver})
 			}
-			if len(passOver) > 0 {
-				fmt.Fprintf(x.stdout, "fleet %s: goes on without %s (a retry can still start them)\n", f.Name, strings.Join(passOver, ", "))
+			if len(ans.PassedOver) > 0 {
+				fmt.Fprintf(x.stdout, "fleet %s: goes on without %s (a retry can still start them)\n", f.Name, strings.Join(ans.PassedOver, ", "))
 			}
-			if node != "" {
-				fmt.Fprintf(x.stdout, "fleet %s: node %s may start now, without waiting for the node before it (see adopt fleet status)\n", f.Name, node)
+			if ans.Node != "" {
+				fmt.Fprintf(x.stdout, "fleet %s: node %s may start now, without waiting for the node before it (see adopt fleet status)\n", f.Name, ans.Node)
 			}
 			return nil
 		},
@@ -129,10 +121,9 @@ would only start a later node early).
 		Use:   "retry NODE",
 		Short: "Start a node again whose workflow failed, was terminated or could not start (its plan read afresh)",
 		Long: `Start a node of the fleet again whose workflow failed, was terminated or
-could not start, with its plan read afresh from its agent. The fleet's state
-is read first: a node that is not the fleet's, has not failed (waiting,
-converged, released) or whose workflow still runs is refused with exit 2 and
-nothing is sent.
+could not start, with its plan read afresh from its agent. The fleet refuses
+(exit 2) a node that is not the fleet's, has not failed (waiting, converged,
+released) or whose workflow it knows still runs.
 
 ` + exitCodesHelp,
 		Example: `  adopt fleet retry n2 --fleet fleet.yaml`,
@@ -146,18 +137,11 @@ nothing is sent.
 			if err != nil {
 				return err
 			}
-			st, err := x.fleetToAsk(ctx, f.Name, fleetPath, stockSignal(f.Name, workflows.SignalFleetRetry, fmt.Sprintf(`{"node":%q}`, node)), timeout)
-			if err != nil {
-				return err
-			}
-			if why := x.retryRefusal(ctx, st, node, fleetPath); why != "" {
-				return refused(fmt.Errorf("fleet %s: retry of node %s refused, nothing was sent: %s", f.Name, node, why), nil)
-			}
-			if err := x.signalFleet(ctx, f.Name, fleetPath, timeout, workflows.SignalFleetRetry, workflows.FleetRetry{Node: node}); err != nil {
+			if _, err := x.askFleet(ctx, f.Name, fleetPath, timeout, workflows.UpdateFleetRetry, workflows.FleetRequest{Node: node}, "retry of node "+node); err != nil {
 				return err
 			}
 			if x.asJSON {
-				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": workflows.SignalFleetRetry, "node": node})
+				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": workflows.UpdateFleetRetry, "node": node})
 			}
 			fmt.Fprintf(x.stdout, "fleet %s: retry of node %s asked (see adopt fleet status)\n", f.Name, node)
 			return nil
@@ -217,14 +201,14 @@ func (x *cli) fleetState(ctx context.Context, name, path string, timeout time.Du
 	return x.queryFleet(ctx, name, timeout)
 }
 
-// fleetToAsk is the running fleet's state, read before a request is
-// signalled to it, bounded by timeout. A fleet that has finished refuses
-// (exit 2, as a converged node does); one that is not running, or does not
-// answer, is an error, and nothing is sent: what the fleet would say cannot
-// be known.
-func (x *cli) fleetToAsk(ctx context.Context, name, path, unchecked string, timeout time.Duration) (*workflows.FleetState, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+// askFleet sends one of the operator's requests to the running fleet as
+// an Update and waits, bounded by timeout, for its answer. A fleet that has
+// finished refuses (exit 2, as a converged node does); one that is not
+// running is an error. The fleet's validator refuses what it would turn
+// away (exit 2); its handler never fails once it has taken the request. A
+// request not answered in time is refused if it reaches the fleet later
+// (NotAfter), so it never runs.
+func (x *cli) askFleet(ctx context.Context, name, path string, timeout time.Duration, update string, in workflows.FleetRequest, what string) (*workflows.FleetAnswer, error) {
 	r, err := x.fleetRun(ctx, name, path)
 	if err != nil {
 		return nil, err
@@ -235,66 +219,40 @@ func (x *cli) fleetToAsk(ctx context.Context, name, path, unchecked string, time
 	case !r.running:
 		return nil, fmt.Errorf("fleet %s is not running (%s at %s); `adopt fleet start --fleet %s` starts it again", name, r.status, r.closed.Local().Format(time.DateTime), path)
 	}
-	st, err := x.queryFleet(ctx, name, timeout)
-	if err != nil {
-		return nil, fmt.Errorf("%w; nothing was sent: without the fleet's state, whether it would take the request cannot be known. Ask again once `adopt fleet status --fleet %s` answers (`%s` sends it unchecked; the fleet still decides when it runs)", err, path, unchecked)
-	}
-	return st, nil
-}
-
-// retryRefusal is why a retry of node would be turned away: the fleet's
-// rules (workflows.FleetState.RetryRefusal), then, for a node started and
-// not known to have ended, its own workflow: a retry of one still running
-// is refused by the fleet when it tries to start it. "" when the fleet
-// takes it.
-func (x *cli) retryRefusal(ctx context.Context, st *workflows.FleetState, node, path string) string {
-	if why := st.RetryRefusal(node); why != "" {
-		hint := "see `adopt fleet status --fleet " + path + "`"
-		switch i := st.Index(node); {
-		case i < 0:
-			hint = "check the name: `adopt fleet status --fleet " + path + "` lists the fleet's nodes"
-		case !st.Nodes[i].Started:
-			hint = "it starts in its turn; `adopt fleet next` lets the next node start now"
-		case st.Nodes[i].Ended == string(workflows.PhaseReleased):
-			hint = "a released node is as found; `adopt start " + node + " --config FILE` adopts it again, outside the fleet"
-		case st.Nodes[i].Ended == string(workflows.PhaseConverged):
-			hint = "it is done: nothing to retry"
-		}
-		return why + "; " + hint
-	}
-	i := st.Index(node)
-	if n := st.Nodes[i]; n.Ended != "" {
-		return ""
-	}
-	last, err := x.lastRun(ctx, node)
-	if err != nil || last == nil || !last.running {
-		return "" // the fleet decides when it tries the start
-	}
-	return fmt.Sprintf("its workflow (%s) is still running, phase %s: the fleet retries only a node whose workflow failed, was terminated or could not start; see `adopt status %s`", workflows.WorkflowID(node), orUnknown(string(last.phase)), node)
-}
-
-// stockSignal is the stock temporal CLI's command that sends a fleet
-// signal, unchecked.
-func stockSignal(fleet, signal, input string) string {
-	cmd := fmt.Sprintf("temporal workflow signal --workflow-id %s --name %s", workflows.FleetID(fleet), signal)
-	if input != "" {
-		cmd += " --input '" + input + "'"
-	}
-	return cmd
-}
-
-// signalFleet sends one of the operator's signals to the running fleet.
-func (x *cli) signalFleet(ctx context.Context, name, path string, timeout time.Duration, signal string, arg any) error {
-	sctx, cancel := context.WithTimeout(ctx, timeout)
+	start := time.Now()
+	in.NotAfter = start.Add(timeout - skew).UTC()
+	uctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := x.c.SignalWorkflow(sctx, workflows.FleetID(name), "", signal, arg); err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return fmt.Errorf("fleet %s is not running (not started, or finished): `adopt fleet start --fleet %s` starts it", name, path)
-		}
-		return fmt.Errorf("fleet %s: %w", name, err)
+	h, err := x.c.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
+		UpdateID:     fmt.Sprintf("%s-%s", update, start.UTC().Format("20060102T150405.000000000")),
+		WorkflowID:   workflows.FleetID(name),
+		UpdateName:   update,
+		Args:         []any{in},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var ans workflows.FleetAnswer
+	if err == nil {
+		err = h.Get(uctx, &ans)
 	}
-	return nil
+	var se serviceerror.ServiceError
+	var nf *serviceerror.NotFound
+	switch {
+	case err == nil:
+		return &ans, nil
+	case isLate(err) || timedOut(err):
+		wq := x.queueHealth(context.WithoutCancel(ctx), workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+		return nil, fmt.Errorf("fleet %s did not answer %s within %s (%s); it does not run: if it reaches the fleet later it is refused. Ask again once `adopt fleet status --fleet %s` answers", name, what, timeout, wq.describe("worker"), path)
+	case errors.As(err, &nf):
+		return nil, fmt.Errorf("fleet %s is not running (not started, or finished): `adopt fleet start --fleet %s` starts it", name, path)
+	case errors.As(err, &se):
+		return nil, fmt.Errorf("fleet %s: %s: %w", name, what, err)
+	}
+	msg := err.Error()
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		msg = ae.Message()
+	}
+	return nil, refused(fmt.Errorf("fleet %s: %s refused by the fleet, nothing was sent to a node: %s", name, what, msg), []string{msg})
 }
 
 // fleetRun is the fleet's latest run as the server describes it.

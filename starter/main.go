@@ -58,6 +58,10 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 		Example: `  adopt start n1 --config n1.yaml
   adopt status --phase adopted
   adopt migrate n1 mail --config n1.yaml --json`,
+		// Runnable, so that rootArgs decides an unknown command; alone, it
+		// prints the help, as cobra does for a command that does not run.
+		Args:          rootArgs,
+		RunE:          func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -120,19 +124,9 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 // jsonError is what every command prints under --json when it fails.
 type jsonError struct {
 	Error    string   `json:"error"`
-	Kind     string   `json:"kind"` // error, refused, usage
+	Kind     string   `json:"kind"` // the code's kind in exitCodes
 	ExitCode int      `json:"exit_code"`
 	Reasons  []string `json:"reasons,omitempty"`
-}
-
-// args wraps cobra's argument check so a wrong count is a usage error.
-func args(check cobra.PositionalArgs) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, a []string) error {
-		if err := check(cmd, a); err != nil {
-			return usagef("%s: %v (usage: adopt %s)", cmd.Name(), err, cmd.Use)
-		}
-		return nil
-	}
 }
 
 // version is the module version and VCS revision the binary was built from.

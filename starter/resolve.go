@@ -22,7 +22,7 @@ func (x *cli) resolveCommand(ctx context.Context) *cobra.Command {
 		Short: "Decide a conflicting key of a module's file: keep the node's value or take the mesh's",
 		Example: "  adopt resolve n1 /srv/app/app.env LEVEL --take mesh\n" +
 			"  adopt retry n1 app",
-		Args: cobra.ExactArgs(3),
+		Args: args(cobra.ExactArgs(3)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if take != "node" && take != "mesh" {
 				return usagef("--take %q: say node (keep the node's value) or mesh (take the module's)", take)

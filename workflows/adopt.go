@@ -116,11 +116,10 @@ func (n *node) genesis(ctx workflow.Context) {
 // container publishes: opened on the forward path too.
 func (n *node) openRules(ctx workflow.Context, owner string, ports []config.Port, forward ...config.Port) error {
 	if len(ports) == 0 {
-		// A module with only published ports opened nothing before forward
-		// marks: histories recorded then must replay without the step.
-		if len(forward) == 0 || workflow.GetVersion(ctx, "forward-marks", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		if len(forward) == 0 {
 			return nil
 		}
+		taken(ctx, changeForwardMarks)
 	}
 	var res activities.RulesResult
 	in := activities.RulesInput{Plan: n.s.Plan, Owner: owner, Ports: ports, Forward: forward}

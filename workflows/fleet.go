@@ -7,6 +7,7 @@ package workflows
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"adoption/config"
 )
@@ -24,18 +25,13 @@ const (
 	// or could not start, again, with its plan read afresh.
 	SignalFleetRetry = "fleet-retry"
 	QueryFleet       = "fleet"
+	// UpdateFleetNext and UpdateFleetRetry are the same two requests as
+	// Updates: the fleet's validator refuses what it would turn away or
+	// what would change nothing, and the answer says what it did. The
+	// signals stay for the stock temporal CLI and recorded histories.
+	UpdateFleetNext  = "fleet-next"
+	UpdateFleetRetry = "fleet-retry"
 )
-
-// changeFleetMembers marks fleets run by fleet.go (members, plans read per
-// node, continue-as-new); older ones replay in fleetLegacy.
-const changeFleetMembers = "fleet-members"
-
-// changeFleetPassOver marks fleet runs in which `adopt fleet next` passes
-// over the nodes that hold the fleet (FleetNode.PassedOver), so that the
-// fleet can end without them. Runs before it kept such a node holding and
-// never ended: a run that now ends earlier would not replay, so it is
-// decided once a run, at its start.
-const changeFleetPassOver = "fleet-pass-over"
 
 // fleetHistoryLimit is the history length at which a fleet continues as
 // new (well below the server's 50k-event warning: a fleet of a thousand
@@ -51,9 +47,24 @@ type FleetMember struct {
 	Role string `json:"role"`
 }
 
-// FleetRetry is the payload of SignalFleetRetry.
-type FleetRetry struct {
-	Node string `json:"node"`
+// FleetRequest is the payload of the operator's fleet requests: the node
+// for a retry, none for next. NotAfter, when set, is the moment the sender
+// stops waiting: an Update that reaches the fleet later is refused (Late),
+// so a request the CLI reported as not answered never runs.
+type FleetRequest struct {
+	Node     string    `json:"node"`
+	NotAfter time.Time `json:"not_after,omitzero"`
+}
+
+// FleetRetry is the payload of SignalFleetRetry and UpdateFleetRetry.
+type FleetRetry = FleetRequest
+
+// FleetAnswer is what the fleet did with a request it took: the node it
+// lets start now (next) or will start again (retry), and the nodes it
+// passed over (next).
+type FleetAnswer struct {
+	Node       string   `json:"node,omitempty"`
+	PassedOver []string `json:"passed_over,omitempty"`
 }
 
 // FleetID is the one fleet execution of a given name.
@@ -74,7 +85,7 @@ type FleetInput struct {
 	HistoryLimit int `json:"history_limit,omitempty"`
 }
 
-// members is the fleet's node list, from Members or the legacy Nodes.
+// members is the fleet's node list, from Members or the inline plans of Nodes.
 func (in FleetInput) members() []FleetMember {
 	if len(in.Members) > 0 {
 		return in.Members
@@ -153,8 +164,8 @@ type FleetState struct {
 	Runs int    `json:"runs,omitempty"` // continue-as-new generations
 }
 
-// ValidateFleet checks the order the seed asks for: one control node,
-// first; names unique and valid.
+// ValidateFleet checks the fleet's order: one control node, first; names
+// unique and valid.
 func ValidateFleet(in FleetInput) error {
 	var problems []string
 	if !config.ValidName(in.Name) {

@@ -1,34 +1,8 @@
-// How the fleet learns that a node's workflow ended when it cannot see it:
-// a child's future does not cross continue-as-new, so a node started in an
-// earlier run and terminated (failed, canceled, timed out) since sends
-// nothing, and the fleet showed its last phase for ever: Held empty, the
-// next node never started, the fleet never ended.
-//
-// The fleet asks. When its main loop has waited a while on nodes from an
-// earlier run, it signals each a no-op (SignalFleetAsk); a signal to a
-// workflow that has closed fails (the server answers not found), and the
-// fleet then marks the node ended unseen, which holds it with the reason in
-// Held (`adopt fleet retry NODE` or `adopt fleet next`, as for any bad end).
-// A node that ended well said so first: its last progress signal is sent
-// before its workflow completes (history.go, finish).
-//
-// Why this and not another way: the workflow cannot describe a workflow or
-// query visibility itself, and an activity that could would need a
-// Temporal client on a worker that runs no activities today (the
-// orchestrator) or on every node's agent (which must not see the
-// namespace). A signal is the one thing a workflow can send to any
-// workflow whose answer says whether it still runs; it cannot say how it
-// ended, so status says "ended unseen" and points at the node's own status.
-//
-// What it costs is bounded. Only nodes the fleet waits on are asked: the
-// node whose progress the next start waits for or, once every node has
-// started, the nodes not yet ended; only those from an earlier run (this
-// run's are seen through their futures), not heard from since the last
-// round, at most askBatch a round. Rounds come only while the main loop
-// waits, the first after askFirst, each one that asked someone putting the
-// next twice as far, up to askMax; anything that moves the fleet starts
-// over. A node that is asked gets one signal event (and one workflow
-// task), which it drops. Fleets run before it do not ask (changeFleetAsk).
+// How the fleet learns that a node's workflow ended when it cannot see it
+// (a child's future does not cross continue-as-new): after waiting a while
+// on quiet nodes from an earlier run, it signals each a no-op
+// (SignalFleetAsk); a signal to a closed workflow fails, and the node is
+// marked ended unseen. Why, and what it costs: docs/workflows.md.
 package workflows
 
 import (
@@ -44,11 +18,6 @@ import (
 // SignalFleetAsk is the fleet's no-op to a node's workflow: only whether it
 // can be delivered matters. Its name is a wire format; the node drops it.
 const SignalFleetAsk = "fleet-ask"
-
-// changeFleetAsk marks fleet runs that ask quiet nodes from an earlier run
-// whether their workflow still runs (timers and signals runs before it did
-// not have); decided once a run, at its start.
-const changeFleetAsk = "fleet-ask"
 
 const (
 	askFirst = time.Hour      // the first round, after the main loop waited this long

@@ -1,22 +1,6 @@
 // The Fleet workflow's run: start nodes in order, follow their progress,
-// hold on a node that failed, and continue as new by history length.
-//
-// What a node's end does to the fleet:
-//   - converged, or adopted with every module migrated: the next node starts;
-//   - released (the operator's choice): the next node starts;
-//   - failed, terminated, canceled, timed out, or not started (its agent's
-//     plan refused, or a workflow for it already running outside the
-//     fleet): the fleet holds, status says why, and the operator either
-//     retries that node (`adopt fleet retry NODE`: its plan read again, its
-//     workflow started again) or goes on without it (`adopt fleet next`:
-//     the node is passed over, holds no more, and the fleet can end
-//     without it; a retry can still start it later).
-//
-// A child's end is seen through its future in the run that started it, and
-// through its last progress signal in later runs (a future does not cross
-// continue-as-new); a node that ends without one (terminated) is found by
-// asking it, once the fleet has waited on it a while (fleet_ask.go), and
-// `adopt fleet retry NODE` restarts it.
+// hold on a node that failed, and continue as new by history length. What
+// a node's end does to the fleet: docs/workflows.md.
 package workflows
 
 import (
@@ -38,8 +22,8 @@ import (
 // with every module migrated, or when the operator says so. Flips stay per
 // node and are never started here.
 func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
-	if in.Resume == nil && workflow.GetVersion(ctx, changeFleetMembers, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return fleetLegacy(ctx, in)
+	if in.Resume == nil {
+		taken(ctx, changeFleetMembers)
 	}
 	if err := ValidateFleet(in); err != nil {
 		return nil, err
@@ -61,6 +45,9 @@ func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 		}
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryFleet, func() (FleetState, error) { return *f.st, nil }); err != nil {
+		return nil, err
+	}
+	if err := f.registerRequests(ctx); err != nil {
 		return nil, err
 	}
 	f.passOver = workflow.GetVersion(ctx, changeFleetPassOver, workflow.DefaultVersion, 1) >= 1
@@ -222,9 +209,9 @@ func (f *fleet) progress(ctx workflow.Context, p NodeProgress) {
 }
 
 func (f *fleet) askRetry(ctx workflow.Context, node string) {
-	// The rule is FleetState.RetryRefusal (fleet_refusals.go), which the
-	// CLI asks too before it sends the signal.
-	switch why := f.st.RetryRefusal(node); {
+	// The rule is retryRefusal (fleet_requests.go), which the Update's
+	// validator asks too.
+	switch why := f.st.retryRefusal(node); {
 	case why != "":
 		f.note(ctx, fmt.Sprintf("retry %q refused: %s", node, why))
 	case f.retry[node]:
@@ -358,7 +345,7 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 		f.note(ctx, "node "+m.Node+" "+n.Ended)
 		return
 	}
-	if err := checkPlan(plan, m.Node, m.Role); err != nil {
+	if err := config.CheckPlan(plan, m.Node, m.Role); err != nil {
 		n.Started, n.Ended = true, "not started: "+err.Error()
 		f.note(ctx, "node "+m.Node+" "+n.Ended)
 		return

@@ -67,17 +67,6 @@ const (
 	FlipStateNotApplied = "not-applied"
 )
 
-// flipHolds versions the flip's command sequence: the approved spec and
-// fingerprint, revert until the node answers, commit as a retryable step.
-const flipHolds = "flip-holds"
-
-// flipTwoSteps versions the flip in two round trips to the node instead of
-// four: the node previews and flips in one activity (under its flip lock,
-// applying exactly what its own preview approved), then confirms and
-// commits in one. At 50 flips at once on a loaded server each round trip
-// cost about 0.7 s of the Update-to-converged time.
-const flipTwoSteps = "flip-two-steps"
-
 // flip runs a preview and, only if it approves, the flip of exactly the
 // ruleset it approved: the found firewall out of force and the mesh's in,
 // in one step; then the confirmation within flip.confirm_timeout (or the
@@ -86,7 +75,7 @@ const flipTwoSteps = "flip-two-steps"
 func (n *node) flip(ctx workflow.Context) {
 	n.inFlip = true
 	defer func() { n.inFlip = false }()
-	v := workflow.GetVersion(ctx, flipHolds, workflow.DefaultVersion, 1)
+	v := workflow.GetVersion(ctx, changeFlipHolds, workflow.DefaultVersion, 1)
 	two := v >= 1 && n.twoSteps
 	spec := MeshSpec(&n.s)
 	refused := func(pv *flip.Preview) {
@@ -228,7 +217,7 @@ func (n *node) flip(ctx workflow.Context) {
 	n.commit(ctx, v)
 }
 
-// commit makes a confirmed flip final. From flipHolds on, a commit that
+// commit makes a confirmed flip final. From changeFlipHolds on, a commit that
 // fails leaves the node flipping (the flip confirmed and in force, the
 // reason in status) until `adopt retry` runs it again; converged is
 // reached only once the node says the predecessor's leftovers are gone.
@@ -280,7 +269,7 @@ func (n *node) committing() bool {
 
 // revertFlip asks the node to revert a flip and returns what the node says
 // the flip is now: reverted, not-applied, or confirmed (it stays; the
-// caller commits it). From flipHolds on it asks until the node answers:
+// caller commits it). From changeFlipHolds on it asks until the node answers:
 // until then the flip counts as in force, and the node's watchdog reverts
 // it at the deadline by itself.
 func (n *node) revertFlip(ctx workflow.Context, id string, v workflow.Version) string {
@@ -345,10 +334,7 @@ func publishedPorts(m config.ModulePlan) []config.Port {
 	}
 	var out []config.Port
 	for _, h := range workflow.DeterministicKeys(m.Container.Ports) {
-		if i := strings.LastIndex(h, ":"); i >= 0 {
-			h = h[i+1:] // [IP:]PORT/PROTO: the address does not matter to the filter
-		}
-		if p, err := config.ParsePort(h); err == nil {
+		if p, ok := config.HostPort(h); ok {
 			out = append(out, p)
 		}
 	}

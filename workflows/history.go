@@ -5,7 +5,6 @@
 // when they change; a wait's timer is cancelled when the wait ends early;
 // only activities that heartbeat get a heartbeat timeout; requests still
 // queued when the workflow ends are answered in its state, not dropped.
-// Runs recorded before this replay the old way (changeBoundedHistory).
 package workflows
 
 import (
@@ -21,10 +20,6 @@ import (
 
 	"adoption/activities"
 )
-
-// changeBoundedHistory marks runs that use exec, awaitWithTimeout, publish
-// and finish as written here (workflow.GetVersion).
-const changeBoundedHistory = "bounded-history"
 
 // agentWait is how long an activity may wait before status says that the
 // node's agent may be down.
@@ -77,9 +72,6 @@ func activityName(fn any) string {
 // says what it waits for (one timer, cancelled when the activity ends
 // first). A refusal comes back at once; a transient failure is retried.
 func (n *node) exec(ctx workflow.Context, summary string, fn, in, out any) error {
-	if !n.bounded {
-		return n.execResubmit(ctx, summary, fn, in, out)
-	}
 	opts := workflow.ActivityOptions{
 		TaskQueue:           NodeQueue(n.s.Node),
 		StartToCloseTimeout: 10 * time.Minute,
@@ -134,9 +126,6 @@ func (n *node) exec(ctx workflow.Context, summary string, fn, in, out any) error
 // when the condition comes first (the SDK leaves it running by default,
 // and it fires later as one more event and workflow task).
 func (n *node) awaitWithTimeout(ctx workflow.Context, d time.Duration, cond func() bool) (bool, error) {
-	if !n.bounded {
-		return workflow.AwaitWithTimeout(ctx, d, cond)
-	}
 	if cond() {
 		return true, nil
 	}
@@ -161,9 +150,6 @@ func (n *node) awaitWithTimeout(ctx workflow.Context, d time.Duration, cond func
 // state with the reason they were not served; the fleet, if any, has been
 // told the end.
 func (n *node) finish(ctx workflow.Context) {
-	if !n.bounded {
-		return
-	}
 	n.drainSignals(ctx)
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 	for _, r := range n.s.Queue {

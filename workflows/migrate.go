@@ -29,8 +29,9 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 	// A module is migrated once: a second cutover fails its preflight
 	// (already migrated, not retryable) and would leave it failed for good.
 	// Only a migrate queued twice (before validate saw new modules queued)
-	// gets here; runs recorded before it cut over again, and replay so.
-	if m.State == ModuleMigrated && workflow.GetVersion(ctx, changeNewModuleChecks, workflow.DefaultVersion, 1) >= 1 {
+	// gets here.
+	if m.State == ModuleMigrated {
+		taken(ctx, changeNewModuleChecks)
 		n.event(ctx, "skipped migrate "+module+": it is already migrated (requested twice)")
 		return
 	}
@@ -176,11 +177,10 @@ func (n *node) prune(ctx workflow.Context) {
 	n.event(ctx, fmt.Sprintf("pruned %d predecessor container(s): %s", len(res.Files), strings.Join(res.Files, ", ")))
 }
 
-// healthWithoutContainer says whether this run checks the declared health of
-// a module that has no container (a host service) before calling it
-// migrated. Histories recorded before it skipped the check: versioned, so
-// they replay. Asked only for such a module, so other histories carry no
-// marker.
+// healthWithoutContainer: the declared health of a module that has no
+// container (a host service) is checked before it counts as migrated.
+// Asked only for such a module, so other histories carry no marker.
 func healthWithoutContainer(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, "health-without-container", workflow.DefaultVersion, 1) >= 1
+	taken(ctx, changeHealthWithoutContainer)
+	return true
 }

@@ -56,32 +56,12 @@ func (s *NodeSuite) TestNewModuleQueuedOnce() {
 	s.True(refused, "events: %+v", st.Events)
 }
 
-// A run recorded before the check queued the second request: replayed, it
-// still does (the check is versioned), so its history keeps its commands.
-func (s *NodeSuite) TestNewModuleQueuedTwiceBeforeTheCheck() {
-	s.env.OnGetVersion(changeNewModuleChecks, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	s.expectAdoption(time.Second)
-	s.slowCreate(2 * time.Minute)
-	mockCutover(s.env, &s.calls, "")
-	s.expectRelease()
-	s.signal(time.Minute, SignalMigrate, "mail")
-	for _, at := range []time.Duration{10 * time.Second, 20 * time.Second} {
-		s.env.RegisterDelayedCallback(func() {
-			s.env.SignalWorkflow(SignalMigrate, RequestInput{Module: "db", Plan: withDB()})
-		}, time.Minute+at)
-	}
-	s.signal(10*time.Minute, SignalRelease, "")
-	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: testPlan()})
-	s.result()
-	s.Equal(2, strings.Count(strings.Join(s.calls, ","), "preflight db"), "calls: %v", s.calls)
-}
-
 // A migrate served for a module already migrated (queued twice by a run
 // from before the check) is skipped with an event, not cut over again.
 func (s *NodeSuite) TestMigrateOfMigratedModuleSkipped() {
 	mockCutover(s.env, &s.calls, "")
 	wf := func(ctx workflow.Context) (*State, error) {
-		n := &node{bounded: true, s: State{Node: "n1", Phase: PhaseAdopted, Plan: testPlan(),
+		n := &node{s: State{Node: "n1", Phase: PhaseAdopted, Plan: testPlan(),
 			Modules: []ModuleState{{Name: "mail", State: ModuleMigrated, Attempts: 1}, {Name: "web", State: ModulePending}}}}
 		n.migrate(ctx, "mail")
 		return &n.s, nil

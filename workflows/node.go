@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -36,11 +35,7 @@ type node struct {
 	// When the periodic jobs are next due (not carried across
 	// continue-as-new: a new run starts its timers afresh).
 	nextReconcile, nextDrift time.Time
-	driftOn                  bool
-	// bounded is set on runs started by code that keeps the history
-	// bounded (history.go); runs recorded before it replay without it.
-	bounded bool
-	// twoSteps: the flip takes two round trips to the node (flipTwoSteps).
+	// twoSteps: the flip takes two round trips to the node (changeFlipTwoSteps).
 	twoSteps bool
 	// upserted is the node and phase last written to the search
 	// attributes in this run: they are upserted only when they change.
@@ -70,7 +65,7 @@ func NodeMigration(ctx workflow.Context, in Input) (*State, error) {
 	if err := n.register(ctx); err != nil {
 		return nil, err
 	}
-	n.bounded = workflow.GetVersion(ctx, changeBoundedHistory, workflow.DefaultVersion, 1) >= 1
+	taken(ctx, changeBoundedHistory)
 	return n.run(ctx)
 }
 
@@ -86,18 +81,16 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 	n.publish(ctx)
 	now := workflow.Now(ctx)
 	n.nextReconcile, n.nextDrift = now.Add(n.s.Plan.ReconcileInterval), now.Add(n.s.Plan.DriftInterval)
-	// Runs started before drift checks existed must replay without their
-	// timer: they keep drift off.
-	n.driftOn = workflow.GetVersion(ctx, "drift-checks", workflow.DefaultVersion, 1) >= 1
+	taken(ctx, changeDriftChecks)
 	// Decided here, once a run, not in the flip: each GetVersion costs a
 	// marker and a search attribute upsert, which the flip's first task
 	// would otherwise carry while 50 nodes flip at once.
-	n.twoSteps = workflow.GetVersion(ctx, flipTwoSteps, workflow.DefaultVersion, 1) >= 1
+	n.twoSteps = workflow.GetVersion(ctx, changeFlipTwoSteps, workflow.DefaultVersion, 1) >= 1
 	if n.twoSteps {
-		// The same for flipHolds: the SDK keeps the version a change ID got
+		// The same for changeFlipHolds: the SDK keeps the version a change ID got
 		// for the rest of the run, so the flip's own GetVersion records
-		// nothing more. Runs that predate flipTwoSteps record it in the flip.
-		_ = workflow.GetVersion(ctx, flipHolds, workflow.DefaultVersion, 1)
+		// nothing more. Runs that predate changeFlipTwoSteps record it in the flip.
+		_ = workflow.GetVersion(ctx, changeFlipHolds, workflow.DefaultVersion, 1)
 	}
 	for {
 		ready := func() bool {
@@ -131,7 +124,7 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 		switch {
 		case req.Kind == SignalRetry && req.Module == "" && n.committing():
 			n.event(ctx, "retrying the commit of flip "+n.s.Flip.ID)
-			n.commit(ctx, workflow.GetVersion(ctx, flipHolds, workflow.DefaultVersion, 1))
+			n.commit(ctx, workflow.GetVersion(ctx, changeFlipHolds, workflow.DefaultVersion, 1))
 		case req.Kind == SignalRetry && req.Module == "":
 			if n.s.Genesis.State == "failed" {
 				n.genesis(ctx)
@@ -195,40 +188,6 @@ func (n *node) continueAsNew(ctx workflow.Context) (*State, error) {
 	return nil, workflow.NewContinueAsNewError(ctx, NodeMigration, Input{Plan: n.s.Plan, Resume: &s})
 }
 
-// execResubmit is how runs recorded before the bounded history ran a node
-// activity: a schedule-to-start timeout every 5 minutes while the node's
-// worker was down, and the activity scheduled again. Kept for their replay.
-func (n *node) execResubmit(ctx workflow.Context, summary string, fn, in, out any) error {
-	opts := workflow.ActivityOptions{
-		TaskQueue:              NodeQueue(n.s.Node),
-		ScheduleToStartTimeout: 5 * time.Minute,
-		StartToCloseTimeout:    10 * time.Minute,
-		HeartbeatTimeout:       10 * time.Second,
-		Summary:                summary,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-			MaximumAttempts:    10,
-		},
-	}
-	actx := workflow.WithActivityOptions(ctx, opts)
-	for {
-		err := workflow.ExecuteActivity(actx, fn, in).Get(ctx, out)
-		var te *temporal.TimeoutError
-		if errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
-			n.s.Waiting = fmt.Sprintf("no worker has picked up %q on task queue %s for 5m: is adopt-worker running on node %s?", summary, NodeQueue(n.s.Node), n.s.Node)
-			n.publish(ctx)
-			continue
-		}
-		if n.s.Waiting != "" {
-			n.s.Waiting = ""
-			n.publish(ctx)
-		}
-		return err
-	}
-}
-
 func (n *node) setPhase(ctx workflow.Context, p Phase) {
 	if n.s.Phase != p {
 		n.s.Phase = p
@@ -241,7 +200,7 @@ func (n *node) setPhase(ctx workflow.Context, p Phase) {
 // visibility, always shown) and current details (the Web UI, while a worker
 // runs).
 func (n *node) publish(ctx workflow.Context) {
-	if key := n.s.Node + "/" + string(n.s.Phase); !n.bounded || key != n.upserted {
+	if key := n.s.Node + "/" + string(n.s.Phase); key != n.upserted {
 		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrNode.ValueSet(n.s.Node), AttrPhase.ValueSet(string(n.s.Phase)))
 		n.upserted = key
 	}

@@ -19,7 +19,7 @@ func (n *node) reconcileDue() bool {
 }
 
 func (n *node) driftDue() bool {
-	return n.driftOn && n.s.Plan.DriftInterval > 0 && n.s.Phase == PhaseAdopted
+	return n.s.Plan.DriftInterval > 0 && n.s.Phase == PhaseAdopted
 }
 
 // untilPeriodic is how long until the next periodic job, or 0 for none.

@@ -9,7 +9,7 @@ import (
 
 func TestCheckPlan(t *testing.T) {
 	good := testPlan()
-	if err := checkPlan(good, "n1", "member"); err != nil {
+	if err := config.CheckPlan(good, "n1", "member"); err != nil {
 		t.Fatalf("a well-formed plan refused: %v", err)
 	}
 	for _, c := range []struct {
@@ -30,7 +30,7 @@ func TestCheckPlan(t *testing.T) {
 		p.Modules[0].Files = append([]config.FilePlan(nil), p.Modules[0].Files...)
 		p.Modules[1].Ports = append([]config.Port(nil), p.Modules[1].Ports...)
 		c.edit(&p)
-		err := checkPlan(p, "n1", "member")
+		err := config.CheckPlan(p, "n1", "member")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: checkPlan = %v, want %q", c.name, err, c.want)
 		}

@@ -135,7 +135,7 @@ func (s *NodeSuite) TestCutoverOfVanishedModuleDoesNotPanic() {
 	s.slowCreate(time.Minute)
 	mockCutover(s.env, &s.calls, "")
 	wf := func(ctx workflow.Context) (*State, error) {
-		n := &node{bounded: true, s: State{Node: "n1", Phase: PhaseAdopted, Plan: testPlan(),
+		n := &node{s: State{Node: "n1", Phase: PhaseAdopted, Plan: testPlan(),
 			Modules: []ModuleState{{Name: "mail", State: ModuleQueued}, {Name: "web", State: ModulePending}}}}
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			_ = workflow.Sleep(ctx, 30*time.Second)

@@ -78,7 +78,7 @@ func (n *node) register(ctx workflow.Context) error {
 				return err
 			}
 			if in.Plan != nil {
-				if err := checkPlan(*in.Plan, n.s.Node, n.s.Plan.Role); err != nil {
+				if err := config.CheckPlan(*in.Plan, n.s.Node, n.s.Plan.Role); err != nil {
 					return err
 				}
 			}
@@ -104,9 +104,7 @@ func (n *node) register(ctx workflow.Context) error {
 		}
 	})
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		if n.bounded { // set by NodeMigration before this coroutine first runs
-			n.takeSignals(ctx) // history.go: no request lost at continue-as-new
-		}
+		n.takeSignals(ctx) // history.go: no request lost at continue-as-new
 		sel := n.signalSelector(ctx)
 		for {
 			sel.Select(ctx)
@@ -146,8 +144,8 @@ func (n *node) drainSignals(ctx workflow.Context) {
 func (n *node) onSignal(ctx workflow.Context, kind string, in RequestInput) {
 	err := n.validate(kind, in)
 	var since refusedSince
-	if errors.As(err, &since) && workflow.GetVersion(ctx, since.change, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		err = nil // a run from before the check queued it: so does its replay
+	if errors.As(err, &since) {
+		taken(ctx, since.change)
 	}
 	if err != nil {
 		n.event(ctx, "refused "+describe(kind, in.Module)+": "+err.Error())
@@ -158,16 +156,9 @@ func (n *node) onSignal(ctx workflow.Context, kind string, in RequestInput) {
 	n.enqueue(ctx, kind, in)
 }
 
-// changeNewModuleChecks marks runs that refuse a second migrate of a module
-// new in the plan sent (validate) and skip a migrate of a module already
-// migrated (migrate). Asked only when one of them would act, so other
-// histories carry no marker.
-const changeNewModuleChecks = "new-module-checks"
-
-// refusedSince is a refusal that validate makes only since change. On the
-// signal path validate is workflow code, run again on replay: a run from
-// before the change queued such a signal, and its replay must queue it
-// again. An Update's validator does not run on replay: it refuses at once.
+// refusedSince is a refusal that validate makes since change: on the
+// signal path the refusal records change's marker (taken), as the runs
+// recorded with it do.
 type refusedSince struct {
 	change string
 	err    error
@@ -191,7 +182,7 @@ func (n *node) enqueue(ctx workflow.Context, kind string, in RequestInput) {
 func (n *node) validate(kind string, in RequestInput) error {
 	module := in.Module
 	if in.Plan != nil {
-		if err := checkPlan(*in.Plan, n.s.Node, n.s.Plan.Role); err != nil {
+		if err := config.CheckPlan(*in.Plan, n.s.Node, n.s.Plan.Role); err != nil {
 			return err
 		}
 	}
@@ -393,10 +384,13 @@ const Refused = "Refused"
 // late refuses a request that reaches the workflow after its sender gave
 // up waiting for it to be accepted (workflow.Now is the time the workflow
 // task started, on the server's clock).
-func late(ctx workflow.Context, in RequestInput) error {
-	if !in.NotAfter.IsZero() && workflow.Now(ctx).After(in.NotAfter) {
+func late(ctx workflow.Context, in RequestInput) error { return lateAfter(ctx, in.NotAfter) }
+
+// lateAfter refuses a request that arrives after notAfter (zero: never).
+func lateAfter(ctx workflow.Context, notAfter time.Time) error {
+	if !notAfter.IsZero() && workflow.Now(ctx).After(notAfter) {
 		return temporal.NewApplicationError(fmt.Sprintf("the request reached the workflow at %s, after its sender stopped waiting (%s): it was reported as not delivered and does not run; send it again",
-			workflow.Now(ctx).UTC().Format(time.RFC3339), in.NotAfter.UTC().Format(time.RFC3339)), "Late")
+			workflow.Now(ctx).UTC().Format(time.RFC3339), notAfter.UTC().Format(time.RFC3339)), "Late")
 	}
 	return nil
 }

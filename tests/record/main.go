@@ -2,7 +2,7 @@
 // workflow runs of today's code on a real dev server that this program
 // starts, each node's agent scripted (script.go) so that every path meets
 // its cue. Run it after a change to the workflows' command sequence, and
-// keep the histories it replaced (the old runs must go on replaying):
+// keep the histories it replaced as docs/histories.md says:
 //
 //	go run ./tests/record -out tests/testdata
 //

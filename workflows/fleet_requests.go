@@ -1,23 +1,83 @@
-// What the fleet makes of the operator's `adopt fleet next` and `adopt
-// fleet retry NODE`, decided from its state alone. Both are signals (the
-// stock temporal CLI can send them too), so the fleet cannot answer them;
-// the CLI asks the fleet's state first and refuses (exit 2) what would be
-// turned away or change nothing, instead of the refusal showing only in
-// the fleet's events. The rules are the fleet's own (fleet_run.go:
-// askRetry, canStartNext, prevOK), written here once as plain functions of
-// the state so that the CLI and the fleet decide alike. No workflow API is
-// used: it is safe anywhere, and changes no command.
+// The operator's fleet requests, `adopt fleet next` and `adopt fleet retry
+// NODE`: the Updates' validators and handlers, and the rules they and the
+// signals of the same names share, decided from the fleet's state alone.
 package workflows
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
 
-// RetryRefusal is why the fleet in state st turns away a retry of node, or
+	"go.temporal.io/sdk/workflow"
+)
+
+// registerRequests sets the Update handlers of next and retry. A validator
+// refuses what the fleet would turn away or what would change nothing; it
+// does not run on replay, so it may grow without versioning.
+func (f *fleet) registerRequests(ctx workflow.Context) error {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateFleetNext,
+		func(ctx workflow.Context, _ FleetRequest) (FleetAnswer, error) {
+			node, passOver, _ := f.st.nextGrant()
+			f.goOn(ctx)
+			return FleetAnswer{Node: node, PassedOver: passOver}, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in FleetRequest) error {
+			if err := lateAfter(ctx, in.NotAfter); err != nil {
+				return err
+			}
+			if _, _, why := f.st.nextGrant(); why != "" {
+				return errors.New(why)
+			}
+			return nil
+		}},
+	); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateFleetRetry,
+		func(ctx workflow.Context, in FleetRequest) (FleetAnswer, error) {
+			f.askRetry(ctx, in.Node)
+			return FleetAnswer{Node: in.Node}, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in FleetRequest) error {
+			if err := lateAfter(ctx, in.NotAfter); err != nil {
+				return err
+			}
+			return f.validateRetry(in.Node)
+		}},
+	)
+}
+
+// validateRetry is retryRefusal with what to do instead, and one more
+// refusal only an Update can make at once: a node this run started whose
+// end it has not seen is still running (its future would have said so).
+// The signal path learns that only when the fleet tries the start.
+func (f *fleet) validateRetry(node string) error {
+	if why := f.st.retryRefusal(node); why != "" {
+		hint := "see `adopt fleet status`"
+		switch i := f.st.Index(node); {
+		case i < 0:
+			hint = "check the name: `adopt fleet status` lists the fleet's nodes"
+		case !f.st.Nodes[i].Started:
+			hint = "it starts in its turn; `adopt fleet next` lets the next node start now"
+		case f.st.Nodes[i].Ended == string(PhaseReleased):
+			hint = "a released node is as found; `adopt start " + node + " --config FILE` adopts it again, outside the fleet"
+		case f.st.Nodes[i].Ended == string(PhaseConverged):
+			hint = "it is done: nothing to retry"
+		}
+		return errors.New(why + "; " + hint)
+	}
+	if n := f.st.Nodes[f.st.Index(node)]; n.Ended == "" && f.gen[node] > 0 {
+		return fmt.Errorf("its workflow (%s) is still running, phase %s: the fleet retries only a node whose workflow failed, was terminated or could not start; see `adopt status %s`", WorkflowID(node), n.Phase, node)
+	}
+	return nil
+}
+
+// retryRefusal is why the fleet in state st turns away a retry of node, or
 // "" when it takes it, in askRetry's words. Only a node that holds the
 // fleet (failed, terminated, could not start) is retried; a node started
 // and not known to have ended is taken too, since it may have ended unseen
 // (a fleet's later run has no future for it), and the retry is then refused
 // at its start if the node's workflow still runs.
-func (st *FleetState) RetryRefusal(node string) string {
+func (st *FleetState) retryRefusal(node string) string {
 	i := st.Index(node)
 	if i < 0 {
 		return "not a node of this fleet"
@@ -29,7 +89,7 @@ func (st *FleetState) RetryRefusal(node string) string {
 	return ""
 }
 
-// NextGrant is what `adopt fleet next` would do in state st: the nodes
+// nextGrant is what `adopt fleet next` would do in state st: the nodes
 // that hold the fleet, which it passes over (the fleet goes on without
 // them, goOn in fleet_run.go), and the node it lets start now; or why it
 // would change nothing. The fleet counts each such signal as a grant
@@ -40,7 +100,7 @@ func (st *FleetState) RetryRefusal(node string) string {
 // early that the operator never named: with nothing to pass over, that is
 // refused here too. Grants not yet spent each go to the next node in turn,
 // so a further one is for the node after them.
-func (st *FleetState) NextGrant() (node string, passOver []string, refusal string) {
+func (st *FleetState) nextGrant() (node string, passOver []string, refusal string) {
 	if len(st.Nodes) == 0 {
 		return "", nil, "the fleet has no nodes"
 	}

@@ -1,0 +1,50 @@
+// Every change ID the workflows pass to workflow.GetVersion, in one place.
+// A change ID is a wire format: it is recorded in histories as a marker and
+// must never be renamed. docs/histories.md says which recorded histories
+// keep replaying and when a version branch may go.
+package workflows
+
+import "go.temporal.io/sdk/workflow"
+
+const (
+	// changeFleetMembers: fleets run with members whose plans are read
+	// per node, and continue-as-new.
+	changeFleetMembers = "fleet-members"
+	// changeFleetPassOver: `adopt fleet next` passes over the nodes that
+	// hold the fleet, so the fleet can end without them. Decided once a
+	// run, at its start.
+	changeFleetPassOver = "fleet-pass-over"
+	// changeFleetAsk: the fleet asks quiet nodes from an earlier run
+	// whether their workflow still runs. Decided once a run, at its start.
+	changeFleetAsk = "fleet-ask"
+	// changeBoundedHistory: runs use exec, awaitWithTimeout, publish and
+	// finish as history.go writes them.
+	changeBoundedHistory = "bounded-history"
+	// changeDriftChecks: adopted runs look for drift on a timer.
+	changeDriftChecks = "drift-checks"
+	// changeFlipHolds: the flip's command sequence with the approved spec
+	// and fingerprint, revert until the node answers, commit as a
+	// retryable step.
+	changeFlipHolds = "flip-holds"
+	// changeFlipTwoSteps: the flip in two round trips to the node instead
+	// of four (preview and flip in one activity, confirm and commit in one).
+	changeFlipTwoSteps = "flip-two-steps"
+	// changeNewModuleChecks: a second migrate of a module new in the plan
+	// sent is refused, and a migrate of a module already migrated is
+	// skipped. Asked only when one of them would act.
+	changeNewModuleChecks = "new-module-checks"
+	// changeForwardMarks: a module with only published ports opens them on
+	// the forward path. Asked only for such a module.
+	changeForwardMarks = "forward-marks"
+	// changeHealthWithoutContainer: the declared health of a module with no
+	// container is checked before it counts as migrated. Asked only for
+	// such a module.
+	changeHealthWithoutContainer = "health-without-container"
+)
+
+// taken records that this run takes change. Every history kept for replay
+// was recorded with it, so the branch for runs before it is gone; the call
+// stays where it was, so new runs record the marker those histories carry.
+func taken(ctx workflow.Context, change string) {
+	_ = workflow.GetVersion(ctx, change, 1, 1)
+}
