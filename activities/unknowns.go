@@ -1,5 +1,5 @@
 // This file names what the probe and the preview cannot judge on the
-// node's forward path (issue 10, "Bad input"): a Docker engine that cannot
+// node's forward path: a Docker engine that cannot
 // be reached while the node needs it (its chains are in the ruleset, or
 // the plan runs containers), a network a container publishes ports into
 // that the evaluator cannot map to one of the node's interfaces, and a

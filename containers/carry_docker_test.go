@@ -1,6 +1,6 @@
 package containers
 
-// Real-Docker tests of issue 13: the predecessor carried over, predecessors
+// Real-Docker tests of the carry-over: the predecessor carried over, predecessors
 // of other names, and the published-port contract. Same conventions as
 // docker_test.go: everything is named with the run's random prefix and
 // removed at the end.

@@ -1,6 +1,6 @@
 // Package containers speaks to the Docker engine behind a small interface:
 // what runs on the node, with its mounts and published ports. The cutover
-// steps (issue 4) build on it.
+// steps build on it.
 package containers
 
 import (

@@ -1,6 +1,6 @@
 package containers
 
-// The cutover (DESIGN.md, "The cutover"; issue 4). The container names carry
+// The cutover (DESIGN.md, "The cutover"). The container names carry
 // the state, so that a resumed activity needs nothing but Docker to know where
 // it was:
 //

@@ -1,6 +1,6 @@
 package containers
 
-// What the new container takes over from its predecessor (issue 13): what
+// What the new container takes over from its predecessor: what
 // the operator gave the predecessor, read from Docker on the node at Create,
 // never from a request. "What the operator gave" is what differs from the
 // predecessor's image: a variable or label its image set is left to the new

@@ -1,6 +1,6 @@
 package containers
 
-// No failed client connection during a swap (issue 13). Between the moment
+// No failed client connection during a swap. Between the moment
 // the predecessor lets go of its published ports and the moment the new
 // container takes them, a client's SYN would be answered with a reset
 // (refused). A PortHold makes the node drop, not reject, new connections to

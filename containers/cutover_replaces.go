@@ -1,6 +1,6 @@
 package containers
 
-// Predecessors of other names (Spec.Replaces; issue 13): a module may take
+// Predecessors of other names (Spec.Replaces): a module may take
 // over containers that are not called like it, e.g. a reverse proxy holding
 // its ports. They follow the module's own predecessor through the cutover:
 // the swap sets each aside as <its name>.predecessor, stopped; a rollback

@@ -1,6 +1,6 @@
 package containers
 
-// The port hold measured as a client outside the node sees it (issue 13):
+// The port hold measured as a client outside the node sees it:
 // a node with a Docker engine of its own (sandbox.EngineNode), a predecessor
 // published on it, clients in a peer namespace connecting in a loop, each
 // connect allowed to wait up to 3 s, while the cutover swaps the container.

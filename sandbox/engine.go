@@ -4,7 +4,7 @@ package sandbox
 // engine node's): a dockerd run in the node's network namespace (nsenter --net: `ip netns exec` remounts
 // /sys and hides the cgroup mounts dockerd needs), with its own data root,
 // exec root, socket and pid file, so it manages the node's iptables-nft
-// rules (DOCKER, DOCKER-USER, DNAT) as the seed's engine does. Images move
+// rules (DOCKER, DOCKER-USER, DNAT) as a predecessor's engine does. Images move
 // in from the host's engine with docker save | docker load: no registry.
 
 import (

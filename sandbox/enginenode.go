@@ -1,7 +1,7 @@
 package sandbox
 
 // EngineNode: a node with a Docker engine of its own, for the cutover's
-// port hold (issue 13) measured as a client outside the node sees it. A
+// port hold measured as a client outside the node sees it. A
 // network namespace runs its own dockerd (FIELD-NOTES, "A node with its own
 // Docker engine"), which publishes ports there through its own DNAT; a peer
 // namespace, joined by a veth pair, is the client. Nothing of the host's

@@ -1,6 +1,6 @@
 package sandbox
 
-// This file holds the reference node: the seed's node as it really is. It
+// This file holds the reference node: the predecessor's node as it really is. It
 // has its own Docker engine inside the node's network namespace (engine.go),
 // the real ufw with the ufw-docker arrangement as its firewall (ufw.go),
 // services that are containers of that engine with published ports, a host
@@ -256,7 +256,7 @@ func (n *RefNode) runService(s Service) error {
 }
 
 // Route opens a container port to the public with ufw's routed rule, as
-// an operator of the seed's node does for a container started by hand.
+// an operator of the predecessor's node does for a container started by hand.
 func (n *RefNode) Route(ctr config.Port) error {
 	return n.ufwCmd("route", "allow", "proto", ctr.Proto, "from", "any", "to", "any", "port", strconv.Itoa(int(ctr.Num)))
 }

@@ -67,7 +67,7 @@ const chaosParallel = 6
 // found one (every mark at most once), or the flip's transient form, or the
 // mesh's: never anything in between.
 //
-// `make test` runs two failpoints drawn at random (the seed is logged;
+// `make test` runs two failpoints drawn at random (the random seed is logged;
 // ADOPT_CHAOS_SEED replays it); ADOPT_CHAOS=full runs every failpoint and
 // the server restart.
 func TestChaos(t *testing.T) {

@@ -1,6 +1,6 @@
 package tests
 
-// Issue 13 end to end on the reference node (the predecessor a container of
+// The carry-over end to end on the reference node (the predecessor a container of
 // the node's own engine, clients in the peer namespace, the agent on the
 // node): the whole container carried over, no environment value in the
 // workflow history, and a published port that would vanish refused before

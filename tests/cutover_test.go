@@ -1,6 +1,6 @@
 package tests
 
-// The cutover end to end on the reference node (issue 10): the predecessor
+// The cutover end to end on the reference node: the predecessor
 // is a container of the node's own engine, its port published on the node
 // and routed by ufw; clients reach it from the peer namespace through
 // Docker's DNAT and the node's forward hook; the agent runs on the node and
@@ -49,7 +49,7 @@ func refCutoverPlan(modules ...string) string {
 }
 
 // predecessor runs the predecessor's service in the node's engine, as the
-// seed's operator did: data in a named volume, an anonymous volume and a
+// predecessor's operator did: data in a named volume, an anonymous volume and a
 // bind mount, container port 8080 published on every address of the node as
 // port and routed by ufw; extra are further `docker run` flags.
 func (r *refNode) predecessor(t *testing.T, name string, port int, extra ...string) (bind string) {

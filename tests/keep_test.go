@@ -19,7 +19,7 @@ import (
 	"adoption/workflows"
 )
 
-// TestRehearseKeepResolve: the seed's three open questions, answered on a
+// TestRehearseKeepResolve: the three questions adoption leaves open (keep, rehearse, resolve), answered on a
 // real node with a real predecessor container.
 //   - The rehearsal (migrate --dry-run) names the predecessor's mounts, the
 //     port's holder, the marked rule, each file's keys (values masked) and

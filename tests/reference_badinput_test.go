@@ -1,6 +1,6 @@
 package tests
 
-// Bad input on the reference node (issue 10): a node whose own Docker
+// Bad input on the reference node: a node whose own Docker
 // engine stops answering. Its chains stay in the node's ruleset; the
 // probe and the preview must name the engine, never read it as "no
 // containers" or approve published ports' fates, and change nothing.

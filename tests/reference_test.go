@@ -1,6 +1,6 @@
 package tests
 
-// End to end on the reference node: the seed's node as it really is (its
+// End to end on the reference node: the predecessor's node as it really is (its
 // own Docker engine in its namespace, ufw with the ufw-docker arrangement,
 // services behind published ports), the agent on the node, the real CLI and
 // dev server, and real packets from clients in the peer namespace.
@@ -124,7 +124,7 @@ func TestReferenceNode(t *testing.T) {
 		}
 	})
 
-	// The evaluator's part of issue 10: opens as clients see them.
+	// The evaluator's part: opens as clients see them.
 	t.Run("probe names published host ports", func(t *testing.T) {
 		rep, raw := probeOnNode(t, r)
 		for _, port := range []int{18025, 18080, 15432} {

@@ -34,7 +34,7 @@ func root() *cobra.Command {
 		self, _ := os.Executable()
 		role := "member"
 		if index == 1 {
-			role = "control" // the first node is the control node, as in the seed
+			role = "control" // the first node is the control node, as on the reference node
 		}
 		s := sandbox.Spec{Name: name, Index: index, Dir: dir, Binary: self, Role: role, Files: DemoFiles(name)}
 		for _, l := range []struct {
