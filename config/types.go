@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -57,13 +58,14 @@ func ParsePort(s string) (Port, error) {
 // returns only valid ports; a Port that arrives decoded from JSON (a plan,
 // a request) is checked with this.
 func (p Port) Validate() error {
-	if err := checkProto(p.Proto); err != nil {
-		return err
-	}
+	var errs []error
 	if p.Num == 0 {
-		return fmt.Errorf("port 0 is not a port: want 1-65535")
+		errs = append(errs, fmt.Errorf("port 0 is not a port: want 1-65535"))
 	}
-	return nil
+	if err := checkProto(p.Proto); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 func checkProto(proto string) error {

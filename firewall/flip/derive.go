@@ -194,11 +194,8 @@ func validateSpec(spec MeshSpec) error {
 		errs = append(errs, fmt.Errorf("node name %q is not valid (%s)", spec.Node, config.NameRule))
 	}
 	check := func(where string, p config.Port) {
-		if p.Num == 0 {
-			errs = append(errs, fmt.Errorf("%s: port %s: 0 is not a port, want 1-65535", where, p))
-		}
-		if p.Proto != "tcp" && p.Proto != "udp" {
-			errs = append(errs, fmt.Errorf("%s: port %s: protocol %q is not tcp or udp", where, p, p.Proto))
+		if err := p.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: port %s: %w", where, p, err))
 		}
 	}
 	for _, l := range []struct {

@@ -54,11 +54,8 @@ func (m Mark) Validate() error {
 	if !config.ValidName(m.Owner) {
 		errs = append(errs, fmt.Errorf("owner name %q is not valid (%s)", m.Owner, config.NameRule))
 	}
-	if m.Port == 0 {
-		errs = append(errs, fmt.Errorf("port 0 is not a port: want 1-65535"))
-	}
-	if m.Proto != "tcp" && m.Proto != "udp" {
-		errs = append(errs, fmt.Errorf("protocol %q is not tcp or udp", m.Proto))
+	if err := (config.Port{Num: m.Port, Proto: m.Proto}).Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) == 0 && len(m.Comment()) > MaxCommentLen {
 		errs = append(errs, fmt.Errorf("comment %q is %d bytes, longer than the %d a rule comment holds", m.Comment(), len(m.Comment()), MaxCommentLen))

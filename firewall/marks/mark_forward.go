@@ -125,11 +125,10 @@ func checkMarks(node, owner string, ports []config.Port) ([]Mark, error) {
 	seen := map[Mark]bool{}
 	for _, p := range ports {
 		mk := Mark{Node: node, Owner: owner, Port: p.Num, Proto: p.Proto}
+		perr := p.Validate()
 		switch {
-		case p.Num == 0:
-			errs = append(errs, fmt.Errorf("port %s: 0 is not a port, want 1-65535", p))
-		case p.Proto != "tcp" && p.Proto != "udp":
-			errs = append(errs, fmt.Errorf("port %s: protocol %q is not tcp or udp", p, p.Proto))
+		case perr != nil:
+			errs = append(errs, fmt.Errorf("port %s: %w", p, perr))
 		case errs[0] == nil && len(mk.Comment()) > MaxCommentLen:
 			errs = append(errs, fmt.Errorf("port %s: comment %q is longer than the %d bytes a rule comment holds", p, mk.Comment(), MaxCommentLen))
 		case !seen[mk]:
