@@ -41,7 +41,7 @@ func rule(owner string) marks.MarkedRule {
 	return marks.MarkedRule{Mark: marks.Mark{Node: "n1", Owner: owner, Port: 80, Proto: "tcp"}}
 }
 
-// Each activity's input and result become the series the README lists.
+// Each activity's input and result become the series docs/operations.md lists.
 func TestObserverMapsActivitiesToSeries(t *testing.T) {
 	rec := &fakeRecorder{}
 	flips := fakeFlips{rec: &nodestate.FlipRecord{ID: "n1-1", State: nodestate.FlipReverted,

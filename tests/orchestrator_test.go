@@ -22,7 +22,7 @@ import (
 // a workflow task completed; one orchestrator (adopt-worker orchestrate)
 // runs it as a version of Worker Deployment `adoption`, AutoUpgrade; a
 // second build made current takes the running workflow over when the first
-// stops (the rolling upgrade of the README).
+// stops (the rolling upgrade of docs/fleet.md).
 func TestOrchestratorAndAgents(t *testing.T) {
 	needE2E(t)
 	srv := startDevServerOnly(t)

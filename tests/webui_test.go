@@ -72,7 +72,7 @@ func TestWebUIShowsNodePhase(t *testing.T) {
 		return p.has(wfID, decoy)
 	})
 
-	// (1) The list filtered by the search attribute, as the README tells
+	// (1) The list filtered by the search attribute, as docs/runbook.md tells
 	// the operator to filter it.
 	filter := fmt.Sprintf("AdoptionPhase=%q", want)
 	ui.until(t, "list-phase", ns+"/workflows?query="+url.QueryEscape(filter), func(p uiPage) error {
