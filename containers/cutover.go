@@ -1,20 +1,12 @@
 package containers
 
-// The cutover (DESIGN.md, "The cutover"). The container names carry
-// the state, so that a resumed activity needs nothing but Docker to know where
-// it was:
-//
-//	<name>              live: the predecessor before the swap, the mesh's after
-//	<name>.next         the mesh's container, created and not started
-//	<name>.predecessor  the predecessor, stopped, kept for a rollback
-//
-// "Ours" means labelled adoption.module=<name>. The mesh's container also
-// records which container it replaces (adoption.predecessor=<ID>), so the
-// lineage of <name>.predecessor is checked by ID, never assumed from a name.
-//
-// Every step inspects the three names first and does only what is left to do:
-// calling a step again after a crash, or after it succeeded, is safe. No step
-// ever removes a volume.
+// The cutover: the container names carry the state, so a resumed activity
+// needs nothing but Docker to know where it was: <name> (live), <name>.next
+// (the mesh's, created, not started), <name>.predecessor (stopped, kept for a
+// rollback). "Ours" is labelled adoption.module=<name>, and records the ID it
+// replaces (adoption.predecessor), so lineage is checked by ID, never by name.
+// Every step inspects the three names and does only what is left: a step
+// called again after a crash or a success is safe. No step removes a volume.
 
 import (
 	"errors"
