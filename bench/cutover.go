@@ -24,6 +24,7 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"adoption/bench/report"
 	"adoption/containers"
 	"adoption/containers/hold"
 	"adoption/sandbox"
@@ -272,8 +273,8 @@ func summarize(method string, runs []CutoverRun) CutoverResult {
 		gaps, fails, procs = append(gaps, x.GapMS), append(fails, float64(x.FailedProbes)), append(procs, x.ProcedureMS)
 		cgaps = append(cgaps, x.ClientGapMS)
 	}
-	r.MedianGapMS, r.MedianFailed, r.MedianProcedureMS = median(gaps), median(fails), median(procs)
-	r.MedianClientGapMS = median(cgaps)
+	r.MedianGapMS, r.MedianFailed, r.MedianProcedureMS = report.Median(gaps), report.Median(fails), report.Median(procs)
+	r.MedianClientGapMS = report.Median(cgaps)
 	return r
 }
 

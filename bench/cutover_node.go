@@ -26,6 +26,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/go-connections/nat"
 
+	"adoption/bench/report"
 	"adoption/containers"
 	"adoption/containers/hold"
 	"adoption/sandbox"
@@ -187,8 +188,8 @@ func (b *cutBench) run(ctx context.Context, ours bool) (CutoverRun, error) {
 	if err != nil {
 		return CutoverRun{}, err
 	}
-	r := CutoverRun{GapMS: ms(window), ClientGapMS: ms(cs.Gap), FailedProbes: cs.Failed, Attempts: cs.Attempts, LongestWait: ms(cs.LongestWait),
-		ProcedureMS: ms(took), DataKept: reflect.DeepEqual(after, s.sums)}
+	r := CutoverRun{GapMS: report.MS(window), ClientGapMS: report.MS(cs.Gap), FailedProbes: cs.Failed, Attempts: cs.Attempts, LongestWait: report.MS(cs.LongestWait),
+		ProcedureMS: report.MS(took), DataKept: reflect.DeepEqual(after, s.sums)}
 	if err := b.sweep(ctx); err != nil {
 		return r, err
 	}

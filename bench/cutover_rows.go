@@ -8,13 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"adoption/bench/report"
 )
 
 // cutoverRows runs the cutover bench (cutover.go) as it is, its own table
 // and file going to a temporary directory, and turns its report into rows
 // of the one table; its progress lines still reach stdout. The report is
 // folded into bench-<date>.json.
-func cutoverRows(n int, stdout io.Writer) ([]Row, *CutoverReport, error) {
+func cutoverRows(n int, stdout io.Writer) ([]report.Row, *CutoverReport, error) {
 	dir, err := os.MkdirTemp("", "bn-cutover-")
 	if err != nil {
 		return nil, nil, err
@@ -52,18 +54,18 @@ func cutoverRows(n int, stdout io.Writer) ([]Row, *CutoverReport, error) {
 	}
 	oursIs := "containers.Engine: Preflight, Create beside, Swap holding the port, WaitHealthy, PortsAnswer"
 	peerIs := "docker stop && docker rm && docker run -d (CLI)"
-	rows := []Row{
-		row("cutover", fmt.Sprintf("cutover: failed client connections, all %d runs (6 clients outside the node, a connect may wait 3 s)", ours.Runs),
+	rows := []report.Row{
+		report.WithPeer("cutover", fmt.Sprintf("cutover: failed client connections, all %d runs (6 clients outside the node, a connect may wait 3 s)", ours.Runs),
 			float64(ours.FailedProbes), float64(naive.FailedProbes), "connections", oursIs, peerIs,
 			fmt.Sprintf("of %d attempts ours, %d peer; goal 0", ours.Attempts, naive.Attempts), 0),
-		row("cutover", "cutover: longest wait of a successful connect, all runs",
+		report.WithPeer("cutover", "cutover: longest wait of a successful connect, all runs",
 			ours.MaxWaitMS, naive.MaxWaitMS, "ms", oursIs, peerIs, "a held client retransmits its SYN (1 s, then 3 s)", 0),
-		row("cutover", fmt.Sprintf("cutover: clients' gap (no prompt answer to a new connection), median of %d runs", ours.Runs),
+		report.WithPeer("cutover", fmt.Sprintf("cutover: clients' gap (no prompt answer to a new connection), median of %d runs", ours.Runs),
 			ours.MedianClientGapMS, naive.MedianClientGapMS, "ms", oursIs, peerIs, "a held SYN waits for its retransmission (1 s)", 1),
-		row("cutover", fmt.Sprintf("cutover: gap (nothing answers on the port, probed from the node every 10 ms), median of %d runs", ours.Runs),
+		report.WithPeer("cutover", fmt.Sprintf("cutover: gap (nothing answers on the port, probed from the node every 10 ms), median of %d runs", ours.Runs),
 			ours.MedianGapMS, naive.MedianGapMS, "ms", oursIs, peerIs,
 			fmt.Sprintf("max gap ours %.0f ms, peer %.0f ms; data kept: ours %d/%d, peer %d/%d; goal: at most half the peer's", ours.MaxGapMS, naive.MaxGapMS, ours.DataKept, ours.Runs, naive.DataKept, naive.Runs), 1),
-		row("cutover", "cutover: procedure's own duration, median", ours.MedianProcedureMS, naive.MedianProcedureMS, "ms",
+		report.WithPeer("cutover", "cutover: procedure's own duration, median", ours.MedianProcedureMS, naive.MedianProcedureMS, "ms",
 			oursIs+" (until the ports answer)", peerIs+" (until docker run returned)", "ours waits for health and keeps the predecessor for rollback", 0),
 	}
 	return rows, &rep, runErr

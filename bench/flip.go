@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"adoption/bench/benchns"
+	"adoption/bench/report"
 	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
@@ -59,14 +61,14 @@ type FlipDetails struct {
 }
 
 type flipBench struct {
-	node, peer *benchNS
+	node, peer *benchns.NS
 	addr       string
 	spec       flip.MeshSpec
 	meshFile   string
 	listeners  closers
 }
 
-func runFlip(n int, stdout io.Writer) ([]Row, *FlipDetails, error) {
+func runFlip(n int, stdout io.Writer) ([]report.Row, *FlipDetails, error) {
 	if n < 1 {
 		return nil, nil, fmt.Errorf("-flip-n must be at least 1")
 	}
@@ -117,20 +119,20 @@ func runFlip(n int, stdout io.Writer) ([]Row, *FlipDetails, error) {
 			}
 		}
 	}
-	d.OursMedianMS, d.NaiveMedianMS = median(oursMS), median(naiveMS)
+	d.OursMedianMS, d.NaiveMedianMS = report.Median(oursMS), report.Median(naiveMS)
 	d.Note = fmt.Sprintf("real ufw %s in a namespace (own /etc/ufw copy; default deny incoming and routed; allow %s); "+
 		"a peer namespace over a veth connects to %d/tcp every %s (500 ms dial and greeting timeouts, one connection held across); "+
 		"hammer window: %s before, the procedure, %s after (ours: Flip, %s, Revert, %s); %d runs each, order alternating; "+
 		"the naive ufw disable flushes ufw's chains one iptables call at a time before it sets the policies to accept",
 		ufwVersion(), strings.Join(d.UfwAllows, ", "), flipPort, flipEvery, flipLead, flipSettle, flipSettle, flipSettle, n)
 	oursIs, peerIs := "firewall.Flipper.Flip then Revert (one netlink transaction each)", "ufw disable; nft -f mesh.nft (Derive(spec).Text())"
-	rows := []Row{
-		row("flip", fmt.Sprintf("connections failed during the flip (refused + timed out), hammer every 5 ms, %d runs", n),
+	rows := []report.Row{
+		report.WithPeer("flip", fmt.Sprintf("connections failed during the flip (refused + timed out), hammer every 5 ms, %d runs", n),
 			float64(d.OursFailed), float64(d.NaiveFailed), "connections", oursIs, peerIs,
 			fmt.Sprintf("of %d and %d attempts; held connections lost: ours %d, peer %d", d.OursAttempts, d.NaiveAttempts, d.OursHeldLost, d.NaiveHeldLost), 0),
-		row("flip", "longest outage of the declared port during the flip", d.OursOutageMS, d.NaiveOutageMS, "ms", oursIs, peerIs,
+		report.WithPeer("flip", "longest outage of the declared port during the flip", d.OursOutageMS, d.NaiveOutageMS, "ms", oursIs, peerIs,
 			"first failed attempt to the next successful one, worst run", 1),
-		row("flip", fmt.Sprintf("flip's own duration, median of %d", n), d.OursMedianMS, d.NaiveMedianMS, "ms",
+		report.WithPeer("flip", fmt.Sprintf("flip's own duration, median of %d", n), d.OursMedianMS, d.NaiveMedianMS, "ms",
 			"Flipper.Flip (list, analyse, one batch)", "ufw disable + nft -f", "", 1),
 	}
 	for _, r := range d.Runs {
@@ -148,22 +150,22 @@ func ufwVersion() string {
 
 func (b *flipBench) setup() error {
 	var err error
-	if b.node, err = newNS("fl"); err != nil {
+	if b.node, err = benchns.New("fl"); err != nil {
 		return err
 	}
-	if b.peer, err = newNS("flp"); err != nil {
+	if b.peer, err = benchns.New("flp"); err != nil {
 		return err
 	}
-	nodeAddr, _, err := link(b.node, b.peer)
+	nodeAddr, _, err := benchns.Link(b.node, b.peer)
 	if err != nil {
 		return err
 	}
 	b.addr = fmt.Sprintf("%s:%d", nodeAddr, flipPort)
-	if err := runSteps(ufwNodeSteps(b.node.name, fmt.Sprintf("%d/tcp", flipPort))); err != nil {
+	if err := runSteps(ufwNodeSteps(b.node.Name, fmt.Sprintf("%d/tcp", flipPort))); err != nil {
 		return err
 	}
 	for _, port := range []int{22, 80, flipPort} {
-		c, err := b.node.serve("tcp", port)
+		c, err := b.node.Serve("tcp", port)
 		if err != nil {
 			return err
 		}
@@ -201,22 +203,22 @@ func (b *flipBench) meshFileText() string {
 
 func (b *flipBench) cleanup() {
 	b.listeners.Close()
-	b.peer.del()
-	b.node.del()
+	b.peer.Del()
+	b.node.Del()
 	if b.meshFile != "" {
 		os.Remove(b.meshFile)
 	}
 }
 
 func (b *flipBench) listing() (string, error) {
-	out, err := b.node.run(nil, "nft", "list", "ruleset")
+	out, err := b.node.Run(nil, "nft", "list", "ruleset")
 	return counters.ReplaceAllString(out, "counter"), err
 }
 
-func (b *flipBench) ufw(args ...string) error { return ufwIn(b.node.name, args...) }
+func (b *flipBench) ufw(args ...string) error { return ufwIn(b.node.Name, args...) }
 
 func (b *flipBench) nft(args ...string) error {
-	_, err := b.node.run(nil, append([]string{"nft"}, args...)...)
+	_, err := b.node.Run(nil, append([]string{"nft"}, args...)...)
 	return err
 }
 
@@ -228,11 +230,11 @@ func (b *flipBench) round(ours bool) (FlipRun, error) {
 	if err != nil {
 		return r, err
 	}
-	flipper := flip.NewFlipper(b.node.path)
+	flipper := flip.NewFlipper(b.node.Path)
 	var expect string
 	var found *firewall.Ruleset
 	if ours {
-		rs, err := eval.Inspector{Netns: b.node.path}.Ruleset()
+		rs, err := eval.Inspector{Netns: b.node.Path}.Ruleset()
 		if err != nil {
 			return r, err
 		}
@@ -249,8 +251,8 @@ func (b *flipBench) round(ours bool) (FlipRun, error) {
 		}
 		r.ProcedureMS, r.RevertMS, procErr = flipAndRevert(start, flipper, b.spec, expect, derived, func() {})
 	} else {
-		procErr = ufwThenNft(b.ufw, func() error { _, err := b.node.run(nil, "nft", "-f", b.meshFile); return err })
-		r.ProcedureMS = ms(time.Since(start))
+		procErr = ufwThenNft(b.ufw, func() error { _, err := b.node.Run(nil, "nft", "-f", b.meshFile); return err })
+		r.ProcedureMS = report.MS(time.Since(start))
 	}
 	time.Sleep(flipSettle)
 	h, herr := stop()
@@ -312,7 +314,7 @@ func sortedLines(s string) string {
 // revert's durations.
 func flipAndRevert(start time.Time, f *flip.Flipper, spec flip.MeshSpec, expect, derived string, look func()) (flipMS, revertMS float64, err error) {
 	plan, err := f.Flip(spec, expect, derived)
-	flipMS = ms(time.Since(start))
+	flipMS = report.MS(time.Since(start))
 	if err != nil {
 		return flipMS, 0, err
 	}
@@ -320,7 +322,7 @@ func flipAndRevert(start time.Time, f *flip.Flipper, spec flip.MeshSpec, expect,
 	look()
 	rs := time.Now()
 	err = f.Revert(plan)
-	return flipMS, ms(time.Since(rs)), err
+	return flipMS, report.MS(time.Since(rs)), err
 }
 
 // ufwThenNft is the naive procedure: ufw disable, then nft -f of the mesh.

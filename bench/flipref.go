@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"adoption/bench/report"
 	"adoption/firewall/flip"
 	"adoption/sandbox"
 )
@@ -112,7 +113,7 @@ type refFlipBench struct {
 	dropped  []refService
 }
 
-func runRefFlip(n int, stdout io.Writer) ([]Row, *RefFlipDetails, error) {
+func runRefFlip(n int, stdout io.Writer) ([]report.Row, *RefFlipDetails, error) {
 	if n < 1 {
 		return nil, nil, fmt.Errorf("-flip-ref-n must be at least 1")
 	}
@@ -141,7 +142,7 @@ func runRefFlip(n int, stdout io.Writer) ([]Row, *RefFlipDetails, error) {
 			naiveMS = append(naiveMS, r.ProcedureMS)
 		}
 	}
-	d.Ours.MedianMS, d.Naive.MedianMS = median(oursMS), median(naiveMS)
+	d.Ours.MedianMS, d.Naive.MedianMS = report.Median(oursMS), report.Median(naiveMS)
 	d.Note = b.note(d, n)
 	rows := b.rows(d, n)
 	for _, r := range d.Runs {
@@ -245,27 +246,27 @@ func (b *refFlipBench) note(d *RefFlipDetails, n int) string {
 	return note
 }
 
-func (b *refFlipBench) rows(d *RefFlipDetails, n int) []Row {
+func (b *refFlipBench) rows(d *RefFlipDetails, n int) []report.Row {
 	pub := b.published()
 	oursIs, peerIs := "firewall.Flipper.Flip then Revert, reference node", "ufw disable; nft -f mesh.nft (DeriveFor(found, spec).Text())"
 	inForce := fmt.Sprintf("while in force, every declared published port answered a fresh client in %d/%d runs ours, %d/%d peer; "+
 		"Docker's nat DOCKER chain still DNATed them in %d/%d ours, %d/%d peer; the dropped 19100/tcp was closed in %d/%d ours, %d/%d peer",
 		d.Ours.AnsweredRuns, d.Ours.Runs, d.Naive.AnsweredRuns, d.Naive.Runs, d.Ours.DNATRuns, d.Ours.Runs, d.Naive.DNATRuns, d.Naive.Runs,
 		d.Ours.DroppedClosedRuns, d.Ours.Runs, d.Naive.DroppedClosedRuns, d.Naive.Runs)
-	return []Row{
-		row("flip-ref", fmt.Sprintf("connections failed on published ports %s during the flip, reference node, %d runs", pub, n),
+	return []report.Row{
+		report.WithPeer("flip-ref", fmt.Sprintf("connections failed on published ports %s during the flip, reference node, %d runs", pub, n),
 			float64(d.Ours.PublishedFailed), float64(d.Naive.PublishedFailed), "connections", oursIs, peerIs,
 			fmt.Sprintf("of %d and %d attempts; %s", d.Ours.PublishedAttempts, d.Naive.PublishedAttempts, inForce), 0),
-		row("flip-ref", "longest outage of a published port during the flip, reference node", d.Ours.PublishedOutageMS, d.Naive.PublishedOutageMS, "ms",
+		report.WithPeer("flip-ref", "longest outage of a published port during the flip, reference node", d.Ours.PublishedOutageMS, d.Naive.PublishedOutageMS, "ms",
 			oursIs, peerIs, "first failed attempt to the next successful one (or to the end of the window), worst port of the worst run", 1),
-		row("flip-ref", fmt.Sprintf("held keep-alive connections to published ports lost (%d per run), reference node", len(b.declared)),
+		report.WithPeer("flip-ref", fmt.Sprintf("held keep-alive connections to published ports lost (%d per run), reference node", len(b.declared)),
 			float64(d.Ours.PublishedHeldLost), float64(d.Naive.PublishedHeldLost), "connections", oursIs, peerIs,
 			fmt.Sprintf("of %d held each; a held connection survived when it still answered GET /health after the window", len(b.declared)*n), 0),
-		row("flip-ref", fmt.Sprintf("connections failed on the host service %d/tcp during the flip, reference node", refHostPort),
+		report.WithPeer("flip-ref", fmt.Sprintf("connections failed on the host service %d/tcp during the flip, reference node", refHostPort),
 			float64(d.Ours.HostFailed), float64(d.Naive.HostFailed), "connections", oursIs, peerIs,
 			fmt.Sprintf("of %d and %d attempts; longest outage %.1f ms ours, %.1f ms peer; held lost %d ours, %d peer",
 				d.Ours.HostAttempts, d.Naive.HostAttempts, d.Ours.HostOutageMS, d.Naive.HostOutageMS, d.Ours.HostHeldLost, d.Naive.HostHeldLost), 0),
-		row("flip-ref", fmt.Sprintf("flip's own duration on the reference node, median of %d", n), d.Ours.MedianMS, d.Naive.MedianMS, "ms",
+		report.WithPeer("flip-ref", fmt.Sprintf("flip's own duration on the reference node, median of %d", n), d.Ours.MedianMS, d.Naive.MedianMS, "ms",
 			"Flipper.Flip (list, analyse, one batch)", "ufw disable + nft -f", "", 1),
 	}
 }

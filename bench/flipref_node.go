@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"adoption/bench/report"
 	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
@@ -253,7 +254,7 @@ func (b *refFlipBench) round(ours bool) (RefFlipRun, error) {
 		r.ProcedureMS, r.RevertMS, procErr = flipAndRevert(start, flipper, b.spec, expect, derived, func() { r.InForce = b.inForce() })
 	} else {
 		procErr = ufwThenNft(b.ufw, func() error { _, err := b.onNode("nft", "-f", b.meshFile); return err })
-		r.ProcedureMS = ms(time.Since(start))
+		r.ProcedureMS = report.MS(time.Since(start))
 		if procErr == nil {
 			time.Sleep(flipSettle)
 			r.InForce = b.inForce()

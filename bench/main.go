@@ -6,6 +6,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"adoption/bench/report"
+	"adoption/bench/scale"
 )
 
 func main() {
@@ -36,7 +40,7 @@ type flags struct {
 	cutoverN, flipN        int
 	skipFlipRef, skipScale bool
 	flipRefN               int
-	scale                  scaleOpts
+	scale                  scale.Options
 }
 
 func parseFlags(args []string) (*flags, error) {
@@ -57,12 +61,12 @@ func parseFlags(args []string) (*flags, error) {
 	fs.BoolVar(&f.skipFlipRef, "skip-flip-ref", false, "leave out the flip rows on the reference node (needs Docker, dockerd, ufw)")
 	fs.IntVar(&f.flipRefN, "flip-ref-n", 5, "flip on the reference node: runs of each procedure")
 	fs.BoolVar(&f.skipScale, "skip-scale", false, "leave out the orchestration-at-scale simulation (needs the Temporal CLI)")
-	fs.IntVar(&f.scale.nodes, "scale-nodes", 1000, "scale: simulated nodes (one NodeMigration and one node worker each)")
-	fs.IntVar(&f.scale.flips, "scale-flips", 0, "scale: nodes flipped for the flip-to-converged latency (0: every node, which also times all converged)")
-	fs.IntVar(&f.scale.parallel, "scale-flip-parallel", 50, "scale: flips in flight at once")
-	fs.DurationVar(&f.scale.timeout, "scale-timeout", 25*time.Minute, "scale: give up after this long")
-	fs.StringVar(&f.scale.pollers, "scale-orch-pollers", "", "scale: the orchestrator's --workflow-pollers (a number or auto; empty: its default)")
-	fs.StringVar(&f.scale.db, "scale-db", "tmpfs", "scale: the dev server's SQLite file on tmpfs (/dev/shm) or disk (the temp dir)")
+	fs.IntVar(&f.scale.Nodes, "scale-nodes", 1000, "scale: simulated nodes (one NodeMigration and one node worker each)")
+	fs.IntVar(&f.scale.Flips, "scale-flips", 0, "scale: nodes flipped for the flip-to-converged latency (0: every node, which also times all converged)")
+	fs.IntVar(&f.scale.Parallel, "scale-flip-parallel", 50, "scale: flips in flight at once")
+	fs.DurationVar(&f.scale.Timeout, "scale-timeout", 25*time.Minute, "scale: give up after this long")
+	fs.StringVar(&f.scale.Pollers, "scale-orch-pollers", "", "scale: the orchestrator's --workflow-pollers (a number or auto; empty: its default)")
+	fs.StringVar(&f.scale.DB, "scale-db", "tmpfs", "scale: the dev server's SQLite file on tmpfs (/dev/shm) or disk (the temp dir)")
 	return f, fs.Parse(args)
 }
 
@@ -87,16 +91,16 @@ func run(args []string, stdout io.Writer) error {
 			"so a ratio above 1 means ours is lower by that factor; rows marked SIMULATION are absolute figures with no peer",
 		Sections: map[string]any{},
 	}}
-	r.section("marks", f.skipMarks, func() ([]Row, any, error) { return details(runMarks(f.marksN, f.marksRuns, f.skipUfw, stdout)) })
-	r.section("probe", f.skipProbe, func() ([]Row, any, error) { return details(runProbe(f.probeN, f.probeFixture, stdout)) })
-	r.section("cutover", f.skipCutover, func() ([]Row, any, error) { return details(cutoverRows(f.cutoverN, stdout)) })
-	r.section("flip", f.skipFlip, func() ([]Row, any, error) { return details(runFlip(f.flipN, stdout)) })
-	r.section("flip-ref", f.skipFlipRef, func() ([]Row, any, error) { return details(runRefFlip(f.flipRefN, stdout)) })
-	r.section("scale", f.skipScale, func() ([]Row, any, error) { return details(runScale(f.scale, stdout)) })
+	r.section("marks", f.skipMarks, func() ([]report.Row, any, error) { return details(runMarks(f.marksN, f.marksRuns, f.skipUfw, stdout)) })
+	r.section("probe", f.skipProbe, func() ([]report.Row, any, error) { return details(runProbe(f.probeN, f.probeFixture, stdout)) })
+	r.section("cutover", f.skipCutover, func() ([]report.Row, any, error) { return details(cutoverRows(f.cutoverN, stdout)) })
+	r.section("flip", f.skipFlip, func() ([]report.Row, any, error) { return details(runFlip(f.flipN, stdout)) })
+	r.section("flip-ref", f.skipFlipRef, func() ([]report.Row, any, error) { return details(runRefFlip(f.flipRefN, stdout)) })
+	r.section("scale", f.skipScale, func() ([]report.Row, any, error) { return details(scale.Run(context.Background(), f.scale, stdout)) })
 	res := r.res
 	fmt.Fprintf(stdout, "\nmake bench, %s, %d CPUs, kernel %s, %.0f s in all\n", res.Date, res.Host.CPUs, res.Host.Kernel, time.Since(began).Seconds())
 	fmt.Fprintln(stdout, "ratio = peer / ours; every figure is lower-is-better, so above 1 means ours is lower by that factor")
-	printTable(stdout, res.Rows)
+	report.Print(stdout, res.Rows)
 	if len(res.Skipped) > 0 {
 		fmt.Fprintf(stdout, "skipped: %s\n", strings.Join(res.Skipped, ", "))
 	}
@@ -116,7 +120,7 @@ type runner struct {
 	errs []error
 }
 
-func (r *runner) section(name string, skip bool, fn func() ([]Row, any, error)) {
+func (r *runner) section(name string, skip bool, fn func() ([]report.Row, any, error)) {
 	if skip {
 		r.res.Skipped = append(r.res.Skipped, name)
 		fmt.Fprintf(r.out, "%s: skipped\n", name)
@@ -139,7 +143,7 @@ func (r *runner) section(name string, skip bool, fn func() ([]Row, any, error)) 
 
 // details hands a section's details on as any, nil when there are none
 // (a nil *D in an any is not nil).
-func details[D any](rows []Row, det *D, err error) ([]Row, any, error) {
+func details[D any](rows []report.Row, det *D, err error) ([]report.Row, any, error) {
 	if det == nil {
 		return rows, nil, err
 	}

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"adoption/bench/benchns"
+	"adoption/bench/report"
 	"adoption/config"
 	"adoption/firewall/marks"
 	"adoption/netns"
@@ -67,8 +69,8 @@ type marksMethod struct {
 // one-nft-f peer are quick and noisy on a shared machine: they run runs
 // times, interleaved so both see the same load, and the median run counts.
 // The per-rule peers aggregate hundreds of process runs already: once.
-func runMarks(n, runs int, skipUfw bool, stdout io.Writer) ([]Row, *Report, error) {
-	b := &bench{ns: "bn-mk-" + randHex(4)}
+func runMarks(n, runs int, skipUfw bool, stdout io.Writer) ([]report.Row, *Report, error) {
+	b := &bench{ns: "bn-mk-" + benchns.RandHex(4)}
 	b.path = filepath.Join("/run/netns", b.ns)
 	for i := 0; i < n; i++ {
 		b.ports = append(b.ports, config.Port{Num: uint16(20000 + i), Proto: "tcp"})
@@ -158,9 +160,9 @@ func (b *bench) runMethods(methods []*marksMethod, runs int, stdout io.Writer) (
 }
 
 // marksRows are one row per peer, against ours (results[0]).
-func marksRows(results []Result, nftFile string, n int) []Row {
+func marksRows(results []Result, nftFile string, n int) []report.Row {
 	ours := results[0]
-	var rows []Row
+	var rows []report.Row
 	for _, r := range results[1:] {
 		peerIs := fmt.Sprintf("%s (%d process runs)", r.Method, r.ProcessRuns)
 		note := fmt.Sprintf("open %.1f + close %.1f ms ours, %.1f + %.1f ms peer; ruleset as found after: ours %v, peer %v", ours.OpenMS, ours.CloseMS, r.OpenMS, r.CloseMS, ours.Restored, r.Restored)
@@ -171,7 +173,7 @@ func marksRows(results []Result, nftFile string, n int) []Row {
 			peerIs = fmt.Sprintf("one `nft -e -a -f` inserting the same %d rules into the same chains, then one `nft -f` deleting them by the handles it echoed (%d process runs)", r.Rules, r.ProcessRuns)
 			note += "; the rule files are written before each timed run, as a script would have them; nft pays at exit for the kernel reclaiming the deleted rules, ours releases its sockets off the caller's path"
 		}
-		rows = append(rows, row("marks", fmt.Sprintf("open + close %d ports as marked rules (%d rules, IPv4 and IPv6)", n, r.Rules),
+		rows = append(rows, report.WithPeer("marks", fmt.Sprintf("open + close %d ports as marked rules (%d rules, IPv4 and IPv6)", n, r.Rules),
 			ours.TotalMS, r.TotalMS, "ms", "firewall.Marker: one listing and one netlink batch per operation", peerIs, note, 1))
 	}
 	return rows
@@ -250,7 +252,7 @@ func (b *bench) ours() (Result, error) {
 	if len(added) != 2*len(b.ports) || len(removed) != len(added) {
 		return Result{}, fmt.Errorf("added %d and removed %d rules, want %d", len(added), len(removed), 2*len(b.ports))
 	}
-	return Result{Rules: len(added), OpenMS: ms(opened.Sub(start)), CloseMS: ms(closed.Sub(opened))}, nil
+	return Result{Rules: len(added), OpenMS: report.MS(opened.Sub(start)), CloseMS: report.MS(closed.Sub(opened))}, nil
 }
 
 // inNS runs commands from a thread inside the namespace: a child process
@@ -275,7 +277,7 @@ func (b *bench) inNS(cmds [][]string) (outs []string, err error) {
 func timed(f func() error) (float64, error) {
 	start := time.Now()
 	err := f()
-	return ms(time.Since(start)), err
+	return report.MS(time.Since(start)), err
 }
 
 var handleRe = regexp.MustCompile(`# handle (\d+)`)

@@ -1,19 +1,14 @@
 package main
 
-// Network namespaces of the bench: every one is named bn-<what>-<random>,
-// every address is in 198.18.0.0/15 and sits only on the bench's own veth
-// pairs; each is deleted when its section ends, on error too.
+// What the sections do in the bench's namespaces (bench/benchns): hammer a
+// port from a peer namespace, and make a namespace a ufw node.
 
 import (
 	"bufio"
-	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -21,114 +16,11 @@ import (
 	"syscall"
 	"time"
 
+	"adoption/bench/benchns"
+	"adoption/bench/report"
 	"adoption/netns"
 	"adoption/sandbox"
 )
-
-type benchNS struct {
-	name, path string
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// newNS creates bn-<what>-<random> with its loopback up.
-func newNS(what string) (*benchNS, error) {
-	n := &benchNS{name: "bn-" + what + "-" + randHex(3)}
-	n.path = filepath.Join("/run/netns", n.name)
-	for _, s := range [][]string{{"ip", "netns", "add", n.name}, {"ip", "-n", n.name, "link", "set", "lo", "up"}} {
-		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-			n.del()
-			return nil, fmt.Errorf("%s: %w: %s", strings.Join(s, " "), err, bytes.TrimSpace(out))
-		}
-	}
-	return n, nil
-}
-
-func (n *benchNS) del() {
-	if n == nil {
-		return
-	}
-	exec.Command("ip", "netns", "del", n.name).Run() //nolint:errcheck // best effort at cleanup
-	os.RemoveAll(filepath.Join("/etc/netns", n.name))
-}
-
-// link joins a and b by a veth pair: a gets 198.18.<sub>.1/30, b .2/30.
-func link(a, b *benchNS) (aAddr, bAddr string, err error) {
-	id := randHex(3)
-	sub := 1 + int(id[0])%250 // any /24 of 198.18.0.0/15's first half
-	aAddr, bAddr = fmt.Sprintf("198.18.%d.1", sub), fmt.Sprintf("198.18.%d.2", sub)
-	va, vb := "bnv"+id+"a", "bnv"+id+"b"
-	for _, s := range [][]string{
-		{"ip", "link", "add", va, "netns", a.name, "type", "veth", "peer", "name", vb, "netns", b.name},
-		{"ip", "-n", a.name, "addr", "add", aAddr + "/30", "dev", va},
-		{"ip", "-n", b.name, "addr", "add", bAddr + "/30", "dev", vb},
-		{"ip", "-n", a.name, "link", "set", va, "up"},
-		{"ip", "-n", b.name, "link", "set", vb, "up"},
-	} {
-		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-			return "", "", fmt.Errorf("%s: %w: %s", strings.Join(s, " "), err, bytes.TrimSpace(out))
-		}
-	}
-	return aAddr, bAddr, nil
-}
-
-// run runs one command from a thread inside the namespace (a child
-// inherits the forking thread's network namespace): what it costs is the
-// command's own cost, as on the node itself, without ip netns exec.
-func (n *benchNS) run(stdin []byte, args ...string) (string, error) {
-	var out, errb bytes.Buffer
-	err := netns.Do(n.path, func() error {
-		cmd := exec.Command(args[0], args[1:]...)
-		if stdin != nil {
-			cmd.Stdin = bytes.NewReader(stdin)
-		}
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		return cmd.Run()
-	})
-	if err != nil {
-		return out.String(), fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(errb.Bytes()))
-	}
-	return out.String(), nil
-}
-
-// serve listens on proto/port inside the namespace, held by this process
-// (so the probe finds the bench as the holder): TCP connections get a
-// greeting line and then an echo, as sandbox.Serve does; UDP is bound only.
-func (n *benchNS) serve(proto string, port int) (io.Closer, error) {
-	var c io.Closer
-	err := netns.Do(n.path, func() error {
-		addr := fmt.Sprintf(":%d", port)
-		if proto == "udp" {
-			pc, err := net.ListenPacket("udp", addr)
-			c = pc
-			return err
-		}
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return err
-		}
-		c = ln
-		go func() {
-			for {
-				conn, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer conn.Close()
-					fmt.Fprintf(conn, "bench %d/tcp\n", port)
-					_, _ = io.Copy(conn, conn)
-				}()
-			}
-		}()
-		return nil
-	})
-	return c, err
-}
 
 type closers []io.Closer
 
@@ -159,8 +51,8 @@ func (h HammerRun) Failed() int { return h.Refused + h.TimedOut }
 // hammer connects from inside the peer namespace to addr until stop is
 // called. sandbox.Hammer runs for a fixed duration; this one stops when the
 // procedure it watches is over, so runs of unequal length compare fairly.
-func hammer(peer *benchNS, addr string, every time.Duration) (stop func() (HammerRun, error)) {
-	return hammerOn(peer.path, addr, every, greeting{})
+func hammer(peer *benchns.NS, addr string, every time.Duration) (stop func() (HammerRun, error)) {
+	return hammerOn(peer.Path, addr, every, greeting{})
 }
 
 // speaker is what a hammer says on its connections: the sandbox's and the
@@ -246,7 +138,7 @@ func hammerOn(peerPath, addr string, every time.Duration, sp speaker) (stop func
 				case <-done:
 					res.Held = sp.still(held, hbr)
 					if !outageStart.IsZero() {
-						res.LongestOutageMS = max(res.LongestOutageMS, ms(time.Since(outageStart)))
+						res.LongestOutageMS = max(res.LongestOutageMS, report.MS(time.Since(outageStart)))
 					}
 					return nil
 				default:
@@ -273,7 +165,7 @@ func hammerOn(peerPath, addr string, every time.Duration, sp speaker) (stop func
 				case !ok && outageStart.IsZero():
 					outageStart = at
 				case ok && !outageStart.IsZero():
-					res.LongestOutageMS = max(res.LongestOutageMS, ms(at.Sub(outageStart)))
+					res.LongestOutageMS = max(res.LongestOutageMS, report.MS(at.Sub(outageStart)))
 					outageStart = time.Time{}
 				}
 				time.Sleep(every)

@@ -17,6 +17,8 @@ import (
 	"github.com/docker/docker/client"
 
 	"adoption/activities"
+	"adoption/bench/benchns"
+	"adoption/bench/report"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
@@ -62,7 +64,7 @@ type ProbeDetails struct {
 }
 
 type probeNode struct {
-	ns        *benchNS
+	ns        *benchns.NS
 	root      string
 	stateDir  string
 	paths     []string // declared, as the plan names them
@@ -83,11 +85,11 @@ type probeRun struct {
 	files []string // the declared files' full paths
 }
 
-func runProbe(n int, fixture string, stdout io.Writer) ([]Row, *ProbeDetails, error) {
+func runProbe(n int, fixture string, stdout io.Writer) ([]report.Row, *ProbeDetails, error) {
 	if n < 1 {
 		return nil, nil, fmt.Errorf("-probe-n must be at least 1")
 	}
-	p := &probeNode{prefix: "bn-probe-" + randHex(3) + "-"}
+	p := &probeNode{prefix: "bn-probe-" + benchns.RandHex(3) + "-"}
 	defer p.cleanup()
 	fmt.Fprintf(stdout, "probe: raising a control-node-shaped node (%d+%d ufw rules, %d containers, %d files) ...\n",
 		probeRulesIn, probeRulesFwd, probeContainers, probeFiles)
@@ -118,8 +120,8 @@ func runProbe(n int, fixture string, stdout io.Writer) ([]Row, *ProbeDetails, er
 		return nil, r.d, err
 	}
 	d := r.d
-	d.OursMedianMS, d.PeerMedianMS = median(d.OursMS), median(d.PeerMS)
-	d.OursP90MS, d.PeerP90MS = percentile(d.OursMS, 90), percentile(d.PeerMS, 90)
+	d.OursMedianMS, d.PeerMedianMS = report.Median(d.OursMS), report.Median(d.PeerMS)
+	d.OursP90MS, d.PeerP90MS = report.Percentile(d.OursMS, 90), report.Percentile(d.PeerMS, 90)
 	if d.Found.Containers < probeContainers || d.Found.Files != probeFiles {
 		return nil, d, fmt.Errorf("the probe saw %d containers and %d files, want at least %d and %d", d.Found.Containers, d.Found.Files, probeContainers, probeFiles)
 	}
@@ -144,9 +146,9 @@ func newProbeRun(p *probeNode, n int) *probeRun {
 	}
 	r.acts = &activities.Activities{
 		Node:     "bnprobe",
-		Firewall: eval.Inspector{Netns: p.ns.path},
+		Firewall: eval.Inspector{Netns: p.ns.Path},
 		Engine:   engine,
-		Sockets:  sockets.Proc{Root: "/proc", Netns: p.ns.path},
+		Sockets:  sockets.Proc{Root: "/proc", Netns: p.ns.Path},
 		Files:    custody.New(p.root, p.stateDir),
 		State:    nodestate.New(p.stateDir),
 	}
@@ -193,8 +195,8 @@ func (r *probeRun) ours() error {
 // peer runs the peer's commands one after another, as a script would.
 func (r *probeRun) peer() error {
 	outs := []func() (string, error){
-		func() (string, error) { return r.p.ns.run(nil, "nft", "-j", "list", "ruleset") },
-		func() (string, error) { return r.p.ns.run(nil, "ss", "-ltnup") },
+		func() (string, error) { return r.p.ns.Run(nil, "nft", "-j", "list", "ruleset") },
+		func() (string, error) { return r.p.ns.Run(nil, "ss", "-ltnup") },
 	}
 	if r.p.real {
 		outs = append(outs, func() (string, error) { return command("docker", "ps", "-a", "--format", "json") })
@@ -238,9 +240,9 @@ func (r *probeRun) alternate() error {
 				return err
 			}
 			if isOurs {
-				r.d.OursMS = append(r.d.OursMS, ms(time.Since(start)))
+				r.d.OursMS = append(r.d.OursMS, report.MS(time.Since(start)))
 			} else {
-				r.d.PeerMS = append(r.d.PeerMS, ms(time.Since(start)))
+				r.d.PeerMS = append(r.d.PeerMS, report.MS(time.Since(start)))
 			}
 		}
 	}
@@ -272,9 +274,9 @@ func (r *probeRun) timeParts() error {
 			if err := part.fn(); err != nil {
 				return fmt.Errorf("%s: %w", part.name, err)
 			}
-			xs = append(xs, ms(time.Since(start)))
+			xs = append(xs, report.MS(time.Since(start)))
 		}
-		r.d.Parts[part.name] = median(xs)
+		r.d.Parts[part.name] = report.Median(xs)
 	}
 	return nil
 }
@@ -283,7 +285,7 @@ func (r *probeRun) timeParts() error {
 // ruleset and node as listed once: what Inspect spends besides listing,
 // without the noise of subtracting two medians.
 func (r *probeRun) parts() ([]probePart, error) {
-	insp := eval.Inspector{Netns: r.p.ns.path}
+	insp := eval.Inspector{Netns: r.p.ns.Path}
 	listed, err := insp.Ruleset()
 	if err != nil {
 		return nil, err
@@ -306,8 +308,8 @@ func (r *probeRun) parts() ([]probePart, error) {
 			return nil
 		}},
 		{"ours: FindProcesses", func() error { a.Sockets.FindProcesses(r.plan.Control); return nil }},
-		{"peer: nft -j list ruleset", func() error { _, err := ns.run(nil, "nft", "-j", "list", "ruleset"); return err }},
-		{"peer: ss -ltnup", func() error { _, err := ns.run(nil, "ss", "-ltnup"); return err }},
+		{"peer: nft -j list ruleset", func() error { _, err := ns.Run(nil, "nft", "-j", "list", "ruleset"); return err }},
+		{"peer: ss -ltnup", func() error { _, err := ns.Run(nil, "ss", "-ltnup"); return err }},
 		{"peer: sha256sum", func() error { _, err := command("sha256sum", r.files...); return err }},
 	}
 	if r.p.real {
@@ -316,21 +318,21 @@ func (r *probeRun) parts() ([]probePart, error) {
 	return parts, nil
 }
 
-func (r *probeRun) rows() []Row {
+func (r *probeRun) rows() []report.Row {
 	d, n := r.d, r.n
 	cont := "60 real containers"
 	if !r.p.real {
 		cont = "60 SIMULATED container records"
 	}
-	return []Row{
-		row("probe", fmt.Sprintf("probe of a control-node-shaped node (106 rules, %s, 12 files), median of %d", cont, n),
+	return []report.Row{
+		report.WithPeer("probe", fmt.Sprintf("probe of a control-node-shaped node (106 rules, %s, 12 files), median of %d", cont, n),
 			d.OursMedianMS, d.PeerMedianMS, "ms",
 			"activities.Activities.Probe (ruleset decoded and open ports evaluated, sockets with holders, containers, file hashes, control daemons)",
 			"shell-out: "+strings.Join(d.PeerCommands, "; ")+" (text only, nothing parsed or evaluated)",
 			fmt.Sprintf("p90 ours %.1f, peer %.1f ms; of ours, %.1f ms (median, timed alone) is firewall.OpenPortsOn evaluating %d openings, which the peer does not do; "+
 				"ours runs its parts one after another, as the peer does",
 				d.OursP90MS, d.PeerP90MS, d.Parts[probeEvalPart], d.Found.OpenPorts), 1),
-		row("probe", "probe part: the firewall listing alone, median", d.Parts[probeListPart], d.Parts["peer: nft -j list ruleset"], "ms",
+		report.WithPeer("probe", "probe part: the firewall listing alone, median", d.Parts[probeListPart], d.Parts["peer: nft -j list ruleset"], "ms",
 			"firewall.Inspector.Ruleset (netlink list + decode into the model)", "nft -j list ruleset (in the namespace, JSON text)",
 			fmt.Sprintf("%d chains, %d rules in 3 tables", d.Found.Chains, d.Found.Rules), 1),
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/go-connections/nat"
 
+	"adoption/bench/benchns"
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/internal/ufwfixture"
@@ -33,7 +34,7 @@ import (
 // firewall/fwtest/testdata/dnat: its unit tests and BenchmarkOpenPorts
 // evaluate exactly what this section's probe evaluates, without a kernel.
 func (p *probeNode) saveFixture(file string) error {
-	insp := eval.Inspector{Netns: p.ns.path}
+	insp := eval.Inspector{Netns: p.ns.Path}
 	rs, err := insp.Ruleset()
 	if err != nil {
 		return err
@@ -64,13 +65,13 @@ func command(name string, args ...string) (string, error) {
 
 func (p *probeNode) setup() error {
 	var err error
-	if p.ns, err = newNS("pr"); err != nil {
+	if p.ns, err = benchns.New("pr"); err != nil {
 		return err
 	}
-	if _, err := p.ns.run([]byte(ufwfixture.Control4(probeRulesIn, probeRulesFwd)), "iptables-restore"); err != nil {
+	if _, err := p.ns.Run([]byte(ufwfixture.Control4(probeRulesIn, probeRulesFwd)), "iptables-restore"); err != nil {
 		return fmt.Errorf("load the IPv4 firewall: %w", err)
 	}
-	if _, err := p.ns.run([]byte(ufwfixture.Control6(probeRulesIn)), "ip6tables-restore"); err != nil {
+	if _, err := p.ns.Run([]byte(ufwfixture.Control6(probeRulesIn)), "ip6tables-restore"); err != nil {
 		return fmt.Errorf("load the IPv6 firewall: %w", err)
 	}
 	for _, l := range []struct {
@@ -78,7 +79,7 @@ func (p *probeNode) setup() error {
 		port  int
 	}{{"tcp", 22}, {"tcp", 25}, {"tcp", 53}, {"udp", 53}, {"tcp", 80}, {"tcp", 443}, {"tcp", 587}, {"tcp", 993},
 		{"udp", 123}, {"tcp", 5000}, {"tcp", 8080}, {"tcp", 8443}, {"tcp", 9100}} {
-		c, err := p.ns.serve(l.proto, l.port)
+		c, err := p.ns.Serve(l.proto, l.port)
 		if err != nil {
 			return fmt.Errorf("listen %d/%s: %w", l.port, l.proto, err)
 		}
@@ -173,7 +174,7 @@ func (p *probeNode) containerName(i int) string {
 
 func (p *probeNode) cleanup() {
 	p.listeners.Close()
-	p.ns.del()
+	p.ns.Del()
 	if p.root != "" {
 		os.RemoveAll(filepath.Dir(p.root))
 	}

@@ -1,4 +1,4 @@
-package main
+package scale
 
 // This file holds what the scale section runs beside the simulated nodes:
 // the Temporal dev server, the orchestrator process, the found ruleset they
@@ -28,6 +28,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"google.golang.org/protobuf/proto"
 
+	"adoption/bench/benchns"
 	"adoption/config"
 	"adoption/firewall/eval"
 	"adoption/internal/ufwfixture"
@@ -36,18 +37,18 @@ import (
 // foundRuleset lists ufwfixture.DefaultDeny(22/tcp) from a throwaway bn-
 // namespace: the found firewall every simulated node reports.
 func foundRuleset() (json.RawMessage, error) {
-	ns, err := newNS("sc")
+	ns, err := benchns.New("sc")
 	if err != nil {
 		return nil, err
 	}
-	defer ns.del()
+	defer ns.Del()
 	rules := ufwfixture.DefaultDeny(config.MustPorts([]string{"22/tcp"}))
 	for _, fam := range []string{"iptables-restore", "ip6tables-restore"} {
-		if _, err := ns.run([]byte(rules), fam); err != nil {
+		if _, err := ns.Run([]byte(rules), fam); err != nil {
 			return nil, err
 		}
 	}
-	rs, err := eval.Inspector{Netns: ns.path}.Ruleset()
+	rs, err := eval.Inspector{Netns: ns.Path}.Ruleset()
 	if err != nil {
 		return nil, err
 	}
@@ -152,10 +153,6 @@ func count(ctx context.Context, c client.Client, query string) (int64, error) {
 		return 0, err
 	}
 	return resp.GetCount(), nil
-}
-
-func historyOf(ctx context.Context, c client.Client, id string) (events, bytes int, err error) {
-	return history(ctx, c, id)
 }
 
 func history(ctx context.Context, c client.Client, id string) (events, bytes int, err error) {

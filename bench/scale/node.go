@@ -1,4 +1,4 @@
-package main
+package scale
 
 // This file holds the scale section's simulated node: the real activities
 // on the shared in-memory fakes, with real custody and state on tmpfs.

@@ -1,4 +1,4 @@
-package main
+package scale
 
 import (
 	"encoding/json"

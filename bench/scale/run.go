@@ -1,9 +1,12 @@
-package main
+// Package scale is the bench's scale section: a SIMULATION of N nodes
+// driven through the real Fleet and NodeMigration code by one orchestrator
+// process (adopt-worker orchestrate) on one Temporal dev server, then
+// flipped a few at a time. Each node's agent runs in the bench process on
+// the shared fakes. Run is its one entry; its figures are absolute rows
+// (bench/report) with no peer, its details the JSON's "scale" section.
+package scale
 
-// This file holds the scale section: a SIMULATION of N nodes driven through
-// one Fleet by one orchestrator process on one dev server, then flipped a
-// few at a time. Its phases are methods of scaleRun; the figures are
-// absolute, with no peer.
+// This file holds Run and its phases, methods of scaleRun.
 
 import (
 	"cmp"
@@ -24,12 +27,13 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
+	"adoption/bench/report"
 	"adoption/config"
 	"adoption/workflows"
 )
 
-// ScaleDetails is the scale section of the JSON.
-type ScaleDetails struct {
+// Details is the scale section of the JSON.
+type Details struct {
 	Simulation       string           `json:"simulation"`
 	Nodes            int              `json:"nodes"`
 	Server           string           `json:"server"`
@@ -56,7 +60,7 @@ type ScaleDetails struct {
 	FlipParallel     int              `json:"flip_parallel"`
 	FlipMS           Stats            `json:"flip_to_converged_ms"`     // Update sent until the workflow task that set phase converged completed
 	FlipP99MS        float64          `json:"flip_to_converged_p99_ms"` // ... its p99
-	FlipParts        map[string]Stats `json:"flip_parts_ms"`            // where that time went (scale_breakdown.go)
+	FlipParts        map[string]Stats `json:"flip_parts_ms"`            // where that time went (breakdown.go)
 	FlipClosedMS     Stats            `json:"flip_to_closed_ms"`        // Update sent until the workflow closed (after the fleet got its last progress signal)
 	FlipClosedP99MS  float64          `json:"flip_to_closed_p99_ms"`
 	FlipsReverted    []string         `json:"flips_reverted,omitempty"` // not confirmed in time: the node is adopted again
@@ -94,24 +98,27 @@ func stats(xs []float64) Stats {
 	if len(xs) == 0 {
 		return s
 	}
-	s.Min, s.Max, s.Median = percentile(xs, 0), percentile(xs, 100), median(xs)
+	s.Min, s.Max, s.Median = report.Percentile(xs, 0), report.Percentile(xs, 100), report.Median(xs)
 	return s
 }
 
-type scaleOpts struct {
-	nodes, flips, parallel int
-	timeout                time.Duration
-	// db is where the dev server's SQLite file goes: "tmpfs" (beside the
+// Options are the section's flags (-scale-*).
+type Options struct {
+	// Nodes simulated; Flips of them flipped (0: every one), Parallel at
+	// a time; the run gives up after Timeout.
+	Nodes, Flips, Parallel int
+	Timeout                time.Duration
+	// DB is where the dev server's SQLite file goes: "tmpfs" (beside the
 	// simulated nodes) or "disk" (the bench's temp dir).
-	db string
-	// pollers is the orchestrator's --workflow-pollers ("" for its default).
-	pollers string
+	DB string
+	// Pollers is the orchestrator's --workflow-pollers ("" for its default).
+	Pollers string
 }
 
 // scaleRun is one run of the scale section: what its phases share.
 type scaleRun struct {
-	o        scaleOpts
-	d        *ScaleDetails
+	o        Options
+	d        *Details
 	out      io.Writer
 	dir      string // logs, kept when the run fails
 	nodesDir string
@@ -136,12 +143,14 @@ type scaleFlips struct {
 	sampled  int    // converged histories read
 }
 
-func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err error) {
+// Run runs the section, printing its progress to stdout, and returns its
+// rows and details; ctx bounds it beside o.Timeout.
+func Run(ctx context.Context, o Options, stdout io.Writer) (rows []report.Row, det *Details, err error) {
 	bin, err := scaleBinary(o)
 	if err != nil {
 		return nil, nil, err
 	}
-	r := &scaleRun{o: o, out: stdout, d: &ScaleDetails{Nodes: o.nodes, FlipSample: o.flips, FlipParallel: o.parallel,
+	r := &scaleRun{o: o, out: stdout, d: &Details{Nodes: o.Nodes, FlipSample: o.Flips, FlipParallel: o.Parallel,
 		Simulation: "SIMULATION for scale only: the real Fleet and NodeMigration workflows in one real orchestrator (adopt-worker orchestrate) on a real dev server, every node's firewall, containers and sockets in memory, its custody store and state directory real on tmpfs"}}
 	if r.dir, err = os.MkdirTemp("", "bn-scale-"); err != nil {
 		return nil, nil, err
@@ -161,9 +170,9 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 		return nil, nil, err
 	}
 	samp := startSampler()
-	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	sampleN := min(20, o.nodes)
+	sampleN := min(20, o.Nodes)
 	if err := r.adoptAll(ctx, sampleN); err != nil {
 		samp.stop()
 		return nil, nil, err
@@ -182,14 +191,14 @@ func runScale(o scaleOpts, stdout io.Writer) (rows []Row, det *ScaleDetails, err
 }
 
 // scaleBinary checks the options and finds the Temporal CLI.
-func scaleBinary(o scaleOpts) (string, error) {
-	if o.nodes < 1 || o.flips < 0 || o.flips > o.nodes || o.parallel < 1 {
+func scaleBinary(o Options) (string, error) {
+	if o.Nodes < 1 || o.Flips < 0 || o.Flips > o.Nodes || o.Parallel < 1 {
 		return "", fmt.Errorf("-scale-nodes must be at least 1, -scale-flips between 0 and it, -scale-flip-parallel at least 1")
 	}
-	if o.db != "tmpfs" && o.db != "disk" {
-		return "", fmt.Errorf("-scale-db %q: it is tmpfs or disk", o.db)
+	if o.DB != "tmpfs" && o.DB != "disk" {
+		return "", fmt.Errorf("-scale-db %q: it is tmpfs or disk", o.DB)
 	}
-	if o.db == "tmpfs" && shmDir() == "" {
+	if o.DB == "tmpfs" && shmDir() == "" {
 		return "", fmt.Errorf("-scale-db tmpfs: there is no /dev/shm here; pass -scale-db disk")
 	}
 	bin := os.Getenv("ADOPT_TEMPORAL_BIN")
@@ -232,17 +241,17 @@ func (r *scaleRun) raise(bin string) error {
 	// flip's time, a figure of the disk, not of the orchestration.
 	// -scale-db disk measures that too.
 	dbFile := filepath.Join(r.dir, "temporal.db")
-	if r.o.db == "tmpfs" {
+	if r.o.DB == "tmpfs" {
 		dbFile = filepath.Join(nodesDir, "temporal.db")
 	}
 	r.d.ServerDB = dbFile
-	longPolls := max(1200, 2*r.o.nodes+200)
+	longPolls := max(1200, 2*r.o.Nodes+200)
 	if r.srv, err = startServer(bin, dbFile, r.dir, longPolls); err != nil {
 		return err
 	}
 	r.onClose(r.srv.stop)
-	r.d.Pollers = r.o.pollers
-	r.d.Server = r.srv.version + fmt.Sprintf("; sqlite file %s (-scale-db %s); --dynamic-config-value frontend.namespaceCount=%d (concurrent long polls per API; default 1200), matching.numTaskqueueRead/WritePartitions=1 (default 4)", dbFile, r.o.db, longPolls)
+	r.d.Pollers = r.o.Pollers
+	r.d.Server = r.srv.version + fmt.Sprintf("; sqlite file %s (-scale-db %s); --dynamic-config-value frontend.namespaceCount=%d (concurrent long polls per API; default 1200), matching.numTaskqueueRead/WritePartitions=1 (default 4)", dbFile, r.o.DB, longPolls)
 	fmt.Fprintf(r.out, "scale: dev server on %s (%s)\n", r.srv.addr, r.srv.version)
 	logf, err := os.Create(filepath.Join(r.dir, "sdk.log"))
 	if err != nil {
@@ -263,7 +272,7 @@ func (r *scaleRun) raise(bin string) error {
 func (r *scaleRun) startWorkers() error {
 	runtime.GC()
 	r.d.BaselineRSSMiB = rssMiB("self", "VmRSS")
-	fmt.Fprintf(r.out, "scale: starting the workflow worker and %d node workers ...\n", r.o.nodes)
+	fmt.Fprintf(r.out, "scale: starting the workflow worker and %d node workers ...\n", r.o.Nodes)
 	t0 := time.Now()
 	var err error
 	r.onClose(func() {
@@ -274,12 +283,12 @@ func (r *scaleRun) startWorkers() error {
 		}
 		wg.Wait()
 	})
-	if r.orch, err = startOrchestrator(r.dir, r.srv.addr, r.o.pollers); err != nil {
+	if r.orch, err = startOrchestrator(r.dir, r.srv.addr, r.o.Pollers); err != nil {
 		return err
 	}
 	r.onClose(r.orch.stop)
 	r.d.OrchBuildID = r.orch.buildID
-	r.plans = make([]config.Plan, r.o.nodes)
+	r.plans = make([]config.Plan, r.o.Nodes)
 	for i := range r.plans {
 		if err := r.startNode(i); err != nil {
 			return err
@@ -294,7 +303,7 @@ func (r *scaleRun) startWorkers() error {
 	fmt.Fprintf(r.out, "scale: %d workers started in %.1f s\n", len(r.ws), r.d.WorkersStartS)
 	r.d.WorkerOptions = fmt.Sprintf("one orchestrator process (adopt-worker orchestrate, build %s, Worker Deployment %q) on %q with SDK defaults; "+
 		"%d simulated node agents in this process, one worker per node queue, MaxConcurrentActivityTaskPollers 1 and DisableWorkflowWorker, one client",
-		r.orch.buildID, workflows.DeploymentName, workflows.TaskQueue, r.o.nodes)
+		r.orch.buildID, workflows.DeploymentName, workflows.TaskQueue, r.o.Nodes)
 	runtime.GC()
 	r.d.IdleRSSMiB = rssMiB("self", "VmRSS")
 	return nil
@@ -322,7 +331,7 @@ func (r *scaleRun) startNode(i int) error {
 // adoptAll starts the fleet, waits until every node is adopted and reads
 // the histories of sampleN nodes spread over the fleet.
 func (r *scaleRun) adoptAll(ctx context.Context, sampleN int) error {
-	fmt.Fprintf(r.out, "scale: starting one Fleet of %d nodes ...\n", r.o.nodes)
+	fmt.Fprintf(r.out, "scale: starting one Fleet of %d nodes ...\n", r.o.Nodes)
 	r.start = time.Now()
 	in := workflows.FleetInput{Name: "bench"}
 	for _, p := range r.plans {
@@ -336,11 +345,11 @@ func (r *scaleRun) adoptAll(ctx context.Context, sampleN int) error {
 		return err
 	}
 	r.d.AdoptAllS = time.Since(r.start).Seconds()
-	r.d.NodesPerSecond = float64(r.o.nodes) / r.d.AdoptAllS
+	r.d.NodesPerSecond = float64(r.o.Nodes) / r.d.AdoptAllS
 	r.d.HistorySample = sampleN
 	ids := make([]string, sampleN)
 	for i := range ids {
-		ids[i] = r.plans[i*r.o.nodes/sampleN].Node
+		ids[i] = r.plans[i*r.o.Nodes/sampleN].Node
 	}
 	var err error
 	r.d.EventsAdopted, r.d.BytesAdopted, _, err = r.histories(ctx, ids)
@@ -360,15 +369,15 @@ func (r *scaleRun) waitAdopted(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("count adopted nodes: %w", err)
 		}
-		if n != last && (n == int64(r.o.nodes) || n/100 != last/100) {
-			fmt.Fprintf(r.out, "scale: %d/%d adopted after %.1f s\n", n, r.o.nodes, time.Since(r.start).Seconds())
+		if n != last && (n == int64(r.o.Nodes) || n/100 != last/100) {
+			fmt.Fprintf(r.out, "scale: %d/%d adopted after %.1f s\n", n, r.o.Nodes, time.Since(r.start).Seconds())
 		}
 		last = n
-		if n >= int64(r.o.nodes) {
+		if n >= int64(r.o.Nodes) {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("only %d of %d nodes adopted within -scale-timeout %s", n, r.o.nodes, r.o.timeout)
+			return fmt.Errorf("only %d of %d nodes adopted within -scale-timeout %s", n, r.o.Nodes, r.o.Timeout)
 		}
 		time.Sleep(time.Second)
 	}
@@ -389,18 +398,18 @@ func (r *scaleRun) histories(ctx context.Context, nodes []string) (events, bytes
 
 // flipAll flips every node (or a sample), parallel at a time.
 func (r *scaleRun) flipAll(ctx context.Context) (*scaleFlips, error) {
-	if r.o.flips == 0 {
-		r.o.flips = r.o.nodes
-		r.d.FlipSample = r.o.nodes
+	if r.o.Flips == 0 {
+		r.o.Flips = r.o.Nodes
+		r.d.FlipSample = r.o.Nodes
 	}
-	fmt.Fprintf(r.out, "scale: flipping %d nodes, %d at a time ...\n", r.o.flips, r.o.parallel)
+	fmt.Fprintf(r.out, "scale: flipping %d nodes, %d at a time ...\n", r.o.Flips, r.o.Parallel)
 	fl := &scaleFlips{sent: map[string]time.Time{}}
 	var mu sync.Mutex
 	var firstErr error
-	sem := make(chan struct{}, r.o.parallel)
+	sem := make(chan struct{}, r.o.Parallel)
 	var wg sync.WaitGroup
-	for i := 0; i < r.o.flips; i++ {
-		node := r.plans[i*r.o.nodes/max(r.o.flips, 1)].Node
+	for i := 0; i < r.o.Flips; i++ {
+		node := r.plans[i*r.o.Nodes/max(r.o.Flips, 1)].Node
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -421,7 +430,7 @@ func (r *scaleRun) flipAll(ctx context.Context) (*scaleFlips, error) {
 		}()
 	}
 	wg.Wait()
-	if r.o.flips == r.o.nodes {
+	if r.o.Flips == r.o.Nodes {
 		r.d.ConvergeAllS = time.Since(r.start).Seconds()
 	}
 	r.d.FlipsReverted = fl.reverted
@@ -433,16 +442,16 @@ func (r *scaleRun) flipAll(ctx context.Context) (*scaleFlips, error) {
 func (r *scaleRun) afterFlips(ctx context.Context, fl *scaleFlips) error {
 	r.d.OrchPeakRSSMiB = rssMiB(strconv.Itoa(r.orch.cmd.Process.Pid), "VmHWM")
 	r.fleetEnd(ctx)
-	r.d.FlipClosedMS, r.d.FlipClosedP99MS = stats(fl.closed), percentile(fl.closed, 99)
+	r.d.FlipClosedMS, r.d.FlipClosedP99MS = stats(fl.closed), report.Percentile(fl.closed, 99)
 	fmt.Fprintf(r.out, "scale: reading when each of %d flipped nodes recorded phase converged ...\n", len(fl.flipped))
 	spans, err := flipSpans(ctx, r.c, fl.sent)
 	if err != nil {
 		return err
 	}
 	for _, sp := range spans {
-		fl.lat = append(fl.lat, ms(sp.total))
+		fl.lat = append(fl.lat, report.MS(sp.total))
 	}
-	r.d.FlipMS, r.d.FlipP99MS = stats(fl.lat), percentile(fl.lat, 99)
+	r.d.FlipMS, r.d.FlipP99MS = stats(fl.lat), report.Percentile(fl.lat, 99)
 	fl.where, r.d.FlipParts = breakdownNote(spans)
 	r.d.EventsConverged, r.d.BytesConverged, fl.sampled, err = r.histories(ctx, fl.flipped[:min(20, len(fl.flipped))])
 	return err
@@ -465,7 +474,7 @@ func (r *scaleRun) fleetEnd(ctx context.Context) {
 		r.d.FleetEnd = "completed"
 	}
 	r.d.FleetRuns = fst.Runs
-	if ev, _, err := historyOf(ctx, r.c, workflows.FleetID("bench")); err == nil {
+	if ev, _, err := history(ctx, r.c, workflows.FleetID("bench")); err == nil {
 		r.d.FleetEvents = ev
 	}
 	fmt.Fprintf(r.out, "scale: the fleet %s after %d continue-as-new (%d events in its last run)\n", r.d.FleetEnd, r.d.FleetRuns, r.d.FleetEvents)

@@ -1,4 +1,4 @@
-package main
+package scale
 
 // This file holds the scale section's flips: each node's flip Update sent
 // and awaited, and when each flipped node recorded phase converged.
@@ -11,13 +11,14 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"adoption/bench/report"
 	"adoption/workflows"
 )
 
 // flipSpans reads, from each flipped node's history, when the workflow
 // task that set phase converged completed (its search attribute upsert is
 // in that task) and where the time from the flip Update's sending to it
-// went (scale_breakdown.go).
+// went (breakdown.go).
 func flipSpans(ctx context.Context, c client.Client, sent map[string]time.Time) ([]flipSpan, error) {
 	type res struct {
 		sp  flipSpan
@@ -82,7 +83,7 @@ func flipWait(ctx context.Context, c client.Client, id, node string, t0 time.Tim
 	go func() {
 		var e end
 		e.err = c.GetWorkflow(wctx, id, "").Get(wctx, &e.st)
-		e.lat = ms(time.Since(t0))
+		e.lat = report.MS(time.Since(t0))
 		done <- e
 	}()
 	tick := time.NewTicker(2 * time.Second)

@@ -1,4 +1,4 @@
-package main
+package scale
 
 // This file holds where a flip's time goes: from the flip Update's sending
 // to the workflow task that set phase converged, every instant is charged
@@ -18,6 +18,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
+	"adoption/bench/report"
 	"adoption/workflows"
 )
 
@@ -186,7 +187,7 @@ func breakdownNote(spans []flipSpan) (string, map[string]Stats) {
 	for _, p := range flipParts {
 		var xs []float64
 		for _, s := range spans {
-			xs = append(xs, ms(s.parts[p]))
+			xs = append(xs, report.MS(s.parts[p]))
 		}
 		st[p] = stats(xs)
 		sum += st[p].Median
