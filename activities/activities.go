@@ -21,6 +21,7 @@ import (
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/flip"
+	"adoption/intent"
 	"adoption/nodestate"
 	"adoption/sockets"
 )
@@ -93,6 +94,9 @@ const (
 // ProbeInput and the other inputs carry the node's plan.
 type ProbeInput struct {
 	Plan config.Plan `json:"plan"`
+	// Intent is the operator's signed request (intent.go), for the
+	// activities that change the node; the others ignore it.
+	Intent *intent.Signed `json:"intent,omitempty"`
 }
 
 // ProbeReport is the read-only picture of the node.
@@ -204,8 +208,9 @@ func attributePublished(ls []sockets.Listener, cr containers.Report) []sockets.L
 
 // AdoptInput carries the plan and the workflow that adopts the node.
 type AdoptInput struct {
-	Plan       config.Plan `json:"plan"`
-	WorkflowID string      `json:"workflow_id"`
+	Plan       config.Plan    `json:"plan"`
+	WorkflowID string         `json:"workflow_id"`
+	Intent     *intent.Signed `json:"intent,omitempty"`
 }
 
 // AdoptResult records what was taken into custody: metadata only.
@@ -223,6 +228,9 @@ type AdoptResult struct {
 func (a *Activities) Adopt(ctx context.Context, in AdoptInput) (*AdoptResult, error) {
 	auth, err := a.authorize(ctx, in.Plan)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := a.checkIntent(ctx, auth, in.Intent, startIntent()); err != nil {
 		return nil, err
 	}
 	if err := checkWorkflowID(in.WorkflowID); err != nil {

@@ -25,6 +25,7 @@ import (
 	"adoption/config"
 	"adoption/containers"
 	"adoption/firewall/flip"
+	"adoption/intent"
 )
 
 // Error types of the authority checks. None is retried: the request will
@@ -51,17 +52,27 @@ type Authority struct {
 	MaxConfirmTimeout time.Duration
 	// Source names where it was read from, for messages ("/etc/adoption/n1.yaml").
 	Source string
+	// Operators are the keys whose signed intents the node acts on
+	// (authority.operators); Unsigned, said explicitly with none listed,
+	// lets it act on requests without one (intent.go).
+	Operators *intent.Operators
+	Unsigned  bool
+	// Intents is the directory of the intents' nonces (under state_dir).
+	Intents string
 }
 
 // FromConfig is the authority of a loaded, validated configuration.
 func FromConfig(c *config.Config, source string) *Authority {
-	return &Authority{Plan: c.Plan(), Contents: c.Contents(), MaxConfirmTimeout: c.Flip.MaxConfirmTimeout, Source: source}
+	ops, _ := c.Authority.Keys() // validated at load; a nil set trusts no key
+	return &Authority{Plan: c.Plan(), Contents: c.Contents(), MaxConfirmTimeout: c.Flip.MaxConfirmTimeout, Source: source,
+		Operators: ops, Unsigned: c.Authority.Unsigned, Intents: IntentsDir(c.Node.StateDir)}
 }
 
-// Fixed is an authority that never changes (tests, benchmarks).
+// Fixed is an authority that never changes and takes unsigned requests
+// (tests, benchmarks).
 func Fixed(p config.Plan, contents map[string][]byte, maxConfirm time.Duration) func() (*Authority, error) {
 	return func() (*Authority, error) {
-		return &Authority{Plan: p, Contents: contents, MaxConfirmTimeout: maxConfirm, Source: "fixed plan"}, nil
+		return &Authority{Plan: p, Contents: contents, MaxConfirmTimeout: maxConfirm, Source: "fixed plan", Unsigned: true}, nil
 	}
 }
 

@@ -86,6 +86,7 @@ modules:
     health: {tcp: 127.0.0.1:8080}
 node_files: [{path: /etc/hosts, content: "127.0.0.1 localhost\n"}]
 flip: {confirm_timeout: 1m}
+authority: {unsigned: true}
 `
 
 // hostileSetup is a node whose own configuration is a file, as the agent

@@ -12,6 +12,7 @@ import (
 
 	"adoption/config"
 	"adoption/containers"
+	"adoption/intent"
 )
 
 // Cutover is the container engine's cutover, as the activities use it.
@@ -40,6 +41,8 @@ type ModuleInput struct {
 	// Decisions settle conflicting keys of the module's files (adopt
 	// resolve): which side each takes, never a value.
 	Decisions []FileDecision `json:"decisions,omitempty"`
+	// Intent is the operator's signed migrate or retry of the module.
+	Intent *intent.Signed `json:"intent,omitempty"`
 }
 
 // CutoverInput carries a module's cutover, with what preflight recorded.
@@ -47,6 +50,7 @@ type CutoverInput struct {
 	Plan        config.Plan             `json:"plan"`
 	Module      string                  `json:"module"`
 	Predecessor *containers.Predecessor `json:"predecessor,omitempty"`
+	Intent      *intent.Signed          `json:"intent,omitempty"`
 }
 
 // CutoverResult reports a cutover step.
@@ -65,7 +69,7 @@ type CutoverResult struct {
 // container of that name is found and recorded (mounts, ports, networks,
 // restart policy). Any refusal is non-retryable: the node is unchanged.
 func (a *Activities) CutoverPreflight(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	auth, m, err := a.module(ctx, in.Plan, in.Module)
+	auth, m, _, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, in.Decisions)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +131,7 @@ func (a *Activities) portsHeldOnlyBy(ctx context.Context, m config.ModulePlan) e
 // request naming other mounts or networks (a bind mount of /, the Docker
 // socket, network=host) is refused.
 func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*CutoverResult, error) {
-	auth, m, err := a.module(ctx, in.Plan, in.Module)
+	auth, m, _, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +194,7 @@ func isEmptyJSON(b []byte) bool {
 // with the mode asked for (else the one found) and the owner found. What was
 // found stays in custody for a rollback.
 func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	auth, m, err := a.module(ctx, in.Plan, in.Module)
+	auth, m, _, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, in.Decisions)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +217,7 @@ func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*Cutove
 // CutoverSwap stops the predecessor, renames it <name>.predecessor, renames
 // the new container to <name> and starts it. Resumable at every sub-step.
 func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	auth, m, err := a.module(ctx, in.Plan, in.Module)
+	auth, m, _, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +233,7 @@ func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverR
 // CutoverWaitHealthy waits for the new container: its own healthcheck when
 // it has one, otherwise the module's health (TCP connect or HTTP GET).
 func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	_, m, err := a.module(ctx, in.Plan, in.Module)
+	_, m, _, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +277,7 @@ func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*C
 // predecessor renamed back and started, the module's files restored from
 // custody byte for byte. Every step is idempotent.
 func (a *Activities) CutoverRollback(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	_, m, err := a.module(ctx, in.Plan, in.Module)
+	_, m, _, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -297,14 +301,19 @@ func (a *Activities) CutoverRollback(ctx context.Context, in ModuleInput) (*Cuto
 
 // PruneInput names the modules whose kept predecessors go.
 type PruneInput struct {
-	Plan    config.Plan `json:"plan"`
-	Modules []string    `json:"modules"`
+	Plan    config.Plan    `json:"plan"`
+	Modules []string       `json:"modules"`
+	Intent  *intent.Signed `json:"intent,omitempty"`
 }
 
 // Prune removes the stopped predecessor containers kept for rollback (never
 // their volumes).
 func (a *Activities) Prune(ctx context.Context, in PruneInput) (*CutoverResult, error) {
 	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
+		return nil, err
+	}
+	v, err := a.checkIntent(ctx, auth, in.Intent, []allowed{{actions: []string{ActPrune}, args: PruneArgs(auth.Plan)}})
 	if err != nil {
 		return nil, err
 	}
@@ -324,6 +333,7 @@ func (a *Activities) Prune(ctx context.Context, in PruneInput) (*CutoverResult, 
 		}
 		res.Files = append(res.Files, m.Container.Name+containers.PredecessorSuffix)
 	}
+	a.spendIntent(ctx, auth, in.Intent, v)
 	return res, nil
 }
 
@@ -339,6 +349,24 @@ func (a *Activities) module(ctx context.Context, p config.Plan, name string) (*A
 		return nil, m, temporal.NewNonRetryableApplicationError(fmt.Sprintf("module %q is not in node %s's plan", name, auth.Plan.Node), ErrBadModule, nil)
 	}
 	return auth, m, nil
+}
+
+// signedModule is module for a cutover step: the request's intent must be
+// the operator's migrate or retry of that module, and each decision it
+// carries the operator's resolve.
+func (a *Activities) signedModule(ctx context.Context, p config.Plan, name string, signed *intent.Signed, ds []FileDecision) (*Authority, config.ModulePlan, *intent.Verified, error) {
+	auth, m, err := a.module(ctx, p, name)
+	if err != nil {
+		return nil, m, nil, err
+	}
+	v, err := a.checkIntent(ctx, auth, signed, moduleIntent(m.Name))
+	if err == nil {
+		err = a.checkDecisions(ctx, auth, ds)
+	}
+	if err != nil {
+		return nil, m, nil, err
+	}
+	return auth, m, v, nil
 }
 
 // progress heartbeats every cutover sub-step, and lets a test kill the

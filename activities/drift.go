@@ -7,6 +7,7 @@ import (
 	"adoption/config"
 	"adoption/custody"
 	"adoption/firewall/flip"
+	"adoption/intent"
 )
 
 // DriftItem is one difference between the node and what adoption recorded.
@@ -23,6 +24,8 @@ type DriftInput struct {
 	Plan     config.Plan      `json:"plan"`
 	Custody  []custody.Record `json:"custody"`
 	Firewall string           `json:"firewall"` // FoundFingerprint at adoption (or at the last accepted drift)
+	// Intent is the operator's signed drift accept (AcceptDrift only).
+	Intent *intent.Signed `json:"intent,omitempty"`
 }
 
 // DriftResult lists the differences; when accepting, the new records.
@@ -72,6 +75,14 @@ func (a *Activities) CheckDrift(ctx context.Context, in DriftInput) (*DriftResul
 // AcceptDrift records the node as it is now: each drifted file's content
 // is taken into custody anew, and the found firewall's fingerprint renewed.
 func (a *Activities) AcceptDrift(ctx context.Context, in DriftInput) (*DriftResult, error) {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
+		return nil, err
+	}
+	v, err := a.checkIntent(ctx, auth, in.Intent, []allowed{{actions: []string{ActDriftAccept}}})
+	if err != nil {
+		return nil, err
+	}
 	check, err := a.CheckDrift(ctx, in)
 	if err != nil {
 		return nil, err
@@ -90,6 +101,7 @@ func (a *Activities) AcceptDrift(ctx context.Context, in DriftInput) (*DriftResu
 			res.Firewall = it.Now
 		}
 	}
+	a.spendIntent(ctx, auth, in.Intent, v)
 	return res, nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"adoption/config"
 	"adoption/firewall/marks"
+	"adoption/intent"
 	"adoption/sockets"
 )
 
@@ -63,6 +64,9 @@ func (a *Activities) CheckFoundationPorts(ctx context.Context, in ProbeInput) (*
 	if err != nil {
 		return nil, err
 	}
+	if _, err := a.checkIntent(ctx, auth, in.Intent, startIntent()); err != nil {
+		return nil, err
+	}
 	ls, err := a.Sockets.Listeners()
 	if err != nil {
 		return nil, fmt.Errorf("list listening sockets: %w", err)
@@ -109,6 +113,9 @@ type RulesInput struct {
 	Owner   string        `json:"owner"`
 	Ports   []config.Port `json:"ports"`
 	Forward []config.Port `json:"forward,omitempty"`
+	// Intent is the operator's signed start (the foundation's) or migrate
+	// or retry (a module's).
+	Intent *intent.Signed `json:"intent,omitempty"`
 }
 
 // RulesResult lists the marked rules an operation added, found or removed.
@@ -123,6 +130,9 @@ type RulesResult struct {
 func (a *Activities) OpenRules(ctx context.Context, in RulesInput) (*RulesResult, error) {
 	auth, err := a.authorize(ctx, in.Plan)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := a.checkIntent(ctx, auth, in.Intent, ownerIntent(in.Owner)); err != nil {
 		return nil, err
 	}
 	fm, err := a.checkOpen(auth, in.Owner, in.Ports, in.Forward)
@@ -170,7 +180,12 @@ func (a *Activities) checkOpen(auth *Authority, owner string, ports, forward []c
 
 // CloseRules removes an owner's marked rules, and only those.
 func (a *Activities) CloseRules(ctx context.Context, in RulesInput) (*RulesResult, error) {
-	if _, err := a.authorize(ctx, in.Plan); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
+		return nil, err
+	}
+	v, err := a.checkIntent(ctx, auth, in.Intent, ownerIntent(in.Owner))
+	if err != nil {
 		return nil, err
 	}
 	// Closing removes only the mesh's own marks, so an owner no longer
@@ -182,6 +197,7 @@ func (a *Activities) CloseRules(ctx context.Context, in RulesInput) (*RulesResul
 	if err != nil {
 		return nil, fmt.Errorf("close %s's marked rules: %w", in.Owner, err)
 	}
+	a.spendIntent(ctx, auth, in.Intent, v) // the end of a rolled back cutover
 	return &RulesResult{Removed: removed}, nil
 }
 
@@ -253,7 +269,12 @@ type ReleaseResult struct {
 // Release removes every marked rule of the node, leaving the found firewall
 // exactly as found, and clears the adopted marker.
 func (a *Activities) Release(ctx context.Context, in ProbeInput) (*ReleaseResult, error) {
-	if _, err := a.authorize(ctx, in.Plan); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
+		return nil, err
+	}
+	v, err := a.checkIntent(ctx, auth, in.Intent, []allowed{{actions: []string{ActRelease}}})
+	if err != nil {
 		return nil, err
 	}
 	removed, err := a.Marks.Release(in.Plan.Node)
@@ -264,6 +285,7 @@ func (a *Activities) Release(ctx context.Context, in ProbeInput) (*ReleaseResult
 	if err := a.State.ClearAdopted(); err != nil {
 		return nil, fmt.Errorf("clear the adopted marker: %w", err)
 	}
+	a.spendIntent(ctx, auth, in.Intent, v)
 	return &ReleaseResult{Removed: removed}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"adoption/containers"
 	"adoption/firewall"
 	"adoption/firewall/flip"
+	"adoption/intent"
 	"adoption/nodestate"
 )
 
@@ -129,6 +130,8 @@ type FlipInput struct {
 	// that preview approves, applying exactly the fingerprints it saw: one
 	// round trip instead of two. The expectations must then be empty.
 	Preview bool `json:"preview,omitempty"`
+	// Intent is the operator's signed flip.
+	Intent *intent.Signed `json:"intent,omitempty"`
 }
 
 // FlipPreviewRefused is the state of a flip whose own preview refused:
@@ -156,6 +159,9 @@ type FlipResult struct {
 func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error) {
 	auth, err := a.authorize(ctx, in.Plan)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := a.checkIntent(ctx, auth, in.Intent, flipIntent(auth.Plan, false)); err != nil {
 		return nil, err
 	}
 	if err := checkFlipID(auth.Plan.Node, in.ID); err != nil {
@@ -360,6 +366,8 @@ type ConfirmInput struct {
 	// confirmed, in the same round trip. A commit that fails leaves the
 	// flip confirmed: the workflow, asking the node, commits it again.
 	Commit bool `json:"commit,omitempty"`
+	// Intent is the operator's signed flip (or, for a commit, retry).
+	Intent *intent.Signed `json:"intent,omitempty"`
 }
 
 // ConfirmFlip checks that the node still serves every declared port that
@@ -369,6 +377,10 @@ type ConfirmInput struct {
 // lock, so a confirmation and the watchdog's revert never both win.
 func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipResult, error) {
 	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
+		return nil, err
+	}
+	v, err := a.checkIntent(ctx, auth, in.Intent, flipIntent(auth.Plan, false))
 	if err != nil {
 		return nil, err
 	}
@@ -419,6 +431,7 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 	if err != nil {
 		return nil, fmt.Errorf("flip %s is confirmed; its commit failed: %w", in.ID, err)
 	}
+	a.spendIntent(ctx, auth, in.Intent, v)
 	cm.Deadline = res.Deadline
 	return cm, nil
 }
@@ -428,7 +441,12 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 // and reported reverted. Its answer is definite: reverted (or not applied)
 // on the node, or ErrFlipConfirmed when the flip is confirmed and stays.
 func (a *Activities) RevertFlip(ctx context.Context, in ConfirmInput) (*FlipResult, error) {
-	if _, err := a.authorize(ctx, in.Plan); err != nil {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
+		return nil, err
+	}
+	v, err := a.checkIntent(ctx, auth, in.Intent, flipIntent(auth.Plan, false))
+	if err != nil {
 		return nil, err
 	}
 	if err := checkFlipID(a.Node, in.ID); err != nil {
@@ -438,6 +456,7 @@ func (a *Activities) RevertFlip(ctx context.Context, in ConfirmInput) (*FlipResu
 	if err != nil {
 		return nil, err
 	}
+	a.spendIntent(ctx, auth, in.Intent, v)
 	return &FlipResult{ID: in.ID, State: state}, nil
 }
 
@@ -504,11 +523,19 @@ func (a *Activities) CommitFlip(ctx context.Context, in ConfirmInput) (*FlipResu
 	if err != nil {
 		return nil, err
 	}
+	v, err := a.checkIntent(ctx, auth, in.Intent, flipIntent(auth.Plan, true))
+	if err != nil {
+		return nil, err
+	}
 	// The ID names the file the predecessor's firewall is saved to.
 	if err := checkFlipID(auth.Plan.Node, in.ID); err != nil {
 		return nil, err
 	}
-	return a.commit(ctx, auth, in.ID)
+	res, err := a.commit(ctx, auth, in.ID)
+	if err == nil {
+		a.spendIntent(ctx, auth, in.Intent, v)
+	}
+	return res, err
 }
 
 // commit is CommitFlip's work, for it and for a confirmation asked to

@@ -14,6 +14,7 @@ import (
 
 	"adoption/config"
 	"adoption/custody"
+	"adoption/intent"
 	"adoption/keyfile"
 )
 
@@ -33,6 +34,8 @@ type FileDecision struct {
 	Path string `json:"path"`
 	Key  string `json:"key"`
 	Take string `json:"take"` // node or mesh
+	// Intent is the operator's signed resolve of this decision.
+	Intent *intent.Signed `json:"intent,omitempty"`
 }
 
 // fileReader is what a per-key merge reads on the node: custody's blob of

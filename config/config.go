@@ -32,6 +32,10 @@ type Config struct {
 	Labels      map[string]string `mapstructure:"labels" json:"labels,omitempty"`
 	Metrics     Metrics           `mapstructure:"metrics" json:"metrics"`
 	Log         Log               `mapstructure:"log" json:"log"`
+	// Authority is who may make the node act (authority.go).
+	Authority Authority `mapstructure:"authority" json:"authority"`
+	// Operator is the operator's side: the key the CLI signs with.
+	Operator Operator `mapstructure:"operator" json:"operator"`
 }
 
 type Temporal struct {
@@ -180,6 +184,9 @@ var defaults = map[string]any{
 	"drift.interval":              "5m",
 	"metrics.listen":              "",
 	"log.format":                  "text",
+	"operator.sign_key":           "",
+	"operator.intent_ttl":         "30m",
+	"operator.fleet_intent_ttl":   "12h",
 }
 
 // Load reads the configuration from path (YAML), or from $ADOPT_CONFIG when
@@ -215,6 +222,7 @@ func LoadWith(path string, extra map[string]string) (*Config, error) {
 	err := v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
 		dc.ErrorUnused = true
 		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+			keyLinesHook,
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToSliceHookFunc(","),
 		)

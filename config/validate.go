@@ -20,6 +20,7 @@ func (c *Config) Validate() error {
 	v.docker(c.Docker)
 	v.node(c.Node)
 	v.operate(c.Metrics, c.Log)
+	v.authority(c.Authority, c.Operator)
 	for i, name := range c.Predecessor.Control {
 		if name == "" || strings.ContainsAny(name, "/\x00") {
 			v.addf("predecessor.control[%d]", name, "an executable name without '/' (the name as in /proc/PID/comm or the executable's base name)", i)

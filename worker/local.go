@@ -51,6 +51,12 @@ func startChecks(cfg *config.Config, cfgPath string, logger *slog.Logger) error 
 				"file", p, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
 		}
 	}
+	if ops, _ := cfg.Authority.Keys(); ops.Len() == 0 && cfg.Authority.Unsigned {
+		logger.Error("authority.unsigned is true and authority.operators lists no key: this agent acts on UNSIGNED requests, so anyone with access to the Temporal namespace can make node " + cfg.Node.Name +
+			" act (adopt, migrate, flip, release); list the operators' public keys in authority.operators and remove authority.unsigned")
+	} else {
+		logger.Info("requests must carry an intent signed by an operator's key", "operators", ops.Len(), "intents", activities.IntentsDir(cfg.Node.StateDir))
+	}
 	if v, set := os.LookupEnv(failpoint.EnvVar); set && !failpoint.Enabled {
 		logger.Error(fmt.Sprintf("%s is set (%q) but this is a production build of adopt-worker: IGNORED, no failpoint is armed (failpoints exist only in builds with -tags %s)",
 			failpoint.EnvVar, v, failpoint.Tag))

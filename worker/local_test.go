@@ -19,7 +19,7 @@ func TestStartChecks(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	cfgPath := filepath.Join(dir, "n1.yaml")
-	if err := os.WriteFile(cfgPath, []byte("node: {name: n1, root: "+dir+", state_dir: "+state+"}\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte("node: {name: n1, root: "+dir+", state_dir: "+state+"}\nauthority: {unsigned: true}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Load(cfgPath)

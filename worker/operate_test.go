@@ -51,7 +51,7 @@ func TestOrchestratorStopsOnUnbindableMetricsListen(t *testing.T) {
 	defer l.Close()
 	t.Setenv("ADOPT_METRICS_LISTEN", l.Addr().String())
 	t.Setenv("ADOPT_TEMPORAL_ADDRESS", "127.0.0.1:1")
-	cfg, err := config.LoadWith("", map[string]string{"node.name": "orchestrator"})
+	cfg, err := config.LoadWith("", map[string]string{"node.name": "orchestrator", "authority.unsigned": "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
