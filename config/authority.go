@@ -44,7 +44,9 @@ type Authority struct {
 
 // Keys parses authority.operators (validated at load, so an error here
 // means the configuration was not validated).
-func (a Authority) Keys() (*intent.Operators, error) { return intent.ParseOperators(a.Operators.Text()) }
+func (a Authority) Keys() (*intent.Operators, error) {
+	return intent.ParseOperators(a.Operators.Text())
+}
 
 // Operator is the operator's side of the file, read by the CLI only.
 type Operator struct {

@@ -40,6 +40,7 @@ func (n *node) adoptUntilDone(ctx workflow.Context) (bool, error) {
 		i := n.adoptionRequest()
 		req := n.s.Queue[i]
 		n.s.Queue = append(n.s.Queue[:i:i], n.s.Queue[i+1:]...)
+		n.intent = req.Intent
 		if req.Kind == SignalRelease {
 			n.setPhase(ctx, PhaseReleased)
 			n.event(ctx, "released before adoption completed: nothing had been changed on the node")
@@ -72,7 +73,7 @@ func (n *node) adopt(ctx workflow.Context) error {
 		return errors.New(probe.Firewall.Unsupported)
 	}
 	var res activities.AdoptResult
-	in := activities.AdoptInput{Plan: n.s.Plan, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID}
+	in := activities.AdoptInput{Plan: n.s.Plan, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Intent: n.intent}
 	if err := n.exec(ctx, "adopt: take custody of found files, keep the found firewall", a.Adopt, in, &res); err != nil {
 		return err
 	}
@@ -95,7 +96,7 @@ func (n *node) genesis(ctx workflow.Context) {
 		n.event(ctx, "genesis failed: "+errorMessage(err)+fmt.Sprintf("; fix it, then: adopt retry %s", n.s.Node))
 	}
 	var chk activities.CheckPortsResult
-	if err := n.exec(ctx, "genesis: check the foundation's ports are free", a.CheckFoundationPorts, activities.ProbeInput{Plan: n.s.Plan}, &chk); err != nil {
+	if err := n.exec(ctx, "genesis: check the foundation's ports are free", a.CheckFoundationPorts, activities.ProbeInput{Plan: n.s.Plan, Intent: n.intent}, &chk); err != nil {
 		fail(err)
 		return
 	}
@@ -122,7 +123,7 @@ func (n *node) openRules(ctx workflow.Context, owner string, ports []config.Port
 		taken(ctx, changeForwardMarks)
 	}
 	var res activities.RulesResult
-	in := activities.RulesInput{Plan: n.s.Plan, Owner: owner, Ports: ports, Forward: forward}
+	in := activities.RulesInput{Plan: n.s.Plan, Owner: owner, Ports: ports, Forward: forward, Intent: n.intent}
 	if err := n.exec(ctx, fmt.Sprintf("open %s's ports %s through the found firewall", owner, portList(ports)), a.OpenRules, in, &res); err != nil {
 		return err
 	}
@@ -144,7 +145,7 @@ func (n *node) openRules(ctx workflow.Context, owner string, ports []config.Port
 
 func (n *node) release(ctx workflow.Context) bool {
 	var res activities.ReleaseResult
-	if err := n.exec(ctx, "release: remove every marked rule", a.Release, activities.ProbeInput{Plan: n.s.Plan}, &res); err != nil {
+	if err := n.exec(ctx, "release: remove every marked rule", a.Release, activities.ProbeInput{Plan: n.s.Plan, Intent: n.intent}, &res); err != nil {
 		n.s.LastError = "release: " + errorMessage(err)
 		n.event(ctx, n.s.LastError)
 		return false

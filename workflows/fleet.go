@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"adoption/config"
+	"adoption/intent"
 )
 
 // Names of the fleet on the wire.
@@ -54,6 +55,9 @@ type FleetMember struct {
 type FleetRequest struct {
 	Node     string    `json:"node"`
 	NotAfter time.Time `json:"not_after,omitzero"`
+	// Intent is the operator's signed request (next: for the nodes it
+	// lets start; retry: for the node).
+	Intent *intent.Signed `json:"intent,omitempty"`
 }
 
 // FleetRetry is the payload of SignalFleetRetry and UpdateFleetRetry.
@@ -83,6 +87,13 @@ type FleetInput struct {
 	Retries []string `json:"retries,omitempty"`
 	// HistoryLimit overrides fleetHistoryLimit (tests).
 	HistoryLimit int `json:"history_limit,omitempty"`
+	// Intent is the operator's signed fleet start (or the latest fleet
+	// next): one intent naming every node and its plan hash, which each
+	// node the fleet starts adopts under.
+	Intent *intent.Signed `json:"intent,omitempty"`
+	// NodeIntents are the signed `adopt fleet retry NODE` not yet spent
+	// on a start, by node: a retried node starts under its own.
+	NodeIntents map[string]*intent.Signed `json:"node_intents,omitempty"`
 }
 
 // members is the fleet's node list, from Members or the inline plans of Nodes.

@@ -15,7 +15,8 @@ import (
 // does not run on replay, so it may grow without versioning.
 func (f *fleet) registerRequests(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateFleetNext,
-		func(ctx workflow.Context, _ FleetRequest) (FleetAnswer, error) {
+		func(ctx workflow.Context, in FleetRequest) (FleetAnswer, error) {
+			f.takeIntent(FleetRequest{Intent: in.Intent})
 			node, passOver, _ := f.st.nextGrant()
 			f.goOn(ctx)
 			return FleetAnswer{Node: node, PassedOver: passOver}, nil
@@ -34,6 +35,7 @@ func (f *fleet) registerRequests(ctx workflow.Context) error {
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateFleetRetry,
 		func(ctx workflow.Context, in FleetRequest) (FleetAnswer, error) {
+			f.takeIntent(in)
 			f.askRetry(ctx, in.Node)
 			return FleetAnswer{Node: in.Node}, nil
 		},

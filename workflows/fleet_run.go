@@ -15,6 +15,7 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
+	"adoption/intent"
 )
 
 // Fleet runs every node's NodeMigration as a child, one after another, the
@@ -31,6 +32,9 @@ func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 	f := &fleet{in: in, members: in.members(), plans: map[string]config.Plan{}, retry: map[string]bool{}, gen: map[string]int{}, heard: map[string]time.Time{}, askWait: askFirst}
 	for _, p := range in.Nodes {
 		f.plans[p.Node] = p
+	}
+	if f.in.NodeIntents == nil {
+		f.in.NodeIntents = map[string]*intent.Signed{}
 	}
 	for _, node := range in.Retries {
 		f.retry[node] = true
@@ -145,6 +149,7 @@ func (f *fleet) drain(ctx workflow.Context) {
 	}
 	var r FleetRetry
 	for ch := workflow.GetSignalChannel(ctx, SignalFleetRetry); ch.ReceiveAsync(&r); r = (FleetRetry{}) {
+		f.takeIntent(r)
 		f.askRetry(ctx, r.Node)
 	}
 }
@@ -206,6 +211,18 @@ func (f *fleet) progress(ctx workflow.Context, p NodeProgress) {
 		f.note(ctx, "control node "+p.Node+" migrated: the predecessor's pipeline is no longer needed")
 	}
 	f.show(ctx)
+}
+
+// takeIntent keeps a fleet request's signed intent: next's for every node
+// started from now on, retry's for its node's next start.
+func (f *fleet) takeIntent(r FleetRequest) {
+	switch {
+	case r.Intent == nil:
+	case r.Node == "":
+		f.in.Intent = r.Intent
+	default:
+		f.in.NodeIntents[r.Node] = r.Intent
+	}
 }
 
 func (f *fleet) askRetry(ctx workflow.Context, node string) {
@@ -357,7 +374,12 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 		StaticSummary:         fmt.Sprintf("adoption of node %s (%s) in fleet %s", m.Node, m.Role, f.st.Name),
 		TypedSearchAttributes: temporal.NewSearchAttributes(AttrNode.ValueSet(m.Node), AttrPhase.ValueSet(string(PhaseProbing))),
 	})
-	fut := workflow.ExecuteChildWorkflow(cctx, NodeWorkflow, Input{Plan: plan})
+	signed := f.in.Intent
+	if s, ok := f.in.NodeIntents[m.Node]; ok {
+		signed = s
+		delete(f.in.NodeIntents, m.Node)
+	}
+	fut := workflow.ExecuteChildWorkflow(cctx, NodeWorkflow, Input{Plan: plan, Intent: signed})
 	if err := fut.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		if again && n.Ended == "" && temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 			f.note(ctx, fmt.Sprintf("retry %s refused: its workflow (%s) is still running", m.Node, WorkflowID(m.Node)))
@@ -442,6 +464,7 @@ func (f *fleet) continueAsNew(ctx workflow.Context) (*FleetState, error) {
 	}
 	st := *f.st
 	st.Runs++
-	in := FleetInput{Name: f.in.Name, Members: f.members, Resume: &st, Retries: f.retries, HistoryLimit: f.in.HistoryLimit}
+	in := FleetInput{Name: f.in.Name, Members: f.members, Resume: &st, Retries: f.retries, HistoryLimit: f.in.HistoryLimit,
+		Intent: f.in.Intent, NodeIntents: f.in.NodeIntents}
 	return nil, workflow.NewContinueAsNewError(ctx, FleetWorkflow, in)
 }

@@ -111,7 +111,7 @@ func (n *node) flip(ctx workflow.Context) {
 		n.setPhase(ctx, PhaseAdopted)
 	}
 	var fr activities.FlipResult
-	in := activities.FlipInput{Plan: n.s.Plan, Spec: spec, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout}
+	in := activities.FlipInput{Plan: n.s.Plan, Spec: spec, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout, Intent: n.intent}
 	summary := "flip: replace the found firewall with the mesh's, in one transaction"
 	switch {
 	case pv == nil:
@@ -198,7 +198,7 @@ func (n *node) flip(ctx workflow.Context) {
 	}
 	cctx := workflow.WithActivityOptions(ctx, copts)
 	var cr activities.FlipResult
-	if err := workflow.ExecuteActivity(cctx, a.ConfirmFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id, Commit: two}).Get(ctx, &cr); err != nil {
+	if err := workflow.ExecuteActivity(cctx, a.ConfirmFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id, Commit: two, Intent: n.intent}).Get(ctx, &cr); err != nil {
 		// The confirmation may have gone through with its answer lost: the
 		// node says which.
 		switch n.revertFlip(ctx, id, v) {
@@ -230,7 +230,7 @@ func (n *node) commit(ctx workflow.Context, v workflow.Version) {
 		n.s.Opened, n.s.OpenedForward = nil, nil
 	}
 	var cm activities.FlipResult
-	if err := n.exec(ctx, "flip: commit (boot-time ruleset, save and remove the predecessor's firewall, prune predecessors)", a.CommitFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id}, &cm); err != nil {
+	if err := n.exec(ctx, "flip: commit (boot-time ruleset, save and remove the predecessor's firewall, prune predecessors)", a.CommitFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id, Intent: n.intent}, &cm); err != nil {
 		n.s.Flip.Error = "commit: " + errorMessage(err)
 		if v >= 1 {
 			n.s.Flip.State = FlipStateCommitting
@@ -275,7 +275,7 @@ func (n *node) committing() bool {
 func (n *node) revertFlip(ctx workflow.Context, id string, v workflow.Version) string {
 	for {
 		var res activities.FlipResult
-		err := n.exec(ctx, "flip: revert to the firewall as it was", a.RevertFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id}, &res)
+		err := n.exec(ctx, "flip: revert to the firewall as it was", a.RevertFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id, Intent: n.intent}, &res)
 		var ae *temporal.ApplicationError
 		switch {
 		case err == nil && res.State == FlipStateNotApplied:

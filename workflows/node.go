@@ -15,6 +15,7 @@ import (
 	"adoption/activities"
 	"adoption/config"
 	"adoption/firewall/marks"
+	"adoption/intent"
 )
 
 // Search attributes, registered on the server (see Makefile dev-server), so
@@ -46,13 +47,16 @@ type node struct {
 	// inFlip is set while a flip request is served: a preview (and the
 	// plan it may carry) waits until it has ended.
 	inFlip bool
+	// intent is the operator's signed request being served: every
+	// activity of its operation carries it to the node.
+	intent *intent.Signed
 }
 
 // NodeMigration holds a node's adoption for as long as it lasts: probe and
 // adopt, then serve queued requests (migrate, retry, flip, release) one at a
 // time until the node converges or is released.
 func NodeMigration(ctx workflow.Context, in Input) (*State, error) {
-	n := &node{}
+	n := &node{intent: in.Intent}
 	if in.Resume != nil {
 		n.s = *in.Resume
 		n.s.Plan = in.Plan
@@ -118,6 +122,7 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 		}
 		req := n.s.Queue[0]
 		n.s.Queue = n.s.Queue[1:]
+		n.intent = req.Intent
 		if req.Plan != nil {
 			n.applyPlan(ctx, *req.Plan)
 		}
@@ -185,7 +190,7 @@ func (n *node) continueAsNew(ctx workflow.Context) (*State, error) {
 	n.s.Runs++
 	n.event(ctx, "continued as new")
 	s := n.s
-	return nil, workflow.NewContinueAsNewError(ctx, NodeMigration, Input{Plan: n.s.Plan, Resume: &s})
+	return nil, workflow.NewContinueAsNewError(ctx, NodeMigration, Input{Plan: n.s.Plan, Resume: &s, Intent: n.intent})
 }
 
 func (n *node) setPhase(ctx workflow.Context, p Phase) {

@@ -100,7 +100,7 @@ func (n *node) driftBaseline() []custody.Record {
 // acceptDrift records the node as it is now.
 func (n *node) acceptDrift(ctx workflow.Context) {
 	var res activities.DriftResult
-	in := activities.DriftInput{Plan: n.s.Plan, Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint}
+	in := activities.DriftInput{Plan: n.s.Plan, Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint, Intent: n.intent}
 	if err := n.exec(ctx, "drift: accept the node as it is now", a.AcceptDrift, in, &res); err != nil {
 		n.s.LastError = "drift accept: " + errorMessage(err)
 		n.event(ctx, n.s.LastError)

@@ -11,6 +11,7 @@ import (
 
 	"adoption/config"
 	"adoption/firewall/flip"
+	"adoption/intent"
 )
 
 // RequestInput is the payload of every signal and update: the module for
@@ -27,6 +28,9 @@ type RequestInput struct {
 	// that reaches the workflow later (its worker was down) is refused, so
 	// a request the CLI reported as not delivered never runs.
 	NotAfter time.Time `json:"not_after,omitzero"`
+	// Intent is the operator's signed request: it travels with the queued
+	// request into every activity of its operation, and the node checks it.
+	Intent *intent.Signed `json:"intent,omitempty"`
 }
 
 // RequestResult answers an update: where the request stands in the queue.
@@ -169,7 +173,7 @@ func (r refusedSince) Unwrap() error { return r.err }
 
 func (n *node) enqueue(ctx workflow.Context, kind string, in RequestInput) {
 	module := in.Module
-	n.s.Queue = append(n.s.Queue, Request{Kind: kind, Module: module, Plan: in.Plan, At: workflow.Now(ctx).UTC()})
+	n.s.Queue = append(n.s.Queue, Request{Kind: kind, Module: module, Plan: in.Plan, At: workflow.Now(ctx).UTC(), Intent: in.Intent})
 	if m := n.s.module(module); m != nil && (kind == SignalMigrate || kind == SignalRetry) {
 		m.State = ModuleQueued
 	}

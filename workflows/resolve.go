@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"adoption/activities"
+	"adoption/intent"
 )
 
 // UpdateResolve records a decision on a conflicting key.
@@ -25,6 +26,8 @@ type ResolveInput struct {
 	Key      string    `json:"key"`
 	Take     string    `json:"take"` // node or mesh
 	NotAfter time.Time `json:"not_after,omitzero"`
+	// Intent is the operator's signed decision, carried with it to the node.
+	Intent *intent.Signed `json:"intent,omitempty"`
 }
 
 // ResolveResult says what was recorded and what is left.
@@ -39,7 +42,7 @@ func (n *node) registerResolve(ctx workflow.Context) error {
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateResolve,
 		func(ctx workflow.Context, in ResolveInput) (ResolveResult, error) {
 			m := n.conflictOwner(in.Path, in.Key)
-			d := Decision{Path: in.Path, Key: in.Key, Take: in.Take, At: workflow.Now(ctx).UTC()}
+			d := Decision{Path: in.Path, Key: in.Key, Take: in.Take, At: workflow.Now(ctx).UTC(), Intent: in.Intent}
 			kept := n.s.Decisions[:0:0]
 			for _, old := range n.s.Decisions {
 				if old.Path != d.Path || old.Key != d.Key {
@@ -110,7 +113,7 @@ func (n *node) decisionsFor(module string) []activities.FileDecision {
 	for _, d := range n.s.Decisions {
 		for _, f := range mp.Files {
 			if f.Path == d.Path {
-				out = append(out, activities.FileDecision{Path: d.Path, Key: d.Key, Take: d.Take})
+				out = append(out, activities.FileDecision{Path: d.Path, Key: d.Key, Take: d.Take, Intent: d.Intent})
 			}
 		}
 	}

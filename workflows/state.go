@@ -9,6 +9,7 @@ import (
 	"adoption/custody"
 	"adoption/firewall/flip"
 	"adoption/firewall/marks"
+	"adoption/intent"
 )
 
 // Names on the wire. Renaming one breaks running workflows: keep them.
@@ -67,6 +68,10 @@ type Input struct {
 	Plan config.Plan `json:"plan"`
 	// Resume is the state carried across continue-as-new; nil on a fresh start.
 	Resume *State `json:"resume,omitempty"`
+	// Intent is the operator's signed start (or the fleet's): the node
+	// adopts only under it. Carried across continue-as-new for the
+	// operation in progress.
+	Intent *intent.Signed `json:"intent,omitempty"`
 }
 
 // Request is one operator request, queued in arrival order.
@@ -75,6 +80,8 @@ type Request struct {
 	Module string       `json:"module,omitempty"`
 	Plan   *config.Plan `json:"plan,omitempty"` // an updated plan, applied when the request is served
 	At     time.Time    `json:"at"`
+	// Intent is the operator's signed request, for the node to check.
+	Intent *intent.Signed `json:"intent,omitempty"`
 }
 
 // ModuleState is one module's progress.
@@ -107,6 +114,9 @@ type Decision struct {
 	Key  string    `json:"key"`
 	Take string    `json:"take"` // node or mesh
 	At   time.Time `json:"at"`
+	// Intent is the operator's signed resolve: the node applies the
+	// decision only under it.
+	Intent *intent.Signed `json:"intent,omitempty"`
 }
 
 // StepState is the outcome of a one-off step such as genesis.
