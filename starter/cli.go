@@ -29,6 +29,8 @@ type cli struct {
 	// accept bounds how long a request waits to be accepted by the node's
 	// workflow (--accept-timeout).
 	accept time.Duration
+	// sign is how requests are signed (sign.go).
+	sign signFlags
 
 	cfg    *config.Config
 	target *target // where the client points and why, once dialled

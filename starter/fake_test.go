@@ -29,6 +29,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"adoption/internal/opkey"
 	"adoption/workflows"
 )
 
@@ -254,6 +255,7 @@ func runCLI(t *testing.T, f *fakeClient, args ...string) (code int, stdout, stde
 func fleetFile(t *testing.T, name string, nodes ...string) string {
 	t.Helper()
 	dir := t.TempDir()
+	key := testKey(t)
 	body := "name: " + name + "\nnodes:\n"
 	for i, n := range nodes {
 		role := "member"
@@ -261,7 +263,7 @@ func fleetFile(t *testing.T, name string, nodes ...string) string {
 			role = "control"
 		}
 		p := filepath.Join(dir, n+".yaml")
-		if err := os.WriteFile(p, []byte(fmt.Sprintf("node: {name: %s, role: %s}\n", n, role)), 0o600); err != nil {
+		if err := os.WriteFile(p, []byte(fmt.Sprintf("node: {name: %s, role: %s}\n", n, role)+key.YAML()), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		body += "  - " + p + "\n"
@@ -271,6 +273,17 @@ func fleetFile(t *testing.T, name string, nodes ...string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// testKey is an operator key for one test: the nodes' files trust it and
+// the CLI signs with it (operator.sign_key).
+func testKey(t *testing.T) opkey.Key {
+	t.Helper()
+	k, err := opkey.Generate(t.TempDir(), "operator", "operator@test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 func mustContain(t *testing.T, what, got string, want ...string) {

@@ -18,7 +18,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities"
 	"adoption/config"
+	"adoption/intent"
 	"adoption/workflows"
 )
 
@@ -59,6 +61,9 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 			}
 			if err := workflows.ValidateFleet(in); err != nil {
 				return usagef("%v", err)
+			}
+			if in.Intent, err = x.fleetIntent(activities.ActFleet, f.Configs); err != nil {
+				return err
 			}
 			for _, m := range in.Members {
 				d, err := x.c.DescribeWorkflow(ctx, workflows.WorkflowID(m.Node), "")
@@ -101,7 +106,11 @@ by itself anyway (a grant then would only start a later node early).
 			if err != nil {
 				return err
 			}
-			ans, err := x.askFleet(ctx, f.Name, fleetPath, timeout, workflows.UpdateFleetNext, workflows.FleetRequest{}, "next")
+			signed, err := x.fleetIntent(activities.ActFleetNext, f.Configs)
+			if err != nil {
+				return err
+			}
+			ans, err := x.askFleet(ctx, f.Name, fleetPath, timeout, workflows.UpdateFleetNext, workflows.FleetRequest{Intent: signed}, "next")
 			if err != nil {
 				return err
 			}
@@ -137,7 +146,19 @@ released) or whose workflow it knows still runs.
 			if err != nil {
 				return err
 			}
-			if _, err := x.askFleet(ctx, f.Name, fleetPath, timeout, workflows.UpdateFleetRetry, workflows.FleetRequest{Node: node}, "retry of node "+node); err != nil {
+			var cfgs []*config.Config
+			for _, c := range f.Configs {
+				if c.Node.Name == node {
+					cfgs = append(cfgs, c)
+				}
+			}
+			var signed *intent.Signed
+			if len(cfgs) > 0 { // a node not the fleet's is the fleet's to refuse, by name
+				if signed, err = x.fleetIntent(activities.ActFleetRetry, cfgs); err != nil {
+					return err
+				}
+			}
+			if _, err := x.askFleet(ctx, f.Name, fleetPath, timeout, workflows.UpdateFleetRetry, workflows.FleetRequest{Node: node, Intent: signed}, "retry of node "+node); err != nil {
 				return err
 			}
 			if x.asJSON {
@@ -180,6 +201,14 @@ released) or whose workflow it knows still runs.
 	}
 	fc.AddCommand(start, next, retry, status)
 	return fc
+}
+
+// fleetIntent is one intent for the fleet's nodes cfgs: each with the hash
+// of the plan its configuration derives (the one its agent reads), valid
+// for operator.fleet_intent_ttl of the first node's file.
+func (x *cli) fleetIntent(action string, cfgs []*config.Config) (*intent.Signed, error) {
+	ttl := cfgs[0].Operator.FleetIntentTTL
+	return x.signIntent(action, cfgs, nil, ttl)
 }
 
 // fleetState asks the fleet's workflow, bounded by timeout: a query while

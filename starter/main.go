@@ -75,6 +75,8 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 	pf.StringVar(&x.flags.namespace, "namespace", "", "Temporal namespace (overrides TEMPORAL_NAMESPACE and temporal.namespace)")
 	pf.StringVar(&x.flags.profile, "profile", "", "profile of the Temporal config file (default $TEMPORAL_PROFILE, then \"default\")")
 	pf.DurationVar(&x.accept, "accept-timeout", 10*time.Second, "how long a request may take to be accepted by the node's workflow before it is reported as not delivered")
+	pf.StringVar(&x.sign.key, "sign-key", "", "the operator's private key file to sign requests with, or a .pub naming the ssh-agent key (default operator.sign_key, then ssh-agent)")
+	pf.DurationVar(&x.sign.ttl, "intent-ttl", 0, "how long a signed request is valid (default operator.intent_ttl, 30m; a fleet's operator.fleet_intent_ttl, 12h; at most 24h)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
 
 	root.AddCommand(

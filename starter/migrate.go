@@ -49,7 +49,7 @@ func (x *cli) rehearse(ctx context.Context, node, module string) error {
 	if err := x.dial(); err != nil {
 		return err
 	}
-	in := x.requestInput(node, module)
+	in := x.planInput(node, module)
 	// The rehearsal runs on the node: bounded by its own 20 s wait for the
 	// agent plus the checks, so the CLI gives it a minute.
 	giveUp := time.Now().Add(x.accept + time.Minute)

@@ -46,7 +46,7 @@ func (x *cli) preview(ctx context.Context, node string, timeout time.Duration) e
 	} else if !ag.Node.alive() && !ag.Node.unknown() && ag.Workflow.alive() {
 		return fmt.Errorf("not delivered: the preview runs on node %s, and %s; nothing was sent. Start the node's agent, then preview again", node, ag.Node.describe("agent"))
 	}
-	d, err := x.send(ctx, node, workflows.UpdatePreview, "", x.requestInput(node, ""))
+	d, err := x.send(ctx, node, workflows.UpdatePreview, "", x.planInput(node, ""))
 	if err != nil {
 		return err
 	}

@@ -59,10 +59,14 @@ type requestOutcome struct {
 }
 
 func (x *cli) request(ctx context.Context, node, name, module string) error {
+	in, err := x.requestInput(node, name, module)
+	if err != nil {
+		return err
+	}
 	if err := x.dial(); err != nil {
 		return err
 	}
-	d, err := x.send(ctx, node, name, module, x.requestInput(node, module))
+	d, err := x.send(ctx, node, name, module, in)
 	if err != nil {
 		return err
 	}
@@ -109,8 +113,22 @@ func describeRequest(name, module string) string {
 
 // requestInput builds a request. The configuration is the plan's source of
 // truth: when it describes this node, the request carries it, so a fixed
-// port, module or flip.drop reaches the running workflow.
-func (x *cli) requestInput(node, module string) workflows.RequestInput {
+// port, module or flip.drop reaches the running workflow, and the
+// operator's intent signed for that plan (sign.go).
+func (x *cli) requestInput(node, name, module string) (workflows.RequestInput, error) {
+	in := x.planInput(node, module)
+	var err error
+	if in.Plan != nil {
+		in.Intent, err = x.nodeIntent(node, name, requestArgs(name, module, *in.Plan))
+	} else {
+		in.Intent, err = x.nodeIntent(node, name, nil)
+	}
+	return in, err
+}
+
+// planInput is a read-only request (preview, rehearse): the plan, when
+// the configuration describes the node, and nothing signed.
+func (x *cli) planInput(node, module string) workflows.RequestInput {
 	in := workflows.RequestInput{Module: module}
 	if x.configGiven() && x.load() == nil && x.cfg.Node.Name == node {
 		p := x.cfg.Plan()

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"adoption/activities"
 	"adoption/workflows"
 )
 
@@ -35,6 +36,10 @@ func (x *cli) resolveCommand(ctx context.Context) *cobra.Command {
 }
 
 func (x *cli) resolve(ctx context.Context, node string, in workflows.ResolveInput) error {
+	var err error
+	if in.Intent, err = x.nodeIntent(node, activities.ActResolve, activities.DecisionArgs(in.Path, in.Key, in.Take)); err != nil {
+		return err
+	}
 	if err := x.dial(); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities"
 	"adoption/config"
 	"adoption/workflows"
 )
@@ -61,6 +62,10 @@ func (x *cli) start(ctx context.Context, node string, readopt bool) error {
 	if x.cfg.Node.Name != node {
 		return usagef("the configuration (%s) describes node %q, not %q: pass that node's configuration with --config", orDefault(x.cfgPath), x.cfg.Node.Name, node)
 	}
+	signed, err := x.signIntent(activities.ActStart, []*config.Config{x.cfg}, nil, x.cfg.Operator.IntentTTL)
+	if err != nil {
+		return err
+	}
 	if err := x.dial(); err != nil {
 		return err
 	}
@@ -83,7 +88,7 @@ func (x *cli) start(ctx context.Context, node string, readopt bool) error {
 		StaticSummary:                            fmt.Sprintf("adoption of node %s (%s), %d module(s)", node, x.cfg.Node.Role, len(x.cfg.Modules)),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.AttrNode.ValueSet(node), workflows.AttrPhase.ValueSet(string(workflows.PhaseProbing))),
-	}, workflows.NodeWorkflow, workflows.Input{Plan: x.cfg.Plan()})
+	}, workflows.NodeWorkflow, workflows.Input{Plan: x.cfg.Plan(), Intent: signed})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
 		return refused(fmt.Errorf("node %s already has a migration workflow (%s); see `adopt status %s`", node, id, node), nil)
