@@ -400,5 +400,9 @@ node:
 predecessor:
   control: ["predecessor-sync"]
 %s`, n.Name, n.TemporalAddr(), n.DockerHost(), n.Name, n.role(), n.Root, n.StateDir, strings.Join(mgmt, ", "), plan)
+	body, err := withOperator(body)
+	if err != nil {
+		return "", err
+	}
 	return path, os.WriteFile(path, []byte(body), 0o600)
 }

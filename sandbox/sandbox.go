@@ -204,6 +204,10 @@ node:
 predecessor:
   control: ["predecessor-sync"]
 %s`, n.Name, temporalAddr, n.Name, n.role(), n.NetnsPath(), n.Root, n.StateDir, strings.Join(mgmt, ", "), modules)
+	body, err := withOperator(body)
+	if err != nil {
+		return "", err
+	}
 	return path, os.WriteFile(path, []byte(body), 0o600)
 }
 

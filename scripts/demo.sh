@@ -94,6 +94,11 @@ fi
 clean
 mkdir -p "$DEMO"
 DEMO_START=$(date +%s)
+# The operator's key of this run (0600): every node's configuration trusts
+# it (authority.operators) and the CLI signs every request with it
+# (operator.sign_key), so no node acts on an unsigned request.
+./bin/adopt-sandbox operator-key "$PWD/$DEMO/operator_key" >/dev/null
+export ADOPT_SANDBOX_OPERATOR_KEY=$PWD/$DEMO/operator_key
 
 say "1. Three nodes running the predecessor"
 # The predecessor's services and the mesh's modules are one small service

@@ -24,6 +24,7 @@ import (
 
 	"adoption/config"
 	"adoption/failpoint"
+	"adoption/internal/opkey"
 	"adoption/internal/testenv"
 	"adoption/sandbox"
 	"adoption/workflows"
@@ -60,6 +61,13 @@ func TestMain(m *testing.M) {
 		}
 	}
 	bin = dir
+	// One operator key for the run: every sandbox node trusts it and the
+	// CLI signs with it (sandbox.OperatorKey).
+	k, err := opkey.Generate(dir, "operator", "e2e-operator")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv(sandbox.OperatorKeyEnv, k.Path)
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

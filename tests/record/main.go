@@ -33,7 +33,12 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"golang.org/x/crypto/ssh"
+
+	"adoption/activities"
 	"adoption/config"
+	"adoption/intent"
+	"adoption/internal/opkey"
 	"adoption/workflows"
 )
 
@@ -59,6 +64,28 @@ type rec struct {
 	c   client.Client
 	out string
 	ctx context.Context
+	// key is the run's operator key: every request is signed as the CLI
+	// signs it, so the histories carry intents as real runs do.
+	key ssh.Signer
+	// plans are the fleet's nodes' plans, for the fleet's one intent.
+	plans []config.Plan
+}
+
+// sign is the operator's intent for action on plans' nodes.
+func (r *rec) sign(action string, args map[string]string, plans ...config.Plan) *intent.Signed {
+	targets := make([]intent.Target, 0, len(plans))
+	for _, p := range plans {
+		targets = append(targets, intent.Target{Node: p.Node, PlanHash: p.Hash()})
+	}
+	in, err := intent.New(action, targets, args, time.Now(), time.Hour)
+	if err != nil {
+		panic(err)
+	}
+	s, err := intent.Sign(in, r.key)
+	if err != nil {
+		panic(err)
+	}
+	return &s
 }
 
 func run(bin, out, only string) error {
@@ -118,7 +145,15 @@ func run(bin, out, only string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	r := &rec{c: c, out: out, ctx: ctx}
+	k, err := opkey.Generate(dir, "operator", "record-operator")
+	if err != nil {
+		return err
+	}
+	signer, err := intent.SignerFromFile(k.Path)
+	if err != nil {
+		return err
+	}
+	r := &rec{c: c, out: out, ctx: ctx, key: signer}
 
 	// 1. A control node: genesis refused (a port collision), retried by a
 	// bare signal as the Web UI sends it; a module's cutover fails and
@@ -148,6 +183,7 @@ func run(bin, out, only string) error {
 		if n == "rf1" {
 			p.Role = "control"
 		}
+		r.plans = append(r.plans, p)
 		s := &script{node: n, plan: p}
 		if n == "rf3" {
 			s.failFirst = map[string]string{"Plan": "node.yaml on rf3 is unreadable"}
@@ -204,7 +240,7 @@ func (r *rec) update(node, name string, in workflows.RequestInput) error {
 
 func (r *rec) control(plan config.Plan) error {
 	id := workflows.WorkflowID(plan.Node)
-	if _, err := r.c.ExecuteWorkflow(r.ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.NodeWorkflow, workflows.Input{Plan: plan}); err != nil {
+	if _, err := r.c.ExecuteWorkflow(r.ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.NodeWorkflow, workflows.Input{Plan: plan, Intent: r.sign(activities.ActStart, nil, plan)}); err != nil {
 		return err
 	}
 	if _, err := r.waitNode(plan.Node, "genesis failed", func(s workflows.State) bool { return s.Genesis.State == "failed" }); err != nil {
@@ -220,7 +256,7 @@ func (r *rec) control(plan config.Plan) error {
 	if _, err := r.waitNode(plan.Node, "genesis done", func(s workflows.State) bool { return s.Genesis.State == "done" }); err != nil {
 		return err
 	}
-	if err := r.update(plan.Node, workflows.UpdateMigrate, workflows.RequestInput{Module: "mail"}); err != nil {
+	if err := r.update(plan.Node, workflows.UpdateMigrate, workflows.RequestInput{Module: "mail", Intent: r.sign(activities.ActMigrate, map[string]string{"module": "mail"}, plan)}); err != nil {
 		return err
 	}
 	if _, err := r.waitNode(plan.Node, "mail failed", func(s workflows.State) bool {
@@ -228,7 +264,7 @@ func (r *rec) control(plan config.Plan) error {
 	}); err != nil {
 		return err
 	}
-	if err := r.update(plan.Node, workflows.UpdateRetry, workflows.RequestInput{Module: "mail"}); err != nil {
+	if err := r.update(plan.Node, workflows.UpdateRetry, workflows.RequestInput{Module: "mail", Intent: r.sign(activities.ActRetry, map[string]string{"module": "mail"}, plan)}); err != nil {
 		return err
 	}
 	if _, err := r.waitNode(plan.Node, "mail migrated and drift found", func(s workflows.State) bool {
@@ -236,7 +272,7 @@ func (r *rec) control(plan config.Plan) error {
 	}); err != nil {
 		return err
 	}
-	if err := r.c.SignalWorkflow(r.ctx, id, "", workflows.SignalDriftAccept, workflows.RequestInput{}); err != nil {
+	if err := r.c.SignalWorkflow(r.ctx, id, "", workflows.SignalDriftAccept, workflows.RequestInput{Intent: r.sign(activities.ActDriftAccept, nil, plan)}); err != nil {
 		return err
 	}
 	if _, err := r.waitNode(plan.Node, "drift accepted and a continue-as-new", func(s workflows.State) bool {
@@ -253,7 +289,7 @@ func (r *rec) control(plan config.Plan) error {
 	if err := h.Get(r.ctx, &pv); err != nil {
 		return err
 	}
-	if err := r.update(plan.Node, workflows.UpdateFlip, workflows.RequestInput{}); err != nil {
+	if err := r.update(plan.Node, workflows.UpdateFlip, workflows.RequestInput{Intent: r.sign(activities.ActFlip, activities.FlipArgs(plan), plan)}); err != nil {
 		return err
 	}
 	if err := r.c.GetWorkflow(r.ctx, id, "").Get(r.ctx, nil); err != nil {
@@ -266,7 +302,7 @@ func (r *rec) fleet() error {
 	members := []workflows.FleetMember{{Node: "rf1", Role: "control"}, {Node: "rf2", Role: "member"}, {Node: "rf3", Role: "member"}, {Node: "rf4", Role: "member"}}
 	fid := workflows.FleetID("rfleet")
 	if _, err := r.c.ExecuteWorkflow(r.ctx, client.StartWorkflowOptions{ID: fid, TaskQueue: workflows.TaskQueue}, workflows.FleetWorkflow,
-		workflows.FleetInput{Name: "rfleet", Members: members, HistoryLimit: 60}); err != nil {
+		workflows.FleetInput{Name: "rfleet", Members: members, HistoryLimit: 60, Intent: r.sign(activities.ActFleet, nil, r.plans...)}); err != nil {
 		return err
 	}
 	if _, err := r.waitNode("rf2", "rf2 adopted", func(s workflows.State) bool { return s.Phase == workflows.PhaseAdopted }); err != nil {
@@ -315,8 +351,8 @@ func (r *rec) fleet() error {
 	if _, err := r.waitNode("rf3", "rf3 adopted", func(s workflows.State) bool { return s.Phase == workflows.PhaseAdopted }); err != nil {
 		return err
 	}
-	for _, n := range []string{"rf1", "rf2", "rf3", "rf4"} {
-		if err := r.update(n, workflows.UpdateRelease, workflows.RequestInput{}); err != nil {
+	for _, p := range r.plans {
+		if err := r.update(p.Node, workflows.UpdateRelease, workflows.RequestInput{Intent: r.sign(activities.ActRelease, nil, p)}); err != nil {
 			return err
 		}
 	}

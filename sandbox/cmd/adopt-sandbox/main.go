@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"adoption/config"
+	"adoption/internal/opkey"
 	"adoption/sandbox"
 )
 
@@ -222,7 +223,20 @@ func root() *cobra.Command {
 	}
 	relay.Flags().StringVar(&listen, "listen", "", "HOST:PORT to accept on")
 	relay.Flags().StringVar(&to, "to", "", "HOST:PORT to relay to")
-	r.AddCommand(up, down, serve, connect, hammer, get, images, relay)
+	operatorKey := &cobra.Command{
+		Use:   "operator-key PATH",
+		Short: "Write a new operator key (ed25519, 0600, PATH.pub beside it) for a sandbox run: nodes raised with " + sandbox.OperatorKeyEnv + "=PATH trust it and sign with it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			k, err := opkey.Generate(filepath.Dir(a[0]), filepath.Base(a[0]), "sandbox-operator")
+			if err != nil {
+				return err
+			}
+			fmt.Println(k.Public)
+			return nil
+		},
+	}
+	r.AddCommand(up, down, serve, connect, hammer, get, images, relay, operatorKey)
 	return r
 }
 
