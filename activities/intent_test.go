@@ -17,8 +17,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"adoption/config"
-	"adoption/internal/opkey"
 	"adoption/intent"
+	"adoption/internal/opkey"
 )
 
 const productWorkflow = "node-migration/n1"
