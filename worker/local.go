@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"adoption/activities"
 	"adoption/config"
 	"adoption/custody"
 	"adoption/failpoint"
+	"adoption/intent"
 )
 
 // localAuthority re-reads the node's configuration for each request.
@@ -56,6 +58,13 @@ func startChecks(cfg *config.Config, cfgPath string, logger *slog.Logger) error 
 			" act (adopt, migrate, flip, release); list the operators' public keys in authority.operators and remove authority.unsigned")
 	} else {
 		logger.Info("requests must carry an intent signed by an operator's key", "operators", ops.Len(), "intents", activities.IntentsDir(cfg.Node.StateDir))
+	}
+	// The records of intents expired are no longer needed: their expiry
+	// refuses them.
+	if n, err := (intent.Nonces{Dir: activities.IntentsDir(cfg.Node.StateDir)}).Prune(time.Now()); err != nil {
+		logger.Warn("prune the records of expired intents", "error", err.Error())
+	} else if n > 0 {
+		logger.Info("pruned the records of expired intents", "removed", n)
 	}
 	if v, set := os.LookupEnv(failpoint.EnvVar); set && !failpoint.Enabled {
 		logger.Error(fmt.Sprintf("%s is set (%q) but this is a production build of adopt-worker: IGNORED, no failpoint is armed (failpoints exist only in builds with -tags %s)",
