@@ -17,6 +17,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"adoption/config"
+	"adoption/firewall/flip"
 	"adoption/intent"
 	"adoption/internal/opkey"
 )
@@ -107,7 +108,7 @@ type call struct {
 
 func stateChanging() []call {
 	mod := map[string]string{"module": "app"}
-	flip := map[string]string{"drop": ""}
+	flipArgs := map[string]string{"drop": ""}
 	return []call{
 		{"Adopt", ActStart, nil, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.Adopt(ctx, AdoptInput{Plan: p, WorkflowID: productWorkflow, Intent: s})
@@ -118,7 +119,7 @@ func stateChanging() []call {
 			return err
 		}},
 		{"OpenRules foundation", ActStart, nil, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: OwnerFoundation, Ports: []config.Port{{Num: 5001, Proto: "tcp"}}, Intent: s})
+			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: flip.OwnerFoundation, Ports: []config.Port{{Num: 5001, Proto: "tcp"}}, Intent: s})
 			return err
 		}},
 		{"OpenRules module", ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
@@ -161,19 +162,19 @@ func stateChanging() []call {
 			_, err := a.AcceptDrift(ctx, DriftInput{Plan: p, Intent: s})
 			return err
 		}},
-		{"Flip", ActFlip, flip, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"Flip", ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout, Preview: true, Intent: s})
 			return err
 		}},
-		{"ConfirmFlip with commit", ActFlip, flip, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"ConfirmFlip with commit", ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1", Commit: true, Intent: s})
 			return err
 		}},
-		{"CommitFlip", ActFlip, flip, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"CommitFlip", ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.CommitFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1", Intent: s})
 			return err
 		}},
-		{"RevertFlip", ActFlip, flip, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"RevertFlip", ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.RevertFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1", Intent: s})
 			return err
 		}},

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/mock"
 
 	"adoption/activities"
-	"adoption/firewall"
+	"adoption/firewall/eval"
 	"adoption/intent"
 )
 
@@ -22,7 +22,7 @@ func (s *NodeSuite) TestIntentsTravelWithTheirRequests() {
 	s.env.OnActivity(a.Probe, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.ProbeInput) (*activities.ProbeReport, error) {
 			got["probe"] = in.Intent
-			return &activities.ProbeReport{Node: "n1", Firewall: firewall.Report{Kind: "iptables-nft"}}, nil
+			return &activities.ProbeReport{Node: "n1", Firewall: eval.Report{Kind: "iptables-nft"}}, nil
 		}).Once()
 	s.env.OnActivity(a.Adopt, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.AdoptInput) (*activities.AdoptResult, error) {
