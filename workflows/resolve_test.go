@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"adoption/activities"
+	"adoption/intent"
 )
 
 // A preflight refused on a conflicting key records the conflict (path and
@@ -20,6 +21,7 @@ func (s *NodeSuite) TestConflictResolvedByDecision() {
 	s.expectRelease()
 	const path = "/srv/mail/mail.env"
 	var seen [][]activities.FileDecision
+	decided := &intent.Signed{Payload: []byte("resolve LEVEL"), Signature: []byte("sig")} // travels to the node with the decision
 	s.env.OnActivity(a.CutoverPreflight, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.ModuleInput) (*activities.CutoverResult, error) {
 			seen = append(seen, in.Decisions)
@@ -48,7 +50,7 @@ func (s *NodeSuite) TestConflictResolvedByDecision() {
 	s.env.RegisterDelayedCallback(func() {
 		update("u1", ResolveInput{Path: path, Key: "MODE", Take: "mesh"}, &noConflict, func(any) { s.Fail("MODE has no conflict") })
 		update("u2", ResolveInput{Path: path, Key: "LEVEL", Take: "both"}, &badSide, func(any) { s.Fail("bad side accepted") })
-		update("u3", ResolveInput{Path: path, Key: "LEVEL", Take: "mesh"}, &none, func(v any) { res = v.(ResolveResult) })
+		update("u3", ResolveInput{Path: path, Key: "LEVEL", Take: "mesh", Intent: decided}, &none, func(v any) { res = v.(ResolveResult) })
 	}, 3*time.Minute)
 	s.signal(4*time.Minute, SignalRetry, "mail")
 	s.signal(10*time.Minute, SignalRelease, "")
@@ -69,7 +71,7 @@ func (s *NodeSuite) TestConflictResolvedByDecision() {
 
 	s.Require().Len(seen, 2)
 	s.Empty(seen[0])
-	s.Equal([]activities.FileDecision{{Path: path, Key: "LEVEL", Take: "mesh"}}, seen[1])
+	s.Equal([]activities.FileDecision{{Path: path, Key: "LEVEL", Take: "mesh", Intent: decided}}, seen[1])
 	s.Equal(ModuleMigrated, st.module("mail").State)
 	s.Empty(st.module("mail").Conflicts)
 	s.Require().Len(st.Decisions, 1)
