@@ -2,10 +2,14 @@ package main
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
 
 	"adoption/activities"
 	"adoption/config"
@@ -129,5 +133,50 @@ func TestAFleetIsOneIntent(t *testing.T) {
 		if v.Expires.Sub(v.Issued) != 12*time.Hour {
 			t.Errorf("fleet intent lifetime %s, want 12h", v.Expires.Sub(v.Issued))
 		}
+	}
+}
+
+// TestSignsWithSSHAgent: without a key file the CLI signs with the one key
+// ssh-agent holds, as git does.
+func TestSignsWithSSHAgent(t *testing.T) {
+	k := testKey(t)
+	b, err := os.ReadFile(k.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := ssh.ParseRawPrivateKey(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring := agent.NewKeyring()
+	if err := ring.Add(agent.AddedKey{PrivateKey: raw}); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _ = agent.ServeAgent(ring, c); c.Close() }()
+		}
+	}()
+	t.Setenv("SSH_AUTH_SOCK", sock)
+	cfg, plan := signedNode(t, "authority:\n  operators: [\""+k.Public+"\"]\n")
+	f := nodeFake(workflows.UpdateRelease, nil, true)
+	f.results[workflows.UpdateRelease] = workflows.RequestResult{Queued: 1}
+	if code, out, errs := runCLI(t, f, "release", "n1", "--config", cfg); code != exitOK {
+		t.Fatalf("release signed by the agent: exit %d\n%s%s", code, out, errs)
+	}
+	in := f.updates[0].arg.(workflows.RequestInput)
+	ops, _ := intent.ParseOperators(k.Public)
+	if _, err := intent.Verify(in.Intent, ops, intent.Want{Node: "n1", PlanHash: plan.Hash(), Actions: []string{"release"}}, time.Now()); err != nil {
+		t.Fatalf("the agent's signature: %v", err)
 	}
 }
