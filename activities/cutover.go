@@ -69,7 +69,7 @@ type CutoverResult struct {
 // container of that name is found and recorded (mounts, ports, networks,
 // restart policy). Any refusal is non-retryable: the node is unchanged.
 func (a *Activities) CutoverPreflight(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	auth, m, _, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, in.Decisions)
+	auth, m, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, in.Decisions)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +131,7 @@ func (a *Activities) portsHeldOnlyBy(ctx context.Context, m config.ModulePlan) e
 // request naming other mounts or networks (a bind mount of /, the Docker
 // socket, network=host) is refused.
 func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*CutoverResult, error) {
-	auth, m, _, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
+	auth, m, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +194,7 @@ func isEmptyJSON(b []byte) bool {
 // with the mode asked for (else the one found) and the owner found. What was
 // found stays in custody for a rollback.
 func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	auth, m, _, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, in.Decisions)
+	auth, m, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, in.Decisions)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +217,7 @@ func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*Cutove
 // CutoverSwap stops the predecessor, renames it <name>.predecessor, renames
 // the new container to <name> and starts it. Resumable at every sub-step.
 func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	auth, m, _, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
+	auth, m, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +233,7 @@ func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverR
 // CutoverWaitHealthy waits for the new container: its own healthcheck when
 // it has one, otherwise the module's health (TCP connect or HTTP GET).
 func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	_, m, _, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
+	_, m, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +277,7 @@ func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*C
 // predecessor renamed back and started, the module's files restored from
 // custody byte for byte. Every step is idempotent.
 func (a *Activities) CutoverRollback(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	_, m, _, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
+	_, m, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -354,19 +354,18 @@ func (a *Activities) module(ctx context.Context, p config.Plan, name string) (*A
 // signedModule is module for a cutover step: the request's intent must be
 // the operator's migrate or retry of that module, and each decision it
 // carries the operator's resolve.
-func (a *Activities) signedModule(ctx context.Context, p config.Plan, name string, signed *intent.Signed, ds []FileDecision) (*Authority, config.ModulePlan, *intent.Verified, error) {
+func (a *Activities) signedModule(ctx context.Context, p config.Plan, name string, signed *intent.Signed, ds []FileDecision) (*Authority, config.ModulePlan, error) {
 	auth, m, err := a.module(ctx, p, name)
 	if err != nil {
-		return nil, m, nil, err
+		return nil, m, err
 	}
-	v, err := a.checkIntent(ctx, auth, signed, moduleIntent(m.Name))
-	if err == nil {
-		err = a.checkDecisions(ctx, auth, ds)
+	if _, err := a.checkIntent(ctx, auth, signed, moduleIntent(m.Name)); err != nil {
+		return nil, m, err
 	}
-	if err != nil {
-		return nil, m, nil, err
+	if err := a.checkDecisions(ctx, auth, ds); err != nil {
+		return nil, m, err
 	}
-	return auth, m, v, nil
+	return auth, m, nil
 }
 
 // progress heartbeats every cutover sub-step, and lets a test kill the
