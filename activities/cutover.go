@@ -277,8 +277,11 @@ func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*C
 // predecessor renamed back and started, the module's files restored from
 // custody byte for byte. Every step is idempotent.
 func (a *Activities) CutoverRollback(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	_, m, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
+	auth, m, err := a.module(ctx, in.Plan, in.Module)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := a.checkUndo(ctx, auth, in.Intent, moduleIntent(m.Name)); err != nil {
 		return nil, err
 	}
 	res := &CutoverResult{Step: "rolled back"}

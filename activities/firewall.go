@@ -184,7 +184,7 @@ func (a *Activities) CloseRules(ctx context.Context, in RulesInput) (*RulesResul
 	if err != nil {
 		return nil, err
 	}
-	v, err := a.checkIntent(ctx, auth, in.Intent, ownerIntent(in.Owner))
+	v, err := a.checkUndo(ctx, auth, in.Intent, ownerIntent(in.Owner))
 	if err != nil {
 		return nil, err
 	}

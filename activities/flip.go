@@ -445,7 +445,7 @@ func (a *Activities) RevertFlip(ctx context.Context, in ConfirmInput) (*FlipResu
 	if err != nil {
 		return nil, err
 	}
-	v, err := a.checkIntent(ctx, auth, in.Intent, flipIntent(auth.Plan, false))
+	v, err := a.checkUndo(ctx, auth, in.Intent, flipIntent(auth.Plan, false))
 	if err != nil {
 		return nil, err
 	}

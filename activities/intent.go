@@ -10,9 +10,12 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -129,29 +132,71 @@ func callingWorkflow(ctx context.Context) string {
 // A node whose file says authority.unsigned (and lists no operator) acts
 // without one. The verified intent is returned for spendIntent.
 func (a *Activities) checkIntent(ctx context.Context, auth *Authority, signed *intent.Signed, forms []allowed) (*intent.Verified, error) {
+	return a.claim(ctx, auth, signed, forms, false)
+}
+
+// checkUndo is checkIntent for the way back (a cutover's rollback, a
+// flip's revert): an intent that has expired since this node first acted
+// on it for this workflow still serves to undo what it began, so that the
+// way back never depends on how long the way there took.
+func (a *Activities) checkUndo(ctx context.Context, auth *Authority, signed *intent.Signed, forms []allowed) (*intent.Verified, error) {
+	return a.claim(ctx, auth, signed, forms, true)
+}
+
+func (a *Activities) claim(ctx context.Context, auth *Authority, signed *intent.Signed, forms []allowed, undo bool) (*intent.Verified, error) {
 	if auth.Operators.Len() == 0 && auth.Unsigned {
 		return nil, nil
 	}
 	now := time.Now()
-	var v *intent.Verified
-	var err error
-	for _, f := range forms {
-		v, err = intent.Verify(signed, auth.Operators, intent.Want{Node: a.Node, PlanHash: auth.Plan.Hash(), Actions: f.actions, Args: f.args}, now)
-		var r *intent.Refusal
-		if err == nil || !errors.As(err, &r) || r.Reason != intent.WrongAction {
-			break
-		}
+	v, err := a.verify(auth, signed, forms, now)
+	var r *intent.Refusal
+	if undo && errors.As(err, &r) && r.Reason == intent.Expired {
+		v, err = a.begun(auth, signed, forms, err)
 	}
 	if err == nil {
 		err = intent.Nonces{Dir: auth.Intents}.Claim(signed, v, callingWorkflow(ctx), now)
 	}
-	var r *intent.Refusal
 	if errors.As(err, &r) {
 		heartbeat(ctx, "refused: intent "+r.Reason)
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("refused by node %s: %v; nothing was changed", a.Node, err), ErrIntentRefused, nil, r.Reason)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("record the intent's nonce: %w", err)
+	}
+	return v, nil
+}
+
+// verify is intent.Verify for the first of forms whose action the intent
+// names.
+func (a *Activities) verify(auth *Authority, signed *intent.Signed, forms []allowed, at time.Time) (*intent.Verified, error) {
+	var v *intent.Verified
+	var err error
+	for _, f := range forms {
+		v, err = intent.Verify(signed, auth.Operators, intent.Want{Node: a.Node, PlanHash: auth.Plan.Hash(), Actions: f.actions, Args: f.args}, at)
+		var r *intent.Refusal
+		if err == nil || !errors.As(err, &r) || r.Reason != intent.WrongAction {
+			break
+		}
+	}
+	return v, err
+}
+
+var nonceRE = regexp.MustCompile(`^[0-9a-f]{16,64}$`)
+
+// begun is an expired intent verified as of its issue time, if the node
+// holds a record of acting on it (Claim then decides whether for this
+// workflow, and whether its operation has ended); else expired stays.
+func (a *Activities) begun(auth *Authority, signed *intent.Signed, forms []allowed, expired error) (*intent.Verified, error) {
+	var in intent.Intent
+	if json.Unmarshal(signed.Payload, &in) != nil {
+		return nil, expired
+	}
+	v, err := a.verify(auth, signed, forms, in.Issued)
+	if err != nil || !nonceRE.MatchString(v.Nonce) {
+		return nil, expired
+	}
+	if _, err := os.Stat(filepath.Join(auth.Intents, v.Nonce+".json")); err != nil {
+		return nil, expired // never acted on: nothing to undo under it
 	}
 	return v, nil
 }

@@ -366,3 +366,47 @@ func mustOps(t *testing.T, s ssh.Signer) *intent.Operators {
 	must(t, err)
 	return ops
 }
+
+// TestTheWayBackOutlivesTheIntent: an intent the node acted on in time
+// still serves, after it expired, to undo what it began (a cutover's
+// rollback and closing its rules, a flip's revert), for the same workflow
+// only; going further under it is refused as expired.
+func TestTheWayBackOutlivesTheIntent(t *testing.T) {
+	sn := newSignedNode(t)
+	ctx := WithWorkflow(context.Background(), productWorkflow)
+	p := clone(t, sn.plan)
+	issued := time.Now().Add(-2 * time.Hour)
+	mod := map[string]string{"module": "app"}
+	mig := sn.sign(t, sn.op, "n1", p.Hash(), ActMigrate, mod, issued, time.Hour)
+	flipped := sn.sign(t, sn.op, "n1", p.Hash(), ActFlip, map[string]string{"drop": ""}, issued, time.Hour)
+	for _, c := range []struct {
+		s    *intent.Signed
+		want intent.Want
+	}{
+		{mig, intent.Want{Node: "n1", PlanHash: p.Hash(), Actions: []string{ActMigrate}, Args: mod}},
+		{flipped, intent.Want{Node: "n1", PlanHash: p.Hash(), Actions: []string{ActFlip}, Args: map[string]string{"drop": ""}}},
+	} {
+		v, err := intent.Verify(c.s, mustOps(t, sn.op), c.want, issued.Add(time.Minute))
+		must(t, err)
+		must(t, intent.Nonces{Dir: sn.nonces}.Claim(c.s, v, productWorkflow, issued.Add(time.Minute)))
+	}
+	if _, err := sn.a.CutoverSwap(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig}); refusedFor(err) != intent.Expired {
+		t.Fatalf("going on under an expired intent: %v", err)
+	}
+	if _, err := sn.a.CutoverRollback(WithWorkflow(context.Background(), "evil/n1"), ModuleInput{Plan: p, Module: "app", Intent: mig}); refusedFor(err) != intent.Replayed {
+		t.Fatalf("another workflow undoing under it: %v", err)
+	}
+	if _, err := sn.a.CutoverRollback(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig}); refusedFor(err) != "" {
+		t.Fatalf("the rollback of what the intent began: %v", err)
+	}
+	if _, err := sn.a.CloseRules(ctx, RulesInput{Plan: p, Owner: "app", Intent: mig}); refusedFor(err) != "" {
+		t.Fatalf("closing the rules of what the intent began: %v", err)
+	}
+	if _, err := sn.a.RevertFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1", Intent: flipped}); refusedFor(err) != "" {
+		t.Fatalf("the revert of what the intent began: %v", err)
+	}
+	// CloseRules ended the cutover's rollback: the intent is spent.
+	if _, err := sn.a.CutoverRollback(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig}); refusedFor(err) != intent.Replayed {
+		t.Fatalf("after its rollback ended: %v", err)
+	}
+}
