@@ -209,6 +209,9 @@ func checkSpec(auth *Authority, spec flip.MeshSpec) error {
 	if config.Diff(config.Plan{Drop: spec.Drop}, config.Plan{Drop: p.Drop}) != nil {
 		return notDeclared("the mesh ruleset's dropped ports (%s) are not flip.drop of node %s (%s)", portsText(spec.Drop), p.Node, portsText(p.Drop))
 	}
+	if config.Diff(config.Plan{Widen: spec.Widen}, config.Plan{Widen: p.Widen}) != nil {
+		return notDeclared("the mesh ruleset's widened ports (%s) are not flip.widen of node %s (%s)", portsText(spec.Widen), p.Node, portsText(p.Widen))
+	}
 	return nil
 }
 

@@ -45,6 +45,7 @@ func (p Plan) normalized() Plan {
 	q := p
 	q.ManagementPorts = sortPorts(p.ManagementPorts)
 	q.Drop = sortPorts(p.Drop)
+	q.Widen = sortPorts(p.Widen)
 	q.Control = sortStrings(p.Control)
 	q.NodeFiles = sortFiles(p.NodeFiles)
 	q.Foundation = nil

@@ -134,6 +134,12 @@ type Health struct {
 
 type Flip struct {
 	Drop           []string      `mapstructure:"drop" json:"drop"`
+	// Widen lists the ports (PORT/PROTO or FROM-TO/PROTO) whose found
+	// restriction (sources, interfaces, deny lists, rate limits) the flip
+	// may let go: the mesh opens them to every source. Any other port the
+	// found firewall restricts keeps its restriction, or the preview
+	// refuses.
+	Widen []string `mapstructure:"widen" json:"widen,omitempty"`
 	ConfirmTimeout time.Duration `mapstructure:"confirm_timeout" json:"confirm_timeout"`
 	// MaxConfirmTimeout bounds confirm_timeout: past it a flip that cut the
 	// node off would stay in force too long for its watchdog to matter.
@@ -177,6 +183,7 @@ var defaults = map[string]any{
 	"node.management_ports":       []string{"22/tcp"},
 	"predecessor.control":         []string{},
 	"flip.drop":                   []string{},
+	"flip.widen":                  []string{},
 	"flip.confirm_timeout":        "2m",
 	"flip.max_confirm_timeout":    "30m",
 	"firewall.reconcile_interval": "1m",

@@ -23,6 +23,7 @@ type Plan struct {
 	NodeFiles         []FilePlan    `json:"node_files"`
 	Control           []string      `json:"control"`
 	Drop              []Port        `json:"drop"`
+	Widen             []Port        `json:"widen,omitempty"`
 	ConfirmTimeout    time.Duration `json:"confirm_timeout"`
 	ReconcileInterval time.Duration `json:"reconcile_interval"`
 	DriftInterval     time.Duration `json:"drift_interval"`
@@ -71,6 +72,7 @@ func (c *Config) Plan() Plan {
 		ManagementPorts:   MustPorts(c.Node.ManagementPorts),
 		Control:           append([]string(nil), c.Predecessor.Control...),
 		Drop:              MustPortRanges(c.Flip.Drop),
+		Widen:             MustPortRanges(c.Flip.Widen),
 		ConfirmTimeout:    c.Flip.ConfirmTimeout,
 		ReconcileInterval: c.Firewall.ReconcileInterval,
 		DriftInterval:     c.Drift.Interval,

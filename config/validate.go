@@ -108,6 +108,11 @@ func (c *Config) Validate() error {
 			v.add(fmt.Sprintf("flip.drop[%d]", i), p, err.Error()+"; write PORT/PROTO or FROM-TO/PROTO, e.g. 25/tcp or 9000-9010/tcp")
 		}
 	}
+	for i, p := range c.Flip.Widen {
+		if _, err := ParsePortRange(p); err != nil {
+			v.add(fmt.Sprintf("flip.widen[%d]", i), p, err.Error()+"; write PORT/PROTO or FROM-TO/PROTO, e.g. 8080/tcp or 9000-9010/tcp")
+		}
+	}
 	if c.Flip.ConfirmTimeout <= 0 {
 		v.add("flip.confirm_timeout", c.Flip.ConfirmTimeout.String(), "a positive duration such as 2m")
 	}

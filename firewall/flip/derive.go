@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sort"
 	"strings"
 
 	"github.com/google/nftables"
@@ -39,6 +40,19 @@ const (
 type Allow struct {
 	Port  config.Port `json:"port"`
 	Owner string      `json:"owner"`
+	// Carried, when set, is the found firewall's restriction of the port,
+	// kept in the mesh's table (EffectiveSpec fills it): per family, who
+	// may connect; a family not listed stays closed. Nil: every source.
+	Carried []Reach `json:"carried,omitempty"`
+}
+
+// Reach is who may connect to a kept port in one family: the sources in
+// From (empty: any), except those in Except. Both become sets of table
+// inet adoption.
+type Reach struct {
+	Family string         `json:"family"`
+	From   []netip.Prefix `json:"from,omitempty"`
+	Except []netip.Prefix `json:"except,omitempty"`
 }
 
 // MeshSpec is what the mesh's own ruleset for one node is derived from.
@@ -53,6 +67,10 @@ type MeshSpec struct {
 	// Drop lists the ports the operator deliberately drops at the flip; the
 	// preview only reads it.
 	Drop []config.Port `json:"drop"`
+	// Widen lists the ports whose found restriction the operator lets go
+	// (flip.widen): they are open to every source after the flip, and the
+	// preview approves their widening.
+	Widen []config.Port `json:"widen,omitempty"`
 	// DHCP4 and DHCP6 keep the DHCP client's replies (udp 67 -> 68, and
 	// 547 -> 546 from link-local). They are not the plan's to set: the
 	// preview and the flip set them from the found firewall (DeriveFor).
@@ -69,7 +87,18 @@ type Derived struct {
 	// once written (handles 0).
 	Ruleset *firewall.Ruleset `json:"ruleset"`
 	rules   []derivedRule
+	sets    []derivedSet
 }
+
+// derivedSet is a named set of source addresses of table inet adoption: a
+// carried restriction.
+type derivedSet struct {
+	name   string
+	family string
+	ranges []addrRange
+}
+
+type addrRange struct{ lo, hi netip.Addr }
 
 type derivedRule struct {
 	chain   string
@@ -142,10 +171,20 @@ func Derive(spec MeshSpec) (*Derived, error) {
 		rules = append(rules, derivedRule{chain: firewall.HookInput, comment: base("dhcp6"), text: "meta nfproto ipv6 ip6 saddr fe80::/10 udp sport 547 udp dport 546 accept",
 			exprs: dhcpExprs(unix.NFPROTO_IPV6, 547, 546)})
 	}
+	var sets []derivedSet
 	for _, a := range dedupe(spec.Input) {
 		mk := marks.Mark{Node: node, Owner: a.Owner, Port: a.Port.Num, Proto: a.Port.Proto}
-		rules = append(rules, derivedRule{chain: firewall.HookInput, exprs: marks.MarkExprs(a.Port.Num, a.Port.Proto), comment: mk.Comment(),
-			text: fmt.Sprintf("meta l4proto %s th dport %d counter accept", a.Port.Proto, a.Port.Num)})
+		if a.Carried == nil {
+			rules = append(rules, derivedRule{chain: firewall.HookInput, exprs: marks.MarkExprs(a.Port.Num, a.Port.Proto), comment: mk.Comment(),
+				text: fmt.Sprintf("meta l4proto %s th dport %d counter accept", a.Port.Proto, a.Port.Num)})
+			continue
+		}
+		for _, r := range a.Carried {
+			pre, text, ss := carriedExprs(firewall.HookInput, a.Port, r)
+			sets = append(sets, ss...)
+			rules = append(rules, derivedRule{chain: firewall.HookInput, exprs: append(pre, marks.MarkExprs(a.Port.Num, a.Port.Proto)...), comment: mk.Comment(),
+				text: text + fmt.Sprintf("meta l4proto %s th dport %d counter accept", a.Port.Proto, a.Port.Num)})
+		}
 	}
 	egress := fmt.Sprintf("%s%s:%s:egress", firewall.MarkPrefix, node, OwnerContainers)
 	for _, b := range firewall.DockerBridges {
@@ -163,15 +202,23 @@ func Derive(spec MeshSpec) (*Derived, error) {
 			&expr.Counter{},
 			&expr.Verdict{Kind: expr.VerdictAccept},
 		)
-		rules = append(rules, derivedRule{chain: firewall.HookForward, exprs: ex, comment: mk.Comment(),
-			text: fmt.Sprintf("ct status dnat meta l4proto %s ct original proto-dst %d counter accept", a.Port.Proto, a.Port.Num)})
+		text := fmt.Sprintf("ct status dnat meta l4proto %s ct original proto-dst %d counter accept", a.Port.Proto, a.Port.Num)
+		if a.Carried == nil {
+			rules = append(rules, derivedRule{chain: firewall.HookForward, exprs: ex, comment: mk.Comment(), text: text})
+			continue
+		}
+		for _, r := range a.Carried {
+			pre, ptext, ss := carriedExprs(firewall.HookForward, a.Port, r)
+			sets = append(sets, ss...)
+			rules = append(rules, derivedRule{chain: firewall.HookForward, exprs: append(pre, ex...), comment: mk.Comment(), text: ptext + text})
+		}
 	}
 	for _, r := range rules {
 		if len(r.comment) > marks.MaxCommentLen {
 			return nil, fmt.Errorf("rule comment %q is %d bytes, longer than the %d a rule comment holds", r.comment, len(r.comment), marks.MaxCommentLen)
 		}
 	}
-	d := &Derived{Spec: spec, rules: rules}
+	d := &Derived{Spec: spec, rules: rules, sets: sets}
 	d.Ruleset = d.model()
 	return d, nil
 }
@@ -220,9 +267,20 @@ func validateSpec(spec MeshSpec) error {
 
 func (d *Derived) model() *firewall.Ruleset {
 	t := firewall.Table{Family: firewall.FamilyInet, Name: firewall.MeshTable}
+	known := map[string]*firewall.Set{}
+	for _, s := range d.sets {
+		keyLen := 4
+		if s.family == firewall.FamilyIP6 {
+			keyLen = 16
+		}
+		t.Sets = append(t.Sets, firewall.Set{Name: s.name, Interval: true, KeyLen: keyLen, Elements: s.elements()})
+	}
+	for i := range t.Sets {
+		known[t.Sets[i].Name] = &t.Sets[i]
+	}
 	for _, hook := range []string{firewall.HookInput, firewall.HookForward} {
 		ch := firewall.Chain{Name: hook, Hook: hook, Priority: 0, Policy: "drop", Type: "filter", Rules: []firewall.Rule{}}
-		dec := nft.Decoder{Family: firewall.FamilyInet, Sets: map[string]*firewall.Set{}, SetsKnown: true}
+		dec := nft.Decoder{Family: firewall.FamilyInet, Sets: known, SetsKnown: true}
 		for _, r := range d.rules {
 			if r.chain != hook {
 				continue
@@ -243,6 +301,9 @@ func (d *Derived) model() *firewall.Ruleset {
 func (d *Derived) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table inet %s {\n", firewall.MeshTable)
+	for _, s := range d.sets {
+		b.WriteString(s.text() + "\n")
+	}
 	for i, hook := range []string{firewall.HookInput, firewall.HookForward} {
 		if i > 0 {
 			b.WriteString("\n")
@@ -271,8 +332,35 @@ func (d *Derived) queue(c *nftables.Conn) {
 		chains[hook.name] = c.AddChain(&nftables.Chain{Name: hook.name, Table: t, Type: nftables.ChainTypeFilter,
 			Hooknum: hook.num, Priority: nftables.ChainPriorityFilter, Policy: &drop})
 	}
+	ids := map[string]uint32{}
+	for _, s := range d.sets {
+		typ := nftables.TypeIPAddr
+		if s.family == firewall.FamilyIP6 {
+			typ = nftables.TypeIP6Addr
+		}
+		ns := &nftables.Set{Table: t, Name: s.name, KeyType: typ, Interval: true}
+		var els []nftables.SetElement
+		for _, e := range s.elements() {
+			els = append(els, nftables.SetElement{Key: e.Key, IntervalEnd: e.IntervalEnd})
+		}
+		// Every name is the derived ruleset's own and every element valid:
+		// AddSet fails only on an anonymous set that is not constant.
+		_ = c.AddSet(ns, els)
+		ids[s.name] = ns.ID
+	}
 	for _, r := range d.rules {
-		c.AddRule(&nftables.Rule{Table: t, Chain: chains[r.chain], Exprs: r.exprs, UserData: commentData(r.comment)})
+		exprs := r.exprs
+		for i, e := range exprs {
+			if l, ok := e.(*expr.Lookup); ok {
+				if id, ok := ids[l.SetName]; ok {
+					cp := *l
+					cp.SetID = id
+					exprs = append([]expr.Any(nil), exprs...)
+					exprs[i] = &cp
+				}
+			}
+		}
+		c.AddRule(&nftables.Rule{Table: t, Chain: chains[r.chain], Exprs: exprs, UserData: commentData(r.comment)})
 	}
 }
 
@@ -325,9 +413,35 @@ func DeriveFor(found *firewall.Ruleset, spec MeshSpec) (*Derived, error) {
 // firewall decided from it: what Flip applies for spec on found. The flip
 // record keeps it, so the boot file and the guard's Reassert, which have no
 // found firewall to look at, write the very table the flip wrote.
+//
+// Each kept port carries the found firewall's restriction (Allow.Carried):
+// the sources from which a new connection reaches it now, per family,
+// unless it is in spec.Widen. The restriction is read with nothing known
+// of the node (its interfaces), so the preview and the flip derive the
+// same table.
 func EffectiveSpec(found *firewall.Ruleset, spec MeshSpec) MeshSpec {
 	spec.DHCP4 = acceptsReply(found, firewall.FamilyIP, eval.Atom{Other: true}, netip.Addr{}, 67, 68)
 	spec.DHCP6 = acceptsReply(found, firewall.FamilyIP6, eval.Atom{Prefix: netip.MustParsePrefix("fe80::/64")}, netip.MustParseAddr("fe80::1"), 547, 546)
+	if found == nil {
+		return spec
+	}
+	widen := map[config.Port]bool{}
+	for _, p := range spec.Widen {
+		widen[p] = true
+	}
+	r := eval.NewReacher(found, firewall.Node{})
+	for _, l := range []struct {
+		hook string
+		as   *[]Allow
+	}{{firewall.HookInput, &spec.Input}, {firewall.HookForward, &spec.Forward}} {
+		as := make([]Allow, len(*l.as))
+		for i, a := range *l.as {
+			as[i] = carry(r, l.hook, a, widen)
+		}
+		if *l.as != nil {
+			*l.as = as
+		}
+	}
 	return spec
 }
 
@@ -341,4 +455,126 @@ func acceptsReply(found *firewall.Ruleset, fam string, src eval.Atom, dst netip.
 	r := e.Hook(eval.BaseChains(found, firewall.HookInput, fam, nil), eval.Packet{Hook: firewall.HookInput, Family: fam, Proto: unix.IPPROTO_UDP,
 		Port: dport, OrigPort: dport, Sport: sport, Src: src, Dst: dst})
 	return r.Accept
+}
+
+// carriedExprs are the conditions that keep restriction r of a port at
+// hook: "meta nfproto F [F saddr @S_from] [F saddr != @S_except] ", with
+// the sets they look up.
+func carriedExprs(hook string, port config.Port, r Reach) ([]expr.Any, string, []derivedSet) {
+	nfproto, kw, off, n := byte(unix.NFPROTO_IPV4), "ip", uint32(12), uint32(4)
+	fam := "ipv4"
+	if r.Family == firewall.FamilyIP6 {
+		nfproto, kw, off, n, fam = unix.NFPROTO_IPV6, "ip6", 8, 16, "ipv6"
+	}
+	ex := []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nfproto}},
+	}
+	text := "meta nfproto " + fam + " "
+	var sets []derivedSet
+	for _, l := range []struct {
+		what   string
+		ps     []netip.Prefix
+		invert bool
+	}{{"from", r.From, false}, {"except", r.Except, true}} {
+		if len(l.ps) == 0 {
+			continue
+		}
+		s := derivedSet{name: fmt.Sprintf("%s_%d_%s_%s_%s", hook, port.Num, port.Proto, r.Family, l.what), family: r.Family, ranges: prefixRanges(l.ps)}
+		sets = append(sets, s)
+		ex = append(ex,
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
+			&expr.Lookup{SourceRegister: 1, SetName: s.name, Invert: l.invert})
+		op := ""
+		if l.invert {
+			op = "!= "
+		}
+		text += fmt.Sprintf("%s saddr %s@%s ", kw, op, s.name)
+	}
+	return ex, text, sets
+}
+
+// prefixRanges merges prefixes into the fewest address ranges (adjacent
+// and overlapping ones joined), sorted: an interval set holds no two
+// ranges that touch.
+func prefixRanges(ps []netip.Prefix) []addrRange {
+	rs := make([]addrRange, 0, len(ps))
+	for _, p := range ps {
+		rs = append(rs, addrRange{p.Masked().Addr(), nft.LastAddr(p)})
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].lo.Less(rs[j].lo) })
+	var out []addrRange
+	for _, r := range rs {
+		if n := len(out); n > 0 {
+			last := &out[n-1]
+			next := last.hi.Next()
+			if !next.IsValid() || !next.Less(r.lo) {
+				if last.hi.Less(r.hi) {
+					last.hi = r.hi
+				}
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// elements are the set's elements as the kernel holds them: a start
+// element per range, and an interval end one past its last address
+// (none for a range that ends the address space).
+func (s derivedSet) elements() []firewall.SetElement {
+	var out []firewall.SetElement
+	for _, r := range s.ranges {
+		out = append(out, firewall.SetElement{Key: r.lo.AsSlice()})
+		if end := r.hi.Next(); end.IsValid() {
+			out = append(out, firewall.SetElement{Key: end.AsSlice(), IntervalEnd: true})
+		}
+	}
+	return out
+}
+
+// text is the set's declaration in nft syntax.
+func (s derivedSet) text() string {
+	typ := "ipv4_addr"
+	if s.family == firewall.FamilyIP6 {
+		typ = "ipv6_addr"
+	}
+	var els []string
+	for _, r := range s.ranges {
+		ps, _ := nft.RangePrefixes(r.lo.AsSlice(), r.hi.AsSlice())
+		if len(ps) == 1 {
+			els = append(els, ps[0].String())
+		} else {
+			els = append(els, r.lo.String()+"-"+r.hi.String())
+		}
+	}
+	return fmt.Sprintf("\tset %s {\n\t\ttype %s\n\t\tflags interval\n\t\telements = { %s }\n\t}\n", s.name, typ, strings.Join(els, ", "))
+}
+
+// carry fills a's Carried from found: the sources from which found lets a
+// new connection to the port through at hook, per family. A port found
+// open to every source in every family, or open in none (a port the plan
+// opens anew), and a port in widen carries nothing.
+func carry(r *eval.Reacher, hook string, a Allow, widen map[config.Port]bool) Allow {
+	a.Carried = nil
+	if widen[a.Port] {
+		return a
+	}
+	var rs []Reach
+	plain, open := true, false
+	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+		s := r.At(hook, fam, a.Port.Proto, a.Port.Num)
+		if !s.Plain() {
+			plain = false
+		}
+		if s.Open() {
+			open = true
+			rs = append(rs, Reach{Family: fam, From: s.Only, Except: s.Except})
+		}
+	}
+	if !plain && open {
+		a.Carried = rs
+	}
+	return a
 }

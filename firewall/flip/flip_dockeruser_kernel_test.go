@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/fwtest"
@@ -51,7 +52,10 @@ func TestKernelFlipUfwDockerUser(t *testing.T) {
 
 	// The mesh declares 18080 and 18082, which ufw does not route: only if
 	// ufw-docker's rules are out of force does 18082 answer after the flip.
-	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp"), Forward: allow("web", "18080/tcp", "18082/tcp")}
+	// ufw-docker routes 18082 from private networks only; flip.widen lets
+	// that restriction go, so the peer's address (198.18.0.2) reaches it.
+	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp"), Forward: allow("web", "18080/tcp", "18082/tcp"),
+		Widen: config.MustPorts([]string{"18082/tcp"})}
 	found := n.List(t)
 	derived, err := DerivedFingerprint(found, spec)
 	if err != nil {

@@ -7,7 +7,9 @@ package flip
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
+	"strings"
 
 	"adoption/config"
 	"adoption/firewall"
@@ -19,6 +21,11 @@ import (
 const (
 	FateKept    = "kept"
 	FateClosing = "closing"
+	// FateWidening: after the flip a new connection passes from a source it
+	// does not pass from now (or passes surely where it passes now only
+	// under a condition the evaluator cannot decide, such as a rate limit).
+	// Refused unless the port is in flip.widen (Declared).
+	FateWidening = "widening"
 )
 
 // Fate is what the flip does to one port the found firewall opens now.
@@ -31,6 +38,11 @@ type Fate struct {
 	By string `json:"by,omitempty"`
 	// Dropped: closing, and in spec.Drop.
 	Dropped bool `json:"dropped,omitempty"`
+	// Declared: widening, and in spec.Widen.
+	Declared bool `json:"declared,omitempty"`
+	// Reason says why a widening or uncertain fate is one: the found
+	// restriction that would not be carried.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Preview says what a flip would do and whether it may go ahead.
@@ -139,7 +151,7 @@ func previewFlip(found, derived *firewall.Ruleset, spec MeshSpec, node firewall.
 			}
 			if stillOpen(afterOpen, o, uint16(s)) {
 				f.Fate = FateKept
-				f.By = keeper(derived, o.Direction, o.Family, o.Proto, uint16(s))
+				f.By = keeper(derived, o, uint16(s))
 			} else {
 				f.Dropped = dropped[config.Port{Num: uint16(s), Proto: o.Proto}] && (s == e || allDropped(dropped, o.Proto, s, e))
 			}
@@ -177,14 +189,20 @@ func previewFlip(found, derived *firewall.Ruleset, spec MeshSpec, node firewall.
 			}
 		}
 	}
+	p.widenings(found, after, derived, spec, node)
 	// A management port must be open after the flip, whether or not it is
-	// open now.
-	for _, a := range spec.Input {
+	// open now: in every family, or, where the found firewall restricts it
+	// (Allow.Carried), in every family it is open in now.
+	eff := EffectiveSpec(found, spec)
+	for _, a := range eff.Input {
 		if a.Owner != OwnerManagement {
 			continue
 		}
 		for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
-			if !stillOpen(afterOpen, firewall.Opening{Direction: firewall.HookInput, Family: fam, Proto: a.Port.Proto}, a.Port.Num) {
+			if a.Carried != nil && !slices.ContainsFunc(a.Carried, func(r Reach) bool { return r.Family == fam }) {
+				continue // closed now in fam, and kept so
+			}
+			if !openFromSome(afterOpen, firewall.HookInput, fam, a.Port) {
 				p.Reasons = append(p.Reasons, fmt.Sprintf("management port %s (input, %s) would not be open after the flip", a.Port, fam))
 			}
 		}
@@ -250,11 +268,66 @@ func stillOpen(after []firewall.Opening, o firewall.Opening, port uint16) bool {
 	return false
 }
 
+// openFromSome reports whether after surely opens port at hook in family
+// fam from some source.
+func openFromSome(after []firewall.Opening, hook, fam string, port config.Port) bool {
+	for _, a := range after {
+		if a.Direction == hook && a.Family == fam && a.Proto == port.Proto && !a.Uncertain && a.Port <= port.Num && port.Num <= firewall.PortEnd(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// widenings adds a widening fate for every region where the ruleset after
+// the flip lets a new connection through that found does not (or surely
+// where found does only under an undecided condition). Each refuses unless
+// every port of it is in spec.Widen.
+func (p *Preview) widenings(found, after, derived *firewall.Ruleset, spec MeshSpec, node firewall.Node) {
+	widen := map[config.Port]bool{}
+	for _, w := range spec.Widen {
+		widen[w] = true
+	}
+	for _, w := range eval.Widened(found, after, node) {
+		o := w.Opening
+		f := Fate{Opening: o, Fate: FateWidening, By: keeper(derived, o, o.Port)}
+		from := "any source"
+		if o.From != "" {
+			from = o.From
+		}
+		if w.Surer {
+			f.Reason = "passes now only under a condition the evaluator cannot decide, and after the flip without it"
+			if why := eval.Undecided(found, o.Direction, o.Family, o.Proto, o.Port); len(why) > 0 {
+				f.Reason += " (" + strings.Join(why, "; ") + "): that restriction cannot be carried"
+			}
+		} else {
+			f.Reason = "passes after the flip from " + from + ", which the found firewall does not let through"
+		}
+		all := true
+		for x := int(o.Port); x <= int(firewall.PortEnd(o)); x++ {
+			if !widen[config.Port{Num: uint16(x), Proto: o.Proto}] {
+				all = false
+				break
+			}
+		}
+		f.Declared = all
+		p.Fates = append(p.Fates, f)
+		if !all {
+			p.Reasons = append(p.Reasons, fmt.Sprintf("%s (%s) would widen: %s; carry the restriction, or declare the port in flip.widen", portSpec(o), describeOpening(o), f.Reason))
+		}
+	}
+}
+
 // keeper names the owner of the derived rule that accepts a new connection
 // to (proto, port): the first rule that surely matches, else the first that
 // may.
-func keeper(derived *firewall.Ruleset, hook, fam, proto string, port uint16) string {
-	pkt := eval.Packet{Hook: hook, Family: fam, Proto: marks.L4num(proto), Port: port, OrigPort: port, Src: eval.Atom{Other: true}}
+func keeper(derived *firewall.Ruleset, o firewall.Opening, port uint16) string {
+	hook := o.Direction
+	src := eval.Atom{Other: true}
+	if pfx, err := netip.ParsePrefix(o.From); err == nil {
+		src = eval.Atom{Prefix: pfx}
+	}
+	pkt := eval.Packet{Hook: hook, Family: o.Family, Proto: marks.L4num(o.Proto), Port: port, OrigPort: port, Src: src}
 	if hook == firewall.HookForward {
 		// A published port: DNATed, its original port the host port.
 		pkt.Dnat = true

@@ -1,0 +1,287 @@
+// This file holds the comparisons by source region: which sources reach one
+// port (what a kept opening's restriction is), and where one ruleset lets
+// a new connection through that another did not (a widening).
+
+package eval
+
+import (
+	"net/netip"
+	"sort"
+
+	"adoption/firewall"
+)
+
+// SourceReach is the region of sources from which a new connection reaches
+// one port at one hook, for one family.
+type SourceReach struct {
+	// Any: every source but those in Except reaches the port.
+	Any bool
+	// Only, when not Any: the sources that reach it, as the fewest CIDRs.
+	Only []netip.Prefix
+	// Except, when Any: the sources that do not.
+	Except []netip.Prefix
+	// Unsure: some of the region reaches it only under a condition the
+	// evaluator cannot decide (a rate limit, an undecoded match).
+	Unsure bool
+}
+
+// Open reports whether any source reaches the port.
+func (s SourceReach) Open() bool { return s.Any || len(s.Only) > 0 }
+
+// Plain reports whether every source reaches the port, surely.
+func (s SourceReach) Plain() bool { return s.Any && len(s.Except) == 0 && !s.Unsure }
+
+// SourcesAt is the region of sources from which a new connection of proto
+// to port (the port the client uses) reaches dir ("input", or "forward"
+// through a DNAT) on node, for family fam. Regions the evaluator cannot
+// decide count as reaching it (as OpenPortsOn counts them open), with
+// Unsure set. Routed forwarding (no DNAT) is not counted.
+func SourcesAt(rs *firewall.Ruleset, node firewall.Node, dir, fam, proto string, port uint16) SourceReach {
+	return NewReacher(rs, node).At(dir, fam, proto, port)
+}
+
+// Reacher answers SourcesAt for one ruleset and node, compiled once.
+type Reacher struct {
+	rs   *firewall.Ruleset
+	node firewall.Node
+	e    *Evaluator
+	fams map[string]*reachFamily
+}
+
+type reachFamily struct {
+	st     stages
+	atoms  []Atom
+	groups [][]Atom
+	index  map[netip.Prefix]int
+}
+
+// NewReacher compiles rs for SourcesAt questions on node.
+func NewReacher(rs *firewall.Ruleset, node firewall.Node) *Reacher {
+	return &Reacher{rs: rs, node: node, e: compile(rs).Evaluator(), fams: map[string]*reachFamily{}}
+}
+
+// At is SourcesAt on the Reacher's ruleset and node.
+func (x *Reacher) At(dir, fam, proto string, port uint16) SourceReach {
+	f := x.fams[fam]
+	if f == nil {
+		atoms := sourceAtoms(x.rs, fam)
+		f = &reachFamily{st: stagesOf(x.rs, fam), atoms: atoms, groups: groupAtoms(x.rs, atoms), index: atomIndex(atoms)}
+		x.fams[fam] = f
+	}
+	st, atoms, groups, index, e, node := f.st, f.atoms, f.groups, f.index, x.e, x.node
+	var open, closed []Atom
+	var out SourceReach
+	for gi, g := range groups {
+		if gi == 1 && !e.sawSource {
+			break
+		}
+		e.sawSource = false
+		res := e.client(&st, Packet{Family: fam, Proto: protoNum(proto), Port: port, OrigPort: port, Src: g[0], node: &node})
+		r := reachOf(res, dir)
+		if r.drop && r.Accept {
+			out.Unsure = true
+		}
+		if gi == 0 {
+			out.Any = r.Accept
+			continue
+		}
+		if r.Accept {
+			open = append(open, g...)
+		} else {
+			closed = append(closed, g...)
+		}
+	}
+	if out.Any {
+		if len(closed) > 0 {
+			out.Except = atomPrefixes(closed, atoms, index)
+		}
+	} else if len(open) > 0 {
+		out.Only = atomPrefixes(open, atoms, index)
+	}
+	return out
+}
+
+// reachOf merges the paths of dir a client's packet may take (routed
+// forwarding, with no DNAT target, left out).
+func reachOf(res map[path]Result, dir string) Result {
+	var r Result
+	for p, x := range res {
+		if p.dir != dir || (dir == firewall.HookForward && p.via == "" && p.reason == "") {
+			continue
+		}
+		r.Accept = r.Accept || x.Accept
+		r.drop = r.drop || x.drop
+	}
+	return r
+}
+
+func stagesOf(rs *firewall.Ruleset, fam string) stages {
+	return stages{
+		pre:     BaseChains(rs, firewall.HookPrerouting, fam, func(ch *firewall.Chain) bool { return ch.Type != "nat" }),
+		nat:     BaseChains(rs, firewall.HookPrerouting, fam, func(ch *firewall.Chain) bool { return ch.Type == "nat" }),
+		input:   BaseChains(rs, firewall.HookInput, fam, nil),
+		forward: BaseChains(rs, firewall.HookForward, fam, nil),
+	}
+}
+
+// Widening is a region where after lets a new connection through that
+// before does not. Opening says where (From empty: any source the rulesets
+// do not single out); Surer means before let it through only under a
+// condition the evaluator cannot decide, and after surely does.
+type Widening struct {
+	Opening firewall.Opening
+	Surer   bool
+}
+
+// Widened lists where after surely lets a new connection from outside
+// through, by direction, family, proto, port interval and source region,
+// that before does not let through at all, or only under an undecided
+// condition (Surer). Routed forwarding (no DNAT) is not compared. Both
+// rulesets are cut by the source prefixes and port conditions of either.
+func Widened(before, after *firewall.Ruleset, node firewall.Node) []Widening {
+	both := &firewall.Ruleset{Tables: append(append([]firewall.Table(nil), before.Tables...), after.Tables...)}
+	pb, pa := compile(before), compile(after)
+	eb, ea := pb.Evaluator(), pa.Evaluator()
+	keep := keepsPort(both)
+	var out []Widening
+	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+		sb, sa := stagesOf(before, fam), stagesOf(after, fam)
+		atoms := sourceAtoms(both, fam)
+		groups, index := groupAtoms(both, atoms), atomIndex(atoms)
+		for _, proto := range []string{"tcp", "udp"} {
+			bounds := portBounds(both, fam, protoNum(proto), !keep)
+			type key struct {
+				dir, via, from string
+				surer          bool
+			}
+			open := map[key]*[2]int{}
+			flush := func(k key, s *[2]int) {
+				o := firewall.Opening{Port: uint16(s[0]), Proto: proto, Direction: k.dir, From: k.from, Family: fam, Via: k.via}
+				if s[1] != s[0] {
+					o.PortEnd = uint16(s[1])
+				}
+				out = append(out, Widening{Opening: o, Surer: k.surer})
+			}
+			for bi, start := range bounds {
+				end := 65535
+				if bi+1 < len(bounds) {
+					end = bounds[bi+1] - 1
+				}
+				here := map[key]bool{}
+				wide := map[key][]Atom{}
+				for gi, g := range groups {
+					if gi == 1 && !eb.sawSource && !ea.sawSource {
+						break
+					}
+					eb.sawSource, ea.sawSource = false, false
+					pkt := Packet{Family: fam, Proto: protoNum(proto), Port: uint16(start), OrigPort: uint16(start), Src: g[0], node: &node}
+					rb := eb.client(&sb, pkt)
+					ra := ea.client(&sa, pkt)
+					for p, r := range ra {
+						if !r.Accept || r.drop || (p.dir == firewall.HookForward && p.via == "") {
+							continue
+						}
+						b := Result{}
+						for q, x := range rb {
+							if q.dir == p.dir && q.via == p.via {
+								b.Accept, b.drop = b.Accept || x.Accept, b.drop || x.drop
+							}
+						}
+						if b.Accept && !b.drop {
+							continue
+						}
+						k := key{dir: p.dir, via: p.via, surer: b.Accept}
+						if gi == 0 {
+							here[k] = true
+						} else {
+							wide[k] = append(wide[k], g...)
+						}
+					}
+				}
+				for k, as := range wide {
+					for _, pfx := range atomPrefixes(as, atoms, index) {
+						k.from = pfx.String()
+						here[k] = true
+					}
+				}
+				for k, s := range open {
+					if !here[k] {
+						flush(k, s)
+						delete(open, k)
+					}
+				}
+				for k := range here {
+					if s, ok := open[k]; ok {
+						s[1] = end
+					} else {
+						open[k] = &[2]int{start, end}
+					}
+				}
+			}
+			for k, s := range open {
+				flush(k, s)
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].Opening, out[j].Opening
+		if a.Direction != b.Direction {
+			return a.Direction == firewall.HookInput
+		}
+		if a.Family != b.Family {
+			return a.Family < b.Family
+		}
+		if a.Proto != b.Proto {
+			return a.Proto < b.Proto
+		}
+		if a.Port != b.Port {
+			return a.Port < b.Port
+		}
+		return fromLess(a.From, b.From)
+	})
+	return out
+}
+
+// Undecided lists the reasons of the undecidable conditions of rules a new
+// connection of proto to port (at dir, family fam) may meet: what keeps an
+// opening uncertain, in the words of the decoder ("limit rate 3/60s", "xt
+// match recent rev 0"). Each reason once, in ruleset order.
+func Undecided(rs *firewall.Ruleset, dir, fam, proto string, port uint16) []string {
+	pkt := Packet{Hook: dir, Family: fam, Proto: protoNum(proto), Port: port, OrigPort: port, Src: Atom{Other: true}}
+	seen := map[string]bool{}
+	var out []string
+	for ti := range rs.Tables {
+		t := &rs.Tables[ti]
+		if t.Family != fam && t.Family != firewall.FamilyInet {
+			continue
+		}
+		for ci := range t.Chains {
+			for ri := range t.Chains[ci].Rules {
+				r := &t.Chains[ci].Rules[ri]
+				var reasons []string
+				may := true
+				for k := range r.Conds {
+					c := &r.Conds[k]
+					switch {
+					case c.Kind == firewall.CondUndecidable:
+						reasons = append(reasons, c.Reason)
+					case c.Kind == firewall.CondSaddr || c.Kind == firewall.CondIifname:
+						// Some source or interface may match.
+					case pkt.Cond(c) == TriFalse:
+						may = false
+					}
+				}
+				if !may {
+					continue
+				}
+				for _, why := range reasons {
+					if !seen[why] {
+						seen[why] = true
+						out = append(out, why)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
