@@ -133,13 +133,13 @@ type Health struct {
 }
 
 type Flip struct {
-	Drop           []string      `mapstructure:"drop" json:"drop"`
+	Drop []string `mapstructure:"drop" json:"drop"`
 	// Widen lists the ports (PORT/PROTO or FROM-TO/PROTO) whose found
 	// restriction (sources, interfaces, deny lists, rate limits) the flip
 	// may let go: the mesh opens them to every source. Any other port the
 	// found firewall restricts keeps its restriction, or the preview
 	// refuses.
-	Widen []string `mapstructure:"widen" json:"widen,omitempty"`
+	Widen          []string      `mapstructure:"widen" json:"widen,omitempty"`
 	ConfirmTimeout time.Duration `mapstructure:"confirm_timeout" json:"confirm_timeout"`
 	// MaxConfirmTimeout bounds confirm_timeout: past it a flip that cut the
 	// node off would stay in force too long for its watchdog to matter.

@@ -1,0 +1,231 @@
+package flip
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"adoption/config"
+	"adoption/firewall"
+	"adoption/firewall/fwtest"
+)
+
+// Sources of the differential test: inside and outside the prefix ufw lets
+// reach ssh, in and out of the deny lists.
+var narrowSources = []string{
+	"10.9.0.5",    // allowed for ssh
+	"10.9.0.200",  // allowed for ssh
+	"10.9.0.70",   // allowed for ssh, but denied (10.9.0.64/26)
+	"10.8.0.5",    // outside
+	"203.0.113.7", // denied (203.0.113.0/24)
+	fwtest.PeerV4a,
+	fwtest.PeerV6a,
+	fwtest.PeerV6b, // denied (fd00:f0::3)
+}
+
+// narrowNet is a ufw node that lets ssh in only from 10.9.0.0/24, 8080
+// (tcp and udp) from anyone, and denies 10.9.0.64/26, 203.0.113.0/24 and
+// fd00:f0::3 everything (ufw's "deny from", inserted first); the peer holds
+// every address of narrowSources.
+func narrowNet(t *testing.T) *fwtest.TestNet {
+	t.Helper()
+	fwtest.RequireTools(t, "ufw")
+	n := fwtest.NewNamedNet(t, "nw-", "nw", "0f")
+	dev := ""
+	for _, l := range strings.Split(fwtest.Run(t, "", "ip", "-n", n.Peer, "-o", "link", "show"), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && !strings.HasPrefix(f[1], "lo") {
+			dev = strings.SplitN(strings.TrimSuffix(f[1], ":"), "@", 2)[0]
+		}
+	}
+	for _, s := range narrowSources {
+		if a := netip.MustParseAddr(s); a.Is4() && !strings.HasPrefix(s, "198.18.") {
+			fwtest.Run(t, "", "ip", "-n", n.Peer, "addr", "add", s+"/32", "dev", dev)
+		}
+	}
+	for _, p := range []string{"10.8.0.0/16", "10.9.0.0/16", "203.0.113.0/24"} {
+		fwtest.Run(t, "", "ip", "-n", n.Node, "route", "add", p, "via", fwtest.PeerV4a)
+	}
+	n.Ufw(t,
+		[]string{"default", "deny", "incoming"},
+		[]string{"deny", "from", "10.9.0.64/26"},
+		[]string{"deny", "from", "203.0.113.0/24"},
+		[]string{"deny", "from", "fd00:f0::3"},
+		[]string{"allow", "from", "10.9.0.0/24", "to", "any", "port", "22", "proto", "tcp"},
+		[]string{"allow", "8080"},
+		[]string{"--force", "enable"},
+	)
+	n.Serve(t, []uint16{22, 8080, 9999})
+	return n
+}
+
+func narrowProbes() []fwtest.Probe {
+	var out []fwtest.Probe
+	for _, s := range narrowSources {
+		for _, pp := range []struct {
+			proto string
+			port  uint16
+		}{{"tcp", 22}, {"tcp", 8080}, {"udp", 8080}, {"tcp", 9999}} {
+			out = append(out, fwtest.Probe{Proto: pp.proto, Src: s, Port: pp.port})
+		}
+	}
+	return out
+}
+
+// probeFate is the preview's fate for a probe: the fate of the input opening
+// of its family, proto and port whose source region holds it.
+func probeFate(p Preview, pr fwtest.Probe) *Fate {
+	src := netip.MustParseAddr(pr.Src)
+	var best *Fate
+	for i := range p.Fates {
+		f := &p.Fates[i]
+		o := f.Opening
+		if o.Direction != firewall.HookInput || o.Family != pr.Family() || o.Proto != pr.Proto || pr.Port < o.Port || pr.Port > firewall.PortEnd(o) {
+			continue
+		}
+		if o.From == "" {
+			if best == nil {
+				best = f
+			}
+			continue
+		}
+		if pfx, err := netip.ParsePrefix(o.From); err == nil && pfx.Contains(src) {
+			best = f
+		}
+	}
+	return best
+}
+
+// The kernel as the oracle for a node whose ssh ufw lets in from one
+// prefix only and whose deny lists drop some sources: TCP and UDP from
+// every source to each port, before and after a flip through the product's
+// path (PreviewFlipOn, then Flip with the fingerprints it saw). Every
+// packet that passes after passed before (nothing widens), every kept one
+// passes, every closing one is dropped.
+func TestKernelFlipCarriesRestrictions(t *testing.T) {
+	n := narrowNet(t)
+	probes := narrowProbes()
+	before := n.Reach(t, probes)
+	for _, c := range []struct {
+		src  string
+		port uint16
+		want bool
+	}{{"10.9.0.5", 22, true}, {"10.8.0.5", 22, false}, {"10.9.0.70", 22, false}, {"203.0.113.7", 8080, false}, {fwtest.PeerV4a, 8080, true}} {
+		if got := before[fwtest.Probe{Proto: "tcp", Src: c.src, Port: c.port}]; got != c.want {
+			t.Fatalf("before the flip: tcp from %s to %d reached=%v, want %v (the fixture is not what the test needs)", c.src, c.port, got, c.want)
+		}
+	}
+	found := n.List(t)
+	node, err := firewall.ReadNode(n.Path(n.Node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := MeshSpec{Node: "n1", Input: append(allow(OwnerManagement, "22/tcp"), allow("web", "8080/tcp", "8080/udp")...)}
+	p := PreviewFlipOn(found, node, spec)
+	if !p.Approved {
+		t.Fatalf("preview refused: %v", p.Reasons)
+	}
+	d, err := DeriveFor(found, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("derived:\n%s", d.Text())
+	f := NewFlipper(n.Path(n.Node))
+	plan, err := f.Flip(spec, p.FoundFingerprint, p.DerivedFingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := n.Reach(t, probes)
+	sent, mismatches, kept, closing, passed := 2*len(probes), 0, 0, 0, 0
+	for _, pr := range probes {
+		b, a := before[pr], after[pr]
+		if a {
+			passed++
+		}
+		fate := probeFate(p, pr)
+		switch {
+		case a && !b:
+			mismatches++
+			t.Errorf("%v passes after the flip and did not before (fate %+v)", pr, fate)
+		case b && fate == nil:
+			mismatches++
+			t.Errorf("%v passed before the flip and the preview gives it no fate", pr)
+		case b && fate.Fate == FateKept:
+			kept++
+			if !a {
+				mismatches++
+				t.Errorf("%v is kept by the preview and does not pass after the flip", pr)
+			}
+		case b && fate.Fate == FateClosing:
+			closing++
+			if a {
+				mismatches++
+				t.Errorf("%v is closing by the preview and passes after the flip", pr)
+			}
+		}
+	}
+	fmt.Printf("flip carrying restrictions: %d packets sent (%d probes before and after), %d pass after, %d kept, %d closing, %d mismatches\n",
+		sent, len(probes), passed, kept, closing, mismatches)
+	if err := f.Revert(plan); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Reach(t, probes); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Errorf("after the revert the node answers otherwise than before the flip")
+	}
+}
+
+// A mesh table that opens ssh to every source, where the found firewall
+// lets it in from 10.9.0.0/24 only, is refused, naming the port and the
+// source; declared in flip.widen, it is approved with a declared widening.
+func TestKernelPreviewRefusesWidening(t *testing.T) {
+	n := narrowNet(t)
+	found := n.List(t)
+	node, err := firewall.ReadNode(n.Path(n.Node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := MeshSpec{Node: "n1", Input: append(allow(OwnerManagement, "22/tcp"), allow("web", "8080/tcp", "8080/udp")...)}
+	// What Derive made before restrictions were carried: every port to
+	// anyone.
+	eff := EffectiveSpec(found, spec)
+	for i := range eff.Input {
+		eff.Input[i].Carried = nil
+	}
+	wide, err := Derive(eff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := previewFlip(found, wide.Ruleset, spec, node)
+	if p.Approved {
+		t.Fatal("a flip that opens ssh to every source was approved")
+	}
+	why := strings.Join(p.Reasons, "\n")
+	for _, s := range []string{
+		"22/tcp (input, ip) would widen: passes after the flip from any source",
+		"22/tcp (input, ip, from 10.9.0.64/26) would widen",
+		"22/tcp (input, ip6) would widen",
+		"8080/tcp (input, ip, from 203.0.113.0/24) would widen",
+		"8080/udp (input, ip6, from fd00:f0::3/128) would widen",
+	} {
+		if !strings.Contains(why, s) {
+			t.Errorf("reasons do not say %q:\n%s", s, why)
+		}
+	}
+	spec.Widen = config.MustPorts([]string{"22/tcp"})
+	p = PreviewFlipOn(found, node, spec)
+	if !p.Approved {
+		t.Fatalf("ssh declared in flip.widen: refused: %v", p.Reasons)
+	}
+	declared := 0
+	for _, f := range p.Fates {
+		if f.Fate == FateWidening {
+			if !f.Declared || f.Opening.Port != 22 {
+				t.Errorf("widening %+v, want only 22/tcp, declared", f)
+			}
+			declared++
+		}
+	}
+	if declared == 0 {
+		t.Error("ssh declared in flip.widen: no widening fate")
+	}
+}
