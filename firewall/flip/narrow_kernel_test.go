@@ -18,19 +18,20 @@ var narrowSources = []string{
 	"10.9.0.200",  // allowed for ssh
 	"10.9.0.70",   // allowed for ssh, but denied (10.9.0.64/26)
 	"10.8.0.5",    // outside
-	"203.0.113.7", // denied (203.0.113.0/24)
+	"203.0.113.7", // in the ipset blocklist (203.0.113.0/24)
 	fwtest.PeerV4a,
 	fwtest.PeerV6a,
 	fwtest.PeerV6b, // denied (fd00:f0::3)
 }
 
 // narrowNet is a ufw node that lets ssh in only from 10.9.0.0/24, 8080
-// (tcp and udp) from anyone, and denies 10.9.0.64/26, 203.0.113.0/24 and
-// fd00:f0::3 everything (ufw's "deny from", inserted first); the peer holds
+// (tcp and udp) from anyone, and denies 10.9.0.64/26 and fd00:f0::3
+// everything (ufw's "deny from", inserted first); an ipset blocklist
+// (hash:net, 203.0.113.0/24) is dropped at the top of INPUT. The peer holds
 // every address of narrowSources.
 func narrowNet(t *testing.T) *fwtest.TestNet {
 	t.Helper()
-	fwtest.RequireTools(t, "ufw")
+	fwtest.RequireTools(t, "ufw", "ipset", "iptables-nft")
 	n := fwtest.NewNamedNet(t, "nw-", "nw", "0f")
 	dev := ""
 	for _, l := range strings.Split(fwtest.Run(t, "", "ip", "-n", n.Peer, "-o", "link", "show"), "\n") {
@@ -49,12 +50,14 @@ func narrowNet(t *testing.T) *fwtest.TestNet {
 	n.Ufw(t,
 		[]string{"default", "deny", "incoming"},
 		[]string{"deny", "from", "10.9.0.64/26"},
-		[]string{"deny", "from", "203.0.113.0/24"},
 		[]string{"deny", "from", "fd00:f0::3"},
 		[]string{"allow", "from", "10.9.0.0/24", "to", "any", "port", "22", "proto", "tcp"},
 		[]string{"allow", "8080"},
 		[]string{"--force", "enable"},
 	)
+	fwtest.Run(t, "", "ip", "netns", "exec", n.Node, "ipset", "create", "bl", "hash:net")
+	fwtest.Run(t, "", "ip", "netns", "exec", n.Node, "ipset", "add", "bl", "203.0.113.0/24")
+	fwtest.Run(t, "", "ip", "netns", "exec", n.Node, "iptables-nft", "-I", "INPUT", "1", "-m", "set", "--match-set", "bl", "src", "-j", "DROP")
 	n.Serve(t, []uint16{22, 8080, 9999})
 	return n
 }
@@ -130,6 +133,11 @@ func TestKernelFlipCarriesRestrictions(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("derived:\n%s", d.Text())
+	for _, s := range []string{"elements = { 10.9.0.0/26, 10.9.0.128/25 }", "elements = { 10.9.0.64/26, 203.0.113.0/24 }", "elements = { fd00:f0::3/128 }"} {
+		if !strings.Contains(d.Text(), s) {
+			t.Errorf("the derived table does not carry %q", s)
+		}
+	}
 	f := NewFlipper(n.Path(n.Node))
 	plan, err := f.Flip(spec, p.FoundFingerprint, p.DerivedFingerprint)
 	if err != nil {
@@ -227,5 +235,26 @@ func TestKernelPreviewRefusesWidening(t *testing.T) {
 	}
 	if declared == 0 {
 		t.Error("ssh declared in flip.widen: no widening fate")
+	}
+}
+
+// ufw's "limit" (the recent match) cannot be carried into the mesh's
+// table: the preview refuses, naming the port and the match.
+func TestKernelPreviewRefusesUfwLimit(t *testing.T) {
+	fwtest.RequireTools(t, "ufw")
+	n := fwtest.NewNamedNet(t, "nl-", "nl", "1f")
+	n.Ufw(t, []string{"default", "deny", "incoming"}, []string{"limit", "22/tcp"}, []string{"allow", "8080/tcp"}, []string{"--force", "enable"})
+	found := n.List(t)
+	node, err := firewall.ReadNode(n.Path(n.Node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := PreviewFlipOn(found, node, MeshSpec{Node: "n1", Input: append(allow(OwnerManagement, "22/tcp"), allow("web", "8080/tcp")...)})
+	why := strings.Join(p.Reasons, "\n")
+	if p.Approved || !strings.Contains(why, "22/tcp (input, ip) would widen") || !strings.Contains(why, "xt match recent") {
+		t.Fatalf("approved=%v, want a refusal naming 22/tcp and the recent match:\n%s", p.Approved, why)
+	}
+	if strings.Contains(why, "8080/tcp") {
+		t.Errorf("8080/tcp, open to all, is named:\n%s", why)
 	}
 }

@@ -40,6 +40,9 @@ type Decoder struct {
 	Family    string
 	Sets      map[string]*firewall.Set
 	SetsKnown bool
+	// IPSets are the namespace's ipsets by index, for "-m set" matches;
+	// nil: not read (a match on one is then undecidable).
+	IPSets map[uint16]*IPSet
 }
 
 type ruleState struct {

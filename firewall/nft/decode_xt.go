@@ -102,6 +102,9 @@ func (d *Decoder) match(st *ruleState, m *expr.Match) {
 				st.add(firewall.Cond{Kind: firewall.CondCtState, Bits: binary.NativeEndian.Uint32(raw)})
 				return
 			}
+		case "set":
+			d.ipsetMatch(st, m.Rev, raw)
+			return
 		case "pkttype":
 			if len(raw) >= 8 {
 				t := binary.NativeEndian.Uint32(raw)
@@ -342,4 +345,59 @@ func xtNAT(t *expr.Target) *firewall.NATTarget {
 		n.Addr = lo.Unmap()
 	}
 	return n
+}
+
+// ipsetMatch decodes "-m set --match-set NAME src|dst" (xt_set_info_match
+// rev 1 to 4: u16 index, u8 dim, u8 flags; rev 3 and 4 add packet and byte
+// counter matches and match flags) on a hash:ip or hash:net set whose
+// members were read: a source or destination prefix condition. Anything
+// else is undecidable, naming the set.
+func (d *Decoder) ipsetMatch(st *ruleState, rev uint32, raw []byte) {
+	// enum ip_set_kopt: IPSET_INV_MATCH is bit 0, IPSET_DIM_ONE_SRC bit 1;
+	// IPSET_FLAG_RETURN_NOMATCH is bit 7 of the match flags.
+	const (
+		invMatch      = 1 << 0
+		dimOneSrc     = 1 << 1
+		returnNomatch = 1 << 7
+	)
+	if rev < 1 || rev > 4 || len(raw) < 4 {
+		st.undecidable(fmt.Sprintf("xt match set rev %d", rev))
+		return
+	}
+	index, dim, flags := binary.NativeEndian.Uint16(raw), raw[2], raw[3]
+	s := d.IPSets[index]
+	name := fmt.Sprintf("ipset with index %d", index)
+	if s != nil {
+		name = "ipset " + s.Name
+	}
+	if rev >= 3 {
+		if len(raw) < 44 || raw[8] != 0 || raw[24] != 0 || binary.NativeEndian.Uint32(raw[40:])&returnNomatch != 0 {
+			st.undecidable(fmt.Sprintf("match on %s with counters or return-nomatch", name))
+			return
+		}
+	}
+	switch {
+	case s == nil:
+		st.undecidable(fmt.Sprintf("match on %s, whose members could not be read", name))
+		return
+	case dim != 1:
+		st.undecidable(fmt.Sprintf("match on %s over %d dimensions", name, dim))
+		return
+	case s.Type != "hash:ip" && s.Type != "hash:net":
+		st.undecidable(fmt.Sprintf("match on %s of type %s", name, s.Type))
+		return
+	case s.Unknown != "":
+		st.undecidable(fmt.Sprintf("match on %s: %s", name, s.Unknown))
+		return
+	}
+	kind := firewall.CondDaddr
+	if flags&dimOneSrc != 0 {
+		kind = firewall.CondSaddr
+	}
+	if s.Family != st.nfproto && st.nfproto != firewall.FamilyInet && st.nfproto != "" {
+		// A set of the other family never matches the packet.
+		st.add(firewall.Cond{Kind: firewall.CondNever, Reason: name + " is of the other family"})
+		return
+	}
+	st.add(firewall.Cond{Kind: kind, Prefixes: append([]netip.Prefix{}, s.Prefixes...), Negate: flags&invMatch != 0})
 }

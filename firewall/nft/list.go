@@ -41,6 +41,11 @@ func listSome(c *nftables.Conn, wants func(t *firewall.Table, ch *firewall.Chain
 		return nil, fmt.Errorf("listing nftables chains: %w", err)
 	}
 	rs := &firewall.Ruleset{}
+	var ipsets map[uint16]*IPSet
+	if c.TestDial == nil {
+		// Unread (nil), a match on an ipset stays undecidable.
+		ipsets, _ = IPSets(c.NetNS)
+	}
 	for _, t := range tables {
 		tbl := firewall.Table{Family: familyName(t.Family), Name: t.Name}
 		var tchains []*nftables.Chain
@@ -115,7 +120,7 @@ func listSome(c *nftables.Conn, wants func(t *firewall.Table, ch *firewall.Chain
 					continue
 				}
 				listed[i] = true
-				listRules(c, t, ch, tbl.Family, &tbl.Chains[i], sets, setsKnown)
+				listRules(c, t, ch, tbl.Family, &tbl.Chains[i], sets, setsKnown, ipsets)
 				// What a selected chain jumps to decides with it (a jump
 				// into a chain of source denies is one): list it too.
 				for ri := range tbl.Chains[i].Rules {
@@ -136,7 +141,7 @@ func listSome(c *nftables.Conn, wants func(t *firewall.Table, ch *firewall.Chain
 
 // listRules lists the rules of chain ch of table t (of family) and decodes
 // them into mc.
-func listRules(c *nftables.Conn, t *nftables.Table, ch *nftables.Chain, family string, mc *firewall.Chain, sets map[string]*firewall.Set, setsKnown bool) {
+func listRules(c *nftables.Conn, t *nftables.Table, ch *nftables.Chain, family string, mc *firewall.Chain, sets map[string]*firewall.Set, setsKnown bool, ipsets map[uint16]*IPSet) {
 	rules, err := c.GetRules(t, ch)
 	if err != nil && strings.Contains(err.Error(), "is not a uint32; length: 1") {
 		// google/nftables v0.3.0 reads ct's direction (a u8 the
@@ -149,7 +154,7 @@ func listRules(c *nftables.Conn, t *nftables.Table, ch *nftables.Chain, family s
 		mc.Unknown = fmt.Sprintf("rules not listed: %v", err)
 	}
 	if firewall.IsIPFamily(family) {
-		d := Decoder{Family: family, Sets: sets, SetsKnown: setsKnown}
+		d := Decoder{Family: family, Sets: sets, SetsKnown: setsKnown, IPSets: ipsets}
 		for _, r := range rules {
 			mc.Rules = append(mc.Rules, d.Rule(r))
 		}
