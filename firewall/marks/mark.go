@@ -19,6 +19,7 @@ import (
 
 	"adoption/config"
 	"adoption/firewall"
+	"adoption/firewall/eval"
 	"adoption/firewall/nft"
 )
 
@@ -222,15 +223,35 @@ type markPath struct {
 	chains     func(t *firewall.Table, ch *firewall.Chain) bool
 	placements func(rs *firewall.Ruleset, proto string, port uint16) ([]placement, error)
 	exprs      func(in insertion) []expr.Any
+	// hook, when set, is where the found firewall's own restriction of a
+	// port is read (eval.SourcesAt): a port it opens only to some sources
+	// (an allow from one network, a deny list, a rate limit) gets no mark,
+	// so the mark never opens it to every source.
+	hook string
 }
 
 var inputPath = markPath{
 	what: "ports",
+	// The base chains at prerouting and input too (and what they jump to),
+	// where the found restriction of a port is read.
 	chains: func(t *firewall.Table, ch *firewall.Chain) bool {
-		return slices.Contains(markChains(t, firewall.HookInput), ch)
+		return ch.Hook == firewall.HookInput || ch.Hook == firewall.HookPrerouting || slices.Contains(markChains(t, firewall.HookInput), ch)
 	},
 	placements: placements,
 	exprs:      func(in insertion) []expr.Any { return MarkExprs(in.mark.Port, in.mark.Proto) },
+	hook:       firewall.HookInput,
+}
+
+// restricted reports whether the found firewall rs opens (proto, port) at
+// hook to some sources but not surely to every one, in either family: what
+// is on the machine stays, and a mark would widen it.
+func restricted(r *eval.Reacher, hook, proto string, port uint16) bool {
+	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+		if s := r.At(hook, fam, proto, port); s.Open() && !s.Plain() {
+			return true
+		}
+	}
+	return false
 }
 
 // openOn opens marks on one path: one listing of the chains that path
@@ -260,7 +281,14 @@ func (m *Marker) openOn(path markPath, node, owner string, ports []config.Port) 
 	if _, err := nft.Kind(rs, legacy); err != nil {
 		return nil, nil, fmt.Errorf("not opening %s for %s on %s: %w", path.what, owner, node, err)
 	}
+	var reach *eval.Reacher
+	if path.hook != "" {
+		reach = eval.NewReacher(rs, firewall.Node{})
+	}
 	todo, present, err := plan(marks, func(mk Mark) ([]placement, error) {
+		if reach != nil && restricted(reach, path.hook, mk.Proto, mk.Port) {
+			return nil, nil // kept as the found firewall restricts it
+		}
 		at, err := path.placements(rs, mk.Proto, mk.Port)
 		if err != nil {
 			return nil, fmt.Errorf("not opening %d/%s for %s on %s, nothing was changed: %w", mk.Port, mk.Proto, owner, node, err)
