@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -53,6 +55,10 @@ type Reach struct {
 	Family string         `json:"family"`
 	From   []netip.Prefix `json:"from,omitempty"`
 	Except []netip.Prefix `json:"except,omitempty"`
+	// Iif, when set, are the input interfaces it holds on; NotIif the
+	// ones it does not (any other interface).
+	Iif    []string `json:"iif,omitempty"`
+	NotIif []string `json:"not_iif,omitempty"`
 }
 
 // MeshSpec is what the mesh's own ruleset for one node is derived from.
@@ -179,11 +185,12 @@ func Derive(spec MeshSpec) (*Derived, error) {
 				text: fmt.Sprintf("meta l4proto %s th dport %d counter accept", a.Port.Proto, a.Port.Num)})
 			continue
 		}
-		for _, r := range a.Carried {
-			pre, text, ss := carriedExprs(firewall.HookInput, a.Port, r)
-			sets = append(sets, ss...)
-			rules = append(rules, derivedRule{chain: firewall.HookInput, exprs: append(pre, marks.MarkExprs(a.Port.Num, a.Port.Proto)...), comment: mk.Comment(),
-				text: text + fmt.Sprintf("meta l4proto %s th dport %d counter accept", a.Port.Proto, a.Port.Num)})
+		for k, r := range a.Carried {
+			for _, c := range carriedRules(firewall.HookInput, a.Port, r, k) {
+				sets = append(sets, c.sets...)
+				rules = append(rules, derivedRule{chain: firewall.HookInput, exprs: append(c.exprs, marks.MarkExprs(a.Port.Num, a.Port.Proto)...), comment: mk.Comment(),
+					text: c.text + fmt.Sprintf("meta l4proto %s th dport %d counter accept", a.Port.Proto, a.Port.Num)})
+			}
 		}
 	}
 	egress := fmt.Sprintf("%s%s:%s:egress", firewall.MarkPrefix, node, OwnerContainers)
@@ -207,10 +214,11 @@ func Derive(spec MeshSpec) (*Derived, error) {
 			rules = append(rules, derivedRule{chain: firewall.HookForward, exprs: ex, comment: mk.Comment(), text: text})
 			continue
 		}
-		for _, r := range a.Carried {
-			pre, ptext, ss := carriedExprs(firewall.HookForward, a.Port, r)
-			sets = append(sets, ss...)
-			rules = append(rules, derivedRule{chain: firewall.HookForward, exprs: append(pre, ex...), comment: mk.Comment(), text: ptext + text})
+		for k, r := range a.Carried {
+			for _, c := range carriedRules(firewall.HookForward, a.Port, r, k) {
+				sets = append(sets, c.sets...)
+				rules = append(rules, derivedRule{chain: firewall.HookForward, exprs: append(c.exprs, ex...), comment: mk.Comment(), text: c.text + text})
+			}
 		}
 	}
 	for _, r := range rules {
@@ -258,6 +266,17 @@ func validateSpec(spec MeshSpec) error {
 	}
 	for _, p := range spec.Drop {
 		check("drop", p)
+	}
+	for _, l := range [][]Allow{spec.Input, spec.Forward} {
+		for _, a := range l {
+			for _, r := range a.Carried {
+				for _, n := range append(append([]string(nil), r.Iif...), r.NotIif...) {
+					if n == "" || len(n) >= unix.IFNAMSIZ || strings.ContainsAny(n, "*\"\x00") {
+						errs = append(errs, fmt.Errorf("port %s: interface name %q is not one", a.Port, n))
+					}
+				}
+			}
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("the mesh ruleset for node %q cannot be derived: %w", spec.Node, err)
@@ -429,7 +448,7 @@ func EffectiveSpec(found *firewall.Ruleset, spec MeshSpec) MeshSpec {
 	for _, p := range spec.Widen {
 		widen[p] = true
 	}
-	r := eval.NewReacher(found, firewall.Node{})
+	r := newCarrier(found)
 	for _, l := range []struct {
 		hook string
 		as   *[]Allow
@@ -457,10 +476,49 @@ func acceptsReply(found *firewall.Ruleset, fam string, src eval.Atom, dst netip.
 	return r.Accept
 }
 
-// carriedExprs are the conditions that keep restriction r of a port at
-// hook: "meta nfproto F [F saddr @S_from] [F saddr != @S_except] ", with
-// the sets they look up.
-func carriedExprs(hook string, port config.Port, r Reach) ([]expr.Any, string, []derivedSet) {
+type carried struct {
+	exprs []expr.Any
+	text  string
+	sets  []derivedSet
+}
+
+// carriedRules are the conditions that keep restriction r (the k-th of its
+// port) at hook, one rule's worth per input interface it holds on:
+// "[iifname I | iifname != N ...] meta nfproto F [F saddr @S_from] [F
+// saddr != @S_except] ", with the sets they look up (made once).
+func carriedRules(hook string, port config.Port, r Reach, k int) []carried {
+	ex, text, sets := carriedExprs(hook, port, r, k)
+	var pre []expr.Any
+	ptext := ""
+	for _, n := range r.NotIif {
+		pre = append(pre, &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: ifnameData(n)})
+		ptext += fmt.Sprintf("iifname != %q ", n)
+	}
+	if len(r.Iif) == 0 {
+		return []carried{{exprs: append(pre, ex...), text: ptext + text, sets: sets}}
+	}
+	var out []carried
+	for i, n := range r.Iif {
+		c := carried{exprs: append(append([]expr.Any{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifnameData(n)}}, pre...), ex...),
+			text: fmt.Sprintf("iifname %q ", n) + ptext + text}
+		if i == 0 {
+			c.sets = sets
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// ifnameData is an interface name as meta iifname compares it: padded to
+// IFNAMSIZ.
+func ifnameData(n string) []byte {
+	return append([]byte(n), make([]byte, unix.IFNAMSIZ-len(n))...)
+}
+
+// carriedExprs are the family and source conditions of restriction r:
+// "meta nfproto F [F saddr @S_from] [F saddr != @S_except] ", with the sets
+// they look up.
+func carriedExprs(hook string, port config.Port, r Reach, k int) ([]expr.Any, string, []derivedSet) {
 	nfproto, kw, off, n := byte(unix.NFPROTO_IPV4), "ip", uint32(12), uint32(4)
 	fam := "ipv4"
 	if r.Family == firewall.FamilyIP6 {
@@ -480,7 +538,11 @@ func carriedExprs(hook string, port config.Port, r Reach) ([]expr.Any, string, [
 		if len(l.ps) == 0 {
 			continue
 		}
-		s := derivedSet{name: fmt.Sprintf("%s_%d_%s_%s_%s", hook, port.Num, port.Proto, r.Family, l.what), family: r.Family, ranges: prefixRanges(l.ps)}
+		name := fmt.Sprintf("%s_%d_%s_%s_%s", hook, port.Num, port.Proto, r.Family, l.what)
+		if k > 0 {
+			name += fmt.Sprint(k)
+		}
+		s := derivedSet{name: name, family: r.Family, ranges: prefixRanges(l.ps)}
 		sets = append(sets, s)
 		ex = append(ex,
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
@@ -553,28 +615,142 @@ func (s derivedSet) text() string {
 }
 
 // carry fills a's Carried from found: the sources from which found lets a
-// new connection to the port through at hook, per family. A port found
-// open to every source in every family, or open in none (a port the plan
-// opens anew), and a port in widen carries nothing.
-func carry(r *eval.Reacher, hook string, a Allow, widen map[config.Port]bool) Allow {
+// new connection to the port through at hook, per family and, at the input
+// hook, per input interface class (each interface the found firewall
+// names, and any other). A port found open to every source on every
+// interface in every family, or open in none (a port the plan opens anew),
+// and a port in widen carries nothing.
+func carry(rs *carrier, hook string, a Allow, widen map[config.Port]bool) Allow {
 	a.Carried = nil
 	if widen[a.Port] {
 		return a
 	}
-	var rs []Reach
+	classes := rs.classes
+	if hook != firewall.HookInput || len(classes) == 0 {
+		// One class, read with nothing known of the node (forwarded
+		// traffic always: its DNAT targets are on no interface here).
+		classes = []struct {
+			name string
+			r    *eval.Reacher
+		}{{"", rs.zero}}
+	}
+	type class struct {
+		names []string
+		reach [2]eval.SourceReach
+	}
+	var groups []class
 	plain, open := true, false
-	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
-		s := r.At(hook, fam, a.Port.Proto, a.Port.Num)
-		if !s.Plain() {
-			plain = false
+	for _, c := range classes {
+		var rr [2]eval.SourceReach
+		for i, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+			rr[i] = c.r.At(hook, fam, a.Port.Proto, a.Port.Num)
+			plain = plain && rr[i].Plain()
+			open = open || rr[i].Open()
 		}
-		if s.Open() {
-			open = true
-			rs = append(rs, Reach{Family: fam, From: s.Only, Except: s.Except})
+		found := false
+		for gi := range groups {
+			if reflect.DeepEqual(groups[gi].reach, rr) {
+				groups[gi].names = append(groups[gi].names, c.name)
+				found = true
+				break
+			}
+		}
+		if !found {
+			groups = append(groups, class{names: []string{c.name}, reach: rr})
 		}
 	}
-	if !plain && open {
-		a.Carried = rs
+	if plain || !open {
+		return a
+	}
+	var named []string
+	for _, c := range classes {
+		if c.name != "" {
+			named = append(named, c.name)
+		}
+	}
+	for _, g := range groups {
+		for i, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+			s := g.reach[i]
+			if !s.Open() {
+				continue
+			}
+			r := Reach{Family: fam, From: s.Only, Except: s.Except}
+			if len(groups) > 1 {
+				if g.names[0] == "" {
+					// Any other interface: none of the named ones but
+					// those that go with it.
+					for _, n := range named {
+						if !slices.Contains(g.names, n) {
+							r.NotIif = append(r.NotIif, n)
+						}
+					}
+				} else {
+					r.Iif = g.names
+				}
+			}
+			a.Carried = append(a.Carried, r)
+		}
 	}
 	return a
+}
+
+// carrier reads the found firewall's restrictions: one Reacher per input
+// interface class, the first (name "") any interface the found firewall
+// does not name, read with nothing known of the node.
+type carrier struct {
+	zero    *eval.Reacher
+	classes []struct {
+		name string
+		r    *eval.Reacher
+	}
+}
+
+// otherIface is a name no interface has and no pattern of the found
+// firewall matches but "*": it stands for any interface it does not name.
+const otherIface = "-"
+
+func newCarrier(found *firewall.Ruleset) *carrier {
+	c := &carrier{zero: eval.NewReacher(found, firewall.Node{})}
+	add := func(name, as string) {
+		node := firewall.Node{}
+		if as != "" {
+			node.Interfaces = []firewall.Interface{{Name: as}}
+		}
+		c.classes = append(c.classes, struct {
+			name string
+			r    *eval.Reacher
+		}{name, eval.NewReacher(found, node)})
+	}
+	seen := map[string]bool{}
+	for ti := range found.Tables {
+		for ci := range found.Tables[ti].Chains {
+			for _, r := range found.Tables[ti].Chains[ci].Rules {
+				for _, cd := range r.Conds {
+					if cd.Kind != firewall.CondIifname {
+						continue
+					}
+					for _, n := range cd.Names {
+						if n == "lo" || n == "*" || strings.HasSuffix(n, "*") || firewall.BridgeTool(n) != "" || seen[n] {
+							continue
+						}
+						seen[n] = true
+					}
+				}
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return c
+	}
+	// With names to tell apart, "any other" is an interface of its own.
+	add("", otherIface)
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		add(n, n)
+	}
+	return c
 }

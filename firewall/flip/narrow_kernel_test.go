@@ -258,3 +258,64 @@ func TestKernelPreviewRefusesUfwLimit(t *testing.T) {
 		t.Errorf("8080/tcp, open to all, is named:\n%s", why)
 	}
 }
+
+// "allow in on IFACE" is carried as the interface: on a node with two
+// uplinks, 8080 open only on the veth stays so after the flip.
+func TestKernelFlipCarriesInterface(t *testing.T) {
+	fwtest.RequireTools(t, "ufw")
+	n := fwtest.NewNamedNet(t, "ni-", "ni", "3f")
+	f := strings.Fields(fwtest.Run(t, "", "ip", "-n", n.Node, "-o", "link", "show", "type", "veth"))
+	if len(f) < 2 {
+		t.Fatal("no veth in the node")
+	}
+	veth := strings.TrimSuffix(strings.SplitN(f[1], "@", 2)[0], ":")
+	fwtest.Run(t, "", "ip", "-n", n.Node, "link", "add", "up0", "type", "veth", "peer", "name", "up0p")
+	fwtest.Run(t, "", "ip", "-n", n.Node, "link", "set", "up0", "up")
+	n.Ufw(t, []string{"default", "deny", "incoming"}, []string{"allow", "22/tcp"},
+		[]string{"allow", "in", "on", "up0", "to", "any", "port", "8080", "proto", "tcp"},
+		[]string{"allow", "in", "on", veth, "to", "any", "port", "8081", "proto", "tcp"},
+		[]string{"--force", "enable"})
+	n.Serve(t, []uint16{22, 8080, 8081})
+	var probes []fwtest.Probe
+	for _, s := range []string{fwtest.PeerV4a, fwtest.PeerV6a} {
+		for _, port := range []uint16{22, 8080, 8081} {
+			probes = append(probes, fwtest.Probe{Proto: "tcp", Src: s, Port: port})
+		}
+	}
+	before := n.Reach(t, probes)
+	if !before[probes[2]] || before[probes[1]] {
+		t.Fatalf("before the flip: 8080 reached=%v, 8081 reached=%v; want only 8081 (on the veth)", before[probes[1]], before[probes[2]])
+	}
+	found := n.List(t)
+	node, err := firewall.ReadNode(n.Path(n.Node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := MeshSpec{Node: "n1", Input: append(allow(OwnerManagement, "22/tcp"), allow("web", "8080/tcp", "8081/tcp")...)}
+	p := PreviewFlipOn(found, node, spec)
+	if !p.Approved {
+		t.Fatalf("preview refused: %v", p.Reasons)
+	}
+	d, err := DeriveFor(found, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{fmt.Sprintf("iifname %q meta nfproto ipv4 meta l4proto tcp th dport 8081", veth), `iifname "up0" meta nfproto ipv4 meta l4proto tcp th dport 8080`} {
+		if !strings.Contains(d.Text(), s) {
+			t.Errorf("the derived table does not hold %q:\n%s", s, d.Text())
+		}
+	}
+	fl := NewFlipper(n.Path(n.Node))
+	if _, err := fl.Flip(spec, p.FoundFingerprint, p.DerivedFingerprint); err != nil {
+		t.Fatal(err)
+	}
+	after := n.Reach(t, probes)
+	mismatches := 0
+	for _, pr := range probes {
+		if before[pr] != after[pr] {
+			mismatches++
+			t.Errorf("%v reached=%v before the flip, %v after", pr, before[pr], after[pr])
+		}
+	}
+	fmt.Printf("flip carrying interfaces: %d packets sent, %d mismatches\n", 2*len(probes), mismatches)
+}

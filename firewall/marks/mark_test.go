@@ -596,8 +596,9 @@ func TestCloseDeletesOwnMarksByHandle(t *testing.T) {
 	}
 }
 
-// Open lists the rules of the chains a mark may go to (and of the chains
-// they jump to: none here) and no other; Close finds the marks in one dump
+// Open lists the rules of the chains a mark may go to, of the base chains
+// at prerouting and input (where the found restriction of the port is
+// read), and of the chains they jump to (none here), and no other; Close finds the marks in one dump
 // of every rule; each batch asks for one acknowledgement, of its last
 // message.
 func TestMarkListsOnlyWhatItNeeds(t *testing.T) {
@@ -606,7 +607,7 @@ func TestMarkListsOnlyWhatItNeeds(t *testing.T) {
 	if _, _, err := m.Open("n1", "foundation", []config.Port{{Num: 9500, Proto: "tcp"}, {Num: 53, Proto: "udp"}}); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("%d filter ufw-user-input,%d filter ufw6-user-input", unix.NFPROTO_IPV4, unix.NFPROTO_IPV6)
+	want := fmt.Sprintf("%d filter INPUT,%d filter ufw-user-input,%d filter INPUT,%d filter ufw6-user-input", unix.NFPROTO_IPV4, unix.NFPROTO_IPV4, unix.NFPROTO_IPV6, unix.NFPROTO_IPV6)
 	if got := strings.Join(k.ruleDumps, ","); got != want {
 		t.Errorf("Open dumped the rules of %q, want only %q", got, want)
 	}
@@ -650,7 +651,7 @@ func TestOpenListsWhatTheMarkChainJumpsTo(t *testing.T) {
 	if _, _, err := m.Open("n1", "foundation", []config.Port{{Num: 9500, Proto: "tcp"}}); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("%d filter ufw-user-input,%d filter blocklist", unix.NFPROTO_IPV4, unix.NFPROTO_IPV4)
+	want := fmt.Sprintf("%d filter INPUT,%d filter ufw-user-input,%d filter blocklist", unix.NFPROTO_IPV4, unix.NFPROTO_IPV4, unix.NFPROTO_IPV4)
 	if got := strings.Join(k.ruleDumps, ","); got != want {
 		t.Errorf("Open dumped the rules of %q, want %q", got, want)
 	}
