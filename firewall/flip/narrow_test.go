@@ -1,0 +1,137 @@
+package flip
+
+import (
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/fwtest"
+)
+
+// foundNarrow is a native default-deny predecessor that lets ssh in from
+// 10.9.0.0/24 only, drops 203.0.113.0/24 first, and opens 80 to the rest.
+func foundNarrow() *firewall.Ruleset {
+	return &firewall.Ruleset{Tables: []firewall.Table{{Family: firewall.FamilyInet, Name: "filter", Chains: []firewall.Chain{{
+		Name: "input", Hook: firewall.HookInput, Policy: "drop", Type: "filter",
+		Rules: []firewall.Rule{
+			acceptH(2, []firewall.Cond{{Kind: firewall.CondCtState, Bits: firewall.CtStateEstablished | firewall.CtStateRelated}}),
+			{Handle: 3, Conds: []firewall.Cond{fwtest.Saddr("203.0.113.0/24")}, Verdict: firewall.Verdict{Kind: firewall.VerdictDrop}},
+			acceptH(4, append([]firewall.Cond{fwtest.Saddr("10.9.0.0/24")}, tcpPort(22)...)),
+			acceptH(5, tcpPort(80)),
+		},
+	}, {
+		Name: "forward", Hook: firewall.HookForward, Policy: "drop", Type: "filter",
+	}}}}}
+}
+
+func TestEffectiveSpecCarriesSources(t *testing.T) {
+	spec := MeshSpec{Node: "n1", Input: concat(allow(OwnerManagement, "22/tcp"), allow("web", "80/tcp", "443/tcp"))}
+	eff := EffectiveSpec(foundNarrow(), spec)
+	want := map[uint16][]Reach{
+		22:  {{Family: firewall.FamilyIP, From: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/24")}}},
+		80:  {{Family: firewall.FamilyIP, Except: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}}, {Family: firewall.FamilyIP6}},
+		443: nil, // closed now: a new port, open to all
+	}
+	for _, a := range eff.Input {
+		if !reflect.DeepEqual(a.Carried, want[a.Port.Num]) {
+			t.Errorf("%s carried %+v, want %+v", a.Port, a.Carried, want[a.Port.Num])
+		}
+	}
+	if spec.Input[0].Carried != nil {
+		t.Error("EffectiveSpec changed the spec it was given")
+	}
+	d, err := DeriveFor(foundNarrow(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		"set input_22_tcp_ip_from {\n\t\ttype ipv4_addr\n\t\tflags interval\n\t\telements = { 10.9.0.0/24 }",
+		"meta nfproto ipv4 ip saddr @input_22_tcp_ip_from meta l4proto tcp th dport 22 counter accept",
+		"meta nfproto ipv4 ip saddr != @input_80_tcp_ip_except meta l4proto tcp th dport 80 counter accept",
+		"meta nfproto ipv6 meta l4proto tcp th dport 80 counter accept",
+		"\t\tmeta l4proto tcp th dport 443 counter accept",
+	} {
+		if !strings.Contains(d.Text(), s) {
+			t.Errorf("derived table lacks %q:\n%s", s, d.Text())
+		}
+	}
+	// The model the preview reads opens exactly what was found.
+	open := eval.OpenPorts(d.Ruleset)
+	if o := fwtest.Find(open, firewall.HookInput, firewall.FamilyIP, "tcp", 22); len(o) != 1 || o[0].From != "10.9.0.0/24" {
+		t.Errorf("22/tcp after: %+v, want from 10.9.0.0/24 only", o)
+	}
+	if o := fwtest.Find(open, firewall.HookInput, firewall.FamilyIP6, "tcp", 22); len(o) != 0 {
+		t.Errorf("22/tcp over IPv6 after: %+v, want closed as now", o)
+	}
+	if r := eval.SourcesAt(d.Ruleset, firewall.Node{}, firewall.HookInput, firewall.FamilyIP, "tcp", 80); !r.Any || !reflect.DeepEqual(r.Except, []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}) {
+		t.Errorf("80/tcp after: %+v, want any but 203.0.113.0/24", r)
+	}
+}
+
+func TestPreviewWidening(t *testing.T) {
+	found := foundNarrow()
+	spec := MeshSpec{Node: "n1", Input: concat(allow(OwnerManagement, "22/tcp"), allow("web", "80/tcp"))}
+	if p := PreviewFlip(found, spec); !p.Approved {
+		t.Fatalf("restrictions carried: refused %v", p.Reasons)
+	}
+	// The table of old, every port to anyone.
+	eff := EffectiveSpec(found, spec)
+	for i := range eff.Input {
+		eff.Input[i].Carried = nil
+	}
+	wide, err := Derive(eff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := previewFlip(found, wide.Ruleset, spec, firewall.Node{})
+	why := strings.Join(p.Reasons, "\n")
+	for _, s := range []string{
+		"22/tcp (input, ip) would widen: passes after the flip from any source",
+		"22/tcp (input, ip, from 203.0.113.0/24) would widen",
+		"22/tcp (input, ip6) would widen",
+		"80/tcp (input, ip, from 203.0.113.0/24) would widen",
+	} {
+		if !strings.Contains(why, s) {
+			t.Errorf("reasons lack %q:\n%s", s, why)
+		}
+	}
+	if strings.Contains(why, "from 10.9.0.0/24") || strings.Contains(why, "80/tcp (input, ip6)") {
+		t.Errorf("reasons name what does not widen:\n%s", why)
+	}
+	// Declared, the same widening is approved.
+	spec.Widen = fwtest.Ports("22/tcp", "80/tcp")
+	p = PreviewFlip(found, spec)
+	if !p.Approved {
+		t.Fatalf("widening declared: refused %v", p.Reasons)
+	}
+	n := 0
+	for _, f := range p.Fates {
+		if f.Fate == FateWidening {
+			n++
+			if !f.Declared {
+				t.Errorf("%+v not declared", f)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no widening fate for ports declared in flip.widen")
+	}
+}
+
+// A rate limit cannot be carried: the port passes now only under it, and
+// the preview refuses naming it.
+func TestPreviewRefusesRateLimit(t *testing.T) {
+	found := foundNarrow()
+	ch := &found.Tables[0].Chains[0]
+	ch.Rules = append(ch.Rules, acceptH(9, append([]firewall.Cond{{Kind: firewall.CondUndecidable, Reason: "limit rate 3/60s"}}, portsCond(unix.IPPROTO_TCP, 2222, 2222)...)))
+	p := PreviewFlip(found, MeshSpec{Node: "n1", Input: concat(allow(OwnerManagement, "22/tcp"), allow("web", "2222/tcp"))})
+	why := strings.Join(p.Reasons, "\n")
+	if p.Approved || !strings.Contains(why, "2222/tcp (input, ip) would widen") || !strings.Contains(why, "limit rate 3/60s") {
+		t.Errorf("approved=%v, want a refusal naming 2222/tcp and its limit:\n%s", p.Approved, why)
+	}
+}
