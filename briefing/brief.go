@@ -221,6 +221,9 @@ func Build(plan config.Plan, probe *activities.ProbeReport, state *workflows.Sta
 			if f.Dropped {
 				fate += " (dropped on purpose)"
 			}
+			if f.Declared {
+				fate += " (declared in flip.widen)"
+			}
 			b.Fates = append(b.Fates, Fate{Port: portText(f.Opening), Family: f.Opening.Family, Direction: f.Opening.Direction, Fate: fate, By: f.By})
 		}
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -158,5 +159,27 @@ func TestParsePortRange(t *testing.T) {
 		if ps, err := ParsePortRange(bad); err == nil {
 			t.Errorf("ParsePortRange(%q) accepted: %v", bad, ps)
 		}
+	}
+}
+
+func TestFlipWiden(t *testing.T) {
+	c, err := Load(write(t, `
+node: {name: n1}
+flip:
+  widen: ["22/tcp", "9000-9002/udp"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(c.Plan().Widen); got != "[22/tcp 9000/udp 9001/udp 9002/udp]" {
+		t.Errorf("plan widen %s", got)
+	}
+	_, err = Load(write(t, `
+node: {name: n1}
+flip:
+  widen: ["22/tcpx"]
+`))
+	if err == nil || !strings.Contains(err.Error(), `flip.widen[0]: "22/tcpx" is invalid`) {
+		t.Errorf("a bad flip.widen: %v", err)
 	}
 }

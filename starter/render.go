@@ -26,6 +26,9 @@ func printPreview(w io.Writer, pv *flip.Preview, width int) {
 		if f.Fate == "closing" && f.Dropped {
 			by = "flip.drop"
 		}
+		if f.Fate == flip.FateWidening && f.Declared {
+			by = "flip.widen"
+		}
 		from := o.From
 		if from == "" {
 			from = "any"
@@ -34,7 +37,7 @@ func printPreview(w io.Writer, pv *flip.Preview, width int) {
 	}
 	tw.Flush()
 	if pv.Approved {
-		fmt.Fprintln(w, "\nAPPROVED: every port that would close is in flip.drop; `adopt flip NODE` may proceed")
+		fmt.Fprintln(w, "\nAPPROVED: every port that would close is in flip.drop, every one that would widen in flip.widen; `adopt flip NODE` may proceed")
 	} else {
 		fmt.Fprintln(w, "\nREFUSED:")
 		for _, r := range groupFamilies(pv.Reasons) {
