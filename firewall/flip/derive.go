@@ -267,9 +267,20 @@ func validateSpec(spec MeshSpec) error {
 	for _, p := range spec.Drop {
 		check("drop", p)
 	}
+	for _, p := range spec.Widen {
+		check("widen", p)
+	}
 	for _, l := range [][]Allow{spec.Input, spec.Forward} {
 		for _, a := range l {
 			for _, r := range a.Carried {
+				if r.Family != firewall.FamilyIP && r.Family != firewall.FamilyIP6 {
+					errs = append(errs, fmt.Errorf("port %s: carried family %q is not ip or ip6", a.Port, r.Family))
+				}
+				for _, q := range append(append([]netip.Prefix(nil), r.From...), r.Except...) {
+					if !q.IsValid() || q.Addr().Is4() != (r.Family == firewall.FamilyIP) || q.Addr().Is4In6() {
+						errs = append(errs, fmt.Errorf("port %s: carried source %s is not a prefix of family %s", a.Port, q, r.Family))
+					}
+				}
 				for _, n := range append(append([]string(nil), r.Iif...), r.NotIif...) {
 					if n == "" || len(n) >= unix.IFNAMSIZ || strings.ContainsAny(n, "*\"\x00") {
 						errs = append(errs, fmt.Errorf("port %s: interface name %q is not one", a.Port, n))

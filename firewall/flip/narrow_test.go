@@ -135,3 +135,14 @@ func TestPreviewRefusesRateLimit(t *testing.T) {
 		t.Errorf("approved=%v, want a refusal naming 2222/tcp and its limit:\n%s", p.Approved, why)
 	}
 }
+
+func TestDeriveRefusesBadCarried(t *testing.T) {
+	a := allow("web", "80/tcp")
+	a[0].Carried = []Reach{{Family: "ip", From: []netip.Prefix{netip.MustParsePrefix("fd00::/8")}}, {Family: "arp"}, {Family: "ip6", Iif: []string{"eth*"}}}
+	_, err := Derive(MeshSpec{Node: "n1", Input: a})
+	for _, s := range []string{"carried source fd00::/8 is not a prefix of family ip", `carried family "arp"`, `interface name "eth*"`} {
+		if err == nil || !strings.Contains(err.Error(), s) {
+			t.Errorf("Derive: %v, want it to say %q", err, s)
+		}
+	}
+}
