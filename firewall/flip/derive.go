@@ -595,9 +595,15 @@ func prefixRanges(ps []netip.Prefix) []addrRange {
 
 // elements are the set's elements as the kernel holds them: a start
 // element per range, and an interval end one past its last address
-// (none for a range that ends the address space).
+// (none for a range that ends the address space). As nft writes an
+// interval set, an interval end at the zero address leads when the first
+// range starts later, so the set listed is the same whether the flip wrote
+// it or the boot file's "nft -f" did.
 func (s derivedSet) elements() []firewall.SetElement {
 	var out []firewall.SetElement
+	if len(s.ranges) > 0 && !s.ranges[0].lo.IsUnspecified() {
+		out = append(out, firewall.SetElement{Key: make([]byte, s.ranges[0].lo.BitLen()/8), IntervalEnd: true})
+	}
 	for _, r := range s.ranges {
 		out = append(out, firewall.SetElement{Key: r.lo.AsSlice()})
 		if end := r.hi.Next(); end.IsValid() {

@@ -143,6 +143,7 @@ func TestKernelFlipCarriesRestrictions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	meshListed(t, n, d, "the flip's table")
 	after := n.Reach(t, probes)
 	sent, mismatches, kept, closing, passed := 2*len(probes), 0, 0, 0, 0
 	for _, pr := range probes {
@@ -180,6 +181,14 @@ func TestKernelFlipCarriesRestrictions(t *testing.T) {
 	if got := n.Reach(t, probes); fmt.Sprint(got) != fmt.Sprint(before) {
 		t.Errorf("after the revert the node answers otherwise than before the flip")
 	}
+	// The boot file, with its sets, is what nft loads.
+	boot, err := BootRuleset(d.Spec, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwtest.Run(t, boot, "ip", "netns", "exec", n.Node, "nft", "-f", "-")
+	meshListed(t, n, d, "the boot file's table")
+	fwtest.Run(t, "", "ip", "netns", "exec", n.Node, "nft", "delete", "table", "inet", firewall.MeshTable)
 }
 
 // A mesh table that opens ssh to every source, where the found firewall
@@ -318,4 +327,20 @@ func TestKernelFlipCarriesInterface(t *testing.T) {
 		}
 	}
 	fmt.Printf("flip carrying interfaces: %d packets sent, %d mismatches\n", 2*len(probes), mismatches)
+}
+
+// meshListed checks that table inet adoption, as listed, is the derived
+// model, sets and all.
+func meshListed(t *testing.T, n *fwtest.TestNet, d *Derived, what string) {
+	t.Helper()
+	for _, tb := range n.List(t).Tables {
+		if tb.Name == firewall.MeshTable {
+			got := &firewall.Ruleset{Tables: []firewall.Table{tb}}
+			if firewall.Fingerprint(got) != firewall.Fingerprint(d.Ruleset) {
+				t.Errorf("%s, listed, is not the derived model:\n%s", what, fwtest.Diff(firewall.Render(d.Ruleset), firewall.Render(got)))
+			}
+			return
+		}
+	}
+	t.Errorf("%s is not there", what)
 }
