@@ -19,7 +19,6 @@ type openKey struct {
 func evalPorts(prog *program, node *firewall.Node, st stages, atoms []Atom, groups [][]Atom, index map[netip.Prefix]int, bounds []int, fam, proto string) []firewall.Opening {
 	pnum := protoNum(proto)
 	e := prog.Evaluator()
-	type span struct{ start, end int }
 	open := map[openKey]*span{}
 	var out []firewall.Opening
 	flush := func(k openKey, s *span) {
@@ -83,19 +82,7 @@ func evalPorts(prog *program, node *firewall.Node, st stages, atoms []Atom, grou
 				}
 			}
 		}
-		for k, s := range open {
-			if !here[k] {
-				flush(k, s)
-				delete(open, k)
-			}
-		}
-		for k := range here {
-			if s, ok := open[k]; ok {
-				s.end = end
-			} else {
-				open[k] = &span{start, end}
-			}
-		}
+		advance(open, here, start, end, flush)
 	}
 	for k, s := range open {
 		flush(k, s)
@@ -117,6 +104,28 @@ func evalPorts(prog *program, node *firewall.Node, st stages, atoms []Atom, grou
 		return a.Via < b.Via
 	})
 	return out
+}
+
+// span is a port interval over which one opening holds.
+type span struct{ start, end int }
+
+// advance moves the open spans on to the port interval [start, end]: a
+// span whose key is not here ends (flush), one that is grows, a new key
+// starts one.
+func advance[K comparable](open map[K]*span, here map[K]bool, start, end int, flush func(K, *span)) {
+	for k, s := range open {
+		if !here[k] {
+			flush(k, s)
+			delete(open, k)
+		}
+	}
+	for k := range here {
+		if s, ok := open[k]; ok {
+			s.end = end
+		} else {
+			open[k] = &span{start, end}
+		}
+	}
 }
 
 // fromLess orders "" (any source) first, then prefixes by address.

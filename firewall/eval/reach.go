@@ -154,11 +154,11 @@ func Widened(before, after *firewall.Ruleset, node firewall.Node) []Widening {
 				dir, via, from string
 				surer          bool
 			}
-			open := map[key]*[2]int{}
-			flush := func(k key, s *[2]int) {
-				o := firewall.Opening{Port: uint16(s[0]), Proto: proto, Direction: k.dir, From: k.from, Family: fam, Via: k.via}
-				if s[1] != s[0] {
-					o.PortEnd = uint16(s[1])
+			open := map[key]*span{}
+			flush := func(k key, s *span) {
+				o := firewall.Opening{Port: uint16(s.start), Proto: proto, Direction: k.dir, From: k.from, Family: fam, Via: k.via}
+				if s.end != s.start {
+					o.PortEnd = uint16(s.end)
 				}
 				out = append(out, Widening{Opening: o, Surer: k.surer})
 			}
@@ -204,19 +204,7 @@ func Widened(before, after *firewall.Ruleset, node firewall.Node) []Widening {
 						here[k] = true
 					}
 				}
-				for k, s := range open {
-					if !here[k] {
-						flush(k, s)
-						delete(open, k)
-					}
-				}
-				for k := range here {
-					if s, ok := open[k]; ok {
-						s[1] = end
-					} else {
-						open[k] = &[2]int{start, end}
-					}
-				}
+				advance(open, here, start, end, flush)
 			}
 			for k, s := range open {
 				flush(k, s)

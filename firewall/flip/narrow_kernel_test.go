@@ -118,20 +118,8 @@ func TestKernelFlipCarriesRestrictions(t *testing.T) {
 			t.Fatalf("before the flip: tcp from %s to %d reached=%v, want %v (the fixture is not what the test needs)", c.src, c.port, got, c.want)
 		}
 	}
-	found := n.List(t)
-	node, err := firewall.ReadNode(n.Path(n.Node))
-	if err != nil {
-		t.Fatal(err)
-	}
 	spec := MeshSpec{Node: "n1", Input: append(allow(OwnerManagement, "22/tcp"), allow("web", "8080/tcp", "8080/udp")...)}
-	p := PreviewFlipOn(found, node, spec)
-	if !p.Approved {
-		t.Fatalf("preview refused: %v", p.Reasons)
-	}
-	d, err := DeriveFor(found, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, d := approved(t, n, spec)
 	t.Logf("derived:\n%s", d.Text())
 	for _, s := range []string{"elements = { 10.9.0.0/26, 10.9.0.128/25 }", "elements = { 10.9.0.64/26, 203.0.113.0/24 }", "elements = { fd00:f0::3/128 }"} {
 		if !strings.Contains(d.Text(), s) {
@@ -202,17 +190,7 @@ func TestKernelPreviewRefusesWidening(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := MeshSpec{Node: "n1", Input: append(allow(OwnerManagement, "22/tcp"), allow("web", "8080/tcp", "8080/udp")...)}
-	// What Derive made before restrictions were carried: every port to
-	// anyone.
-	eff := EffectiveSpec(found, spec)
-	for i := range eff.Input {
-		eff.Input[i].Carried = nil
-	}
-	wide, err := Derive(eff)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := previewFlip(found, wide.Ruleset, spec, node)
+	p := previewFlip(found, uncarried(t, found, spec).Ruleset, spec, node)
 	if p.Approved {
 		t.Fatal("a flip that opens ssh to every source was approved")
 	}
@@ -295,20 +273,8 @@ func TestKernelFlipCarriesInterface(t *testing.T) {
 	if !before[probes[2]] || before[probes[1]] {
 		t.Fatalf("before the flip: 8080 reached=%v, 8081 reached=%v; want only 8081 (on the veth)", before[probes[1]], before[probes[2]])
 	}
-	found := n.List(t)
-	node, err := firewall.ReadNode(n.Path(n.Node))
-	if err != nil {
-		t.Fatal(err)
-	}
 	spec := MeshSpec{Node: "n1", Input: append(allow(OwnerManagement, "22/tcp"), allow("web", "8080/tcp", "8081/tcp")...)}
-	p := PreviewFlipOn(found, node, spec)
-	if !p.Approved {
-		t.Fatalf("preview refused: %v", p.Reasons)
-	}
-	d, err := DeriveFor(found, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, d := approved(t, n, spec)
 	for _, s := range []string{fmt.Sprintf("iifname %q meta nfproto ipv4 meta l4proto tcp th dport 8081", veth), `iifname "up0" meta nfproto ipv4 meta l4proto tcp th dport 8080`} {
 		if !strings.Contains(d.Text(), s) {
 			t.Errorf("the derived table does not hold %q:\n%s", s, d.Text())
@@ -343,4 +309,24 @@ func meshListed(t *testing.T, n *fwtest.TestNet, d *Derived, what string) {
 		}
 	}
 	t.Errorf("%s is not there", what)
+}
+
+// approved previews spec on n's node as the product does, fails unless it
+// approves, and returns the preview and the table it approved.
+func approved(t *testing.T, n *fwtest.TestNet, spec MeshSpec) (Preview, *Derived) {
+	t.Helper()
+	found := n.List(t)
+	node, err := firewall.ReadNode(n.Path(n.Node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := PreviewFlipOn(found, node, spec)
+	if !p.Approved {
+		t.Fatalf("preview refused: %v", p.Reasons)
+	}
+	d, err := DeriveFor(found, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, d
 }

@@ -79,16 +79,7 @@ func TestPreviewWidening(t *testing.T) {
 	if p := PreviewFlip(found, spec); !p.Approved {
 		t.Fatalf("restrictions carried: refused %v", p.Reasons)
 	}
-	// The table of old, every port to anyone.
-	eff := EffectiveSpec(found, spec)
-	for i := range eff.Input {
-		eff.Input[i].Carried = nil
-	}
-	wide, err := Derive(eff)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := previewFlip(found, wide.Ruleset, spec, firewall.Node{})
+	p := previewFlip(found, uncarried(t, found, spec).Ruleset, spec, firewall.Node{})
 	why := strings.Join(p.Reasons, "\n")
 	for _, s := range []string{
 		"22/tcp (input, ip) would widen: passes after the flip from any source",
@@ -145,4 +136,19 @@ func TestDeriveRefusesBadCarried(t *testing.T) {
 			t.Errorf("Derive: %v, want it to say %q", err, s)
 		}
 	}
+}
+
+// uncarried is the table Derive made before restrictions were carried:
+// every kept port open to every source.
+func uncarried(t *testing.T, found *firewall.Ruleset, spec MeshSpec) *Derived {
+	t.Helper()
+	eff := EffectiveSpec(found, spec)
+	for i := range eff.Input {
+		eff.Input[i].Carried = nil
+	}
+	d, err := Derive(eff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
