@@ -26,12 +26,16 @@ const (
 	// under a condition the evaluator cannot decide, such as a rate limit).
 	// Refused unless the port is in flip.widen (Declared).
 	FateWidening = "widening"
+	// FateUncertain: open now under a condition the evaluator cannot
+	// decide for a named reason (a DNAT it cannot follow), and open after
+	// the flip: its fate cannot be promised. Refused, with the reason.
+	FateUncertain = "uncertain"
 )
 
 // Fate is what the flip does to one port the found firewall opens now.
 type Fate struct {
 	Opening firewall.Opening `json:"opening"`
-	// Fate is "kept" or "closing".
+	// Fate is "kept", "closing", "widening" or "uncertain".
 	Fate string `json:"fate"`
 	// By names who keeps a kept port: "management", "foundation", a
 	// module, "containers" (traffic from a container bridge).
@@ -162,6 +166,9 @@ func previewFlip(found, derived *firewall.Ruleset, spec MeshSpec, node firewall.
 			segs = append(segs, f)
 		}
 		for _, f := range segs {
+			if f.Fate == FateKept && o.Reason != "" {
+				f.Fate, f.Reason = FateUncertain, o.Reason
+			}
 			p.Fates = append(p.Fates, f)
 			if f.Fate != FateClosing {
 				continue

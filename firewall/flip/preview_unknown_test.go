@@ -34,6 +34,11 @@ func TestPreviewNamesADNATIntoAnUnknownAddress(t *testing.T) {
 	if p.Approved || !strings.Contains(reasons, "18080/tcp (forward, ip") || !strings.Contains(reasons, "stays uncertain: DNAT target 172.17.0.2 is on none of the node's networks") {
 		t.Errorf("a declared port DNATed to an unknown address must refuse, naming the target; reasons:\n%s", reasons)
 	}
+	for _, f := range p.Fates {
+		if f.Opening.Port == 18080 && f.Opening.Direction == firewall.HookForward && (f.Fate != FateUncertain || !strings.Contains(f.Reason, "is on none of the node's networks")) {
+			t.Errorf("18080's fate %+v, want uncertain with the reason", f)
+		}
+	}
 
 	undeclared := dnatSpec(drop...)
 	undeclared.Forward = nil
