@@ -6,7 +6,9 @@ package eval
 
 import (
 	"net/netip"
+	"slices"
 	"sort"
+	"strings"
 
 	"adoption/firewall"
 )
@@ -233,7 +235,9 @@ func Widened(before, after *firewall.Ruleset, node firewall.Node) []Widening {
 // Undecided lists the reasons of the undecidable conditions of rules a new
 // connection of proto to port (at dir, family fam) may meet: what keeps an
 // opening uncertain, in the words of the decoder ("limit rate 3/60s", "xt
-// match recent rev 0"). Each reason once, in ruleset order.
+// match recent rev 0"), and the input interfaces rules name ("input
+// interface eth1"), which a node with several uplinks cannot decide. Base
+// chains of other hooks are left out. Each reason once, in ruleset order.
 func Undecided(rs *firewall.Ruleset, dir, fam, proto string, port uint16) []string {
 	pkt := Packet{Hook: dir, Family: fam, Proto: protoNum(proto), Port: port, OrigPort: port, Src: Atom{Other: true}}
 	seen := map[string]bool{}
@@ -244,6 +248,9 @@ func Undecided(rs *firewall.Ruleset, dir, fam, proto string, port uint16) []stri
 			continue
 		}
 		for ci := range t.Chains {
+			if h := t.Chains[ci].Hook; h != "" && h != dir && h != firewall.HookPrerouting {
+				continue
+			}
 			for ri := range t.Chains[ci].Rules {
 				r := &t.Chains[ci].Rules[ri]
 				var reasons []string
@@ -253,7 +260,11 @@ func Undecided(rs *firewall.Ruleset, dir, fam, proto string, port uint16) []stri
 					switch {
 					case c.Kind == firewall.CondUndecidable:
 						reasons = append(reasons, c.Reason)
-					case c.Kind == firewall.CondSaddr || c.Kind == firewall.CondIifname:
+					case c.Kind == firewall.CondIifname:
+						if !c.Negate && !slices.Contains(c.Names, "lo") {
+							reasons = append(reasons, "input interface "+strings.Join(c.Names, ", "))
+						}
+					case c.Kind == firewall.CondSaddr:
 						// Some source or interface may match.
 					case pkt.Cond(c) == TriFalse:
 						may = false

@@ -152,3 +152,28 @@ func uncarried(t *testing.T, found *firewall.Ruleset, spec MeshSpec) *Derived {
 	}
 	return d
 }
+
+// "allow in on eth1": carried as the interface; the table of old, open on
+// every interface, is refused on a node with two uplinks, naming it.
+func TestPreviewInterfaceCarried(t *testing.T) {
+	found := foundNarrow()
+	ch := &found.Tables[0].Chains[0]
+	ch.Rules = append(ch.Rules, acceptH(9, append([]firewall.Cond{{Kind: firewall.CondIifname, Names: []string{"eth1"}}}, tcpPort(8443)...)))
+	node := firewall.Node{Interfaces: []firewall.Interface{{Name: "lo", Loopback: true}, {Name: "eth0"}, {Name: "eth1"}}}
+	spec := MeshSpec{Node: "n1", Input: concat(allow(OwnerManagement, "22/tcp"), allow("web", "80/tcp", "8443/tcp"))}
+	if p := PreviewFlipOn(found, node, spec); !p.Approved {
+		t.Fatalf("interface carried: refused %v", p.Reasons)
+	}
+	d, err := DeriveFor(found, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(d.Text(), `iifname "eth1" meta nfproto ipv4 ip saddr != @input_8443_tcp_ip_except meta l4proto tcp th dport 8443 counter accept`) ||
+		!strings.Contains(d.Text(), `iifname "eth1" meta nfproto ipv6 meta l4proto tcp th dport 8443 counter accept`) {
+		t.Errorf("8443 not carried on eth1:\n%s", d.Text())
+	}
+	p := previewFlip(found, uncarried(t, found, spec).Ruleset, spec, node)
+	if why := strings.Join(p.Reasons, "\n"); p.Approved || !strings.Contains(why, "8443/tcp (input, ip) would widen") || !strings.Contains(why, "input interface eth1") {
+		t.Errorf("8443 open on every interface: approved=%v, want a refusal naming eth1:\n%s", p.Approved, why)
+	}
+}
