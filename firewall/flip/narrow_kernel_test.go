@@ -25,7 +25,7 @@ var narrowSources = []string{
 }
 
 // narrowNet is a ufw node that lets ssh in only from 10.9.0.0/24, 8080
-// (tcp and udp) from anyone, and denies 10.9.0.64/26 and fd00:f0::3
+// (tcp and udp) and 9999/tcp from anyone, and denies 10.9.0.64/26 and fd00:f0::3
 // everything (ufw's "deny from", inserted first); an ipset blocklist
 // (hash:net, 203.0.113.0/24) is dropped at the top of INPUT. The peer holds
 // every address of narrowSources.
@@ -53,6 +53,7 @@ func narrowNet(t *testing.T) *fwtest.TestNet {
 		[]string{"deny", "from", "fd00:f0::3"},
 		[]string{"allow", "from", "10.9.0.0/24", "to", "any", "port", "22", "proto", "tcp"},
 		[]string{"allow", "8080"},
+		[]string{"allow", "9999/tcp"},
 		[]string{"--force", "enable"},
 	)
 	fwtest.Run(t, "", "ip", "netns", "exec", n.Node, "ipset", "create", "bl", "hash:net")
@@ -113,12 +114,13 @@ func TestKernelFlipCarriesRestrictions(t *testing.T) {
 		src  string
 		port uint16
 		want bool
-	}{{"10.9.0.5", 22, true}, {"10.8.0.5", 22, false}, {"10.9.0.70", 22, false}, {"203.0.113.7", 8080, false}, {fwtest.PeerV4a, 8080, true}} {
+	}{{"10.9.0.5", 22, true}, {"10.8.0.5", 22, false}, {"10.9.0.70", 22, false}, {"203.0.113.7", 8080, false}, {fwtest.PeerV4a, 8080, true}, {fwtest.PeerV4a, 9999, true}} {
 		if got := before[fwtest.Probe{Proto: "tcp", Src: c.src, Port: c.port}]; got != c.want {
 			t.Fatalf("before the flip: tcp from %s to %d reached=%v, want %v (the fixture is not what the test needs)", c.src, c.port, got, c.want)
 		}
 	}
 	spec := MeshSpec{Node: "n1", Input: append(allow(OwnerManagement, "22/tcp"), allow("web", "8080/tcp", "8080/udp")...)}
+	spec.Drop = fwtest.Ports("9999/tcp") // closing, on purpose
 	p, d := approved(t, n, spec)
 	t.Logf("derived:\n%s", d.Text())
 	for _, s := range []string{"elements = { 10.9.0.0/26, 10.9.0.128/25 }", "elements = { 10.9.0.64/26, 203.0.113.0/24 }", "elements = { fd00:f0::3/128 }"} {
@@ -163,6 +165,9 @@ func TestKernelFlipCarriesRestrictions(t *testing.T) {
 	}
 	fmt.Printf("flip carrying restrictions: %d packets sent (%d probes before and after), %d pass after, %d kept, %d closing, %d mismatches\n",
 		sent, len(probes), passed, kept, closing, mismatches)
+	if kept == 0 || closing == 0 {
+		t.Errorf("%d kept and %d closing probes: the test wants both", kept, closing)
+	}
 	if err := f.Revert(plan); err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +195,7 @@ func TestKernelPreviewRefusesWidening(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := MeshSpec{Node: "n1", Input: append(allow(OwnerManagement, "22/tcp"), allow("web", "8080/tcp", "8080/udp")...)}
+	spec.Drop = fwtest.Ports("9999/tcp") // closing, on purpose
 	p := previewFlip(found, uncarried(t, found, spec).Ruleset, spec, node)
 	if p.Approved {
 		t.Fatal("a flip that opens ssh to every source was approved")
