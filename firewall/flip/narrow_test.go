@@ -177,3 +177,30 @@ func TestPreviewInterfaceCarried(t *testing.T) {
 		t.Errorf("8443 open on every interface: approved=%v, want a refusal naming eth1:\n%s", p.Approved, why)
 	}
 }
+
+// "deny in on eth1" before an allow to all: carried as "iifname != eth1".
+func TestDeriveCarriesNotIif(t *testing.T) {
+	found := foundNarrow()
+	ch := &found.Tables[0].Chains[0]
+	deny := firewall.Rule{Handle: 9, Conds: append([]firewall.Cond{{Kind: firewall.CondIifname, Names: []string{"eth1"}}}, tcpPort(8443)...), Verdict: firewall.Verdict{Kind: firewall.VerdictDrop}}
+	ch.Rules = append(ch.Rules, deny, acceptH(10, tcpPort(8443)))
+	d, err := DeriveFor(found, MeshSpec{Node: "n1", Input: allow("web", "8443/tcp")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(d.Text(), `iifname != "eth1" meta nfproto ipv6 meta l4proto tcp th dport 8443 counter accept`) {
+		t.Errorf("8443 not carried as closed on eth1:\n%s", d.Text())
+	}
+	node := firewall.Node{Interfaces: []firewall.Interface{{Name: "eth0"}, {Name: "eth1"}}}
+	for _, up := range []string{"eth0", "eth1"} {
+		one := firewall.Node{Interfaces: []firewall.Interface{{Name: up}}}
+		before := eval.SourcesAt(found, one, firewall.HookInput, firewall.FamilyIP6, "tcp", 8443)
+		after := eval.SourcesAt(d.Ruleset, one, firewall.HookInput, firewall.FamilyIP6, "tcp", 8443)
+		if before.Open() != after.Open() || before.Open() != (up == "eth0") {
+			t.Errorf("8443 on %s: open %v before, %v after", up, before.Open(), after.Open())
+		}
+	}
+	if p := PreviewFlipOn(found, node, MeshSpec{Node: "n1", Input: concat(allow(OwnerManagement, "22/tcp"), allow("web", "80/tcp", "8443/tcp"))}); !p.Approved {
+		t.Errorf("refused: %v", p.Reasons)
+	}
+}
