@@ -219,7 +219,9 @@ func TestPruneOnlyOfMigratedModules(t *testing.T) {
 	if len(rec.changes) != 0 {
 		t.Fatalf("a refused prune changed %v", rec.changes)
 	}
-	must(t, a.State.(*nodestate.Dir).UpdateCutover("app", func(*nodestate.CutoverRecord) (*nodestate.CutoverRecord, error) { return &nodestate.CutoverRecord{State: nodestate.CutoverConfirmed}, nil }))
+	must(t, a.State.(*nodestate.Dir).UpdateCutover("app", func(*nodestate.CutoverRecord) (*nodestate.CutoverRecord, error) {
+		return &nodestate.CutoverRecord{State: nodestate.CutoverConfirmed}, nil
+	}))
 	_, err = a.Prune(ctx, PruneInput{Plan: plan, Modules: []string{"app"}})
 	must(t, err)
 	if strings.Join(rec.changes, ",") != "prune" {
