@@ -13,6 +13,7 @@ import (
 	"adoption/firewall/flip"
 	"adoption/firewall/marks"
 	"adoption/intent"
+	"adoption/nodestate"
 	"adoption/sockets"
 )
 
@@ -154,6 +155,13 @@ func (a *Activities) OpenRules(ctx context.Context, in RulesInput) (*RulesResult
 			return nil, fmt.Errorf("open %s's published ports %v on the forward path: %w", in.Owner, in.Forward, err)
 		}
 		added, present = append(added, fa...), append(present, fp...)
+	}
+	// A module whose cutover is only the opening of its ports (no
+	// container, files or health check) is confirmed by it (gates.go).
+	if m, ok := auth.Plan.Module(in.Owner); ok && m.Container == nil && len(m.Files) == 0 && m.Health == nil {
+		if err := a.markCutover(m, nodestate.CutoverConfirmed, nil); err != nil {
+			return nil, fmt.Errorf("record %s's cutover as confirmed on the node: %w", m.Name, err)
+		}
 	}
 	a.Failpoints.Hit("open-rules")
 	return &RulesResult{Added: added, Present: present}, nil

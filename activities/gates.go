@@ -151,6 +151,22 @@ func (a *Activities) migratedAsShown(ctx context.Context, auth *Authority, m con
 			return fmt.Sprintf("%s, and its file %s does not hold what its cutover writes: run adopt migrate %s %s first", notYet, f.Path, a.Node, m.Name)
 		}
 	}
+	if m.Container == nil && len(m.Files) == 0 && m.Health == nil {
+		// Its cutover is the opening of its ports: their marks show it.
+		if a.Marks == nil {
+			return notYet
+		}
+		placed, err := a.Marks.List(a.Node)
+		if err != nil {
+			return fmt.Sprintf("%s, and its marks cannot be listed: %v", notYet, err)
+		}
+		for _, r := range placed {
+			if r.Mark.Owner == m.Name {
+				return ""
+			}
+		}
+		return fmt.Sprintf("%s, and none of its ports is opened by a mark: run adopt migrate %s %s first", notYet, a.Node, m.Name)
+	}
 	if m.Container == nil && m.Health != nil {
 		probe := containers.HTTPProbe(m.Health.HTTP)
 		if m.Health.TCP != "" {
