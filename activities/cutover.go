@@ -151,12 +151,14 @@ func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*Cutov
 	if d := predecessorDiff(in.Predecessor, pred); d != "" {
 		return nil, notDeclared("cutover %s: the predecessor the request describes is not the one on node %s: %s", m.Name, a.Node, d)
 	}
-	if err := a.markCutover(m, nodestate.CutoverMigrating, nil); err != nil {
-		return nil, fmt.Errorf("record %s's cutover on the node: %w", m.Name, err)
-	}
 	carried, err := a.Cutover.Create(pctx, sp, pred)
 	if err != nil {
 		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: create", m.Name), err)
+	}
+	// From here the node has something of this cutover to undo: it is
+	// recorded as migrating until its last check confirms it (gates.go).
+	if err := a.markCutover(m, nodestate.CutoverMigrating, nil); err != nil {
+		return nil, fmt.Errorf("record %s's cutover on the node: %w", m.Name, err)
 	}
 	return &CutoverResult{Step: "create", Carried: carried}, nil
 }
@@ -206,9 +208,6 @@ func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*Cutove
 	if _, err := a.conflictsOf(auth, m, in.Decisions); err != nil {
 		return nil, err
 	}
-	if err := a.markCutover(m, nodestate.CutoverMigrating, nil); err != nil {
-		return nil, fmt.Errorf("record %s's cutover on the node: %w", m.Name, err)
-	}
 	res := &CutoverResult{Step: "converge files"}
 	for _, f := range m.Files {
 		heartbeat(ctx, "converge "+f.Path)
@@ -247,6 +246,9 @@ func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverR
 	}
 	if err := a.Cutover.Swap(a.progress(ctx, "swap"), m.Container.Name, auth.Plan.StopTimeout); err != nil {
 		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: swap", m.Name), err)
+	}
+	if err := a.markCutover(m, nodestate.CutoverMigrating, nil); err != nil {
+		return nil, fmt.Errorf("record %s's cutover on the node: %w", m.Name, err)
 	}
 	return &CutoverResult{Step: "swap"}, nil
 }

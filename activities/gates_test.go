@@ -315,3 +315,23 @@ func (m *listMarks) Release(string) ([]marks.MarkedRule, error) {
 	return nil, nil
 }
 func (m *listMarks) List(string) ([]marks.MarkedRule, error) { return m.placed, nil }
+
+// RevertFlip acts only on the node's current flip record while it is
+// pending: a guessed ID of another flip, or the current one once
+// confirmed, changes nothing (the firewall is not touched).
+func TestRevertFlipOnlyOfTheCurrentPendingFlip(t *testing.T) {
+	ctx := context.Background()
+	a, fl, plan, root := gateActs(t)
+	setRecord(t, a, nodestate.FlipRecord{ID: "n1-2", Node: "n1", State: nodestate.FlipConfirmed, Deadline: time.Now().Add(time.Minute)})
+	before := nodeState(t, root, stateDir(a))
+	res, err := a.RevertFlip(ctx, ConfirmInput{Plan: plan, ID: "n1-1"})
+	if err != nil || res.State != nodestate.FlipNotApplied {
+		t.Fatalf("revert of another flip: %+v %v", res, err)
+	}
+	_, err = a.RevertFlip(ctx, ConfirmInput{Plan: plan, ID: "n1-2"})
+	appErr(t, err, ErrFlipConfirmed)
+	sameState(t, before, nodeState(t, root, stateDir(a)))
+	if len(fl.Reverts) != 0 {
+		t.Fatalf("the firewall was reverted %d time(s)", len(fl.Reverts))
+	}
+}
