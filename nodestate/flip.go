@@ -56,10 +56,31 @@ const flipFile, flipLock = "flip.json", "flip.lock"
 // lock first moves the state, the other sees it. fn gets nil when there is no
 // record; returning nil from fn leaves the file as it is.
 func (d *Dir) UpdateFlip(fn func(cur *FlipRecord) (*FlipRecord, error)) error {
+	return d.locked(flipLock, func() error {
+		cur, err := d.readFlip()
+		if err != nil {
+			return err
+		}
+		next, err := fn(cur)
+		if err != nil || next == nil {
+			return err
+		}
+		next.Updated = time.Now().UTC()
+		b, err := json.MarshalIndent(next, "", "  ")
+		if err != nil {
+			return err
+		}
+		return WriteFileAtomic(filepath.Join(d.path, flipFile), b, 0o600)
+	})
+}
+
+// locked runs fn holding the exclusive lock file name under the state
+// directory: whoever takes it first moves the record, the other sees it.
+func (d *Dir) locked(name string, fn func() error) error {
 	if err := d.Ensure(); err != nil {
 		return err
 	}
-	lock, err := os.OpenFile(filepath.Join(d.path, flipLock), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := os.OpenFile(filepath.Join(d.path, name), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
 	}
@@ -68,20 +89,7 @@ func (d *Dir) UpdateFlip(fn func(cur *FlipRecord) (*FlipRecord, error)) error {
 		return fmt.Errorf("lock %s: %w", lock.Name(), err)
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing releases it too
-	cur, err := d.readFlip()
-	if err != nil {
-		return err
-	}
-	next, err := fn(cur)
-	if err != nil || next == nil {
-		return err
-	}
-	next.Updated = time.Now().UTC()
-	b, err := json.MarshalIndent(next, "", "  ")
-	if err != nil {
-		return err
-	}
-	return WriteFileAtomic(filepath.Join(d.path, flipFile), b, 0o600)
+	return fn()
 }
 
 // Flip reads the current flip record (nil when there is none).

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 )
 
@@ -62,37 +61,27 @@ func (d *Dir) Cutovers() (map[string]CutoverRecord, error) {
 // UpdateCutover runs fn on module's record (nil when there is none) under
 // an exclusive lock; a nil result leaves the records as they are.
 func (d *Dir) UpdateCutover(module string, fn func(cur *CutoverRecord) (*CutoverRecord, error)) error {
-	if err := d.Ensure(); err != nil {
-		return err
-	}
-	lock, err := os.OpenFile(filepath.Join(d.path, cutoversLock), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return err
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("lock %s: %w", lock.Name(), err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing releases it too
-	all, err := d.Cutovers()
-	if err != nil {
-		return err
-	}
-	var cur *CutoverRecord
-	if r, ok := all[module]; ok {
-		cur = &r
-	}
-	next, err := fn(cur)
-	if err != nil || next == nil {
-		return err
-	}
-	next.Module, next.Updated = module, time.Now().UTC()
-	all[module] = *next
-	b, err := json.MarshalIndent(all, "", "  ")
-	if err != nil {
-		return err
-	}
-	return WriteFileAtomic(filepath.Join(d.path, cutoversFile), b, 0o600)
+	return d.locked(cutoversLock, func() error {
+		all, err := d.Cutovers()
+		if err != nil {
+			return err
+		}
+		var cur *CutoverRecord
+		if r, ok := all[module]; ok {
+			cur = &r
+		}
+		next, err := fn(cur)
+		if err != nil || next == nil {
+			return err
+		}
+		next.Module, next.Updated = module, time.Now().UTC()
+		all[module] = *next
+		b, err := json.MarshalIndent(all, "", "  ")
+		if err != nil {
+			return err
+		}
+		return WriteFileAtomic(filepath.Join(d.path, cutoversFile), b, 0o600)
+	})
 }
 
 // Baseline is what the node's own drift check compares the found firewall
