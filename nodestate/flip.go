@@ -96,16 +96,9 @@ func (d *Dir) locked(name string, fn func() error) error {
 func (d *Dir) Flip() (*FlipRecord, error) { return d.readFlip() }
 
 func (d *Dir) readFlip() (*FlipRecord, error) {
-	b, err := os.ReadFile(filepath.Join(d.path, flipFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	var r FlipRecord
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("flip record %s is corrupt: %w", filepath.Join(d.path, flipFile), err)
+	if ok, err := d.readJSON(flipFile, "flip record", &r); !ok || err != nil {
+		return nil, err
 	}
 	return &r, nil
 }

@@ -8,9 +8,6 @@ package nodestate
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 )
@@ -45,15 +42,8 @@ const cutoversFile, cutoversLock = "cutovers.json", "cutovers.lock"
 // Cutovers reads every module's cutover record.
 func (d *Dir) Cutovers() (map[string]CutoverRecord, error) {
 	out := map[string]CutoverRecord{}
-	b, err := os.ReadFile(filepath.Join(d.path, cutoversFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return out, nil
-	}
-	if err != nil {
+	if _, err := d.readJSON(cutoversFile, "cutover records", &out); err != nil {
 		return nil, err
-	}
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, fmt.Errorf("cutover records %s are corrupt: %w", filepath.Join(d.path, cutoversFile), err)
 	}
 	return out, nil
 }
@@ -97,17 +87,8 @@ const baselineFile = "baseline.json"
 // (a node adopted by an older agent).
 func (d *Dir) Baseline() (Baseline, bool, error) {
 	var b Baseline
-	raw, err := os.ReadFile(filepath.Join(d.path, baselineFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return b, false, nil
-	}
-	if err != nil {
-		return b, false, err
-	}
-	if err := json.Unmarshal(raw, &b); err != nil {
-		return b, false, fmt.Errorf("firewall baseline %s is corrupt: %w", filepath.Join(d.path, baselineFile), err)
-	}
-	return b, true, nil
+	ok, err := d.readJSON(baselineFile, "firewall baseline", &b)
+	return b, ok, err
 }
 
 // SetBaseline records the found firewall's fingerprint as the baseline.
