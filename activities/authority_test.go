@@ -329,6 +329,9 @@ func TestContainerOutputStaysInTheLog(t *testing.T) {
 	const password = "hunter2-db-password"
 	rec.waitErr = &containers.OutputError{Reason: "container app stopped (exited, exit code 1) 1s after start, before it was healthy",
 		What: "its last output", Output: "connecting with DB_PASSWORD=" + password, Err: containers.ErrUnhealthy}
+	if _, err := a.CutoverSwap(context.Background(), ModuleInput{Plan: clone(t, plan), Module: "app"}); err != nil {
+		t.Fatal(err) // the cutover under way, as the check that follows needs
+	}
 	_, err := a.CutoverWaitHealthy(context.Background(), ModuleInput{Plan: clone(t, plan), Module: "app"})
 	msg := appErr(t, err, ErrUnhealthy)
 	if strings.Contains(msg, password) || strings.Contains(err.Error(), password) {

@@ -256,8 +256,12 @@ func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverR
 // CutoverWaitHealthy waits for the new container: its own healthcheck when
 // it has one, otherwise the module's health (TCP connect or HTTP GET).
 func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	_, m, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
+	auth, m, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
 	if err != nil {
+		return nil, err
+	}
+	// This step confirms the cutover: only one the node sees under way.
+	if err := a.cutoverUnderway(ctx, auth, m); err != nil {
 		return nil, err
 	}
 	if m.Container == nil {

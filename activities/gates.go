@@ -324,3 +324,44 @@ func (a *Activities) acceptConverged(module, path string, now custody.FileState)
 		return &next, nil
 	})
 }
+
+// cutoverUnderway refuses to confirm a cutover the node has no sign of:
+// a container module's create or swap recorded (or, cut over by an older
+// agent, its container the mesh's in the engine); a host service's files
+// converged by it, or with no files its ports opened. A health check that
+// passes on a predecessor never confirms a cutover that did not happen.
+func (a *Activities) cutoverUnderway(ctx context.Context, auth *Authority, m config.ModulePlan) error {
+	recs, err := a.State.Cutovers()
+	if err != nil {
+		return fmt.Errorf("read node %s's cutover records: %w", a.Node, err)
+	}
+	r, ok := recs[m.Name]
+	ok = ok && (r.State == nodestate.CutoverMigrating || r.State == nodestate.CutoverConfirmed)
+	switch {
+	case m.Container != nil:
+		if ok || a.migratedAsShown(ctx, auth, m) == "" {
+			return nil
+		}
+		return gateRefusal(ErrNotMigrated, "no cutover of module %s is under way on node %s (no create or swap recorded, and container %s is not the mesh's): nothing to confirm", m.Name, a.Node, m.Container.Name)
+	case len(m.Files) > 0:
+		for _, f := range m.Files {
+			if _, done := r.Files[f.Path]; !ok || !done {
+				return gateRefusal(ErrNotMigrated, "module %s's file %s was not converged by a cutover on node %s: nothing to confirm", m.Name, f.Path, a.Node)
+			}
+		}
+		return nil
+	}
+	if a.Marks == nil {
+		return gateRefusal(ErrNotMigrated, "this agent has no marks to tell whether module %s's ports are opened: nothing to confirm", m.Name)
+	}
+	placed, err := a.Marks.List(a.Node)
+	if err != nil {
+		return fmt.Errorf("list node %s's marked rules: %w", a.Node, err)
+	}
+	for _, pr := range placed {
+		if pr.Mark.Owner == m.Name {
+			return nil
+		}
+	}
+	return gateRefusal(ErrNotMigrated, "none of module %s's ports is opened on node %s: no cutover is under way, nothing to confirm", m.Name, a.Node)
+}

@@ -335,3 +335,20 @@ func TestRevertFlipOnlyOfTheCurrentPendingFlip(t *testing.T) {
 		t.Fatalf("the firewall was reverted %d time(s)", len(fl.Reverts))
 	}
 }
+
+// A health check asked of a module whose cutover never started (its
+// predecessor answers under the same name) confirms nothing: refused, no
+// record, so the flip's gate and the rollback's still see it unmigrated.
+func TestWaitHealthyConfirmsOnlyACutoverUnderWay(t *testing.T) {
+	ctx := context.Background()
+	a, _, plan, root := hostileSetup(t)
+	before := nodeState(t, root, stateDir(a))
+	_, err := a.CutoverWaitHealthy(ctx, ModuleInput{Plan: plan, Module: "app"})
+	if msg := appErr(t, err, ErrNotMigrated); !strings.Contains(msg, "no cutover of module app is under way on node n1") {
+		t.Fatalf("refusal: %s", msg)
+	}
+	sameState(t, before, nodeState(t, root, stateDir(a)))
+	if rec, _ := a.confirmedCutover("app"); rec != nil {
+		t.Fatalf("confirmed: %+v", rec)
+	}
+}
