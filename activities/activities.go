@@ -50,10 +50,18 @@ type (
 		// Blob is a custody copy's bytes, for node-local use only.
 		Blob(sum string) ([]byte, error)
 	}
+	// Markers are the node's own records under state_dir, which the
+	// gates read (gates.go): the adopted marker, each module's cutover,
+	// the found firewall's baseline fingerprint.
 	Markers interface {
 		MarkAdopted(nodestate.Marker) error
 		Adopted() (nodestate.Marker, bool, error)
 		ClearAdopted() error
+		Converged() (bool, error)
+		Cutovers() (map[string]nodestate.CutoverRecord, error)
+		UpdateCutover(module string, fn func(cur *nodestate.CutoverRecord) (*nodestate.CutoverRecord, error)) error
+		Baseline() (nodestate.Baseline, bool, error)
+		SetBaseline(nodestate.Baseline) error
 	}
 )
 
@@ -264,6 +272,19 @@ func (a *Activities) Adopt(ctx context.Context, in AdoptInput) (*AdoptResult, er
 		return nil, fmt.Errorf("list the found firewall: %w", err)
 	}
 	res := &AdoptResult{Firewall: fw.Kind, FirewallFingerprint: flip.FoundFingerprint(rs)}
+	// The node's own baseline for its drift check (gates.go): recorded
+	// at a fresh adoption, kept by a retried one.
+	_, wasAdopted, err := a.State.Adopted()
+	if err != nil {
+		return nil, err
+	}
+	if _, has, err := a.State.Baseline(); err != nil {
+		return nil, err
+	} else if !wasAdopted || !has {
+		if err := a.State.SetBaseline(nodestate.Baseline{Firewall: res.FirewallFingerprint, At: time.Now().UTC()}); err != nil {
+			return nil, fmt.Errorf("record the found firewall's baseline: %w", err)
+		}
+	}
 	for _, p := range auth.Plan.DeclaredPaths() {
 		heartbeat(ctx, "custody "+p)
 		rec, err := a.Files.Take(p)

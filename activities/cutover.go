@@ -13,6 +13,7 @@ import (
 	"adoption/config"
 	"adoption/containers"
 	"adoption/intent"
+	"adoption/nodestate"
 )
 
 // Cutover is the container engine's cutover, as the activities use it.
@@ -154,6 +155,11 @@ func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*Cutov
 	if err != nil {
 		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: create", m.Name), err)
 	}
+	// From here the node has something of this cutover to undo: it is
+	// recorded as migrating until its last check confirms it (gates.go).
+	if err := a.markCutover(m, nodestate.CutoverMigrating, nil); err != nil {
+		return nil, fmt.Errorf("record %s's cutover on the node: %w", m.Name, err)
+	}
 	return &CutoverResult{Step: "create", Carried: carried}, nil
 }
 
@@ -208,8 +214,22 @@ func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*Cutove
 		if err := a.convergeFileWith(auth, f, in.Decisions); err != nil {
 			return nil, err
 		}
+		// What was written is what the node's own drift check expects
+		// there from now on (gates.go).
+		if now := a.Files.Inspect(f.Path); now.Exists && now.SHA256 != "" {
+			if err := a.markCutover(m, nodestate.CutoverMigrating, map[string]string{f.Path: now.SHA256}); err != nil {
+				return nil, fmt.Errorf("record %s's converged file %s on the node: %w", m.Name, f.Path, err)
+			}
+		}
 		a.Failpoints.Hit("cutover:converge-file")
 		res.Files = append(res.Files, f.Path)
+	}
+	// A module with neither a container nor a health check is cut over
+	// once its files are: this is its last step, which confirms it.
+	if m.Container == nil && m.Health == nil {
+		if err := a.markCutover(m, nodestate.CutoverConfirmed, nil); err != nil {
+			return nil, fmt.Errorf("record %s's cutover as confirmed on the node: %w", m.Name, err)
+		}
 	}
 	return res, nil
 }
@@ -227,14 +247,21 @@ func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverR
 	if err := a.Cutover.Swap(a.progress(ctx, "swap"), m.Container.Name, auth.Plan.StopTimeout); err != nil {
 		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: swap", m.Name), err)
 	}
+	if err := a.markCutover(m, nodestate.CutoverMigrating, nil); err != nil {
+		return nil, fmt.Errorf("record %s's cutover on the node: %w", m.Name, err)
+	}
 	return &CutoverResult{Step: "swap"}, nil
 }
 
 // CutoverWaitHealthy waits for the new container: its own healthcheck when
 // it has one, otherwise the module's health (TCP connect or HTTP GET).
 func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	_, m, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
+	auth, m, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
 	if err != nil {
+		return nil, err
+	}
+	// This step confirms the cutover: only one the node sees under way.
+	if err := a.cutoverUnderway(ctx, auth, m); err != nil {
 		return nil, err
 	}
 	if m.Container == nil {
@@ -270,6 +297,11 @@ func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*C
 	if err := a.Cutover.PortsAnswer(ctx, tcp); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("cutover %s: ports: %v; modules[%s].ports must be published by its container (container.ports)", m.Name, err, m.Name), ErrUnhealthy, nil)
 	}
+	// The cutover's last check passed on the node: it is confirmed, and
+	// from now on no rollback undoes it (gates.go).
+	if err := a.markCutover(m, nodestate.CutoverConfirmed, nil); err != nil {
+		return nil, fmt.Errorf("record %s's cutover as confirmed on the node: %w", m.Name, err)
+	}
 	return &CutoverResult{Step: "healthy"}, nil
 }
 
@@ -283,6 +315,15 @@ func (a *Activities) CutoverRollback(ctx context.Context, in ModuleInput) (*Cuto
 	}
 	if _, err := a.checkUndo(ctx, auth, in.Intent, moduleIntent(m.Name)); err != nil {
 		return nil, err
+	}
+	// Only a cutover the node has not confirmed is rolled back: once its
+	// last check passed, the module is migrated, and its predecessor and
+	// files as found are the way back only until then.
+	if rec, err := a.confirmedCutover(m.Name); err != nil {
+		return nil, err
+	} else if rec != nil {
+		return nil, gateRefusal(ErrCutoverConfirmed, "module %s's cutover was confirmed on node %s at %s (its last check passed): it is migrated, and a rollback would undo a finished cutover",
+			m.Name, a.Node, rec.Confirmed.Format(time.RFC3339))
 	}
 	res := &CutoverResult{Step: "rolled back"}
 	if m.Container != nil {
@@ -298,6 +339,9 @@ func (a *Activities) CutoverRollback(ctx context.Context, in ModuleInput) (*Cuto
 			return nil, fmt.Errorf("restore %s from custody: %w", f.Path, err)
 		}
 		res.Files = append(res.Files, f.Path)
+	}
+	if err := a.markCutover(m, nodestate.CutoverRolledBack, nil); err != nil {
+		return nil, fmt.Errorf("record %s's rollback on the node: %w", m.Name, err)
 	}
 	return res, nil
 }
@@ -323,6 +367,18 @@ func (a *Activities) Prune(ctx context.Context, in PruneInput) (*CutoverResult, 
 	for _, name := range in.Modules {
 		if _, ok := auth.Plan.Module(name); !ok {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("refused: module %q is not in node %s's configuration; nothing was pruned", name, auth.Plan.Node), ErrBadModule, nil)
+		}
+	}
+	// A kept predecessor is a rollback's way back: only those of modules
+	// the node itself counts as migrated go.
+	for _, name := range in.Modules {
+		m, _ := auth.Plan.Module(name)
+		if rec, err := a.confirmedCutover(name); err != nil {
+			return nil, err
+		} else if rec == nil {
+			if why := a.migratedAsShown(ctx, auth, m); why != "" || a.hasCutoverRecord(name) {
+				return nil, gateRefusal(ErrNotMigrated, "module %s's cutover is not confirmed on node %s, so its predecessor is still the way back; nothing was pruned", name, a.Node)
+			}
 		}
 	}
 	res := &CutoverResult{Step: "pruned"}
@@ -431,6 +487,9 @@ func (a *Activities) hostServiceHealthy(ctx context.Context, m config.ModulePlan
 		heartbeat(ctx, "wait healthy "+m.Name)
 		err := probe(ctx)
 		if err == nil {
+			if err := a.markCutover(m, nodestate.CutoverConfirmed, nil); err != nil {
+				return nil, fmt.Errorf("record %s's cutover as confirmed on the node: %w", m.Name, err)
+			}
 			return &CutoverResult{Step: "healthy"}, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {

@@ -3,11 +3,13 @@ package activities
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"adoption/config"
 	"adoption/custody"
 	"adoption/firewall/flip"
 	"adoption/intent"
+	"adoption/nodestate"
 )
 
 // DriftItem is one difference between the node and what adoption recorded.
@@ -64,7 +66,14 @@ func (a *Activities) CheckDrift(ctx context.Context, in DriftInput) (*DriftResul
 		if err != nil {
 			return nil, fmt.Errorf("list the found firewall: %w", err)
 		}
-		if now := flip.FoundFingerprint(rs); now != in.Firewall {
+		now := flip.FoundFingerprint(rs)
+		// A node adopted before the node kept its own firewall baseline
+		// (gates.go) records the firewall as it measures it now, once,
+		// when that is what adoption recorded.
+		if _, has, err := a.State.Baseline(); err == nil && !has && now == in.Firewall {
+			_ = a.State.SetBaseline(nodestate.Baseline{Firewall: now, At: time.Now().UTC()})
+		}
+		if now != in.Firewall {
 			res.Items = append(res.Items, DriftItem{Kind: "firewall", Recorded: in.Firewall, Now: now,
 				What: "the found firewall's own rules changed since adoption (the mesh's marks are not counted)"})
 		}
@@ -72,8 +81,13 @@ func (a *Activities) CheckDrift(ctx context.Context, in DriftInput) (*DriftResul
 	return res, nil
 }
 
-// AcceptDrift records the node as it is now: each drifted file's content
-// is taken into custody anew, and the found firewall's fingerprint renewed.
+// AcceptDrift records the node as it is now, for exactly the drift the
+// node's own check finds now (gates.go: its custody index, its cutover
+// records, its firewall baseline), never for records a request sends (a
+// forged one would replace the found content a rollback restores): each
+// drifted file as found is taken into custody anew, a file a cutover
+// converged gets its new content recorded as expected (custody keeps what
+// was found), and the found firewall's baseline is renewed.
 func (a *Activities) AcceptDrift(ctx context.Context, in DriftInput) (*DriftResult, error) {
 	auth, err := a.authorize(ctx, in.Plan)
 	if err != nil {
@@ -83,22 +97,34 @@ func (a *Activities) AcceptDrift(ctx context.Context, in DriftInput) (*DriftResu
 	if err != nil {
 		return nil, err
 	}
-	check, err := a.CheckDrift(ctx, in)
+	for _, r := range in.Custody { // not used, but never an undeclared path
+		if err := checkDeclared(auth, r.Path); err != nil {
+			return nil, err
+		}
+	}
+	items, converged, fw, err := a.driftNow(auth)
 	if err != nil {
 		return nil, err
 	}
-	res := &DriftResult{Items: check.Items, Firewall: in.Firewall}
-	for _, it := range check.Items {
-		switch it.Kind {
-		case "file":
-			rec, err := a.Files.Retake(it.Path) // declared: CheckDrift checked every path
+	res := &DriftResult{Items: append([]DriftItem{}, items...), Firewall: fw}
+	for _, it := range items {
+		switch {
+		case it.Kind == "file" && converged[it.Path] != "":
+			now := a.Files.Inspect(it.Path)
+			if err := a.acceptConverged(converged[it.Path], it.Path, now); err != nil {
+				return nil, fmt.Errorf("accept %s: %w", it.Path, err)
+			}
+		case it.Kind == "file":
+			rec, err := a.Files.Retake(it.Path) // declared: driftNow looks at declared paths only
 			if err != nil {
 				return nil, fmt.Errorf("accept %s: %w", it.Path, err)
 			}
 			rec.FileState = rec.FileState.Public()
 			res.Custody = append(res.Custody, rec)
-		case "firewall":
-			res.Firewall = it.Now
+		case it.Kind == "firewall":
+			if err := a.State.SetBaseline(nodestate.Baseline{Firewall: fw, At: time.Now().UTC()}); err != nil {
+				return nil, fmt.Errorf("record the found firewall's baseline: %w", err)
+			}
 		}
 	}
 	a.spendIntent(ctx, auth, in.Intent, v)

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/config"
+	"adoption/firewall/flip"
 	"adoption/firewall/marks"
 	"adoption/intent"
+	"adoption/nodestate"
 	"adoption/sockets"
 )
 
@@ -153,6 +156,13 @@ func (a *Activities) OpenRules(ctx context.Context, in RulesInput) (*RulesResult
 		}
 		added, present = append(added, fa...), append(present, fp...)
 	}
+	// A module whose cutover is only the opening of its ports (no
+	// container, files or health check) is confirmed by it (gates.go).
+	if m, ok := auth.Plan.Module(in.Owner); ok && m.Container == nil && len(m.Files) == 0 && m.Health == nil {
+		if err := a.markCutover(m, nodestate.CutoverConfirmed, nil); err != nil {
+			return nil, fmt.Errorf("record %s's cutover as confirmed on the node: %w", m.Name, err)
+		}
+	}
 	a.Failpoints.Hit("open-rules")
 	return &RulesResult{Added: added, Present: present}, nil
 }
@@ -193,9 +203,33 @@ func (a *Activities) CloseRules(ctx context.Context, in RulesInput) (*RulesResul
 	if !config.ValidName(in.Owner) {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("owner %q is invalid: it must be %s", in.Owner, config.NameRule), ErrBadOwner, nil)
 	}
-	removed, err := a.Marks.Close(in.Plan.Node, in.Owner)
+	// Closing is a rollback's last step: only a module's marks the node
+	// placed for it, while its cutover is not confirmed, and never under a
+	// flip or on a converged node.
+	if in.Owner == flip.OwnerFoundation || in.Owner == "management" {
+		return nil, gateRefusal(ErrNodeState, "the %s's marks on node %s are closed only by a release, never one owner at a time", in.Owner, a.Node)
+	}
+	if err := a.flipSettled("closing of " + in.Owner + "'s marks"); err != nil {
+		return nil, err
+	}
+	if rec, err := a.confirmedCutover(in.Owner); err != nil {
+		return nil, err
+	} else if rec != nil {
+		return nil, gateRefusal(ErrCutoverConfirmed, "module %s's cutover was confirmed on node %s at %s: its ports stay open until the flip", in.Owner, a.Node, rec.Confirmed.Format(time.RFC3339))
+	}
+	placed, err := a.Marks.List(a.Node)
 	if err != nil {
-		return nil, fmt.Errorf("close %s's marked rules: %w", in.Owner, err)
+		return nil, fmt.Errorf("list node %s's marked rules: %w", a.Node, err)
+	}
+	mine := false
+	for _, r := range placed {
+		mine = mine || r.Mark.Owner == in.Owner
+	}
+	var removed []marks.MarkedRule
+	if mine { // none placed for this owner: nothing to close
+		if removed, err = a.Marks.Close(in.Plan.Node, in.Owner); err != nil {
+			return nil, fmt.Errorf("close %s's marked rules: %w", in.Owner, err)
+		}
 	}
 	a.spendIntent(ctx, auth, in.Intent, v) // the end of a rolled back cutover
 	return &RulesResult{Removed: removed}, nil
@@ -276,6 +310,27 @@ func (a *Activities) Release(ctx context.Context, in ProbeInput) (*ReleaseResult
 	v, err := a.checkIntent(ctx, auth, in.Intent, []allowed{{actions: []string{ActRelease}}})
 	if err != nil {
 		return nil, err
+	}
+	// The node's own state first: never under a flip that may be in force
+	// (the mesh's table and the predecessor's dormant firewall would be
+	// left half way), never on a converged node (the mesh's table is its
+	// firewall). A node not adopted has nothing to release: a release
+	// already done, answered again.
+	if err := a.flipSettled("release"); err != nil {
+		return nil, err
+	}
+	if _, adopted, err := a.State.Adopted(); err != nil {
+		return nil, err
+	} else if !adopted {
+		placed, err := a.Marks.List(a.Node)
+		if err != nil {
+			return nil, fmt.Errorf("list node %s's marked rules: %w", a.Node, err)
+		}
+		if len(placed) > 0 {
+			return nil, gateRefusal(ErrNodeState, "node %s is not adopted (no marker under state_dir), yet %d marked rule(s) of it are in the firewall: not released by this agent; inspect them (adopt-worker probe)", a.Node, len(placed))
+		}
+		a.spendIntent(ctx, auth, in.Intent, v)
+		return &ReleaseResult{}, nil
 	}
 	removed, err := a.Marks.Release(in.Plan.Node)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -126,9 +127,11 @@ type FlipInput struct {
 	ExpectDerived  string        `json:"expect_derived,omitempty"`
 	ID             string        `json:"id"` // one per flip attempt: a retried activity resumes it
 	ConfirmTimeout time.Duration `json:"confirm_timeout"`
-	// Preview asks the node to preview the spec itself and flip only if
-	// that preview approves, applying exactly the fingerprints it saw: one
-	// round trip instead of two. The expectations must then be empty.
+	// Preview says the sender wants the node's preview back, and a
+	// refusal by it as a result (FlipPreviewRefused) rather than an error.
+	// The node previews every new flip itself whatever this says, and
+	// applies only what its own preview approved (gates.go); expectations
+	// sent beside it must match that preview.
 	Preview bool `json:"preview,omitempty"`
 	// Intent is the operator's signed flip.
 	Intent *intent.Signed `json:"intent,omitempty"`
@@ -145,8 +148,8 @@ type FlipResult struct {
 	Deadline time.Time `json:"deadline"`
 	Listing  string    `json:"listing,omitempty"` // where the predecessor's leftovers were saved (commit)
 	Note     string    `json:"note,omitempty"`
-	// Preview is the node's own preview, when the flip was asked to run
-	// it (FlipInput.Preview) and ran it: not on a resumed attempt.
+	// Preview is the node's own preview of a new flip: not on a resumed
+	// attempt.
 	Preview *flip.Preview `json:"preview,omitempty"`
 }
 
@@ -179,17 +182,9 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 	} else if !adopted {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("node %s is not adopted (no marker under state_dir): refusing to flip", in.Plan.Node), ErrNotAdopted, nil)
 	}
-	var pv *flip.Preview
-	if in.Preview {
-		if pv, err = a.previewForFlip(ctx, auth, &in, marker); err != nil {
-			return nil, err
-		}
-		if pv != nil && !pv.Approved {
-			return &FlipResult{ID: in.ID, State: FlipPreviewRefused, Preview: pv}, nil
-		}
-	}
-	if in.ExpectDerived == "" {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s carries no approved ruleset (expect_derived is empty: sent by an older workflow?): nothing was changed; run adopt preview %s, then adopt flip %s", in.ID, in.Plan.Node, in.Plan.Node), ErrStalePreview, nil)
+	pv, refused, err := a.gateFlip(ctx, auth, &in, marker)
+	if err != nil || refused != nil {
+		return refused, err
 	}
 	var resume *nodestate.FlipRecord
 	paths := make([]string, 0, len(auth.Plan.NodeFiles))
@@ -251,14 +246,18 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 	return res, err
 }
 
-// previewForFlip runs the preview a flip asked for and sets the
-// expectations from it. A retried attempt whose record exists resumes
-// from that record instead (the ruleset it applied is already in force,
-// so a preview now would only see the mesh's): it returns no preview.
-func (a *Activities) previewForFlip(ctx context.Context, auth *Authority, in *FlipInput, marker nodestate.Marker) (*flip.Preview, error) {
-	if in.ExpectFound != "" || in.ExpectDerived != "" {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s asks for its own preview and carries expectations too: one or the other; nothing was changed", in.ID), ErrStalePreview, nil)
-	}
+// gateFlip is the node's own decision on a flip, whatever the request
+// says (its Preview flag and expectations are not trusted): a retried
+// attempt whose record exists resumes from that record (the ruleset it
+// applied is already in force, so a preview now would only see the
+// mesh's); a new flip is previewed here, in the same round trip, and
+// refused unless that preview approves, every module of the local plan is
+// migrated by the node's own records and no drift is pending by its own
+// check. It sets the expectations to what its own preview saw, so exactly
+// that ruleset is applied; a request naming other fingerprints is stale.
+// A refusal changes nothing: a result (FlipPreviewRefused) to a request
+// that asked for the node's preview, an error to one that did not.
+func (a *Activities) gateFlip(ctx context.Context, auth *Authority, in *FlipInput, marker nodestate.Marker) (*flip.Preview, *FlipResult, error) {
 	var rec *nodestate.FlipRecord
 	if err := a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
 		if cur != nil && cur.ID == in.ID && (cur.Pending() || !cur.Updated.Before(marker.AdoptedAt)) {
@@ -267,19 +266,39 @@ func (a *Activities) previewForFlip(ctx context.Context, auth *Authority, in *Fl
 		}
 		return nil, nil
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if rec != nil {
 		in.ExpectDerived = rec.Derived
-		return nil, nil
+		return nil, nil, nil
 	}
 	heartbeat(ctx, "flip: preview")
 	pv, err := a.preview(ctx, auth, in.Spec)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	heartbeat(ctx, "flip: the node's own gates")
+	why, err := a.flipGates(ctx, auth)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(why) > 0 {
+		pv.Approved = false
+		pv.Reasons = append(pv.Reasons, why...)
+	}
+	if !pv.Approved {
+		if in.Preview {
+			return nil, &FlipResult{ID: in.ID, State: FlipPreviewRefused, Preview: pv}, nil
+		}
+		return nil, nil, gateRefusal(ErrFlipRefused, "flip %s: node %s's own preview refuses it: %s", in.ID, a.Node, strings.Join(pv.Reasons, "; "))
+	}
+	if (in.ExpectFound != "" && in.ExpectFound != pv.FoundFingerprint) || (in.ExpectDerived != "" && in.ExpectDerived != pv.DerivedFingerprint) {
+		return nil, nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"flip %s names a preview that no longer holds on node %s (found ruleset %.12s, now %.12s; mesh's ruleset %.12s, now %.12s): nothing was changed; preview again, then flip",
+			in.ID, a.Node, in.ExpectFound, pv.FoundFingerprint, in.ExpectDerived, pv.DerivedFingerprint), ErrStalePreview, nil)
 	}
 	in.ExpectFound, in.ExpectDerived = pv.FoundFingerprint, pv.DerivedFingerprint
-	return pv, nil
+	return pv, nil, nil
 }
 
 // applyFlip is the flip once its record says applying: the watchdog, the

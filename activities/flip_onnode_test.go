@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"adoption/firewall"
+	"adoption/firewall/flip"
 	"adoption/internal/fake"
 	"adoption/nodestate"
 )
@@ -66,6 +67,8 @@ func TestFlipPreviewsOnTheNode(t *testing.T) {
 // expectations is refused as stale, and changes nothing either.
 func TestFlipPreviewRefusedOnTheNode(t *testing.T) {
 	a, fl, _ := flipActs(t)
+	a.Firewall = fake.Firewall{}
+	must(t, a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(&firewall.Ruleset{})}))
 	res, err := a.Flip(context.Background(), selfPreviewIn("n1-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -73,10 +76,14 @@ func TestFlipPreviewRefusedOnTheNode(t *testing.T) {
 	if res.State != FlipPreviewRefused || res.Preview == nil || res.Preview.Approved || !strings.Contains(strings.Join(res.Preview.Reasons, "\n"), "would close") {
 		t.Fatalf("flip: %+v", res)
 	}
+	// Without asking for the preview back, the node's preview still runs
+	// and refuses: an error this time, by its own type.
 	in := selfPreviewIn("n1-2")
-	in.ExpectFound, in.ExpectDerived = "f", "d"
+	in.Preview = false
 	_, err = a.Flip(context.Background(), in)
-	appErr(t, err, ErrStalePreview)
+	if msg := appErr(t, err, ErrFlipRefused); !strings.Contains(msg, "would close") {
+		t.Fatalf("refusal: %s", msg)
+	}
 	if rec, err := a.Flips.(*nodestate.Dir).Flip(); err != nil || rec != nil || len(fl.Flips) != 0 {
 		t.Fatalf("a refused flip left record %+v (%v) and %d transactions", rec, err, len(fl.Flips))
 	}

@@ -40,11 +40,15 @@ func flipActsWith(t *testing.T, plan config.Plan) (*Activities, *fake.Flipper, s
 	a.Flipper = fl
 	a.StartWatchdog = func() error { return nil }
 	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
+	// A found firewall the node's own preview approves flipping, adopted
+	// as it is (the baseline its drift check compares with).
+	a.Firewall = fake.Firewall{Rules: defaultDeny22()}
+	must(t, a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(defaultDeny22())}))
 	return a, fl, root
 }
 
 func flipIn(id string) FlipInput {
-	return FlipInput{Plan: flipPlanN1(), Spec: flipSpecN1, ID: id, ExpectFound: "f", ExpectDerived: "d", ConfirmTimeout: time.Minute}
+	return FlipInput{Plan: flipPlanN1(), Spec: flipSpecN1, ID: id, ConfirmTimeout: time.Minute}
 }
 
 func record(t *testing.T, a *Activities) *nodestate.FlipRecord {
@@ -98,7 +102,7 @@ func TestFlipRecordBeforeBatchIsRevertible(t *testing.T) {
 	if !strings.Contains(msg, "treated as applied") {
 		t.Fatalf("error: %s", msg)
 	}
-	if seen == nil || seen.State != nodestate.FlipApplying || len(seen.Revert) == 0 || len(seen.Mesh) == 0 || seen.Derived != "d" {
+	if seen == nil || seen.State != nodestate.FlipApplying || len(seen.Revert) == 0 || len(seen.Mesh) == 0 || seen.Derived == "" {
 		t.Fatalf("record when the watchdog started: %+v", seen)
 	}
 	if _, ok, err := a.Files.Record("/etc/hosts"); !ok || err != nil {
@@ -155,9 +159,9 @@ func TestFlipRefusals(t *testing.T) {
 		t.Fatalf("refusal: %s", msg)
 	}
 	in := flipIn("n1-3")
-	in.ExpectDerived = ""
+	in.ExpectDerived = "d" // not what the node's own preview derives
 	_, err = a.Flip(context.Background(), in)
-	if msg := appErr(t, err, ErrStalePreview); !strings.Contains(msg, "expect_derived") {
+	if msg := appErr(t, err, ErrStalePreview); !strings.Contains(msg, "names a preview that no longer holds") {
 		t.Fatalf("refusal: %s", msg)
 	}
 	if after := record(t, a); after.ID != before.ID || after.State != before.State || len(fl.Reverts) != 0 {

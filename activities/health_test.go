@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"adoption/config"
+	"adoption/firewall/marks"
 )
 
 // A module with no container is migrated only once its declared health
@@ -37,6 +38,13 @@ func TestHostServiceHealthIsChecked(t *testing.T) {
 		{Name: "down", Ports: []config.Port{{Num: 8081, Proto: "tcp"}}, Health: &config.Health{TCP: deadAddr, Timeout: 500 * time.Millisecond}},
 		{Name: "bare", Ports: []config.Port{{Num: 8082, Proto: "tcp"}}},
 	}})
+	// Their ports are opened (the cutover's first step), so each check is
+	// one of a cutover under way.
+	opened := &listMarks{}
+	for _, m := range plan.Modules {
+		opened.placed = append(opened.placed, marks.MarkedRule{Mark: marks.Mark{Node: "n1", Owner: m.Name, Port: m.Ports[0].Num, Proto: "tcp"}})
+	}
+	a.Marks = opened
 	if _, err := a.CutoverWaitHealthy(context.Background(), ModuleInput{Plan: plan, Module: "up"}); err != nil {
 		t.Fatalf("a listening host service: %v", err)
 	}

@@ -7,7 +7,9 @@
 package activities
 
 import (
+	"bytes"
 	"fmt"
+	"sort"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
@@ -67,21 +69,35 @@ func (a *Activities) merged(f config.FilePlan, mesh []byte, decisions []FileDeci
 		return mesh, out, nil
 	}
 	out.Format = string(format)
+	base, now, err := a.mergeSides(f)
+	if err != nil {
+		return nil, out, err
+	}
+	res := keyfile.Merge(format, base, now, mesh, f.Keep, takesFor(f.Path, decisions))
+	for _, c := range res.Conflicts {
+		out.Conflicts = append(out.Conflicts, FileConflict{Path: f.Path, Key: c.Key, Why: c.Why})
+	}
+	out.Kept, out.Changed, out.Added, out.Removed = res.Kept, res.Changed, res.Added, res.Removed
+	return res.Content, out, nil
+}
+
+// mergeSides reads what a per-key merge of f starts from, on the node: the
+// file as taken into custody (base) and the file now.
+func (a *Activities) mergeSides(f config.FilePlan) (base, now []byte, err error) {
 	r, ok := a.Files.(fileReader)
 	if !ok {
-		return nil, out, fmt.Errorf("the custody store of node %s cannot read %s for a per-key merge", a.Node, f.Path)
+		return nil, nil, fmt.Errorf("the custody store of node %s cannot read %s for a per-key merge", a.Node, f.Path)
 	}
-	var base []byte
 	rec, found, err := a.Files.Record(f.Path)
 	if err != nil {
-		return nil, out, fmt.Errorf("custody record of %s: %w", f.Path, err)
+		return nil, nil, fmt.Errorf("custody record of %s: %w", f.Path, err)
 	}
 	now, st, err := r.Current(f.Path)
 	if err != nil {
-		return nil, out, fmt.Errorf("read %s for a per-key merge: %w", f.Path, err)
+		return nil, nil, fmt.Errorf("read %s for a per-key merge: %w", f.Path, err)
 	}
 	if st.Link != "" {
-		return nil, out, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		return nil, nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"%s is a symlink to %s: a per-key merge does not see through it; declare the target's path instead, or remove keep and format to replace it whole",
 			f.Path, st.Link), ErrBadPath, nil)
 	}
@@ -90,21 +106,105 @@ func (a *Activities) merged(f config.FilePlan, mesh []byte, decisions []FileDeci
 		base = now // not in custody yet: what is there now is the base
 	case rec.Found && rec.Link == "":
 		if base, err = r.Blob(rec.SHA256); err != nil {
-			return nil, out, fmt.Errorf("custody blob of %s: %w", f.Path, err)
+			return nil, nil, fmt.Errorf("custody blob of %s: %w", f.Path, err)
 		}
 	}
+	return base, now, nil
+}
+
+func takesFor(path string, decisions []FileDecision) map[string]keyfile.Take {
 	takes := map[string]keyfile.Take{}
 	for _, d := range decisions {
-		if d.Path == f.Path {
+		if d.Path == path {
 			takes[d.Key] = keyfile.Take(d.Take)
 		}
 	}
-	res := keyfile.Merge(format, base, now, mesh, f.Keep, takes)
-	for _, c := range res.Conflicts {
-		out.Conflicts = append(out.Conflicts, FileConflict{Path: f.Path, Key: c.Key, Why: c.Why})
+	return takes
+}
+
+// ErrNoConflict is the error type of a decision on a key that is not in
+// conflict on the node now: refused, nothing was changed.
+const ErrNoConflict = "NoConflict"
+
+// decisionsInConflict is the node's own gate on decisions: a decision settles
+// only a key in conflict now, as the node computes it from its own files
+// (custody's copy as found, the file now, the mesh's content of its own
+// configuration), never because a request says so. A decision on any
+// other key is refused by path and key, unless it is moot: it changes
+// nothing the merge writes (take mesh where the mesh's value stands
+// anyway, take node where the node already has the mesh's value or keeps
+// the key), as a resumed converge or a retry after a rollback sends the
+// decisions recorded before. A decision on a file of another module, or on
+// a file replaced whole, is refused too.
+func (a *Activities) decisionsInConflict(auth *Authority, m config.ModulePlan, decisions []FileDecision) error {
+	files := map[string]config.FilePlan{}
+	for _, f := range m.Files {
+		files[f.Path] = f
 	}
-	out.Kept, out.Changed, out.Added, out.Removed = res.Kept, res.Changed, res.Added, res.Removed
-	return res.Content, out, nil
+	for _, d := range decisions {
+		f, ok := files[d.Path]
+		switch {
+		case !ok:
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("refused: decision on %s %s: %s is not a file of module %s on node %s; nothing was changed", d.Path, d.Key, d.Path, m.Name, a.Node), ErrNoConflict, nil)
+		case f.MergeFormat() == "":
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("refused: decision on %s %s: %s is replaced whole (no keep, no format), so no key of it is in conflict; nothing was changed", d.Path, d.Key, d.Path), ErrNoConflict, nil)
+		}
+	}
+	for _, f := range m.Files {
+		takes := takesFor(f.Path, decisions)
+		if len(takes) == 0 {
+			continue
+		}
+		mesh, ok := auth.Contents[f.SHA256]
+		if !ok {
+			continue // preflight names missing content on its own
+		}
+		format := f.MergeFormat()
+		base, now, err := a.mergeSides(f)
+		if err != nil {
+			return err
+		}
+		conflict := map[string]bool{}
+		for _, c := range keyfile.Merge(format, base, now, mesh, f.Keep, nil).Conflicts {
+			conflict[c.Key] = true
+		}
+		// The decisions on keys in conflict, every other conflict taken
+		// from the mesh: the outcome a moot decision must not change.
+		settled := map[string]keyfile.Take{}
+		for k := range conflict {
+			settled[k] = keyfile.TakeMesh
+		}
+		for k, t := range takes {
+			if conflict[keyfile.NormalizeKey(format, k)] {
+				settled[k] = t
+			}
+		}
+		want := keyfile.Merge(format, base, now, mesh, f.Keep, settled).Content
+		for _, k := range sortedKeys(takes) {
+			if conflict[keyfile.NormalizeKey(format, k)] {
+				continue
+			}
+			with := map[string]keyfile.Take{k: takes[k]}
+			for sk, st := range settled {
+				with[sk] = st
+			}
+			if got := keyfile.Merge(format, base, now, mesh, f.Keep, with).Content; !bytes.Equal(got, want) {
+				return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+					"refused: decision on %s %s (take %s): key %s is not in conflict on node %s now (the node has not changed it since custody, or the mesh sets the same value), and a decision settles only a conflicting key; the mesh's value stands. Nothing was changed",
+					f.Path, k, takes[k], k, a.Node), ErrNoConflict, nil)
+			}
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]keyfile.Take) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // conflictsOf merges every declared file of a module without writing, and
@@ -118,6 +218,9 @@ func (a *Activities) conflictsOf(auth *Authority, m config.ModulePlan, decisions
 		if err := checkDeclared(auth, d.Path); err != nil {
 			return nil, err
 		}
+	}
+	if err := a.decisionsInConflict(auth, m, decisions); err != nil {
+		return nil, err
 	}
 	var merges []FileMerge
 	var conflicts []FileConflict

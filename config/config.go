@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -49,11 +50,18 @@ type TLS struct {
 	Key        string `mapstructure:"key" json:"key,omitempty"`
 	CA         string `mapstructure:"ca" json:"ca,omitempty"`
 	ServerName string `mapstructure:"server_name" json:"server_name,omitempty"`
+	// Mode "off" says plain text on purpose: a non-loopback
+	// temporal.address without TLS is refused unless it is set (or the
+	// whole key is spelled `tls: off`).
+	Mode string `mapstructure:"mode" json:"mode,omitempty"`
 }
+
+// TLSOff is temporal.tls.mode's one value: plain text, explicitly.
+const TLSOff = "off"
 
 // Enabled reports whether any TLS setting was given: setting any one of
 // them (server_name alone included) means the operator expects TLS, and a
-// plain-text connection would silently ignore that.
+// plain-text connection would silently ignore that. Mode is not one.
 func (t TLS) Enabled() bool { return t.Cert != "" || t.Key != "" || t.CA != "" || t.ServerName != "" }
 
 type Node struct {
@@ -174,6 +182,7 @@ var defaults = map[string]any{
 	"temporal.tls.key":            "",
 	"temporal.tls.ca":             "",
 	"temporal.tls.server_name":    "",
+	"temporal.tls.mode":           "",
 	"docker.host":                 "",
 	"node.name":                   "",
 	"node.role":                   "member",
@@ -194,6 +203,14 @@ var defaults = map[string]any{
 	"operator.sign_key":           "",
 	"operator.intent_ttl":         "30m",
 	"operator.fleet_intent_ttl":   "12h",
+}
+
+// tlsOffHook reads `temporal: {tls: off}` as temporal.tls.mode: off.
+func tlsOffHook(from, to reflect.Type, data any) (any, error) {
+	if s, ok := data.(string); ok && to == reflect.TypeOf(TLS{}) && from.Kind() == reflect.String && strings.EqualFold(s, TLSOff) {
+		return map[string]any{"mode": TLSOff}, nil
+	}
+	return data, nil
 }
 
 // Load reads the configuration from path (YAML), or from $ADOPT_CONFIG when
@@ -232,6 +249,7 @@ func LoadWith(path string, extra map[string]string) (*Config, error) {
 			keyLinesHook,
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToSliceHookFunc(","),
+			tlsOffHook,
 		)
 	})
 	badKeys := map[string]bool{}

@@ -32,7 +32,7 @@ func LoadFleet(path string) (*Fleet, error) {
 	}
 	var f Fleet
 	var problems []string
-	if err := v.Unmarshal(&f, func(dc *mapstructure.DecoderConfig) { dc.ErrorUnused = true }); err != nil {
+	if err := v.Unmarshal(&f, func(dc *mapstructure.DecoderConfig) { dc.ErrorUnused = true; dc.DecodeHook = tlsOffHook }); err != nil {
 		problems = append(problems, decodeProblems(err, func(k string) string { return fmt.Sprint(v.Get(k)) })...)
 	}
 	// The fleet's temporal section dials the same cluster as a node's: it

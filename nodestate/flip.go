@@ -56,10 +56,31 @@ const flipFile, flipLock = "flip.json", "flip.lock"
 // lock first moves the state, the other sees it. fn gets nil when there is no
 // record; returning nil from fn leaves the file as it is.
 func (d *Dir) UpdateFlip(fn func(cur *FlipRecord) (*FlipRecord, error)) error {
+	return d.locked(flipLock, func() error {
+		cur, err := d.readFlip()
+		if err != nil {
+			return err
+		}
+		next, err := fn(cur)
+		if err != nil || next == nil {
+			return err
+		}
+		next.Updated = time.Now().UTC()
+		b, err := json.MarshalIndent(next, "", "  ")
+		if err != nil {
+			return err
+		}
+		return WriteFileAtomic(filepath.Join(d.path, flipFile), b, 0o600)
+	})
+}
+
+// locked runs fn holding the exclusive lock file name under the state
+// directory: whoever takes it first moves the record, the other sees it.
+func (d *Dir) locked(name string, fn func() error) error {
 	if err := d.Ensure(); err != nil {
 		return err
 	}
-	lock, err := os.OpenFile(filepath.Join(d.path, flipLock), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := os.OpenFile(filepath.Join(d.path, name), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
 	}
@@ -68,36 +89,16 @@ func (d *Dir) UpdateFlip(fn func(cur *FlipRecord) (*FlipRecord, error)) error {
 		return fmt.Errorf("lock %s: %w", lock.Name(), err)
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing releases it too
-	cur, err := d.readFlip()
-	if err != nil {
-		return err
-	}
-	next, err := fn(cur)
-	if err != nil || next == nil {
-		return err
-	}
-	next.Updated = time.Now().UTC()
-	b, err := json.MarshalIndent(next, "", "  ")
-	if err != nil {
-		return err
-	}
-	return WriteFileAtomic(filepath.Join(d.path, flipFile), b, 0o600)
+	return fn()
 }
 
 // Flip reads the current flip record (nil when there is none).
 func (d *Dir) Flip() (*FlipRecord, error) { return d.readFlip() }
 
 func (d *Dir) readFlip() (*FlipRecord, error) {
-	b, err := os.ReadFile(filepath.Join(d.path, flipFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	var r FlipRecord
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("flip record %s is corrupt: %w", filepath.Join(d.path, flipFile), err)
+	if ok, err := d.readJSON(flipFile, "flip record", &r); !ok || err != nil {
+		return nil, err
 	}
 	return &r, nil
 }

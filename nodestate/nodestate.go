@@ -67,17 +67,24 @@ func (d *Dir) MarkAdopted(m Marker) error {
 // Adopted reads the adopted marker.
 func (d *Dir) Adopted() (Marker, bool, error) {
 	var m Marker
-	b, err := os.ReadFile(filepath.Join(d.path, adoptedFile))
+	ok, err := d.readJSON(adoptedFile, "adopted marker", &m)
+	return m, ok, err
+}
+
+// readJSON decodes the state file name into v; ok is false when there is
+// none. what names the file in the error of a corrupt one.
+func (d *Dir) readJSON(name, what string, v any) (ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(d.path, name))
 	if errors.Is(err, os.ErrNotExist) {
-		return m, false, nil
+		return false, nil
 	}
 	if err != nil {
-		return m, false, err
+		return false, err
 	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return m, false, fmt.Errorf("adopted marker %s is corrupt: %w", filepath.Join(d.path, adoptedFile), err)
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fmt.Errorf("%s %s is corrupt: %w", what, filepath.Join(d.path, name), err)
 	}
-	return m, true, nil
+	return true, nil
 }
 
 // ClearAdopted removes the marker (after a release).

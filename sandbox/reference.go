@@ -388,6 +388,7 @@ func (n *RefNode) WriteConfig(plan string) (string, error) {
 temporal:
   address: %s
   namespace: default
+  tls: off # the dev server through the management link's relay: plain text, said explicitly
 docker:
   host: %s
 node:

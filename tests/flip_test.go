@@ -116,6 +116,15 @@ func TestFlipEndToEnd(t *testing.T) {
 	if !reachable(t, n, 8080) || !reachable(t, n, 80) {
 		t.Fatal("the found firewall does not serve 80 and 8080")
 	}
+	// The node's own records, which its flip gates read: web's cutover is
+	// confirmed by the node, and the found firewall's baseline recorded.
+	var cutovers map[string]struct{ State string }
+	if b, err := os.ReadFile(filepath.Join(n.StateDir, "cutovers.json")); err != nil || json.Unmarshal(b, &cutovers) != nil || cutovers["web"].State != "confirmed" {
+		t.Fatalf("the node did not record web's cutover as confirmed: %v %+v", err, cutovers)
+	}
+	if _, err := os.Stat(filepath.Join(n.StateDir, "baseline.json")); err != nil {
+		t.Fatalf("the node recorded no firewall baseline at adoption: %v", err)
+	}
 	if !passes(t, n, flipFoundation) {
 		t.Fatal("the foundation's port does not pass the found firewall after genesis")
 	}

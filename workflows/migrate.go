@@ -4,9 +4,11 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"adoption/activities"
@@ -72,7 +74,16 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 			msg = fmt.Sprintf("%s (before step %q)", errorMessage(err), stepName)
 		}
 		if rollback {
-			msg += "; " + n.rollback(ctx, module, in)
+			said, confirmed := n.rollback(ctx, module, in)
+			msg += "; " + said
+			if mm := n.s.module(module); confirmed && mm != nil {
+				// The node confirmed the cutover (its last check passed,
+				// the answer was lost) and refuses to undo it: migrated.
+				mm.State, mm.Step, mm.LastError = ModuleMigrated, "done", ""
+				n.event(ctx, "cutover "+module+": migrated (the node had confirmed it: "+msg+")")
+				n.setPhase(ctx, PhaseAdopted)
+				return
+			}
 		}
 		if mm := n.s.module(module); mm != nil {
 			mm.State, mm.LastError = ModuleFailed, msg
@@ -132,20 +143,26 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 	n.setPhase(ctx, PhaseAdopted)
 }
 
-// rollback undoes a cutover that failed after preflight and says how it went.
-func (n *node) rollback(ctx workflow.Context, module string, in activities.ModuleInput) string {
+// rollback undoes a cutover that failed after preflight and says how it
+// went; confirmed is true when the node refused because it had confirmed
+// the cutover (it is migrated there, and stays so).
+func (n *node) rollback(ctx workflow.Context, module string, in activities.ModuleInput) (said string, confirmed bool) {
 	if m := n.s.module(module); m != nil { // nil: it left the plan (migrate)
 		m.Step = "rollback"
 	}
 	n.publish(ctx)
 	var res activities.CutoverResult
 	if err := n.exec(ctx, fmt.Sprintf("cutover %s: roll back", module), a.CutoverRollback, in, &res); err != nil {
-		return "ROLLBACK FAILED: " + errorMessage(err) + " (the node may be half cut over; retry or inspect it)"
+		var ae *temporal.ApplicationError
+		if errors.As(err, &ae) && ae.Type() == activities.ErrCutoverConfirmed {
+			return "not rolled back: " + errorMessage(err), true
+		}
+		return "ROLLBACK FAILED: " + errorMessage(err) + " (the node may be half cut over; retry or inspect it)", false
 	}
 	if err := n.closeRules(ctx, module); err != nil {
-		return "rolled back, but closing its marked rules failed: " + errorMessage(err)
+		return "rolled back, but closing its marked rules failed: " + errorMessage(err), false
 	}
-	return "rolled back: the predecessor serves again, its files are as found, its marked rules are gone"
+	return "rolled back: the predecessor serves again, its files are as found, its marked rules are gone", false
 }
 
 // closeRules removes an owner's marked rules and forgets them.

@@ -162,22 +162,28 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 // added as pending; a module dropped from the plan is forgotten unless it
 // already migrated (what it did on the node is still there).
 func (n *node) applyPlan(ctx workflow.Context, p config.Plan) {
+	n.s.Modules = modulesFor(&n.s, p)
 	n.s.Plan = p
+	n.event(ctx, "plan updated")
+}
+
+// modulesFor is the module states under plan p: each module's state as it
+// is (pending when new), and a migrated module p no longer names kept.
+func modulesFor(s *State, p config.Plan) []ModuleState {
 	var mods []ModuleState
 	for _, m := range p.Modules {
-		if cur := n.s.module(m.Name); cur != nil {
+		if cur := s.module(m.Name); cur != nil {
 			mods = append(mods, *cur)
 		} else {
 			mods = append(mods, ModuleState{Name: m.Name, State: ModulePending})
 		}
 	}
-	for _, m := range n.s.Modules {
+	for _, m := range s.Modules {
 		if _, ok := p.Module(m.Name); !ok && m.State == ModuleMigrated {
 			mods = append(mods, m)
 		}
 	}
-	n.s.Modules = mods
-	n.event(ctx, "plan updated")
+	return mods
 }
 
 // continueAsNew starts a fresh run with the same state once the history is

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -156,4 +157,44 @@ func (s *NodeSuite) TestCutoverOfVanishedModuleDoesNotPanic() {
 		said = said || strings.Contains(e.Text, "cutover mail stopped: module mail left node n1's plan during its cutover")
 	}
 	s.True(said, "events: %+v", st.Events)
+}
+
+// A plan sent with a preview that the node refuses (its own file derives
+// another plan) does not replace the workflow's plan: the update fails
+// with the node's reason, and the plan, the modules and the last preview
+// stay as they were, so the node's later requests still carry its own
+// plan. Before, the plan was applied first and stayed for good, after
+// which every request to the node failed on the mismatch.
+func (s *NodeSuite) TestPreviewPlanAppliedOnlyOnceTheNodeAcceptsIt() {
+	s.expectAdoption(time.Second)
+	changed := testPlan()
+	changed.Modules[1].Ports = []config.Port{{Num: 8081, Proto: "tcp"}}
+	s.env.OnActivity(a.Preview, mock.Anything, mock.MatchedBy(func(in activities.PreviewInput) bool { return in.Plan.Hash() == changed.Hash() })).
+		Return(nil, temporal.NewNonRetryableApplicationError("refused: the request's plan differs from node n1's own configuration", activities.ErrPlanMismatch, nil)).Once()
+	s.expectRelease()
+	var complete error
+	var before, after State
+	s.env.RegisterDelayedCallback(func() {
+		before = s.query()
+		s.env.UpdateWorkflow(UpdatePreview, "p1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { s.Fail("rejected: " + err.Error()) }, OnAccept: func() {},
+			OnComplete: func(_ any, err error) { complete = err },
+		}, RequestInput{Plan: &changed})
+	}, time.Minute)
+	s.env.RegisterDelayedCallback(func() { after = s.query() }, 2*time.Minute)
+	s.signal(10*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: testPlan()})
+	s.result()
+
+	s.Require().Error(complete)
+	s.Contains(complete.Error(), "differs from node n1's own configuration")
+	s.Equal(testPlan().Hash(), after.Plan.Hash(), "the refused plan replaced the workflow's")
+	s.Equal(before.Modules, after.Modules)
+	s.Equal(before.LastPreview, after.LastPreview)
+	var said bool
+	for _, e := range after.Events {
+		s.NotEqual("plan updated", e.Text)
+		said = said || strings.Contains(e.Text, "the plan sent with a preview was not applied: node n1 refused it")
+	}
+	s.True(said, "events: %+v", after.Events)
 }

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"adoption/activities"
 	"adoption/config"
 	"adoption/firewall/flip"
 	"adoption/intent"
@@ -70,7 +71,12 @@ func (n *node) register(ctx workflow.Context) error {
 			// The node's own plan sent again changes nothing: not applied,
 			// so no "plan updated" and no module state rebuilt.
 			if in.Plan != nil && in.Plan.Hash() != n.s.Plan.Hash() {
-				n.applyPlan(ctx, *in.Plan)
+				if workflow.GetVersion(ctx, changePreviewPlanOnAccept, workflow.DefaultVersion, 1) >= 1 {
+					pv, err := n.previewPlan(interactive(ctx), *in.Plan)
+					n.publish(ctx)
+					return pv, err
+				}
+				n.applyPlan(ctx, *in.Plan) // runs recorded before: applied first, whatever the node said
 			}
 			// The operator waits for this answer: bounded (history.go).
 			pv, err := n.preview(interactive(ctx))
@@ -288,6 +294,34 @@ func (n *node) validate(kind string, in RequestInput) error {
 		return fmt.Errorf("unknown request %q", kind)
 	}
 	return nil
+}
+
+// previewPlan previews the mesh's ruleset as plan p would derive it, with
+// p in the request, and applies p to the workflow only if the node accepts
+// it and nothing queued or started meanwhile would see its module change.
+// A refused plan leaves the workflow's plan, modules and last preview as
+// they were, with an event naming why.
+func (n *node) previewPlan(ctx workflow.Context, p config.Plan) (*flip.Preview, error) {
+	trial := n.s
+	trial.Plan, trial.Modules = p, modulesFor(&n.s, p)
+	var pv flip.Preview
+	in := activities.PreviewInput{Plan: p, Spec: MeshSpec(&trial)}
+	if err := n.exec(ctx, "flip preview (with the plan sent): which open ports would close", a.Preview, in, &pv); err != nil {
+		n.event(ctx, "the plan sent with a preview was not applied: node "+n.s.Node+" refused it: "+errorMessage(err))
+		return nil, err
+	}
+	if n.s.Phase != PhaseAdopted || n.previewPlanRefusal(p) != nil {
+		err := fmt.Errorf("node %s accepted the plan sent with the preview, but the workflow moved on meanwhile (%s): the plan was not applied; preview again with it once node %s is adopted and idle (adopt status %s)", n.s.Node, n.s.Phase, n.s.Node, n.s.Node)
+		n.event(ctx, err.Error())
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), Refused, nil)
+	}
+	n.applyPlan(ctx, p)
+	if more := n.refusals(); len(more) > 0 {
+		pv.Approved = false
+		pv.Reasons = append(pv.Reasons, more...)
+	}
+	n.s.LastPreview = &pv
+	return &pv, nil
 }
 
 // validatePreview refuses a preview while a flip is queued or in flight:

@@ -40,6 +40,12 @@ const (
 	// container is checked before it counts as migrated. Asked only for
 	// such a module.
 	changeHealthWithoutContainer = "health-without-container"
+	// changePreviewPlanOnAccept: a plan sent with a preview replaces the
+	// workflow's only once the node accepted it (its Preview activity
+	// answered, so the node's own file derives that plan); before, it was
+	// applied first and stayed when the node refused it. Asked only when a
+	// preview carries a plan that differs.
+	changePreviewPlanOnAccept = "preview-plan-on-accept"
 )
 
 // taken records that this run takes change. Every history kept for replay

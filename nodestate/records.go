@@ -1,0 +1,104 @@
+package nodestate
+
+// The node's own records of what its agent did, which the agent's gates
+// read instead of trusting a request: each module's cutover (migrating,
+// confirmed once its last check passed on the node, rolled back) with the
+// content its files were converged to, and the found firewall's
+// fingerprint as adopted (or as last accepted).
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"time"
+)
+
+// Cutover states, as the node records them.
+const (
+	// CutoverMigrating: the cutover changed something on the node (its
+	// container created, its files converged) and is not confirmed yet.
+	CutoverMigrating = "migrating"
+	// CutoverConfirmed: the cutover's last check passed on the node; it is
+	// migrated, and no rollback undoes it.
+	CutoverConfirmed = "confirmed"
+	// CutoverRolledBack: a rollback put the predecessor and the files back.
+	CutoverRolledBack = "rolled-back"
+)
+
+// CutoverRecord is the node's record of one module's cutover.
+type CutoverRecord struct {
+	Module    string `json:"module"`
+	State     string `json:"state"`
+	Container string `json:"container,omitempty"`
+	// Files maps each declared file the cutover converged to the plain
+	// sha256 of the content written: what the node's own drift check
+	// expects there. It never leaves the node.
+	Files     map[string]string `json:"files,omitempty"`
+	Confirmed time.Time         `json:"confirmed,omitzero"`
+	Updated   time.Time         `json:"updated"`
+}
+
+const cutoversFile, cutoversLock = "cutovers.json", "cutovers.lock"
+
+// Cutovers reads every module's cutover record.
+func (d *Dir) Cutovers() (map[string]CutoverRecord, error) {
+	out := map[string]CutoverRecord{}
+	if _, err := d.readJSON(cutoversFile, "cutover records", &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// UpdateCutover runs fn on module's record (nil when there is none) under
+// an exclusive lock; a nil result leaves the records as they are.
+func (d *Dir) UpdateCutover(module string, fn func(cur *CutoverRecord) (*CutoverRecord, error)) error {
+	return d.locked(cutoversLock, func() error {
+		all, err := d.Cutovers()
+		if err != nil {
+			return err
+		}
+		var cur *CutoverRecord
+		if r, ok := all[module]; ok {
+			cur = &r
+		}
+		next, err := fn(cur)
+		if err != nil || next == nil {
+			return err
+		}
+		next.Module, next.Updated = module, time.Now().UTC()
+		all[module] = *next
+		b, err := json.MarshalIndent(all, "", "  ")
+		if err != nil {
+			return err
+		}
+		return WriteFileAtomic(filepath.Join(d.path, cutoversFile), b, 0o600)
+	})
+}
+
+// Baseline is what the node's own drift check compares the found firewall
+// with: its fingerprint at adoption, or at the last accepted drift.
+type Baseline struct {
+	Firewall string    `json:"firewall"`
+	At       time.Time `json:"at"`
+}
+
+const baselineFile = "baseline.json"
+
+// Baseline reads the firewall baseline; ok is false when none is recorded
+// (a node adopted by an older agent).
+func (d *Dir) Baseline() (Baseline, bool, error) {
+	var b Baseline
+	ok, err := d.readJSON(baselineFile, "firewall baseline", &b)
+	return b, ok, err
+}
+
+// SetBaseline records the found firewall's fingerprint as the baseline.
+func (d *Dir) SetBaseline(b Baseline) error {
+	if err := d.Ensure(); err != nil {
+		return err
+	}
+	raw, err := json.MarshalIndent(b, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(filepath.Join(d.path, baselineFile), raw, 0o600)
+}
