@@ -129,13 +129,45 @@ type Verdict struct {
 
 // NATTarget is where a DNAT sends a connection. Addr is invalid for a
 // redirect (Local: the node itself) or when the address could not be read
-// (Unknown says why). Ports 0-0 keep the client's port; a range picks one.
+// (Unknown says why). Ports 0-0 keep the client's port; a range picks one:
+// the client's port if it lies in the range, else the range's first
+// (nf_nat's get_unique_tuple for a new connection), unless RandomPort says
+// the kernel picks any port of the range (random, fully-random, or an
+// offset mapping).
 type NATTarget struct {
-	Addr    netip.Addr `json:"addr,omitempty"`
-	Local   bool       `json:"local,omitempty"`
-	PortMin uint16     `json:"port_min,omitempty"`
-	PortMax uint16     `json:"port_max,omitempty"`
-	Unknown string     `json:"unknown,omitempty"`
+	Addr       netip.Addr `json:"addr,omitempty"`
+	Local      bool       `json:"local,omitempty"`
+	PortMin    uint16     `json:"port_min,omitempty"`
+	PortMax    uint16     `json:"port_max,omitempty"`
+	RandomPort bool       `json:"random_port,omitempty"`
+	Unknown    string     `json:"unknown,omitempty"`
+}
+
+// Ports is the range a DNAT target picks the new port from, in order;
+// ok false when the port is kept (0-0) or the range is one port.
+func (t *NATTarget) Ports() (lo, hi uint16, ok bool) {
+	lo, hi = t.PortMin, t.PortMax
+	if hi < lo {
+		lo, hi = hi, lo
+	}
+	return lo, hi, lo != hi
+}
+
+// PortFor is the port a new connection to port p is translated to, when
+// the kernel's choice is known (not RandomPort): the one port of the
+// target, p itself when it is kept or lies in the range, else the range's
+// first port.
+func (t *NATTarget) PortFor(p uint16) uint16 {
+	lo, hi, isRange := t.Ports()
+	switch {
+	case lo == 0 && hi == 0:
+		return p
+	case !isRange:
+		return lo
+	case lo <= p && p <= hi:
+		return p
+	}
+	return lo
 }
 
 // CondKind names what a condition looks at.
@@ -196,6 +228,9 @@ type Cond struct {
 // the port the client uses. PortEnd is set for a range of ports with the
 // same outcome. From is set when only sources in that prefix reach it (more
 // specific prefixes the ruleset names inside it may be treated otherwise).
+// To is set when the ruleset treats the node's own addresses differently
+// (a "-d 203.0.113.5" publication, "ufw allow to ADDR"): the one address
+// the opening is reached at; the node's other addresses have their own.
 // Uncertain means the verdict depends on something the evaluator cannot
 // decide; Reason, when set, says what.
 //
@@ -210,6 +245,7 @@ type Opening struct {
 	Proto     string `json:"proto"`
 	Direction string `json:"direction"`
 	From      string `json:"from,omitempty"`
+	To        string `json:"to,omitempty"`
 	Uncertain bool   `json:"uncertain,omitempty"`
 	Family    string `json:"family"`
 	Via       string `json:"via,omitempty"`

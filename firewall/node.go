@@ -85,6 +85,29 @@ func (n *Node) Local(a netip.Addr) bool {
 	return false
 }
 
+// Own are the node's own addresses of family fam ("ip", "ip6") that a
+// client from outside may send a packet to: every address of its
+// interfaces, bridges included (the kernel delivers to any local address
+// whichever interface the packet came in by), but loopback, link-local and
+// multicast ones. Nil when the interfaces are not known. The one
+// definition the evaluator decides destination conditions against.
+func (n *Node) Own(fam string) []netip.Addr {
+	if !n.HasInterfaces() {
+		return nil
+	}
+	var out []netip.Addr
+	for _, i := range n.Interfaces {
+		for _, p := range i.Addrs {
+			a := p.Addr().Unmap()
+			if a.Is4() != (fam == FamilyIP) || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || a.IsUnspecified() {
+				continue
+			}
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // oifFor names the interface a packet to a leaves by: the one with the most
 // specific connected network holding a.
 func (n *Node) OifFor(a netip.Addr) (string, bool) {

@@ -74,6 +74,9 @@ func printProbe(w io.Writer, r *activities.ProbeReport) {
 		if o.From != "" {
 			extra += " from " + o.From
 		}
+		if o.To != "" {
+			extra += " at " + o.To
+		}
 		if o.Via != "" {
 			extra += " -> " + o.Via
 			if name := r.Behind[o.Via]; name != "" {

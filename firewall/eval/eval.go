@@ -4,6 +4,7 @@
 package eval
 
 import (
+	"net/netip"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -28,16 +29,17 @@ func OpenPortsOn(rs *firewall.Ruleset, node firewall.Node) []firewall.Opening {
 	prog := compile(rs)
 	keep := keepsPort(rs)
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
-		st := stages{
-			pre:     BaseChains(rs, firewall.HookPrerouting, fam, func(ch *firewall.Chain) bool { return ch.Type != "nat" }),
-			nat:     BaseChains(rs, firewall.HookPrerouting, fam, func(ch *firewall.Chain) bool { return ch.Type == "nat" }),
-			input:   BaseChains(rs, firewall.HookInput, fam, nil),
-			forward: BaseChains(rs, firewall.HookForward, fam, nil),
-		}
+		st := stagesOf(rs, fam)
+		var dstConds []*firewall.Cond
+		eachCond(rs, func(c *firewall.Cond) {
+			if c.Kind == firewall.CondDaddr || c.Kind == firewall.CondOrigDaddr {
+				dstConds = append(dstConds, c)
+			}
+		})
 		atoms := sourceAtoms(rs, fam)
 		groups, index := groupAtoms(rs, atoms), atomIndex(atoms)
 		for _, proto := range []string{"tcp", "udp"} {
-			out = append(out, evalPorts(prog, &node, st, atoms, groups, index, portBounds(rs, fam, protoNum(proto), !keep), fam, proto)...)
+			out = append(out, evalPorts(prog, &node, st, atoms, groups, index, dstConds, portBounds(rs, fam, protoNum(proto), !keep), fam, proto)...)
 		}
 	}
 	dir := func(d string) int {
@@ -60,8 +62,41 @@ func OpenPortsOn(rs *firewall.Ruleset, node firewall.Node) []firewall.Opening {
 }
 
 // stages are one family's base chains, by where the packet meets them.
+// pre holds the filter-type chains at prerouting (raw at -300, mangle at
+// -150, ...) and nat the nat ones, each in priority order.
 type stages struct {
 	pre, nat, input, forward []ChainRef
+}
+
+
+// RoutedTo evaluates a new connection (TCP SYN or UDP datagram, proto
+// "tcp" or "udp") from an arbitrary outside source, arriving on an uplink
+// and sent to dst: the way OpenPortsOn takes a client's packet, but to
+// that address rather than one of the node's own. For an address beyond
+// the node (a container's, reached by routing through the node rather
+// than through a published port) the packet goes prerouting, nat, then
+// forward out by the interface whose network holds dst. Open: some path
+// accepts it; uncertain: it may also be dropped, or the path cannot be
+// followed (reason).
+func RoutedTo(rs *firewall.Ruleset, node firewall.Node, dst netip.AddrPort, proto string) (open, uncertain bool, reason string) {
+	fam := firewall.FamilyIP6
+	if dst.Addr().Unmap().Is4() {
+		fam = firewall.FamilyIP
+	}
+	st := stagesOf(rs, fam)
+	e := compile(rs).Evaluator()
+	e.bounds = portBounds(rs, fam, protoNum(proto), false)
+	pkt := Packet{Family: fam, Proto: protoNum(proto), Port: dst.Port(), OrigPort: dst.Port(), Src: Atom{Other: true}, Dst: dst.Addr().Unmap(), node: &node, own: node.Own(fam)}
+	for p, r := range e.client(&st, pkt) {
+		if r.Accept {
+			open = true
+			uncertain = uncertain || r.drop || p.reason != ""
+			if p.reason != "" {
+				reason = p.reason
+			}
+		}
+	}
+	return open, uncertain, reason
 }
 
 // ChainRef is a base chain with the table it is in.
@@ -132,6 +167,19 @@ func portBounds(rs *firewall.Ruleset, fam string, proto uint8, prune bool) []int
 			}
 		}
 	}
+	// A DNAT to a port range translates ports inside the range to
+	// themselves and ports outside to its first: its bounds split too.
+	natPorts := func(v *firewall.Verdict) {
+		if v.Kind != firewall.VerdictDNAT || v.NAT == nil {
+			return
+		}
+		if lo, hi, ok := v.NAT.Ports(); ok {
+			set[int(lo)] = true
+			if hi < 65535 {
+				set[int(hi)+1] = true
+			}
+		}
+	}
 	kind := Packet{Family: fam, Proto: proto}
 	for ti := range rs.Tables {
 		t := &rs.Tables[ti]
@@ -150,8 +198,10 @@ func portBounds(rs *firewall.Ruleset, fam string, proto uint8, prune bool) []int
 				for k := range r.Conds {
 					add(&r.Conds[k])
 				}
+				natPorts(&r.Verdict)
 				for k := range r.VMap {
 					add(&r.VMap[k].Cond)
+					natPorts(&r.VMap[k].Verdict)
 				}
 			}
 		}
@@ -164,12 +214,16 @@ func portBounds(rs *firewall.Ruleset, fam string, proto uint8, prune bool) []int
 	return out
 }
 
-// keepsPort reports whether a DNAT of rs keeps the client's port (no port
-// given): its openings name the port in Via.
+// keepsPort reports whether a DNAT of rs may keep the client's port (no
+// port given, or a range that holds it): its openings name the port in Via.
 func keepsPort(rs *firewall.Ruleset) bool {
 	keeps := func(v *firewall.Verdict) bool {
 		t := v.NAT
-		return v.Kind == firewall.VerdictDNAT && t != nil && t.Unknown == "" && t.PortMin == 0 && t.PortMax == 0
+		if v.Kind != firewall.VerdictDNAT || t == nil || t.Unknown != "" {
+			return false
+		}
+		_, _, isRange := t.Ports()
+		return t.PortMin == 0 && t.PortMax == 0 || isRange && !t.RandomPort
 	}
 	for ti := range rs.Tables {
 		for ci := range rs.Tables[ti].Chains {

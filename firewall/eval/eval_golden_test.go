@@ -31,7 +31,7 @@ const goldenInputs = 2000
 func TestEvalGolden(t *testing.T) {
 	save := os.Getenv("FW_SAVE_GOLDEN") == "1"
 	t.Run("fixtures", func(t *testing.T) {
-		for _, name := range []string{"ufw-docker", "control-node"} {
+		for _, name := range []string{"ufw-docker", "control-node", "docker28"} {
 			rs, node := readFixture(t, name)
 			got, err := json.MarshalIndent(struct {
 				OnNode   []fw.Opening `json:"on_node"`

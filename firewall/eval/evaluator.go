@@ -40,6 +40,14 @@ type Evaluator struct {
 	// it was last cleared: until then the packet's source made no
 	// difference to anything.
 	sawSource bool
+	// bounds are the port intervals' starts of the evaluation (portBounds):
+	// a DNAT that picks a port of a range at random is evaluated once per
+	// interval of the range.
+	bounds []int
+	// sawOwnDst is set when a destination condition was decided against
+	// the node's own addresses (the packet's destination, or its original
+	// one, not a DNAT target or a routed address) since it was cleared.
+	sawOwnDst bool
 }
 
 type memoSlot struct {
@@ -75,6 +83,11 @@ func (e *Evaluator) cond(c *firewall.Cond) Tri {
 			}
 			return t
 		}
+	}
+	switch {
+	case c.Kind == firewall.CondDaddr && !e.pkt.Dst.IsValid(),
+		c.Kind == firewall.CondOrigDaddr && (e.pkt.Dnat || !e.pkt.Dst.IsValid()):
+		e.sawOwnDst = true
 	}
 	return e.pkt.Cond(c)
 }

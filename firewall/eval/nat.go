@@ -79,7 +79,9 @@ func (e *Evaluator) client(st *stages, pkt Packet) map[path]Result {
 			}
 			var p path
 			var r Result
-			if end.target == nil {
+			if end.target == nil && pkt.Dst.IsValid() && !pkt.node.Local(pkt.Dst) {
+				p, r = e.routed(st, pkt)
+			} else if end.target == nil {
 				q := pkt
 				q.Hook = firewall.HookInput
 				p, r = path{dir: firewall.HookInput}, e.Hook(st.input, q)
@@ -92,7 +94,7 @@ func (e *Evaluator) client(st *stages, pkt Packet) map[path]Result {
 			add(p, r)
 		}
 	}
-	if !pkt.node.HasInterfaces() && pkt.node.Forwards(pkt.Family) {
+	if !pkt.node.HasInterfaces() && pkt.node.Forwards(pkt.Family) && !pkt.Dst.IsValid() {
 		// Routed to an address beyond the node, as evaluated before DNAT
 		// was modelled: kept for a node known only by its ruleset.
 		q := pkt
@@ -102,20 +104,40 @@ func (e *Evaluator) client(st *stages, pkt Packet) map[path]Result {
 	return out
 }
 
+// routed follows a packet sent to pkt.Dst, an address beyond the node
+// (a container's, routed through it), that no DNAT rewrote: the forward
+// hook, out by the interface whose network holds it.
+func (e *Evaluator) routed(st *stages, pkt Packet) (path, Result) {
+	p := path{dir: firewall.HookForward, via: firewall.ViaOf(pkt.Dst, pkt.Port)}
+	if !pkt.node.Forwards(pkt.Family) {
+		return p, Result{drop: true}
+	}
+	q := pkt
+	q.Hook = firewall.HookForward
+	if pkt.node.HasInterfaces() {
+		oif, ok := pkt.node.OifFor(pkt.Dst)
+		if !ok {
+			p.reason = fmt.Sprintf("%s is on none of the node's networks: where it is routed is not known", pkt.Dst)
+		}
+		q.oif = oif
+	}
+	r := e.Hook(st.forward, q)
+	if p.reason != "" && r.Accept {
+		r.drop = true
+	}
+	return p, r
+}
+
 // dnat follows a DNATed packet to the hook that decides it.
 func (e *Evaluator) dnat(st *stages, pkt Packet, t *firewall.NATTarget) (path, Result) {
 	unsure := Result{Accept: true, drop: true}
-	port := pkt.Port
-	switch {
-	case t.PortMin == 0 && t.PortMax == 0:
-	case t.PortMin == t.PortMax:
-		port = t.PortMin
-	default:
-		return path{dir: firewall.HookForward, via: firewall.ViaOf(t.Addr, 0), reason: fmt.Sprintf("DNAT to a port range %d-%d", t.PortMin, t.PortMax)}, unsure
-	}
 	if t.Unknown != "" {
 		return path{dir: firewall.HookForward, reason: "DNAT to a destination the evaluator cannot read: " + t.Unknown}, unsure
 	}
+	if lo, hi, isRange := t.Ports(); isRange && t.RandomPort {
+		return e.randomPort(st, pkt, t, lo, hi)
+	}
+	port := t.PortFor(pkt.Port)
 	via := firewall.ViaOf(t.Addr, port)
 	if t.Local || pkt.node.Local(t.Addr) && !t.Addr.IsLoopback() {
 		q := pkt
@@ -157,4 +179,52 @@ func (e *Evaluator) unmapped(st *stages, pkt Packet, addr netip.Addr, port uint1
 	}
 	return path{dir: firewall.HookForward, via: via, reason: fmt.Sprintf("DNAT target %s is on none of the node's networks: where it is routed is not known", addr)},
 		Result{Accept: true, drop: true}
+}
+
+// randomPort follows a packet DNATed to a port range the kernel picks from
+// at random: every port of the range may be the one, so the hook is run
+// once per port interval of the range (e.bounds), and the outcomes are
+// joined. All the same: decided (a mesh that drops the published port
+// closes it, so flip.drop clears it); otherwise uncertain, named.
+func (e *Evaluator) randomPort(st *stages, pkt Packet, t *firewall.NATTarget, lo, hi uint16) (path, Result) {
+	fixed := *t
+	var p path
+	var r Result
+	first := true
+	for _, start := range portStarts(e.bounds, lo, hi) {
+		fixed.PortMin, fixed.PortMax, fixed.RandomPort = start, start, false
+		q, res := e.dnat(st, pkt, &fixed)
+		if first {
+			p, first = q, false
+		}
+		if q.reason != "" && p.reason == "" {
+			p.reason = q.reason
+		}
+		r.Accept, r.drop = r.Accept || res.Accept, r.drop || res.drop
+	}
+	host := ""
+	switch {
+	case t.Local || !t.Addr.IsValid():
+	case t.Addr.Is6():
+		host = "[" + t.Addr.String() + "]"
+	default:
+		host = t.Addr.String()
+	}
+	p.via = fmt.Sprintf("%s:%d-%d", host, lo, hi)
+	if r.Accept && r.drop && p.reason == "" {
+		p.reason = fmt.Sprintf("DNAT picks a port of %d-%d at random, and the ruleset lets some of them through and not others", lo, hi)
+	}
+	return p, r
+}
+
+// portStarts are the starts of the port intervals (bounds, sorted, from
+// 0) that meet lo-hi: one port of each is enough to evaluate.
+func portStarts(bounds []int, lo, hi uint16) []uint16 {
+	out := []uint16{lo}
+	for _, b := range bounds {
+		if b > int(lo) && b <= int(hi) {
+			out = append(out, uint16(b))
+		}
+	}
+	return out
 }

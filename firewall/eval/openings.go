@@ -4,6 +4,7 @@
 package eval
 
 import (
+	"maps"
 	"net/netip"
 	"sort"
 
@@ -11,32 +12,40 @@ import (
 )
 
 type openKey struct {
-	from      string
+	from, to  string
 	uncertain bool
 	path      path
 }
 
-func evalPorts(prog *program, node *firewall.Node, st stages, atoms []Atom, groups [][]Atom, index map[netip.Prefix]int, bounds []int, fam, proto string) []firewall.Opening {
+func evalPorts(prog *program, node *firewall.Node, st stages, atoms []Atom, groups [][]Atom, index map[netip.Prefix]int, conds []*firewall.Cond, bounds []int, fam, proto string) []firewall.Opening {
 	pnum := protoNum(proto)
 	e := prog.Evaluator()
+	e.bounds = bounds
+	own := node.Own(fam)
+	dsts := destGroups(conds, own)
+	hereBuf, perDst := map[openKey]bool{}, make([]map[openKey]bool, len(dsts))
+	for i := range perDst {
+		perDst[i] = map[openKey]bool{}
+	}
 	open := map[openKey]*span{}
 	var out []firewall.Opening
 	flush := func(k openKey, s *span) {
-		o := firewall.Opening{Port: uint16(s.start), Proto: proto, Direction: k.path.dir, From: k.from, Uncertain: k.uncertain,
+		o := firewall.Opening{Port: uint16(s.start), Proto: proto, Direction: k.path.dir, From: k.from, To: k.to, Uncertain: k.uncertain,
 			Family: fam, Via: k.path.via, Reason: k.path.reason}
 		if s.end != s.start {
 			o.PortEnd = uint16(s.end)
 		}
 		out = append(out, o)
 	}
-	for bi, start := range bounds {
-		end := 65535
-		if bi+1 < len(bounds) {
-			end = bounds[bi+1] - 1
-		}
-		here := map[openKey]bool{}
+	// reach fills here with the openings of the port interval at start
+	// for a packet to own (the node's own addresses it may be sent to).
+	// Its maps are reused from one interval to the next.
+	sure, unsure := map[path][]Atom{}, map[path][]Atom{} // open prefix atoms worth naming
+	reach := func(start int, own []netip.Addr, here map[openKey]bool) map[openKey]bool {
+		clear(here)
+		clear(sure)
+		clear(unsure)
 		var other map[path]Result
-		sure, unsure := map[path][]Atom{}, map[path][]Atom{} // open prefix atoms worth naming
 		for ai, g := range groups {
 			if ai == 1 && !e.sawSource {
 				// Any other source went its way without a source
@@ -46,12 +55,12 @@ func evalPorts(prog *program, node *firewall.Node, st stages, atoms []Atom, grou
 				break
 			}
 			e.sawSource = false
-			res := e.client(&st, Packet{Family: fam, Proto: pnum, Port: uint16(start), OrigPort: uint16(start), Src: g[0], node: node})
+			res := e.client(&st, Packet{Family: fam, Proto: pnum, Port: uint16(start), OrigPort: uint16(start), Src: g[0], node: node, own: own})
 			if ai == 0 {
 				other = res
 				for p, r := range res {
 					if r.Accept {
-						here[openKey{"", r.drop || p.reason != "", p}] = true
+						here[openKey{from: "", uncertain: r.drop || p.reason != "", path: p}] = true
 					}
 				}
 				continue
@@ -78,9 +87,32 @@ func evalPorts(prog *program, node *firewall.Node, st stages, atoms []Atom, grou
 		}{{sure, false}, {unsure, true}} {
 			for p, as := range group.atoms {
 				for _, pfx := range atomPrefixes(as, atoms, index) {
-					here[openKey{pfx.String(), group.uncertain || p.reason != "", p}] = true
+					here[openKey{from: pfx.String(), uncertain: group.uncertain || p.reason != "", path: p}] = true
 				}
 			}
+		}
+		return here
+	}
+	for bi, start := range bounds {
+		end := 65535
+		if bi+1 < len(bounds) {
+			end = bounds[bi+1] - 1
+		}
+		var here map[openKey]bool
+		if len(dsts) > 1 {
+			// The first group's evaluation says whether any destination
+			// condition was looked at for one of the node's own
+			// addresses: if none was, every group goes the same way.
+			e.sawOwnDst = false
+			here = reach(start, dsts[0], perDst[0])
+			if e.sawOwnDst {
+				for i := 1; i < len(dsts); i++ {
+					reach(start, dsts[i], perDst[i])
+				}
+				here = byDestination(dsts, perDst)
+			}
+		} else {
+			here = reach(start, own, hereBuf)
 		}
 		advance(open, here, start, end, flush)
 	}
@@ -94,6 +126,9 @@ func evalPorts(prog *program, node *firewall.Node, st stages, atoms []Atom, grou
 		}
 		if a.From != b.From {
 			return fromLess(a.From, b.From)
+		}
+		if a.To != b.To {
+			return a.To < b.To
 		}
 		if a.Uncertain != b.Uncertain {
 			return !a.Uncertain
@@ -139,4 +174,55 @@ func fromLess(a, b string) bool {
 		return c < 0
 	}
 	return pa.Bits() < pb.Bits()
+}
+
+// destGroups splits the node's own addresses own into groups that every
+// destination condition of conds treats alike: a client's choice among the
+// addresses of one group makes no difference. One group (or none, the
+// node's addresses not known) when no condition tells them apart.
+func destGroups(conds []*firewall.Cond, own []netip.Addr) [][]netip.Addr {
+	index := map[string]int{}
+	var out [][]netip.Addr
+	for _, a := range own {
+		sig := make([]byte, len(conds))
+		for i, c := range conds {
+			sig[i] = '0'
+			if inPrefixes(c.Prefixes, a) {
+				sig[i] = '1'
+			}
+		}
+		k, ok := index[string(sig)]
+		if !ok {
+			k = len(out)
+			index[string(sig)] = k
+			out = append(out, nil)
+		}
+		out[k] = append(out[k], a)
+	}
+	return out
+}
+
+// byDestination joins the openings of a port interval evaluated per
+// group of the node's own addresses (per, in the order of dsts). Where
+// every group ends alike the openings are theirs, for any address; else
+// each opening names the one address it is reached at (To), for each
+// address of the groups it holds for.
+func byDestination(dsts [][]netip.Addr, per []map[openKey]bool) map[openKey]bool {
+	same := true
+	for _, m := range per[1:] {
+		same = same && maps.Equal(m, per[0])
+	}
+	if same {
+		return per[0]
+	}
+	out := map[openKey]bool{}
+	for i, g := range dsts {
+		for k := range per[i] {
+			for _, a := range g {
+				k.to = a.String()
+				out[k] = true
+			}
+		}
+	}
+	return out
 }

@@ -23,13 +23,17 @@ type Packet struct {
 	// sport is the client's source port; 0: any (the usual case).
 	Sport uint16
 	Src   Atom
-	// dst is the destination after a DNAT; invalid: the node's own address
-	// (prerouting, input) or an unknown routed destination (forward).
+	// dst is the destination after a DNAT, or the address a routed packet
+	// was sent to; invalid: one of the node's own addresses (prerouting,
+	// input; firewall.Node.Own) or an unknown routed destination (forward).
 	Dst  netip.Addr
 	Dnat bool
 	// oif is the output interface of a forwarded packet; "" unknown.
 	oif  string
 	node *firewall.Node
+	// own is node.Own(Family), read once per evaluation: the addresses
+	// an invalid Dst stands for. Nil: not known.
+	own []netip.Addr
 }
 
 // Tri is a condition's value for a packet: false, true, or unknown (the
@@ -86,18 +90,15 @@ func (p *Packet) Cond(c *firewall.Cond) Tri {
 			}
 		}
 	case firewall.CondDaddr:
-		if p.Dst.IsValid() {
-			t = TriFalse
-			for _, q := range c.Prefixes {
-				if q.Contains(p.Dst) {
-					t = TriTrue
-				}
-			}
-		} else {
-			t = daddrTri(c.Prefixes, p.Family)
-		}
+		t = p.dstTri(c.Prefixes, p.Dst)
 	case firewall.CondOrigDaddr:
-		t = daddrTri(c.Prefixes, p.Family)
+		// The original destination is the one the client used: the
+		// node's own address unless the packet was routed to Dst as sent.
+		orig := netip.Addr{}
+		if !p.Dnat {
+			orig = p.Dst
+		}
+		t = p.dstTri(c.Prefixes, orig)
 	case firewall.CondIifname:
 		if p.node.HasInterfaces() {
 			t = namesTri(c.Names, p.node.Uplinks())
@@ -139,7 +140,7 @@ func (p *Packet) Cond(c *firewall.Cond) Tri {
 		}
 	case firewall.CondAddrType:
 		typ := uint32(firewall.RtnUnicast)
-		if c.Addr == "daddr" && (p.Hook == firewall.HookInput || p.Hook == firewall.HookPrerouting) {
+		if c.Addr == "daddr" && (p.Hook == firewall.HookInput || p.Hook == firewall.HookPrerouting) && (!p.Dst.IsValid() || p.node.Local(p.Dst)) {
 			typ = firewall.RtnLocal
 		}
 		t = boolTri(c.Bits&(1<<typ) != 0)
@@ -186,6 +187,43 @@ var notOwnUnicast = []netip.Prefix{
 	netip.MustParsePrefix("::1/128"),
 	netip.MustParsePrefix("fe80::/10"),
 	netip.MustParsePrefix("ff00::/8"),
+}
+
+// dstTri decides a destination prefix condition for a packet to dst, or,
+// when dst is invalid, to one of the node's own addresses: on a node whose
+// addresses are known, true if the prefixes hold every one of them, false
+// if none (Docker's "-d CONTAINER ! -i BRIDGE -j DROP" in raw prerouting
+// for a client of the node), undecided if the client's choice of address
+// decides it.
+func (p *Packet) dstTri(ps []netip.Prefix, dst netip.Addr) Tri {
+	if dst.IsValid() {
+		return boolTri(inPrefixes(ps, dst))
+	}
+	if len(p.own) == 0 {
+		return daddrTri(ps, p.Family)
+	}
+	hits := 0
+	for _, a := range p.own {
+		if inPrefixes(ps, a) {
+			hits++
+		}
+	}
+	switch hits {
+	case 0:
+		return TriFalse
+	case len(p.own):
+		return TriTrue
+	}
+	return TriUnknown
+}
+
+func inPrefixes(ps []netip.Prefix, a netip.Addr) bool {
+	for _, q := range ps {
+		if q.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // daddrTri decides a destination prefix for a packet to a routable unicast

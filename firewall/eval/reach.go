@@ -55,6 +55,8 @@ type reachFamily struct {
 	atoms  []Atom
 	groups [][]Atom
 	index  map[netip.Prefix]int
+	own    []netip.Addr     // the node's own addresses of the family
+	bounds map[string][]int // port intervals by proto (a DNAT at random over a range)
 }
 
 // NewReacher compiles rs for SourcesAt questions on node.
@@ -67,9 +69,14 @@ func (x *Reacher) At(dir, fam, proto string, port uint16) SourceReach {
 	f := x.fams[fam]
 	if f == nil {
 		atoms := sourceAtoms(x.rs, fam)
-		f = &reachFamily{st: stagesOf(x.rs, fam), atoms: atoms, groups: groupAtoms(x.rs, atoms), index: atomIndex(atoms)}
+		f = &reachFamily{st: stagesOf(x.rs, fam), atoms: atoms, groups: groupAtoms(x.rs, atoms), index: atomIndex(atoms),
+			own: x.node.Own(fam), bounds: map[string][]int{}}
 		x.fams[fam] = f
 	}
+	if f.bounds[proto] == nil {
+		f.bounds[proto] = portBounds(x.rs, fam, protoNum(proto), false)
+	}
+	x.e.bounds = f.bounds[proto]
 	st, atoms, groups, index, e, node := f.st, f.atoms, f.groups, f.index, x.e, x.node
 	var open, closed []Atom
 	var out SourceReach
@@ -78,7 +85,7 @@ func (x *Reacher) At(dir, fam, proto string, port uint16) SourceReach {
 			break
 		}
 		e.sawSource = false
-		res := e.client(&st, Packet{Family: fam, Proto: protoNum(proto), Port: port, OrigPort: port, Src: g[0], node: &node})
+		res := e.client(&st, Packet{Family: fam, Proto: protoNum(proto), Port: port, OrigPort: port, Src: g[0], node: &node, own: f.own})
 		r := reachOf(res, dir)
 		if r.drop && r.Accept {
 			out.Unsure = true
@@ -152,6 +159,8 @@ func Widened(before, after *firewall.Ruleset, node firewall.Node) []Widening {
 		groups, index := groupAtoms(both, atoms), atomIndex(atoms)
 		for _, proto := range []string{"tcp", "udp"} {
 			bounds := portBounds(both, fam, protoNum(proto), !keep)
+			eb.bounds, ea.bounds = bounds, bounds
+			own := node.Own(fam)
 			type key struct {
 				dir, via, from string
 				surer          bool
@@ -176,7 +185,7 @@ func Widened(before, after *firewall.Ruleset, node firewall.Node) []Widening {
 						break
 					}
 					eb.sawSource, ea.sawSource = false, false
-					pkt := Packet{Family: fam, Proto: protoNum(proto), Port: uint16(start), OrigPort: uint16(start), Src: g[0], node: &node}
+					pkt := Packet{Family: fam, Proto: protoNum(proto), Port: uint16(start), OrigPort: uint16(start), Src: g[0], node: &node, own: own}
 					rb := eb.client(&sb, pkt)
 					ra := ea.client(&sa, pkt)
 					for p, r := range ra {

@@ -242,6 +242,9 @@ func describeOpening(o firewall.Opening) string {
 	if o.From != "" {
 		s += ", from " + o.From
 	}
+	if o.To != "" {
+		s += ", at " + o.To
+	}
 	if o.Uncertain {
 		s += ", uncertain"
 	}
@@ -263,6 +266,9 @@ func stillOpen(after []firewall.Opening, o firewall.Opening, port uint16) bool {
 			if o.From == "" || err1 != nil || err2 != nil || op.Bits() < ap.Bits() || !ap.Contains(op.Addr()) {
 				continue
 			}
+		}
+		if a.To != "" && a.To != o.To {
+			continue // open after only at another of the node's addresses
 		}
 		if a.Uncertain && !o.Uncertain {
 			continue

@@ -39,6 +39,12 @@ func Saddr(ps ...string) firewall.Cond {
 	return c
 }
 
+func Daddr(ps ...string) firewall.Cond {
+	c := Saddr(ps...)
+	c.Kind = firewall.CondDaddr
+	return c
+}
+
 func CtEstablished() firewall.Cond {
 	return firewall.Cond{Kind: firewall.CondCtState, Bits: firewall.CtStateEstablished | firewall.CtStateRelated}
 }

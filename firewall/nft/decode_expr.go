@@ -608,6 +608,7 @@ func (st *ruleState) natTarget(e *expr.NAT) *firewall.NATTarget {
 	}
 	if e.RegProtoMin != 0 {
 		t.PortMin, t.PortMax = st.immPort(e.RegProtoMin, e.RegProtoMax, t)
+		t.RandomPort = e.Random || e.FullyRandom
 	}
 	return t
 }

@@ -26,6 +26,10 @@ const (
 	xtAddrTypeLimitIfaceOu = 0x8
 
 	xtMultiPorts = 15
+
+	// NF_NAT_RANGE_PROTO_OFFSET: the new port is the range's first plus
+	// the client's port's offset from a base ("--to-destination A:lo-hi/base").
+	natRangeProtoOffset = 1 << 6
 )
 
 func (d *Decoder) match(st *ruleState, m *expr.Match) {
@@ -329,6 +333,7 @@ func xtNAT(t *expr.Target) *firewall.NATTarget {
 	n := &firewall.NATTarget{}
 	if flags&uint(xt.NatRangeProtoSpecified) != 0 {
 		n.PortMin, n.PortMax = minPort, maxPort
+		n.RandomPort = flags&(uint(xt.NatRangeProtoRandomAll)|natRangeProtoOffset) != 0
 	}
 	if t.Name == "REDIRECT" || flags&uint(xt.NatRangeMapIPs) == 0 {
 		n.Local = true // REDIRECT, or "--to-destination :PORT": the address stays the node's
@@ -395,8 +400,11 @@ func (d *Decoder) ipsetMatch(st *ruleState, rev uint32, raw []byte) {
 		kind = firewall.CondSaddr
 	}
 	if s.Family != st.nfproto && st.nfproto != firewall.FamilyInet && st.nfproto != "" {
-		// A set of the other family never matches the packet.
-		st.add(firewall.Cond{Kind: firewall.CondNever, Reason: name + " is of the other family"})
+		// A set of the other family never holds the packet (ip_set_test
+		// returns 0): the match fails, or, inverted, holds.
+		if flags&invMatch == 0 {
+			st.add(firewall.Cond{Kind: firewall.CondNever, Reason: name + " is of the other family"})
+		}
 		return
 	}
 	st.add(firewall.Cond{Kind: kind, Prefixes: append([]netip.Prefix{}, s.Prefixes...), Negate: flags&invMatch != 0})
