@@ -68,7 +68,6 @@ type stages struct {
 	pre, nat, input, forward []ChainRef
 }
 
-
 // RoutedTo evaluates a new connection (TCP SYN or UDP datagram, proto
 // "tcp" or "udp") from an arbitrary outside source, arriving on an uplink
 // and sent to dst: the way OpenPortsOn takes a client's packet, but to

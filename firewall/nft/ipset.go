@@ -204,7 +204,8 @@ func decodeIPSetMsg(b []byte) (*IPSet, error) {
 							case ipsetAttrCIDR:
 								cidr = int(it.Uint8())
 							case ipsetAttrCadtFlags:
-								if it.Uint32()&ipsetFlagNomatch != 0 {
+								// Sent in network byte order (NLA_F_NET_BYTEORDER).
+								if b := it.Bytes(); len(b) == 4 && binary.BigEndian.Uint32(b)&ipsetFlagNomatch != 0 {
 									s.Unknown = "it holds nomatch entries"
 								}
 							}

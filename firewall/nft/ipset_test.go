@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/xt"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 
 	"adoption/firewall"
 )
@@ -50,6 +53,65 @@ func TestDecodeIPSetMatch(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// A hash:net entry flagged nomatch (IPSET_ATTR_CADT_FLAGS, sent in network
+// byte order) excludes its prefix: the set is not read as members.
+func TestIPSetNomatchEntry(t *testing.T) {
+	entry := func(flags uint32) []byte {
+		ae := netlink.NewAttributeEncoder()
+		ae.Nested(ipsetAttrData, func(d *netlink.AttributeEncoder) error {
+			d.Nested(ipsetAttrIP, func(ip *netlink.AttributeEncoder) error {
+				ip.Bytes(ipsetAttrIPv4|unix.NLA_F_NET_BYTEORDER, []byte{172, 17, 9, 0})
+				return nil
+			})
+			d.Uint8(ipsetAttrCIDR, 24)
+			if flags != 0 {
+				d.Bytes(ipsetAttrCadtFlags|unix.NLA_F_NET_BYTEORDER, binary.BigEndian.AppendUint32(nil, flags))
+			}
+			return nil
+		})
+		b, _ := ae.Encode()
+		return b
+	}
+	for _, c := range []struct {
+		flags   uint32
+		unknown bool
+	}{{0, false}, {ipsetFlagNomatch, true}} {
+		ae := netlink.NewAttributeEncoder()
+		ae.String(ipsetAttrSetname, "docker-ext-bridges-v4")
+		ae.String(ipsetAttrTypename, "hash:net")
+		ae.Bytes(ipsetAttrADT|unix.NLA_F_NESTED, entry(c.flags))
+		b, err := ae.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := decodeIPSetMsg(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (s.Unknown != "") != c.unknown {
+			t.Errorf("flags %#x: %+v; want unknown=%v", c.flags, s, c.unknown)
+		}
+	}
+}
+
+// A set of the other family never holds the packet (ip_set_test returns
+// 0): "--match-set" fails, "! --match-set" holds.
+func TestDecodeIPSetMatchOtherFamily(t *testing.T) {
+	v4 := &IPSet{Name: "v4", Type: "hash:net", Family: firewall.FamilyIP, Prefixes: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}}
+	d := Decoder{Family: firewall.FamilyIP6, IPSets: map[uint16]*IPSet{0: v4}}
+	for _, c := range []struct {
+		flags byte
+		never bool
+	}{{0x02, true}, {0x03, false}} {
+		info := xt.Unknown([]byte{0, 0, 1, c.flags})
+		r := d.Rule(&nftables.Rule{Exprs: []expr.Any{&expr.Match{Name: "set", Rev: 1, Info: &info}, &expr.Verdict{Kind: expr.VerdictDrop}}})
+		never := len(r.Conds) == 1 && r.Conds[0].Kind == firewall.CondNever
+		if never != c.never || !never && len(r.Conds) != 0 {
+			t.Errorf("flags %#x on an ip6 rule: %+v; want never=%v (else no condition)", c.flags, r.Conds, c.never)
 		}
 	}
 }
