@@ -1,0 +1,229 @@
+package codec
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+func testCodec(t *testing.T, fill byte) *Codec {
+	t.Helper()
+	c, err := New(bytes.Repeat([]byte{fill}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func jsonPayload(t *testing.T, v any) *commonpb.Payload {
+	t.Helper()
+	p, err := converter.GetDefaultDataConverter().ToPayload(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRoundTripHidesThePlaintext(t *testing.T) {
+	c := testCodec(t, 1)
+	in := jsonPayload(t, map[string]string{"POSTGRES_PASSWORD": "hunter2"})
+	enc, err := c.Encode([]*commonpb.Payload{in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(enc[0].Metadata[converter.MetadataEncoding]); got != Encoding {
+		t.Fatalf("encoding %q, want %q", got, Encoding)
+	}
+	if string(enc[0].Metadata[MetadataKeyID]) != c.KeyID() || len(c.KeyID()) != 16 {
+		t.Fatalf("key id %q, codec's %q", enc[0].Metadata[MetadataKeyID], c.KeyID())
+	}
+	if bytes.Contains(enc[0].Data, []byte("hunter2")) || bytes.Contains(enc[0].Data, []byte("POSTGRES")) {
+		t.Fatal("the ciphertext contains the plaintext")
+	}
+	again, _ := c.Encode([]*commonpb.Payload{in})
+	if bytes.Equal(again[0].Data, enc[0].Data) {
+		t.Fatal("two encryptions of one payload are equal: the nonce is not fresh")
+	}
+	dec, err := c.Decode(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(dec[0], in) {
+		t.Fatalf("decoded %v, want %v", dec[0], in)
+	}
+}
+
+func TestTamperedCiphertextIsRefused(t *testing.T) {
+	c := testCodec(t, 1)
+	enc, err := c.Encode([]*commonpb.Payload{jsonPayload(t, "flip n1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range enc[0].Data {
+		bad := proto.Clone(enc[0]).(*commonpb.Payload)
+		bad.Data[i] ^= 0x01
+		if _, err := c.Decode([]*commonpb.Payload{bad}); err == nil {
+			t.Fatalf("a flipped bit at byte %d of %d decoded", i, len(bad.Data))
+		}
+	}
+	short := proto.Clone(enc[0]).(*commonpb.Payload)
+	short.Data = short.Data[:10]
+	if _, err := c.Decode([]*commonpb.Payload{short}); err == nil || !strings.Contains(err.Error(), "too short") {
+		t.Fatalf("a truncated payload: %v", err)
+	}
+	// The key ID is authenticated: relabelled, a payload does not open even
+	// with a codec that holds the right key under that label.
+	relabel := proto.Clone(enc[0]).(*commonpb.Payload)
+	relabel.Metadata[MetadataKeyID] = []byte("0000000000000000")
+	if _, err := c.Decode([]*commonpb.Payload{relabel}); err == nil {
+		t.Fatal("a relabelled payload decoded")
+	}
+	other := testCodec(t, 2)
+	if _, err := other.Decode(enc); err == nil || !strings.Contains(err.Error(), c.KeyID()) || !strings.Contains(err.Error(), "temporal.codec_key_file") {
+		t.Fatalf("another key's codec: %v", err)
+	}
+}
+
+func TestUnencryptedPayloadPassesThrough(t *testing.T) {
+	c := testCodec(t, 1)
+	in := []*commonpb.Payload{jsonPayload(t, map[string]int{"a": 1}), jsonPayload(t, nil), {Data: []byte("raw")}}
+	out, err := c.Decode(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range in {
+		if !proto.Equal(in[i], out[i]) {
+			t.Fatalf("payload %d changed: %v", i, out[i])
+		}
+	}
+}
+
+func TestNewRefusesAShortKey(t *testing.T) {
+	if _, err := New(make([]byte, 16)); err == nil {
+		t.Fatal("a 16-byte key was taken")
+	}
+}
+
+func TestDataConverterRoundTrip(t *testing.T) {
+	dc := DataConverter(testCodec(t, 3))
+	p, err := dc.ToPayload(map[string]string{"k": "hunter2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(p.Data, []byte("hunter2")) {
+		t.Fatal("the converter's payload holds the plaintext")
+	}
+	var back map[string]string
+	if err := dc.FromPayload(p, &back); err != nil || back["k"] != "hunter2" {
+		t.Fatalf("back %v, %v", back, err)
+	}
+}
+
+const uiOrigin = "http://127.0.0.1:8233"
+
+func decodeRequest(t *testing.T, c *Codec, payloads ...*commonpb.Payload) *http.Request {
+	t.Helper()
+	enc, err := c.Encode(payloads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := protojson.Marshal(&commonpb.Payloads{Payloads: enc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/decode", bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("X-Namespace", "default")
+	r.Header.Set("Origin", uiOrigin)
+	return r
+}
+
+func TestServerDecodesWithTheRightKey(t *testing.T) {
+	c := testCodec(t, 1)
+	h := Handler(c, ServerOptions{Origins: []string{uiOrigin}})
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, decodeRequest(t, c, jsonPayload(t, "migrating mail")))
+	if w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	var out commonpb.Payloads
+	if err := protojson.Unmarshal(w.Body.Bytes(), &out); err != nil {
+		t.Fatalf("%v: %s", err, w.Body)
+	}
+	if len(out.Payloads) != 1 || string(out.Payloads[0].Data) != `"migrating mail"` {
+		t.Fatalf("decoded %v", out.Payloads)
+	}
+	if w.Header().Get("Access-Control-Allow-Origin") != uiOrigin {
+		t.Fatalf("no CORS header for the UI's origin: %v", w.Header())
+	}
+
+	// A codec server holding another key refuses, naming both keys.
+	w = httptest.NewRecorder()
+	Handler(testCodec(t, 9), ServerOptions{Origins: []string{uiOrigin}}).ServeHTTP(w, decodeRequest(t, c, jsonPayload(t, "x")))
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), c.KeyID()) {
+		t.Fatalf("another key: status %d: %s", w.Code, w.Body)
+	}
+
+	// It does not encrypt for anyone.
+	w = httptest.NewRecorder()
+	r := decodeRequest(t, c, jsonPayload(t, "x"))
+	r.URL.Path = "/encode"
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusNotFound {
+		t.Fatalf("/encode: status %d", w.Code)
+	}
+}
+
+func TestServerRefusesWithoutAuthorization(t *testing.T) {
+	c := testCodec(t, 1)
+	h := Handler(c, ServerOptions{Origins: []string{uiOrigin}, Authorization: "Bearer s3cret"})
+	for _, auth := range []string{"", "Bearer wrong", "Bearer s3cret2", "bearer s3cret"} {
+		w := httptest.NewRecorder()
+		r := decodeRequest(t, c, jsonPayload(t, "x"))
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusUnauthorized || strings.Contains(w.Body.String(), `"x"`) {
+			t.Fatalf("Authorization %q: status %d: %s", auth, w.Code, w.Body)
+		}
+	}
+	w := httptest.NewRecorder()
+	r := decodeRequest(t, c, jsonPayload(t, "x"))
+	r.Header.Set("Authorization", "Bearer s3cret")
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Fatalf("the configured Authorization: status %d: %s", w.Code, w.Body)
+	}
+}
+
+func TestServerAnswersPreflightForTheUIOnly(t *testing.T) {
+	h := Handler(testCodec(t, 1), ServerOptions{Origins: []string{uiOrigin}, Authorization: "Bearer s3cret"})
+	pre := func(origin string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodOptions, "/decode", nil)
+		r.Header.Set("Origin", origin)
+		r.Header.Set("Access-Control-Request-Method", "POST")
+		r.Header.Set("Access-Control-Request-Headers", "content-type,x-namespace,authorization")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	w := pre(uiOrigin)
+	if w.Code/100 != 2 || w.Header().Get("Access-Control-Allow-Origin") != uiOrigin ||
+		!strings.Contains(w.Header().Get("Access-Control-Allow-Methods"), "POST") ||
+		!strings.Contains(w.Header().Get("Access-Control-Allow-Headers"), "X-Namespace") ||
+		!strings.Contains(w.Header().Get("Access-Control-Allow-Headers"), "Authorization") {
+		t.Fatalf("preflight from the UI: %d %v", w.Code, w.Header())
+	}
+	w = pre("http://evil.example")
+	if w.Code != http.StatusForbidden || w.Header().Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("preflight from another origin: %d %v", w.Code, w.Header())
+	}
+}
