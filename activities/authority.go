@@ -98,6 +98,14 @@ func (a *Activities) authorize(ctx context.Context, req config.Plan) (*Authority
 			"node.name in %s is now %q, but this agent serves node %q; restart adopt-worker after renaming a node", auth.Source, auth.Plan.Node, a.Node),
 			ErrLocalConfig, nil)
 	}
+	if req.DigestKind() != auth.Plan.DigestKind() {
+		heartbeat(ctx, "refused: digest kinds differ")
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"refused: the request's plan carries %s digests, node %s's own configuration %s makes %s digests; nothing was changed. "+
+				"Give the operator's CLI, the orchestrator and the node the same %s (or none on all), then: adopt retry %s --config FILE",
+			req.DigestKind(), a.Node, auth.Source, auth.Plan.DigestKind(), config.CodecKeyFileKey, a.Node),
+			ErrPlanMismatch, nil)
+	}
 	if d := config.Diff(req, auth.Plan); d != nil {
 		heartbeat(ctx, "refused: plan mismatch")
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(

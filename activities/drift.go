@@ -2,8 +2,12 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
+
+	"go.temporal.io/sdk/temporal"
 
 	"adoption/config"
 	"adoption/custody"
@@ -39,7 +43,10 @@ type DriftResult struct {
 
 // CheckDrift compares every custody file and the found firewall's own rules
 // with what adoption recorded (a predecessor daemon restarted, someone
-// edited a file by hand). It changes nothing.
+// edited a file by hand). It changes nothing. A file is compared with the
+// node's own records only (its custody index, or the mesh's content in its
+// own configuration), never with a digest the request brings: drift must
+// not answer "is the file's content X?" for an X of the asker's choosing.
 func (a *Activities) CheckDrift(ctx context.Context, in DriftInput) (*DriftResult, error) {
 	auth, err := a.authorize(ctx, in.Plan)
 	if err != nil {
@@ -52,12 +59,21 @@ func (a *Activities) CheckDrift(ctx context.Context, in DriftInput) (*DriftResul
 	}
 	res := &DriftResult{Items: []DriftItem{}}
 	for _, r := range in.Custody {
+		base, ok, err := a.driftBaseline(auth, r)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			res.Items = append(res.Items, DriftItem{Kind: "file", Path: r.Path, Recorded: "unknown", Now: "unchecked",
+				What: fmt.Sprintf("%s has no custody record on node %s (its state_dir was replaced?); accepting the drift takes the file as it is now", r.Path, a.Node)})
+			continue
+		}
 		now := a.Files.Inspect(r.Path)
 		switch {
 		case now.Error != "":
-			res.Items = append(res.Items, DriftItem{Kind: "file", Path: r.Path, Recorded: digestOrAbsent(r.FileState), Now: "unreadable", What: now.Error})
-		case now.Exists != r.Found || !sameContent(r.FileState, now):
-			res.Items = append(res.Items, DriftItem{Kind: "file", Path: r.Path, Recorded: digestOrAbsent(r.FileState), Now: digestOrAbsent(now),
+			res.Items = append(res.Items, DriftItem{Kind: "file", Path: r.Path, Recorded: digestOrAbsent(base.FileState), Now: "unreadable", What: now.Error})
+		case now.Exists != base.Found || !sameContent(base.FileState, now):
+			res.Items = append(res.Items, DriftItem{Kind: "file", Path: r.Path, Recorded: digestOrAbsent(base.FileState), Now: digestOrAbsent(now),
 				What: fmt.Sprintf("%s changed since adoption", r.Path)})
 		}
 	}
@@ -131,19 +147,39 @@ func (a *Activities) AcceptDrift(ctx context.Context, in DriftInput) (*DriftResu
 	return res, nil
 }
 
-// sameContent compares what a record says with what is there now. A
-// record from a workflow names content either by the node's keyed digest
-// (what custody found or accepted) or, for a migrated module's file, by the
-// plan's plain sha256 of the mesh's content; an older history's records
-// carry only the plain sha256.
-func sameContent(rec, now custody.FileState) bool {
-	if !rec.Exists && !now.Exists {
+// driftBaseline is what the node itself says a path should hold. A record
+// with SHA256 set is the workflow saying a migrated module converged the
+// path to the mesh's content: the digest must be the one the node's own
+// plan declares for that path, and the content is the node's own copy. Any
+// other record stands for what custody found, which the node's custody
+// index holds (ok is false when it holds nothing for the path).
+func (a *Activities) driftBaseline(auth *Authority, r custody.Record) (base custody.Record, ok bool, err error) {
+	if r.SHA256 == "" {
+		return a.Files.Record(r.Path)
+	}
+	for _, m := range auth.Plan.Modules {
+		for _, f := range m.Files {
+			if f.Path != r.Path || f.SHA256 != r.SHA256 {
+				continue
+			}
+			content, ok := auth.Contents[f.SHA256]
+			if !ok {
+				return base, false, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no content with digest %.12s for %s in this worker's configuration", f.SHA256, f.Path), ErrMissingContent, nil)
+			}
+			sum := sha256.Sum256(content)
+			return custody.Record{FileState: custody.FileState{Path: r.Path, Exists: true, SHA256: hex.EncodeToString(sum[:]), Digest: f.SHA256}, Found: true}, true, nil
+		}
+	}
+	return base, false, notDeclared("the request names content for %s that no module of node %s's configuration declares there; drift is compared with the node's own records only", r.Path, a.Node)
+}
+
+// sameContent compares the node's baseline with what is there now, by the
+// plain hashes, which never leave the node.
+func sameContent(base, now custody.FileState) bool {
+	if !base.Exists && !now.Exists {
 		return true
 	}
-	if rec.SHA256 != "" {
-		return rec.SHA256 == now.SHA256
-	}
-	return rec.Digest != "" && rec.Digest == now.Digest
+	return base.SHA256 != "" && base.SHA256 == now.SHA256
 }
 
 // digestOrAbsent names content for the history: never the plain hash of a

@@ -43,6 +43,7 @@ func (p Plan) Hash() string {
 // nil, so that a plan that went through JSON compares equal to the original.
 func (p Plan) normalized() Plan {
 	q := p
+	q.Digests = p.DigestKind() // absent (an older plan) and sha256 are the same
 	q.ManagementPorts = sortPorts(p.ManagementPorts)
 	q.Drop = sortPorts(p.Drop)
 	q.Widen = sortPorts(p.Widen)

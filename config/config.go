@@ -43,6 +43,12 @@ type Temporal struct {
 	Address   string `mapstructure:"address" json:"address"`
 	Namespace string `mapstructure:"namespace" json:"namespace"`
 	TLS       TLS    `mapstructure:"tls" json:"tls"`
+	// CodecKeyFile names the codec key (codeckey.go): payloads are
+	// encrypted with it and the plan's digests keyed by it. Empty: plain
+	// payloads and plain sha256 digests, with a warning at start.
+	CodecKeyFile string `mapstructure:"codec_key_file" json:"codec_key_file,omitempty"`
+	// Key is the codec key CodecKeyFile holds, read by Load.
+	Key []byte `mapstructure:"-" json:"-"`
 }
 
 type TLS struct {
@@ -183,6 +189,7 @@ var defaults = map[string]any{
 	"temporal.tls.ca":             "",
 	"temporal.tls.server_name":    "",
 	"temporal.tls.mode":           "",
+	"temporal.codec_key_file":     "",
 	"docker.host":                 "",
 	"node.name":                   "",
 	"node.role":                   "member",
@@ -253,6 +260,10 @@ func LoadWith(path string, extra map[string]string) (*Config, error) {
 		)
 	})
 	badKeys := map[string]bool{}
+	if p := c.Temporal.loadCodecKey(); p != "" {
+		problems = append(problems, p)
+		badKeys[CodecKeyFileKey] = true
+	}
 	if err != nil {
 		for _, p := range decodeProblems(err, func(key string) string { return fmt.Sprint(v.Get(key)) }) {
 			problems = append(problems, p)

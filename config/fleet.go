@@ -40,6 +40,9 @@ func LoadFleet(path string) (*Fleet, error) {
 	tv := &validator{}
 	tv.temporal(f.Temporal)
 	problems = append(problems, tv.problems...)
+	if p := f.Temporal.loadCodecKey(); p != "" {
+		problems = append(problems, p)
+	}
 	if !ValidName(f.Name) {
 		problems = append(problems, fmt.Sprintf("name: %q is invalid: a fleet name must be %s", f.Name, NameRule))
 	}

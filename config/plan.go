@@ -1,8 +1,6 @@
 package config
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"sort"
 	"strings"
 	"time"
@@ -28,6 +26,19 @@ type Plan struct {
 	ReconcileInterval time.Duration `json:"reconcile_interval"`
 	DriftInterval     time.Duration `json:"drift_interval"`
 	StopTimeout       time.Duration `json:"stop_timeout"`
+	// Digests is the kind of every digest of a value in the plan (files'
+	// sha256, containers' env_sha256; the JSON names predate keyed
+	// digests): DigestHMAC with a codec key, else DigestSHA256. Absent in
+	// plans recorded before it existed, which means DigestSHA256.
+	Digests string `json:"digests,omitempty"`
+}
+
+// DigestKind is the kind of the plan's digests, DigestSHA256 when unsaid.
+func (p Plan) DigestKind() string {
+	if p.Digests == "" {
+		return DigestSHA256
+	}
+	return p.Digests
 }
 
 type NamedPort struct {
@@ -44,8 +55,10 @@ type ModulePlan struct {
 }
 
 type FilePlan struct {
-	Path   string `json:"path"`
-	SHA256 string `json:"sha256"` // of the mesh's content; the content stays on the operator's side
+	Path string `json:"path"`
+	// SHA256 is the digest (of Plan.Digests' kind) of the mesh's content;
+	// the content stays on the operator's side and in the node's file.
+	SHA256 string `json:"sha256"`
 	Mode   string `json:"mode,omitempty"`
 	// Keep and Format are key names and a syntax name, never values.
 	Keep   []string `json:"keep,omitempty"`
@@ -66,7 +79,9 @@ func (f FilePlan) MergeFormat() keyfile.Format {
 
 // Plan derives the node's plan. Call it only on a validated Config.
 func (c *Config) Plan() Plan {
+	d := c.Temporal.digester()
 	p := Plan{
+		Digests:           d.kind(),
 		Node:              c.Node.Name,
 		Role:              c.Node.Role,
 		ManagementPorts:   MustPorts(c.Node.ManagementPorts),
@@ -77,15 +92,15 @@ func (c *Config) Plan() Plan {
 		ReconcileInterval: c.Firewall.ReconcileInterval,
 		DriftInterval:     c.Drift.Interval,
 		StopTimeout:       c.Cutover.StopTimeout,
-		NodeFiles:         filePlans(c.NodeFiles),
+		NodeFiles:         filePlans(d, c.NodeFiles),
 	}
 	for _, name := range sortedKeys(c.Foundation.Ports) {
 		p.Foundation = append(p.Foundation, NamedPort{Name: name, Port: MustPorts([]string{c.Foundation.Ports[name]})[0]})
 	}
 	for _, m := range c.Modules {
 		p.Modules = append(p.Modules, ModulePlan{
-			Name: m.Name, Ports: MustPorts(m.Ports), Container: containerPlan(m.Container),
-			Files: filePlans(m.Files), Health: m.Health,
+			Name: m.Name, Ports: MustPorts(m.Ports), Container: containerPlan(d, m.Container),
+			Files: filePlans(d, m.Files), Health: m.Health,
 		})
 	}
 	return p
@@ -116,8 +131,8 @@ func (p Plan) Module(name string) (ModulePlan, bool) {
 }
 
 // containerPlan is the module's container as the plan carries it: the
-// environment overrides by name and hash only.
-func containerPlan(c *Container) *Container {
+// environment overrides by name and digest only.
+func containerPlan(d digester, c *Container) *Container {
 	if c == nil {
 		return nil
 	}
@@ -128,8 +143,7 @@ func containerPlan(c *Container) *Container {
 		if cp.EnvSHA256 == nil {
 			cp.EnvSHA256 = map[string]string{}
 		}
-		sum := sha256.Sum256([]byte(v))
-		cp.EnvSHA256[name] = hex.EncodeToString(sum[:])
+		cp.EnvSHA256[name] = d.sum([]byte(v))
 	}
 	return &cp
 }
@@ -147,27 +161,27 @@ func KeyValues(kvs []string) map[string]string {
 	return out
 }
 
-func filePlans(fs []File) []FilePlan {
+func filePlans(d digester, fs []File) []FilePlan {
 	out := make([]FilePlan, 0, len(fs))
 	for _, f := range fs {
-		sum := sha256.Sum256([]byte(f.Content))
-		out = append(out, FilePlan{Path: f.Path, SHA256: hex.EncodeToString(sum[:]), Mode: f.Mode,
+		out = append(out, FilePlan{Path: f.Path, SHA256: d.sum([]byte(f.Content)), Mode: f.Mode,
 			Keep: append([]string(nil), f.Keep...), Format: f.Format})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
 }
 
-// Contents maps the sha256 of every declared file's content to the content.
-// It stays on the node: the worker looks up by the hash the plan carries,
-// so the bytes never travel through Temporal, and a node whose local
-// configuration is stale is found out (the hash is missing).
+// Contents maps the digest (the plan's kind) of every declared file's
+// content and every environment override to the value. It stays on the
+// node: the worker looks up by the digest the plan carries, so the bytes
+// never travel through Temporal, and a node whose local configuration is
+// stale is found out (the digest is missing).
 func (c *Config) Contents() map[string][]byte {
+	d := c.Temporal.digester()
 	out := map[string][]byte{}
 	add := func(fs []File) {
 		for _, f := range fs {
-			sum := sha256.Sum256([]byte(f.Content))
-			out[hex.EncodeToString(sum[:])] = []byte(f.Content)
+			out[d.sum([]byte(f.Content))] = []byte(f.Content)
 		}
 	}
 	add(c.NodeFiles)
@@ -177,8 +191,7 @@ func (c *Config) Contents() map[string][]byte {
 			// Environment overrides are looked up the same way.
 			for _, kv := range m.Container.Env {
 				_, v, _ := strings.Cut(kv, "=")
-				sum := sha256.Sum256([]byte(v))
-				out[hex.EncodeToString(sum[:])] = []byte(v)
+				out[d.sum([]byte(v))] = []byte(v)
 			}
 		}
 	}

@@ -1,0 +1,104 @@
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.temporal.io/sdk/temporal"
+
+	"adoption/config"
+	"adoption/custody"
+)
+
+func plainSHA(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// TestDriftAnswersNoGuess: drift is measured against the node's own
+// records, so a request's digest cannot ask "is the file's content X?":
+// a right guess and a wrong one are refused alike, and a forged custody
+// digest changes nothing in the answer.
+func TestDriftAnswersNoGuess(t *testing.T) {
+	ctx := context.Background()
+	a, _, plan, cfgPath := hostileSetup(t)
+	cfg, err := config.Load(cfgPath)
+	must(t, err)
+	ad, err := a.Adopt(ctx, AdoptInput{Plan: clone(t, plan), WorkflowID: "node-migration/n1"})
+	must(t, err)
+	var appEnv custody.Record
+	for _, r := range ad.Custody {
+		if r.Path == "/srv/app/app.env" {
+			appEnv = r
+		}
+	}
+	if !appEnv.Found {
+		t.Fatalf("no custody record of /srv/app/app.env: %+v", ad.Custody)
+	}
+
+	var refusals []string
+	for _, guess := range []string{"APP_PASSWORD=found\n", "APP_PASSWORD=wrong\n"} {
+		r := appEnv
+		r.SHA256 = plainSHA(guess)
+		_, err := a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan), Custody: []custody.Record{r}})
+		var ae *temporal.ApplicationError
+		if !errors.As(err, &ae) || ae.Type() != ErrNotDeclared {
+			t.Fatalf("a guessed digest %q: %v", guess, err)
+		}
+		refusals = append(refusals, ae.Message())
+	}
+	if refusals[0] != refusals[1] {
+		t.Fatalf("the right and the wrong guess are told apart:\n%s\n%s", refusals[0], refusals[1])
+	}
+
+	forged := appEnv
+	forged.Digest = "hmac-sha256:" + strings.Repeat("0", 64)
+	res, err := a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan), Custody: []custody.Record{forged}})
+	must(t, err)
+	if len(res.Items) != 0 {
+		t.Fatalf("a forged digest made drift: %+v", res.Items)
+	}
+	file := filepath.Join(cfg.Node.Root, "srv/app/app.env")
+	must(t, os.WriteFile(file, []byte("APP_PASSWORD=edited\n"), 0o640))
+	res, err = a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan), Custody: []custody.Record{forged}})
+	must(t, err)
+	if len(res.Items) != 1 || res.Items[0].Recorded != appEnv.Digest {
+		t.Fatalf("an edit is drift against the node's own record %s: %+v", appEnv.Digest, res.Items)
+	}
+
+	// A migrated module's file is compared with the mesh's content in the
+	// node's own configuration, named by the plan's digest.
+	mesh := appEnv
+	mesh.SHA256 = plan.Modules[0].Files[0].SHA256
+	res, err = a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan), Custody: []custody.Record{mesh}})
+	must(t, err)
+	if len(res.Items) != 1 {
+		t.Fatalf("not the mesh's content, no drift: %+v", res.Items)
+	}
+	must(t, os.WriteFile(file, []byte("mesh\n"), 0o640))
+	res, err = a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan), Custody: []custody.Record{mesh}})
+	must(t, err)
+	if len(res.Items) != 0 {
+		t.Fatalf("the mesh's content is drift: %+v", res.Items)
+	}
+}
+
+// TestDigestKindsMustAgree: a plan of plain digests sent to a node that
+// keys them (or the reverse) is refused, naming the setting.
+func TestDigestKindsMustAgree(t *testing.T) {
+	a, _, plan, _ := hostileSetup(t)
+	p := clone(t, plan)
+	p.Digests = config.DigestHMAC
+	_, err := a.Probe(context.Background(), ProbeInput{Plan: p})
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != ErrPlanMismatch || !strings.Contains(ae.Message(), "hmac-sha256 digests") ||
+		!strings.Contains(ae.Message(), config.CodecKeyFileKey) {
+		t.Fatalf("a keyed plan to a plain node: %v", err)
+	}
+}
