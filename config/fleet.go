@@ -61,6 +61,17 @@ func LoadFleet(path string) (*Fleet, error) {
 		}
 		f.Configs = append(f.Configs, c)
 	}
+	if f.Temporal.CodecKeyFile == "" && len(f.Configs) > 0 {
+		// The nodes' key, when they share one, encrypts the fleet's
+		// requests too: one secret per fleet, named once per node file.
+		shared := f.Configs[0].Temporal
+		for _, c := range f.Configs[1:] {
+			if c.Temporal.CodecKeyFile != shared.CodecKeyFile {
+				shared = Temporal{}
+			}
+		}
+		f.Temporal.CodecKeyFile, f.Temporal.Key = shared.CodecKeyFile, shared.Key
+	}
 	if len(problems) > 0 {
 		return nil, &ValidationError{Source: path, Problems: problems}
 	}

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 
+	"adoption/codec"
 	"adoption/config"
 )
 
@@ -63,8 +64,28 @@ func Options(cfg config.Temporal, logger *slog.Logger) (client.Options, error) {
 		}
 		opts.ConnectionOptions.TLS = tc
 	}
-	return opts, nil
+	return opts, WithCodec(&opts, cfg)
 }
+
+// WithCodec makes the client encrypt every payload (and failures' messages)
+// with the codec key cfg holds; without one it leaves opts as they are.
+func WithCodec(opts *client.Options, cfg config.Temporal) error {
+	if len(cfg.Key) == 0 {
+		return nil
+	}
+	c, err := codec.New(cfg.Key)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", config.CodecKeyFileKey, cfg.CodecKeyFile, err)
+	}
+	opts.DataConverter = codec.DataConverter(c)
+	opts.FailureConverter = codec.FailureConverter(opts.DataConverter)
+	return nil
+}
+
+// NoCodecWarning is what a process that dials Temporal without a codec key
+// logs once at start.
+const NoCodecWarning = "temporal.codec_key_file is not set: payloads (plans, progress, errors) are stored in Temporal unencrypted and the plan's digests of environment values and declared files are plain sha256, which a dictionary can reverse; " +
+	"set it to a 0600 file of 32 random bytes, the same on the agents, the orchestrator and the operator's side"
 
 func tlsConfig(t config.TLS) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}

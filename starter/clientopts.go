@@ -5,6 +5,8 @@
 // the node configuration's temporal.* (or the fleet file's); then
 // 127.0.0.1:7233, namespace default. Each setting remembers where it came
 // from, so an unreachable address or a missing namespace names the knob.
+// The codec key (temporal.codec_key_file) comes from the configuration
+// only: payloads are encrypted with it as the workers do.
 package main
 
 import (
@@ -20,6 +22,7 @@ import (
 	"go.temporal.io/sdk/contrib/envconfig"
 
 	"adoption/config"
+	"adoption/connect"
 )
 
 // clientFlags are the global flags that point the client.
@@ -34,12 +37,16 @@ type target struct {
 	address, namespace string
 	addrFrom, nsFrom   string
 	profile            envconfig.ClientConfigProfile
+	// codec is the configuration's temporal.* whose codec key, if any,
+	// encrypts payloads as the agents and the orchestrator do.
+	codec config.Temporal
 }
 
 // resolveTarget layers the settings. tc may be nil (no configuration given).
 func resolveTarget(f clientFlags, tc *config.Temporal, base string) (*target, error) {
 	t := &target{address: "127.0.0.1:7233", namespace: "default", addrFrom: "the default", nsFrom: "the default"}
 	if tc != nil {
+		t.codec = *tc
 		if tc.Address != "" {
 			t.address, t.addrFrom = tc.Address, base
 		}
@@ -94,6 +101,9 @@ func (t *target) dial() (client.Client, error) {
 	opts, err := t.profile.ToClientOptions(envconfig.ToClientOptionsRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("the Temporal TLS settings: %w", err)
+	}
+	if err := connect.WithCodec(&opts, t.codec); err != nil {
+		return nil, err
 	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {

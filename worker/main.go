@@ -39,6 +39,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		probeCommand(ctx, &cfgPath, stdout, stderr),
 		watchdogCommand(ctx, &cfgPath, stderr),
 		briefCommand(ctx, &cfgPath, stdout, stderr),
+		codecServerCommand(ctx, &cfgPath, stderr),
 	)
 	root.SetArgs(args)
 	root.SetOut(stdout)

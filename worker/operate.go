@@ -73,6 +73,9 @@ func (o *ops) dial(tc config.Temporal, is ...interceptor.ClientInterceptor) (cli
 	if o.metrics != nil {
 		opts = append(opts, connect.WithMetrics(o.metrics.SDK()))
 	}
+	if len(tc.Key) == 0 {
+		o.log.Warn(connect.NoCodecWarning)
+	}
 	return connect.Dial(tc, o.log, opts...)
 }
 
