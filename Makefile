@@ -10,6 +10,10 @@ STATE         := .adoption
 DEV_DB        := $(STATE)/temporal.db
 DEV_PORT      ?= 7233
 UI_PORT       ?= 8233
+CODEC_PORT    ?= 8234
+# The dev server's codec key: payloads are encrypted with it and plans'
+# digests keyed by it; the codec server decodes for the Web UI.
+CODEC_KEY     := $(STATE)/codec.key
 SEARCH_ATTRS  := --search-attribute AdoptionNode=Keyword --search-attribute AdoptionPhase=Keyword
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
@@ -35,7 +39,7 @@ export PATH := $(PATH):/usr/sbin:/sbin
 export ADOPT_TEMPORAL_BIN := $(TEMPORAL)
 export ADOPT_TEMPORAL_STATIC_BIN := $(TEMPORAL_STATIC)
 
-.PHONY: build deps test unit lint install bench dev-server dev-server-stop temporal-cli temporal-cli-static \
+.PHONY: build deps test unit lint install bench dev-server dev-server-stop codec-server temporal-cli temporal-cli-static \
 	compose-images compose-up compose-down demo demo-clean clean fuzz fuzz-short chaos
 
 build:
@@ -150,16 +154,39 @@ bench: temporal-cli
 # `flock LOCK make demo`) for as long as it runs.
 CLOSE_FDS := 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
 
+# The demo's codec key: 32 random bytes, 0600, made once.
+$(CODEC_KEY):
+	@mkdir -p $(STATE)
+	@(umask 077 && head -c 32 /dev/urandom > $@.tmp && mv $@.tmp $@)
+	@echo "codec key written to $@ (0600): payloads and plan digests are keyed by it"
+
+# The codec server the Web UI decodes payloads through (loopback only).
+# Idempotent: one already answering is left alone.
+codec-server: build $(CODEC_KEY)
+	@if curl -s -o /dev/null -X OPTIONS -H 'Origin: http://127.0.0.1:$(UI_PORT)' http://127.0.0.1:$(CODEC_PORT)/decode 2>/dev/null; then \
+		echo "codec server already running on 127.0.0.1:$(CODEC_PORT)"; \
+	else \
+		ADOPT_TEMPORAL_CODEC_KEY_FILE=$(CURDIR)/$(CODEC_KEY) setsid nohup bin/adopt-worker codec-server \
+			--listen 127.0.0.1:$(CODEC_PORT) --ui-origin http://127.0.0.1:$(UI_PORT),http://localhost:$(UI_PORT) \
+			> $(STATE)/codec-server.log 2>&1 < /dev/null $(CLOSE_FDS) & echo $$! > $(STATE)/codec-server.pid; \
+		for i in $$(seq 1 40); do \
+			curl -s -o /dev/null -X OPTIONS -H 'Origin: http://127.0.0.1:$(UI_PORT)' http://127.0.0.1:$(CODEC_PORT)/decode && break; sleep 0.25; \
+		done; \
+		curl -s -o /dev/null -X OPTIONS -H 'Origin: http://127.0.0.1:$(UI_PORT)' http://127.0.0.1:$(CODEC_PORT)/decode || { cat $(STATE)/codec-server.log; exit 1; }; \
+		echo "codec server on 127.0.0.1:$(CODEC_PORT) (the Web UI decodes payloads through it)"; \
+	fi
+
 # A local dev server for the demo and for operators trying things: database
-# under .adoption/, search attributes registered, Web UI on :$(UI_PORT).
-# Idempotent: a server already answering is left alone.
-dev-server: temporal-cli
+# under .adoption/, search attributes registered, Web UI on :$(UI_PORT)
+# decoding payloads through the codec server. Idempotent: a server already
+# answering is left alone.
+dev-server: temporal-cli codec-server
 	@mkdir -p $(STATE)
 	@if $(TEMPORAL) operator cluster health --address 127.0.0.1:$(DEV_PORT) >/dev/null 2>&1; then \
 		echo "dev server already running on 127.0.0.1:$(DEV_PORT)"; \
 	else \
 		setsid nohup $(TEMPORAL) server start-dev --db-filename $(DEV_DB) --ip 127.0.0.1 \
-			--port $(DEV_PORT) --ui-port $(UI_PORT) $(SEARCH_ATTRS) \
+			--port $(DEV_PORT) --ui-port $(UI_PORT) --ui-codec-endpoint http://127.0.0.1:$(CODEC_PORT) $(SEARCH_ATTRS) \
 			> $(STATE)/dev-server.log 2>&1 < /dev/null $(CLOSE_FDS) & echo $$! > $(STATE)/dev-server.pid; \
 		for i in $$(seq 1 60); do \
 			$(TEMPORAL) operator cluster health --address 127.0.0.1:$(DEV_PORT) >/dev/null 2>&1 && break; sleep 0.5; \
@@ -176,6 +203,9 @@ dev-server-stop:
 		for i in $$(seq 1 100); do kill -0 $$pid 2>/dev/null || break; sleep 0.1; done; \
 		kill -0 $$pid 2>/dev/null && { echo "dev server $$pid still running after 10 s; killing it"; kill -9 $$pid; }; \
 		rm -f $(STATE)/dev-server.pid; echo "dev server stopped"; \
+	fi
+	@if [ -f $(STATE)/codec-server.pid ]; then \
+		kill $$(cat $(STATE)/codec-server.pid) 2>/dev/null || true; rm -f $(STATE)/codec-server.pid; echo "codec server stopped"; \
 	fi
 
 # The seed's five steps, unattended, on three reference nodes (each its own

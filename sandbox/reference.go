@@ -389,7 +389,7 @@ temporal:
   address: %s
   namespace: default
   tls: off # the dev server through the management link's relay: plain text, said explicitly
-docker:
+%sdocker:
   host: %s
 node:
   name: %s
@@ -400,7 +400,7 @@ node:
   management_ports: [%s]
 predecessor:
   control: ["predecessor-sync"]
-%s`, n.Name, n.TemporalAddr(), n.DockerHost(), n.Name, n.role(), n.Root, n.StateDir, strings.Join(mgmt, ", "), plan)
+%s`, n.Name, n.TemporalAddr(), n.codecKeyLine(), n.DockerHost(), n.Name, n.role(), n.Root, n.StateDir, strings.Join(mgmt, ", "), plan)
 	body, err := withOperator(body)
 	if err != nil {
 		return "", err

@@ -35,6 +35,17 @@ type Spec struct {
 	Files       map[string]string
 	// Sandbox binary used to serve the listeners inside the namespace.
 	Binary string
+	// CodecKeyFile, when set, is written as temporal.codec_key_file.
+	CodecKeyFile string
+}
+
+// codecKeyLine is the temporal.codec_key_file line of a written
+// configuration, or nothing.
+func (s Spec) codecKeyLine() string {
+	if s.CodecKeyFile == "" {
+		return ""
+	}
+	return fmt.Sprintf("  codec_key_file: %q\n", s.CodecKeyFile)
 }
 
 // Node is a sandbox that is up.
@@ -194,7 +205,7 @@ func (n *Node) WriteConfig(temporalAddr string, modules string) (string, error) 
 temporal:
   address: %s
   namespace: default
-node:
+%snode:
   name: %s
   role: %s
   netns: %s
@@ -203,7 +214,7 @@ node:
   management_ports: [%s]
 predecessor:
   control: ["predecessor-sync"]
-%s`, n.Name, temporalAddr, n.Name, n.role(), n.NetnsPath(), n.Root, n.StateDir, strings.Join(mgmt, ", "), modules)
+%s`, n.Name, temporalAddr, n.codecKeyLine(), n.Name, n.role(), n.NetnsPath(), n.Root, n.StateDir, strings.Join(mgmt, ", "), modules)
 	body, err := withOperator(body)
 	if err != nil {
 		return "", err

@@ -32,6 +32,10 @@ UI=${ADOPT_UI:-http://127.0.0.1:8233}
 NODES=(n1 n2 n3)
 TEMPORAL_BIN=${ADOPT_TEMPORAL_BIN:-$HOME/.cache/adoption/bin/temporal}
 IMG=adoption-demo-svc
+# The codec key (make dev-server writes it): the agents, the orchestrator
+# and the CLI encrypt payloads with it and key the plans' digests by it;
+# the Web UI decodes through the codec server that holds it.
+CODEC_KEY=$PWD/$STATE/codec.key
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 cfg() { echo "$DEMO/$1/config.yaml"; }
@@ -93,6 +97,9 @@ if [ "$(id -u)" != 0 ]; then
 fi
 clean
 mkdir -p "$DEMO"
+if [ ! -f "$CODEC_KEY" ]; then
+	(umask 077 && head -c 32 /dev/urandom > "$CODEC_KEY")
+fi
 DEMO_START=$(date +%s)
 # The operator's key of this run (0600): every node's configuration trusts
 # it (authority.operators) and the CLI signs every request with it
@@ -106,11 +113,11 @@ say "1. Three nodes running the predecessor"
 # them with docker save | docker load.
 ./bin/adopt-sandbox images --repo "$IMG"
 t0=$(date +%s%N)
-./bin/adopt-sandbox up --name n1 --index 1 --dir "$DEMO/n1" --plan scripts/demo/n1.yaml --image "$IMG:v1" --load "$IMG:v2" \
+./bin/adopt-sandbox up --name n1 --index 1 --dir "$DEMO/n1" --plan scripts/demo/n1.yaml --codec-key-file "$CODEC_KEY" --image "$IMG:v1" --load "$IMG:v2" \
 	--allow 22/tcp,8081/tcp --closed 5001/tcp --service mail:18025:8025/tcp,metrics:19100:9100/tcp:unrouted
-./bin/adopt-sandbox up --name n2 --index 2 --dir "$DEMO/n2" --plan scripts/demo/n2.yaml --image "$IMG:v1" --load "$IMG:v2" \
+./bin/adopt-sandbox up --name n2 --index 2 --dir "$DEMO/n2" --plan scripts/demo/n2.yaml --codec-key-file "$CODEC_KEY" --image "$IMG:v1" --load "$IMG:v2" \
 	--allow 22/tcp --closed "" --service web:18080:8080/tcp
-./bin/adopt-sandbox up --name n3 --index 3 --dir "$DEMO/n3" --plan scripts/demo/n3.yaml --image "$IMG:v1" --load "$IMG:v2" \
+./bin/adopt-sandbox up --name n3 --index 3 --dir "$DEMO/n3" --plan scripts/demo/n3.yaml --codec-key-file "$CODEC_KEY" --image "$IMG:v1" --load "$IMG:v2" \
 	--allow 22/tcp,53/udp --closed "" --service ""
 echo "three reference nodes up in $(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN{printf "%.1f", (b-a)/1e9}') s"
 printf 'MAIL_RELAY=predecessor\n' > "$DEMO/n1/root/srv/mail/mail.env"
@@ -127,7 +134,7 @@ say "2. One orchestrator (the workflows) and the node agents, on their nodes (th
 # "adoption" (--make-current: the demo's dev server may remember an earlier
 # build from a run before this one); the agents run only their node's
 # activities.
-setsid nohup ./bin/adopt-worker orchestrate --make-current > "$DEMO/worker-orchestrator.log" 2>&1 < /dev/null &
+ADOPT_TEMPORAL_CODEC_KEY_FILE=$CODEC_KEY setsid nohup ./bin/adopt-worker orchestrate --make-current > "$DEMO/worker-orchestrator.log" 2>&1 < /dev/null &
 echo $! > "$DEMO/worker-orchestrator.pid"
 for n in "${NODES[@]}"; do
 	setsid nohup nsenter --net="/run/netns/adopt-$n" -- ./bin/adopt-worker run --config "$PWD/$(cfg "$n")" \
@@ -141,6 +148,7 @@ say "3. The fleet: control node first"
 cat > "$DEMO/fleet.yaml" <<EOF
 temporal:
   address: ${ADOPT_TEMPORAL_ADDRESS:-127.0.0.1:7233}
+  codec_key_file: $CODEC_KEY
 name: demo
 nodes:
   - $PWD/$(cfg n1)
@@ -214,4 +222,5 @@ echo
 echo "after the flip, clients of n1's mail get $(client n1 18025/version || echo UNREACHABLE); n2's web $(client n2 18080/version || echo UNREACHABLE); n3's shop: $(reach n3 18443)"
 echo "n1's firewall is now the mesh's own (table inet adoption); the predecessor's was saved under $DEMO/n1/state/"
 echo "Web UI: $UI  (filter: AdoptionPhase=\"converged\"; open node-migration/n1 for its steps)"
+echo "node-migration/n1's history holds $("$TEMPORAL_BIN" workflow show --workflow-id node-migration/n1 --output json 2>/dev/null | grep -oE 'binary/encrypted|YmluYXJ5L2VuY3J5cHRlZA==' | wc -l) encrypted payloads (binary/encrypted, key $CODEC_KEY); the Web UI decodes them through the codec server on 127.0.0.1:8234"
 echo "The demo took $(( $(date +%s) - DEMO_START )) s. Remove it with: make demo-clean"

@@ -28,7 +28,7 @@ func main() {
 
 func root() *cobra.Command {
 	r := &cobra.Command{Use: "adopt-sandbox", SilenceUsage: true, SilenceErrors: true}
-	var name, dir, temporal, planFile string
+	var name, dir, temporal, planFile, codecKey string
 	var index int
 	var allow, allowOnly, closed []string
 	spec := func() (sandbox.Spec, error) {
@@ -37,7 +37,7 @@ func root() *cobra.Command {
 		if index == 1 {
 			role = "control" // the first node is the control node, as on the reference node
 		}
-		s := sandbox.Spec{Name: name, Index: index, Dir: dir, Binary: self, Role: role, Files: DemoFiles(name)}
+		s := sandbox.Spec{Name: name, Index: index, Dir: dir, Binary: self, Role: role, Files: DemoFiles(name), CodecKeyFile: codecKey}
 		for _, l := range []struct {
 			in  []string
 			out *[]config.Port
@@ -133,6 +133,7 @@ func root() *cobra.Command {
 		c.Flags().IntVar(&index, "index", 1, "1-250: the sandbox's subnet 198.19.INDEX.0/30; 1 is the control node")
 		c.Flags().StringVar(&dir, "dir", filepath.Join(".adoption", "sandbox", "n1"), "directory for the node's root, state and config")
 		c.Flags().StringVar(&temporal, "temporal", "127.0.0.1:7233", "Temporal address written into the config")
+		c.Flags().StringVar(&codecKey, "codec-key-file", "", "temporal.codec_key_file written into the config (payload encryption and keyed digests)")
 	}
 	serve := &cobra.Command{
 		Use:    "serve PORT/PROTO...",
