@@ -64,7 +64,8 @@ func Options(cfg config.Temporal, logger *slog.Logger) (client.Options, error) {
 		}
 		opts.ConnectionOptions.TLS = tc
 	}
-	return opts, WithCodec(&opts, cfg)
+	err := WithCodec(&opts, cfg)
+	return opts, err
 }
 
 // WithCodec makes the client encrypt every payload (and failures' messages)

@@ -115,6 +115,7 @@ type devServer struct {
 	cmd      *exec.Cmd
 	log      *os.File
 	orch     *workerProc // the one orchestrator (adopt-worker orchestrate)
+	extra    []string    // more start-dev flags
 }
 
 func (s *devServer) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
@@ -131,12 +132,19 @@ func startDevServer(t *testing.T) *devServer {
 // startDevServerOnly starts a dev server with no orchestrator.
 func startDevServerOnly(t *testing.T) *devServer {
 	t.Helper()
+	return startDevServerArgs(t)
+}
+
+// startDevServerArgs starts a dev server with no orchestrator and more
+// start-dev flags (e.g. --ui-codec-endpoint).
+func startDevServerArgs(t *testing.T, extra ...string) *devServer {
+	t.Helper()
 	// Whatever the test checks first, a dev server makes it end-to-end:
 	// skipped in a unit-only pass (TestMain built no binaries then).
 	needE2E(t)
 	dir := t.TempDir()
 	s := &devServer{t: t, bin: temporalBin(t), db: filepath.Join(dir, "temporal.db"),
-		port: freePort(t), httpPort: freePort(t), metrics: freePort(t)}
+		port: freePort(t), httpPort: freePort(t), metrics: freePort(t), extra: extra}
 	var err error
 	if s.log, err = os.Create(filepath.Join(dir, "server.log")); err != nil {
 		t.Fatal(err)
@@ -155,6 +163,7 @@ func (s *devServer) start() {
 		"--port", fmt.Sprint(s.port), "--http-port", fmt.Sprint(s.httpPort), "--metrics-port", fmt.Sprint(s.metrics),
 		"--db-filename", s.db, "--log-level", "warn",
 		"--search-attribute", "AdoptionNode=Keyword", "--search-attribute", "AdoptionPhase=Keyword")
+	s.cmd.Args = append(s.cmd.Args, s.extra...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
