@@ -66,11 +66,7 @@ func planEchoActivity(_ context.Context, p config.Plan) (config.Plan, error) {
 // digests but no encryption it recovers nothing.
 func TestCodecHistoryIsEncryptedAndDictionaryProof(t *testing.T) {
 	needE2E(t)
-	dir := t.TempDir()
-	keyPath := filepath.Join(dir, "codec.key")
-	if err := os.WriteFile(keyPath, bytes.Repeat([]byte{0x5a}, 32), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyPath := writeCodecKey(t, 0x5a)
 	codecPort := freePort(t)
 	endpoint := fmt.Sprintf("http://127.0.0.1:%d", codecPort)
 	srv := startDevServerArgs(t, "--ui-codec-endpoint", endpoint)
@@ -89,19 +85,7 @@ func TestCodecHistoryIsEncryptedAndDictionaryProof(t *testing.T) {
 	}
 	keyed, plain := load("codec_key_file: "+keyPath), load("namespace: default")
 
-	// The codec server, as make dev-server starts it.
-	csCfg := filepath.Join(dir, "codec.yaml")
-	if err := os.WriteFile(csCfg, []byte("temporal: {codec_key_file: "+keyPath+"}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cs := exec.Command(filepath.Join(bin, "adopt-worker"), "codec-server", "--config", csCfg,
-		"--listen", fmt.Sprintf("127.0.0.1:%d", codecPort), "--ui-origin", "http://127.0.0.1:8233")
-	var csLog bytes.Buffer
-	cs.Stdout, cs.Stderr = &csLog, &csLog
-	if err := cs.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.Process.Kill(); _ = cs.Wait() })
+	csLog := startCodecServer(t, keyPath, codecPort, "http://127.0.0.1:8233")
 
 	run := func(name string, tc config.Temporal, plan config.Plan) string {
 		t.Helper()
@@ -174,17 +158,7 @@ func TestCodecHistoryIsEncryptedAndDictionaryProof(t *testing.T) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Namespace", "default")
 	req.Header.Set("Origin", "http://127.0.0.1:8233")
-	var resp *http.Response
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if resp, err = http.DefaultClient.Do(req); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-		req.Body.Close()
-		req, _ = http.NewRequest(http.MethodPost, endpoint+"/decode", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Origin", "http://127.0.0.1:8233")
-	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("the codec server does not answer: %v\n%s", err, csLog.String())
 	}
@@ -304,6 +278,47 @@ func walkStrings(v any, f func(string)) {
 			walkStrings(e, f)
 		}
 	}
+}
+
+// writeCodecKey writes a 0600 codec key file and returns its path.
+func writeCodecKey(t *testing.T, fill byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "codec.key")
+	if err := os.WriteFile(p, bytes.Repeat([]byte{fill}, 32), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startCodecServer runs adopt-worker codec-server as make dev-server does,
+// with a configuration that names only the key, and waits until it
+// answers the UI origin's preflight.
+func startCodecServer(t *testing.T, keyPath string, port int, origin string) *bytes.Buffer {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "codec.yaml")
+	if err := os.WriteFile(cfg, []byte("temporal: {codec_key_file: "+keyPath+"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cs := exec.Command(filepath.Join(bin, "adopt-worker"), "codec-server", "--config", cfg,
+		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--ui-origin", origin)
+	log := &bytes.Buffer{}
+	cs.Stdout, cs.Stderr = log, log
+	if err := cs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Process.Kill(); _ = cs.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		req, _ := http.NewRequest(http.MethodOptions, fmt.Sprintf("http://127.0.0.1:%d/decode", port), nil)
+		req.Header.Set("Origin", origin)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode/100 == 2 {
+				return log
+			}
+		}
+	}
+	t.Fatalf("the codec server does not answer on 127.0.0.1:%d:\n%s", port, log)
+	return nil
 }
 
 func runCmd(t *testing.T, name string, args ...string) (string, string, int) {

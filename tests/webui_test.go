@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/codec"
 	"adoption/workflows"
 )
 
@@ -29,10 +30,16 @@ import (
 // workflow page shows its phase, its current details (modules migrated,
 // next step), its summary and every activity's summary. The screenshots are
 // kept under testdata/webui/ (gitignored).
+//
+// Every process holds a codec key (ADOPT_TEMPORAL_CODEC_KEY_FILE), so the
+// history is stored encrypted, and the UI shows all of it decoded through
+// the codec server (the dev server's --ui-codec-endpoint).
 func TestWebUIShowsNodePhase(t *testing.T) {
 	needE2E(t)
 	chrome := chromiumBin(t)
-	srv, uiAddr := startDevServerWithUI(t)
+	t.Setenv("ADOPT_TEMPORAL_CODEC_KEY_FILE", writeCodecKey(t, 0x3c))
+	codecPort := freePort(t)
+	srv, uiAddr := startDevServerWithUI(t, "--ui-codec-endpoint", fmt.Sprintf("http://127.0.0.1:%d", codecPort))
 	n := upNode(t, "webui", 131, srv.Addr())
 	startWorker(t, n) // current details are answered by a query: the worker must run
 	out, errs, code := adopt(t, "start", n.Name, "--config", n.cfg)
@@ -65,6 +72,18 @@ func TestWebUIShowsNodePhase(t *testing.T) {
 
 	ui := newUIViewer(t, chrome, uiAddr)
 	ns := ui.base + "/namespaces/default"
+	// The browser calls the codec server from the page's origin: the proxy's.
+	startCodecServer(t, os.Getenv("ADOPT_TEMPORAL_CODEC_KEY_FILE"), codecPort, ui.base)
+
+	// What Temporal stores is ciphertext: what the pages show below came
+	// through the codec server.
+	shown, errOut, code := runCmd(t, srv.bin, "workflow", "show", "--workflow-id", wfID, "--address", srv.Addr(), "--output", "json")
+	if code != 0 {
+		t.Fatalf("temporal workflow show: %s", errOut)
+	}
+	if !readable(shown, codec.Encoding) || readable(shown, "adoption of node "+n.Name) || readable(shown, "probe the node (read-only)") {
+		t.Fatalf("the stored history is not encrypted:\n%s", excerpt(shown, 3000))
+	}
 
 	// (0) The unfiltered list has both: the decoy is in visibility, so its
 	// absence below is the filter's doing.
@@ -145,7 +164,7 @@ func chromiumBin(t *testing.T) string {
 // startDevServerWithUI is startDevServer with the Web UI on a free port
 // (the harness's server is headless). It returns the server and the UI's
 // address.
-func startDevServerWithUI(t *testing.T) (*devServer, string) {
+func startDevServerWithUI(t *testing.T, extra ...string) (*devServer, string) {
 	t.Helper()
 	needE2E(t)
 	dir := t.TempDir()
@@ -161,6 +180,7 @@ func startDevServerWithUI(t *testing.T) (*devServer, string) {
 		"--ui-port", fmt.Sprint(uiPort),
 		"--db-filename", s.db, "--log-level", "warn",
 		"--search-attribute", "AdoptionNode=Keyword", "--search-attribute", "AdoptionPhase=Keyword")
+	s.cmd.Args = append(s.cmd.Args, extra...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
