@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 
+	"adoption/codec"
 	"adoption/config"
 	"adoption/connect"
 )
@@ -128,4 +129,15 @@ func (t *target) dial() (client.Client, error) {
 func isPermissionDenied(err error) bool {
 	var pd *serviceerror.PermissionDenied
 	return errors.As(err, &pd)
+}
+
+// payloads says how the client treats payloads, for adopt status.
+func (t *target) payloads() string {
+	if t == nil {
+		return "" // a client given, not dialled (tests)
+	}
+	if len(t.codec.Key) == 0 {
+		return "not encrypted: " + config.CodecKeyFileKey + " is not set"
+	}
+	return "encrypted (codec key " + codec.KeyID(t.codec.Key) + ")"
 }

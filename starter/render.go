@@ -77,6 +77,9 @@ func printStatus(w io.Writer, ns *nodeStatus, width int) {
 		}
 		fmt.Fprintln(w, wrapLine("PENDING: ", line, width))
 	}
+	if ns.Payloads != "" {
+		fmt.Fprintln(w, wrapLine("PAYLOADS: ", ns.Payloads, width))
+	}
 	if ns.Stuck != "" {
 		fmt.Fprintln(w, wrapLine("STUCK: ", ns.Stuck, width))
 	}

@@ -6,11 +6,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/converter"
 
+	"adoption/codec"
+	"adoption/config"
 	"adoption/workflows"
 )
 
@@ -73,6 +78,8 @@ type nodeStatus struct {
 	Stuck     string            `json:"stuck,omitempty"` // why nothing moves, when something is missing
 	Next      string            `json:"next"`
 	Link      string            `json:"link"`
+	// Payloads says whether this CLI encrypts and decodes payloads.
+	Payloads string `json:"payloads"`
 }
 
 func (x *cli) status(ctx context.Context, node string) error {
@@ -98,7 +105,7 @@ func (x *cli) nodeStatus(ctx context.Context, node string) (*nodeStatus, error) 
 	if last == nil {
 		return nil, fmt.Errorf("node %s has no migration workflow; start it with `adopt start %s` and the node's configuration (--config)", node, node)
 	}
-	ns := &nodeStatus{Link: x.link(node), Pending: last.pending}
+	ns := &nodeStatus{Link: x.link(node), Pending: last.pending, Payloads: x.target.payloads()}
 	ns.Run.Status, ns.Run.Started, ns.Run.Closed = last.status, last.started, last.closed
 	if !last.running {
 		if last.result != nil {
@@ -116,8 +123,12 @@ func (x *cli) nodeStatus(ctx context.Context, node string) (*nodeStatus, error) 
 	ns.Agents = &ag
 	ns.State, ns.StateFrom = workflows.State{Node: node, Phase: last.phase}, "visibility"
 	if ag.Workflow.alive() || ag.Workflow.unknown() {
-		if st, err := x.query(ctx, node, 5*time.Second); err == nil {
+		st, err := x.query(ctx, node, 5*time.Second)
+		switch {
+		case err == nil:
 			ns.State, ns.StateFrom = *st, "query"
+		case errors.Is(err, converter.ErrEncodingIsNotSupported) && strings.Contains(err.Error(), codec.Encoding):
+			ns.Payloads = fmt.Sprintf("the workflow's payloads are encrypted and this CLI holds no codec key: set %s to the key the workers use", config.CodecKeyFileKey)
 		}
 	}
 	ns.Stuck, ns.Next = diagnose(node, ns.State, ag, last.pending, ns.StateFrom == "query")
