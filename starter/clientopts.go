@@ -16,10 +16,13 @@ import (
 	"net"
 	"time"
 
+	failurepb "go.temporal.io/api/failure/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 
 	"adoption/codec"
 	"adoption/config"
@@ -41,6 +44,9 @@ type target struct {
 	// codec is the configuration's temporal.* whose codec key, if any,
 	// encrypts payloads as the agents and the orchestrator do.
 	codec config.Temporal
+	// failures decodes failures read raw (pending activities' last
+	// failure), whose message the codec encrypts; nil without a key.
+	failures converter.FailureConverter
 }
 
 // resolveTarget layers the settings. tc may be nil (no configuration given).
@@ -106,6 +112,7 @@ func (t *target) dial() (client.Client, error) {
 	if err := connect.WithCodec(&opts, t.codec); err != nil {
 		return nil, err
 	}
+	t.failures = opts.FailureConverter
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach Temporal at %s (from %s): %v; start it with `make dev-server` or set --address / TEMPORAL_ADDRESS / temporal.address", t.address, t.addrFrom, err)
@@ -140,4 +147,17 @@ func (t *target) payloads() string {
 		return "not encrypted: " + config.CodecKeyFileKey + " is not set"
 	}
 	return "encrypted (codec key " + codec.KeyID(t.codec.Key) + ")"
+}
+
+// failureMessage is a raw failure's message, decrypted when the codec
+// encrypted it (the raw message then reads "Encoded failure").
+func (t *target) failureMessage(f *failurepb.Failure) string {
+	if f == nil || f.GetEncodedAttributes() == nil || t == nil || t.failures == nil {
+		return f.GetMessage()
+	}
+	err := t.failures.FailureToError(f)
+	if ae, ok := errors.AsType[*temporal.ApplicationError](err); ok {
+		return ae.Message()
+	}
+	return err.Error()
 }

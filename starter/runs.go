@@ -58,7 +58,7 @@ func (x *cli) lastRun(ctx context.Context, node string) (*runInfo, error) {
 	for _, p := range d.GetPendingActivities() {
 		pa := pendingActivity{Type: p.GetActivityType().GetName(), Attempt: p.GetAttempt(),
 			State:       strings.ToLower(strings.TrimPrefix(p.GetState().String(), "PENDING_ACTIVITY_STATE_")),
-			LastFailure: p.GetLastFailure().GetMessage()}
+			LastFailure: x.target.failureMessage(p.GetLastFailure())}
 		if t := p.GetScheduledTime(); t != nil {
 			pa.Scheduled = t.AsTime()
 		}
