@@ -1,0 +1,50 @@
+package sandbox
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"adoption/config"
+)
+
+// The configurations adopt-sandbox writes name the codec key when given
+// one, and load with it.
+func TestWrittenConfigsNameTheCodecKey(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "codec.key")
+	if err := os.WriteFile(key, bytes.Repeat([]byte{1}, 32), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	spec := Spec{Name: "n1", Index: 1, Dir: dir, CodecKeyFile: key}
+	ref := NewRef(RefSpec{Spec: spec, Temporal: "127.0.0.1:7233"})
+	plain := New(Spec{Name: "n2", Index: 2, Dir: t.TempDir()})
+	for _, n := range []*Node{ref.Node, plain} {
+		if err := os.MkdirAll(n.ConfigDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refPath, err := ref.WriteConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainPath, err := plain.WriteConfig("127.0.0.1:7233", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(refPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Temporal.CodecKeyFile != key || len(c.Temporal.Key) != 32 || c.Plan().Digests != config.DigestHMAC {
+		t.Fatalf("reference node: codec_key_file %q, key %d bytes, digests %q", c.Temporal.CodecKeyFile, len(c.Temporal.Key), c.Plan().Digests)
+	}
+	c, err = config.Load(plainPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Temporal.CodecKeyFile != "" || c.Plan().Digests != config.DigestSHA256 {
+		t.Fatalf("no key given, yet: %q %q", c.Temporal.CodecKeyFile, c.Plan().Digests)
+	}
+}
