@@ -127,3 +127,38 @@ func TestPlanDigestsKeyedByTheCodecKey(t *testing.T) {
 		t.Fatalf("an older plain plan differs at %s", d.Key)
 	}
 }
+
+// A fleet file that names no codec key uses its nodes' when they share
+// one, so the fleet's requests are encrypted as the nodes' are.
+func TestFleetUsesItsNodesSharedKey(t *testing.T) {
+	key := keyFile(t, bytes.Repeat([]byte{9}, 32), 0o600)
+	dir := t.TempDir()
+	node := func(name, keyLine string) string {
+		p := filepath.Join(dir, name+".yaml")
+		body := "node: {name: " + name + "}\n"
+		if keyLine != "" {
+			body = "temporal: {codec_key_file: " + keyLine + "}\n" + body
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	fleet := func(nodes ...string) *Fleet {
+		p := filepath.Join(dir, "fleet.yaml")
+		if err := os.WriteFile(p, []byte("name: f1\nnodes: ["+strings.Join(nodes, ", ")+"]\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := LoadFleet(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	if f := fleet(node("n1", key), node("n2", key)); f.Temporal.CodecKeyFile != key || len(f.Temporal.Key) != 32 {
+		t.Fatalf("shared key not used: %q", f.Temporal.CodecKeyFile)
+	}
+	if f := fleet(node("n1", key), node("n2", "")); f.Temporal.CodecKeyFile != "" || f.Temporal.Key != nil {
+		t.Fatalf("a key not shared by every node was used: %q", f.Temporal.CodecKeyFile)
+	}
+}
