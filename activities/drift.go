@@ -148,11 +148,14 @@ func (a *Activities) AcceptDrift(ctx context.Context, in DriftInput) (*DriftResu
 }
 
 // driftBaseline is what the node itself says a path should hold. A record
-// with SHA256 set is the workflow saying a migrated module converged the
-// path to the mesh's content: the digest must be the one the node's own
-// plan declares for that path, and the content is the node's own copy. Any
-// other record stands for what custody found, which the node's custody
-// index holds (ok is false when it holds nothing for the path).
+// whose SHA256 is the digest the node's own plan declares for that path is
+// the workflow saying a migrated module converged it to the mesh's
+// content: the baseline is the node's own copy of that content. Any other
+// record stands for what custody found (an older history's records carry
+// the found content's plain sha256 there), which the node's custody index
+// holds; the record's own digests are not looked at, so the answer is the
+// same whatever they say (ok is false when the index holds nothing for the
+// path).
 func (a *Activities) driftBaseline(auth *Authority, r custody.Record) (base custody.Record, ok bool, err error) {
 	if r.SHA256 == "" {
 		return a.Files.Record(r.Path)
@@ -170,7 +173,7 @@ func (a *Activities) driftBaseline(auth *Authority, r custody.Record) (base cust
 			return custody.Record{FileState: custody.FileState{Path: r.Path, Exists: true, SHA256: hex.EncodeToString(sum[:]), Digest: f.SHA256}, Found: true}, true, nil
 		}
 	}
-	return base, false, notDeclared("the request names content for %s that no module of node %s's configuration declares there; drift is compared with the node's own records only", r.Path, a.Node)
+	return a.Files.Record(r.Path)
 }
 
 // sameContent compares the node's baseline with what is there now, by the
