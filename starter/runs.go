@@ -26,6 +26,8 @@ type runInfo struct {
 	phase   workflows.Phase // from AdoptionPhase, or the result of a completed run
 	pending []pendingActivity
 	result  *workflows.State // a completed run's final state
+	// sealed: the result is encrypted with a codec key this CLI lacks.
+	sealed bool
 }
 
 // pendingActivity is a step the workflow waits on, as the server sees it:
@@ -74,9 +76,11 @@ func (x *cli) lastRun(ctx context.Context, node string) (*runInfo, error) {
 		// The result is the final state: the phase it ended in, even if
 		// the last search attribute upsert did not land.
 		var st workflows.State
-		if err := x.c.GetWorkflow(ctx, workflows.WorkflowID(node), r.runID).Get(ctx, &st); err == nil && st.Phase != "" {
+		err := x.c.GetWorkflow(ctx, workflows.WorkflowID(node), r.runID).Get(ctx, &st)
+		if err == nil && st.Phase != "" {
 			r.phase, r.result = st.Phase, &st
 		}
+		r.sealed = encryptedWithoutKey(err)
 	}
 	return r, nil
 }

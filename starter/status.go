@@ -106,6 +106,9 @@ func (x *cli) nodeStatus(ctx context.Context, node string) (*nodeStatus, error) 
 		return nil, fmt.Errorf("node %s has no migration workflow; start it with `adopt start %s` and the node's configuration (--config)", node, node)
 	}
 	ns := &nodeStatus{Link: x.link(node), Pending: last.pending, Payloads: x.target.payloads()}
+	if last.sealed {
+		ns.Payloads = sealedPayloads
+	}
 	ns.Run.Status, ns.Run.Started, ns.Run.Closed = last.status, last.started, last.closed
 	if !last.running {
 		if last.result != nil {
@@ -127,12 +130,22 @@ func (x *cli) nodeStatus(ctx context.Context, node string) (*nodeStatus, error) 
 		switch {
 		case err == nil:
 			ns.State, ns.StateFrom = *st, "query"
-		case errors.Is(err, converter.ErrEncodingIsNotSupported) && strings.Contains(err.Error(), codec.Encoding):
-			ns.Payloads = fmt.Sprintf("the workflow's payloads are encrypted and this CLI holds no codec key: set %s to the key the workers use", config.CodecKeyFileKey)
+		case encryptedWithoutKey(err):
+			ns.Payloads = sealedPayloads
 		}
 	}
 	ns.Stuck, ns.Next = diagnose(node, ns.State, ag, last.pending, ns.StateFrom == "query")
 	return ns, nil
+}
+
+// sealedPayloads is what status says when the workflow's payloads are
+// encrypted with a codec key this CLI does not hold.
+var sealedPayloads = fmt.Sprintf("the workflow's payloads are encrypted and this CLI holds no codec key: set %s to the key the workers use", config.CodecKeyFileKey)
+
+// encryptedWithoutKey reports whether err is the SDK's refusal to decode an
+// encrypted payload (no codec in this client).
+func encryptedWithoutKey(err error) bool {
+	return errors.Is(err, converter.ErrEncodingIsNotSupported) && strings.Contains(err.Error(), codec.Encoding)
 }
 
 // query asks the running workflow for its state, bounded.
