@@ -109,10 +109,10 @@ type Container struct {
 	// Env overrides environment variables, as NAME=VALUE (a list, not a
 	// map: the loader lowercases map keys, and variable names are case
 	// sensitive). Its values never leave the node's configuration: the plan
-	// carries EnvSHA256 instead, and the worker looks each value up by its
-	// hash in its own configuration.
+	// carries EnvSHA256 instead (digests, keyed with a codec key), and the
+	// worker looks each value up by its digest in its own configuration.
 	Env       []string          `mapstructure:"env" json:"-"`
-	EnvSHA256 map[string]string `mapstructure:"-" json:"env_sha256,omitempty"` // name -> sha256 of the value; filled by Plan
+	EnvSHA256 map[string]string `mapstructure:"-" json:"env_sha256,omitempty"` // name -> digest of the value (Plan.Digests' kind); filled by Plan
 	// EnvFile is a file of NAME=VALUE lines under node.root, read on the
 	// node at the cutover; Env wins over it.
 	EnvFile string `mapstructure:"env_file" json:"env_file,omitempty"`

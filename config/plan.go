@@ -9,9 +9,9 @@ import (
 )
 
 // Plan is the node's slice of the configuration as the workflow records it.
-// It travels through Temporal's history, which is stored in plain text, so it
-// carries no file content: a declared file is named by its path and the
-// sha256 of the mesh's content.
+// It travels through Temporal's history, so it carries no file content and
+// no environment value: each is named by a digest, keyed by the codec key
+// when one is configured (codeckey.go).
 type Plan struct {
 	Node              string        `json:"node"`
 	Role              string        `json:"role"`
