@@ -320,17 +320,3 @@ func startCodecServer(t *testing.T, keyPath string, port int, origin string) *by
 	t.Fatalf("the codec server does not answer on 127.0.0.1:%d:\n%s", port, log)
 	return nil
 }
-
-func runCmd(t *testing.T, name string, args ...string) (string, string, int) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	cmd := exec.Command(name, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return out.String(), errb.String(), ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), 0
-}

@@ -342,8 +342,14 @@ func adopt(t *testing.T, args ...string) (string, string, int) {
 
 func runBin(t *testing.T, name string, args ...string) (string, string, int) {
 	t.Helper()
+	return runCmd(t, filepath.Join(bin, name), args...)
+}
+
+// runCmd runs a program to its end: stdout, stderr and the exit code.
+func runCmd(t *testing.T, name string, args ...string) (string, string, int) {
+	t.Helper()
 	var out, errb bytes.Buffer
-	cmd := exec.Command(filepath.Join(bin, name), args...)
+	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	code := 0
