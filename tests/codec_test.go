@@ -241,10 +241,13 @@ func readable(history, s string) bool {
 
 // dictionaryHits runs the dictionary against every string of a history:
 // each word as itself, and its sha256 in hex and base64.
-func dictionaryHits(history string) []string {
+func dictionaryHits(history string, words ...string) []string {
+	if len(words) == 0 {
+		words = dictionary
+	}
 	strs := historyStrings(history)
 	var hits []string
-	for _, w := range dictionary {
+	for _, w := range words {
 		sum := sha256.Sum256([]byte(w))
 		forms := map[string]string{
 			"sha256 hex":    hex.EncodeToString(sum[:]),

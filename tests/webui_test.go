@@ -84,6 +84,16 @@ func TestWebUIShowsNodePhase(t *testing.T) {
 	if !readable(shown, codec.Encoding) || readable(shown, "adoption of node "+n.Name) || readable(shown, "probe the node (read-only)") {
 		t.Fatalf("the stored history is not encrypted:\n%s", excerpt(shown, 3000))
 	}
+	// Nor can the declared and found contents be guessed from it: the
+	// dictionary holds every one of them.
+	var contents []string
+	for _, c := range e2eFiles {
+		contents = append(contents, c)
+	}
+	contents = append(contents, "APP_DB_PASSWORD=mesh\n")
+	if hits := dictionaryHits(shown, contents...); len(hits) > 0 {
+		t.Fatalf("the stored history gives away file contents: %v", hits)
+	}
 
 	// (0) The unfiltered list has both: the decoy is in visibility, so its
 	// absence below is the filter's doing.
