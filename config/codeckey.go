@@ -11,9 +11,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // CodecKeyFileKey is the configuration key that names the codec key file.
@@ -48,9 +50,17 @@ func (t *Temporal) loadCodecKey() string {
 	if !filepath.IsAbs(p) {
 		return bad("an absolute path of a 32-byte key file; " + codecKeyHint("/etc/adoption/codec.key"))
 	}
-	fi, err := os.Stat(p)
+	// Checked and read through one descriptor, so what is checked is what
+	// is read; non-blocking, so a FIFO put there cannot hang the loader. A
+	// symlink is followed: secret stores mount keys as links.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return bad(fmt.Sprintf("%v; %s", err, codecKeyHint(p)))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return bad(err.Error())
 	}
 	if !fi.Mode().IsRegular() {
 		return bad("not a regular file; " + codecKeyHint(p))
@@ -58,7 +68,7 @@ func (t *Temporal) loadCodecKey() string {
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return bad(fmt.Sprintf("mode %04o lets others read the key; it must be 0600 or stricter: chmod 0600 %s", perm, p))
 	}
-	b, err := os.ReadFile(p)
+	b, err := io.ReadAll(io.LimitReader(f, 129))
 	if err != nil {
 		return bad(err.Error())
 	}

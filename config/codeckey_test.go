@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -17,6 +18,15 @@ func keyFile(t *testing.T, body []byte, mode os.FileMode) string {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func fifo(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "fifo.key")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -67,6 +77,7 @@ func TestCodecKeyFileRefused(t *testing.T) {
 		{"not hex", keyFile(t, []byte(strings.Repeat("zz", 32)), 0o600), []string{"holds 64 bytes"}},
 		{"relative", "codec.key", []string{"an absolute path"}},
 		{"a directory", dir, []string{"not a regular file"}},
+		{"a FIFO", fifo(t), []string{"not a regular file"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(write(t, strings.Replace(keyedNode, "%s", tc.path, 1)))
