@@ -146,7 +146,7 @@ func TestFleetUsesItsNodesSharedKey(t *testing.T) {
 	dir := t.TempDir()
 	node := func(name, keyLine string) string {
 		p := filepath.Join(dir, name+".yaml")
-		body := "node: {name: " + name + "}\n"
+		body := "node: {name: " + name + "}\nauthority: {unsigned: true}\n"
 		if keyLine != "" {
 			body = "temporal: {codec_key_file: " + keyLine + "}\n" + body
 		}

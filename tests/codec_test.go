@@ -35,6 +35,7 @@ var dictionary = []string{"letmein", "qwerty123", "hunter2", "trustno1", "change
 const dictionaryNode = `
 temporal: {address: ADDR, KEYLINE}
 node: {name: db1, root: /, state_dir: /var/lib/adoption-codec-test}
+authority: {unsigned: true}
 modules:
   - name: db
     ports: ["5432/tcp"]
