@@ -101,7 +101,9 @@ cutover:
 		return strings.Join([]string{
 			part("ruleset", func(h hash.Hash) { h.Write([]byte(ruleset(t, n))) }),
 			part("files", func(h hash.Hash) { hashTree(t, h, n.Root) }),
-			part("state_dir", func(h hash.Hash) { hashTree(t, h, n.StateDir) }),
+			// The record of the operator's verified intent (intents/) is
+			// the one write a request the node then refuses leaves.
+			part("state_dir", func(h hash.Hash) { hashTreeExcept(t, h, n.StateDir, "intents") }),
 			"containers=[" + containersOf(t, name) + "]",
 		}, " ")
 	}
