@@ -84,6 +84,10 @@ type RevertPlan struct {
 	Dormant []ChainRef `json:"dormant"`
 	// FoundFingerprint is Fingerprint of the ruleset before the flip.
 	FoundFingerprint string `json:"found_fingerprint"`
+	// FoundOwn is FoundFingerprint of the ruleset before the flip: the
+	// found firewall's own rules, without what Docker rewrites as it goes.
+	// A confirmation checks it (InForce).
+	FoundOwn string `json:"found_own,omitempty"`
 	// Saved is the ruleset before the flip as the model decoded it
 	// (Render): a record for people.
 	Saved     string    `json:"saved"`
@@ -162,7 +166,7 @@ func (f *Flipper) Flip(spec MeshSpec, expectFound, expectDerived string) (*Rever
 			}
 			sortRefs(neutral)
 			return &RevertPlan{Node: node, MeshTable: TableRef{firewall.FamilyInet, firewall.MeshTable}, Neutralised: neutral,
-				Dormant: pred.dormant(), FoundFingerprint: expectFound, Saved: firewall.Render(base), FlippedAt: f.now().UTC()}, nil
+				Dormant: pred.dormant(), FoundFingerprint: expectFound, FoundOwn: FoundFingerprint(base), Saved: firewall.Render(base), FlippedAt: f.now().UTC()}, nil
 		}
 		return nil, notApplied(fmt.Errorf("not flipping node %s, nothing was changed: table inet %s exists already and is not this flip's; revert or commit the flip in place first", node, firewall.MeshTable))
 	}
@@ -202,7 +206,7 @@ func (f *Flipper) Flip(spec MeshSpec, expectFound, expectDerived string) (*Rever
 		return nil, fmt.Errorf("flipping node %s: %w", node, err)
 	}
 	plan := &RevertPlan{Node: node, MeshTable: TableRef{firewall.FamilyInet, firewall.MeshTable}, Neutralised: []RuleRef{},
-		Dormant: pred.dormant(), FoundFingerprint: expectFound, Saved: firewall.Render(rs), FlippedAt: f.now().UTC()}
+		Dormant: pred.dormant(), FoundFingerprint: expectFound, FoundOwn: FoundFingerprint(rs), Saved: firewall.Render(rs), FlippedAt: f.now().UTC()}
 	for _, e := range echoes {
 		if e.Comment == neutraliseComment(node) {
 			plan.Neutralised = append(plan.Neutralised, RuleRef{Family: e.Family, Table: e.Table, Chain: e.Chain, Handle: e.Handle, Comment: e.Comment})
