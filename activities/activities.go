@@ -46,6 +46,11 @@ type (
 		Record(path string) (custody.Record, bool, error)
 		Converge(path string, content []byte, mode os.FileMode, uid, gid int) error
 		Restore(path string) error
+		// Link makes a path taken into custody a symlink (a unit's
+		// enablement); Remove takes away what is at one. Restore undoes
+		// either.
+		Link(path, target string) error
+		Remove(path string) error
 		Retake(path string) (custody.Record, error)
 		// Blob is a custody copy's bytes, for node-local use only.
 		Blob(sum string) ([]byte, error)

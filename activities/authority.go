@@ -50,6 +50,9 @@ type Authority struct {
 	Contents map[string][]byte
 	// MaxConfirmTimeout is flip.max_confirm_timeout.
 	MaxConfirmTimeout time.Duration
+	// EnableBootService is flip.enable_boot_service: the commit may enable
+	// nftables.service (and switch off netfilter-persistent) itself.
+	EnableBootService bool
 	// Source names where it was read from, for messages ("/etc/adoption/n1.yaml").
 	Source string
 	// Operators are the keys whose signed intents the node acts on
@@ -65,7 +68,7 @@ type Authority struct {
 func FromConfig(c *config.Config, source string) *Authority {
 	ops, _ := c.Authority.Keys() // validated at load; a nil set trusts no key
 	return &Authority{Plan: c.Plan(), Contents: c.Contents(), MaxConfirmTimeout: c.Flip.MaxConfirmTimeout, Source: source,
-		Operators: ops, Unsigned: c.Authority.Unsigned, Intents: IntentsDir(c.Node.StateDir)}
+		EnableBootService: c.Flip.EnableBootService, Operators: ops, Unsigned: c.Authority.Unsigned, Intents: IntentsDir(c.Node.StateDir)}
 }
 
 // Fixed is an authority that never changes and takes unsigned requests

@@ -50,6 +50,7 @@ func (r *recorder) Revert(*flip.RevertPlan) error {
 	r.changes = append(r.changes, "revert")
 	return nil
 }
+func (r *recorder) InForce(*flip.RevertPlan, string) error { return nil }
 func (r *recorder) Commit(*flip.RevertPlan) (string, error) {
 	r.changes = append(r.changes, "commit")
 	return "", nil

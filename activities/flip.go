@@ -31,6 +31,9 @@ type Flipper interface {
 	Flip(spec flip.MeshSpec, expectFound, expectDerived string) (*flip.RevertPlan, error)
 	Revert(p *flip.RevertPlan) error
 	Commit(p *flip.RevertPlan) (string, error)
+	// InForce checks the kernel holds the flip of p as applied, with the
+	// mesh's table of fingerprint derived (flip.ErrNotInForce otherwise).
+	InForce(p *flip.RevertPlan, derived string) error
 }
 
 // FlipState is the node-local record of the flip, shared with the watchdog.
@@ -62,6 +65,13 @@ const (
 	ErrFlipDeadline = "FlipDeadlinePassed"
 	// ErrFlipNotConfirmed: a commit asked of a flip that is not confirmed.
 	ErrFlipNotConfirmed = "FlipNotConfirmed"
+	// ErrFlipNotInForce: the kernel does not hold the flip as applied (a
+	// reboot inside the confirm window, a hand edit); it is not confirmed,
+	// and reverting it failed: the watchdog reverts it at the deadline.
+	ErrFlipNotInForce = "FlipNotInForce"
+	// ErrBootPath: the commit refuses because the node's boot would not load
+	// the mesh's table; the message names what to do.
+	ErrBootPath = "BootPath"
 )
 
 // PreviewInput carries the mesh's ruleset as the workflow derives it from
@@ -390,10 +400,15 @@ type ConfirmInput struct {
 }
 
 // ConfirmFlip checks that the node still serves every declared port that
-// has a health check, then confirms the flip, which stands the watchdog
-// down. Reaching this activity at all proves the worker still reaches
-// Temporal through the new ruleset. The deadline is checked under the flip
-// lock, so a confirmation and the watchdog's revert never both win.
+// has a health check and that the kernel holds the flip as it was applied
+// (the mesh's table with the approved fingerprint, the neutralising rules,
+// the found firewall's own rules unchanged), then confirms the flip, which
+// stands the watchdog down. Reaching this activity at all proves the worker
+// still reaches Temporal through the new ruleset. A flip not in force (a
+// reboot inside the confirm window put the predecessor back) is reverted
+// at once and reported reverted, with the reason: never confirmed. The
+// deadline is checked under the flip lock, so a confirmation and the
+// watchdog's revert never both win.
 func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipResult, error) {
 	auth, err := a.authorize(ctx, in.Plan)
 	if err != nil {
@@ -421,6 +436,7 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 		}
 	}
 	var res *FlipResult
+	var notInForce error
 	err = a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
 		if cur == nil || cur.ID != in.ID {
 			return nil, temporal.NewNonRetryableApplicationError("no flip "+in.ID+" recorded on this node: nothing to confirm", ErrFlipNotApplied, nil)
@@ -439,10 +455,25 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 		if now := time.Now(); !now.Before(cur.Deadline) {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s's deadline %s has passed (now %s): not confirming it; the watchdog reverts it", in.ID, cur.Deadline.Format(time.RFC3339), now.UTC().Format(time.RFC3339)), ErrFlipDeadline, nil)
 		}
+		heartbeat(ctx, "confirm: the flip is in force")
+		if nf, err := a.flipInForce(cur); err != nil {
+			return nil, err
+		} else if nf != nil {
+			// Reverted under the same lock, so the watchdog finds it done.
+			if err := RevertRecord(cur, a.Flipper, a.Files); err != nil {
+				return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("not confirming flip %s: %v; reverting it failed too (%v): the watchdog reverts it at the deadline", in.ID, nf, err), ErrFlipNotInForce, nil)
+			}
+			notInForce = nf
+			cur.State, cur.Reason = nodestate.FlipReverted, "not confirmed: "+nf.Error()
+			return cur, nil
+		}
 		cur.State = nodestate.FlipConfirmed
 		res = &FlipResult{ID: cur.ID, State: cur.State, Deadline: cur.Deadline}
 		return cur, nil
 	})
+	if err == nil && notInForce != nil {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip reverted: not confirming flip %s: %v; the node is back on its found firewall: run the preview and the flip again", in.ID, notInForce), ErrFlipReverted, nil)
+	}
 	if err != nil || !in.Commit {
 		return res, err
 	}
@@ -453,6 +484,24 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 	a.spendIntent(ctx, auth, in.Intent, v)
 	cm.Deadline = res.Deadline
 	return cm, nil
+}
+
+// flipInForce asks the kernel whether rec's flip is in force as applied:
+// nil when it is, the reason (wrapping flip.ErrNotInForce) when it is not.
+// An error that is not an answer (the ruleset could not be listed) is the
+// second result.
+func (a *Activities) flipInForce(rec *nodestate.FlipRecord) (error, error) {
+	plan := flip.RevertPlanFor(rec.Node)
+	if len(rec.Revert) > 0 {
+		if err := json.Unmarshal(rec.Revert, plan); err != nil {
+			return nil, fmt.Errorf("flip %s: revert plan unreadable: %w", rec.ID, err)
+		}
+	}
+	err := a.Flipper.InForce(plan, rec.Derived)
+	if err == nil || errors.Is(err, flip.ErrNotInForce) {
+		return err, nil
+	}
+	return nil, fmt.Errorf("check that flip %s is in force: %w", rec.ID, err)
 }
 
 // RevertFlip puts the firewall and the node files back as they were just

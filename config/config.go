@@ -158,6 +158,11 @@ type Flip struct {
 	// MaxConfirmTimeout bounds confirm_timeout: past it a flip that cut the
 	// node off would stay in force too long for its watchdog to matter.
 	MaxConfirmTimeout time.Duration `mapstructure:"max_confirm_timeout" json:"max_confirm_timeout"`
+	// EnableBootService lets the commit enable nftables.service (and
+	// switch off netfilter-persistent) under node.root itself, in custody,
+	// where the boot would not load the mesh's table; without it the commit
+	// refuses and names the command to run.
+	EnableBootService bool `mapstructure:"enable_boot_service" json:"enable_boot_service,omitempty"`
 }
 
 // HardMaxConfirmTimeout is the most flip.max_confirm_timeout may be.
@@ -202,6 +207,7 @@ var defaults = map[string]any{
 	"flip.widen":                  []string{},
 	"flip.confirm_timeout":        "2m",
 	"flip.max_confirm_timeout":    "30m",
+	"flip.enable_boot_service":    false,
 	"firewall.reconcile_interval": "1m",
 	"cutover.stop_timeout":        "10s",
 	"drift.interval":              "5m",

@@ -302,3 +302,28 @@ func (s *Store) Retake(p string) (Record, error) {
 	}
 	return s.Take(p)
 }
+
+// Link makes p a symlink to target (owned by root), for a path taken into
+// custody first: Restore takes it away again, or puts back what was found.
+// A link already there with that target is left as it is.
+func (s *Store) Link(p, target string) error {
+	if _, ok, err := s.Record(p); err != nil || !ok {
+		if err == nil {
+			err = fmt.Errorf("%s is not in custody: refusing to replace it", p)
+		}
+		return err
+	}
+	return s.restoreLink(p, Record{FileState: FileState{Path: p, Link: target}})
+}
+
+// Remove takes away what is at p (a link that enables a unit), for a path
+// taken into custody first: Restore puts back what was found.
+func (s *Store) Remove(p string) error {
+	if _, ok, err := s.Record(p); err != nil || !ok {
+		if err == nil {
+			err = fmt.Errorf("%s is not in custody: refusing to remove it", p)
+		}
+		return err
+	}
+	return s.remove(p)
+}

@@ -40,6 +40,11 @@ type FlipRecord struct {
 	// writes it for boot, the agent reasserts it after converged.
 	Mesh    json.RawMessage `json:"mesh,omitempty"`
 	Derived string          `json:"derived,omitempty"`
+	// CommitDone names the steps of the commit done so far, in order, so
+	// that a commit that stops says what it changed and a retry resumes;
+	// Listing is where the predecessor's firewall was saved.
+	CommitDone []string `json:"commit_done,omitempty"`
+	Listing    string   `json:"listing,omitempty"`
 	Updated time.Time       `json:"updated"`
 }
 

@@ -20,18 +20,40 @@ import (
 // nftables`) replaces the table in one transaction without touching any
 // other table (Docker's, at reload time), which a `flush ruleset` would.
 func BootRuleset(spec MeshSpec, why string) (string, error) {
+	text, _, err := BootFile(spec, why, "", nil)
+	return text, err
+}
+
+// BootFile is the boot-time ruleset file for the flip of p with spec, on a
+// node whose boot file was found (the custody copy of /etc/nftables.conf,
+// "" for none): what BootRuleset writes, after the tables the flip keeps
+// that found declared (its defines too; without the filter base chains
+// the commit deletes, see carried). It never flushes the ruleset. notes
+// names what of found is not carried; an include in found is refused.
+func BootFile(spec MeshSpec, why, found string, p *RevertPlan) (string, []string, error) {
 	d, err := Derive(spec)
 	if err != nil {
-		return "", err
+		return "", nil, err
+	}
+	var kept string
+	var notes []string
+	if p != nil {
+		if kept, notes, err = carried(found, p); err != nil {
+			return "", nil, err
+		}
 	}
 	var b strings.Builder
 	b.WriteString("#!/usr/sbin/nft -f\n")
 	for _, line := range strings.Split(why, "\n") {
 		b.WriteString("# " + line + "\n")
 	}
+	b.WriteString(kept)
+	if kept != "" {
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(&b, "table inet %s {}\ndelete table inet %s\n", firewall.MeshTable, firewall.MeshTable)
 	b.WriteString(d.Text())
-	return b.String(), nil
+	return b.String(), notes, nil
 }
 
 // Reassert puts the mesh's table for spec back when it is missing, in one

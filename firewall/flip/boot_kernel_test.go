@@ -1,6 +1,7 @@
 package flip
 
 import (
+	"strings"
 	"testing"
 
 	"adoption/firewall"
@@ -94,4 +95,93 @@ func TestKernelBootRulesetLoads(t *testing.T) {
 	}
 	n.ExpectReach(t, "reasserted", true, fwtest.Ports("22/tcp", "80/tcp")...)
 	n.ExpectReach(t, "reasserted", false, fwtest.Ports("8081/tcp")...)
+}
+
+// A native predecessor's boot file declares, besides its filter table, a
+// nat table the flip keeps and a table with both a filter base chain (the
+// commit deletes it) and a nat chain (kept). The boot file written at
+// commit loads, after an emptied ruleset, the mesh's table as the flip
+// wrote it and the kept tables without the deleted chain, and no filter
+// table of the predecessor's; loaded twice (a reload) it changes nothing.
+func TestKernelBootFileCarriesKeptTables(t *testing.T) {
+	n := newFlipNet(t)
+	const found = `#!/usr/sbin/nft -f
+flush ruleset
+define web = { 80, 443 }
+table inet filter {
+	chain input {
+		type filter hook input priority filter; policy drop;
+		ct state established,related accept
+		iifname "lo" accept
+		tcp dport 22 accept # ssh
+		tcp dport $web accept
+	}
+	chain forward { type filter hook forward priority filter; policy drop; }
+}
+table ip natp {
+	chain postrouting {
+		type nat hook postrouting priority srcnat; policy accept;
+		ip daddr 192.0.2.0/24 masquerade comment "to the lab"
+	}
+}
+table inet mixed {
+	chain gate {
+		type filter hook input priority 10; policy accept;
+	}
+	chain post {
+		type nat hook postrouting priority srcnat; policy accept;
+		ip daddr 198.51.100.0/24 masquerade
+	}
+}
+`
+	n.Nft(t, found)
+	n.Serve(t, []uint16{22, 80, 443})
+	spec := MeshSpec{Node: "n1", Input: concat(allow(OwnerManagement, "22/tcp"), allow("web", "80/tcp", "443/tcp"))}
+	p := PreviewFlip(n.List(t), spec)
+	if !p.Approved {
+		t.Fatalf("preview refused: %v", p.Reasons)
+	}
+	f := NewFlipper(n.Path(n.Node))
+	plan, err := f.Flip(spec, p.FoundFingerprint, p.DerivedFingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Commit(plan); err != nil {
+		t.Fatal(err)
+	}
+	committed := n.List(t)
+	text, notes, err := BootFile(spec, "test", found, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(text, "flush ruleset") || len(notes) != 0 {
+		t.Fatalf("boot file flushes the ruleset or leaves something out (%v):\n%s", notes, text)
+	}
+	n.Nft(t, "flush ruleset\n")
+	n.Nft(t, text)
+	n.Nft(t, text)
+	booted := n.List(t)
+	if got, want := meshOnly(t, booted), meshOnly(t, committed); got != want {
+		t.Errorf("the booted mesh table differs from the committed one:\n%s", meshText(booted))
+	}
+	listing := n.Listing(t)
+	for _, want := range []string{"table ip natp", `ip daddr 192.0.2.0/24 masquerade comment "to the lab"`, "table inet mixed", "chain post", "ip daddr 198.51.100.0/24 masquerade"} {
+		if !strings.Contains(listing, want) {
+			t.Errorf("after the boot %q is missing:\n%s", want, listing)
+		}
+	}
+	for _, gone := range []string{"table inet filter", "chain gate"} {
+		if strings.Contains(listing, gone) {
+			t.Errorf("after the boot the predecessor's %q is back:\n%s", gone, listing)
+		}
+	}
+	if strings.Count(listing, "198.51.100.0/24") != 1 {
+		t.Errorf("a reload doubled a kept table's rules:\n%s", listing)
+	}
+	n.ExpectReach(t, "booted", true, fwtest.Ports("22/tcp", "80/tcp", "443/tcp")...)
+
+	// An include cannot be judged: refused, naming it.
+	if _, _, err := BootFile(spec, "test", "include \"/etc/nftables.d/*.nft\"\n", plan); err == nil || !strings.Contains(err.Error(), "includes other files") {
+		t.Errorf("an include was not refused: %v", err)
+	}
 }

@@ -90,6 +90,7 @@ type Flipper struct {
 	Saved       string // the found ruleset as Commit returns it
 	FlipErr     error
 	CommitErr   error
+	InForceErr  error // what InForce returns
 
 	mu      sync.Mutex
 	Flips   [][2]string // the found and derived fingerprints each flip expected
@@ -124,6 +125,12 @@ func (f *Flipper) Commit(*flip.RevertPlan) (string, error) {
 		return "", f.CommitErr
 	}
 	return f.Saved, nil
+}
+
+func (f *Flipper) InForce(*flip.RevertPlan, string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.InForceErr
 }
 
 // Engine is a container engine that reports Containers.
