@@ -580,12 +580,17 @@ func RevertRecord(rec *nodestate.FlipRecord, fw interface {
 }
 
 // CommitFlip makes a confirmed flip final, in steps that can each fail and
-// be retried: the mesh's table is written where the node's distribution
-// loads its firewall at boot, and the predecessor's boot-time loader is
-// switched off (the files replaced kept in custody first); the
-// predecessor's dormant firewall is saved under state_dir and removed
-// (Docker's and other tools' chains stay); the kept predecessor containers
-// are pruned; only then is the node marked converged.
+// be retried, in this order: the boot path is checked (nothing changes when
+// the node's boot would not load the mesh's table and the configuration
+// does not let the commit see to it); the predecessor's dormant firewall is
+// saved under state_dir and removed (Docker's and other tools' chains
+// stay); then the boot files are written, last: nftables.service enabled
+// and its stop kept from flushing the ruleset, the predecessor's loaders
+// switched off, the mesh's table written where the boot loads it, ufw
+// switched off (each file replaced kept in custody first). The kept
+// predecessor containers are pruned; only then is the node marked
+// converged. A commit that stops says what it changed and what not; a
+// retry resumes.
 func (a *Activities) CommitFlip(ctx context.Context, in ConfirmInput) (*FlipResult, error) {
 	auth, err := a.authorize(ctx, in.Plan)
 	if err != nil {
@@ -606,40 +611,117 @@ func (a *Activities) CommitFlip(ctx context.Context, in ConfirmInput) (*FlipResu
 	return res, err
 }
 
+// The commit's steps, as its errors name them.
+const (
+	stepFirewall = "remove the predecessor's firewall"
+	stepUnits    = "set up nftables.service to load the mesh's table at boot"
+	stepNftConf  = "write " + BootNftablesConf
+	stepUfwConf  = "set ENABLED=no in " + BootUfwConf
+)
+
+var commitSteps = []string{stepFirewall, stepUnits, stepNftConf, stepUfwConf}
+
 // commit is CommitFlip's work, for it and for a confirmation asked to
 // commit too; the flip ID is checked already.
 func (a *Activities) commit(ctx context.Context, auth *Authority, id string) (*FlipResult, error) {
 	res := &FlipResult{ID: id, State: nodestate.FlipCommitted}
+	var failed error
 	err := a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
 		if cur == nil || cur.ID != id {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no flip %s recorded on this node: nothing to commit, nothing was changed", id), ErrFlipNotConfirmed, nil)
 		}
 		if cur.State == nodestate.FlipCommitted {
+			res.Listing = cur.Listing
 			return nil, nil
 		}
 		if cur.State != nodestate.FlipConfirmed {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s is %s on this node, not confirmed: not committing it, nothing was changed", id, cur.State), ErrFlipNotConfirmed, nil)
 		}
-		heartbeat(ctx, "commit: boot-time ruleset")
-		if err := a.persistBoot(cur); err != nil {
-			return nil, err
+		plan := flip.RevertPlanFor(cur.Node)
+		if err := json.Unmarshal(cur.Revert, plan); err != nil {
+			return nil, fmt.Errorf("flip %s: revert plan unreadable: %w", id, err)
 		}
-		a.Failpoints.Hit("commit-persisted")
-		var plan flip.RevertPlan
-		if err := json.Unmarshal(cur.Revert, &plan); err != nil {
-			return nil, err
+		if len(cur.CommitDone) == 0 {
+			// Nothing done yet: the kernel must hold the flip as confirmed
+			// (a reboot since the confirmation put the predecessor back).
+			heartbeat(ctx, "commit: the flip is in force")
+			nf, err := a.flipInForce(cur)
+			if err != nil {
+				return nil, err
+			}
+			if nf != nil {
+				if err := RevertRecord(cur, a.Flipper, a.Files); err != nil {
+					return nil, fmt.Errorf("not committing flip %s, nothing was changed: %v; putting the node files back failed: %w", id, nf, err)
+				}
+				failed = temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip reverted: not committing flip %s, it is no longer in force: %v; the node is back on its found firewall and its node files are restored; run the preview and the flip again", id, nf), ErrFlipReverted, nil)
+				cur.State, cur.Reason = nodestate.FlipReverted, "not committed: "+nf.Error()
+				return cur, nil
+			}
 		}
-		heartbeat(ctx, "commit: remove the predecessor's firewall")
-		saved, err := a.Flipper.Commit(&plan)
+		heartbeat(ctx, "commit: the boot path")
+		boot, err := a.checkBoot(auth)
 		if err != nil {
-			return nil, fmt.Errorf("remove the predecessor's firewall: %w", err)
+			return nil, a.commitStopped(cur, "check the boot path", err, nil)
 		}
-		if res.Listing, err = a.Flips.SaveListing("predecessor-firewall-"+id+".nft", saved); err != nil {
-			return nil, err
+		done := map[string]bool{}
+		for _, s := range cur.CommitDone {
+			done[s] = true
 		}
+		var changes []string
+		step := func(name string, run func() error) bool {
+			if failed != nil || done[name] {
+				return false
+			}
+			if err := run(); err != nil {
+				failed = a.commitStopped(cur, name, err, changes)
+				return false
+			}
+			cur.CommitDone = append(cur.CommitDone, name)
+			return true
+		}
+		step(stepFirewall, func() error {
+			heartbeat(ctx, "commit: remove the predecessor's firewall")
+			saved, err := a.Flipper.Commit(plan)
+			if err != nil {
+				return err
+			}
+			if cur.Listing, err = a.Flips.SaveListing("predecessor-firewall-"+id+".nft", saved); err != nil {
+				return fmt.Errorf("the predecessor's firewall is removed, but its listing could not be saved: %w", err)
+			}
+			changes = append(changes, "removed the predecessor's firewall (saved to "+cur.Listing+")")
+			return nil
+		})
+		a.Failpoints.Hit("commit-firewall-removed")
+		step(stepUnits, func() error {
+			heartbeat(ctx, "commit: nftables.service")
+			return a.applyBootUnits(boot, func(c string) { changes = append(changes, c) })
+		})
+		step(stepNftConf, func() error {
+			heartbeat(ctx, "commit: boot-time ruleset")
+			if err := a.writeBootRuleset(cur, plan); err != nil {
+				return err
+			}
+			changes = append(changes, "wrote "+BootNftablesConf+" (the found file in custody)")
+			return nil
+		})
+		a.Failpoints.Hit("commit-persisted")
+		step(stepUfwConf, func() error {
+			changed, err := a.disableUfw()
+			if changed {
+				changes = append(changes, "set ENABLED=no in "+BootUfwConf+" (the found file in custody)")
+			}
+			return err
+		})
+		if failed != nil {
+			return cur, nil // what was done is recorded, so a retry resumes
+		}
+		res.Listing = cur.Listing
 		cur.State = nodestate.FlipCommitted
 		return cur, nil
 	})
+	if err == nil {
+		err = failed
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -656,6 +738,46 @@ func (a *Activities) commit(ctx context.Context, auth *Authority, id string) (*F
 		return nil, err
 	}
 	return res, nil
+}
+
+// commitStopped is the error of a commit that stopped at step: what this
+// call and earlier ones changed, what is left, and that a retry resumes.
+// Never "nothing was changed" unless nothing was. A refusal of the boot
+// path keeps its type (ErrBootPath), so the workflow shows it as given.
+func (a *Activities) commitStopped(rec *nodestate.FlipRecord, step string, err error, changes []string) error {
+	var left []string
+	done := map[string]bool{}
+	for _, s := range rec.CommitDone {
+		done[s] = true
+	}
+	for _, s := range commitSteps {
+		if !done[s] {
+			left = append(left, s)
+		}
+	}
+	var ae *temporal.ApplicationError
+	why := err.Error()
+	if errors.As(err, &ae) {
+		why = ae.Message()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "flip %s's commit stopped at %q: %s. ", rec.ID, step, why)
+	switch {
+	case len(rec.CommitDone) == 0 && len(changes) == 0:
+		b.WriteString("Nothing was changed. ")
+	default:
+		if len(rec.CommitDone) > 0 {
+			fmt.Fprintf(&b, "Steps done: %s. ", strings.Join(rec.CommitDone, "; "))
+		}
+		if len(changes) > 0 {
+			fmt.Fprintf(&b, "Changed by this attempt: %s. ", strings.Join(changes, "; "))
+		}
+	}
+	fmt.Fprintf(&b, "Not done: %s. The flip stays confirmed and in force; fix the cause, then adopt retry %s: the commit resumes there.", strings.Join(left, "; "), rec.Node)
+	if ae != nil && ae.NonRetryable() {
+		return temporal.NewNonRetryableApplicationError(b.String(), ae.Type(), nil)
+	}
+	return errors.New(b.String())
 }
 
 func (a *Activities) markFlip(id, state, reason string, revert json.RawMessage) error {

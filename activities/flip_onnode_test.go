@@ -93,7 +93,8 @@ func TestFlipPreviewRefusedOnTheNode(t *testing.T) {
 // when its commit part fails the flip stays confirmed, and the workflow's
 // revert is answered "confirmed" so that it commits again.
 func TestConfirmThenCommit(t *testing.T) {
-	a, fl, _ := flipActs(t)
+	a, fl, root := flipActs(t)
+	debianBoot(t, root, true)
 	if _, err := a.Flip(context.Background(), flipIn("n1-1")); err != nil {
 		t.Fatal(err)
 	}

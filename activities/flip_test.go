@@ -203,6 +203,7 @@ const ufwConf = "# /etc/ufw/ufw.conf\n#\n\n# Set to yes to start on boot.\nENABL
 // confirmed is refused and changes nothing.
 func TestFlipConfirmCommit(t *testing.T) {
 	a, fl, root := flipActs(t)
+	debianBoot(t, root, true)
 	for p, c := range map[string]string{"etc/nftables.conf": debianNftablesConf, "etc/ufw/ufw.conf": ufwConf} {
 		must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755))
 		must(t, os.WriteFile(filepath.Join(root, p), []byte(c), 0o644))

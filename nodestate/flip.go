@@ -43,9 +43,9 @@ type FlipRecord struct {
 	// CommitDone names the steps of the commit done so far, in order, so
 	// that a commit that stops says what it changed and a retry resumes;
 	// Listing is where the predecessor's firewall was saved.
-	CommitDone []string `json:"commit_done,omitempty"`
-	Listing    string   `json:"listing,omitempty"`
-	Updated time.Time       `json:"updated"`
+	CommitDone []string  `json:"commit_done,omitempty"`
+	Listing    string    `json:"listing,omitempty"`
+	Updated    time.Time `json:"updated"`
 }
 
 // Pending reports whether the record is a flip that may be in force and

@@ -1,0 +1,241 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"adoption/firewall/flip"
+	"adoption/nodestate"
+)
+
+// debianBoot lays out nftables.service under root as Debian 12 installs
+// it, enabled (the link systemctl enable writes) or not (a stock install).
+func debianBoot(t *testing.T, root string, enabled bool) {
+	t.Helper()
+	unit := filepath.Join(root, "lib/systemd/system/nftables.service")
+	must(t, os.MkdirAll(filepath.Dir(unit), 0o755))
+	must(t, os.WriteFile(unit, []byte("[Service]\nExecStart=/usr/sbin/nft -f /etc/nftables.conf\nExecStop=/usr/sbin/nft flush ruleset\n[Install]\nWantedBy=sysinit.target\n"), 0o644))
+	if enabled {
+		link := filepath.Join(root, "etc/systemd/system/sysinit.target.wants/nftables.service")
+		must(t, os.MkdirAll(filepath.Dir(link), 0o755))
+		must(t, os.Symlink("/lib/systemd/system/nftables.service", link))
+	}
+}
+
+// enableBootService is flip.enable_boot_service: true in the node's own
+// configuration.
+func enableBootService(a *Activities) {
+	local := a.Local
+	a.Local = func() (*Authority, error) {
+		au, err := local()
+		if err != nil {
+			return nil, err
+		}
+		c := *au
+		c.EnableBootService = true
+		return &c, nil
+	}
+}
+
+func confirmedFlip(t *testing.T, a *Activities) ConfirmInput {
+	t.Helper()
+	if _, err := a.Flip(context.Background(), flipIn("n1-1")); err != nil {
+		t.Fatal(err)
+	}
+	in := ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"}
+	if _, err := a.ConfirmFlip(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// On a stock Debian 12 (nftables.service installed, not enabled) the commit
+// refuses, naming what to do, and changes nothing; with
+// flip.enable_boot_service it enables the unit itself (the link in
+// custody: a restore takes it away again) and keeps the unit's stop from
+// flushing the ruleset with a drop-in. Without nftables installed it
+// refuses whatever the configuration says.
+func TestCommitBootServiceEnabled(t *testing.T) {
+	a, fl, root := flipActs(t)
+	must(t, os.MkdirAll(filepath.Join(root, "etc/ufw"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "etc/ufw/ufw.conf"), []byte(ufwConf), 0o644))
+	in := confirmedFlip(t, a)
+	_, err := a.CommitFlip(context.Background(), in)
+	msg := appErr(t, err, ErrBootPath)
+	if !strings.Contains(msg, "nftables.service is not installed") || !strings.Contains(msg, "Nothing was changed") {
+		t.Fatalf("commit without nftables: %s", msg)
+	}
+	debianBoot(t, root, false)
+	_, err = a.CommitFlip(context.Background(), in)
+	msg = appErr(t, err, ErrBootPath)
+	if !strings.Contains(msg, "nftables.service is not enabled") || !strings.Contains(msg, "systemctl enable nftables") ||
+		!strings.Contains(msg, "flip.enable_boot_service: true") || !strings.Contains(msg, "Nothing was changed") {
+		t.Fatalf("commit with nftables.service disabled: %s", msg)
+	}
+	if fl.Commits != 0 || readFile(t, filepath.Join(root, "etc/ufw/ufw.conf")) != ufwConf || readFile(t, filepath.Join(root, "etc/nftables.conf")) != "" {
+		t.Fatalf("a refused commit changed something: %d firewall commits", fl.Commits)
+	}
+	if rec := record(t, a); rec.State != nodestate.FlipConfirmed || len(rec.CommitDone) != 0 {
+		t.Fatalf("record after a refused commit: %+v", rec)
+	}
+
+	enableBootService(a)
+	if _, err := a.CommitFlip(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "etc/systemd/system/sysinit.target.wants/nftables.service")
+	if target, err := os.Readlink(link); err != nil || target != "/lib/systemd/system/nftables.service" {
+		t.Fatalf("nftables.service not enabled: %q %v", target, err)
+	}
+	dropIn := readFile(t, filepath.Join(root, strings.TrimPrefix(BootDropIn, "/")))
+	if !strings.Contains(dropIn, "[Service]\nExecStop=\n") {
+		t.Fatalf("drop-in:\n%s", dropIn)
+	}
+	if rec, ok, err := a.Files.Record("/etc/systemd/system/sysinit.target.wants/nftables.service"); err != nil || !ok || rec.Found {
+		t.Fatalf("the enabling link's custody record: %+v %v %v", rec, ok, err)
+	}
+	must(t, a.Files.Restore("/etc/systemd/system/sysinit.target.wants/nftables.service"))
+	must(t, a.Files.Restore(BootDropIn))
+	if _, err := os.Lstat(link); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the restore left the link the commit made: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(root, strings.TrimPrefix(BootDropIn, "/"))); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the restore left the drop-in the commit wrote: %v", err)
+	}
+}
+
+// netfilter-persistent, enabled with rules files present, would load the
+// predecessor's iptables rules at boot: the commit refuses and names the
+// command; with flip.enable_boot_service it switches the unit off itself
+// (the link in custody, restored as it was).
+func TestCommitSwitchesOffNetfilterPersistent(t *testing.T) {
+	a, _, root := flipActs(t)
+	debianBoot(t, root, true)
+	link := filepath.Join(root, "etc/systemd/system/multi-user.target.wants/netfilter-persistent.service")
+	must(t, os.MkdirAll(filepath.Dir(link), 0o755))
+	must(t, os.Symlink("/lib/systemd/system/netfilter-persistent.service", link))
+	must(t, os.MkdirAll(filepath.Join(root, "etc/iptables"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "etc/iptables/rules.v4"), []byte("*filter\n:INPUT DROP [0:0]\nCOMMIT\n"), 0o640))
+	in := confirmedFlip(t, a)
+	_, err := a.CommitFlip(context.Background(), in)
+	msg := appErr(t, err, ErrBootPath)
+	if !strings.Contains(msg, "netfilter-persistent.service is enabled") || !strings.Contains(msg, "systemctl disable netfilter-persistent") || !strings.Contains(msg, "Nothing was changed") {
+		t.Fatalf("commit with netfilter-persistent enabled: %s", msg)
+	}
+	enableBootService(a)
+	if _, err := a.CommitFlip(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(link); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("netfilter-persistent still enabled: %v", err)
+	}
+	p := "/etc/systemd/system/multi-user.target.wants/netfilter-persistent.service"
+	must(t, a.Files.Restore(p))
+	if target, err := os.Readlink(link); err != nil || target != "/lib/systemd/system/netfilter-persistent.service" {
+		t.Fatalf("custody did not give back the link: %q %v", target, err)
+	}
+}
+
+// The commit removes the predecessor first and writes the boot files
+// last. A failure in the first step changes nothing and says so; a
+// failure after it says exactly what was done and what not (never
+// "nothing was changed"), and the retry resumes without removing the
+// predecessor again.
+func TestCommitOrderAndHonesty(t *testing.T) {
+	a, fl, root := flipActs(t)
+	debianBoot(t, root, true)
+	must(t, os.WriteFile(filepath.Join(root, "etc/nftables.conf"), []byte(debianNftablesConf), 0o755))
+	in := confirmedFlip(t, a)
+	fl.CommitErr = fmt.Errorf("netlink: device busy")
+	_, err := a.CommitFlip(context.Background(), in)
+	if err == nil || !strings.Contains(err.Error(), "device busy") || !strings.Contains(err.Error(), "Nothing was changed") {
+		t.Fatalf("commit with a failing firewall: %v", err)
+	}
+	if readFile(t, filepath.Join(root, "etc/nftables.conf")) != debianNftablesConf {
+		t.Fatal("the boot file was written before the predecessor was removed")
+	}
+	fl.CommitErr = nil
+	// ufw.conf cannot be read (a directory where the file should be): the
+	// last step fails after the others are done.
+	must(t, os.MkdirAll(filepath.Join(root, "etc/ufw/ufw.conf"), 0o755))
+	_, err = a.CommitFlip(context.Background(), in)
+	if err == nil || strings.Contains(err.Error(), "Nothing was changed") {
+		t.Fatalf("a commit that stopped after changing things: %v", err)
+	}
+	for _, want := range []string{`stopped at "set ENABLED=no in /etc/ufw/ufw.conf"`, "Steps done: remove the predecessor's firewall; set up nftables.service to load the mesh's table at boot; write /etc/nftables.conf",
+		"removed the predecessor's firewall (saved to ", "Not done: set ENABLED=no in /etc/ufw/ufw.conf", "adopt retry n1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q:\n%v", want, err)
+		}
+	}
+	if !strings.Contains(readFile(t, filepath.Join(root, "etc/nftables.conf")), "table inet adoption {") {
+		t.Fatal("the boot file was not written")
+	}
+	if rec := record(t, a); rec.State != nodestate.FlipConfirmed || len(rec.CommitDone) != 3 {
+		t.Fatalf("record after a commit that stopped: %+v", rec)
+	}
+	must(t, os.Remove(filepath.Join(root, "etc/ufw/ufw.conf")))
+	must(t, os.WriteFile(filepath.Join(root, "etc/ufw/ufw.conf"), []byte(ufwConf), 0o644))
+	res, err := a.CommitFlip(context.Background(), in)
+	if err != nil || res.Listing == "" {
+		t.Fatalf("the retried commit: %+v %v", res, err)
+	}
+	if fl.Commits != 2 {
+		t.Fatalf("the retry removed the predecessor again: %d firewall commits, want 2 (the failed one and the first good one)", fl.Commits)
+	}
+	if got := readFile(t, filepath.Join(root, "etc/ufw/ufw.conf")); !strings.Contains(got, "ENABLED=no") {
+		t.Fatalf("ufw.conf after the retry:\n%s", got)
+	}
+}
+
+// A flip the kernel does not hold (a reboot inside the confirm window put
+// the predecessor back) is never confirmed: the confirmation reverts it
+// and says why, and no commit follows.
+func TestConfirmRefusesAFlipNotInForce(t *testing.T) {
+	a, fl, root := flipActs(t)
+	debianBoot(t, root, true)
+	if _, err := a.Flip(context.Background(), flipIn("n1-1")); err != nil {
+		t.Fatal(err)
+	}
+	fl.InForceErr = fmt.Errorf("%w on node n1: table inet adoption is not in the ruleset", flip.ErrNotInForce)
+	in := ConfirmInput{Plan: flipPlanN1(), ID: "n1-1", Commit: true}
+	_, err := a.ConfirmFlip(context.Background(), in)
+	msg := appErr(t, err, ErrFlipReverted)
+	if !strings.Contains(msg, "table inet adoption is not in the ruleset") {
+		t.Fatalf("confirm of a flip not in force: %s", msg)
+	}
+	if rec := record(t, a); rec.State != nodestate.FlipReverted || !strings.Contains(rec.Reason, "not in the ruleset") || len(fl.Reverts) != 1 || fl.Commits != 0 {
+		t.Fatalf("record %+v, %d reverts, %d commits", rec, len(fl.Reverts), fl.Commits)
+	}
+	_, err = a.CommitFlip(context.Background(), in)
+	appErr(t, err, ErrFlipNotConfirmed)
+	if fl.Commits != 0 || readFile(t, filepath.Join(root, "etc/nftables.conf")) != "" {
+		t.Fatal("a flip that was not in force was committed")
+	}
+	// A listing that fails is not an answer: nothing is decided.
+	a2, fl2, _ := flipActs(t)
+	if _, err := a2.Flip(context.Background(), flipIn("n1-1")); err != nil {
+		t.Fatal(err)
+	}
+	fl2.InForceErr = fmt.Errorf("netlink: no buffer space")
+	if _, err := a2.ConfirmFlip(context.Background(), ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"}); err == nil {
+		t.Fatal("confirmed without reading the kernel")
+	}
+	if rec := record(t, a2); rec.State != nodestate.FlipFlipped || len(fl2.Reverts) != 0 {
+		t.Fatalf("an unread kernel moved the flip: %+v", rec)
+	}
+}
