@@ -119,6 +119,9 @@ func (n *Node) Up() error {
 }
 
 func (n *Node) writeFiles() error {
+	if err := DebianBoot(n.Root); err != nil {
+		return err
+	}
 	for p, content := range n.Files {
 		full := filepath.Join(n.Root, filepath.Clean("/"+p))
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
@@ -130,6 +133,51 @@ func (n *Node) writeFiles() error {
 	}
 	return nil
 }
+
+// DebianBoot lays out under root what a Debian node's boot loads its
+// firewall with: nftables.service installed and enabled (the link
+// `systemctl enable nftables` writes), so a commit finds the mesh's table
+// will load at boot.
+func DebianBoot(root string) error {
+	unit := filepath.Join(root, "lib/systemd/system/nftables.service")
+	if err := os.MkdirAll(filepath.Dir(unit), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(unit, []byte(debianNftablesUnit), 0o644); err != nil {
+		return err
+	}
+	link := filepath.Join(root, "etc/systemd/system/sysinit.target.wants/nftables.service")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink("/lib/systemd/system/nftables.service", link); err != nil && !os.IsExist(err) {
+		return err
+	}
+	return nil
+}
+
+// debianNftablesUnit is Debian 12's nftables.service.
+const debianNftablesUnit = `[Unit]
+Description=nftables
+Documentation=man:nft(8) http://wiki.nftables.org
+Wants=network-pre.target
+Before=network-pre.target shutdown.target
+Conflicts=shutdown.target
+DefaultDependencies=no
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+StandardInput=null
+ProtectSystem=full
+ProtectHome=true
+ExecStart=/usr/sbin/nft -f /etc/nftables.conf
+ExecReload=/usr/sbin/nft -f /etc/nftables.conf
+ExecStop=/usr/sbin/nft flush ruleset
+
+[Install]
+WantedBy=sysinit.target
+`
 
 func (n *Node) pidFile() string { return filepath.Join(n.Dir, "listeners.pid") }
 

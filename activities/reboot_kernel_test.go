@@ -1,0 +1,235 @@
+package activities
+
+// Root tests of the flip across a reboot, in network namespaces: the
+// ruleset emptied, then the boot files loaded the way Debian boots
+// (nftables.service: nft -f /etc/nftables.conf; ufw.service: ufw's rules
+// only if /etc/ufw/ufw.conf says ENABLED=yes), then Docker adding its
+// chains again.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"adoption/config"
+	"adoption/containers"
+	"adoption/custody"
+	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
+	"adoption/firewall/fwtest"
+	"adoption/internal/fake"
+	"adoption/internal/testenv"
+	"adoption/internal/ufwfixture"
+	"adoption/nodestate"
+)
+
+// rebootNode is a ufw node beside Docker's chains: ufw allows 22/tcp and
+// 8081/tcp (flip.drop), its boot files as a stock Debian 12 has them
+// (nftables.service installed, enabled by flip.enable_boot_service).
+type rebootNode struct {
+	n    *fwtest.TestNet
+	a    *Activities
+	root string
+	plan config.Plan
+}
+
+var rebootAllowed = config.MustPorts([]string{"22/tcp", "8081/tcp"})
+
+func newRebootNode(t *testing.T) *rebootNode {
+	t.Helper()
+	testenv.NeedRoot(t, "network namespaces")
+	testenv.NeedTools(t, "nft", "iptables-nft-restore", "ip6tables-nft-restore", "iptables-nft")
+	n := fwtest.NewNamedNet(t, "rb-", "rb", "07")
+	r := &rebootNode{n: n}
+	r.loadUfw(t)
+	r.loadDocker(t)
+	n.Serve(t, []uint16{22, 8081})
+	a, root := newActs(t)
+	r.a, r.root = a, root
+	a.Root = root
+	a.Firewall = eval.Inspector{Netns: n.Path(n.Node)}
+	a.Flipper = flip.NewFlipper(n.Path(n.Node))
+	a.Files = custody.New(root, t.TempDir())
+	a.Engine = fake.Engine{Containers: containers.Report{Available: true}}
+	a.StartWatchdog = func() error { return nil }
+	r.plan = config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: config.MustPorts([]string{"22/tcp"}), Drop: config.MustPorts([]string{"8081/tcp"})}
+	withPlan(a, r.plan)
+	enableBootService(a)
+	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
+	debianBoot(t, root, false)
+	for p, c := range map[string]string{"etc/nftables.conf": debianNftablesConf, "etc/ufw/ufw.conf": ufwConf} {
+		must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755))
+		must(t, os.WriteFile(filepath.Join(root, p), []byte(c), 0o644))
+	}
+	return r
+}
+
+func (r *rebootNode) loadUfw(t *testing.T) {
+	t.Helper()
+	for _, cmd := range []string{"iptables-nft-restore", "ip6tables-nft-restore"} {
+		fwtest.Run(t, ufwfixture.DefaultDeny(rebootAllowed), "ip", "netns", "exec", r.n.Node, cmd)
+	}
+}
+
+// loadDocker adds what dockerd adds at its start: its filter chains with
+// its jumps at the top of FORWARD, and its nat chain.
+func (r *rebootNode) loadDocker(t *testing.T) {
+	t.Helper()
+	for _, args := range [][]string{
+		{"-N", "DOCKER"}, {"-N", "DOCKER-USER"}, {"-N", "DOCKER-FORWARD"},
+		{"-A", "DOCKER-USER", "-j", "RETURN"},
+		{"-A", "DOCKER-FORWARD", "-o", "docker0", "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT"},
+		{"-A", "DOCKER-FORWARD", "-o", "docker0", "-j", "DOCKER"},
+		{"-A", "DOCKER-FORWARD", "-i", "docker0", "-j", "ACCEPT"},
+		{"-I", "FORWARD", "-j", "DOCKER-USER"},
+		{"-I", "FORWARD", "2", "-j", "DOCKER-FORWARD"},
+		{"-t", "nat", "-N", "DOCKER"},
+		{"-t", "nat", "-A", "PREROUTING", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"},
+		{"-t", "nat", "-A", "POSTROUTING", "-s", "172.17.0.0/16", "!", "-o", "docker0", "-j", "MASQUERADE"},
+	} {
+		fwtest.Run(t, "", "ip", append([]string{"netns", "exec", r.n.Node, "iptables-nft"}, args...)...)
+	}
+}
+
+// reboot empties the ruleset and loads the boot files under the node's
+// root as Debian does, then Docker's chains. It reports whether ufw loaded.
+func (r *rebootNode) reboot(t *testing.T) bool {
+	t.Helper()
+	r.n.Nft(t, "flush ruleset\n")
+	fwtest.Run(t, "", "ip", "netns", "exec", r.n.Node, "nft", "-f", filepath.Join(r.root, "etc/nftables.conf"))
+	ufw := false
+	if conf, err := os.ReadFile(filepath.Join(r.root, "etc/ufw/ufw.conf")); err == nil && ufwEnabled.Match(conf) &&
+		strings.Contains(string(ufwEnabled.Find(conf)), "yes") {
+		r.loadUfw(t)
+		ufw = true
+	}
+	r.loadDocker(t)
+	return ufw
+}
+
+// openings are the evaluator's answer on the node now, one line each.
+func (r *rebootNode) openings(t *testing.T) []string {
+	t.Helper()
+	rs := r.n.List(t)
+	node, err := firewall.ReadNode(r.n.Path(r.n.Node))
+	must(t, err)
+	var out []string
+	for _, o := range eval.OpenPortsOn(rs, node) {
+		out = append(out, openingKey(o))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func openingKey(o firewall.Opening) string {
+	return fmt.Sprintf("%s %s %s %d-%d from %q via %q uncertain=%v", o.Direction, o.Family, o.Proto, o.Port, o.PortEnd, o.From, o.Via, o.Uncertain)
+}
+
+// kept are the preview's openings that the flip keeps.
+func kept(pv *flip.Preview) []string {
+	var out []string
+	for _, f := range pv.Fates {
+		if f.Fate == flip.FateKept {
+			out = append(out, openingKey(f.Opening))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// After the commit, a reboot loads the mesh's table from the boot file
+// (nftables.service, which the commit enabled), not ufw (switched off),
+// beside Docker's chains added again: the evaluator's answer is exactly
+// the committed preview's kept openings, as it was right after the
+// commit.
+func TestKernelRebootAfterCommit(t *testing.T) {
+	r := newRebootNode(t)
+	ctx := context.Background()
+	res, err := r.a.Flip(ctx, FlipInput{Plan: r.plan, Spec: flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: r.plan.ManagementPorts[0], Owner: flip.OwnerManagement}}, Drop: r.plan.Drop},
+		ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Preview == nil || !res.Preview.Approved || res.State != nodestate.FlipFlipped {
+		t.Fatalf("flip: %+v", res)
+	}
+	want := kept(res.Preview)
+	if len(want) == 0 {
+		t.Fatal("the preview keeps nothing")
+	}
+	cm, err := r.a.ConfirmFlip(ctx, ConfirmInput{Plan: r.plan, ID: "n1-1", Commit: true})
+	if err != nil || cm.State != nodestate.FlipCommitted {
+		t.Fatalf("confirm and commit: %+v %v", cm, err)
+	}
+	committed := r.openings(t)
+	if d := fwtest.Diff(strings.Join(want, "\n"), strings.Join(committed, "\n")); d != "" {
+		t.Errorf("after the commit the evaluator differs from the preview's kept openings:\n%s", d)
+	}
+	if r.reboot(t) {
+		t.Fatal("ufw loaded at boot after the commit")
+	}
+	booted := r.openings(t)
+	if d := fwtest.Diff(strings.Join(want, "\n"), strings.Join(booted, "\n")); d != "" {
+		t.Errorf("after the reboot the evaluator differs from the preview's kept openings:\n%s\nruleset:\n%s", d, r.n.Listing(t))
+	}
+	listing := r.n.Listing(t)
+	if !strings.Contains(listing, "table inet adoption") || strings.Contains(listing, "ufw-") || !strings.Contains(listing, "DOCKER-USER") {
+		t.Errorf("after the reboot the ruleset is not the mesh's beside Docker's:\n%s", listing)
+	}
+	// A restart of nftables.service (the drop-in's stop does nothing, the
+	// start loads the boot file again) keeps Docker's chains.
+	fwtest.Run(t, "", "ip", "netns", "exec", r.n.Node, "nft", "-f", filepath.Join(r.root, "etc/nftables.conf"))
+	if l := r.n.Listing(t); !strings.Contains(l, "DOCKER-USER") || strings.Count(l, "table inet adoption") != 1 {
+		t.Errorf("a reload of the boot file touched Docker's chains or doubled the mesh's table:\n%s", l)
+	}
+	r.n.ExpectReach(t, "rebooted", true, fwtest.Ports("22/tcp")...)
+	r.n.ExpectReach(t, "rebooted", false, fwtest.Ports("8081/tcp")...)
+}
+
+// A reboot inside the confirm window (the flip applied, not confirmed)
+// boots the node's found boot files: ufw is back and the mesh's table is
+// gone. The confirmation, asked to commit too, refuses, and the flip is
+// reverted (its node files restored), never committed: the boot files are
+// the found ones, and the evaluator's answer is the one before the flip.
+func TestKernelRebootInsideConfirmWindow(t *testing.T) {
+	r := newRebootNode(t)
+	ctx := context.Background()
+	before := r.openings(t)
+	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: r.plan.ManagementPorts[0], Owner: flip.OwnerManagement}}, Drop: r.plan.Drop}
+	res, err := r.a.Flip(ctx, FlipInput{Plan: r.plan, Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
+	if err != nil || res.State != nodestate.FlipFlipped {
+		t.Fatalf("flip: %+v %v", res, err)
+	}
+	if !r.reboot(t) {
+		t.Fatal("ufw did not load at a boot before the commit")
+	}
+	_, err = r.a.ConfirmFlip(ctx, ConfirmInput{Plan: r.plan, ID: "n1-1", Commit: true})
+	msg := appErr(t, err, ErrFlipReverted)
+	if !strings.Contains(msg, "table inet adoption is not in the ruleset") {
+		t.Fatalf("the refusal does not say why: %s", msg)
+	}
+	if rec := record(t, r.a); rec.State != nodestate.FlipReverted {
+		t.Fatalf("the flip is %s after a refused confirmation", rec.State)
+	}
+	if _, err := r.a.CommitFlip(ctx, ConfirmInput{Plan: r.plan, ID: "n1-1"}); err == nil {
+		t.Fatal("a reverted flip was committed")
+	}
+	for p, want := range map[string]string{"etc/nftables.conf": debianNftablesConf, "etc/ufw/ufw.conf": ufwConf} {
+		if got := readFile(t, filepath.Join(r.root, p)); got != want {
+			t.Errorf("%s changed by a flip that was never committed:\n%s", p, got)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(r.root, "etc/systemd/system/sysinit.target.wants/nftables.service")); err == nil {
+		t.Error("nftables.service was enabled by a flip that was never committed")
+	}
+	if after := r.openings(t); strings.Join(after, "\n") != strings.Join(before, "\n") {
+		t.Errorf("after the refusal the evaluator's answer is not the one before the flip:\n%s", fwtest.Diff(strings.Join(before, "\n"), strings.Join(after, "\n")))
+	}
+	r.n.ExpectReach(t, "reverted", true, fwtest.Ports("22/tcp", "8081/tcp")...)
+}
