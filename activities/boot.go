@@ -20,6 +20,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/custody"
 	"adoption/firewall/flip"
 	"adoption/nodestate"
 )
@@ -73,7 +74,7 @@ type bootPlan struct {
 // whether the node's boot would load the mesh's table, and what the
 // commit must change so it does. It refuses, naming what to do, when a
 // change is needed and flip.enable_boot_service does not allow it.
-func (a *Activities) checkBoot(auth *Authority) (*bootPlan, error) {
+func (a *Activities) checkBoot(auth *Authority, plan *flip.RevertPlan) (*bootPlan, error) {
 	refuse := func(format string, args ...any) (*bootPlan, error) {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrBootPath, nil)
 	}
@@ -106,6 +107,9 @@ func (a *Activities) checkBoot(auth *Authority) (*bootPlan, error) {
 			p.target = "/lib/systemd/system/" + nftablesUnit
 		}
 	}
+	if err := a.checkKeptTables(auth, root, plan); err != nil {
+		return nil, err
+	}
 	rules := []string{}
 	for _, r := range persistentRules {
 		if a.Files.Inspect(r).Exists {
@@ -124,6 +128,52 @@ func (a *Activities) checkBoot(auth *Authority) (*bootPlan, error) {
 		p.disable = append(p.disable, links...)
 	}
 	return p, nil
+}
+
+// checkKeptTables refuses when a table the flip keeps (a native
+// predecessor's nat table) is in force but not declared in the boot file
+// the commit builds on: the node would boot without it.
+func (a *Activities) checkKeptTables(auth *Authority, root string, plan *flip.RevertPlan) error {
+	found := ""
+	if rec, ok, err := a.Files.Record(BootNftablesConf); err != nil {
+		return err
+	} else if ok && rec.Found && rec.Link == "" {
+		b, err := a.Files.Blob(rec.SHA256)
+		if err != nil {
+			return fmt.Errorf("custody copy of %s: %w", BootNftablesConf, err)
+		}
+		found = string(b)
+	} else if !ok && a.Root != "" {
+		if st := a.Files.Inspect(BootNftablesConf); st.Exists {
+			b, err := a.readBootFile(BootNftablesConf)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", BootNftablesConf, err)
+			}
+			found = string(b)
+		}
+	}
+	rs, err := a.Firewall.Ruleset()
+	if err != nil {
+		return fmt.Errorf("list the ruleset to check the tables the flip keeps: %w", err)
+	}
+	missing, err := flip.Unbooted(rs, found, plan)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrBootPath, nil)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	var names []string
+	for _, t := range missing {
+		names = append(names, "table "+t.Family+" "+t.Name)
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the flip keeps %s in force on node %s, but %s under %s does not declare it: the node would boot without it; add it to that file (nft list table FAMILY NAME gives it), then adopt retry %s",
+		strings.Join(names, ", "), auth.Plan.Node, BootNftablesConf, root, auth.Plan.Node), ErrBootPath, nil)
+}
+
+// readBootFile reads a boot file under node.root, never through a link.
+func (a *Activities) readBootFile(path string) ([]byte, error) {
+	return custody.ReadFile(a.Root, path, custody.MaxFileSize)
 }
 
 // unitEnabled reports whether a link in one of wantsDirs enables unit.

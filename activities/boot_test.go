@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"adoption/firewall"
 	"adoption/firewall/flip"
+	"adoption/internal/fake"
 	"adoption/nodestate"
 )
 
@@ -237,5 +239,31 @@ func TestConfirmRefusesAFlipNotInForce(t *testing.T) {
 	}
 	if rec := record(t, a2); rec.State != nodestate.FlipFlipped || len(fl2.Reverts) != 0 {
 		t.Fatalf("an unread kernel moved the flip: %+v", rec)
+	}
+}
+
+// A table the flip keeps in force (a native predecessor's nat table) that
+// the found boot file does not declare would be lost at boot: the commit
+// refuses before it changes anything, naming the table and what to do.
+func TestCommitRefusesAKeptTableTheBootWouldLose(t *testing.T) {
+	a, fl, root := flipActs(t)
+	a.Root = root
+	debianBoot(t, root, true)
+	const flushOnly = "#!/usr/sbin/nft -f\n\nflush ruleset\n"
+	must(t, os.WriteFile(filepath.Join(root, "etc/nftables.conf"), []byte(flushOnly), 0o755))
+	a.Firewall = fake.Firewall{Rules: &firewall.Ruleset{Tables: []firewall.Table{{Family: "ip", Name: "natp", Chains: []firewall.Chain{
+		{Name: "postrouting", Hook: "postrouting", Type: "nat", Priority: 100, Policy: "accept"}}}}}}
+	in := confirmedFlip(t, a)
+	_, err := a.CommitFlip(context.Background(), in)
+	msg := appErr(t, err, ErrBootPath)
+	if !strings.Contains(msg, "keeps table ip natp in force") || !strings.Contains(msg, "Nothing was changed") || fl.Commits != 0 {
+		t.Fatalf("commit with a kept table the boot file lacks: %s (%d firewall commits)", msg, fl.Commits)
+	}
+	must(t, os.WriteFile(filepath.Join(root, "etc/nftables.conf"), []byte(flushOnly+"table ip natp {\n\tchain postrouting { type nat hook postrouting priority srcnat; }\n}\n"), 0o755))
+	if _, err := a.CommitFlip(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, filepath.Join(root, "etc/nftables.conf")); !strings.Contains(got, "table ip natp {") || strings.Contains(got, "flush ruleset") {
+		t.Fatalf("boot file:\n%s", got)
 	}
 }

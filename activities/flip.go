@@ -659,7 +659,7 @@ func (a *Activities) commit(ctx context.Context, auth *Authority, id string) (*F
 			}
 		}
 		heartbeat(ctx, "commit: the boot path")
-		boot, err := a.checkBoot(auth)
+		boot, err := a.checkBoot(auth, plan)
 		if err != nil {
 			return nil, a.commitStopped(cur, "check the boot path", err, nil)
 		}

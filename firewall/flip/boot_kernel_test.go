@@ -180,6 +180,16 @@ table inet mixed {
 	}
 	n.ExpectReach(t, "booted", true, fwtest.Ports("22/tcp", "80/tcp", "443/tcp")...)
 
+	// The kept tables are all declared in the found file; without the nat
+	// table there, the boot would leave it out, and Unbooted names it.
+	if missing, err := Unbooted(committed, found, plan); err != nil || len(missing) != 0 {
+		t.Errorf("Unbooted with every kept table declared: %v %v", missing, err)
+	}
+	noNat := strings.Replace(found, "table ip natp", "table ip other", 1)
+	if missing, err := Unbooted(committed, noNat, plan); err != nil || len(missing) != 1 || missing[0] != (TableRef{Family: "ip", Name: "natp"}) {
+		t.Errorf("Unbooted with table ip natp undeclared: %v %v", missing, err)
+	}
+
 	// An include cannot be judged: refused, naming it.
 	if _, _, err := BootFile(spec, "test", "include \"/etc/nftables.d/*.nft\"\n", plan); err == nil || !strings.Contains(err.Error(), "includes other files") {
 		t.Errorf("an include was not refused: %v", err)

@@ -213,3 +213,38 @@ func firstLine(s string) string {
 	}
 	return s
 }
+
+// Unbooted names the tables of rs (listed after the flip) that the flip
+// keeps and the boot would not load: the predecessor's native tables that
+// the commit does not delete whole, which found (the boot file found)
+// does not declare. A boot file written from found would leave them out.
+func Unbooted(rs *firewall.Ruleset, found string, p *RevertPlan) ([]TableRef, error) {
+	declared := map[TableRef]bool{}
+	if strings.TrimSpace(found) != "" {
+		items, err := confItems(found)
+		if err != nil {
+			return nil, fmt.Errorf("the found /etc/nftables.conf cannot be read: %w", err)
+		}
+		for _, it := range items {
+			if fam, name, ok := tableOf(it.head); ok {
+				declared[TableRef{Family: fam, Name: name}] = true
+			}
+		}
+	}
+	whole := map[TableRef]bool{}
+	for _, d := range p.Dormant {
+		if d.Chain == "" {
+			whole[TableRef{Family: d.Family, Name: d.Table}] = true
+		}
+	}
+	var out []TableRef
+	for ti := range rs.Tables {
+		t := &rs.Tables[ti]
+		ref := TableRef{Family: t.Family, Name: t.Name}
+		if firewall.TableOwner(t).Owner != firewall.OwnedByPredecessor || whole[ref] || declared[ref] {
+			continue
+		}
+		out = append(out, ref)
+	}
+	return out, nil
+}
