@@ -85,38 +85,29 @@ func InForceIn(rs *firewall.Ruleset, p *RevertPlan, derived string) error {
 // predecessor's in that chain.
 func neutralised(rs *firewall.Ruleset, node string, pt point) string {
 	where := fmt.Sprintf("chain %s %s %s", pt.family, pt.table, pt.chain)
-	for ti := range rs.Tables {
-		t := &rs.Tables[ti]
-		if t.Family != pt.family || t.Name != pt.table {
-			continue
-		}
-		for ci := range t.Chains {
-			ch := &t.Chains[ci]
-			if ch.Name != pt.chain {
-				continue
-			}
-			at := -1
-			for i := range ch.Rules {
-				if ch.Rules[i].Comment == neutraliseComment(node) {
-					at = i
-					break
-				}
-			}
-			switch {
-			case at < 0:
-				return where + " has lost the flip's neutralising rule: the predecessor decides there again"
-			case pt.append:
-				return ""
-			}
-			for i := 0; i < at; i++ {
-				r := &ch.Rules[i]
-				if firewall.ForeignRule(t, r) {
-					continue // Docker's jumps come first, as Docker inserts them
-				}
-				return fmt.Sprintf("%s: the predecessor's rule handle %d (%s) comes before the flip's neutralising rule", where, r.Handle, firewall.RenderRule(r))
-			}
-			return ""
+	t, ch := pt.find(rs)
+	if ch == nil {
+		return where + " is not in the ruleset"
+	}
+	at := -1
+	for i := range ch.Rules {
+		if ch.Rules[i].Comment == neutraliseComment(node) {
+			at = i
+			break
 		}
 	}
-	return where + " is not in the ruleset"
+	switch {
+	case at < 0:
+		return where + " has lost the flip's neutralising rule: the predecessor decides there again"
+	case pt.append:
+		return ""
+	}
+	for i := 0; i < at; i++ {
+		r := &ch.Rules[i]
+		if firewall.ForeignRule(t, r) {
+			continue // Docker's jumps come first, as Docker inserts them
+		}
+		return fmt.Sprintf("%s: the predecessor's rule handle %d (%s) comes before the flip's neutralising rule", where, r.Handle, firewall.RenderRule(r))
+	}
+	return ""
 }

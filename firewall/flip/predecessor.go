@@ -330,34 +330,43 @@ func afterFlip(found, derived *firewall.Ruleset, node string) (*firewall.Ruleset
 		return nil, err
 	}
 	for _, pt := range pred.points {
-		for ti := range base.Tables {
-			t := &base.Tables[ti]
-			if t.Family != pt.family || t.Name != pt.table {
-				continue
-			}
-			for ci := range t.Chains {
-				ch := &t.Chains[ci]
-				if ch.Name != pt.chain {
-					continue
+		_, ch := pt.find(base)
+		if ch == nil {
+			continue
+		}
+		r := firewall.Rule{Comment: neutraliseComment(node), Verdict: firewall.Verdict{Kind: pt.verdict()}}
+		at := 0
+		switch {
+		case pt.append:
+			at = len(ch.Rules)
+		case pt.before != 0:
+			for i := range ch.Rules {
+				if ch.Rules[i].Handle == pt.before {
+					at = i
 				}
-				r := firewall.Rule{Comment: neutraliseComment(node), Verdict: firewall.Verdict{Kind: pt.verdict()}}
-				at := 0
-				switch {
-				case pt.append:
-					at = len(ch.Rules)
-				case pt.before != 0:
-					for i := range ch.Rules {
-						if ch.Rules[i].Handle == pt.before {
-							at = i
-						}
-					}
-				}
-				ch.Rules = append(ch.Rules[:at], append([]firewall.Rule{r}, ch.Rules[at:]...)...)
 			}
 		}
+		ch.Rules = append(ch.Rules[:at], append([]firewall.Rule{r}, ch.Rules[at:]...)...)
 	}
 	base.Tables = append(base.Tables, derived.Tables...)
 	return base, nil
+}
+
+// find is the chain of rs where pt is, with its table; nil when rs has no
+// such chain.
+func (pt point) find(rs *firewall.Ruleset) (*firewall.Table, *firewall.Chain) {
+	for ti := range rs.Tables {
+		t := &rs.Tables[ti]
+		if t.Family != pt.family || t.Name != pt.table {
+			continue
+		}
+		for ci := range t.Chains {
+			if t.Chains[ci].Name == pt.chain {
+				return t, &t.Chains[ci]
+			}
+		}
+	}
+	return nil, nil
 }
 
 func neutraliseRule(node string, pt point) *nftables.Rule {
