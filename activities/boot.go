@@ -221,37 +221,41 @@ func (a *Activities) applyBootUnits(p *bootPlan, done func(string)) error {
 // keeps from the found file, to BootNftablesConf (taken into custody
 // first). Idempotent: custody keeps the first record (what the
 // predecessor had), and the file is derived from it again.
-func (a *Activities) writeBootRuleset(rec *nodestate.FlipRecord, plan *flip.RevertPlan) error {
+func (a *Activities) writeBootRuleset(rec *nodestate.FlipRecord, plan *flip.RevertPlan) ([]string, error) {
 	if len(rec.Mesh) == 0 {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s's record carries no mesh ruleset (written by an older agent): cannot write %s; the flip stays confirmed and in force until it is committed by hand", rec.ID, BootNftablesConf), ErrFlipNotConfirmed, nil)
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s's record carries no mesh ruleset (written by an older agent): cannot write %s; the flip stays confirmed and in force until it is committed by hand", rec.ID, BootNftablesConf), ErrFlipNotConfirmed, nil)
 	}
 	spec, err := recordSpec(rec)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	found, err := a.Files.Take(BootNftablesConf)
 	if err != nil {
-		return fmt.Errorf("take custody of %s: %w", BootNftablesConf, err)
+		return nil, fmt.Errorf("take custody of %s: %w", BootNftablesConf, err)
 	}
 	was := ""
 	if found.Found && found.Link == "" {
 		b, err := a.Files.Blob(found.SHA256)
 		if err != nil {
-			return fmt.Errorf("custody copy of %s: %w", BootNftablesConf, err)
+			return nil, fmt.Errorf("custody copy of %s: %w", BootNftablesConf, err)
 		}
 		was = string(b)
 	}
-	text, _, err := flip.BootFile(spec, fmt.Sprintf("Written by adoption when node %s's flip %s was committed: the mesh's own table,\n"+
-		"loaded at boot by nftables.service, after the tables the flip kept. It never flushes the ruleset,\n"+
-		"so a reload leaves Docker's rules alone. The file this replaced is in adoption's custody store (node.state_dir).", spec.Node, rec.ID), was, plan)
+	rs, err := a.Firewall.Ruleset()
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s: the boot-time ruleset: %v", rec.ID, err), ErrBootPath, nil)
+		return nil, fmt.Errorf("list the ruleset for the tables the flip keeps: %w", err)
+	}
+	text, notes, err := flip.BootFile(spec, fmt.Sprintf("Written by adoption when node %s's flip %s was committed: the mesh's own table,\n"+
+		"loaded at boot by nftables.service, after the tables the flip kept. It never flushes the ruleset,\n"+
+		"so a reload leaves Docker's rules alone. The file this replaced is in adoption's custody store (node.state_dir).", spec.Node, rec.ID), was, plan, rs)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s: the boot-time ruleset: %v", rec.ID, err), ErrBootPath, nil)
 	}
 	uid, gid := found.UID, found.GID
 	if !found.Found {
 		uid, gid = 0, 0
 	}
-	return a.Files.Converge(BootNftablesConf, []byte(text), fileMode(found.Mode, 0o755), uid, gid)
+	return notes, a.Files.Converge(BootNftablesConf, []byte(text), fileMode(found.Mode, 0o755), uid, gid)
 }
 
 func recordSpec(rec *nodestate.FlipRecord) (flip.MeshSpec, error) {

@@ -698,9 +698,11 @@ func (a *Activities) commit(ctx context.Context, auth *Authority, id string) (*F
 		})
 		step(stepNftConf, func() error {
 			heartbeat(ctx, "commit: boot-time ruleset")
-			if err := a.writeBootRuleset(cur, plan); err != nil {
+			notes, err := a.writeBootRuleset(cur, plan)
+			if err != nil {
 				return err
 			}
+			res.Note = strings.Join(notes, "; ")
 			changes = append(changes, "wrote "+BootNftablesConf+" (the found file in custody)")
 			return nil
 		})

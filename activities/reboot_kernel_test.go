@@ -167,6 +167,16 @@ func TestKernelRebootAfterCommit(t *testing.T) {
 	if err != nil || cm.State != nodestate.FlipCommitted {
 		t.Fatalf("confirm and commit: %+v %v", cm, err)
 	}
+	boot := readFile(t, filepath.Join(r.root, "etc/nftables.conf"))
+	if strings.Contains(boot, "flush ruleset") || strings.Contains(boot, "table inet filter") || !strings.Contains(boot, "delete table inet adoption") {
+		t.Errorf("the boot file flushes the ruleset or carries a table that was not in force:\n%s", boot)
+	}
+	if _, err := os.Readlink(filepath.Join(r.root, "etc/systemd/system/sysinit.target.wants/nftables.service")); err != nil {
+		t.Errorf("the commit did not enable nftables.service: %v", err)
+	}
+	if !strings.Contains(readFile(t, filepath.Join(r.root, "etc/systemd/system/nftables.service.d/adoption.conf")), "ExecStop=\n") {
+		t.Error("the commit left nftables.service's ExecStop flushing the ruleset")
+	}
 	committed := r.openings(t)
 	if d := fwtest.Diff(strings.Join(want, "\n"), strings.Join(committed, "\n")); d != "" {
 		t.Errorf("after the commit the evaluator differs from the preview's kept openings:\n%s", d)

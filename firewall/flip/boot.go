@@ -20,7 +20,7 @@ import (
 // nftables`) replaces the table in one transaction without touching any
 // other table (Docker's, at reload time), which a `flush ruleset` would.
 func BootRuleset(spec MeshSpec, why string) (string, error) {
-	text, _, err := BootFile(spec, why, "", nil)
+	text, _, err := BootFile(spec, why, "", nil, nil)
 	return text, err
 }
 
@@ -28,9 +28,11 @@ func BootRuleset(spec MeshSpec, why string) (string, error) {
 // node whose boot file was found (the custody copy of /etc/nftables.conf,
 // "" for none): what BootRuleset writes, after the tables the flip keeps
 // that found declared (its defines too; without the filter base chains
-// the commit deletes, see carried). It never flushes the ruleset. notes
-// names what of found is not carried; an include in found is refused.
-func BootFile(spec MeshSpec, why, found string, p *RevertPlan) (string, []string, error) {
+// the commit deletes, see carried), of those that are in force in inForce
+// (the ruleset listed at commit; nil: every one found declares). It never
+// flushes the ruleset. notes names what of found is not carried; an
+// include in found is refused.
+func BootFile(spec MeshSpec, why, found string, p *RevertPlan, inForce *firewall.Ruleset) (string, []string, error) {
 	d, err := Derive(spec)
 	if err != nil {
 		return "", nil, err
@@ -38,7 +40,7 @@ func BootFile(spec MeshSpec, why, found string, p *RevertPlan) (string, []string
 	var kept string
 	var notes []string
 	if p != nil {
-		if kept, notes, err = carried(found, p); err != nil {
+		if kept, notes, err = carried(found, p, inForce); err != nil {
 			return "", nil, err
 		}
 	}

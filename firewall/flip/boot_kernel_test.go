@@ -150,11 +150,11 @@ table inet mixed {
 		t.Fatal(err)
 	}
 	committed := n.List(t)
-	text, notes, err := BootFile(spec, "test", found, plan)
+	text, notes, err := BootFile(spec, "test", found+"table ip6 gone {\n\tchain c { type filter hook input priority 0; policy drop; }\n}\n", plan, committed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(text, "flush ruleset") || len(notes) != 0 {
+	if strings.Contains(text, "flush ruleset") || strings.Contains(text, "table ip6 gone") || len(notes) != 1 || !strings.Contains(notes[0], "table ip6 gone") {
 		t.Fatalf("boot file flushes the ruleset or leaves something out (%v):\n%s", notes, text)
 	}
 	n.Nft(t, "flush ruleset\n")
@@ -191,7 +191,7 @@ table inet mixed {
 	}
 
 	// An include cannot be judged: refused, naming it.
-	if _, _, err := BootFile(spec, "test", "include \"/etc/nftables.d/*.nft\"\n", plan); err == nil || !strings.Contains(err.Error(), "includes other files") {
+	if _, _, err := BootFile(spec, "test", "include \"/etc/nftables.d/*.nft\"\n", plan, committed); err == nil || !strings.Contains(err.Error(), "includes other files") {
 		t.Errorf("an include was not refused: %v", err)
 	}
 }

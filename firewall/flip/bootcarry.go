@@ -147,7 +147,7 @@ var iptablesNames = map[string]bool{"filter": true, "nat": true, "mangle": true,
 // chains the commit deletes. A table that iptables-nft may share (ip nat,
 // ...) is declared as written; any other is declared, deleted and declared
 // again, so a reload replaces it alone. notes names what is not carried.
-func carried(found string, p *RevertPlan) (text string, notes []string, err error) {
+func carried(found string, p *RevertPlan, inForce *firewall.Ruleset) (text string, notes []string, err error) {
 	if strings.TrimSpace(found) == "" {
 		return "", nil, nil
 	}
@@ -191,6 +191,10 @@ func carried(found string, p *RevertPlan) (text string, notes []string, err erro
 		if whole[ref] || (fam == firewall.FamilyInet && name == firewall.MeshTable) {
 			continue
 		}
+		if inForce != nil && !hasTable(inForce, ref) {
+			notes = append(notes, fmt.Sprintf("table %s %s of the found /etc/nftables.conf is not carried: it was not in force, so the flip kept nothing of it", fam, name))
+			continue
+		}
 		block := withoutChains(it.text, chains[ref])
 		if !strings.HasPrefix(block, "table "+fam+" ") {
 			block = "table " + fam + " " + strings.TrimPrefix(block, "table ")
@@ -205,6 +209,15 @@ func carried(found string, p *RevertPlan) (text string, notes []string, err erro
 		return "", notes, nil
 	}
 	return defines.String() + tables.String(), notes, nil
+}
+
+func hasTable(rs *firewall.Ruleset, ref TableRef) bool {
+	for i := range rs.Tables {
+		if rs.Tables[i].Family == ref.Family && rs.Tables[i].Name == ref.Name {
+			return true
+		}
+	}
+	return false
 }
 
 func firstLine(s string) string {
