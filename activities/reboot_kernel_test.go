@@ -77,25 +77,8 @@ func (r *rebootNode) loadUfw(t *testing.T) {
 	}
 }
 
-// loadDocker adds what dockerd adds at its start: its filter chains with
-// its jumps at the top of FORWARD, and its nat chain.
-func (r *rebootNode) loadDocker(t *testing.T) {
-	t.Helper()
-	for _, args := range [][]string{
-		{"-N", "DOCKER"}, {"-N", "DOCKER-USER"}, {"-N", "DOCKER-FORWARD"},
-		{"-A", "DOCKER-USER", "-j", "RETURN"},
-		{"-A", "DOCKER-FORWARD", "-o", "docker0", "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT"},
-		{"-A", "DOCKER-FORWARD", "-o", "docker0", "-j", "DOCKER"},
-		{"-A", "DOCKER-FORWARD", "-i", "docker0", "-j", "ACCEPT"},
-		{"-I", "FORWARD", "-j", "DOCKER-USER"},
-		{"-I", "FORWARD", "2", "-j", "DOCKER-FORWARD"},
-		{"-t", "nat", "-N", "DOCKER"},
-		{"-t", "nat", "-A", "PREROUTING", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"},
-		{"-t", "nat", "-A", "POSTROUTING", "-s", "172.17.0.0/16", "!", "-o", "docker0", "-j", "MASQUERADE"},
-	} {
-		fwtest.Run(t, "", "ip", append([]string{"netns", "exec", r.n.Node, "iptables-nft"}, args...)...)
-	}
-}
+// loadDocker adds what dockerd adds at its start.
+func (r *rebootNode) loadDocker(t *testing.T) { t.Helper(); fwtest.DockerChains(t, r.n) }
 
 // reboot empties the ruleset and loads the boot files under the node's
 // root as Debian does, then Docker's chains. It reports whether ufw loaded.

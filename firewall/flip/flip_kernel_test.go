@@ -43,19 +43,9 @@ func ufwDockerNode(t *testing.T) *fwtest.TestNet {
 			in(n, t, f.cmd, "-A", f.chain, "-p", "tcp", "--dport", p, "-j", "ACCEPT")
 		}
 	}
+	fwtest.DockerChains(t, n)
 	for _, args := range [][]string{
-		{"-N", "DOCKER"}, {"-N", "DOCKER-USER"}, {"-N", "DOCKER-FORWARD"},
-		{"-A", "DOCKER-USER", "-j", "RETURN"},
 		{"-A", "DOCKER", "-d", "172.17.0.2/32", "!", "-i", "docker0", "-o", "docker0", "-p", "tcp", "--dport", "80", "-j", "ACCEPT"},
-		{"-A", "DOCKER-FORWARD", "-o", "docker0", "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT"},
-		{"-A", "DOCKER-FORWARD", "-o", "docker0", "-j", "DOCKER"},
-		{"-A", "DOCKER-FORWARD", "-i", "docker0", "-j", "ACCEPT"},
-		{"-I", "FORWARD", "-j", "DOCKER-USER"},
-		{"-I", "FORWARD", "2", "-j", "DOCKER-FORWARD"},
-		{"-t", "nat", "-N", "DOCKER"},
-		{"-t", "nat", "-A", "PREROUTING", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"},
-		{"-t", "nat", "-A", "OUTPUT", "!", "-d", "127.0.0.0/8", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"},
-		{"-t", "nat", "-A", "POSTROUTING", "-s", "172.17.0.0/16", "!", "-o", "docker0", "-j", "MASQUERADE"},
 		{"-t", "nat", "-A", "DOCKER", "!", "-i", "docker0", "-p", "tcp", "--dport", "8088", "-j", "DNAT", "--to-destination", "172.17.0.2:80"},
 	} {
 		in(n, t, "iptables-nft", args...)

@@ -135,3 +135,26 @@ COMMIT
 -A ufw6-user-forward -p tcp -m tcp --dport 8080 -j ACCEPT
 COMMIT
 `
+
+// DockerChains adds, with iptables-nft, what dockerd adds at its start
+// with no container running: its filter chains (DOCKER-USER returning),
+// its jumps at the top of FORWARD, its nat chain reached for local
+// destinations, and its network's masquerade.
+func DockerChains(t *testing.T, n *TestNet) {
+	t.Helper()
+	for _, args := range [][]string{
+		{"-N", "DOCKER"}, {"-N", "DOCKER-USER"}, {"-N", "DOCKER-FORWARD"},
+		{"-A", "DOCKER-USER", "-j", "RETURN"},
+		{"-A", "DOCKER-FORWARD", "-o", "docker0", "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT"},
+		{"-A", "DOCKER-FORWARD", "-o", "docker0", "-j", "DOCKER"},
+		{"-A", "DOCKER-FORWARD", "-i", "docker0", "-j", "ACCEPT"},
+		{"-I", "FORWARD", "-j", "DOCKER-USER"},
+		{"-I", "FORWARD", "2", "-j", "DOCKER-FORWARD"},
+		{"-t", "nat", "-N", "DOCKER"},
+		{"-t", "nat", "-A", "PREROUTING", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"},
+		{"-t", "nat", "-A", "OUTPUT", "!", "-d", "127.0.0.0/8", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"},
+		{"-t", "nat", "-A", "POSTROUTING", "-s", "172.17.0.0/16", "!", "-o", "docker0", "-j", "MASQUERADE"},
+	} {
+		Run(t, "", "ip", append([]string{"netns", "exec", n.Node, "iptables-nft"}, args...)...)
+	}
+}
