@@ -137,15 +137,7 @@ table inet mixed {
 	n.Nft(t, found)
 	n.Serve(t, []uint16{22, 80, 443})
 	spec := MeshSpec{Node: "n1", Input: concat(allow(OwnerManagement, "22/tcp"), allow("web", "80/tcp", "443/tcp"))}
-	p := PreviewFlip(n.List(t), spec)
-	if !p.Approved {
-		t.Fatalf("preview refused: %v", p.Reasons)
-	}
-	f := NewFlipper(n.Path(n.Node))
-	plan, err := f.Flip(spec, p.FoundFingerprint, p.DerivedFingerprint)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _, plan := previewedFlip(t, n, spec)
 	if _, err := f.Commit(plan); err != nil {
 		t.Fatal(err)
 	}
@@ -194,4 +186,20 @@ table inet mixed {
 	if _, _, err := BootFile(spec, "test", "include \"/etc/nftables.d/*.nft\"\n", plan, committed); err == nil || !strings.Contains(err.Error(), "includes other files") {
 		t.Errorf("an include was not refused: %v", err)
 	}
+}
+
+// previewedFlip previews spec on n's ruleset, which must approve, and
+// flips to it.
+func previewedFlip(t *testing.T, n *fwtest.TestNet, spec MeshSpec) (*Flipper, Preview, *RevertPlan) {
+	t.Helper()
+	p := PreviewFlip(n.List(t), spec)
+	if !p.Approved {
+		t.Fatalf("preview refused: %v", p.Reasons)
+	}
+	f := NewFlipper(n.Path(n.Node))
+	plan, err := f.Flip(spec, p.FoundFingerprint, p.DerivedFingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, p, plan
 }

@@ -469,15 +469,7 @@ table inet filter {
 	n.Serve(t, []uint16{22, 80, 443, 8081})
 	before := n.Listing(t)
 	spec := MeshSpec{Node: "n1", Input: concat(allow(OwnerManagement, "22/tcp"), allow("web", "80/tcp", "443/tcp")), Drop: fwtest.Ports("8081/tcp")}
-	p := PreviewFlip(n.List(t), spec)
-	if !p.Approved {
-		t.Fatalf("preview refused: %v", p.Reasons)
-	}
-	f := NewFlipper(n.Path(n.Node))
-	plan, err := f.Flip(spec, p.FoundFingerprint, p.DerivedFingerprint)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, p, plan := previewedFlip(t, n, spec)
 	if len(plan.Neutralised) != 3 {
 		t.Errorf("neutralised %v; want the top of input, forward and output", plan.Neutralised)
 	}
@@ -491,7 +483,7 @@ table inet filter {
 	}
 	n.ExpectReach(t, "reverted", true, fwtest.Ports("8081/tcp")...)
 
-	plan, err = f.Flip(spec, p.FoundFingerprint, p.DerivedFingerprint)
+	plan, err := f.Flip(spec, p.FoundFingerprint, p.DerivedFingerprint)
 	if err != nil {
 		t.Fatal(err)
 	}
