@@ -88,6 +88,10 @@ type RevertPlan struct {
 	// found firewall's own rules, without what Docker rewrites as it goes.
 	// A confirmation checks it (InForce).
 	FoundOwn string `json:"found_own,omitempty"`
+	// MeshFingerprint is Fingerprint of table inet adoption as the kernel
+	// listed it right after the flip ("" when that listing failed): what
+	// a confirmation expects to find.
+	MeshFingerprint string `json:"mesh_fingerprint,omitempty"`
 	// Saved is the ruleset before the flip as the model decoded it
 	// (Render): a record for people.
 	Saved     string    `json:"saved"`
@@ -166,7 +170,8 @@ func (f *Flipper) Flip(spec MeshSpec, expectFound, expectDerived string) (*Rever
 			}
 			sortRefs(neutral)
 			return &RevertPlan{Node: node, MeshTable: TableRef{firewall.FamilyInet, firewall.MeshTable}, Neutralised: neutral,
-				Dormant: pred.dormant(), FoundFingerprint: expectFound, FoundOwn: FoundFingerprint(base), Saved: firewall.Render(base), FlippedAt: f.now().UTC()}, nil
+				Dormant: pred.dormant(), FoundFingerprint: expectFound, FoundOwn: FoundFingerprint(base), MeshFingerprint: meshFingerprint(mesh),
+				Saved: firewall.Render(base), FlippedAt: f.now().UTC()}, nil
 		}
 		return nil, notApplied(fmt.Errorf("not flipping node %s, nothing was changed: table inet %s exists already and is not this flip's; revert or commit the flip in place first", node, firewall.MeshTable))
 	}
@@ -213,10 +218,20 @@ func (f *Flipper) Flip(spec MeshSpec, expectFound, expectDerived string) (*Rever
 		}
 	}
 	sortRefs(plan.Neutralised)
+	if _, after, err := s.Snapshot(); err == nil {
+		if _, mesh, _ := split(after, node); mesh != nil {
+			plan.MeshFingerprint = meshFingerprint(mesh)
+		}
+	}
 	// Fewer echoes than neutralising accepts: the batch is in, only the
 	// record is short, and Revert finds the accepts by their comment.
 	plan.ShortEchoes = len(pred.points) - len(plan.Neutralised)
 	return plan, nil
+}
+
+// meshFingerprint is Fingerprint of the mesh's table alone.
+func meshFingerprint(mesh *firewall.Table) string {
+	return firewall.Fingerprint(&firewall.Ruleset{Tables: []firewall.Table{*mesh}})
 }
 
 // DerivedFingerprint is the fingerprint of the mesh's ruleset for spec on

@@ -19,9 +19,9 @@ import (
 var ErrNotInForce = errors.New("the flip is not in force")
 
 // InForce lists the ruleset and checks that the flip of plan p is in force
-// as it was applied: table inet adoption is there with the fingerprint
-// derived (the one the preview approved; "" skips that check, for a record
-// that carries none), every entry point of the predecessor carries the
+// as it was applied: table inet adoption is there with the fingerprint it
+// had right after the flip (p.MeshFingerprint; for a plan without it,
+// derived, the one the preview approved; "" skips that check), every entry point of the predecessor carries the
 // flip's neutralising rule ahead of the predecessor's rules, and the found
 // firewall's own rules are the ones flipped (FoundOwn, else the whole
 // ruleset's FoundFingerprint). Otherwise it says everything that differs,
@@ -49,8 +49,12 @@ func InForceIn(rs *firewall.Ruleset, p *RevertPlan, derived string) error {
 	switch {
 	case mesh == nil:
 		why = append(why, fmt.Sprintf("table inet %s is not in the ruleset", firewall.MeshTable))
+	case p.MeshFingerprint != "":
+		if fp := meshFingerprint(mesh); fp != p.MeshFingerprint {
+			why = append(why, fmt.Sprintf("table inet %s is not the one the flip applied (fingerprint %s, applied %s)", firewall.MeshTable, fp, p.MeshFingerprint))
+		}
 	case derived != "":
-		if fp := firewall.Fingerprint(&firewall.Ruleset{Tables: []firewall.Table{*mesh}}); fp != derived {
+		if fp := meshFingerprint(mesh); fp != derived {
 			why = append(why, fmt.Sprintf("table inet %s is not the ruleset the flip applied (fingerprint %s, applied %s)", firewall.MeshTable, fp, derived))
 		}
 	}

@@ -27,6 +27,11 @@ func TestKernelFlipInForce(t *testing.T) {
 	if plan.FoundOwn == "" {
 		t.Fatal("the revert plan records no fingerprint of the found firewall's own rules")
 	}
+	// What is previewed is what is written: the kernel lists the table
+	// the preview approved.
+	if plan.MeshFingerprint != derived {
+		t.Errorf("the kernel lists table inet adoption as %s, the preview approved %s", plan.MeshFingerprint, derived)
+	}
 	if err := f.InForce(plan, derived); err != nil {
 		t.Fatalf("the flip just applied is not in force: %v", err)
 	}
@@ -38,8 +43,14 @@ func TestKernelFlipInForce(t *testing.T) {
 		}
 	}
 	// Another ruleset than the one approved.
-	if err := f.InForce(plan, "sha256:other"); !errors.Is(err, ErrNotInForce) || !strings.Contains(err.Error(), "not the ruleset the flip applied") {
-		t.Fatalf("InForce against another derived fingerprint: %v", err)
+	other := *plan
+	other.MeshFingerprint = "sha256:other"
+	if err := f.InForce(&other, derived); !errors.Is(err, ErrNotInForce) || !strings.Contains(err.Error(), "not the one the flip applied") {
+		t.Fatalf("InForce against another mesh table: %v", err)
+	}
+	other.MeshFingerprint = ""
+	if err := f.InForce(&other, "sha256:other"); !errors.Is(err, ErrNotInForce) || !strings.Contains(err.Error(), "not the ruleset the flip applied") {
+		t.Fatalf("InForce of a plan without the table's fingerprint, against another derived one: %v", err)
 	}
 	// One neutralising accept deleted by hand: ufw decides there again.
 	var lost RuleRef
@@ -53,6 +64,9 @@ func TestKernelFlipInForce(t *testing.T) {
 	}
 	in(n, t, "nft", "delete", "rule", lost.Family, lost.Table, lost.Chain, "handle", strconv.FormatUint(lost.Handle, 10))
 	notInForce("a neutralising rule deleted", "chain ip filter ufw-before-logging-input has lost the flip's neutralising rule")
+	// A rule added by hand to the mesh's table.
+	in(n, t, "nft", "add", "rule", "inet", firewall.MeshTable, "input", "tcp", "dport", "9999", "accept")
+	notInForce("a rule added to the mesh's table", "table inet adoption is not the one the flip applied")
 
 	// A reboot inside the window: an empty ruleset, then ufw's rules again.
 	n.Nft(t, "flush ruleset\n")
