@@ -51,6 +51,7 @@ func (r *recorder) Revert(*flip.RevertPlan) error {
 	return nil
 }
 func (r *recorder) InForce(*flip.RevertPlan, string) error { return nil }
+func (r *recorder) Reassert(flip.MeshSpec) (bool, error)   { return false, nil }
 func (r *recorder) Commit(*flip.RevertPlan) (string, error) {
 	r.changes = append(r.changes, "commit")
 	return "", nil

@@ -34,6 +34,9 @@ type Flipper interface {
 	// InForce checks the kernel holds the flip of p as applied, with the
 	// mesh's table of fingerprint derived (flip.ErrNotInForce otherwise).
 	InForce(p *flip.RevertPlan, derived string) error
+	// Reassert puts the mesh's table for spec back when it is missing,
+	// and reports whether it did.
+	Reassert(spec flip.MeshSpec) (bool, error)
 }
 
 // FlipState is the node-local record of the flip, shared with the watchdog.
@@ -678,6 +681,18 @@ func (a *Activities) commit(ctx context.Context, auth *Authority, id string) (*F
 			}
 			cur.CommitDone = append(cur.CommitDone, name)
 			return true
+		}
+		if len(cur.CommitDone) > 0 && !done[stepUfwConf] {
+			// Resumed after the predecessor is gone: whatever emptied the
+			// ruleset since (a flush, a reboot before the boot files were
+			// written) must not leave the node unfiltered until the next boot.
+			if spec, err := recordSpec(cur); err == nil {
+				if did, err := a.Flipper.Reassert(spec); err != nil {
+					failed = a.commitStopped(cur, "put the mesh's table back", err, changes)
+				} else if did {
+					changes = append(changes, "put table inet adoption back (it was gone)")
+				}
+			}
 		}
 		step(stepFirewall, func() error {
 			heartbeat(ctx, "commit: remove the predecessor's firewall")

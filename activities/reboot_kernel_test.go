@@ -226,3 +226,37 @@ func TestKernelRebootInsideConfirmWindow(t *testing.T) {
 	}
 	r.n.ExpectReach(t, "reverted", true, fwtest.Ports("22/tcp", "8081/tcp")...)
 }
+
+// A commit that stopped after removing the predecessor resumes: when
+// something emptied the ruleset in between, the retry puts the mesh's
+// table back before it writes the rest, so the node is never left
+// unfiltered, and the evaluator's answer is the preview's kept openings.
+func TestKernelCommitResumesAfterAFlush(t *testing.T) {
+	r := newRebootNode(t)
+	ctx := context.Background()
+	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: r.plan.ManagementPorts[0], Owner: flip.OwnerManagement}}, Drop: r.plan.Drop}
+	res, err := r.a.Flip(ctx, FlipInput{Plan: r.plan, Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
+	if err != nil || res.State != nodestate.FlipFlipped {
+		t.Fatalf("flip: %+v %v", res, err)
+	}
+	ufwConfPath := filepath.Join(r.root, "etc/ufw/ufw.conf")
+	must(t, os.Remove(ufwConfPath))
+	must(t, os.Mkdir(ufwConfPath, 0o755))
+	_, err = r.a.ConfirmFlip(ctx, ConfirmInput{Plan: r.plan, ID: "n1-1", Commit: true})
+	if err == nil || !strings.Contains(err.Error(), "Steps done: remove the predecessor's firewall") {
+		t.Fatalf("a commit that stopped at ufw.conf: %v", err)
+	}
+	r.n.Nft(t, "flush ruleset\n")
+	r.loadDocker(t)
+	must(t, os.Remove(ufwConfPath))
+	must(t, os.WriteFile(ufwConfPath, []byte(ufwConf), 0o644))
+	cm, err := r.a.CommitFlip(ctx, ConfirmInput{Plan: r.plan, ID: "n1-1"})
+	if err != nil || cm.State != nodestate.FlipCommitted {
+		t.Fatalf("the resumed commit: %+v %v", cm, err)
+	}
+	if got := r.openings(t); strings.Join(got, "\n") != strings.Join(kept(res.Preview), "\n") {
+		t.Errorf("after the resumed commit the evaluator differs from the preview's kept openings:\n%s", fwtest.Diff(strings.Join(kept(res.Preview), "\n"), strings.Join(got, "\n")))
+	}
+	r.n.ExpectReach(t, "resumed", true, fwtest.Ports("22/tcp")...)
+	r.n.ExpectReach(t, "resumed", false, fwtest.Ports("8081/tcp")...)
+}

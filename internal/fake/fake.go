@@ -127,6 +127,9 @@ func (f *Flipper) Commit(*flip.RevertPlan) (string, error) {
 	return f.Saved, nil
 }
 
+// Reassert puts nothing back: the fake's table is never gone.
+func (f *Flipper) Reassert(flip.MeshSpec) (bool, error) { return false, nil }
+
 func (f *Flipper) InForce(*flip.RevertPlan, string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
