@@ -108,8 +108,8 @@ func neutralised(rs *firewall.Ruleset, node string, pt point) string {
 	}
 	for i := 0; i < at; i++ {
 		r := &ch.Rules[i]
-		if firewall.ForeignRule(t, r) {
-			continue // Docker's jumps come first, as Docker inserts them
+		if o := firewall.RuleOwner(t, ch, r).Owner; o == firewall.OwnedByForeign || o == firewall.OwnedByMesh {
+			continue // Docker's jumps come first, as Docker inserts them; a mark put back accepts as the flip's rule does
 		}
 		return fmt.Sprintf("%s: the predecessor's rule handle %d (%s) comes before the flip's neutralising rule", where, r.Handle, firewall.RenderRule(r))
 	}
