@@ -251,8 +251,11 @@ func TestCommitRefusesAKeptTableTheBootWouldLose(t *testing.T) {
 	debianBoot(t, root, true)
 	const flushOnly = "#!/usr/sbin/nft -f\n\nflush ruleset\n"
 	must(t, os.WriteFile(filepath.Join(root, "etc/nftables.conf"), []byte(flushOnly), 0o755))
-	a.Firewall = fake.Firewall{Rules: &firewall.Ruleset{Tables: []firewall.Table{{Family: "ip", Name: "natp", Chains: []firewall.Chain{
-		{Name: "postrouting", Hook: "postrouting", Type: "nat", Priority: 100, Policy: "accept"}}}}}}
+	found := defaultDeny22()
+	found.Tables = append(found.Tables, firewall.Table{Family: "ip", Name: "natp", Chains: []firewall.Chain{
+		{Name: "postrouting", Hook: "postrouting", Type: "nat", Priority: 100, Policy: "accept"}}})
+	a.Firewall = fake.Firewall{Rules: found}
+	must(t, a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(found)}))
 	in := confirmedFlip(t, a)
 	_, err := a.CommitFlip(context.Background(), in)
 	msg := appErr(t, err, ErrBootPath)

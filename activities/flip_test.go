@@ -36,7 +36,9 @@ func flipActsWith(t *testing.T, plan config.Plan) (*Activities, *fake.Flipper, s
 	t.Helper()
 	a, root := newActs(t)
 	withPlan(a, plan)
-	fl := &fake.Flipper{Neutralised: []flip.RuleRef{{Handle: 7}}, Saved: "table ip filter {}"}
+	// defaultDeny22's table is what the flip takes out of force whole.
+	fl := &fake.Flipper{Neutralised: []flip.RuleRef{{Handle: 7}}, Saved: "table ip filter {}",
+		Dormant: []flip.ChainRef{{Family: "inet", Table: "filter"}}}
 	a.Flipper = fl
 	a.StartWatchdog = func() error { return nil }
 	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))

@@ -62,6 +62,7 @@ func newRebootNode(t *testing.T) *rebootNode {
 	withPlan(a, r.plan)
 	enableBootService(a)
 	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
+	must(t, a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(n.List(t))}))
 	debianBoot(t, root, false)
 	for p, c := range map[string]string{"etc/nftables.conf": debianNftablesConf, "etc/ufw/ufw.conf": ufwConf} {
 		must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755))

@@ -28,7 +28,7 @@ func BootRuleset(spec MeshSpec, why string) (string, error) {
 // node whose boot file was found (the custody copy of /etc/nftables.conf,
 // "" for none): what BootRuleset writes, after the tables the flip keeps
 // that found declared (its defines too; without the filter base chains
-// the commit deletes, see carried), of those that are in force in inForce
+// the commit deletes, see keptFromBootFile), of those that are in force in inForce
 // (the ruleset listed at commit; nil: every one found declares). It never
 // flushes the ruleset. notes names what of found is not carried; an
 // include in found is refused.
@@ -40,7 +40,7 @@ func BootFile(spec MeshSpec, why, found string, p *RevertPlan, inForce *firewall
 	var kept string
 	var notes []string
 	if p != nil {
-		if kept, notes, err = carried(found, p, inForce); err != nil {
+		if kept, notes, err = keptFromBootFile(found, p, inForce); err != nil {
 			return "", nil, err
 		}
 	}

@@ -141,13 +141,13 @@ func withoutChains(block string, drop map[string]bool) string {
 // them.
 var iptablesNames = map[string]bool{"filter": true, "nat": true, "mangle": true, "raw": true, "security": true}
 
-// carried is what the boot file takes over from the found boot file found
+// keptFromBootFile is what the boot file takes over from the found boot file found
 // for the flip of p: its defines and every table the flip keeps (not the
 // mesh's, not one the commit deletes whole), without the filter base
 // chains the commit deletes. A table that iptables-nft may share (ip nat,
 // ...) is declared as written; any other is declared, deleted and declared
 // again, so a reload replaces it alone. notes names what is not carried.
-func carried(found string, p *RevertPlan, inForce *firewall.Ruleset) (text string, notes []string, err error) {
+func keptFromBootFile(found string, p *RevertPlan, inForce *firewall.Ruleset) (text string, notes []string, err error) {
 	if strings.TrimSpace(found) == "" {
 		return "", nil, nil
 	}

@@ -91,6 +91,8 @@ type Flipper struct {
 	FlipErr     error
 	CommitErr   error
 	InForceErr  error // what InForce returns
+	// Dormant is what each flip reports the commit deletes whole.
+	Dormant []flip.ChainRef
 
 	mu      sync.Mutex
 	Flips   [][2]string // the found and derived fingerprints each flip expected
@@ -107,7 +109,7 @@ func (f *Flipper) Flip(spec flip.MeshSpec, expectFound, expectDerived string) (*
 	}
 	neutralised := append([]flip.RuleRef{}, f.Neutralised...)
 	return &flip.RevertPlan{Node: spec.Node, MeshTable: flip.TableRef{Family: "inet", Name: firewall.MeshTable},
-		Neutralised: neutralised, ShortEchoes: f.ShortEchoes, FoundFingerprint: expectFound, FlippedAt: time.Now().UTC()}, nil
+		Neutralised: neutralised, ShortEchoes: f.ShortEchoes, Dormant: append([]flip.ChainRef{}, f.Dormant...), FoundFingerprint: expectFound, FlippedAt: time.Now().UTC()}, nil
 }
 
 func (f *Flipper) Revert(p *flip.RevertPlan) error {
