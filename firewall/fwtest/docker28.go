@@ -1,10 +1,5 @@
 // This file holds a Docker 28 node's found firewall as iptables-nft
-// writes it (Docker28Rules, Docker28Rules6): Docker 28's filter chains
-// (DOCKER-USER, DOCKER-FORWARD, DOCKER-CT, DOCKER-BRIDGE, DOCKER with its
-// final drop of unpublished ports), a DNAT per published port, the raw
-// table's drop of a container's address reached other than through its
-// bridge, and a ufw-like INPUT that allows 22/tcp; and Docker 28.0-28.1's
-// forward chain, which looked the bridges up in an ipset (Docker280Forward).
+// writes it (docs/firewall.md, Tests).
 
 package fwtest
 

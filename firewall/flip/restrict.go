@@ -1,0 +1,307 @@
+// This file holds the restrictions the mesh's table carries from the found
+// firewall (Allow.Carried): reading them (carry, carrier) and the rules and
+// sets of table inet adoption that keep them.
+
+package flip
+
+import (
+	"fmt"
+	"net/netip"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"adoption/config"
+	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/nft"
+)
+
+type carried struct {
+	exprs []expr.Any
+	text  string
+	sets  []derivedSet
+}
+
+// carriedRules are the conditions that keep restriction r (the k-th of its
+// port) at hook, one rule's worth per input interface it holds on:
+// "[iifname I | iifname != N ...] meta nfproto F [F saddr @S_from] [F
+// saddr != @S_except] ", with the sets they look up (made once).
+func carriedRules(hook string, port config.Port, r Reach, k int) []carried {
+	ex, text, sets := carriedExprs(hook, port, r, k)
+	var pre []expr.Any
+	ptext := ""
+	for _, n := range r.NotIif {
+		pre = append(pre, &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: ifnameData(n)})
+		ptext += fmt.Sprintf("iifname != %q ", n)
+	}
+	if len(r.Iif) == 0 {
+		return []carried{{exprs: append(pre, ex...), text: ptext + text, sets: sets}}
+	}
+	var out []carried
+	for i, n := range r.Iif {
+		c := carried{exprs: append(append([]expr.Any{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifnameData(n)}}, pre...), ex...),
+			text: fmt.Sprintf("iifname %q ", n) + ptext + text}
+		if i == 0 {
+			c.sets = sets
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// ifnameData is an interface name as meta iifname compares it: padded to
+// IFNAMSIZ.
+func ifnameData(n string) []byte {
+	return append([]byte(n), make([]byte, unix.IFNAMSIZ-len(n))...)
+}
+
+// carriedExprs are the family and source conditions of restriction r:
+// "meta nfproto F [F saddr @S_from] [F saddr != @S_except] ", with the sets
+// they look up.
+func carriedExprs(hook string, port config.Port, r Reach, k int) ([]expr.Any, string, []derivedSet) {
+	nfproto, kw, off, n := byte(unix.NFPROTO_IPV4), "ip", uint32(12), uint32(4)
+	fam := "ipv4"
+	if r.Family == firewall.FamilyIP6 {
+		nfproto, kw, off, n, fam = unix.NFPROTO_IPV6, "ip6", 8, 16, "ipv6"
+	}
+	ex := []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nfproto}},
+	}
+	text := "meta nfproto " + fam + " "
+	var sets []derivedSet
+	for _, l := range []struct {
+		what   string
+		ps     []netip.Prefix
+		invert bool
+	}{{"from", r.From, false}, {"except", r.Except, true}} {
+		if len(l.ps) == 0 {
+			continue
+		}
+		name := fmt.Sprintf("%s_%d_%s_%s_%s", hook, port.Num, port.Proto, r.Family, l.what)
+		if k > 0 {
+			name += fmt.Sprint(k)
+		}
+		s := derivedSet{name: name, family: r.Family, ranges: prefixRanges(l.ps)}
+		sets = append(sets, s)
+		ex = append(ex,
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
+			&expr.Lookup{SourceRegister: 1, SetName: s.name, Invert: l.invert})
+		op := ""
+		if l.invert {
+			op = "!= "
+		}
+		text += fmt.Sprintf("%s saddr %s@%s ", kw, op, s.name)
+	}
+	return ex, text, sets
+}
+
+// prefixRanges merges prefixes into the fewest address ranges (adjacent
+// and overlapping ones joined), sorted: an interval set holds no two
+// ranges that touch.
+func prefixRanges(ps []netip.Prefix) []addrRange {
+	rs := make([]addrRange, 0, len(ps))
+	for _, p := range ps {
+		rs = append(rs, addrRange{p.Masked().Addr(), nft.LastAddr(p)})
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].lo.Less(rs[j].lo) })
+	var out []addrRange
+	for _, r := range rs {
+		if n := len(out); n > 0 {
+			last := &out[n-1]
+			next := last.hi.Next()
+			if !next.IsValid() || !next.Less(r.lo) {
+				if last.hi.Less(r.hi) {
+					last.hi = r.hi
+				}
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// elements are the set's elements as the kernel holds them: a start
+// element per range, and an interval end one past its last address
+// (none for a range that ends the address space). As nft writes an
+// interval set, an interval end at the zero address leads when the first
+// range starts later, so the set listed is the same whether the flip wrote
+// it or the boot file's "nft -f" did.
+func (s derivedSet) elements() []firewall.SetElement {
+	var out []firewall.SetElement
+	if len(s.ranges) > 0 && !s.ranges[0].lo.IsUnspecified() {
+		out = append(out, firewall.SetElement{Key: make([]byte, s.ranges[0].lo.BitLen()/8), IntervalEnd: true})
+	}
+	for _, r := range s.ranges {
+		out = append(out, firewall.SetElement{Key: r.lo.AsSlice()})
+		if end := r.hi.Next(); end.IsValid() {
+			out = append(out, firewall.SetElement{Key: end.AsSlice(), IntervalEnd: true})
+		}
+	}
+	return out
+}
+
+// text is the set's declaration in nft syntax.
+func (s derivedSet) text() string {
+	typ := "ipv4_addr"
+	if s.family == firewall.FamilyIP6 {
+		typ = "ipv6_addr"
+	}
+	var els []string
+	for _, r := range s.ranges {
+		ps, _ := nft.RangePrefixes(r.lo.AsSlice(), r.hi.AsSlice())
+		if len(ps) == 1 {
+			els = append(els, ps[0].String())
+		} else {
+			els = append(els, r.lo.String()+"-"+r.hi.String())
+		}
+	}
+	return fmt.Sprintf("\tset %s {\n\t\ttype %s\n\t\tflags interval\n\t\telements = { %s }\n\t}\n", s.name, typ, strings.Join(els, ", "))
+}
+
+// carry fills a's Carried from found: the sources from which found lets a
+// new connection to the port through at hook, per family and, at the input
+// hook, per input interface class (each interface the found firewall
+// names, and any other). A port found open to every source on every
+// interface in every family, or open in none (a port the plan opens anew),
+// and a port in widen carries nothing.
+func carry(rs *carrier, hook string, a Allow, widen map[config.Port]bool) Allow {
+	a.Carried = nil
+	if widen[a.Port] {
+		return a
+	}
+	classes := rs.classes
+	if hook != firewall.HookInput || len(classes) == 0 {
+		// One class, read with nothing known of the node (forwarded
+		// traffic always: its DNAT targets are on no interface here).
+		classes = []struct {
+			name string
+			r    *eval.Reacher
+		}{{"", rs.zero}}
+	}
+	type class struct {
+		names []string
+		reach [2]eval.SourceReach
+	}
+	var groups []class
+	plain, open := true, false
+	for _, c := range classes {
+		var rr [2]eval.SourceReach
+		for i, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+			rr[i] = c.r.At(hook, fam, a.Port.Proto, a.Port.Num)
+			plain = plain && rr[i].Plain()
+			open = open || rr[i].Open()
+		}
+		found := false
+		for gi := range groups {
+			if reflect.DeepEqual(groups[gi].reach, rr) {
+				groups[gi].names = append(groups[gi].names, c.name)
+				found = true
+				break
+			}
+		}
+		if !found {
+			groups = append(groups, class{names: []string{c.name}, reach: rr})
+		}
+	}
+	if plain || !open {
+		return a
+	}
+	var named []string
+	for _, c := range classes {
+		if c.name != "" {
+			named = append(named, c.name)
+		}
+	}
+	for _, g := range groups {
+		for i, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+			s := g.reach[i]
+			if !s.Open() {
+				continue
+			}
+			r := Reach{Family: fam, From: s.Only, Except: s.Except}
+			if len(groups) > 1 {
+				if g.names[0] == "" {
+					// Any other interface: none of the named ones but
+					// those that go with it.
+					for _, n := range named {
+						if !slices.Contains(g.names, n) {
+							r.NotIif = append(r.NotIif, n)
+						}
+					}
+				} else {
+					r.Iif = g.names
+				}
+			}
+			a.Carried = append(a.Carried, r)
+		}
+	}
+	return a
+}
+
+// carrier reads the found firewall's restrictions: one Reacher per input
+// interface class, the first (name "") any interface the found firewall
+// does not name, read with nothing known of the node.
+type carrier struct {
+	zero    *eval.Reacher
+	classes []struct {
+		name string
+		r    *eval.Reacher
+	}
+}
+
+// otherIface is a name no interface has and no pattern of the found
+// firewall matches but "*": it stands for any interface it does not name.
+const otherIface = "-"
+
+func newCarrier(found *firewall.Ruleset) *carrier {
+	c := &carrier{zero: eval.NewReacher(found, firewall.Node{})}
+	add := func(name, as string) {
+		node := firewall.Node{}
+		if as != "" {
+			node.Interfaces = []firewall.Interface{{Name: as}}
+		}
+		c.classes = append(c.classes, struct {
+			name string
+			r    *eval.Reacher
+		}{name, eval.NewReacher(found, node)})
+	}
+	seen := map[string]bool{}
+	for ti := range found.Tables {
+		for ci := range found.Tables[ti].Chains {
+			for _, r := range found.Tables[ti].Chains[ci].Rules {
+				for _, cd := range r.Conds {
+					if cd.Kind != firewall.CondIifname {
+						continue
+					}
+					for _, n := range cd.Names {
+						if n == "lo" || n == "*" || strings.HasSuffix(n, "*") || firewall.BridgeTool(n) != "" || seen[n] {
+							continue
+						}
+						seen[n] = true
+					}
+				}
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return c
+	}
+	// With names to tell apart, "any other" is an interface of its own.
+	add("", otherIface)
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		add(n, n)
+	}
+	return c
+}
