@@ -6,6 +6,7 @@
 package activities
 
 import (
+	"adoption/unknowns"
 	"context"
 	"fmt"
 	"os"
@@ -123,7 +124,7 @@ type ProbeReport struct {
 	Files        []custody.FileState `json:"files"`
 	Control      []sockets.Process   `json:"control"`
 	Adopted      bool                `json:"adopted"`
-	// Unknowns names what the probe could not judge (unknowns.go): an
+	// Unknowns names what the probe could not judge (package unknowns): an
 	// engine it could not reach while the node needs one, a container
 	// network it cannot map, an opening left uncertain and why, a DNAT
 	// to an address no container holds.
@@ -163,29 +164,9 @@ func (a *Activities) Probe(ctx context.Context, in ProbeInput) (*ProbeReport, er
 	}
 	r.Control = a.Sockets.FindProcesses(auth.Plan.Control)
 	_, r.Adopted, _ = a.State.Adopted()
-	r.Unknowns = probeUnknowns(r, auth.Plan)
-	r.Behind = behind(r.Firewall.Open, r.Containers)
+	r.Unknowns = unknowns.Probe(r.Firewall, r.Containers, auth.Plan)
+	r.Behind = unknowns.Behind(r.Firewall.Open, r.Containers)
 	return r, nil
-}
-
-// behind maps each opening's DNAT target to the running container that
-// holds its address.
-func behind(open []firewall.Opening, cr containers.Report) map[string]string {
-	addrs := containerAddrs(cr)
-	var out map[string]string
-	for _, o := range open {
-		a, ok := viaAddr(o.Via)
-		if !ok {
-			continue
-		}
-		if name, ok := addrs[a]; ok {
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[o.Via] = name
-		}
-	}
-	return out
 }
 
 // engineReport is the engine's report; an agent without an engine says so

@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/bootpath"
 	"adoption/containers"
 	"adoption/firewall/flip"
 	"adoption/nodestate"
@@ -119,7 +120,7 @@ func (a *Activities) commit(ctx context.Context, auth *Authority, id string) (*F
 			// Resumed after the predecessor is gone: whatever emptied the
 			// ruleset since (a flush, a reboot before the boot files were
 			// written) must not leave the node unfiltered until the next boot.
-			if spec, err := recordSpec(cur); err == nil {
+			if spec, err := bootpath.RecordSpec(cur); err == nil {
 				if did, err := a.Flipper.Reassert(spec); err != nil {
 					failed = a.commitStopped(cur, "put the mesh's table back", err, changes)
 				} else if did {

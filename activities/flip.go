@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"adoption/unknowns"
 	"context"
 	"encoding/json"
 	"errors"
@@ -121,7 +122,7 @@ func (a *Activities) preview(ctx context.Context, auth *Authority, spec flip.Mes
 	// network on none of the node's interfaces, a DNAT to no container)
 	// refuses too, named: never a silent "kept" or "closing".
 	heartbeat(ctx, "preview: containers")
-	if more := previewUnknowns(rs, node, a.engineReport(ctx), auth.Plan, spec, &pv); len(more) > 0 {
+	if more := unknowns.Preview(rs, node, a.engineReport(ctx), auth.Plan, spec, &pv); len(more) > 0 {
 		pv.Approved = false
 		pv.Reasons = append(pv.Reasons, more...)
 	}

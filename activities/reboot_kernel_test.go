@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -80,6 +81,9 @@ func (r *rebootNode) loadUfw(t *testing.T) {
 
 // loadDocker adds what dockerd adds at its start.
 func (r *rebootNode) loadDocker(t *testing.T) { t.Helper(); fwtest.DockerChains(t, r.n) }
+
+// ufwEnabled is ufw.conf's ENABLED line, which ufw.service reads at boot.
+var ufwEnabled = regexp.MustCompile(`(?m)^[ \t]*ENABLED[ \t]*=.*$`)
 
 // reboot empties the ruleset and loads the boot files under the node's
 // root as Debian does, then Docker's chains. It reports whether ufw loaded.

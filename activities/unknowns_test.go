@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"adoption/unknowns"
 	"context"
 	"encoding/json"
 	"os"
@@ -140,8 +141,7 @@ func TestProbeNamesUnknowns(t *testing.T) {
 	open = append(open, firewall.Opening{Port: 18099, Proto: "tcp", Direction: firewall.HookForward, Family: firewall.FamilyIP,
 		Uncertain: true, Reason: "DNAT target 10.50.0.9 is on none of the node's networks: where it is routed is not known"})
 	probe := func(cr containers.Report, tables []eval.TableSummary, plan config.Plan) []string {
-		r := &ProbeReport{Firewall: eval.Report{Tables: tables, Open: open, Node: f.Links}, Containers: cr}
-		return probeUnknowns(r, plan)
+		return unknowns.Probe(eval.Report{Tables: tables, Open: open, Node: f.Links}, cr, plan)
 	}
 	mac := containers.Info{Name: "mac", State: "running", Networks: []containers.Attachment{{Network: "macnet", Addrs: []string{"10.99.0.5/24"}}},
 		Ports: []containers.Published{{HostPort: 18090, ContainerPort: 80, Proto: "tcp"}}}
@@ -178,33 +178,6 @@ func TestProbeNamesUnknowns(t *testing.T) {
 	for _, u := range ok {
 		if !strings.Contains(u, "18099/tcp") {
 			t.Errorf("named although mapped: %q", u)
-		}
-	}
-}
-
-// The probe names the container behind a published port by the address
-// its DNAT targets; a target no running container holds is not named
-// (probeUnknowns names it instead), nor is a stopped container's.
-func TestBehindNamesTheContainer(t *testing.T) {
-	open := []firewall.Opening{
-		{Port: 18080, Proto: "tcp", Direction: firewall.HookForward, Family: firewall.FamilyIP, Via: "172.17.0.2:8080"},
-		{Port: 18081, Proto: "tcp", Direction: firewall.HookForward, Family: firewall.FamilyIP6, Via: "[fd00:17::2]:8081"},
-		{Port: 18082, Proto: "tcp", Direction: firewall.HookForward, Family: firewall.FamilyIP, Via: "172.17.0.9:8082"},
-		{Port: 18083, Proto: "tcp", Direction: firewall.HookForward, Family: firewall.FamilyIP, Via: "172.17.0.3:8083"},
-		{Port: 22, Proto: "tcp", Direction: firewall.HookInput, Family: firewall.FamilyIP},
-	}
-	cr := containers.Report{Available: true, Containers: []containers.Info{
-		{Name: "web", State: "running", Networks: []containers.Attachment{{Network: "bridge", Addrs: []string{"172.17.0.2/16", "fd00:17::2/64"}}}},
-		{Name: "old", State: "exited", Networks: []containers.Attachment{{Network: "bridge", Addrs: []string{"172.17.0.3/16"}}}},
-	}}
-	got := behind(open, cr)
-	want := map[string]string{"172.17.0.2:8080": "web", "[fd00:17::2]:8081": "web"}
-	if len(got) != len(want) {
-		t.Errorf("behind = %v, want %v", got, want)
-	}
-	for via, name := range want {
-		if got[via] != name {
-			t.Errorf("behind[%s] = %q, want %q (all: %v)", via, got[via], name, got)
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 
-	"adoption/activities"
+	"adoption/activities/observe"
 	"adoption/config"
 	"adoption/connect"
 	"adoption/logging"
@@ -92,10 +92,10 @@ func dialAgent(ctx context.Context, cfg *config.Config, stderr io.Writer, checks
 		o.stop()
 		return nil, nil, err
 	}
-	observe := activities.Observe(o.recorder(), nodestate.New(cfg.Node.StateDir), o.log)
-	observe.ObserveFlip()
-	o.onScrape(observe.ObserveFlip)
-	c, err := o.dial(cfg.Temporal, observe, workflows.Observe())
+	obs := observe.New(o.recorder(), nodestate.New(cfg.Node.StateDir), o.log)
+	obs.ObserveFlip()
+	o.onScrape(obs.ObserveFlip)
+	c, err := o.dial(cfg.Temporal, obs, workflows.Observe())
 	if err != nil {
 		o.stop()
 		return nil, nil, err

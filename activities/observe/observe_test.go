@@ -1,6 +1,7 @@
-package activities
+package observe
 
 import (
+	"adoption/activities"
 	"errors"
 	"fmt"
 	"io"
@@ -46,7 +47,7 @@ func TestObserverMapsActivitiesToSeries(t *testing.T) {
 	rec := &fakeRecorder{}
 	flips := fakeFlips{rec: &nodestate.FlipRecord{ID: "n1-1", State: nodestate.FlipReverted,
 		Reason: "not confirmed by 2026-12-01T00:00:00Z: the watchdog put the firewall and the node files back as they were before the flip"}}
-	o := Observe(rec, flips, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	o := New(rec, flips, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	refused := temporal.NewNonRetryableApplicationError("bad", "X", nil)
 	for _, c := range []struct {
 		name string
@@ -54,18 +55,18 @@ func TestObserverMapsActivitiesToSeries(t *testing.T) {
 		res  any
 		err  error
 	}{
-		{"OpenRules", RulesInput{Owner: "web"}, &RulesResult{Added: []marks.MarkedRule{rule("web")}, Present: []marks.MarkedRule{rule("web")}}, nil},
-		{"Reconcile", ReconcileInput{Owners: map[string][]config.Port{"web": nil, "gone": nil}}, &RulesResult{Added: []marks.MarkedRule{rule("web")}, Present: []marks.MarkedRule{rule("web")}}, nil},
-		{"CloseRules", RulesInput{Owner: "web"}, &RulesResult{}, nil},
-		{"CheckDrift", DriftInput{}, &DriftResult{Items: make([]DriftItem, 3)}, nil},
-		{"CutoverSwap", ModuleInput{Module: "mail"}, &CutoverResult{}, nil},
-		{"CutoverWaitHealthy", ModuleInput{Module: "mail"}, nil, errors.New("docker down")},
-		{"CutoverPreflight", ModuleInput{Module: "mail"}, nil, refused},
-		{"Prune", PruneInput{Modules: []string{"a", "b"}}, &CutoverResult{}, nil},
-		{"Preview", PreviewInput{}, &flip.Preview{Approved: false, Reasons: []string{"8081/tcp would close"}}, nil},
-		{"Preview", PreviewInput{}, &flip.Preview{Approved: true}, nil},
-		{"ConfirmFlip", ConfirmInput{}, nil, errors.New("reverted")},
-		{"RevertFlip", ConfirmInput{}, &FlipResult{}, nil},
+		{"OpenRules", activities.RulesInput{Owner: "web"}, &activities.RulesResult{Added: []marks.MarkedRule{rule("web")}, Present: []marks.MarkedRule{rule("web")}}, nil},
+		{"Reconcile", activities.ReconcileInput{Owners: map[string][]config.Port{"web": nil, "gone": nil}}, &activities.RulesResult{Added: []marks.MarkedRule{rule("web")}, Present: []marks.MarkedRule{rule("web")}}, nil},
+		{"CloseRules", activities.RulesInput{Owner: "web"}, &activities.RulesResult{}, nil},
+		{"CheckDrift", activities.DriftInput{}, &activities.DriftResult{Items: make([]activities.DriftItem, 3)}, nil},
+		{"CutoverSwap", activities.ModuleInput{Module: "mail"}, &activities.CutoverResult{}, nil},
+		{"CutoverWaitHealthy", activities.ModuleInput{Module: "mail"}, nil, errors.New("docker down")},
+		{"CutoverPreflight", activities.ModuleInput{Module: "mail"}, nil, refused},
+		{"Prune", activities.PruneInput{Modules: []string{"a", "b"}}, &activities.CutoverResult{}, nil},
+		{"Preview", activities.PreviewInput{}, &flip.Preview{Approved: false, Reasons: []string{"8081/tcp would close"}}, nil},
+		{"Preview", activities.PreviewInput{}, &flip.Preview{Approved: true}, nil},
+		{"ConfirmFlip", activities.ConfirmInput{}, nil, errors.New("reverted")},
+		{"RevertFlip", activities.ConfirmInput{}, &activities.FlipResult{}, nil},
 	} {
 		o.record(c.name, c.arg, c.res, c.err, time.Millisecond)
 	}

@@ -1,10 +1,13 @@
-// This file reports what the node's activities did as adoption_* series and
-// log lines (node, module, step), from outside them: an activity interceptor
-// reads each activity's input and result, so the activities themselves stay
-// free of instrumentation and a metric can never change their outcome.
-package activities
+// Package observe reports what the node's activities did as adoption_*
+// series and log lines (node, module, step), from outside them: an activity
+// interceptor reads each activity's input and result, so the activities
+// themselves stay free of instrumentation and a metric can never change
+// their outcome. It is no part of the activities (it imports them, never
+// the other way), and it decides nothing: it only records.
+package observe
 
 import (
+	"adoption/activities"
 	"context"
 	"errors"
 	"log/slog"
@@ -38,9 +41,9 @@ type FlipReader interface {
 	Flip() (*nodestate.FlipRecord, error)
 }
 
-// Observe returns the interceptor for the node's worker (client.Options
+// New returns the interceptor for the node's worker (client.Options
 // Interceptors); log should carry the node.
-func Observe(rec metrics.Recorder, flips FlipReader, log *slog.Logger) *Observer {
+func New(rec metrics.Recorder, flips FlipReader, log *slog.Logger) *Observer {
 	return &Observer{rec: rec, flips: flips, log: log}
 }
 
@@ -96,11 +99,11 @@ func (o *Observer) record(name string, arg, res any, err error, d time.Duration)
 	if step, ok := cutoverSteps[name]; ok {
 		modules := []string{}
 		switch in := arg.(type) {
-		case ModuleInput:
+		case activities.ModuleInput:
 			modules = append(modules, in.Module)
-		case CutoverInput:
+		case activities.CutoverInput:
 			modules = append(modules, in.Module)
-		case PruneInput:
+		case activities.PruneInput:
 			modules = append(modules, in.Modules...)
 		}
 		for _, m := range modules {
@@ -122,19 +125,19 @@ func (o *Observer) record(name string, arg, res any, err error, d time.Duration)
 		return
 	}
 	switch r := res.(type) {
-	case *RulesResult:
+	case *activities.RulesResult:
 		switch name {
 		case "OpenRules":
-			if in, ok := arg.(RulesInput); ok {
+			if in, ok := arg.(activities.RulesInput); ok {
 				o.rec.MarkedRules(in.Owner, len(r.Added)+len(r.Present))
 			}
 		case "CloseRules":
-			if in, ok := arg.(RulesInput); ok {
+			if in, ok := arg.(activities.RulesInput); ok {
 				o.rec.MarkedRules(in.Owner, 0)
 			}
 		case "Reconcile":
 			per := map[string]int{}
-			if in, ok := arg.(ReconcileInput); ok {
+			if in, ok := arg.(activities.ReconcileInput); ok {
 				for owner := range in.Owners {
 					per[owner] = 0
 				}
@@ -150,15 +153,15 @@ func (o *Observer) record(name string, arg, res any, err error, d time.Duration)
 				o.log.Warn("reconcile put back missing marked rules", "repaired", len(r.Added))
 			}
 		}
-	case *ReleaseResult:
+	case *activities.ReleaseResult:
 		for _, m := range r.Removed {
 			o.rec.MarkedRules(m.Mark.Owner, 0)
 		}
-	case *DriftResult:
+	case *activities.DriftResult:
 		o.rec.Drift(len(r.Items))
 	case *flip.Preview:
 		o.observePreview(r)
-	case *FlipResult:
+	case *activities.FlipResult:
 		// A flip that previews on the node answers with its preview.
 		if r.Preview != nil {
 			o.observePreview(r.Preview)

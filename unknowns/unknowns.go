@@ -1,14 +1,14 @@
-// This file names what the probe and the preview cannot judge on the
-// node's forward path: a Docker engine that cannot
-// be reached while the node needs it (its chains are in the ruleset, or
-// the plan runs containers), a network a container publishes ports into
-// that the evaluator cannot map to one of the node's interfaces, and a
-// published port DNATed to an address no container of the engine holds.
-// Each is named, never read as "open" or "closed"; the probe lists them,
-// the preview refuses on them. Naming them reads only: nothing on the node
-// changes.
-
-package activities
+// Package unknowns names what the probe and the preview cannot judge on
+// the node's forward path: a Docker engine that cannot be reached while the
+// node needs it (its chains are in the ruleset, or the plan runs
+// containers), a network a container publishes ports into that the
+// evaluator cannot map to one of the node's interfaces, and a published
+// port DNATed to an address no container of the engine holds; and, for
+// what it can tell, the container behind a DNAT (Behind). Each unknown is
+// named, never read as "open" or "closed"; the probe lists them, the
+// preview refuses on them. It only reads what it is given: it is not the
+// evaluator (firewall/eval), and it changes nothing on the node.
+package unknowns
 
 import (
 	"fmt"
@@ -190,33 +190,33 @@ func openingText(o firewall.Opening) string {
 	return s + ")"
 }
 
-// probeUnknowns lists everything the probe could not judge, each named:
+// Probe lists everything the probe could not judge, each named:
 // the node's interfaces unread, the engine unreachable while needed, each
 // unmapped container network, each opening the evaluator left uncertain
 // for a reason, each DNAT to an address no container holds.
-func probeUnknowns(r *ProbeReport, plan config.Plan) []string {
+func Probe(fw eval.Report, cr containers.Report, plan config.Plan) []string {
 	var out []string
-	if r.Firewall.NodeError != "" {
-		out = append(out, "the node's interfaces and forwarding could not be read ("+r.Firewall.NodeError+"): published ports cannot be judged through DNAT")
+	if fw.NodeError != "" {
+		out = append(out, "the node's interfaces and forwarding could not be read ("+fw.NodeError+"): published ports cannot be judged through DNAT")
 	}
-	if s := engineUnreachable(dockerInReport(r.Firewall.Tables) || planRunsContainers(plan), r.Containers); s != "" {
+	if s := engineUnreachable(dockerInReport(fw.Tables) || planRunsContainers(plan), cr); s != "" {
 		out = append(out, s)
 	}
 	// The engine's containers are behind this firewall only when the
 	// engine manages it (its chains are in the ruleset): on a node whose
 	// containers run elsewhere they are no part of the evaluation.
-	docker := dockerInReport(r.Firewall.Tables)
+	docker := dockerInReport(fw.Tables)
 	if docker {
-		out = append(out, unmappedNetworks(r.Containers, r.Firewall.Node, nil)...)
+		out = append(out, unmappedNetworks(cr, fw.Node, nil)...)
 	}
-	held := containerAddrs(r.Containers)
-	engine := r.Containers.Available && docker
-	for _, o := range r.Firewall.Open {
+	held := containerAddrs(cr)
+	engine := cr.Available && docker
+	for _, o := range fw.Open {
 		switch {
 		case o.Reason != "":
 			out = append(out, openingText(o)+" is uncertain: "+o.Reason)
 		default:
-			if why := strayDNAT(o, r.Firewall.Node, held, engine); why != "" {
+			if why := strayDNAT(o, fw.Node, held, engine); why != "" {
 				out = append(out, openingText(o)+" cannot be judged: "+why)
 			}
 		}
@@ -224,7 +224,7 @@ func probeUnknowns(r *ProbeReport, plan config.Plan) []string {
 	return out
 }
 
-// previewUnknowns are the preview's refusals for what it cannot judge: the
+// Preview is the preview's refusals for what it cannot judge: the
 // engine unreachable while needed, an unmapped container network, a
 // published port not dropped whose DNAT target no container holds.
 // (Openings the evaluator left uncertain for a reason are refused by the
@@ -232,7 +232,7 @@ func probeUnknowns(r *ProbeReport, plan config.Plan) []string {
 //
 // A container whose every published port is in flip.drop is closed on
 // purpose whatever its network: it is not named.
-func previewUnknowns(found *firewall.Ruleset, node firewall.Node, cr containers.Report, plan config.Plan, spec flip.MeshSpec, pv *flip.Preview) []string {
+func Preview(found *firewall.Ruleset, node firewall.Node, cr containers.Report, plan config.Plan, spec flip.MeshSpec, pv *flip.Preview) []string {
 	var out []string
 	docker := dockerInRuleset(found)
 	if s := engineUnreachable(docker || planRunsContainers(plan), cr); s != "" {
@@ -246,7 +246,7 @@ func previewUnknowns(found *firewall.Ruleset, node firewall.Node, cr containers.
 		}
 		return true
 	}
-	if docker { // as in probeUnknowns: else the containers are not behind this firewall
+	if docker { // as in Probe: else the containers are not behind this firewall
 		for _, s := range unmappedNetworks(cr, node, dropped) {
 			out = append(out, s+"; add its ports to flip.drop or give the network a bridge on the node, and preview again")
 		}
@@ -258,6 +258,26 @@ func previewUnknowns(found *firewall.Ruleset, node firewall.Node, cr containers.
 		}
 		if why := strayDNAT(f.Opening, node, held, cr.Available && docker); why != "" {
 			out = append(out, fmt.Sprintf("%s cannot be judged: %s; remove the stale rule or add the port to flip.drop", openingText(f.Opening), why))
+		}
+	}
+	return out
+}
+
+// Behind maps each opening's DNAT target to the running container that
+// holds its address.
+func Behind(open []firewall.Opening, cr containers.Report) map[string]string {
+	addrs := containerAddrs(cr)
+	var out map[string]string
+	for _, o := range open {
+		a, ok := viaAddr(o.Via)
+		if !ok {
+			continue
+		}
+		if name, ok := addrs[a]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[o.Via] = name
 		}
 	}
 	return out
