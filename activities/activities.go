@@ -6,7 +6,6 @@
 package activities
 
 import (
-	"adoption/unknowns"
 	"context"
 	"fmt"
 	"os"
@@ -25,6 +24,7 @@ import (
 	"adoption/intent"
 	"adoption/nodestate"
 	"adoption/sockets"
+	"adoption/unknowns"
 )
 
 // The node's parts, as the activities need them. Each is small so a unit

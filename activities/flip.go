@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"adoption/unknowns"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"adoption/firewall/flip"
 	"adoption/intent"
 	"adoption/nodestate"
+	"adoption/unknowns"
 )
 
 // NodeReader reads the node's interfaces and forwarding switches, so the

@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"adoption/unknowns"
 	"context"
 	"encoding/json"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"adoption/firewall/eval"
 	"adoption/firewall/flip"
 	"adoption/internal/fake"
+	"adoption/unknowns"
 )
 
 // loadDNATNode is a ruleset listed on a real ufw-docker namespace (the

@@ -1,14 +1,15 @@
 package bootpath
 
 import (
-	"adoption/custody"
-	"adoption/firewall"
-	"adoption/firewall/flip"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"adoption/custody"
+	"adoption/firewall"
+	"adoption/firewall/flip"
 )
 
 func TestUfwDisabled(t *testing.T) {

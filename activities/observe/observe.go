@@ -7,7 +7,6 @@
 package observe
 
 import (
-	"adoption/activities"
 	"context"
 	"errors"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities"
 	"adoption/firewall/flip"
 	"adoption/firewall/marks"
 	"adoption/metrics"

@@ -1,7 +1,6 @@
 package observe
 
 import (
-	"adoption/activities"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities"
 	"adoption/config"
 	"adoption/firewall/flip"
 	"adoption/firewall/marks"
