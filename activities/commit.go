@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -87,12 +89,23 @@ func (a *Activities) commit(ctx context.Context, auth *Authority, id string) (*F
 				return nil, err
 			}
 			if nf != nil {
-				if err := RevertRecord(cur, a.Flipper, a.Files); err != nil {
+				err := RevertRecord(cur, a.Flipper, a.Files)
+				switch {
+				case errors.Is(err, flip.ErrCommitted):
+					// An earlier attempt removed the predecessor and stopped
+					// before it could record so: the commit resumes after
+					// that step, with the listing that attempt saved.
+					cur.CommitDone = append(cur.CommitDone, stepFirewall)
+					if l := filepath.Join(a.Flips.Path(), listingName(id)); fileExists(l) {
+						cur.Listing = l
+					}
+				case err != nil:
 					return nil, fmt.Errorf("not committing flip %s, nothing was changed: %v; putting the node files back failed: %w", id, nf, err)
+				default:
+					failed = temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip reverted: not committing flip %s, it is no longer in force: %v; the node is back on its found firewall and its node files are restored; run the preview and the flip again", id, nf), ErrFlipReverted, nil)
+					cur.State, cur.Reason = nodestate.FlipReverted, "not committed: "+nf.Error()
+					return cur, nil
 				}
-				failed = temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip reverted: not committing flip %s, it is no longer in force: %v; the node is back on its found firewall and its node files are restored; run the preview and the flip again", id, nf), ErrFlipReverted, nil)
-				cur.State, cur.Reason = nodestate.FlipReverted, "not committed: "+nf.Error()
-				return cur, nil
 			}
 		}
 		heartbeat(ctx, "commit: the boot path")
@@ -134,7 +147,7 @@ func (a *Activities) commit(ctx context.Context, auth *Authority, id string) (*F
 			if err != nil {
 				return err
 			}
-			if cur.Listing, err = a.Flips.SaveListing("predecessor-firewall-"+id+".nft", saved); err != nil {
+			if cur.Listing, err = a.Flips.SaveListing(listingName(id), saved); err != nil {
 				return fmt.Errorf("the predecessor's firewall is removed, but its listing could not be saved: %w", err)
 			}
 			changes = append(changes, "removed the predecessor's firewall (saved to "+cur.Listing+")")
@@ -229,4 +242,13 @@ func (a *Activities) commitStopped(rec *nodestate.FlipRecord, step string, err e
 		return temporal.NewNonRetryableApplicationError(b.String(), ae.Type(), nil)
 	}
 	return errors.New(b.String())
+}
+
+// listingName is the file under state_dir the predecessor's firewall is
+// saved in when flip id's commit removes it.
+func listingName(id string) string { return "predecessor-firewall-" + id + ".nft" }
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

@@ -43,6 +43,8 @@ type Flipper interface {
 type FlipState interface {
 	UpdateFlip(fn func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error)) error
 	SaveListing(name, listing string) (string, error)
+	// Path is the directory the listings are saved in.
+	Path() string
 	MarkConverged(node string, at time.Time) error
 }
 
