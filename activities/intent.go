@@ -13,9 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"regexp"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -181,8 +179,6 @@ func (a *Activities) verify(auth *Authority, signed *intent.Signed, forms []allo
 	return v, err
 }
 
-var nonceRE = regexp.MustCompile(`^[0-9a-f]{16,64}$`)
-
 // begun is an expired intent verified as of its issue time, if the node
 // holds a record of acting on it (Claim then decides whether for this
 // workflow, and whether its operation has ended); else expired stays.
@@ -192,10 +188,7 @@ func (a *Activities) begun(auth *Authority, signed *intent.Signed, forms []allow
 		return nil, expired
 	}
 	v, err := a.verify(auth, signed, forms, in.Issued)
-	if err != nil || !nonceRE.MatchString(v.Nonce) {
-		return nil, expired
-	}
-	if _, err := os.Stat(filepath.Join(auth.Intents, v.Nonce+".json")); err != nil {
+	if err != nil || !(intent.Nonces{Dir: auth.Intents}).Has(v.Nonce) {
 		return nil, expired // never acted on: nothing to undo under it
 	}
 	return v, nil

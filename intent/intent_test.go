@@ -162,6 +162,9 @@ func TestNoncesServeOneWorkflowUntilSpent(t *testing.T) {
 	if err := n.Claim(&s, v, "adoption-n1", now); err != nil {
 		t.Fatal(err)
 	}
+	if !n.Has(v.Nonce) || n.Has("0123456789abcdef") || n.Has("../x") {
+		t.Fatal("Has: the claimed nonce must be known, another or a malformed one not")
+	}
 	if err := n.Claim(&s, v, "adoption-n1", now.Add(time.Second)); err != nil {
 		t.Fatalf("the same workflow's next step: %v", err)
 	}

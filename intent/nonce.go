@@ -74,6 +74,17 @@ func (n Nonces) Claim(s *Signed, v *Verified, workflow string, now time.Time) er
 	return nil
 }
 
+// Has reports whether the node holds a record of acting on nonce (a
+// malformed nonce has none).
+func (n Nonces) Has(nonce string) bool {
+	p, err := n.path(nonce)
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(p)
+	return err == nil
+}
+
 // Spend marks the intent's operation as ended: no later request may use it.
 // Spending an intent never claimed records it as spent.
 func (n Nonces) Spend(v *Verified, s *Signed, workflow string, now time.Time) error {
