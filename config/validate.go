@@ -171,15 +171,15 @@ func (v *validator) temporal(t Temporal) {
 		v.add("temporal.tls.mode", t.TLS.Mode, `"off" (plain text, explicitly) or empty (TLS when temporal.tls.cert, .key, .ca or .server_name is set)`)
 	case t.TLS.Mode == TLSOff && t.TLS.Enabled():
 		v.add("temporal.tls.mode", t.TLS.Mode, "off contradicts the temporal.tls.cert/.key/.ca/.server_name set beside it: remove mode: off for TLS, or those keys for plain text")
-	case t.TLS.Mode == "" && !t.TLS.Enabled() && !loopbackAddress(t.Address):
+	case t.TLS.Mode == "" && !t.TLS.Enabled() && !LoopbackAddress(t.Address):
 		v.add("temporal.address", t.Address, "not a loopback address, and no TLS is configured: the agent and the workflows would talk to Temporal in plain text across the network. "+
 			"Set temporal.tls.ca (and temporal.tls.cert and .key for mTLS), or, to use plain text on purpose, set temporal.tls.mode: off (ADOPT_TEMPORAL_TLS_MODE=off)")
 	}
 }
 
-// loopbackAddress reports whether a HOST:PORT names this host only:
+// LoopbackAddress reports whether a HOST:PORT names this host only:
 // localhost or a loopback IP. A name that must be resolved is not.
-func loopbackAddress(hostport string) bool {
+func LoopbackAddress(hostport string) bool {
 	host, _, err := net.SplitHostPort(hostport)
 	if err != nil {
 		return true // reported as malformed already

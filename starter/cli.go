@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"adoption/config"
+	"adoption/connect"
 	"adoption/workflows"
 )
 
@@ -25,7 +26,7 @@ type cli struct {
 	asJSON  bool
 	stdout  io.Writer
 	stderr  io.Writer
-	flags   clientFlags
+	flags   connect.Flags
 	// accept bounds how long a request waits to be accepted by the node's
 	// workflow (--accept-timeout).
 	accept time.Duration
@@ -134,10 +135,10 @@ func (x *cli) link(node string) string {
 // namespace is the namespace in force: the one the client was dialled with.
 func (x *cli) namespace() string {
 	if x.target != nil {
-		return x.target.namespace
+		return x.target.Namespace
 	}
-	if x.flags.namespace != "" {
-		return x.flags.namespace
+	if x.flags.Namespace != "" {
+		return x.flags.Namespace
 	}
 	if x.cfg != nil && x.cfg.Temporal.Namespace != "" {
 		return x.cfg.Temporal.Namespace

@@ -24,14 +24,14 @@ func TestFailureMessageDecrypted(t *testing.T) {
 	if f.GetMessage() == "" || strings.Contains(f.GetMessage(), "2375") || f.GetEncodedAttributes() == nil {
 		t.Fatalf("the stored failure is not encrypted: %v", f)
 	}
-	tg := &target{codec: tc, failures: opts.FailureConverter}
+	tg := &target{&connect.Target{Codec: tc, Failures: opts.FailureConverter}}
 	if got := tg.failureMessage(f); got != "refused: port 2375/tcp is not declared" {
 		t.Fatalf("decrypted message %q", got)
 	}
 	if got := (&target{}).failureMessage(f); got != f.GetMessage() {
 		t.Fatalf("without a key: %q", got)
 	}
-	if !strings.HasPrefix(tg.payloads(), "encrypted (codec key ") || !strings.Contains((&target{}).payloads(), "not encrypted") {
-		t.Fatalf("payloads: %q / %q", tg.payloads(), (&target{}).payloads())
+	if !strings.HasPrefix(tg.payloads(), "encrypted (codec key ") || !strings.Contains((&target{&connect.Target{}}).payloads(), "not encrypted") {
+		t.Fatalf("payloads: %q / %q", tg.payloads(), (&target{&connect.Target{}}).payloads())
 	}
 }

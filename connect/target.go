@@ -1,0 +1,162 @@
+// Where a process points its Temporal client, layered the way Temporal's own
+// tools read it, through the SDK's envconfig. Precedence, highest first: the
+// command line's flags (the CLI's --address/--namespace, --profile picking a
+// profile); TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TLS_*,
+// TEMPORAL_API_KEY; the profile of the Temporal config file; the
+// configuration's temporal.*; then 127.0.0.1:7233, namespace default. Each
+// setting remembers where it came from, so an unreachable address or a
+// missing namespace names the knob. The codec key comes from the
+// configuration only. The agent, the orchestrator and the CLI all resolve here.
+package connect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/converter"
+	tlog "go.temporal.io/sdk/log"
+
+	"adoption/config"
+)
+
+// Flags are what a command line sets on top of the environment.
+type Flags struct {
+	Address, Namespace, Profile string
+}
+
+// Target is where the client points and why.
+type Target struct {
+	Address, Namespace string
+	AddrFrom, NsFrom   string
+	// Codec is the configuration's temporal.*, whose codec key, if any,
+	// encrypts payloads.
+	Codec config.Temporal
+	// Failures, set by Dial, decodes failures read raw (a pending
+	// activity's last failure), whose message the codec encrypts; nil
+	// without a codec key.
+	Failures converter.FailureConverter
+	profile  envconfig.ClientConfigProfile
+	plain    bool // temporal.tls.mode: off, said in the configuration
+}
+
+// ErrSettings marks client settings that cannot be used as given (an
+// unreadable Temporal config file or profile, an address that is not
+// HOST:PORT): a usage error of whoever set them.
+var ErrSettings = errors.New("Temporal client settings")
+
+// Resolve layers the settings. tc may be nil (no configuration given); base
+// names where tc came from.
+func Resolve(f Flags, tc *config.Temporal, base string) (*Target, error) {
+	t := &Target{Address: "127.0.0.1:7233", Namespace: "default", AddrFrom: "the default", NsFrom: "the default"}
+	if tc != nil {
+		t.Codec = *tc
+		t.plain = tc.TLS.Mode == config.TLSOff
+		if tc.Address != "" {
+			t.Address, t.AddrFrom = tc.Address, base
+		}
+		if tc.Namespace != "" {
+			t.Namespace, t.NsFrom = tc.Namespace, base
+		}
+		if tc.TLS.Enabled() {
+			t.profile.TLS = &envconfig.ClientConfigTLS{ClientCertPath: tc.TLS.Cert, ClientKeyPath: tc.TLS.Key,
+				ServerCACertPath: tc.TLS.CA, ServerName: tc.TLS.ServerName}
+		}
+	}
+	prof, err := envconfig.LoadClientConfigProfile(envconfig.LoadClientConfigProfileOptions{ConfigFileProfile: f.Profile})
+	if err != nil {
+		return nil, fmt.Errorf("%w (TEMPORAL_CONFIG_FILE, TEMPORAL_PROFILE or --profile %q): %v", ErrSettings, f.Profile, err)
+	}
+	if prof.Address != "" {
+		t.Address, t.AddrFrom = prof.Address, "TEMPORAL_ADDRESS or the Temporal profile"
+	}
+	if prof.Namespace != "" {
+		t.Namespace, t.NsFrom = prof.Namespace, "TEMPORAL_NAMESPACE or the Temporal profile"
+	}
+	if prof.TLS != nil {
+		t.profile.TLS = prof.TLS
+	}
+	t.profile.APIKey, t.profile.GRPCMeta = prof.APIKey, prof.GRPCMeta
+	if f.Address != "" {
+		t.Address, t.AddrFrom = f.Address, "--address"
+	}
+	if f.Namespace != "" {
+		t.Namespace, t.NsFrom = f.Namespace, "--namespace"
+	}
+	t.profile.Address, t.profile.Namespace = t.Address, t.Namespace
+	return t, nil
+}
+
+// Options are the client options the target resolves to, payloads
+// encrypted when the configuration holds a codec key.
+func (t *Target) Options(logger *slog.Logger) (client.Options, error) {
+	opts, err := t.profile.ToClientOptions(envconfig.ToClientOptionsRequest{})
+	if err != nil {
+		return opts, fmt.Errorf("the Temporal TLS settings: %w", err)
+	}
+	if logger != nil {
+		opts.Logger = tlog.NewStructuredLogger(logger)
+	}
+	err = WithCodec(&opts, t.Codec)
+	return opts, err
+}
+
+// plainText reports whether opts would talk to a non-loopback address
+// without TLS, which nobody asked for (temporal.tls.mode: off, or
+// TEMPORAL_TLS=false).
+func (t *Target) plainText(opts client.Options) bool {
+	said := t.plain || t.profile.TLS != nil && t.profile.TLS.Disabled
+	return opts.ConnectionOptions.TLS == nil && !said && !config.LoopbackAddress(t.Address)
+}
+
+// Dial connects and checks, within seconds, what the SDK would otherwise
+// report obscurely or only at the first call: a host that does not resolve,
+// a server that does not answer, a namespace that does not exist.
+func (t *Target) Dial(logger *slog.Logger, options ...Option) (client.Client, error) {
+	host, _, err := net.SplitHostPort(t.Address)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the Temporal address %q (from %s) is not HOST:PORT: %v", ErrSettings, t.Address, t.AddrFrom, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if net.ParseIP(host) == nil {
+		if _, err := net.DefaultResolver.LookupHost(ctx, host); err != nil {
+			return nil, fmt.Errorf("cannot resolve host %q of the Temporal address %s (from %s): %v; check the name or set --address", host, t.Address, t.AddrFrom, err)
+		}
+	}
+	opts, err := t.Options(logger)
+	if err != nil {
+		return nil, err
+	}
+	if t.plainText(opts) {
+		return nil, fmt.Errorf("Temporal address %s (from %s) is not a loopback address and no TLS is set: set temporal.tls.* or TEMPORAL_TLS=true (with TEMPORAL_TLS_* or TEMPORAL_API_KEY), or say plain text on purpose with temporal.tls.mode: off or TEMPORAL_TLS=false", t.Address, t.AddrFrom)
+	}
+	for _, o := range options {
+		o(&opts)
+	}
+	t.Failures = opts.FailureConverter
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach Temporal at %s (from %s): %v; start it with `make dev-server` or set --address / TEMPORAL_ADDRESS / temporal.address", t.Address, t.AddrFrom, err)
+	}
+	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: t.Namespace})
+	var nsnf *serviceerror.NamespaceNotFound
+	var nf *serviceerror.NotFound
+	var pd *serviceerror.PermissionDenied
+	switch {
+	case errors.As(err, &nsnf), errors.As(err, &nf):
+		c.Close()
+		return nil, fmt.Errorf("namespace %q (from %s) does not exist on Temporal at %s: set --namespace, TEMPORAL_NAMESPACE or temporal.namespace (`temporal operator namespace list` lists them)", t.Namespace, t.NsFrom, t.Address)
+	case err != nil && !errors.As(err, &pd): // allowed in but not to describe: still works
+		c.Close()
+		return nil, fmt.Errorf("reaching Temporal at %s (from %s), namespace %s: %w", t.Address, t.AddrFrom, t.Namespace, err)
+	}
+	return c, nil
+}
