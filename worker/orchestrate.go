@@ -30,7 +30,8 @@ func orchestrateCommand(ctx context.Context, cfgPath *string, stderr io.Writer) 
 		Short: "Run the adoption workflows (task queue adoption) as a version of Worker Deployment adoption",
 		Long: `Runs the workflow worker: every node's NodeMigration and every Fleet, for the
 whole fleet. It needs only the temporal.* settings (a configuration file, or
-ADOPT_TEMPORAL_ADDRESS / ADOPT_TEMPORAL_NAMESPACE / ADOPT_TEMPORAL_TLS_*).
+ADOPT_TEMPORAL_ADDRESS / ADOPT_TEMPORAL_NAMESPACE / ADOPT_TEMPORAL_TLS_*), over which
+Temporal's own TEMPORAL_* environment and profile apply, API keys included.
 
 By default it makes its build the deployment's current version only when the
 deployment has none yet (its first orchestrator): a restarted old build must
