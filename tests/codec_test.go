@@ -90,11 +90,7 @@ func TestCodecHistoryIsEncryptedAndDictionaryProof(t *testing.T) {
 
 	run := func(name string, tc config.Temporal, plan config.Plan) string {
 		t.Helper()
-		opts, err := temporalconn.Options(tc, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := client.Dial(opts)
+		c, err := temporalconn.Dial(tc, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
