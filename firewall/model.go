@@ -197,6 +197,15 @@ const (
 	// routing header match); Reason says why. Negate does not turn it
 	// into a match: the kernel's match fails before any inversion.
 	CondNever CondKind = "never"
+	// CondICMPType holds for an ICMP packet of the rule's family (ICMP for
+	// ip, ICMPv6 for ip6) whose type is in Types (nil: any type) and whose
+	// code is 0; for any other packet it is false whatever Negate says (the
+	// xt match fails on another protocol before its inversion, and nft's
+	// "icmp type" comes after its protocol dependency).
+	CondICMPType CondKind = "icmptype" // Types
+	// CondHopLimit compares the IP TTL or IPv6 hop limit with Value; Mask
+	// is the xt hl/ttl mode (0 ==, 1 !=, 2 <, 3 >).
+	CondHopLimit CondKind = "hoplimit"
 	// CondUndecidable is a condition the evaluator cannot decide (a rate
 	// limit, an undecoded match); Reason says what it is.
 	CondUndecidable CondKind = "undecidable"
@@ -222,6 +231,7 @@ type Cond struct {
 	Mask     uint8          `json:"mask,omitempty"`
 	Value    uint8          `json:"value,omitempty"`
 	Reason   string         `json:"reason,omitempty"`
+	Types    []int          `json:"types,omitempty"`
 }
 
 // Opening is a (port, proto) a new connection from outside can reach, by
@@ -250,6 +260,11 @@ type Opening struct {
 	Family    string `json:"family"`
 	Via       string `json:"via,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	// Class names a traffic class other than unicast TCP and UDP by port
+	// (eval.Classes: an ICMP type, a protocol, a broadcast or multicast
+	// service); Proto is then its protocol, Port its UDP port (or 0) and To
+	// its broadcast address or multicast group (or empty: the node's own).
+	Class string `json:"class,omitempty"`
 }
 
 // Base chain bits the evaluator uses for the synthetic packet.
@@ -274,10 +289,12 @@ const (
 
 	RtnUnicast   = 1
 	RtnLocal     = 2
-	rtnBroadcast = 3
+	RtnBroadcast = 3
 	RtnMulticast = 5
 
-	PacketHost = 0
+	PacketHost      = 0
+	PacketBroadcast = 1
+	PacketMulticast = 2
 )
 
 // IsIPFamily reports whether f is a family that filters IP (ip, ip6, inet).

@@ -246,6 +246,16 @@ func RenderCond(c *Cond) string {
 			eq = "!="
 		}
 		return fmt.Sprintf("tcp flags & %#x %s %#x", c.Mask, eq, c.Value)
+	case CondICMPType:
+		for _, t := range c.Types {
+			xs = append(xs, fmt.Sprint(t))
+		}
+		if len(xs) == 0 {
+			xs = append(xs, "any")
+		}
+		return "icmp type" + op + list(xs)
+	case CondHopLimit:
+		return fmt.Sprintf("hoplimit mode %d%s%d", c.Mask, op, c.Value)
 	case CondNever:
 		return "# never: " + c.Reason
 	}

@@ -91,6 +91,23 @@ func printProbe(w io.Writer, r *activities.ProbeReport) {
 		}
 		fmt.Fprintf(w, "  %-6s %s/%s %s%s\n", o.Family, port, o.Proto, o.Direction, extra)
 	}
+	fmt.Fprintf(w, "other traffic classes open: %d\n", len(r.Firewall.Classes))
+	for _, o := range r.Firewall.Classes {
+		extra := ""
+		if o.Port != 0 {
+			extra += fmt.Sprintf(" port %d", o.Port)
+		}
+		if o.To != "" {
+			extra += " to " + o.To
+		}
+		if o.From != "" {
+			extra += " from " + o.From
+		}
+		if o.Uncertain {
+			extra += " (uncertain)"
+		}
+		fmt.Fprintf(w, "  %-6s %s %s%s\n", o.Family, o.Class, o.Proto, extra)
+	}
 	fmt.Fprintf(w, "listeners: %d\n", len(r.Sockets))
 	for _, l := range r.Sockets {
 		fmt.Fprintf(w, "  %s %s:%d  %s\n", l.Proto, l.Addr, l.Port, l.Holder())

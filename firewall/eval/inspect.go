@@ -45,6 +45,7 @@ func (i Inspector) Inspect(ctx context.Context) (Report, error) {
 	}
 	r.Node = node
 	r.Open = OpenPortsOn(rs, node)
+	r.Classes = ClassOpenings(rs, node)
 	if r.Open == nil {
 		r.Open = []firewall.Opening{}
 	}

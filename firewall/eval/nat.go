@@ -79,7 +79,7 @@ func (e *Evaluator) client(st *stages, pkt Packet) map[path]Result {
 			}
 			var p path
 			var r Result
-			if end.target == nil && pkt.Dst.IsValid() && !pkt.node.Local(pkt.Dst) {
+			if end.target == nil && pkt.Dst.IsValid() && !pkt.node.Local(pkt.Dst) && pkt.Cast == 0 {
 				p, r = e.routed(st, pkt)
 			} else if end.target == nil {
 				q := pkt

@@ -5,6 +5,7 @@ package eval
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -28,6 +29,18 @@ type Packet struct {
 	// input; firewall.Node.Own) or an unknown routed destination (forward).
 	Dst  netip.Addr
 	Dnat bool
+	// ICMPType is the type of an ICMP (ip) or ICMPv6 (ip6) packet, code 0.
+	ICMPType uint8
+	// HopLimit is the packet's TTL or hop limit; 0: any (a client's, after
+	// an unknown number of hops).
+	HopLimit uint8
+	// Cast is firewall.PacketBroadcast or PacketMulticast for a packet to
+	// a broadcast address or a multicast group (Dst), delivered to the node
+	// itself; 0: unicast.
+	Cast uint8
+	// Untracked: conntrack leaves the packet untracked (ICMPv6 neighbour
+	// discovery and MLD): ct state untracked, not new.
+	Untracked bool
 	// oif is the output interface of a forwarded packet; "" unknown.
 	oif  string
 	node *firewall.Node
@@ -63,10 +76,41 @@ func (p *Packet) Cond(c *firewall.Cond) Tri {
 				t = TriTrue
 			}
 		}
+	case firewall.CondDport, firewall.CondOrigDport, firewall.CondSport:
+		if !portProto(p.Proto) {
+			// The bytes a port match reads are another protocol's header.
+			return TriUnknown
+		}
+	}
+	switch c.Kind {
+	case firewall.CondNFProto, firewall.CondL4Proto:
+		// decided above
 	case firewall.CondDport:
 		t = boolTri(inPorts(c.Ports, p.Port))
 	case firewall.CondOrigDport:
 		t = boolTri(inPorts(c.Ports, p.OrigPort))
+	case firewall.CondICMPType:
+		if !p.isICMP() {
+			return TriFalse
+		}
+		t = TriTrue
+		if len(c.Types) > 0 {
+			t = boolTri(slices.Contains(c.Types, int(p.ICMPType)))
+		}
+	case firewall.CondHopLimit:
+		if p.HopLimit == 0 {
+			return TriUnknown
+		}
+		switch c.Mask {
+		case 0:
+			t = boolTri(p.HopLimit == c.Value)
+		case 1:
+			t = boolTri(p.HopLimit != c.Value)
+		case 2:
+			t = boolTri(p.HopLimit < c.Value)
+		default:
+			t = boolTri(p.HopLimit > c.Value)
+		}
 	case firewall.CondSport:
 		if p.Sport != 0 {
 			t = boolTri(inPorts(c.Ports, p.Sport))
@@ -118,6 +162,9 @@ func (p *Packet) Cond(c *firewall.Cond) Tri {
 		}
 	case firewall.CondCtState:
 		bits := uint32(firewall.CtStateNew)
+		if p.Untracked {
+			bits = firewall.CtStateUntracked
+		}
 		if p.Dnat {
 			bits |= firewall.CtStateDNAT
 		}
@@ -140,12 +187,17 @@ func (p *Packet) Cond(c *firewall.Cond) Tri {
 		}
 	case firewall.CondAddrType:
 		typ := uint32(firewall.RtnUnicast)
-		if c.Addr == "daddr" && (p.Hook == firewall.HookInput || p.Hook == firewall.HookPrerouting) && (!p.Dst.IsValid() || p.node.Local(p.Dst)) {
+		switch {
+		case c.Addr == "daddr" && p.Cast == firewall.PacketBroadcast:
+			typ = firewall.RtnBroadcast
+		case c.Addr == "daddr" && p.Cast == firewall.PacketMulticast:
+			typ = firewall.RtnMulticast
+		case c.Addr == "daddr" && (p.Hook == firewall.HookInput || p.Hook == firewall.HookPrerouting) && (!p.Dst.IsValid() || p.node.Local(p.Dst)):
 			typ = firewall.RtnLocal
 		}
 		t = boolTri(c.Bits&(1<<typ) != 0)
 	case firewall.CondPktType:
-		t = boolTri(c.Bits&(1<<firewall.PacketHost) != 0)
+		t = boolTri(c.Bits&(1<<p.Cast) != 0) // PacketHost is 0
 	case firewall.CondTCPFlags:
 		if p.Proto != unix.IPPROTO_TCP {
 			return TriUnknown
@@ -159,6 +211,24 @@ func (p *Packet) Cond(c *firewall.Cond) Tri {
 		t = 1 - t
 	}
 	return t
+}
+
+// portProto reports whether protocol n has TCP's and UDP's ports (a port
+// match means the same in it): TCP, UDP, DCCP, SCTP, UDP-Lite; 0 (a packet whose protocol no one set) counts as one.
+func portProto(n uint8) bool {
+	switch n {
+	case 0, unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_DCCP, unix.IPPROTO_SCTP, unix.IPPROTO_UDPLITE:
+		return true
+	}
+	return false
+}
+
+// isICMP reports whether the packet is ICMP of its family.
+func (p *Packet) isICMP() bool {
+	if p.Family == firewall.FamilyIP6 {
+		return p.Proto == unix.IPPROTO_ICMPV6
+	}
+	return p.Proto == unix.IPPROTO_ICMP
 }
 
 func boolTri(b bool) Tri {

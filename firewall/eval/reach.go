@@ -66,6 +66,15 @@ func NewReacher(rs *firewall.Ruleset, node firewall.Node) *Reacher {
 
 // At is SourcesAt on the Reacher's ruleset and node.
 func (x *Reacher) At(dir, fam, proto string, port uint16) SourceReach {
+	f := x.family(fam)
+	if f.bounds[proto] == nil {
+		f.bounds[proto] = portBounds(x.rs, fam, protoNum(proto), false)
+	}
+	x.e.bounds = f.bounds[proto]
+	return x.region(f, dir, Packet{Family: fam, Proto: protoNum(proto), Port: port, OrigPort: port})
+}
+
+func (x *Reacher) family(fam string) *reachFamily {
 	f := x.fams[fam]
 	if f == nil {
 		atoms := sourceAtoms(x.rs, fam)
@@ -73,11 +82,14 @@ func (x *Reacher) At(dir, fam, proto string, port uint16) SourceReach {
 			own: x.node.Own(fam), bounds: map[string][]int{}}
 		x.fams[fam] = f
 	}
-	if f.bounds[proto] == nil {
-		f.bounds[proto] = portBounds(x.rs, fam, protoNum(proto), false)
-	}
-	x.e.bounds = f.bounds[proto]
-	st, atoms, groups, index, e, node := f.st, f.atoms, f.groups, f.index, x.e, x.node
+	return f
+}
+
+// region is the region of sources from which pkt (its source aside)
+// reaches dir.
+func (x *Reacher) region(f *reachFamily, dir string, pkt Packet) SourceReach {
+	st, atoms, groups, index, e := f.st, f.atoms, f.groups, f.index, x.e
+	pkt.node, pkt.own = &x.node, f.own
 	var open, closed []Atom
 	var out SourceReach
 	for gi, g := range groups {
@@ -85,8 +97,8 @@ func (x *Reacher) At(dir, fam, proto string, port uint16) SourceReach {
 			break
 		}
 		e.sawSource = false
-		res := e.client(&st, Packet{Family: fam, Proto: protoNum(proto), Port: port, OrigPort: port, Src: g[0], node: &node, own: f.own})
-		r := reachOf(res, dir)
+		pkt.Src = g[0]
+		r := reachOf(e.client(&st, pkt), dir)
 		if r.drop && r.Accept {
 			out.Unsure = true
 		}

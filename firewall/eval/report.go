@@ -14,7 +14,11 @@ type Report struct {
 	Unsupported string             `json:"unsupported,omitempty"`
 	Tables      []TableSummary     `json:"tables"`
 	Open        []firewall.Opening `json:"open"`
-	Error       string             `json:"error,omitempty"`
+	// Classes are the openings of the traffic classes beyond TCP and UDP
+	// by port (ClassOpenings): ICMP types, other protocols, broadcast and
+	// multicast services.
+	Classes []firewall.Opening `json:"classes,omitempty"`
+	Error   string             `json:"error,omitempty"`
 	// Node is what the evaluation knew of the node: its interfaces and
 	// whether it forwards. NodeError says why it could not be read (the
 	// evaluation then knew nothing, and says more is uncertain).

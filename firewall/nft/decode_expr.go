@@ -287,6 +287,8 @@ func (d *Decoder) payload(st *ruleState, p *expr.Payload) field {
 			return field{kind: "ports"}
 		case off == 13 && l == 1:
 			return field{kind: "tcpflags"}
+		case off == 0 && l == 1 && st.icmp():
+			return field{kind: "icmptype"}
 		}
 	case expr.PayloadBaseNetworkHeader:
 		switch st.nfproto {
@@ -294,6 +296,8 @@ func (d *Decoder) payload(st *ruleState, p *expr.Payload) field {
 			switch {
 			case off == 9 && l == 1:
 				return field{kind: "l4proto"}
+			case off == 8 && l == 1:
+				return field{kind: "hoplimit"}
 			case off == 12 && l >= 1 && l <= 4:
 				return field{kind: "saddr", len: l}
 			case off == 16 && l >= 1 && l <= 4:
@@ -303,6 +307,8 @@ func (d *Decoder) payload(st *ruleState, p *expr.Payload) field {
 			switch {
 			case off == 6 && l == 1:
 				return field{kind: "l4proto"} // nexthdr: the synthetic packet has no extension headers
+			case off == 7 && l == 1:
+				return field{kind: "hoplimit"}
 			case off == 8 && l >= 1 && l <= 16:
 				return field{kind: "saddr", len: l}
 			case off == 24 && l >= 1 && l <= 16:
@@ -401,6 +407,20 @@ func (d *Decoder) cmp(st *ruleState, f field, op expr.CmpOp, data []byte) {
 				return
 			}
 		}
+	case "icmptype":
+		if eqLike && len(data) == 1 && f.mask == nil {
+			st.add(firewall.Cond{Kind: firewall.CondICMPType, Types: []int{int(data[0])}, Negate: neg})
+			return
+		}
+	case "hoplimit":
+		if eqLike && len(data) == 1 && f.mask == nil {
+			mode := uint8(0)
+			if neg {
+				mode = 1
+			}
+			st.add(firewall.Cond{Kind: firewall.CondHopLimit, Mask: mode, Value: data[0]})
+			return
+		}
 	case "tcpflags":
 		if eqLike && len(data) == 1 {
 			m := uint8(0xff)
@@ -440,6 +460,24 @@ func describe(f field) string {
 }
 
 func (st *ruleState) add(c firewall.Cond) { st.r.Conds = append(st.r.Conds, c) }
+
+// icmp reports whether the rule so far holds only for ICMP or ICMPv6 (a
+// protocol dependency "meta l4proto icmp"): the first byte of the
+// transport header is then the ICMP type.
+func (st *ruleState) icmp() bool {
+	for _, c := range st.r.Conds {
+		if c.Kind == firewall.CondL4Proto && !c.Negate && len(c.Protos) > 0 {
+			all := true
+			for _, p := range c.Protos {
+				all = all && (p == unix.IPPROTO_ICMP || p == unix.IPPROTO_ICMPV6)
+			}
+			if all {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // bitsCond decodes a comparison on a host-endian 32-bit (or 8-bit pkttype)
 // value whose possible values are small enumerations or flags.

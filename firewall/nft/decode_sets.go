@@ -138,6 +138,17 @@ func keysCond(fam string, f field, ivs []interval) (firewall.Cond, bool) {
 			c.Ports = append(c.Ports, firewall.PortRange{From: binary.BigEndian.Uint16(iv.lo), To: binary.BigEndian.Uint16(iv.hi)})
 		}
 		return c, true
+	case "icmptype":
+		c := firewall.Cond{Kind: firewall.CondICMPType, Types: []int{}}
+		for _, iv := range ivs {
+			if len(iv.lo) != 1 || len(iv.hi) != 1 {
+				return firewall.Cond{}, false
+			}
+			for p := int(iv.lo[0]); p <= int(iv.hi[0]); p++ {
+				c.Types = append(c.Types, p)
+			}
+		}
+		return c, true
 	case "l4proto":
 		c := firewall.Cond{Kind: firewall.CondL4Proto, Protos: []int{}}
 		for _, iv := range ivs {

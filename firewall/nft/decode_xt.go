@@ -86,9 +86,18 @@ func (d *Decoder) match(st *ruleState, m *expr.Match) {
 		raw := []byte(*info)
 		switch m.Name {
 		case "icmp", "icmp6", "icmpv6":
-			// The match fails on anything but ICMP before any inversion.
-			st.add(firewall.Cond{Kind: firewall.CondNever, Reason: "xt " + m.Name + " match never matches tcp or udp"})
-			return
+			// struct ipt_icmp / ip6t_icmp: type, code range, invflags.
+			// Type 0xff is any. The synthetic ICMP packet has code 0.
+			if len(raw) >= 4 {
+				st.add(icmpMatch(raw[0], raw[1], raw[2], raw[3]&0x01 != 0))
+				return
+			}
+		case "hl", "ttl":
+			// struct ip6t_hl_info / ipt_ttl_info: mode, value.
+			if len(raw) >= 2 && raw[0] <= 3 {
+				st.add(firewall.Cond{Kind: firewall.CondHopLimit, Mask: raw[0], Value: raw[1]})
+				return
+			}
 		case "rt":
 			// ip6 rt_mt6 returns false when the packet has no routing header
 			// (ipv6_find_hdr fails), whatever the inversion flags say. The
@@ -120,6 +129,27 @@ func (d *Decoder) match(st *ruleState, m *expr.Match) {
 		}
 	}
 	st.undecidable(fmt.Sprintf("xt match %s rev %d", m.Name, m.Rev))
+}
+
+// icmpMatch is xt icmp's "--icmp-type T[/CODE]": true for an ICMP packet
+// of type typ (0xff: any) with a code in [lo, hi], the other way round
+// when inverted; false for a packet of another protocol.
+func icmpMatch(typ, lo, hi uint8, inv bool) firewall.Cond {
+	switch {
+	case typ == 0xff:
+		if inv {
+			return firewall.Cond{Kind: firewall.CondNever, Reason: "xt icmp match: not any type"}
+		}
+		return firewall.Cond{Kind: firewall.CondICMPType}
+	case lo > 0 || hi < lo:
+		// No code-0 packet of the type matches: every ICMP packet does
+		// when inverted.
+		if inv {
+			return firewall.Cond{Kind: firewall.CondICMPType}
+		}
+		return firewall.Cond{Kind: firewall.CondNever, Reason: fmt.Sprintf("xt icmp match: type %d codes %d-%d", typ, lo, hi)}
+	}
+	return firewall.Cond{Kind: firewall.CondICMPType, Types: []int{int(typ)}, Negate: inv}
 }
 
 func xtPorts(st *ruleState, src, dst [2]uint16, invSrc, invDst bool) {
