@@ -260,7 +260,18 @@ func Widened(before, after *firewall.Ruleset, node firewall.Node) []Widening {
 // interface eth1"), which a node with several uplinks cannot decide. Base
 // chains of other hooks are left out. Each reason once, in ruleset order.
 func Undecided(rs *firewall.Ruleset, dir, fam, proto string, port uint16) []string {
-	pkt := Packet{Hook: dir, Family: fam, Proto: protoNum(proto), Port: port, OrigPort: port, Src: Atom{Other: true}}
+	return undecided(rs, Packet{Hook: dir, Family: fam, Proto: protoNum(proto), Port: port, OrigPort: port, Src: Atom{Other: true}})
+}
+
+// UndecidedClass is Undecided for a packet of class c at the input hook.
+func UndecidedClass(rs *firewall.Ruleset, c Class) []string {
+	pkt := c.packet()
+	pkt.Hook, pkt.Src = firewall.HookInput, Atom{Other: true}
+	return undecided(rs, pkt)
+}
+
+func undecided(rs *firewall.Ruleset, pkt Packet) []string {
+	dir, fam := pkt.Hook, pkt.Family
 	seen := map[string]bool{}
 	var out []string
 	for ti := range rs.Tables {

@@ -79,6 +79,15 @@ type MeshSpec struct {
 	// preview and the flip set them from the found firewall (DeriveFor).
 	DHCP4 bool `json:"dhcp4,omitempty"`
 	DHCP6 bool `json:"dhcp6,omitempty"`
+	// Classes are the traffic classes beyond TCP and UDP by port
+	// (eval.Classes: ICMP types, other protocols, broadcast and multicast
+	// services) the mesh keeps, each with the found firewall's
+	// restriction; ClassesFound says they were read from the found
+	// firewall (EffectiveSpec). Without it (a spec from before they were),
+	// the input chain accepts the ICMP and ICMPv6 types every host needs,
+	// from any source.
+	Classes      []ClassAllow `json:"classes,omitempty"`
+	ClassesFound bool         `json:"classes_found,omitempty"`
 }
 
 // Derived is the mesh's own ruleset for one node: the model the evaluator
@@ -129,6 +138,7 @@ func Derive(spec MeshSpec) (*Derived, error) {
 		return fmt.Sprintf("%s%s:%s:%s", firewall.MarkPrefix, node, OwnerEssentials, what)
 	}
 	var rules []derivedRule
+	var sets []derivedSet
 	for _, ch := range []string{firewall.HookInput, firewall.HookForward} {
 		rules = append(rules,
 			derivedRule{chain: ch, exprs: marks.CtBits(expr.CtKeySTATE, firewall.CtStateEstablished|firewall.CtStateRelated, expr.VerdictAccept),
@@ -138,33 +148,13 @@ func Derive(spec MeshSpec) (*Derived, error) {
 		)
 	}
 	rules = append(rules, derivedRule{chain: firewall.HookInput, exprs: marks.Iifname("lo", expr.VerdictAccept), comment: base("loopback"), text: `iifname "lo" accept`})
-	for _, ic := range []struct {
-		nfproto, l4 byte
-		name        string
-		types       []string
-		nums        []byte
-	}{
-		{unix.NFPROTO_IPV4, unix.IPPROTO_ICMP, "icmp",
-			[]string{"echo-request", "destination-unreachable", "time-exceeded", "parameter-problem"},
-			[]byte{8, 3, 11, 12}},
-		{unix.NFPROTO_IPV6, unix.IPPROTO_ICMPV6, "icmpv6",
-			[]string{"echo-request", "destination-unreachable", "packet-too-big", "time-exceeded", "parameter-problem",
-				"nd-router-advert", "nd-neighbor-solicit", "nd-neighbor-advert",
-				"mld-listener-query", "mld-listener-report", "mld-listener-done", "mld2-listener-report"},
-			[]byte{128, 1, 2, 3, 4, 134, 135, 136, 130, 131, 132, 143}},
-	} {
-		for i, typ := range ic.types {
-			rules = append(rules, derivedRule{chain: firewall.HookInput, comment: base(ic.name), text: ic.name + " type " + typ + " accept",
-				exprs: []expr.Any{
-					&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{ic.nfproto}},
-					&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{ic.l4}},
-					&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
-					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{ic.nums[i]}},
-					&expr.Verdict{Kind: expr.VerdictAccept},
-				}})
+	if spec.ClassesFound {
+		for _, ca := range spec.Classes {
+			c, _ := eval.ClassByName(ca.Family, ca.Name) // validateSpec checked it
+			sets = append(sets, classRule(&rules, base(ca.Name), c, ca.Reach)...)
 		}
+	} else {
+		legacyICMP(&rules, base)
 	}
 	if spec.DHCP4 {
 		rules = append(rules, derivedRule{chain: firewall.HookInput, comment: base("dhcp4"), text: "meta nfproto ipv4 udp sport 67 udp dport 68 accept",
@@ -174,7 +164,6 @@ func Derive(spec MeshSpec) (*Derived, error) {
 		rules = append(rules, derivedRule{chain: firewall.HookInput, comment: base("dhcp6"), text: "meta nfproto ipv6 ip6 saddr fe80::/10 udp sport 547 udp dport 546 accept",
 			exprs: dhcpExprs(unix.NFPROTO_IPV6, 547, 546)})
 	}
-	var sets []derivedSet
 	for _, a := range dedupe(spec.Input) {
 		mk := marks.Mark{Node: node, Owner: a.Owner, Port: a.Port.Num, Proto: a.Port.Proto}
 		if a.Carried == nil {
@@ -267,22 +256,16 @@ func validateSpec(spec MeshSpec) error {
 	for _, p := range spec.Widen {
 		check("widen", p)
 	}
+	for _, ca := range spec.Classes {
+		if _, ok := eval.ClassByName(ca.Family, ca.Name); !ok {
+			errs = append(errs, fmt.Errorf("classes: %q of family %q is not a traffic class the mesh knows (%s)", ca.Name, ca.Family, classNames()))
+		}
+		errs = append(errs, checkReach("class "+ca.Name, ca.Reach)...)
+	}
 	for _, l := range [][]Allow{spec.Input, spec.Forward} {
 		for _, a := range l {
 			for _, r := range a.Carried {
-				if r.Family != firewall.FamilyIP && r.Family != firewall.FamilyIP6 {
-					errs = append(errs, fmt.Errorf("port %s: carried family %q is not ip or ip6", a.Port, r.Family))
-				}
-				for _, q := range append(append([]netip.Prefix(nil), r.From...), r.Except...) {
-					if !q.IsValid() || q.Addr().Is4() != (r.Family == firewall.FamilyIP) || q.Addr().Is4In6() {
-						errs = append(errs, fmt.Errorf("port %s: carried source %s is not a prefix of family %s", a.Port, q, r.Family))
-					}
-				}
-				for _, n := range append(append([]string(nil), r.Iif...), r.NotIif...) {
-					if n == "" || len(n) >= unix.IFNAMSIZ || strings.ContainsAny(n, "*\"\x00") {
-						errs = append(errs, fmt.Errorf("port %s: interface name %q is not one", a.Port, n))
-					}
-				}
+				errs = append(errs, checkReach("port "+a.Port.String(), r)...)
 			}
 		}
 	}
@@ -290,6 +273,26 @@ func validateSpec(spec MeshSpec) error {
 		return fmt.Errorf("the mesh ruleset for node %q cannot be derived: %w", spec.Node, err)
 	}
 	return nil
+}
+
+// checkReach checks a carried restriction: its family, its sources of
+// that family, its interface names.
+func checkReach(what string, r Reach) []error {
+	var errs []error
+	if r.Family != firewall.FamilyIP && r.Family != firewall.FamilyIP6 {
+		errs = append(errs, fmt.Errorf("%s: carried family %q is not ip or ip6", what, r.Family))
+	}
+	for _, q := range append(append([]netip.Prefix(nil), r.From...), r.Except...) {
+		if !q.IsValid() || q.Addr().Is4() != (r.Family == firewall.FamilyIP) || q.Addr().Is4In6() {
+			errs = append(errs, fmt.Errorf("%s: carried source %s is not a prefix of family %s", what, q, r.Family))
+		}
+	}
+	for _, n := range append(append([]string(nil), r.Iif...), r.NotIif...) {
+		if n == "" || len(n) >= unix.IFNAMSIZ || strings.ContainsAny(n, "*\"\x00") {
+			errs = append(errs, fmt.Errorf("%s: interface name %q is not one", what, n))
+		}
+	}
+	return errs
 }
 
 func (d *Derived) model() *firewall.Ruleset {
@@ -457,6 +460,7 @@ func EffectiveSpec(found *firewall.Ruleset, spec MeshSpec) MeshSpec {
 		widen[p] = true
 	}
 	r := newCarrier(found)
+	spec.Classes, spec.ClassesFound = carryClasses(r), true
 	for _, l := range []struct {
 		hook string
 		as   *[]Allow

@@ -32,7 +32,7 @@ type carried struct {
 // "[iifname I | iifname != N ...] meta nfproto F [F saddr @S_from] [F
 // saddr != @S_except] ", with the sets they look up (made once).
 func carriedRules(hook string, port config.Port, r Reach, k int) []carried {
-	ex, text, sets := carriedExprs(hook, port, r, k)
+	ex, text, sets := carriedExprs(fmt.Sprintf("%s_%d_%s", hook, port.Num, port.Proto), r, k)
 	var pre []expr.Any
 	ptext := ""
 	for _, n := range r.NotIif {
@@ -62,8 +62,8 @@ func ifnameData(n string) []byte {
 
 // carriedExprs are the family and source conditions of restriction r:
 // "meta nfproto F [F saddr @S_from] [F saddr != @S_except] ", with the sets
-// they look up.
-func carriedExprs(hook string, port config.Port, r Reach, k int) ([]expr.Any, string, []derivedSet) {
+// they look up (named base_F_from, base_F_except).
+func carriedExprs(base string, r Reach, k int) ([]expr.Any, string, []derivedSet) {
 	nfproto, kw, off, n := byte(unix.NFPROTO_IPV4), "ip", uint32(12), uint32(4)
 	fam := "ipv4"
 	if r.Family == firewall.FamilyIP6 {
@@ -83,7 +83,7 @@ func carriedExprs(hook string, port config.Port, r Reach, k int) ([]expr.Any, st
 		if len(l.ps) == 0 {
 			continue
 		}
-		name := fmt.Sprintf("%s_%d_%s_%s_%s", hook, port.Num, port.Proto, r.Family, l.what)
+		name := fmt.Sprintf("%s_%s_%s", base, r.Family, l.what)
 		if k > 0 {
 			name += fmt.Sprint(k)
 		}

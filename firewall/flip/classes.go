@@ -1,0 +1,178 @@
+// This file holds the traffic classes beyond TCP and UDP by port in the
+// flip (eval.Classes: ICMP and ICMPv6 types, other protocols, broadcast
+// and multicast services): the restriction each keeps from the found
+// firewall, the rules of table inet adoption that carry it, and the
+// preview's fate of each class per source region.
+
+package flip
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"adoption/firewall"
+	"adoption/firewall/eval"
+)
+
+// ClassAllow is one traffic class the mesh keeps (Name, an eval.Classes
+// name) in one family, from the sources its Reach names (none: any).
+type ClassAllow struct {
+	Name string `json:"name"`
+	Reach
+}
+
+func classNames() string {
+	seen := map[string]bool{}
+	var out []string
+	for _, c := range eval.Classes() {
+		if !seen[c.Name] {
+			seen[c.Name] = true
+			out = append(out, c.Name)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// carryClasses are the classes found lets through now, each with the
+// sources it lets through (read with nothing known of the node, as the
+// ports' restrictions are). A class found lets through only under a
+// condition the evaluator cannot decide is carried without it: the
+// preview names that a widening.
+func carryClasses(r *carrier) []ClassAllow {
+	out := []ClassAllow{}
+	for _, c := range eval.Classes() {
+		s := r.zero.Class(c)
+		if !s.Open() {
+			continue
+		}
+		out = append(out, ClassAllow{Name: c.Name, Reach: Reach{Family: c.Family, From: s.Only, Except: s.Except}})
+	}
+	return out
+}
+
+// classRule adds the input rule that keeps class c from the sources of r:
+// "meta nfproto F [F saddr @S] meta l4proto P [icmp type T] [F daddr G]
+// [th dport N] accept".
+func classRule(rules *[]derivedRule, comment string, c eval.Class, r Reach) []derivedSet {
+	ex, text, sets := carriedExprs("input_"+strings.ReplaceAll(c.Name, "-", "_"), r, 0)
+	ex = append(ex, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{c.Num}})
+	text += fmt.Sprintf("meta l4proto %d ", c.Num)
+	if c.ICMP() {
+		ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{c.Type}})
+		text += fmt.Sprintf("%s type %d ", c.Proto, c.Type)
+	}
+	if c.Dst.IsValid() && !c.ICMP() {
+		// A service's group or broadcast address (an ICMPv6 message sent to
+		// ff02::1 may as well come unicast: not narrowed to it).
+		kw, off := "ip", uint32(16)
+		if c.Family == firewall.FamilyIP6 {
+			kw, off = "ip6", 24
+		}
+		ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(c.Dst.BitLen() / 8)},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: c.Dst.AsSlice()})
+		text += fmt.Sprintf("%s daddr %s ", kw, c.Dst)
+	}
+	if c.Port != 0 {
+		ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(c.Port)})
+		text += fmt.Sprintf("th dport %d ", c.Port)
+	}
+	ex = append(ex, &expr.Verdict{Kind: expr.VerdictAccept})
+	*rules = append(*rules, derivedRule{chain: firewall.HookInput, comment: comment, text: text + "accept", exprs: ex})
+	return sets
+}
+
+// legacyICMP adds the ICMP and ICMPv6 types a spec without classes
+// (ClassesFound unset) accepts from any source: echo requests, errors,
+// neighbour discovery, router adverts and MLD.
+func legacyICMP(rules *[]derivedRule, base func(string) string) {
+	for _, ic := range []struct {
+		nfproto, l4 byte
+		name        string
+		types       []string
+		nums        []byte
+	}{
+		{unix.NFPROTO_IPV4, unix.IPPROTO_ICMP, "icmp",
+			[]string{"echo-request", "destination-unreachable", "time-exceeded", "parameter-problem"},
+			[]byte{8, 3, 11, 12}},
+		{unix.NFPROTO_IPV6, unix.IPPROTO_ICMPV6, "icmpv6",
+			[]string{"echo-request", "destination-unreachable", "packet-too-big", "time-exceeded", "parameter-problem",
+				"nd-router-advert", "nd-neighbor-solicit", "nd-neighbor-advert",
+				"mld-listener-query", "mld-listener-report", "mld-listener-done", "mld2-listener-report"},
+			[]byte{128, 1, 2, 3, 4, 134, 135, 136, 130, 131, 132, 143}},
+	} {
+		for i, typ := range ic.types {
+			*rules = append(*rules, derivedRule{chain: firewall.HookInput, comment: base(ic.name), text: ic.name + " type " + typ + " accept",
+				exprs: []expr.Any{
+					&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{ic.nfproto}},
+					&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{ic.l4}},
+					&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{ic.nums[i]}},
+					&expr.Verdict{Kind: expr.VerdictAccept},
+				}})
+		}
+	}
+}
+
+// classSpec names a class opening: "icmp echo-request", "udp mdns to
+// 224.0.0.251 port 5353".
+func classSpec(o firewall.Opening) string {
+	s := o.Proto + " " + o.Class
+	if o.To != "" {
+		s += " to " + o.To
+	}
+	if o.Port != 0 {
+		s += fmt.Sprintf(" port %d", o.Port)
+	}
+	return s
+}
+
+// classFates gives each class a fate per source region (eval.CompareClasses
+// of found and the ruleset after the flip): kept where it passes surely
+// before and after; closing where it passes now and would not; widening
+// where it would pass from sources it does not pass from now, or surely
+// where it passes now only under a condition the evaluator cannot decide;
+// uncertain where it would pass only under such a condition. Every fate but
+// kept refuses: the mesh carries what the found firewall lets through, so
+// any other is a restriction it could not carry, named with the class.
+func (p *Preview) classFates(found, after *firewall.Ruleset, node firewall.Node) {
+	for _, r := range eval.CompareClasses(found, after, node) {
+		o := r.Class.Opening(r.From)
+		o.Uncertain = r.Before.Unsure
+		f := Fate{Opening: o, Fate: FateKept, By: OwnerEssentials}
+		from := "any source"
+		if r.From != "" {
+			from = r.From
+		}
+		switch {
+		case r.Before.Open && !r.After.Open:
+			f.Fate, f.By = FateClosing, ""
+			f.Reason = "passes now from " + from + " and would not after the flip: the mesh's table does not carry it"
+		case r.After.Open && !r.Before.Open:
+			f.Fate = FateWidening
+			f.Reason = "passes after the flip from " + from + ", which the found firewall does not let through"
+		case r.After.Open && r.Before.Unsure && !r.After.Unsure:
+			f.Fate = FateWidening
+			f.Reason = "passes now only under a condition the evaluator cannot decide, and after the flip without it"
+			if why := eval.UndecidedClass(found, r.Class); len(why) > 0 {
+				f.Reason += " (" + strings.Join(why, "; ") + "): that restriction cannot be carried"
+			}
+		case r.After.Unsure:
+			f.Fate = FateUncertain
+			f.Reason = "passes after the flip only under a condition the evaluator cannot decide"
+		}
+		p.Fates = append(p.Fates, f)
+		if f.Fate == FateKept {
+			continue
+		}
+		p.Reasons = append(p.Reasons, fmt.Sprintf("%s (%s) would be %s: %s; make the found firewall's rule for it one the evaluator decides (a source or interface match), or remove it from the found firewall before the flip",
+			classSpec(o), describeOpening(o), f.Fate, f.Reason))
+	}
+}

@@ -1,0 +1,198 @@
+package flip
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/fwtest"
+)
+
+// classFound is a native nftables node that lets ping in from 10.9.0.0/24
+// (IPv4) and fd00:f0::2 (IPv6) only, neighbour discovery with hop limit 255
+// from anyone, ESP from 10.9.0.0/24, GRE from anyone, VRRP to 224.0.0.18,
+// mDNS to 224.0.0.251 and DHCP requests to 255.255.255.255; everything else
+// (SCTP, MLD queries, the IPv6 multicast services) is dropped.
+const classFound = `table inet found {
+	chain input {
+		type filter hook input priority 0; policy drop;
+		ct state established,related accept
+		ct state invalid drop
+		iif lo accept
+		ip saddr 10.9.0.0/24 icmp type echo-request accept
+		ip6 saddr fd00:f0::2 icmpv6 type echo-request accept
+		icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-advert } ip6 hoplimit 255 accept
+		ip saddr 10.9.0.0/24 meta l4proto esp accept
+		meta l4proto gre accept
+		ip daddr 224.0.0.18 meta l4proto vrrp accept
+		ip daddr 224.0.0.251 udp dport 5353 accept
+		ip daddr 255.255.255.255 udp dport 67 accept
+		tcp dport 22 accept
+	}
+}
+`
+
+var classSources = []string{fwtest.PeerV4a, "10.9.0.5", "10.8.0.5", fwtest.PeerV6a, fwtest.PeerV6b}
+
+func classNet(t *testing.T) *fwtest.TestNet {
+	t.Helper()
+	n := fwtest.NewNamedNet(t, "cl-", "cl", "1c")
+	dev := ""
+	for _, l := range strings.Split(fwtest.Run(t, "", "ip", "-n", n.Peer, "-o", "link", "show"), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && !strings.HasPrefix(f[1], "lo") {
+			dev = strings.SplitN(strings.TrimSuffix(f[1], ":"), "@", 2)[0]
+		}
+	}
+	for _, s := range []string{"10.9.0.5", "10.8.0.5"} {
+		fwtest.Run(t, "", "ip", "-n", n.Peer, "addr", "add", s+"/32", "dev", dev)
+	}
+	for _, p := range []string{"10.8.0.0/16", "10.9.0.0/16"} {
+		fwtest.Run(t, "", "ip", "-n", n.Node, "route", "add", p, "via", fwtest.PeerV4a)
+	}
+	n.Nft(t, classFound)
+	return n
+}
+
+func classProbes() []fwtest.ClassProbe {
+	var out []fwtest.ClassProbe
+	for _, c := range eval.Classes() {
+		for _, s := range classSources {
+			if netip.MustParseAddr(s).Is4() != (c.Family == firewall.FamilyIP) {
+				continue
+			}
+			p := fwtest.ClassProbe{Name: c.Family + " " + c.Name, Src: s, Proto: c.Num, Type: c.Type, Port: c.Port, HopLimit: c.HopLimit}
+			if c.Dst.IsValid() {
+				p.Dst = c.Dst.String()
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// classFateOf is the preview's class fate whose class and source region
+// hold probe p (the most specific region; "" any other source).
+func classFateOf(p Preview, pr fwtest.ClassProbe) *Fate {
+	src := netip.MustParseAddr(pr.Src)
+	var best *Fate
+	for i := range p.Fates {
+		f := &p.Fates[i]
+		o := f.Opening
+		if o.Class == "" || o.Family+" "+o.Class != pr.Name {
+			continue
+		}
+		if o.From == "" {
+			if best == nil {
+				best = f
+			}
+			continue
+		}
+		if pfx, err := netip.ParsePrefix(o.From); err == nil && pfx.Contains(src) {
+			best = f
+		}
+	}
+	return best
+}
+
+// The kernel as the oracle for the traffic classes beyond TCP and UDP by
+// port: ping (restricted by source), neighbour discovery, router adverts,
+// MLD, ESP, GRE, VRRP, SCTP, mDNS and a DHCP server's broadcast, from
+// sources inside and outside each allowed prefix, before and after a flip
+// through the product's path (PreviewFlipOn, then Flip). The evaluator's
+// openings agree with the kernel before; after, every packet that passes
+// passed before, every kept one passes, every closing one is dropped.
+func TestKernelFlipCarriesClasses(t *testing.T) {
+	n := classNet(t)
+	probes := classProbes()
+	before := n.ClassReach(t, probes)
+	node, err := firewall.ReadNode(n.Path(n.Node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := n.List(t)
+	predicted := eval.ClassOpenings(found, node)
+	oracle := 0
+	for _, pr := range probes {
+		want := false
+		for _, o := range predicted {
+			if o.Family+" "+o.Class != pr.Name {
+				continue
+			}
+			if pfx, err := netip.ParsePrefix(o.From); o.From == "" || (err == nil && pfx.Contains(netip.MustParseAddr(pr.Src))) {
+				want = true
+			}
+		}
+		if want != before[pr] {
+			oracle++
+			t.Errorf("before the flip: %v: predicted %v, the kernel says %v", pr, want, before[pr])
+		}
+	}
+	for _, c := range []struct {
+		name, src string
+		want      bool
+	}{{"ip echo-request", "10.9.0.5", true}, {"ip echo-request", "10.8.0.5", false}, {"ip6 echo-request", fwtest.PeerV6b, false}, {"ip mdns", "10.8.0.5", true}, {"ip sctp", fwtest.PeerV4a, false}} {
+		for _, pr := range probes {
+			if pr.Name == c.name && pr.Src == c.src && before[pr] != c.want {
+				t.Fatalf("before the flip: %v reached=%v, want %v (the fixture is not what the test needs)", pr, before[pr], c.want)
+			}
+		}
+	}
+	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp")}
+	p, d := approved(t, n, spec)
+	t.Logf("derived:\n%s", d.Text())
+	f := NewFlipper(n.Path(n.Node))
+	plan, err := f.Flip(spec, p.FoundFingerprint, p.DerivedFingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshListed(t, n, d, "the flip's table")
+	after := n.ClassReach(t, probes)
+	mismatches, kept, closing, passedBefore, passedAfter := 0, 0, 0, 0, 0
+	for _, pr := range probes {
+		b, a := before[pr], after[pr]
+		if b {
+			passedBefore++
+		}
+		if a {
+			passedAfter++
+		}
+		fate := classFateOf(p, pr)
+		switch {
+		case a && !b:
+			mismatches++
+			t.Errorf("%v passes after the flip and did not before (fate %+v)", pr, fate)
+		case b && fate == nil:
+			mismatches++
+			t.Errorf("%v passed before the flip and the preview gives it no fate", pr)
+		case b && fate.Fate == FateKept:
+			kept++
+			if !a {
+				mismatches++
+				t.Errorf("%v is kept by the preview and does not pass after the flip", pr)
+			}
+		case b && fate.Fate == FateClosing:
+			closing++
+			if a {
+				mismatches++
+				t.Errorf("%v is closing by the preview and passes after the flip", pr)
+			}
+		}
+	}
+	fmt.Printf("flip carrying traffic classes: %d probes (%d sent before and after, 3 times each), %d pass before, %d pass after, %d kept, %d closing, %d mismatches; evaluator against the kernel before: %d mismatches\n",
+		len(probes), 2*len(probes), passedBefore, passedAfter, kept, closing, mismatches, oracle)
+	if kept == 0 || passedBefore == len(probes) {
+		t.Errorf("%d kept of %d passing before, of %d probes: the test wants kept and dropped classes", kept, passedBefore, len(probes))
+	}
+	if err := f.Revert(plan); err != nil {
+		t.Fatal(err)
+	}
+	boot, err := BootRuleset(d.Spec, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwtest.Run(t, boot, "ip", "netns", "exec", n.Node, "nft", "-f", "-")
+	meshListed(t, n, d, "the boot file's table")
+}
