@@ -1,0 +1,78 @@
+package flip
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"adoption/firewall"
+	"adoption/firewall/fwtest"
+)
+
+func icmpType(t int) firewall.Cond { return firewall.Cond{Kind: firewall.CondICMPType, Types: []int{t}} }
+
+func l4(n int) firewall.Cond { return firewall.Cond{Kind: firewall.CondL4Proto, Protos: []int{n}} }
+
+// classesFoundModel lets ping in from 10.9.0.0/24 only, GRE from anyone,
+// ssh from anyone; everything else is dropped.
+func classesFoundModel() *firewall.Ruleset {
+	return &firewall.Ruleset{Tables: []firewall.Table{{Family: firewall.FamilyInet, Name: "found", Chains: []firewall.Chain{
+		fwtest.Base("input", firewall.HookInput, 0, "drop",
+			fwtest.Accept(fwtest.CtEstablished()),
+			fwtest.Accept(l4(1), icmpType(8), fwtest.Saddr("10.9.0.0/24")),
+			fwtest.Accept(l4(47)),
+			fwtest.Accept(fwtest.Tcp(), fwtest.Dport(22)),
+		),
+	}}}}
+}
+
+// A ping allowed only from a prefix stays so: the derived table carries
+// the prefix, the preview keeps it from there, nothing else of ICMP or
+// ICMPv6 is opened, and a table that accepts ping from anyone (the mesh's
+// table before the classes were read from the found firewall) is refused,
+// naming the class and the sources it would widen to.
+func TestPreviewCarriesPingRestriction(t *testing.T) {
+	found := classesFoundModel()
+	node := firewall.Node{Interfaces: []firewall.Interface{{Name: "eth0", Addrs: []netip.Prefix{netip.MustParsePrefix("198.18.0.1/24"), netip.MustParsePrefix("fd00:f0::1/64")}}}}
+	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp")}
+	p := PreviewFlipOn(found, node, spec)
+	if !p.Approved {
+		t.Fatalf("refused: %v", p.Reasons)
+	}
+	d, err := DeriveFor(found, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := d.Text()
+	if !strings.Contains(text, "ip saddr @input_echo_request_ip_from meta l4proto 1 icmp type 8 accept") || !strings.Contains(text, "elements = { 10.9.0.0/24 }") {
+		t.Errorf("the derived table does not carry ping's source:\n%s", text)
+	}
+	if strings.Contains(text, "icmpv6") || strings.Contains(text, "nd-") {
+		t.Errorf("the derived table opens ICMPv6, which the found firewall drops:\n%s", text)
+	}
+	kept := map[string]bool{}
+	for _, f := range p.Fates {
+		if f.Opening.Class != "" {
+			kept[f.Opening.Family+" "+f.Opening.Class+" "+f.Opening.From+" "+f.Fate] = true
+		}
+	}
+	for _, want := range []string{"ip echo-request 10.9.0.0/24 kept", "ip gre  kept", "ip6 gre  kept"} {
+		if !kept[want] {
+			t.Errorf("no fate %q in %v", want, kept)
+		}
+	}
+	legacy := spec
+	legacy.Input = d.Spec.Input
+	ld, err := Derive(legacy) // ClassesFound unset: ping from anyone
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp := previewFlip(found, ld.Ruleset, spec, node)
+	reasons := strings.Join(lp.Reasons, "\n")
+	if lp.Approved || !strings.Contains(reasons, "icmp echo-request (input, ip) would be widening: passes after the flip from any source") {
+		t.Errorf("a table that accepts ping from anyone must refuse, naming it; reasons:\n%s", reasons)
+	}
+	if !strings.Contains(reasons, "gre gre (input, ip) would be closing: passes now from any source") {
+		t.Errorf("GRE, open now and not in the table, must refuse as closing; reasons:\n%s", reasons)
+	}
+}
