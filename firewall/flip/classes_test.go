@@ -76,3 +76,32 @@ func TestPreviewCarriesPingRestriction(t *testing.T) {
 		t.Errorf("GRE, open now and not in the table, must refuse as closing; reasons:\n%s", reasons)
 	}
 }
+
+// A found output policy drop with allowed destinations cannot be carried
+// (the mesh's table has no output chain): the preview refuses, naming it;
+// a found output policy accept stays accept, kept.
+func TestPreviewOutputPolicy(t *testing.T) {
+	node := firewall.Node{Interfaces: []firewall.Interface{{Name: "eth0", Addrs: []netip.Prefix{netip.MustParsePrefix("198.18.0.1/24")}}}}
+	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp")}
+	open := classesFoundModel()
+	open.Tables[0].Chains = append(open.Tables[0].Chains, fwtest.Base("output", "output", 0, "accept",
+		firewall.Rule{Handle: 9, Conds: []firewall.Cond{{Kind: firewall.CondCtState, Bits: firewall.CtStateInvalid}}, Verdict: firewall.Verdict{Kind: firewall.VerdictDrop}}))
+	p := PreviewFlipOn(open, node, spec)
+	if !p.Approved {
+		t.Fatalf("an output policy accept (with an invalid-state drop) is refused: %v", p.Reasons)
+	}
+	for _, f := range p.Fates {
+		if f.Opening.Class == "output" && f.Fate != FateKept {
+			t.Errorf("output fate %+v, want kept", f)
+		}
+	}
+	closed := classesFoundModel()
+	closed.Tables[0].Chains = append(closed.Tables[0].Chains, fwtest.Base("output", "output", 0, "drop",
+		fwtest.Accept(fwtest.CtEstablished()),
+		fwtest.Accept(fwtest.Daddr("10.0.0.0/8"))))
+	p = PreviewFlipOn(closed, node, spec)
+	reasons := strings.Join(p.Reasons, "\n")
+	if p.Approved || !strings.Contains(reasons, "output (ip) would widen: the found firewall may drop new packets the node sends (inet found output: policy drop)") {
+		t.Errorf("an output policy drop must refuse, naming it; reasons:\n%s", reasons)
+	}
+}

@@ -1,0 +1,119 @@
+// This file holds the output chain's policy as the evaluator reads it:
+// which rules (and policies) may drop a new packet the node sends out.
+
+package eval
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"adoption/firewall"
+)
+
+// OutputDrops lists, per family, what in rs may drop a new TCP, UDP or
+// ICMP packet the node sends to an outside destination at the output hook:
+// a base chain's policy drop, a drop or reject rule whose conditions a new
+// packet may meet. Each is named "family table chain: policy drop" or
+// "family table chain rule handle H: RULE". A rule the walk cannot pass
+// (an accept or a jump out that surely holds) ends its chain, so rules
+// behind an unconditional accept are not listed. Destination and interface
+// conditions are taken as undecided (any destination, any uplink): empty
+// means the node may send anything out, as with no output chain at all.
+func OutputDrops(rs *firewall.Ruleset) map[string][]string {
+	out := map[string][]string{}
+	byName := func(t *firewall.Table, name string) *firewall.Chain {
+		for ci := range t.Chains {
+			if t.Chains[ci].Name == name {
+				return &t.Chains[ci]
+			}
+		}
+		return nil
+	}
+	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+		seen := map[string]bool{}
+		add := func(s string) {
+			if !seen[s] {
+				seen[s] = true
+				out[fam] = append(out[fam], s)
+			}
+		}
+		icmp := uint8(unix.IPPROTO_ICMP)
+		if fam == firewall.FamilyIP6 {
+			icmp = unix.IPPROTO_ICMPV6
+		}
+		for _, proto := range []uint8{unix.IPPROTO_TCP, unix.IPPROTO_UDP, icmp} {
+			pkt := Packet{Hook: "output", Family: fam, Proto: proto, Port: 1, OrigPort: 1, Src: Atom{Other: true}, ICMPType: 8}
+			if fam == firewall.FamilyIP6 {
+				pkt.ICMPType = 128
+			}
+			for _, b := range BaseChains(rs, "output", fam, func(ch *firewall.Chain) bool { return firewall.IsFilter(ch) }) {
+				name := fmt.Sprintf("%s %s %s", b.table.Family, b.table.Name, b.chain.Name)
+				var walk func(ch *firewall.Chain, name string, depth int) bool
+				// walk reports whether the chain may return (fall off its end).
+				walk = func(ch *firewall.Chain, name string, depth int) bool {
+					if ch == nil || depth > 32 {
+						return true
+					}
+					if ch.Unknown != "" {
+						add(fmt.Sprintf("%s: not listed (%s)", name, ch.Unknown))
+						return true
+					}
+					for ri := range ch.Rules {
+						r := &ch.Rules[ri]
+						m := outputMatch(&pkt, r.Conds)
+						if m == TriFalse {
+							continue
+						}
+						v := r.Verdict
+						if r.VMap != nil {
+							v = firewall.Verdict{Kind: firewall.VerdictUnknown}
+						}
+						switch v.Kind {
+						case firewall.VerdictDrop, firewall.VerdictReject, firewall.VerdictUnknown:
+							add(fmt.Sprintf("%s rule handle %d: %s", name, r.Handle, firewall.RenderRule(r)))
+						case firewall.VerdictJump, firewall.VerdictGoto:
+							ret := walk(byName(b.table, v.Target), fmt.Sprintf("%s %s %s", b.table.Family, b.table.Name, v.Target), depth+1)
+							if v.Kind == firewall.VerdictGoto && m == TriTrue {
+								return ret
+							}
+							continue
+						case firewall.VerdictContinue:
+							continue
+						}
+						if m == TriTrue && v.Kind != firewall.VerdictContinue {
+							return v.Kind == firewall.VerdictReturn
+						}
+					}
+					return true
+				}
+				if walk(b.chain, name, 0) && b.chain.Policy == "drop" {
+					add(name + ": policy drop")
+				}
+			}
+		}
+	}
+	return out
+}
+
+// outputMatch decides a rule's conditions for a new packet the node sends:
+// interface and destination conditions are undecided.
+func outputMatch(pkt *Packet, conds []firewall.Cond) Tri {
+	m := TriTrue
+	for i := range conds {
+		c := &conds[i]
+		t := TriUnknown
+		switch c.Kind {
+		case firewall.CondIifname, firewall.CondOifname, firewall.CondDaddr, firewall.CondOrigDaddr, firewall.CondAddrType, firewall.CondSaddr:
+		default:
+			t = pkt.Cond(c)
+		}
+		if t == TriFalse {
+			return TriFalse
+		}
+		if t == TriUnknown {
+			m = TriUnknown
+		}
+	}
+	return m
+}
