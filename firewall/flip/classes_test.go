@@ -9,7 +9,9 @@ import (
 	"adoption/firewall/fwtest"
 )
 
-func icmpType(t int) firewall.Cond { return firewall.Cond{Kind: firewall.CondICMPType, Types: []int{t}} }
+func icmpType(t int) firewall.Cond {
+	return firewall.Cond{Kind: firewall.CondICMPType, Types: []int{t}}
+}
 
 func l4(n int) firewall.Cond { return firewall.Cond{Kind: firewall.CondL4Proto, Protos: []int{n}} }
 
