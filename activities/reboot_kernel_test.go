@@ -123,7 +123,7 @@ func openingKey(o firewall.Opening) string {
 func kept(pv *flip.Preview) []string {
 	var out []string
 	for _, f := range pv.Fates {
-		if f.Fate == flip.FateKept {
+		if f.Fate == flip.FateKept && f.Opening.Class == "" { // the classes are not OpenPortsOn's
 			out = append(out, openingKey(f.Opening))
 		}
 	}

@@ -329,12 +329,7 @@ func holderOfPort(ls []holderAt, p config.Port) string {
 	return ""
 }
 
-func portText(o firewall.Opening) string {
-	if o.PortEnd != 0 && o.PortEnd != o.Port {
-		return fmt.Sprintf("%d-%d/%s", o.Port, o.PortEnd, o.Proto)
-	}
-	return fmt.Sprintf("%d/%s", o.Port, o.Proto)
-}
+func portText(o firewall.Opening) string { return firewall.PortText(o) }
 
 // portCovers reports whether an opening's text ("22/tcp", "1000-2000/tcp")
 // covers p.

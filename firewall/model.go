@@ -339,3 +339,25 @@ func PortEnd(o Opening) uint16 {
 	}
 	return o.Port
 }
+
+// PortText is what an opening is reached by, as people read it: "22/tcp",
+// "1000-2000/tcp", or for a traffic class its name and protocol
+// ("echo-request/icmp", "mdns/udp 5353 to 224.0.0.251", "output").
+func PortText(o Opening) string {
+	switch {
+	case o.Class == "output":
+		return o.Class
+	case o.Class != "":
+		s := o.Class + "/" + o.Proto
+		if o.Port != 0 {
+			s += fmt.Sprintf(" %d", o.Port)
+		}
+		if o.To != "" {
+			s += " to " + o.To
+		}
+		return s
+	case o.PortEnd != 0 && o.PortEnd != o.Port:
+		return fmt.Sprintf("%d-%d/%s", o.Port, o.PortEnd, o.Proto)
+	}
+	return fmt.Sprintf("%d/%s", o.Port, o.Proto)
+}

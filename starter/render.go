@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"adoption/firewall"
 	"adoption/firewall/flip"
 	"adoption/workflows"
 )
@@ -18,10 +19,7 @@ func printPreview(w io.Writer, pv *flip.Preview, width int) {
 	fmt.Fprintln(tw, "PORT\tDIRECTION\tFAMILY\tFROM\tFATE\tBY")
 	for _, f := range pv.Fates {
 		o := f.Opening
-		port := fmt.Sprintf("%d/%s", o.Port, o.Proto)
-		if o.PortEnd != 0 {
-			port = fmt.Sprintf("%d-%d/%s", o.Port, o.PortEnd, o.Proto)
-		}
+		port := firewall.PortText(o)
 		fate, by := f.Fate, f.By
 		if f.Fate == "closing" && f.Dropped {
 			by = "flip.drop"
