@@ -122,9 +122,11 @@ type derivedRule struct {
 
 // Derive builds the mesh's ruleset for spec: table inet adoption with base
 // chains input and forward (filter hook, priority filter, policy drop).
-// Input accepts established/related, loopback, the ICMP and ICMPv6 that
-// must pass (neighbour discovery and router adverts keep IPv6 working), and
-// one rule per Input port; forward accepts established/related, traffic from
+// Input accepts established/related, loopback, each traffic class of
+// spec.Classes with its sources (ICMP types, other protocols, broadcast and
+// multicast services: what the found firewall let through; without
+// ClassesFound, the ICMP and ICMPv6 types every host needs), and one rule
+// per Input port; forward accepts established/related, traffic from
 // Docker's bridges (DockerBridges) so containers keep their egress, and
 // DNATed connections whose original destination port is a Forward port.
 // Every rule's comment names its owner: "adoption:<node>:<owner>:<port>/<proto>"
