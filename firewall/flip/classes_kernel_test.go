@@ -106,6 +106,33 @@ func classFateOf(p Preview, pr fwtest.ClassProbe) *Fate {
 // passed before, every kept one passes, every closing one is dropped.
 func TestKernelFlipCarriesClasses(t *testing.T) {
 	n := classNet(t)
+	classDifferential(t, n, MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp")}, "native nftables node", []classWant{
+		{"ip echo-request", "10.9.0.5", true}, {"ip echo-request", "10.8.0.5", false}, {"ip6 echo-request", fwtest.PeerV6b, false},
+		{"ip mdns", "10.8.0.5", true}, {"ip sctp", fwtest.PeerV4a, false}})
+}
+
+// The same on a ufw node (its before.rules: ping, neighbour discovery with
+// hop limit 255, MLD from link-local sources, mDNS), with a source-limited
+// ssh, deny lists and an ipset blocklist.
+func TestKernelUfwFlipCarriesClasses(t *testing.T) {
+	n := narrowNet(t)
+	spec := MeshSpec{Node: "n1", Input: append(allow(OwnerManagement, "22/tcp"), allow("web", "8080/tcp", "8080/udp")...)}
+	spec.Drop = fwtest.Ports("9999/tcp")
+	classDifferential(t, n, spec, "ufw node", []classWant{
+		{"ip echo-request", "10.8.0.5", true}, {"ip mdns", "10.8.0.5", true}, {"ip gre", fwtest.PeerV4a, false},
+		{"ip6 nd-neighbor-solicit", fwtest.PeerV6a, true}, {"ip6 mld-listener-query", fwtest.PeerV6a, false}})
+}
+
+type classWant struct {
+	name, src string
+	want      bool
+}
+
+// classDifferential sends every class's probes before and after a flip of
+// n through the product's path and compares the kernel's answers with the
+// evaluator's and the preview's; wants check the fixture first.
+func classDifferential(t *testing.T, n *fwtest.TestNet, spec MeshSpec, label string, wants []classWant) {
+	t.Helper()
 	probes := classProbes()
 	before := n.ClassReach(t, probes)
 	node, err := firewall.ReadNode(n.Path(n.Node))
@@ -130,17 +157,13 @@ func TestKernelFlipCarriesClasses(t *testing.T) {
 			t.Errorf("before the flip: %v: predicted %v, the kernel says %v", pr, want, before[pr])
 		}
 	}
-	for _, c := range []struct {
-		name, src string
-		want      bool
-	}{{"ip echo-request", "10.9.0.5", true}, {"ip echo-request", "10.8.0.5", false}, {"ip6 echo-request", fwtest.PeerV6b, false}, {"ip mdns", "10.8.0.5", true}, {"ip sctp", fwtest.PeerV4a, false}} {
+	for _, c := range wants {
 		for _, pr := range probes {
 			if pr.Name == c.name && pr.Src == c.src && before[pr] != c.want {
 				t.Fatalf("before the flip: %v reached=%v, want %v (the fixture is not what the test needs)", pr, before[pr], c.want)
 			}
 		}
 	}
-	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp")}
 	p, d := approved(t, n, spec)
 	t.Logf("derived:\n%s", d.Text())
 	f := NewFlipper(n.Path(n.Node))
@@ -181,8 +204,8 @@ func TestKernelFlipCarriesClasses(t *testing.T) {
 			}
 		}
 	}
-	fmt.Printf("flip carrying traffic classes: %d probes (%d sent before and after, 3 times each), %d pass before, %d pass after, %d kept, %d closing, %d mismatches; evaluator against the kernel before: %d mismatches\n",
-		len(probes), 2*len(probes), passedBefore, passedAfter, kept, closing, mismatches, oracle)
+	fmt.Printf("%s, flip carrying traffic classes: %d probes (%d sent before and after, 3 times each), %d pass before, %d pass after, %d kept, %d closing, %d mismatches; evaluator against the kernel before: %d mismatches\n",
+		label, len(probes), 2*len(probes), passedBefore, passedAfter, kept, closing, mismatches, oracle)
 	if kept == 0 || passedBefore == len(probes) {
 		t.Errorf("%d kept of %d passing before, of %d probes: the test wants kept and dropped classes", kept, passedBefore, len(probes))
 	}
