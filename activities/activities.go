@@ -68,6 +68,10 @@ type (
 		UpdateCutover(module string, fn func(cur *nodestate.CutoverRecord) (*nodestate.CutoverRecord, error)) error
 		Baseline() (nodestate.Baseline, bool, error)
 		SetBaseline(nodestate.Baseline) error
+		// Owner is the workflow the node serves (caller.go).
+		Owner() (nodestate.Owner, bool, error)
+		SetOwner(nodestate.Owner) (nodestate.Owner, error)
+		ClearOwner() error
 	}
 )
 

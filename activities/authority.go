@@ -60,6 +60,8 @@ type Authority struct {
 	// lets it act on requests without one (intent.go).
 	Operators *intent.Operators
 	Unsigned  bool
+	// Fleet is authority.fleet: the fleet whose workflow may read the plan.
+	Fleet string
 	// Intents is the directory of the intents' nonces (under state_dir).
 	Intents string
 }
@@ -68,7 +70,7 @@ type Authority struct {
 func FromConfig(c *config.Config, source string) *Authority {
 	ops, _ := c.Authority.Keys() // validated at load; a nil set trusts no key
 	return &Authority{Plan: c.Plan(), Contents: c.Contents(), MaxConfirmTimeout: c.Flip.MaxConfirmTimeout, Source: source,
-		EnableBootService: c.Flip.EnableBootService, Operators: ops, Unsigned: c.Authority.Unsigned, Intents: IntentsDir(c.Node.StateDir)}
+		EnableBootService: c.Flip.EnableBootService, Operators: ops, Unsigned: c.Authority.Unsigned, Fleet: c.Authority.Fleet, Intents: IntentsDir(c.Node.StateDir)}
 }
 
 // Fixed is an authority that never changes and takes unsigned requests
@@ -84,6 +86,9 @@ func Fixed(p config.Plan, contents map[string][]byte, maxConfirm time.Duration) 
 // the next retry), must derive exactly the plan the request carries.
 func (a *Activities) authorize(ctx context.Context, req config.Plan) (*Authority, error) {
 	if err := a.checkNode(req.Node); err != nil {
+		return nil, err
+	}
+	if err := a.checkCaller(ctx); err != nil {
 		return nil, err
 	}
 	if a.Local == nil {

@@ -227,8 +227,8 @@ func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*Cutove
 	// A module with neither a container nor a health check is cut over
 	// once its files are: this is its last step, which confirms it.
 	if m.Container == nil && m.Health == nil {
-		if err := a.markCutover(m, nodestate.CutoverConfirmed, nil); err != nil {
-			return nil, fmt.Errorf("record %s's cutover as confirmed on the node: %w", m.Name, err)
+		if err := a.confirmCutover(ctx, auth, m, in.Intent); err != nil {
+			return nil, err
 		}
 	}
 	return res, nil
@@ -265,7 +265,7 @@ func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*C
 		return nil, err
 	}
 	if m.Container == nil {
-		return a.hostServiceHealthy(ctx, m)
+		return a.hostServiceHealthy(ctx, auth, m, in.Intent)
 	}
 	var probe func(context.Context) error
 	timeout := 30 * time.Second
@@ -299,8 +299,8 @@ func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*C
 	}
 	// The cutover's last check passed on the node: it is confirmed, and
 	// from now on no rollback undoes it (gates.go).
-	if err := a.markCutover(m, nodestate.CutoverConfirmed, nil); err != nil {
-		return nil, fmt.Errorf("record %s's cutover as confirmed on the node: %w", m.Name, err)
+	if err := a.confirmCutover(ctx, auth, m, in.Intent); err != nil {
+		return nil, err
 	}
 	return &CutoverResult{Step: "healthy"}, nil
 }
@@ -468,7 +468,7 @@ func (a *Activities) refusal(ctx context.Context, what string, err error) error 
 // node itself) by its declared health, from the agent's network namespace,
 // until it answers or the health's timeout passes: a module whose check
 // fails is not migrated, and the workflow rolls it back.
-func (a *Activities) hostServiceHealthy(ctx context.Context, m config.ModulePlan) (*CutoverResult, error) {
+func (a *Activities) hostServiceHealthy(ctx context.Context, auth *Authority, m config.ModulePlan, signed *intent.Signed) (*CutoverResult, error) {
 	h := m.Health
 	if h == nil {
 		return nil, notDeclared("module %s declares neither a container nor a health check", m.Name)
@@ -487,8 +487,8 @@ func (a *Activities) hostServiceHealthy(ctx context.Context, m config.ModulePlan
 		heartbeat(ctx, "wait healthy "+m.Name)
 		err := probe(ctx)
 		if err == nil {
-			if err := a.markCutover(m, nodestate.CutoverConfirmed, nil); err != nil {
-				return nil, fmt.Errorf("record %s's cutover as confirmed on the node: %w", m.Name, err)
+			if err := a.confirmCutover(ctx, auth, m, signed); err != nil {
+				return nil, err
 			}
 			return &CutoverResult{Step: "healthy"}, nil
 		}

@@ -13,7 +13,6 @@ import (
 	"adoption/firewall/flip"
 	"adoption/firewall/marks"
 	"adoption/intent"
-	"adoption/nodestate"
 	"adoption/sockets"
 )
 
@@ -159,8 +158,8 @@ func (a *Activities) OpenRules(ctx context.Context, in RulesInput) (*RulesResult
 	// A module whose cutover is only the opening of its ports (no
 	// container, files or health check) is confirmed by it (gates.go).
 	if m, ok := auth.Plan.Module(in.Owner); ok && m.Container == nil && len(m.Files) == 0 && m.Health == nil {
-		if err := a.markCutover(m, nodestate.CutoverConfirmed, nil); err != nil {
-			return nil, fmt.Errorf("record %s's cutover as confirmed on the node: %w", m.Name, err)
+		if err := a.confirmCutover(ctx, auth, m, in.Intent); err != nil {
+			return nil, err
 		}
 	}
 	a.Failpoints.Hit("open-rules")
@@ -329,6 +328,9 @@ func (a *Activities) Release(ctx context.Context, in ProbeInput) (*ReleaseResult
 		if len(placed) > 0 {
 			return nil, gateRefusal(ErrNodeState, "node %s is not adopted (no marker under state_dir), yet %d marked rule(s) of it are in the firewall: not released by this agent; inspect them (adopt-worker probe)", a.Node, len(placed))
 		}
+		if err := a.State.ClearOwner(); err != nil {
+			return nil, fmt.Errorf("clear the owner record: %w", err)
+		}
 		a.spendIntent(ctx, auth, in.Intent, v)
 		return &ReleaseResult{}, nil
 	}
@@ -339,6 +341,9 @@ func (a *Activities) Release(ctx context.Context, in ProbeInput) (*ReleaseResult
 	a.Failpoints.Hit("release-removed")
 	if err := a.State.ClearAdopted(); err != nil {
 		return nil, fmt.Errorf("clear the adopted marker: %w", err)
+	}
+	if err := a.State.ClearOwner(); err != nil {
+		return nil, fmt.Errorf("clear the owner record: %w", err)
 	}
 	a.spendIntent(ctx, auth, in.Intent, v)
 	return &ReleaseResult{Removed: removed}, nil

@@ -16,12 +16,12 @@ import (
 	"path/filepath"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/config"
 	"adoption/firewall/flip"
 	"adoption/intent"
+	"adoption/nodestate"
 )
 
 // ErrIntentRefused is the error type of a request whose signed intent the
@@ -109,22 +109,6 @@ func DecisionArgs(path, key, take string) map[string]string {
 	return map[string]string{"decisions": intent.List([]string{path + " " + key + " take " + take})}
 }
 
-// workflowKey carries the calling workflow's ID outside an activity (tests).
-type workflowKey struct{}
-
-// WithWorkflow is ctx as if called by workflow id (outside an activity).
-func WithWorkflow(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, workflowKey{}, id)
-}
-
-func callingWorkflow(ctx context.Context) string {
-	if activity.IsActivity(ctx) {
-		return activity.GetInfo(ctx).WorkflowExecution.ID
-	}
-	id, _ := ctx.Value(workflowKey{}).(string)
-	return id
-}
-
 // checkIntent verifies the request's signed intent against the node's own
 // operators, name and plan, and claims its nonce for the calling workflow.
 // A node whose file says authority.unsigned (and lists no operator) acts
@@ -141,7 +125,33 @@ func (a *Activities) checkUndo(ctx context.Context, auth *Authority, signed *int
 	return a.claim(ctx, auth, signed, forms, true)
 }
 
+// claim verifies the intent and claims its nonce; an intent that starts
+// the node's adoption also makes the caller the workflow the node serves
+// (caller.go).
 func (a *Activities) claim(ctx context.Context, auth *Authority, signed *intent.Signed, forms []allowed, undo bool) (*intent.Verified, error) {
+	v, err := a.claimNonce(ctx, auth, signed, forms, undo)
+	if err == nil && startsAdoption(forms) {
+		err = a.pin(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// startsAdoption reports whether forms are those of the adoption's start.
+func startsAdoption(forms []allowed) bool {
+	for _, f := range forms {
+		for _, act := range f.actions {
+			if act == ActStart {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (a *Activities) claimNonce(ctx context.Context, auth *Authority, signed *intent.Signed, forms []allowed, undo bool) (*intent.Verified, error) {
 	if auth.Operators.Len() == 0 && auth.Unsigned {
 		return nil, nil
 	}
@@ -205,6 +215,28 @@ func (a *Activities) spendIntent(ctx context.Context, auth *Authority, signed *i
 	if err := (intent.Nonces{Dir: auth.Intents}).Spend(v, signed, callingWorkflow(ctx), time.Now()); err != nil {
 		logger(ctx).Error("spend the intent's nonce", "nonce", v.Nonce, "error", err.Error())
 	}
+}
+
+// confirmCutover records module m's cutover as confirmed on the node (its
+// last check passed: it is migrated) and spends the intent that asked it
+// (a migrate or retry of m): the operation ended, so it cannot be
+// presented again, by this workflow or any other. It is called only after
+// the same call verified signed. A retry of the confirming step after a
+// lost answer is then refused as replayed, and the workflow's rollback is
+// refused as the cutover is confirmed: the module stays migrated.
+func (a *Activities) confirmCutover(ctx context.Context, auth *Authority, m config.ModulePlan, signed *intent.Signed) error {
+	if err := a.markCutover(m, nodestate.CutoverConfirmed, nil); err != nil {
+		return fmt.Errorf("record %s's cutover as confirmed on the node: %w", m.Name, err)
+	}
+	if signed == nil || (auth.Operators.Len() == 0 && auth.Unsigned) {
+		return nil
+	}
+	var in intent.Intent
+	if err := json.Unmarshal(signed.Payload, &in); err != nil {
+		return nil // verified in this call: cannot happen
+	}
+	a.spendIntent(ctx, auth, signed, &intent.Verified{Intent: in})
+	return nil
 }
 
 // checkDecisions verifies each decision's own intent (adopt resolve).

@@ -34,6 +34,8 @@ type signedNode struct {
 	stranger ssh.Signer // not
 	dirs     []string   // node.root and node.state_dir
 	nonces   string
+	cfg      string // the node's own file
+	opLine   string // op's line in authority.operators
 }
 
 func newSignedNode(t *testing.T) *signedNode {
@@ -50,7 +52,7 @@ func newSignedNode(t *testing.T) *signedNode {
 	must(t, os.WriteFile(cfgPath, []byte(body), 0o600))
 	cfg, err := config.Load(cfgPath)
 	must(t, err)
-	sn := &signedNode{a: a, rec: rec, plan: plan, dirs: []string{cfg.Node.Root, cfg.Node.StateDir}, nonces: IntentsDir(cfg.Node.StateDir)}
+	sn := &signedNode{a: a, rec: rec, plan: plan, dirs: []string{cfg.Node.Root, cfg.Node.StateDir, stateDir(a)}, nonces: IntentsDir(cfg.Node.StateDir), cfg: cfgPath, opLine: op.Public}
 	sn.op, err = intent.SignerFromFile(op.Path)
 	must(t, err)
 	sn.stranger, err = intent.SignerFromFile(other.Path)

@@ -31,6 +31,9 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (*config.Plan, erro
 		// operator must, then `adopt fleet retry`.
 		return nil, temporal.NewNonRetryableApplicationError("node "+a.Node+"'s configuration: "+err.Error(), ErrBadPlan, err)
 	}
+	if err := a.checkPlanReader(ctx, auth); err != nil {
+		return nil, err
+	}
 	p := auth.Plan
 	return &p, nil
 }

@@ -3,7 +3,8 @@ package config
 // This file holds who may make the node act: the operators' public keys
 // whose signed intents the agent accepts (authority.operators, as in
 // authorized_keys), or, said explicitly, nobody's signature at all
-// (authority.unsigned); and the operator's side: the key the CLI signs
+// (authority.unsigned); the fleet that may read its plan
+// (authority.fleet); and the operator's side: the key the CLI signs
 // with and how long an intent it signs lives.
 
 import (
@@ -40,6 +41,10 @@ type Authority struct {
 	// every request must be signed whatever it says): anyone with access to the Temporal namespace can then
 	// make it act. Only for a sandbox or a first trial.
 	Unsigned bool `mapstructure:"unsigned" json:"unsigned,omitempty"`
+	// Fleet names the fleet (its name: in the fleet file) whose workflow
+	// may read this node's plan before the node's own workflow adopts it;
+	// empty, no fleet may.
+	Fleet string `mapstructure:"fleet" json:"fleet,omitempty"`
 }
 
 // Keys parses authority.operators (validated at load, so an error here
@@ -86,6 +91,9 @@ func (v *validator) authority(a Authority, o Operator) {
 	case keys == 0 && !a.Unsigned:
 		v.add("authority.operators", a.Operators.Text(), "no operator key: list the public keys (authorized_keys lines, e.g. the content of ~/.ssh/id_ed25519.pub) whose signed requests this node acts on; "+
 			"or, for a sandbox only, say authority.unsigned: true (then anyone with access to the Temporal namespace can make the node act)")
+	}
+	if a.Fleet != "" && !ValidName(a.Fleet) {
+		v.add("authority.fleet", a.Fleet, "a fleet's name (name: in its fleet file), which must be "+NameRule+"; or leave it out when no fleet starts this node")
 	}
 	for key, d := range map[string]time.Duration{"operator.intent_ttl": o.IntentTTL, "operator.fleet_intent_ttl": o.FleetIntentTTL} {
 		if d <= 0 || d > intent.MaxLifetime {

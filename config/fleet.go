@@ -19,6 +19,10 @@ type Fleet struct {
 	Configs []*Config `mapstructure:"-"`
 }
 
+// FleetWorkflowID is the workflow ID of fleet name: the one workflow a
+// node whose authority.fleet names it lets read its plan.
+func FleetWorkflowID(name string) string { return "fleet/" + name }
+
 // LoadFleet reads a fleet file and every node configuration it names,
 // reporting every problem of every file at once.
 func LoadFleet(path string) (*Fleet, error) {

@@ -4,10 +4,13 @@ package nodestate
 // read instead of trusting a request: each module's cutover (migrating,
 // confirmed once its last check passed on the node, rolled back) with the
 // content its files were converged to, and the found firewall's
-// fingerprint as adopted (or as last accepted).
+// fingerprint as adopted (or as last accepted); and the workflow the node
+// serves (its owner).
 
 import (
 	"encoding/json"
+	"errors"
+	"os"
 	"path/filepath"
 	"time"
 )
@@ -101,4 +104,52 @@ func (d *Dir) SetBaseline(b Baseline) error {
 		return err
 	}
 	return WriteFileAtomic(filepath.Join(d.path, baselineFile), raw, 0o600)
+}
+
+// Owner is the workflow a node serves: the one whose verified start
+// intent adopted it. A workflow keeps its ID across continue-as-new and
+// retries, so the ID (with the namespace) is what is recorded, not a run.
+type Owner struct {
+	Namespace string    `json:"namespace"`
+	Workflow  string    `json:"workflow"`
+	At        time.Time `json:"at"`
+}
+
+const ownerFile = "workflow.json"
+
+// OwnerFile is the owner record's path, for messages: removing it (root on
+// the node) lets another workflow adopt the node.
+func (d *Dir) OwnerFile() string { return filepath.Join(d.path, ownerFile) }
+
+// Owner reads the owner record; ok is false when the node serves no
+// workflow yet (never adopted, or released).
+func (d *Dir) Owner() (Owner, bool, error) {
+	var o Owner
+	ok, err := d.readJSON(ownerFile, "owner record", &o)
+	return o, ok, err
+}
+
+// SetOwner records o as the workflow the node serves. A record already
+// there is kept: the first verified start decides, until a release.
+func (d *Dir) SetOwner(o Owner) (Owner, error) {
+	if cur, ok, err := d.Owner(); err != nil || ok {
+		return cur, err
+	}
+	if err := d.Ensure(); err != nil {
+		return Owner{}, err
+	}
+	raw, err := json.MarshalIndent(o, "", "  ")
+	if err != nil {
+		return Owner{}, err
+	}
+	return o, WriteFileAtomic(filepath.Join(d.path, ownerFile), raw, 0o600)
+}
+
+// ClearOwner removes the owner record (after a release).
+func (d *Dir) ClearOwner() error {
+	err := os.Remove(filepath.Join(d.path, ownerFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
 }

@@ -72,7 +72,7 @@ type FleetAnswer struct {
 }
 
 // FleetID is the one fleet execution of a given name.
-func FleetID(name string) string { return "fleet/" + name }
+func FleetID(name string) string { return config.FleetWorkflowID(name) }
 
 // FleetInput names the fleet's nodes, the control node first.
 type FleetInput struct {

@@ -1,0 +1,201 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"adoption/config"
+	"adoption/intent"
+)
+
+// wrongWorkflowErr reports whether err is the refusal of a workflow the
+// node does not serve.
+func wrongWorkflowErr(err error) bool {
+	var ae *temporal.ApplicationError
+	return errors.As(err, &ae) && ae.Type() == ErrWrongWorkflow && ae.NonRetryable()
+}
+
+// adoptedBy makes wf the workflow sn's node serves, as the operator's
+// start does: a verified start intent presented by wf.
+func (sn *signedNode) adoptedBy(t *testing.T, wf string) {
+	t.Helper()
+	sn.adoptedByIn(t, Caller{Namespace: "default", Workflow: wf})
+}
+
+func (sn *signedNode) adoptedByIn(t *testing.T, c Caller) {
+	t.Helper()
+	wf := c.Workflow
+	ctx := WithCaller(context.Background(), c)
+	s := sn.sign(t, sn.op, "n1", sn.plan.Hash(), ActStart, nil, time.Now(), time.Hour)
+	if _, err := sn.a.CheckFoundationPorts(ctx, ProbeInput{Plan: clone(t, sn.plan), Intent: s}); refusedFor(err) != "" || wrongWorkflowErr(err) {
+		t.Fatalf("the operator's start by %s: %v", wf, err)
+	}
+	if o, ok, err := sn.a.State.Owner(); err != nil || !ok || o.Workflow != wf || o.Namespace != c.Namespace {
+		t.Fatalf("owner after the start by %s: %+v, %v, %v", wf, o, ok, err)
+	}
+}
+
+// TestAnotherWorkflowIsRefused: once the product's workflow adopted the
+// node, a workflow that is not the product's, with a copied plan and a
+// valid-looking request (an intent the operator's key really signed, for
+// this node, plan, action and arguments), is refused for every activity,
+// state-changing or not, and nothing changes: not the files under
+// node.root and node.state_dir, not the firewall or the containers, and
+// the intent's nonce is not claimed, so the operator's own workflow can
+// still present it.
+func TestAnotherWorkflowIsRefused(t *testing.T) {
+	sn := newSignedNode(t)
+	sn.adoptedBy(t, productWorkflow)
+	evil := WithCaller(context.Background(), Caller{Namespace: "default", Workflow: "evil/n1"})
+	otherNS := WithCaller(context.Background(), Caller{Namespace: "elsewhere", Workflow: productWorkflow})
+	p := sn.plan
+	readOnly := []call{
+		{"Probe", "", nil, func(ctx context.Context, a *Activities, p config.Plan, _ *intent.Signed) error {
+			_, err := a.Probe(ctx, ProbeInput{Plan: p})
+			return err
+		}},
+		{"Preview", "", nil, func(ctx context.Context, a *Activities, p config.Plan, _ *intent.Signed) error {
+			_, err := a.Preview(ctx, PreviewInput{Plan: p, Spec: specOf(p)})
+			return err
+		}},
+		{"CheckDrift", "", nil, func(ctx context.Context, a *Activities, p config.Plan, _ *intent.Signed) error {
+			_, err := a.CheckDrift(ctx, DriftInput{Plan: p})
+			return err
+		}},
+		{"Rehearse", "", nil, func(ctx context.Context, a *Activities, p config.Plan, _ *intent.Signed) error {
+			_, err := a.Rehearse(ctx, ModuleInput{Plan: p, Module: "app"})
+			return err
+		}},
+		{"Reconcile", "", nil, func(ctx context.Context, a *Activities, p config.Plan, _ *intent.Signed) error {
+			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p})
+			return err
+		}},
+		{"Plan", "", nil, func(ctx context.Context, a *Activities, p config.Plan, _ *intent.Signed) error {
+			_, err := a.Plan(ctx, PlanInput{Node: p.Node})
+			return err
+		}},
+	}
+	before := sn.stateHash(t)
+	for _, c := range append(stateChanging(), readOnly...) {
+		var s *intent.Signed
+		if c.action != "" {
+			s = sn.sign(t, sn.op, "n1", p.Hash(), c.action, c.args, time.Now(), time.Hour)
+		}
+		for _, ctx := range []context.Context{evil, otherNS} {
+			err := c.run(ctx, sn.a, clone(t, p), s)
+			if !wrongWorkflowErr(err) {
+				t.Errorf("%s by %s: %v, want a non-retryable %s", c.name, callerOf(ctx), err, ErrWrongWorkflow)
+			} else if msg := err.Error(); !strings.Contains(msg, "serves workflow "+productWorkflow) || !strings.Contains(msg, "nothing was changed") {
+				t.Errorf("%s: the refusal does not say whom the node serves: %s", c.name, msg)
+			}
+		}
+		if len(sn.rec.changes) != 0 {
+			t.Fatalf("%s by another workflow changed the node: %v", c.name, sn.rec.changes)
+		}
+		if after := sn.stateHash(t); after != before {
+			t.Fatalf("%s by another workflow changed files under node.root or node.state_dir", c.name)
+		}
+	}
+	// The product's workflow is still served, and a new run of it (after
+	// continue-as-new: the same workflow ID) too.
+	if _, err := sn.a.Probe(WithWorkflow(context.Background(), productWorkflow), ProbeInput{Plan: clone(t, p)}); err != nil {
+		t.Fatalf("the product's workflow: %v", err)
+	}
+}
+
+// TestARunOfTheNodesWorkflowIsServed: the caller is read from the
+// activity's own info (namespace and workflow ID, never the run), so a
+// workflow continued as new, a new run under the same ID, is served, and
+// a workflow under another ID is not.
+func TestARunOfTheNodesWorkflowIsServed(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	sn := newSignedNode(t)
+	// The test environment's workflow and namespace.
+	sn.adoptedByIn(t, Caller{Namespace: "default-test-namespace", Workflow: "default-test-workflow-id"})
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(sn.a)
+	if _, err := env.ExecuteActivity(sn.a.Probe, ProbeInput{Plan: clone(t, sn.plan)}); err != nil {
+		t.Fatalf("a run of the node's workflow: %v", err)
+	}
+	must(t, sn.a.State.ClearOwner())
+	sn.adoptedBy(t, "node-migration/other")
+	if _, err := env.ExecuteActivity(sn.a.Probe, ProbeInput{Plan: clone(t, sn.plan)}); !wrongWorkflowErr(err) {
+		t.Fatalf("a workflow under another ID: %v, want %s", err, ErrWrongWorkflow)
+	}
+}
+
+// TestReleaseHandsTheNodeOn: a release by the node's workflow clears the
+// record, and the next verified start (another workflow, e.g. a fleet's
+// child after the node workflow ended) adopts it; the first workflow is
+// refused from then on. Before any start, another workflow's start with no
+// valid intent records nothing.
+func TestReleaseHandsTheNodeOn(t *testing.T) {
+	sn := newSignedNode(t)
+	before := sn.stateHash(t)
+	if _, err := sn.a.CheckFoundationPorts(WithWorkflow(context.Background(), "evil/n1"), ProbeInput{Plan: clone(t, sn.plan)}); refusedFor(err) != intent.NoIntent {
+		t.Fatalf("an unsigned start: %v", err)
+	}
+	if sn.stateHash(t) != before {
+		t.Fatal("an unsigned start recorded an owner")
+	}
+	sn.adoptedBy(t, productWorkflow)
+	rel := sn.sign(t, sn.op, "n1", sn.plan.Hash(), ActRelease, nil, time.Now(), time.Hour)
+	if _, err := sn.a.Release(WithWorkflow(context.Background(), productWorkflow), ProbeInput{Plan: clone(t, sn.plan), Intent: rel}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if _, ok, _ := sn.a.State.Owner(); ok {
+		t.Fatal("the owner record outlived the release")
+	}
+	sn.adoptedBy(t, "node-migration/n1-again")
+	if _, err := sn.a.Probe(WithWorkflow(context.Background(), productWorkflow), ProbeInput{Plan: clone(t, sn.plan)}); !wrongWorkflowErr(err) {
+		t.Fatalf("the released workflow after another adopted the node: %v", err)
+	}
+}
+
+// TestPlanAnswersTheNodesWorkflowAndItsFleet: Plan answers the fleet the
+// node's file names (authority.fleet) and the workflow the node serves;
+// any other caller is refused, and a file naming no fleet lets none read.
+func TestPlanAnswersTheNodesWorkflowAndItsFleet(t *testing.T) {
+	sn := newSignedNode(t)
+	ask := func(wf string) error {
+		_, err := sn.a.Plan(WithWorkflow(context.Background(), wf), PlanInput{Node: "n1"})
+		return err
+	}
+	if err := ask("fleet/prod"); !wrongWorkflowErr(err) || !strings.Contains(err.Error(), "names no fleet") {
+		t.Fatalf("a fleet the file does not name: %v", err)
+	}
+	sn.setFleet(t, "prod")
+	if err := ask("fleet/prod"); err != nil {
+		t.Fatalf("the fleet the file names: %v", err)
+	}
+	for _, wf := range []string{"fleet/other", productWorkflow, "evil/n1"} {
+		if err := ask(wf); !wrongWorkflowErr(err) {
+			t.Errorf("%s before the node is adopted: %v, want %s", wf, err, ErrWrongWorkflow)
+		}
+	}
+	sn.adoptedBy(t, productWorkflow)
+	for _, wf := range []string{productWorkflow, "fleet/prod"} {
+		if err := ask(wf); err != nil {
+			t.Errorf("%s: %v", wf, err)
+		}
+	}
+	if err := ask("evil/n1"); !wrongWorkflowErr(err) {
+		t.Errorf("another workflow: %v", err)
+	}
+}
+
+// setFleet writes authority.fleet into the node's file.
+func (sn *signedNode) setFleet(t *testing.T, name string) {
+	t.Helper()
+	b, err := os.ReadFile(sn.cfg)
+	must(t, err)
+	body := strings.Replace(string(b), "authority: {operators:", "authority: {fleet: "+name+", operators:", 1)
+	must(t, os.WriteFile(sn.cfg, []byte(body), 0o600))
+}
