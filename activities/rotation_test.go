@@ -35,7 +35,10 @@ func TestAMigrateIntentIsSpentWhenItsCutoverIsConfirmed(t *testing.T) {
 					_, err := sn.a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app", Predecessor: sn.rec.pred, Intent: mig})
 					return err
 				},
-				func() error { _, err := sn.a.ConvergeFiles(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig}); return err },
+				func() error {
+					_, err := sn.a.ConvergeFiles(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig})
+					return err
+				},
 				func() error {
 					_, err := sn.a.OpenRules(ctx, RulesInput{Plan: p, Owner: "app", Ports: p.Modules[0].Ports, Intent: mig})
 					return err
