@@ -5,8 +5,10 @@ package sandbox
 // so the requests of a demo or a test are signed as an operator's are.
 
 import (
+	"fmt"
 	"os"
 	"regexp"
+	"strings"
 	"sync"
 
 	"adoption/internal/opkey"
@@ -42,9 +44,10 @@ func OperatorKey() (opkey.Key, error) {
 
 var hasAuthority = regexp.MustCompile(`(?m)^authority:`)
 
-// withOperator appends the run's operator key to a node's configuration,
-// unless the plan part says its own authority (a test of unsigned nodes).
-func withOperator(body string) (string, error) {
+// withOperator appends the run's operator key (and fleet, if any, as
+// authority.fleet) to a node's configuration, unless the plan part says
+// its own authority (a test of unsigned nodes).
+func withOperator(body, fleet string) (string, error) {
 	if hasAuthority.MatchString(body) {
 		return body, nil
 	}
@@ -52,5 +55,9 @@ func withOperator(body string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return body + "\n" + k.YAML(), nil
+	y := k.YAML()
+	if fleet != "" {
+		y = strings.Replace(y, "authority:\n", fmt.Sprintf("authority:\n  fleet: %q\n", fleet), 1)
+	}
+	return body + "\n" + y, nil
 }

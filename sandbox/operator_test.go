@@ -18,7 +18,7 @@ func TestNodesTrustTheRunsKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(OperatorKeyEnv, k.Path)
-	body, err := withOperator("node:\n  name: n1\n")
+	body, err := withOperator("node:\n  name: n1\n", "demo")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,14 +30,14 @@ func TestNodesTrustTheRunsKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Authority.Operators) != 1 || c.Authority.Operators[0] != k.Public || c.Operator.SignKey != k.Path {
+	if len(c.Authority.Operators) != 1 || c.Authority.Operators[0] != k.Public || c.Operator.SignKey != k.Path || c.Authority.Fleet != "demo" {
 		t.Fatalf("authority %+v, operator %+v; want the run's key %s", c.Authority, c.Operator, k.Public)
 	}
 	if fi, err := os.Stat(k.Path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("the private key: %v %v", fi, err)
 	}
 	own := "node:\n  name: n1\nauthority:\n  unsigned: true\n"
-	if got, _ := withOperator(own); got != own {
+	if got, _ := withOperator(own, "demo"); got != own {
 		t.Errorf("a plan with its own authority was changed:\n%s", got)
 	}
 }

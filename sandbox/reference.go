@@ -401,7 +401,7 @@ node:
 predecessor:
   control: ["predecessor-sync"]
 %s`, n.Name, n.TemporalAddr(), n.codecKeyLine(), n.DockerHost(), n.Name, n.role(), n.Root, n.StateDir, strings.Join(mgmt, ", "), plan)
-	body, err := withOperator(body)
+	body, err := withOperator(body, n.Fleet)
 	if err != nil {
 		return "", err
 	}

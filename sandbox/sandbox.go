@@ -37,6 +37,9 @@ type Spec struct {
 	Binary string
 	// CodecKeyFile, when set, is written as temporal.codec_key_file.
 	CodecKeyFile string
+	// Fleet, when set, is written as authority.fleet: the fleet whose
+	// workflow may read the node's plan.
+	Fleet string
 }
 
 // codecKeyLine is the temporal.codec_key_file line of a written
@@ -263,7 +266,7 @@ temporal:
 predecessor:
   control: ["predecessor-sync"]
 %s`, n.Name, temporalAddr, n.codecKeyLine(), n.Name, n.role(), n.NetnsPath(), n.Root, n.StateDir, strings.Join(mgmt, ", "), modules)
-	body, err := withOperator(body)
+	body, err := withOperator(body, n.Fleet)
 	if err != nil {
 		return "", err
 	}

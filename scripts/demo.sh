@@ -113,11 +113,11 @@ say "1. Three nodes running the predecessor"
 # them with docker save | docker load.
 ./bin/adopt-sandbox images --repo "$IMG"
 t0=$(date +%s%N)
-./bin/adopt-sandbox up --name n1 --index 1 --dir "$DEMO/n1" --plan scripts/demo/n1.yaml --codec-key-file "$CODEC_KEY" --image "$IMG:v1" --load "$IMG:v2" \
+./bin/adopt-sandbox up --name n1 --index 1 --dir "$DEMO/n1" --plan scripts/demo/n1.yaml --codec-key-file "$CODEC_KEY" --fleet demo --image "$IMG:v1" --load "$IMG:v2" \
 	--allow 22/tcp,8081/tcp --closed 5001/tcp --service mail:18025:8025/tcp,metrics:19100:9100/tcp:unrouted
-./bin/adopt-sandbox up --name n2 --index 2 --dir "$DEMO/n2" --plan scripts/demo/n2.yaml --codec-key-file "$CODEC_KEY" --image "$IMG:v1" --load "$IMG:v2" \
+./bin/adopt-sandbox up --name n2 --index 2 --dir "$DEMO/n2" --plan scripts/demo/n2.yaml --codec-key-file "$CODEC_KEY" --fleet demo --image "$IMG:v1" --load "$IMG:v2" \
 	--allow 22/tcp --closed "" --service web:18080:8080/tcp
-./bin/adopt-sandbox up --name n3 --index 3 --dir "$DEMO/n3" --plan scripts/demo/n3.yaml --codec-key-file "$CODEC_KEY" --image "$IMG:v1" --load "$IMG:v2" \
+./bin/adopt-sandbox up --name n3 --index 3 --dir "$DEMO/n3" --plan scripts/demo/n3.yaml --codec-key-file "$CODEC_KEY" --fleet demo --image "$IMG:v1" --load "$IMG:v2" \
 	--allow 22/tcp,53/udp --closed "" --service ""
 echo "three reference nodes up in $(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN{printf "%.1f", (b-a)/1e9}') s"
 printf 'MAIL_RELAY=predecessor\n' > "$DEMO/n1/root/srv/mail/mail.env"

@@ -34,7 +34,7 @@ func TestFleetControlNodeFirst(t *testing.T) {
 		if i == 0 {
 			role = "control"
 		}
-		n := upNodeWith(t, sandbox.Spec{Name: name, Index: 125 + i, Role: role,
+		n := upNodeWith(t, sandbox.Spec{Name: name, Index: 125 + i, Role: role, Fleet: "e2efleet",
 			Allowed: config.MustPorts([]string{"22/tcp", "80/tcp"})}, srv.Addr(), fleetNodePlan)
 		startWorker(t, n)
 		nodes = append(nodes, n)

@@ -28,6 +28,7 @@ import (
 	"adoption/containers"
 	"adoption/custody"
 	"adoption/firewall/flip"
+	"adoption/intent"
 	"adoption/sandbox"
 	"adoption/workflows"
 )
@@ -168,10 +169,39 @@ func hostileCases(p config.Plan) []hostileCase {
 	}
 }
 
+// hostileInput is what the hostile workflow is given: the plan it copied
+// and, once the node is adopted, an intent the operator's key really
+// signed for a release of this node and plan (a valid-looking request).
+type hostileInput struct {
+	Plan    config.Plan    `json:"plan"`
+	Adopted bool           `json:"adopted"`
+	Intent  *intent.Signed `json:"intent,omitempty"`
+}
+
+// cases are the requests sent: before the node is adopted, the corpus
+// with the refusals of the node's own checks; once it serves its own
+// workflow, the same requests and the signed release, each refused as
+// coming from another workflow (but another node's plan, refused first
+// as not this node's).
+func (in hostileInput) cases() []hostileCase {
+	cs := hostileCases(in.Plan)
+	if !in.Adopted {
+		return cs
+	}
+	cs = append(cs, hostileCase{"a copied plan and a valid signed intent (release)", "Release", activities.ProbeInput{Plan: in.Plan, Intent: in.Intent}, "", ""})
+	for i := range cs {
+		if cs[i].Type != activities.ErrWrongNode {
+			cs[i].Type, cs[i].Says = activities.ErrWrongWorkflow, "serves workflow "+workflows.WorkflowID(in.Plan.Node)
+		}
+	}
+	return cs
+}
+
 // hostileWorkflow is the test's own workflow, registered only in this test
 // on its own task queue: anyone with access to the namespace can write one.
 // It sends every hostile case to the node's activity queue, once each.
-func hostileWorkflow(ctx workflow.Context, p config.Plan) ([]hostileOutcome, error) {
+func hostileWorkflow(ctx workflow.Context, in hostileInput) ([]hostileOutcome, error) {
+	p := in.Plan
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              workflows.NodeQueue(p.Node),
 		ScheduleToStartTimeout: time.Minute,
@@ -179,7 +209,7 @@ func hostileWorkflow(ctx workflow.Context, p config.Plan) ([]hostileOutcome, err
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
 	var out []hostileOutcome
-	for _, c := range hostileCases(p) {
+	for _, c := range in.cases() {
 		var res json.RawMessage
 		err := workflow.ExecuteActivity(ctx, c.Activity, c.Input).Get(ctx, &res)
 		o := hostileOutcome{Name: c.Name, Served: err == nil}
@@ -263,12 +293,15 @@ func (s nodeState) same(t *testing.T, after nodeState, what string) {
 }
 
 // TestHostileRequestsRefusedByTheNode: with nothing but access to the
-// namespace, a workflow of the test's own asks the node's agent for what
+// namespace, before the node is adopted, a workflow of the test's own asks the node's agent for what
 // its configuration does not declare (an undeclared port, a bind mount of
 // /, the Docker socket, network=host, a path outside the declared ones, a
 // traversal in a flip ID, a setuid mode, a 100-year confirm timeout, a
 // ruleset without the management port, another node's plan...), and the
-// product's own workflow receives signals with crafted plans. Each request
+// product's own workflow receives signals with crafted plans. Once the
+// product's workflow adopted the node, the same workflow's requests, and
+// a copied plan with an intent the operator's key really signed, are
+// refused as coming from a workflow the node does not serve. Each request
 // is refused, non-retryably, naming what differs, and the node's ruleset,
 // files, state_dir and containers hash the same. Before that, a module
 // whose container prints a password fails its cutover: the password is in
@@ -296,6 +329,17 @@ func TestHostileRequestsRefusedByTheNode(t *testing.T) {
 	// The production build ignores failpoints, loudly: armed at the probe,
 	// a failpoint build would exit there.
 	w := startWorkerBinary(t, n, "adopt-worker", "ADOPT_FAILPOINTS=probe,adopt-marked")
+	// Before the node serves a workflow, the node's own checks answer a
+	// workflow that is not the product's.
+	c := srv.client(t)
+	queue := "e2e-hostile-" + n.Name
+	hw := worker.New(c, queue, worker.Options{})
+	hw.RegisterWorkflowWithOptions(hostileWorkflow, workflow.RegisterOptions{Name: "e2e-hostile-requests"})
+	if err := hw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer hw.Stop()
+	runHostile(t, c, queue, n, hostileInput{Plan: plan}, "e2e-hostile-"+n.Name+"-early")
 	if out, errs, code := adopt(t, "start", n.Name, "--config", n.cfg); code != 0 {
 		t.Fatalf("start: %s%s", out, errs)
 	}
@@ -319,37 +363,25 @@ func TestHostileRequestsRefusedByTheNode(t *testing.T) {
 		t.Fatalf("the container's output is not in the agent's log, so the history check below proves nothing:\n%s", w.log)
 	}
 
-	c := srv.client(t)
-	queue := "e2e-hostile-" + n.Name
-	hw := worker.New(c, queue, worker.Options{})
-	hw.RegisterWorkflowWithOptions(hostileWorkflow, workflow.RegisterOptions{Name: "e2e-hostile-requests"})
-	if err := hw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer hw.Stop()
-
-	before := nodeStateOf(t, n)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "e2e-hostile-" + n.Name, TaskQueue: queue}, "e2e-hostile-requests", plan)
+	// A workflow that is not the product's, with a copied plan and a
+	// valid signed intent: refused as not the workflow the node serves.
+	k, err := sandbox.OperatorKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var outcomes []hostileOutcome
-	if err := run.Get(ctx, &outcomes); err != nil {
+	signer, err := intent.SignerFromFile(k.Path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	cases := hostileCases(plan)
-	if len(outcomes) != len(cases) {
-		t.Fatalf("%d outcomes for %d cases", len(outcomes), len(cases))
+	rel, err := intent.New(activities.ActRelease, []intent.Target{{Node: n.Name, PlanHash: plan.Hash()}}, nil, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i, o := range outcomes {
-		want := cases[i]
-		if o.Served || o.Type != want.Type || !o.NonRetryable || !strings.Contains(o.Message, want.Says) {
-			t.Errorf("%s (%s): served=%v type=%q non-retryable=%v\n  %s\nwant a non-retryable %s saying %q", o.Name, want.Activity, o.Served, o.Type, o.NonRetryable, o.Message, want.Type, want.Says)
-		}
+	signed, err := intent.Sign(rel, signer)
+	if err != nil {
+		t.Fatal(err)
 	}
-	before.same(t, nodeStateOf(t, n), "a hostile request")
+	runHostile(t, c, queue, n, hostileInput{Plan: plan, Adopted: true, Intent: &signed}, "e2e-hostile-"+n.Name)
 
 	// The product's workflow, signalled with crafted plans: each plan is
 	// recorded, and the node refuses to act on it.
@@ -390,7 +422,7 @@ func TestHostileRequestsRefusedByTheNode(t *testing.T) {
 	}
 
 	// The password is in no history: not the node's, not the hostile one's.
-	for _, id := range []string{workflows.WorkflowID(n.Name), "e2e-hostile-" + n.Name} {
+	for _, id := range []string{workflows.WorkflowID(n.Name), "e2e-hostile-" + n.Name, "e2e-hostile-" + n.Name + "-early"} {
 		h := historyOf(t, c, id)
 		js, err := protojson.Marshal(h)
 		if err != nil {
@@ -407,6 +439,34 @@ func TestHostileRequestsRefusedByTheNode(t *testing.T) {
 			t.Fatalf("a found file's content reached the history of %s", id)
 		}
 	}
+}
+
+// runHostile runs the hostile workflow once (as id), checks each outcome
+// against in.cases(), and that node n's state is unchanged.
+func runHostile(t *testing.T, c client.Client, queue string, n *node, in hostileInput, id string) {
+	t.Helper()
+	before := nodeStateOf(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, "e2e-hostile-requests", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []hostileOutcome
+	if err := run.Get(ctx, &outcomes); err != nil {
+		t.Fatal(err)
+	}
+	cases := in.cases()
+	if len(outcomes) != len(cases) {
+		t.Fatalf("%d outcomes for %d cases", len(outcomes), len(cases))
+	}
+	for i, o := range outcomes {
+		want := cases[i]
+		if o.Served || o.Type != want.Type || !o.NonRetryable || !strings.Contains(o.Message, want.Says) {
+			t.Errorf("%s (%s): served=%v type=%q non-retryable=%v\n  %s\nwant a non-retryable %s saying %q", o.Name, want.Activity, o.Served, o.Type, o.NonRetryable, o.Message, want.Type, want.Says)
+		}
+	}
+	before.same(t, nodeStateOf(t, n), "a hostile request ("+id+")")
 }
 
 func runDocker(args ...string) (string, error) {

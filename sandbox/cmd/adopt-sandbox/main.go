@@ -28,7 +28,7 @@ func main() {
 
 func root() *cobra.Command {
 	r := &cobra.Command{Use: "adopt-sandbox", SilenceUsage: true, SilenceErrors: true}
-	var name, dir, temporal, planFile, codecKey string
+	var name, dir, temporal, planFile, codecKey, fleet string
 	var index int
 	var allow, allowOnly, closed []string
 	spec := func() (sandbox.Spec, error) {
@@ -37,7 +37,7 @@ func root() *cobra.Command {
 		if index == 1 {
 			role = "control" // the first node is the control node, as on the reference node
 		}
-		s := sandbox.Spec{Name: name, Index: index, Dir: dir, Binary: self, Role: role, Files: DemoFiles(name), CodecKeyFile: codecKey}
+		s := sandbox.Spec{Name: name, Index: index, Dir: dir, Binary: self, Role: role, Files: DemoFiles(name), CodecKeyFile: codecKey, Fleet: fleet}
 		for _, l := range []struct {
 			in  []string
 			out *[]config.Port
@@ -134,6 +134,7 @@ func root() *cobra.Command {
 		c.Flags().StringVar(&dir, "dir", filepath.Join(".adoption", "sandbox", "n1"), "directory for the node's root, state and config")
 		c.Flags().StringVar(&temporal, "temporal", "127.0.0.1:7233", "Temporal address written into the config")
 		c.Flags().StringVar(&codecKey, "codec-key-file", "", "temporal.codec_key_file written into the config (payload encryption and keyed digests)")
+		c.Flags().StringVar(&fleet, "fleet", "", "authority.fleet written into the config: the fleet whose workflow may read the node's plan")
 	}
 	serve := &cobra.Command{
 		Use:    "serve PORT/PROTO...",
