@@ -9,6 +9,7 @@ package config
 
 import (
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"time"
@@ -63,6 +64,36 @@ type Operator struct {
 	// FleetIntentTTL is how long a fleet's intent is valid: it covers
 	// every node the fleet starts, so it lives longer.
 	FleetIntentTTL time.Duration `mapstructure:"fleet_intent_ttl" json:"fleet_intent_ttl"`
+}
+
+// EnvVar is the environment variable that overrides key (operator.sign_key:
+// ADOPT_OPERATOR_SIGN_KEY).
+func EnvVar(key string) string {
+	return EnvPrefix + "_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(key))
+}
+
+// OperatorFromEnv is operator.* from the defaults and the ADOPT_*
+// environment alone: the CLI's side when no configuration file is given.
+func OperatorFromEnv() (Operator, error) {
+	get := func(k string) string {
+		if s, ok := os.LookupEnv(EnvVar(k)); ok {
+			return s
+		}
+		return fmt.Sprint(defaults[k])
+	}
+	o := Operator{SignKey: get("operator.sign_key")}
+	for k, d := range map[string]*time.Duration{"operator.intent_ttl": &o.IntentTTL, "operator.fleet_intent_ttl": &o.FleetIntentTTL} {
+		var err error
+		if *d, err = time.ParseDuration(get(k)); err != nil {
+			return o, fmt.Errorf("%s: %q is invalid: a duration such as 30m", EnvVar(k), get(k))
+		}
+	}
+	v := &validator{}
+	v.authority(Authority{Unsigned: true}, o)
+	if len(v.problems) > 0 {
+		return o, fmt.Errorf("%s", strings.Join(v.problems, "; "))
+	}
+	return o, nil
 }
 
 // authority checks authority.* and operator.*.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"adoption/config"
 	"adoption/workflows"
 )
 
@@ -59,7 +60,7 @@ type requestOutcome struct {
 }
 
 func (x *cli) request(ctx context.Context, node, name, module string) error {
-	in, err := x.requestInput(node, name, module)
+	in, err := x.requestInput(ctx, node, name, module)
 	if err != nil {
 		return err
 	}
@@ -115,14 +116,10 @@ func describeRequest(name, module string) string {
 // truth: when it describes this node, the request carries it, so a fixed
 // port, module or flip.drop reaches the running workflow, and the
 // operator's intent signed for that plan (sign.go).
-func (x *cli) requestInput(node, name, module string) (workflows.RequestInput, error) {
+func (x *cli) requestInput(ctx context.Context, node, name, module string) (workflows.RequestInput, error) {
 	in := x.planInput(node, module)
 	var err error
-	if in.Plan != nil {
-		in.Intent, err = x.nodeIntent(node, name, requestArgs(name, module, *in.Plan))
-	} else {
-		in.Intent, err = x.nodeIntent(node, name, nil)
-	}
+	in.Intent, err = x.nodeIntent(ctx, node, name, func(p config.Plan) map[string]string { return requestArgs(name, module, p) })
 	return in, err
 }
 

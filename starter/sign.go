@@ -1,12 +1,13 @@
 // Signing: every request that changes a node carries an intent signed
 // with the operator's SSH key (--sign-key FILE, else operator.sign_key of
-// the configuration, else ssh-agent), naming the action, the node(s) and
+// the configuration or ADOPT_OPERATOR_SIGN_KEY, else ssh-agent), naming the action, the node(s) and
 // the hash of each node's plan as sent, the arguments and an expiry. The
 // node acts only on an intent signed by a key in its own
 // authority.operators. Read-only commands sign nothing.
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -74,26 +75,33 @@ func (x *cli) signIntent(action string, cfgs []*config.Config, args map[string]s
 			keyFile = c.Operator.SignKey
 		}
 	}
-	if !x.canSign(keyFile) && unsignedOK(cfgs...) {
+	targets := make([]intent.Target, 0, len(cfgs))
+	for _, c := range cfgs {
+		targets = append(targets, intent.Target{Node: c.Node.Name, PlanHash: c.Plan().Hash()})
+	}
+	return x.signTargets(action, targets, args, keyFile, ttl, unsignedOK(cfgs...))
+}
+
+// signTargets signs action for targets with the key at hand; unsigned
+// says every target takes a request without one, so that a missing key
+// is no reason to refuse.
+func (x *cli) signTargets(action string, targets []intent.Target, args map[string]string, keyFile string, ttl time.Duration, unsigned bool) (*intent.Signed, error) {
+	if !x.canSign(keyFile) && unsigned {
 		return nil, nil
 	}
 	if x.sign.ttl != 0 {
 		ttl = x.sign.ttl
-	}
-	targets := make([]intent.Target, 0, len(cfgs))
-	for _, c := range cfgs {
-		targets = append(targets, intent.Target{Node: c.Node.Name, PlanHash: c.Plan().Hash()})
 	}
 	in, err := intent.New(action, targets, args, time.Now(), ttl)
 	if err != nil {
 		return nil, usagef("%v (--intent-ttl, operator.intent_ttl)", err)
 	}
 	s, done, err := x.signer(keyFile)
-	if err != nil && unsignedOK(cfgs...) {
+	if err != nil && unsigned {
 		return nil, nil // every node takes it unsigned: an agent without the key is no reason to refuse
 	}
 	if err != nil {
-		return nil, usagef("%s needs the operator's signature, and no key signs it: %v; give the private key with --sign-key FILE (or operator.sign_key), or load it into ssh-agent", action, err)
+		return nil, usagef("%s needs the operator's signature, and no key signs it: %v; give the private key with --sign-key FILE (or operator.sign_key, %s), or load it into ssh-agent", action, err, config.EnvVar("operator.sign_key"))
 	}
 	defer done()
 	signed, err := intent.Sign(in, s)
@@ -103,19 +111,40 @@ func (x *cli) signIntent(action string, cfgs []*config.Config, args map[string]s
 	return &signed, nil
 }
 
-// nodeIntent signs action with args for node, whose configuration must be
-// the one given (--config): the intent binds the node's plan as sent.
-// Without it the request goes unsigned, said on stderr: a node whose file
-// lists operators refuses it.
-func (x *cli) nodeIntent(node, action string, args map[string]string) (*intent.Signed, error) {
-	if !x.configGiven() || x.load() != nil || x.cfg.Node.Name != node {
-		if x.asJSON {
-			return nil, nil // stderr carries only the JSON error
+// nodeIntent signs action for node with the arguments argsOf derives from
+// the plan the intent binds. With the node's configuration given
+// (--config), that is the plan it derives, which the request carries.
+// Without it, the request carries no plan and the workflow acts on the one
+// it holds: the intent binds that one, as the running workflow answers it
+// (the node still acts only if it is its own file's). The key is then
+// --sign-key, ADOPT_OPERATOR_SIGN_KEY or ssh-agent; with none at hand, or
+// no answer from the workflow, the request goes unsigned, said on stderr:
+// a node whose file lists operators refuses it.
+func (x *cli) nodeIntent(ctx context.Context, node, action string, argsOf func(config.Plan) map[string]string) (*intent.Signed, error) {
+	if x.configGiven() && x.load() == nil && x.cfg.Node.Name == node {
+		return x.signIntent(action, []*config.Config{x.cfg}, argsOf(x.cfg.Plan()), x.cfg.Operator.IntentTTL)
+	}
+	op, err := config.OperatorFromEnv()
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	unsigned := func(why string) (*intent.Signed, error) {
+		if !x.asJSON { // else stderr carries only the JSON error
+			fmt.Fprintf(x.stderr, "note: %s is sent unsigned: %s; node %s refuses it unless its file says authority.unsigned\n", action, why, node)
 		}
-		fmt.Fprintf(x.stderr, "note: no configuration of node %s given (--config), so %s is sent unsigned: the node refuses it unless its file says authority.unsigned\n", node, action)
 		return nil, nil
 	}
-	return x.signIntent(action, []*config.Config{x.cfg}, args, x.cfg.Operator.IntentTTL)
+	if !x.canSign(op.SignKey) {
+		return unsigned(fmt.Sprintf("no signing key at hand (no --sign-key, %s unset, no ssh-agent: SSH_AUTH_SOCK unset) and no configuration of node %s given (--config)", config.EnvVar("operator.sign_key"), node))
+	}
+	if err := x.dial(); err != nil {
+		return nil, err
+	}
+	st, err := x.query(ctx, node, 10*time.Second)
+	if err != nil {
+		return unsigned(fmt.Sprintf("the plan to sign for could not be read from node %s's workflow (%v); give the node's configuration with --config", node, err))
+	}
+	return x.signTargets(action, []intent.Target{{Node: node, PlanHash: st.Plan.Hash()}}, argsOf(st.Plan), op.SignKey, op.IntentTTL, false)
 }
 
 // requestArgs are a node request's signed arguments, from the plan sent.

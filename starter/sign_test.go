@@ -180,3 +180,54 @@ func TestSignsWithSSHAgent(t *testing.T) {
 		t.Fatalf("the agent's signature: %v", err)
 	}
 }
+
+// TestRequestsWithoutConfigAreSigned: without --config, a request is
+// signed with the key at hand (--sign-key, ADOPT_OPERATOR_SIGN_KEY) for
+// the plan the node's workflow holds, so a node that lists operators acts
+// on it; with no key at hand the CLI says so and why.
+func TestRequestsWithoutConfigAreSigned(t *testing.T) {
+	k := testKey(t)
+	_, plan := signedNode(t, k.YAML())
+	ops, err := intent.ParseOperators(k.Public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SSH_AUTH_SOCK", "")
+	t.Setenv("ADOPT_CONFIG", "")
+	for _, c := range []struct {
+		what string
+		env  string
+		args []string
+		want intent.Want
+	}{
+		{"--sign-key", "", []string{"flip", "n1", "--sign-key", k.Path}, intent.Want{Actions: []string{"flip"}, Args: map[string]string{"drop": "8081/tcp"}}},
+		{config.EnvVar("operator.sign_key"), k.Path, []string{"migrate", "n1", "app"}, intent.Want{Actions: []string{"migrate"}, Args: map[string]string{"module": "app"}}},
+	} {
+		t.Setenv(config.EnvVar("operator.sign_key"), c.env)
+		update := workflows.UpdateFlip
+		if c.args[0] == "migrate" {
+			update = workflows.UpdateMigrate
+		}
+		f := nodeFake(update, nil, true)
+		f.results[update] = workflows.RequestResult{Queued: 1}
+		f.answers[workflows.WorkflowID("n1")] = workflows.State{Node: "n1", Plan: plan}
+		code, out, errs := runCLI(t, f, c.args...)
+		if code != exitOK || len(f.updates) != 1 {
+			t.Fatalf("%s: exit %d\n%s%s", c.what, code, out, errs)
+		}
+		in := f.updates[0].arg.(workflows.RequestInput)
+		want := c.want
+		want.Node, want.PlanHash = "n1", plan.Hash()
+		if _, err := intent.Verify(in.Intent, ops, want, time.Now()); err != nil {
+			t.Errorf("%s: the node would refuse the request: %v", c.what, err)
+		}
+	}
+	t.Setenv(config.EnvVar("operator.sign_key"), "")
+	f := nodeFake(workflows.UpdateMigrate, nil, true)
+	f.results[workflows.UpdateMigrate] = workflows.RequestResult{Queued: 1}
+	code, out, errs := runCLI(t, f, "migrate", "n1", "app")
+	if code != exitOK || len(f.updates) != 1 || f.updates[0].arg.(workflows.RequestInput).Intent != nil {
+		t.Fatalf("no key: exit %d\n%s%s", code, out, errs)
+	}
+	mustContain(t, "no key", errs, "sent unsigned", "no signing key at hand", "--sign-key", config.EnvVar("operator.sign_key"), "SSH_AUTH_SOCK")
+}
