@@ -1,7 +1,8 @@
 // Package codec encrypts Temporal payloads with AES-256-GCM, so that a
 // workflow history holds ciphertext, and serves the decoding to the Web UI
 // for those who hold the key (server.go). A payload that is not encrypted
-// decodes unchanged: histories recorded before the key was set still replay.
+// decodes unchanged: histories recorded before the key was set still replay;
+// one encrypted with an older key decodes while that key is still listed.
 package codec
 
 import (
@@ -12,6 +13,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sort"
+	"strings"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
@@ -32,20 +35,40 @@ const (
 	keyIDLabel      = "adoption key id v1"
 )
 
-// Codec is a converter.PayloadCodec that encrypts every payload.
+// Codec is a converter.PayloadCodec that encrypts every payload with its
+// current key and decrypts with any key it holds (a rotation's older ones).
 type Codec struct {
 	keyID string
 	aead  cipher.AEAD
+	// decrypt holds every key by ID, the current one included.
+	decrypt map[string]cipher.AEAD
 }
 
 var _ converter.PayloadCodec = (*Codec)(nil)
 
-// New builds the codec for a 32-byte secret (the file temporal.codec_key_file
-// names). The AES key is derived from it, not the secret itself, so the same
-// secret can also key the plan's digests.
-func New(secret []byte) (*Codec, error) {
+// New builds the codec for a 32-byte secret (the first key of the file
+// temporal.codec_key_file names), which encrypts, and older secrets (the
+// file's other keys), which only decrypt. The AES keys are derived from
+// them, not the secrets themselves, so the same secret can also key the
+// plan's digests.
+func New(secret []byte, older ...[]byte) (*Codec, error) {
+	c := &Codec{keyID: KeyID(secret), decrypt: map[string]cipher.AEAD{}}
+	for i, s := range append([][]byte{secret}, older...) {
+		aead, err := aeadOf(s)
+		if err != nil {
+			return nil, fmt.Errorf("codec: key %d: %w", i+1, err)
+		}
+		if i == 0 {
+			c.aead = aead
+		}
+		c.decrypt[KeyID(s)] = aead
+	}
+	return c, nil
+}
+
+func aeadOf(secret []byte) (cipher.AEAD, error) {
 	if len(secret) != 32 {
-		return nil, fmt.Errorf("codec: the key is %d bytes; it must be 32", len(secret))
+		return nil, fmt.Errorf("the key is %d bytes; it must be 32", len(secret))
 	}
 	k, err := hkdf.Key(sha256.New, secret, nil, encryptionLabel, 32)
 	if err != nil {
@@ -55,11 +78,7 @@ func New(secret []byte) (*Codec, error) {
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	return &Codec{keyID: KeyID(secret), aead: aead}, nil
+	return cipher.NewGCM(block)
 }
 
 // KeyID names a secret without revealing it: 16 hex digits derived from it.
@@ -107,14 +126,15 @@ func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 			continue
 		}
 		id := string(p.GetMetadata()[MetadataKeyID])
-		if id != c.keyID {
-			return nil, fmt.Errorf("codec: the payload was encrypted with key %q, this process holds key %q; point temporal.codec_key_file at the key the workers use", id, c.keyID)
+		aead, ok := c.decrypt[id]
+		if !ok {
+			return nil, fmt.Errorf("codec: the payload was encrypted with key %q, this process holds key(s) %s; point temporal.codec_key_file at the key file the workers use (after a rotation, keep the older key listed in it)", id, c.heldIDs())
 		}
-		ns := c.aead.NonceSize()
-		if len(p.Data) < ns+c.aead.Overhead() {
+		ns := aead.NonceSize()
+		if len(p.Data) < ns+aead.Overhead() {
 			return nil, fmt.Errorf("codec: encrypted payload of %d bytes is too short", len(p.Data))
 		}
-		plain, err := c.aead.Open(nil, p.Data[:ns], p.Data[ns:], []byte(id))
+		plain, err := aead.Open(nil, p.Data[:ns], p.Data[ns:], []byte(id))
 		if err != nil {
 			return nil, fmt.Errorf("codec: the payload does not decrypt with key %q (altered or corrupt): %w", id, err)
 		}
@@ -125,6 +145,19 @@ func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 		out[i] = &dec
 	}
 	return out, nil
+}
+
+// heldIDs lists the IDs of the keys the codec decrypts with, the current
+// one first.
+func (c *Codec) heldIDs() string {
+	ids := []string{fmt.Sprintf("%q", c.keyID)}
+	for id := range c.decrypt {
+		if id != c.keyID {
+			ids = append(ids, fmt.Sprintf("%q", id))
+		}
+	}
+	sort.Strings(ids[1:])
+	return strings.Join(ids, ", ")
 }
 
 // DataConverter is the SDK's default converter with payloads through c.

@@ -227,3 +227,43 @@ func TestServerAnswersPreflightForTheUIOnly(t *testing.T) {
 		t.Fatalf("preflight from another origin: %d %v", w.Code, w.Header())
 	}
 }
+
+// TestKeysRotate: a codec holding a new key first and the old one after
+// encrypts with the new key (its ID in the payload's metadata) and decodes
+// what the old key encrypted; a codec without the old key refuses those,
+// naming the key they need and the keys it holds.
+func TestKeysRotate(t *testing.T) {
+	oldKey, newKey := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	before, err := New(oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := before.Encode([]*commonpb.Payload{jsonPayload(t, "written before the rotation")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := New(newKey, oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rotated.Decode(sealed); err != nil || string(got[0].Data) != `"written before the rotation"` {
+		t.Fatalf("an older payload after the rotation: %v %v", got, err)
+	}
+	fresh, err := rotated.Encode([]*commonpb.Payload{jsonPayload(t, "after")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := string(fresh[0].Metadata[MetadataKeyID]); id != KeyID(newKey) {
+		t.Fatalf("encrypted with key %q, want the new key %q", id, KeyID(newKey))
+	}
+	if _, err := before.Decode(fresh); err == nil || !strings.Contains(err.Error(), KeyID(newKey)) {
+		t.Fatalf("a codec without the new key: %v", err)
+	}
+	done, err := New(newKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := done.Decode(sealed); err == nil || !strings.Contains(err.Error(), KeyID(oldKey)) || !strings.Contains(err.Error(), "keep the older key listed") {
+		t.Fatalf("the old key removed: %v", err)
+	}
+}

@@ -3,7 +3,9 @@ package config
 // This file holds the codec key: the one secret, named by
 // temporal.codec_key_file, that encrypts payloads (package codec) and keys
 // the plan's digests of environment values and declared content, so that
-// neither can be read or guessed from a workflow history.
+// neither can be read or guessed from a workflow history. The file may
+// list several keys, one a line: the first encrypts and keys the digests,
+// the others only decrypt, so that keys can be rotated (docs/access.md).
 
 import (
 	"crypto/hkdf"
@@ -68,31 +70,50 @@ func (t *Temporal) loadCodecKey() string {
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return bad(fmt.Sprintf("mode %04o lets others read the key; it must be 0600 or stricter: chmod 0600 %s", perm, p))
 	}
-	b, err := io.ReadAll(io.LimitReader(f, 129))
+	b, err := io.ReadAll(io.LimitReader(f, maxCodecKeyFile+1))
 	if err != nil {
 		return bad(err.Error())
 	}
-	key, ok := parseCodecKey(b)
-	if !ok {
-		return bad(fmt.Sprintf("holds %d bytes; it must hold exactly 32 random bytes or 64 hex digits; %s", len(b), codecKeyHint(p)))
+	keys, why := parseCodecKeys(b)
+	if why != "" {
+		return bad(why + "; " + codecKeyHint(p))
 	}
-	t.Key = key
+	t.Key, t.OlderKeys = keys[0], keys[1:]
 	return ""
 }
 
-// parseCodecKey takes 32 raw bytes, or 64 hex digits (with one trailing
-// newline, as `openssl rand -hex 32 > FILE` writes them).
-func parseCodecKey(b []byte) ([]byte, bool) {
+// maxCodecKeyFile bounds the key file: 32 keys of 64 hex digits, with
+// room for comments.
+const maxCodecKeyFile = 4096
+
+// parseCodecKeys takes 32 raw bytes (one key), or lines of 64 hex digits
+// (as `openssl rand -hex 32` writes them), blank lines and # comments
+// skipped: the first key is the current one.
+func parseCodecKeys(b []byte) ([][]byte, string) {
+	if len(b) > maxCodecKeyFile {
+		return nil, fmt.Sprintf("is larger than %d bytes; it must hold 32 random bytes, or keys of 64 hex digits one a line", maxCodecKeyFile)
+	}
 	if len(b) == 32 {
-		return b, true
+		return [][]byte{b}, ""
 	}
-	s := strings.TrimSuffix(string(b), "\n")
-	if len(s) != 64 {
-		return nil, false
+	var keys [][]byte
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, err := hex.DecodeString(line)
+		if err != nil || len(k) != 32 {
+			return nil, fmt.Sprintf("holds %d bytes; it must hold exactly 32 random bytes or 64 hex digits, or such keys of 64 hex digits one a line, the current one first (line %d is not)", len(b), i+1)
+		}
+		keys = append(keys, k)
 	}
-	k, err := hex.DecodeString(s)
-	return k, err == nil
+	if len(keys) == 0 {
+		return nil, fmt.Sprintf("holds %d bytes and no key; it must hold exactly 32 random bytes or 64 hex digits", len(b))
+	}
+	return keys, ""
 }
+
 
 // digester computes the plan's digests of values: keyed when a codec key
 // is configured, plain sha256 otherwise.

@@ -47,8 +47,12 @@ type Temporal struct {
 	// encrypted with it and the plan's digests keyed by it. Empty: plain
 	// payloads and plain sha256 digests, with a warning at start.
 	CodecKeyFile string `mapstructure:"codec_key_file" json:"codec_key_file,omitempty"`
-	// Key is the codec key CodecKeyFile holds, read by Load.
+	// Key is the codec key CodecKeyFile holds, read by Load: its first
+	// key, which encrypts and keys the digests.
 	Key []byte `mapstructure:"-" json:"-"`
+	// OlderKeys are the file's other keys: they only decrypt (payloads
+	// written before a rotation).
+	OlderKeys [][]byte `mapstructure:"-" json:"-"`
 }
 
 type TLS struct {

@@ -74,7 +74,7 @@ func LoadFleet(path string) (*Fleet, error) {
 				shared = Temporal{}
 			}
 		}
-		f.Temporal.CodecKeyFile, f.Temporal.Key = shared.CodecKeyFile, shared.Key
+		f.Temporal.CodecKeyFile, f.Temporal.Key, f.Temporal.OlderKeys = shared.CodecKeyFile, shared.Key, shared.OlderKeys
 	}
 	if len(problems) > 0 {
 		return nil, &ValidationError{Source: path, Problems: problems}

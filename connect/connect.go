@@ -44,7 +44,7 @@ func WithCodec(opts *client.Options, cfg config.Temporal) error {
 	if len(cfg.Key) == 0 {
 		return nil
 	}
-	c, err := codec.New(cfg.Key)
+	c, err := codec.New(cfg.Key, cfg.OlderKeys...)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", config.CodecKeyFileKey, cfg.CodecKeyFile, err)
 	}

@@ -43,7 +43,7 @@ that file's content as its Authorization header.`,
 			if len(cfg.Temporal.Key) == 0 {
 				return fmt.Errorf("%s is not set in the configuration (--config %q or $ADOPT_CONFIG): the codec server has no key to decode with; set it to the key file the workers use", config.CodecKeyFileKey, *cfgPath)
 			}
-			c, err := codec.New(cfg.Temporal.Key)
+			c, err := codec.New(cfg.Temporal.Key, cfg.Temporal.OlderKeys...)
 			if err != nil {
 				return err
 			}
