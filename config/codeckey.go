@@ -114,7 +114,6 @@ func parseCodecKeys(b []byte) ([][]byte, string) {
 	return keys, ""
 }
 
-
 // digester computes the plan's digests of values: keyed when a codec key
 // is configured, plain sha256 otherwise.
 type digester struct{ key []byte }
