@@ -76,8 +76,10 @@ $(TEMPORAL_STATIC):
 	mkdir -p $(dir $(TEMPORAL_STATIC))
 	CGO_ENABLED=0 GOBIN=$(dir $(TEMPORAL_STATIC)) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
 
-# Images for docker-compose.yml, built locally (no registry needed).
-compose-images: temporal-cli-static
+# Images for docker-compose.yml, built locally (no registry needed), and the
+# stack's codec key (.adoption/codec.key, 0600, generated once, ignored by git)
+# unless ADOPTION_CODEC_KEY names another.
+compose-images: temporal-cli-static $(if $(ADOPTION_CODEC_KEY),,$(CODEC_KEY))
 	cp $(TEMPORAL_STATIC) docker/temporal/temporal
 	CGO_ENABLED=0 $(GO) build -trimpath -o docker/worker/adopt-worker ./worker
 	cp /etc/ssl/certs/ca-certificates.crt docker/worker/ca-certificates.crt

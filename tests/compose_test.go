@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"debug/elf"
 	"fmt"
 	"io"
@@ -15,6 +16,11 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"adoption/codec"
 	"adoption/config"
 	"adoption/sandbox"
 	"adoption/workflows"
@@ -53,10 +59,18 @@ func TestCompose(t *testing.T) {
 	}
 
 	project := fmt.Sprintf("adoptcompose%06d", rand.IntN(1000000))
-	port, uiPort := freePort(t), freePort(t)
+	port, uiPort, codecPort := freePort(t), freePort(t), freePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	// The stack's codec key, as `make compose-images` generates it: the
+	// node's file names it for the operator's CLI, the services mount it.
+	keyPath := filepath.Join(t.TempDir(), "codec.key")
+	secret := make([]byte, 32)
+	crand.Read(secret) //nolint:errcheck // never fails (crypto/rand)
+	if err := os.WriteFile(keyPath, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	n := upNodeWith(t, sandbox.Spec{
-		Name: "e2ecompose", Index: 130,
+		Name: "e2ecompose", Index: 130, CodecKeyFile: keyPath,
 		Allowed: config.MustPorts([]string{"22/tcp", "80/tcp", "53/udp"}),
 		Closed:  config.MustPorts([]string{"8081/tcp"}),
 	}, addr, e2eModules)
@@ -67,6 +81,8 @@ func TestCompose(t *testing.T) {
 		"ADOPTION_NODE_STATE_DIR="+n.StateDir,
 		fmt.Sprintf("ADOPTION_TEMPORAL_PORT=%d", port),
 		fmt.Sprintf("ADOPTION_UI_PORT=%d", uiPort),
+		fmt.Sprintf("ADOPTION_CODEC_PORT=%d", codecPort),
+		"ADOPTION_CODEC_KEY="+keyPath,
 		"ADOPTION_IMAGE_TAG="+project,
 		"ADOPTION_TLS_DIR="+t.TempDir(),
 	)
@@ -142,6 +158,11 @@ func TestCompose(t *testing.T) {
 			t.Errorf("Web UI on 127.0.0.1:%d: %s", uiPort, resp.Status)
 		}
 	}
+
+	// The payloads are encrypted with the stack's key, the UI names the
+	// codec service as its codec endpoint, and the codec service decodes a
+	// history's payloads for the UI's origin.
+	composeCodec(t, addr, n.Name, uiPort, codecPort)
 
 	// The database is on the named volume: a new dev server container
 	// still has the node's workflow.
@@ -273,5 +294,61 @@ func linkOrCopy(t *testing.T, src, dst string) {
 	}
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// composeCodec checks the stack's encryption: the node workflow's input is
+// encrypted in the history, the Web UI's settings name the codec service as
+// its codec endpoint, and the codec service decodes the input for the UI's
+// origin (the node's name in clear).
+func composeCodec(t *testing.T, addr, node string, uiPort, codecPort int) {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := historyOf(t, c, workflows.WorkflowID(node))
+	in := h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetInput()
+	if len(in.GetPayloads()) == 0 || string(in.Payloads[0].Metadata["encoding"]) != codec.Encoding {
+		t.Fatalf("the node workflow's input is not encrypted: %v", in)
+	}
+	endpoint := fmt.Sprintf("http://127.0.0.1:%d", codecPort)
+	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/v1/settings", uiPort)); err != nil {
+		t.Errorf("the Web UI's settings: %v", err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), endpoint) {
+			t.Errorf("the Web UI's settings do not name the codec endpoint %s:\n%s", endpoint, b)
+		}
+	}
+	body, err := protojson.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := fmt.Sprintf("http://127.0.0.1:%d", uiPort)
+	req, err := http.NewRequest(http.MethodPost, endpoint+"/decode", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Namespace", "default")
+	req.Header.Set("Origin", origin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("the codec service: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var out commonpb.Payloads
+	if resp.StatusCode != http.StatusOK || protojson.Unmarshal(b, &out) != nil || len(out.Payloads) == 0 {
+		t.Fatalf("the codec service's /decode: %s\n%s", resp.Status, b)
+	}
+	if !strings.Contains(string(out.Payloads[0].Data), `"node":"`+node+`"`) {
+		t.Errorf("the decoded input does not name node %s: %s", node, out.Payloads[0].Data)
+	}
+	if got := resp.Header.Get("Access-Control-Allow-Origin"); got != origin {
+		t.Errorf("the codec service answers origin %s with %q", origin, got)
 	}
 }
