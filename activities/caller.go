@@ -50,12 +50,21 @@ func WithCaller(ctx context.Context, c Caller) context.Context {
 // callerOf is the workflow that scheduled the activity; outside an
 // activity, the one WithCaller names (none: the zero Caller).
 func callerOf(ctx context.Context) Caller {
+	c, _ := remoteCaller(ctx)
+	return c
+}
+
+// remoteCaller is callerOf, and whether the request came through Temporal
+// at all: outside an activity, with no WithCaller, it is the agent's own
+// process on the node (adopt-worker probe, brief), run by root there, whom
+// the workflow record does not concern.
+func remoteCaller(ctx context.Context) (Caller, bool) {
 	if activity.IsActivity(ctx) {
 		info := activity.GetInfo(ctx)
-		return Caller{Namespace: info.WorkflowNamespace, Workflow: info.WorkflowExecution.ID}
+		return Caller{Namespace: info.WorkflowNamespace, Workflow: info.WorkflowExecution.ID}, true
 	}
-	c, _ := ctx.Value(callerKey{}).(Caller)
-	return c
+	c, ok := ctx.Value(callerKey{}).(Caller)
+	return c, ok
 }
 
 func callingWorkflow(ctx context.Context) string { return callerOf(ctx).Workflow }
@@ -93,7 +102,7 @@ func (a *Activities) checkCaller(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read node %s's owner record: %w", a.Node, err)
 	}
-	if c := callerOf(ctx); ok && !serves(o, c) {
+	if c, remote := remoteCaller(ctx); ok && remote && !serves(o, c) {
 		heartbeat(ctx, "refused: not the node's workflow")
 		return wrongWorkflow(a.Node, o, c, a.ownerFile())
 	}
@@ -122,10 +131,10 @@ func (a *Activities) ownerFile() string {
 // start of its adoption; a node already serving another is refused (two
 // workflows racing to adopt it: the first one recorded won).
 func (a *Activities) pin(ctx context.Context) error {
-	if a.State == nil {
+	c, remote := remoteCaller(ctx)
+	if a.State == nil || !remote {
 		return nil
 	}
-	c := callerOf(ctx)
 	o, err := a.State.SetOwner(nodestate.Owner{Namespace: c.Namespace, Workflow: c.Workflow, At: time.Now().UTC()})
 	if err != nil {
 		return fmt.Errorf("record the workflow node %s serves: %w", a.Node, err)
@@ -139,8 +148,8 @@ func (a *Activities) pin(ctx context.Context) error {
 // checkPlanReader refuses Plan to any workflow but the node's own and the
 // fleet its file names.
 func (a *Activities) checkPlanReader(ctx context.Context, auth *Authority) error {
-	c := callerOf(ctx)
-	if auth.Fleet != "" && c.Workflow == config.FleetWorkflowID(auth.Fleet) {
+	c, remote := remoteCaller(ctx)
+	if !remote || (auth.Fleet != "" && c.Workflow == config.FleetWorkflowID(auth.Fleet)) {
 		return nil
 	}
 	o, ok, err := a.owner()

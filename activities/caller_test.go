@@ -199,3 +199,17 @@ func (sn *signedNode) setFleet(t *testing.T, name string) {
 	body := strings.Replace(string(b), "authority: {operators:", "authority: {fleet: "+name+", operators:", 1)
 	must(t, os.WriteFile(sn.cfg, []byte(body), 0o600))
 }
+
+// TestTheNodesOwnToolsAreServed: the agent's own commands on the node
+// (adopt-worker probe, brief), which call the activities outside Temporal
+// as root there, are served whichever workflow the node serves.
+func TestTheNodesOwnToolsAreServed(t *testing.T) {
+	sn := newSignedNode(t)
+	sn.adoptedBy(t, productWorkflow)
+	if _, err := sn.a.Probe(context.Background(), ProbeInput{Plan: clone(t, sn.plan)}); err != nil {
+		t.Fatalf("adopt-worker probe on the node: %v", err)
+	}
+	if _, err := sn.a.Plan(context.Background(), PlanInput{Node: "n1"}); err != nil {
+		t.Fatalf("the plan, asked on the node: %v", err)
+	}
+}
