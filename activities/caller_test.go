@@ -11,9 +11,15 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"adoption/activities/caller"
 	"adoption/config"
 	"adoption/intent"
 )
+
+func callerName(ctx context.Context) string {
+	c, _ := caller.Of(ctx)
+	return c.String()
+}
 
 // wrongWorkflowErr reports whether err is the refusal of a workflow the
 // node does not serve.
@@ -26,13 +32,13 @@ func wrongWorkflowErr(err error) bool {
 // start does: a verified start intent presented by wf.
 func (sn *signedNode) adoptedBy(t *testing.T, wf string) {
 	t.Helper()
-	sn.adoptedByIn(t, Caller{Namespace: "default", Workflow: wf})
+	sn.adoptedByIn(t, caller.Caller{Namespace: "default", Workflow: wf})
 }
 
-func (sn *signedNode) adoptedByIn(t *testing.T, c Caller) {
+func (sn *signedNode) adoptedByIn(t *testing.T, c caller.Caller) {
 	t.Helper()
 	wf := c.Workflow
-	ctx := WithCaller(context.Background(), c)
+	ctx := caller.With(context.Background(), c)
 	s := sn.sign(t, sn.op, "n1", sn.plan.Hash(), ActStart, nil, time.Now(), time.Hour)
 	if _, err := sn.a.CheckFoundationPorts(ctx, ProbeInput{Plan: clone(t, sn.plan), Intent: s}); refusedFor(err) != "" || wrongWorkflowErr(err) {
 		t.Fatalf("the operator's start by %s: %v", wf, err)
@@ -53,8 +59,8 @@ func (sn *signedNode) adoptedByIn(t *testing.T, c Caller) {
 func TestAnotherWorkflowIsRefused(t *testing.T) {
 	sn := newSignedNode(t)
 	sn.adoptedBy(t, productWorkflow)
-	evil := WithCaller(context.Background(), Caller{Namespace: "default", Workflow: "evil/n1"})
-	otherNS := WithCaller(context.Background(), Caller{Namespace: "elsewhere", Workflow: productWorkflow})
+	evil := caller.With(context.Background(), caller.Caller{Namespace: "default", Workflow: "evil/n1"})
+	otherNS := caller.With(context.Background(), caller.Caller{Namespace: "elsewhere", Workflow: productWorkflow})
 	p := sn.plan
 	readOnly := []call{
 		{"Probe", "", nil, func(ctx context.Context, a *Activities, p config.Plan, _ *intent.Signed) error {
@@ -91,7 +97,7 @@ func TestAnotherWorkflowIsRefused(t *testing.T) {
 		for _, ctx := range []context.Context{evil, otherNS} {
 			err := c.run(ctx, sn.a, clone(t, p), s)
 			if !wrongWorkflowErr(err) {
-				t.Errorf("%s by %s: %v, want a non-retryable %s", c.name, callerOf(ctx), err, ErrWrongWorkflow)
+				t.Errorf("%s by %s: %v, want a non-retryable %s", c.name, callerName(ctx), err, ErrWrongWorkflow)
 			} else if msg := err.Error(); !strings.Contains(msg, "serves workflow "+productWorkflow) || !strings.Contains(msg, "nothing was changed") {
 				t.Errorf("%s: the refusal does not say whom the node serves: %s", c.name, msg)
 			}
@@ -118,7 +124,7 @@ func TestARunOfTheNodesWorkflowIsServed(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	sn := newSignedNode(t)
 	// The test environment's workflow and namespace.
-	sn.adoptedByIn(t, Caller{Namespace: "default-test-namespace", Workflow: "default-test-workflow-id"})
+	sn.adoptedByIn(t, caller.Caller{Namespace: "default-test-namespace", Workflow: "default-test-workflow-id"})
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(sn.a)
 	if _, err := env.ExecuteActivity(sn.a.Probe, ProbeInput{Plan: clone(t, sn.plan)}); err != nil {
