@@ -34,6 +34,12 @@ func printPreview(w io.Writer, pv *flip.Preview, width int) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", port, o.Direction, o.Family, from, fate, by)
 	}
 	tw.Flush()
+	if len(pv.Undecoded) > 0 {
+		fmt.Fprintln(w, "\nNOT DECODED (the evaluator cannot tell what these rules let through):")
+		for _, u := range pv.Undecoded {
+			fmt.Fprintln(w, wrapLine("  - ", u.Text(), width))
+		}
+	}
 	if pv.Approved {
 		fmt.Fprintln(w, "\nAPPROVED: every port that would close is in flip.drop, every one that would widen in flip.widen; `adopt flip NODE` may proceed")
 	} else {

@@ -226,8 +226,9 @@ func Probe(fw eval.Report, cr containers.Report, plan config.Plan) []string {
 
 // Preview is the preview's refusals for what it cannot judge: the
 // engine unreachable while needed, an unmapped container network, a
-// published port not dropped whose DNAT target no container holds.
-// (Openings the evaluator left uncertain for a reason are refused by the
+// published port not dropped whose DNAT target no container holds; and
+// it names in pv the found rules not wholly decoded, refusing on each when
+// a fate is in doubt (undecoded.go). (Openings the evaluator left uncertain for a reason are refused by the
 // preview itself, firewall.PreviewFlipOn.)
 //
 // A container whose every published port is in flip.drop is closed on
@@ -251,6 +252,8 @@ func Preview(found *firewall.Ruleset, node firewall.Node, cr containers.Report, 
 			out = append(out, s+"; add its ports to flip.drop or give the network a bridge on the node, and preview again")
 		}
 	}
+	pv.Undecoded = Undecoded(found)
+	out = append(out, undecodedRefusals(pv)...)
 	held := containerAddrs(cr)
 	for _, f := range pv.Fates {
 		if f.Dropped {

@@ -56,6 +56,26 @@ type Preview struct {
 	Fates              []Fate   `json:"fates"`
 	FoundFingerprint   string   `json:"found_fingerprint"`
 	DerivedFingerprint string   `json:"derived_fingerprint"`
+	// Undecoded names each rule of the found firewall that decides a
+	// packet's fate through a part the evaluator could not decode
+	// (package unknowns fills it on the node).
+	Undecoded []Undecoded `json:"undecoded,omitempty"`
+}
+
+// Undecoded is one rule the evaluator could not wholly decode: where it
+// is, and what in it was not decoded.
+type Undecoded struct {
+	Family  string `json:"family"`
+	Table   string `json:"table"`
+	Chain   string `json:"chain"`
+	Handle  uint64 `json:"handle"`
+	Verdict string `json:"verdict"`
+	What    string `json:"what"` // the expression or match, as the decoder names it
+}
+
+// Text is the rule as the preview names it.
+func (u Undecoded) Text() string {
+	return fmt.Sprintf("chain %s %s %s, rule handle %d (%s): %s", u.Family, u.Table, u.Chain, u.Handle, u.Verdict, u.What)
 }
 
 // PreviewFlip gives every port the found firewall opens now (OpenPorts,
