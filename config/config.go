@@ -167,6 +167,19 @@ type Flip struct {
 	// where the boot would not load the mesh's table; without it the commit
 	// refuses and names the command to run.
 	EnableBootService bool `mapstructure:"enable_boot_service" json:"enable_boot_service,omitempty"`
+	// Witness is where a flip is confirmed from, outside the node.
+	Witness Witness `mapstructure:"witness" json:"witness,omitzero"`
+}
+
+// Witness says how the orchestrator checks, after a flip, that a
+// management port still answers from outside the node: it dials Address
+// (the node's management address as the operator reaches it; empty: the
+// node's own addresses as its probe reported them) from From (an address
+// of the orchestrator's host, e.g. the operator's VPN address; empty: the
+// route's choice).
+type Witness struct {
+	Address string `mapstructure:"address" json:"address,omitempty"`
+	From    string `mapstructure:"from" json:"from,omitempty"`
 }
 
 // HardMaxConfirmTimeout is the most flip.max_confirm_timeout may be.
@@ -212,6 +225,8 @@ var defaults = map[string]any{
 	"flip.confirm_timeout":        "2m",
 	"flip.max_confirm_timeout":    "30m",
 	"flip.enable_boot_service":    false,
+	"flip.witness.address":        "",
+	"flip.witness.from":           "",
 	"firewall.reconcile_interval": "1m",
 	"cutover.stop_timeout":        "10s",
 	"drift.interval":              "5m",

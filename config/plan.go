@@ -13,15 +13,17 @@ import (
 // no environment value: each is named by a digest, keyed by the codec key
 // when one is configured (codeckey.go).
 type Plan struct {
-	Node              string        `json:"node"`
-	Role              string        `json:"role"`
-	ManagementPorts   []Port        `json:"management_ports"`
-	Foundation        []NamedPort   `json:"foundation"`
-	Modules           []ModulePlan  `json:"modules"`
-	NodeFiles         []FilePlan    `json:"node_files"`
-	Control           []string      `json:"control"`
-	Drop              []Port        `json:"drop"`
-	Widen             []Port        `json:"widen,omitempty"`
+	Node            string       `json:"node"`
+	Role            string       `json:"role"`
+	ManagementPorts []Port       `json:"management_ports"`
+	Foundation      []NamedPort  `json:"foundation"`
+	Modules         []ModulePlan `json:"modules"`
+	NodeFiles       []FilePlan   `json:"node_files"`
+	Control         []string     `json:"control"`
+	Drop            []Port       `json:"drop"`
+	Widen           []Port       `json:"widen,omitempty"`
+	// Witness is flip.witness: where the orchestrator confirms a flip from.
+	Witness           *Witness      `json:"witness,omitempty"`
 	ConfirmTimeout    time.Duration `json:"confirm_timeout"`
 	ReconcileInterval time.Duration `json:"reconcile_interval"`
 	DriftInterval     time.Duration `json:"drift_interval"`
@@ -93,6 +95,10 @@ func (c *Config) Plan() Plan {
 		DriftInterval:     c.Drift.Interval,
 		StopTimeout:       c.Cutover.StopTimeout,
 		NodeFiles:         filePlans(d, c.NodeFiles),
+	}
+	if c.Flip.Witness != (Witness{}) {
+		w := c.Flip.Witness
+		p.Witness = &w
 	}
 	for _, name := range sortedKeys(c.Foundation.Ports) {
 		p.Foundation = append(p.Foundation, NamedPort{Name: name, Port: MustPorts([]string{c.Foundation.Ports[name]})[0]})

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"path"
 	"regexp"
 	"slices"
@@ -113,6 +114,7 @@ func (c *Config) Validate() error {
 			v.add(fmt.Sprintf("flip.widen[%d]", i), p, err.Error()+"; write PORT/PROTO or FROM-TO/PROTO, e.g. 8080/tcp or 9000-9010/tcp")
 		}
 	}
+	v.witness(c.Flip.Witness)
 	if c.Flip.ConfirmTimeout <= 0 {
 		v.add("flip.confirm_timeout", c.Flip.ConfirmTimeout.String(), "a positive duration such as 2m")
 	}
@@ -366,4 +368,38 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// witness checks flip.witness: an IP address or a DNS name to dial, and an
+// IP address to dial from.
+func (v *validator) witness(w Witness) {
+	if a := w.Address; a != "" {
+		if _, err := netip.ParseAddr(a); err != nil && !dnsName(a) {
+			v.add("flip.witness.address", a, "an IP address or a DNS name of the node (no port, no scheme), as the operator reaches it, e.g. 203.0.113.7 or n1.example.net")
+		}
+	}
+	if f := w.From; f != "" {
+		if _, err := netip.ParseAddr(f); err != nil {
+			v.add("flip.witness.from", f, "an IP address of the orchestrator's host to dial from, e.g. 10.8.0.2; leave it empty to let the route choose")
+		}
+	}
+}
+
+// dnsName reports whether s is a DNS name: labels of letters, digits and
+// '-', not starting or ending with '-', joined by dots.
+func dnsName(s string) bool {
+	if len(s) == 0 || len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(s, "."), ".") {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, r := range l {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"adoption/config"
+	"adoption/witness"
 	"adoption/workflows"
 )
 
@@ -120,6 +121,9 @@ func orchestrate(ctx context.Context, cfg *config.Config, id string, mode promot
 		},
 	})
 	workflows.Register(w)
+	// The flip's witness dials the nodes' management ports from here,
+	// outside every node.
+	w.RegisterActivity(witness.New())
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start the workflow worker: %w", err)
 	}

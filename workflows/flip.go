@@ -14,7 +14,9 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
+	"adoption/firewall"
 	"adoption/firewall/flip"
+	"adoption/witness"
 )
 
 // preview compares what the found firewall opens now with what the mesh's
@@ -179,6 +181,20 @@ func (n *node) flip(ctx workflow.Context) {
 	n.event(ctx, fmt.Sprintf("flipped (%s): confirming by %s", id, fr.Deadline.Format(time.RFC3339)))
 	n.publish(ctx)
 
+	// The operator must still get in: a management port answers from
+	// outside the node, or the flip reverts, saying why.
+	if workflow.GetVersion(ctx, changeFlipWitness, workflow.DefaultVersion, 1) >= 1 {
+		if why := n.witness(ctx); why != "" {
+			switch n.revertFlip(ctx, id, v) {
+			case FlipStateConfirmed:
+				n.event(ctx, "flip "+id+": the node reports it confirmed although "+why+"; committing it")
+				n.commit(ctx, v)
+			default:
+				back(FlipStateReverted, why)
+			}
+			return
+		}
+	}
 	// The confirmation must run by the deadline: reaching the worker at all
 	// proves the new ruleset still lets it talk to Temporal.
 	summary = "flip: confirm (declared ports answer, worker reaches Temporal)"
@@ -339,4 +355,43 @@ func publishedPorts(m config.ModulePlan) []config.Port {
 		}
 	}
 	return out
+}
+
+// witness asks the orchestrator's own witness (package witness, on
+// TaskQueue, outside the node) to dial the node's management ports: at
+// flip.witness.address, else at the addresses the node's probe reported.
+// It returns why the flip must revert, or "" when the operator still gets
+// in.
+func (n *node) witness(ctx workflow.Context) string {
+	in := witness.Input{Node: n.s.Node, Ports: n.s.Plan.ManagementPorts}
+	if w := n.s.Plan.Witness; w != nil {
+		in.From = w.From
+		if w.Address != "" {
+			in.Addresses = []string{w.Address}
+		}
+	}
+	if len(in.Addresses) == 0 && n.s.Probe != nil {
+		node := n.s.Probe.Firewall.Node
+		for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+			for _, a := range node.Own(fam) {
+				in.Addresses = append(in.Addresses, a.String())
+			}
+		}
+	}
+	wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              TaskQueue,
+		StartToCloseTimeout:    time.Minute,
+		ScheduleToCloseTimeout: max(n.s.Plan.ConfirmTimeout/2, time.Minute),
+		Summary:                "flip: witness from outside the node (a management port answers)",
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 2 * time.Second, MaximumAttempts: 3, NonRetryableErrorTypes: []string{witness.ErrLockedOut}},
+	})
+	var w *witness.Witness
+	var res witness.Result
+	if err := workflow.ExecuteActivity(wctx, w.Witness, in).Get(ctx, &res); err != nil {
+		return "locked out, not confirmed: " + errorMessage(err)
+	}
+	if len(res.Answered) > 0 {
+		n.event(ctx, "witnessed from outside: "+strings.Join(res.Answered, ", "))
+	}
+	return ""
 }

@@ -12,6 +12,7 @@ import (
 	"adoption/activities"
 	"adoption/config"
 	"adoption/firewall/flip"
+	"adoption/witness"
 )
 
 // flipPlan is testPlan with only module web (no container), so a flip can
@@ -45,6 +46,34 @@ func (s *NodeSuite) TestFlipRefusedWhileModulePending() {
 	s.False(after.LastPreview.Approved)
 	s.Contains(after.LastError, "module web is pending, not migrated")
 	s.Equal([]string{"probe", "adopt", "preview", "release"}, s.calls)
+}
+
+// A flip that locks the operator out (the witness, outside the node, finds
+// no management port answering) is reverted through the node and never
+// confirmed; the state says why, and the node stays adopted.
+func (s *NodeSuite) TestFlipLockedOutReverts() {
+	s.expectAdoption(time.Second)
+	mockCutover(s.env, &s.calls, "")
+	s.lockedOut = temporal.NewNonRetryableApplicationError("management port(s) of node n1 did not answer from 10.8.0.2: 22/tcp (192.0.2.1:22: i/o timeout)", witness.ErrLockedOut, nil)
+	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(s.record("flip")).
+		Return(&activities.FlipResult{State: "flipped", Preview: &flip.Preview{Approved: true, FoundFingerprint: "f1"}}, nil).Once()
+	s.env.OnActivity(a.RevertFlip, mock.Anything, mock.Anything).Run(s.record("revert")).
+		Return(&activities.FlipResult{State: FlipStateReverted}, nil).Once()
+	s.expectRelease()
+	var after State
+	s.env.RegisterDelayedCallback(func() {
+		s.env.SignalWorkflow(SignalMigrate, RequestInput{Module: "web"})
+		s.env.SignalWorkflow(SignalFlip, RequestInput{})
+	}, time.Minute)
+	s.env.RegisterDelayedCallback(func() { after = s.query() }, 10*time.Minute)
+	s.signal(11*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipPlan()})
+	s.result()
+	s.Equal([]string{"probe", "adopt", "preflight web", "open web", "flip", "revert", "release"}, s.calls)
+	s.Equal(PhaseAdopted, after.Phase)
+	s.Require().NotNil(after.Flip)
+	s.Equal(FlipStateReverted, after.Flip.State)
+	s.Contains(after.Flip.Error, "locked out, not confirmed: management port(s) of node n1 did not answer from 10.8.0.2")
 }
 
 // Approved: the node previews and flips in one step, then confirms and

@@ -18,6 +18,7 @@ import (
 	"adoption/config"
 	"adoption/custody"
 	"adoption/firewall/eval"
+	"adoption/witness"
 )
 
 type NodeSuite struct {
@@ -25,6 +26,8 @@ type NodeSuite struct {
 	testsuite.WorkflowTestSuite
 	env   *testsuite.TestWorkflowEnvironment
 	calls []string
+	// lockedOut, when set, is the flip witness's answer.
+	lockedOut error
 }
 
 func TestNodeSuite(t *testing.T) { suite.Run(t, new(NodeSuite)) }
@@ -33,6 +36,16 @@ func (s *NodeSuite) SetupTest() {
 	s.env = s.NewTestWorkflowEnvironment()
 	s.env.RegisterActivity(&activities.Activities{})
 	s.calls = nil
+	// The flip's witness answers unless a test locks the operator out.
+	s.lockedOut = nil
+	var w *witness.Witness
+	s.env.RegisterActivity(w)
+	s.env.OnActivity(w.Witness, mock.Anything, mock.Anything).Maybe().Return(func(_ context.Context, in witness.Input) (*witness.Result, error) {
+		if s.lockedOut != nil {
+			return nil, s.lockedOut
+		}
+		return &witness.Result{Answered: []string{"22/tcp on 192.0.2.1"}}, nil
+	})
 }
 
 func (s *NodeSuite) TearDownTest() { s.env.AssertExpectations(s.T()) }

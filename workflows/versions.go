@@ -46,6 +46,10 @@ const (
 	// applied first and stayed when the node refused it. Asked only when a
 	// preview carries a plan that differs.
 	changePreviewPlanOnAccept = "preview-plan-on-accept"
+	// changeFlipWitness: a flip is confirmed only after a management port
+	// answered from outside the node (the orchestrator's witness); else it
+	// is reverted. Asked once a flip is applied.
+	changeFlipWitness = "flip-witness"
 )
 
 // taken records that this run takes change. Every history kept for replay

@@ -1,0 +1,116 @@
+// Package witness confirms a flip from outside the node: an activity on the
+// orchestrator's own task queue dials the node's management ports, so a
+// flip that still lets the agent reach Temporal but locks the operator out
+// is not confirmed. It changes nothing anywhere; it only connects.
+package witness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"adoption/config"
+)
+
+// ErrLockedOut is the error type of a witness that no management port
+// answered: the flip must revert.
+const ErrLockedOut = "LockedOut"
+
+// Input names what to dial: each TCP management port on each address, from
+// From when set.
+type Input struct {
+	Node      string        `json:"node"`
+	Addresses []string      `json:"addresses"`
+	From      string        `json:"from,omitempty"`
+	Ports     []config.Port `json:"ports"`
+}
+
+// Result says, per management port, where it answered.
+type Result struct {
+	Answered []string `json:"answered"`
+	Skipped  []string `json:"skipped,omitempty"` // ports a connection cannot test (UDP)
+}
+
+// Witness holds the dialer; tests pass their own.
+type Witness struct {
+	Dialer  func(from netip.Addr) *net.Dialer
+	Timeout time.Duration
+}
+
+// New is the orchestrator's witness: 5 s per connection.
+func New() *Witness { return &Witness{Timeout: 5 * time.Second} }
+
+// Witness dials every TCP management port on every address until one
+// answers. A port answers when the connection is accepted, or refused by
+// the node's kernel (a reset: the firewall let the packet in and nothing
+// listens, which no flip can be blamed for). Every TCP port must answer on
+// some address, else the error (ErrLockedOut, not retried) names each
+// address's failure.
+func (w *Witness) Witness(ctx context.Context, in Input) (*Result, error) {
+	var from netip.Addr
+	if in.From != "" {
+		a, err := netip.ParseAddr(in.From)
+		if err != nil {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip.witness.from %q is not an IP address", in.From), ErrLockedOut, err)
+		}
+		from = a
+	}
+	if len(in.Addresses) == 0 {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no address of node %s to dial from outside: set flip.witness.address in its configuration", in.Node), ErrLockedOut, nil)
+	}
+	res := &Result{}
+	var missing []string
+	for _, p := range in.Ports {
+		if p.Proto != "tcp" {
+			res.Skipped = append(res.Skipped, p.String())
+			continue
+		}
+		var why []string
+		ok := false
+		for _, addr := range in.Addresses {
+			err := w.dial(ctx, from, net.JoinHostPort(addr, strconv.Itoa(int(p.Num))))
+			if err == nil {
+				res.Answered = append(res.Answered, p.String()+" on "+addr)
+				ok = true
+				break
+			}
+			why = append(why, fmt.Sprintf("%s: %v", addr, err))
+		}
+		if !ok {
+			missing = append(missing, fmt.Sprintf("%s (%s)", p, strings.Join(why, "; ")))
+		}
+	}
+	if len(missing) > 0 {
+		src := "the orchestrator's host"
+		if in.From != "" {
+			src = in.From
+		}
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("management port(s) of node %s did not answer from %s: %s", in.Node, src, strings.Join(missing, ", ")), ErrLockedOut, nil)
+	}
+	return res, nil
+}
+
+func (w *Witness) dial(ctx context.Context, from netip.Addr, hostport string) error {
+	d := &net.Dialer{Timeout: w.Timeout}
+	if w.Dialer != nil {
+		d = w.Dialer(from)
+	} else if from.IsValid() {
+		d.LocalAddr = &net.TCPAddr{IP: from.AsSlice()}
+	}
+	c, err := d.DialContext(ctx, "tcp", hostport)
+	if err == nil {
+		return c.Close()
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return nil // the node's kernel answered: the firewall let it in
+	}
+	return err
+}
