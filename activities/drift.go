@@ -52,6 +52,13 @@ func (a *Activities) CheckDrift(ctx context.Context, in DriftInput) (*DriftResul
 	if err != nil {
 		return nil, err
 	}
+	return a.driftOf(auth, in, true)
+}
+
+// driftOf compares as CheckDrift says. With record, a node adopted before
+// it kept its own firewall baseline records the one measured now when it
+// is what adoption recorded; a briefing passes false and writes nothing.
+func (a *Activities) driftOf(auth *Authority, in DriftInput, record bool) (*DriftResult, error) {
 	for _, r := range in.Custody {
 		if err := checkDeclared(auth, r.Path); err != nil {
 			return nil, err
@@ -86,7 +93,7 @@ func (a *Activities) CheckDrift(ctx context.Context, in DriftInput) (*DriftResul
 		// A node adopted before the node kept its own firewall baseline
 		// (gates.go) records the firewall as it measures it now, once,
 		// when that is what adoption recorded.
-		if _, has, err := a.State.Baseline(); err == nil && !has && now == in.Firewall {
+		if _, has, err := a.State.Baseline(); record && err == nil && !has && now == in.Firewall {
 			_ = a.State.SetBaseline(nodestate.Baseline{Firewall: now, At: time.Now().UTC()})
 		}
 		if now != in.Firewall {

@@ -1,7 +1,8 @@
 // `adopt brief NODE`: the node's briefing, in Markdown or as a standalone
-// HTML page, from its workflow's state. Before `adopt start` there is no
-// workflow: the node's own `adopt-worker brief --config FILE` writes the
-// same briefing from a local probe.
+// HTML page, from its workflow's state, with the preview, drift and key
+// conflicts asked of the node now (read-only). Before `adopt start` there
+// is no workflow: the node's own `adopt-worker brief --config FILE` writes
+// the same briefing from a local probe.
 package main
 
 import (
@@ -11,8 +12,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
+	"adoption/activities"
 	"adoption/briefing"
+	"adoption/workflows"
 )
 
 func (x *cli) briefCommand(ctx context.Context) *cobra.Command {
@@ -32,8 +36,8 @@ func (x *cli) briefCommand(ctx context.Context) *cobra.Command {
 			if ns.StateFrom == "visibility" {
 				return fmt.Errorf("node %s's workflow did not answer (%s): a briefing needs its recorded state; see `adopt status %s`", args[0], ns.Stuck, args[0])
 			}
-			st := ns.State
-			b := briefing.Build(st.Plan, nil, &st, time.Now())
+			nb, why := x.askBrief(ctx, args[0])
+			b := briefing.BuildAsked(ns.State, nb, why, time.Now())
 			if x.asJSON && out == "" {
 				return writeJSON(x.stdout, b)
 			}
@@ -54,4 +58,24 @@ func writeBrief(stdout io.Writer, out string, asHTML bool, b briefing.Brief) err
 		fmt.Fprintf(stdout, "briefing for %s written to %s\n", b.Node, out)
 	}
 	return nil
+}
+
+// askBrief asks the node, through its workflow, for the briefing's live
+// parts; without an answer it says why, and the recorded state stands.
+func (x *cli) askBrief(ctx context.Context, node string) (*activities.NodeBriefing, string) {
+	wctx, cancel := context.WithTimeout(ctx, x.accept+time.Minute)
+	defer cancel()
+	in := workflows.RequestInput{NotAfter: time.Now().Add(x.accept).Add(-skew).UTC()}
+	h, err := x.c.UpdateWorkflow(wctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflows.WorkflowID(node), UpdateName: workflows.UpdateBrief,
+		Args: []any{in}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return nil, err.Error()
+	}
+	var nb activities.NodeBriefing
+	if err := h.Get(wctx, &nb); err != nil {
+		return nil, err.Error()
+	}
+	return &nb, ""
 }

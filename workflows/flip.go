@@ -44,15 +44,18 @@ func (n *node) previewSpec(ctx workflow.Context, spec flip.MeshSpec) (*flip.Prev
 
 // refusals are the workflow's own reasons to refuse a flip, whatever the
 // node's preview says: a module not migrated, drift not reviewed.
-func (n *node) refusals() []string {
+func (n *node) refusals() []string { return n.refusalsWith(n.s.Drift) }
+
+// refusalsWith is refusals with drift as given (a briefing's, measured now).
+func (n *node) refusalsWith(drift []activities.DriftItem) []string {
 	var why []string
 	for _, m := range n.s.Modules {
 		if m.State != ModuleMigrated {
 			why = append(why, fmt.Sprintf("module %s is %s, not migrated: run adopt migrate %s %s first", m.Name, m.State, n.s.Node, m.Name))
 		}
 	}
-	if len(n.s.Drift) > 0 {
-		why = append(why, fmt.Sprintf("%d drift(s) not reviewed: accept them (adopt drift accept %s) or restore the originals", len(n.s.Drift), n.s.Node))
+	if len(drift) > 0 {
+		why = append(why, fmt.Sprintf("%d drift(s) not reviewed: accept them (adopt drift accept %s) or restore the originals", len(drift), n.s.Node))
 	}
 	return why
 }

@@ -1,0 +1,106 @@
+// The briefing's questions to the node: the flip's preview, drift and each
+// module's key conflicts, measured now, read-only. Nothing on the node is
+// changed, no plan replaced, no intent spent; only keys, digests and fates
+// travel back, never a file's content or an env value.
+
+package activities
+
+import (
+	"context"
+	"errors"
+
+	"go.temporal.io/sdk/temporal"
+
+	"adoption/config"
+	"adoption/custody"
+	"adoption/firewall/flip"
+)
+
+// BriefInput is what the workflow recorded, for the node to measure the
+// node against: the spec a flip would apply, custody, the firewall's
+// fingerprint as adopted, and the modules still to migrate with the
+// decisions recorded for their keys.
+type BriefInput struct {
+	Plan     config.Plan      `json:"plan"`
+	Spec     flip.MeshSpec    `json:"spec"`
+	Custody  []custody.Record `json:"custody"`
+	Firewall string           `json:"firewall"`
+	Modules  []BriefModule    `json:"modules"`
+}
+
+// BriefModule is a module still to migrate and the decisions recorded for
+// its keys (without their intents: nothing is applied).
+type BriefModule struct {
+	Module    string         `json:"module"`
+	Decisions []FileDecision `json:"decisions,omitempty"`
+}
+
+// NodeBriefing is the node's answer. A part it could not measure says why
+// in its Error field; the others stand.
+type NodeBriefing struct {
+	Preview      *flip.Preview     `json:"preview,omitempty"`
+	PreviewError string            `json:"preview_error,omitempty"`
+	Drift        []DriftItem       `json:"drift"`
+	DriftError   string            `json:"drift_error,omitempty"`
+	Conflicts    []ModuleConflicts `json:"conflicts,omitempty"`
+}
+
+// ModuleConflicts are the keys of a module's files the node changed since
+// custody and the mesh sets otherwise.
+type ModuleConflicts struct {
+	Module    string         `json:"module"`
+	Conflicts []FileConflict `json:"conflicts,omitempty"`
+	Error     string         `json:"error,omitempty"`
+}
+
+// Brief measures the node for its briefing. Only the plan is checked (the
+// node's own): it answers what Preview, CheckDrift and a rehearsal's
+// conflict check answer, and changes nothing.
+func (a *Activities) Brief(ctx context.Context, in BriefInput) (*NodeBriefing, error) {
+	auth, err := a.authorize(ctx, in.Plan)
+	if err != nil {
+		return nil, err
+	}
+	out := &NodeBriefing{Drift: []DriftItem{}}
+	heartbeat(ctx, "brief: preview")
+	if pv, err := a.preview(ctx, auth, in.Spec); err != nil {
+		out.PreviewError = message(err)
+	} else {
+		out.Preview = pv
+	}
+	heartbeat(ctx, "brief: drift")
+	if d, err := a.driftOf(auth, DriftInput{Plan: in.Plan, Custody: in.Custody, Firewall: in.Firewall}, false); err != nil {
+		out.DriftError = message(err)
+	} else {
+		out.Drift = d.Items
+	}
+	for _, bm := range in.Modules {
+		name := bm.Module
+		m, ok := auth.Plan.Module(name)
+		if !ok {
+			out.Conflicts = append(out.Conflicts, ModuleConflicts{Module: name, Error: "not in the node's plan"})
+			continue
+		}
+		heartbeat(ctx, "brief: "+name+"'s files")
+		mc := ModuleConflicts{Module: name}
+		merges, err := a.conflictsOf(auth, m, bm.Decisions)
+		for _, fm := range merges {
+			mc.Conflicts = append(mc.Conflicts, fm.Conflicts...)
+		}
+		var ae *temporal.ApplicationError
+		if err != nil && !(errors.As(err, &ae) && ae.Type() == ErrFileConflict) {
+			mc.Error = message(err)
+		}
+		out.Conflicts = append(out.Conflicts, mc)
+	}
+	return out, nil
+}
+
+// message is an error's text without the SDK's wrapping.
+func message(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return ae.Message()
+	}
+	return err.Error()
+}
