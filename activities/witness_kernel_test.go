@@ -1,0 +1,95 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"adoption/config"
+	"adoption/containers"
+	"adoption/custody"
+	"adoption/firewall/eval"
+	"adoption/firewall/flip"
+	"adoption/firewall/fwtest"
+	"adoption/internal/fake"
+	"adoption/internal/testenv"
+	"adoption/netns"
+	"adoption/nodestate"
+	"adoption/witness"
+)
+
+// TestKernelFlipWitnessedFromOutside: the found firewall lets ssh in only
+// from one of the peer's addresses, and the real flip carries that into the
+// mesh's table. A witness dialing from the peer's other address (the
+// operator's, say) finds the node locked out, and the flip is reverted
+// through the node, which lets ssh in again as before; witnessed from the
+// allowed address, the next flip is confirmed.
+func TestKernelFlipWitnessedFromOutside(t *testing.T) {
+	testenv.NeedRoot(t, "network namespaces")
+	n := fwtest.NewNamedNet(t, "wk-", "wk", "5f")
+	n.Nft(t, `
+table inet host {
+	chain input {
+		type filter hook input priority filter; policy drop;
+		ct state established,related accept
+		iifname "lo" accept
+		ip saddr `+fwtest.PeerV4a+` tcp dport 22 accept
+	}
+}`)
+	n.Serve(t, []uint16{22})
+	a, root := newActs(t)
+	a.Root = root
+	a.Firewall = eval.Inspector{Netns: n.Path(n.Node)}
+	a.Flipper = flip.NewFlipper(n.Path(n.Node))
+	a.Files = custody.New(root, t.TempDir())
+	a.Engine = fake.Engine{Containers: containers.Report{Available: true}}
+	a.StartWatchdog = func() error { return nil }
+	plan := withPlan(a, config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: config.MustPorts([]string{"22/tcp"})})
+	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
+	must(t, a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(n.List(t))}))
+	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: plan.ManagementPorts[0], Owner: flip.OwnerManagement}}}
+	ctx := context.Background()
+	w := witness.New()
+	witnessFrom := func(from string) error {
+		var werr error
+		must(t, netns.Do(n.Path(n.Peer), func() error {
+			_, werr = w.Witness(ctx, witness.Input{Node: "n1", Addresses: []string{fwtest.NodeV4}, From: from, Ports: plan.ManagementPorts})
+			return nil
+		}))
+		return werr
+	}
+
+	res, err := a.Flip(ctx, FlipInput{Plan: plan, Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
+	if err != nil || res.State != nodestate.FlipFlipped {
+		t.Fatalf("flip: %+v %v", res, err)
+	}
+	err = witnessFrom(fwtest.PeerV4b)
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != witness.ErrLockedOut || !strings.Contains(err.Error(), "22/tcp") {
+		t.Fatalf("witness from %s through the mesh's table: %v; want locked out on 22/tcp", fwtest.PeerV4b, err)
+	}
+	if _, err := a.RevertFlip(ctx, ConfirmInput{Plan: plan, ID: "n1-1"}); err != nil {
+		t.Fatalf("revert: %v", err)
+	}
+	if rec := record(t, a); rec.State != nodestate.FlipReverted {
+		t.Fatalf("the flip is %s after a lockout", rec.State)
+	}
+	if err := witnessFrom(fwtest.PeerV4a); err != nil {
+		t.Errorf("after the revert ssh from %s should answer as before the flip: %v", fwtest.PeerV4a, err)
+	}
+
+	res, err = a.Flip(ctx, FlipInput{Plan: plan, Spec: spec, ID: "n1-2", ConfirmTimeout: time.Minute, Preview: true})
+	if err != nil || res.State != nodestate.FlipFlipped {
+		t.Fatalf("second flip: %+v %v", res, err)
+	}
+	if err := witnessFrom(fwtest.PeerV4a); err != nil {
+		t.Fatalf("witness from %s, which the mesh's table keeps: %v", fwtest.PeerV4a, err)
+	}
+	if cr, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: plan, ID: "n1-2"}); err != nil || cr.State != nodestate.FlipConfirmed {
+		t.Fatalf("confirm after the witness answered: %+v %v", cr, err)
+	}
+}
