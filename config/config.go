@@ -177,9 +177,14 @@ type Flip struct {
 // node's own addresses as its probe reported them) from From (an address
 // of the orchestrator's host, e.g. the operator's VPN address; empty: the
 // route's choice).
+//
+// Disabled confirms a flip from the node alone: for a simulation, or a node
+// no orchestrator can reach. A flip that locks the operators out is then
+// confirmed; the flip's events say it was not witnessed.
 type Witness struct {
-	Address string `mapstructure:"address" json:"address,omitempty"`
-	From    string `mapstructure:"from" json:"from,omitempty"`
+	Address  string `mapstructure:"address" json:"address,omitempty"`
+	From     string `mapstructure:"from" json:"from,omitempty"`
+	Disabled bool   `mapstructure:"disabled" json:"disabled,omitempty"`
 }
 
 // HardMaxConfirmTimeout is the most flip.max_confirm_timeout may be.
@@ -227,6 +232,7 @@ var defaults = map[string]any{
 	"flip.enable_boot_service":    false,
 	"flip.witness.address":        "",
 	"flip.witness.from":           "",
+	"flip.witness.disabled":       false,
 	"firewall.reconcile_interval": "1m",
 	"cutover.stop_timeout":        "10s",
 	"drift.interval":              "5m",

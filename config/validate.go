@@ -373,6 +373,9 @@ func sortedKeys[V any](m map[string]V) []string {
 // witness checks flip.witness: an IP address or a DNS name to dial, and an
 // IP address to dial from.
 func (v *validator) witness(w Witness) {
+	if w.Disabled && (w.Address != "" || w.From != "") {
+		v.add("flip.witness.disabled", "true", "false when flip.witness.address or flip.witness.from is set: a witness named and disabled at once is a mistake; remove one")
+	}
 	if a := w.Address; a != "" {
 		if _, err := netip.ParseAddr(a); err != nil && !dnsName(a) {
 			v.add("flip.witness.address", a, "an IP address or a DNS name of the node (no port, no scheme), as the operator reaches it, e.g. 203.0.113.7 or n1.example.net")

@@ -35,4 +35,12 @@ flip:
 	if err == nil || !strings.Contains(err.Error(), `flip.witness.address: "ssh://n1:22" is invalid`) || !strings.Contains(err.Error(), `flip.witness.from: "eth0" is invalid`) {
 		t.Errorf("a bad flip.witness: %v", err)
 	}
+	_, err = Load(write(t, `
+node: {name: n1}
+flip:
+  witness: {address: 203.0.113.7, disabled: true}
+`))
+	if err == nil || !strings.Contains(err.Error(), `flip.witness.disabled: "true" is invalid`) {
+		t.Errorf("a witness named and disabled: %v", err)
+	}
 }

@@ -63,7 +63,11 @@ func (w *Witness) Witness(ctx context.Context, in Input) (*Result, error) {
 		}
 		from = a
 	}
-	if len(in.Addresses) == 0 {
+	tcp := false
+	for _, p := range in.Ports {
+		tcp = tcp || p.Proto == "tcp"
+	}
+	if tcp && len(in.Addresses) == 0 {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no address of node %s to dial from outside: set flip.witness.address in its configuration", in.Node), ErrLockedOut, nil)
 	}
 	res := &Result{}

@@ -367,6 +367,10 @@ func publishedPorts(m config.ModulePlan) []config.Port {
 // in.
 func (n *node) witness(ctx workflow.Context) string {
 	in := witness.Input{Node: n.s.Node, Ports: n.s.Plan.ManagementPorts}
+	if w := n.s.Plan.Witness; w != nil && w.Disabled {
+		n.event(ctx, "not witnessed from outside the node: flip.witness.disabled is set")
+		return ""
+	}
 	if w := n.s.Plan.Witness; w != nil {
 		in.From = w.From
 		if w.Address != "" {

@@ -64,6 +64,7 @@ func newMemNode(dir, name string, found json.RawMessage) (*memNode, error) {
 		return nil, err
 	}
 	m.plan = config.Plan{Node: name, Role: "member", ManagementPorts: config.MustPorts([]string{"22/tcp"}),
+		Witness: &config.Witness{Disabled: true}, // simulated nodes have no address to dial
 		Control: []string{"predecessor-sync"}, ConfirmTimeout: 2 * time.Minute, ReconcileInterval: time.Minute,
 		DriftInterval: 5 * time.Minute, StopTimeout: 10 * time.Second}
 	for _, path := range []string{"/etc/hosts", "/etc/resolv.conf"} {

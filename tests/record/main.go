@@ -202,6 +202,7 @@ func controlPlan(node string) config.Plan {
 	return config.Plan{
 		Node: node, Role: "control",
 		ManagementPorts: []config.Port{{Num: 22, Proto: "tcp"}},
+		Witness:         &config.Witness{Disabled: true}, // the scripted node has no address to dial
 		Foundation:      []config.NamedPort{{Name: "registry", Port: config.Port{Num: 5001, Proto: "tcp"}}},
 		Modules: []config.ModulePlan{{Name: "mail", Ports: []config.Port{{Num: 8025, Proto: "tcp"}},
 			Container: &config.Container{Name: "mail", Image: "mesh/mail:2"},
