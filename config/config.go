@@ -182,8 +182,12 @@ type Flip struct {
 // no orchestrator can reach. A flip that locks the operators out is then
 // confirmed; the flip's events say it was not witnessed.
 type Witness struct {
-	Address  string `mapstructure:"address" json:"address,omitempty"`
-	From     string `mapstructure:"from" json:"from,omitempty"`
+	Address string `mapstructure:"address" json:"address,omitempty"`
+	From    string `mapstructure:"from" json:"from,omitempty"`
+	// Netns, when set, is a network namespace of the orchestrator's host
+	// (a path such as /run/netns/ops) the witness dials from: where the
+	// operators' network is, on a host (or a sandbox) that keeps it apart.
+	Netns    string `mapstructure:"netns" json:"netns,omitempty"`
 	Disabled bool   `mapstructure:"disabled" json:"disabled,omitempty"`
 }
 
@@ -232,6 +236,7 @@ var defaults = map[string]any{
 	"flip.enable_boot_service":    false,
 	"flip.witness.address":        "",
 	"flip.witness.from":           "",
+	"flip.witness.netns":          "",
 	"flip.witness.disabled":       false,
 	"firewall.reconcile_interval": "1m",
 	"cutover.stop_timeout":        "10s",

@@ -266,11 +266,27 @@ temporal:
 predecessor:
   control: ["predecessor-sync"]
 %s`, n.Name, temporalAddr, n.codecKeyLine(), n.Name, n.role(), n.NetnsPath(), n.Root, n.StateDir, strings.Join(mgmt, ", "), modules)
+	body = n.withWitness(body)
 	body, err := withOperator(body, n.Fleet)
 	if err != nil {
 		return "", err
 	}
 	return path, os.WriteFile(path, []byte(body), 0o600)
+}
+
+// withWitness confirms the node's flips from its peer namespace, where its
+// clients are: the orchestrator, in the host's namespace, has no route to
+// the node.
+func (n *Node) withWitness(body string) string {
+	w := fmt.Sprintf("  witness: {address: %q, netns: %q}\n", n.Addr, "/run/netns/"+n.Peer)
+	if i := strings.Index(body, "\nflip:\n"); i >= 0 {
+		at := i + len("\nflip:\n")
+		return body[:at] + w + body[at:]
+	}
+	if !strings.HasSuffix(body, "\n") {
+		body += "\n"
+	}
+	return body + "flip:\n" + w
 }
 
 func (n *Node) role() string {

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/config"
+	"adoption/netns"
 )
 
 // ErrLockedOut is the error type of a witness that no management port
@@ -30,6 +31,7 @@ type Input struct {
 	Node      string        `json:"node"`
 	Addresses []string      `json:"addresses"`
 	From      string        `json:"from,omitempty"`
+	Netns     string        `json:"netns,omitempty"` // a namespace of the orchestrator's host to dial from
 	Ports     []config.Port `json:"ports"`
 }
 
@@ -80,7 +82,7 @@ func (w *Witness) Witness(ctx context.Context, in Input) (*Result, error) {
 		var why []string
 		ok := false
 		for _, addr := range in.Addresses {
-			err := w.dial(ctx, from, net.JoinHostPort(addr, strconv.Itoa(int(p.Num))))
+			err := w.dial(ctx, in.Netns, from, net.JoinHostPort(addr, strconv.Itoa(int(p.Num))))
 			if err == nil {
 				res.Answered = append(res.Answered, p.String()+" on "+addr)
 				ok = true
@@ -102,14 +104,14 @@ func (w *Witness) Witness(ctx context.Context, in Input) (*Result, error) {
 	return res, nil
 }
 
-func (w *Witness) dial(ctx context.Context, from netip.Addr, hostport string) error {
+func (w *Witness) dial(ctx context.Context, ns string, from netip.Addr, hostport string) error {
 	d := &net.Dialer{Timeout: w.Timeout}
 	if w.Dialer != nil {
 		d = w.Dialer(from)
 	} else if from.IsValid() {
 		d.LocalAddr = &net.TCPAddr{IP: from.AsSlice()}
 	}
-	c, err := d.DialContext(ctx, "tcp", hostport)
+	c, err := netns.Dial(ctx, ns, d, hostport)
 	if err == nil {
 		return c.Close()
 	}

@@ -50,6 +50,13 @@ table inet adoption {
 	if err == nil || !strings.Contains(err.Error(), "22/tcp ("+fwtest.NodeV4+":") || !asLockedOut(err, &ae) {
 		t.Fatalf("from %s (dropped by the node's table): %v; want ErrLockedOut naming 22/tcp on %s", fwtest.PeerV4b, err, fwtest.NodeV4)
 	}
+	// The same from the orchestrator's side: flip.witness.netns names the
+	// namespace to dial from.
+	in.Netns, in.From = n.Path(n.Peer), fwtest.PeerV4b
+	if _, err := w.Witness(context.Background(), in); err == nil || !asLockedOut(err, &ae) {
+		t.Errorf("dialing from namespace %s and %s: %v; want ErrLockedOut", in.Netns, fwtest.PeerV4b, err)
+	}
+	in.Netns = ""
 	res, err := run(fwtest.PeerV4a)
 	if err != nil {
 		t.Fatalf("from %s: %v; want both ports answering", fwtest.PeerV4a, err)

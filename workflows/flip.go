@@ -372,7 +372,7 @@ func (n *node) witness(ctx workflow.Context) string {
 		return ""
 	}
 	if w := n.s.Plan.Witness; w != nil {
-		in.From = w.From
+		in.From, in.Netns = w.From, w.Netns
 		if w.Address != "" {
 			in.Addresses = []string{w.Address}
 		}
