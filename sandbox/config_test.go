@@ -50,4 +50,8 @@ func TestWrittenConfigsNameTheCodecKey(t *testing.T) {
 	if c.Temporal.CodecKeyFile != "" || c.Plan().Digests != config.DigestSHA256 {
 		t.Fatalf("no key given, yet: %q %q", c.Temporal.CodecKeyFile, c.Plan().Digests)
 	}
+	// Its flips are witnessed from its peer namespace, where its clients are.
+	if w := c.Plan().Witness; w == nil || w.Netns != "/run/netns/"+plain.Peer || w.Address != plain.Addr || w.Address == "" {
+		t.Fatalf("plain node's witness %+v; want %s from /run/netns/%s", w, plain.Addr, plain.Peer)
+	}
 }
