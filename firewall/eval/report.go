@@ -9,7 +9,8 @@ import (
 // Report is what the probe says of the found firewall.
 type Report struct {
 	// Kind is iptables-nft, nftables or none; Unsupported is set (and the node
-	// refused) for iptables-legacy or a firewalld-owned table.
+	// refused) for whatever the product does not speak (nft.Unspoken,
+	// iptables-legacy), naming the table, the chain and the reason.
 	Kind        string             `json:"kind"`
 	Unsupported string             `json:"unsupported,omitempty"`
 	Tables      []TableSummary     `json:"tables"`
