@@ -257,6 +257,15 @@ func (a *Activities) Adopt(ctx context.Context, in AdoptInput) (*AdoptResult, er
 				in.Plan.Node, firewall.MeshTable), ErrMeshFirewall, nil)
 		}
 	}
+	// A member binds the overlay's port when it is placed on the private
+	// network: a predecessor's tunnel holding it is found now, before the
+	// node is adopted (the control node checks every foundation port at
+	// genesis).
+	if auth.Plan.Role != "control" {
+		if _, err := a.checkFree(ctx, auth.Plan.Placement(), "the node was not adopted and nothing was changed; then run: adopt retry "+in.Plan.Node); err != nil {
+			return nil, err
+		}
+	}
 	rs, err := a.Firewall.Ruleset()
 	if err != nil {
 		return nil, fmt.Errorf("list the found firewall: %w", err)

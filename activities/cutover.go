@@ -14,6 +14,7 @@ import (
 	"adoption/containers"
 	"adoption/intent"
 	"adoption/nodestate"
+	"adoption/sockets"
 )
 
 // Cutover is the container engine's cutover, as the activities use it.
@@ -87,11 +88,11 @@ func (a *Activities) CutoverPreflight(ctx context.Context, in ModuleInput) (*Cut
 		return nil, err
 	}
 	res := &CutoverResult{Step: "preflight"}
-	if m.Container == nil {
-		return res, nil
-	}
 	if err := a.portsHeldOnlyBy(ctx, m); err != nil {
 		return nil, err
+	}
+	if m.Container == nil {
+		return res, nil
 	}
 	sp, err := a.spec(auth, m)
 	if err != nil {
@@ -105,9 +106,16 @@ func (a *Activities) CutoverPreflight(ctx context.Context, in ModuleInput) (*Cut
 	return res, nil
 }
 
-// portsHeldOnlyBy refuses a module port that something other than the
-// predecessor it replaces listens on, naming the holder.
+// portsHeldOnlyBy refuses a module port that something other than what
+// the module takes over listens on, naming the holder and what to do: for
+// a container module, its predecessor container and those it replaces;
+// for a host service, its own executables (modules[].holders), so a
+// predecessor's service still on the port (a resolver on 53/udp) is found
+// before the module's own service fails to bind.
 func (a *Activities) portsHeldOnlyBy(ctx context.Context, m config.ModulePlan) error {
+	if len(m.Ports) == 0 {
+		return nil
+	}
 	ls, err := a.Sockets.Listeners()
 	if err != nil {
 		return fmt.Errorf("list listening sockets: %w", err)
@@ -115,14 +123,30 @@ func (a *Activities) portsHeldOnlyBy(ctx context.Context, m config.ModulePlan) e
 	ls = attributePublished(ls, a.Engine.Report(ctx))
 	for _, p := range m.Ports {
 		for _, l := range ls {
-			if l.Port == p.Num && l.Proto == p.Proto && l.Container != m.Container.Name && !slices.Contains(m.Container.Replaces, l.Container) {
-				return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-					"module %s's port %s is held by %s, which is not its predecessor container %s nor one it replaces; free the port, list the container in modules[%s].container.replaces, or change modules[%s].ports; nothing was changed",
-					m.Name, p, l.Holder(), m.Container.Name, m.Name, m.Name), ErrCutoverRefused, nil)
+			if l.Port != p.Num || l.Proto != p.Proto || mayHold(m, l) {
+				continue
 			}
+			if m.Container == nil {
+				return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+					"module %s's port %s is held by %s, and the module's own service on the node would not bind it; stop that holder (the predecessor's service the module replaces), "+
+						"or, if it is the module's own service, list its executable in modules[%s].holders, or change modules[%s].ports; nothing was changed",
+					m.Name, p, l.Holder(), m.Name, m.Name), ErrCutoverRefused, nil)
+			}
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+				"module %s's port %s is held by %s, which is not its predecessor container %s nor one it replaces; free the port, list the container in modules[%s].container.replaces, or change modules[%s].ports; nothing was changed",
+				m.Name, p, l.Holder(), m.Container.Name, m.Name, m.Name), ErrCutoverRefused, nil)
 		}
 	}
 	return nil
+}
+
+// mayHold reports whether listener l may hold one of module m's ports at
+// its cutover.
+func mayHold(m config.ModulePlan, l sockets.Listener) bool {
+	if m.Container != nil {
+		return l.Container == m.Container.Name || slices.Contains(m.Container.Replaces, l.Container)
+	}
+	return l.Container == "" && l.Exe != "" && slices.Contains(m.Holders, l.Exe)
 }
 
 // CutoverCreate creates the module's container under <name>.next with the

@@ -69,13 +69,21 @@ func (a *Activities) CheckFoundationPorts(ctx context.Context, in ProbeInput) (*
 	if _, err := a.checkIntent(ctx, auth, in.Intent, startIntent()); err != nil {
 		return nil, err
 	}
+	return a.checkFree(ctx, auth.Plan.Foundation, "nothing was opened or started")
+}
+
+// checkFree checks that no listening socket in the node's namespace (on
+// any address, loopback included) and no container holds any of ports,
+// and refuses non-retryably naming every holder at once, the key to
+// change, and that nothing was changed (done says what was not).
+func (a *Activities) checkFree(ctx context.Context, ports []config.NamedPort, done string) (*CheckPortsResult, error) {
 	ls, err := a.Sockets.Listeners()
 	if err != nil {
 		return nil, fmt.Errorf("list listening sockets: %w", err)
 	}
 	ls = attributePublished(ls, a.Engine.Report(ctx))
-	res := &CheckPortsResult{Checked: len(auth.Plan.Foundation)}
-	for _, fp := range auth.Plan.Foundation {
+	res := &CheckPortsResult{Checked: len(ports)}
+	for _, fp := range ports {
 		if h := holders(ls, fp.Port); h != "" {
 			res.Collisions = append(res.Collisions, Collision{Name: fp.Name, Port: fp.Port, Holder: h, Key: "foundation.ports." + fp.Name})
 		}
@@ -86,7 +94,7 @@ func (a *Activities) CheckFoundationPorts(ctx context.Context, in ProbeInput) (*
 			msgs = append(msgs, c.String())
 		}
 		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%d foundation port(s) collide; nothing was opened or started: %s", len(msgs), strings.Join(msgs, "; ")),
+			fmt.Sprintf("%d foundation port(s) collide; %s: %s", len(msgs), done, strings.Join(msgs, "; ")),
 			ErrPortCollision, nil, res)
 	}
 	return res, nil

@@ -94,10 +94,10 @@ func (a *Activities) Rehearse(ctx context.Context, in ModuleInput) (*Rehearsal, 
 	} else {
 		refuse(fmt.Errorf("list listening sockets: %w", lerr))
 	}
+	if err := a.portsHeldOnlyBy(ctx, m); err != nil {
+		refuse(err)
+	}
 	if m.Container != nil {
-		if err := a.portsHeldOnlyBy(ctx, m); err != nil {
-			refuse(err)
-		}
 		sp, serr := a.spec(auth, m)
 		if serr != nil {
 			refuse(serr)

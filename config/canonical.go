@@ -59,6 +59,7 @@ func (p Plan) normalized() Plan {
 		mm := m
 		mm.Ports = sortPorts(m.Ports)
 		mm.Files = sortFiles(m.Files)
+		mm.Holders = sortStrings(m.Holders)
 		if m.Container != nil {
 			c := *m.Container
 			c.Cmd = append([]string(nil), m.Container.Cmd...) // order matters: it is argv

@@ -100,6 +100,10 @@ type Module struct {
 	Container *Container `mapstructure:"container" json:"container,omitempty"`
 	Files     []File     `mapstructure:"files" json:"files,omitempty"`
 	Health    *Health    `mapstructure:"health" json:"health,omitempty"`
+	// Holders, for a module with no container (a service on the node
+	// itself), are the executable names of its own service: they may hold
+	// its ports at the cutover, and any other holder refuses it.
+	Holders []string `mapstructure:"holders" json:"holders,omitempty"`
 }
 
 // Container is a module's container. What it does not set, the new

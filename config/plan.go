@@ -54,6 +54,8 @@ type ModulePlan struct {
 	Container *Container `json:"container,omitempty"`
 	Files     []FilePlan `json:"files,omitempty"`
 	Health    *Health    `json:"health,omitempty"`
+	// Holders: a host service's own executables (Module.Holders).
+	Holders []string `json:"holders,omitempty"`
 }
 
 type FilePlan struct {
@@ -106,10 +108,30 @@ func (c *Config) Plan() Plan {
 	for _, m := range c.Modules {
 		p.Modules = append(p.Modules, ModulePlan{
 			Name: m.Name, Ports: MustPorts(m.Ports), Container: containerPlan(d, m.Container),
-			Files: filePlans(d, m.Files), Health: m.Health,
+			Files: filePlans(d, m.Files), Health: m.Health, Holders: append([]string(nil), m.Holders...),
 		})
 	}
 	return p
+}
+
+// OverlayPort is the foundation port (foundation.ports.overlay) of the
+// private network: every node binds it when it is placed on the overlay.
+const OverlayPort = "overlay"
+
+// Placement lists the foundation ports this node binds when it is placed
+// on the overlay: the control node binds every foundation port at genesis,
+// a member only the overlay's.
+func (p Plan) Placement() []NamedPort {
+	if p.Role == "control" {
+		return p.Foundation
+	}
+	var out []NamedPort
+	for _, fp := range p.Foundation {
+		if fp.Name == OverlayPort {
+			out = append(out, fp)
+		}
+	}
+	return out
 }
 
 // DeclaredPaths lists every path the plan declares, sorted, each once.

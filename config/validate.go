@@ -100,6 +100,14 @@ func (c *Config) Validate() error {
 		if m.Health != nil {
 			v.health(key+".health", *m.Health)
 		}
+		for j, h := range m.Holders {
+			switch {
+			case m.Container != nil:
+				v.addf("%s.holders[%d]", h, "holders name a host service's own executables; a container module's ports may be held only by its predecessor container and those it replaces (container.replaces): remove holders", key, j)
+			case h == "" || strings.ContainsAny(h, "/\x00"):
+				v.addf("%s.holders[%d]", h, "an executable name without '/' (the base name of the module's own service, as in /proc/PID/exe)", key, j)
+			}
+		}
 	}
 	for i, f := range c.NodeFiles {
 		file(fmt.Sprintf("node_files[%d]", i), f)
