@@ -54,6 +54,10 @@ func (p Plan) normalized() Plan {
 		q.Foundation = append([]NamedPort(nil), p.Foundation...)
 		sort.Slice(q.Foundation, func(i, j int) bool { return q.Foundation[i].Name < q.Foundation[j].Name })
 	}
+	q.FoundationContainers = nil
+	for _, c := range p.FoundationContainers {
+		q.FoundationContainers = append(q.FoundationContainers, canonicalContainer(c))
+	}
 	q.Modules = nil
 	for _, m := range p.Modules {
 		mm := m
@@ -61,14 +65,7 @@ func (p Plan) normalized() Plan {
 		mm.Files = sortFiles(m.Files)
 		mm.Holders = sortStrings(m.Holders)
 		if m.Container != nil {
-			c := *m.Container
-			c.Cmd = append([]string(nil), m.Container.Cmd...) // order matters: it is argv
-			if len(c.Cmd) == 0 {
-				c.Cmd = nil
-			}
-			if len(c.Ports) == 0 {
-				c.Ports = nil
-			}
+			c := canonicalContainer(*m.Container)
 			mm.Container = &c
 		}
 		if m.Health != nil {
@@ -93,6 +90,18 @@ func sortPorts(ps []Port) []Port {
 		return out[i].Num < out[j].Num
 	})
 	return out
+}
+
+// canonicalContainer is c with its empty lists and maps as nil.
+func canonicalContainer(c Container) Container {
+	c.Cmd = append([]string(nil), c.Cmd...) // order matters: it is argv
+	if len(c.Cmd) == 0 {
+		c.Cmd = nil
+	}
+	if len(c.Ports) == 0 {
+		c.Ports = nil
+	}
+	return c
 }
 
 func sortStrings(ss []string) []string {

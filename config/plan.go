@@ -13,15 +13,18 @@ import (
 // no environment value: each is named by a digest, keyed by the codec key
 // when one is configured (codeckey.go).
 type Plan struct {
-	Node            string       `json:"node"`
-	Role            string       `json:"role"`
-	ManagementPorts []Port       `json:"management_ports"`
-	Foundation      []NamedPort  `json:"foundation"`
-	Modules         []ModulePlan `json:"modules"`
-	NodeFiles       []FilePlan   `json:"node_files"`
-	Control         []string     `json:"control"`
-	Drop            []Port       `json:"drop"`
-	Widen           []Port       `json:"widen,omitempty"`
+	Node            string      `json:"node"`
+	Role            string      `json:"role"`
+	ManagementPorts []Port      `json:"management_ports"`
+	Foundation      []NamedPort `json:"foundation"`
+	// FoundationContainers are what genesis raises on the control node
+	// (foundation.containers): new containers, environment by digest.
+	FoundationContainers []Container  `json:"foundation_containers,omitempty"`
+	Modules              []ModulePlan `json:"modules"`
+	NodeFiles            []FilePlan   `json:"node_files"`
+	Control              []string     `json:"control"`
+	Drop                 []Port       `json:"drop"`
+	Widen                []Port       `json:"widen,omitempty"`
 	// Witness is flip.witness: where the orchestrator confirms a flip from.
 	Witness           *Witness      `json:"witness,omitempty"`
 	ConfirmTimeout    time.Duration `json:"confirm_timeout"`
@@ -104,6 +107,9 @@ func (c *Config) Plan() Plan {
 	}
 	for _, name := range sortedKeys(c.Foundation.Ports) {
 		p.Foundation = append(p.Foundation, NamedPort{Name: name, Port: MustPorts([]string{c.Foundation.Ports[name]})[0]})
+	}
+	for _, ct := range c.Foundation.Containers {
+		p.FoundationContainers = append(p.FoundationContainers, *containerPlan(d, &ct))
 	}
 	for _, m := range c.Modules {
 		p.Modules = append(p.Modules, ModulePlan{
@@ -213,14 +219,20 @@ func (c *Config) Contents() map[string][]byte {
 		}
 	}
 	add(c.NodeFiles)
+	env := func(ct *Container) {
+		// Environment overrides are looked up the same way.
+		for _, kv := range ct.Env {
+			_, v, _ := strings.Cut(kv, "=")
+			out[d.sum([]byte(v))] = []byte(v)
+		}
+	}
+	for i := range c.Foundation.Containers {
+		env(&c.Foundation.Containers[i])
+	}
 	for _, m := range c.Modules {
 		add(m.Files)
 		if m.Container != nil {
-			// Environment overrides are looked up the same way.
-			for _, kv := range m.Container.Env {
-				_, v, _ := strings.Cut(kv, "=")
-				out[d.sum([]byte(v))] = []byte(v)
-			}
+			env(m.Container)
 		}
 	}
 	return out

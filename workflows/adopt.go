@@ -7,6 +7,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -86,7 +87,9 @@ func (n *node) adopt(ctx workflow.Context) error {
 
 // genesis raises the foundation on the control node: every foundation port
 // checked free first (all collisions at once, nothing opened if one
-// collides), then opened through the found firewall as marked rules.
+// collides), the foundation's containers raised (a failure rolls back what
+// this attempt raised), then the ports something listens on opened through
+// the found firewall as marked rules.
 func (n *node) genesis(ctx workflow.Context) {
 	if n.s.Plan.Role != "control" || n.s.Genesis.State == "done" {
 		return
@@ -100,8 +103,22 @@ func (n *node) genesis(ctx workflow.Context) {
 		fail(err)
 		return
 	}
-	ports := make([]config.Port, 0, len(n.s.Plan.Foundation))
-	for _, fp := range n.s.Plan.Foundation {
+	found := n.s.Plan.Foundation
+	raised := ""
+	if len(n.s.Plan.FoundationContainers) > 0 && workflow.GetVersion(ctx, changeGenesisRaises, workflow.DefaultVersion, 1) >= 1 {
+		var res activities.FoundationResult
+		if err := n.exec(ctx, "genesis: raise the foundation's containers", a.RaiseFoundation, activities.ProbeInput{Plan: n.s.Plan, Intent: n.intent}, &res); err != nil {
+			fail(err)
+			return
+		}
+		found = res.Listening
+		raised = fmt.Sprintf("%d container(s) raised (%s); ", len(res.Raised), strings.Join(res.Raised, ", "))
+		for _, fp := range res.Silent {
+			raised += fmt.Sprintf("foundation port %s %s not opened: nothing listens on it; ", fp.Name, fp.Port)
+		}
+	}
+	ports := make([]config.Port, 0, len(found))
+	for _, fp := range found {
 		ports = append(ports, fp.Port)
 	}
 	if err := n.openRules(ctx, flip.OwnerFoundation, ports); err != nil {
@@ -109,7 +126,7 @@ func (n *node) genesis(ctx workflow.Context) {
 		return
 	}
 	n.s.Genesis = StepState{State: "done"}
-	n.event(ctx, fmt.Sprintf("genesis: %d foundation port(s) free and opened through the found firewall", len(ports)))
+	n.event(ctx, fmt.Sprintf("genesis: %s%d foundation port(s) free and opened through the found firewall", raised, len(ports)))
 }
 
 // openRules opens an owner's ports as marked rules and records them as

@@ -48,7 +48,7 @@ func (n *node) registerBrief(ctx workflow.Context) error {
 			if pv := nb.Preview; pv != nil {
 				// The workflow's own refusals, with the drift the node
 				// finds now rather than the drift last recorded.
-				more := n.refusalsWith(nb.Drift)
+				more := n.refusalsWith(ctx, nb.Drift)
 				if len(more) > 0 {
 					pv.Approved = false
 					pv.Reasons = append(pv.Reasons, more...)

@@ -34,7 +34,7 @@ func (n *node) previewSpec(ctx workflow.Context, spec flip.MeshSpec) (*flip.Prev
 	if err := n.exec(ctx, "flip preview: which open ports would close", a.Preview, in, &pv); err != nil {
 		return nil, err
 	}
-	if more := n.refusals(); len(more) > 0 {
+	if more := n.refusals(ctx); len(more) > 0 {
 		pv.Approved = false
 		pv.Reasons = append(pv.Reasons, more...)
 	}
@@ -43,12 +43,17 @@ func (n *node) previewSpec(ctx workflow.Context, spec flip.MeshSpec) (*flip.Prev
 }
 
 // refusals are the workflow's own reasons to refuse a flip, whatever the
-// node's preview says: a module not migrated, drift not reviewed.
-func (n *node) refusals() []string { return n.refusalsWith(n.s.Drift) }
+// node's preview says: a control node whose genesis has not succeeded (the
+// foundation's ports would drop out of the derived ruleset), a module not
+// migrated, drift not reviewed.
+func (n *node) refusals(ctx workflow.Context) []string { return n.refusalsWith(ctx, n.s.Drift) }
 
 // refusalsWith is refusals with drift as given (a briefing's, measured now).
-func (n *node) refusalsWith(drift []activities.DriftItem) []string {
+func (n *node) refusalsWith(ctx workflow.Context, drift []activities.DriftItem) []string {
 	var why []string
+	if g := n.genesisBlocker(); g != "" && workflow.GetVersion(ctx, changeFlipAfterGenesis, workflow.DefaultVersion, 1) >= 1 {
+		why = append(why, g)
+	}
 	for _, m := range n.s.Modules {
 		if m.State != ModuleMigrated {
 			why = append(why, fmt.Sprintf("module %s is %s, not migrated: run adopt migrate %s %s first", m.Name, m.State, n.s.Node, m.Name))
@@ -58,6 +63,31 @@ func (n *node) refusalsWith(drift []activities.DriftItem) []string {
 		why = append(why, fmt.Sprintf("%d drift(s) not reviewed: accept them (adopt drift accept %s) or restore the originals", len(drift), n.s.Node))
 	}
 	return why
+}
+
+// genesisBlocker is why a flip must wait for the control node's genesis,
+// or "": until it succeeds the foundation is not raised nor its ports
+// opened, and the derived ruleset would leave them out unnamed.
+func (n *node) genesisBlocker() string {
+	if n.s.Plan.Role != "control" || n.s.Genesis.State == "done" {
+		return ""
+	}
+	state := n.s.Genesis.State
+	if state == "" {
+		state = "not run"
+	}
+	return fmt.Sprintf("node %s is the control node and its genesis has not succeeded (%s): the foundation's ports %s would not be in the mesh's ruleset; fix the genesis error and run adopt retry %s first",
+		n.s.Node, state, foundationPorts(n.s.Plan), n.s.Node)
+}
+
+// foundationPorts lists the plan's foundation ports as name port, for
+// messages.
+func foundationPorts(p config.Plan) string {
+	out := make([]string, 0, len(p.Foundation))
+	for _, fp := range p.Foundation {
+		out = append(out, fp.Name+" "+fp.Port.String())
+	}
+	return strings.Join(out, ", ")
 }
 
 // Flip states as the workflow reports them. "reverted" is said only when
@@ -90,7 +120,7 @@ func (n *node) flip(ctx workflow.Context) {
 	// The workflow's own refusals need no round trip to refuse, but the
 	// operator is shown the whole preview: those flips preview apart.
 	var pv *flip.Preview
-	if !two || len(n.refusals()) > 0 {
+	if !two || len(n.refusals(ctx)) > 0 {
 		var err error
 		if pv, err = n.previewSpec(ctx, spec); err != nil {
 			n.s.LastError = "flip preview: " + errorMessage(err)

@@ -42,6 +42,7 @@ const heartbeatTimeout = 10 * time.Second
 var heartbeating = map[string]bool{
 	"Probe": true, "Adopt": true, "Reconcile": true, "Flip": true, "CommitFlip": true, "ConvergeFiles": true,
 	"CutoverPreflight": true, "CutoverCreate": true, "CutoverSwap": true, "CutoverWaitHealthy": true, "CutoverRollback": true,
+	"RaiseFoundation": true,
 }
 
 // refusals are error types that can never succeed on a retry; activities

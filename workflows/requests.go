@@ -319,7 +319,7 @@ func (n *node) previewPlan(ctx workflow.Context, p config.Plan) (*flip.Preview, 
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), Refused, nil)
 	}
 	n.applyPlan(ctx, p)
-	if more := n.refusals(); len(more) > 0 {
+	if more := n.refusals(ctx); len(more) > 0 {
 		pv.Approved = false
 		pv.Reasons = append(pv.Reasons, more...)
 	}
@@ -492,6 +492,9 @@ func (n *node) flipBlockers(in RequestInput) []string {
 		default:
 			reasons = append(reasons, fmt.Sprintf("module %s is %s, not migrated: run adopt migrate %s %s first", m.Name, m.State, n.s.Node, m.Name))
 		}
+	}
+	if g := n.genesisBlocker(); g != "" {
+		reasons = append(reasons, g)
 	}
 	if len(n.s.Drift) > 0 {
 		reasons = append(reasons, fmt.Sprintf("%d drift(s) not reviewed: accept them (adopt drift accept %s) or restore the originals", len(n.s.Drift), n.s.Node))

@@ -50,6 +50,13 @@ const (
 	// answered from outside the node (the orchestrator's witness); else it
 	// is reverted. Asked once a flip is applied.
 	changeFlipWitness = "flip-witness"
+	// changeGenesisRaises: genesis raises the foundation's containers
+	// (RaiseFoundation) and opens only the foundation ports something
+	// then listens on. Asked only for a plan that declares containers.
+	changeGenesisRaises = "genesis-raises"
+	// changeFlipAfterGenesis: a flip of the control node is refused while
+	// its genesis has not succeeded. Asked only when it would refuse.
+	changeFlipAfterGenesis = "flip-after-genesis"
 )
 
 // taken records that this run takes change. Every history kept for replay

@@ -1,0 +1,84 @@
+package workflows
+
+import (
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"adoption/activities"
+	"adoption/config"
+	"adoption/firewall/marks"
+)
+
+// foundationPlan is controlPlan with a foundation container to raise.
+func foundationPlan() config.Plan {
+	p := controlPlan()
+	p.Modules = nil
+	p.FoundationContainers = []config.Container{{Name: "registry", Image: "mesh/registry:1", Ports: map[string]string{"5001/tcp": "5000/tcp"}}}
+	return p
+}
+
+// Genesis with foundation containers raises them after the ports are
+// checked, and opens only the ports something then listens on.
+func (s *NodeSuite) TestGenesisRaisesFoundationThenOpensWhatListens() {
+	s.expectAdoption(time.Second)
+	s.env.OnActivity(a.CheckFoundationPorts, mock.Anything, mock.Anything).Run(s.record("check")).
+		Return(&activities.CheckPortsResult{Checked: 2}, nil).Once()
+	registry := config.NamedPort{Name: "registry", Port: config.Port{Num: 5001, Proto: "tcp"}}
+	store := config.NamedPort{Name: "store", Port: config.Port{Num: 5432, Proto: "tcp"}}
+	s.env.OnActivity(a.RaiseFoundation, mock.Anything, mock.Anything).Run(s.record("raise")).
+		Return(&activities.FoundationResult{Raised: []string{"registry"}, Listening: []config.NamedPort{registry}, Silent: []config.NamedPort{store}}, nil).Once()
+	s.env.OnActivity(a.OpenRules, mock.Anything, mock.MatchedBy(func(in activities.RulesInput) bool {
+		return in.Owner == "foundation" && len(in.Ports) == 1 && in.Ports[0] == registry.Port
+	})).Run(s.record("open")).Return(&activities.RulesResult{Added: []marks.MarkedRule{marked("foundation", 5001)}}, nil).Once()
+	s.expectRelease()
+	var adopted State
+	s.env.RegisterDelayedCallback(func() { adopted = s.query() }, time.Minute)
+	s.signal(2*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: foundationPlan()})
+	s.result()
+	s.Equal([]string{"probe", "adopt", "check", "raise", "open", "release"}, s.calls)
+	s.Equal("done", adopted.Genesis.State)
+	s.Equal([]config.Port{registry.Port}, adopted.Opened["foundation"])
+	said := false
+	for _, e := range adopted.Events {
+		if e.Text == "genesis: 1 container(s) raised (registry); foundation port store 5432/tcp not opened: nothing listens on it; 1 foundation port(s) free and opened through the found firewall" {
+			said = true
+		}
+	}
+	s.True(said, "the event must say what was raised and what was not opened: %v", adopted.Events)
+}
+
+// A genesis that failed leaves the flip refused, by name, on both paths:
+// the update (adopt flip waits for it) and a flip signal served anyway.
+func (s *NodeSuite) TestFlipRefusedWhileGenesisFailed() {
+	s.expectAdoption(time.Second)
+	s.env.OnActivity(a.CheckFoundationPorts, mock.Anything, mock.Anything).Run(s.record("check")).
+		Return(&activities.CheckPortsResult{Checked: 2}, nil).Once()
+	s.env.OnActivity(a.RaiseFoundation, mock.Anything, mock.Anything).Run(s.record("raise")).Return(nil,
+		temporal.NewNonRetryableApplicationError("genesis: foundation.containers[0] (registry): wait healthy failed", activities.ErrGenesis, nil)).Once()
+	s.expectPreview(true)
+	s.expectRelease()
+	p := foundationPlan()
+	var after State
+	var updErr error
+	s.env.RegisterDelayedCallback(func() {
+		s.env.UpdateWorkflow(UpdateFlip, "u1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { updErr = err }, OnAccept: func() { s.Fail("a flip accepted before genesis succeeded") }, OnComplete: func(any, error) {},
+		}, RequestInput{})
+	}, time.Minute)
+	s.signal(90*time.Second, SignalFlip, "")
+	s.env.RegisterDelayedCallback(func() { after = s.query() }, 2*time.Minute)
+	s.signal(3*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: p})
+	s.result()
+	s.Require().Error(updErr)
+	s.Contains(updErr.Error(), "genesis has not succeeded (failed)")
+	s.Equal("failed", after.Genesis.State)
+	s.Require().NotNil(after.LastPreview)
+	s.False(after.LastPreview.Approved)
+	s.Contains(after.LastError, "genesis has not succeeded (failed): the foundation's ports registry 5001/tcp, store 5432/tcp would not be in the mesh's ruleset")
+	s.Nil(after.Flip)
+}
