@@ -36,6 +36,7 @@ type Brief struct {
 	Files         []File
 	Foundation    []Foundation
 	GenesisState  string
+	Frozen        string // the predecessor's pipeline freeze, on the control node
 	Modules       []Module
 	Fates         []Fate
 	PreviewState  string // approved, refused (with reasons) or none yet
@@ -171,6 +172,7 @@ func Build(plan config.Plan, probe *activities.ProbeReport, state *workflows.Sta
 	for _, fp := range plan.Foundation {
 		b.Foundation = append(b.Foundation, Foundation{Name: fp.Name, Port: fp.Port.String(), Holder: holderOfPort(listeners, fp.Port)})
 	}
+	b.Frozen = config.PipelineFreeze(plan.Role, plan.Node)
 	if state != nil {
 		b.GenesisState = firstNonEmpty(state.Genesis.State, "not run")
 		if state.Genesis.Error != "" {

@@ -218,3 +218,26 @@ func TestBriefNamesUndecidedMarkPlacement(t *testing.T) {
 		t.Errorf("risks %q; want the undecided placement named once", b.Risks)
 	}
 }
+
+// A control node's briefing states the predecessor's pipeline freeze, in
+// Markdown and HTML; a member's does not.
+func TestBriefStatesPipelineFreeze(t *testing.T) {
+	plan, state := fixture()
+	plan.Role = "control"
+	b := Build(plan, state.Probe, nil, time.Now())
+	var md, h bytes.Buffer
+	if err := Markdown(&md, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := HTML(&h, b); err != nil {
+		t.Fatal(err)
+	}
+	want := "the predecessor's pipeline is frozen for every node it manages while control node " + plan.Node + " migrates"
+	if !strings.Contains(md.String(), want) || !strings.Contains(html.UnescapeString(h.String()), want) {
+		t.Fatalf("the control node's briefing does not state the freeze:\n%s", md.String())
+	}
+	plan.Role = "member"
+	if b := Build(plan, state.Probe, nil, time.Now()); b.Frozen != "" {
+		t.Fatalf("a member's briefing states a freeze: %q", b.Frozen)
+	}
+}

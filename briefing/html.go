@@ -51,7 +51,7 @@ Values of files and settings are never shown: files are named by path and a shor
 {{range .Files}}<tr><td>{{.Path}}</td><td>{{.State}}</td><td>{{.Mode}}</td><td>{{.Owner}}</td><td>{{.Hash}}</td><td>{{.Module}}</td></tr>{{end}}</table>{{else}}<p>(none)</p>{{end}}
 
 <h2>The foundation</h2>
-{{if eq .Role "control"}}{{if .GenesisState}}<p>Genesis: {{.GenesisState}}</p>{{end}}
+{{if eq .Role "control"}}{{if .GenesisState}}<p>Genesis: {{.GenesisState}}</p>{{end}}{{if .Frozen}}<p>Note: {{.Frozen}}.</p>{{end}}
 <table><tr><th>name</th><th>port</th><th>held by now</th></tr>
 {{range .Foundation}}<tr><td>{{.Name}}</td><td>{{.Port}}</td><td>{{fallback .Holder "free"}}</td></tr>{{end}}</table>
 {{else}}<p>A member node raises no foundation.</p>{{end}}

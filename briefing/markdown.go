@@ -64,6 +64,9 @@ func Markdown(w io.Writer, b Brief) error {
 		if b.GenesisState != "" {
 			m.f("Genesis: %s\n\n", esc(b.GenesisState))
 		}
+		if b.Frozen != "" {
+			m.f("Note: %s.\n\n", esc(b.Frozen))
+		}
 		m.table([]string{"name", "port", "held by now"}, len(b.Foundation), func(i int) []string {
 			f := b.Foundation[i]
 			return []string{f.Name, f.Port, firstNonEmpty(f.Holder, "free")}

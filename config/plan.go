@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -138,6 +139,17 @@ func (p Plan) Placement() []NamedPort {
 		}
 	}
 	return out
+}
+
+// PipelineFreeze states what adopting a control node costs: the
+// predecessor's build pipeline and coordinator run there, so stopping its
+// control freezes their updates for every node they manage. "" for a
+// member.
+func PipelineFreeze(role, node string) string {
+	if role != "control" {
+		return ""
+	}
+	return fmt.Sprintf("the predecessor's pipeline is frozen for every node it manages while control node %s migrates", node)
 }
 
 // DeclaredPaths lists every path the plan declares, sorted, each once.

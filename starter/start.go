@@ -50,6 +50,8 @@ type started struct {
 	WorkflowID string `json:"workflow_id"`
 	RunID      string `json:"run_id"`
 	Link       string `json:"link"`
+	// Frozen states the predecessor's pipeline freeze (a control node).
+	Frozen string `json:"frozen,omitempty"`
 }
 
 func (x *cli) start(ctx context.Context, node string, readopt bool) error {
@@ -96,11 +98,14 @@ func (x *cli) start(ctx context.Context, node string, readopt bool) error {
 	if err != nil {
 		return fmt.Errorf("start %s: %w", id, err)
 	}
-	out := started{Node: node, WorkflowID: id, RunID: run.GetRunID(), Link: x.link(node)}
+	out := started{Node: node, WorkflowID: id, RunID: run.GetRunID(), Link: x.link(node), Frozen: config.PipelineFreeze(x.cfg.Node.Role, node)}
 	if x.asJSON {
 		return writeJSON(x.stdout, out)
 	}
 	fmt.Fprintf(x.stdout, "started %s (run %s)\nwatch it: %s\n", id, out.RunID, out.Link)
+	if out.Frozen != "" {
+		fmt.Fprintf(x.stdout, "note: %s\n", out.Frozen)
+	}
 	ag := x.agents(ctx, node)
 	for _, q := range []struct {
 		h   queueHealth

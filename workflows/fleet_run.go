@@ -396,7 +396,7 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 	n.Started, n.Ended, n.Done = true, "", false
 	n.NodeProgress = NodeProgress{Node: m.Node, Phase: PhaseProbing, Modules: len(plan.Modules)}
 	if m.Role == "control" && !again {
-		f.st.Frozen = fmt.Sprintf("the predecessor's pipeline is frozen for every node it manages while control node %s migrates", m.Node)
+		f.st.Frozen = config.PipelineFreeze(m.Role, m.Node)
 	}
 	verb := "started"
 	if again {
