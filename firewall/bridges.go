@@ -1,11 +1,17 @@
 // This file holds the one answer to "is this interface a container
-// network's bridge, and whose": the evaluator's uplinks, the ownership of
-// Docker's bridge rules, the derived ruleset's egress accepts and the
-// probe's stray DNATs all ask it.
+// network's bridge, and whose": the evaluator's uplinks and the networks
+// behind the node, the ownership of Docker's bridge rules, the derived
+// ruleset's egress accepts and the probe's stray DNATs all ask it. On a
+// node whose links are known it is decided from them and from the engine,
+// not from names; names decide only what the node cannot tell (a rule's
+// wildcard, a node known by its ruleset alone).
 
 package firewall
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // DockerBridges are Docker's bridges as nft matches them: docker0 (the
 // default network) and br-* (each user-defined network). The mesh's table
@@ -41,4 +47,74 @@ func BridgeTool(name string) string {
 		}
 	}
 	return ""
+}
+
+// BridgeTool is BridgeTool decided on the node: a bridge the node's
+// container engine names (EngineBridges: a Docker network's bridge,
+// custom-named ones included) is that engine's; else an interface of the
+// node is a container bridge when its link kind is "bridge" and no
+// physical port (a link of no kind) is enslaved to it (libvirt's virbr0,
+// Swarm's docker_gwbridge, a Docker network's bridge; not an uplink
+// bridge holding the NIC, whatever its name). Its tool is the one its name
+// suggests, else "bridge". A wildcard is a bridge's when every interface of
+// the node it matches is one. A name the node does not have, and any name
+// on a node whose interfaces are not known, is judged by BridgeTool.
+func (n *Node) BridgeTool(name string) string {
+	if !n.HasInterfaces() {
+		return BridgeTool(name)
+	}
+	if tool := n.EngineBridges[name]; tool != "" {
+		return tool
+	}
+	if p, ok := strings.CutSuffix(name, "*"); ok {
+		tool, matched := BridgeTool(name), false
+		for _, i := range n.Interfaces {
+			if strings.HasPrefix(i.Name, p) {
+				matched = true
+				if t := n.BridgeTool(i.Name); t == "" {
+					return ""
+				} else if tool == "" {
+					tool = t
+				}
+			}
+		}
+		if !matched {
+			return BridgeTool(name)
+		}
+		return tool
+	}
+	i := slices.IndexFunc(n.Interfaces, func(i Interface) bool { return i.Name == name })
+	if i < 0 {
+		return BridgeTool(name)
+	}
+	if n.Interfaces[i].Kind != "bridge" || n.physicalPort(name) {
+		return ""
+	}
+	if tool := BridgeTool(name); tool != "" {
+		return tool
+	}
+	return "bridge"
+}
+
+// physicalPort reports whether a link of no kind (a NIC) is enslaved to
+// the bridge called name.
+func (n *Node) physicalPort(name string) bool {
+	for _, i := range n.Interfaces {
+		if i.Master == name && i.Kind == "" && !i.Loopback {
+			return true
+		}
+	}
+	return false
+}
+
+// Behind names the node's container bridges (BridgeTool): the interfaces
+// whose networks lie behind the node, reached by routing through it.
+func (n *Node) Behind() []string {
+	var out []string
+	for _, i := range n.Interfaces {
+		if !i.Loopback && i.Master == "" && len(i.Addrs) > 0 && n.BridgeTool(i.Name) != "" {
+			out = append(out, i.Name)
+		}
+	}
+	return out
 }

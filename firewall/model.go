@@ -258,8 +258,13 @@ type Opening struct {
 	To        string `json:"to,omitempty"`
 	Uncertain bool   `json:"uncertain,omitempty"`
 	Family    string `json:"family"`
-	Via       string `json:"via,omitempty"`
-	Reason    string `json:"reason,omitempty"`
+	// Via is where a forwarded connection goes: a DNAT's target
+	// ("172.17.0.2:8080", ":22" for the node itself), or, for routed
+	// forwarding (no DNAT), the network behind the node it is routed to
+	// ("172.17.0.0/16", or a prefix of it the ruleset names); "" for routed
+	// forwarding on a node known only by its ruleset.
+	Via    string `json:"via,omitempty"`
+	Reason string `json:"reason,omitempty"`
 	// Class names a traffic class other than unicast TCP and UDP by port
 	// (eval.Classes: an ICMP type, a protocol, a broadcast or multicast
 	// service); Proto is then its protocol, Port its UDP port (or 0) and To

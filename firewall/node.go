@@ -30,6 +30,10 @@ type Node struct {
 	// and /proc/sys/net/ipv6/conf/all/forwarding. A family missing is not
 	// known and taken as on.
 	Forwarding map[string]bool `json:"forwarding,omitempty"`
+	// EngineBridges are the bridges the node's container engine names (a
+	// Docker network's bridge name, com.docker.network.bridge.name
+	// included), with the engine ("docker"). Nil: not asked.
+	EngineBridges map[string]string `json:"engine_bridges,omitempty"`
 }
 
 // Interface is one network interface of the node.
@@ -62,7 +66,7 @@ func (n *Node) Forwards(fam string) bool {
 func (n *Node) Uplinks() []string {
 	var out []string
 	for _, i := range n.Interfaces {
-		if i.Loopback || i.Master != "" || BridgeTool(i.Name) != "" {
+		if i.Loopback || i.Master != "" || n.BridgeTool(i.Name) != "" {
 			continue
 		}
 		out = append(out, i.Name)

@@ -165,7 +165,7 @@ func strayDNAT(o firewall.Opening, node firewall.Node, held map[netip.Addr]strin
 		return ""
 	}
 	ifc, ok := node.InterfaceFor(a)
-	if !ok || firewall.BridgeTool(ifc) != "docker" {
+	if !ok || node.BridgeTool(ifc) != "docker" {
 		return "" // the evaluator names a target on none of the node's networks itself
 	}
 	if _, ok := held[a.Unmap()]; ok {

@@ -30,12 +30,8 @@ func OpenPortsOn(rs *firewall.Ruleset, node firewall.Node) []firewall.Opening {
 	keep := keepsPort(rs)
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
 		st := stagesOf(rs, fam)
-		var dstConds []*firewall.Cond
-		eachCond(rs, func(c *firewall.Cond) {
-			if c.Kind == firewall.CondDaddr || c.Kind == firewall.CondOrigDaddr {
-				dstConds = append(dstConds, c)
-			}
-		})
+		dstConds := dstPrefixConds(rs)
+		st.routed = routedDests(&node, fam, dstConds)
 		atoms := sourceAtoms(rs, fam)
 		groups, index := groupAtoms(rs, atoms), atomIndex(atoms)
 		for _, proto := range []string{"tcp", "udp"} {
@@ -66,6 +62,8 @@ func OpenPortsOn(rs *firewall.Ruleset, node firewall.Node) []firewall.Opening {
 // -150, ...) and nat the nat ones, each in priority order.
 type stages struct {
 	pre, nat, input, forward []ChainRef
+	// routed are the destination regions behind the node (routedDests).
+	routed []routedDest
 }
 
 // RoutedTo evaluates a new connection (TCP SYN or UDP datagram, proto

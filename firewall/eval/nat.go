@@ -57,6 +57,8 @@ func (e *Evaluator) natHook(bases []ChainRef, pkt Packet) []natEnd {
 // the DNAT target it was sent to, and why it cannot be decided, if so.
 type path struct {
 	dir, via, reason string
+	// routed: forwarded without a DNAT, to an address beyond the node.
+	routed bool
 }
 
 // client evaluates one client packet the whole way: prerouting, nat, then
@@ -94,12 +96,17 @@ func (e *Evaluator) client(st *stages, pkt Packet) map[path]Result {
 			add(p, r)
 		}
 	}
-	if !pkt.node.HasInterfaces() && pkt.node.Forwards(pkt.Family) && !pkt.Dst.IsValid() {
-		// Routed to an address beyond the node, as evaluated before DNAT
-		// was modelled: kept for a node known only by its ruleset.
+	switch {
+	case pkt.Dst.IsValid():
+	case pkt.node.HasInterfaces():
+		// Routed through the node to the networks behind it.
+		e.routedClient(st, pkt, add)
+	case pkt.node.Forwards(pkt.Family):
+		// Routed to an address beyond the node that is not known: all a
+		// node known only by its ruleset says.
 		q := pkt
 		q.Hook = firewall.HookForward
-		add(path{dir: firewall.HookForward}, e.Hook(st.forward, q))
+		add(path{dir: firewall.HookForward, routed: true}, e.Hook(st.forward, q))
 	}
 	return out
 }
@@ -108,7 +115,10 @@ func (e *Evaluator) client(st *stages, pkt Packet) map[path]Result {
 // (a container's, routed through it), that no DNAT rewrote: the forward
 // hook, out by the interface whose network holds it.
 func (e *Evaluator) routed(st *stages, pkt Packet) (path, Result) {
-	p := path{dir: firewall.HookForward, via: firewall.ViaOf(pkt.Dst, pkt.Port)}
+	p := path{dir: firewall.HookForward, via: firewall.ViaOf(pkt.Dst, pkt.Port), routed: true}
+	if pkt.via != "" {
+		p.via = pkt.via
+	}
 	if !pkt.node.Forwards(pkt.Family) {
 		return p, Result{drop: true}
 	}

@@ -41,8 +41,14 @@ type Packet struct {
 	// Untracked: conntrack leaves the packet untracked (ICMPv6 neighbour
 	// discovery and MLD): ct state untracked, not new.
 	Untracked bool
+	// via names the region behind the node a routed packet stands for
+	// (routedDest); "" for one sent to Dst alone.
+	via string
 	// oif is the output interface of a forwarded packet; "" unknown.
-	oif  string
+	oif string
+	// iif is the input interface, when not one of the node's uplinks (a
+	// container's egress, EgressFrom); "" for a client from outside.
+	iif  string
 	node *firewall.Node
 	// own is node.Own(Family), read once per evaluation: the addresses
 	// an invalid Dst stands for. Nil: not known.
@@ -144,7 +150,9 @@ func (p *Packet) Cond(c *firewall.Cond) Tri {
 		}
 		t = p.dstTri(c.Prefixes, orig)
 	case firewall.CondIifname:
-		if p.node.HasInterfaces() {
+		if p.iif != "" {
+			t = namesTri(c.Names, []string{p.iif})
+		} else if p.node.HasInterfaces() {
 			t = namesTri(c.Names, p.node.Uplinks())
 		} else {
 			t = ifnameTri(c.Names)

@@ -37,7 +37,8 @@ func (s SourceReach) Plain() bool { return s.Any && len(s.Except) == 0 && !s.Uns
 // to port (the port the client uses) reaches dir ("input", or "forward"
 // through a DNAT) on node, for family fam. Regions the evaluator cannot
 // decide count as reaching it (as OpenPortsOn counts them open), with
-// Unsure set. Routed forwarding (no DNAT) is not counted.
+// Unsure set. Routed forwarding (no DNAT) is counted apart: dir DirRouted,
+// to any network behind the node.
 func SourcesAt(rs *firewall.Ruleset, node firewall.Node, dir, fam, proto string, port uint16) SourceReach {
 	return NewReacher(rs, node).At(dir, fam, proto, port)
 }
@@ -80,6 +81,7 @@ func (x *Reacher) family(fam string) *reachFamily {
 		atoms := sourceAtoms(x.rs, fam)
 		f = &reachFamily{st: stagesOf(x.rs, fam), atoms: atoms, groups: groupAtoms(x.rs, atoms), index: atomIndex(atoms),
 			own: x.node.Own(fam), bounds: map[string][]int{}}
+		f.st.routed = routedDests(&x.node, fam, dstPrefixConds(x.rs))
 		x.fams[fam] = f
 	}
 	return f
@@ -122,12 +124,16 @@ func (x *Reacher) region(f *reachFamily, dir string, pkt Packet) SourceReach {
 	return out
 }
 
-// reachOf merges the paths of dir a client's packet may take (routed
-// forwarding, with no DNAT target, left out).
+// DirRouted asks SourcesAt for routed forwarding (no DNAT), to any
+// network behind the node.
+const DirRouted = "routed"
+
+// reachOf merges the paths of dir a client's packet may take: "forward"
+// through a DNAT, routed forwarding (DirRouted) apart.
 func reachOf(res map[path]Result, dir string) Result {
 	var r Result
 	for p, x := range res {
-		if p.dir != dir || (dir == firewall.HookForward && p.via == "" && p.reason == "") {
+		if dir == DirRouted && !p.routed || dir != DirRouted && (p.dir != dir || p.routed) {
 			continue
 		}
 		r.Accept = r.Accept || x.Accept
@@ -157,7 +163,8 @@ type Widening struct {
 // Widened lists where after surely lets a new connection from outside
 // through, by direction, family, proto, port interval and source region,
 // that before does not let through at all, or only under an undecided
-// condition (Surer). Routed forwarding (no DNAT) is not compared. Both
+// condition (Surer). Routed forwarding (no DNAT) is compared per network
+// behind the node (Via), on a node whose interfaces are known. Both
 // rulesets are cut by the source prefixes and port conditions of either.
 func Widened(before, after *firewall.Ruleset, node firewall.Node) []Widening {
 	both := &firewall.Ruleset{Tables: append(append([]firewall.Table(nil), before.Tables...), after.Tables...)}
@@ -167,6 +174,8 @@ func Widened(before, after *firewall.Ruleset, node firewall.Node) []Widening {
 	var out []Widening
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
 		sb, sa := stagesOf(before, fam), stagesOf(after, fam)
+		sb.routed = routedDests(&node, fam, dstPrefixConds(both))
+		sa.routed = sb.routed
 		atoms := sourceAtoms(both, fam)
 		groups, index := groupAtoms(both, atoms), atomIndex(atoms)
 		for _, proto := range []string{"tcp", "udp"} {
@@ -201,12 +210,12 @@ func Widened(before, after *firewall.Ruleset, node firewall.Node) []Widening {
 					rb := eb.client(&sb, pkt)
 					ra := ea.client(&sa, pkt)
 					for p, r := range ra {
-						if !r.Accept || r.drop || (p.dir == firewall.HookForward && p.via == "") {
+						if !r.Accept || r.drop || (p.routed && p.via == "") {
 							continue
 						}
 						b := Result{}
 						for q, x := range rb {
-							if q.dir == p.dir && q.via == p.via {
+							if q.dir == p.dir && q.via == p.via && q.routed == p.routed {
 								b.Accept, b.drop = b.Accept || x.Accept, b.drop || x.drop
 							}
 						}

@@ -88,6 +88,12 @@ type MeshSpec struct {
 	// from any source.
 	Classes      []ClassAllow `json:"classes,omitempty"`
 	ClassesFound bool         `json:"classes_found,omitempty"`
+	// Egress are the bridges whose egress the mesh accepts, and Routed the
+	// routed forwarding (no DNAT) it keeps: not the plan's to set either,
+	// EffectiveSpec reads them from what the found firewall's forward hook
+	// lets through (foundForward).
+	Egress []Egress `json:"egress,omitempty"`
+	Routed []Routed `json:"routed,omitempty"`
 }
 
 // Derived is the mesh's own ruleset for one node: the model the evaluator
@@ -126,9 +132,10 @@ type derivedRule struct {
 // spec.Classes with its sources (ICMP types, other protocols, broadcast and
 // multicast services: what the found firewall let through; without
 // ClassesFound, the ICMP and ICMPv6 types every host needs), and one rule
-// per Input port; forward accepts established/related, traffic from
-// Docker's bridges (DockerBridges) so containers keep their egress, and
-// DNATed connections whose original destination port is a Forward port.
+// per Input port; forward accepts established/related, traffic from the
+// bridges in Egress so containers and VMs keep their egress, the routed
+// forwarding in Routed, and DNATed connections whose original destination
+// port is a Forward port.
 // Every rule's comment names its owner: "adoption:<node>:<owner>:<port>/<proto>"
 // for ports, "adoption:<node>:essentials:<what>" for what every host needs.
 func Derive(spec MeshSpec) (*Derived, error) {
@@ -181,10 +188,8 @@ func Derive(spec MeshSpec) (*Derived, error) {
 			}
 		}
 	}
-	egress := fmt.Sprintf("%s%s:%s:egress", firewall.MarkPrefix, node, OwnerContainers)
-	for _, b := range firewall.DockerBridges {
-		rules = append(rules, derivedRule{chain: firewall.HookForward, exprs: marks.Iifname(b, expr.VerdictAccept), comment: egress, text: fmt.Sprintf("iifname %q accept", b)})
-	}
+	fwd, fwdSets := forwardRules(spec)
+	rules, sets = append(rules, fwd...), append(sets, fwdSets...)
 	for _, a := range dedupe(spec.Forward) {
 		mk := marks.Mark{Node: node, Owner: a.Owner, Port: a.Port.Num, Proto: a.Port.Proto}
 		p := marks.L4num(a.Port.Proto)
@@ -271,6 +276,7 @@ func validateSpec(spec MeshSpec) error {
 			}
 		}
 	}
+	errs = append(errs, validateForward(spec)...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("the mesh ruleset for node %q cannot be derived: %w", spec.Node, err)
 	}
@@ -463,6 +469,7 @@ func EffectiveSpec(found *firewall.Ruleset, spec MeshSpec) MeshSpec {
 	}
 	r := newCarrier(found)
 	spec.Classes, spec.ClassesFound = carryClasses(r), true
+	spec.Egress, spec.Routed = foundForward(found, r)
 	for _, l := range []struct {
 		hook string
 		as   *[]Allow

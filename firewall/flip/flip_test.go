@@ -38,6 +38,8 @@ func TestDeriveOpensExactlySpecInput(t *testing.T) {
 		Node:    "n1",
 		Input:   concat(allow(OwnerManagement, "22/tcp"), allow("web", "80/tcp", "443/tcp"), allow(OwnerFoundation, "53/udp", "5000/tcp")),
 		Forward: allow("web", "8443/tcp"),
+		Egress:  []Egress{{Family: firewall.FamilyIP, Iif: "docker0"}, {Family: firewall.FamilyIP, Iif: "br-*"}, {Family: firewall.FamilyIP6, Iif: "br-*"}},
+		Routed:  []Routed{{Family: firewall.FamilyIP, Proto: "tcp", Port: 5432}, {Family: firewall.FamilyIP, Proto: "tcp", Port: 6000, PortEnd: 6010, From: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/24")}}},
 	}
 	d, err := Derive(spec)
 	if err != nil {
@@ -57,13 +59,15 @@ func TestDeriveOpensExactlySpecInput(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("input openings of the derived ruleset:\n got %v\nwant %v", got, want)
 	}
-	// Forward: the published port surely, everything else only from a
-	// container bridge (uncertain for a packet from outside).
+	// Forward: the published port and the routed ones surely (6000-6010
+	// from 10.9.0.0/24 only), everything else only from a bridge in
+	// Egress (uncertain for a packet from outside).
 	for _, o := range eval.OpenPorts(d.Ruleset) {
 		if o.Direction != firewall.HookForward {
 			continue
 		}
-		sure := o.Proto == "tcp" && o.Port == 8443 && o.PortEnd == 0
+		routed := o.Family == firewall.FamilyIP && o.Proto == "tcp" && (o.Port == 5432 && o.PortEnd == 0 || o.Port == 6000 && o.PortEnd == 6010 && o.From == "10.9.0.0/24")
+		sure := o.Proto == "tcp" && o.Port == 8443 && o.PortEnd == 0 || routed
 		if sure == o.Uncertain {
 			t.Errorf("forward opening %+v: want sure only for 8443/tcp", o)
 		}
@@ -80,7 +84,9 @@ func TestDeriveOpensExactlySpecInput(t *testing.T) {
 	for _, w := range []string{"table inet adoption {", "type filter hook input priority filter; policy drop;",
 		`meta l4proto tcp th dport 22 counter accept comment "adoption:n1:management:22/tcp"`,
 		`ct status dnat meta l4proto tcp ct original proto-dst 8443 counter accept comment "adoption:n1:web:8443/tcp"`,
-		`icmpv6 type nd-neighbor-solicit accept`, `iifname "br-*" accept`} {
+		`icmpv6 type nd-neighbor-solicit accept`, `meta nfproto ipv4 iifname "br-*" accept`, `meta nfproto ipv6 iifname "br-*" accept`,
+		`meta nfproto ipv4 ct status & dnat == 0 meta l4proto tcp th dport 5432 counter accept comment "adoption:n1:routed:5432/tcp"`,
+		`meta nfproto ipv4 ip saddr @routed_6000_tcp_ip_from1 ct status & dnat == 0 meta l4proto tcp th dport 6000-6010 counter accept`} {
 		if !strings.Contains(text, w) {
 			t.Errorf("Text lacks %q:\n%s", w, text)
 		}
@@ -258,7 +264,8 @@ func TestPreviewFlipManagementRefusal(t *testing.T) {
 }
 
 // A source-restricted opening is kept by an Allow open to everyone; an
-// uncertain one after the flip does not keep a sure one.
+// uncertain one after the flip does not keep a sure one; routed
+// forwarding the found firewall lets through is kept by the mesh (routed).
 func TestPreviewFlipSourcesAndUncertain(t *testing.T) {
 	found := &firewall.Ruleset{Tables: []firewall.Table{{Family: firewall.FamilyIP, Name: "f", Chains: []firewall.Chain{{
 		Name: "input", Hook: firewall.HookInput, Policy: "drop", Type: "filter",
@@ -282,8 +289,8 @@ func TestPreviewFlipSourcesAndUncertain(t *testing.T) {
 			}
 		case o.Direction == firewall.HookForward && o.Port == 8443 && !o.Uncertain:
 			sawFwd = true
-			if f.Fate != FateClosing {
-				t.Errorf("forward 8443 (sure now, only from a bridge after): %+v; want closing", f)
+			if f.Fate != FateKept || f.By != OwnerRouted {
+				t.Errorf("forward 8443 (routed, sure now): %+v; want kept by routed", f)
 			}
 		case o.Direction == firewall.HookForward && o.Uncertain && o.Proto == "udp":
 			sawBridge = true
@@ -295,7 +302,7 @@ func TestPreviewFlipSourcesAndUncertain(t *testing.T) {
 	if !sawInput || !sawFwd || !sawBridge {
 		t.Errorf("fates missing (input %v, forward %v, bridge %v): %+v", sawInput, sawFwd, sawBridge, p.Fates)
 	}
-	if !strings.Contains(strings.Join(p.Reasons, "\n"), "8443/tcp (forward, ip) is open now and would close") {
+	if strings.Contains(strings.Join(p.Reasons, "\n"), "8443/tcp (forward") {
 		t.Errorf("reasons: %v", p.Reasons)
 	}
 }

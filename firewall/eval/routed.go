@@ -1,0 +1,220 @@
+// This file holds routed (non-DNAT) forwarding on a node whose interfaces
+// are known: the destinations behind the node a client may route a packet
+// to (the networks of its container bridges), one per region that the
+// ruleset's destination conditions treat alike.
+
+package eval
+
+import (
+	"net/netip"
+	"sort"
+
+	"adoption/firewall"
+)
+
+// routedDest is one destination region behind the node: addr stands for
+// every address of it (the destination conditions hold all of them or
+// none), via names it in openings (the bridge's network, or the named
+// prefix within it).
+type routedDest struct {
+	addr netip.Addr
+	via  string
+}
+
+// routedDests are the destination regions of family fam behind node (the
+// networks of the interfaces it calls container bridges), cut by the
+// destination prefixes of conds: for each network, the region of each
+// prefix within it (minus the more specific ones) and the rest of it.
+// None for a node that does not forward fam or whose interfaces are not
+// known.
+func routedDests(node *firewall.Node, fam string, conds []*firewall.Cond) []routedDest {
+	if !node.HasInterfaces() || !node.Forwards(fam) {
+		return nil
+	}
+	var named []netip.Prefix
+	seen := map[netip.Prefix]bool{}
+	for _, c := range conds {
+		for _, q := range c.Prefixes {
+			q = q.Masked()
+			if q.Addr().Is4() == (fam == firewall.FamilyIP) && !seen[q] {
+				seen[q] = true
+				named = append(named, q)
+			}
+		}
+	}
+	sort.Slice(named, func(i, j int) bool { return named[i].Bits() > named[j].Bits() })
+	var out []routedDest
+	done := map[netip.Prefix]bool{}
+	for _, name := range node.Behind() {
+		for _, i := range node.Interfaces {
+			if i.Name != name {
+				continue
+			}
+			for _, n := range i.Addrs {
+				n = n.Masked()
+				if n.Addr().Is4() != (fam == firewall.FamilyIP) || n.Addr().IsLinkLocalUnicast() || n.IsSingleIP() || done[n] {
+					continue
+				}
+				done[n] = true
+				var inside []netip.Prefix
+				for _, q := range named {
+					if q.Bits() > n.Bits() && n.Contains(q.Addr()) {
+						inside = append(inside, q)
+					}
+				}
+				// Each named prefix first (most specific first), then the
+				// rest of the network.
+				for _, q := range append(inside, n) {
+					if a, ok := pickIn(q, inside, node); ok {
+						out = append(out, routedDest{addr: a, via: q.String()})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// pickIn finds an address of q that no prefix of inside more specific
+// than q holds and that is not the node's own: one that stands for q's own
+// region. False when there is none among the first and last addresses
+// tried (the region is taken as empty).
+func pickIn(q netip.Prefix, inside []netip.Prefix, node *firewall.Node) (netip.Addr, bool) {
+	ok := func(a netip.Addr) bool {
+		if !q.Contains(a) || node.Local(a) {
+			return false
+		}
+		for _, s := range inside {
+			if s.Bits() > q.Bits() && s.Contains(a) {
+				return false
+			}
+		}
+		return true
+	}
+	a := q.Addr()
+	for range 256 {
+		if ok(a) {
+			return a, true
+		}
+		a = a.Next()
+	}
+	// From the top of q down: the rest may lie past the named prefixes.
+	raw := q.Addr().AsSlice()
+	for bit := q.Bits(); bit < len(raw)*8; bit++ {
+		raw[bit/8] |= 0x80 >> (bit % 8)
+	}
+	b, _ := netip.AddrFromSlice(raw)
+	for range 256 {
+		if ok(b) {
+			return b, true
+		}
+		b = b.Prev()
+	}
+	return netip.Addr{}, false
+}
+
+// dstPrefixConds are the destination conditions of rs: the prefixes that
+// cut the node's own addresses into groups and the routed destinations
+// into regions.
+func dstPrefixConds(rs *firewall.Ruleset) []*firewall.Cond {
+	var out []*firewall.Cond
+	eachCond(rs, func(c *firewall.Cond) {
+		if c.Kind == firewall.CondDaddr || c.Kind == firewall.CondOrigDaddr {
+			out = append(out, c)
+		}
+	})
+	return out
+}
+
+// routedClient follows a client's packet routed through the node to each
+// destination region behind it (st.routed), as client does a packet to one
+// of the node's own addresses; each path names the region (Via).
+func (e *Evaluator) routedClient(st *stages, pkt Packet, add func(path, Result)) {
+	for _, d := range st.routed {
+		q := pkt
+		q.Dst, q.via = d.addr, d.via
+		for p, r := range e.client(st, q) {
+			add(p, r)
+		}
+	}
+}
+
+// IsRouted reports whether o is routed forwarding (no DNAT): to a network
+// behind the node (Via a prefix), or, on a node known only by its ruleset,
+// to an unknown destination (no Via).
+func IsRouted(o firewall.Opening) bool {
+	if o.Direction != firewall.HookForward {
+		return false
+	}
+	if o.Via == "" {
+		return o.Reason == ""
+	}
+	_, err := netip.ParsePrefix(o.Via)
+	return err == nil
+}
+
+// outside stands for an output interface that no rule names but by "*":
+// an uplink, as a container's egress leaves by.
+const outside = "\x00uplink"
+
+// EgressFrom lists the input interfaces from which rs surely forwards a
+// new connection (TCP and UDP, every port) in family fam to a destination
+// beyond the node, out by an uplink: the bridges whose egress the found
+// firewall lets through (Docker's "-i docker0 ! -o docker0 -j ACCEPT",
+// libvirt's "-s 192.168.122.0/24 -i virbr0 -j ACCEPT"). The candidates
+// are the input interfaces rs's rules name (wildcards included, lo not);
+// one passes when some source region passes from it, as a bridge's own
+// network does.
+func EgressFrom(rs *firewall.Ruleset, fam string) []string {
+	seen := map[string]bool{}
+	var names []string
+	eachCond(rs, func(c *firewall.Cond) {
+		if c.Kind != firewall.CondIifname || c.Negate {
+			return
+		}
+		for _, n := range c.Names {
+			if n != "lo" && n != "*" && n != "" && !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+	})
+	sort.Strings(names)
+	st := stagesOf(rs, fam)
+	atoms := sourceAtoms(rs, fam)
+	e := compile(rs).Evaluator()
+	dst := netip.MustParseAddr("192.0.2.1")
+	if fam == firewall.FamilyIP6 {
+		dst = netip.MustParseAddr("2001:db8::1")
+	}
+	var out []string
+	for _, n := range names {
+		pass := false
+		for _, a := range atoms {
+			all := true
+			for _, proto := range []string{"tcp", "udp"} {
+				bounds := portBounds(rs, fam, protoNum(proto), true)
+				e.bounds = bounds
+				for _, start := range bounds {
+					r := e.Hook(st.forward, Packet{Hook: firewall.HookForward, Family: fam, Proto: protoNum(proto), Port: uint16(start), OrigPort: uint16(start),
+						Src: a, Dst: dst, iif: n, oif: outside})
+					if !r.Accept || r.drop {
+						all = false
+						break
+					}
+				}
+				if !all {
+					break
+				}
+			}
+			if all {
+				pass = true
+				break
+			}
+		}
+		if pass {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,182 @@
+// This file holds the mesh's forward acceptance that the found firewall
+// decides: the bridges whose egress it lets out (Egress) and the routed,
+// non-DNAT forwarding it lets through from outside (Routed), each read
+// from the found firewall by EffectiveSpec and written into the derived
+// table's forward chain with the restriction found.
+
+package flip
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"adoption/config"
+	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/marks"
+)
+
+// OwnerRouted keeps routed forwarding the found firewall let through.
+const OwnerRouted = "routed"
+
+// Egress is a bridge whose egress the mesh accepts: every new connection
+// forwarded from input interface Iif (an nft name, a trailing '*' a
+// wildcard) in Family.
+type Egress struct {
+	Family string `json:"family"`
+	Iif    string `json:"iif"`
+}
+
+// Routed is routed forwarding (no DNAT) to a network behind the node that
+// the mesh keeps: proto to Port..PortEnd in Family, from the sources in
+// From (empty: any) except those in Except.
+type Routed struct {
+	Family  string         `json:"family"`
+	Proto   string         `json:"proto"`
+	Port    uint16         `json:"port"`
+	PortEnd uint16         `json:"port_end,omitempty"`
+	From    []netip.Prefix `json:"from,omitempty"`
+	Except  []netip.Prefix `json:"except,omitempty"`
+}
+
+// foundForward reads from found what its forward hook lets through that
+// the mesh must keep: the bridges whose egress it forwards
+// (eval.EgressFrom), and the routed openings it surely lets through from
+// outside on a node known by its ruleset (uncertain ones are not carried,
+// and the preview names them closing), each with its source restriction.
+func foundForward(found *firewall.Ruleset, r *carrier) ([]Egress, []Routed) {
+	var eg []Egress
+	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+		for _, n := range eval.EgressFrom(found, fam) {
+			eg = append(eg, Egress{Family: fam, Iif: n})
+		}
+	}
+	var rt []Routed
+	type key struct {
+		fam, proto string
+		port, end  uint16
+	}
+	seen := map[key]bool{}
+	for _, o := range eval.OpenPorts(found) {
+		if !eval.IsRouted(o) || o.Uncertain {
+			continue
+		}
+		k := Routed{Family: o.Family, Proto: o.Proto, Port: o.Port, PortEnd: o.PortEnd}
+		if seen[key{k.Family, k.Proto, k.Port, k.PortEnd}] {
+			continue // one opening per source region: read as one below
+		}
+		seen[key{k.Family, k.Proto, k.Port, k.PortEnd}] = true
+		s := r.zero.At(eval.DirRouted, o.Family, o.Proto, o.Port)
+		if s.Unsure || !s.Open() {
+			continue
+		}
+		k.From, k.Except = s.Only, s.Except
+		rt = append(rt, k)
+	}
+	sort.SliceStable(rt, func(i, j int) bool {
+		a, b := rt[i], rt[j]
+		if a.Family != b.Family {
+			return a.Family < b.Family
+		}
+		if a.Proto != b.Proto {
+			return a.Proto < b.Proto
+		}
+		return a.Port < b.Port
+	})
+	return eg, rt
+}
+
+// forwardRules are the forward chain's rules for spec's Egress and Routed.
+func forwardRules(spec MeshSpec) ([]derivedRule, []derivedSet) {
+	var rules []derivedRule
+	var sets []derivedSet
+	egress := fmt.Sprintf("%s%s:%s:egress", firewall.MarkPrefix, spec.Node, OwnerContainers)
+	for _, e := range spec.Egress {
+		ex, text, _ := carriedExprs(firewall.HookForward, config.Port{}, Reach{Family: e.Family}, 0)
+		rules = append(rules, derivedRule{chain: firewall.HookForward, exprs: append(ex, marks.Iifname(e.Iif, expr.VerdictAccept)...), comment: egress,
+			text: text + fmt.Sprintf("iifname %q accept", e.Iif)})
+	}
+	for k, r := range spec.Routed {
+		end := r.PortEnd
+		if end < r.Port {
+			end = r.Port
+		}
+		ports := fmt.Sprint(r.Port)
+		if end != r.Port {
+			ports = fmt.Sprintf("%d-%d", r.Port, end)
+		}
+		// Sets are named by the first port, and k keeps two routed
+		// openings of one port (another family) apart.
+		ex, text, ss := carriedExprs(OwnerRouted, config.Port{Num: r.Port, Proto: r.Proto}, Reach{Family: r.Family, From: r.From, Except: r.Except}, k)
+		sets = append(sets, ss...)
+		// Not DNATed: a published port's fate is its Forward allow's.
+		ex = append(ex,
+			&expr.Ct{Key: expr.CtKeySTATUS, Register: 1},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(firewall.IpsDstNAT), Xor: make([]byte, 4)},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: make([]byte, 4)},
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{marks.L4num(r.Proto)}},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2})
+		if end == r.Port {
+			ex = append(ex, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(r.Port)})
+		} else {
+			ex = append(ex, &expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: binaryutil.BigEndian.PutUint16(r.Port), ToData: binaryutil.BigEndian.PutUint16(end)})
+		}
+		ex = append(ex, &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})
+		rules = append(rules, derivedRule{chain: firewall.HookForward, exprs: ex,
+			comment: fmt.Sprintf("%s%s:%s:%s/%s", firewall.MarkPrefix, spec.Node, OwnerRouted, ports, r.Proto),
+			text:    text + fmt.Sprintf("ct status & dnat == 0 meta l4proto %s th dport %s counter accept", r.Proto, ports)})
+	}
+	return rules, sets
+}
+
+// validateForward checks spec's Egress and Routed.
+func validateForward(spec MeshSpec) []error {
+	var errs []error
+	fam := func(f string) bool { return f == firewall.FamilyIP || f == firewall.FamilyIP6 }
+	for _, e := range spec.Egress {
+		if !fam(e.Family) {
+			errs = append(errs, fmt.Errorf("egress from %q: family %q is not ip or ip6", e.Iif, e.Family))
+		}
+		if err := validIfname(e.Iif, true); err != nil {
+			errs = append(errs, fmt.Errorf("egress: %w", err))
+		}
+	}
+	for _, r := range spec.Routed {
+		where := fmt.Sprintf("routed %d/%s", r.Port, r.Proto)
+		if !fam(r.Family) {
+			errs = append(errs, fmt.Errorf("%s: family %q is not ip or ip6", where, r.Family))
+		}
+		if r.Proto != "tcp" && r.Proto != "udp" {
+			errs = append(errs, fmt.Errorf("%s: protocol %q is not tcp or udp", where, r.Proto))
+		}
+		if r.PortEnd != 0 && r.PortEnd < r.Port {
+			errs = append(errs, fmt.Errorf("%s: port range ends at %d, before it starts", where, r.PortEnd))
+		}
+		for _, q := range append(append([]netip.Prefix(nil), r.From...), r.Except...) {
+			if !q.IsValid() || q.Addr().Is4() != (r.Family == firewall.FamilyIP) || q.Addr().Is4In6() {
+				errs = append(errs, fmt.Errorf("%s: source %s is not a prefix of family %s", where, q, r.Family))
+			}
+		}
+	}
+	return errs
+}
+
+// validIfname checks an interface name as nft matches it (a trailing '*'
+// a prefix match where wildcard allows it).
+func validIfname(n string, wildcard bool) error {
+	base := n
+	if wildcard {
+		base = strings.TrimSuffix(n, "*")
+	}
+	if base == "" || len(n) >= unix.IFNAMSIZ || strings.ContainsAny(base, "*\"\x00") {
+		return fmt.Errorf("interface name %q is not one", n)
+	}
+	return nil
+}
