@@ -337,6 +337,20 @@ func ViaOf(a netip.Addr, port uint16) string {
 	return netip.AddrPortFrom(a, port).String()
 }
 
+// Routed reports whether o is routed forwarding (no DNAT): to a network
+// behind the node (Via a prefix), or, on a node known only by its ruleset,
+// to an unknown destination (no Via, no Reason).
+func (o Opening) Routed() bool {
+	if o.Direction != HookForward {
+		return false
+	}
+	if o.Via == "" {
+		return o.Reason == ""
+	}
+	_, err := netip.ParsePrefix(o.Via)
+	return err == nil
+}
+
 // PortEnd is the last port of opening o.
 func PortEnd(o Opening) uint16 {
 	if o.PortEnd != 0 {

@@ -95,7 +95,7 @@ func TestDNATPortRange(t *testing.T) {
 		t.Errorf("9005 through a range that keeps it: %+v", got)
 	}
 	for _, o := range OpenPortsOn(nat(target), node28()) {
-		if o.Direction == firewall.HookForward && !IsRouted(o) && o.Port != 9005 {
+		if o.Direction == firewall.HookForward && !o.Routed() && o.Port != 9005 {
 			t.Errorf("forward opening %+v; only 9005 reaches an accepted port", o)
 		}
 	}

@@ -41,7 +41,7 @@ func TestDNATUfwDockerByHostPort(t *testing.T) {
 		}
 		// Container ports are never what a client uses through DNAT
 		// (routed to the container, they are).
-		if p := o.Port; p >= 8000 && p <= 9200 && !IsRouted(o) {
+		if p := o.Port; p >= 8000 && p <= 9200 && !o.Routed() {
 			t.Errorf("opening by container port: %+v", o)
 		}
 	}

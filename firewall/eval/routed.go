@@ -139,20 +139,6 @@ func (e *Evaluator) routedClient(st *stages, pkt Packet, add func(path, Result))
 	}
 }
 
-// IsRouted reports whether o is routed forwarding (no DNAT): to a network
-// behind the node (Via a prefix), or, on a node known only by its ruleset,
-// to an unknown destination (no Via).
-func IsRouted(o firewall.Opening) bool {
-	if o.Direction != firewall.HookForward {
-		return false
-	}
-	if o.Via == "" {
-		return o.Reason == ""
-	}
-	_, err := netip.ParsePrefix(o.Via)
-	return err == nil
-}
-
 // outside stands for an output interface that no rule names but by "*":
 // an uplink, as a container's egress leaves by.
 const outside = "\x00uplink"

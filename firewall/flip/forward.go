@@ -64,7 +64,7 @@ func foundForward(found *firewall.Ruleset, r *carrier) ([]Egress, []Routed) {
 	}
 	seen := map[key]bool{}
 	for _, o := range eval.OpenPorts(found) {
-		if !eval.IsRouted(o) || o.Uncertain {
+		if !o.Routed() || o.Uncertain {
 			continue
 		}
 		k := Routed{Family: o.Family, Proto: o.Proto, Port: o.Port, PortEnd: o.PortEnd}

@@ -363,7 +363,7 @@ func keeper(derived *firewall.Ruleset, o firewall.Opening, port uint16) string {
 		src = eval.Atom{Prefix: pfx}
 	}
 	pkt := eval.Packet{Hook: hook, Family: o.Family, Proto: marks.L4num(o.Proto), Port: port, OrigPort: port, Src: src}
-	if hook == firewall.HookForward && !eval.IsRouted(o) {
+	if hook == firewall.HookForward && !o.Routed() {
 		// A published port: DNATed, its original port the host port.
 		pkt.Dnat = true
 	}

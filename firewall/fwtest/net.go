@@ -312,6 +312,13 @@ const (
 	ctrV6    = "fd00:17::2"
 )
 
+// ContainerV4 and ContainerV6 are the addresses of the namespace behind
+// docker0 that Container adds.
+const (
+	ContainerV4 = ctrV4
+	ContainerV6 = ctrV6
+)
+
 // container adds docker0 (172.17.0.1/16, fd00:17::1/64) to the node and a
 // namespace behind it holding 172.17.0.2 and fd00:17::2, routed back
 // through the node, and turns forwarding on in the node. It returns the

@@ -21,6 +21,9 @@ type Probe struct {
 	Proto string
 	Src   string // peer address
 	Port  uint16
+	// Dst, when set, is an address beyond the node the probe is routed to
+	// through it (a container's); "": the node's own address.
+	Dst string
 }
 
 func (p Probe) Family() string {
@@ -31,6 +34,9 @@ func (p Probe) Family() string {
 }
 
 func (p Probe) dst() string {
+	if p.Dst != "" {
+		return p.Dst
+	}
 	if p.Family() == firewall.FamilyIP6 {
 		return NodeV6
 	}
@@ -129,7 +135,7 @@ func (n *TestNet) ExpectReach(t *testing.T, when string, want bool, ps ...config
 	var probes []Probe
 	for _, p := range ps {
 		for _, src := range BothFamilies {
-			probes = append(probes, Probe{p.Proto, src, p.Num})
+			probes = append(probes, Probe{Proto: p.Proto, Src: src, Port: p.Num})
 		}
 	}
 	got := n.Reach(t, probes)
@@ -146,6 +152,14 @@ func predictedAny(open []firewall.Opening, p Probe) (reach, uncertain bool) {
 	src := netip.MustParseAddr(p.Src)
 	for _, o := range open {
 		if o.Proto != p.Proto || o.Family != p.Family() || p.Port < o.Port || p.Port > firewall.PortEnd(o) {
+			continue
+		}
+		// A routed opening is for a probe routed into its network, any
+		// other for a probe to the node.
+		if o.Routed() != (p.Dst != "") {
+			continue
+		}
+		if o.Routed() && !RoutedInto(o, p.Dst) {
 			continue
 		}
 		if o.From != "" && !netip.MustParsePrefix(o.From).Contains(src) {
@@ -181,7 +195,7 @@ func DnatOracle(n *TestNet, t *testing.T, openPortsOn func(*firewall.Ruleset, fi
 	for _, proto := range protos {
 		for _, s := range srcs {
 			for _, p := range ports {
-				probes = append(probes, Probe{proto, s, p})
+				probes = append(probes, Probe{Proto: proto, Src: s, Port: p})
 			}
 		}
 	}
@@ -220,4 +234,14 @@ func AssertOpen(t *testing.T, open []firewall.Opening, want firewall.Opening) {
 		}
 	}
 	t.Errorf("missing opening %+v", want)
+}
+
+// RoutedInto reports whether routed opening o's network (Via) holds dst;
+// an opening with no Via (a node known by its ruleset alone) holds any.
+func RoutedInto(o firewall.Opening, dst string) bool {
+	if o.Via == "" {
+		return true
+	}
+	pfx, err := netip.ParsePrefix(o.Via)
+	return err == nil && pfx.Contains(netip.MustParseAddr(dst))
 }
