@@ -77,9 +77,12 @@ func reasonWith(reasons []string, parts ...string) string {
 	return ""
 }
 
-// Every published port of the fixture; dropped, the preview has nothing
-// else to refuse on.
-var fixtureDrop = []string{"18080/tcp", "18081/tcp", "18082/tcp", "18083/tcp", "18053/udp", "19100/tcp"}
+// Every published port of the fixture, and the container ports clients
+// route to directly (ufw's route rules, ufw-docker's private sources),
+// which close at the flip; dropped, the preview has nothing else to refuse
+// on.
+var fixtureDrop = []string{"18080/tcp", "18081/tcp", "18082/tcp", "18083/tcp", "18053/udp", "19100/tcp",
+	"8080/tcp", "8081/tcp", "8082/tcp", "8083/tcp", "9100/tcp", "8053/udp"}
 
 // TestPreviewNamesAnUnreachableEngine: Docker's chains are in the ruleset
 // and the engine does not answer: the preview refuses naming it (even

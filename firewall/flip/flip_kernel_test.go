@@ -217,11 +217,13 @@ func TestKernelFlipUfwBesideDocker(t *testing.T) {
 			}
 		}
 	}
-	// ufw's own layout also opens DHCP (68/udp from any source port,
-	// uncertain) and routes 8443/tcp: not declared, so the preview names them.
+	// ufw's own layout also routes 8443/tcp: the mesh keeps what the
+	// found forward hook lets through (routed), so nothing refuses.
 	t.Logf("preview approved=%v, reasons:\n%s", preview.Approved, strings.Join(preview.Reasons, "\n"))
-	if preview.Approved || !strings.Contains(strings.Join(preview.Reasons, "\n"), "8443/tcp (forward, ip) is open now and would close") {
-		t.Errorf("preview: want a refusal naming ufw's routed 8443/tcp")
+	for _, f := range preview.Fates {
+		if o := f.Opening; o.Direction == firewall.HookForward && o.Port == 8443 && (f.Fate != FateKept || f.By != OwnerRouted) {
+			t.Errorf("preview: ufw's routed 8443/tcp %+v; want kept by %s", f, OwnerRouted)
+		}
 	}
 
 	// Continuous connections to 80 across the flip.
