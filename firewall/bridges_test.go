@@ -49,3 +49,58 @@ func TestRuleOwnerBridgeRules(t *testing.T) {
 		}
 	}
 }
+
+// On a node whose links are known, a container bridge is decided from
+// them and from the engine, not from its name: libvirt's virbr0, Swarm's
+// docker_gwbridge and a custom-named Docker bridge are bridges, an uplink
+// bridge named br-wan (the NIC enslaved to it) and a NIC named br-lan are
+// not; a wildcard is a bridge's only when every interface it matches is.
+func TestNodeBridgeTool(t *testing.T) {
+	n := Node{Interfaces: []Interface{
+		{Name: "lo", Loopback: true},
+		{Name: "eth0", Master: "br-wan"},
+		{Name: "br-wan", Kind: "bridge"},
+		{Name: "br-lan"},
+		{Name: "virbr0", Kind: "bridge"},
+		{Name: "vnet0", Kind: "tun", Master: "virbr0"},
+		{Name: "docker_gwbridge", Kind: "bridge"},
+		{Name: "appnet0", Kind: "bridge"},
+		{Name: "veth1", Kind: "veth", Master: "appnet0"},
+		{Name: "docker0", Kind: "bridge"},
+		{Name: "mynet", Kind: "bridge"},
+		{Name: "wg0", Kind: "wireguard"},
+	}, EngineBridges: map[string]string{"mynet": "docker"}}
+	for name, want := range map[string]string{
+		"virbr0":          "libvirt",
+		"docker_gwbridge": "docker-swarm",
+		"appnet0":         "bridge",
+		"docker0":         "docker",
+		"mynet":           "docker",
+		"br-wan":          "",
+		"br-lan":          "",
+		"eth0":            "",
+		"wg0":             "",
+		"br-*":            "",
+		"virbr*":          "libvirt",
+		"cni0":            "cni", // not on the node: by its name
+	} {
+		if got := n.BridgeTool(name); got != want {
+			t.Errorf("Node.BridgeTool(%q) = %q, want %q", name, got, want)
+		}
+	}
+	up := n.Uplinks()
+	for _, w := range []string{"br-wan", "br-lan", "wg0"} {
+		found := false
+		for _, u := range up {
+			found = found || u == w
+		}
+		if !found {
+			t.Errorf("uplinks %v lack %s", up, w)
+		}
+	}
+	for _, u := range up {
+		if u == "virbr0" || u == "docker_gwbridge" || u == "appnet0" || u == "mynet" || u == "eth0" {
+			t.Errorf("uplinks %v hold %s", up, u)
+		}
+	}
+}
