@@ -13,9 +13,10 @@ import (
 	"strings"
 )
 
-// DockerBridges are Docker's bridges as nft matches them: docker0 (the
-// default network) and br-* (each user-defined network). The mesh's table
-// accepts what containers send from them.
+// DockerBridges are the names Docker gives its bridges by default, as nft
+// matches them: docker0 (the default network) and br-* (each user-defined
+// network). Only a name the node cannot tell is judged by them; the mesh's
+// table accepts egress from the bridges the found firewall lets out.
 var DockerBridges = []string{"docker0", "br-*"}
 
 // bridges are every container network's bridge, with the tool that made

@@ -153,7 +153,7 @@ func viaAddr(via string) (netip.Addr, bool) {
 }
 
 // strayDNAT says why a forward opening is DNATed to an address of one of
-// Docker's bridges (firewall.DockerBridges) that no running container of the
+// Docker's bridges (Node.BridgeTool "docker") that no running container of the
 // engine holds, or "": clients are sent to nobody the node knows. Judged
 // only with the engine's answer at hand.
 func strayDNAT(o firewall.Opening, node firewall.Node, held map[netip.Addr]string, engine bool) string {
