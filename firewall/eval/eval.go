@@ -31,7 +31,7 @@ func OpenPortsOn(rs *firewall.Ruleset, node firewall.Node) []firewall.Opening {
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
 		st := stagesOf(rs, fam)
 		dstConds := dstPrefixConds(rs)
-		st.routed = routedDests(&node, fam, dstConds)
+		st.routed = routedDests(rs, &node, fam)
 		atoms := sourceAtoms(rs, fam)
 		groups, index := groupAtoms(rs, atoms), atomIndex(atoms)
 		for _, proto := range []string{"tcp", "udp"} {

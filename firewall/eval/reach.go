@@ -81,7 +81,7 @@ func (x *Reacher) family(fam string) *reachFamily {
 		atoms := sourceAtoms(x.rs, fam)
 		f = &reachFamily{st: stagesOf(x.rs, fam), atoms: atoms, groups: groupAtoms(x.rs, atoms), index: atomIndex(atoms),
 			own: x.node.Own(fam), bounds: map[string][]int{}}
-		f.st.routed = routedDests(&x.node, fam, dstPrefixConds(x.rs))
+		f.st.routed = routedDests(x.rs, &x.node, fam)
 		x.fams[fam] = f
 	}
 	return f
@@ -174,7 +174,7 @@ func Widened(before, after *firewall.Ruleset, node firewall.Node) []Widening {
 	var out []Widening
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
 		sb, sa := stagesOf(before, fam), stagesOf(after, fam)
-		sb.routed = routedDests(&node, fam, dstPrefixConds(both))
+		sb.routed = routedDests(both, &node, fam)
 		sa.routed = sb.routed
 		atoms := sourceAtoms(both, fam)
 		groups, index := groupAtoms(both, atoms), atomIndex(atoms)

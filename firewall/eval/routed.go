@@ -7,6 +7,7 @@ package eval
 
 import (
 	"net/netip"
+	"slices"
 	"sort"
 
 	"adoption/firewall"
@@ -19,6 +20,13 @@ import (
 type routedDest struct {
 	addr netip.Addr
 	via  string
+	// rest is the index of the rest of the network in the list, for a
+	// named region (-1 for the rest itself). A named region goes the way
+	// of the rest but for the protocols and ports of the rules that name
+	// it (ports by protocol; all: any port or protocol).
+	rest  int
+	all   bool
+	ports map[int][]firewall.PortRange
 }
 
 // routedDests are the destination regions of family fam behind node (the
@@ -27,7 +35,8 @@ type routedDest struct {
 // prefix within it (minus the more specific ones) and the rest of it.
 // None for a node that does not forward fam or whose interfaces are not
 // known.
-func routedDests(node *firewall.Node, fam string, conds []*firewall.Cond) []routedDest {
+func routedDests(rs *firewall.Ruleset, node *firewall.Node, fam string) []routedDest {
+	conds := dstPrefixConds(rs)
 	if !node.HasInterfaces() || !node.Forwards(fam) {
 		return nil
 	}
@@ -62,11 +71,18 @@ func routedDests(node *firewall.Node, fam string, conds []*firewall.Cond) []rout
 						inside = append(inside, q)
 					}
 				}
-				// Each named prefix first (most specific first), then the
-				// rest of the network.
-				for _, q := range append(inside, n) {
+				// The rest of the network first, then each named prefix.
+				a, ok := pickIn(n, inside, node)
+				if !ok {
+					continue
+				}
+				rest := len(out)
+				out = append(out, routedDest{addr: a, via: n.String(), rest: -1})
+				for _, q := range inside {
 					if a, ok := pickIn(q, inside, node); ok {
-						out = append(out, routedDest{addr: a, via: q.String()})
+						d := routedDest{addr: a, via: q.String(), rest: rest, ports: map[int][]firewall.PortRange{}}
+						naming(rs, fam, n, a, &d)
+						out = append(out, d)
 					}
 				}
 			}
@@ -130,11 +146,84 @@ func dstPrefixConds(rs *firewall.Ruleset) []*firewall.Cond {
 // destination region behind it (st.routed), as client does a packet to one
 // of the node's own addresses; each path names the region (Via).
 func (e *Evaluator) routedClient(st *stages, pkt Packet, add func(path, Result)) {
-	for _, d := range st.routed {
+	rest := map[int]map[path]Result{}
+	for i, d := range st.routed {
+		if d.rest >= 0 && !d.names(pkt.Proto, pkt.Port) {
+			// No rule naming it can match: it goes the way of the rest.
+			for p, r := range rest[d.rest] {
+				if p.routed {
+					p.via = d.via
+				}
+				add(p, r)
+			}
+			continue
+		}
 		q := pkt
 		q.Dst, q.via = d.addr, d.via
-		for p, r := range e.client(st, q) {
+		res := e.client(st, q)
+		if d.rest < 0 {
+			rest[i] = res
+		}
+		for p, r := range res {
 			add(p, r)
+		}
+	}
+}
+
+// names reports whether a rule naming d may match a packet of proto to
+// port.
+func (d *routedDest) names(proto uint8, port uint16) bool {
+	return d.all || inPorts(d.ports[int(proto)], port)
+}
+
+// naming records in d the protocols and ports of the rules of family fam
+// whose destination conditions name a prefix inside network n holding a
+// (d's region): where d may go otherwise than the rest of n.
+func naming(rs *firewall.Ruleset, fam string, n netip.Prefix, a netip.Addr, d *routedDest) {
+	names := func(c *firewall.Cond) bool {
+		if c.Kind != firewall.CondDaddr && c.Kind != firewall.CondOrigDaddr {
+			return false
+		}
+		for _, x := range c.Prefixes {
+			if x.Bits() > n.Bits() && n.Contains(x.Addr()) && x.Contains(a) {
+				return true
+			}
+		}
+		return false
+	}
+	for ti := range rs.Tables {
+		t := &rs.Tables[ti]
+		if t.Family != fam && t.Family != firewall.FamilyInet {
+			continue
+		}
+		for ci := range t.Chains {
+			for ri := range t.Chains[ci].Rules {
+				r := &t.Chains[ci].Rules[ri]
+				if len(r.VMap) > 0 {
+					d.all = true // a verdict map's keys are not read here
+					return
+				}
+				if !slices.ContainsFunc(r.Conds, func(c firewall.Cond) bool { return names(&c) }) {
+					continue
+				}
+				protos := []int{6, 17}
+				var ports []firewall.PortRange
+				for k := range r.Conds {
+					switch c := &r.Conds[k]; {
+					case c.Kind == firewall.CondL4Proto && !c.Negate:
+						protos = c.Protos
+					case c.Kind == firewall.CondDport && !c.Negate && ports == nil:
+						ports = c.Ports
+					}
+				}
+				if ports == nil {
+					d.all = true
+					return
+				}
+				for _, p := range protos {
+					d.ports[p] = append(d.ports[p], ports...)
+				}
+			}
 		}
 	}
 }
