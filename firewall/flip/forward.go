@@ -16,7 +16,6 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/marks"
@@ -98,7 +97,7 @@ func forwardRules(spec MeshSpec) ([]derivedRule, []derivedSet) {
 	var sets []derivedSet
 	egress := fmt.Sprintf("%s%s:%s:egress", firewall.MarkPrefix, spec.Node, OwnerContainers)
 	for _, e := range spec.Egress {
-		ex, text, _ := carriedExprs(firewall.HookForward, config.Port{}, Reach{Family: e.Family}, 0)
+		ex, text, _ := carriedExprs("egress", Reach{Family: e.Family}, 0)
 		rules = append(rules, derivedRule{chain: firewall.HookForward, exprs: append(ex, marks.Iifname(e.Iif, expr.VerdictAccept)...), comment: egress,
 			text: text + fmt.Sprintf("iifname %q accept", e.Iif)})
 	}
@@ -113,7 +112,7 @@ func forwardRules(spec MeshSpec) ([]derivedRule, []derivedSet) {
 		}
 		// Sets are named by the first port, and k keeps two routed
 		// openings of one port (another family) apart.
-		ex, text, ss := carriedExprs(OwnerRouted, config.Port{Num: r.Port, Proto: r.Proto}, Reach{Family: r.Family, From: r.From, Except: r.Except}, k)
+		ex, text, ss := carriedExprs(fmt.Sprintf("%s_%d_%s", OwnerRouted, r.Port, r.Proto), Reach{Family: r.Family, From: r.From, Except: r.Except}, k)
 		sets = append(sets, ss...)
 		// Not DNATed: a published port's fate is its Forward allow's.
 		ex = append(ex,
@@ -121,17 +120,22 @@ func forwardRules(spec MeshSpec) ([]derivedRule, []derivedSet) {
 			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(firewall.IpsDstNAT), Xor: make([]byte, 4)},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: make([]byte, 4)},
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{marks.L4num(r.Proto)}},
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2})
-		if end == r.Port {
-			ex = append(ex, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(r.Port)})
-		} else {
-			ex = append(ex, &expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: binaryutil.BigEndian.PutUint16(r.Port), ToData: binaryutil.BigEndian.PutUint16(end)})
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{marks.L4num(r.Proto)}})
+		dport := "th dport " + ports + " "
+		switch {
+		case r.Port == 0 && end == 65535:
+			dport = "" // every port: nft writes no port match
+		case end == r.Port:
+			ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(r.Port)})
+		default:
+			ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+				&expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: binaryutil.BigEndian.PutUint16(r.Port), ToData: binaryutil.BigEndian.PutUint16(end)})
 		}
 		ex = append(ex, &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})
 		rules = append(rules, derivedRule{chain: firewall.HookForward, exprs: ex,
 			comment: fmt.Sprintf("%s%s:%s:%s/%s", firewall.MarkPrefix, spec.Node, OwnerRouted, ports, r.Proto),
-			text:    text + fmt.Sprintf("ct status & dnat == 0 meta l4proto %s th dport %s counter accept", r.Proto, ports)})
+			text:    text + fmt.Sprintf("ct status & dnat == 0 meta l4proto %s %scounter accept", r.Proto, dport)})
 	}
 	return rules, sets
 }
