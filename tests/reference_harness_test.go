@@ -80,12 +80,23 @@ func upRefNodeWith(t *testing.T, name string, index int, srv *devServer, service
 	if srv != nil {
 		spec.Temporal = srv.Addr()
 	}
+	return upRefNodeSpec(t, spec, plan)
+}
+
+// upRefNodeSpec raises the reference node spec describes, down at the
+// test's end, with the agent's configuration holding plan.
+func upRefNodeSpec(t *testing.T, spec sandbox.RefSpec, plan string) *refNode {
+	t.Helper()
+	needDocker(t)
+	if _, err := exec.LookPath("ufw"); err != nil {
+		t.Fatal("the reference node's firewall is ufw's: ufw is not installed (apt-get install ufw)")
+	}
 	r := sandbox.NewRef(spec)
 	start := time.Now()
 	if err := r.Up(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("reference node %s up in %s", name, time.Since(start).Round(10*time.Millisecond))
+	t.Logf("reference node %s up in %s", spec.Name, time.Since(start).Round(10*time.Millisecond))
 	t.Cleanup(func() {
 		if err := r.Down(); err != nil {
 			t.Errorf("reference node down: %v", err)

@@ -75,11 +75,16 @@ func (n *TestNet) Reach(t *testing.T, probes []Probe) map[Probe]bool {
 	return got
 }
 
-func attempt(p Probe) bool {
+func attempt(p Probe) bool { return attemptTo(p.Proto, p.Src, p.dst(), p.Port) }
+
+// attemptTo says whether a new connection from src (an address of the
+// calling thread's namespace) to dst:port gets through: a TCP handshake
+// completed, or a UDP echo came back.
+func attemptTo(proto, src, dst string, port uint16) bool {
 	const timeout = 400 * time.Millisecond
-	local := &net.TCPAddr{IP: net.ParseIP(p.Src)}
-	addr := net.JoinHostPort(p.dst(), fmt.Sprint(p.Port))
-	if p.Proto == "tcp" {
+	local := &net.TCPAddr{IP: net.ParseIP(src)}
+	addr := net.JoinHostPort(dst, fmt.Sprint(port))
+	if proto == "tcp" {
 		d := net.Dialer{Timeout: timeout, LocalAddr: local}
 		c, err := d.Dial("tcp", addr)
 		if err != nil {
@@ -88,7 +93,7 @@ func attempt(p Probe) bool {
 		c.Close()
 		return true
 	}
-	d := net.Dialer{LocalAddr: &net.UDPAddr{IP: net.ParseIP(p.Src)}}
+	d := net.Dialer{LocalAddr: &net.UDPAddr{IP: net.ParseIP(src)}}
 	c, err := d.Dial("udp", addr)
 	if err != nil {
 		return false
