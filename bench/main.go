@@ -34,7 +34,7 @@ type flags struct {
 	skipMarks, skipUfw     bool
 	marksN, marksRuns      int
 	skipProbe              bool
-	probeN                 int
+	probeN, probeScale     int
 	probeFixture           string
 	skipCutover, skipFlip  bool
 	cutoverN, flipN        int
@@ -53,6 +53,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs.BoolVar(&f.skipUfw, "skip-ufw", false, "marked rules: leave out `ufw allow` (about 0.5 s per rule)")
 	fs.BoolVar(&f.skipProbe, "skip-probe", false, "leave out the probe of a control-node-shaped node")
 	fs.IntVar(&f.probeN, "probe-n", 20, "probe: timed runs of each")
+	fs.IntVar(&f.probeScale, "probe-scale", 10, "probe: also run the section on a node this many times the control node's rules and containers (0 or 1: not)")
 	fs.StringVar(&f.probeFixture, "probe-fixture", "", "probe: also write the node's listed ruleset and interfaces as JSON to this `file` (firewall/fwtest/testdata/dnat/control-node.json is one)")
 	fs.BoolVar(&f.skipCutover, "skip-cutover", false, "leave out the cutover rows (needs Docker)")
 	fs.IntVar(&f.cutoverN, "cutover-n", 5, "cutover: runs of each procedure")
@@ -92,7 +93,9 @@ func run(args []string, stdout io.Writer) error {
 		Sections: map[string]any{},
 	}}
 	r.section("marks", f.skipMarks, func() ([]report.Row, any, error) { return details(runMarks(f.marksN, f.marksRuns, f.skipUfw, stdout)) })
-	r.section("probe", f.skipProbe, func() ([]report.Row, any, error) { return details(runProbe(f.probeN, f.probeFixture, stdout)) })
+	r.section("probe", f.skipProbe, func() ([]report.Row, any, error) {
+		return details(runProbe(f.probeN, f.probeScale, f.probeFixture, stdout))
+	})
 	r.section("cutover", f.skipCutover, func() ([]report.Row, any, error) { return details(cutoverRows(f.cutoverN, stdout)) })
 	r.section("flip", f.skipFlip, func() ([]report.Row, any, error) { return details(runFlip(f.flipN, stdout)) })
 	r.section("flip-ref", f.skipFlipRef, func() ([]report.Row, any, error) { return details(runRefFlip(f.flipRefN, stdout)) })

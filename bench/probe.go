@@ -1,8 +1,10 @@
 package main
 
 // This file holds the probe section: activities.Activities.Probe of a node
-// shaped like a predecessor's control node, against a peer gathering the
-// same facts by shelling out, one command after another.
+// shaped like a predecessor's control node, alone and followed by the
+// agent's preview of a flip, against a peer gathering the same facts by
+// shelling out, one command after another; then the same at a multiple of
+// the node's rules and containers.
 
 import (
 	"context"
@@ -23,9 +25,11 @@ import (
 	"adoption/containers"
 	"adoption/custody"
 	"adoption/firewall/eval"
+	"adoption/firewall/flip"
 	"adoption/internal/fake"
 	"adoption/nodestate"
 	"adoption/sockets"
+	"adoption/workflows"
 )
 
 const (
@@ -60,7 +64,19 @@ type ProbeDetails struct {
 	// Parts is each part timed on its own, median of the runs (not part
 	// of the figure): where the time goes.
 	Parts map[string]float64 `json:"parts_median_ms"`
-	Note  string             `json:"note"`
+	// WithPreviewMS: the probe followed by the agent's Preview activity
+	// (list again, evaluate every traffic class the evaluator decides
+	// before and after, derive, compare), each run.
+	WithPreviewMS       []float64 `json:"with_preview_ms"`
+	WithPreviewMedianMS float64   `json:"with_preview_median_ms"`
+	// Fates counts the preview's fates by direction, family and protocol.
+	Fates    map[string]int `json:"fates"`
+	Approved bool           `json:"preview_approved"`
+	// Factor is the node's size as a multiple of the control node's
+	// rules and containers; Scaled is the same section at -probe-scale.
+	Factor int           `json:"factor"`
+	Scaled *ProbeDetails `json:"scaled,omitempty"`
+	Note   string        `json:"note"`
 }
 
 type probeNode struct {
@@ -73,6 +89,7 @@ type probeNode struct {
 	prefix    string // docker objects
 	image     string
 	real      bool // real Docker containers
+	k         int  // a multiple of the control node's rules and containers
 }
 
 // probeRun is one run of the probe section.
@@ -83,16 +100,32 @@ type probeRun struct {
 	acts  *activities.Activities
 	plan  config.Plan
 	files []string // the declared files' full paths
+	spec  flip.MeshSpec
 }
 
-func runProbe(n int, fixture string, stdout io.Writer) ([]report.Row, *ProbeDetails, error) {
-	if n < 1 {
-		return nil, nil, fmt.Errorf("-probe-n must be at least 1")
+func runProbe(n, scaleK int, fixture string, stdout io.Writer) ([]report.Row, *ProbeDetails, error) {
+	if n < 1 || scaleK < 0 {
+		return nil, nil, fmt.Errorf("-probe-n must be at least 1 and -probe-scale at least 0")
 	}
-	p := &probeNode{prefix: "bn-probe-" + benchns.RandHex(3) + "-"}
+	rows, d, err := probeAt(1, n, fixture, stdout)
+	if err != nil || scaleK <= 1 {
+		return rows, d, err
+	}
+	_, big, err := probeAt(scaleK, n, "", stdout)
+	d.Scaled = big
+	if err != nil {
+		return rows, d, fmt.Errorf("at %d times: %w", scaleK, err)
+	}
+	return append(rows, scaledRows(d, big)...), d, nil
+}
+
+// probeAt is the section on a node k times the control node's rules and
+// containers.
+func probeAt(k, n int, fixture string, stdout io.Writer) ([]report.Row, *ProbeDetails, error) {
+	p := &probeNode{prefix: "bn-probe-" + benchns.RandHex(3) + "-", k: k}
 	defer p.cleanup()
-	fmt.Fprintf(stdout, "probe: raising a control-node-shaped node (%d+%d ufw rules, %d containers, %d files) ...\n",
-		probeRulesIn, probeRulesFwd, probeContainers, probeFiles)
+	fmt.Fprintf(stdout, "probe: raising a control-node-shaped node at %d times (%d+%d ufw rules, %d containers, %d files) ...\n",
+		k, k*probeRulesIn, k*probeRulesFwd, k*probeContainers, probeFiles)
 	if err := p.setup(); err != nil {
 		return nil, nil, err
 	}
@@ -108,6 +141,9 @@ func runProbe(n int, fixture string, stdout io.Writer) ([]report.Row, *ProbeDeta
 		if err := r.ours(); err != nil {
 			return nil, nil, fmt.Errorf("ours: %w", err)
 		}
+		if err := r.preview(); err != nil {
+			return nil, nil, fmt.Errorf("ours, the preview: %w", err)
+		}
 		if err := r.peer(); err != nil {
 			return nil, nil, fmt.Errorf("peer: %w", err)
 		}
@@ -122,27 +158,29 @@ func runProbe(n int, fixture string, stdout io.Writer) ([]report.Row, *ProbeDeta
 	d := r.d
 	d.OursMedianMS, d.PeerMedianMS = report.Median(d.OursMS), report.Median(d.PeerMS)
 	d.OursP90MS, d.PeerP90MS = report.Percentile(d.OursMS, 90), report.Percentile(d.PeerMS, 90)
-	if d.Found.Containers < probeContainers || d.Found.Files != probeFiles {
-		return nil, d, fmt.Errorf("the probe saw %d containers and %d files, want at least %d and %d", d.Found.Containers, d.Found.Files, probeContainers, probeFiles)
+	d.WithPreviewMedianMS = report.Median(d.WithPreviewMS)
+	if d.Found.Containers < k*probeContainers || d.Found.Files != probeFiles {
+		return nil, d, fmt.Errorf("the probe saw %d containers and %d files, want at least %d and %d", d.Found.Containers, d.Found.Files, k*probeContainers, probeFiles)
 	}
 	d.Note = fmt.Sprintf("node: %d incoming + %d forwarding rules in IPv4 ufw-user-input/ufw-user-forward (ufw 0.36 layout), "+
-		"the incoming ones without a source also in IPv6, Docker chains and nat beside; %d listeners held by the bench; containers %s; "+
-		"%d declared files (120 B to 200 KiB) under a temporary root; median of %d runs each, order alternating, after 2 warm-up runs",
-		probeRulesIn, probeRulesFwd, len(p.listeners), d.Containers, probeFiles, n)
+		"the incoming ones without a source also in IPv6, Docker chains and nat beside (12 DNATs whatever the size); %d listeners held by the bench; containers %s; "+
+		"%d declared files (120 B to 200 KiB) under a temporary root; median of %d runs each, order alternating, after 2 warm-up runs; "+
+		"with the preview: Probe then the Preview activity of the spec the workflow derives for the plan (management port 22/tcp)",
+		k*probeRulesIn, k*probeRulesFwd, len(p.listeners), d.Containers, probeFiles, n)
 	return r.rows(), d, nil
 }
 
 // newProbeRun gives the node's real parts to the activities (the engine
 // simulated when Docker is unreachable) and names the peer's commands.
 func newProbeRun(p *probeNode, n int) *probeRun {
-	r := &probeRun{p: p, n: n, d: &ProbeDetails{Runs: n}}
+	r := &probeRun{p: p, n: n, d: &ProbeDetails{Runs: n, Factor: p.k}}
 	var engine activities.Containers
 	if p.real {
-		r.d.Containers = fmt.Sprintf("real: %d Docker containers created (not started) from a one-file image imported locally", probeContainers)
+		r.d.Containers = fmt.Sprintf("real: %d Docker containers created (not started) from a one-file image imported locally", p.k*probeContainers)
 		engine = containers.New()
 	} else {
-		r.d.Containers = fmt.Sprintf("SIMULATED: Docker unreachable; %d container records from an in-memory engine, and the peer runs no docker ps", probeContainers)
-		engine = fake.Engine{Containers: fake.Services(simulatedNames(probeContainers), 31000)}
+		r.d.Containers = fmt.Sprintf("SIMULATED: Docker unreachable; %d container records from an in-memory engine, and the peer runs no docker ps", p.k*probeContainers)
+		engine = fake.Engine{Containers: fake.Services(simulatedNames(p.k*probeContainers), 31000)}
 	}
 	r.acts = &activities.Activities{
 		Node:     "bnprobe",
@@ -152,12 +190,13 @@ func newProbeRun(p *probeNode, n int) *probeRun {
 		Files:    custody.New(p.root, p.stateDir),
 		State:    nodestate.New(p.stateDir),
 	}
-	r.plan = config.Plan{Node: "bnprobe", Role: "control", Control: []string{"predecessor-sync"}}
+	r.plan = config.Plan{Node: "bnprobe", Role: "control", Control: []string{"predecessor-sync"}, ManagementPorts: config.MustPorts([]string{"22/tcp"})}
 	for _, path := range p.paths {
 		r.plan.NodeFiles = append(r.plan.NodeFiles, config.FilePlan{Path: path})
 		r.files = append(r.files, filepath.Join(p.root, path))
 	}
 	r.acts.Local = activities.Fixed(r.plan, nil, 30*time.Minute)
+	r.spec = workflows.MeshSpec(&workflows.State{Node: r.plan.Node, Plan: r.plan})
 	r.d.PeerCommands = []string{"nft -j list ruleset (in the namespace)", "ss -ltnup (in the namespace)"}
 	if p.real {
 		r.d.PeerCommands = append(r.d.PeerCommands, "docker ps -a --format json")
@@ -188,6 +227,19 @@ func (r *probeRun) ours() error {
 		if fs.Exists {
 			f.Files++
 		}
+	}
+	return nil
+}
+
+// preview is the agent's Preview activity, counting the fates it gives.
+func (r *probeRun) preview() error {
+	pv, err := r.acts.Preview(context.Background(), activities.PreviewInput{Plan: r.plan, Spec: r.spec})
+	if err != nil {
+		return err
+	}
+	r.d.Approved, r.d.Fates = pv.Approved, map[string]int{}
+	for _, f := range pv.Fates {
+		r.d.Fates[f.Opening.Direction+" "+f.Opening.Family+" "+f.Opening.Proto+" "+f.Fate]++
 	}
 	return nil
 }
@@ -231,19 +283,22 @@ func (r *probeRun) alternate() error {
 			order = []bool{false, true}
 		}
 		for _, isOurs := range order {
-			f := r.peer
-			if isOurs {
-				f = r.ours
-			}
 			start := time.Now()
-			if err := f(); err != nil {
+			if !isOurs {
+				if err := r.peer(); err != nil {
+					return err
+				}
+				r.d.PeerMS = append(r.d.PeerMS, report.MS(time.Since(start)))
+				continue
+			}
+			if err := r.ours(); err != nil {
 				return err
 			}
-			if isOurs {
-				r.d.OursMS = append(r.d.OursMS, report.MS(time.Since(start)))
-			} else {
-				r.d.PeerMS = append(r.d.PeerMS, report.MS(time.Since(start)))
+			r.d.OursMS = append(r.d.OursMS, report.MS(time.Since(start)))
+			if err := r.preview(); err != nil {
+				return err
 			}
+			r.d.WithPreviewMS = append(r.d.WithPreviewMS, report.MS(time.Since(start)))
 		}
 	}
 	return nil
@@ -325,6 +380,11 @@ func (r *probeRun) rows() []report.Row {
 		cont = "60 SIMULATED container records"
 	}
 	return []report.Row{
+		report.WithPeer("probe", fmt.Sprintf("probe + preview of a control-node-shaped node (106 rules, %s, 12 files), median of %d", cont, n),
+			d.WithPreviewMedianMS, d.PeerMedianMS, "ms",
+			"activities.Activities.Probe, then the Preview activity (every traffic class the evaluator decides, before and after the flip)",
+			"shell-out: "+strings.Join(d.PeerCommands, "; ")+" (text only, nothing parsed, evaluated or previewed)",
+			fmt.Sprintf("%d fates: %v; goal: ratio at least 2", fateCount(d.Fates), d.Fates), 1),
 		report.WithPeer("probe", fmt.Sprintf("probe of a control-node-shaped node (106 rules, %s, 12 files), median of %d", cont, n),
 			d.OursMedianMS, d.PeerMedianMS, "ms",
 			"activities.Activities.Probe (ruleset decoded and open ports evaluated, sockets with holders, containers, file hashes, control daemons)",
@@ -336,4 +396,27 @@ func (r *probeRun) rows() []report.Row {
 			"firewall.Inspector.Ruleset (netlink list + decode into the model)", "nft -j list ruleset (in the namespace, JSON text)",
 			fmt.Sprintf("%d chains, %d rules in 3 tables", d.Found.Chains, d.Found.Rules), 1),
 	}
+}
+
+// scaledRows set the section at k times the control node beside the same
+// at once: what the preview and the probe cost as the node grows.
+func scaledRows(one, big *ProbeDetails) []report.Row {
+	k := big.Factor
+	return []report.Row{
+		report.WithPeer("probe", fmt.Sprintf("probe + preview at %d times the rules (%d+%d) and containers (%d), median of %d", k, k*probeRulesIn, k*probeRulesFwd, k*probeContainers, big.Runs),
+			big.WithPreviewMedianMS, big.PeerMedianMS, "ms", "as at once", "as at once",
+			fmt.Sprintf("%d fates; containers %s", fateCount(big.Fates), big.Containers), 1),
+		report.WithPeer("probe", fmt.Sprintf("probe + preview: cost at %d times over cost at once (ours beside the peer's)", k),
+			big.WithPreviewMedianMS/one.WithPreviewMedianMS, big.PeerMedianMS/one.PeerMedianMS, "x",
+			"ours at k times / ours at once", "the peer at k times / the peer at once",
+			fmt.Sprintf("goal: ours at most %d", k), 2),
+	}
+}
+
+func fateCount(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }

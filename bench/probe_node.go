@@ -68,10 +68,10 @@ func (p *probeNode) setup() error {
 	if p.ns, err = benchns.New("pr"); err != nil {
 		return err
 	}
-	if _, err := p.ns.Run([]byte(ufwfixture.Control4(probeRulesIn, probeRulesFwd)), "iptables-restore"); err != nil {
+	if _, err := p.ns.Run([]byte(ufwfixture.Control4(p.k*probeRulesIn, p.k*probeRulesFwd)), "iptables-restore"); err != nil {
 		return fmt.Errorf("load the IPv4 firewall: %w", err)
 	}
-	if _, err := p.ns.Run([]byte(ufwfixture.Control6(probeRulesIn)), "ip6tables-restore"); err != nil {
+	if _, err := p.ns.Run([]byte(ufwfixture.Control6(p.k*probeRulesIn)), "ip6tables-restore"); err != nil {
 		return fmt.Errorf("load the IPv6 firewall: %w", err)
 	}
 	for _, l := range []struct {
@@ -145,10 +145,10 @@ func (p *probeNode) containers() error {
 	if err := os.MkdirAll(bind, 0o755); err != nil {
 		return err
 	}
-	for i := 0; i < probeContainers; i++ {
+	for i := 0; i < p.k*probeContainers; i++ {
 		mod := probeModules[i%len(probeModules)]
 		name := p.containerName(i)
-		port := fmt.Sprintf("%d", 31000+i)
+		port := fmt.Sprintf("%d", 31000+i) // 31000-31599 at 10 times
 		_, err := cli.ContainerCreate(ctx, &container.Config{
 			Image:        p.image,
 			Labels:       map[string]string{"com.predecessor.module": mod, "com.predecessor.instance": fmt.Sprint(i)},
@@ -189,7 +189,7 @@ func (p *probeNode) cleanup() {
 			p.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}) //nolint:errcheck
 		}
 	}
-	for i := 0; i < probeContainers; i++ {
+	for i := 0; i < p.k*probeContainers; i++ {
 		p.cli.VolumeRemove(ctx, p.containerName(i)+"-data", true) //nolint:errcheck
 	}
 	p.cli.ImageRemove(ctx, p.image, image.RemoveOptions{Force: true, PruneChildren: true}) //nolint:errcheck
