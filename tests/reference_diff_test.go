@@ -46,13 +46,68 @@ type diffEnv struct {
 	published []uint16     // host ports published through DNAT
 }
 
-// trafficClass is one class of traffic: the packets that exercise it and
-// the direction of the openings whose fates decide them. A class added
-// later (routed forwarding, ICMP) is one more entry.
+// trafficClass is one class of traffic: the packets that exercise it, how
+// they are sent (nil: new TCP and UDP connections, fwtest.ReachFrom) and
+// the preview's claim for each (nil: the fate of the opening of direction
+// that covers it, fateOf). A class added later (routed forwarding, ICMP) is
+// one more entry.
 type trafficClass struct {
 	name      string
 	direction string
 	packets   func(e *diffEnv) []fwtest.Packet
+	reach     func(t *testing.T, e *diffEnv, pkts []fwtest.Packet) map[fwtest.Packet]bool
+	claim     func(pv *flip.Preview, p fwtest.Packet) fwtest.Claim
+}
+
+// classRun is the packets of every class, sent class by class.
+type classRun struct {
+	e     *diffEnv
+	pkts  []fwtest.Packet
+	class map[string]*trafficClass
+}
+
+func newClassRun(e *diffEnv) *classRun {
+	c := &classRun{e: e, class: map[string]*trafficClass{}}
+	for i := range diffClasses {
+		k := &diffClasses[i]
+		c.class[k.name] = k
+		c.pkts = append(c.pkts, k.packets(e)...)
+	}
+	return c
+}
+
+// reach sends every packet and says which got through.
+func (c *classRun) reach(t *testing.T) map[fwtest.Packet]bool {
+	t.Helper()
+	by := map[string][]fwtest.Packet{}
+	for _, p := range c.pkts {
+		by[p.Class] = append(by[p.Class], p)
+	}
+	got := map[fwtest.Packet]bool{}
+	for name, pkts := range by {
+		send := c.class[name].reach
+		if send == nil {
+			send = func(t *testing.T, _ *diffEnv, pkts []fwtest.Packet) map[fwtest.Packet]bool {
+				return fwtest.ReachFrom(t, pkts)
+			}
+		}
+		for p, ok := range send(t, c.e, pkts) {
+			got[p] = ok
+		}
+	}
+	return got
+}
+
+// check holds pv to the kernel's before and after.
+func (c *classRun) check(t *testing.T, what string, pv *flip.Preview, before, after map[fwtest.Packet]bool) fwtest.Tally {
+	t.Helper()
+	return fwtest.CheckFlip(t, what, c.pkts, before, after, func(p fwtest.Packet) fwtest.Claim {
+		k := c.class[p.Class]
+		if k.claim != nil {
+			return k.claim(pv, p)
+		}
+		return fateOf(pv, k.direction, p)
+	})
 }
 
 var diffClasses = []trafficClass{
@@ -260,14 +315,8 @@ func TestReferenceNodeFlipDifferential(t *testing.T) {
 		t.Logf("flip.widen %v declared to run the differential", spec.Widen)
 	}
 
-	classOf := map[string]string{}
-	var pkts []fwtest.Packet
-	for _, c := range diffClasses {
-		classOf[c.name] = c.direction
-		pkts = append(pkts, c.packets(e)...)
-	}
-	claim := func(p fwtest.Packet) fwtest.Claim { return fateOf(&pv, classOf[p.Class], p) }
-	before := fwtest.ReachFrom(t, pkts)
+	run := newClassRun(e)
+	before := run.reach(t)
 	for _, c := range []struct {
 		src  string
 		port uint16
@@ -287,16 +336,16 @@ func TestReferenceNodeFlipDifferential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	after := fwtest.ReachFrom(t, pkts)
-	total := fwtest.CheckFlip(t, "reference node flip", pkts, before, after, claim)
+	after := run.reach(t)
+	total := run.check(t, "reference node flip", &pv, before, after)
 	if total.Kept == 0 || total.Closing == 0 || total.PassedAfter == 0 {
 		t.Errorf("%v: the test wants kept, closing and passing packets", total)
 	}
 	if err := fl.Revert(plan); err != nil {
 		t.Fatal(err)
 	}
-	back := fwtest.ReachFrom(t, pkts)
-	for _, p := range pkts {
+	back := run.reach(t)
+	for _, p := range run.pkts {
 		if back[p] != before[p] {
 			t.Errorf("after the revert %v reached=%v, before the flip %v", p, back[p], before[p])
 		}

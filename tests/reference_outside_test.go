@@ -86,12 +86,7 @@ func TestReferenceNodeFlipClientsOutside(t *testing.T) {
 		hostPorts: []uint16{22, 8081, 8443, 40111},
 		published: []uint16{18025, 18080, 18099},
 	}
-	var pkts []fwtest.Packet
-	dirOf := map[string]string{}
-	for _, c := range diffClasses {
-		dirOf[c.name] = c.direction
-		pkts = append(pkts, c.packets(e)...)
-	}
+	run := newClassRun(e)
 
 	startAgent(t, r)
 	n := r.node
@@ -117,7 +112,7 @@ func TestReferenceNodeFlipClientsOutside(t *testing.T) {
 		t.Logf("fate: %-8s %-10s %+v", f.Fate, f.By, f.Opening)
 	}
 
-	before := fwtest.ReachFrom(t, pkts)
+	before := run.reach(t)
 	for _, c := range []struct {
 		src  string
 		port uint16
@@ -135,9 +130,8 @@ func TestReferenceNodeFlipClientsOutside(t *testing.T) {
 		t.Fatalf("flip: %s%s", out, errs)
 	}
 	waitPhase(t, n, workflows.PhaseConverged, 120*time.Second)
-	after := fwtest.ReachFrom(t, pkts)
-	total := fwtest.CheckFlip(t, "reference node, clients outside, through the workflow's flip", pkts, before, after,
-		func(p fwtest.Packet) fwtest.Claim { return fateOf(&pv, dirOf[p.Class], p) })
+	after := run.reach(t)
+	total := run.check(t, "reference node, clients outside, through the workflow's flip", &pv, before, after)
 	if total.Kept == 0 || total.Closing == 0 {
 		t.Errorf("%v: the test wants kept and closing packets", total)
 	}
@@ -147,5 +141,5 @@ func TestReferenceNodeFlipClientsOutside(t *testing.T) {
 			t.Errorf("after the flip, ssh from %s reached=%v, want %v: it is allowed from %s only", src, after[p], want, outsideJump)
 		}
 	}
-	fmt.Printf("clients outside: %d sources, %d packets per side\n", len(e.sources), len(pkts))
+	fmt.Printf("clients outside: %d sources, %d packets per side\n", len(e.sources), len(run.pkts))
 }

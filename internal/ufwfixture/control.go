@@ -80,8 +80,12 @@ func userInputRules(n int, withSource bool) []string {
 		case 1:
 			out = append(out, fmt.Sprintf("-p udp -m udp --dport %d -j ACCEPT", port))
 		case 2:
-			if withSource {
+			switch {
+			case !withSource:
+			case i < 256:
 				out = append(out, fmt.Sprintf("-s 10.%d.0.0/16 -p tcp -m tcp --dport %d -j ACCEPT", i, port))
+			default: // a node many times the control node's size
+				out = append(out, fmt.Sprintf("-s 100.%d.%d.0/24 -p tcp -m tcp --dport %d -j ACCEPT", 64+i/256, i%256, port))
 			}
 		default:
 			out = append(out, fmt.Sprintf("-p tcp -m tcp --dport %d -j ACCEPT", port))
