@@ -177,9 +177,19 @@ func carry(rs *carrier, hook string, a Allow, widen map[config.Port]bool) Allow 
 		return a
 	}
 	classes := rs.classes
-	if hook != firewall.HookInput || len(classes) == 0 {
-		// One class, read with nothing known of the node (forwarded
-		// traffic always: its DNAT targets are on no interface here).
+	switch {
+	case hook != firewall.HookInput:
+		// Forwarded traffic: one class, clients coming in on an interface
+		// the found firewall does not name (not a container bridge: a
+		// rule such as ufw-docker's "-i docker0 -o docker0 -j ACCEPT" is
+		// traffic between containers, not a client's); nothing else known
+		// of the node (its DNAT targets are on no interface here).
+		classes = []struct {
+			name string
+			r    *eval.Reacher
+		}{{"", rs.uplink}}
+	case len(classes) == 0:
+		// One class, read with nothing known of the node.
 		classes = []struct {
 			name string
 			r    *eval.Reacher
@@ -249,7 +259,10 @@ func carry(rs *carrier, hook string, a Allow, widen map[config.Port]bool) Allow 
 // interface class, the first (name "") any interface the found firewall
 // does not name, read with nothing known of the node.
 type carrier struct {
-	zero    *eval.Reacher
+	zero *eval.Reacher
+	// uplink reads forwarded traffic coming in on an interface the found
+	// firewall does not name.
+	uplink  *eval.Reacher
 	classes []struct {
 		name string
 		r    *eval.Reacher
@@ -261,7 +274,8 @@ type carrier struct {
 const otherIface = "-"
 
 func newCarrier(found *firewall.Ruleset) *carrier {
-	c := &carrier{zero: eval.NewReacher(found, firewall.Node{})}
+	c := &carrier{zero: eval.NewReacher(found, firewall.Node{}),
+		uplink: eval.NewReacher(found, firewall.Node{Interfaces: []firewall.Interface{{Name: otherIface}}})}
 	add := func(name, as string) {
 		node := firewall.Node{}
 		if as != "" {
