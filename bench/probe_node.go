@@ -116,7 +116,7 @@ func (p *probeNode) setup() error {
 // predecessor's services carry them. An unreachable engine leaves p.real
 // false (the section then uses simulated records, and says so).
 func (p *probeNode) containers() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(max(p.k, 1))*2*time.Minute)
 	defer cancel()
 	cli, err := dockerClient(ctx)
 	if err != nil {
@@ -181,7 +181,7 @@ func (p *probeNode) cleanup() {
 	if p.cli == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(max(p.k, 1))*2*time.Minute)
 	defer cancel()
 	list, _ := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("name", p.prefix))})
 	for _, c := range list {
