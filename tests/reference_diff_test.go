@@ -44,6 +44,9 @@ type diffEnv struct {
 	sources   []netip.Addr // the first peer's addresses, the found prefixes' insides and outsides
 	hostPorts []uint16     // the node's own ports the found firewall decides, and closed ones
 	published []uint16     // host ports published through DNAT
+	// classProbes are the packets of the traffic classes beyond TCP and
+	// UDP by port (eval.Classes), as fwtest sends them.
+	classProbes map[fwtest.Packet]fwtest.ClassProbe
 }
 
 // trafficClass is one class of traffic: the packets that exercise it, how
@@ -146,6 +149,70 @@ var diffClasses = []trafficClass{
 			return out
 		},
 	},
+	{
+		// ICMP and ICMPv6 types, other protocols, broadcast and multicast
+		// services: received by the node's raw and UDP sockets.
+		name: "classes beyond TCP and UDP by port",
+		packets: func(e *diffEnv) []fwtest.Packet {
+			e.classProbes = map[fwtest.Packet]fwtest.ClassProbe{}
+			var out []fwtest.Packet
+			for _, c := range eval.Classes() {
+				if c.Port != 0 && slices.Contains(e.hostPorts, c.Port) {
+					continue // a host service holds the port: its class is the input's
+				}
+				for _, s := range e.sources {
+					if s.Is4() != (c.Family == firewall.FamilyIP) {
+						continue
+					}
+					dst := e.r.Addr
+					if s.Is6() {
+						dst = e.r.Addr6
+					}
+					if c.Dst.IsValid() {
+						dst = c.Dst.String()
+					}
+					p := fwtest.Packet{Class: "classes beyond TCP and UDP by port", Peer: e.r.Peer, Proto: c.Family + " " + c.Name, Src: s.String(), Dst: dst, Port: c.Port}
+					e.classProbes[p] = fwtest.ClassProbe{Name: p.Proto, Src: p.Src, Proto: c.Num, Type: c.Type, Port: c.Port, Dst: dst, HopLimit: c.HopLimit}
+					out = append(out, p)
+				}
+			}
+			return out
+		},
+		reach: func(t *testing.T, e *diffEnv, pkts []fwtest.Packet) map[fwtest.Packet]bool {
+			probes := make([]fwtest.ClassProbe, 0, len(pkts))
+			for _, p := range pkts {
+				probes = append(probes, e.classProbes[p])
+			}
+			got := (&fwtest.TestNet{Node: e.r.Netns, Peer: e.r.Peer}).ClassReach(t, probes)
+			out := map[fwtest.Packet]bool{}
+			for _, p := range pkts {
+				out[p] = got[e.classProbes[p]]
+			}
+			return out
+		},
+		claim: func(pv *flip.Preview, p fwtest.Packet) fwtest.Claim {
+			src := netip.MustParseAddr(p.Src)
+			var best *flip.Fate
+			bits := -1
+			for i := range pv.Fates {
+				f := &pv.Fates[i]
+				if o := f.Opening; o.Class != "" && o.Family+" "+o.Class == p.Proto {
+					b := 0
+					if o.From != "" {
+						pfx, err := netip.ParsePrefix(o.From)
+						if err != nil || !pfx.Contains(src) {
+							continue
+						}
+						b = pfx.Bits()
+					}
+					if b > bits {
+						best, bits = f, b
+					}
+				}
+			}
+			return claimOf(best)
+		},
+	},
 }
 
 // overSources is every (source of the first peer, protocol, port) to the
@@ -198,6 +265,11 @@ func fateOf(pv *flip.Preview, dir string, p fwtest.Packet) fwtest.Claim {
 			best, bits = f, b
 		}
 	}
+	return claimOf(best)
+}
+
+// claimOf is what a fate claims of the packets it covers (nil: none).
+func claimOf(best *flip.Fate) fwtest.Claim {
 	if best == nil {
 		return fwtest.Claim{}
 	}
