@@ -1,6 +1,8 @@
-// This file holds Hold: the hold table and its per-owner chains, written
-// and removed in one batch each, idempotent, so a resumed swap holds again
-// and a rollback releases.
+// This file holds Hold: the hold table and its per-owner chains and sets,
+// written and removed in one batch each, idempotent, so a resumed swap
+// holds again and a rollback releases. A held port is an element of the
+// owner's set with a timeout: the kernel lets go of it by itself at the
+// bound, whatever becomes of the worker.
 
 package hold
 
@@ -13,6 +15,7 @@ import (
 	"regexp"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -40,13 +43,15 @@ type Hold struct {
 	node  string
 	mu    sync.Mutex
 	// queues are the owners' SYN queues this process listens on (see
-	// holdqueue.go); an owner without one is held by a plain drop.
-	queues map[string]*nfq
+	// holdqueue.go); an owner without one is held by a plain drop, for
+	// the reason in dropping.
+	queues   map[string]*nfq
+	dropping map[string]error
 }
 
 // NewHold holds ports of node in the namespace at netnsPath.
 func NewHold(netnsPath, node string) *Hold {
-	return &Hold{netns: netnsPath, node: node, queues: map[string]*nfq{}}
+	return &Hold{netns: netnsPath, node: node, queues: map[string]*nfq{}, dropping: map[string]error{}}
 }
 
 // Queued says whether owner's hold queues SYNs (released at once) rather
@@ -57,6 +62,15 @@ func (h *Hold) Queued(owner string) bool {
 	return h.queues[owner] != nil
 }
 
+// Dropping says why owner's hold drops SYNs instead of queueing them (the
+// queue could not be bound, or the kernel refused the NFQUEUE rule); nil
+// while it queues, or holds nothing.
+func (h *Hold) Dropping(owner string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dropping[owner]
+}
+
 func holdChainName(owner string) string { return "hold-" + owner }
 
 // HoldComment is the comment of the rule holding port for owner.
@@ -64,39 +78,53 @@ func HoldComment(node, owner string, port uint16) string {
 	return fmt.Sprintf("adoption-hold:%s:%s:%d/tcp", node, owner, port)
 }
 
-// Hold drops new TCP connections (SYN without ACK) to ports, for owner,
-// replacing any hold owner had.
-func (h *Hold) Hold(owner string, ports []uint16) error {
+// Hold holds new TCP connections (SYN without ACK) to ports, for owner,
+// for at most bound (the kernel lets go by itself then), replacing any
+// hold owner had. It queues them while this process listens; when the
+// queue cannot be had it drops them, and Dropping says why.
+func (h *Hold) Hold(owner string, ports []uint16, bound time.Duration) error {
 	if !holdOwner.MatchString(owner) {
 		return fmt.Errorf("hold: owner %q is not a container name", owner)
+	}
+	if bound < time.Second {
+		return fmt.Errorf("hold ports of %s: bound %s is under a second", owner, bound)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.queues[owner]
+	var why error
 	if q == nil {
-		// No queue (the kernel or the socket refuses): a plain drop.
-		if nq, err := openQueue(h.netns, queueNum(owner)); err == nil {
-			q = nq
+		nq, err := openQueue(h.netns, queueNum(owner))
+		if err != nil {
+			why = fmt.Errorf("open SYN queue %d: %w", queueNum(owner), err)
 		}
+		q = nq
 	}
-	err := h.write(owner, ports, q)
+	err := h.write(owner, ports, bound, q)
 	if err != nil && q != nil {
 		// The kernel may lack the NFQUEUE target: hold by dropping.
+		why = fmt.Errorf("write the NFQUEUE rule: %w", err)
 		q.close()
 		q = nil
-		err = h.write(owner, ports, nil)
+		err = h.write(owner, ports, bound, nil)
 	}
 	if q != nil {
 		h.queues[owner] = q
+		delete(h.dropping, owner)
 	} else {
 		delete(h.queues, owner)
+		h.dropping[owner] = why
 	}
 	return err
 }
 
-// write replaces owner's hold rules in one batch: each SYN to ports queued
-// to q, or dropped when q is nil.
-func (h *Hold) write(owner string, ports []uint16, q *nfq) error {
+func holdSet(t *nftables.Table, owner string) *nftables.Set {
+	return &nftables.Set{Table: t, Name: holdChainName(owner), KeyType: nftables.TypeInetService, HasTimeout: true}
+}
+
+// write replaces owner's hold rules and set in one batch: each SYN to
+// ports queued to q, or dropped when q is nil, until bound.
+func (h *Hold) write(owner string, ports []uint16, bound time.Duration, q *nfq) error {
 	c, closeNS, err := nft.Dial(h.netns)
 	if err != nil {
 		return err
@@ -107,6 +135,18 @@ func (h *Hold) write(owner string, ports []uint16, q *nfq) error {
 	ch := c.AddChain(&nftables.Chain{Name: holdChainName(owner), Table: t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityRaw, Policy: &accept})
 	c.FlushChain(ch)
+	set := holdSet(t, owner)
+	var elems []nftables.SetElement
+	for _, p := range ports {
+		elems = append(elems, nftables.SetElement{Key: binaryutil.BigEndian.PutUint16(p), Timeout: bound})
+	}
+	if err := c.AddSet(set, nil); err != nil {
+		return fmt.Errorf("hold ports of %s: set: %w", owner, err)
+	}
+	c.FlushSet(set)
+	if err := c.SetAddElements(set, elems); err != nil {
+		return fmt.Errorf("hold ports of %s: set elements: %w", owner, err)
+	}
 	var verdict expr.Any = &expr.Verdict{Kind: expr.VerdictDrop}
 	if q != nil {
 		// xt_NFQ_info_v1: queue number, queues total (native endian); no
@@ -117,7 +157,7 @@ func (h *Hold) write(owner string, ports []uint16, q *nfq) error {
 		verdict = &expr.Target{Name: "NFQUEUE", Rev: 1, Info: &info}
 	}
 	for _, p := range ports {
-		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(holdExprs(p), verdict),
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(holdExprs(p, set), verdict),
 			UserData: userdata.AppendString(nil, userdata.TypeComment, HoldComment(h.node, owner, p))})
 	}
 	if err := c.Flush(); err != nil {
@@ -126,14 +166,16 @@ func (h *Hold) write(owner string, ports []uint16, q *nfq) error {
 	return nil
 }
 
-// holdExprs: meta l4proto tcp tcp dport P tcp flags & (syn|ack) == syn
-// meta mark != HoldBypassMark; the verdict follows.
-func holdExprs(port uint16) []expr.Any {
+// holdExprs: meta l4proto tcp tcp dport P tcp dport @set tcp flags &
+// (syn|ack) == syn meta mark != HoldBypassMark; the verdict follows. The
+// set's element for P times out at the hold's bound.
+func holdExprs(port uint16, set *nftables.Set) []expr.Any {
 	return []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+		&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 13, Len: 1},
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 1, Mask: []byte{0x12}, Xor: []byte{0}},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0x02}},
@@ -171,8 +213,9 @@ func (h *Hold) Release(owner string) error {
 			others++
 		}
 	}
+	delete(h.dropping, owner)
 	if q := h.queues[owner]; mine == nil && q != nil {
-		_ = q.acceptAll()
+		_ = q.release()
 		q.close()
 		delete(h.queues, owner)
 	}
@@ -192,28 +235,31 @@ func (h *Hold) Release(owner string) error {
 		return nil
 	}
 	mine.Table = t
-	if q := h.queues[owner]; q != nil {
-		// No new SYN is queued once the rules are gone; the queued ones
-		// are let go at once, before the chain goes (its removal would
-		// drop them).
-		c.FlushChain(mine)
-		if err := c.Flush(); err != nil {
-			return fmt.Errorf("release the hold of %s in table inet %s: %w", owner, HoldTable, err)
-		}
-		err := q.drain()
-		q.close()
-		delete(h.queues, owner)
-		if err != nil {
-			return fmt.Errorf("let the held connections of %s go: %w", owner, err)
-		}
+	q := h.queues[owner]
+	var qerr error
+	if q != nil {
+		// The queued SYNs are let go first, and each one queued until the
+		// rules are gone as it arrives.
+		qerr = q.release()
 	}
 	c.FlushChain(mine)
 	c.DelChain(mine)
+	c.DelSet(holdSet(t, owner))
 	if others == 0 {
 		c.DelTable(t)
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("release the hold of %s in table inet %s: %w", owner, HoldTable, err)
+	}
+	if q != nil {
+		if err := q.drain(); err != nil && qerr == nil {
+			qerr = err
+		}
+		q.close()
+		delete(h.queues, owner)
+		if qerr != nil {
+			return fmt.Errorf("let the held connections of %s go: %w", owner, qerr)
+		}
 	}
 	return nil
 }

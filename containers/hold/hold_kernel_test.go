@@ -38,7 +38,7 @@ func TestKernelHold(t *testing.T) {
 	}
 	h := NewHold(n.Path(n.Node), "n1")
 	for i := 0; i < 2; i++ { // idempotent
-		if err := h.Hold("svc", []uint16{9100}); err != nil {
+		if err := h.Hold("svc", []uint16{9100}, 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -75,7 +75,7 @@ func TestKernelHold(t *testing.T) {
 		t.Fatalf("the node's own marked probe is held too: %v", err)
 	}
 	c.Close()
-	if err := h.Hold("other", []uint16{9200}); err != nil {
+	if err := h.Hold("other", []uint16{9200}, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
@@ -100,7 +100,7 @@ func TestKernelHold(t *testing.T) {
 	if out := table(); !strings.Contains(out, "No such file") && !strings.Contains(out, "does not exist") && strings.Contains(out, "table inet") {
 		t.Fatalf("the table outlived the last hold:\n%s", out)
 	}
-	if err := h.Hold("bad:name", []uint16{1}); err == nil {
+	if err := h.Hold("bad:name", []uint16{1}, 30*time.Second); err == nil {
 		t.Fatal("an owner that is not a container name was accepted")
 	}
 }
