@@ -63,6 +63,9 @@ type CutoverResult struct {
 	// Carried says what the new container took over from its predecessor
 	// and what the module changed: names only, never a value.
 	Carried *containers.Carried `json:"carried,omitempty"`
+	// Hold says how the swap (or the rollback's swap back) held the
+	// module's ports: queued, or dropped and why.
+	Hold *containers.HoldReport `json:"hold,omitempty"`
 }
 
 // CutoverPreflight checks, before anything changes, that the module can cut
@@ -268,13 +271,30 @@ func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverR
 	if m.Container == nil {
 		return nil, notDeclared("module %s declares no container", m.Name)
 	}
-	if err := a.Cutover.Swap(a.progress(ctx, "swap"), m.Container.Name, auth.Plan.StopTimeout); err != nil {
+	var holds []containers.HoldReport
+	sctx := containers.WithHoldReport(a.progress(ctx, "swap"), func(r containers.HoldReport) { holds = append(holds, r) })
+	if err := a.Cutover.Swap(sctx, m.Container.Name, auth.Plan.StopTimeout); err != nil {
 		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: swap", m.Name), err)
 	}
 	if err := a.markCutover(m, nodestate.CutoverMigrating, nil); err != nil {
 		return nil, fmt.Errorf("record %s's cutover on the node: %w", m.Name, err)
 	}
-	return &CutoverResult{Step: "swap"}, nil
+	return &CutoverResult{Step: "swap", Hold: holdSaid(ctx, m.Name, holds)}, nil
+}
+
+// holdSaid is how the engine held the module's ports, for its status (the
+// last hold taken says it); a hold that dropped new connections instead of
+// queueing them is logged as well, never silent.
+func holdSaid(ctx context.Context, module string, holds []containers.HoldReport) *containers.HoldReport {
+	if len(holds) == 0 {
+		return nil
+	}
+	r := holds[len(holds)-1]
+	if !r.Queued {
+		logger(ctx).Error("cutover: the port hold fell back to dropping new connections; clients wait for their retransmission (1 s)",
+			"module", module, "container", r.Owner, "ports", r.Ports, "why", r.Dropped)
+	}
+	return &r
 }
 
 // CutoverWaitHealthy waits for the new container: its own healthcheck when
@@ -351,9 +371,12 @@ func (a *Activities) CutoverRollback(ctx context.Context, in ModuleInput) (*Cuto
 	}
 	res := &CutoverResult{Step: "rolled back"}
 	if m.Container != nil {
-		if err := a.Cutover.Rollback(a.progress(ctx, "rollback"), m.Container.Name); err != nil {
+		var holds []containers.HoldReport
+		rctx := containers.WithHoldReport(a.progress(ctx, "rollback"), func(r containers.HoldReport) { holds = append(holds, r) })
+		if err := a.Cutover.Rollback(rctx, m.Container.Name); err != nil {
 			return nil, errors.New(a.withheld(ctx, fmt.Sprintf("roll back %s's containers", m.Name), err))
 		}
+		res.Hold = holdSaid(ctx, m.Name, holds)
 	}
 	for _, f := range m.Files {
 		if _, ok, err := a.Files.Record(f.Path); err != nil || !ok {

@@ -3,12 +3,12 @@ package containers
 // No failed client connection during a swap. Between the moment
 // the predecessor lets go of its published ports and the moment the new
 // container takes them, a client's SYN would be answered with a reset
-// (refused). A PortHold makes the node drop, not reject, new connections to
-// those ports for that window: clients retransmit their SYN (after 1 s, then
-// 3 s on Linux) and are answered by the new container. The hold is taken
-// before the predecessors stop and released once the new container answers
-// on every held port, or after holdMax: a container that never answers must
-// not keep clients waiting, it is the health check's to fail and roll back.
+// (refused). A PortHold makes the node queue (or, failing that, drop), not
+// reject, new connections to those ports for that window. The hold is taken
+// before the predecessors stop and released as soon as the new container
+// answers on every held port, or after holdMax: a container that never
+// answers must not keep clients waiting, it is the health check's to fail
+// and roll back. How the ports were held is reported (WithHoldReport).
 
 import (
 	"context"
@@ -25,7 +25,12 @@ import (
 // Release are idempotent and keyed by owner (the module's container name),
 // so a resumed swap takes the hold again and a rollback releases it.
 type PortHold interface {
-	Hold(owner string, ports []uint16) error
+	// Hold holds ports for at most bound: past it the node lets go by
+	// itself, even if the worker died holding.
+	Hold(owner string, ports []uint16, bound time.Duration) error
+	// Dropping says why owner's hold drops SYNs (the client waits for its
+	// retransmission, 1 s) instead of queueing them; nil when it queues.
+	Dropping(owner string) error
 	Release(owner string) error
 	// Dial connects to addr from the node's network namespace, past the
 	// hold: the swap's own probe must not be held.
@@ -35,6 +40,37 @@ type PortHold interface {
 // holdMax bounds the hold: past it clients are refused again rather than
 // left waiting on a container that does not answer.
 const holdMax = 10 * time.Second
+
+// holdBound is how long a hold may last at most, the stop of the
+// predecessors included: the kernel lets go by itself then.
+func holdBound(stopWait time.Duration) time.Duration {
+	return stopWait + holdMax + 5*time.Second
+}
+
+// HoldReport is how a swap (or a rollback) held the ports: queued, or
+// dropped and why. It names ports and a reason, never a value.
+type HoldReport struct {
+	Owner   string   `json:"owner"`
+	Ports   []uint16 `json:"ports"`
+	Queued  bool     `json:"queued"`
+	Dropped string   `json:"dropped,omitempty"` // why the SYNs were dropped, not queued
+}
+
+// String is the report as the module's status shows it.
+func (r HoldReport) String() string {
+	if r.Queued {
+		return fmt.Sprintf("ports %v held by queueing new connections (released as the new container answered)", r.Ports)
+	}
+	return fmt.Sprintf("ports %v held by DROPPING new connections (clients waited for their 1 s retransmission): %s", r.Ports, r.Dropped)
+}
+
+type holdReportKey struct{}
+
+// WithHoldReport returns a context whose cutover reports to fn how it held
+// the ports, once per hold taken.
+func WithHoldReport(ctx context.Context, fn func(HoldReport)) context.Context {
+	return context.WithValue(ctx, holdReportKey{}, fn)
+}
 
 // WithHold makes the swap hold the predecessors' published TCP ports.
 func (e *Engine) WithHold(h PortHold) *Engine {
@@ -51,7 +87,7 @@ type heldPort struct {
 // holdPorts holds the TCP host ports that a running predecessor publishes
 // and the new container publishes too (a port the module drops is not
 // held: nothing will answer there). It returns what it holds.
-func (e *Engine) holdPorts(ctx context.Context, owner string, ours *container.InspectResponse, preds []*container.InspectResponse) ([]heldPort, error) {
+func (e *Engine) holdPorts(ctx context.Context, owner string, ours *container.InspectResponse, preds []*container.InspectResponse, stopWait time.Duration) ([]heldPort, error) {
 	if e.hold == nil || ours.HostConfig == nil {
 		return nil, nil
 	}
@@ -89,8 +125,15 @@ func (e *Engine) holdPorts(ctx context.Context, owner string, ours *container.In
 	if err := e.step(ctx, StepHold); err != nil {
 		return nil, err
 	}
-	if err := e.hold.Hold(owner, ports); err != nil {
+	if err := e.hold.Hold(owner, ports, holdBound(stopWait)); err != nil {
 		return nil, fmt.Errorf("hold new connections to %v during the swap of %s: %w", ports, owner, err)
+	}
+	rep := HoldReport{Owner: owner, Ports: ports, Queued: true}
+	if why := e.hold.Dropping(owner); why != nil {
+		rep.Queued, rep.Dropped = false, why.Error()
+	}
+	if fn, ok := ctx.Value(holdReportKey{}).(func(HoldReport)); ok && fn != nil {
+		fn(rep)
 	}
 	return held, nil
 }
@@ -110,7 +153,7 @@ func (e *Engine) releaseWhenAnswering(ctx context.Context, owner string, held []
 					if e.answers(ctx, h.hostIP, h.port) == nil {
 						break
 					}
-					time.Sleep(20 * time.Millisecond)
+					time.Sleep(5 * time.Millisecond)
 				}
 			}
 			return nil

@@ -61,7 +61,7 @@ func (e *Engine) Rollback(ctx context.Context, name string) error {
 		}
 	}
 	if back != nil && running(nc) {
-		if held, err = e.holdPorts(ctx, name, back, []*container.InspectResponse{nc}); err != nil {
+		if held, err = e.holdPorts(ctx, name, back, []*container.InspectResponse{nc}, defaultRollbackStopWait); err != nil {
 			return err
 		}
 	}

@@ -97,7 +97,7 @@ func (e *Engine) Swap(ctx context.Context, name string, stopTimeout time.Duratio
 			}
 		}
 		return cs
-	}())
+	}(), stopTimeout)
 	if err != nil {
 		return err
 	}

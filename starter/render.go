@@ -110,6 +110,13 @@ func printState(w io.Writer, s *workflows.State, width int) {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", m.Name, m.State, m.Attempts, m.LastError)
 		}
 		tw.Flush()
+		for _, m := range s.Modules {
+			// A hold that dropped instead of queueing cost its clients a
+			// retransmission: said, never silent.
+			if m.Hold != nil && !m.Hold.Queued {
+				fmt.Fprintf(w, "module %s: %s\n", m.Name, m.Hold)
+			}
+		}
 	}
 	if len(s.Custody) > 0 {
 		fmt.Fprintln(w, "\nFILES IN CUSTODY")

@@ -66,6 +66,9 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 		if m := n.s.module(module); err == nil && res.Carried != nil && m != nil {
 			m.Carried = res.Carried
 		}
+		if m := n.s.module(module); err == nil && res.Hold != nil && m != nil {
+			m.Hold = res.Hold
+		}
 		return err
 	}
 	fail := func(stepName string, err error, rollback bool) {
@@ -158,6 +161,9 @@ func (n *node) rollback(ctx workflow.Context, module string, in activities.Modul
 			return "not rolled back: " + errorMessage(err), true
 		}
 		return "ROLLBACK FAILED: " + errorMessage(err) + " (the node may be half cut over; retry or inspect it)", false
+	}
+	if m := n.s.module(module); m != nil && res.Hold != nil {
+		m.Hold = res.Hold
 	}
 	if err := n.closeRules(ctx, module); err != nil {
 		return "rolled back, but closing its marked rules failed: " + errorMessage(err), false

@@ -94,6 +94,9 @@ type ModuleState struct {
 	// Carried says what its container took over from the predecessor and
 	// what the module changed (names only), as the last create reported.
 	Carried *containers.Carried `json:"carried,omitempty"`
+	// Hold is how its last swap held its ports: queued (clients waited
+	// only for the new container), or dropped and why.
+	Hold *containers.HoldReport `json:"hold,omitempty"`
 	// Conflicts are keys of the module's files that the node changed since
 	// custody and the mesh sets otherwise: the cutover refuses until each
 	// is decided (adopt resolve). Names only, never values.
