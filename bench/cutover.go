@@ -34,7 +34,7 @@ const (
 	cutPrefix   = "bench-cut-"
 	probeEvery  = 10 * time.Millisecond
 	stopTimeout = 10 * time.Second // ours; `docker stop` defaults to 10 s too
-	methodOurs  = "containers.Engine cutover (port hold)"
+	methodOurs  = "containers.Engine cutover (queued port hold)"
 	clients     = 6
 	connectWait = 3 * time.Second // a client's connect may wait this long
 	servicePort = 18080
@@ -50,8 +50,12 @@ type CutoverRun struct {
 	FailedProbes int     `json:"failed_probes"` // failed client connections
 	Attempts     int     `json:"attempts"`
 	LongestWait  float64 `json:"longest_wait_ms"` // longest connect of a connection that succeeded
+	P50WaitMS    float64 `json:"p50_wait_ms"`     // median connect that succeeded
+	P99WaitMS    float64 `json:"p99_wait_ms"`     // 99th percentile connect that succeeded
 	ProcedureMS  float64 `json:"procedure_ms"`    // until the procedure returned (ours: healthy)
 	DataKept     bool    `json:"data_kept"`       // GET /sums after equals before
+	// HoldDropped (ours): the hold fell back to dropping SYNs, and why.
+	HoldDropped string `json:"hold_dropped,omitempty"`
 }
 
 // CutoverResult is one procedure's figures over its runs.
@@ -65,6 +69,9 @@ type CutoverResult struct {
 	Attempts          int     `json:"attempts"`
 	MedianFailed      float64 `json:"median_failed_probes"`
 	MaxWaitMS         float64 `json:"max_longest_wait_ms"`
+	MedianP50WaitMS   float64 `json:"median_p50_wait_ms"`
+	MaxP99WaitMS      float64 `json:"max_p99_wait_ms"`
+	HoldDropped       int     `json:"hold_dropped_runs"` // runs whose hold dropped instead of queueing
 	MedianProcedureMS float64 `json:"median_procedure_ms"`
 	DataKept          int     `json:"data_kept_runs"`
 	Ratio             float64 `json:"ratio_vs_naive"` // median gap / naive's median gap
@@ -207,12 +214,16 @@ func (b *cutBench) alternate(ctx context.Context, n int, stdout io.Writer) ([]Cu
 func printCutover(stdout io.Writer, results []CutoverResult, n int) {
 	fmt.Fprintf(stdout, "\none service swapped while %d clients in a peer namespace connect in a loop (a connect may wait %s), %d runs each:\n", clients, connectWait, n)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "procedure\truns\tfailed connections\tattempts\tlongest successful connect ms\tmedian gap ms\tmax gap ms\tmedian client gap ms\tprocedure ms\tdata kept\t")
+	fmt.Fprintln(tw, "procedure\truns\tfailed connections\tattempts\tlongest successful connect ms\tp50 connect ms\tmax p99 connect ms\tmedian gap ms\tmax gap ms\tmedian client gap ms\tprocedure ms\tdata kept\thold dropped\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.0f\t%d/%d\t\n", r.Method, r.Runs, r.FailedProbes, r.Attempts, r.MaxWaitMS, r.MedianGapMS, r.MaxGapMS, r.MedianClientGapMS, r.MedianProcedureMS, r.DataKept, r.Runs)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%.1f\t%.0f\t%.1f\t%.1f\t%.1f\t%.0f\t%d/%d\t%d\t\n", r.Method, r.Runs, r.FailedProbes, r.Attempts, r.MaxWaitMS, r.MedianP50WaitMS, r.MaxP99WaitMS,
+			r.MedianGapMS, r.MaxGapMS, r.MedianClientGapMS, r.MedianProcedureMS, r.DataKept, r.Runs, r.HoldDropped)
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "ours/naive median gap: %.2f (goal: at most 0.5, with 0 failed connections)\n", results[0].Ratio)
+	if results[0].HoldDropped > 0 {
+		fmt.Fprintf(stdout, "WARNING: in %d of %d runs the hold fell back to dropping SYNs (see hold_dropped in the runs)\n", results[0].HoldDropped, results[0].Runs)
+	}
 }
 
 func (b *cutBench) report(ctx context.Context, results []CutoverResult, runs []CutoverRun) CutoverReport {
@@ -227,7 +238,8 @@ func (b *cutBench) report(ctx context.Context, results []CutoverResult, runs []C
 			"a connect may wait 3 s, 10 ms between attempts; waits and gaps counted after a 1.5 s warm-up, before the procedure starts); failed = a connect or request that did not get a 200; longest wait = the longest connect that succeeded; " +
 			"gap = the engine's window, probed from the node every 10 ms past the hold (containers.MeasureWith): from the first failed probe to the end of the next answered one; " +
 			"client gap = the longest span from the start of a client's attempt not answered promptly (200 ms) to the start of the next prompt one (a held SYN is retransmitted after 1 s); " +
-			"ours = Preflight, Create, Swap (holding the port: new SYNs dropped, not rejected, until the new container answers), WaitHealthy, PortsAnswer; " +
+			"ours = Preflight, Create, Swap (holding the port as the agent does: new SYNs queued (NFQUEUE), let through as the new container answers; hold_dropped says a run whose hold fell back to dropping), WaitHealthy, PortsAnswer; " +
+			"p50/p99 connect = of the connects that succeeded after the warm-up; " +
 			"naive = docker stop, docker rm, docker run -d with the same volumes (the anonymous one by name), bind and port, through the docker CLI; " +
 			"order alternates ours, naive, naive, ours, ...; procedure_ms runs until the procedure returns; data_kept compares GET /sums after with before",
 		Results: results,
@@ -257,7 +269,7 @@ func writeCutover(outDir string, rep CutoverReport, stdout io.Writer) error {
 
 func summarize(method string, runs []CutoverRun) CutoverResult {
 	r := CutoverResult{Method: method}
-	var gaps, cgaps, fails, procs []float64
+	var gaps, cgaps, fails, procs, p50s []float64
 	for _, x := range runs {
 		if x.Method != method {
 			continue
@@ -266,6 +278,11 @@ func summarize(method string, runs []CutoverRun) CutoverResult {
 		r.FailedProbes += x.FailedProbes
 		r.Attempts += x.Attempts
 		r.MaxWaitMS = max(r.MaxWaitMS, x.LongestWait)
+		r.MaxP99WaitMS = max(r.MaxP99WaitMS, x.P99WaitMS)
+		p50s = append(p50s, x.P50WaitMS)
+		if x.HoldDropped != "" {
+			r.HoldDropped++
+		}
 		r.MaxGapMS = max(r.MaxGapMS, x.GapMS)
 		if x.DataKept {
 			r.DataKept++
@@ -274,7 +291,7 @@ func summarize(method string, runs []CutoverRun) CutoverResult {
 		cgaps = append(cgaps, x.ClientGapMS)
 	}
 	r.MedianGapMS, r.MedianFailed, r.MedianProcedureMS = report.Median(gaps), report.Median(fails), report.Median(procs)
-	r.MedianClientGapMS = report.Median(cgaps)
+	r.MedianClientGapMS, r.MedianP50WaitMS = report.Median(cgaps), report.Median(p50s)
 	return r
 }
 

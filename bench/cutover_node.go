@@ -157,8 +157,15 @@ func (b *cutBench) run(ctx context.Context, ours bool) (CutoverRun, error) {
 		return CutoverRun{}, err
 	}
 	do := func() error { return b.naive(ctx, s) }
+	var dropped string
 	if ours {
-		do = func() error { return b.ours(ctx, s) }
+		// The hold reports as it does to the agent's activity.
+		hctx := containers.WithHoldReport(ctx, func(r containers.HoldReport) {
+			if !r.Queued {
+				dropped = r.Dropped
+			}
+		})
+		do = func() error { return b.ours(hctx, s) }
 	}
 	stop := make(chan struct{})
 	stats := make(chan sandbox.ClientStats, 1)
@@ -189,7 +196,7 @@ func (b *cutBench) run(ctx context.Context, ours bool) (CutoverRun, error) {
 		return CutoverRun{}, err
 	}
 	r := CutoverRun{GapMS: report.MS(window), ClientGapMS: report.MS(cs.Gap), FailedProbes: cs.Failed, Attempts: cs.Attempts, LongestWait: report.MS(cs.LongestWait),
-		ProcedureMS: report.MS(took), DataKept: reflect.DeepEqual(after, s.sums)}
+		P50WaitMS: report.MS(cs.P50Wait), P99WaitMS: report.MS(cs.P99Wait), ProcedureMS: report.MS(took), DataKept: reflect.DeepEqual(after, s.sums), HoldDropped: dropped}
 	if err := b.sweep(ctx); err != nil {
 		return r, err
 	}

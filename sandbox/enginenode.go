@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -121,9 +122,12 @@ type ClientStats struct {
 	// Gap is the longest span in which no fresh connection was answered
 	// promptly (within 200 ms): from the start of the first attempt that
 	// failed or waited to the start of the next prompt one.
-	Gap       time.Duration
-	FirstFail string
-	Versions  map[string]int // what the service answered, by body
+	Gap time.Duration
+	// P50Wait and P99Wait are the median and 99th percentile connect of
+	// the attempts that succeeded after the warm-up.
+	P50Wait, P99Wait time.Duration
+	FirstFail        string
+	Versions         map[string]int // what the service answered, by body
 }
 
 // ClientWarmup is how long Clients runs before it measures waits and gaps:
@@ -190,6 +194,7 @@ func (n *EngineNode) Clients(ctx context.Context, addr, path string, k int, conn
 	sortAttempts()
 	s := ClientStats{Attempts: len(all), Versions: map[string]int{}}
 	var since time.Time
+	var waits []time.Duration
 	for _, a := range all {
 		if a.ok {
 			s.OK++
@@ -205,6 +210,7 @@ func (n *EngineNode) Clients(ctx context.Context, addr, path string, k int, conn
 		}
 		if a.ok {
 			s.LongestWait = max(s.LongestWait, a.wait)
+			waits = append(waits, a.wait)
 		}
 		prompt := a.ok && a.wait < 200*time.Millisecond
 		switch {
@@ -214,6 +220,10 @@ func (n *EngineNode) Clients(ctx context.Context, addr, path string, k int, conn
 			s.Gap = max(s.Gap, a.start.Sub(since))
 			since = time.Time{}
 		}
+	}
+	slices.Sort(waits)
+	if len(waits) > 0 {
+		s.P50Wait, s.P99Wait = waits[len(waits)/2], waits[(len(waits)*99)/100]
 	}
 	return s
 }
