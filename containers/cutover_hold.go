@@ -78,10 +78,12 @@ func (e *Engine) WithHold(h PortHold) *Engine {
 	return e
 }
 
-// heldPort is a host port the new container publishes.
+// heldPort is a host port the new container publishes, and the
+// container's port behind it.
 type heldPort struct {
 	hostIP string
 	port   uint16
+	inside uint16
 }
 
 // holdPorts holds the TCP host ports that a running predecessor publishes
@@ -111,7 +113,7 @@ func (e *Engine) holdPorts(ctx context.Context, owner string, ours *container.In
 				continue
 			}
 			seen[uint16(hp)] = true
-			held = append(held, heldPort{hostIP: b.HostIP, port: uint16(hp)})
+			held = append(held, heldPort{hostIP: b.HostIP, port: uint16(hp), inside: uint16(port.Int())})
 		}
 	}
 	if len(held) == 0 {
@@ -138,19 +140,21 @@ func (e *Engine) holdPorts(ctx context.Context, owner string, ours *container.In
 	return held, nil
 }
 
-// releaseWhenAnswering waits until the new container answers on every held
-// port (at most holdMax), then releases the hold. It releases even when
-// nothing is held: a hold left by an interrupted swap goes too.
-func (e *Engine) releaseWhenAnswering(ctx context.Context, owner string, held []heldPort) error {
+// releaseWhenAnswering waits until the container answerer (the one that
+// takes the ports) answers on every held port (at most holdMax), then
+// releases the hold. It releases even when nothing is held: a hold left
+// by an interrupted swap goes too.
+func (e *Engine) releaseWhenAnswering(ctx context.Context, owner string, held []heldPort, answerer string) error {
 	if e.hold == nil {
 		return nil
 	}
 	if len(held) > 0 {
+		ip := e.containerIP(ctx, answerer)
 		_ = e.during(ctx, StepAwaitPorts, func() error {
 			deadline := time.Now().Add(holdMax)
 			for _, h := range held {
 				for time.Now().Before(deadline) && ctx.Err() == nil {
-					if e.answers(ctx, h.hostIP, h.port) == nil {
+					if e.answersAt(ctx, ip, h) == nil {
 						break
 					}
 					time.Sleep(5 * time.Millisecond)
@@ -166,6 +170,45 @@ func (e *Engine) releaseWhenAnswering(ctx context.Context, owner string, held []
 		return fmt.Errorf("release the hold on %s's ports: %w", owner, err)
 	}
 	return nil
+}
+
+// containerIP is an IPv4 address of container id on one of its networks,
+// "" when it has none (host network, not running).
+func (e *Engine) containerIP(ctx context.Context, id string) string {
+	if id == "" {
+		return ""
+	}
+	c, err := e.cli.ContainerInspect(ctx, id)
+	if err != nil || c.NetworkSettings == nil {
+		return ""
+	}
+	names := make([]string, 0, len(c.NetworkSettings.Networks))
+	for n := range c.NetworkSettings.Networks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if ep := c.NetworkSettings.Networks[n]; ep != nil && ep.IPAddress != "" {
+			return ep.IPAddress
+		}
+	}
+	return ""
+}
+
+// answersAt says whether the held port answers: the container's own port
+// at ip, when it has one (a handshake there is the service's socket, not
+// a proxy's), otherwise the host port as a client on the node would see it.
+func (e *Engine) answersAt(ctx context.Context, ip string, h heldPort) error {
+	if ip == "" || h.inside == 0 {
+		return e.answers(ctx, h.hostIP, h.port)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	c, err := e.hold.Dial(dctx, net.JoinHostPort(ip, strconv.Itoa(int(h.inside))))
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }
 
 // answers connects to a host port as a client on the node would, and

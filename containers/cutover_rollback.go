@@ -112,7 +112,11 @@ func (e *Engine) Rollback(ctx context.Context, name string) error {
 	}
 	// Released once the predecessor answers; a hold left by an interrupted
 	// swap goes too.
-	if err := e.releaseWhenAnswering(ctx, name, held); err != nil {
+	answerer := ""
+	if back != nil {
+		answerer = back.ID
+	}
+	if err := e.releaseWhenAnswering(ctx, name, held, answerer); err != nil {
 		return err
 	}
 	// Force: an interrupted rollback may have left it running under .next.

@@ -15,14 +15,15 @@ import (
 // other names it replaces. While every predecessor still serves, it arms
 // <name>.next with the restart policy recorded at Create, sets each
 // predecessor's to "no" (so a reboot cannot start it beside its successor),
-// holds new connections to the ports the predecessors publish (see
-// PortHold), and renames: each predecessor to <its name>.predecessor,
-// <name>.next to <name>. Only then are the predecessors stopped, all at once
+// and renames: each predecessor to <its name>.predecessor, <name>.next to
+// <name>. Then it holds new connections to the ports the predecessors
+// publish (see PortHold). Only then are the predecessors stopped, all at once
 // (SIGTERM, then SIGKILL after stopTimeout), and the new container started:
 // the window in which nothing listens is a stop and a start, no rename and no
-// update in it. Once the new container answers on the held ports (or
-// holdMax passed) the hold is released. With no predecessor (a new service)
-// only the arming, the rename and the start happen.
+// update in it. Once the new container answers on the held ports (its own
+// socket, at its address; or holdMax passed) the hold is released. With no
+// predecessor (a new service) only the arming, the rename and the start
+// happen.
 //
 // On resume each sub-step is skipped when Docker shows it done: a stopped
 // predecessor is not stopped again, a rename already made is not redone, a
@@ -89,6 +90,18 @@ func (e *Engine) Swap(ctx context.Context, name string, stopTimeout time.Duratio
 			return err
 		}
 	}
+	for _, p := range preds {
+		if err := e.setAside(ctx, move{c: p.c, what: "predecessor", to: p.to, renameStep: StepRenamePredecessor}); err != nil {
+			return err
+		}
+	}
+	if strings.TrimPrefix(ours.Name, "/") != name {
+		if err := e.setAside(ctx, move{c: ours, what: "the mesh's container", to: name, renameStep: StepRenameNext}); err != nil {
+			return err
+		}
+	}
+	// Held from here, after the renames (the predecessors still serve
+	// through them): new SYNs wait only for the window itself.
 	held, err := e.holdPorts(ctx, name, ours, func() []*container.InspectResponse {
 		var cs []*container.InspectResponse
 		for _, p := range preds {
@@ -100,16 +113,6 @@ func (e *Engine) Swap(ctx context.Context, name string, stopTimeout time.Duratio
 	}(), stopTimeout)
 	if err != nil {
 		return err
-	}
-	for _, p := range preds {
-		if err := e.setAside(ctx, move{c: p.c, what: "predecessor", to: p.to, renameStep: StepRenamePredecessor}); err != nil {
-			return err
-		}
-	}
-	if strings.TrimPrefix(ours.Name, "/") != name {
-		if err := e.setAside(ctx, move{c: ours, what: "the mesh's container", to: name, renameStep: StepRenameNext}); err != nil {
-			return err
-		}
 	}
 	// The window: stop every predecessor at once, start ours.
 	var toStop []*container.InspectResponse
@@ -149,7 +152,7 @@ func (e *Engine) Swap(ctx context.Context, name string, stopTimeout time.Duratio
 			return fmt.Errorf("start %s (image %s): %w", name, ours.Config.Image, err)
 		}
 	}
-	return e.releaseWhenAnswering(ctx, name, held)
+	return e.releaseWhenAnswering(ctx, name, held, ours.ID)
 }
 
 // arm gives the mesh's container the restart policy recorded at Create.
