@@ -49,11 +49,12 @@ type CutoverRun struct {
 	ClientGapMS  float64 `json:"client_gap_ms"` // longest span with no prompt (200 ms) answer to a client's fresh connect
 	FailedProbes int     `json:"failed_probes"` // failed client connections
 	Attempts     int     `json:"attempts"`
-	LongestWait  float64 `json:"longest_wait_ms"` // longest connect of a connection that succeeded
-	P50WaitMS    float64 `json:"p50_wait_ms"`     // median connect that succeeded
-	P99WaitMS    float64 `json:"p99_wait_ms"`     // 99th percentile connect that succeeded
-	ProcedureMS  float64 `json:"procedure_ms"`    // until the procedure returned (ours: healthy)
-	DataKept     bool    `json:"data_kept"`       // GET /sums after equals before
+	LongestWait  float64 `json:"longest_wait_ms"`      // longest connect of a connection that succeeded
+	P50WaitMS    float64 `json:"p50_wait_ms"`          // median connect that succeeded
+	P99WaitMS    float64 `json:"p99_wait_ms"`          // 99th percentile connect that succeeded
+	ProcedureMS  float64 `json:"procedure_ms"`         // until the procedure returned (ours: healthy)
+	DataKept     bool    `json:"data_kept"`            // GET /sums after equals before
+	FirstFail    string  `json:"first_fail,omitempty"` // the first failed connection's error
 	// HoldDropped (ours): the hold fell back to dropping SYNs, and why.
 	HoldDropped string `json:"hold_dropped,omitempty"`
 }

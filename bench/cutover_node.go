@@ -196,7 +196,7 @@ func (b *cutBench) run(ctx context.Context, ours bool) (CutoverRun, error) {
 		return CutoverRun{}, err
 	}
 	r := CutoverRun{GapMS: report.MS(window), ClientGapMS: report.MS(cs.Gap), FailedProbes: cs.Failed, Attempts: cs.Attempts, LongestWait: report.MS(cs.LongestWait),
-		P50WaitMS: report.MS(cs.P50Wait), P99WaitMS: report.MS(cs.P99Wait), ProcedureMS: report.MS(took), DataKept: reflect.DeepEqual(after, s.sums), HoldDropped: dropped}
+		P50WaitMS: report.MS(cs.P50Wait), P99WaitMS: report.MS(cs.P99Wait), ProcedureMS: report.MS(took), DataKept: reflect.DeepEqual(after, s.sums), HoldDropped: dropped, FirstFail: cs.FirstFail}
 	if err := b.sweep(ctx); err != nil {
 		return r, err
 	}
