@@ -16,9 +16,11 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
 )
 
 // PortHold holds new TCP connections to host ports of the node. Hold and
@@ -170,6 +172,94 @@ func (e *Engine) releaseWhenAnswering(ctx context.Context, owner string, held []
 		return fmt.Errorf("release the hold on %s's ports: %w", owner, err)
 	}
 	return nil
+}
+
+// releaseOnAnswer starts watching, before the new container c is started,
+// for it to answer on every held port, and releases the hold the moment it
+// does, while Docker may still be finishing the start. The returned wait,
+// called once the start returned (with its error), waits for that (at
+// most holdMax more; not at all when the start failed), and releases in
+// any case.
+func (e *Engine) releaseOnAnswer(ctx context.Context, owner string, held []heldPort, c *container.InspectResponse) (wait func(startErr error) error) {
+	if e.hold == nil || len(held) == 0 {
+		return func(error) error { return e.releaseWhenAnswering(ctx, owner, nil, "") }
+	}
+	started := make(chan struct{})
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		released := false
+		for !released {
+			ip := e.endpointIP(ctx, c)
+			isStarted := false
+			select {
+			case <-started:
+				isStarted = true
+			default:
+			}
+			if ip == "" && isStarted {
+				ip = e.containerIP(ctx, c.ID)
+			}
+			// Before the start returned only the container's own address
+			// tells; after it, the host port does when it has none.
+			all := ip != "" || isStarted
+			for _, h := range held {
+				if all && e.answersAt(ctx, ip, h) != nil {
+					all = false
+				}
+			}
+			if all {
+				break
+			}
+			select {
+			case <-stop:
+				released = true
+			case <-ctx.Done():
+				released = true
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		done <- e.releaseWhenAnswering(ctx, owner, nil, "")
+	}()
+	return func(startErr error) error {
+		close(started)
+		if startErr != nil {
+			close(stop)
+			return <-done
+		}
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(holdMax):
+			close(stop)
+			return <-done
+		}
+	}
+}
+
+// endpointIP is c's IPv4 address as its networks show it: known as soon
+// as Docker connects it, while the start is still under way (the
+// container's own inspect waits for the start).
+func (e *Engine) endpointIP(ctx context.Context, c *container.InspectResponse) string {
+	if c.NetworkSettings == nil {
+		return ""
+	}
+	names := make([]string, 0, len(c.NetworkSettings.Networks))
+	for n := range c.NetworkSettings.Networks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		nw, err := e.cli.NetworkInspect(ctx, n, network.InspectOptions{})
+		if err != nil {
+			continue
+		}
+		if ep, ok := nw.Containers[c.ID]; ok && ep.IPv4Address != "" {
+			ip, _, _ := strings.Cut(ep.IPv4Address, "/")
+			return ip
+		}
+	}
+	return ""
 }
 
 // containerIP is an IPv4 address of container id on one of its networks,

@@ -144,15 +144,20 @@ func (e *Engine) Swap(ctx context.Context, name string, stopTimeout time.Duratio
 			return err
 		}
 	}
-	if !running(ours) {
-		if err := e.step(ctx, StepStart); err != nil {
-			return err
-		}
-		if err := e.cli.ContainerStart(ctx, ours.ID, container.StartOptions{}); err != nil {
-			return fmt.Errorf("start %s (image %s): %w", name, ours.Config.Image, err)
-		}
+	if running(ours) {
+		return e.releaseWhenAnswering(ctx, name, held, ours.ID)
 	}
-	return e.releaseWhenAnswering(ctx, name, held, ours.ID)
+	if err := e.step(ctx, StepStart); err != nil {
+		return err
+	}
+	// Released the moment ours answers, which may be before Docker
+	// returns from the start.
+	wait := e.releaseOnAnswer(ctx, name, held, ours)
+	if err := e.cli.ContainerStart(ctx, ours.ID, container.StartOptions{}); err != nil {
+		_ = wait(err)
+		return fmt.Errorf("start %s (image %s): %w", name, ours.Config.Image, err)
+	}
+	return wait(nil)
 }
 
 // arm gives the mesh's container the restart policy recorded at Create.

@@ -238,6 +238,12 @@ func (f *fakeDocker) ImageInspect(_ context.Context, ref string, _ ...client.Ima
 	return image.InspectResponse{ID: "sha256:" + ref}, nil
 }
 
+// NetworkInspect knows no endpoint addresses: the swap falls back to the
+// container's inspect once it started.
+func (f *fakeDocker) NetworkInspect(_ context.Context, n string, _ network.InspectOptions) (network.Inspect, error) {
+	return network.Inspect{Name: n}, nil
+}
+
 func (f *fakeDocker) NetworkConnect(_ context.Context, n, ref string, es *network.EndpointSettings) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
