@@ -21,6 +21,13 @@ TEST_TIMEOUT  ?= 40m
 FUZZTIME      ?= 2m
 FUZZMINTIME   ?= 30s
 
+# The version stamped into every binary (adopt --version, adopt-worker
+# --version, the start log, adoption_build_info, the orchestrator's build
+# ID): git describe, else the commit; VERSION=... overrides.
+VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.0.0-unknown)
+COMMIT        ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS       := -X adoption/buildinfo.version=$(VERSION) -X adoption/buildinfo.commit=$(COMMIT)
+
 # make install: binaries, systemd units and the example configuration.
 PREFIX        ?= /usr/local
 DESTDIR       ?=
@@ -43,9 +50,9 @@ export ADOPT_TEMPORAL_STATIC_BIN := $(TEMPORAL_STATIC)
 	compose-images compose-up compose-down demo demo-clean clean fuzz fuzz-short chaos
 
 build:
-	$(GO) build -o bin/adopt ./starter
-	$(GO) build -o bin/adopt-worker ./worker
-	$(GO) build -o bin/adopt-sandbox ./sandbox/cmd/adopt-sandbox
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/adopt ./starter
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/adopt-worker ./worker
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/adopt-sandbox ./sandbox/cmd/adopt-sandbox
 
 # The agent, the orchestrator and the flip watchdog as systemd units (see
 # deploy/systemd/ for what each may do and why), with the binaries they run
@@ -81,7 +88,7 @@ $(TEMPORAL_STATIC):
 # unless ADOPTION_CODEC_KEY names another.
 compose-images: temporal-cli-static $(if $(ADOPTION_CODEC_KEY),,$(CODEC_KEY))
 	cp $(TEMPORAL_STATIC) docker/temporal/temporal
-	CGO_ENABLED=0 $(GO) build -trimpath -o docker/worker/adopt-worker ./worker
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o docker/worker/adopt-worker ./worker
 	cp /etc/ssl/certs/ca-certificates.crt docker/worker/ca-certificates.crt
 	$(COMPOSE) build
 

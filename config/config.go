@@ -30,7 +30,6 @@ type Config struct {
 	Firewall    FirewallSettings  `mapstructure:"firewall" json:"firewall"`
 	Cutover     CutoverSettings   `mapstructure:"cutover" json:"cutover"`
 	Drift       DriftSettings     `mapstructure:"drift" json:"drift"`
-	Labels      map[string]string `mapstructure:"labels" json:"labels,omitempty"`
 	Metrics     Metrics           `mapstructure:"metrics" json:"metrics"`
 	Log         Log               `mapstructure:"log" json:"log"`
 	// Authority is who may make the node act (authority.go).
@@ -247,6 +246,7 @@ var defaults = map[string]any{
 	"drift.interval":              "5m",
 	"metrics.listen":              "",
 	"log.format":                  "text",
+	"log.level":                   "info",
 	"operator.sign_key":           "",
 	"operator.intent_ttl":         "30m",
 	"operator.fleet_intent_ttl":   "12h",
@@ -324,9 +324,33 @@ func LoadWith(path string, extra map[string]string) (*Config, error) {
 		}
 	}
 	if len(problems) > 0 {
-		return nil, &ValidationError{Source: path, Problems: problems}
+		return nil, &ValidationError{Source: path, Problems: fromEnv(problems, os.LookupEnv)}
 	}
 	return &c, nil
+}
+
+// EnvVar is the environment variable that overrides key: ADOPT_NODE_ROLE
+// for node.role.
+func EnvVar(key string) string {
+	return EnvPrefix + "_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(key))
+}
+
+// fromEnv names the environment variable in each problem whose value came
+// from it (it overrides the file), so the operator fixes the variable and
+// not the file.
+func fromEnv(problems []string, lookup func(string) (string, bool)) []string {
+	out := make([]string, len(problems))
+	for i, p := range problems {
+		out[i] = p
+		key, _, _ := strings.Cut(p, ":")
+		if _, known := defaults[key]; !known {
+			continue
+		}
+		if _, set := lookup(EnvVar(key)); set {
+			out[i] = p + " (the value comes from the environment variable " + EnvVar(key) + ", which overrides the file: fix or unset it)"
+		}
+	}
+	return out
 }
 
 var (

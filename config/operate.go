@@ -6,6 +6,9 @@ package config
 import (
 	"net"
 	"strconv"
+	"strings"
+
+	"adoption/logging"
 )
 
 // Metrics says where the process serves Prometheus text at /metrics.
@@ -18,6 +21,9 @@ type Metrics struct {
 type Log struct {
 	// Format is text (the default) or json.
 	Format string `mapstructure:"format" json:"format"`
+	// Level is the lowest level written: debug, info (the default), warn
+	// or error.
+	Level string `mapstructure:"level" json:"level"`
 }
 
 // LogFormats are the accepted values of log.format.
@@ -35,6 +41,16 @@ func (v *validator) operate(m Metrics, l Log) {
 		}
 	}
 	if l.Format != "text" && l.Format != "json" {
-		v.add("log.format", l.Format, "either text or json (set it in the file, ADOPT_LOG_FORMAT or --log-format)")
+		v.add("log.format", l.Format, "either text or json (set it in the file or ADOPT_LOG_FORMAT)")
 	}
+	if _, err := logging.ParseLevel(l.Level); err != nil {
+		v.add(logging.LevelKey, l.Level, "one of "+strings.Join(logging.Levels, ", ")+" (set it in the file or ADOPT_LOG_LEVEL)")
+	}
+}
+
+// OrchestratorDefaults are the settings the orchestrator loads its file
+// with: it is no node and acts on no request, so a file holding only
+// temporal.*, metrics.* and log.* is complete.
+func OrchestratorDefaults() map[string]string {
+	return map[string]string{"node.name": "orchestrator", "authority.unsigned": "true"}
 }

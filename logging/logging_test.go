@@ -10,7 +10,7 @@ import (
 
 func TestJSONLinesCarryTheNode(t *testing.T) {
 	var b bytes.Buffer
-	l, err := New(&b, "json")
+	l, err := New(&b, Options{Format: "json"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,11 +36,41 @@ func TestJSONLinesCarryTheNode(t *testing.T) {
 }
 
 func TestUnknownFormatNamesTheKey(t *testing.T) {
-	_, err := New(&bytes.Buffer{}, "yaml")
+	_, err := New(&bytes.Buffer{}, Options{Format: "yaml"})
 	if err == nil || !strings.Contains(err.Error(), `log.format "yaml"`) {
 		t.Fatalf("got %v", err)
 	}
-	if l, err := New(&bytes.Buffer{}, ""); err != nil || l == nil {
+	if l, err := New(&bytes.Buffer{}, Options{}); err != nil || l == nil {
 		t.Fatalf("empty format is text: %v", err)
+	}
+}
+
+// Under journald each line carries its priority, so that journalctl -p err
+// shows a failed revert; log.level drops what is below it.
+func TestJournalPrioritiesAndLevel(t *testing.T) {
+	var b bytes.Buffer
+	l, err := New(&b, Options{Level: "info", Journal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := Lines(l.With("node", "n1"), slog.LevelInfo, "watchdog: ")
+	_, _ = w.Write([]byte("watchdog: flip n1-1 is due\nwatchdog: REVERT OF FLIP n1-1 FAILED: x\n"))
+	l.Debug("not shown")
+	l.Warn("careful")
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	want := []string{"<6>", "<3>", "<4>"}
+	if len(lines) != len(want) {
+		t.Fatalf("want %d lines, got %q", len(want), lines)
+	}
+	for i, p := range want {
+		if !strings.HasPrefix(lines[i], p) {
+			t.Errorf("line %d %q does not start with %s", i, lines[i], p)
+		}
+	}
+	if !strings.Contains(lines[1], "REVERT OF FLIP n1-1 FAILED") {
+		t.Errorf("the failed revert is not the error line: %q", lines[1])
+	}
+	if _, err := New(&b, Options{Level: "verbose"}); err == nil || !strings.Contains(err.Error(), LevelKey) {
+		t.Errorf("an unknown level: %v", err)
 	}
 }

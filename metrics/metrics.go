@@ -22,6 +22,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.temporal.io/sdk/client"
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
+
+	"adoption/buildinfo"
 )
 
 // ListenKey is the configuration key that turns the endpoint on.
@@ -55,6 +57,14 @@ func New(node string, log *slog.Logger) (*Metrics, error) {
 		OnError: func(err error) { log.Warn("metrics: the SDK's handler", "err", err) },
 	})
 	m := &Metrics{reg: reg, provider: provider, sdk: sdk}
+	bi := buildinfo.Read()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "adoption_build_info",
+		Help:        "1, labelled with the version and commit of the running binary.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.Commit}})
+	build.Set(1)
+	if err := reg.Register(build); err != nil {
+		return nil, fmt.Errorf("metrics: register: %w", err)
+	}
 	if node != "" { // the node's own series only where a node's activities run
 		if m.rec, err = newRecorder(reg, node); err != nil {
 			return nil, err

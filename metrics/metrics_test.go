@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"adoption/buildinfo"
 )
 
 func scrape(t *testing.T, addr string) string {
@@ -51,6 +54,7 @@ func TestServesSDKAndAdoptionSeries(t *testing.T) {
 	r.ReconcileRepairs(2)
 	r.Drift(1)
 	r.CutoverStep("mail", "swap", "ok", 1500*time.Millisecond)
+	r.CutoverStep("web", "swap", "ok", 500*time.Millisecond)
 	r.PreviewRefused()
 	r.FlipState("flipped")
 	r.WatchdogRevert("n1-1")
@@ -64,7 +68,9 @@ func TestServesSDKAndAdoptionSeries(t *testing.T) {
 		`adoption_marked_rules{node="n1",owner="genesis"} 5`,
 		`adoption_reconcile_repairs_total{node="n1"} 2`,
 		`adoption_drift_items{node="n1"} 1`,
-		`adoption_cutover_step_duration_seconds_count{module="mail",node="n1",outcome="ok",step="swap"} 1`,
+		`adoption_cutover_steps_total{node="n1",outcome="ok",step="swap"} 2`,
+		`adoption_cutover_step_seconds_total{node="n1",step="swap"} 2`,
+		fmt.Sprintf(`adoption_build_info{commit=%q,version=%q} 1`, buildinfo.Read().Commit, buildinfo.Read().Version),
 		`adoption_preview_refusals_total{node="n1"} 1`,
 		`adoption_flip_state{node="n1",state="flipped"} 1`,
 		`adoption_flip_state{node="n1",state="none"} 0`,
@@ -73,6 +79,10 @@ func TestServesSDKAndAdoptionSeries(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	// Bounded cardinality: no series is per module.
+	if strings.Contains(body, `module="`) {
+		t.Errorf("a series carries a module label")
 	}
 	if scraped != 1 {
 		t.Errorf("scrape hooks ran %d times, want 1", scraped)

@@ -21,8 +21,10 @@ type Recorder interface {
 	ReconcileRepairs(n int)
 	// Drift says how many drift items the last check found.
 	Drift(n int)
-	// CutoverStep records one cutover step of module: its duration and its
-	// outcome ("ok", "error" or "refused").
+	// CutoverStep records one cutover step: its duration and its outcome
+	// ("ok", "error" or "refused"). The module goes to the log lines, not
+	// to a label: a step happens once per module, and a series per module
+	// would grow with the fleet without ever being read as a rate.
 	CutoverStep(module, step, outcome string, d time.Duration)
 	// PreviewRefused counts a preview that refused the flip.
 	PreviewRefused()
@@ -50,7 +52,8 @@ type recorder struct {
 	marked   *prometheus.GaugeVec
 	repairs  prometheus.Counter
 	drift    prometheus.Gauge
-	steps    *prometheus.HistogramVec
+	steps    *prometheus.CounterVec
+	stepSecs *prometheus.CounterVec
 	refusals prometheus.Counter
 	flip     *prometheus.GaugeVec
 	reverts  prometheus.Counter
@@ -67,9 +70,10 @@ func newRecorder(reg prometheus.Registerer, node string) (*recorder, error) {
 			Help: "Marked rules a reconcile found missing and put back (a reload of the found firewall, a hand edit)."}),
 		drift: prometheus.NewGauge(prometheus.GaugeOpts{Name: "adoption_drift_items", ConstLabels: l,
 			Help: "Drift items (custody files, the found firewall's own rules) the last drift check found."}),
-		steps: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "adoption_cutover_step_duration_seconds", ConstLabels: l,
-			Help:    "Duration of each cutover step (preflight, create, files, swap, healthy, rollback, prune) by module and outcome.",
-			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}}, []string{"module", "step", "outcome"}),
+		steps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "adoption_cutover_steps_total", ConstLabels: l,
+			Help: "Cutover steps done (preflight, create, files, swap, healthy, rollback, prune) by outcome (ok, error, refused)."}, []string{"step", "outcome"}),
+		stepSecs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "adoption_cutover_step_seconds_total", ConstLabels: l,
+			Help: "Seconds spent in cutover steps, by step: divided by adoption_cutover_steps_total, the mean duration."}, []string{"step"}),
 		refusals: prometheus.NewCounter(prometheus.CounterOpts{Name: "adoption_preview_refusals_total", ConstLabels: l,
 			Help: "Flip previews that refused (a port would close undeclared, a management port, a predecessor that cannot be neutralised)."}),
 		flip: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "adoption_flip_state", ConstLabels: l,
@@ -78,7 +82,7 @@ func newRecorder(reg prometheus.Registerer, node string) (*recorder, error) {
 			Help: "Flips the watchdog reverted because nobody confirmed them in time, as seen by this agent."}),
 		reverted: map[string]bool{},
 	}
-	for _, c := range []prometheus.Collector{r.marked, r.repairs, r.drift, r.steps, r.refusals, r.flip, r.reverts} {
+	for _, c := range []prometheus.Collector{r.marked, r.repairs, r.drift, r.steps, r.stepSecs, r.refusals, r.flip, r.reverts} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
 		}
@@ -92,8 +96,9 @@ func (r *recorder) ReconcileRepairs(n int)          { r.repairs.Add(float64(n)) 
 func (r *recorder) Drift(n int)                     { r.drift.Set(float64(n)) }
 func (r *recorder) PreviewRefused()                 { r.refusals.Inc() }
 
-func (r *recorder) CutoverStep(module, step, outcome string, d time.Duration) {
-	r.steps.WithLabelValues(module, step, outcome).Observe(d.Seconds())
+func (r *recorder) CutoverStep(_, step, outcome string, d time.Duration) {
+	r.steps.WithLabelValues(step, outcome).Inc()
+	r.stepSecs.WithLabelValues(step).Add(d.Seconds())
 }
 
 func (r *recorder) FlipState(state string) {

@@ -9,12 +9,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"slices"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"adoption/buildinfo"
 )
 
 func main() {
@@ -62,7 +63,7 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 		// prints the help, as cobra does for a command that does not run.
 		Args:          rootArgs,
 		RunE:          func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
-		Version:       version(),
+		Version:       buildinfo.Read().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -129,32 +130,6 @@ type jsonError struct {
 	Kind     string   `json:"kind"` // the code's kind in exitCodes
 	ExitCode int      `json:"exit_code"`
 	Reasons  []string `json:"reasons,omitempty"`
-}
-
-// version is the module version and VCS revision the binary was built from.
-func version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v, rev, dirty := bi.Main.Version, "", ""
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "+dirty"
-			}
-		}
-	}
-	if rev != "" {
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
-		return fmt.Sprintf("%s (%s%s, %s)", v, rev, dirty, bi.GoVersion)
-	}
-	return fmt.Sprintf("%s (%s)", v, bi.GoVersion)
 }
 
 func envOr(k, d string) string {

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -72,11 +74,31 @@ func TestMetricsDuringMigration(t *testing.T) {
 	if t.Failed() {
 		t.Logf("orchestrator /metrics:\n%s", orch)
 	}
+	// A restarted orchestrator replays nothing until a node's phase
+	// changes: it serves the phase read from visibility at once.
+	srv.orch.kill()
+	os.Setenv("ADOPT_METRICS_LISTEN", olisten)
+	srv.orch = startOrchestrator(t, srv.Addr())
+	os.Unsetenv("ADOPT_METRICS_LISTEN")
+	var again string
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if again = httpGetOK(olisten); hasSeries(again, "adoption_phase{", node, `phase="migrated"`, "} 1") ||
+			hasSeries(again, "adoption_phase{", node, `phase="adopted"`, "} 1") {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if !hasSeries(again, "adoption_phase{", node, "} 1") {
+		t.Errorf("the restarted orchestrator serves no adoption_phase for %s:\n%s", name, again)
+	}
 	for _, want := range [][]string{
 		{"temporal_request_total{", ""},
 		{"temporal_activity_execution_latency", ""},
-		{"adoption_cutover_step_duration_seconds_count{", node, fmt.Sprintf("module=%q", name), `step="swap"`, `outcome="ok"`, "} 1"},
-		{"adoption_cutover_step_duration_seconds_count{", node, `step="healthy"`, `outcome="ok"`},
+		{"adoption_cutover_steps_total{", node, `step="swap"`, `outcome="ok"`, "} 1"},
+		{"adoption_cutover_steps_total{", node, `step="healthy"`, `outcome="ok"`},
+		{"adoption_cutover_step_seconds_total{", node, `step="swap"`},
+		{"adoption_build_info{", "version="},
 		// One marked rule per family (ip and ip6) for the module's one port
 		// on the input path, and the same on the forward path (its
 		// container publishes it).
@@ -110,6 +132,17 @@ func TestMetricsDuringMigration(t *testing.T) {
 	if !sawNode || !sawStep {
 		t.Fatalf("log lines with node (%v) and a cutover line with module and step (%v) expected:\n%s", sawNode, sawStep, w.log.String())
 	}
+}
+
+// httpGetOK is httpGet that tolerates a server not answering yet.
+func httpGetOK(addr string) string {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 // hasSeries finds a sample line of metric whose text holds every part.

@@ -13,7 +13,6 @@ import (
 
 	"adoption/activities"
 	"adoption/briefing"
-	"adoption/config"
 )
 
 func briefCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer) *cobra.Command {
@@ -25,7 +24,7 @@ func briefCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer
 		Example: "  adopt-worker brief --config /etc/adoption/n1.yaml --html -o n1.html",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(*cfgPath)
+			cfg, err := loadConfig(*cfgPath, nil)
 			if err != nil {
 				return err
 			}

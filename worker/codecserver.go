@@ -36,12 +36,12 @@ loopback by default; with --authorization-file every request must carry
 that file's content as its Authorization header.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.LoadWith(*cfgPath, map[string]string{"node.name": "codec-server", "authority.unsigned": "true"})
+			cfg, err := loadConfig(*cfgPath, map[string]string{"node.name": "codec-server", "authority.unsigned": "true"})
 			if err != nil {
 				return err
 			}
 			if len(cfg.Temporal.Key) == 0 {
-				return fmt.Errorf("%s is not set in the configuration (--config %q or $ADOPT_CONFIG): the codec server has no key to decode with; set it to the key file the workers use", config.CodecKeyFileKey, *cfgPath)
+				return configError{fmt.Errorf("%s is not set in the configuration (--config %q or $ADOPT_CONFIG): the codec server has no key to decode with; set it to the key file the workers use", config.CodecKeyFileKey, *cfgPath)}
 			}
 			c, err := codec.New(cfg.Temporal.Key, cfg.Temporal.OlderKeys...)
 			if err != nil {
@@ -57,7 +57,7 @@ that file's content as its Authorization header.`,
 					return fmt.Errorf("--authorization-file %s is empty; write the Authorization header value into it, e.g. Bearer <token>", authFile)
 				}
 			}
-			log, err := logging.New(stderr, cfg.Log.Format)
+			log, err := logging.New(stderr, logOptions(cfg))
 			if err != nil {
 				return err
 			}

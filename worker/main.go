@@ -8,20 +8,47 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"adoption/buildinfo"
+	"adoption/config"
+	"adoption/logging"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "adopt-worker:", err)
-		os.Exit(1)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if err == nil {
+		return
 	}
+	// Under journald every line of the error is one entry at priority err.
+	prefix := ""
+	if os.Getenv(journalStreamEnv) != "" {
+		prefix = fmt.Sprintf("<%d>", logging.Priority(slog.LevelError))
+	}
+	for i, line := range strings.Split("adopt-worker: "+err.Error(), "\n") {
+		if i == 0 && exitStatus(err) == exitUsage {
+			line += " (see adopt-worker --help)"
+		}
+		fmt.Fprintln(os.Stderr, prefix+line)
+	}
+	os.Exit(exitStatus(err))
+}
+
+// journalStreamEnv is set by systemd when stderr goes to the journal.
+const journalStreamEnv = "JOURNAL_STREAM"
+
+// logOptions are the logger's settings from cfg, with journald's
+// priorities when stderr goes to the journal.
+func logOptions(cfg *config.Config) logging.Options {
+	return logging.Options{Format: cfg.Log.Format, Level: cfg.Log.Level, Journal: os.Getenv(journalStreamEnv) != ""}
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -29,9 +56,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root := &cobra.Command{
 		Use:           "adopt-worker",
 		Short:         "adoption's Temporal worker: the orchestrator (orchestrate) or a node agent (run)",
+		Version:       buildinfo.Read().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("adopt-worker {{.Version}}\n")
 	root.PersistentFlags().StringVar(&cfgPath, "config", "", "configuration file (default $ADOPT_CONFIG)")
 	root.AddCommand(
 		runCommand(ctx, &cfgPath, stderr),
@@ -41,6 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		briefCommand(ctx, &cfgPath, stdout, stderr),
 		codecServerCommand(ctx, &cfgPath, stderr),
 	)
+	markUsage(root)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -30,7 +30,7 @@ type ops struct {
 // setupOps builds the logger and the metrics endpoint for node ("" for a
 // process that is no node's, the orchestrator).
 func setupOps(ctx context.Context, cfg *config.Config, node string, stderr io.Writer) (*ops, error) {
-	log, err := logging.New(stderr, cfg.Log.Format)
+	log, err := logging.New(stderr, logOptions(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func dialOrchestrator(ctx context.Context, cfg *config.Config, stderr io.Writer)
 // watchdogLog is where the watchdog writes its lines: the same logger, with
 // the node, one record per line.
 func watchdogLog(cfg *config.Config, stderr io.Writer) (io.Writer, error) {
-	log, err := logging.New(stderr, cfg.Log.Format)
+	log, err := logging.New(stderr, logOptions(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func watchdogLog(cfg *config.Config, stderr io.Writer) (io.Writer, error) {
 // (the node's parts being built); the format was validated with the
 // configuration, so text is only a fallback.
 func nodeLog(cfg *config.Config, stderr io.Writer) *slog.Logger {
-	log, err := logging.New(stderr, cfg.Log.Format)
+	log, err := logging.New(stderr, logOptions(cfg))
 	if err != nil {
 		log = slog.New(slog.NewTextHandler(stderr, nil))
 	}

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"adoption/buildinfo"
 	"adoption/config"
 	"adoption/witness"
 	"adoption/workflows"
@@ -46,12 +47,12 @@ polls; promote it later with
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The orchestrator is no node: a file, when given, is read only for
 			// its temporal.* section.
-			cfg, err := config.LoadWith(*cfgPath, map[string]string{"node.name": "orchestrator", "authority.unsigned": "true"})
+			cfg, err := loadConfig(*cfgPath, config.OrchestratorDefaults())
 			if err != nil {
 				return err
 			}
 			if id == "" {
-				if id, err = buildID(); err != nil {
+				if id, err = buildinfo.Read().BuildID(); err != nil {
 					return fmt.Errorf("cannot derive the build ID (%v): pass --build-id", err)
 				}
 			}
@@ -70,7 +71,7 @@ polls; promote it later with
 		},
 	}
 	cmd.Flags().StringVar(&pollers, "workflow-pollers", "2", "workflow-task long polls kept open: a number, or auto (scaled by the server's feedback, 2 to 16)")
-	cmd.Flags().StringVar(&id, "build-id", "", "this build's ID in Worker Deployment adoption (default: -X main.version, else the VCS revision)")
+	cmd.Flags().StringVar(&id, "build-id", "", "this build's ID in Worker Deployment adoption (default: the version stamped by make build; a build from a modified tree adds a hash of the executable)")
 	cmd.Flags().BoolVar(&makeCurrent, "make-current", false, "make this build the deployment's current version at startup, replacing the current one (an upgrade); unset: only where the deployment has no current version; =false: never")
 	return cmd
 }
@@ -129,13 +130,22 @@ func orchestrate(ctx context.Context, cfg *config.Config, id string, mode promot
 	}
 	defer w.Stop()
 	logger.Info("adopt-worker orchestrating", "temporal", tc.Address, "namespace", tc.Namespace,
-		"queue", workflows.TaskQueue, "deployment", workflows.DeploymentName, "build_id", id)
+		"queue", workflows.TaskQueue, "deployment", workflows.DeploymentName, "build_id", id, "version", buildinfo.Read().String())
+	ready(logger)
+	if o.metrics != nil {
+		if n, err := republishPhases(ctx, c, tc.Namespace, o.metrics.SDK()); err != nil {
+			logger.Warn("adoption_phase is missing until each node's phase changes", "err", err)
+		} else {
+			logger.Info("adoption_phase re-emitted from visibility", "nodes", n)
+		}
+	}
 	if mode != promoteNever {
 		if err := promote(ctx, c, id, mode, logger); err != nil {
 			return err
 		}
 	}
 	<-ctx.Done()
+	stopping(logger)
 	logger.Info("adopt-worker orchestrator stopping")
 	return nil
 }

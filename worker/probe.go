@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"adoption/activities"
-	"adoption/config"
 )
 
 func probeCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer) *cobra.Command {
@@ -22,7 +21,7 @@ func probeCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer
 		Short: "Probe the node read-only, without Temporal, and print what was found",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(*cfgPath)
+			cfg, err := loadConfig(*cfgPath, nil)
 			if err != nil {
 				return err
 			}

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"adoption/activities"
+	"adoption/buildinfo"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/containers/hold"
@@ -36,7 +37,7 @@ func runCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *cobra.C
 		Short: "Run this node's activities (task queue adoption-node-<node>); the workflows run in `adopt-worker orchestrate`",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(*cfgPath)
+			cfg, err := loadConfig(*cfgPath, nil)
 			if err != nil {
 				return err
 			}
@@ -117,8 +118,10 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	}
 	defer node.Stop()
 	logger.Info("adopt-worker running", "node", cfg.Node.Name, "temporal", cfg.Temporal.Address,
-		"queue", workflows.NodeQueue(cfg.Node.Name))
+		"queue", workflows.NodeQueue(cfg.Node.Name), "version", buildinfo.Read().String())
+	ready(logger)
 	<-ctx.Done()
+	stopping(logger)
 	logger.Info("adopt-worker stopping")
 	return nil
 }

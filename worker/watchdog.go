@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"adoption/activities"
-	"adoption/config"
 	"adoption/custody"
 	"adoption/failpoint"
 	"adoption/firewall/flip"
@@ -24,7 +23,7 @@ func watchdogCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *co
 		Short: "Revert the current flip unless it is confirmed by its deadline (started by the flip itself)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(*cfgPath)
+			cfg, err := loadConfig(*cfgPath, nil)
 			if err != nil {
 				return err
 			}

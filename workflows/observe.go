@@ -16,6 +16,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
+// PhaseMetric is the series of each node's phase; the orchestrator also
+// sets it at start from visibility (a replay emits nothing).
+const PhaseMetric = "adoption_phase"
+
 // Observe is the interceptor (client.Options.Interceptors) of the workflow
 // worker: adoption_phase and node-tagged workflow logs.
 func Observe() interceptor.Interceptor { return &observer{} }
@@ -51,9 +55,9 @@ func (o *phaseOutbound) UpsertTypedSearchAttributes(ctx workflow.Context, update
 	}
 	h := o.Next.GetMetricsHandler(ctx)
 	if o.phase != "" && (o.phase != phase || o.node != node) {
-		h.WithTags(map[string]string{"node": o.node, "phase": o.phase}).Gauge("adoption_phase").Update(0)
+		h.WithTags(map[string]string{"node": o.node, "phase": o.phase}).Gauge(PhaseMetric).Update(0)
 	}
-	h.WithTags(map[string]string{"node": node, "phase": phase}).Gauge("adoption_phase").Update(1)
+	h.WithTags(map[string]string{"node": node, "phase": phase}).Gauge(PhaseMetric).Update(1)
 	o.node, o.phase = node, phase
 	return nil
 }

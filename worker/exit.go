@@ -1,0 +1,69 @@
+// This file decides adopt-worker's exit status, so that its units can tell
+// a mistake that a restart will not fix from a failure that it may:
+// a bad flag or argument exits 64 and a bad configuration 78 (sysexits'
+// EX_USAGE and EX_CONFIG; the units list both in RestartPreventExitStatus=),
+// anything else 1. Go's own panic exits 2, which must stay restartable.
+package main
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"adoption/config"
+)
+
+const (
+	exitFailure = 1
+	exitUsage   = 64
+	exitConfig  = 78
+)
+
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+type configError struct{ error }
+
+func (e configError) Unwrap() error { return e.error }
+
+// loadConfig is config.LoadWith with its errors marked as configuration
+// errors.
+func loadConfig(path string, extra map[string]string) (*config.Config, error) {
+	cfg, err := config.LoadWith(path, extra)
+	if err != nil {
+		return nil, configError{err}
+	}
+	return cfg, nil
+}
+
+// exitStatus is the status err exits with.
+func exitStatus(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, new(usageError)), strings.HasPrefix(err.Error(), "unknown command "):
+		return exitUsage
+	case errors.As(err, new(configError)):
+		return exitConfig
+	}
+	return exitFailure
+}
+
+// markUsage makes every flag and argument error of root and its commands a
+// usage error.
+func markUsage(root *cobra.Command) {
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	for _, c := range root.Commands() {
+		if args := c.Args; args != nil {
+			c.Args = func(cmd *cobra.Command, a []string) error {
+				if err := args(cmd, a); err != nil {
+					return usageError{err}
+				}
+				return nil
+			}
+		}
+		markUsage(c)
+	}
+}

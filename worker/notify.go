@@ -1,0 +1,51 @@
+// This file tells systemd how the service is doing (sd_notify(3)): READY=1
+// once Temporal answered and the worker polls its queue, STOPPING=1 when it
+// shuts down, so that `systemctl start` under Type=notify returns only when
+// the agent or the orchestrator really works. Outside systemd
+// (NOTIFY_SOCKET unset) it does nothing.
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+)
+
+// notifySocketEnv is where systemd says its notification socket is.
+const notifySocketEnv = "NOTIFY_SOCKET"
+
+// sdNotify sends state (e.g. "READY=1") to the service manager.
+func sdNotify(state string) error {
+	name := os.Getenv(notifySocketEnv)
+	if name == "" {
+		return nil
+	}
+	if name[0] == '@' { // an abstract socket
+		name = "\x00" + name[1:]
+	}
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: name, Net: "unixgram"})
+	if err != nil {
+		return fmt.Errorf("sd_notify %s: %w", notifySocketEnv, err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte(state)); err != nil {
+		return fmt.Errorf("sd_notify %s: %w", notifySocketEnv, err)
+	}
+	return nil
+}
+
+// ready tells systemd the worker works; a failure to say so is logged (the
+// unit's start then times out and says why).
+func ready(log *slog.Logger) {
+	if err := sdNotify("READY=1"); err != nil {
+		log.Error("cannot tell systemd the worker is ready", "err", err)
+	}
+}
+
+// stopping tells systemd the worker is shutting down.
+func stopping(log *slog.Logger) {
+	if err := sdNotify("STOPPING=1"); err != nil {
+		log.Warn("cannot tell systemd the worker is stopping", "err", err)
+	}
+}
