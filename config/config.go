@@ -19,19 +19,19 @@ import (
 // Config is the whole configuration: how to reach Temporal, where the node's
 // parts are, and the plan for the node (its modules, files and flip).
 type Config struct {
-	Temporal    Temporal          `mapstructure:"temporal" json:"temporal"`
-	Docker      Docker            `mapstructure:"docker" json:"docker"`
-	Node        Node              `mapstructure:"node" json:"node"`
-	Predecessor Predecessor       `mapstructure:"predecessor" json:"predecessor"`
-	Foundation  Foundation        `mapstructure:"foundation" json:"foundation"`
-	Modules     []Module          `mapstructure:"modules" json:"modules"`
-	NodeFiles   []File            `mapstructure:"node_files" json:"node_files"`
-	Flip        Flip              `mapstructure:"flip" json:"flip"`
-	Firewall    FirewallSettings  `mapstructure:"firewall" json:"firewall"`
-	Cutover     CutoverSettings   `mapstructure:"cutover" json:"cutover"`
-	Drift       DriftSettings     `mapstructure:"drift" json:"drift"`
-	Metrics     Metrics           `mapstructure:"metrics" json:"metrics"`
-	Log         Log               `mapstructure:"log" json:"log"`
+	Temporal    Temporal         `mapstructure:"temporal" json:"temporal"`
+	Docker      Docker           `mapstructure:"docker" json:"docker"`
+	Node        Node             `mapstructure:"node" json:"node"`
+	Predecessor Predecessor      `mapstructure:"predecessor" json:"predecessor"`
+	Foundation  Foundation       `mapstructure:"foundation" json:"foundation"`
+	Modules     []Module         `mapstructure:"modules" json:"modules"`
+	NodeFiles   []File           `mapstructure:"node_files" json:"node_files"`
+	Flip        Flip             `mapstructure:"flip" json:"flip"`
+	Firewall    FirewallSettings `mapstructure:"firewall" json:"firewall"`
+	Cutover     CutoverSettings  `mapstructure:"cutover" json:"cutover"`
+	Drift       DriftSettings    `mapstructure:"drift" json:"drift"`
+	Metrics     Metrics          `mapstructure:"metrics" json:"metrics"`
+	Log         Log              `mapstructure:"log" json:"log"`
 	// Authority is who may make the node act (authority.go).
 	Authority Authority `mapstructure:"authority" json:"authority"`
 	// Operator is the operator's side: the key the CLI signs with.
