@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -131,4 +133,44 @@ func parseUnit(t *testing.T, path string) map[string]string {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// Agent and watchdog score under 5 in systemd-analyze security (lower is
+// more confined), the orchestrator under 2; each is read offline from the
+// installed file, so no systemd as PID 1 is needed.
+func TestUnitsSecurityScore(t *testing.T) {
+	testenv.NeedTools(t, "systemd-analyze")
+	dir, _ := installed(t)
+	score := regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`)
+	for u, most := range map[string]float64{"adopt-agent.service": 5, "adopt-watchdog.service": 5, "adopt-orchestrator.service": 2} {
+		out, _ := exec.Command("systemd-analyze", "security", "--offline=true", filepath.Join(dir, u)).CombinedOutput()
+		m := score.FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("systemd-analyze security %s gave no score:\n%s", u, out)
+		}
+		if v, err := strconv.ParseFloat(string(m[1]), 64); err != nil || v >= most {
+			t.Errorf("%s: exposure %s, want under %v", u, m[1], most)
+		}
+	}
+}
+
+// The units behave the systemd way: agent and orchestrator are ready only
+// once they poll (Type=notify), a bad flag or configuration stops after one
+// try (adopt-worker exits 64 or 78 for them, see worker/exit.go), and the
+// agent's state directory is made 0700.
+func TestUnitsLifecycle(t *testing.T) {
+	dir, _ := installed(t)
+	for u, want := range map[string]map[string]string{
+		"adopt-agent.service": {"Service.Type": "notify", "Service.RestartPreventExitStatus": "64 78",
+			"Service.StateDirectory": "adoption", "Service.StateDirectoryMode": "0700"},
+		"adopt-orchestrator.service": {"Service.Type": "notify", "Service.RestartPreventExitStatus": "64 78"},
+		"adopt-watchdog.service":     {"Service.Type": "exec", "Service.RestartPreventExitStatus": "64 78"},
+	} {
+		got := parseUnit(t, filepath.Join(dir, u))
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: %s=%q, want %q", u, k, got[k], v)
+			}
+		}
+	}
 }

@@ -65,7 +65,7 @@ polls; promote it later with
 			}
 			pb, err := pollerBehavior(pollers)
 			if err != nil {
-				return err
+				return usageError{err}
 			}
 			return orchestrate(ctx, cfg, id, mode, pb, stderr)
 		},
