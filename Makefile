@@ -46,7 +46,7 @@ export PATH := $(PATH):/usr/sbin:/sbin
 export ADOPT_TEMPORAL_BIN := $(TEMPORAL)
 export ADOPT_TEMPORAL_STATIC_BIN := $(TEMPORAL_STATIC)
 
-.PHONY: build deps test unit lint install bench dev-server dev-server-stop codec-server temporal-cli temporal-cli-static \
+.PHONY: build deb deps test unit lint install bench dev-server dev-server-stop codec-server temporal-cli temporal-cli-static \
 	compose-images compose-up compose-down demo demo-clean clean fuzz fuzz-short chaos
 
 build:
@@ -67,6 +67,14 @@ install: build
 			> $(DESTDIR)$(UNITDIR)/$$(basename $$u) && chmod 0644 $(DESTDIR)$(UNITDIR)/$$(basename $$u) || exit 1; \
 	done
 	install -m 0644 config/example.yaml $(DESTDIR)$(SYSCONFDIR)/adoption/example.yaml
+
+# Debian packages (dpkg-deb) of the stamped binaries, into $(DEBDIR):
+# adopt, adopt-worker, adopt-agent (agent and watchdog units, the node
+# example), adopt-orchestrator. Their maintainer scripts start nothing that
+# has no configuration and never stop the watchdog (deploy/debian/).
+DEBDIR        ?= dist
+deb: build
+	./scripts/deb.sh $(DEBDIR) $(VERSION)
 
 # The pinned Temporal CLI (dev server 1.29.1 with its Web UI), built from the
 # Go module proxy into a cache outside the work tree: ~7 minutes the first

@@ -1,0 +1,136 @@
+package deploy
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"adoption/internal/testenv"
+)
+
+// make deb builds the four packages; each holds what it should, with its
+// conffiles, and installs, upgrades and removes with dpkg in a throwaway
+// root. systemd is not PID 1 here, so the maintainer scripts meet a
+// systemctl that records its calls (under DPKG_ROOT/run/systemd/system, as
+// they check): installed without a configuration nothing is started, an
+// upgrade restarts only an agent that has its file, and neither an upgrade
+// nor a removal ever stops the watchdog of a pending flip.
+func TestDebianPackages(t *testing.T) {
+	if msg := testenv.Missing("make", "go", "dpkg-deb", "dpkg"); msg != "" {
+		t.Fatal(msg)
+	}
+	dir := t.TempDir()
+	run := func(name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir = ".."
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+		return string(out)
+	}
+	run("make", "-s", "deb", "DEBDIR="+filepath.Join(dir, "v1"), "VERSION=v1.2.3")
+	run("./scripts/deb.sh", filepath.Join(dir, "v2"), "v1.2.4")
+	deb := func(v, pkg, ver string) string {
+		m, _ := filepath.Glob(filepath.Join(dir, v, pkg+"_"+ver+"_*.deb"))
+		if len(m) != 1 {
+			t.Fatalf("no single %s %s package in %s: %v", pkg, ver, v, m)
+		}
+		return m[0]
+	}
+	want := map[string][]string{
+		"adopt":              {"./usr/bin/adopt"},
+		"adopt-worker":       {"./usr/bin/adopt-worker"},
+		"adopt-agent":        {"./lib/systemd/system/adopt-agent.service", "./lib/systemd/system/adopt-watchdog.service", "./etc/adoption/node.example.yaml"},
+		"adopt-orchestrator": {"./lib/systemd/system/adopt-orchestrator.service", "./etc/adoption/orchestrator.example.yaml", "./etc/adoption/fleet.example.yaml"},
+	}
+	for pkg, files := range want {
+		f := deb("v1", pkg, "1.2.3-1")
+		contents := run("dpkg-deb", "-c", f)
+		for _, w := range files {
+			if !strings.Contains(contents, " "+w+"\n") {
+				t.Errorf("%s lacks %s:\n%s", pkg, w, contents)
+			}
+		}
+		info := run("dpkg-deb", "-I", f)
+		if !strings.Contains(info, "Package: "+pkg+"\n") || !strings.Contains(info, "Version: 1.2.3-1\n") {
+			t.Errorf("%s control:\n%s", pkg, info)
+		}
+		if strings.Contains(pkg, "agent") || strings.Contains(pkg, "orchestrator") {
+			if conf := run("dpkg-deb", "-f", f, "Depends"); !strings.Contains(conf, "adopt-worker (= 1.2.3-1)") {
+				t.Errorf("%s Depends: %s", pkg, conf)
+			}
+			x := t.TempDir()
+			run("dpkg-deb", "-e", f, x)
+			conffiles, _ := os.ReadFile(filepath.Join(x, "conffiles"))
+			for _, w := range files {
+				if strings.HasPrefix(w, "./etc/") && !strings.Contains(string(conffiles), strings.TrimPrefix(w, ".")+"\n") {
+					t.Errorf("%s: %s is not a conffile: %q", pkg, w, conffiles)
+				}
+			}
+		}
+	}
+
+	// The throwaway root, with a systemctl that records its calls.
+	root := t.TempDir()
+	for _, d := range []string{"var/lib/dpkg/info", "var/lib/dpkg/updates", "run/systemd/system"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "var/lib/dpkg/status"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin, calls := t.TempDir(), filepath.Join(dir, "systemctl.log")
+	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte("#!/bin/sh\necho \"$*\" >> "+calls+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dpkg := func(args ...string) []string {
+		t.Helper()
+		_ = os.Remove(calls)
+		cmd := exec.Command("dpkg", append([]string{"--root=" + root, "--force-script-chrootless"}, args...)...)
+		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("dpkg %v: %v\n%s", args, err, out)
+		}
+		b, _ := os.ReadFile(calls)
+		return strings.Split(strings.TrimSpace(string(b)), "\n")
+	}
+	noneOf := func(step string, got []string, bad ...string) {
+		t.Helper()
+		for _, c := range got {
+			for _, b := range bad {
+				if strings.HasPrefix(c, b) {
+					t.Errorf("%s ran systemctl %s", step, c)
+				}
+			}
+		}
+	}
+	got := dpkg("-i", deb("v1", "adopt-worker", "1.2.3-1"), deb("v1", "adopt-agent", "1.2.3-1"))
+	noneOf("a first install without node.yaml", got, "start", "restart", "try-restart", "enable --now", "stop")
+	if out, err := exec.Command(filepath.Join(root, "usr/bin/adopt-worker"), "--version").Output(); err != nil || !strings.HasPrefix(string(out), "adopt-worker v1.2.3 ") {
+		t.Errorf("the installed adopt-worker --version: %q, %v", out, err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc/adoption/node.yaml"), []byte("node: {name: n1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got = dpkg("-i", deb("v2", "adopt-worker", "1.2.4-1"), deb("v2", "adopt-agent", "1.2.4-1"))
+	noneOf("an upgrade", got, "stop", "start", "restart adopt-watchdog", "try-restart adopt-watchdog")
+	if !strings.Contains(strings.Join(got, "\n"), "try-restart adopt-agent.service") {
+		t.Errorf("an upgrade with node.yaml did not restart the agent: %q", got)
+	}
+	got = dpkg("-r", "adopt-agent")
+	noneOf("a removal", got, "stop adopt-watchdog", "disable adopt-watchdog")
+	if !strings.Contains(strings.Join(got, "\n"), "stop adopt-agent.service") {
+		t.Errorf("a removal did not stop the agent: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(root, "etc/adoption/node.example.yaml")); err != nil {
+		t.Errorf("dpkg -r removed a conffile (only --purge should): %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "lib/systemd/system/adopt-agent.service")); err == nil {
+		t.Errorf("dpkg -r left the agent's unit")
+	}
+}
