@@ -26,7 +26,7 @@ func (x *cli) briefCommand(ctx context.Context) *cobra.Command {
 		Use:   "brief NODE",
 		Short: "Write the node's briefing: its firewall, containers, files, modules, conflicts, a flip's fates and the risks",
 		Example: "  adopt brief n1                     # Markdown on stdout\n" +
-			"  adopt brief n1 --html -o n1.html   # a standalone page",
+			"  adopt brief n1 --html --out n1.html   # a standalone page",
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ns, err := x.nodeStatus(ctx, args[0])
@@ -39,13 +39,13 @@ func (x *cli) briefCommand(ctx context.Context) *cobra.Command {
 			nb, why := x.askBrief(ctx, args[0])
 			b := briefing.BuildAsked(ns.State, nb, why, time.Now())
 			if x.asJSON && out == "" {
-				return writeJSON(x.stdout, b)
+				return x.writeJSON(x.stdout, b)
 			}
 			return writeBrief(x.stdout, out, asHTML, b)
 		},
 	}
 	cmd.Flags().BoolVar(&asHTML, "html", false, "write a standalone HTML page instead of Markdown")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "write to FILE instead of stdout")
+	cmd.Flags().StringVar(&out, "out", "", "write to FILE instead of stdout (-o is the output format, as on every command)")
 	return cmd
 }
 

@@ -24,9 +24,12 @@ type cli struct {
 	cfgPath string
 	uiURL   string
 	asJSON  bool
-	stdout  io.Writer
-	stderr  io.Writer
-	flags   connect.Flags
+	// output is --output/-o: text, json or jsonl (json on one line);
+	// json and jsonl set asJSON (--json is json).
+	output string
+	stdout io.Writer
+	stderr io.Writer
+	flags  connect.Flags
 	// accept bounds how long a request waits to be accepted by the node's
 	// workflow (--accept-timeout).
 	accept time.Duration

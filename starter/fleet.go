@@ -84,7 +84,7 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 				return err
 			}
 			if x.asJSON {
-				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "workflow_id": workflows.FleetID(f.Name), "run_id": run.GetRunID()})
+				return x.writeJSON(x.stdout, map[string]string{"fleet": f.Name, "workflow_id": workflows.FleetID(f.Name), "run_id": run.GetRunID()})
 			}
 			fmt.Fprintf(x.stdout, "started %s (run %s): nodes %s, the control node first\n", workflows.FleetID(f.Name), run.GetRunID(), f.NodeNames())
 			return nil
@@ -115,7 +115,7 @@ by itself anyway (a grant then would only start a later node early).
 				return err
 			}
 			if x.asJSON {
-				return writeJSON(x.stdout, map[string]any{"fleet": f.Name, "signalled": workflows.UpdateFleetNext, "node": ans.Node, "passed_over": ans.PassedOver})
+				return x.writeJSON(x.stdout, map[string]any{"fleet": f.Name, "signalled": workflows.UpdateFleetNext, "node": ans.Node, "passed_over": ans.PassedOver})
 			}
 			if len(ans.PassedOver) > 0 {
 				fmt.Fprintf(x.stdout, "fleet %s: goes on without %s (a retry can still start them)\n", f.Name, strings.Join(ans.PassedOver, ", "))
@@ -162,7 +162,7 @@ released) or whose workflow it knows still runs.
 				return err
 			}
 			if x.asJSON {
-				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": workflows.UpdateFleetRetry, "node": node})
+				return x.writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": workflows.UpdateFleetRetry, "node": node})
 			}
 			fmt.Fprintf(x.stdout, "fleet %s: retry of node %s asked (see adopt fleet status)\n", f.Name, node)
 			return nil
@@ -183,7 +183,7 @@ released) or whose workflow it knows still runs.
 				return err
 			}
 			if x.asJSON {
-				return writeJSON(x.stdout, st)
+				return x.writeJSON(x.stdout, st)
 			}
 			if st.Frozen != "" {
 				fmt.Fprintf(x.stdout, "NOTE: %s\n\n", st.Frozen)
@@ -223,7 +223,7 @@ func (x *cli) fleetState(ctx context.Context, name, path string, timeout time.Du
 	if !r.running {
 		var st workflows.FleetState
 		if err := x.c.GetWorkflow(ctx, workflows.FleetID(name), "").Get(ctx, &st); err != nil {
-			return nil, fmt.Errorf("fleet %s ended (%s at %s): %w", name, r.status, r.closed.Local().Format(time.DateTime), err)
+			return nil, fmt.Errorf("fleet %s ended (%s at %s): %w", name, r.status, stamp(r.closed), err)
 		}
 		return &st, nil
 	}
@@ -244,9 +244,9 @@ func (x *cli) askFleet(ctx context.Context, name, path string, timeout time.Dura
 	}
 	switch {
 	case r.status == "completed":
-		return nil, refused(fmt.Errorf("fleet %s has finished (%s): every node has ended and it takes no more requests; `adopt fleet status --fleet %s` shows how each ended, `adopt status NODE` one node", name, r.closed.Local().Format(time.DateTime), path), nil)
+		return nil, refused(fmt.Errorf("fleet %s has finished (%s): every node has ended and it takes no more requests; `adopt fleet status --fleet %s` shows how each ended, `adopt status NODE` one node", name, stamp(r.closed), path), nil)
 	case !r.running:
-		return nil, fmt.Errorf("fleet %s is not running (%s at %s); `adopt fleet start --fleet %s` starts it again", name, r.status, r.closed.Local().Format(time.DateTime), path)
+		return nil, fmt.Errorf("fleet %s is not running (%s at %s); `adopt fleet start --fleet %s` starts it again", name, r.status, stamp(r.closed), path)
 	}
 	start := time.Now()
 	in.NotAfter = start.Add(timeout - skew).UTC()

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
 	"time"
 
@@ -58,7 +57,7 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 ` + exitCodesHelp,
 		Example: `  adopt start n1 --config n1.yaml
   adopt status --phase adopted
-  adopt migrate n1 mail --config n1.yaml --json`,
+  adopt migrate n1 mail --config n1.yaml -o json`,
 		// Runnable, so that rootArgs decides an unknown command; alone, it
 		// prints the help, as cobra does for a command that does not run.
 		Args:          rootArgs,
@@ -71,7 +70,10 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 	pf := root.PersistentFlags()
 	pf.StringVar(&x.cfgPath, "config", "", "the node's configuration file (default $ADOPT_CONFIG)")
 	pf.StringVar(&x.uiURL, "ui", envOr("ADOPT_UI", "http://127.0.0.1:8233"), "Temporal Web UI address, for links (default $ADOPT_UI)")
-	pf.BoolVar(&x.asJSON, "json", false, "print results and errors as JSON (stable, for scripts)")
+	pf.StringVarP(&x.output, "output", "o", outputText, "output format: text, json (stable, for scripts) or jsonl (one JSON document a line)")
+	pf.BoolVar(&x.asJSON, "json", false, "print results and errors as JSON (the same as --output json)")
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputs, cobra.ShellCompDirectiveNoFileComp))
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return x.setOutput() }
 	pf.StringVar(&x.flags.Address, "address", "", "Temporal frontend HOST:PORT (overrides TEMPORAL_ADDRESS and temporal.address)")
 	pf.StringVar(&x.flags.Namespace, "namespace", "", "Temporal namespace (overrides TEMPORAL_NAMESPACE and temporal.namespace)")
 	pf.StringVar(&x.flags.Profile, "profile", "", "profile of the Temporal config file (default $TEMPORAL_PROFILE, then \"default\")")
@@ -108,10 +110,10 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 	}
 	if !x.asJSON && code == exitUsage {
 		// The flags may not have parsed: --json still asks for JSON.
-		x.asJSON = slices.Contains(args, "--json") || slices.Contains(args, "--json=true")
+		x.asJSON = asksJSON(args)
 	}
 	if x.asJSON {
-		_ = writeJSON(x.stderr, jsonError{Error: err.Error(), Kind: exitKind(code), ExitCode: code, Reasons: reasonsOf(err)})
+		_ = x.writeJSON(x.stderr, jsonError{Error: err.Error(), Kind: exitKind(code), ExitCode: code, Reasons: reasonsOf(err)})
 	} else {
 		fmt.Fprintln(x.stderr, "adopt:", err)
 		for _, r := range reasonsOf(err) {

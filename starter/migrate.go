@@ -74,7 +74,7 @@ func (x *cli) rehearse(ctx context.Context, node, module string) error {
 		return x.requestError(ctx, node, what, h, err)
 	}
 	if x.asJSON {
-		if err := writeJSON(x.stdout, r); err != nil {
+		if err := x.writeJSON(x.stdout, r); err != nil {
 			return err
 		}
 	} else {

@@ -49,6 +49,9 @@ type NodeSummary struct {
 	Modules  *int   `json:"modules"`
 	Running  bool   `json:"running"`
 	Status   string `json:"status"`
+	// Started is when the current run began (AGE; a continue-as-new
+	// starts a new run).
+	Started time.Time `json:"started,omitzero"`
 	// Agent, with --details: "yes" when the node's agent polls its queue,
 	// "no", "?" (not known in time), "-" (the run has ended).
 	Agent string `json:"agent,omitempty"`
@@ -122,7 +125,7 @@ func (x *cli) overview(ctx context.Context, o overviewOpts) error {
 			if prev, seen := latest[node]; seen && (prev.Running || (!r.running && starts[node].After(r.started))) {
 				continue // the open run wins, then the latest closed one
 			}
-			latest[node] = NodeSummary{Node: node, Phase: orUnknown(string(r.phase)), Running: r.running, Status: r.status}
+			latest[node] = NodeSummary{Node: node, Phase: orUnknown(string(r.phase)), Running: r.running, Status: r.status, Started: r.started}
 			starts[node] = r.started
 		}
 		token = resp.NextPageToken
@@ -155,37 +158,38 @@ func (x *cli) overview(ctx context.Context, o overviewOpts) error {
 		}
 	}
 	if x.asJSON {
-		return writeJSON(x.stdout, out)
+		return x.writeJSON(x.stdout, out)
 	}
 	tw := tabwriter.NewWriter(x.stdout, 0, 4, 2, ' ', 0)
 	if o.details {
-		fmt.Fprintln(tw, "NODE\tPHASE\tMODULES MIGRATED\tAGENT\tNOTE")
+		fmt.Fprintln(tw, "NODE\tPHASE\tAGE\tMODULES MIGRATED\tAGENT\tNOTE")
 	} else {
-		fmt.Fprintln(tw, "NODE\tPHASE\tRUN\tNOTE")
+		fmt.Fprintln(tw, "NODE\tPHASE\tRUN\tAGE\tNOTE")
 	}
+	now := time.Now()
 	for _, s := range out {
 		if !o.details {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Node, s.Phase, s.Status, s.Note)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Node, s.Phase, s.Status, age(now, s.Started), s.Note)
 			continue
 		}
 		mods := "?"
 		if s.Migrated != nil && s.Modules != nil {
 			mods = fmt.Sprintf("%d/%d", *s.Migrated, *s.Modules)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Node, s.Phase, mods, s.Agent, s.Note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Node, s.Phase, age(now, s.Started), mods, s.Agent, s.Note)
 	}
 	if len(out) == 0 {
 		what := "running node workflows"
 		if o.phase != "" {
 			what += " in phase " + o.phase
 		}
-		fmt.Fprintf(tw, "(no %s; start one with `adopt start NODE --config FILE`)\n", what)
+		fmt.Fprintf(x.stderr, "(no %s; start one with `adopt start NODE --config FILE`)\n", what)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if len(out) > 0 && !o.details {
-		fmt.Fprintf(x.stdout, "\n%d node(s), phases from visibility. A node's modules, agent and next step: `adopt status NODE`; every node's (asks each one): `adopt status --details`\n", len(out))
+		fmt.Fprintf(x.stderr, "\n%d node(s), phases from visibility. A node's modules, agent and next step: `adopt status NODE`; every node's (asks each one): `adopt status --details`\n", len(out))
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func TestOverviewAsksNoNodeByDefault(t *testing.T) {
 			t.Errorf("overview lacks %q (phase from visibility):\n%s", row, out)
 		}
 	}
-	mustContain(t, "overview", out, "`adopt status NODE`", "`adopt status --details`")
+	mustContain(t, "overview's hint (stderr)", errs, "`adopt status NODE`", "`adopt status --details`")
 
 	code, out, errs = runCLI(t, f, "status", "--json")
 	var sums []map[string]any

@@ -60,7 +60,7 @@ func (x *cli) preview(ctx context.Context, node string, timeout time.Duration) e
 		return x.requestError(ctx, node, "preview", d.handle, err)
 	}
 	if x.asJSON {
-		if err := writeJSON(x.stdout, pv); err != nil {
+		if err := x.writeJSON(x.stdout, pv); err != nil {
 			return err
 		}
 	} else {

@@ -190,6 +190,63 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// writeJSON writes v as --output asks: indented (json) or one line (jsonl).
+func (x *cli) writeJSON(w io.Writer, v any) error {
+	if x.output == outputJSONL {
+		return json.NewEncoder(w).Encode(v)
+	}
+	return writeJSON(w, v)
+}
+
+// The values of --output.
+const (
+	outputText  = "text"
+	outputJSON  = "json"
+	outputJSONL = "jsonl"
+)
+
+// outputs are --output's values, for its help and completion.
+var outputs = []string{outputText, outputJSON, outputJSONL}
+
+// setOutput applies --output (and --json, its alias for json).
+func (x *cli) setOutput() error {
+	switch x.output {
+	case "", outputText:
+		if x.asJSON {
+			x.output = outputJSON
+		}
+	case outputJSON, outputJSONL:
+		x.asJSON = true
+	default:
+		return usagef("--output %q: want one of %s (adopt brief writes to a file with --out)", x.output, strings.Join(outputs, ", "))
+	}
+	return nil
+}
+
+// asksJSON says whether args ask for JSON, for an error reported before
+// the flags parsed.
+func asksJSON(args []string) bool {
+	for i, a := range args {
+		switch {
+		case a == "--json" || a == "--json=true":
+			return true
+		case a == "-o" || a == "--output":
+			if i+1 < len(args) && strings.HasPrefix(args[i+1], "json") {
+				return true
+			}
+		case strings.HasPrefix(a, "--output=json") || strings.HasPrefix(a, "-ojson") || strings.HasPrefix(a, "-o=json"):
+			return true
+		}
+	}
+	return false
+}
+
+// UTC is how every time is shown: one zone, named.
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+
+// clock is a time of day within the next hours, in UTC, named.
+func clock(t time.Time) string { return t.UTC().Format("15:04:05 UTC") }
+
 func orUnknown(s string) string {
 	if s == "" {
 		return "?"
@@ -209,4 +266,22 @@ func orDefault(p string) string {
 		return "$ADOPT_CONFIG"
 	}
 	return p
+}
+
+// age is how long ago t was, as kubectl's AGE column shows it: 45s, 12m,
+// 3h, 5d; "?" when unknown.
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "?"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }

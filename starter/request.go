@@ -90,7 +90,7 @@ func (x *cli) request(ctx context.Context, node, name, module string) error {
 		out.Note = fmt.Sprintf("accepted; it runs when node %s's agent is back (%s)", node, d.agents.Node.describe("agent"))
 	}
 	if x.asJSON {
-		return writeJSON(x.stdout, out)
+		return x.writeJSON(x.stdout, out)
 	}
 	what := describeRequest(name, module)
 	if out.Queued > 0 {

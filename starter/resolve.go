@@ -68,7 +68,7 @@ func (x *cli) resolve(ctx context.Context, node string, in workflows.ResolveInpu
 		return x.requestError(ctx, node, what, h, err)
 	}
 	if x.asJSON {
-		return writeJSON(x.stdout, res)
+		return x.writeJSON(x.stdout, res)
 	}
 	fmt.Fprintf(x.stdout, "recorded for module %s: %s\nNEXT: %s\n\nWeb UI: %s\n", res.Module, res.Recorded, res.Next, x.link(node))
 	return nil

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/serviceerror"
@@ -81,7 +80,7 @@ func (x *cli) start(ctx context.Context, node string, readopt bool) error {
 	}
 	if last != nil && last.phase == workflows.PhaseConverged && !readopt {
 		return refused(fmt.Errorf("node %s converged at %s: the mesh's firewall is its firewall and its workflow is complete; nothing needs doing. To adopt it again anyway, `adopt start %s --readopt`",
-			node, last.closed.Local().Format(time.DateTime), node), nil)
+			node, stamp(last.closed), node), nil)
 	}
 	run, err := x.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                                       id,
@@ -100,7 +99,7 @@ func (x *cli) start(ctx context.Context, node string, readopt bool) error {
 	}
 	out := started{Node: node, WorkflowID: id, RunID: run.GetRunID(), Link: x.link(node), Frozen: config.PipelineFreeze(x.cfg.Node.Role, node)}
 	if x.asJSON {
-		return writeJSON(x.stdout, out)
+		return x.writeJSON(x.stdout, out)
 	}
 	fmt.Fprintf(x.stdout, "started %s (run %s)\nwatch it: %s\n", id, out.RunID, out.Link)
 	if out.Frozen != "" {
@@ -110,9 +109,11 @@ func (x *cli) start(ctx context.Context, node string, readopt bool) error {
 	for _, q := range []struct {
 		h   queueHealth
 		who string
-	}{{ag.Workflow, "worker"}, {ag.Node, "agent"}} {
+		fix string
+	}{{ag.Workflow, "worker", "start the orchestrator: adopt-worker orchestrate (adopt-orchestrator.service)"},
+		{ag.Node, "agent", "start the node's agent on " + node + ": adopt-worker run (adopt-agent.service)"}} {
 		if !q.h.alive() && !q.h.unknown() {
-			fmt.Fprintf(x.stdout, "note: %s; the workflow waits for it (start adopt-worker on node %s)\n", q.h.describe(q.who), node)
+			fmt.Fprintf(x.stderr, "note: %s; the workflow waits for it (%s)\n", q.h.describe(q.who), q.fix)
 		}
 	}
 	return nil

@@ -88,7 +88,7 @@ func (x *cli) status(ctx context.Context, node string) error {
 		return err
 	}
 	if x.asJSON {
-		return writeJSON(x.stdout, ns)
+		return x.writeJSON(x.stdout, ns)
 	}
 	printStatus(x.stdout, ns, termWidth())
 	return nil

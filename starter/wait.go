@@ -111,7 +111,7 @@ func (x *cli) wait(ctx context.Context, node string, g waitGoal, timeout time.Du
 			ok, now, why := waitMet(&ns.State, g, ns.Run.Status == "running")
 			if ok {
 				if x.asJSON {
-					return writeJSON(x.stdout, waitResult{Node: node, Now: now})
+					return x.writeJSON(x.stdout, waitResult{Node: node, Now: now})
 				}
 				fmt.Fprintf(x.stdout, "node %s: %s\n", node, now)
 				return nil

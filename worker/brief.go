@@ -21,7 +21,7 @@ func briefCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer
 	cmd := &cobra.Command{
 		Use:     "brief",
 		Short:   "Write the node's briefing from a local probe (read-only, no Temporal): what to read before adopt start",
-		Example: "  adopt-worker brief --config /etc/adoption/n1.yaml --html -o n1.html",
+		Example: "  adopt-worker brief --config /etc/adoption/n1.yaml --html --out n1.html",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(*cfgPath, nil)
@@ -36,6 +36,6 @@ func briefCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer
 		},
 	}
 	cmd.Flags().BoolVar(&asHTML, "html", false, "write a standalone HTML page instead of Markdown")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "write to FILE (0600) instead of stdout")
+	cmd.Flags().StringVarP(&out, "out", "o", "", "write to FILE (0600) instead of stdout")
 	return cmd
 }

@@ -56,7 +56,7 @@ func Details(s *State) string {
 	}
 	// The whole picture (firewall, containers, files, fates, risks) is the
 	// briefing; the details pane is too short for it.
-	b.WriteString(fmt.Sprintf("\nBriefing: `adopt brief %s` (Markdown) or `adopt brief %s --html -o %s.html`\n", s.Node, s.Node, s.Node))
+	b.WriteString(fmt.Sprintf("\nBriefing: `adopt brief %s` (Markdown) or `adopt brief %s --html --out %s.html`\n", s.Node, s.Node, s.Node))
 	return b.String()
 }
 

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// -o json is --json (the temporal CLI's and kubectl's habit); -o jsonl is
+// one document on one line; any other format is a usage error that points
+// brief's file at --out, so an old `adopt brief n1 -o n1.md` fails loudly.
+func TestOutputFormats(t *testing.T) {
+	f := listFake("adopted", "probing")
+	_, want, _ := runCLI(t, f, "status", "--json")
+	for _, args := range [][]string{{"status", "-o", "json"}, {"status", "--output=json"}, {"-ojson", "status"}} {
+		if code, out, errs := runCLI(t, f, args...); code != exitOK || out != want {
+			t.Errorf("%v: exit %d, output differs from --json:\n%s%s", args, code, out, errs)
+		}
+	}
+	code, out, errs := runCLI(t, f, "status", "-o", "jsonl")
+	var sums []map[string]any
+	if code != exitOK || strings.Count(strings.TrimSpace(out), "\n") != 0 || json.Unmarshal([]byte(out), &sums) != nil || len(sums) != 2 {
+		t.Errorf("-o jsonl: exit %d, want one line holding 2 nodes:\n%s%s", code, out, errs)
+	}
+	code, _, errs = runCLI(t, f, "brief", "n00", "-o", "n00.md")
+	if code != exitUsage || !strings.Contains(errs, "--out") {
+		t.Errorf("brief -o FILE: exit %d, want a usage error naming --out:\n%s", code, errs)
+	}
+	code, out, errs = runCLI(t, f, "status", "-o", "yaml", "--json")
+	var e map[string]any
+	if code != exitUsage || json.Unmarshal([]byte(errs), &e) != nil || out != "" {
+		t.Errorf("-o yaml --json: exit %d, want a usage error as JSON on stderr:\n%s%s", code, out, errs)
+	}
+}
+
+// The table has an AGE column; an empty list says so on stderr, leaving
+// stdout to the table a script reads.
+func TestOverviewAgeAndHintOnStderr(t *testing.T) {
+	f := listFake("adopted")
+	f.list[0].StartTime = timestamppb.New(time.Now().Add(-3 * time.Hour))
+	code, out, errs := runCLI(t, f, "status")
+	if code != exitOK || !strings.Contains(out, "AGE") || !strings.Contains(strings.Join(strings.Fields(out), " "), "n00 adopted running 3h") {
+		t.Errorf("status: exit %d, want an AGE of 3h:\n%s%s", code, out, errs)
+	}
+	f = listFake()
+	code, out, errs = runCLI(t, f, "status")
+	if code != exitOK || strings.Contains(out, "(no ") || !strings.Contains(errs, "(no running node workflows") {
+		t.Errorf("empty status: exit %d; the hint belongs on stderr:\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+}
+
+func TestTimesAreUTC(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("CET", 3600))
+	if got := stamp(at); got != "2026-01-02 02:04:05 UTC" {
+		t.Errorf("stamp = %q", got)
+	}
+	if got := clock(at); got != "02:04:05 UTC" {
+		t.Errorf("clock = %q", got)
+	}
+}
