@@ -144,7 +144,7 @@ func (t *Target) Dial(logger *slog.Logger, options ...Option) (client.Client, er
 	t.Failures = opts.FailureConverter
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach Temporal at %s (from %s): %v; start it with `make dev-server` or set --address / TEMPORAL_ADDRESS / temporal.address", t.Address, t.AddrFrom, err)
+		return nil, fmt.Errorf("cannot reach Temporal at %s (from %s): %v; is the server running there? Else set --address / TEMPORAL_ADDRESS / temporal.address", t.Address, t.AddrFrom, err)
 	}
 	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: t.Namespace})
 	var nsnf *serviceerror.NamespaceNotFound

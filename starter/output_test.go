@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"adoption/workflows"
 )
 
 // -o json is --json (the temporal CLI's and kubectl's habit); -o jsonl is
@@ -59,5 +63,45 @@ func TestTimesAreUTC(t *testing.T) {
 	}
 	if got := clock(at); got != "02:04:05 UTC" {
 		t.Errorf("clock = %q", got)
+	}
+}
+
+// adopt wait says what it sees as it changes, on stderr, once per change;
+// stdout holds only the result.
+func TestWaitShowsProgressOnStderr(t *testing.T) {
+	f := listFake("flipping")
+	f.runs[workflows.WorkflowID("n00")] = f.list[0]
+	f.polled[workflows.NodeQueue("n00")] = true
+	code, out, errs := runCLI(t, f, "wait", "n00", "--phase", "converged", "--timeout", "1500ms")
+	if code == exitOK || out != "" {
+		t.Fatalf("wait: exit %d, stdout %q", code, out)
+	}
+	if !strings.Contains(errs, " UTC node n00: phase flipping\n") || !strings.Contains(errs, "last seen: phase flipping") {
+		t.Errorf("want the progress line and the last seen state, got:\n%s", errs)
+	}
+	if n := strings.Count(errs, "UTC node n00:"); n != 1 {
+		t.Errorf("the unchanged state was shown %d times, want once:\n%s", n, errs)
+	}
+}
+
+// --watch shows the overview again until interrupted, each round stamped
+// on stderr.
+func TestStatusWatch(t *testing.T) {
+	t.Setenv("ADOPT_CONFIG", "")
+	f := listFake("adopted")
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb bytes.Buffer
+	x := &cli{stdout: &out, stderr: &errb, c: f}
+	done := make(chan int)
+	go func() { done <- x.execute(ctx, []string{"status", "--watch", "--watch-every", "1s"}) }()
+	for f.called("ListWorkflow") < 2 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if n := strings.Count(out.String(), "NODE"); n < 2 || strings.Count(errb.String(), " UTC\n") < 2 {
+		t.Errorf("want the table at least twice, each round stamped:\n%s\n%s", out.String(), errb.String())
 	}
 }

@@ -21,6 +21,8 @@ import (
 
 func (x *cli) statusCommand(ctx context.Context) *cobra.Command {
 	var o overviewOpts
+	var watch bool
+	var every time.Duration
 	c := &cobra.Command{
 		Use:   "status [NODE]",
 		Short: "Show a node's state, or every running node's phase",
@@ -39,18 +41,30 @@ in full; --details asks every node for its modules and its agent, at most
 		Example: `  adopt status n1
   adopt status n1 --json
   adopt status --phase adopted
+  adopt status --watch
   adopt status --fleet fleet.yaml --details`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if len(a) == 0 {
-				return x.overview(ctx, o)
-			}
-			if o.phase != "" || o.fleet != "" || o.details {
+			if len(a) > 0 && (o.phase != "" || o.fleet != "" || o.details) {
 				return usagef("--phase, --fleet and --details are the overview's: give no NODE with them")
 			}
-			return x.status(ctx, a[0])
+			once := func() error {
+				if len(a) == 0 {
+					return x.overview(ctx, o)
+				}
+				return x.status(ctx, a[0])
+			}
+			if !watch {
+				return once()
+			}
+			if every < time.Second {
+				return usagef("--watch-every %s: at least 1s", every)
+			}
+			return x.watch(ctx, every, once)
 		},
 	}
+	c.Flags().BoolVarP(&watch, "watch", "w", false, "show it again every --watch-every until interrupted (each time stamped in UTC on stderr)")
+	c.Flags().DurationVar(&every, "watch-every", 5*time.Second, "with --watch: how often")
 	c.Flags().StringVar(&o.phase, "phase", "", "overview: only nodes in this phase ("+phaseList()+")")
 	c.Flags().StringVar(&o.fleet, "fleet", "", "overview: only the nodes of this fleet file")
 	c.Flags().BoolVar(&o.all, "all", false, "overview: closed runs too (converged, released, terminated)")
@@ -80,6 +94,22 @@ type nodeStatus struct {
 	Link      string            `json:"link"`
 	// Payloads says whether this CLI encrypts and decodes payloads.
 	Payloads string `json:"payloads"`
+}
+
+// watch runs show every interval until ctx ends (Ctrl-C ends it with
+// success); an error of one round is shown and the watch goes on.
+func (x *cli) watch(ctx context.Context, every time.Duration, show func() error) error {
+	for {
+		fmt.Fprintf(x.stderr, "--- %s\n", stamp(time.Now()))
+		if err := show(); err != nil {
+			fmt.Fprintln(x.stderr, "adopt:", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(every):
+		}
+	}
 }
 
 func (x *cli) status(ctx context.Context, node string) error {

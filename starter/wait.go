@@ -94,8 +94,12 @@ func (x *cli) wait(ctx context.Context, node string, g waitGoal, timeout time.Du
 	if err := x.dial(); err != nil {
 		return err
 	}
-	last := "nothing yet"
+	last, shown := "nothing yet", ""
 	checkedModule := false
+	// Each look asks the workflow and the task queues: after the first
+	// ones it backs off while nothing changes, up to waitMaxEvery, and
+	// comes back to waitFirstEvery as soon as something does.
+	every := waitFirstEvery
 	for {
 		ns, err := x.nodeStatus(ctx, node)
 		switch {
@@ -126,16 +130,32 @@ func (x *cli) wait(ctx context.Context, node string, g waitGoal, timeout time.Du
 		case ctx.Err() == nil:
 			last = err.Error()
 		}
+		if last != shown {
+			// Progress, as it changes, on stderr: stdout keeps the result.
+			if !x.asJSON {
+				fmt.Fprintf(x.stderr, "%s node %s: %s\n", clock(time.Now()), node, last)
+			}
+			shown, every = last, waitFirstEvery
+		} else if every *= 2; every > waitMaxEvery {
+			every = waitMaxEvery
+		}
 		select {
 		case <-ctx.Done():
 			if parentDone := errors.Is(context.Cause(ctx), context.Canceled); parentDone {
 				return fmt.Errorf("node %s: interrupted; last seen: %s", node, last)
 			}
 			return fmt.Errorf("node %s: timed out after %s; last seen: %s", node, timeout, last)
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(every):
 		}
 	}
 }
+
+// How often `adopt wait` looks: first, and at most apart while nothing
+// changes.
+const (
+	waitFirstEvery = 500 * time.Millisecond
+	waitMaxEvery   = 5 * time.Second
+)
 
 // waitMet says whether the state meets every condition, describes it, and
 // says why it never will (empty while it still may).
