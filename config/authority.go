@@ -66,12 +66,6 @@ type Operator struct {
 	FleetIntentTTL time.Duration `mapstructure:"fleet_intent_ttl" json:"fleet_intent_ttl"`
 }
 
-// EnvVar is the environment variable that overrides key (operator.sign_key:
-// ADOPT_OPERATOR_SIGN_KEY).
-func EnvVar(key string) string {
-	return EnvPrefix + "_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(key))
-}
-
 // OperatorFromEnv is operator.* from the defaults and the ADOPT_*
 // environment alone: the CLI's side when no configuration file is given.
 func OperatorFromEnv() (Operator, error) {
