@@ -15,6 +15,12 @@ type Fleet struct {
 	Temporal Temporal `mapstructure:"temporal"`
 	Name     string   `mapstructure:"name"`
 	Nodes    []string `mapstructure:"nodes"` // paths of node configuration files, relative to the fleet file
+	// WavesIn and MaxFailedIn are `waves:` and `max_failed:` as written
+	// (counts or percentages); Waves is them resolved (waves.go), nil
+	// without waves: one node at a time.
+	WavesIn     []any  `mapstructure:"waves"`
+	MaxFailedIn any    `mapstructure:"max_failed"`
+	Waves       *Waves `mapstructure:"-"`
 	// Loaded node configurations, in order.
 	Configs []*Config `mapstructure:"-"`
 }
@@ -65,6 +71,9 @@ func LoadFleet(path string) (*Fleet, error) {
 		}
 		f.Configs = append(f.Configs, c)
 	}
+	// The control node is always alone: the waves share the others.
+	w, wp := ResolveWaves(f.WavesIn, f.MaxFailedIn, max(len(f.Nodes)-1, 0))
+	f.Waves, problems = w, append(problems, wp...)
 	if f.Temporal.CodecKeyFile == "" && len(f.Configs) > 0 {
 		// The nodes' key, when they share one, encrypts the fleet's
 		// requests too: one secret per fleet, named once per node file.
