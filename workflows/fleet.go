@@ -32,6 +32,10 @@ const (
 	// signals stay for the stock temporal CLI and recorded histories.
 	UpdateFleetNext  = "fleet-next"
 	UpdateFleetRetry = "fleet-retry"
+	// UpdateFleetPause stops the fleet starting nodes (the nodes started
+	// go on); UpdateFleetResume lets it start them again. Updates only.
+	UpdateFleetPause  = "fleet-pause"
+	UpdateFleetResume = "fleet-resume"
 )
 
 // fleetHistoryLimit is the history length at which a fleet continues as
@@ -94,6 +98,9 @@ type FleetInput struct {
 	// NodeIntents are the signed `adopt fleet retry NODE` not yet spent
 	// on a start, by node: a retried node starts under its own.
 	NodeIntents map[string]*intent.Signed `json:"node_intents,omitempty"`
+	// Waves are the fleet file's waves resolved (config.ResolveWaves):
+	// nil, one node at a time. A later run carries them in Resume.
+	Waves *config.Waves `json:"waves,omitempty"`
 }
 
 // members is the fleet's node list, from Members or the inline plans of Nodes.
@@ -173,6 +180,12 @@ type FleetState struct {
 	// the fleet.
 	Held string `json:"held,omitempty"`
 	Runs int    `json:"runs,omitempty"` // continue-as-new generations
+	// Waves are the fleet's waves after its control node (fleet_waves.go);
+	// nil: one node at a time.
+	Waves *config.Waves `json:"waves,omitempty"`
+	// Paused says since when and why the fleet starts no node
+	// (`adopt fleet pause`), until `adopt fleet resume`; "" when it goes on.
+	Paused string `json:"paused,omitempty"`
 }
 
 // ValidateFleet checks the fleet's order: one control node, first; names
@@ -206,6 +219,11 @@ func ValidateFleet(in FleetInput) error {
 			}
 		}
 	}
+	if in.Waves != nil {
+		if err := config.CheckWaves(*in.Waves, len(members)-1); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
 	if controls != 1 {
 		problems = append(problems, fmt.Sprintf("a fleet has exactly one control node (node.role: control); this one has %d", controls))
 	}
@@ -231,6 +249,9 @@ func fleetDetails(st *FleetState) string {
 	}
 	if st.Held != "" {
 		b.WriteString("> **Held:** " + st.Held + "\n\n")
+	}
+	if st.Paused != "" {
+		b.WriteString("> **Paused:** " + st.Paused + "\n\n")
 	}
 	for _, n := range st.Nodes {
 		b.WriteString(fmt.Sprintf("- %s (%s): %s, modules %d/%d\n", n.Node, n.Role, n.Shown(), n.Migrated, n.Modules))

@@ -32,8 +32,8 @@ func (f *fleet) toAsk(now time.Time, quiet time.Duration) []int {
 	switch {
 	case len(f.retries) > 0 || f.st.Next == 0:
 	case f.st.Next < len(f.st.Nodes):
-		if i := f.st.Next - 1; f.st.Grants == 0 && !f.prevOK(i) {
-			waits = append(waits, i)
+		if f.st.Grants == 0 && !f.st.startsByItself(f.st.Next) {
+			waits = f.st.waitsOn(f.st.Next)
 		}
 	default:
 		for i := range f.st.Nodes {

@@ -1,6 +1,7 @@
-// The operator's fleet requests, `adopt fleet next` and `adopt fleet retry
-// NODE`: the Updates' validators and handlers, and the rules they and the
-// signals of the same names share, decided from the fleet's state alone.
+// The operator's fleet requests, `adopt fleet next`, `adopt fleet retry
+// NODE`, `adopt fleet pause` and `resume`: the Updates' validators and
+// handlers, and the rules they and the signals of the same names share,
+// decided from the fleet's state alone.
 package workflows
 
 import (
@@ -33,6 +34,9 @@ func (f *fleet) registerRequests(ctx workflow.Context) error {
 	); err != nil {
 		return err
 	}
+	if err := f.registerPause(ctx); err != nil {
+		return err
+	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateFleetRetry,
 		func(ctx workflow.Context, in FleetRequest) (FleetAnswer, error) {
 			f.takeIntent(in)
@@ -44,6 +48,51 @@ func (f *fleet) registerRequests(ctx workflow.Context) error {
 				return err
 			}
 			return f.validateRetry(in.Node)
+		}},
+	)
+}
+
+// registerPause sets the Update handlers of pause and resume. A resume's
+// intent, like next's, is the one the nodes started from then on adopt
+// under; a pause changes no node and carries none.
+func (f *fleet) registerPause(ctx workflow.Context) error {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateFleetPause,
+		func(ctx workflow.Context, in FleetRequest) (FleetAnswer, error) {
+			f.st.Paused = "paused by the operator at " + workflow.Now(ctx).UTC().Format("15:04:05")
+			f.note(ctx, "operator: pause: no node starts until `adopt fleet resume`; the nodes started go on")
+			return FleetAnswer{}, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in FleetRequest) error {
+			if err := lateAfter(ctx, in.NotAfter); err != nil {
+				return err
+			}
+			if why := f.st.pauseRefusal(); why != "" {
+				return errors.New(why)
+			}
+			return nil
+		}},
+	); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateFleetResume,
+		func(ctx workflow.Context, in FleetRequest) (FleetAnswer, error) {
+			f.takeIntent(FleetRequest{Intent: in.Intent})
+			f.st.Paused = ""
+			f.note(ctx, "operator: resume")
+			next := ""
+			if f.canStartNext() {
+				next = f.st.Nodes[f.st.Next].Node
+			}
+			return FleetAnswer{Node: next}, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in FleetRequest) error {
+			if err := lateAfter(ctx, in.NotAfter); err != nil {
+				return err
+			}
+			if why := f.st.resumeRefusal(); why != "" {
+				return errors.New(why)
+			}
+			return nil
 		}},
 	)
 }
@@ -106,14 +155,21 @@ func (st *FleetState) nextGrant() (node string, passOver []string, refusal strin
 	if len(st.Nodes) == 0 {
 		return "", nil, "the fleet has no nodes"
 	}
-	for _, n := range st.Nodes {
-		if n.holds() {
+	for i, n := range st.Nodes {
+		if st.holds(i) {
 			passOver = append(passOver, n.Node)
 		}
 	}
 	i := st.Next + st.Grants
 	byItself := ""
 	switch {
+	case st.Paused != "":
+		byItself = "the fleet is paused (" + st.Paused + "): `adopt fleet resume` lets it go on"
+	case st.Waves != nil && st.Grants > 0 && st.Next < len(st.Nodes):
+		byItself = fmt.Sprintf("wave %d's start is already granted", st.WaveOf(st.Next))
+	case st.Waves != nil && st.Next < len(st.Nodes) && st.startsByItself(st.Next):
+		k := st.WaveOf(st.Next)
+		byItself = fmt.Sprintf("node %s starts by itself: its wave %d has begun, or wave %d before it has migrated", st.Nodes[st.Next].Node, k, k-1)
 	case i >= len(st.Nodes) && st.Grants == 0:
 		byItself = fmt.Sprintf("every node has started (the last: %s); there is no next node", st.Nodes[len(st.Nodes)-1].Node)
 	case i >= len(st.Nodes):

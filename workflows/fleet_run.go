@@ -1,5 +1,6 @@
-// The Fleet workflow's run: start nodes in order, follow their progress,
-// hold on a node that failed, and continue as new by history length. What
+// The Fleet workflow's run: start nodes in order (in waves, when the fleet
+// has them: fleet_waves.go), follow their progress, hold on a node that
+// failed (beyond its wave's budget), and continue as new by history length. What
 // a node's end does to the fleet: docs/workflows.md.
 package workflows
 
@@ -43,7 +44,7 @@ func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 	if in.Resume != nil {
 		f.st = in.Resume
 	} else {
-		f.st = &FleetState{Name: in.Name}
+		f.st = &FleetState{Name: in.Name, Waves: in.Waves}
 		for _, m := range f.members {
 			f.st.Nodes = append(f.st.Nodes, FleetNode{NodeProgress: NodeProgress{Node: m.Node}, Role: m.Role})
 		}
@@ -56,6 +57,9 @@ func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 	}
 	f.passOver = workflow.GetVersion(ctx, changeFleetPassOver, workflow.DefaultVersion, 1) >= 1
 	f.ask = workflow.GetVersion(ctx, changeFleetAsk, workflow.DefaultVersion, 1) >= 1
+	if f.st.Waves != nil && workflow.GetVersion(ctx, changeFleetWaves, workflow.DefaultVersion, 1) < 1 {
+		f.st.Waves = nil // a run recorded before waves went one node at a time
+	}
 	workflow.Go(ctx, f.signals)
 	return f.run(ctx)
 }
@@ -98,16 +102,26 @@ const planReadTimeout = 2 * time.Minute
 func (f *fleet) index(node string) int { return f.st.Index(node) }
 
 func (f *fleet) note(ctx workflow.Context, s string) {
+	f.event(ctx, s)
+	f.show(ctx)
+}
+
+// event adds a line to the fleet's events, the oldest dropped past
+// maxFleetEvents.
+func (f *fleet) event(ctx workflow.Context, s string) {
 	f.st.Events = append(f.st.Events, workflow.Now(ctx).UTC().Format("15:04:05")+" "+s)
 	if len(f.st.Events) > maxFleetEvents {
 		f.st.Events = f.st.Events[len(f.st.Events)-maxFleetEvents:]
 	}
-	f.show(ctx)
 }
 
 // show brings what status and the Web UI say up to date.
 func (f *fleet) show(ctx workflow.Context) {
+	was := f.st.Held
 	f.updateHeld()
+	if h := f.st.Held; f.st.Waves != nil && h != was && h != f.reading && h != "" {
+		f.event(ctx, h) // a wave halted: said once, when it happens
+	}
 	workflow.SetCurrentDetails(ctx, fleetDetails(f.st))
 }
 
@@ -162,18 +176,26 @@ func (f *fleet) drain(ctx workflow.Context) {
 func (f *fleet) goOn(ctx workflow.Context) {
 	var passed []string
 	if f.passOver {
+		var holding []int
 		for i := range f.st.Nodes {
-			if n := &f.st.Nodes[i]; n.holds() {
-				n.PassedOver = true
-				passed = append(passed, n.Node)
+			if f.st.holds(i) {
+				holding = append(holding, i)
 			}
+		}
+		for _, i := range holding {
+			f.st.Nodes[i].PassedOver = true
+			passed = append(passed, f.st.Nodes[i].Node)
 		}
 	}
 	without := ""
 	if len(passed) > 0 {
 		without = "go on without " + strings.Join(passed, ", ") + "; "
 	}
-	switch left := len(f.st.Nodes) - f.st.Next; {
+	left := len(f.st.Nodes) - f.st.Next
+	if f.st.Waves != nil && left > 0 && (f.st.Grants > 0 || f.st.startsByItself(f.st.Next)) {
+		left = 0 // one grant starts the next wave, and none is needed inside one
+	}
+	switch {
 	case f.st.Grants < left:
 		f.st.Grants++
 		f.note(ctx, "operator: "+without+"start the next node now")
@@ -239,24 +261,21 @@ func (f *fleet) askRetry(ctx workflow.Context, node string) {
 	}
 }
 
-// canStartNext: the previous node is done or released, or the operator
-// granted a start.
+// canStartNext: the fleet is not paused, and the next node starts by
+// itself (fleet_waves.go) or the operator granted a start.
 func (f *fleet) canStartNext() bool {
-	if f.st.Next >= len(f.st.Nodes) {
+	if f.st.Next >= len(f.st.Nodes) || f.st.Paused != "" {
 		return false
 	}
-	return f.st.Next == 0 || f.st.Grants > 0 || f.prevOK(f.st.Next-1)
+	return f.st.Grants > 0 || f.st.startsByItself(f.st.Next)
 }
-
-// prevOK: node i lets the next one start by itself.
-func (f *fleet) prevOK(i int) bool { return f.st.Nodes[i].letsNextStart() }
 
 func (f *fleet) finished() bool {
 	if f.st.Next < len(f.st.Nodes) {
 		return false
 	}
-	for _, n := range f.st.Nodes {
-		if n.Ended == "" || n.holds() {
+	for i, n := range f.st.Nodes {
+		if n.Ended == "" || f.st.holds(i) {
 			return false
 		}
 	}
@@ -296,8 +315,11 @@ func (f *fleet) run(ctx workflow.Context) (*FleetState, error) {
 		}
 		if f.canStartNext() {
 			i := f.st.Next
-			if i > 0 && !f.prevOK(i-1) {
+			if !f.st.startsByItself(i) {
 				f.st.Grants-- // one operator grant spent
+			}
+			if line := f.st.waveStart(i); line != "" {
+				f.note(ctx, line)
 			}
 			f.st.Next++
 			f.start(ctx, i, false)
@@ -317,14 +339,9 @@ func (f *fleet) run(ctx workflow.Context) (*FleetState, error) {
 // updateHeld says why the fleet is not starting its next node, if a
 // node's end holds it.
 func (f *fleet) updateHeld() {
-	f.st.Held = ""
-	for _, n := range f.st.Nodes {
-		if n.holds() {
-			f.st.Held = fmt.Sprintf("node %s %s: fix it, then `adopt fleet retry %s`, or go on without it: `adopt fleet next`", n.Node, n.Ended, n.Node)
-			return
-		}
+	if f.st.Held = f.st.heldBy(); f.st.Held == "" {
+		f.st.Held = f.reading
 	}
-	f.st.Held = f.reading
 }
 
 // start reads node i's plan from its agent and starts its workflow as a

@@ -17,6 +17,9 @@ const (
 	// changeFleetAsk: the fleet asks quiet nodes from an earlier run
 	// whether their workflow still runs. Decided once a run, at its start.
 	changeFleetAsk = "fleet-ask"
+	// changeFleetWaves: the fleet starts its nodes in waves, each within a
+	// budget of failures. Asked once a run, only by a fleet with waves.
+	changeFleetWaves = "fleet-waves"
 	// changeBoundedHistory: runs use exec, awaitWithTimeout, publish and
 	// finish as history.go writes them.
 	changeBoundedHistory = "bounded-history"
