@@ -39,9 +39,10 @@ const (
 	ActPrune       = "prune"
 	ActDriftAccept = "drift-accept"
 	ActResolve     = "resolve"
-	ActFleet       = "fleet"       // fleet start: one intent for the fleet's nodes
-	ActFleetNext   = "fleet-next"  // fleet next: the nodes it lets start
-	ActFleetRetry  = "fleet-retry" // fleet retry NODE
+	ActFleet       = "fleet"        // fleet start: one intent for the fleet's nodes
+	ActFleetNext   = "fleet-next"   // fleet next: the nodes it lets start
+	ActFleetRetry  = "fleet-retry"  // fleet retry NODE
+	ActFleetResume = "fleet-resume" // fleet resume: the nodes it lets start
 )
 
 // IntentsDir is where a node keeps the nonces of the intents it acted on.
@@ -57,7 +58,7 @@ type allowed struct {
 // startIntent: adoption and the foundation's genesis, asked by adopt
 // start, a retry of the adoption, or a fleet.
 func startIntent() []allowed {
-	return []allowed{{actions: []string{ActStart, ActRetry, ActFleet, ActFleetNext, ActFleetRetry}}}
+	return []allowed{{actions: []string{ActStart, ActRetry, ActFleet, ActFleetNext, ActFleetRetry, ActFleetResume}}}
 }
 
 // ownerIntent: opening or closing an owner's rules is the foundation's

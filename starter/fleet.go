@@ -1,7 +1,8 @@
-// `adopt fleet start|next|retry|status`: every node of a fleet adopted in
-// order by the Fleet workflow. next and retry are Updates: the fleet's
-// validator refuses (exit 2) what it would turn away or what would change
-// nothing, and its answer says what it did.
+// `adopt fleet start|next|retry|pause|resume|status`: every node of a
+// fleet adopted in order (or in waves) by the Fleet workflow. next, retry,
+// pause and resume are Updates: the fleet's validator refuses (exit 2) what
+// it would turn away or what would change nothing, and its answer says
+// what it did.
 package main
 
 import (
@@ -24,7 +25,7 @@ import (
 	"adoption/workflows"
 )
 
-// fleetCommand is `adopt fleet start|next|retry|status`.
+// fleetCommand is `adopt fleet start|next|retry|pause|resume|status`.
 func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 	var fleetPath string
 	var timeout time.Duration
@@ -55,7 +56,7 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 			}
 			// Names and roles only: each node's plan is read from its agent
 			// when the fleet starts it.
-			in := workflows.FleetInput{Name: f.Name}
+			in := workflows.FleetInput{Name: f.Name, Waves: f.Waves}
 			for _, c := range f.Configs {
 				in.Members = append(in.Members, workflows.FleetMember{Node: c.Node.Name, Role: c.Node.Role})
 			}
@@ -168,6 +169,66 @@ released) or whose workflow it knows still runs.
 			return nil
 		},
 	}
+	pause := &cobra.Command{
+		Use:   "pause",
+		Short: "Start no more nodes until resume (the nodes started go on)",
+		Long: `Stop the fleet starting nodes, the rest of a wave included; the nodes
+already started go on, and retry still starts a node the operator names.
+It changes no node, so it carries no signed intent. The fleet refuses
+(exit 2) when it is already paused or every node has started.
+
+` + exitCodesHelp,
+		Example: `  adopt fleet pause --fleet fleet.yaml`,
+		Args:    args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := load()
+			if err != nil {
+				return err
+			}
+			if _, err := x.askFleet(ctx, f.Name, fleetPath, timeout, workflows.UpdateFleetPause, workflows.FleetRequest{}, "pause"); err != nil {
+				return err
+			}
+			if x.asJSON {
+				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": workflows.UpdateFleetPause})
+			}
+			fmt.Fprintf(x.stdout, "fleet %s: paused, no node starts until `adopt fleet resume`; the nodes started go on\n", f.Name)
+			return nil
+		},
+	}
+	resume := &cobra.Command{
+		Use:   "resume",
+		Short: "Let a paused fleet start nodes again",
+		Long: `Let a paused fleet go on. Like next, it is signed: the nodes the fleet
+starts from now on adopt under this intent. The fleet refuses (exit 2) when
+it is not paused.
+
+` + exitCodesHelp,
+		Example: `  adopt fleet resume --fleet fleet.yaml`,
+		Args:    args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := load()
+			if err != nil {
+				return err
+			}
+			signed, err := x.fleetIntent(activities.ActFleetResume, f.Configs)
+			if err != nil {
+				return err
+			}
+			ans, err := x.askFleet(ctx, f.Name, fleetPath, timeout, workflows.UpdateFleetResume, workflows.FleetRequest{Intent: signed}, "resume")
+			if err != nil {
+				return err
+			}
+			if x.asJSON {
+				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": workflows.UpdateFleetResume, "node": ans.Node})
+			}
+			fmt.Fprintf(x.stdout, "fleet %s: resumed", f.Name)
+			if ans.Node != "" {
+				fmt.Fprintf(x.stdout, "; node %s starts now", ans.Node)
+			}
+			fmt.Fprintln(x.stdout)
+			return nil
+		},
+	}
 	status := &cobra.Command{
 		Use:     "status",
 		Short:   "Every node of the fleet with its phase and modules",
@@ -191,15 +252,25 @@ released) or whose workflow it knows still runs.
 			if st.Held != "" {
 				fmt.Fprintf(x.stdout, "HELD: %s\n\n", st.Held)
 			}
+			if st.Paused != "" {
+				fmt.Fprintf(x.stdout, "PAUSED: %s; `adopt fleet resume` lets it go on\n\n", st.Paused)
+			}
 			tw := tabwriter.NewWriter(x.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tROLE\tPHASE\tMODULES MIGRATED")
-			for _, n := range st.Nodes {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\n", n.Node, n.Role, n.Shown(), n.Migrated, n.Modules)
+			if st.Waves == nil {
+				fmt.Fprintln(tw, "NODE\tROLE\tPHASE\tMODULES MIGRATED")
+				for _, n := range st.Nodes {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\n", n.Node, n.Role, n.Shown(), n.Migrated, n.Modules)
+				}
+				return tw.Flush()
+			}
+			fmt.Fprintln(tw, "WAVE\tNODE\tROLE\tPHASE\tMODULES MIGRATED")
+			for i, n := range st.Nodes {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\n", st.WaveOf(i), n.Node, n.Role, n.Shown(), n.Migrated, n.Modules)
 			}
 			return tw.Flush()
 		},
 	}
-	fc.AddCommand(start, next, retry, status)
+	fc.AddCommand(start, next, retry, pause, resume, status)
 	return fc
 }
 

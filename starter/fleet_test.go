@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -110,4 +111,57 @@ func TestFleetRetryOfAnInvalidNameIsUsage(t *testing.T) {
 
 func lateErr() error {
 	return temporal.NewApplicationError("the request reached the workflow at 2026-01-01T00:00:12Z, after its sender stopped waiting (2026-01-01T00:00:08Z): it was reported as not delivered and does not run; send it again", "Late")
+}
+
+// pause and resume are Updates like next: the fleet's refusal is exit 2,
+// its answer is printed; resume carries a signed intent, pause none.
+func TestFleetPauseResumeAsUpdates(t *testing.T) {
+	path := fleetFile(t, "f1", "n1", "n2", "n3")
+	f := fleetFake()
+	f.outcome[workflows.UpdateFleetPause] = wire(errors.New("the fleet is already paused (paused by the operator at 10:00:00)"))
+	code, out, errs := runCLI(t, f, "fleet", "pause", "--fleet", path)
+	if code != exitRefused {
+		t.Errorf("pause refused: exit %d, want 2\n%s%s", code, out, errs)
+	}
+	mustContain(t, "pause refused", errs, "fleet f1: pause refused", "already paused")
+
+	f = fleetFake()
+	code, out, errs = runCLI(t, f, "fleet", "pause", "--fleet", path)
+	if code != exitOK || len(f.updates) != 1 || f.updates[0].name != workflows.UpdateFleetPause {
+		t.Fatalf("pause: exit %d, updates %+v\n%s%s", code, f.updates, out, errs)
+	}
+	if in, _ := f.updates[0].arg.(workflows.FleetRequest); in.Intent != nil || time.Until(in.NotAfter) <= 0 {
+		t.Errorf("pause sent %+v, want no intent and a NotAfter ahead", in)
+	}
+	mustContain(t, "pause", out, "fleet f1: paused")
+
+	f = fleetFake()
+	f.results[workflows.UpdateFleetResume] = workflows.FleetAnswer{Node: "n2"}
+	code, out, errs = runCLI(t, f, "fleet", "resume", "--fleet", path)
+	if code != exitOK || len(f.updates) != 1 || f.updates[0].name != workflows.UpdateFleetResume {
+		t.Fatalf("resume: exit %d, updates %+v\n%s%s", code, f.updates, out, errs)
+	}
+	if in, _ := f.updates[0].arg.(workflows.FleetRequest); in.Intent == nil {
+		t.Errorf("resume sent no signed intent: %+v", in)
+	}
+	mustContain(t, "resume", out, "fleet f1: resumed; node n2 starts now")
+}
+
+// A fleet file whose waves do not cover the fleet is refused before the
+// CLI asks the cluster anything.
+func TestFleetStartRefusesBadWaves(t *testing.T) {
+	path := fleetFile(t, "f1", "n1", "n2", "n3")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, []byte("waves: [1]\nmax_failed: \"120%\"\n")...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := fleetFake()
+	code, out, errs := runCLI(t, f, "fleet", "start", "--fleet", path)
+	if code == exitOK || f.called("DescribeWorkflow") != 0 || len(f.updates) != 0 {
+		t.Errorf("bad waves: exit %d, %d describe(s), want refused before any call\n%s%s", code, f.called("DescribeWorkflow"), out, errs)
+	}
+	mustContain(t, "bad waves", errs, "waves: [1] cover 1 of the fleet's 2 node(s)", "max_failed: 120%: a percentage over 100")
 }
