@@ -114,7 +114,7 @@ func (st *FleetState) heldBy() string {
 		if !st.holds(i) {
 			continue
 		}
-		if st.Waves == nil {
+		if st.Waves == nil || i == 0 { // the control node is a wave of its own, with no budget
 			return fmt.Sprintf("node %s %s: fix it, then `adopt fleet retry %s`, or go on without it: `adopt fleet next`", n.Node, n.Ended, n.Node)
 		}
 		k := st.WaveOf(i)
