@@ -228,6 +228,9 @@ func checkSpec(auth *Authority, spec flip.MeshSpec) error {
 	if config.Diff(config.Plan{Widen: spec.Widen}, config.Plan{Widen: p.Widen}) != nil {
 		return notDeclared("the mesh ruleset's widened ports (%s) are not flip.widen of node %s (%s)", portsText(spec.Widen), p.Node, portsText(p.Widen))
 	}
+	if d := config.Diff(config.Plan{DropClasses: spec.DropClasses, WidenClasses: spec.WidenClasses}, config.Plan{DropClasses: p.DropClasses, WidenClasses: p.WidenClasses}); d != nil {
+		return notDeclared("the mesh ruleset's declared traffic classes differ from flip.drop and flip.widen of node %s (%s: %s, declared %s)", p.Node, d.Key, d.A, d.B)
+	}
 	return nil
 }
 

@@ -47,6 +47,8 @@ func (p Plan) normalized() Plan {
 	q.ManagementPorts = sortPorts(p.ManagementPorts)
 	q.Drop = sortPorts(p.Drop)
 	q.Widen = sortPorts(p.Widen)
+	q.DropClasses = sortStrings(p.DropClasses)
+	q.WidenClasses = sortStrings(p.WidenClasses)
 	q.Control = sortStrings(p.Control)
 	q.NodeFiles = sortFiles(p.NodeFiles)
 	q.Foundation = nil

@@ -154,8 +154,11 @@ type Health struct {
 }
 
 type Flip struct {
+	// Drop lists what the flip may close: ports (PORT/PROTO or
+	// FROM-TO/PROTO) and traffic classes (echo-request/icmp, mdns, esp).
 	Drop []string `mapstructure:"drop" json:"drop"`
-	// Widen lists the ports (PORT/PROTO or FROM-TO/PROTO) whose found
+	// Widen lists the ports (PORT/PROTO or FROM-TO/PROTO) and traffic
+	// classes (NAME/PROTO or NAME) whose found
 	// restriction (sources, interfaces, deny lists, rate limits) the flip
 	// may let go: the mesh opens them to every source. Any other port the
 	// found firewall restricts keeps its restriction, or the preview

@@ -184,3 +184,31 @@ flip:
 		t.Errorf("a bad flip.widen: %v", err)
 	}
 }
+
+// flip.drop and flip.widen may name a traffic class, by NAME/PROTO (one
+// family's) or NAME (every family's); an unknown one is refused naming
+// the key, the value and every accepted spelling, and the plan has none.
+func TestFlipDeclaresClasses(t *testing.T) {
+	c, err := Load(write(t, `
+node: {name: n1}
+flip:
+  drop: ["25/tcp", "echo-request/icmp", "mdns"]
+  widen: ["esp", "echo-request"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Plan()
+	if got := fmt.Sprint(p.Drop, p.DropClasses, p.Widen, p.WidenClasses); got != "[25/tcp] [echo-request/icmp mdns/udp] [] [esp/esp echo-request/icmp echo-request/icmpv6]" {
+		t.Errorf("plan: %s", got)
+	}
+	if p.Hash() == (Plan{}).Hash() || Diff(p, Plan{Node: p.Node}) == nil {
+		t.Error("the declared classes are not part of the plan's hash")
+	}
+	for _, bad := range []string{"ping", "echo-request/tcp", "mdns/icmp", "Esp"} {
+		_, err = Load(write(t, "node: {name: n1}\nflip:\n  widen: [\""+bad+"\"]\n"))
+		if err == nil || !strings.Contains(err.Error(), `flip.widen[0]: "`+bad+`" is invalid`) || !strings.Contains(err.Error(), "echo-request/icmp, dhcp-server/udp, mdns/udp, vrrp/vrrp, esp/esp, gre/gre, sctp/sctp, echo-request/icmpv6, nd-router-advert/icmpv6") {
+			t.Errorf("flip.widen %q: %v", bad, err)
+		}
+	}
+}

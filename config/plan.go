@@ -26,6 +26,10 @@ type Plan struct {
 	Control              []string     `json:"control"`
 	Drop                 []Port       `json:"drop"`
 	Widen                []Port       `json:"widen,omitempty"`
+	// DropClasses and WidenClasses are the traffic classes flip.drop and
+	// flip.widen name, as class spellings (firewall.Class.Spelling).
+	DropClasses  []string `json:"drop_classes,omitempty"`
+	WidenClasses []string `json:"widen_classes,omitempty"`
 	// Witness is flip.witness: where the orchestrator confirms a flip from.
 	Witness           *Witness      `json:"witness,omitempty"`
 	ConfirmTimeout    time.Duration `json:"confirm_timeout"`
@@ -94,8 +98,6 @@ func (c *Config) Plan() Plan {
 		Role:              c.Node.Role,
 		ManagementPorts:   MustPorts(c.Node.ManagementPorts),
 		Control:           append([]string(nil), c.Predecessor.Control...),
-		Drop:              MustPortRanges(c.Flip.Drop),
-		Widen:             MustPortRanges(c.Flip.Widen),
 		ConfirmTimeout:    c.Flip.ConfirmTimeout,
 		ReconcileInterval: c.Firewall.ReconcileInterval,
 		DriftInterval:     c.Drift.Interval,
@@ -106,6 +108,8 @@ func (c *Config) Plan() Plan {
 		w := c.Flip.Witness
 		p.Witness = &w
 	}
+	p.Drop, p.DropClasses = declared(c.Flip.Drop)
+	p.Widen, p.WidenClasses = declared(c.Flip.Widen)
 	for _, name := range sortedKeys(c.Foundation.Ports) {
 		p.Foundation = append(p.Foundation, NamedPort{Name: name, Port: MustPorts([]string{c.Foundation.Ports[name]})[0]})
 	}

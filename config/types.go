@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"adoption/firewall"
 )
 
 // namePattern is the one pattern every name (node, module, owner, container)
@@ -121,6 +123,34 @@ func ParsePortRange(s string) ([]Port, error) {
 		out = append(out, Port{Num: uint16(n), Proto: lo.Proto})
 	}
 	return out, nil
+}
+
+// ParseDeclared reads one flip.drop or flip.widen entry: PORT/PROTO or
+// FROM-TO/PROTO (ParsePortRange) into ports, or, when it does not begin
+// with a digit, a traffic class (NAME/PROTO or NAME, as firewall.ParseClass
+// reads it) into class spellings.
+func ParseDeclared(s string) ([]Port, []string, error) {
+	if s != "" && (s[0] < '0' || s[0] > '9') {
+		cs, err := firewall.ParseClass(s)
+		return nil, cs, err
+	}
+	ps, err := ParsePortRange(s)
+	return ps, nil, err
+}
+
+// declared splits validated flip.drop or flip.widen entries into their
+// ports and class spellings; a parse error here is a programming error.
+func declared(specs []string) ([]Port, []string) {
+	ports := []Port{}
+	var classes []string
+	for _, s := range specs {
+		ps, cs, err := ParseDeclared(s)
+		if err != nil {
+			panic(fmt.Sprintf("config: unvalidated flip entry %q: %v", s, err))
+		}
+		ports, classes = append(ports, ps...), append(classes, cs...)
+	}
+	return ports, classes
 }
 
 // MustPortRanges is MustPorts for specs that may be ranges

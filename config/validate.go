@@ -113,13 +113,13 @@ func (c *Config) Validate() error {
 		file(fmt.Sprintf("node_files[%d]", i), f)
 	}
 	for i, p := range c.Flip.Drop {
-		if _, err := ParsePortRange(p); err != nil {
-			v.add(fmt.Sprintf("flip.drop[%d]", i), p, err.Error()+"; write PORT/PROTO or FROM-TO/PROTO, e.g. 25/tcp or 9000-9010/tcp")
+		if _, _, err := ParseDeclared(p); err != nil {
+			v.add(fmt.Sprintf("flip.drop[%d]", i), p, err.Error()+"; write PORT/PROTO, FROM-TO/PROTO or a traffic class, e.g. 25/tcp, 9000-9010/tcp or echo-request/icmp")
 		}
 	}
 	for i, p := range c.Flip.Widen {
-		if _, err := ParsePortRange(p); err != nil {
-			v.add(fmt.Sprintf("flip.widen[%d]", i), p, err.Error()+"; write PORT/PROTO or FROM-TO/PROTO, e.g. 8080/tcp or 9000-9010/tcp")
+		if _, _, err := ParseDeclared(p); err != nil {
+			v.add(fmt.Sprintf("flip.widen[%d]", i), p, err.Error()+"; write PORT/PROTO, FROM-TO/PROTO or a traffic class, e.g. 8080/tcp, 9000-9010/tcp or echo-request/icmp")
 		}
 	}
 	v.witness(c.Flip.Witness)

@@ -352,7 +352,7 @@ func (n *node) revertFlip(ctx workflow.Context, id string, v workflow.Version) s
 // ports, the foundation's (once genesis opened them) and every migrated
 // module's, with the host ports its container publishes for forwarding.
 func MeshSpec(s *State) flip.MeshSpec {
-	spec := flip.MeshSpec{Node: s.Node, Drop: s.Plan.Drop, Widen: s.Plan.Widen}
+	spec := flip.MeshSpec{Node: s.Node, Drop: s.Plan.Drop, Widen: s.Plan.Widen, DropClasses: s.Plan.DropClasses, WidenClasses: s.Plan.WidenClasses}
 	for _, p := range s.Plan.ManagementPorts {
 		spec.Input = append(spec.Input, flip.Allow{Port: p, Owner: "management"})
 	}

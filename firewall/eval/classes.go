@@ -6,109 +6,26 @@
 package eval
 
 import (
-	"net/netip"
 	"sort"
-
-	"golang.org/x/sys/unix"
 
 	"adoption/firewall"
 )
 
-// Class is one kind of new packet from outside to the node.
-type Class struct {
-	// Name is what the preview and the derived rule call it
-	// ("echo-request", "esp", "mdns").
-	Name   string
-	Family string
-	// Proto is the protocol's name in an Opening ("icmp", "icmpv6",
-	// "esp", "gre", "vrrp", "sctp", "udp"), Num its number.
-	Proto string
-	Num   uint8
-	// Type is the ICMP or ICMPv6 type (code 0).
-	Type uint8
-	// Port is the UDP port of a broadcast or multicast service.
-	Port uint16
-	// Dst is the broadcast address or multicast group the packet is sent
-	// to (Cast says which); invalid: one of the node's own addresses.
-	Dst  netip.Addr
-	Cast uint8
-	// HopLimit is the TTL or hop limit the protocol sends with (255 for
-	// neighbour discovery and VRRP, 1 for MLD); 0: any.
-	HopLimit uint8
-	// Untracked: conntrack does not track it (neighbour discovery, MLD).
-	Untracked bool
-}
+// Class is one kind of new packet from outside to the node
+// (firewall.Classes).
+type Class = firewall.Class
 
 // Classes are the traffic classes the evaluator judges besides TCP and UDP
-// by port, per family: what a host needs (ping, IPv6's neighbour
-// discovery, router adverts and MLD), tunnels and failover (ESP, GRE, VRRP,
-// SCTP), and the broadcast and multicast services a node may serve (a DHCP
-// server, mDNS).
-func Classes() []Class {
-	mc := func(s string) netip.Addr { return netip.MustParseAddr(s) }
-	const b, m = firewall.PacketBroadcast, firewall.PacketMulticast
-	var out []Class
-	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
-		v6 := fam == firewall.FamilyIP6
-		if !v6 {
-			out = append(out,
-				Class{Name: "echo-request", Proto: "icmp", Num: unix.IPPROTO_ICMP, Type: 8},
-				Class{Name: "dhcp-server", Proto: "udp", Num: unix.IPPROTO_UDP, Port: 67, Dst: mc("255.255.255.255"), Cast: b},
-				Class{Name: "mdns", Proto: "udp", Num: unix.IPPROTO_UDP, Port: 5353, Dst: mc("224.0.0.251"), Cast: m},
-				Class{Name: "vrrp", Proto: "vrrp", Num: 112, Dst: mc("224.0.0.18"), Cast: m, HopLimit: 255},
-			)
-		} else {
-			out = append(out,
-				Class{Name: "echo-request", Proto: "icmpv6", Num: unix.IPPROTO_ICMPV6, Type: 128},
-				Class{Name: "nd-router-advert", Proto: "icmpv6", Num: unix.IPPROTO_ICMPV6, Type: 134, Dst: mc("ff02::1"), Cast: m, HopLimit: 255, Untracked: true},
-				Class{Name: "nd-neighbor-solicit", Proto: "icmpv6", Num: unix.IPPROTO_ICMPV6, Type: 135, HopLimit: 255, Untracked: true},
-				Class{Name: "nd-neighbor-advert", Proto: "icmpv6", Num: unix.IPPROTO_ICMPV6, Type: 136, HopLimit: 255, Untracked: true},
-				Class{Name: "mld-listener-query", Proto: "icmpv6", Num: unix.IPPROTO_ICMPV6, Type: 130, Dst: mc("ff02::1"), Cast: m, HopLimit: 1, Untracked: true},
-				Class{Name: "dhcp-server", Proto: "udp", Num: unix.IPPROTO_UDP, Port: 547, Dst: mc("ff02::1:2"), Cast: m},
-				Class{Name: "mdns", Proto: "udp", Num: unix.IPPROTO_UDP, Port: 5353, Dst: mc("ff02::fb"), Cast: m},
-				Class{Name: "vrrp", Proto: "vrrp", Num: 112, Dst: mc("ff02::12"), Cast: m, HopLimit: 255},
-			)
-		}
-		out = append(out,
-			Class{Name: "esp", Proto: "esp", Num: unix.IPPROTO_ESP},
-			Class{Name: "gre", Proto: "gre", Num: unix.IPPROTO_GRE},
-			Class{Name: "sctp", Proto: "sctp", Num: unix.IPPROTO_SCTP},
-		)
-		for i := range out {
-			if out[i].Family == "" {
-				out[i].Family = fam
-			}
-		}
-	}
-	return out
-}
+// by port (firewall.Classes).
+func Classes() []Class { return firewall.Classes() }
 
 // ClassByName is the class of family fam called name.
-func ClassByName(fam, name string) (Class, bool) {
-	for _, c := range Classes() {
-		if c.Family == fam && c.Name == name {
-			return c, true
-		}
-	}
-	return Class{}, false
-}
+func ClassByName(fam, name string) (Class, bool) { return firewall.ClassByName(fam, name) }
 
-// ICMP reports whether the class is an ICMP or ICMPv6 type.
-func (c Class) ICMP() bool { return c.Num == unix.IPPROTO_ICMP || c.Num == unix.IPPROTO_ICMPV6 }
-
-// packet is the class's synthetic packet, its source aside.
-func (c Class) packet() Packet {
+// classPacket is the class's synthetic packet, its source aside.
+func classPacket(c Class) Packet {
 	return Packet{Family: c.Family, Proto: c.Num, Port: c.Port, OrigPort: c.Port, ICMPType: c.Type, Dst: c.Dst, Cast: c.Cast,
 		HopLimit: c.HopLimit, Untracked: c.Untracked}
-}
-
-// Opening is the class's opening from sources from (empty: any).
-func (c Class) Opening(from string) firewall.Opening {
-	o := firewall.Opening{Port: c.Port, Proto: c.Proto, Direction: firewall.HookInput, From: from, Family: c.Family, Class: c.Name}
-	if c.Dst.IsValid() {
-		o.To = c.Dst.String()
-	}
-	return o
 }
 
 // Class is the region of sources from which a packet of class c reaches
@@ -116,7 +33,7 @@ func (c Class) Opening(from string) firewall.Opening {
 func (x *Reacher) Class(c Class) SourceReach {
 	f := x.family(c.Family)
 	x.e.bounds = portBounds(x.rs, c.Family, c.Num, false)
-	return x.region(f, firewall.HookInput, c.packet())
+	return x.region(f, firewall.HookInput, classPacket(c))
 }
 
 // ClassOpenings are the openings of every class on node: one with an
@@ -188,7 +105,7 @@ func CompareClasses(before, after *firewall.Ruleset, node firewall.Node) []Class
 					break
 				}
 				eb.sawSource, ea.sawSource = false, false
-				pkt := c.packet()
+				pkt := classPacket(c)
 				pkt.Src, pkt.node, pkt.own = g[0], &node, own
 				k := [2]Passage{pass(eb.client(&sb, pkt)), pass(ea.client(&sa, pkt))}
 				if gi == 0 {

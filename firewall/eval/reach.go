@@ -274,7 +274,7 @@ func Undecided(rs *firewall.Ruleset, dir, fam, proto string, port uint16) []stri
 
 // UndecidedClass is Undecided for a packet of class c at the input hook.
 func UndecidedClass(rs *firewall.Ruleset, c Class) []string {
-	pkt := c.packet()
+	pkt := classPacket(c)
 	pkt.Hook, pkt.Src = firewall.HookInput, Atom{Other: true}
 	return undecided(rs, pkt)
 }

@@ -8,6 +8,7 @@ package flip
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables/binaryutil"
@@ -41,15 +42,23 @@ func classNames() string {
 // sources it lets through (read with nothing known of the node, as the
 // ports' restrictions are). A class found lets through only under a
 // condition the evaluator cannot decide is carried without it: the
-// preview names that a widening.
-func carryClasses(r *carrier) []ClassAllow {
+// preview names that a widening. A class in drop (flip.drop) is not
+// carried; one in widen (flip.widen) is carried from every source.
+func carryClasses(r *carrier, drop, widen []string) []ClassAllow {
 	out := []ClassAllow{}
 	for _, c := range eval.Classes() {
+		if slices.Contains(drop, c.Spelling()) {
+			continue
+		}
 		s := r.zero.Class(c)
 		if !s.Open() {
 			continue
 		}
-		out = append(out, ClassAllow{Name: c.Name, Reach: Reach{Family: c.Family, From: s.Only, Except: s.Except}})
+		ca := ClassAllow{Name: c.Name, Reach: Reach{Family: c.Family, From: s.Only, Except: s.Except}}
+		if slices.Contains(widen, c.Spelling()) {
+			ca.Reach = Reach{Family: c.Family}
+		}
+		out = append(out, ca)
 	}
 	return out
 }
@@ -142,7 +151,7 @@ func classSpec(o firewall.Opening) string {
 // uncertain where it would pass only under such a condition. Every fate but
 // kept refuses: the mesh carries what the found firewall lets through, so
 // any other is a restriction it could not carry, named with the class.
-func (p *Preview) classFates(found, after *firewall.Ruleset, node firewall.Node) {
+func (p *Preview) classFates(found, after *firewall.Ruleset, node firewall.Node, spec MeshSpec) {
 	for _, r := range eval.CompareClasses(found, after, node) {
 		o := r.Class.Opening(r.From)
 		o.Uncertain = r.Before.Unsure
@@ -168,12 +177,14 @@ func (p *Preview) classFates(found, after *firewall.Ruleset, node firewall.Node)
 			f.Fate = FateUncertain
 			f.Reason = "passes after the flip only under a condition the evaluator cannot decide"
 		}
+		f.Dropped = f.Fate == FateClosing && slices.Contains(spec.DropClasses, r.Class.Spelling())
+		f.Declared = f.Fate == FateWidening && slices.Contains(spec.WidenClasses, r.Class.Spelling())
 		p.Fates = append(p.Fates, f)
-		if f.Fate == FateKept {
+		if f.Fate == FateKept || f.Dropped || f.Declared {
 			continue
 		}
-		p.Reasons = append(p.Reasons, fmt.Sprintf("%s (%s) would be %s: %s; make the found firewall's rule for it one the evaluator decides (a source or interface match), or remove it from the found firewall before the flip",
-			classSpec(o), describeOpening(o), f.Fate, f.Reason))
+		p.Reasons = append(p.Reasons, fmt.Sprintf("%s (%s) would be %s: %s; make the found firewall's rule for it one the evaluator decides (a source or interface match), remove it from the found firewall before the flip, or declare it: %q in flip.drop closes it, in flip.widen lets it pass from every source",
+			classSpec(o), describeOpening(o), f.Fate, f.Reason, r.Class.Spelling()))
 	}
 }
 

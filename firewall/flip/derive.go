@@ -74,6 +74,12 @@ type MeshSpec struct {
 	// (flip.widen): they are open to every source after the flip, and the
 	// preview approves their widening.
 	Widen []config.Port `json:"widen,omitempty"`
+	// DropClasses and WidenClasses are the traffic classes flip.drop and
+	// flip.widen name (class spellings, firewall.Class.Spelling): a
+	// dropped class is not carried, a widened one is carried from every
+	// source; the preview approves their closing or widening.
+	DropClasses  []string `json:"drop_classes,omitempty"`
+	WidenClasses []string `json:"widen_classes,omitempty"`
 	// DHCP4 and DHCP6 keep the DHCP client's replies (udp 67 -> 68, and
 	// 547 -> 546 from link-local). They are not the plan's to set: the
 	// preview and the flip set them from the found firewall (DeriveFor).
@@ -262,6 +268,16 @@ func validateSpec(spec MeshSpec) error {
 	}
 	for _, p := range spec.Widen {
 		check("widen", p)
+	}
+	for _, l := range []struct {
+		key string
+		cs  []string
+	}{{"drop_classes", spec.DropClasses}, {"widen_classes", spec.WidenClasses}} {
+		for _, s := range l.cs {
+			if cs, err := firewall.ParseClass(s); err != nil || len(cs) != 1 || cs[0] != s {
+				errs = append(errs, fmt.Errorf("%s: %q is not one class spelling (%s)", l.key, s, strings.Join(firewall.ClassSpellings(), ", ")))
+			}
+		}
 	}
 	for _, ca := range spec.Classes {
 		if _, ok := eval.ClassByName(ca.Family, ca.Name); !ok {
@@ -468,7 +484,7 @@ func EffectiveSpec(found *firewall.Ruleset, spec MeshSpec) MeshSpec {
 		widen[p] = true
 	}
 	r := newCarrier(found)
-	spec.Classes, spec.ClassesFound = carryClasses(r), true
+	spec.Classes, spec.ClassesFound = carryClasses(r, spec.DropClasses, spec.WidenClasses), true
 	spec.Egress, spec.Routed = foundForward(found, r)
 	for _, l := range []struct {
 		hook string

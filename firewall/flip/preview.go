@@ -217,7 +217,7 @@ func previewFlip(found, derived *firewall.Ruleset, spec MeshSpec, node firewall.
 		}
 	}
 	p.widenings(found, after, derived, spec, node)
-	p.classFates(found, after, node)
+	p.classFates(found, after, node, spec)
 	p.outputFates(found, after)
 	// A management port must be open after the flip, whether or not it is
 	// open now: in every family, or, where the found firewall restricts it
