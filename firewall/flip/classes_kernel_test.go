@@ -123,6 +123,31 @@ func TestKernelUfwFlipCarriesClasses(t *testing.T) {
 		{"ip6 nd-neighbor-solicit", fwtest.PeerV6a, true}, {"ip6 mld-listener-query", fwtest.PeerV6a, false}})
 }
 
+// Declared classes on the same native node: GRE (open from anyone) in
+// flip.drop closes in both families, IPv4's ping (open from 10.9.0.0/24
+// only) in flip.widen passes from every source after the flip; IPv6's
+// ping, not declared, keeps its one source. Every packet that passes
+// after the flip passed before or is a declared widening; every dropped
+// one is dropped.
+func TestKernelFlipDeclaredClasses(t *testing.T) {
+	n := classNet(t)
+	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp"), DropClasses: []string{"gre/gre"}, WidenClasses: []string{"echo-request/icmp"}}
+	classDifferential(t, n, spec, "native nftables node, gre dropped and IPv4 ping widened", []classWant{
+		{"ip echo-request", "10.8.0.5", false}, {"ip gre", fwtest.PeerV4a, true}},
+		func(after map[fwtest.ClassProbe]bool) {
+			for pr, a := range after {
+				switch {
+				case pr.Name == "ip echo-request" && !a:
+					t.Errorf("the widened ping does not pass from %s after the flip", pr.Src)
+				case strings.HasSuffix(pr.Name, " gre") && a:
+					t.Errorf("the dropped GRE passes from %s after the flip", pr.Src)
+				case pr.Name == "ip6 echo-request" && a != (pr.Src == fwtest.PeerV6a):
+					t.Errorf("IPv6's ping from %s after the flip: %v (not declared: it keeps its one source)", pr.Src, a)
+				}
+			}
+		})
+}
+
 type classWant struct {
 	name, src string
 	want      bool
@@ -131,7 +156,7 @@ type classWant struct {
 // classDifferential sends every class's probes before and after a flip of
 // n through the product's path and compares the kernel's answers with the
 // evaluator's and the preview's; wants check the fixture first.
-func classDifferential(t *testing.T, n *fwtest.TestNet, spec MeshSpec, label string, wants []classWant) {
+func classDifferential(t *testing.T, n *fwtest.TestNet, spec MeshSpec, label string, wants []classWant, checks ...func(after map[fwtest.ClassProbe]bool)) {
 	t.Helper()
 	probes := classProbes()
 	before := n.ClassReach(t, probes)
@@ -173,7 +198,10 @@ func classDifferential(t *testing.T, n *fwtest.TestNet, spec MeshSpec, label str
 	}
 	meshListed(t, n, d, "the flip's table")
 	after := n.ClassReach(t, probes)
-	mismatches, kept, closing, passedBefore, passedAfter := 0, 0, 0, 0, 0
+	for _, check := range checks {
+		check(after)
+	}
+	mismatches, kept, closing, declared, passedBefore, passedAfter := 0, 0, 0, 0, 0, 0
 	for _, pr := range probes {
 		b, a := before[pr], after[pr]
 		if b {
@@ -184,6 +212,8 @@ func classDifferential(t *testing.T, n *fwtest.TestNet, spec MeshSpec, label str
 		}
 		fate := classFateOf(p, pr)
 		switch {
+		case a && !b && fate != nil && fate.Fate == FateWidening && fate.Declared:
+			declared++
 		case a && !b:
 			mismatches++
 			t.Errorf("%v passes after the flip and did not before (fate %+v)", pr, fate)
@@ -204,8 +234,8 @@ func classDifferential(t *testing.T, n *fwtest.TestNet, spec MeshSpec, label str
 			}
 		}
 	}
-	fmt.Printf("%s, flip carrying traffic classes: %d probes (%d sent before and after, 3 times each), %d pass before, %d pass after, %d kept, %d closing, %d mismatches; evaluator against the kernel before: %d mismatches\n",
-		label, len(probes), 2*len(probes), passedBefore, passedAfter, kept, closing, mismatches, oracle)
+	fmt.Printf("%s, flip carrying traffic classes: %d probes (%d sent before and after, 3 times each), %d pass before, %d pass after, %d kept, %d closing, %d declared widenings passing, %d mismatches; evaluator against the kernel before: %d mismatches\n",
+		label, len(probes), 2*len(probes), passedBefore, passedAfter, kept, closing, declared, mismatches, oracle)
 	if kept == 0 || passedBefore == len(probes) {
 		t.Errorf("%d kept of %d passing before, of %d probes: the test wants kept and dropped classes", kept, passedBefore, len(probes))
 	}
