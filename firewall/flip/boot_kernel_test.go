@@ -137,12 +137,13 @@ table inet mixed {
 	n.Nft(t, found)
 	n.Serve(t, []uint16{22, 80, 443})
 	spec := MeshSpec{Node: "n1", Input: concat(allow(OwnerManagement, "22/tcp"), allow("web", "80/tcp", "443/tcp"))}
+	eff := EffectiveSpec(n.List(t), spec) // the spec the flip records, and the commit writes
 	f, _, plan := previewedFlip(t, n, spec)
 	if _, err := f.Commit(plan); err != nil {
 		t.Fatal(err)
 	}
 	committed := n.List(t)
-	text, notes, err := BootFile(spec, "test", found+"table ip6 gone {\n\tchain c { type filter hook input priority 0; policy drop; }\n}\n", plan, committed)
+	text, notes, err := BootFile(eff, "test", found+"table ip6 gone {\n\tchain c { type filter hook input priority 0; policy drop; }\n}\n", plan, committed)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -471,6 +471,7 @@ table inet filter {
 	n.Serve(t, []uint16{22, 80, 443, 8081})
 	before := n.Listing(t)
 	spec := MeshSpec{Node: "n1", Input: concat(allow(OwnerManagement, "22/tcp"), allow("web", "80/tcp", "443/tcp")), Drop: fwtest.Ports("8081/tcp")}
+	eff := EffectiveSpec(n.List(t), spec) // what Flip derives from
 	f, p, plan := previewedFlip(t, n, spec)
 	if len(plan.Neutralised) != 3 {
 		t.Errorf("neutralised %v; want the top of input, forward and output", plan.Neutralised)
@@ -505,7 +506,7 @@ table inet filter {
 
 	// What Flip wrote is what Derived.Text says: loaded with nft into the
 	// peer namespace, both list the same.
-	d, _ := Derive(spec)
+	d, _ := Derive(eff)
 	fwtest.Run(t, d.Text(), "ip", "netns", "exec", n.Peer, "nft", "-f", "-")
 	viaText := fwtest.Run(t, "", "ip", "netns", "exec", n.Peer, "nft", "list", "table", "inet", firewall.MeshTable)
 	viaFlip := n.Quiet(t, "nft", "list", "table", "inet", firewall.MeshTable)
