@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
@@ -95,7 +96,7 @@ type Activities struct {
 	// must carry, the declared files' content by sha256 (the plan carries
 	// only the hashes) and the limits. Read at every request, so an edit
 	// of the file applies at the next retry.
-	Local func() (*Authority, error)
+	Local func() (*authority.Authority, error)
 	// Root is node.root: a module's env_file is read under it.
 	Root string
 }
@@ -228,10 +229,10 @@ func (a *Activities) Adopt(ctx context.Context, in AdoptInput) (*AdoptResult, er
 	if err != nil {
 		return nil, err
 	}
-	if _, err := a.checkIntent(ctx, auth, in.Intent, startIntent()); err != nil {
+	if _, err := a.checkIntent(ctx, auth, in.Intent, authority.StartIntent()); err != nil {
 		return nil, err
 	}
-	if err := checkWorkflowID(in.WorkflowID); err != nil {
+	if err := authority.CheckWorkflowID(in.WorkflowID); err != nil {
 		return nil, err
 	}
 	if running := a.Sockets.FindProcesses(auth.Plan.Control); len(running) > 0 {

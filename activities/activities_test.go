@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
@@ -46,7 +47,7 @@ func newActs(t *testing.T) (*Activities, string) {
 
 // withPlan makes plan the node's own configuration.
 func withPlan(a *Activities, plan config.Plan) config.Plan {
-	a.Local = Fixed(plan, map[string][]byte{}, 30*time.Minute)
+	a.Local = authority.Fixed(plan, map[string][]byte{}, 30*time.Minute)
 	return plan
 }
 

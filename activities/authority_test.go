@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
@@ -104,12 +105,12 @@ func hostileSetup(t *testing.T) (*Activities, *recorder, config.Plan, string) {
 	rec := &recorder{pred: &containers.Predecessor{ID: "abc", Name: "app", Networks: []string{"bridge"}}}
 	a.Marks, a.Flipper, a.Cutover = rec, rec, rec
 	a.StartWatchdog = func() error { rec.changes = append(rec.changes, "watchdog"); return nil }
-	a.Local = func() (*Authority, error) {
+	a.Local = func() (*authority.Authority, error) {
 		c, err := config.Load(cfgPath)
 		if err != nil {
 			return nil, err
 		}
-		return FromConfig(c, cfgPath), nil
+		return authority.FromConfig(c, cfgPath), nil
 	}
 	must(t, os.MkdirAll(filepath.Join(root, "srv/app"), 0o755))
 	must(t, os.WriteFile(filepath.Join(root, "srv/app/app.env"), []byte("APP_PASSWORD=found\n"), 0o640))
@@ -139,104 +140,104 @@ func TestHostileRequestsAreRefused(t *testing.T) {
 		want string
 		run  func(a *Activities, p config.Plan) error
 	}{
-		{"undeclared port in the plan", ErrPlanMismatch, "modules[app].ports[2375/tcp]: the request says 2375/tcp, the node says absent", func(a *Activities, p config.Plan) error {
+		{"undeclared port in the plan", authority.ErrPlanMismatch, "modules[app].ports[2375/tcp]: the request says 2375/tcp, the node says absent", func(a *Activities, p config.Plan) error {
 			p.Modules[0].Ports = append(p.Modules[0].Ports, config.Port{Num: 2375, Proto: "tcp"})
 			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: "app", Ports: p.Modules[0].Ports})
 			return err
 		}},
-		{"undeclared port with the node's plan", ErrNotDeclared, "port 2375/tcp is not declared for app", func(a *Activities, p config.Plan) error {
+		{"undeclared port with the node's plan", authority.ErrNotDeclared, "port 2375/tcp is not declared for app", func(a *Activities, p config.Plan) error {
 			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: "app", Ports: []config.Port{{Num: 2375, Proto: "tcp"}}})
 			return err
 		}},
-		{"undeclared owner in a reconcile", ErrNotDeclared, `owner "evil" is neither the foundation nor a module`, func(a *Activities, p config.Plan) error {
+		{"undeclared owner in a reconcile", authority.ErrNotDeclared, `owner "evil" is neither the foundation nor a module`, func(a *Activities, p config.Plan) error {
 			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p, Owners: map[string][]config.Port{"evil": {{Num: 2375, Proto: "tcp"}}}})
 			return err
 		}},
-		{"forward path for a port the container does not publish", ErrNotDeclared, "port 2375/tcp is not published by app's container in node n1's configuration (published: 8080/tcp)", func(a *Activities, p config.Plan) error {
+		{"forward path for a port the container does not publish", authority.ErrNotDeclared, "port 2375/tcp is not published by app's container in node n1's configuration (published: 8080/tcp)", func(a *Activities, p config.Plan) error {
 			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: "app", Ports: p.Modules[0].Ports, Forward: []config.Port{{Num: 2375, Proto: "tcp"}}})
 			return err
 		}},
-		{"forward path for the foundation", ErrNotDeclared, "foundation asks to open published ports 5001/tcp on the forward path, but node n1's configuration gives it no container", func(a *Activities, p config.Plan) error {
+		{"forward path for the foundation", authority.ErrNotDeclared, "foundation asks to open published ports 5001/tcp on the forward path, but node n1's configuration gives it no container", func(a *Activities, p config.Plan) error {
 			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: flip.OwnerFoundation, Forward: []config.Port{{Num: 5001, Proto: "tcp"}}})
 			return err
 		}},
-		{"forward path for an undeclared owner in a reconcile", ErrNotDeclared, `owner "evil" is neither the foundation nor a module`, func(a *Activities, p config.Plan) error {
+		{"forward path for an undeclared owner in a reconcile", authority.ErrNotDeclared, `owner "evil" is neither the foundation nor a module`, func(a *Activities, p config.Plan) error {
 			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p, Forward: map[string][]config.Port{"evil": {{Num: 2375, Proto: "tcp"}}}})
 			return err
 		}},
-		{"forward path for an unpublished port in a reconcile", ErrNotDeclared, "port 9999/tcp is not published by app's container", func(a *Activities, p config.Plan) error {
+		{"forward path for an unpublished port in a reconcile", authority.ErrNotDeclared, "port 9999/tcp is not published by app's container", func(a *Activities, p config.Plan) error {
 			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p, Owners: map[string][]config.Port{"app": p.Modules[0].Ports}, Forward: map[string][]config.Port{"app": {{Num: 9999, Proto: "tcp"}}}})
 			return err
 		}},
-		{"another image", ErrPlanMismatch, "modules[app].container.image", func(a *Activities, p config.Plan) error {
+		{"another image", authority.ErrPlanMismatch, "modules[app].container.image", func(a *Activities, p config.Plan) error {
 			p.Modules[0].Container.Image = "docker:cli"
 			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app"})
 			return err
 		}},
-		{"bind mount of / and the Docker socket", ErrNotDeclared, "the predecessor the request describes is not the one on node n1: mounts", func(a *Activities, p config.Plan) error {
+		{"bind mount of / and the Docker socket", authority.ErrNotDeclared, "the predecessor the request describes is not the one on node n1: mounts", func(a *Activities, p config.Plan) error {
 			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app", Predecessor: &containers.Predecessor{ID: "abc", Name: "app",
 				Mounts: []containers.Mount{{Type: "bind", Source: "/", Destination: "/host"}, {Type: "bind", Source: "/var/run/docker.sock", Destination: "/var/run/docker.sock"}}}})
 			return err
 		}},
-		{"network=host", ErrNotDeclared, `networks: the request says ["host"]`, func(a *Activities, p config.Plan) error {
+		{"network=host", authority.ErrNotDeclared, `networks: the request says ["host"]`, func(a *Activities, p config.Plan) error {
 			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app", Predecessor: &containers.Predecessor{ID: "abc", Name: "app", Networks: []string{"host"}}})
 			return err
 		}},
-		{"a path outside the declared ones", ErrNotDeclared, `path "/etc-shadow" is not declared`, func(a *Activities, p config.Plan) error {
+		{"a path outside the declared ones", authority.ErrNotDeclared, `path "/etc-shadow" is not declared`, func(a *Activities, p config.Plan) error {
 			_, err := a.AcceptDrift(ctx, DriftInput{Plan: p, Custody: []custody.Record{{FileState: custody.FileState{Path: "/etc-shadow", Exists: true}, Found: true}}})
 			return err
 		}},
-		{"a path outside the declared ones, in the plan", ErrPlanMismatch, "node_files[/etc-shadow]", func(a *Activities, p config.Plan) error {
+		{"a path outside the declared ones, in the plan", authority.ErrPlanMismatch, "node_files[/etc-shadow]", func(a *Activities, p config.Plan) error {
 			p.NodeFiles = append(p.NodeFiles, config.FilePlan{Path: "/etc-shadow"})
 			_, err := a.Probe(ctx, ProbeInput{Plan: p})
 			return err
 		}},
-		{"traversal in a flip ID (commit)", ErrBadRequest, `flip ID "n1-1/../../../../tmp/x-1" is not one of node n1's`, func(a *Activities, p config.Plan) error {
+		{"traversal in a flip ID (commit)", authority.ErrBadRequest, `flip ID "n1-1/../../../../tmp/x-1" is not one of node n1's`, func(a *Activities, p config.Plan) error {
 			_, err := a.CommitFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1/../../../../tmp/x-1"})
 			return err
 		}},
-		{"traversal in a flip ID (flip)", ErrBadRequest, `flip ID "../n1-1"`, func(a *Activities, p config.Plan) error {
+		{"traversal in a flip ID (flip)", authority.ErrBadRequest, `flip ID "../n1-1"`, func(a *Activities, p config.Plan) error {
 			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "../n1-1", ConfirmTimeout: p.ConfirmTimeout})
 			return err
 		}},
-		{"setuid mode", ErrPlanMismatch, "modules[app].files[/srv/app/app.env].mode: the request says \"4755\"", func(a *Activities, p config.Plan) error {
+		{"setuid mode", authority.ErrPlanMismatch, "modules[app].files[/srv/app/app.env].mode: the request says \"4755\"", func(a *Activities, p config.Plan) error {
 			p.Modules[0].Files[0].Mode = "4755"
 			_, err := a.ConvergeFiles(ctx, ModuleInput{Plan: p, Module: "app"})
 			return err
 		}},
-		{"100-year confirm timeout in the plan", ErrPlanMismatch, "confirm_timeout: the request says 876000h0m0s, the node says 1m0s", func(a *Activities, p config.Plan) error {
+		{"100-year confirm timeout in the plan", authority.ErrPlanMismatch, "confirm_timeout: the request says 876000h0m0s, the node says 1m0s", func(a *Activities, p config.Plan) error {
 			p.ConfirmTimeout = 100 * 365 * 24 * time.Hour
 			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
 			return err
 		}},
-		{"100-year confirm timeout beside the node's plan", ErrNotDeclared, "confirm timeout 876000h0m0s is not node n1's flip.confirm_timeout (1m0s)", func(a *Activities, p config.Plan) error {
+		{"100-year confirm timeout beside the node's plan", authority.ErrNotDeclared, "confirm timeout 876000h0m0s is not node n1's flip.confirm_timeout (1m0s)", func(a *Activities, p config.Plan) error {
 			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "n1-1", ConfirmTimeout: 100 * 365 * 24 * time.Hour})
 			return err
 		}},
-		{"ruleset without the management port", ErrNotDeclared, "does not keep management port 22/tcp", func(a *Activities, p config.Plan) error {
+		{"ruleset without the management port", authority.ErrNotDeclared, "does not keep management port 22/tcp", func(a *Activities, p config.Plan) error {
 			s := specOf(p)
 			s.Input = s.Input[1:]
 			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: s, ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
 			return err
 		}},
-		{"ruleset opening an undeclared port", ErrNotDeclared, "opens 2375/tcp for app", func(a *Activities, p config.Plan) error {
+		{"ruleset opening an undeclared port", authority.ErrNotDeclared, "opens 2375/tcp for app", func(a *Activities, p config.Plan) error {
 			s := specOf(p)
 			s.Input = append(s.Input, flip.Allow{Port: config.Port{Num: 2375, Proto: "tcp"}, Owner: "app"})
 			_, err := a.Preview(ctx, PreviewInput{Plan: p, Spec: s})
 			return err
 		}},
-		{"ruleset forwarding an undeclared port", ErrNotDeclared, "forwards 9999/tcp", func(a *Activities, p config.Plan) error {
+		{"ruleset forwarding an undeclared port", authority.ErrNotDeclared, "forwards 9999/tcp", func(a *Activities, p config.Plan) error {
 			s := specOf(p)
 			s.Forward = append(s.Forward, flip.Allow{Port: config.Port{Num: 9999, Proto: "tcp"}, Owner: "app"})
 			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: s, ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
 			return err
 		}},
-		{"health endpoint elsewhere", ErrPlanMismatch, "modules[app].health.tcp", func(a *Activities, p config.Plan) error {
+		{"health endpoint elsewhere", authority.ErrPlanMismatch, "modules[app].health.tcp", func(a *Activities, p config.Plan) error {
 			p.Modules[0].Health.TCP = "10.0.0.1:8080"
 			_, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1"})
 			return err
 		}},
-		{"management port removed from the plan", ErrPlanMismatch, "management_ports[22/tcp]: the request says absent", func(a *Activities, p config.Plan) error {
+		{"management port removed from the plan", authority.ErrPlanMismatch, "management_ports[22/tcp]: the request says absent", func(a *Activities, p config.Plan) error {
 			p.ManagementPorts = nil
 			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
 			return err
@@ -310,7 +311,7 @@ func TestAnEditedFileAppliesAtTheNextRequest(t *testing.T) {
 	must(t, err)
 	must(t, os.WriteFile(cfgPath, []byte(strings.Replace(string(b), `ports: ["8080/tcp"]`, `ports: ["8080/tcp", "8443/tcp"]`, 1)), 0o600))
 	_, err = a.Probe(ctx, ProbeInput{Plan: clone(t, plan)})
-	msg := appErr(t, err, ErrPlanMismatch)
+	msg := appErr(t, err, authority.ErrPlanMismatch)
 	if !strings.Contains(msg, "modules[app].ports[8443/tcp]: the request says absent, the node says 8443/tcp") || !strings.Contains(msg, cfgPath) || !strings.Contains(msg, "adopt retry n1") {
 		t.Fatalf("refusal: %s", msg)
 	}
@@ -321,7 +322,7 @@ func TestAnEditedFileAppliesAtTheNextRequest(t *testing.T) {
 	}
 	must(t, os.WriteFile(cfgPath, []byte("node: {name: n1}\nbogus: 1\n"), 0o600))
 	_, err = a.Probe(ctx, ProbeInput{Plan: c.Plan()})
-	appErr(t, err, ErrLocalConfig)
+	appErr(t, err, authority.ErrLocalConfig)
 }
 
 // TestContainerOutputStaysInTheLog: a container's logs (here a password)

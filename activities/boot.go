@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/authority"
 	"adoption/bootpath"
 	"adoption/firewall"
 	"adoption/firewall/flip"
@@ -24,7 +25,7 @@ const (
 
 // bootPath is the node's boot path as auth's configuration lets the
 // commit change it.
-func (a *Activities) bootPath(auth *Authority) bootpath.Node {
+func (a *Activities) bootPath(auth *authority.Authority) bootpath.Node {
 	n := bootpath.Node{Root: a.Root, Files: a.Files, Ruleset: func() (*firewall.Ruleset, error) { return a.Firewall.Ruleset() }}
 	if auth != nil {
 		n.Name, n.EnableService = auth.Plan.Node, auth.EnableBootService
@@ -49,7 +50,7 @@ func bootErr(err error) error {
 // checkBoot is bootpath's Check: it refuses, naming what to do, when the
 // boot would not load the mesh's table and the configuration does not let
 // the commit see to it.
-func (a *Activities) checkBoot(auth *Authority, plan *flip.RevertPlan) (*bootpath.Plan, error) {
+func (a *Activities) checkBoot(auth *authority.Authority, plan *flip.RevertPlan) (*bootpath.Plan, error) {
 	p, err := a.bootPath(auth).Check(plan)
 	return p, bootErr(err)
 }

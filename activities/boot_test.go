@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"adoption/activities/authority"
 	"adoption/firewall"
 	"adoption/firewall/flip"
 	"adoption/internal/fake"
@@ -33,7 +34,7 @@ func debianBoot(t *testing.T, root string, enabled bool) {
 // configuration.
 func enableBootService(a *Activities) {
 	local := a.Local
-	a.Local = func() (*Authority, error) {
+	a.Local = func() (*authority.Authority, error) {
 		au, err := local()
 		if err != nil {
 			return nil, err

@@ -7,6 +7,7 @@ package activities
 import (
 	"context"
 
+	"adoption/activities/authority"
 	"adoption/activities/caller"
 	"adoption/nodestate"
 )
@@ -48,7 +49,7 @@ func (a *Activities) checkCaller(ctx context.Context) error {
 
 func (a *Activities) pin(ctx context.Context) error { return a.served().Pin(ctx) }
 
-func (a *Activities) checkPlanReader(ctx context.Context, auth *Authority) error {
+func (a *Activities) checkPlanReader(ctx context.Context, auth *authority.Authority) error {
 	if err := a.served().CheckPlanReader(ctx, auth.Fleet, auth.Source); err != nil {
 		heartbeat(ctx, "refused: plan asked by another workflow")
 		return err

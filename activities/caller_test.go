@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"adoption/activities/authority"
 	"adoption/activities/caller"
 	"adoption/config"
 	"adoption/intent"
@@ -39,7 +40,7 @@ func (sn *signedNode) adoptedByIn(t *testing.T, c caller.Caller) {
 	t.Helper()
 	wf := c.Workflow
 	ctx := caller.With(context.Background(), c)
-	s := sn.sign(t, sn.op, "n1", sn.plan.Hash(), ActStart, nil, time.Now(), time.Hour)
+	s := sn.sign(t, sn.op, "n1", sn.plan.Hash(), authority.ActStart, nil, time.Now(), time.Hour)
 	if _, err := sn.a.CheckFoundationPorts(ctx, ProbeInput{Plan: clone(t, sn.plan), Intent: s}); refusedFor(err) != "" || wrongWorkflowErr(err) {
 		t.Fatalf("the operator's start by %s: %v", wf, err)
 	}
@@ -152,7 +153,7 @@ func TestReleaseHandsTheNodeOn(t *testing.T) {
 		t.Fatal("an unsigned start recorded an owner")
 	}
 	sn.adoptedBy(t, productWorkflow)
-	rel := sn.sign(t, sn.op, "n1", sn.plan.Hash(), ActRelease, nil, time.Now(), time.Hour)
+	rel := sn.sign(t, sn.op, "n1", sn.plan.Hash(), authority.ActRelease, nil, time.Now(), time.Hour)
 	if _, err := sn.a.Release(WithWorkflow(context.Background(), productWorkflow), ProbeInput{Plan: clone(t, sn.plan), Intent: rel}); err != nil {
 		t.Fatalf("release: %v", err)
 	}

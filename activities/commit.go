@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/authority"
 	"adoption/bootpath"
 	"adoption/containers"
 	"adoption/firewall/flip"
@@ -35,12 +36,12 @@ func (a *Activities) CommitFlip(ctx context.Context, in ConfirmInput) (*FlipResu
 	if err != nil {
 		return nil, err
 	}
-	v, err := a.checkIntent(ctx, auth, in.Intent, flipIntent(auth.Plan, true))
+	v, err := a.checkIntent(ctx, auth, in.Intent, authority.FlipIntent(auth.Plan, true))
 	if err != nil {
 		return nil, err
 	}
 	// The ID names the file the predecessor's firewall is saved to.
-	if err := checkFlipID(auth.Plan.Node, in.ID); err != nil {
+	if err := authority.CheckFlipID(auth.Plan.Node, in.ID); err != nil {
 		return nil, err
 	}
 	res, err := a.commit(ctx, auth, in.ID)
@@ -62,7 +63,7 @@ var commitSteps = []string{stepFirewall, stepUnits, stepNftConf, stepUfwConf}
 
 // commit is CommitFlip's work, for it and for a confirmation asked to
 // commit too; the flip ID is checked already.
-func (a *Activities) commit(ctx context.Context, auth *Authority, id string) (*FlipResult, error) {
+func (a *Activities) commit(ctx context.Context, auth *authority.Authority, id string) (*FlipResult, error) {
 	res := &FlipResult{ID: id, State: nodestate.FlipCommitted}
 	var failed error
 	err := a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {

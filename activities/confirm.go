@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/firewall/flip"
@@ -43,11 +44,11 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 	if err != nil {
 		return nil, err
 	}
-	v, err := a.checkIntent(ctx, auth, in.Intent, flipIntent(auth.Plan, false))
+	v, err := a.checkIntent(ctx, auth, in.Intent, authority.FlipIntent(auth.Plan, false))
 	if err != nil {
 		return nil, err
 	}
-	if err := checkFlipID(auth.Plan.Node, in.ID); err != nil {
+	if err := authority.CheckFlipID(auth.Plan.Node, in.ID); err != nil {
 		return nil, err
 	}
 	heartbeat(ctx, "confirm")
@@ -142,11 +143,11 @@ func (a *Activities) RevertFlip(ctx context.Context, in ConfirmInput) (*FlipResu
 	if err != nil {
 		return nil, err
 	}
-	v, err := a.checkUndo(ctx, auth, in.Intent, flipIntent(auth.Plan, false))
+	v, err := a.checkUndo(ctx, auth, in.Intent, authority.FlipIntent(auth.Plan, false))
 	if err != nil {
 		return nil, err
 	}
-	if err := checkFlipID(a.Node, in.ID); err != nil {
+	if err := authority.CheckFlipID(a.Node, in.ID); err != nil {
 		return nil, err
 	}
 	state, err := a.revert(in.ID, "the workflow did not confirm the flip in time")

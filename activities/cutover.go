@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/intent"
@@ -164,7 +165,7 @@ func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*Cutov
 		return nil, err
 	}
 	if m.Container == nil {
-		return nil, notDeclared("module %s declares no container", m.Name)
+		return nil, authority.NotDeclared("module %s declares no container", m.Name)
 	}
 	sp, err := a.spec(auth, m)
 	if err != nil {
@@ -176,7 +177,7 @@ func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*Cutov
 		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: create (preflight on the node)", m.Name), err)
 	}
 	if d := predecessorDiff(in.Predecessor, pred); d != "" {
-		return nil, notDeclared("cutover %s: the predecessor the request describes is not the one on node %s: %s", m.Name, a.Node, d)
+		return nil, authority.NotDeclared("cutover %s: the predecessor the request describes is not the one on node %s: %s", m.Name, a.Node, d)
 	}
 	carried, err := a.Cutover.Create(pctx, sp, pred)
 	if err != nil {
@@ -269,7 +270,7 @@ func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverR
 		return nil, err
 	}
 	if m.Container == nil {
-		return nil, notDeclared("module %s declares no container", m.Name)
+		return nil, authority.NotDeclared("module %s declares no container", m.Name)
 	}
 	var holds []containers.HoldReport
 	sctx := containers.WithHoldReport(a.progress(ctx, "swap"), func(r containers.HoldReport) { holds = append(holds, r) })
@@ -357,7 +358,7 @@ func (a *Activities) CutoverRollback(ctx context.Context, in ModuleInput) (*Cuto
 	if err != nil {
 		return nil, err
 	}
-	if _, err := a.checkUndo(ctx, auth, in.Intent, moduleIntent(m.Name)); err != nil {
+	if _, err := a.checkUndo(ctx, auth, in.Intent, authority.ModuleIntent(m.Name)); err != nil {
 		return nil, err
 	}
 	// Only a cutover the node has not confirmed is rolled back: once its
@@ -407,7 +408,7 @@ func (a *Activities) Prune(ctx context.Context, in PruneInput) (*CutoverResult, 
 	if err != nil {
 		return nil, err
 	}
-	v, err := a.checkIntent(ctx, auth, in.Intent, []allowed{{actions: []string{ActPrune}, args: PruneArgs(auth.Plan)}})
+	v, err := a.checkIntent(ctx, auth, in.Intent, []authority.Form{{Actions: []string{authority.ActPrune}, Args: authority.PruneArgs(auth.Plan)}})
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +446,7 @@ func (a *Activities) Prune(ctx context.Context, in PruneInput) (*CutoverResult, 
 
 // module authorizes the request and picks the named module of the node's
 // own plan.
-func (a *Activities) module(ctx context.Context, p config.Plan, name string) (*Authority, config.ModulePlan, error) {
+func (a *Activities) module(ctx context.Context, p config.Plan, name string) (*authority.Authority, config.ModulePlan, error) {
 	auth, err := a.authorize(ctx, p)
 	if err != nil {
 		return nil, config.ModulePlan{}, err
@@ -460,12 +461,12 @@ func (a *Activities) module(ctx context.Context, p config.Plan, name string) (*A
 // signedModule is module for a cutover step: the request's intent must be
 // the operator's migrate or retry of that module, and each decision it
 // carries the operator's resolve.
-func (a *Activities) signedModule(ctx context.Context, p config.Plan, name string, signed *intent.Signed, ds []FileDecision) (*Authority, config.ModulePlan, error) {
+func (a *Activities) signedModule(ctx context.Context, p config.Plan, name string, signed *intent.Signed, ds []FileDecision) (*authority.Authority, config.ModulePlan, error) {
 	auth, m, err := a.module(ctx, p, name)
 	if err != nil {
 		return nil, m, err
 	}
-	if _, err := a.checkIntent(ctx, auth, signed, moduleIntent(m.Name)); err != nil {
+	if _, err := a.checkIntent(ctx, auth, signed, authority.ModuleIntent(m.Name)); err != nil {
 		return nil, m, err
 	}
 	if err := a.checkDecisions(ctx, auth, ds); err != nil {
@@ -486,7 +487,7 @@ func (a *Activities) progress(ctx context.Context, step string) context.Context 
 
 // spec is the module's container for the engine, its environment
 // overrides read on the node (see moduleEnv).
-func (a *Activities) spec(auth *Authority, m config.ModulePlan) (containers.Spec, error) {
+func (a *Activities) spec(auth *authority.Authority, m config.ModulePlan) (containers.Spec, error) {
 	c := m.Container
 	env, err := a.moduleEnv(auth, m)
 	if err != nil {
@@ -515,10 +516,10 @@ func (a *Activities) refusal(ctx context.Context, what string, err error) error 
 // node itself) by its declared health, from the agent's network namespace,
 // until it answers or the health's timeout passes: a module whose check
 // fails is not migrated, and the workflow rolls it back.
-func (a *Activities) hostServiceHealthy(ctx context.Context, auth *Authority, m config.ModulePlan, signed *intent.Signed) (*CutoverResult, error) {
+func (a *Activities) hostServiceHealthy(ctx context.Context, auth *authority.Authority, m config.ModulePlan, signed *intent.Signed) (*CutoverResult, error) {
 	h := m.Health
 	if h == nil {
-		return nil, notDeclared("module %s declares neither a container nor a health check", m.Name)
+		return nil, authority.NotDeclared("module %s declares neither a container nor a health check", m.Name)
 	}
 	probe := containers.HTTPProbe(h.HTTP)
 	what := "GET " + h.HTTP

@@ -14,6 +14,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/custody"
 )
@@ -23,13 +24,13 @@ const ErrBadEnv = "BadEnv"
 
 // moduleEnv is the module's environment overrides: env_file's lines, then
 // env's values over them. nil when the module sets none.
-func (a *Activities) moduleEnv(auth *Authority, m config.ModulePlan) (map[string]string, error) {
+func (a *Activities) moduleEnv(auth *authority.Authority, m config.ModulePlan) (map[string]string, error) {
 	return a.containerEnv(auth, m.Container, fmt.Sprintf("modules[%s].container", m.Name))
 }
 
 // containerEnv is moduleEnv for any container of the plan, named by key
 // in errors.
-func (a *Activities) containerEnv(auth *Authority, c *config.Container, key string) (map[string]string, error) {
+func (a *Activities) containerEnv(auth *authority.Authority, c *config.Container, key string) (map[string]string, error) {
 	bad := func(format string, args ...any) error {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...)+"; nothing was changed", ErrBadEnv, nil)
 	}

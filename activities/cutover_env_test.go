@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"adoption/activities/authority"
 	"adoption/config"
 )
 
@@ -24,7 +25,7 @@ func TestModuleEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := &Activities{Node: "n1", Root: root}
-	auth := &Authority{Contents: map[string][]byte{sum("primary"): []byte("primary")}}
+	auth := &authority.Authority{Contents: map[string][]byte{sum("primary"): []byte("primary")}}
 	m := config.ModulePlan{Name: "web", Container: &config.Container{Name: "web", Image: "web:2",
 		EnvFile: "/etc/web/web.env", EnvSHA256: map[string]string{"MODE": sum("primary")}}}
 	env, err := a.moduleEnv(auth, m)
@@ -93,7 +94,7 @@ func TestModuleEnvFileHeldToCustodyRules(t *testing.T) {
 	if err := os.Symlink("web", filepath.Join(root, "etc/linked")); err != nil {
 		t.Fatal(err)
 	}
-	auth := &Authority{}
+	auth := &authority.Authority{}
 	for _, c := range []struct{ root, file, want string }{
 		{root, "/etc/web/fifo.env", "is a FIFO, not a regular file"},
 		{"/", "/dev/zero", "is a character device, not a regular file"},

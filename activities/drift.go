@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/custody"
 	"adoption/firewall/flip"
@@ -58,9 +59,9 @@ func (a *Activities) CheckDrift(ctx context.Context, in DriftInput) (*DriftResul
 // driftOf compares as CheckDrift says. With record, a node adopted before
 // it kept its own firewall baseline records the one measured now when it
 // is what adoption recorded; a briefing passes false and writes nothing.
-func (a *Activities) driftOf(auth *Authority, in DriftInput, record bool) (*DriftResult, error) {
+func (a *Activities) driftOf(auth *authority.Authority, in DriftInput, record bool) (*DriftResult, error) {
 	for _, r := range in.Custody {
-		if err := checkDeclared(auth, r.Path); err != nil {
+		if err := authority.CheckDeclared(auth, r.Path); err != nil {
 			return nil, err
 		}
 	}
@@ -116,12 +117,12 @@ func (a *Activities) AcceptDrift(ctx context.Context, in DriftInput) (*DriftResu
 	if err != nil {
 		return nil, err
 	}
-	v, err := a.checkIntent(ctx, auth, in.Intent, []allowed{{actions: []string{ActDriftAccept}}})
+	v, err := a.checkIntent(ctx, auth, in.Intent, []authority.Form{{Actions: []string{authority.ActDriftAccept}}})
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range in.Custody { // not used, but never an undeclared path
-		if err := checkDeclared(auth, r.Path); err != nil {
+		if err := authority.CheckDeclared(auth, r.Path); err != nil {
 			return nil, err
 		}
 	}
@@ -163,7 +164,7 @@ func (a *Activities) AcceptDrift(ctx context.Context, in DriftInput) (*DriftResu
 // holds; the record's own digests are not looked at, so the answer is the
 // same whatever they say (ok is false when the index holds nothing for the
 // path).
-func (a *Activities) driftBaseline(auth *Authority, r custody.Record) (base custody.Record, ok bool, err error) {
+func (a *Activities) driftBaseline(auth *authority.Authority, r custody.Record) (base custody.Record, ok bool, err error) {
 	if r.SHA256 == "" {
 		return a.Files.Record(r.Path)
 	}

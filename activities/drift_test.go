@@ -13,6 +13,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/custody"
 )
@@ -104,7 +105,7 @@ func TestDigestKindsMustAgree(t *testing.T) {
 	p.Digests = config.DigestHMAC
 	_, err := a.Probe(context.Background(), ProbeInput{Plan: p})
 	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) || ae.Type() != ErrPlanMismatch || !strings.Contains(ae.Message(), "hmac-sha256 digests") ||
+	if !errors.As(err, &ae) || ae.Type() != authority.ErrPlanMismatch || !strings.Contains(ae.Message(), "hmac-sha256 digests") ||
 		!strings.Contains(ae.Message(), config.CodecKeyFileKey) {
 		t.Fatalf("a keyed plan to a plain node: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/firewall/flip"
 	"adoption/firewall/marks"
@@ -32,11 +33,9 @@ type ForwardMarks interface {
 	OpenForward(node, owner string, ports []config.Port) (added, present []marks.MarkedRule, err error)
 }
 
-// Error types of the firewall steps.
-const (
-	ErrPortCollision = "PortCollision"
-	ErrBadOwner      = "BadOwner"
-)
+// ErrPortCollision is the error type of a foundation port held by
+// something else on the node.
+const ErrPortCollision = "PortCollision"
 
 // Collision is a foundation port held by something else on the node.
 type Collision struct {
@@ -66,7 +65,7 @@ func (a *Activities) CheckFoundationPorts(ctx context.Context, in ProbeInput) (*
 	if err != nil {
 		return nil, err
 	}
-	if _, err := a.checkIntent(ctx, auth, in.Intent, startIntent()); err != nil {
+	if _, err := a.checkIntent(ctx, auth, in.Intent, authority.StartIntent()); err != nil {
 		return nil, err
 	}
 	return a.checkFree(ctx, auth.Plan.Foundation, "nothing was opened or started")
@@ -142,7 +141,7 @@ func (a *Activities) OpenRules(ctx context.Context, in RulesInput) (*RulesResult
 	if err != nil {
 		return nil, err
 	}
-	if _, err := a.checkIntent(ctx, auth, in.Intent, ownerIntent(in.Owner)); err != nil {
+	if _, err := a.checkIntent(ctx, auth, in.Intent, authority.OwnerIntent(in.Owner)); err != nil {
 		return nil, err
 	}
 	fm, err := a.checkOpen(auth, in.Owner, in.Ports, in.Forward)
@@ -178,11 +177,11 @@ func (a *Activities) OpenRules(ctx context.Context, in RulesInput) (*RulesResult
 // node's own configuration does not make (ports for owner, and host ports
 // its container publishes); it returns the worker's forward-path marker
 // when forward asks for one, and refuses if the worker has none.
-func (a *Activities) checkOpen(auth *Authority, owner string, ports, forward []config.Port) (ForwardMarks, error) {
-	if err := checkOwnerPorts(auth, owner, ports); err != nil {
+func (a *Activities) checkOpen(auth *authority.Authority, owner string, ports, forward []config.Port) (ForwardMarks, error) {
+	if err := authority.CheckOwnerPorts(auth, owner, ports); err != nil {
 		return nil, err
 	}
-	if err := checkOwnerForward(auth, owner, forward); err != nil {
+	if err := authority.CheckOwnerForward(auth, owner, forward); err != nil {
 		return nil, err
 	}
 	if len(forward) == 0 {
@@ -190,7 +189,7 @@ func (a *Activities) checkOpen(auth *Authority, owner string, ports, forward []c
 	}
 	fm, ok := a.Marks.(ForwardMarks)
 	if !ok {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s publishes %v, but this worker's marks cannot open the forward path", owner, forward), ErrBadOwner, nil)
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s publishes %v, but this worker's marks cannot open the forward path", owner, forward), authority.ErrBadOwner, nil)
 	}
 	return fm, nil
 }
@@ -201,14 +200,14 @@ func (a *Activities) CloseRules(ctx context.Context, in RulesInput) (*RulesResul
 	if err != nil {
 		return nil, err
 	}
-	v, err := a.checkUndo(ctx, auth, in.Intent, ownerIntent(in.Owner))
+	v, err := a.checkUndo(ctx, auth, in.Intent, authority.OwnerIntent(in.Owner))
 	if err != nil {
 		return nil, err
 	}
 	// Closing removes only the mesh's own marks, so an owner no longer
 	// declared (a module taken out of the file) can still be closed.
 	if !config.ValidName(in.Owner) {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("owner %q is invalid: it must be %s", in.Owner, config.NameRule), ErrBadOwner, nil)
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("owner %q is invalid: it must be %s", in.Owner, config.NameRule), authority.ErrBadOwner, nil)
 	}
 	// Closing is a rollback's last step: only a module's marks the node
 	// placed for it, while its cutover is not confirmed, and never under a
@@ -314,7 +313,7 @@ func (a *Activities) Release(ctx context.Context, in ProbeInput) (*ReleaseResult
 	if err != nil {
 		return nil, err
 	}
-	v, err := a.checkIntent(ctx, auth, in.Intent, []allowed{{actions: []string{ActRelease}}})
+	v, err := a.checkIntent(ctx, auth, in.Intent, []authority.Form{{Actions: []string{authority.ActRelease}}})
 	if err != nil {
 		return nil, err
 	}

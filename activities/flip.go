@@ -11,6 +11,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/flip"
@@ -98,8 +99,8 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (*flip.Previe
 
 // preview is the preview of one spec on this node, for the Preview
 // activity and for a flip that previews on the node itself.
-func (a *Activities) preview(ctx context.Context, auth *Authority, spec flip.MeshSpec) (*flip.Preview, error) {
-	if err := checkSpec(auth, spec); err != nil {
+func (a *Activities) preview(ctx context.Context, auth *authority.Authority, spec flip.MeshSpec) (*flip.Preview, error) {
+	if err := authority.CheckSpec(auth, spec); err != nil {
 		return nil, err
 	}
 	rs, err := a.Firewall.Ruleset()
@@ -179,16 +180,16 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 	if err != nil {
 		return nil, err
 	}
-	if _, err := a.checkIntent(ctx, auth, in.Intent, flipIntent(auth.Plan, false)); err != nil {
+	if _, err := a.checkIntent(ctx, auth, in.Intent, authority.FlipIntent(auth.Plan, false)); err != nil {
 		return nil, err
 	}
-	if err := checkFlipID(auth.Plan.Node, in.ID); err != nil {
+	if err := authority.CheckFlipID(auth.Plan.Node, in.ID); err != nil {
 		return nil, err
 	}
-	if err := checkSpec(auth, in.Spec); err != nil {
+	if err := authority.CheckSpec(auth, in.Spec); err != nil {
 		return nil, err
 	}
-	if err := checkConfirmTimeout(auth, in.ConfirmTimeout); err != nil {
+	if err := authority.CheckConfirmTimeout(auth, in.ConfirmTimeout); err != nil {
 		return nil, err
 	}
 	marker, adopted, err := a.State.Adopted()
@@ -272,7 +273,7 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 // that ruleset is applied; a request naming other fingerprints is stale.
 // A refusal changes nothing: a result (FlipPreviewRefused) to a request
 // that asked for the node's preview, an error to one that did not.
-func (a *Activities) gateFlip(ctx context.Context, auth *Authority, in *FlipInput, marker nodestate.Marker) (*flip.Preview, *FlipResult, error) {
+func (a *Activities) gateFlip(ctx context.Context, auth *authority.Authority, in *FlipInput, marker nodestate.Marker) (*flip.Preview, *FlipResult, error) {
 	var rec *nodestate.FlipRecord
 	if err := a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
 		if cur != nil && cur.ID == in.ID && (cur.Pending() || !cur.Updated.Before(marker.AdoptedAt)) {
@@ -318,7 +319,7 @@ func (a *Activities) gateFlip(ctx context.Context, auth *Authority, in *FlipInpu
 
 // applyFlip is the flip once its record says applying: the watchdog, the
 // one transaction, the record of its outcome, the node files.
-func (a *Activities) applyFlip(ctx context.Context, auth *Authority, in FlipInput, deadline time.Time) (*FlipResult, error) {
+func (a *Activities) applyFlip(ctx context.Context, auth *authority.Authority, in FlipInput, deadline time.Time) (*FlipResult, error) {
 	if err := a.StartWatchdog(); err != nil {
 		_ = a.markFlip(in.ID, nodestate.FlipNotApplied, "the watchdog could not start: "+err.Error(), nil)
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("start the flip watchdog: %v (nothing was changed)", err), ErrFlipNotApplied, err)
@@ -365,7 +366,7 @@ func (a *Activities) applyFlip(ctx context.Context, auth *Authority, in FlipInpu
 }
 
 // resumeFlip continues a flip whose activity ran before, from its record.
-func (a *Activities) resumeFlip(auth *Authority, in FlipInput, rec *nodestate.FlipRecord) (*FlipResult, error) {
+func (a *Activities) resumeFlip(auth *authority.Authority, in FlipInput, rec *nodestate.FlipRecord) (*FlipResult, error) {
 	switch rec.State {
 	case nodestate.FlipFlipped:
 		// The worker may have died between the flip and the node files
@@ -409,15 +410,15 @@ func (a *Activities) markFlip(id, state, reason string, revert json.RawMessage) 
 // since adoption, so a revert restores what was found). Path, content and
 // mode all come from the node's own configuration (f is of auth's plan);
 // the mode keeps set-id and sticky bits as written ("4755").
-func (a *Activities) convergeFile(auth *Authority, f config.FilePlan) error {
+func (a *Activities) convergeFile(auth *authority.Authority, f config.FilePlan) error {
 	return a.convergeFileWith(auth, f, nil)
 }
 
 // convergeFileWith writes what the merge of f gives: the mesh's content
 // for a file replaced whole, the per-key merge (kept keys, decisions) for
 // one with keep or a format (merge.go).
-func (a *Activities) convergeFileWith(auth *Authority, f config.FilePlan, decisions []FileDecision) error {
-	if err := checkDeclared(auth, f.Path); err != nil {
+func (a *Activities) convergeFileWith(auth *authority.Authority, f config.FilePlan, decisions []FileDecision) error {
+	if err := authority.CheckDeclared(auth, f.Path); err != nil {
 		return err
 	}
 	mesh, ok := auth.Contents[f.SHA256]
@@ -444,7 +445,7 @@ func (a *Activities) convergeFileWith(auth *Authority, f config.FilePlan, decisi
 	if f.Mode != "" {
 		m, err := config.ParseMode(f.Mode)
 		if err != nil {
-			return notDeclared("mode %q of %s: %v", f.Mode, f.Path, err)
+			return authority.NotDeclared("mode %q of %s: %v", f.Mode, f.Path, err)
 		}
 		mode = m
 	}

@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/containers"
 )
@@ -42,11 +43,11 @@ func (a *Activities) RaiseFoundation(ctx context.Context, in ProbeInput) (*Found
 	if err != nil {
 		return nil, err
 	}
-	if _, err := a.checkIntent(ctx, auth, in.Intent, startIntent()); err != nil {
+	if _, err := a.checkIntent(ctx, auth, in.Intent, authority.StartIntent()); err != nil {
 		return nil, err
 	}
 	if auth.Plan.Role != "control" {
-		return nil, notDeclared("node %s is a %s: only the control node raises the foundation", auth.Plan.Node, auth.Plan.Role)
+		return nil, authority.NotDeclared("node %s is a %s: only the control node raises the foundation", auth.Plan.Node, auth.Plan.Role)
 	}
 	res := &FoundationResult{}
 	var raised []string // this attempt's, rolled back on a failure

@@ -1,7 +1,7 @@
 package activities
 
 // The node's own gates. A request is a choice among what the node's
-// configuration declares (authority.go), but whether the node is ready for
+// configuration declares (activities/authority), but whether the node is ready for
 // it is decided here, from the node's own records under state_dir (the
 // adopted marker, each module's cutover, the firewall's baseline, the flip
 // record), its custody index and its engine, never from the request: a
@@ -19,6 +19,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
@@ -101,7 +102,7 @@ func (a *Activities) confirmedCutover(module string) (*nodestate.CutoverRecord, 
 // with no record at all (cut over by an agent older than the records), by
 // what the node shows now: its container the mesh's in the engine, its
 // files holding what the mesh's merge writes, its health check answering.
-func (a *Activities) notMigrated(ctx context.Context, auth *Authority) ([]string, error) {
+func (a *Activities) notMigrated(ctx context.Context, auth *authority.Authority) ([]string, error) {
 	recs, err := a.State.Cutovers()
 	if err != nil {
 		return nil, fmt.Errorf("read node %s's cutover records: %w", a.Node, err)
@@ -124,7 +125,7 @@ func (a *Activities) notMigrated(ctx context.Context, auth *Authority) ([]string
 
 // migratedAsShown judges a module with no cutover record from the node
 // itself; "" when it is migrated.
-func (a *Activities) migratedAsShown(ctx context.Context, auth *Authority, m config.ModulePlan) string {
+func (a *Activities) migratedAsShown(ctx context.Context, auth *authority.Authority, m config.ModulePlan) string {
 	notYet := fmt.Sprintf("module %s has no cutover recorded on node %s", m.Name, a.Node)
 	if m.Container != nil {
 		if a.Cutover == nil {
@@ -190,7 +191,7 @@ func sha256Hex(b []byte) string {
 // found firewall's own rules against the baseline fingerprint recorded at
 // adoption (or at the last accepted drift). Nothing from a request enters
 // it. converged maps a converged file's path to its module.
-func (a *Activities) driftNow(auth *Authority) (items []DriftItem, converged map[string]string, fw string, err error) {
+func (a *Activities) driftNow(auth *authority.Authority) (items []DriftItem, converged map[string]string, fw string, err error) {
 	recs, err := a.State.Cutovers()
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("read node %s's cutover records: %w", a.Node, err)
@@ -252,7 +253,7 @@ func (a *Activities) driftNow(auth *Authority) (items []DriftItem, converged map
 
 // flipGates are the node's own reasons to refuse a new flip: a module it
 // does not count as migrated, drift it finds pending.
-func (a *Activities) flipGates(ctx context.Context, auth *Authority) ([]string, error) {
+func (a *Activities) flipGates(ctx context.Context, auth *authority.Authority) ([]string, error) {
 	why, err := a.notMigrated(ctx, auth)
 	if err != nil {
 		return nil, err
@@ -330,7 +331,7 @@ func (a *Activities) acceptConverged(module, path string, now custody.FileState)
 // agent, its container the mesh's in the engine); a host service's files
 // converged by it, or with no files its ports opened. A health check that
 // passes on a predecessor never confirms a cutover that did not happen.
-func (a *Activities) cutoverUnderway(ctx context.Context, auth *Authority, m config.ModulePlan) error {
+func (a *Activities) cutoverUnderway(ctx context.Context, auth *authority.Authority, m config.ModulePlan) error {
 	recs, err := a.State.Cutovers()
 	if err != nil {
 		return fmt.Errorf("read node %s's cutover records: %w", a.Node, err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/custody"
 	"adoption/firewall"
@@ -31,7 +32,7 @@ func gatePlan(t *testing.T, a *Activities, root string) config.Plan {
 	plan.ManagementPorts = []config.Port{{Num: 22, Proto: "tcp"}}
 	plan.ConfirmTimeout = time.Minute
 	auth, _ := a.Local()
-	a.Local = Fixed(plan, auth.Contents, 30*time.Minute)
+	a.Local = authority.Fixed(plan, auth.Contents, 30*time.Minute)
 	put(t, root, "/srv/app/app.env", "APP_PASSWORD=found\n")
 	return plan
 }

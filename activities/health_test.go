@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/firewall/marks"
 )
@@ -53,5 +54,5 @@ func TestHostServiceHealthIsChecked(t *testing.T) {
 		t.Fatalf("refusal: %s", msg)
 	}
 	_, err = a.CutoverWaitHealthy(context.Background(), ModuleInput{Plan: plan, Module: "bare"})
-	appErr(t, err, ErrNotDeclared)
+	appErr(t, err, authority.ErrNotDeclared)
 }

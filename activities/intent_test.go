@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"golang.org/x/crypto/ssh"
 
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/firewall/flip"
 	"adoption/intent"
@@ -52,7 +53,7 @@ func newSignedNode(t *testing.T) *signedNode {
 	must(t, os.WriteFile(cfgPath, []byte(body), 0o600))
 	cfg, err := config.Load(cfgPath)
 	must(t, err)
-	sn := &signedNode{a: a, rec: rec, plan: plan, dirs: []string{cfg.Node.Root, cfg.Node.StateDir, stateDir(a)}, nonces: IntentsDir(cfg.Node.StateDir), cfg: cfgPath, opLine: op.Public}
+	sn := &signedNode{a: a, rec: rec, plan: plan, dirs: []string{cfg.Node.Root, cfg.Node.StateDir, stateDir(a)}, nonces: authority.IntentsDir(cfg.Node.StateDir), cfg: cfgPath, opLine: op.Public}
 	sn.op, err = intent.SignerFromFile(op.Path)
 	must(t, err)
 	sn.stranger, err = intent.SignerFromFile(other.Path)
@@ -112,75 +113,75 @@ func stateChanging() []call {
 	mod := map[string]string{"module": "app"}
 	flipArgs := map[string]string{"drop": ""}
 	return []call{
-		{"Adopt", ActStart, nil, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"Adopt", authority.ActStart, nil, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.Adopt(ctx, AdoptInput{Plan: p, WorkflowID: productWorkflow, Intent: s})
 			return err
 		}},
-		{"CheckFoundationPorts", ActStart, nil, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"CheckFoundationPorts", authority.ActStart, nil, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.CheckFoundationPorts(ctx, ProbeInput{Plan: p, Intent: s})
 			return err
 		}},
-		{"OpenRules foundation", ActStart, nil, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"OpenRules foundation", authority.ActStart, nil, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: flip.OwnerFoundation, Ports: []config.Port{{Num: 5001, Proto: "tcp"}}, Intent: s})
 			return err
 		}},
-		{"OpenRules module", ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"OpenRules module", authority.ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: "app", Ports: p.Modules[0].Ports, Intent: s})
 			return err
 		}},
-		{"CloseRules", ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"CloseRules", authority.ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.CloseRules(ctx, RulesInput{Plan: p, Owner: "app", Intent: s})
 			return err
 		}},
-		{"CutoverPreflight", ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"CutoverPreflight", authority.ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.CutoverPreflight(ctx, ModuleInput{Plan: p, Module: "app", Intent: s})
 			return err
 		}},
-		{"CutoverCreate", ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"CutoverCreate", authority.ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app", Intent: s})
 			return err
 		}},
-		{"ConvergeFiles", ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"ConvergeFiles", authority.ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.ConvergeFiles(ctx, ModuleInput{Plan: p, Module: "app", Intent: s})
 			return err
 		}},
-		{"CutoverSwap", ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"CutoverSwap", authority.ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.CutoverSwap(ctx, ModuleInput{Plan: p, Module: "app", Intent: s})
 			return err
 		}},
-		{"CutoverWaitHealthy", ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"CutoverWaitHealthy", authority.ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.CutoverWaitHealthy(ctx, ModuleInput{Plan: p, Module: "app", Intent: s})
 			return err
 		}},
-		{"CutoverRollback", ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"CutoverRollback", authority.ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.CutoverRollback(ctx, ModuleInput{Plan: p, Module: "app", Intent: s})
 			return err
 		}},
-		{"Prune", ActPrune, map[string]string{"modules": "app"}, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"Prune", authority.ActPrune, map[string]string{"modules": "app"}, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.Prune(ctx, PruneInput{Plan: p, Modules: []string{"app"}, Intent: s})
 			return err
 		}},
-		{"AcceptDrift", ActDriftAccept, nil, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"AcceptDrift", authority.ActDriftAccept, nil, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.AcceptDrift(ctx, DriftInput{Plan: p, Intent: s})
 			return err
 		}},
-		{"Flip", ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"Flip", authority.ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout, Preview: true, Intent: s})
 			return err
 		}},
-		{"ConfirmFlip with commit", ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"ConfirmFlip with commit", authority.ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1", Commit: true, Intent: s})
 			return err
 		}},
-		{"CommitFlip", ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"CommitFlip", authority.ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.CommitFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1", Intent: s})
 			return err
 		}},
-		{"RevertFlip", ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"RevertFlip", authority.ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.RevertFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1", Intent: s})
 			return err
 		}},
-		{"Release", ActRelease, nil, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+		{"Release", authority.ActRelease, nil, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
 			_, err := a.Release(ctx, ProbeInput{Plan: p, Intent: s})
 			return err
 		}},
@@ -217,15 +218,15 @@ func TestHostileIntentsAreRefused(t *testing.T) {
 			now := time.Now()
 			hash := sn.plan.Hash()
 			otherArgs := map[string]string{"module": "other"}
-			if c.action == ActFlip {
+			if c.action == authority.ActFlip {
 				otherArgs = map[string]string{"drop": "25/tcp"}
 			}
 			if c.args == nil {
 				otherArgs = map[string]string{"module": "app"}
 			}
-			otherAction := ActRelease
-			if c.action == ActRelease {
-				otherAction = ActFlip
+			otherAction := authority.ActRelease
+			if c.action == authority.ActRelease {
+				otherAction = authority.ActFlip
 			}
 			// A good intent, claimed by the product's workflow, then
 			// presented by another; and one whose operation has ended.
@@ -301,21 +302,21 @@ func TestAnEndedOperationsIntentIsSpent(t *testing.T) {
 	sn := newSignedNode(t)
 	ctx := WithWorkflow(context.Background(), productWorkflow)
 	p := clone(t, sn.plan)
-	rel := sn.sign(t, sn.op, "n1", p.Hash(), ActRelease, nil, time.Now(), time.Hour)
+	rel := sn.sign(t, sn.op, "n1", p.Hash(), authority.ActRelease, nil, time.Now(), time.Hour)
 	if _, err := sn.a.Release(ctx, ProbeInput{Plan: p, Intent: rel}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := sn.a.Release(ctx, ProbeInput{Plan: p, Intent: rel}); refusedFor(err) != intent.Replayed {
 		t.Fatalf("a release's intent used again: %v", err)
 	}
-	mig := sn.sign(t, sn.op, "n1", p.Hash(), ActMigrate, map[string]string{"module": "app"}, time.Now(), time.Hour)
+	mig := sn.sign(t, sn.op, "n1", p.Hash(), authority.ActMigrate, map[string]string{"module": "app"}, time.Now(), time.Hour)
 	if _, err := sn.a.ConvergeFiles(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig}); refusedFor(err) != "" {
 		t.Fatalf("migrate app: %v", err)
 	}
 	if _, err := sn.a.CutoverSwap(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig}); refusedFor(err) != "" {
 		t.Fatalf("the next step of the same cutover: %v", err)
 	}
-	retry := sn.sign(t, sn.op, "n1", p.Hash(), ActRetry, nil, time.Now(), time.Hour)
+	retry := sn.sign(t, sn.op, "n1", p.Hash(), authority.ActRetry, nil, time.Now(), time.Hour)
 	if _, err := sn.a.CommitFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1", Intent: retry}); refusedFor(err) != "" {
 		t.Fatalf("a retry of a commit: %v", err)
 	}
@@ -331,20 +332,20 @@ func TestDecisionsNeedTheirResolve(t *testing.T) {
 	sn := newSignedNode(t)
 	ctx := WithWorkflow(context.Background(), productWorkflow)
 	p := clone(t, sn.plan)
-	mig := sn.sign(t, sn.op, "n1", p.Hash(), ActMigrate, map[string]string{"module": "app"}, time.Now(), time.Hour)
+	mig := sn.sign(t, sn.op, "n1", p.Hash(), authority.ActMigrate, map[string]string{"module": "app"}, time.Now(), time.Hour)
 	d := FileDecision{Path: "/srv/app/app.env", Key: "APP_PASSWORD", Take: "mesh"}
 	before := sn.stateHash(t)
 	if _, err := sn.a.ConvergeFiles(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig, Decisions: []FileDecision{d}}); refusedFor(err) != intent.NoIntent {
 		t.Fatalf("a decision without its resolve: %v", err)
 	}
-	d.Intent = sn.sign(t, sn.op, "n1", p.Hash(), ActResolve, DecisionArgs(d.Path, d.Key, "node"), time.Now(), time.Hour)
+	d.Intent = sn.sign(t, sn.op, "n1", p.Hash(), authority.ActResolve, authority.DecisionArgs(d.Path, d.Key, "node"), time.Now(), time.Hour)
 	if _, err := sn.a.ConvergeFiles(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig, Decisions: []FileDecision{d}}); refusedFor(err) != intent.WrongArgs {
 		t.Fatalf("a decision whose side changed after signing: %v", err)
 	}
 	if sn.stateHash(t) != before && len(sn.rec.changes) != 0 {
 		t.Fatal("a refused decision changed the node")
 	}
-	d.Intent = sn.sign(t, sn.op, "n1", p.Hash(), ActResolve, DecisionArgs(d.Path, d.Key, d.Take), time.Now(), time.Hour)
+	d.Intent = sn.sign(t, sn.op, "n1", p.Hash(), authority.ActResolve, authority.DecisionArgs(d.Path, d.Key, d.Take), time.Now(), time.Hour)
 	if _, err := sn.a.CutoverPreflight(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig, Decisions: []FileDecision{d}}); refusedFor(err) != "" {
 		t.Fatalf("a decision with its own resolve: %v", err)
 	}
@@ -379,14 +380,14 @@ func TestTheWayBackOutlivesTheIntent(t *testing.T) {
 	p := clone(t, sn.plan)
 	issued := time.Now().Add(-2 * time.Hour)
 	mod := map[string]string{"module": "app"}
-	mig := sn.sign(t, sn.op, "n1", p.Hash(), ActMigrate, mod, issued, time.Hour)
-	flipped := sn.sign(t, sn.op, "n1", p.Hash(), ActFlip, map[string]string{"drop": ""}, issued, time.Hour)
+	mig := sn.sign(t, sn.op, "n1", p.Hash(), authority.ActMigrate, mod, issued, time.Hour)
+	flipped := sn.sign(t, sn.op, "n1", p.Hash(), authority.ActFlip, map[string]string{"drop": ""}, issued, time.Hour)
 	for _, c := range []struct {
 		s    *intent.Signed
 		want intent.Want
 	}{
-		{mig, intent.Want{Node: "n1", PlanHash: p.Hash(), Actions: []string{ActMigrate}, Args: mod}},
-		{flipped, intent.Want{Node: "n1", PlanHash: p.Hash(), Actions: []string{ActFlip}, Args: map[string]string{"drop": ""}}},
+		{mig, intent.Want{Node: "n1", PlanHash: p.Hash(), Actions: []string{authority.ActMigrate}, Args: mod}},
+		{flipped, intent.Want{Node: "n1", PlanHash: p.Hash(), Actions: []string{authority.ActFlip}, Args: map[string]string{"drop": ""}}},
 	} {
 		v, err := intent.Verify(c.s, mustOps(t, sn.op), c.want, issued.Add(time.Minute))
 		must(t, err)

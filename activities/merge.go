@@ -14,6 +14,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/custody"
 	"adoption/intent"
@@ -136,7 +137,7 @@ const ErrNoConflict = "NoConflict"
 // the key), as a resumed converge or a retry after a rollback sends the
 // decisions recorded before. A decision on a file of another module, or on
 // a file replaced whole, is refused too.
-func (a *Activities) decisionsInConflict(auth *Authority, m config.ModulePlan, decisions []FileDecision) error {
+func (a *Activities) decisionsInConflict(auth *authority.Authority, m config.ModulePlan, decisions []FileDecision) error {
 	files := map[string]config.FilePlan{}
 	for _, f := range m.Files {
 		files[f.Path] = f
@@ -210,12 +211,12 @@ func sortedKeys(m map[string]keyfile.Take) []string {
 // conflictsOf merges every declared file of a module without writing, and
 // refuses (non-retryable, the conflicts in the details) if any key
 // conflicts. It is the check preflight and the converge step both make.
-func (a *Activities) conflictsOf(auth *Authority, m config.ModulePlan, decisions []FileDecision) ([]FileMerge, error) {
+func (a *Activities) conflictsOf(auth *authority.Authority, m config.ModulePlan, decisions []FileDecision) ([]FileMerge, error) {
 	for _, d := range decisions {
 		if d.Take != string(keyfile.TakeNode) && d.Take != string(keyfile.TakeMesh) {
-			return nil, notDeclared("decision on %s %s: take %q is neither node nor mesh", d.Path, d.Key, d.Take)
+			return nil, authority.NotDeclared("decision on %s %s: take %q is neither node nor mesh", d.Path, d.Key, d.Take)
 		}
-		if err := checkDeclared(auth, d.Path); err != nil {
+		if err := authority.CheckDeclared(auth, d.Path); err != nil {
 			return nil, err
 		}
 	}

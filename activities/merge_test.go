@@ -13,6 +13,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/authority"
 	"adoption/config"
 )
 
@@ -24,7 +25,7 @@ func fileModule(t *testing.T, a *Activities, path, mesh string, keep []string, f
 	h := hex.EncodeToString(sum[:])
 	plan := config.Plan{Node: "n1", Modules: []config.ModulePlan{{Name: "app",
 		Files: []config.FilePlan{{Path: path, SHA256: h, Keep: keep, Format: format}}}}}
-	a.Local = Fixed(plan, map[string][]byte{h: []byte(mesh)}, 30*time.Minute)
+	a.Local = authority.Fixed(plan, map[string][]byte{h: []byte(mesh)}, 30*time.Minute)
 	return plan
 }
 
@@ -111,5 +112,5 @@ func TestConflictRefusesThenDecisionSettles(t *testing.T) {
 
 	in.Decisions = []FileDecision{{Path: p, Key: "LEVEL", Take: "both"}}
 	_, err = a.CutoverPreflight(context.Background(), in)
-	appErr(t, err, ErrNotDeclared)
+	appErr(t, err, authority.ErrNotDeclared)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"adoption/activities/authority"
 	"adoption/intent"
 	"adoption/internal/opkey"
 )
@@ -16,7 +17,7 @@ import (
 // cutover (its last check passed), the operation has ended and the same
 // intent is refused as replayed, for the workflow that presented it too.
 func TestAMigrateIntentIsSpentWhenItsCutoverIsConfirmed(t *testing.T) {
-	for _, action := range []string{ActMigrate, ActRetry} {
+	for _, action := range []string{authority.ActMigrate, authority.ActRetry} {
 		t.Run(action, func(t *testing.T) {
 			sn := newSignedNode(t)
 			ctx := WithWorkflow(context.Background(), productWorkflow)
@@ -73,8 +74,8 @@ func TestOperatorKeysRotate(t *testing.T) {
 	if !strings.Contains(string(b), oldLine) {
 		t.Fatalf("the node's file does not list the operator's key:\n%s", b)
 	}
-	byOld := sn.sign(t, sn.op, "n1", p.Hash(), ActMigrate, map[string]string{"module": "app"}, time.Now(), time.Hour)
-	byNext := sn.sign(t, nextSigner, "n1", p.Hash(), ActMigrate, map[string]string{"module": "app"}, time.Now(), time.Hour)
+	byOld := sn.sign(t, sn.op, "n1", p.Hash(), authority.ActMigrate, map[string]string{"module": "app"}, time.Now(), time.Hour)
+	byNext := sn.sign(t, nextSigner, "n1", p.Hash(), authority.ActMigrate, map[string]string{"module": "app"}, time.Now(), time.Hour)
 	preflight := func(s *intent.Signed) error {
 		_, err := sn.a.CutoverPreflight(ctx, ModuleInput{Plan: p, Module: "app", Intent: s})
 		return err
@@ -96,7 +97,7 @@ func TestOperatorKeysRotate(t *testing.T) {
 	only := strings.Replace(string(b), `"`+oldLine+`"`, `"`+next.Public+`"`, 1)
 	must(t, os.WriteFile(sn.cfg, []byte(only), 0o600))
 	before := sn.stateHash(t)
-	for _, s := range []*intent.Signed{byOld, sn.sign(t, sn.op, "n1", p.Hash(), ActMigrate, map[string]string{"module": "app"}, time.Now(), time.Hour)} {
+	for _, s := range []*intent.Signed{byOld, sn.sign(t, sn.op, "n1", p.Hash(), authority.ActMigrate, map[string]string{"module": "app"}, time.Now(), time.Hour)} {
 		if err := preflight(s); refusedFor(err) != intent.UnknownKey {
 			t.Fatalf("an intent signed by a removed key: %v, want refused as unknown-key", err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"adoption/activities"
+	"adoption/activities/authority"
 	"adoption/bench/benchns"
 	"adoption/bench/report"
 	"adoption/config"
@@ -195,7 +196,7 @@ func newProbeRun(p *probeNode, n int) *probeRun {
 		r.plan.NodeFiles = append(r.plan.NodeFiles, config.FilePlan{Path: path})
 		r.files = append(r.files, filepath.Join(p.root, path))
 	}
-	r.acts.Local = activities.Fixed(r.plan, nil, 30*time.Minute)
+	r.acts.Local = authority.Fixed(r.plan, nil, 30*time.Minute)
 	r.spec = workflows.MeshSpec(&workflows.State{Node: r.plan.Node, Plan: r.plan})
 	r.d.PeerCommands = []string{"nft -j list ruleset (in the namespace)", "ss -ltnup (in the namespace)"}
 	if p.real {

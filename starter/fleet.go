@@ -19,7 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"adoption/activities"
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/intent"
 	"adoption/workflows"
@@ -63,7 +63,7 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 			if err := workflows.ValidateFleet(in); err != nil {
 				return usagef("%v", err)
 			}
-			if in.Intent, err = x.fleetIntent(activities.ActFleet, f.Configs); err != nil {
+			if in.Intent, err = x.fleetIntent(authority.ActFleet, f.Configs); err != nil {
 				return err
 			}
 			for _, m := range in.Members {
@@ -107,7 +107,7 @@ by itself anyway (a grant then would only start a later node early).
 			if err != nil {
 				return err
 			}
-			signed, err := x.fleetIntent(activities.ActFleetNext, f.Configs)
+			signed, err := x.fleetIntent(authority.ActFleetNext, f.Configs)
 			if err != nil {
 				return err
 			}
@@ -155,7 +155,7 @@ released) or whose workflow it knows still runs.
 			}
 			var signed *intent.Signed
 			if len(cfgs) > 0 { // a node not the fleet's is the fleet's to refuse, by name
-				if signed, err = x.fleetIntent(activities.ActFleetRetry, cfgs); err != nil {
+				if signed, err = x.fleetIntent(authority.ActFleetRetry, cfgs); err != nil {
 					return err
 				}
 			}
@@ -210,7 +210,7 @@ it is not paused.
 			if err != nil {
 				return err
 			}
-			signed, err := x.fleetIntent(activities.ActFleetResume, f.Configs)
+			signed, err := x.fleetIntent(authority.ActFleetResume, f.Configs)
 			if err != nil {
 				return err
 			}

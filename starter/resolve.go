@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
-	"adoption/activities"
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/workflows"
 )
@@ -38,7 +38,7 @@ func (x *cli) resolveCommand(ctx context.Context) *cobra.Command {
 
 func (x *cli) resolve(ctx context.Context, node string, in workflows.ResolveInput) error {
 	var err error
-	if in.Intent, err = x.nodeIntent(ctx, node, activities.ActResolve, func(config.Plan) map[string]string { return activities.DecisionArgs(in.Path, in.Key, in.Take) }); err != nil {
+	if in.Intent, err = x.nodeIntent(ctx, node, authority.ActResolve, func(config.Plan) map[string]string { return authority.DecisionArgs(in.Path, in.Key, in.Take) }); err != nil {
 		return err
 	}
 	if err := x.dial(); err != nil {

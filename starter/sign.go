@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"adoption/activities"
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/intent"
 )
@@ -150,10 +150,10 @@ func (x *cli) nodeIntent(ctx context.Context, node, action string, argsOf func(c
 // requestArgs are a node request's signed arguments, from the plan sent.
 func requestArgs(name, module string, p config.Plan) map[string]string {
 	switch {
-	case name == activities.ActFlip:
-		return activities.FlipArgs(p)
-	case name == activities.ActPrune:
-		return activities.PruneArgs(p)
+	case name == authority.ActFlip:
+		return authority.FlipArgs(p)
+	case name == authority.ActPrune:
+		return authority.PruneArgs(p)
 	case module != "":
 		return map[string]string{"module": module}
 	}

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
-	"adoption/activities"
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/intent"
 	"adoption/workflows"
@@ -121,12 +121,12 @@ func TestAFleetIsOneIntent(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := &cli{}
-	signed, err := x.fleetIntent(activities.ActFleet, fl.Configs)
+	signed, err := x.fleetIntent(authority.ActFleet, fl.Configs)
 	if err != nil || signed == nil {
 		t.Fatalf("fleet intent: %v", err)
 	}
 	for _, c := range fl.Configs {
-		v, err := intent.Verify(signed, ops, intent.Want{Node: c.Node.Name, PlanHash: c.Plan().Hash(), Actions: []string{activities.ActFleet}}, time.Now())
+		v, err := intent.Verify(signed, ops, intent.Want{Node: c.Node.Name, PlanHash: c.Plan().Hash(), Actions: []string{authority.ActFleet}}, time.Now())
 		if err != nil {
 			t.Fatalf("node %s refuses the fleet's intent: %v", c.Node.Name, err)
 		}

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"adoption/activities"
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/workflows"
 )
@@ -63,7 +63,7 @@ func (x *cli) start(ctx context.Context, node string, readopt bool) error {
 	if x.cfg.Node.Name != node {
 		return usagef("the configuration (%s) describes node %q, not %q: pass that node's configuration with --config", orDefault(x.cfgPath), x.cfg.Node.Name, node)
 	}
-	signed, err := x.signIntent(activities.ActStart, []*config.Config{x.cfg}, nil, x.cfg.Operator.IntentTTL)
+	signed, err := x.signIntent(authority.ActStart, []*config.Config{x.cfg}, nil, x.cfg.Operator.IntentTTL)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"adoption/activities"
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
@@ -129,9 +130,9 @@ func hostileCases(p config.Plan) []hostileCase {
 		{"undeclared port, the node's plan", "OpenRules", activities.RulesInput{Plan: p, Owner: hostileName, Ports: []config.Port{port(2375)}},
 			activities.ErrIntentRefused, "intent refused (missing)"},
 		{"undeclared port in the plan", "OpenRules", activities.RulesInput{Plan: with(func(q *config.Plan) { q.Modules[0].Ports = append(q.Modules[0].Ports, port(2375)) }), Owner: hostileName, Ports: []config.Port{port(2375)}},
-			activities.ErrPlanMismatch, "ports[2375/tcp]: the request says 2375/tcp, the node says absent"},
+			authority.ErrPlanMismatch, "ports[2375/tcp]: the request says 2375/tcp, the node says absent"},
 		{"undeclared owner", "Reconcile", activities.ReconcileInput{Plan: p, Owners: map[string][]config.Port{"evil": {port(2375)}}},
-			activities.ErrNotDeclared, `owner "evil" is neither the foundation nor a module`},
+			authority.ErrNotDeclared, `owner "evil" is neither the foundation nor a module`},
 		{"bind mount of /", "CutoverCreate", activities.CutoverInput{Plan: p, Module: hostileName, Predecessor: pred([]containers.Mount{{Type: "bind", Source: "/", Destination: "/host"}}, []string{"bridge"})},
 			activities.ErrIntentRefused, "intent refused (missing)"},
 		{"the Docker socket", "CutoverCreate", activities.CutoverInput{Plan: p, Module: hostileName, Predecessor: pred([]containers.Mount{{Type: "bind", Source: "/var/run/docker.sock", Destination: "/var/run/docker.sock"}}, []string{"bridge"})},
@@ -139,29 +140,29 @@ func hostileCases(p config.Plan) []hostileCase {
 		{"network=host", "CutoverCreate", activities.CutoverInput{Plan: p, Module: hostileName, Predecessor: pred(nil, []string{"host"})},
 			activities.ErrIntentRefused, "intent refused (missing)"},
 		{"another image", "CutoverCreate", activities.CutoverInput{Plan: with(func(q *config.Plan) { q.Modules[0].Container.Image = svcV1 }), Module: hostileName},
-			activities.ErrPlanMismatch, "modules[" + hostileName + "].container.image"},
+			authority.ErrPlanMismatch, "modules[" + hostileName + "].container.image"},
 		{"a path outside the declared ones (drift accept)", "AcceptDrift", activities.DriftInput{Plan: p, Custody: []custody.Record{{FileState: custody.FileState{Path: "/etc/shadowlike", Exists: true}, Found: true}}},
 			activities.ErrIntentRefused, "intent refused (missing)"},
 		{"a path outside the declared ones (probe)", "Probe", activities.ProbeInput{Plan: with(func(q *config.Plan) { q.NodeFiles = append(q.NodeFiles, config.FilePlan{Path: "/etc/shadowlike"}) })},
-			activities.ErrPlanMismatch, "node_files[/etc/shadowlike]"},
+			authority.ErrPlanMismatch, "node_files[/etc/shadowlike]"},
 		{"traversal in a flip ID (commit)", "CommitFlip", activities.ConfirmInput{Plan: p, ID: hostileName + "-1/../../../../tmp/x-1"},
 			activities.ErrIntentRefused, "intent refused (missing)"},
 		{"traversal in a flip ID (flip)", "Flip", activities.FlipInput{Plan: p, Spec: spec, ID: "../" + hostileName + "-1", ConfirmTimeout: p.ConfirmTimeout},
 			activities.ErrIntentRefused, "intent refused (missing)"},
 		{"setuid mode", "ConvergeFiles", activities.ModuleInput{Plan: with(func(q *config.Plan) { q.Modules[0].Files[0].Mode = "4755" }), Module: hostileName},
-			activities.ErrPlanMismatch, `.mode: the request says "4755", the node says "0600"`},
+			authority.ErrPlanMismatch, `.mode: the request says "4755", the node says "0600"`},
 		{"100-year confirm timeout", "Flip", activities.FlipInput{Plan: p, Spec: spec, ID: hostileName + "-1", ConfirmTimeout: century},
 			activities.ErrIntentRefused, "intent refused (missing)"},
 		{"100-year confirm timeout in the plan", "Flip", activities.FlipInput{Plan: with(func(q *config.Plan) { q.ConfirmTimeout = century }), Spec: spec, ID: hostileName + "-1", ConfirmTimeout: century},
-			activities.ErrPlanMismatch, "confirm_timeout: the request says 876000h0m0s, the node says 1m0s"},
+			authority.ErrPlanMismatch, "confirm_timeout: the request says 876000h0m0s, the node says 1m0s"},
 		{"ruleset without the management port", "Flip", activities.FlipInput{Plan: p, Spec: noMgmt, ID: hostileName + "-1", ConfirmTimeout: p.ConfirmTimeout},
 			activities.ErrIntentRefused, "intent refused (missing)"},
 		{"ruleset opening an undeclared port", "Preview", activities.PreviewInput{Plan: p, Spec: extra},
-			activities.ErrNotDeclared, "opens 2375/tcp for " + hostileName},
+			authority.ErrNotDeclared, "opens 2375/tcp for " + hostileName},
 		{"health check elsewhere", "ConfirmFlip", activities.ConfirmInput{Plan: with(func(q *config.Plan) { q.Modules[1].Health.HTTP = "http://169.254.169.254/latest/meta-data" }), ID: hostileName + "-1"},
-			activities.ErrPlanMismatch, "modules[leaky].health.http"},
+			authority.ErrPlanMismatch, "modules[leaky].health.http"},
 		{"swap another container", "CutoverSwap", activities.ModuleInput{Plan: with(func(q *config.Plan) { q.Modules[0].Container.Name = "e2ehostvictim" }), Module: hostileName},
-			activities.ErrPlanMismatch, "modules[" + hostileName + "].container.name"},
+			authority.ErrPlanMismatch, "modules[" + hostileName + "].container.name"},
 		{"another node's plan", "Release", activities.ProbeInput{Plan: with(func(q *config.Plan) { q.Node = "e2eother" })},
 			activities.ErrWrongNode, `asked to act for node "e2eother"`},
 		{"a module not declared", "Prune", activities.PruneInput{Plan: p, Modules: []string{"postgres"}},
@@ -373,7 +374,7 @@ func TestHostileRequestsRefusedByTheNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := intent.New(activities.ActRelease, []intent.Target{{Node: n.Name, PlanHash: plan.Hash()}}, nil, time.Now(), time.Hour)
+	rel, err := intent.New(authority.ActRelease, []intent.Target{{Node: n.Name, PlanHash: plan.Hash()}}, nil, time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"os"
 	"time"
 
-	"adoption/activities"
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/custody"
 	"adoption/failpoint"
@@ -20,13 +20,13 @@ import (
 )
 
 // localAuthority re-reads the node's configuration for each request.
-func localAuthority(cfgPath string) func() (*activities.Authority, error) {
-	return func() (*activities.Authority, error) {
+func localAuthority(cfgPath string) func() (*authority.Authority, error) {
+	return func() (*authority.Authority, error) {
 		cfg, err := config.Load(cfgPath)
 		if err != nil {
 			return nil, err
 		}
-		return activities.FromConfig(cfg, configSource(cfgPath)), nil
+		return authority.FromConfig(cfg, configSource(cfgPath)), nil
 	}
 }
 
@@ -57,11 +57,11 @@ func startChecks(cfg *config.Config, cfgPath string, logger *slog.Logger) error 
 		logger.Error("authority.unsigned is true and authority.operators lists no key: this agent acts on UNSIGNED requests, so anyone with access to the Temporal namespace can make node " + cfg.Node.Name +
 			" act (adopt, migrate, flip, release); list the operators' public keys in authority.operators and remove authority.unsigned")
 	} else {
-		logger.Info("requests must carry an intent signed by an operator's key", "operators", ops.Len(), "intents", activities.IntentsDir(cfg.Node.StateDir))
+		logger.Info("requests must carry an intent signed by an operator's key", "operators", ops.Len(), "intents", authority.IntentsDir(cfg.Node.StateDir))
 	}
 	// The records of intents expired are no longer needed: their expiry
 	// refuses them.
-	if n, err := (intent.Nonces{Dir: activities.IntentsDir(cfg.Node.StateDir)}).Prune(time.Now()); err != nil {
+	if n, err := (intent.Nonces{Dir: authority.IntentsDir(cfg.Node.StateDir)}).Prune(time.Now()); err != nil {
 		logger.Warn("prune the records of expired intents", "error", err.Error())
 	} else if n > 0 {
 		logger.Info("pruned the records of expired intents", "removed", n)

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"adoption/activities"
+	"adoption/activities/authority"
 )
 
 // agentWait is how long an activity may wait before status says that the
@@ -50,7 +51,7 @@ var heartbeating = map[string]bool{
 var refusals = []string{
 	activities.ErrWrongNode, activities.ErrControlRunning, activities.ErrUnsupportedFW, activities.ErrBadPath,
 	activities.ErrBadModule, activities.ErrCutoverRefused, activities.ErrMissingContent,
-	activities.ErrPortCollision, activities.ErrBadOwner, activities.ErrNotAdopted, activities.ErrStalePreview,
+	activities.ErrPortCollision, authority.ErrBadOwner, activities.ErrNotAdopted, activities.ErrStalePreview,
 	activities.ErrFlipReverted,
 }
 

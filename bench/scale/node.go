@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"adoption/activities"
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/custody"
 	"adoption/internal/fake"
@@ -89,6 +90,6 @@ func (m *memNode) activities() *activities.Activities {
 		StartWatchdog: func() error { return nil },
 		Files:         m.files,
 		State:         m.state,
-		Local:         activities.Fixed(m.plan, m.contents, 30*time.Minute),
+		Local:         authority.Fixed(m.plan, m.contents, 30*time.Minute),
 	}
 }

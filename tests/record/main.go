@@ -35,7 +35,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"adoption/activities"
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/intent"
 	"adoption/internal/opkey"
@@ -241,7 +241,7 @@ func (r *rec) update(node, name string, in workflows.RequestInput) error {
 
 func (r *rec) control(plan config.Plan) error {
 	id := workflows.WorkflowID(plan.Node)
-	if _, err := r.c.ExecuteWorkflow(r.ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.NodeWorkflow, workflows.Input{Plan: plan, Intent: r.sign(activities.ActStart, nil, plan)}); err != nil {
+	if _, err := r.c.ExecuteWorkflow(r.ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.NodeWorkflow, workflows.Input{Plan: plan, Intent: r.sign(authority.ActStart, nil, plan)}); err != nil {
 		return err
 	}
 	if _, err := r.waitNode(plan.Node, "genesis failed", func(s workflows.State) bool { return s.Genesis.State == "failed" }); err != nil {
@@ -257,7 +257,7 @@ func (r *rec) control(plan config.Plan) error {
 	if _, err := r.waitNode(plan.Node, "genesis done", func(s workflows.State) bool { return s.Genesis.State == "done" }); err != nil {
 		return err
 	}
-	if err := r.update(plan.Node, workflows.UpdateMigrate, workflows.RequestInput{Module: "mail", Intent: r.sign(activities.ActMigrate, map[string]string{"module": "mail"}, plan)}); err != nil {
+	if err := r.update(plan.Node, workflows.UpdateMigrate, workflows.RequestInput{Module: "mail", Intent: r.sign(authority.ActMigrate, map[string]string{"module": "mail"}, plan)}); err != nil {
 		return err
 	}
 	if _, err := r.waitNode(plan.Node, "mail failed", func(s workflows.State) bool {
@@ -265,7 +265,7 @@ func (r *rec) control(plan config.Plan) error {
 	}); err != nil {
 		return err
 	}
-	if err := r.update(plan.Node, workflows.UpdateRetry, workflows.RequestInput{Module: "mail", Intent: r.sign(activities.ActRetry, map[string]string{"module": "mail"}, plan)}); err != nil {
+	if err := r.update(plan.Node, workflows.UpdateRetry, workflows.RequestInput{Module: "mail", Intent: r.sign(authority.ActRetry, map[string]string{"module": "mail"}, plan)}); err != nil {
 		return err
 	}
 	if _, err := r.waitNode(plan.Node, "mail migrated and drift found", func(s workflows.State) bool {
@@ -273,7 +273,7 @@ func (r *rec) control(plan config.Plan) error {
 	}); err != nil {
 		return err
 	}
-	if err := r.c.SignalWorkflow(r.ctx, id, "", workflows.SignalDriftAccept, workflows.RequestInput{Intent: r.sign(activities.ActDriftAccept, nil, plan)}); err != nil {
+	if err := r.c.SignalWorkflow(r.ctx, id, "", workflows.SignalDriftAccept, workflows.RequestInput{Intent: r.sign(authority.ActDriftAccept, nil, plan)}); err != nil {
 		return err
 	}
 	if _, err := r.waitNode(plan.Node, "drift accepted and a continue-as-new", func(s workflows.State) bool {
@@ -290,7 +290,7 @@ func (r *rec) control(plan config.Plan) error {
 	if err := h.Get(r.ctx, &pv); err != nil {
 		return err
 	}
-	if err := r.update(plan.Node, workflows.UpdateFlip, workflows.RequestInput{Intent: r.sign(activities.ActFlip, activities.FlipArgs(plan), plan)}); err != nil {
+	if err := r.update(plan.Node, workflows.UpdateFlip, workflows.RequestInput{Intent: r.sign(authority.ActFlip, authority.FlipArgs(plan), plan)}); err != nil {
 		return err
 	}
 	if err := r.c.GetWorkflow(r.ctx, id, "").Get(r.ctx, nil); err != nil {
@@ -303,7 +303,7 @@ func (r *rec) fleet() error {
 	members := []workflows.FleetMember{{Node: "rf1", Role: "control"}, {Node: "rf2", Role: "member"}, {Node: "rf3", Role: "member"}, {Node: "rf4", Role: "member"}}
 	fid := workflows.FleetID("rfleet")
 	if _, err := r.c.ExecuteWorkflow(r.ctx, client.StartWorkflowOptions{ID: fid, TaskQueue: workflows.TaskQueue}, workflows.FleetWorkflow,
-		workflows.FleetInput{Name: "rfleet", Members: members, HistoryLimit: 60, Intent: r.sign(activities.ActFleet, nil, r.plans...)}); err != nil {
+		workflows.FleetInput{Name: "rfleet", Members: members, HistoryLimit: 60, Intent: r.sign(authority.ActFleet, nil, r.plans...)}); err != nil {
 		return err
 	}
 	if _, err := r.waitNode("rf2", "rf2 adopted", func(s workflows.State) bool { return s.Phase == workflows.PhaseAdopted }); err != nil {
@@ -353,7 +353,7 @@ func (r *rec) fleet() error {
 		return err
 	}
 	for _, p := range r.plans {
-		if err := r.update(p.Node, workflows.UpdateRelease, workflows.RequestInput{Intent: r.sign(activities.ActRelease, nil, p)}); err != nil {
+		if err := r.update(p.Node, workflows.UpdateRelease, workflows.RequestInput{Intent: r.sign(authority.ActRelease, nil, p)}); err != nil {
 			return err
 		}
 	}

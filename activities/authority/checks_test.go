@@ -1,0 +1,51 @@
+package authority
+
+// Unit tests of the checks of a request's fields against the node's plan.
+
+import (
+	"strings"
+	"testing"
+
+	"adoption/config"
+	"adoption/firewall/flip"
+)
+
+// A mesh spec whose flip.widen is not the node's own is refused: the ports
+// a flip may open wider are the node's configuration's to name.
+func TestCheckSpecWiden(t *testing.T) {
+	ssh := config.Port{Num: 22, Proto: "tcp"}
+	plan := config.Plan{Node: "n1", ManagementPorts: []config.Port{ssh}}
+	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: ssh, Owner: "management"}}}
+	if err := CheckSpec(&Authority{Plan: plan}, spec); err != nil {
+		t.Fatalf("the node's own spec: %v", err)
+	}
+	spec.Widen = []config.Port{ssh}
+	if err := CheckSpec(&Authority{Plan: plan}, spec); err == nil || !strings.Contains(err.Error(), "flip.widen") {
+		t.Fatalf("a widen the node does not declare: %v", err)
+	}
+	plan.Widen = spec.Widen
+	if err := CheckSpec(&Authority{Plan: plan}, spec); err != nil {
+		t.Fatalf("a widen the node declares: %v", err)
+	}
+}
+
+// The same for the traffic classes flip.drop and flip.widen name: a spec
+// that drops or widens a class the node's configuration does not is
+// refused.
+func TestCheckSpecClasses(t *testing.T) {
+	ssh := config.Port{Num: 22, Proto: "tcp"}
+	plan := config.Plan{Node: "n1", ManagementPorts: []config.Port{ssh}}
+	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: ssh, Owner: "management"}}}
+	spec.WidenClasses = []string{"echo-request/icmp"}
+	if err := CheckSpec(&Authority{Plan: plan}, spec); err == nil || !strings.Contains(err.Error(), "flip.drop and flip.widen") || !strings.Contains(err.Error(), "widen_classes") {
+		t.Fatalf("a widened class the node does not declare: %v", err)
+	}
+	plan.WidenClasses = spec.WidenClasses
+	if err := CheckSpec(&Authority{Plan: plan}, spec); err != nil {
+		t.Fatalf("a widened class the node declares: %v", err)
+	}
+	spec.DropClasses = []string{"esp/esp"}
+	if err := CheckSpec(&Authority{Plan: plan}, spec); err == nil || !strings.Contains(err.Error(), "drop_classes") {
+		t.Fatalf("a dropped class the node does not declare: %v", err)
+	}
+}

@@ -1,0 +1,118 @@
+package authority
+
+// This file holds the forms a signed intent takes: the actions an operator
+// signs, and for each activity the actions and arguments it accepts.
+
+import (
+	"errors"
+	"time"
+
+	"adoption/config"
+	"adoption/firewall/flip"
+	"adoption/intent"
+)
+
+// The actions an intent names: the operator's request that the CLI signs.
+const (
+	ActStart       = "start"
+	ActRetry       = "retry"
+	ActMigrate     = "migrate"
+	ActFlip        = "flip"
+	ActRelease     = "release"
+	ActPrune       = "prune"
+	ActDriftAccept = "drift-accept"
+	ActResolve     = "resolve"
+	ActFleet       = "fleet"        // fleet start: one intent for the fleet's nodes
+	ActFleetNext   = "fleet-next"   // fleet next: the nodes it lets start
+	ActFleetRetry  = "fleet-retry"  // fleet retry NODE
+	ActFleetResume = "fleet-resume" // fleet resume: the nodes it lets start
+)
+
+// Form is one form an intent for an activity may take: one of the
+// actions, with exactly these arguments.
+type Form struct {
+	Actions []string
+	Args    map[string]string
+}
+
+// StartIntent: adoption and the foundation's genesis, asked by adopt
+// start, a retry of the adoption, or a fleet.
+func StartIntent() []Form {
+	return []Form{{Actions: []string{ActStart, ActRetry, ActFleet, ActFleetNext, ActFleetRetry, ActFleetResume}}}
+}
+
+// OwnerIntent: opening or closing an owner's rules is the foundation's
+// genesis (a start) or a module's cutover.
+func OwnerIntent(owner string) []Form {
+	if owner == flip.OwnerFoundation {
+		return StartIntent()
+	}
+	return ModuleIntent(owner)
+}
+
+// ModuleIntent: a module's cutover (and its automatic rollback), asked by
+// migrate or retry of that module.
+func ModuleIntent(module string) []Form {
+	return []Form{{Actions: []string{ActMigrate, ActRetry}, Args: map[string]string{"module": module}}}
+}
+
+// FlipIntent: the flip, its confirmation, commit and revert; a commit is
+// also asked again by a retry without a module.
+func FlipIntent(p config.Plan, commit bool) []Form {
+	out := []Form{{Actions: []string{ActFlip}, Args: FlipArgs(p)}}
+	if commit {
+		out = append(out, Form{Actions: []string{ActRetry}})
+	}
+	return out
+}
+
+// FlipArgs are a flip's arguments: the ports it drops.
+func FlipArgs(p config.Plan) map[string]string {
+	drop := make([]string, 0, len(p.Drop))
+	for _, d := range p.Drop {
+		drop = append(drop, d.String())
+	}
+	return map[string]string{"drop": intent.List(drop)}
+}
+
+// PruneArgs are a prune's arguments: the modules whose kept predecessors
+// may go (the plan's modules; the workflow prunes the migrated ones).
+func PruneArgs(p config.Plan) map[string]string {
+	mods := make([]string, 0, len(p.Modules))
+	for _, m := range p.Modules {
+		mods = append(mods, m.Name)
+	}
+	return map[string]string{"modules": intent.List(mods)}
+}
+
+// DecisionArgs are a resolve's arguments: the one decision it records.
+func DecisionArgs(path, key, take string) map[string]string {
+	return map[string]string{"decisions": intent.List([]string{path + " " + key + " take " + take})}
+}
+
+// StartsAdoption reports whether forms are those of the adoption's start.
+func StartsAdoption(forms []Form) bool {
+	for _, f := range forms {
+		for _, act := range f.Actions {
+			if act == ActStart {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Verify is intent.Verify for the first of forms whose action the intent
+// names.
+func Verify(node string, auth *Authority, signed *intent.Signed, forms []Form, at time.Time) (*intent.Verified, error) {
+	var v *intent.Verified
+	var err error
+	for _, f := range forms {
+		v, err = intent.Verify(signed, auth.Operators, intent.Want{Node: node, PlanHash: auth.Plan.Hash(), Actions: f.Actions, Args: f.Args}, at)
+		var r *intent.Refusal
+		if err == nil || !errors.As(err, &r) || r.Reason != intent.WrongAction {
+			break
+		}
+	}
+	return v, err
+}
