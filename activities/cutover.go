@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -176,7 +175,7 @@ func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*Cutov
 	if err != nil && !errors.Is(err, containers.ErrMigrated) {
 		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: create (preflight on the node)", m.Name), err)
 	}
-	if d := predecessorDiff(in.Predecessor, pred); d != "" {
+	if d := authority.PredecessorDiff(in.Predecessor, pred); d != "" {
 		return nil, authority.NotDeclared("cutover %s: the predecessor the request describes is not the one on node %s: %s", m.Name, a.Node, d)
 	}
 	carried, err := a.Cutover.Create(pctx, sp, pred)
@@ -189,38 +188,6 @@ func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*Cutov
 		return nil, fmt.Errorf("record %s's cutover on the node: %w", m.Name, err)
 	}
 	return &CutoverResult{Step: "create", Carried: carried}, nil
-}
-
-// predecessorDiff names the first way a request's predecessor differs from
-// the one measured on the node, in what the new container would inherit.
-func predecessorDiff(req, node *containers.Predecessor) string {
-	if req == nil {
-		return ""
-	}
-	if node == nil {
-		return fmt.Sprintf("the request names predecessor %s (%.12s), the node has none", req.Name, req.ID)
-	}
-	for _, f := range []struct {
-		what       string
-		reqV, node any
-	}{
-		{"id", req.ID, node.ID},
-		{"mounts", req.Mounts, node.Mounts},
-		{"networks", req.Networks, node.Networks},
-		{"aliases", req.Aliases, node.Aliases},
-	} {
-		a, _ := json.Marshal(f.reqV)
-		b, _ := json.Marshal(f.node)
-		if string(a) != string(b) && !(isEmptyJSON(a) && isEmptyJSON(b)) {
-			return fmt.Sprintf("%s: the request says %s, the node has %s", f.what, a, b)
-		}
-	}
-	return ""
-}
-
-func isEmptyJSON(b []byte) bool {
-	s := string(b)
-	return s == "null" || s == "[]" || s == "{}" || s == `""`
 }
 
 // ConvergeFiles writes the module's declared files: the mesh's content,

@@ -1,9 +1,11 @@
 package authority
 
 // This file holds the checks of a request's fields against the node's own
-// plan. Each refusal is non-retryable and says that nothing was changed.
+// plan (and a cutover's predecessor against the one the node measures).
+// Each refusal is non-retryable and says that nothing was changed.
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/config"
+	"adoption/containers"
 	"adoption/firewall/flip"
 )
 
@@ -225,4 +228,36 @@ func portsText(ps []config.Port) string {
 		s = append(s, p.String())
 	}
 	return strings.Join(s, ", ")
+}
+
+// PredecessorDiff names the first way a request's predecessor differs from
+// the one measured on the node, in what the new container would inherit.
+func PredecessorDiff(req, node *containers.Predecessor) string {
+	if req == nil {
+		return ""
+	}
+	if node == nil {
+		return fmt.Sprintf("the request names predecessor %s (%.12s), the node has none", req.Name, req.ID)
+	}
+	for _, f := range []struct {
+		what       string
+		reqV, node any
+	}{
+		{"id", req.ID, node.ID},
+		{"mounts", req.Mounts, node.Mounts},
+		{"networks", req.Networks, node.Networks},
+		{"aliases", req.Aliases, node.Aliases},
+	} {
+		a, _ := json.Marshal(f.reqV)
+		b, _ := json.Marshal(f.node)
+		if string(a) != string(b) && !(isEmptyJSON(a) && isEmptyJSON(b)) {
+			return fmt.Sprintf("%s: the request says %s, the node has %s", f.what, a, b)
+		}
+	}
+	return ""
+}
+
+func isEmptyJSON(b []byte) bool {
+	s := string(b)
+	return s == "null" || s == "[]" || s == "{}" || s == `""`
 }

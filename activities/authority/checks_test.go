@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"adoption/config"
+	"adoption/containers"
 	"adoption/firewall/flip"
 )
 
@@ -47,5 +48,20 @@ func TestCheckSpecClasses(t *testing.T) {
 	spec.DropClasses = []string{"esp/esp"}
 	if err := CheckSpec(&Authority{Plan: plan}, spec); err == nil || !strings.Contains(err.Error(), "drop_classes") {
 		t.Fatalf("a dropped class the node does not declare: %v", err)
+	}
+}
+
+// A predecessor the request describes differently from the node's is named
+// by its first difference; empty and absent lists are the same.
+func TestPredecessorDiff(t *testing.T) {
+	node := &containers.Predecessor{ID: "abc", Name: "app", Networks: []string{"bridge"}}
+	if d := PredecessorDiff(&containers.Predecessor{ID: "abc", Name: "app", Networks: []string{"bridge"}, Mounts: nil}, node); d != "" {
+		t.Fatalf("the node's own predecessor: %s", d)
+	}
+	if d := PredecessorDiff(&containers.Predecessor{ID: "abc", Name: "app", Networks: []string{"host"}}, node); !strings.HasPrefix(d, `networks: the request says ["host"]`) {
+		t.Fatalf("network=host: %q", d)
+	}
+	if d := PredecessorDiff(&containers.Predecessor{ID: "abc", Name: "app"}, nil); !strings.Contains(d, "the node has none") {
+		t.Fatalf("no predecessor on the node: %q", d)
 	}
 }
