@@ -358,13 +358,15 @@ func TestReferenceNodeFlipDifferential(t *testing.T) {
 
 	// The preview the product computes, for the spec the workflow derives
 	// once mail and admin have migrated (their host ports forwarded), dns
-	// (5353/udp) declared as a host service, the rest dropped on purpose.
+	// (5353/udp) declared as a host service, the rest dropped on purpose
+	// (9090/tcp: routed to admin's address from one network, which the
+	// mesh's table does not carry: the preview names it closing).
 	spec := flip.MeshSpec{Node: r.Name,
 		Input: []flip.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: flip.OwnerManagement},
 			{Port: config.Port{Num: 5353, Proto: "udp"}, Owner: "dns"}},
 		Forward: []flip.Allow{{Port: config.Port{Num: 18025, Proto: "tcp"}, Owner: "mail"},
 			{Port: config.Port{Num: 18090, Proto: "tcp"}, Owner: "admin"}},
-		Drop: config.MustPorts([]string{"18080/tcp", "19100/tcp", "8443/tcp", "9443/tcp"}),
+		Drop: config.MustPorts([]string{"18080/tcp", "19100/tcp", "8443/tcp", "9443/tcp", "9090/tcp"}),
 	}
 	pv := flip.PreviewFlipOn(found, node, spec)
 	for _, f := range pv.Fates {

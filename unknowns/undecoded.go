@@ -29,8 +29,11 @@ func Undecoded(rs *firewall.Ruleset) []flip.Undecoded {
 			continue
 		}
 		for _, ch := range t.Chains {
+			if silent(t, ch.Name, map[string]bool{}) {
+				continue // whatever its rules do, it returns with nothing decided
+			}
 			for _, r := range ch.Rules {
-				if what := undecodedPart(r); what != "" {
+				if what := undecodedPart(t, r); what != "" {
 					out = append(out, flip.Undecoded{Family: t.Family, Table: t.Name, Chain: ch.Name, Handle: r.Handle,
 						Verdict: verdictText(r), What: what})
 				}
@@ -40,11 +43,14 @@ func Undecoded(rs *firewall.Ruleset) []flip.Undecoded {
 	return out
 }
 
-// undecodedPart says what in r the evaluator could not decode, when r
-// decides anything; "" otherwise.
-func undecodedPart(r firewall.Rule) string {
+// undecodedPart says what in r (of table t) the evaluator could not
+// decode, when r decides anything; "" otherwise.
+func undecodedPart(t *firewall.Table, r firewall.Rule) string {
 	if len(r.VMap) == 0 && r.Verdict.Kind == firewall.VerdictContinue {
 		return "" // a counter, a log: it decides nothing
+	}
+	if len(r.VMap) == 0 && r.Verdict.Kind == firewall.VerdictJump && silent(t, r.Verdict.Target, map[string]bool{}) {
+		return "" // ufw's rate-limited jump to its logging chain: back where it was, whatever the limit says
 	}
 	var parts []string
 	for _, c := range r.Conds {
@@ -61,6 +67,36 @@ func undecodedPart(r firewall.Rule) string {
 		parts = append(parts, "verdict "+firstOf(r.Verdict.Target, "unknown")+" (its outcome cannot be known)")
 	}
 	return strings.Join(parts, "; ")
+}
+
+// silent reports whether a packet that jumps to chain name of t comes back
+// with nothing decided: each of its rules only counts or logs, returns, or
+// jumps to a chain that is silent too. An unknown or missing chain is not.
+func silent(t *firewall.Table, name string, seen map[string]bool) bool {
+	if seen[name] {
+		return true // a loop decides nothing more than its way round
+	}
+	seen[name] = true
+	for _, ch := range t.Chains {
+		if ch.Name != name {
+			continue
+		}
+		if ch.Unknown != "" || ch.Hook != "" {
+			return false
+		}
+		for _, r := range ch.Rules {
+			switch {
+			case len(r.VMap) > 0:
+				return false
+			case r.Verdict.Kind == firewall.VerdictContinue, r.Verdict.Kind == firewall.VerdictReturn:
+			case r.Verdict.Kind == firewall.VerdictJump && silent(t, r.Verdict.Target, seen):
+			default:
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 func verdictText(r firewall.Rule) string {

@@ -33,3 +33,30 @@ func TestBehindNamesTheContainer(t *testing.T) {
 		}
 	}
 }
+
+// TestUndecodedSkipsAJumpThatDecidesNothing: ufw's ufw-not-local jumps,
+// under a rate limit, to ufw-logging-deny, which only logs and returns: the
+// limit decides nothing, so it is no reason to refuse. The same limit on a
+// jump to a chain that drops is named.
+func TestUndecodedSkipsAJumpThatDecidesNothing(t *testing.T) {
+	limit := firewall.Cond{Kind: firewall.CondUndecidable, Reason: "limit rate 3/60s"}
+	rs := &firewall.Ruleset{Tables: []firewall.Table{{Family: "ip", Name: "filter", Chains: []firewall.Chain{
+		{Name: "ufw-not-local", Rules: []firewall.Rule{
+			{Handle: 94, Conds: []firewall.Cond{limit}, Verdict: firewall.Verdict{Kind: firewall.VerdictJump, Target: "ufw-logging-deny"}},
+			{Handle: 95, Conds: []firewall.Cond{limit}, Verdict: firewall.Verdict{Kind: firewall.VerdictJump, Target: "limited-drop"}},
+			{Handle: 96, Verdict: firewall.Verdict{Kind: firewall.VerdictDrop}},
+		}},
+		{Name: "ufw-logging-deny", Rules: []firewall.Rule{
+			{Handle: 10, Conds: []firewall.Cond{limit}, Verdict: firewall.Verdict{Kind: firewall.VerdictReturn}},
+			{Handle: 11, Conds: []firewall.Cond{limit}, Verdict: firewall.Verdict{Kind: firewall.VerdictContinue}},
+		}},
+		{Name: "limited-drop", Rules: []firewall.Rule{
+			{Handle: 20, Verdict: firewall.Verdict{Kind: firewall.VerdictJump, Target: "ufw-logging-deny"}},
+			{Handle: 21, Verdict: firewall.Verdict{Kind: firewall.VerdictDrop}},
+		}},
+	}}}}
+	got := Undecoded(rs)
+	if len(got) != 1 || got[0].Handle != 95 {
+		t.Fatalf("undecoded %+v; want only handle 95 (a limited jump to a chain that drops): not 94 (to a chain that only logs and returns) nor 10 (a return in that chain)", got)
+	}
+}
