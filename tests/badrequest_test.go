@@ -19,6 +19,7 @@ import (
 const badRequestPlan = `modules:
   - name: web
     ports: ["80/tcp"]
+    holders: ["adopt-sandbox"]
     files:
       - path: /srv/web/web.conf
         content: "mesh web\n"

@@ -139,6 +139,7 @@ drift:
 modules:
   - name: web
     ports: ["80/tcp"]
+    holders: ["adopt-sandbox"]
     files:
       - path: /srv/web/web.conf
         content: "mesh web\n"

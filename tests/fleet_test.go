@@ -17,6 +17,7 @@ import (
 const fleetNodePlan = `modules:
   - name: web
     ports: ["80/tcp"]
+    holders: ["adopt-sandbox"]
 flip:
   confirm_timeout: 30s
 `

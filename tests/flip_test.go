@@ -21,6 +21,7 @@ import (
 const flipPlan = `modules:
   - name: web
     ports: ["80/tcp"]
+    holders: ["adopt-sandbox"]
 node_files:
   - path: /etc/hosts
     content: "127.0.0.1 localhost mesh\n"

@@ -28,6 +28,7 @@ drift:
 modules:
   - name: web
     ports: ["80/tcp"]
+    holders: ["adopt-sandbox"]
 %s
 node_files:
   - path: /etc/hosts

@@ -20,7 +20,7 @@ import (
 
 const refBadPlan = `modules: []
 flip:
-  drop: ["18025/tcp", "19100/tcp"]
+  drop: ["18025/tcp", "19100/tcp", "9100/tcp"]
   confirm_timeout: 1m
 `
 

@@ -50,14 +50,15 @@ func openTo(rep *activities.ProbeReport, port int, addr netip.Addr) (bool, error
 	return false, nil
 }
 
-// forwardOpen finds the forward opening of the ip family that covers port.
+// forwardOpen finds the forward opening through DNAT (not routed) of the ip
+// family that covers port.
 func forwardOpen(rep *activities.ProbeReport, port int) *firewall.Opening {
 	for i, o := range rep.Firewall.Open {
 		end := int(o.PortEnd)
 		if end == 0 {
 			end = int(o.Port)
 		}
-		if o.Direction == firewall.HookForward && o.Family == firewall.FamilyIP && o.Proto == "tcp" && int(o.Port) <= port && port <= end {
+		if o.Direction == firewall.HookForward && !o.Routed() && o.Family == firewall.FamilyIP && o.Proto == "tcp" && int(o.Port) <= port && port <= end {
 			return &rep.Firewall.Open[i]
 		}
 	}
@@ -400,7 +401,10 @@ func TestReferenceNodeAdoption(t *testing.T) {
 	// 19100 is not routed by ufw, but ufw-docker lets private sources reach
 	// every published port: the preview names it too (from the private
 	// ranges), so it is dropped on purpose as well.
-	setFlipDrop(t, n.cfg, `"18080/tcp", "19100/tcp", "8081/tcp"`)
+	// 8443 and 9100 are the containers' own ports, which ufw-docker lets
+	// private sources reach routed (not through DNAT): the mesh's table
+	// does not carry that, so they close and are named.
+	setFlipDrop(t, n.cfg, `"18080/tcp", "19100/tcp", "8081/tcp", "8443/tcp", "9100/tcp"`)
 	out, errs, _ = adopt(t, "preview", n.Name, "--config", n.cfg)
 	if !strings.Contains(out, "APPROVED") {
 		t.Fatalf("with 18080/tcp, 19100/tcp and 8081/tcp dropped the preview should approve:\n%s%s", out, errs)
