@@ -197,8 +197,11 @@ echo "n3's new service shop runs in n3's engine, published on 18443: a client's 
 say "5. Flip: a preview first"
 adopt preview n1 --config "$(cfg n1)" || true
 echo "8081/tcp is open on n1 and no module declares it; n1's metrics (19100) are not routed by ufw, yet"
-echo "ufw-docker lets the private ranges reach every published port: drop both deliberately (flip.drop), preview again"
-sed -i 's|^  drop: \[\]|  drop: ["8081/tcp", "19100/tcp"]|' "$(cfg n1)"
+echo "ufw-docker lets the private ranges reach every published port, and the metrics container's own 9100 routed"
+echo "(not through DNAT), which the mesh's table does not carry: drop the three deliberately (flip.drop), preview again"
+sed -i 's|^  drop: \[\]|  drop: ["8081/tcp", "19100/tcp", "9100/tcp"]|' "$(cfg n1)"
+echo "on n3 the same holds for shop's own 8443, routed from the private ranges: dropped deliberately too"
+sed -i 's|^  drop: \[\]|  drop: ["8443/tcp"]|' "$(cfg n3)"
 for n in "${NODES[@]}"; do
 	if ! out=$(adopt preview "$n" --config "$(cfg "$n")" 2>&1); then
 		echo "$out"
