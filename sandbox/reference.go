@@ -357,7 +357,8 @@ func (n *RefNode) Down() error {
 	// The management link's host end dies with the node's namespace,
 	// unless a process left behind (an agent) still holds that namespace.
 	if mg := ifname("vmh", n.Name); exec.Command("ip", "link", "show", mg).Run() == nil {
-		if err := runCmd(nil, "ip", "link", "del", mg); err != nil {
+		// It may still go with the namespace between the look and the delete.
+		if err := runCmd(nil, "ip", "link", "del", mg); err != nil && exec.Command("ip", "link", "show", mg).Run() == nil {
 			errs = append(errs, err.Error())
 		}
 	}

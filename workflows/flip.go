@@ -66,16 +66,15 @@ func (n *node) refusalsWith(ctx workflow.Context, drift []activities.DriftItem) 
 }
 
 // genesisBlocker is why a flip must wait for the control node's genesis,
-// or "": until it succeeds the foundation is not raised nor its ports
-// opened, and the derived ruleset would leave them out unnamed.
+// or "": while it stands failed the foundation is not raised nor its ports
+// opened, and the derived ruleset would leave them out unnamed. A genesis
+// with no recorded state (a run resumed across an interruption) is not
+// held against the flip.
 func (n *node) genesisBlocker() string {
-	if n.s.Plan.Role != "control" || n.s.Genesis.State == "done" {
+	if n.s.Plan.Role != "control" || n.s.Genesis.State != "failed" {
 		return ""
 	}
 	state := n.s.Genesis.State
-	if state == "" {
-		state = "not run"
-	}
 	return fmt.Sprintf("node %s is the control node and its genesis has not succeeded (%s): the foundation's ports %s would not be in the mesh's ruleset; fix the genesis error and run adopt retry %s first",
 		n.s.Node, state, foundationPorts(n.s.Plan), n.s.Node)
 }
