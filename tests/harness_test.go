@@ -324,6 +324,23 @@ func startOrchestrator(t *testing.T, addr string, args ...string) *workerProc {
 	return w
 }
 
+// waitRunning waits until the worker says it serves its queue: its start
+// checks (the custody key among them) are done by then.
+func (w *workerProc) waitRunning(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(w.log.String(), "adopt-worker running") {
+		select {
+		case err := <-w.done:
+			t.Fatalf("the worker exited before serving (%v):\n%s", err, w.log)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker did not start serving within 60 s:\n%s", w.log)
+		}
+	}
+}
+
 func (w *workerProc) kill() {
 	if w.cmd.ProcessState == nil {
 		_ = w.cmd.Process.Kill()

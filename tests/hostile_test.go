@@ -330,6 +330,7 @@ func TestHostileRequestsRefusedByTheNode(t *testing.T) {
 	// The production build ignores failpoints, loudly: armed at the probe,
 	// a failpoint build would exit there.
 	w := startWorkerBinary(t, n, "adopt-worker", "ADOPT_FAILPOINTS=probe,adopt-marked")
+	w.waitRunning(t)
 	// Before the node serves a workflow, the node's own checks answer a
 	// workflow that is not the product's.
 	c := srv.client(t)
