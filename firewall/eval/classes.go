@@ -100,9 +100,19 @@ func CompareClasses(before, after *firewall.Ruleset, node firewall.Node) []Class
 			var other [2]Passage
 			regions := map[[2]Passage][]Atom{}
 			var order [][2]Passage
+			seenB, seenA := 0, 0
 			for gi, g := range groups {
-				if gi == 1 && !eb.sawSource && !ea.sawSource {
-					break
+				if gi == 1 {
+					if !eb.sawSource && !ea.sawSource {
+						break
+					}
+					seenB, seenA = len(eb.sources), len(ea.sources)
+				}
+				if gi == 0 {
+					eb.startSources()
+					ea.startSources()
+				} else if eb.likeOther(g[0], seenB) && ea.likeOther(g[0], seenA) {
+					continue // it fares as any other does
 				}
 				eb.sawSource, ea.sawSource = false, false
 				pkt := classPacket(c)

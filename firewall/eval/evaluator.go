@@ -40,6 +40,11 @@ type Evaluator struct {
 	// it was last cleared: until then the packet's source made no
 	// difference to anything.
 	sawSource bool
+	// sources are the source address conditions looked at since
+	// startSources, each once (seenSource): a source that meets each of them
+	// as any other source does goes the way any other does (likeOther).
+	sources    []*firewall.Cond
+	seenSource map[*firewall.Cond]bool
 	// bounds are the port intervals' starts of the evaluation (portBounds):
 	// a DNAT that picks a port of a range at random is evaluated once per
 	// interval of the range.
@@ -49,6 +54,12 @@ type Evaluator struct {
 	// one, not a DNAT target or a routed address) since it was cleared.
 	sawOwnDst bool
 }
+
+// shortcuts switches on what the evaluator leaves out because it cannot
+// change an answer (a chain's port index, a source region that goes the
+// way of any other). Only the test that compares the answers with and
+// without them switches them off.
+var shortcuts = true
 
 type memoSlot struct {
 	gen uint32
@@ -60,7 +71,40 @@ func NewEvaluator(rs *firewall.Ruleset) *Evaluator { return compile(rs).Evaluato
 
 // Evaluator returns an evaluator of the compiled program.
 func (p *program) Evaluator() *Evaluator {
-	return &Evaluator{prog: p, memo: make([]memoSlot, p.slots)}
+	return &Evaluator{prog: p, memo: make([]memoSlot, p.slots), seenSource: map[*firewall.Cond]bool{}}
+}
+
+// startSources forgets the source conditions looked at so far.
+func (e *Evaluator) startSources() {
+	e.sawSource = false
+	e.sources = e.sources[:0]
+	clear(e.seenSource)
+}
+
+// likeOther reports whether source a meets each of the first n source
+// conditions looked at since startSources as any other source does. The
+// evaluation is a function of the conditions' values: if the one of any
+// other source looked at no source condition but those, a packet from a
+// goes the very same way, and its evaluation can be left out.
+func (e *Evaluator) likeOther(a Atom, n int) bool {
+	if !shortcuts {
+		return false
+	}
+	for _, c := range e.sources[:n] {
+		if e.srcHolds(c, a) != e.srcHolds(c, Atom{Other: true}) {
+			return false
+		}
+	}
+	return true
+}
+
+// srcHolds decides source condition c for a packet from a, as cond does.
+func (e *Evaluator) srcHolds(c *firewall.Cond, a Atom) bool {
+	if set := e.prog.sources[c]; set != nil {
+		return set.holds(a) != c.Negate
+	}
+	p := Packet{Src: a}
+	return p.Cond(c) == TriTrue
 }
 
 // reset starts a new memo generation for a new packet or hook.
@@ -76,6 +120,10 @@ func (e *Evaluator) reset() {
 func (e *Evaluator) cond(c *firewall.Cond) Tri {
 	if c.Kind == firewall.CondSaddr {
 		e.sawSource = true
+		if !e.seenSource[c] {
+			e.seenSource[c] = true
+			e.sources = append(e.sources, c)
+		}
 		if set := e.prog.sources[c]; set != nil {
 			t := boolTri(set.holds(e.pkt.Src))
 			if c.Negate {
@@ -101,6 +149,11 @@ func (e *Evaluator) run(c *cchain, i, depth int) outcome {
 	}
 	if c.ch.Unknown != "" {
 		return outAccept | outDrop | outReturn
+	}
+	if c.ports != nil && i < len(c.rules) && portProto(e.pkt.Proto) {
+		// The rules passed over are ones whose port condition is false
+		// for the packet: each would go on to the next.
+		i = c.ports.live(i, e.pkt.Port)
 	}
 	if i >= len(c.rules) {
 		return outReturn

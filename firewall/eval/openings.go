@@ -46,13 +46,22 @@ func evalPorts(prog *program, node *firewall.Node, st stages, atoms []Atom, grou
 		clear(sure)
 		clear(unsure)
 		var other map[path]Result
+		seen := 0
 		for ai, g := range groups {
-			if ai == 1 && !e.sawSource {
-				// Any other source went its way without a source
-				// condition looked at: every source goes the same way,
-				// and a source that goes the way of any other is not
-				// worth naming.
-				break
+			if ai == 1 {
+				if !e.sawSource {
+					// Any other source went its way without a source
+					// condition looked at: every source goes the same
+					// way, and a source that goes the way of any other
+					// is not worth naming.
+					break
+				}
+				seen = len(e.sources)
+			}
+			if ai == 0 {
+				e.startSources()
+			} else if e.likeOther(g[0], seen) {
+				continue // it goes the way of any other: nothing to name
 			}
 			e.sawSource = false
 			res := e.client(&st, Packet{Family: fam, Proto: pnum, Port: uint16(start), OrigPort: uint16(start), Src: g[0], node: node, own: own})

@@ -29,6 +29,9 @@ type cchain struct {
 	ch    *firewall.Chain
 	base  int
 	rules []crule
+	// ports indexes the rules by destination port (portindex.go); nil:
+	// the chain is scanned.
+	ports *portIndex
 }
 
 // crule is one rule: conds are the rule's conditions in evaluation order,
@@ -78,6 +81,9 @@ func compile(rs *firewall.Ruleset) *program {
 						}
 					}
 				}
+			}
+			if shortcuts {
+				cs[ci].ports = newPortIndex(cs[ci].rules)
 			}
 		}
 	}

@@ -94,9 +94,20 @@ func (x *Reacher) region(f *reachFamily, dir string, pkt Packet) SourceReach {
 	pkt.node, pkt.own = &x.node, f.own
 	var open, closed []Atom
 	var out SourceReach
+	seen := 0
 	for gi, g := range groups {
-		if gi == 1 && !e.sawSource {
-			break
+		if gi == 1 {
+			if !e.sawSource {
+				break
+			}
+			seen = len(e.sources)
+		}
+		if gi == 0 {
+			e.startSources()
+		} else if e.likeOther(g[0], seen) {
+			// It goes the way of any other: open when any other is
+			// (Only is then not asked), closed when not (Except is not).
+			continue
 		}
 		e.sawSource = false
 		pkt.Src = g[0]
@@ -201,9 +212,25 @@ func Widened(before, after *firewall.Ruleset, node firewall.Node) []Widening {
 				}
 				here := map[key]bool{}
 				wide := map[key][]Atom{}
+				var otherKeys []key
+				seenB, seenA := 0, 0
 				for gi, g := range groups {
-					if gi == 1 && !eb.sawSource && !ea.sawSource {
-						break
+					if gi == 1 {
+						if !eb.sawSource && !ea.sawSource {
+							break
+						}
+						seenB, seenA = len(eb.sources), len(ea.sources)
+					}
+					if gi == 0 {
+						eb.startSources()
+						ea.startSources()
+					} else if eb.likeOther(g[0], seenB) && ea.likeOther(g[0], seenA) {
+						// It goes the way of any other: it widens where any
+						// other does.
+						for _, k := range otherKeys {
+							wide[k] = append(wide[k], g...)
+						}
+						continue
 					}
 					eb.sawSource, ea.sawSource = false, false
 					pkt := Packet{Family: fam, Proto: protoNum(proto), Port: uint16(start), OrigPort: uint16(start), Src: g[0], node: &node, own: own}
@@ -225,6 +252,7 @@ func Widened(before, after *firewall.Ruleset, node firewall.Node) []Widening {
 						k := key{dir: p.dir, via: p.via, surer: b.Accept}
 						if gi == 0 {
 							here[k] = true
+							otherKeys = append(otherKeys, k)
 						} else {
 							wide[k] = append(wide[k], g...)
 						}

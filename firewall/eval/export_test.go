@@ -1,0 +1,8 @@
+package eval
+
+// WithoutShortcuts runs f with the evaluator's shortcuts switched off.
+func WithoutShortcuts(f func()) {
+	shortcuts = false
+	defer func() { shortcuts = true }()
+	f()
+}
