@@ -176,16 +176,18 @@ func probeAt(k, n int, fixture string, stdout io.Writer) ([]report.Row, *ProbeDe
 func newProbeRun(p *probeNode, n int) *probeRun {
 	r := &probeRun{p: p, n: n, d: &ProbeDetails{Runs: n, Factor: p.k}}
 	var engine activities.Containers
+	var nets eval.Networks // the agent's Inspector asks the engine for its bridges
 	if p.real {
 		r.d.Containers = fmt.Sprintf("real: %d Docker containers created (not started) from a one-file image imported locally", p.k*probeContainers)
-		engine = containers.New()
+		e := containers.New()
+		engine, nets = e, e
 	} else {
 		r.d.Containers = fmt.Sprintf("SIMULATED: Docker unreachable; %d container records from an in-memory engine, and the peer runs no docker ps", p.k*probeContainers)
 		engine = fake.Engine{Containers: fake.Services(simulatedNames(p.k*probeContainers), 31000)}
 	}
 	r.acts = &activities.Activities{
 		Node:     "bnprobe",
-		Firewall: eval.Inspector{Netns: p.ns.Path},
+		Firewall: eval.Inspector{Netns: p.ns.Path, Engine: nets},
 		Engine:   engine,
 		Sockets:  sockets.Proc{Root: "/proc", Netns: p.ns.Path},
 		Files:    custody.New(p.root, p.stateDir),

@@ -294,3 +294,8 @@ func (f *fakeDocker) names() []string {
 	sort.Strings(out)
 	return out
 }
+
+// NetworkList knows Docker's default bridge network alone.
+func (f *fakeDocker) NetworkList(context.Context, network.ListOptions) ([]network.Summary, error) {
+	return []network.Summary{{Name: "bridge", ID: "f00dfeedf00dfeedf00d", Driver: "bridge", Options: map[string]string{"com.docker.network.bridge.name": "docker0"}}}, nil
+}

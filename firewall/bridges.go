@@ -19,6 +19,45 @@ import (
 // table accepts egress from the bridges the found firewall lets out.
 var DockerBridges = []string{"docker0", "br-*"}
 
+// DockerBridgeOption is the option of a Docker bridge network that names
+// its bridge interface ("docker0" for the default network; a custom name
+// set with -o com.docker.network.bridge.name=NAME).
+const DockerBridgeOption = "com.docker.network.bridge.name"
+
+// EngineNetwork is a container network as its engine describes it.
+type EngineNetwork struct {
+	Name, ID, Driver string
+	Options          map[string]string
+}
+
+// EngineBridges are the bridge interfaces of a Docker engine's networks,
+// with the tool that made each (Node.EngineBridges): for each network of
+// the bridge driver, the interface its DockerBridgeOption names, else
+// Docker's own name for it ("br-" and the first 12 characters of the
+// network's ID). Swarm's docker_gwbridge is "docker-swarm"'s, every other
+// "docker"'s. Never nil: the engine was asked.
+func EngineBridges(nets []EngineNetwork) map[string]string {
+	out := map[string]string{}
+	for _, n := range nets {
+		if n.Driver != "bridge" {
+			continue // overlay, macvlan, ipvlan, host, none: no bridge of the node
+		}
+		name := n.Options[DockerBridgeOption]
+		if name == "" && len(n.ID) >= 12 {
+			name = "br-" + n.ID[:12]
+		}
+		if name == "" {
+			continue
+		}
+		tool := "docker"
+		if n.Name == "docker_gwbridge" {
+			tool = "docker-swarm"
+		}
+		out[name] = tool
+	}
+	return out
+}
+
 // bridges are every container network's bridge, with the tool that made
 // it. A trailing '*' matches any suffix.
 var bridges = []struct{ pattern, tool string }{
@@ -57,15 +96,20 @@ func BridgeTool(name string) string {
 // physical port (a link of no kind) is enslaved to it (libvirt's virbr0,
 // Swarm's docker_gwbridge, a Docker network's bridge; not an uplink
 // bridge holding the NIC, whatever its name). Its tool is the one its name
-// suggests, else "bridge". A wildcard is a bridge's when every interface of
-// the node it matches is one. A name the node does not have, and any name
-// on a node whose interfaces are not known, is judged by BridgeTool.
+// suggests, else "bridge"; a Docker name is not Docker's when the engine
+// was asked and does not name it. A wildcard is a bridge's when every
+// interface of the node it matches is one. A name the node does not have,
+// and any name on a node whose interfaces are not known, is judged by
+// BridgeTool.
 func (n *Node) BridgeTool(name string) string {
-	if !n.HasInterfaces() {
+	if n == nil {
 		return BridgeTool(name)
 	}
 	if tool := n.EngineBridges[name]; tool != "" {
 		return tool
+	}
+	if !n.HasInterfaces() {
+		return BridgeTool(name)
 	}
 	if p, ok := strings.CutSuffix(name, "*"); ok {
 		tool, matched := BridgeTool(name), false
@@ -91,10 +135,14 @@ func (n *Node) BridgeTool(name string) string {
 	if n.Interfaces[i].Kind != "bridge" || n.physicalPort(name) {
 		return ""
 	}
-	if tool := BridgeTool(name); tool != "" {
-		return tool
+	tool := BridgeTool(name)
+	if n.EngineBridges != nil && strings.HasPrefix(tool, "docker") {
+		tool = "" // named like Docker's, but not by the engine
 	}
-	return "bridge"
+	if tool == "" {
+		tool = "bridge"
+	}
+	return tool
 }
 
 // physicalPort reports whether a link of no kind (a NIC) is enslaved to

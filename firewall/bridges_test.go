@@ -68,14 +68,16 @@ func TestNodeBridgeTool(t *testing.T) {
 		{Name: "veth1", Kind: "veth", Master: "appnet0"},
 		{Name: "docker0", Kind: "bridge"},
 		{Name: "mynet", Kind: "bridge"},
+		{Name: "br-0123456789ab", Kind: "bridge"},
 		{Name: "wg0", Kind: "wireguard"},
-	}, EngineBridges: map[string]string{"mynet": "docker"}}
+	}, EngineBridges: map[string]string{"mynet": "docker", "docker0": "docker", "docker_gwbridge": "docker-swarm"}}
 	for name, want := range map[string]string{
 		"virbr0":          "libvirt",
 		"docker_gwbridge": "docker-swarm",
 		"appnet0":         "bridge",
 		"docker0":         "docker",
 		"mynet":           "docker",
+		"br-0123456789ab": "bridge", // named like Docker's, not by the engine
 		"br-wan":          "",
 		"br-lan":          "",
 		"eth0":            "",
@@ -102,5 +104,45 @@ func TestNodeBridgeTool(t *testing.T) {
 		if u == "virbr0" || u == "docker_gwbridge" || u == "appnet0" || u == "mynet" || u == "eth0" {
 			t.Errorf("uplinks %v hold %s", up, u)
 		}
+	}
+}
+
+// The engine's bridge networks name their interfaces: a custom name by
+// the network's option, else br- and the ID's first 12 characters; Swarm's
+// gateway bridge is docker-swarm's; other drivers have no bridge.
+func TestEngineBridges(t *testing.T) {
+	got := EngineBridges([]EngineNetwork{
+		{Name: "bridge", ID: "f00dfeedf00dfeed", Driver: "bridge", Options: map[string]string{DockerBridgeOption: "docker0"}},
+		{Name: "app", ID: "0123456789abcdef", Driver: "bridge"},
+		{Name: "lan", ID: "aaaaaaaaaaaaaaaa", Driver: "bridge", Options: map[string]string{DockerBridgeOption: "lan0"}},
+		{Name: "docker_gwbridge", ID: "bbbbbbbbbbbbbbbb", Driver: "bridge", Options: map[string]string{DockerBridgeOption: "docker_gwbridge"}},
+		{Name: "ingress", ID: "cccccccccccccccc", Driver: "overlay"},
+		{Name: "host", ID: "dddddddddddddddd", Driver: "host"},
+		{Name: "mv", ID: "eeeeeeeeeeeeeeee", Driver: "macvlan", Options: map[string]string{"parent": "eth0"}},
+	})
+	want := map[string]string{"docker0": "docker", "br-0123456789ab": "docker", "lan0": "docker", "docker_gwbridge": "docker-swarm"}
+	if len(got) != len(want) {
+		t.Fatalf("EngineBridges = %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("EngineBridges[%q] = %q, want %q (all: %v)", k, got[k], v, got)
+		}
+	}
+	if EngineBridges(nil) == nil {
+		t.Error("EngineBridges(nil) is nil: an engine with no networks must read as asked")
+	}
+	// A custom-named bridge is a container bridge even where the links are
+	// not known; an uplink bridge named like Docker's is none.
+	n := Node{EngineBridges: got}
+	if tool := n.BridgeTool("lan0"); tool != "docker" {
+		t.Errorf("Node.BridgeTool(lan0) with the engine's answer and no links = %q, want docker", tool)
+	}
+	up := Node{Interfaces: []Interface{{Name: "eth0", Master: "br-wan"}, {Name: "br-wan", Kind: "bridge"}, {Name: "lan0", Kind: "bridge"}}, EngineBridges: got}
+	if tool := up.BridgeTool("br-wan"); tool != "" {
+		t.Errorf("Node.BridgeTool(br-wan), the NIC enslaved = %q, want none", tool)
+	}
+	if u := up.Uplinks(); len(u) != 1 || u[0] != "br-wan" {
+		t.Errorf("uplinks = %v, want [br-wan]", u)
 	}
 }

@@ -78,7 +78,7 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 	state := nodestate.New(cfg.Node.StateDir)
 	return &activities.Activities{
 		Node:     cfg.Node.Name,
-		Firewall: eval.Inspector{Netns: cfg.Node.Netns},
+		Firewall: eval.Inspector{Netns: cfg.Node.Netns, Engine: engine},
 		Marks:    marks.NewMarker(cfg.Node.Netns),
 		Engine:   engine,
 		Cutover:  engine,

@@ -6,6 +6,7 @@ package eval
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"adoption/firewall"
 	"adoption/firewall/nft"
@@ -15,7 +16,21 @@ import (
 // lists: nothing it does changes the ruleset.
 type Inspector struct {
 	Netns string // node.netns; "" for the worker's own namespace
+	// Engine, when set, is the node's container engine: the bridges it
+	// names are the node's container bridges (firewall.Node.EngineBridges).
+	// Nil, or an engine that cannot be reached: bridges are decided by the
+	// node's links alone.
+	Engine Networks
 }
+
+// Networks lists a container engine's bridge networks (containers.Engine).
+type Networks interface {
+	BridgeNetworks(ctx context.Context) ([]firewall.EngineNetwork, error)
+}
+
+// engineAsk bounds the question to the engine when the caller gives no
+// deadline (Node).
+const engineAsk = 10 * time.Second
 
 // Inspect lists the ruleset, names its kind, summarises its tables with
 // their owners, reads the node's interfaces and forwarding, and evaluates
@@ -38,7 +53,7 @@ func (i Inspector) Inspect(ctx context.Context) (Report, error) {
 		return r, nil
 	}
 	r.Kind = kind
-	node, err := firewall.ReadNode(i.Netns)
+	node, err := i.readNode(ctx)
 	if err != nil {
 		r.NodeError = fmt.Sprintf("the node's interfaces and forwarding could not be read (%v): interface names and forwarding are taken as unknown", err)
 		node = firewall.Node{}
@@ -89,5 +104,23 @@ func Summarise(rs *firewall.Ruleset) []TableSummary {
 	return out
 }
 
-// Node reads the node's interfaces and forwarding switches (ReadNode).
-func (i Inspector) Node() (firewall.Node, error) { return firewall.ReadNode(i.Netns) }
+// Node reads the node's interfaces and forwarding switches (ReadNode), and
+// the bridges of its container engine.
+func (i Inspector) Node() (firewall.Node, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), engineAsk)
+	defer cancel()
+	return i.readNode(ctx)
+}
+
+// readNode is ReadNode with EngineBridges filled in from i.Engine when it
+// answers; when it does not, they stay unknown (nil).
+func (i Inspector) readNode(ctx context.Context) (firewall.Node, error) {
+	node, err := firewall.ReadNode(i.Netns)
+	if err != nil || i.Engine == nil {
+		return node, err
+	}
+	if nets, err := i.Engine.BridgeNetworks(ctx); err == nil {
+		node.EngineBridges = firewall.EngineBridges(nets)
+	}
+	return node, nil
+}
