@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -68,19 +69,30 @@ func (a *Activities) CheckFoundationPorts(ctx context.Context, in ProbeInput) (*
 	if _, err := a.checkIntent(ctx, auth, in.Intent, authority.StartIntent()); err != nil {
 		return nil, err
 	}
-	return a.checkFree(ctx, auth.Plan.Foundation, "nothing was opened or started")
+	// A genesis run again (a retry, or before a flip) finds the containers
+	// an earlier one raised on their ports: those are the mesh's own (a
+	// container of that name that is not the mesh's is refused by
+	// RaiseFoundation, which takes nothing over).
+	own := make([]string, 0, len(auth.Plan.FoundationContainers))
+	for _, c := range auth.Plan.FoundationContainers {
+		own = append(own, c.Name)
+	}
+	return a.checkFree(ctx, auth.Plan.Foundation, "nothing was opened or started", own...)
 }
 
 // checkFree checks that no listening socket in the node's namespace (on
 // any address, loopback included) and no container holds any of ports,
 // and refuses non-retryably naming every holder at once, the key to
-// change, and that nothing was changed (done says what was not).
-func (a *Activities) checkFree(ctx context.Context, ports []config.NamedPort, done string) (*CheckPortsResult, error) {
+// change, and that nothing was changed (done says what was not). The
+// containers named own hold their ports by right.
+func (a *Activities) checkFree(ctx context.Context, ports []config.NamedPort, done string, own ...string) (*CheckPortsResult, error) {
 	ls, err := a.Sockets.Listeners()
 	if err != nil {
 		return nil, fmt.Errorf("list listening sockets: %w", err)
 	}
-	ls = attributePublished(ls, a.Engine.Report(ctx))
+	ls = slices.DeleteFunc(attributePublished(ls, a.Engine.Report(ctx)), func(l sockets.Listener) bool {
+		return l.Container != "" && slices.Contains(own, l.Container)
+	})
 	res := &CheckPortsResult{Checked: len(ports)}
 	for _, fp := range ports {
 		if h := holders(ls, fp.Port); h != "" {

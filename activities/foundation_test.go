@@ -105,3 +105,21 @@ func TestRaiseFoundationTakesNothingOver(t *testing.T) {
 		}
 	}
 }
+
+// A genesis run again finds the foundation's own containers on their
+// ports and goes on; anything else on a foundation port still collides.
+func TestCheckFoundationPortsKeepsOwnContainers(t *testing.T) {
+	a, _, plan := foundationActs(t)
+	a.Engine = fake.Engine{Containers: containers.Report{Available: true, Containers: []containers.Info{
+		{Name: "registry", State: "running", Ports: []containers.Published{{HostPort: 5001, ContainerPort: 5000, Proto: "tcp"}}},
+	}}}
+	a.Sockets = fake.Sockets{Listening: []sockets.Listener{{Proto: "tcp", Addr: "0.0.0.0", Port: 5001, PID: 70, Exe: "docker-proxy"}}}
+	if _, err := a.CheckFoundationPorts(context.Background(), ProbeInput{Plan: plan}); err != nil {
+		t.Fatalf("the foundation's own registry on its port: %v", err)
+	}
+	a.Sockets = fake.Sockets{Listening: []sockets.Listener{{Proto: "tcp", Addr: "0.0.0.0", Port: 4222, PID: 71, Exe: "natsd"}}}
+	_, err := a.CheckFoundationPorts(context.Background(), ProbeInput{Plan: plan})
+	if msg := appErr(t, err, ErrPortCollision); !strings.Contains(msg, "pid 71 (natsd)") {
+		t.Errorf("collision %q does not name the holder", msg)
+	}
+}

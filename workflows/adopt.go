@@ -104,6 +104,7 @@ func (n *node) genesis(ctx workflow.Context) {
 		return
 	}
 	found := n.s.Plan.Foundation
+	var forward []config.Port
 	raised := ""
 	if len(n.s.Plan.FoundationContainers) > 0 && workflow.GetVersion(ctx, changeGenesisRaises, workflow.DefaultVersion, 1) >= 1 {
 		var res activities.FoundationResult
@@ -112,6 +113,7 @@ func (n *node) genesis(ctx workflow.Context) {
 			return
 		}
 		found = res.Listening
+		forward = foundationForward(n.s.Plan, res.Listening)
 		raised = fmt.Sprintf("%d container(s) raised (%s); ", len(res.Raised), strings.Join(res.Raised, ", "))
 		for _, fp := range res.Silent {
 			raised += fmt.Sprintf("foundation port %s %s not opened: nothing listens on it; ", fp.Name, fp.Port)
@@ -121,12 +123,29 @@ func (n *node) genesis(ctx workflow.Context) {
 	for _, fp := range found {
 		ports = append(ports, fp.Port)
 	}
-	if err := n.openRules(ctx, flip.OwnerFoundation, ports); err != nil {
+	if err := n.openRules(ctx, flip.OwnerFoundation, ports, forward...); err != nil {
 		fail(err)
 		return
 	}
 	n.s.Genesis = StepState{State: "done"}
 	n.event(ctx, fmt.Sprintf("genesis: %s%d foundation port(s) free and opened through the found firewall", raised, len(ports)))
+}
+
+// foundationForward are the host ports the foundation's containers
+// publish that are among open: clients reach them through Docker's DNAT,
+// so they are opened on the forward path too, as a module's are.
+func foundationForward(p config.Plan, open []config.NamedPort) []config.Port {
+	var out []config.Port
+	for _, c := range p.FoundationContainers {
+		for _, h := range publishedPorts(config.ModulePlan{Container: &c}) {
+			for _, fp := range open {
+				if fp.Port == h {
+					out = append(out, h)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // openRules opens an owner's ports as marked rules and records them as

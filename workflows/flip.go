@@ -51,7 +51,7 @@ func (n *node) refusals(ctx workflow.Context) []string { return n.refusalsWith(c
 // refusalsWith is refusals with drift as given (a briefing's, measured now).
 func (n *node) refusalsWith(ctx workflow.Context, drift []activities.DriftItem) []string {
 	var why []string
-	if g := n.genesisBlocker(); g != "" && workflow.GetVersion(ctx, changeFlipAfterGenesis, workflow.DefaultVersion, 1) >= 1 {
+	if g := n.genesisBlocker(true); g != "" && workflow.GetVersion(ctx, changeFlipAfterGenesis, workflow.DefaultVersion, 1) >= 1 {
 		why = append(why, g)
 	}
 	for _, m := range n.s.Modules {
@@ -66,17 +66,35 @@ func (n *node) refusalsWith(ctx workflow.Context, drift []activities.DriftItem) 
 }
 
 // genesisBlocker is why a flip must wait for the control node's genesis,
-// or "": while it stands failed the foundation is not raised nor its ports
-// opened, and the derived ruleset would leave them out unnamed. A genesis
-// with no recorded state (a run resumed across an interruption) is not
-// held against the flip.
-func (n *node) genesisBlocker() string {
-	if n.s.Plan.Role != "control" || n.s.Genesis.State != "failed" {
+// or "": until it succeeds the foundation is not raised nor its ports
+// opened, and the derived ruleset would leave them out unnamed. served is
+// false for a request's validator, which refuses only a genesis that stands
+// failed: one not yet run or still running is decided when the flip is
+// served (the flip runs it first when no outcome is recorded, flipGenesis).
+func (n *node) genesisBlocker(served bool) string {
+	if n.s.Plan.Role != "control" || n.s.Genesis.State == "done" || (!served && n.s.Genesis.State != "failed") {
 		return ""
 	}
 	state := n.s.Genesis.State
+	if state == "" {
+		state = "not run"
+	}
 	return fmt.Sprintf("node %s is the control node and its genesis has not succeeded (%s): the foundation's ports %s would not be in the mesh's ruleset; fix the genesis error and run adopt retry %s first",
 		n.s.Node, state, foundationPorts(n.s.Plan), n.s.Node)
+}
+
+// flipGenesis runs the control node's genesis before a flip when this run
+// has no outcome of it (a state carried from before genesis was recorded,
+// or a node made control by a plan update): an outcome not known is never
+// flipped over. Genesis is idempotent: the foundation containers an
+// earlier genesis raised are kept, their ports are the mesh's own, and
+// present marks stay.
+func (n *node) flipGenesis(ctx workflow.Context) {
+	if n.s.Plan.Role != "control" || n.s.Genesis.State != "" || workflow.GetVersion(ctx, changeGenesisBeforeFlip, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	n.event(ctx, "flip: the control node's genesis has no recorded outcome; running it first")
+	n.genesis(ctx)
 }
 
 // foundationPorts lists the plan's foundation ports as name port, for
@@ -111,6 +129,7 @@ func (n *node) flip(ctx workflow.Context) {
 	defer func() { n.inFlip = false }()
 	v := workflow.GetVersion(ctx, changeFlipHolds, workflow.DefaultVersion, 1)
 	two := v >= 1 && n.twoSteps
+	n.flipGenesis(ctx)
 	spec := MeshSpec(&n.s)
 	refused := func(pv *flip.Preview) {
 		n.s.LastError = "flip refused by the preview: " + strings.Join(pv.Reasons, "; ")
@@ -358,6 +377,9 @@ func MeshSpec(s *State) flip.MeshSpec {
 	if s.Genesis.State == "done" {
 		for _, fp := range s.Plan.Foundation {
 			spec.Input = append(spec.Input, flip.Allow{Port: fp.Port, Owner: flip.OwnerFoundation})
+		}
+		for _, p := range s.OpenedForward[flip.OwnerFoundation] {
+			spec.Forward = append(spec.Forward, flip.Allow{Port: p, Owner: flip.OwnerFoundation})
 		}
 	}
 	for _, m := range s.Plan.Modules {

@@ -9,6 +9,7 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
+	"adoption/firewall/flip"
 	"adoption/firewall/marks"
 )
 
@@ -80,5 +81,69 @@ func (s *NodeSuite) TestFlipRefusedWhileGenesisFailed() {
 	s.Require().NotNil(after.LastPreview)
 	s.False(after.LastPreview.Approved)
 	s.Contains(after.LastError, "genesis has not succeeded (failed): the foundation's ports registry 5001/tcp, store 5432/tcp would not be in the mesh's ruleset")
+	s.Nil(after.Flip)
+}
+
+// A run with no recorded genesis outcome on its control node (a state
+// carried from before genesis was recorded) runs genesis before it flips:
+// the flip request is accepted (genesis is decided when the flip is
+// served), genesis raises and opens, and the derived ruleset carries the
+// foundation's ports, its published one on the forward path too.
+func (s *NodeSuite) TestFlipRunsGenesisWithNoRecordedOutcome() {
+	p := foundationPlan()
+	p.ConfirmTimeout = time.Minute
+	p.ManagementPorts = []config.Port{{Num: 22, Proto: "tcp"}}
+	registry := config.NamedPort{Name: "registry", Port: config.Port{Num: 5001, Proto: "tcp"}}
+	store := config.NamedPort{Name: "store", Port: config.Port{Num: 5432, Proto: "tcp"}}
+	s.env.OnActivity(a.CheckFoundationPorts, mock.Anything, mock.Anything).Run(s.record("check")).
+		Return(&activities.CheckPortsResult{Checked: 2}, nil).Once()
+	s.env.OnActivity(a.RaiseFoundation, mock.Anything, mock.Anything).Run(s.record("raise")).
+		Return(&activities.FoundationResult{Raised: []string{"registry"}, Listening: []config.NamedPort{registry}, Silent: []config.NamedPort{store}}, nil).Once()
+	s.env.OnActivity(a.OpenRules, mock.Anything, mock.MatchedBy(func(in activities.RulesInput) bool {
+		return in.Owner == "foundation" && len(in.Ports) == 1 && in.Ports[0] == registry.Port && len(in.Forward) == 1 && in.Forward[0] == registry.Port
+	})).Run(s.record("open")).Return(&activities.RulesResult{Added: []marks.MarkedRule{marked("foundation", 5001)}}, nil).Once()
+	var spec flip.MeshSpec
+	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		spec = args[1].(activities.FlipInput).Spec
+		s.calls = append(s.calls, "flip")
+	}).Return(&activities.FlipResult{State: "flipped", Preview: &flip.Preview{Approved: true, FoundFingerprint: "f1"}}, nil).Once()
+	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Run(s.record("confirm")).
+		Return(&activities.FlipResult{State: FlipStateCommitted}, nil).Once()
+	var updErr error
+	accepted := false
+	s.env.RegisterDelayedCallback(func() {
+		s.env.UpdateWorkflow(UpdateFlip, "u1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { updErr = err }, OnAccept: func() { accepted = true }, OnComplete: func(any, error) {},
+		}, RequestInput{})
+	}, time.Minute)
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: p, Resume: &State{Node: "n1", Plan: p, Phase: PhaseAdopted}})
+	st := s.result()
+	s.Require().NoError(updErr)
+	s.True(accepted, "a flip with genesis not yet decided is decided when served")
+	s.Equal([]string{"check", "raise", "open", "flip", "confirm"}, s.calls)
+	s.Equal("done", st.Genesis.State)
+	s.Contains(spec.Input, flip.Allow{Port: registry.Port, Owner: "foundation"})
+	s.Equal([]flip.Allow{{Port: registry.Port, Owner: "foundation"}}, spec.Forward)
+}
+
+// The same run whose genesis then fails is not flipped: the preview is
+// refused naming the genesis, and nothing reaches the node's firewall.
+func (s *NodeSuite) TestFlipRefusedWhenGenesisRunFirstFails() {
+	p := foundationPlan()
+	s.env.OnActivity(a.CheckFoundationPorts, mock.Anything, mock.Anything).Run(s.record("check")).
+		Return(&activities.CheckPortsResult{Checked: 2}, nil).Once()
+	s.env.OnActivity(a.RaiseFoundation, mock.Anything, mock.Anything).Run(s.record("raise")).Return(nil,
+		temporal.NewNonRetryableApplicationError("genesis: foundation.containers[0] (registry): create failed", activities.ErrGenesis, nil)).Once()
+	s.expectPreview(true)
+	s.expectRelease()
+	var after State
+	s.signal(time.Minute, SignalFlip, "")
+	s.env.RegisterDelayedCallback(func() { after = s.query() }, 2*time.Minute)
+	s.signal(3*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: p, Resume: &State{Node: "n1", Plan: p, Phase: PhaseAdopted}})
+	s.result()
+	s.Equal([]string{"check", "raise", "preview", "release"}, s.calls)
+	s.Equal("failed", after.Genesis.State)
+	s.Contains(after.LastError, "genesis has not succeeded (failed)")
 	s.Nil(after.Flip)
 }

@@ -493,7 +493,7 @@ func (n *node) flipBlockers(in RequestInput) []string {
 			reasons = append(reasons, fmt.Sprintf("module %s is %s, not migrated: run adopt migrate %s %s first", m.Name, m.State, n.s.Node, m.Name))
 		}
 	}
-	if g := n.genesisBlocker(); g != "" {
+	if g := n.genesisBlocker(false); g != "" {
 		reasons = append(reasons, g)
 	}
 	if len(n.s.Drift) > 0 {

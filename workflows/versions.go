@@ -60,6 +60,9 @@ const (
 	// changeFlipAfterGenesis: a flip of the control node is refused while
 	// its genesis has not succeeded. Asked only when it would refuse.
 	changeFlipAfterGenesis = "flip-after-genesis"
+	// changeGenesisBeforeFlip: a flip of a control node whose genesis has
+	// no recorded outcome runs genesis first. Asked only then.
+	changeGenesisBeforeFlip = "genesis-before-flip"
 )
 
 // taken records that this run takes change. Every history kept for replay

@@ -156,6 +156,13 @@ func TestKernelKindSpokenStillAdopt(t *testing.T) {
 			testenv.NeedTools(t, "ufw")
 			n.Ufw(t, []string{"--force", "reset"}, []string{"default", "deny", "incoming"}, []string{"allow", "22/tcp"}, []string{"--force", "enable"})
 		}},
+		{"ufw-docker", nft.KindIptablesNft, func(t *testing.T, n *fwtest.TestNet) {
+			// ufw's chains with Docker's and the ufw-docker arrangement
+			// in DOCKER-USER, as a node running ufw-docker has them.
+			testenv.NeedTools(t, "iptables-nft-restore", "ip6tables-nft-restore")
+			fwtest.Run(t, fwtest.UfwDockerRules, "ip", "netns", "exec", n.Node, "iptables-nft-restore")
+			fwtest.Run(t, fwtest.UfwDockerRules6, "ip", "netns", "exec", n.Node, "ip6tables-nft-restore")
+		}},
 		{"plain-iptables-nft", nft.KindIptablesNft, func(t *testing.T, n *fwtest.TestNet) {
 			testenv.NeedTools(t, "iptables-nft-restore")
 			fwtest.Run(t, "*filter\n:INPUT DROP [0:0]\n-A INPUT -p tcp --dport 22 -j ACCEPT\nCOMMIT\n", "ip", "netns", "exec", n.Node, "iptables-nft-restore")
