@@ -74,7 +74,7 @@ func TestCheckFoundationPortsNamesEveryCollision(t *testing.T) {
 	a.Engine = fake.Engine{Containers: containers.Report{Available: true, Containers: []containers.Info{
 		{Name: "predecessor-proxy", State: "running", Ports: []containers.Published{{HostPort: 443, ContainerPort: 443, Proto: "tcp"}}},
 	}}}
-	plan := config.Plan{Node: "n1", Foundation: []config.NamedPort{
+	plan := config.Plan{Node: "n1", Role: "control", Foundation: []config.NamedPort{
 		{Name: "registry", Port: config.Port{Num: 5000, Proto: "tcp"}},
 		{Name: "broker_management", Port: config.Port{Num: 15672, Proto: "tcp"}},
 		{Name: "web", Port: config.Port{Num: 443, Proto: "tcp"}},

@@ -57,7 +57,9 @@ type CheckPortsResult struct {
 }
 
 // CheckFoundationPorts checks, before anything is raised, that every
-// foundation port is free on the node: no listening socket in the node's
+// foundation port the node binds when placed on the overlay is free (the
+// control node's genesis: all of them; a member's placement: the
+// overlay's, config.Plan.Placement): no listening socket in the node's
 // namespace (on any address, loopback included) and no container publishing
 // it. Every collision is reported at once, naming its holder and the key to
 // change; then the step fails non-retryably and nothing was changed.
@@ -77,7 +79,7 @@ func (a *Activities) CheckFoundationPorts(ctx context.Context, in ProbeInput) (*
 	for _, c := range auth.Plan.FoundationContainers {
 		own = append(own, c.Name)
 	}
-	return a.checkFree(ctx, auth.Plan.Foundation, "nothing was opened or started", own...)
+	return a.checkFree(ctx, auth.Plan.Placement(), "nothing was opened or started", own...)
 }
 
 // checkFree checks that no listening socket in the node's namespace (on

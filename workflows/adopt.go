@@ -91,7 +91,11 @@ func (n *node) adopt(ctx workflow.Context) error {
 // this attempt raised), then the ports something listens on opened through
 // the found firewall as marked rules.
 func (n *node) genesis(ctx workflow.Context) {
-	if n.s.Plan.Role != "control" || n.s.Genesis.State == "done" {
+	if n.s.Genesis.State == "done" {
+		return
+	}
+	if n.s.Plan.Role != "control" {
+		n.placement(ctx)
 		return
 	}
 	fail := func(err error) {
@@ -129,6 +133,31 @@ func (n *node) genesis(ctx workflow.Context) {
 	}
 	n.s.Genesis = StepState{State: "done"}
 	n.event(ctx, fmt.Sprintf("genesis: %s%d foundation port(s) free and opened through the found firewall", raised, len(ports)))
+}
+
+// placement is a member's genesis: the foundation ports it binds when it
+// is placed on the overlay (the overlay's, config.Plan.Placement), checked
+// free at adoption, are checked again now that it is placed, and a holder
+// that came since is named with what to do. Nothing listens on them yet,
+// so nothing is opened. Its outcome is recorded where the control node's
+// genesis is, so adopt retry runs it again.
+func (n *node) placement(ctx workflow.Context) {
+	ports := n.s.Plan.Placement()
+	if len(ports) == 0 || workflow.GetVersion(ctx, changeMemberPlacement, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	var chk activities.CheckPortsResult
+	if err := n.exec(ctx, "placement: check the overlay's port is free", a.CheckFoundationPorts, activities.ProbeInput{Plan: n.s.Plan, Intent: n.intent}, &chk); err != nil {
+		n.s.Genesis = StepState{State: "failed", Error: errorMessage(err)}
+		n.event(ctx, "placement failed: "+errorMessage(err)+fmt.Sprintf("; fix it, then: adopt retry %s", n.s.Node))
+		return
+	}
+	n.s.Genesis = StepState{State: "done"}
+	names := make([]string, 0, len(ports))
+	for _, fp := range ports {
+		names = append(names, fp.Name+" "+fp.Port.String())
+	}
+	n.event(ctx, "placed: foundation port(s) "+strings.Join(names, ", ")+" free for the overlay")
 }
 
 // foundationForward are the host ports the foundation's containers

@@ -374,7 +374,7 @@ func MeshSpec(s *State) flip.MeshSpec {
 	for _, p := range s.Plan.ManagementPorts {
 		spec.Input = append(spec.Input, flip.Allow{Port: p, Owner: "management"})
 	}
-	if s.Genesis.State == "done" {
+	if s.Genesis.State == "done" && s.Plan.Role == "control" {
 		for _, fp := range s.Plan.Foundation {
 			spec.Input = append(spec.Input, flip.Allow{Port: fp.Port, Owner: flip.OwnerFoundation})
 		}

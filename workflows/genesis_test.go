@@ -147,3 +147,31 @@ func (s *NodeSuite) TestFlipRefusedWhenGenesisRunFirstFails() {
 	s.Contains(after.LastError, "genesis has not succeeded (failed)")
 	s.Nil(after.Flip)
 }
+
+// A member declaring the overlay's port is placed once adopted: the port
+// checked free again, nothing opened; a holder found then fails the
+// placement by name, and a retry places it.
+func (s *NodeSuite) TestMemberPlacementChecksOverlayAgain() {
+	p := testPlan()
+	p.Modules = nil
+	p.Foundation = []config.NamedPort{{Name: "overlay", Port: config.Port{Num: 51820, Proto: "udp"}}}
+	s.expectAdoption(time.Second)
+	s.env.OnActivity(a.CheckFoundationPorts, mock.Anything, mock.Anything).Run(s.record("check")).Return(nil,
+		temporal.NewNonRetryableApplicationError("1 foundation port(s) collide; nothing was opened or started: foundation port overlay 51820/udp is held by pid 88 (tunneld); set foundation.ports.overlay", activities.ErrPortCollision, nil)).Once()
+	s.env.OnActivity(a.CheckFoundationPorts, mock.Anything, mock.Anything).Run(s.record("check")).
+		Return(&activities.CheckPortsResult{Checked: 1}, nil).Once()
+	s.expectRelease()
+	var failed, placed State
+	s.env.RegisterDelayedCallback(func() { failed = s.query() }, time.Minute)
+	s.signal(90*time.Second, SignalRetry, "")
+	s.env.RegisterDelayedCallback(func() { placed = s.query() }, 2*time.Minute)
+	s.signal(3*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: p})
+	s.result()
+	s.Equal([]string{"probe", "adopt", "check", "check", "release"}, s.calls)
+	s.Equal("failed", failed.Genesis.State)
+	s.Contains(failed.Genesis.Error, "held by pid 88 (tunneld)")
+	s.Equal("done", placed.Genesis.State)
+	s.Empty(placed.Opened["foundation"])
+	s.Empty(MeshSpec(&placed).Input, "a member's mesh ruleset carries no foundation port")
+}

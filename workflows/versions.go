@@ -63,6 +63,10 @@ const (
 	// changeGenesisBeforeFlip: a flip of a control node whose genesis has
 	// no recorded outcome runs genesis first. Asked only then.
 	changeGenesisBeforeFlip = "genesis-before-flip"
+	// changeMemberPlacement: a member's genesis (placement) checks the
+	// overlay's port free again once adopted. Asked only for a member whose
+	// plan declares it.
+	changeMemberPlacement = "member-placement"
 )
 
 // taken records that this run takes change. Every history kept for replay

@@ -76,11 +76,10 @@ func CheckOwnerForward(auth *Authority, owner string, forward []config.Port) err
 	if len(forward) == 0 {
 		return nil
 	}
-	m, ok := auth.Plan.Module(owner)
-	if !ok || m.Container == nil {
+	published := ownerPublished(auth.Plan, owner)
+	if len(published) == 0 {
 		return NotDeclared("%s asks to open published ports %s on the forward path, but node %s's configuration gives it no container that publishes ports", owner, portsText(forward), auth.Plan.Node)
 	}
-	published := publishedPorts(m.Container)
 	for _, p := range forward {
 		if !hasPort(published, p) {
 			return NotDeclared("port %s is not published by %s's container in node %s's configuration (published: %s)", p, owner, auth.Plan.Node, portsText(published))
@@ -137,8 +136,7 @@ func CheckSpec(auth *Authority, spec flip.MeshSpec) error {
 		}
 	}
 	for _, fw := range spec.Forward {
-		m, ok := p.Module(fw.Owner)
-		if !ok || m.Container == nil || !hasPort(publishedPorts(m.Container), fw.Port) {
+		if !hasPort(ownerPublished(p, fw.Owner), fw.Port) {
 			return NotDeclared("the mesh ruleset forwards %s for %q, which no container of node %s's configuration publishes", fw.Port, fw.Owner, p.Node)
 		}
 	}
@@ -150,6 +148,31 @@ func CheckSpec(auth *Authority, spec flip.MeshSpec) error {
 	}
 	if d := config.Diff(config.Plan{DropClasses: spec.DropClasses, WidenClasses: spec.WidenClasses}, config.Plan{DropClasses: p.DropClasses, WidenClasses: p.WidenClasses}); d != nil {
 		return NotDeclared("the mesh ruleset's declared traffic classes differ from flip.drop and flip.widen of node %s (%s: %s, declared %s)", p.Node, d.Key, d.A, d.B)
+	}
+	return nil
+}
+
+// ownerPublished are the host ports the owner's containers publish: a
+// module's container, or on the control node the foundation's containers
+// (those of their ports that are foundation ports).
+func ownerPublished(p config.Plan, owner string) []config.Port {
+	if owner == flip.OwnerFoundation {
+		if p.Role != "control" {
+			return nil
+		}
+		declared, _ := ownerPorts(p, owner)
+		var out []config.Port
+		for i := range p.FoundationContainers {
+			for _, h := range publishedPorts(&p.FoundationContainers[i]) {
+				if hasPort(declared, h) {
+					out = append(out, h)
+				}
+			}
+		}
+		return out
+	}
+	if m, ok := p.Module(owner); ok && m.Container != nil {
+		return publishedPorts(m.Container)
 	}
 	return nil
 }

@@ -65,3 +65,28 @@ func TestPredecessorDiff(t *testing.T) {
 		t.Fatalf("no predecessor on the node: %q", d)
 	}
 }
+
+// The foundation's containers publish its ports on the control node: those
+// may be opened on the forward path and forwarded by the mesh's ruleset;
+// a port they do not publish, or a member's foundation, may not.
+func TestForwardFoundationPublished(t *testing.T) {
+	registry := config.Port{Num: 5001, Proto: "tcp"}
+	plan := config.Plan{Node: "n1", Role: "control",
+		Foundation:           []config.NamedPort{{Name: "registry", Port: registry}, {Name: "store", Port: config.Port{Num: 5432, Proto: "tcp"}}},
+		FoundationContainers: []config.Container{{Name: "registry", Image: "mesh/registry:1", Ports: map[string]string{"5001/tcp": "5000/tcp"}}}}
+	auth := &Authority{Plan: plan}
+	if err := CheckOwnerForward(auth, flip.OwnerFoundation, []config.Port{registry}); err != nil {
+		t.Fatalf("the registry's published port: %v", err)
+	}
+	spec := flip.MeshSpec{Node: "n1", Forward: []flip.Allow{{Port: registry, Owner: flip.OwnerFoundation}}}
+	if err := CheckSpec(auth, spec); err != nil {
+		t.Fatalf("the mesh ruleset forwarding the registry's port: %v", err)
+	}
+	if err := CheckOwnerForward(auth, flip.OwnerFoundation, []config.Port{{Num: 5432, Proto: "tcp"}}); err == nil {
+		t.Fatal("a foundation port no foundation container publishes was let onto the forward path")
+	}
+	plan.Role = "member"
+	if err := CheckOwnerForward(&Authority{Plan: plan}, flip.OwnerFoundation, []config.Port{registry}); err == nil {
+		t.Fatal("a member's foundation was let onto the forward path")
+	}
+}
