@@ -7,6 +7,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.temporal.io/sdk/workflow"
@@ -89,22 +90,33 @@ func (n *node) adopt(ctx workflow.Context) error {
 // checked free first (all collisions at once, nothing opened if one
 // collides), the foundation's containers raised (a failure rolls back what
 // this attempt raised), then the ports something listens on opened through
-// the found firewall as marked rules.
+// the found firewall as marked rules (published ones on the forward path
+// too). A member's genesis is its placement: the overlay's port, checked
+// free at adoption, checked again; nothing listens on it yet, so nothing
+// is opened.
 func (n *node) genesis(ctx workflow.Context) {
 	if n.s.Genesis.State == "done" {
 		return
 	}
-	if n.s.Plan.Role != "control" {
-		n.placement(ctx)
-		return
+	step, member := "genesis", n.s.Plan.Role != "control"
+	if member {
+		if len(n.s.Plan.Placement()) == 0 || workflow.GetVersion(ctx, changeMemberPlacement, workflow.DefaultVersion, 1) < 1 {
+			return
+		}
+		step = "placement"
 	}
 	fail := func(err error) {
 		n.s.Genesis = StepState{State: "failed", Error: errorMessage(err)}
-		n.event(ctx, "genesis failed: "+errorMessage(err)+fmt.Sprintf("; fix it, then: adopt retry %s", n.s.Node))
+		n.event(ctx, step+" failed: "+errorMessage(err)+fmt.Sprintf("; fix it, then: adopt retry %s", n.s.Node))
 	}
 	var chk activities.CheckPortsResult
-	if err := n.exec(ctx, "genesis: check the foundation's ports are free", a.CheckFoundationPorts, activities.ProbeInput{Plan: n.s.Plan, Intent: n.intent}, &chk); err != nil {
+	if err := n.exec(ctx, step+": check the foundation's ports are free", a.CheckFoundationPorts, activities.ProbeInput{Plan: n.s.Plan, Intent: n.intent}, &chk); err != nil {
 		fail(err)
+		return
+	}
+	if member {
+		n.s.Genesis = StepState{State: "done"}
+		n.event(ctx, fmt.Sprintf("placed: %d foundation port(s) free for the overlay", chk.Checked))
 		return
 	}
 	found := n.s.Plan.Foundation
@@ -117,7 +129,6 @@ func (n *node) genesis(ctx workflow.Context) {
 			return
 		}
 		found = res.Listening
-		forward = foundationForward(n.s.Plan, res.Listening)
 		raised = fmt.Sprintf("%d container(s) raised (%s); ", len(res.Raised), strings.Join(res.Raised, ", "))
 		for _, fp := range res.Silent {
 			raised += fmt.Sprintf("foundation port %s %s not opened: nothing listens on it; ", fp.Name, fp.Port)
@@ -126,6 +137,11 @@ func (n *node) genesis(ctx workflow.Context) {
 	ports := make([]config.Port, 0, len(found))
 	for _, fp := range found {
 		ports = append(ports, fp.Port)
+		for _, c := range n.s.Plan.FoundationContainers {
+			if slices.Contains(publishedPorts(config.ModulePlan{Container: &c}), fp.Port) {
+				forward = append(forward, fp.Port)
+			}
+		}
 	}
 	if err := n.openRules(ctx, flip.OwnerFoundation, ports, forward...); err != nil {
 		fail(err)
@@ -133,48 +149,6 @@ func (n *node) genesis(ctx workflow.Context) {
 	}
 	n.s.Genesis = StepState{State: "done"}
 	n.event(ctx, fmt.Sprintf("genesis: %s%d foundation port(s) free and opened through the found firewall", raised, len(ports)))
-}
-
-// placement is a member's genesis: the foundation ports it binds when it
-// is placed on the overlay (the overlay's, config.Plan.Placement), checked
-// free at adoption, are checked again now that it is placed, and a holder
-// that came since is named with what to do. Nothing listens on them yet,
-// so nothing is opened. Its outcome is recorded where the control node's
-// genesis is, so adopt retry runs it again.
-func (n *node) placement(ctx workflow.Context) {
-	ports := n.s.Plan.Placement()
-	if len(ports) == 0 || workflow.GetVersion(ctx, changeMemberPlacement, workflow.DefaultVersion, 1) < 1 {
-		return
-	}
-	var chk activities.CheckPortsResult
-	if err := n.exec(ctx, "placement: check the overlay's port is free", a.CheckFoundationPorts, activities.ProbeInput{Plan: n.s.Plan, Intent: n.intent}, &chk); err != nil {
-		n.s.Genesis = StepState{State: "failed", Error: errorMessage(err)}
-		n.event(ctx, "placement failed: "+errorMessage(err)+fmt.Sprintf("; fix it, then: adopt retry %s", n.s.Node))
-		return
-	}
-	n.s.Genesis = StepState{State: "done"}
-	names := make([]string, 0, len(ports))
-	for _, fp := range ports {
-		names = append(names, fp.Name+" "+fp.Port.String())
-	}
-	n.event(ctx, "placed: foundation port(s) "+strings.Join(names, ", ")+" free for the overlay")
-}
-
-// foundationForward are the host ports the foundation's containers
-// publish that are among open: clients reach them through Docker's DNAT,
-// so they are opened on the forward path too, as a module's are.
-func foundationForward(p config.Plan, open []config.NamedPort) []config.Port {
-	var out []config.Port
-	for _, c := range p.FoundationContainers {
-		for _, h := range publishedPorts(config.ModulePlan{Container: &c}) {
-			for _, fp := range open {
-				if fp.Port == h {
-					out = append(out, h)
-				}
-			}
-		}
-	}
-	return out
 }
 
 // openRules opens an owner's ports as marked rules and records them as

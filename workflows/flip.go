@@ -4,6 +4,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -67,34 +68,15 @@ func (n *node) refusalsWith(ctx workflow.Context, drift []activities.DriftItem) 
 
 // genesisBlocker is why a flip must wait for the control node's genesis,
 // or "": until it succeeds the foundation is not raised nor its ports
-// opened, and the derived ruleset would leave them out unnamed. served is
-// false for a request's validator, which refuses only a genesis that stands
-// failed: one not yet run or still running is decided when the flip is
-// served (the flip runs it first when no outcome is recorded, flipGenesis).
+// opened, and the derived ruleset would leave them out unnamed. A request's
+// validator (served false) refuses only a failed one: one not yet run or
+// still running is decided when the flip is served.
 func (n *node) genesisBlocker(served bool) string {
 	if n.s.Plan.Role != "control" || n.s.Genesis.State == "done" || (!served && n.s.Genesis.State != "failed") {
 		return ""
 	}
-	state := n.s.Genesis.State
-	if state == "" {
-		state = "not run"
-	}
 	return fmt.Sprintf("node %s is the control node and its genesis has not succeeded (%s): the foundation's ports %s would not be in the mesh's ruleset; fix the genesis error and run adopt retry %s first",
-		n.s.Node, state, foundationPorts(n.s.Plan), n.s.Node)
-}
-
-// flipGenesis runs the control node's genesis before a flip when this run
-// has no outcome of it (a state carried from before genesis was recorded,
-// or a node made control by a plan update): an outcome not known is never
-// flipped over. Genesis is idempotent: the foundation containers an
-// earlier genesis raised are kept, their ports are the mesh's own, and
-// present marks stay.
-func (n *node) flipGenesis(ctx workflow.Context) {
-	if n.s.Plan.Role != "control" || n.s.Genesis.State != "" || workflow.GetVersion(ctx, changeGenesisBeforeFlip, workflow.DefaultVersion, 1) < 1 {
-		return
-	}
-	n.event(ctx, "flip: the control node's genesis has no recorded outcome; running it first")
-	n.genesis(ctx)
+		n.s.Node, cmp.Or(n.s.Genesis.State, "not run"), foundationPorts(n.s.Plan), n.s.Node)
 }
 
 // foundationPorts lists the plan's foundation ports as name port, for
@@ -129,7 +111,12 @@ func (n *node) flip(ctx workflow.Context) {
 	defer func() { n.inFlip = false }()
 	v := workflow.GetVersion(ctx, changeFlipHolds, workflow.DefaultVersion, 1)
 	two := v >= 1 && n.twoSteps
-	n.flipGenesis(ctx)
+	// A control node's genesis with no recorded outcome (a state carried
+	// from before it was recorded, a node made control by a plan) is run
+	// first: an outcome not known is never flipped over. It is idempotent.
+	if n.s.Plan.Role == "control" && n.s.Genesis.State == "" && workflow.GetVersion(ctx, changeGenesisBeforeFlip, workflow.DefaultVersion, 1) >= 1 {
+		n.genesis(ctx)
+	}
 	spec := MeshSpec(&n.s)
 	refused := func(pv *flip.Preview) {
 		n.s.LastError = "flip refused by the preview: " + strings.Join(pv.Reasons, "; ")

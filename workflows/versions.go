@@ -60,13 +60,10 @@ const (
 	// changeFlipAfterGenesis: a flip of the control node is refused while
 	// its genesis has not succeeded. Asked only when it would refuse.
 	changeFlipAfterGenesis = "flip-after-genesis"
-	// changeGenesisBeforeFlip: a flip of a control node whose genesis has
-	// no recorded outcome runs genesis first. Asked only then.
-	changeGenesisBeforeFlip = "genesis-before-flip"
-	// changeMemberPlacement: a member's genesis (placement) checks the
-	// overlay's port free again once adopted. Asked only for a member whose
-	// plan declares it.
-	changeMemberPlacement = "member-placement"
+	// changeGenesisBeforeFlip: a control node's flip with no recorded
+	// genesis outcome runs genesis first; changeMemberPlacement: a member
+	// declaring the overlay's port checks it again once adopted.
+	changeGenesisBeforeFlip, changeMemberPlacement = "genesis-before-flip", "member-placement"
 )
 
 // taken records that this run takes change. Every history kept for replay
