@@ -122,6 +122,15 @@ COMMIT
 -A ALLOWIN -p tcp --dport 22 -j ACCEPT
 COMMIT
 `},
+		{name: "firewalld", tool: "firewalld", chain: "filter_INPUT", nft: `
+table inet firewalld {
+	chain filter_INPUT {
+		type filter hook input priority filter + 10; policy accept;
+		ct state established,related accept
+		tcp dport 22 accept
+		reject with icmpx admin-prohibited
+	}
+}`},
 		{name: "nixos", tool: "NixOS", chain: "nixos-fw", nft: `
 table inet nixos-fw {
 	chain input-allow {
