@@ -43,6 +43,9 @@ func (n *node) adoptUntilDone(ctx workflow.Context) (bool, error) {
 		req := n.s.Queue[i]
 		n.s.Queue = append(n.s.Queue[:i:i], n.s.Queue[i+1:]...)
 		n.intent = req.Intent
+		if req.Plan != nil && req.Kind == SignalRetry { // the fix travels with it
+			n.applyPlan(ctx, *req.Plan)
+		}
 		if req.Kind == SignalRelease {
 			n.setPhase(ctx, PhaseReleased)
 			n.event(ctx, "released before adoption completed: nothing had been changed on the node")

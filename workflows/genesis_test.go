@@ -9,6 +9,7 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
+	"adoption/firewall/eval"
 	"adoption/firewall/flip"
 	"adoption/firewall/marks"
 )
@@ -174,4 +175,28 @@ func (s *NodeSuite) TestMemberPlacementChecksOverlayAgain() {
 	s.Equal("done", placed.Genesis.State)
 	s.Empty(placed.Opened["foundation"])
 	s.Empty(MeshSpec(&placed).Input, "a member's mesh ruleset carries no foundation port")
+}
+
+// A member refused at adoption (its overlay's port held) is adopted by a
+// retry that carries the fixed plan: the retry's plan is the one adopted.
+func (s *NodeSuite) TestAdoptionRetryTakesTheFixedPlan() {
+	held, free := testPlan(), testPlan()
+	held.Modules, free.Modules = nil, nil
+	held.Foundation = []config.NamedPort{{Name: "overlay", Port: config.Port{Num: 53, Proto: "udp"}}}
+	free.Foundation = []config.NamedPort{{Name: "overlay", Port: config.Port{Num: 51820, Proto: "udp"}}}
+	s.env.OnActivity(a.Probe, mock.Anything, mock.Anything).Run(s.record("probe")).
+		Return(&activities.ProbeReport{Node: "n1", Firewall: eval.Report{Kind: "iptables-nft"}}, nil).Twice()
+	s.env.OnActivity(a.Adopt, mock.Anything, mock.MatchedBy(func(in activities.AdoptInput) bool { return in.Plan.Foundation[0].Port.Num == 53 })).
+		Run(s.record("adopt 53")).Return(nil, temporal.NewNonRetryableApplicationError("foundation port overlay 53/udp is held by pid 9 (dnsmasq)", activities.ErrPortCollision, nil)).Once()
+	s.env.OnActivity(a.Adopt, mock.Anything, mock.MatchedBy(func(in activities.AdoptInput) bool { return in.Plan.Foundation[0].Port.Num == 51820 })).
+		Run(s.record("adopt 51820")).Return(&activities.AdoptResult{Firewall: "iptables-nft"}, nil).Once()
+	s.env.OnActivity(a.CheckFoundationPorts, mock.Anything, mock.Anything).Run(s.record("check")).
+		Return(&activities.CheckPortsResult{Checked: 1}, nil).Once()
+	s.expectRelease()
+	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(SignalRetry, RequestInput{Plan: &free}) }, time.Minute)
+	s.signal(2*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: held})
+	st := s.result()
+	s.Equal([]string{"probe", "adopt 53", "probe", "adopt 51820", "check", "release"}, s.calls)
+	s.Equal(uint16(51820), st.Plan.Foundation[0].Port.Num)
 }
