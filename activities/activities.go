@@ -293,7 +293,7 @@ func (a *Activities) Adopt(ctx context.Context, in AdoptInput) (*AdoptResult, er
 				fmt.Sprintf("cannot take custody of %s: %v; fix the path in the plan or on the node, then run: adopt retry %s", p, err, in.Plan.Node),
 				ErrBadPath, err)
 		}
-		rec.FileState = rec.FileState.Public()
+		rec = rec.Public()
 		res.Custody = append(res.Custody, rec)
 		a.Failpoints.Hit("adopt-custody")
 	}

@@ -143,7 +143,7 @@ func (a *Activities) AcceptDrift(ctx context.Context, in DriftInput) (*DriftResu
 			if err != nil {
 				return nil, fmt.Errorf("accept %s: %w", it.Path, err)
 			}
-			rec.FileState = rec.FileState.Public()
+			rec = rec.Public()
 			res.Custody = append(res.Custody, rec)
 		case it.Kind == "firewall":
 			if err := a.State.SetBaseline(nodestate.Baseline{Firewall: fw, At: time.Now().UTC()}); err != nil {

@@ -78,6 +78,18 @@ func (f FileState) Public() FileState {
 type Record struct {
 	FileState
 	Found bool `json:"found"`
+	// Base is the plain hash of the custody blob of the file as first
+	// found, set once a drift was accepted (Retake): the per-key merges
+	// keep it as their base, so a key the node changed since it was found
+	// stays a conflict. An empty blob stands for a file found absent.
+	// Public clears it, like SHA256.
+	Base string `json:"base,omitempty"`
+}
+
+// Public is the record as a workflow history may hold it: no plain hash.
+func (r Record) Public() Record {
+	r.FileState, r.Base = r.FileState.Public(), ""
+	return r
 }
 
 // Store is the custody store of one node.

@@ -285,6 +285,7 @@ func sha(b []byte) string {
 
 // Retake records what is at the path now as the new custody copy: the
 // operator accepted a drift, so a later rollback or revert restores this.
+// The copy as first found stays the per-key merges' base (Record.Base).
 func (s *Store) Retake(p string) (Record, error) {
 	s.mu.Lock()
 	if err := s.ensure(); err != nil {
@@ -292,6 +293,17 @@ func (s *Store) Retake(p string) (Record, error) {
 		return Record{}, err
 	}
 	idx, err := s.index()
+	old, had := idx[p]
+	base := old.Base
+	if err == nil && had && base == "" {
+		switch {
+		case old.Found && old.Link == "":
+			base = old.SHA256
+		case !old.Found:
+			base = sha(nil)
+			err = s.putBlob(nil)
+		}
+	}
 	if err == nil {
 		delete(idx, p)
 		err = s.writeIndex(idx)
@@ -300,7 +312,19 @@ func (s *Store) Retake(p string) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	return s.Take(p)
+	rec, err := s.Take(p)
+	if err != nil || base == "" {
+		return rec, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if idx, err = s.index(); err != nil {
+		return Record{}, err
+	}
+	rec = idx[p]
+	rec.Base = base
+	idx[p] = rec
+	return rec, s.writeIndex(idx)
 }
 
 // Link makes p a symlink to target (owned by root), for a path taken into
