@@ -72,7 +72,7 @@ func TestAcceptedDriftKeepsTheConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, root, p, "Port 22\nPasswordAuthentication hunter2\n") // the node's edit
-	rec, err := s.Retake(p)                                     // drift accept
+	rec, err := s.Retake(p)                                        // drift accept
 	if err != nil {
 		t.Fatal(err)
 	}
