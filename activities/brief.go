@@ -26,6 +26,9 @@ type BriefInput struct {
 	Custody  []custody.Record `json:"custody"`
 	Firewall string           `json:"firewall"`
 	Modules  []BriefModule    `json:"modules"`
+	// NodeFileDecisions are the decisions on the node files' keys
+	// (without intents: nothing is applied).
+	NodeFileDecisions []FileDecision `json:"node_file_decisions,omitempty"`
 }
 
 // BriefModule is a module still to migrate and the decisions recorded for
@@ -63,7 +66,7 @@ func (a *Activities) Brief(ctx context.Context, in BriefInput) (*NodeBriefing, e
 	}
 	out := &NodeBriefing{Drift: []DriftItem{}}
 	heartbeat(ctx, "brief: preview")
-	if pv, err := a.preview(ctx, auth, in.Spec); err != nil {
+	if pv, err := a.preview(ctx, auth, in.Spec, in.NodeFileDecisions); err != nil {
 		out.PreviewError = message(err)
 	} else {
 		out.Preview = pv

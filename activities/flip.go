@@ -85,6 +85,9 @@ const (
 type PreviewInput struct {
 	Plan config.Plan   `json:"plan"`
 	Spec flip.MeshSpec `json:"spec"`
+	// Decisions on the node files' conflicting keys (without intents:
+	// nothing is applied).
+	Decisions []FileDecision `json:"decisions,omitempty"`
 }
 
 // Preview compares what the found firewall opens now with what the mesh's
@@ -94,12 +97,12 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (*flip.Previe
 	if err != nil {
 		return nil, err
 	}
-	return a.preview(ctx, auth, in.Spec)
+	return a.preview(ctx, auth, in.Spec, in.Decisions)
 }
 
 // preview is the preview of one spec on this node, for the Preview
 // activity and for a flip that previews on the node itself.
-func (a *Activities) preview(ctx context.Context, auth *authority.Authority, spec flip.MeshSpec) (*flip.Preview, error) {
+func (a *Activities) preview(ctx context.Context, auth *authority.Authority, spec flip.MeshSpec, decisions []FileDecision) (*flip.Preview, error) {
 	if err := authority.CheckSpec(auth, spec); err != nil {
 		return nil, err
 	}
@@ -129,6 +132,8 @@ func (a *Activities) preview(ctx context.Context, auth *authority.Authority, spe
 		pv.Approved = false
 		pv.Reasons = append(pv.Reasons, more...)
 	}
+	heartbeat(ctx, "preview: node files")
+	a.previewNodeFiles(auth, &pv, decisions)
 	return &pv, nil
 }
 
@@ -151,6 +156,9 @@ type FlipInput struct {
 	Preview bool `json:"preview,omitempty"`
 	// Intent is the operator's signed flip.
 	Intent *intent.Signed `json:"intent,omitempty"`
+	// Decisions settle the node files' conflicting keys, each with its
+	// signed resolve.
+	Decisions []FileDecision `json:"decisions,omitempty"`
 }
 
 // FlipPreviewRefused is the state of a flip whose own preview refused:
@@ -181,6 +189,9 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 		return nil, err
 	}
 	if _, err := a.checkIntent(ctx, auth, in.Intent, authority.FlipIntent(auth.Plan, false)); err != nil {
+		return nil, err
+	}
+	if err := a.checkDecisions(ctx, auth, in.Decisions); err != nil {
 		return nil, err
 	}
 	if err := authority.CheckFlipID(auth.Plan.Node, in.ID); err != nil {
@@ -289,7 +300,7 @@ func (a *Activities) gateFlip(ctx context.Context, auth *authority.Authority, in
 		return nil, nil, nil
 	}
 	heartbeat(ctx, "flip: preview")
-	pv, err := a.preview(ctx, auth, in.Spec)
+	pv, err := a.preview(ctx, auth, in.Spec, in.Decisions)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -358,7 +369,7 @@ func (a *Activities) applyFlip(ctx context.Context, auth *authority.Authority, i
 	a.Failpoints.Hit("flip-applied")
 	heartbeat(ctx, "flip: node files")
 	for _, f := range auth.Plan.NodeFiles {
-		if err := a.convergeFile(auth, f); err != nil {
+		if err := a.convergeFileWith(auth, f, in.Decisions); err != nil {
 			return nil, err
 		}
 	}
@@ -372,7 +383,7 @@ func (a *Activities) resumeFlip(auth *authority.Authority, in FlipInput, rec *no
 		// The worker may have died between the flip and the node files
 		// (failpoint flip-applied): converge them now (idempotent).
 		for _, f := range auth.Plan.NodeFiles {
-			if err := a.convergeFile(auth, f); err != nil {
+			if err := a.convergeFileWith(auth, f, in.Decisions); err != nil {
 				return nil, err
 			}
 		}
@@ -406,17 +417,12 @@ func (a *Activities) markFlip(id, state, reason string, revert json.RawMessage) 
 	})
 }
 
-// convergeFile writes a declared file's mesh content (kept in custody
-// since adoption, so a revert restores what was found). Path, content and
-// mode all come from the node's own configuration (f is of auth's plan);
-// the mode keeps set-id and sticky bits as written ("4755").
-func (a *Activities) convergeFile(auth *authority.Authority, f config.FilePlan) error {
-	return a.convergeFileWith(auth, f, nil)
-}
-
 // convergeFileWith writes what the merge of f gives: the mesh's content
 // for a file replaced whole, the per-key merge (kept keys, decisions) for
-// one with keep or a format (merge.go).
+// one with keep or a format (merge.go). The file is kept in custody since
+// adoption, so a revert restores what was found. Path, content and mode
+// all come from the node's own configuration (f is of auth's plan); the
+// mode keeps set-id and sticky bits as written ("4755").
 func (a *Activities) convergeFileWith(auth *authority.Authority, f config.FilePlan, decisions []FileDecision) error {
 	if err := authority.CheckDeclared(auth, f.Path); err != nil {
 		return err

@@ -4,11 +4,15 @@
 package activities
 
 import (
+	"errors"
 	"fmt"
+
+	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/authority"
 	"adoption/activities/filemerge"
 	"adoption/config"
+	"adoption/firewall/flip"
 )
 
 // ErrFileConflict is the error type of a refusal on conflicting keys; its
@@ -51,4 +55,28 @@ func (a *Activities) nodeFileMerges(auth *authority.Authority, decisions []FileD
 		m.Digest = d.Digest
 	}
 	return m.Check(auth, "node files", "adopt flip "+a.Node, auth.Plan.NodeFiles, decisions)
+}
+
+// previewNodeFiles gives a flip's preview the node files' fates, read from
+// the node with the decisions recorded for them. A conflict, or a file the
+// merge cannot read, refuses the flip, by path and key: it is found before
+// the firewall's transaction, never after it.
+func (a *Activities) previewNodeFiles(auth *authority.Authority, pv *flip.Preview, decisions []FileDecision) {
+	merges, err := a.nodeFileMerges(auth, decisions)
+	pv.NodeFiles = merges
+	var ae *temporal.ApplicationError
+	switch {
+	case err == nil:
+		return
+	case errors.As(err, &ae) && ae.Type() == ErrFileConflict:
+		for _, fm := range merges {
+			for _, c := range fm.Conflicts {
+				pv.Reasons = append(pv.Reasons, fmt.Sprintf("node file %s key %s: %s; decide it with `adopt resolve %s %s %s --take node|mesh`",
+					c.Path, c.Key, c.Why, a.Node, c.Path, c.Key))
+			}
+		}
+	default:
+		pv.Reasons = append(pv.Reasons, "node files: "+message(err))
+	}
+	pv.Approved = false
 }

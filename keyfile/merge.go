@@ -33,6 +33,29 @@ type Conflict struct {
 	Why string `json:"why"`
 }
 
+// FileConflict is a conflicting key of a declared file, by path: names
+// only, as it travels to the workflow.
+type FileConflict struct {
+	Path string `json:"path"`
+	Key  string `json:"key"`
+	Why  string `json:"why"`
+}
+
+// FileMerge is the outcome of merging one declared file, by key name, as
+// a rehearsal or a flip's preview shows it. Digest is the node's keyed
+// digest of what the merge would write (empty with conflicts): shown in
+// place of any value.
+type FileMerge struct {
+	Path      string         `json:"path"`
+	Format    string         `json:"format,omitempty"` // "" when replaced whole
+	Conflicts []FileConflict `json:"conflicts,omitempty"`
+	Kept      []string       `json:"kept,omitempty"`
+	Changed   []string       `json:"changed,omitempty"`
+	Added     []string       `json:"added,omitempty"`
+	Removed   []string       `json:"removed,omitempty"`
+	Digest    string         `json:"digest,omitempty"`
+}
+
 // Result is a merge's outcome: the content to write (nil when there are
 // conflicts), and what happened to each key, by name.
 type Result struct {

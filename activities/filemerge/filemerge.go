@@ -30,12 +30,12 @@ const (
 	errBadPath      = "BadPath" // activities.ErrBadPath, the same wire name
 )
 
-// Conflict is a conflicting key of a declared file: names only.
-type Conflict struct {
-	Path string `json:"path"`
-	Key  string `json:"key"`
-	Why  string `json:"why"`
-}
+type (
+	// Conflict is a conflicting key of a declared file: names only.
+	Conflict = keyfile.FileConflict
+	// Merge is the outcome of merging one file, by key name.
+	Merge = keyfile.FileMerge
+)
 
 // Decision is an operator's choice for a conflicting key.
 type Decision struct {
@@ -44,20 +44,6 @@ type Decision struct {
 	Take string `json:"take"` // node or mesh
 	// Intent is the operator's signed resolve of this decision.
 	Intent *intent.Signed `json:"intent,omitempty"`
-}
-
-// Merge is the outcome of merging one file, by key name. Digest is the
-// keyed digest of what the merge would write (empty with conflicts): the
-// preview shows it in place of any value.
-type Merge struct {
-	Path      string     `json:"path"`
-	Format    string     `json:"format,omitempty"` // "" when replaced whole
-	Conflicts []Conflict `json:"conflicts,omitempty"`
-	Kept      []string   `json:"kept,omitempty"`
-	Changed   []string   `json:"changed,omitempty"`
-	Added     []string   `json:"added,omitempty"`
-	Removed   []string   `json:"removed,omitempty"`
-	Digest    string     `json:"digest,omitempty"`
 }
 
 // Store is what a merge reads from custody: the record of a path; a store

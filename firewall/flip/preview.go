@@ -15,6 +15,7 @@ import (
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/marks"
+	"adoption/keyfile"
 )
 
 // Fates.
@@ -60,6 +61,10 @@ type Preview struct {
 	// packet's fate through a part the evaluator could not decode
 	// (package unknowns fills it on the node).
 	Undecoded []Undecoded `json:"undecoded,omitempty"`
+	// NodeFiles are the fates of the node files, which converge at the
+	// flip: kept, changed and conflicting keys, the keyed digest of what
+	// each would hold, never a value (the node fills it).
+	NodeFiles []keyfile.FileMerge `json:"node_files,omitempty"`
 }
 
 // Undecoded is one rule the evaluator could not wholly decode: where it
