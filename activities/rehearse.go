@@ -180,7 +180,7 @@ func (a *Activities) Rehearse(ctx context.Context, in ModuleInput) (*Rehearsal, 
 	if len(m.Files) > 0 {
 		conv := RehearsalStep{Name: "converge files"}
 		for _, f := range r.Files {
-			conv.Touches = append(conv.Touches, describeMerge(f))
+			conv.Touches = append(conv.Touches, f.Text())
 		}
 		r.Steps = append(r.Steps, conv)
 	}
@@ -206,29 +206,4 @@ func (a *Activities) Rehearse(ctx context.Context, in ModuleInput) (*Rehearsal, 
 	}
 	r.Steps = append(r.Steps, health)
 	return r, nil
-}
-
-// describeMerge says what converging a file would do, by key, with every
-// value masked: which keys change, appear, go, or keep the node's value.
-func describeMerge(f FileMerge) string {
-	if f.Format == "" {
-		return f.Path + ": replaced whole by the module's content (the found file stays in custody)"
-	}
-	var parts []string
-	add := func(what string, keys []string) {
-		if len(keys) > 0 {
-			parts = append(parts, what+" "+strings.Join(keys, ", ")+" (values masked)")
-		}
-	}
-	add("changes", f.Changed)
-	add("adds", f.Added)
-	add("removes", f.Removed)
-	add("keeps the node's", f.Kept)
-	for _, c := range f.Conflicts {
-		parts = append(parts, "CONFLICT on "+c.Key+": "+c.Why)
-	}
-	if len(parts) == 0 {
-		parts = []string{"no key changes"}
-	}
-	return fmt.Sprintf("%s (%s, per key): %s", f.Path, f.Format, strings.Join(parts, "; "))
 }

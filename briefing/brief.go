@@ -41,6 +41,7 @@ type Brief struct {
 	Fates         []Fate
 	PreviewState  string // approved, refused (with reasons) or none yet
 	PreviewWhy    []string
+	NodeFiles     []string // each node file's fates at the flip, values masked
 	Drift         []string
 	Risks         []string
 	ControlActive []string
@@ -218,6 +219,9 @@ func Build(plan config.Plan, probe *activities.ProbeReport, state *workflows.Sta
 			b.PreviewState = "approved"
 		}
 		b.PreviewWhy = pv.Reasons
+		for _, f := range pv.NodeFiles {
+			b.NodeFiles = append(b.NodeFiles, f.Text())
+		}
 		for _, f := range pv.Fates {
 			fate := f.Fate
 			if f.Dropped {

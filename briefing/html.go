@@ -65,6 +65,7 @@ Values of files and settings are never shown: files are named by path and a shor
 {{if .PreviewWhy}}<ul>{{range .PreviewWhy}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{if .Fates}}<table><tr><th>port</th><th>family</th><th>direction</th><th>fate</th><th>kept by</th></tr>
 {{range .Fates}}<tr><td>{{.Port}}</td><td>{{.Family}}</td><td>{{.Direction}}</td><td>{{.Fate}}</td><td>{{.By}}</td></tr>{{end}}</table>{{end}}
+{{if .NodeFiles}}<p>Node files, converged at the flip:</p><ul>{{range .NodeFiles}}<li>{{.}}</li>{{end}}</ul>{{end}}
 
 <h2>Drift</h2>
 {{if .Drift}}<ul>{{range .Drift}}<li>{{.}}</li>{{end}}</ul>{{else}}<p>None recorded.</p>{{end}}

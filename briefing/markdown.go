@@ -86,6 +86,10 @@ func Markdown(w io.Writer, b Brief) error {
 		f := b.Fates[i]
 		return []string{f.Port, f.Family, f.Direction, f.Fate, f.By}
 	})
+	if len(b.NodeFiles) > 0 {
+		m.f("Node files, converged at the flip:\n\n")
+		m.list(b.NodeFiles)
+	}
 
 	m.f("## Drift\n\n")
 	if len(b.Drift) == 0 {

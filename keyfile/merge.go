@@ -56,6 +56,36 @@ type FileMerge struct {
 	Digest    string         `json:"digest,omitempty"`
 }
 
+// Text says what converging the file would do, by key, with every value
+// masked: which keys change, appear, go, or keep the node's value, the
+// conflicts, and the keyed digest of what it would hold when known.
+func (f FileMerge) Text() string {
+	digest := ""
+	if f.Digest != "" {
+		digest = "; would hold " + f.Digest
+	}
+	if f.Format == "" {
+		return f.Path + ": replaced whole by the module's content (the found file stays in custody)" + digest
+	}
+	var parts []string
+	add := func(what string, keys []string) {
+		if len(keys) > 0 {
+			parts = append(parts, what+" "+strings.Join(keys, ", ")+" (values masked)")
+		}
+	}
+	add("changes", f.Changed)
+	add("adds", f.Added)
+	add("removes", f.Removed)
+	add("keeps the node's", f.Kept)
+	for _, c := range f.Conflicts {
+		parts = append(parts, "CONFLICT on "+c.Key+": "+c.Why)
+	}
+	if len(parts) == 0 {
+		parts = []string{"no key changes"}
+	}
+	return f.Path + " (" + f.Format + ", per key): " + strings.Join(parts, "; ") + digest
+}
+
 // Result is a merge's outcome: the content to write (nil when there are
 // conflicts), and what happened to each key, by name.
 type Result struct {

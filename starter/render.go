@@ -40,6 +40,12 @@ func printPreview(w io.Writer, pv *flip.Preview, width int) {
 			fmt.Fprintln(w, wrapLine("  - ", u.Text(), width))
 		}
 	}
+	if len(pv.NodeFiles) > 0 {
+		fmt.Fprintln(w, "\nNODE FILES (converged at the flip):")
+		for _, f := range pv.NodeFiles {
+			fmt.Fprintln(w, wrapLine("  - ", f.Text(), width))
+		}
+	}
 	if pv.Approved {
 		fmt.Fprintln(w, "\nAPPROVED: every port that would close is in flip.drop, every one that would widen in flip.widen; `adopt flip NODE` may proceed")
 	} else {

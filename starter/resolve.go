@@ -21,7 +21,7 @@ func (x *cli) resolveCommand(ctx context.Context) *cobra.Command {
 	var take string
 	cmd := &cobra.Command{
 		Use:   "resolve NODE PATH KEY --take node|mesh",
-		Short: "Decide a conflicting key of a module's file: keep the node's value or take the mesh's",
+		Short: "Decide a conflicting key of a module's file or a node file: keep the node's value or take the mesh's",
 		Example: "  adopt resolve n1 /srv/app/app.env LEVEL --take mesh\n" +
 			"  adopt retry n1 app",
 		Args: args(cobra.ExactArgs(3)),
@@ -70,6 +70,10 @@ func (x *cli) resolve(ctx context.Context, node string, in workflows.ResolveInpu
 	if x.asJSON {
 		return x.writeJSON(x.stdout, res)
 	}
-	fmt.Fprintf(x.stdout, "recorded for module %s: %s\nNEXT: %s\n\nWeb UI: %s\n", res.Module, res.Recorded, res.Next, x.link(node))
+	owner := "module " + res.Module
+	if res.Module == "" {
+		owner = "the node files"
+	}
+	fmt.Fprintf(x.stdout, "recorded for %s: %s\nNEXT: %s\n\nWeb UI: %s\n", owner, res.Recorded, res.Next, x.link(node))
 	return nil
 }

@@ -31,7 +31,7 @@ func (n *node) preview(ctx workflow.Context) (*flip.Preview, error) {
 // applies, so a plan edited in between cannot slip into the flip.
 func (n *node) previewSpec(ctx workflow.Context, spec flip.MeshSpec) (*flip.Preview, error) {
 	var pv flip.Preview
-	in := activities.PreviewInput{Plan: n.s.Plan, Spec: spec}
+	in := activities.PreviewInput{Plan: n.s.Plan, Spec: spec, Decisions: n.nodeFileDecisions(false)}
 	if err := n.exec(ctx, "flip preview: which open ports would close", a.Preview, in, &pv); err != nil {
 		return nil, err
 	}
@@ -151,7 +151,7 @@ func (n *node) flip(ctx workflow.Context) {
 		n.setPhase(ctx, PhaseAdopted)
 	}
 	var fr activities.FlipResult
-	in := activities.FlipInput{Plan: n.s.Plan, Spec: spec, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout, Intent: n.intent}
+	in := activities.FlipInput{Plan: n.s.Plan, Spec: spec, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout, Intent: n.intent, Decisions: n.nodeFileDecisions(true)}
 	summary := "flip: replace the found firewall with the mesh's, in one transaction"
 	switch {
 	case pv == nil:

@@ -1,8 +1,10 @@
 // Conflicts reconciled by decision: a module's cutover refused on keys of
 // its files that the node changed since custody and the mesh sets otherwise
-// records them in the module's state; `adopt resolve NODE PATH KEY --take
-// node|mesh` records the operator's decision (the side, never the value),
-// and the next migrate or retry carries the decisions to the node.
+// records them in the module's state, a flip's preview those of the node
+// files in its answer; `adopt resolve NODE PATH KEY --take node|mesh`
+// records the operator's decision (the side, never the value), and the
+// next migrate or retry (the next preview or flip, for a node file)
+// carries the decisions to the node.
 package workflows
 
 import (
@@ -14,6 +16,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"adoption/activities"
+	"adoption/activities/filemerge"
 	"adoption/intent"
 )
 
@@ -50,6 +53,17 @@ func (n *node) registerResolve(ctx workflow.Context) error {
 				}
 			}
 			n.s.Decisions = append(kept, d)
+			rec := fmt.Sprintf("%s %s: take the %s's value", in.Path, in.Key, in.Take)
+			n.event(ctx, "decided "+rec)
+			if m == nil { // a node file's, named by the last preview
+				left := filemerge.Drop(n.lastNodeFiles(), in.Path, in.Key)
+				n.publish(ctx)
+				next := fmt.Sprintf("adopt preview %s, then adopt flip %s", n.s.Node, n.s.Node)
+				if left > 0 {
+					next = fmt.Sprintf("decide the %d other conflict(s) of the node files", left)
+				}
+				return ResolveResult{Recorded: rec, Remaining: left, Next: next}, nil
+			}
 			var left []FileConflict
 			for _, c := range m.Conflicts {
 				if c.Path != in.Path || c.Key != in.Key {
@@ -57,8 +71,6 @@ func (n *node) registerResolve(ctx workflow.Context) error {
 				}
 			}
 			m.Conflicts = left
-			rec := fmt.Sprintf("%s %s: take the %s's value", in.Path, in.Key, in.Take)
-			n.event(ctx, "decided "+rec)
 			n.publish(ctx)
 			next := fmt.Sprintf("adopt retry %s %s", n.s.Node, m.Name)
 			if len(left) > 0 {
@@ -83,8 +95,8 @@ func (n *node) registerResolve(ctx workflow.Context) error {
 			if !declared {
 				return fmt.Errorf("no module of node %s declares %s; `adopt brief %s` lists the declared files", n.s.Node, in.Path, n.s.Node)
 			}
-			if n.conflictOwner(in.Path, in.Key) == nil {
-				return fmt.Errorf("%s %s has no conflict on node %s: only keys a cutover refused on can be decided (see `adopt status %s`)", in.Path, in.Key, n.s.Node, n.s.Node)
+			if n.conflictOwner(in.Path, in.Key) == nil && !filemerge.Has(n.lastNodeFiles(), in.Path, in.Key) {
+				return fmt.Errorf("%s %s has no conflict on node %s: only keys a cutover or the flip's preview refused on can be decided (see `adopt status %s`, `adopt preview %s`)", in.Path, in.Key, n.s.Node, n.s.Node, n.s.Node)
 			}
 			return nil
 		}},
@@ -101,6 +113,32 @@ func (n *node) conflictOwner(path, key string) *ModuleState {
 		}
 	}
 	return nil
+}
+
+// lastNodeFiles are the node files' fates as the last preview gave them.
+func (n *node) lastNodeFiles() []activities.FileMerge {
+	if n.s.LastPreview == nil {
+		return nil
+	}
+	return n.s.LastPreview.NodeFiles
+}
+
+// nodeFileDecisions are the decisions on the node files, for the node's
+// preview and flip; signed only for the flip, which applies them.
+func (n *node) nodeFileDecisions(signed bool) []activities.FileDecision {
+	var out []activities.FileDecision
+	for _, d := range n.s.Decisions {
+		for _, f := range n.s.Plan.NodeFiles {
+			if f.Path == d.Path {
+				fd := activities.FileDecision{Path: d.Path, Key: d.Key, Take: d.Take}
+				if signed {
+					fd.Intent = d.Intent
+				}
+				out = append(out, fd)
+			}
+		}
+	}
+	return out
 }
 
 // decisionsFor are the decisions on the module's files, for the node.

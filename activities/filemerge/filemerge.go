@@ -181,6 +181,34 @@ func (m Merger) Check(auth *authority.Authority, what, next string, files []conf
 		what, len(conflicts), m.Node, Names(conflicts), m.Node, next), ErrFileConflict, nil, conflicts)
 }
 
+// Has reports whether merges name the conflict of path and key.
+func Has(merges []Merge, path, key string) bool {
+	for _, fm := range merges {
+		for _, c := range fm.Conflicts {
+			if c.Path == path && c.Key == key {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Drop takes the conflict of path and key off merges (a decision settled
+// it) and counts the conflicts left.
+func Drop(merges []Merge, path, key string) int {
+	left := 0
+	for i, fm := range merges {
+		var keep []Conflict
+		for _, c := range fm.Conflicts {
+			if c.Path != path || c.Key != key {
+				keep = append(keep, c)
+			}
+		}
+		merges[i].Conflicts, left = keep, left+len(keep)
+	}
+	return left
+}
+
 // Names lists conflicts as "PATH KEY, ...".
 func Names(cs []Conflict) string {
 	parts := make([]string, 0, len(cs))
