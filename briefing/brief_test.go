@@ -16,6 +16,7 @@ import (
 	"adoption/firewall/eval"
 	"adoption/firewall/flip"
 	"adoption/firewall/marks"
+	"adoption/keyfile"
 	"adoption/sockets"
 	"adoption/workflows"
 )
@@ -54,7 +55,9 @@ func fixture() (config.Plan, *workflows.State) {
 		Modules: []workflows.ModuleState{{Name: "mail", State: workflows.ModulePending,
 			Conflicts: []workflows.FileConflict{{Path: "/etc/mail/relay.env", Key: "RELAY_HOST", Why: "changed on the node since custody; the mesh sets another value"}}}},
 		LastPreview: &flip.Preview{Reasons: []string{"25/tcp would close: module mail is not migrated yet"},
-			Fates: []flip.Fate{{Opening: firewall.Opening{Port: 25, Proto: "tcp", Direction: "input", Family: "ip"}, Fate: "closing"}}},
+			Fates: []flip.Fate{{Opening: firewall.Opening{Port: 25, Proto: "tcp", Direction: "input", Family: "ip"}, Fate: "closing"}},
+			NodeFiles: []keyfile.FileMerge{{Path: "/etc/ssh/sshd_config.d/10-mesh.conf", Format: "spaced", Kept: []string{"port"},
+				Conflicts: []keyfile.FileConflict{{Path: "/etc/ssh/sshd_config.d/10-mesh.conf", Key: "passwordauthentication", Why: "changed on the node since custody"}}}}},
 		Drift: []activities.DriftItem{{Kind: "file", Path: "/etc/hosts", What: "changed since custody"}},
 	}
 	return plan, state
@@ -77,6 +80,7 @@ func TestBriefNamesEveryItem(t *testing.T) {
 		"registry", "5000/tcp", "genesis will refuse", // the foundation's collision
 		"conflict in /etc/mail/relay.env", "adopt resolve ctl", // the module's conflict and how to decide
 		"would close at a flip", "not migrated yet", // the flip's fates
+		"10-mesh.conf (spaced, per key)", "keeps the node's port", "CONFLICT on passwordauthentication", // a node file's fates
 		"/etc/hosts", "drift accept", // drift
 	} {
 		plain := strings.NewReplacer(`\_`, "_", `\*`, "*").Replace(md.String())
