@@ -18,6 +18,7 @@ modules:
       env: ["SECRET_TOKEN=tok-planted-value", "Mode=primary"]
       env_file: /etc/web/web.env
       labels: ["com.example.Team=ops"]
+      keep: [Mode, com.example.Team]
       drop_ports: ["8080/tcp"]
       replaces: [proxy]
 `))
@@ -35,7 +36,8 @@ modules:
 	if string(c.Contents()[ct.EnvSHA256["SECRET_TOKEN"]]) != "tok-planted-value" {
 		t.Fatal("the node's configuration does not hold the value by its hash")
 	}
-	if ct.EnvFile != "/etc/web/web.env" || ct.Labels[0] != "com.example.Team=ops" || ct.Replaces[0] != "proxy" || ct.DropPorts[0] != "8080/tcp" {
+	if ct.EnvFile != "/etc/web/web.env" || ct.Labels[0] != "com.example.Team=ops" || ct.Replaces[0] != "proxy" || ct.DropPorts[0] != "8080/tcp" ||
+		strings.Join(ct.Keep, ",") != "Mode,com.example.Team" {
 		t.Fatalf("container plan: %+v", ct)
 	}
 }
@@ -52,6 +54,9 @@ func TestContainerCarryKeysBadInput(t *testing.T) {
 		{`replaces: [proxy.predecessor]`, "modules[0].container.replaces[0]"},
 		{`drop_ports: ["80"]`, "modules[0].container.drop_ports[0]"},
 		{`labels: ["adoption.module=x"]`, "modules[0].container.labels[0]"},
+		{`keep: ["BAD NAME"]`, "modules[0].container.keep[0]"},
+		{`keep: [MODE, MODE]`, "modules[0].container.keep[1]"},
+		{`keep: [adoption.module]`, "modules[0].container.keep[0]"},
 	} {
 		_, err := Load(write(t, `
 node: {name: n1}

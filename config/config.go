@@ -125,6 +125,9 @@ type Container struct {
 	EnvFile string `mapstructure:"env_file" json:"env_file,omitempty"`
 	// Labels override the predecessor's, as KEY=VALUE (case kept).
 	Labels []string `mapstructure:"labels" json:"labels,omitempty"`
+	// Keep names environment variables and labels whose value the
+	// predecessor's container set that stays, over env and labels.
+	Keep []string `mapstructure:"keep" json:"keep,omitempty"`
 	// DropPorts are host PORT/PROTO the predecessor publishes that the
 	// module deliberately stops publishing; any other would refuse.
 	DropPorts []string `mapstructure:"drop_ports" json:"drop_ports,omitempty"`

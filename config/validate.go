@@ -296,7 +296,7 @@ func EnvNameOK(s string) bool {
 var dockerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
 
 // carry checks the keys that say what the module's container takes over
-// from its predecessors: env, env_file, labels, drop_ports, replaces.
+// from its predecessors: env, env_file, labels, keep, drop_ports, replaces.
 func (v *validator) carry(key, module string, ct Container, all []Module) {
 	names := map[string]bool{}
 	for i, kv := range ct.Env {
@@ -319,6 +319,16 @@ func (v *validator) carry(key, module string, ct Container, all []Module) {
 		if !ok || name == "" || strings.HasPrefix(name, "adoption.") {
 			v.addf(key+".labels[%d]", kv, "KEY=VALUE with a non-empty KEY not starting with 'adoption.' (the mesh's own)", i)
 		}
+	}
+	kept := map[string]bool{}
+	for i, k := range ct.Keep {
+		switch {
+		case !EnvNameOK(k) || strings.HasPrefix(k, "adoption."):
+			v.addf(key+".keep[%d]", k, "the name of an environment variable or a label (non-empty, no '=', NUL or white space, not starting with 'adoption.')", i)
+		case kept[k]:
+			v.addf(key+".keep[%d]", k, "listed twice", i)
+		}
+		kept[k] = true
 	}
 	for i, p := range ct.DropPorts {
 		if _, err := ParsePort(p); err != nil {

@@ -97,6 +97,9 @@ type Spec struct {
 	Env map[string]string `json:"-"`
 	// Labels override the predecessor's labels.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Keep names variables and labels whose predecessor's value stays
+	// over Env and Labels.
+	Keep []string `json:"keep,omitempty"`
 	// DropPorts are host ports "PORT/PROTO" a predecessor publishes that
 	// the module deliberately stops publishing.
 	DropPorts []string `json:"drop_ports,omitempty"`
@@ -149,6 +152,9 @@ type Carried struct {
 	EnvImage []string `json:"env_image,omitempty"`
 	EnvSet   []string `json:"env_set,omitempty"`
 	Labels   []string `json:"labels,omitempty"`
+	// Kept: variables and labels (keep) whose predecessor's value stayed
+	// over the module's.
+	Kept []string `json:"kept,omitempty"`
 	// Settings carried: mounts, networks, restart_policy, user, ...
 	Settings []string `json:"settings,omitempty"`
 	// Changed: what the module sets over the predecessor's: cmd, ports,

@@ -175,8 +175,16 @@ func carry(spec Spec, c *container.InspectResponse, pred *Predecessor, predImg, 
 		}
 		cr.Settings = append(cr.Settings, "restart_policy")
 	}
-	// The module's own, over the predecessor's.
+	// The module's own, over the predecessor's, unless kept.
+	keep := map[string]bool{}
+	for _, k := range spec.Keep {
+		keep[k] = true
+	}
 	for _, name := range sortedKeys(spec.Env) {
+		if _, ok := env[name]; ok && keep[name] {
+			cr.Kept = append(cr.Kept, "env "+name)
+			continue
+		}
 		env[name] = spec.Env[name]
 		cr.EnvSet = append(cr.EnvSet, name)
 	}
@@ -184,6 +192,10 @@ func carry(spec Spec, c *container.InspectResponse, pred *Predecessor, predImg, 
 		m.cfg.Env = append(m.cfg.Env, name+"="+env[name])
 	}
 	for _, k := range sortedKeys(spec.Labels) {
+		if _, ok := m.cfg.Labels[k]; ok && keep[k] {
+			cr.Kept = append(cr.Kept, "label "+k)
+			continue
+		}
 		m.cfg.Labels[k] = spec.Labels[k]
 		cr.Changed = append(cr.Changed, "label "+k)
 	}
