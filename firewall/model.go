@@ -270,6 +270,10 @@ type Opening struct {
 	// service); Proto is then its protocol, Port its UDP port (or 0) and To
 	// its broadcast address or multicast group (or empty: the node's own).
 	Class string `json:"class,omitempty"`
+	// In names the container bridge (docker0, br-*) a new connection to
+	// the node itself comes in by: a container reaching a host service;
+	// "" for a client from outside.
+	In string `json:"in,omitempty"`
 }
 
 // Base chain bits the evaluator uses for the synthetic packet.

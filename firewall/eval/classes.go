@@ -93,10 +93,6 @@ func CompareClasses(before, after *firewall.Ruleset, node firewall.Node) []Class
 				continue
 			}
 			eb.bounds, ea.bounds = portBounds(before, fam, c.Num, false), portBounds(after, fam, c.Num, false)
-			pass := func(res map[path]Result) Passage {
-				r := reachOf(res, firewall.HookInput)
-				return Passage{Open: r.Accept, Unsure: r.Accept && r.drop}
-			}
 			var other [2]Passage
 			regions := map[[2]Passage][]Atom{}
 			var order [][2]Passage
@@ -117,7 +113,7 @@ func CompareClasses(before, after *firewall.Ruleset, node firewall.Node) []Class
 				eb.sawSource, ea.sawSource = false, false
 				pkt := classPacket(c)
 				pkt.Src, pkt.node, pkt.own = g[0], &node, own
-				k := [2]Passage{pass(eb.client(&sb, pkt)), pass(ea.client(&sa, pkt))}
+				k := [2]Passage{passageOf(eb.client(&sb, pkt)), passageOf(ea.client(&sa, pkt))}
 				if gi == 0 {
 					other = k
 					continue

@@ -61,6 +61,7 @@ func (i Inspector) Inspect(ctx context.Context) (Report, error) {
 	r.Node = node
 	r.Open = OpenPortsOn(rs, node)
 	r.Classes = ClassOpenings(rs, node)
+	r.Containers = BridgeOpenings(rs, node)
 	if r.Open == nil {
 		r.Open = []firewall.Opening{}
 	}

@@ -49,6 +49,9 @@ type Reacher struct {
 	node firewall.Node
 	e    *Evaluator
 	fams map[string]*reachFamily
+	// iif is the input interface of the Reacher's clients (In); "": a
+	// client from outside, on an uplink.
+	iif string
 }
 
 type reachFamily struct {
@@ -91,7 +94,7 @@ func (x *Reacher) family(fam string) *reachFamily {
 // reaches dir.
 func (x *Reacher) region(f *reachFamily, dir string, pkt Packet) SourceReach {
 	st, atoms, groups, index, e := f.st, f.atoms, f.groups, f.index, x.e
-	pkt.node, pkt.own = &x.node, f.own
+	pkt.node, pkt.own, pkt.iif = &x.node, f.own, x.iif
 	var open, closed []Atom
 	var out SourceReach
 	seen := 0

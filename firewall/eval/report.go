@@ -19,7 +19,10 @@ type Report struct {
 	// by port (ClassOpenings): ICMP types, other protocols, broadcast and
 	// multicast services.
 	Classes []firewall.Opening `json:"classes,omitempty"`
-	Error   string             `json:"error,omitempty"`
+	// Containers are the openings to the node itself from its container
+	// bridges (BridgeOpenings): a container reaching a host service.
+	Containers []firewall.Opening `json:"containers,omitempty"`
+	Error      string             `json:"error,omitempty"`
 	// Node is what the evaluation knew of the node: its interfaces and
 	// whether it forwards. NodeError says why it could not be read (the
 	// evaluation then knew nothing, and says more is uncertain).

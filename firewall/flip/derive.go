@@ -100,6 +100,11 @@ type MeshSpec struct {
 	// lets through (foundForward).
 	Egress []Egress `json:"egress,omitempty"`
 	Routed []Routed `json:"routed,omitempty"`
+	// FromBridges is the traffic from container bridges to the node itself
+	// that the found firewall lets through by the bridge's name (a
+	// container reaching the host's DNS): not the plan's to set,
+	// EffectiveSpec reads it from found (foundBridgeIn).
+	FromBridges []BridgeIn `json:"from_bridges,omitempty"`
 }
 
 // Derived is the mesh's own ruleset for one node: the model the evaluator
@@ -137,8 +142,9 @@ type derivedRule struct {
 // Input accepts established/related, loopback, each traffic class of
 // spec.Classes with its sources (ICMP types, other protocols, broadcast and
 // multicast services: what the found firewall let through; without
-// ClassesFound, the ICMP and ICMPv6 types every host needs), and one rule
-// per Input port; forward accepts established/related, traffic from the
+// ClassesFound, the ICMP and ICMPv6 types every host needs), one rule
+// per Input port, and what containers reach of the node by their bridge's
+// name (FromBridges); forward accepts established/related, traffic from the
 // bridges in Egress so containers and VMs keep their egress, the routed
 // forwarding in Routed, and DNATed connections whose original destination
 // port is a Forward port.
@@ -194,6 +200,9 @@ func Derive(spec MeshSpec) (*Derived, error) {
 			}
 		}
 	}
+	// After the ports: the owner of a port is the plan's rule for it.
+	hosted, hostedSets := bridgeInRules(spec)
+	rules, sets = append(rules, hosted...), append(sets, hostedSets...)
 	fwd, fwdSets := forwardRules(spec)
 	rules, sets = append(rules, fwd...), append(sets, fwdSets...)
 	for _, a := range dedupe(spec.Forward) {
@@ -293,6 +302,7 @@ func validateSpec(spec MeshSpec) error {
 		}
 	}
 	errs = append(errs, validateForward(spec)...)
+	errs = append(errs, validateBridgeIn(spec)...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("the mesh ruleset for node %q cannot be derived: %w", spec.Node, err)
 	}
@@ -486,6 +496,7 @@ func EffectiveSpec(found *firewall.Ruleset, spec MeshSpec) MeshSpec {
 	r := newCarrier(found)
 	spec.Classes, spec.ClassesFound = carryClasses(r, spec.DropClasses, spec.WidenClasses), true
 	spec.Egress, spec.Routed = foundForward(found, r)
+	spec.FromBridges = foundBridgeIn(found, r)
 	for _, l := range []struct {
 		hook string
 		as   *[]Allow

@@ -102,14 +102,7 @@ func forwardRules(spec MeshSpec) ([]derivedRule, []derivedSet) {
 			text: text + fmt.Sprintf("iifname %q accept", e.Iif)})
 	}
 	for k, r := range spec.Routed {
-		end := r.PortEnd
-		if end < r.Port {
-			end = r.Port
-		}
-		ports := fmt.Sprint(r.Port)
-		if end != r.Port {
-			ports = fmt.Sprintf("%d-%d", r.Port, end)
-		}
+		dport, dtext, ports := dportMatch(r.Port, r.PortEnd)
 		// Sets are named by the first port, and k keeps two routed
 		// openings of one port (another family) apart.
 		ex, text, ss := carriedExprs(fmt.Sprintf("%s_%d_%s", OwnerRouted, r.Port, r.Proto), Reach{Family: r.Family, From: r.From, Except: r.Except}, k)
@@ -121,23 +114,34 @@ func forwardRules(spec MeshSpec) ([]derivedRule, []derivedSet) {
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: make([]byte, 4)},
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{marks.L4num(r.Proto)}})
-		dport := "th dport " + ports + " "
-		switch {
-		case r.Port == 0 && end == 65535:
-			dport = "" // every port: nft writes no port match
-		case end == r.Port:
-			ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(r.Port)})
-		default:
-			ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-				&expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: binaryutil.BigEndian.PutUint16(r.Port), ToData: binaryutil.BigEndian.PutUint16(end)})
-		}
-		ex = append(ex, &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})
+		ex = append(append(ex, dport...), &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})
 		rules = append(rules, derivedRule{chain: firewall.HookForward, exprs: ex,
 			comment: fmt.Sprintf("%s%s:%s:%s/%s", firewall.MarkPrefix, spec.Node, OwnerRouted, ports, r.Proto),
-			text:    text + fmt.Sprintf("ct status & dnat == 0 meta l4proto %s %scounter accept", r.Proto, dport)})
+			text:    text + fmt.Sprintf("ct status & dnat == 0 meta l4proto %s %scounter accept", r.Proto, dtext)})
 	}
 	return rules, sets
+}
+
+// dportMatch is the destination port match of port..end (end below port:
+// port alone): its expressions, its nft text ("th dport 53 ", nothing for
+// every port) and the ports as a comment names them ("53", "6000-6010").
+func dportMatch(port, end uint16) ([]expr.Any, string, string) {
+	if end < port {
+		end = port
+	}
+	ports := fmt.Sprint(port)
+	if end != port {
+		ports = fmt.Sprintf("%d-%d", port, end)
+	}
+	switch {
+	case port == 0 && end == 65535:
+		return nil, "", ports // every port: nft writes no port match
+	case end == port:
+		return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)}}, "th dport " + ports + " ", ports
+	}
+	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: binaryutil.BigEndian.PutUint16(port), ToData: binaryutil.BigEndian.PutUint16(end)}}, "th dport " + ports + " ", ports
 }
 
 // validateForward checks spec's Egress and Routed.

@@ -223,6 +223,7 @@ func previewFlip(found, derived *firewall.Ruleset, spec MeshSpec, node firewall.
 	}
 	p.widenings(found, after, derived, spec, node)
 	p.classFates(found, after, node, spec)
+	p.bridgeFates(found, after, derived, node, spec)
 	p.outputFates(found, after)
 	// A management port must be open after the flip, whether or not it is
 	// open now: in every family, or, where the found firewall restricts it
@@ -263,6 +264,9 @@ func portSpec(o firewall.Opening) string {
 
 func describeOpening(o firewall.Opening) string {
 	s := o.Direction + ", " + o.Family
+	if o.In != "" {
+		s += ", in on " + o.In
+	}
 	if o.Via != "" {
 		s += ", to " + o.Via
 	}

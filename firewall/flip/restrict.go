@@ -267,6 +267,9 @@ type carrier struct {
 		name string
 		r    *eval.Reacher
 	}
+	// bridges are the container bridges found's input interface
+	// conditions name, wildcards included (foundBridgeIn).
+	bridges []string
 }
 
 // otherIface is a name no interface has and no pattern of the found
@@ -275,7 +278,7 @@ const otherIface = "-"
 
 func newCarrier(found *firewall.Ruleset) *carrier {
 	c := &carrier{zero: eval.NewReacher(found, firewall.Node{}),
-		uplink: eval.NewReacher(found, firewall.Node{Interfaces: []firewall.Interface{{Name: otherIface}}})}
+		uplink: eval.NewReacher(found, firewall.Node{Interfaces: []firewall.Interface{{Name: otherIface}}}), bridges: bridgesNamed(found)}
 	add := func(name, as string) {
 		node := firewall.Node{}
 		if as != "" {
@@ -295,7 +298,11 @@ func newCarrier(found *firewall.Ruleset) *carrier {
 						continue
 					}
 					for _, n := range cd.Names {
-						if n == "lo" || n == "*" || strings.HasSuffix(n, "*") || firewall.BridgeTool(n) != "" || seen[n] {
+						// A container bridge is a class of its own: what its
+						// containers reach on the node is carried apart
+						// (foundBridgeIn), and what any interface reaches
+						// must not reach them where found keeps them out.
+						if n == "lo" || n == "*" || strings.HasSuffix(n, "*") || seen[n] {
 							continue
 						}
 						seen[n] = true

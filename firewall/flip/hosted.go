@@ -1,0 +1,204 @@
+// This file holds traffic from a container bridge to the node itself (a
+// container reaching a host service, the input hook): what the found
+// firewall lets through by the bridge's name, carried into the mesh's
+// input chain (BridgeIn), and the preview's fate of every port and source
+// region of it.
+
+package flip
+
+import (
+	"fmt"
+	"net/netip"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/google/nftables/expr"
+
+	"adoption/config"
+	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/marks"
+)
+
+// BridgeIn is traffic from a container bridge to the node itself that the
+// mesh keeps: new connections of Proto to Port..PortEnd in Family coming
+// in on Iif (a trailing '*' a wildcard), from the sources in From (empty:
+// any) except those in Except.
+type BridgeIn struct {
+	Family  string         `json:"family"`
+	Iif     string         `json:"iif"`
+	Proto   string         `json:"proto"`
+	Port    uint16         `json:"port"`
+	PortEnd uint16         `json:"port_end,omitempty"`
+	From    []netip.Prefix `json:"from,omitempty"`
+	Except  []netip.Prefix `json:"except,omitempty"`
+}
+
+// foundBridgeIn reads what found lets through from each bridge it names
+// to the node itself, by that name: every port interval a new connection
+// coming in on the bridge surely reaches from some source, where it fares
+// otherwise than one coming in on an interface found does not name (what
+// any interface reaches is the plan's: its Input ports, their
+// restrictions carried). Read with nothing known of the node, as every
+// carried restriction is.
+func foundBridgeIn(found *firewall.Ruleset, r *carrier) []BridgeIn {
+	var out []BridgeIn
+	other := r.zero.In(otherIface)
+	for _, b := range r.bridges {
+		in := r.zero.In(b)
+		for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+			for _, proto := range []string{"tcp", "udp"} {
+				starts := eval.PortStarts(found, fam, proto)
+				var last *BridgeIn
+				for i, start := range starts {
+					end := 65535
+					if i+1 < len(starts) {
+						end = starts[i+1] - 1
+					}
+					s := in.At(firewall.HookInput, fam, proto, uint16(start))
+					if !s.Open() || s.Unsure || sameRegion(s, other.At(firewall.HookInput, fam, proto, uint16(start))) {
+						last = nil
+						continue
+					}
+					if last != nil && reflect.DeepEqual(last.From, s.Only) && reflect.DeepEqual(last.Except, s.Except) && int(last.PortEnd)+1 == start {
+						last.PortEnd = uint16(end)
+						continue
+					}
+					out = append(out, BridgeIn{Family: fam, Iif: b, Proto: proto, Port: uint16(start), PortEnd: uint16(end), From: s.Only, Except: s.Except})
+					last = &out[len(out)-1]
+				}
+			}
+		}
+	}
+	for i := range out {
+		if out[i].PortEnd == out[i].Port {
+			out[i].PortEnd = 0
+		}
+	}
+	return out
+}
+
+// sameRegion reports whether a and b hold the same sources, sure or not
+// (an interface found does not name may be unsure where a bridge is not:
+// Docker 28's "! -i docker0" drops, decided for the bridge alone).
+func sameRegion(a, b eval.SourceReach) bool {
+	return a.Any == b.Any && reflect.DeepEqual(a.Only, b.Only) && reflect.DeepEqual(a.Except, b.Except)
+}
+
+// bridgeInRules are the input chain's rules for spec's FromBridges:
+// "iifname B meta nfproto F [F saddr @S] meta l4proto P [th dport N]
+// counter accept".
+func bridgeInRules(spec MeshSpec) ([]derivedRule, []derivedSet) {
+	var rules []derivedRule
+	var sets []derivedSet
+	for k, b := range spec.FromBridges {
+		dport, dtext, ports := dportMatch(b.Port, b.PortEnd)
+		// Sets are named by position: an interface name may hold what a
+		// set name may not ('*', '-').
+		ex, text, ss := carriedExprs(fmt.Sprintf("bridge%d_%s", k, b.Proto), Reach{Family: b.Family, From: b.From, Except: b.Except}, 0)
+		sets = append(sets, ss...)
+		iif := marks.Iifname(b.Iif, expr.VerdictAccept)
+		ex = append(append([]expr.Any(nil), iif[:2]...), ex...)
+		ex = append(ex, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{marks.L4num(b.Proto)}})
+		ex = append(append(ex, dport...), &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})
+		rules = append(rules, derivedRule{chain: firewall.HookInput, exprs: ex,
+			comment: fmt.Sprintf("%s%s:%s:%s/%s", firewall.MarkPrefix, spec.Node, OwnerContainers, ports, b.Proto),
+			text:    fmt.Sprintf("iifname %q ", b.Iif) + text + fmt.Sprintf("meta l4proto %s %scounter accept", b.Proto, dtext)})
+	}
+	return rules, sets
+}
+
+// validateBridgeIn checks spec's FromBridges.
+func validateBridgeIn(spec MeshSpec) []error {
+	var errs []error
+	for _, b := range spec.FromBridges {
+		where := fmt.Sprintf("from bridge %q %d/%s", b.Iif, b.Port, b.Proto)
+		if err := validIfname(b.Iif, true); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+		}
+		if b.Proto != "tcp" && b.Proto != "udp" {
+			errs = append(errs, fmt.Errorf("%s: protocol %q is not tcp or udp", where, b.Proto))
+		}
+		if b.PortEnd != 0 && b.PortEnd < b.Port {
+			errs = append(errs, fmt.Errorf("%s: port range ends at %d, before it starts", where, b.PortEnd))
+		}
+		errs = append(errs, checkReach(where, Reach{Family: b.Family, From: b.From, Except: b.Except})...)
+	}
+	return errs
+}
+
+// bridgeFates gives every port interval and source region of new
+// connections from a container bridge to the node itself a fate
+// (eval.CompareBridgeInput of found and the ruleset after the flip): kept
+// where it passes before and after alike; closing where it passes now and
+// would not (approved when every port of it is in spec.Drop); widening
+// where it would pass from sources it does not pass from now, or surely
+// where it passes now only under a condition the evaluator cannot decide
+// (approved when every port is in spec.Widen); uncertain where it would
+// pass only under such a condition where it passes now surely.
+func (p *Preview) bridgeFates(found, after, derived *firewall.Ruleset, node firewall.Node, spec MeshSpec) {
+	in := func(l []config.Port, o firewall.Opening) bool {
+		for x := int(o.Port); x <= int(firewall.PortEnd(o)); x++ {
+			if !slices.Contains(l, config.Port{Num: uint16(x), Proto: o.Proto}) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, r := range eval.CompareBridgeInput(found, after, node, eval.HostBridges(node, found, after)) {
+		o := r.Opening
+		o.Uncertain = r.Before.Unsure
+		f := Fate{Opening: o, Fate: FateKept, By: keeper(derived, o, o.Port)}
+		if f.By == "" {
+			f.By = OwnerContainers
+		}
+		from := "any source"
+		if o.From != "" {
+			from = o.From
+		}
+		if r.After.Unsure && !r.Before.Open {
+			// Passes after only perhaps where it does not now: as Widened,
+			// not named (the mesh's DHCP replies, by source port).
+			continue
+		}
+		switch {
+		case r.Before.Open && !r.After.Open:
+			f.Fate, f.By = FateClosing, ""
+			f.Reason = "passes now from " + from + " on " + o.In + " and would not after the flip"
+			f.Dropped = in(spec.Drop, o)
+		case r.After.Open && !r.Before.Open:
+			f.Fate = FateWidening
+			f.Reason = "passes after the flip from " + from + " on " + o.In + ", which the found firewall does not let through"
+			f.Declared = in(spec.Widen, o)
+		case r.After.Open && r.Before.Unsure && !r.After.Unsure:
+			f.Fate = FateWidening
+			f.Reason = "passes now only under a condition the evaluator cannot decide, and after the flip without it"
+			if why := eval.Undecided(found, firewall.HookInput, o.Family, o.Proto, o.Port); len(why) > 0 {
+				f.Reason += " (" + strings.Join(why, "; ") + "): that restriction cannot be carried"
+			}
+			f.Declared = in(spec.Widen, o)
+		case r.After.Unsure && !r.Before.Unsure:
+			f.Fate = FateUncertain
+			f.Reason = "passes after the flip only under a condition the evaluator cannot decide"
+		}
+		p.Fates = append(p.Fates, f)
+		if f.Fate == FateKept || f.Dropped || f.Declared {
+			continue
+		}
+		fix := "declare the port in a module, or add it to flip.drop"
+		if f.Fate != FateClosing {
+			fix = "make the found firewall's rule one the evaluator decides, or declare the port in flip.widen"
+		}
+		p.Reasons = append(p.Reasons, fmt.Sprintf("%s from container bridge %s (%s) would be %s: %s; %s", portSpec(o), o.In, describeOpening(o), f.Fate, f.Reason, fix))
+	}
+}
+
+// bridgesNamed are the container bridges found's input interface
+// conditions name (firewall.BridgeTool), wildcards included, sorted.
+func bridgesNamed(found *firewall.Ruleset) []string {
+	out := eval.HostBridges(firewall.Node{}, found)
+	sort.Strings(out)
+	return out
+}
