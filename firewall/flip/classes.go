@@ -39,60 +39,72 @@ func classNames() string {
 }
 
 // carryClasses are the classes found lets through now, each with the
-// sources it lets through (read with nothing known of the node, as the
-// ports' restrictions are). A class found lets through only under a
-// condition the evaluator cannot decide is carried without it: the
-// preview names that a widening. A class in drop (flip.drop) is not
-// carried; one in widen (flip.widen) is carried from every source.
+// sources it lets through, per input interface class where found names
+// interfaces (read with nothing known of the node, as the ports'
+// restrictions are, by byIface: one ClassAllow per group of interfaces
+// that fare alike). A class found lets through only under a condition the
+// evaluator cannot decide is carried without it: the preview names that a
+// widening. A class in drop (flip.drop) is not carried; one in widen
+// (flip.widen) is carried from every source on every interface.
 func carryClasses(r *carrier, drop, widen []string) []ClassAllow {
 	out := []ClassAllow{}
+	classes := r.classes
+	if len(classes) == 0 {
+		classes = []ifaceClass{{"", r.zero}}
+	}
 	for _, c := range eval.Classes() {
 		if slices.Contains(drop, c.Spelling()) {
 			continue
 		}
-		s := r.zero.Class(c)
-		if !s.Open() {
+		reach, _, open := byIface(classes, []string{c.Family}, func(x *eval.Reacher, _ string) eval.SourceReach { return x.Class(c) })
+		if !open {
 			continue
 		}
-		ca := ClassAllow{Name: c.Name, Reach: Reach{Family: c.Family, From: s.Only, Except: s.Except}}
 		if slices.Contains(widen, c.Spelling()) {
-			ca.Reach = Reach{Family: c.Family}
+			reach = []Reach{{Family: c.Family}}
 		}
-		out = append(out, ca)
+		for _, rc := range reach {
+			out = append(out, ClassAllow{Name: c.Name, Reach: rc})
+		}
 	}
 	return out
 }
 
-// classRule adds the input rule that keeps class c from the sources of r:
-// "meta nfproto F [F saddr @S] meta l4proto P [icmp type T] [F daddr G]
-// [th dport N] accept".
-func classRule(rules *[]derivedRule, comment string, c eval.Class, r Reach) []derivedSet {
-	ex, text, sets := carriedExprs("input_"+strings.ReplaceAll(c.Name, "-", "_"), r, 0)
-	ex = append(ex, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{c.Num}})
-	text += fmt.Sprintf("meta l4proto %d ", c.Num)
-	if c.ICMP() {
-		ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{c.Type}})
-		text += fmt.Sprintf("%s type %d ", c.Proto, c.Type)
-	}
-	if c.Dst.IsValid() && !c.ICMP() {
-		// A service's group or broadcast address (an ICMPv6 message sent to
-		// ff02::1 may as well come unicast: not narrowed to it).
-		kw, off := "ip", uint32(16)
-		if c.Family == firewall.FamilyIP6 {
-			kw, off = "ip6", 24
+// classRule adds the input rules that keep class c from the sources (and
+// on the interfaces) of r, the k-th restriction of its name and family:
+// "[iifname I] meta nfproto F [F saddr @S] meta l4proto P [icmp type T]
+// [F daddr G] [th dport N] accept".
+func classRule(rules *[]derivedRule, comment string, c eval.Class, r Reach, k int) []derivedSet {
+	var sets []derivedSet
+	for _, cr := range carriedNamed("input_"+strings.ReplaceAll(c.Name, "-", "_"), r, k) {
+		sets = append(sets, cr.sets...)
+		ex, text := cr.exprs, cr.text
+		ex = append(ex, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{c.Num}})
+		text += fmt.Sprintf("meta l4proto %d ", c.Num)
+		if c.ICMP() {
+			ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{c.Type}})
+			text += fmt.Sprintf("%s type %d ", c.Proto, c.Type)
 		}
-		ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(c.Dst.BitLen() / 8)},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: c.Dst.AsSlice()})
-		text += fmt.Sprintf("%s daddr %s ", kw, c.Dst)
+		if c.Dst.IsValid() && !c.ICMP() {
+			// A service's group or broadcast address (an ICMPv6 message sent to
+			// ff02::1 may as well come unicast: not narrowed to it).
+			kw, off := "ip", uint32(16)
+			if c.Family == firewall.FamilyIP6 {
+				kw, off = "ip6", 24
+			}
+			ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(c.Dst.BitLen() / 8)},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: c.Dst.AsSlice()})
+			text += fmt.Sprintf("%s daddr %s ", kw, c.Dst)
+		}
+		if c.Port != 0 {
+			ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(c.Port)})
+			text += fmt.Sprintf("th dport %d ", c.Port)
+		}
+		ex = append(ex, &expr.Verdict{Kind: expr.VerdictAccept})
+		*rules = append(*rules, derivedRule{chain: firewall.HookInput, comment: comment, text: text + "accept", exprs: ex})
 	}
-	if c.Port != 0 {
-		ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(c.Port)})
-		text += fmt.Sprintf("th dport %d ", c.Port)
-	}
-	ex = append(ex, &expr.Verdict{Kind: expr.VerdictAccept})
-	*rules = append(*rules, derivedRule{chain: firewall.HookInput, comment: comment, text: text + "accept", exprs: ex})
 	return sets
 }
 
@@ -148,7 +160,9 @@ func classSpec(o firewall.Opening) string {
 // before and after; closing where it passes now and would not; widening
 // where it would pass from sources it does not pass from now, or surely
 // where it passes now only under a condition the evaluator cannot decide;
-// uncertain where it would pass only under such a condition. Every fate but
+// uncertain where it would pass only under such a condition where it passes
+// now surely (uncertain alike before and after, as an interface of a node
+// with several uplinks, is kept, as a port is). Every fate but
 // kept refuses: the mesh carries what the found firewall lets through, so
 // any other is a restriction it could not carry, named with the class.
 func (p *Preview) classFates(found, after *firewall.Ruleset, node firewall.Node, spec MeshSpec) {
@@ -173,7 +187,7 @@ func (p *Preview) classFates(found, after *firewall.Ruleset, node firewall.Node,
 			if why := eval.UndecidedClass(found, r.Class); len(why) > 0 {
 				f.Reason += " (" + strings.Join(why, "; ") + "): that restriction cannot be carried"
 			}
-		case r.After.Unsure:
+		case r.After.Unsure && !r.Before.Unsure:
 			f.Fate = FateUncertain
 			f.Reason = "passes after the flip only under a condition the evaluator cannot decide"
 		}

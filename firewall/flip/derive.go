@@ -170,9 +170,12 @@ func Derive(spec MeshSpec) (*Derived, error) {
 	}
 	rules = append(rules, derivedRule{chain: firewall.HookInput, exprs: marks.Iifname("lo", expr.VerdictAccept), comment: base("loopback"), text: `iifname "lo" accept`})
 	if spec.ClassesFound {
+		nth := map[[2]string]int{}
 		for _, ca := range spec.Classes {
 			c, _ := eval.ClassByName(ca.Family, ca.Name) // validateSpec checked it
-			sets = append(sets, classRule(&rules, base(ca.Name), c, ca.Reach)...)
+			k := [2]string{ca.Family, ca.Name}
+			sets = append(sets, classRule(&rules, base(ca.Name), c, ca.Reach, nth[k])...)
+			nth[k]++
 		}
 	} else {
 		legacyICMP(&rules, base)

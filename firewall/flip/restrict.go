@@ -32,7 +32,12 @@ type carried struct {
 // "[iifname I | iifname != N ...] meta nfproto F [F saddr @S_from] [F
 // saddr != @S_except] ", with the sets they look up (made once).
 func carriedRules(hook string, port config.Port, r Reach, k int) []carried {
-	ex, text, sets := carriedExprs(fmt.Sprintf("%s_%d_%s", hook, port.Num, port.Proto), r, k)
+	return carriedNamed(fmt.Sprintf("%s_%d_%s", hook, port.Num, port.Proto), r, k)
+}
+
+// carriedNamed is carriedRules with the sets named from base.
+func carriedNamed(base string, r Reach, k int) []carried {
+	ex, text, sets := carriedExprs(base, r, k)
 	var pre []expr.Any
 	ptext := ""
 	for _, n := range r.NotIif {
@@ -184,27 +189,45 @@ func carry(rs *carrier, hook string, a Allow, widen map[config.Port]bool) Allow 
 		// rule such as ufw-docker's "-i docker0 -o docker0 -j ACCEPT" is
 		// traffic between containers, not a client's); nothing else known
 		// of the node (its DNAT targets are on no interface here).
-		classes = []struct {
-			name string
-			r    *eval.Reacher
-		}{{"", rs.uplink}}
+		classes = []ifaceClass{{"", rs.uplink}}
 	case len(classes) == 0:
 		// One class, read with nothing known of the node.
-		classes = []struct {
-			name string
-			r    *eval.Reacher
-		}{{"", rs.zero}}
+		classes = []ifaceClass{{"", rs.zero}}
 	}
+	reach, plain, open := byIface(classes, []string{firewall.FamilyIP, firewall.FamilyIP6}, func(x *eval.Reacher, fam string) eval.SourceReach {
+		return x.At(hook, fam, a.Port.Proto, a.Port.Num)
+	})
+	if plain || !open {
+		return a
+	}
+	a.Carried = reach
+	return a
+}
+
+// ifaceClass is one input interface class of the found firewall: an
+// interface it names, or ("") any other, and the Reacher that reads it.
+type ifaceClass struct {
+	name string
+	r    *eval.Reacher
+}
+
+// byIface reads what reach gives per interface class and family and
+// returns the restrictions that carry it: one per family and group of
+// classes that fare alike, with the interfaces it holds on (Iif) or, for
+// the group of any other interface, those it does not (NotIif) where the
+// groups differ. plain: every class reaches every source surely in every
+// family; open: some class reaches some source.
+func byIface(classes []ifaceClass, fams []string, reach func(x *eval.Reacher, fam string) eval.SourceReach) (out []Reach, plain, open bool) {
 	type class struct {
 		names []string
-		reach [2]eval.SourceReach
+		reach []eval.SourceReach
 	}
 	var groups []class
-	plain, open := true, false
+	plain = true
 	for _, c := range classes {
-		var rr [2]eval.SourceReach
-		for i, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
-			rr[i] = c.r.At(hook, fam, a.Port.Proto, a.Port.Num)
+		rr := make([]eval.SourceReach, len(fams))
+		for i, fam := range fams {
+			rr[i] = reach(c.r, fam)
 			plain = plain && rr[i].Plain()
 			open = open || rr[i].Open()
 		}
@@ -220,9 +243,6 @@ func carry(rs *carrier, hook string, a Allow, widen map[config.Port]bool) Allow 
 			groups = append(groups, class{names: []string{c.name}, reach: rr})
 		}
 	}
-	if plain || !open {
-		return a
-	}
 	var named []string
 	for _, c := range classes {
 		if c.name != "" {
@@ -230,7 +250,7 @@ func carry(rs *carrier, hook string, a Allow, widen map[config.Port]bool) Allow 
 		}
 	}
 	for _, g := range groups {
-		for i, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+		for i, fam := range fams {
 			s := g.reach[i]
 			if !s.Open() {
 				continue
@@ -249,10 +269,10 @@ func carry(rs *carrier, hook string, a Allow, widen map[config.Port]bool) Allow 
 					r.Iif = g.names
 				}
 			}
-			a.Carried = append(a.Carried, r)
+			out = append(out, r)
 		}
 	}
-	return a
+	return out, plain, open
 }
 
 // carrier reads the found firewall's restrictions: one Reacher per input
@@ -263,10 +283,7 @@ type carrier struct {
 	// uplink reads forwarded traffic coming in on an interface the found
 	// firewall does not name.
 	uplink  *eval.Reacher
-	classes []struct {
-		name string
-		r    *eval.Reacher
-	}
+	classes []ifaceClass
 	// bridges are the container bridges found's input interface
 	// conditions name, wildcards included (foundBridgeIn).
 	bridges []string
@@ -284,10 +301,7 @@ func newCarrier(found *firewall.Ruleset) *carrier {
 		if as != "" {
 			node.Interfaces = []firewall.Interface{{Name: as}}
 		}
-		c.classes = append(c.classes, struct {
-			name string
-			r    *eval.Reacher
-		}{name, eval.NewReacher(found, node)})
+		c.classes = append(c.classes, ifaceClass{name, eval.NewReacher(found, node)})
 	}
 	seen := map[string]bool{}
 	for ti := range found.Tables {

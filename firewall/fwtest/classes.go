@@ -71,6 +71,13 @@ func (p ClassProbe) key() seen {
 // reports which the node received.
 func (n *TestNet) ClassReach(t *testing.T, probes []ClassProbe) map[ClassProbe]bool {
 	t.Helper()
+	return n.ClassReachFrom(t, n.Peer, probes)
+}
+
+// ClassReachFrom is ClassReach with the probes sent from namespace peer
+// (its one interface but lo: a container's namespace behind docker0).
+func (n *TestNet) ClassReachFrom(t *testing.T, peer string, probes []ClassProbe) map[ClassProbe]bool {
+	t.Helper()
 	var fds []int
 	var mu sync.Mutex
 	got := map[seen]bool{}
@@ -122,7 +129,7 @@ func (n *TestNet) ClassReach(t *testing.T, probes []ClassProbe) map[ClassProbe]b
 			})
 		}()
 	}
-	err = InNetns(n.Peer, func() error {
+	err = InNetns(peer, func() error {
 		idx, err := uplinkIndex()
 		if err != nil {
 			return err
