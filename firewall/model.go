@@ -24,6 +24,7 @@ const (
 	HookPrerouting = "prerouting"
 	HookInput      = "input"
 	HookForward    = "forward"
+	HookOutput     = "output"
 )
 
 // Ruleset is the whole found firewall as the kernel holds it.

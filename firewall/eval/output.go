@@ -117,3 +117,56 @@ func outputMatch(pkt *Packet, conds []firewall.Cond) Tri {
 	}
 	return m
 }
+
+// OutputAsInput is the output hook's filter chains of rs seen as an input
+// hook, so that the questions asked of clients (SourcesAt, Widened,
+// CompareClasses) ask what the node may send: destination conditions
+// become source ones (and back), output interfaces input ones, and every
+// other base chain (input, forward, prerouting, nat) is left out. A
+// "source" region of the answer is a region of destinations; a port is the
+// destination port the node sends to.
+func OutputAsInput(rs *firewall.Ruleset) *firewall.Ruleset {
+	out := &firewall.Ruleset{}
+	for _, t := range rs.Tables {
+		nt := t
+		nt.Chains = nil
+		for _, ch := range t.Chains {
+			if ch.Hook != "" {
+				if ch.Hook != "output" || !firewall.IsFilter(&ch) {
+					continue
+				}
+				ch.Hook = firewall.HookInput
+			}
+			rules := make([]firewall.Rule, len(ch.Rules))
+			for i, r := range ch.Rules {
+				conds := make([]firewall.Cond, len(r.Conds))
+				for k, c := range r.Conds {
+					switch c.Kind {
+					case firewall.CondDaddr:
+						c.Kind = firewall.CondSaddr
+					case firewall.CondSaddr:
+						c.Kind = firewall.CondDaddr
+					case firewall.CondOifname:
+						c.Kind = firewall.CondIifname
+					case firewall.CondIifname:
+						c.Kind = firewall.CondOifname
+					case firewall.CondAddrType:
+						switch c.Addr {
+						case "daddr":
+							c.Addr = "saddr"
+						case "saddr":
+							c.Addr = "daddr"
+						}
+					}
+					conds[k] = c
+				}
+				r.Conds = conds
+				rules[i] = r
+			}
+			ch.Rules = rules
+			nt.Chains = append(nt.Chains, ch)
+		}
+		out.Tables = append(out.Tables, nt)
+	}
+	return out
+}

@@ -201,33 +201,3 @@ func (p *Preview) classFates(found, after *firewall.Ruleset, node firewall.Node,
 			classSpec(o), describeOpening(o), f.Fate, f.Reason, r.Class.Spelling()))
 	}
 }
-
-// outputFates gives the output chain's policy a fate per family: kept where
-// the ruleset after the flip may drop every new outgoing packet found may
-// drop (found's output policy accept stays accept), else widening: the
-// mesh's table has no output chain, so a found restriction of what the
-// node sends out (an output policy drop with allowed destinations, a drop
-// or reject rule) is not carried, and the preview refuses, naming it.
-func (p *Preview) outputFates(found, after *firewall.Ruleset) {
-	before, now := eval.OutputDrops(found), eval.OutputDrops(after)
-	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
-		o := firewall.Opening{Direction: "output", Family: fam, Class: "output"}
-		kept := map[string]bool{}
-		for _, d := range now[fam] {
-			kept[d] = true
-		}
-		var lost []string
-		for _, d := range before[fam] {
-			if !kept[d] {
-				lost = append(lost, d)
-			}
-		}
-		f := Fate{Opening: o, Fate: FateKept, By: OwnerEssentials}
-		if len(lost) > 0 {
-			f.Fate, f.By = FateWidening, ""
-			f.Reason = "the found firewall may drop new packets the node sends (" + strings.Join(lost, "; ") + "); the mesh's table has no output chain and would let them out: that restriction cannot be carried"
-			p.Reasons = append(p.Reasons, fmt.Sprintf("output (%s) would widen: %s; remove the restriction from the found firewall before the flip if the node may send anything", fam, f.Reason))
-		}
-		p.Fates = append(p.Fates, f)
-	}
-}

@@ -79,9 +79,10 @@ func TestPreviewCarriesPingRestriction(t *testing.T) {
 	}
 }
 
-// A found output policy drop with allowed destinations cannot be carried
-// (the mesh's table has no output chain): the preview refuses, naming it;
-// a found output policy accept stays accept, kept.
+// A found output policy accept stays accept, kept (no output chain); a
+// found output policy drop with allowed destinations is carried into an
+// output chain and approved; one whose accept names an output interface
+// other than lo cannot be carried: the preview refuses, naming it.
 func TestPreviewOutputPolicy(t *testing.T) {
 	node := firewall.Node{Interfaces: []firewall.Interface{{Name: "eth0", Addrs: []netip.Prefix{netip.MustParsePrefix("198.18.0.1/24")}}}}
 	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp")}
@@ -102,8 +103,25 @@ func TestPreviewOutputPolicy(t *testing.T) {
 		fwtest.Accept(fwtest.CtEstablished()),
 		fwtest.Accept(fwtest.Daddr("10.0.0.0/8"))))
 	p = PreviewFlipOn(closed, node, spec)
+	if !p.Approved {
+		t.Fatalf("an output policy drop with allowed destinations is refused: %v", p.Reasons)
+	}
+	d, err := DeriveFor(closed, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(d.Text(), "ip daddr != @output0_ip meta l4proto tcp drop") {
+		t.Errorf("the mesh's output chain does not carry the allowed destinations:\n%s", d.Text())
+	}
+	// An output interface other than lo is not decided: not carried, and
+	// refused, naming the found policy.
+	iface := classesFoundModel()
+	iface.Tables[0].Chains = append(iface.Tables[0].Chains, fwtest.Base("output", "output", 0, "drop",
+		fwtest.Accept(fwtest.CtEstablished()),
+		fwtest.Accept(firewall.Cond{Kind: firewall.CondOifname, Names: []string{"eth1"}})))
+	p = PreviewFlipOn(iface, node, spec)
 	reasons := strings.Join(p.Reasons, "\n")
-	if p.Approved || !strings.Contains(reasons, "output (ip) would widen: the found firewall may drop new packets the node sends (inet found output: policy drop)") {
-		t.Errorf("an output policy drop must refuse, naming it; reasons:\n%s", reasons)
+	if p.Approved || !strings.Contains(reasons, "inet found output: policy drop") || !strings.Contains(reasons, "cannot be carried") {
+		t.Errorf("an output policy drop on some interfaces must refuse, naming it; reasons:\n%s", reasons)
 	}
 }

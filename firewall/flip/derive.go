@@ -105,6 +105,10 @@ type MeshSpec struct {
 	// container reaching the host's DNS): not the plan's to set,
 	// EffectiveSpec reads it from found (foundBridgeIn).
 	FromBridges []BridgeIn `json:"from_bridges,omitempty"`
+	// Output is the found firewall's restriction of what the node sends,
+	// carried into an output chain (none: no output chain, the node sends
+	// anything); EffectiveSpec reads it from found (foundOutput).
+	Output []OutputDrop `json:"output,omitempty"`
 }
 
 // Derived is the mesh's own ruleset for one node: the model the evaluator
@@ -208,6 +212,8 @@ func Derive(spec MeshSpec) (*Derived, error) {
 	rules, sets = append(rules, hosted...), append(sets, hostedSets...)
 	fwd, fwdSets := forwardRules(spec)
 	rules, sets = append(rules, fwd...), append(sets, fwdSets...)
+	outRules, outSets := outputRules(spec)
+	rules, sets = append(rules, outRules...), append(sets, outSets...)
 	for _, a := range dedupe(spec.Forward) {
 		mk := marks.Mark{Node: node, Owner: a.Owner, Port: a.Port.Num, Proto: a.Port.Proto}
 		p := marks.L4num(a.Port.Proto)
@@ -306,6 +312,7 @@ func validateSpec(spec MeshSpec) error {
 	}
 	errs = append(errs, validateForward(spec)...)
 	errs = append(errs, validateBridgeIn(spec)...)
+	errs = append(errs, validateOutput(spec)...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("the mesh ruleset for node %q cannot be derived: %w", spec.Node, err)
 	}
@@ -345,8 +352,12 @@ func (d *Derived) model() *firewall.Ruleset {
 	for i := range t.Sets {
 		known[t.Sets[i].Name] = &t.Sets[i]
 	}
-	for _, hook := range []string{firewall.HookInput, firewall.HookForward} {
-		ch := firewall.Chain{Name: hook, Hook: hook, Priority: 0, Policy: "drop", Type: "filter", Rules: []firewall.Rule{}}
+	for _, hook := range d.hooks() {
+		policy := "drop"
+		if hook == firewall.HookOutput {
+			policy = "accept"
+		}
+		ch := firewall.Chain{Name: hook, Hook: hook, Priority: 0, Policy: policy, Type: "filter", Rules: []firewall.Rule{}}
 		dec := nft.Decoder{Family: firewall.FamilyInet, Sets: known, SetsKnown: true}
 		for _, r := range d.rules {
 			if r.chain != hook {
@@ -371,11 +382,15 @@ func (d *Derived) Text() string {
 	for _, s := range d.sets {
 		b.WriteString(s.text() + "\n")
 	}
-	for i, hook := range []string{firewall.HookInput, firewall.HookForward} {
+	for i, hook := range d.hooks() {
 		if i > 0 {
 			b.WriteString("\n")
 		}
-		fmt.Fprintf(&b, "\tchain %s {\n\t\ttype filter hook %s priority filter; policy drop;\n", hook, hook)
+		policy := "drop"
+		if hook == firewall.HookOutput {
+			policy = "accept"
+		}
+		fmt.Fprintf(&b, "\tchain %s {\n\t\ttype filter hook %s priority filter; policy %s;\n", hook, hook, policy)
 		for _, r := range d.rules {
 			if r.chain == hook {
 				fmt.Fprintf(&b, "\t\t%s comment %q\n", r.text, r.comment)
@@ -390,14 +405,17 @@ func (d *Derived) Text() string {
 // queue adds the table, its chains and rules to a batch.
 func (d *Derived) queue(c *nftables.Conn) {
 	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: firewall.MeshTable})
-	drop := nftables.ChainPolicyDrop
+	drop, accept := nftables.ChainPolicyDrop, nftables.ChainPolicyAccept
 	chains := map[string]*nftables.Chain{}
-	for _, hook := range []struct {
-		name string
-		num  *nftables.ChainHook
-	}{{firewall.HookInput, nftables.ChainHookInput}, {firewall.HookForward, nftables.ChainHookForward}} {
-		chains[hook.name] = c.AddChain(&nftables.Chain{Name: hook.name, Table: t, Type: nftables.ChainTypeFilter,
-			Hooknum: hook.num, Priority: nftables.ChainPriorityFilter, Policy: &drop})
+	nums := map[string]*nftables.ChainHook{firewall.HookInput: nftables.ChainHookInput, firewall.HookForward: nftables.ChainHookForward,
+		firewall.HookOutput: nftables.ChainHookOutput}
+	for _, hook := range d.hooks() {
+		policy := &drop
+		if hook == firewall.HookOutput {
+			policy = &accept
+		}
+		chains[hook] = c.AddChain(&nftables.Chain{Name: hook, Table: t, Type: nftables.ChainTypeFilter,
+			Hooknum: nums[hook], Priority: nftables.ChainPriorityFilter, Policy: policy})
 	}
 	ids := map[string]uint32{}
 	for _, s := range d.sets {
@@ -429,6 +447,16 @@ func (d *Derived) queue(c *nftables.Conn) {
 		}
 		c.AddRule(&nftables.Rule{Table: t, Chain: chains[r.chain], Exprs: exprs, UserData: commentData(r.comment)})
 	}
+}
+
+// hooks are the base chains of the table: input and forward, and output
+// where the found firewall's restriction of what the node sends is carried
+// (policy accept).
+func (d *Derived) hooks() []string {
+	if len(d.Spec.Output) > 0 {
+		return []string{firewall.HookInput, firewall.HookForward, firewall.HookOutput}
+	}
+	return []string{firewall.HookInput, firewall.HookForward}
 }
 
 // ownerOf reads the owner from a comment "adoption:<node>:<owner>:...".
@@ -500,6 +528,7 @@ func EffectiveSpec(found *firewall.Ruleset, spec MeshSpec) MeshSpec {
 	spec.Classes, spec.ClassesFound = carryClasses(r, spec.DropClasses, spec.WidenClasses), true
 	spec.Egress, spec.Routed = foundForward(found, r)
 	spec.FromBridges = foundBridgeIn(found, r)
+	spec.Output = foundOutput(found)
 	for _, l := range []struct {
 		hook string
 		as   *[]Allow

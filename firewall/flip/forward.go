@@ -140,8 +140,11 @@ func dportMatch(port, end uint16) ([]expr.Any, string, string) {
 		return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)}}, "th dport " + ports + " ", ports
 	}
+	// As nft writes a range (two comparisons, not a range expression), so
+	// the table the boot file's "nft -f" loads is the flip's.
 	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-		&expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: binaryutil.BigEndian.PutUint16(port), ToData: binaryutil.BigEndian.PutUint16(end)}}, "th dport " + ports + " ", ports
+		&expr.Cmp{Op: expr.CmpOpGte, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+		&expr.Cmp{Op: expr.CmpOpLte, Register: 1, Data: binaryutil.BigEndian.PutUint16(end)}}, "th dport " + ports + " ", ports
 }
 
 // validateForward checks spec's Egress and Routed.

@@ -1,0 +1,275 @@
+// This file holds the found firewall's restriction of what the node sends
+// (its output hook): read from found (OutputDrop), carried into an output
+// chain of table inet adoption, and the preview's fate of it per family,
+// protocol, port and destination region.
+
+package flip
+
+import (
+	"fmt"
+	"net/netip"
+	"reflect"
+	"strings"
+
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/marks"
+)
+
+// OutputDrop is a restriction of new packets the node sends that the mesh
+// keeps: those of Proto ("tcp", "udp" to Port..PortEnd) or of traffic class
+// Class (an ICMP type, another protocol: eval.Classes, outbound) in Family
+// pass only to the destinations in To (none: to no destination), or, when
+// Any, to every destination but those in Except; the rest is dropped.
+type OutputDrop struct {
+	Family  string         `json:"family"`
+	Proto   string         `json:"proto,omitempty"`
+	Port    uint16         `json:"port,omitempty"`
+	PortEnd uint16         `json:"port_end,omitempty"`
+	Class   string         `json:"class,omitempty"`
+	Any     bool           `json:"any,omitempty"`
+	To      []netip.Prefix `json:"to,omitempty"`
+	Except  []netip.Prefix `json:"except,omitempty"`
+}
+
+// outputClasses are the classes the output chain judges besides TCP and
+// UDP by port: ICMP and ICMPv6 echo requests, and the protocols of
+// eval.Classes that have no port and no group (ESP, GRE, SCTP).
+func outputClasses() []eval.Class {
+	var out []eval.Class
+	for _, c := range eval.Classes() {
+		if c.Dst.IsValid() || c.Port != 0 || c.HopLimit != 0 || c.Untracked {
+			continue
+		}
+		if c.ICMP() && c.Type != 8 && c.Type != 128 {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// foundOutput reads what found's output hook keeps the node from sending
+// to the outside (eval.OutputAsInput: destinations as regions), per
+// family, TCP and UDP port interval, and outputClasses, where some
+// destination is surely dropped. Nil when found lets every new packet out
+// (eval.OutputDrops names nothing). What found drops only under a
+// condition the evaluator cannot decide is not carried: the preview names
+// it.
+func foundOutput(found *firewall.Ruleset) []OutputDrop {
+	drops := eval.OutputDrops(found)
+	if len(drops[firewall.FamilyIP]) == 0 && len(drops[firewall.FamilyIP6]) == 0 {
+		return nil
+	}
+	m := eval.OutputAsInput(found)
+	x := eval.NewReacher(m, firewall.Node{})
+	var out []OutputDrop
+	add := func(d OutputDrop, s eval.SourceReach) bool {
+		if s.Unsure || s.Plain() {
+			return false
+		}
+		d.Any, d.To, d.Except = s.Any, s.Only, s.Except
+		out = append(out, d)
+		return true
+	}
+	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+		for _, proto := range []string{"tcp", "udp"} {
+			starts := eval.PortStarts(m, fam, proto)
+			var last *OutputDrop
+			var lastReach eval.SourceReach
+			for i, start := range starts {
+				end := 65535
+				if i+1 < len(starts) {
+					end = starts[i+1] - 1
+				}
+				s := x.At(firewall.HookInput, fam, proto, uint16(start))
+				if last != nil && reflect.DeepEqual(s, lastReach) {
+					last.PortEnd = uint16(end)
+					continue
+				}
+				last = nil
+				if add(OutputDrop{Family: fam, Proto: proto, Port: uint16(start), PortEnd: uint16(end)}, s) {
+					last, lastReach = &out[len(out)-1], s
+				}
+			}
+		}
+		for _, c := range outputClasses() {
+			if c.Family == fam {
+				add(OutputDrop{Family: fam, Class: c.Name}, x.Class(c))
+			}
+		}
+	}
+	for i := range out {
+		if out[i].PortEnd == out[i].Port {
+			out[i].PortEnd = 0
+		}
+	}
+	return out
+}
+
+// outputRules are the output chain's rules for spec.Output (nil: no output
+// chain): established/related and loopback pass, then per OutputDrop
+// "meta nfproto F [F daddr [!=] @S] meta l4proto P [th dport N | icmp type
+// T] drop". The chain's policy is accept: what found lets out passes.
+func outputRules(spec MeshSpec) ([]derivedRule, []derivedSet) {
+	if len(spec.Output) == 0 {
+		return nil, nil
+	}
+	base := func(what string) string {
+		return fmt.Sprintf("%s%s:%s:%s", firewall.MarkPrefix, spec.Node, OwnerEssentials, what)
+	}
+	rules := []derivedRule{
+		{chain: firewall.HookOutput, exprs: marks.CtBits(expr.CtKeySTATE, firewall.CtStateEstablished|firewall.CtStateRelated, expr.VerdictAccept),
+			comment: base("established"), text: "ct state established,related accept"},
+		{chain: firewall.HookOutput, exprs: oifname("lo"), comment: base("loopback"), text: `oifname "lo" accept`},
+	}
+	var sets []derivedSet
+	for k, d := range spec.Output {
+		nfproto, kw, off, fam := byte(unix.NFPROTO_IPV4), "ip", uint32(16), "ipv4"
+		if d.Family == firewall.FamilyIP6 {
+			nfproto, kw, off, fam = unix.NFPROTO_IPV6, "ip6", 24, "ipv6"
+		}
+		ex := []expr.Any{&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nfproto}}}
+		text := "meta nfproto " + fam + " "
+		var ps []netip.Prefix
+		invert := false
+		switch {
+		case d.Any:
+			ps = d.Except
+		case len(d.To) > 0:
+			ps, invert = d.To, true
+		}
+		if len(ps) > 0 {
+			s := derivedSet{name: fmt.Sprintf("output%d_%s", k, d.Family), family: d.Family, ranges: prefixRanges(ps)}
+			sets = append(sets, s)
+			ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(len(ps[0].Addr().AsSlice()))},
+				&expr.Lookup{SourceRegister: 1, SetName: s.name, Invert: invert})
+			op := ""
+			if invert {
+				op = "!= "
+			}
+			text += fmt.Sprintf("%s daddr %s@%s ", kw, op, s.name)
+		}
+		what := ""
+		if d.Class != "" {
+			c, _ := eval.ClassByName(d.Family, d.Class) // validateOutput checked it
+			ex = append(ex, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{c.Num}})
+			text += fmt.Sprintf("meta l4proto %d ", c.Num)
+			if c.ICMP() {
+				ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{c.Type}})
+				text += fmt.Sprintf("%s type %d ", c.Proto, c.Type)
+			}
+			what = d.Class
+		} else {
+			dport, dtext, ports := dportMatch(d.Port, d.PortEnd)
+			ex = append(ex, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{marks.L4num(d.Proto)}})
+			ex = append(ex, dport...)
+			text += fmt.Sprintf("meta l4proto %s %s", d.Proto, dtext)
+			what = ports + "/" + d.Proto
+		}
+		ex = append(ex, &expr.Verdict{Kind: expr.VerdictDrop})
+		rules = append(rules, derivedRule{chain: firewall.HookOutput, exprs: ex, comment: base("output-" + what), text: text + "drop"})
+	}
+	return rules, sets
+}
+
+func oifname(n string) []expr.Any {
+	return []expr.Any{&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifnameData(n)},
+		&expr.Verdict{Kind: expr.VerdictAccept}}
+}
+
+// validateOutput checks spec's Output.
+func validateOutput(spec MeshSpec) []error {
+	var errs []error
+	for _, d := range spec.Output {
+		where := fmt.Sprintf("output %s %d/%s", d.Class, d.Port, d.Proto)
+		if d.Class != "" {
+			if _, ok := eval.ClassByName(d.Family, d.Class); !ok || d.Proto != "" {
+				errs = append(errs, fmt.Errorf("%s: %q of family %q is not a traffic class the mesh knows (%s)", where, d.Class, d.Family, classNames()))
+			}
+		} else if d.Proto != "tcp" && d.Proto != "udp" {
+			errs = append(errs, fmt.Errorf("%s: protocol %q is not tcp or udp", where, d.Proto))
+		}
+		if d.PortEnd != 0 && d.PortEnd < d.Port {
+			errs = append(errs, fmt.Errorf("%s: port range ends at %d, before it starts", where, d.PortEnd))
+		}
+		errs = append(errs, checkReach(where, Reach{Family: d.Family, From: d.To, Except: d.Except})...)
+	}
+	return errs
+}
+
+// outputFates gives what the node sends a fate per family, compared on
+// eval.OutputAsInput of found and of the ruleset after the flip: for TCP
+// and UDP per port interval and destination region (Opening.To), and for
+// outputClasses. Widening where the node could send after the flip what it
+// cannot now (or surely what it can now only under a condition the
+// evaluator cannot decide: that restriction cannot be carried); closing
+// where it could not send what it can now. Both refuse, named. With
+// neither, the family's output is kept.
+func (p *Preview) outputFates(found, after *firewall.Ruleset) {
+	mf, ma := eval.OutputAsInput(found), eval.OutputAsInput(after)
+	drops := eval.OutputDrops(found)
+	bad := map[string]bool{}
+	add := func(o firewall.Opening, fate, reason string) {
+		o.Direction = "output"
+		if o.From != "" {
+			o.To, o.From = o.From, ""
+		}
+		bad[o.Family] = true
+		p.Fates = append(p.Fates, Fate{Opening: o, Fate: fate, Reason: reason})
+		what := portSpec(o)
+		if o.Class != "" {
+			what = classSpec(o)
+		}
+		to := "any destination"
+		if o.To != "" {
+			to = o.To
+		}
+		p.Reasons = append(p.Reasons, fmt.Sprintf("output %s (%s, to %s) would be %s: %s", what, o.Family, to, fate, reason))
+	}
+	for _, w := range eval.Widened(mf, ma, firewall.Node{}) {
+		if w.Opening.Direction != firewall.HookInput {
+			continue
+		}
+		reason := "the node could send it after the flip, and the found firewall does not let it out"
+		if w.Surer {
+			reason = "the found firewall lets it out only under a condition the evaluator cannot decide (" + strings.Join(drops[w.Opening.Family], "; ") + "): that restriction cannot be carried; remove it from the found firewall before the flip if the node may send it"
+		}
+		add(w.Opening, FateWidening, reason)
+	}
+	for _, w := range eval.Widened(ma, mf, firewall.Node{}) {
+		if w.Opening.Direction == firewall.HookInput && !w.Surer {
+			add(w.Opening, FateClosing, "the found firewall lets it out now and the mesh's output chain would drop it")
+		}
+	}
+	for _, r := range eval.CompareClasses(mf, ma, firewall.Node{}) {
+		if !isOutputClass(r.Class) {
+			continue
+		}
+		o := r.Class.Opening(r.From)
+		switch {
+		case r.After.Open && !r.After.Unsure && (!r.Before.Open || r.Before.Unsure):
+			add(o, FateWidening, "the node could send it after the flip, and the found firewall does not surely let it out")
+		case r.Before.Open && !r.Before.Unsure && !r.After.Open:
+			add(o, FateClosing, "the found firewall lets it out now and the mesh's output chain would drop it")
+		}
+	}
+	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+		if !bad[fam] {
+			p.Fates = append(p.Fates, Fate{Opening: firewall.Opening{Direction: "output", Family: fam, Class: "output"}, Fate: FateKept, By: OwnerEssentials})
+		}
+	}
+}
+
+func isOutputClass(c eval.Class) bool {
+	for _, x := range outputClasses() {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
