@@ -107,6 +107,21 @@ func printProbe(w io.Writer, r *activities.ProbeReport) {
 		}
 		fmt.Fprintf(w, "  %-6s %s %s%s\n", o.Family, o.Class, o.Proto, extra)
 	}
+	fmt.Fprintf(w, "open to containers (from their bridges to the node): %d\n", len(r.Firewall.Containers))
+	for _, o := range r.Firewall.Containers {
+		port := fmt.Sprint(o.Port)
+		if o.PortEnd != 0 {
+			port = fmt.Sprintf("%d-%d", o.Port, o.PortEnd)
+		}
+		extra := ""
+		if o.From != "" {
+			extra += " from " + o.From
+		}
+		if o.Uncertain {
+			extra += " (uncertain)"
+		}
+		fmt.Fprintf(w, "  %-6s %s/%s in on %s%s\n", o.Family, port, o.Proto, o.In, extra)
+	}
 	fmt.Fprintf(w, "listeners: %d\n", len(r.Sockets))
 	for _, l := range r.Sockets {
 		fmt.Fprintf(w, "  %s %s:%d  %s\n", l.Proto, l.Addr, l.Port, l.Holder())
