@@ -46,8 +46,8 @@ func hostedNet(t *testing.T) (*fwtest.TestNet, string) {
 	return n, ctr
 }
 
-// hostedPackets are TCP and UDP from each container address to the node's
-// bridge and uplink addresses of its family.
+// hostedPackets are TCP from each container address to the node's bridge
+// and uplink addresses of its family, and UDP to its bridge address.
 func hostedPackets(ctr string) []fwtest.Packet {
 	var out []fwtest.Packet
 	for _, s := range []string{fwtest.ContainerV4, ctrV4b, fwtest.ContainerV6} {
@@ -60,6 +60,12 @@ func hostedPackets(ctr string) []fwtest.Packet {
 				proto string
 				port  uint16
 			}{{"tcp", 22}, {"udp", 53}, {"tcp", 5432}, {"tcp", 7000}, {"tcp", 8000}, {"tcp", 8001}, {"tcp", 9000}, {"udp", 60000}} {
+				if pp.proto == "udp" && d != dsts[0] {
+					// The echo to the uplink's address comes back from the
+					// bridge's (a wildcard socket answers from the route's
+					// source): the client would not take it.
+					continue
+				}
 				out = append(out, fwtest.Packet{Class: "container to host " + pp.proto, Peer: ctr, Proto: pp.proto, Src: s, Dst: d, Port: pp.port})
 			}
 		}
