@@ -190,6 +190,11 @@ func (p *Preview) classFates(found, after *firewall.Ruleset, node firewall.Node,
 		case r.After.Unsure && !r.Before.Unsure:
 			f.Fate = FateUncertain
 			f.Reason = "passes after the flip only under a condition the evaluator cannot decide"
+		case r.After.Open && r.Before.Unsure && len(notIface(eval.UndecidedClass(found, r.Class))) > 0:
+			// Uncertain alike is kept only where what is undecided is the
+			// interface (carried): a rate limit is not.
+			f.Fate = FateWidening
+			f.Reason = "passes now only under a condition the evaluator cannot decide (" + strings.Join(notIface(eval.UndecidedClass(found, r.Class)), "; ") + "), and after the flip without it: that restriction cannot be carried"
 		}
 		f.Dropped = f.Fate == FateClosing && slices.Contains(spec.DropClasses, r.Class.Spelling())
 		f.Declared = f.Fate == FateWidening && slices.Contains(spec.WidenClasses, r.Class.Spelling())
@@ -200,4 +205,16 @@ func (p *Preview) classFates(found, after *firewall.Ruleset, node firewall.Node,
 		p.Reasons = append(p.Reasons, fmt.Sprintf("%s (%s) would be %s: %s; make the found firewall's rule for it one the evaluator decides (a source or interface match), remove it from the found firewall before the flip, or declare it: %q in flip.drop closes it, in flip.widen lets it pass from every source",
 			classSpec(o), describeOpening(o), f.Fate, f.Reason, r.Class.Spelling()))
 	}
+}
+
+// notIface are the reasons of why (eval.Undecided's) that are not an input
+// interface, which the mesh's table carries.
+func notIface(why []string) []string {
+	var out []string
+	for _, w := range why {
+		if !strings.HasPrefix(w, "input interface ") {
+			out = append(out, w)
+		}
+	}
+	return out
 }

@@ -57,3 +57,40 @@ func TestPreviewCarriesContainerToHost(t *testing.T) {
 		t.Errorf("a widening from a bridge must refuse, naming it; reasons:\n%s", reasons)
 	}
 }
+
+// On a node with two uplinks the evaluator cannot tell which one a client
+// comes in on: ping allowed in on eth0 only is uncertain before and after
+// alike (the interface carried) and kept; with a rate limit as well, the
+// limit is not carried, and the preview refuses, naming it.
+func TestPreviewClassInterfaceTwoUplinks(t *testing.T) {
+	node := firewall.Node{Interfaces: []firewall.Interface{
+		{Name: "eth0", Addrs: []netip.Prefix{netip.MustParsePrefix("198.18.0.1/24")}},
+		{Name: "eth1", Addrs: []netip.Prefix{netip.MustParsePrefix("198.19.0.1/24")}},
+	}}
+	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp")}
+	for _, tc := range []struct {
+		what    string
+		limit   bool
+		approve bool
+	}{{"ping in on eth0", false, true}, {"ping in on eth0, rate limited", true, false}} {
+		conds := []firewall.Cond{{Kind: firewall.CondIifname, Names: []string{"eth0"}}, l4(1), icmpType(8)}
+		if tc.limit {
+			conds = append(conds, fwtest.Limit())
+		}
+		found := &firewall.Ruleset{Tables: []firewall.Table{{Family: firewall.FamilyInet, Name: "found", Chains: []firewall.Chain{
+			fwtest.Base("input", firewall.HookInput, 0, "drop",
+				fwtest.Accept(fwtest.CtEstablished()),
+				fwtest.Accept(conds...),
+				fwtest.Accept(fwtest.Tcp(), fwtest.Dport(22)),
+			),
+		}}}}
+		p := PreviewFlipOn(found, node, spec)
+		reasons := strings.Join(p.Reasons, "\n")
+		if p.Approved != tc.approve {
+			t.Errorf("%s: approved %v, want %v; reasons:\n%s", tc.what, p.Approved, tc.approve, reasons)
+		}
+		if !tc.approve && !strings.Contains(reasons, "limit rate 3/min") {
+			t.Errorf("%s: the refusal does not name the limit:\n%s", tc.what, reasons)
+		}
+	}
+}
