@@ -73,6 +73,9 @@ type ClassRegion struct {
 	Class         Class
 	From          string
 	Before, After Passage
+	// In is the container bridge the packets come in on
+	// (CompareClassesIn); "": a client from outside.
+	In string
 }
 
 // CompareClasses judges every class before and after on node, per source
@@ -80,6 +83,13 @@ type ClassRegion struct {
 // other source, and one per prefix of the regions that fare otherwise. A
 // class that passes in neither is left out.
 func CompareClasses(before, after *firewall.Ruleset, node firewall.Node) []ClassRegion {
+	return CompareClassesIn(before, after, node, "")
+}
+
+// CompareClassesIn is CompareClasses for packets coming in on input
+// interface iif (a container bridge: a container's ping to the host); ""
+// a client from outside.
+func CompareClassesIn(before, after *firewall.Ruleset, node firewall.Node, iif string) []ClassRegion {
 	both := &firewall.Ruleset{Tables: append(append([]firewall.Table(nil), before.Tables...), after.Tables...)}
 	eb, ea := compile(before).Evaluator(), compile(after).Evaluator()
 	var out []ClassRegion
@@ -112,7 +122,7 @@ func CompareClasses(before, after *firewall.Ruleset, node firewall.Node) []Class
 				}
 				eb.sawSource, ea.sawSource = false, false
 				pkt := classPacket(c)
-				pkt.Src, pkt.node, pkt.own = g[0], &node, own
+				pkt.Src, pkt.node, pkt.own, pkt.iif = g[0], &node, own, iif
 				k := [2]Passage{passageOf(eb.client(&sb, pkt)), passageOf(ea.client(&sa, pkt))}
 				if gi == 0 {
 					other = k
@@ -127,14 +137,14 @@ func CompareClasses(before, after *firewall.Ruleset, node firewall.Node) []Class
 				regions[k] = append(regions[k], g...)
 			}
 			if other[0].Open || other[1].Open {
-				out = append(out, ClassRegion{Class: c, Before: other[0], After: other[1]})
+				out = append(out, ClassRegion{Class: c, Before: other[0], After: other[1], In: iif})
 			}
 			for _, k := range order {
 				if !k[0].Open && !k[1].Open {
 					continue
 				}
 				for _, p := range atomPrefixes(regions[k], atoms, index) {
-					out = append(out, ClassRegion{Class: c, From: p.String(), Before: k[0], After: k[1]})
+					out = append(out, ClassRegion{Class: c, From: p.String(), Before: k[0], After: k[1], In: iif})
 				}
 			}
 		}

@@ -166,9 +166,13 @@ func classSpec(o firewall.Opening) string {
 // kept refuses: the mesh carries what the found firewall lets through, so
 // any other is a restriction it could not carry, named with the class.
 func (p *Preview) classFates(found, after *firewall.Ruleset, node firewall.Node, spec MeshSpec) {
-	for _, r := range eval.CompareClasses(found, after, node) {
+	regions := eval.CompareClasses(found, after, node)
+	for _, b := range eval.HostBridges(node, found, after) {
+		regions = append(regions, eval.CompareClassesIn(found, after, node, b)...)
+	}
+	for _, r := range regions {
 		o := r.Class.Opening(r.From)
-		o.Uncertain = r.Before.Unsure
+		o.Uncertain, o.In = r.Before.Unsure, r.In
 		f := Fate{Opening: o, Fate: FateKept, By: OwnerEssentials}
 		from := "any source"
 		if r.From != "" {

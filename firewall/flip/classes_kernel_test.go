@@ -81,7 +81,7 @@ func classFateOf(p Preview, pr fwtest.ClassProbe) *Fate {
 	for i := range p.Fates {
 		f := &p.Fates[i]
 		o := f.Opening
-		if o.Class == "" || o.Family+" "+o.Class != pr.Name {
+		if o.Class == "" || o.Family+" "+o.Class != pr.Name || o.In != "" {
 			continue
 		}
 		if o.From == "" {
