@@ -230,7 +230,11 @@ func Build(plan config.Plan, probe *activities.ProbeReport, state *workflows.Sta
 			if f.Declared {
 				fate += " (declared in flip.widen)"
 			}
-			b.Fates = append(b.Fates, Fate{Port: portText(f.Opening), Family: f.Opening.Family, Direction: f.Opening.Direction, Fate: fate, By: f.By})
+			dir := f.Opening.Direction
+			if f.Opening.In != "" {
+				dir += " in on " + f.Opening.In // a container reaching the node
+			}
+			b.Fates = append(b.Fates, Fate{Port: portText(f.Opening), Family: f.Opening.Family, Direction: dir, Fate: fate, By: f.By})
 		}
 	}
 	if state != nil {

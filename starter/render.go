@@ -31,7 +31,14 @@ func printPreview(w io.Writer, pv *flip.Preview, width int) {
 		if from == "" {
 			from = "any"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", port, o.Direction, o.Family, from, fate, by)
+		if o.Direction == firewall.HookOutput && o.To != "" {
+			from = "to " + o.To
+		}
+		dir := o.Direction
+		if o.In != "" {
+			dir += " in on " + o.In // a container reaching the node
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", port, dir, o.Family, from, fate, by)
 	}
 	tw.Flush()
 	if len(pv.Undecoded) > 0 {
