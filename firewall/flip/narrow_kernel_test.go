@@ -84,7 +84,7 @@ func probeFate(p Preview, pr fwtest.Probe) *Fate {
 	for i := range p.Fates {
 		f := &p.Fates[i]
 		o := f.Opening
-		if o.Direction != firewall.HookInput || o.Family != pr.Family() || o.Proto != pr.Proto || pr.Port < o.Port || pr.Port > firewall.PortEnd(o) {
+		if o.Direction != firewall.HookInput || o.In != "" || o.Family != pr.Family() || o.Proto != pr.Proto || pr.Port < o.Port || pr.Port > firewall.PortEnd(o) {
 			continue
 		}
 		if o.From == "" {
