@@ -103,7 +103,19 @@ type Module struct {
 	// itself), are the executable names of its own service: they may hold
 	// its ports at the cutover, and any other holder refuses it.
 	Holders []string `mapstructure:"holders" json:"holders,omitempty"`
+	// Cutover is how the module's container is cut over: "swap" (the
+	// default, empty: the predecessor stopped, the new one started, new
+	// connections held between) or "overlap" (the new one started beside
+	// the predecessor, the published port moved to it at once), for a
+	// service that allows two instances on its data at the same time.
+	Cutover string `mapstructure:"cutover" json:"cutover,omitempty"`
 }
+
+// Cutover kinds (Module.Cutover).
+const (
+	CutoverSwap    = "swap"
+	CutoverOverlap = "overlap"
+)
 
 // Container is a module's container. What it does not set, the new
 // container inherits from the predecessor it replaces (environment, labels,
@@ -134,6 +146,9 @@ type Container struct {
 	// Replaces names predecessor containers of other names that the module
 	// takes over (e.g. a reverse proxy holding its ports).
 	Replaces []string `mapstructure:"replaces" json:"replaces,omitempty"`
+	// Exclusive names the named volumes of the predecessor that one
+	// instance at a time may use: an overlap cutover refuses them.
+	Exclusive []string `mapstructure:"exclusive" json:"exclusive,omitempty"`
 }
 
 // File is a file the mesh declares under node.root. Its content is the mesh's

@@ -100,6 +100,19 @@ func (c *Config) Validate() error {
 		if m.Health != nil {
 			v.health(key+".health", *m.Health)
 		}
+		switch {
+		case m.Cutover != "" && m.Cutover != CutoverSwap && m.Cutover != CutoverOverlap:
+			v.add(key+".cutover", m.Cutover, "swap (the default: the predecessor stopped, then the new container started) or overlap (the new container started beside the predecessor; only for a service that allows two instances on its data)")
+		case m.Cutover == CutoverOverlap && m.Container == nil:
+			v.add(key+".cutover", m.Cutover, "overlap starts a new container beside its predecessor, and module "+m.Name+" has no container: remove cutover, or declare container")
+		}
+		if m.Container != nil {
+			for j, x := range m.Container.Exclusive {
+				if !dockerVolumeName.MatchString(x) {
+					v.addf("%s.container.exclusive[%d]", x, "the name of a Docker named volume (letters, digits, _ . -, starting with a letter or digit)", key, j)
+				}
+			}
+		}
 		for j, h := range m.Holders {
 			switch {
 			case m.Container != nil:
@@ -147,6 +160,9 @@ func (c *Config) Validate() error {
 	}
 	return &ValidationError{Problems: v.problems}
 }
+
+// dockerVolumeName is the Docker engine's own rule for a volume's name.
+var dockerVolumeName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]+$`)
 
 type validator struct{ problems []string }
 
