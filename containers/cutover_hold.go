@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -37,6 +38,10 @@ type PortHold interface {
 	// Dial connects to addr from the node's network namespace, past the
 	// hold: the swap's own probe must not be held.
 	Dial(ctx context.Context, addr string) (net.Conn, error)
+	// NodeAddr is an address of the node's own, not loopback: a connect
+	// to a published port there from the node goes through the engine's
+	// DNAT as a client's does. "" when the node has none.
+	NodeAddr() string
 }
 
 // holdMax bounds the hold: past it clients are refused again rather than
@@ -180,6 +185,14 @@ func (e *Engine) releaseWhenAnswering(ctx context.Context, owner string, held []
 // called once the start returned (with its error), waits for that (at
 // most holdMax more; not at all when the start failed), and releases in
 // any case.
+//
+// Two ways tell that c answers, whichever first: its own port at its
+// address (learnt from Docker, which may tell it only once the start
+// returned), and the held port at the node's own address, dialled from the
+// node: the engine's DNAT takes that connect to c as it takes a client's,
+// and it is there as soon as Docker has wired c's port, before c's process
+// runs. The Docker lookups run beside the dials, so a slow engine does not
+// slow the watch.
 func (e *Engine) releaseOnAnswer(ctx context.Context, owner string, held []heldPort, c *container.InspectResponse) (wait func(startErr error) error) {
 	if e.hold == nil || len(held) == 0 {
 		return func(error) error { return e.releaseWhenAnswering(ctx, owner, nil, "") }
@@ -187,25 +200,60 @@ func (e *Engine) releaseOnAnswer(ctx context.Context, owner string, held []heldP
 	started := make(chan struct{})
 	stop := make(chan struct{})
 	done := make(chan error, 1)
+	var ip atomic.Value // string: c's address, once Docker tells it
+	ip.Store("")
+	lookups := make(chan struct{})
 	go func() {
-		released := false
-		for !released {
-			ip := e.endpointIP(ctx, c)
+		defer close(lookups)
+		for ip.Load().(string) == "" {
 			isStarted := false
 			select {
 			case <-started:
 				isStarted = true
 			default:
 			}
-			if ip == "" && isStarted {
-				ip = e.containerIP(ctx, c.ID)
+			a := e.endpointIP(ctx, c)
+			if a == "" && isStarted {
+				a = e.containerIP(ctx, c.ID)
 			}
-			// Before the start returned only the container's own address
-			// tells; after it, the host port does when it has none.
-			all := ip != "" || isStarted
+			if a != "" {
+				ip.Store(a)
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	node := e.hold.NodeAddr()
+	go func() {
+		released := false
+		for !released {
+			isStarted := false
+			select {
+			case <-started:
+				isStarted = true
+			default:
+			}
+			a := ip.Load().(string)
+			all := true
 			for _, h := range held {
-				if all && e.answersAt(ctx, ip, h) != nil {
+				viaNode := node != "" && (h.hostIP == "" || h.hostIP == "0.0.0.0" || h.hostIP == node)
+				switch {
+				case a != "" && e.answersAt(ctx, a, h) == nil:
+				case viaNode && e.answersVia(ctx, node, h.port) == nil:
+				case a == "" && !viaNode && isStarted && e.answers(ctx, h.hostIP, h.port) == nil:
+					// Neither its address nor the node's: the host port
+					// as a client on the node sees it.
+				default:
 					all = false
+				}
+				if !all {
+					break
 				}
 			}
 			if all {
@@ -216,25 +264,43 @@ func (e *Engine) releaseOnAnswer(ctx context.Context, owner string, held []heldP
 				released = true
 			case <-ctx.Done():
 				released = true
-			case <-time.After(5 * time.Millisecond):
+			case <-time.After(2 * time.Millisecond):
 			}
 		}
 		done <- e.releaseWhenAnswering(ctx, owner, nil, "")
 	}()
 	return func(startErr error) error {
 		close(started)
+		defer func() { <-lookups }()
 		if startErr != nil {
 			close(stop)
 			return <-done
 		}
 		select {
 		case err := <-done:
+			close(stop)
 			return err
 		case <-time.After(holdMax):
 			close(stop)
 			return <-done
 		}
 	}
+}
+
+// answersVia says whether port answers a connect to the node's own address
+// addr from the node, past the hold: through the engine's DNAT, as a
+// client's connect does. A connection the engine's proxy accepts and
+// closes at once is no answer.
+func (e *Engine) answersVia(ctx context.Context, addr string, port uint16) error {
+	a := net.JoinHostPort(addr, strconv.Itoa(int(port)))
+	dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	c, err := e.hold.Dial(dctx, a)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return heldOpen(c, a, 5*time.Millisecond)
 }
 
 // endpointIP is c's IPv4 address as its networks show it: known as soon

@@ -30,6 +30,8 @@ func (h *fakeHold) Hold(owner string, ports []uint16, bound time.Duration) error
 
 func (h *fakeHold) Dropping(string) error { return h.dropping }
 
+func (h *fakeHold) NodeAddr() string { return "" }
+
 func (h *fakeHold) Release(owner string) error {
 	delete(h.held, owner)
 	h.released = append(h.released, owner)

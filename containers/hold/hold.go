@@ -47,6 +47,7 @@ type Hold struct {
 	// the reason in dropping.
 	queues   map[string]*nfq
 	dropping map[string]error
+	nodeAddr string // NodeAddr's answer, once found
 }
 
 // NewHold holds ports of node in the namespace at netnsPath.
@@ -280,4 +281,30 @@ func (h *Hold) Dial(ctx context.Context, addr string) (net.Conn, error) {
 		return d.DialContext(ctx, "tcp", addr)
 	}
 	return netns.Dial(ctx, h.netns, &d, addr)
+}
+
+// NodeAddr is the first IPv4 address of the namespace's own that is not
+// loopback (a global unicast one): a connect from the node to a published
+// port there goes through the engine's DNAT, as a client's from outside
+// does. "" when the namespace has none.
+func (h *Hold) NodeAddr() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.nodeAddr != "" {
+		return h.nodeAddr
+	}
+	_ = netns.Do(h.netns, func() error {
+		addrs, err := net.InterfaceAddrs()
+		if err != nil {
+			return err
+		}
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
+				h.nodeAddr = ipn.IP.String()
+				return nil
+			}
+		}
+		return nil
+	})
+	return h.nodeAddr
 }
