@@ -7,6 +7,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,8 +18,10 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -78,10 +81,24 @@ func main() {
 		_ = json.NewEncoder(w).Encode(sums)
 	})
 	fmt.Fprintf(os.Stderr, "svc %s: serving on %s\n", version, *listen)
-	if err := http.ListenAndServe(*listen, nil); err != nil {
+	// Stopped as a service people use stops: SIGTERM closes the listener
+	// and lets the requests under way finish (docker stop sends it).
+	srv := &http.Server{Addr: *listen}
+	stopped := make(chan struct{})
+	go func() {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+		<-sig
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		close(stopped)
+	}()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintln(os.Stderr, "svc:", err)
 		os.Exit(1)
 	}
+	<-stopped
 }
 
 // seed writes 64 KiB of random data into dir/data unless it is already there:
