@@ -173,8 +173,10 @@ func (b *cutBench) run(ctx context.Context, ours bool) (CutoverRun, error) {
 	time.Sleep(sandbox.ClientWarmup + 200*time.Millisecond)
 	// The engine's own window, seen from the node every 10 ms past the hold:
 	// from the predecessor letting go of the port to the new container
-	// taking it.
-	probe := containers.DialProbe(hold.NewHold(b.node.NetnsPath(), "bcut").Dial, fmt.Sprintf("127.0.0.1:%d", s.port), 100*time.Millisecond)
+	// taking it. The probe dials the node's address, as the clients do,
+	// so the engine's DNAT takes it to the container itself: at 127.0.0.1
+	// the engine's proxy answers while no container listens behind it.
+	probe := containers.DialProbe(hold.NewHold(b.node.NetnsPath(), "bcut").Dial, s.addr, 100*time.Millisecond)
 	var took time.Duration
 	window, _, err := containers.MeasureWith(ctx, "the node's port", probe, probeEvery, func() error {
 		start := time.Now()
