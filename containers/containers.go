@@ -100,6 +100,9 @@ type Engine struct {
 	// hold, when set, holds new connections to the predecessors' ports
 	// during the swap (see PortHold).
 	hold PortHold
+	// steer, when set, moves published host ports between containers for
+	// the overlap cutover (see PortSteer).
+	steer PortSteer
 }
 
 // New connects to the engine named by DOCKER_HOST (default: the local socket).

@@ -31,6 +31,9 @@ const (
 	// takes over, as JSON [{name, id, running, restart}]: the swap, a
 	// rollback and the prune find them by ID from here.
 	LabelReplaced = "adoption.replaced"
+	// LabelCutover is "overlap" on a container an overlap cutover starts
+	// beside its predecessor: its rollback moves the ports back the same way.
+	LabelCutover = "adoption.cutover"
 )
 
 // Name suffixes that carry the cutover's state.
@@ -74,6 +77,9 @@ const (
 	StepStartPredecessor    = "rollback/start-predecessor"
 	StepRemoveNew           = "rollback/remove-new"
 	StepRemovePredecessor   = "prune/remove-predecessor"
+	StepStartBeside         = "overlap/start-beside"
+	StepSteer               = "overlap/steer-ports"
+	StepDrainPredecessor    = "overlap/drain-predecessor"
 	defaultRollbackStopWait = 10 * time.Second
 )
 
@@ -105,7 +111,16 @@ type Spec struct {
 	DropPorts []string `json:"drop_ports,omitempty"`
 	// Replaces names predecessors of other names the module takes over.
 	Replaces []string `json:"replaces,omitempty"`
+	// Cutover is "overlap" for a module whose new container starts beside
+	// its predecessor (see Overlap); empty for the swap.
+	Cutover string `json:"cutover,omitempty"`
+	// Exclusive names volumes one instance at a time may use: an overlap
+	// refuses them.
+	Exclusive []string `json:"exclusive,omitempty"`
 }
+
+// CutoverOverlap is Spec.Cutover for the overlap cutover.
+const CutoverOverlap = "overlap"
 
 // Healthcheck is a Docker healthcheck; Test is as in a Dockerfile's
 // HEALTHCHECK, e.g. {"CMD", "/svc", "-check", "http://127.0.0.1:8080/health"}.

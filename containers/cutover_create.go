@@ -198,6 +198,9 @@ func (e *Engine) Create(ctx context.Context, spec Spec, pred *Predecessor) (*Car
 		b, _ := json.Marshal(repl)
 		cfg.Labels[LabelReplaced] = string(b)
 	}
+	if spec.Cutover == CutoverOverlap {
+		cfg.Labels[LabelCutover] = CutoverOverlap
+	}
 	cfg.ExposedPorts = nat.PortSet{}
 	if h := spec.Healthcheck; h != nil {
 		cfg.Healthcheck = &container.HealthConfig{Test: h.Test, Interval: h.Interval, Timeout: h.Timeout, StartPeriod: h.StartPeriod, Retries: h.Retries}
@@ -206,7 +209,15 @@ func (e *Engine) Create(ctx context.Context, spec Spec, pred *Predecessor) (*Car
 	hc.RestartPolicy = container.RestartPolicy{Name: container.RestartPolicyDisabled}
 	for _, b := range ports {
 		cfg.ExposedPorts[b.port] = struct{}{}
-		hc.PortBindings[b.port] = append(hc.PortBindings[b.port], nat.PortBinding{HostIP: b.hostIP, HostPort: strconv.Itoa(int(b.hostPort))})
+		pb := nat.PortBinding{HostIP: b.hostIP, HostPort: strconv.Itoa(int(b.hostPort))}
+		if spec.Cutover == CutoverOverlap {
+			// Beside the predecessor, which holds the host port: the
+			// engine publishes the port on loopback only (so its forward
+			// rules let the node reach it), and the steering moves the
+			// host port to it (Overlap).
+			pb = nat.PortBinding{HostIP: "127.0.0.1"}
+		}
+		hc.PortBindings[b.port] = append(hc.PortBindings[b.port], pb)
 	}
 	var netCfg *network.NetworkingConfig
 	if mk.primary != "" {

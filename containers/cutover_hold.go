@@ -394,6 +394,22 @@ func (e *Engine) answers(ctx context.Context, hostIP string, port uint16) error 
 	return heldOpen(c, addr, 50*time.Millisecond)
 }
 
+// answersOnNode is answers, and for a port published on every address,
+// failing that, the port at the node's own address: after an overlap the
+// steering serves the port there, not on loopback.
+func (e *Engine) answersOnNode(ctx context.Context, port uint16) error {
+	err := e.answers(ctx, "", port)
+	if err == nil || e.hold == nil || e.steer == nil {
+		return err
+	}
+	if node := e.hold.NodeAddr(); node != "" {
+		if verr := e.answersVia(ctx, node, port); verr == nil {
+			return nil
+		}
+	}
+	return err
+}
+
 // PortsAnswer checks that every one of ports (host TCP ports of the node)
 // answers a connect from the node, after the swap: the module is not
 // migrated on its healthcheck alone. UDP ports are not checked (no
@@ -403,7 +419,7 @@ func (e *Engine) PortsAnswer(ctx context.Context, hostPorts []uint16) error {
 		var last error
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			if last = e.answers(ctx, "", p); last == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			if last = e.answersOnNode(ctx, p); last == nil || time.Now().After(deadline) || ctx.Err() != nil {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)

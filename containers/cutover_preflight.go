@@ -115,6 +115,16 @@ func (e *Engine) Preflight(ctx context.Context, spec Spec) (*Predecessor, error)
 	if err := checkContract(spec, ports, all); err != nil {
 		return nil, err
 	}
+	if spec.Cutover == CutoverOverlap {
+		if len(spec.Replaces) > 0 {
+			return nil, fmt.Errorf("cutover of %s refused: an overlap cutover takes over one predecessor, and the module replaces %v: use cutover: swap: %w", spec.Name, spec.Replaces, ErrBadSpec)
+		}
+		for _, p := range all {
+			if err := OverlapMountProblem(p, spec.Exclusive); err != nil {
+				return nil, fmt.Errorf("cutover of %s refused: %w", spec.Name, err)
+			}
+		}
+	}
 	if err := e.checkPorts(ctx, spec, ports, all); err != nil {
 		return nil, err
 	}

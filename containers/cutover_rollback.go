@@ -47,6 +47,11 @@ func (e *Engine) Rollback(ctx context.Context, name string) error {
 			return fmt.Errorf("rollback %s refused: the predecessor %s (%s) it replaced is gone (pruned?); the mesh's container stays: %w", name, refs[i].Name, short(refs[i].ID), ErrNoRollback)
 		}
 	}
+	if labels(nc)[LabelCutover] == CutoverOverlap {
+		if done, err := e.rollbackOverlap(ctx, name, s, nc); done || err != nil {
+			return err
+		}
+	}
 	// The swap back holds the ports too: the container that will answer
 	// again is the predecessor (or the first one of another name).
 	var held []heldPort
