@@ -29,6 +29,7 @@ import (
 	"adoption/bench/report"
 	"adoption/containers"
 	"adoption/containers/hold"
+	"adoption/containers/steer"
 	"adoption/sandbox"
 )
 
@@ -149,7 +150,7 @@ func (s *service) waitSums(ctx context.Context, version string) (map[string]stri
 
 // run raises a predecessor, takes it to v2 by one procedure while probing,
 // checks the data, and removes what it made.
-func (b *cutBench) run(ctx context.Context, ours bool) (CutoverRun, error) {
+func (b *cutBench) run(ctx context.Context, method string) (CutoverRun, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	s, err := b.raise(ctx)
@@ -158,7 +159,10 @@ func (b *cutBench) run(ctx context.Context, ours bool) (CutoverRun, error) {
 	}
 	do := func() error { return b.naive(ctx, s) }
 	var dropped string
-	if ours {
+	switch method {
+	case methodOverlap:
+		do = func() error { return b.overlap(ctx, s) }
+	case methodOurs:
 		// The hold reports as it does to the agent's activity.
 		hctx := containers.WithHoldReport(ctx, func(r containers.HoldReport) {
 			if !r.Queued {
@@ -203,6 +207,33 @@ func (b *cutBench) run(ctx context.Context, ours bool) (CutoverRun, error) {
 		return r, err
 	}
 	return r, nil
+}
+
+// overlap is this project's overlap cutover: Preflight, Create (its port
+// on loopback), Overlap (started beside, the port steered to it, the
+// predecessor drained and stopped), WaitHealthy, PortsAnswer.
+func (b *cutBench) overlap(ctx context.Context, s *service) error {
+	spec := containers.Spec{Name: s.name, Image: b.imageV2, Ports: map[string]string{fmt.Sprintf("%d/tcp", s.port): "8080/tcp"}, Cutover: containers.CutoverOverlap}
+	pred, err := b.engine.Preflight(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("preflight: %w", err)
+	}
+	if pred == nil {
+		return fmt.Errorf("preflight found no predecessor %s", s.name)
+	}
+	if _, err := b.engine.Create(ctx, spec, pred); err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	if err := b.engine.Overlap(ctx, spec, stopTimeout); err != nil {
+		return fmt.Errorf("overlap: %w", err)
+	}
+	if err := b.engine.WaitHealthy(ctx, s.name, nil, 30*time.Second); err != nil {
+		return fmt.Errorf("wait healthy: %w", err)
+	}
+	if err := b.engine.PortsAnswer(ctx, []uint16{uint16(s.port)}); err != nil {
+		return fmt.Errorf("ports answer: %w", err)
+	}
+	return nil
 }
 
 // ours is this project's cutover, as the Migrate activity runs it.
@@ -265,6 +296,10 @@ func (b *cutBench) sweep(ctx context.Context) error {
 			if m.Type == "volume" && m.Name != "" {
 				b.volumes[m.Name] = true
 			}
+		}
+		for _, n := range c.Names {
+			// An overlap's steering goes with its module's containers.
+			_ = steer.New(b.node.NetnsPath(), "bcut").Remove(strings.TrimPrefix(n, "/"))
 		}
 		if err := b.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil {
 			errs = append(errs, fmt.Errorf("remove container %v: %w", c.Names, err))
