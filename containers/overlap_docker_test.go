@@ -1,0 +1,156 @@
+package containers
+
+// The overlap cutover as a client outside the node sees it: a node with a
+// Docker engine of its own, a predecessor published on it, clients in a
+// peer namespace connecting in a loop while the new container starts
+// beside the old one and the port is steered to it; then the rollback,
+// which moves the port back the same way. A refused overlap (an exclusive
+// volume) changes nothing.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"adoption/containers/hold"
+	"adoption/containers/steer"
+	"adoption/sandbox"
+)
+
+func TestDockerOverlapMovesClientConnections(t *testing.T) {
+	dockerClient(t) // builds the images on the host's engine
+	for _, tool := range []string{"nft", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("this test needs %s: %v", tool, err)
+		}
+	}
+	ctx := context.Background()
+	n, err := sandbox.StartEngineNode(ctx, "h29o", 233, t.TempDir()+"/engine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Logf("engine node cleanup: %v", err)
+		}
+	})
+	if err := n.Load(ctx, imageV1, imageV2); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := client.NewClientWithOpts(client.WithHost(n.Host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	e := NewWith(cli).WithHold(hold.NewHold(n.NetnsPath(), "h29o")).WithSteer(steer.New(n.NetnsPath(), "h29o"))
+	const name, port = "svc", 18080
+	docker := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("docker", append([]string{"-H", n.Host}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("docker %v: %v: %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	docker("run", "-d", "--name", name, "--restart", "unless-stopped",
+		"-v", "svcdata:/named", "-v", t.TempDir()+":/bind", "-p", fmt.Sprintf("%d:8080", port), imageV1)
+	addr := fmt.Sprintf("%s:%d", n.Addr, port)
+	waitVersion := func(want string) {
+		t.Helper()
+		var got string
+		var err error
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if got, err = n.Get(ctx, addr, "/version"); err == nil && got == want {
+				return
+			}
+		}
+		t.Fatalf("%s never answered %s from the peer: %q %v", addr, want, got, err)
+	}
+	waitVersion("v1")
+	names := func() string { return docker("ps", "-a", "--format", "{{.Names}} {{.State}}") }
+
+	// Refused at preflight: the volume is declared exclusive. Nothing
+	// changes.
+	spec := Spec{Name: name, Image: imageV2, Ports: map[string]string{fmt.Sprintf("%d/tcp", port): "8080/tcp"}, Cutover: CutoverOverlap}
+	before := names()
+	bad := spec
+	bad.Exclusive = []string{"svcdata"}
+	if _, err := e.Preflight(ctx, bad); !errors.Is(err, ErrBadSpec) || !strings.Contains(err.Error(), "volume svcdata at /named") || !strings.Contains(err.Error(), "container.exclusive") {
+		t.Fatalf("an exclusive volume was not refused at preflight, naming it: %v", err)
+	}
+	if err := e.Overlap(ctx, bad, 5*time.Second); !errors.Is(err, ErrConflict) {
+		t.Fatalf("overlap before Create: %v", err)
+	}
+	if after := names(); after != before {
+		t.Fatalf("a refused overlap changed the node:\n%s\nthen\n%s", before, after)
+	}
+
+	// The overlap with clients connecting in a loop from the peer.
+	run := func(what string, do func() error) sandbox.ClientStats {
+		t.Helper()
+		stop := make(chan struct{})
+		stats := make(chan sandbox.ClientStats, 1)
+		go func() { stats <- n.Clients(ctx, addr, "/version", 6, 3*time.Second, stop) }()
+		time.Sleep(sandbox.ClientWarmup + 200*time.Millisecond)
+		if err := do(); err != nil {
+			close(stop)
+			<-stats
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(time.Second)
+		close(stop)
+		s := <-stats
+		t.Logf("%s: %d attempts, %d ok, %d failed, longest successful connect %s, p99 %s, gap %s, versions %v",
+			what, s.Attempts, s.OK, s.Failed, s.LongestWait.Round(time.Millisecond), s.P99Wait.Round(time.Millisecond), s.Gap.Round(time.Millisecond), s.Versions)
+		if s.Failed != 0 {
+			t.Fatalf("%s: %d of %d client connections failed (first: %s)", what, s.Failed, s.Attempts, s.FirstFail)
+		}
+		if s.Versions["v1"] == 0 || s.Versions["v2"] == 0 {
+			t.Fatalf("%s: the clients did not see the change: %v", what, s.Versions)
+		}
+		return s
+	}
+	run("overlap", func() error {
+		pred, err := e.Preflight(ctx, spec)
+		if err != nil {
+			return err
+		}
+		if _, err := e.Create(ctx, spec, pred); err != nil {
+			return err
+		}
+		if err := e.Overlap(ctx, spec, 5*time.Second); err != nil {
+			return err
+		}
+		if err := e.WaitHealthy(ctx, name, nil, 20*time.Second); err != nil {
+			return err
+		}
+		return e.PortsAnswer(ctx, []uint16{port})
+	})
+	waitVersion("v2")
+	if got := names(); !strings.Contains(got, name+" running") || !strings.Contains(got, name+PredecessorSuffix+" exited") {
+		t.Fatalf("after the overlap, want %s running and %s%s kept stopped:\n%s", name, name, PredecessorSuffix, got)
+	}
+	steered := func() string {
+		out, _ := exec.Command("ip", "netns", "exec", n.Netns, "nft", "list", "table", "ip", steer.Table).CombinedOutput()
+		return string(out)
+	}
+	if got := steered(); !strings.Contains(got, steer.Comment("h29o", name, port)) {
+		t.Fatalf("no steering after the overlap:\n%s", got)
+	}
+
+	// Rolled back: the port moves back the same way.
+	run("rollback", func() error { return e.Rollback(ctx, name) })
+	waitVersion("v1")
+	if got := steered(); strings.Contains(got, "pre-"+name) {
+		t.Fatalf("the steering survived the rollback:\n%s", got)
+	}
+	if got := names(); strings.Contains(got, NextSuffix) || strings.Contains(got, PredecessorSuffix) || !strings.Contains(got, name+" running") {
+		t.Fatalf("after the rollback, want %s alone and running:\n%s", name, got)
+	}
+}
