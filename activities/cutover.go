@@ -461,7 +461,7 @@ func (a *Activities) spec(auth *authority.Authority, m config.ModulePlan) (conta
 		return containers.Spec{}, err
 	}
 	return containers.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports, Env: env, Labels: config.KeyValues(c.Labels),
-		Keep: c.Keep, DropPorts: c.DropPorts, Replaces: c.Replaces}, nil
+		Keep: c.Keep, DropPorts: c.DropPorts, Replaces: c.Replaces, Cutover: m.Cutover, Exclusive: c.Exclusive}, nil
 }
 
 // refusal maps the engine's errors: bad input and refusals are not retried

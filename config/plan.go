@@ -64,6 +64,8 @@ type ModulePlan struct {
 	Health    *Health    `json:"health,omitempty"`
 	// Holders: a host service's own executables (Module.Holders).
 	Holders []string `json:"holders,omitempty"`
+	// Cutover: Module.Cutover ("" for the swap).
+	Cutover string `json:"cutover,omitempty"`
 }
 
 type FilePlan struct {
@@ -119,7 +121,7 @@ func (c *Config) Plan() Plan {
 	for _, m := range c.Modules {
 		p.Modules = append(p.Modules, ModulePlan{
 			Name: m.Name, Ports: MustPorts(m.Ports), Container: containerPlan(d, m.Container),
-			Files: filePlans(d, m.Files), Health: m.Health, Holders: append([]string(nil), m.Holders...),
+			Files: filePlans(d, m.Files), Health: m.Health, Holders: append([]string(nil), m.Holders...), Cutover: m.Cutover,
 		})
 	}
 	return p

@@ -34,6 +34,10 @@ const (
 	// LabelCutover is "overlap" on a container an overlap cutover starts
 	// beside its predecessor: its rollback moves the ports back the same way.
 	LabelCutover = "adoption.cutover"
+	// LabelOverlapPorts is the overlap's host ports as the spec maps them
+	// (JSON), for Swap to move them: the container publishes them on
+	// loopback only.
+	LabelOverlapPorts = "adoption.overlap.ports"
 )
 
 // Name suffixes that carry the cutover's state.

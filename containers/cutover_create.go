@@ -200,6 +200,8 @@ func (e *Engine) Create(ctx context.Context, spec Spec, pred *Predecessor) (*Car
 	}
 	if spec.Cutover == CutoverOverlap {
 		cfg.Labels[LabelCutover] = CutoverOverlap
+		b, _ := json.Marshal(spec.Ports)
+		cfg.Labels[LabelOverlapPorts] = string(b)
 	}
 	cfg.ExposedPorts = nat.PortSet{}
 	if h := spec.Healthcheck; h != nil {

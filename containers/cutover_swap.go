@@ -4,6 +4,7 @@ package containers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -56,6 +57,14 @@ func (e *Engine) Swap(ctx context.Context, name string, stopTimeout time.Duratio
 	ours := s.next
 	if st.Live != nil && st.Live.Ours {
 		ours = s.live
+	}
+	if st.Phase == PhaseCreated && labels(ours)[LabelCutover] == CutoverOverlap {
+		// Created for an overlap: started beside the predecessor instead.
+		spec := Spec{Name: name, Cutover: CutoverOverlap}
+		if err := json.Unmarshal([]byte(labels(ours)[LabelOverlapPorts]), &spec.Ports); err != nil {
+			return fmt.Errorf("container %s%s: label %s: %w", name, NextSuffix, LabelOverlapPorts, err)
+		}
+		return e.Overlap(ctx, spec, stopTimeout)
 	}
 	refs, err := replacedOf(ours)
 	if err != nil {

@@ -124,7 +124,8 @@ func TestDockerOverlapMovesClientConnections(t *testing.T) {
 		if _, err := e.Create(ctx, spec, pred); err != nil {
 			return err
 		}
-		if err := e.Overlap(ctx, spec, 5*time.Second); err != nil {
+		// Swap, as the agent's activity calls it.
+		if err := e.Swap(ctx, name, 5*time.Second); err != nil {
 			return err
 		}
 		if err := e.WaitHealthy(ctx, name, nil, 20*time.Second); err != nil {

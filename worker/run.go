@@ -20,6 +20,7 @@ import (
 	"adoption/config"
 	"adoption/containers"
 	"adoption/containers/hold"
+	"adoption/containers/steer"
 	"adoption/custody"
 	"adoption/failpoint"
 	"adoption/firewall/eval"
@@ -73,7 +74,7 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 	} else if same, err := containers.SameNetns(ns, cfg.Node.Netns); err != nil || !same {
 		nodeLog(cfg, stderr).Warn("cutover: no port hold during swaps: the Docker engine does not run in the node's network namespace", "netns", cfg.Node.Netns)
 	} else {
-		engine.WithHold(hold.NewHold(cfg.Node.Netns, cfg.Node.Name))
+		engine.WithHold(hold.NewHold(cfg.Node.Netns, cfg.Node.Name)).WithSteer(steer.New(cfg.Node.Netns, cfg.Node.Name))
 	}
 	state := nodestate.New(cfg.Node.StateDir)
 	return &activities.Activities{
