@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/go-connections/nat"
 
 	"adoption/containers/steer"
 )
@@ -88,12 +89,24 @@ func (e *Engine) Overlap(ctx context.Context, spec Spec, drain time.Duration) er
 	if err != nil || !addr.Is4() {
 		return fmt.Errorf("overlap %s: %s%s has no IPv4 address on its networks (%q): %w", name, name, NextSuffix, ip, ErrBadSpec)
 	}
+	// Where the engine published it on loopback: the node's own connects
+	// to 127.0.0.1 are steered there.
+	loopback := map[nat.Port]uint16{}
+	if c, err := e.cli.ContainerInspect(ctx, ours.ID); err == nil && c.NetworkSettings != nil {
+		for p, bs := range c.NetworkSettings.Ports {
+			for _, b := range bs {
+				if hp, err := strconv.ParseUint(b.HostPort, 10, 16); err == nil && b.HostIP == "127.0.0.1" {
+					loopback[p] = uint16(hp)
+				}
+			}
+		}
+	}
 	var targets []steer.Target
 	for _, b := range ports {
 		if b.port.Proto() != "tcp" {
 			return fmt.Errorf("overlap %s: port %s is not TCP; only TCP ports can be moved: %w", name, b.port, ErrBadSpec)
 		}
-		targets = append(targets, steer.Target{HostPort: b.hostPort, Addr: addr, Port: uint16(b.port.Int())})
+		targets = append(targets, steer.Target{HostPort: b.hostPort, Addr: addr, Port: uint16(b.port.Int()), Loopback: loopback[b.port]})
 	}
 	// It answers on every port before any is moved to it.
 	deadline := time.Now().Add(holdMax)

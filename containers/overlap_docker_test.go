@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"testing"
@@ -137,6 +138,10 @@ func TestDockerOverlapMovesClientConnections(t *testing.T) {
 	if got := names(); !strings.Contains(got, name+" running") || !strings.Contains(got, name+PredecessorSuffix+" exited") {
 		t.Fatalf("after the overlap, want %s running and %s%s kept stopped:\n%s", name, name, PredecessorSuffix, got)
 	}
+	// The node's own clients at 127.0.0.1 reach the new container too.
+	if got := getOnNode(t, n, port); got != "v2" {
+		t.Fatalf("127.0.0.1:%d from the node after the overlap: %q, want v2", port, got)
+	}
 	steered := func() string {
 		out, _ := exec.Command("ip", "netns", "exec", n.Netns, "nft", "list", "table", "ip", steer.Table).CombinedOutput()
 		return string(out)
@@ -148,10 +153,30 @@ func TestDockerOverlapMovesClientConnections(t *testing.T) {
 	// Rolled back: the port moves back the same way.
 	run("rollback", func() error { return e.Rollback(ctx, name) })
 	waitVersion("v1")
+	if got := getOnNode(t, n, port); got != "v1" {
+		t.Fatalf("127.0.0.1:%d from the node after the rollback: %q, want v1", port, got)
+	}
 	if got := steered(); strings.Contains(got, "pre-"+name) {
 		t.Fatalf("the steering survived the rollback:\n%s", got)
 	}
 	if got := names(); strings.Contains(got, NextSuffix) || strings.Contains(got, PredecessorSuffix) || !strings.Contains(got, name+" running") {
 		t.Fatalf("after the rollback, want %s alone and running:\n%s", name, got)
 	}
+}
+
+// getOnNode GETs /version at 127.0.0.1:port from the node's namespace.
+func getOnNode(t *testing.T, n *sandbox.EngineNode, port int) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	c, err := sandbox.DialFrom(ctx, n.NetnsPath(), fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return err.Error()
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	fmt.Fprintf(c, "GET /version HTTP/1.0\r\nHost: svc\r\n\r\n")
+	b, _ := io.ReadAll(c)
+	_, body, _ := strings.Cut(string(b), "\r\n\r\n")
+	return strings.TrimSpace(body)
 }

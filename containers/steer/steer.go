@@ -38,6 +38,10 @@ type Target struct {
 	HostPort uint16
 	Addr     netip.Addr // the container's IPv4 address
 	Port     uint16     // the container's port
+	// Loopback, when set, is the port the engine publishes the container
+	// on at 127.0.0.1: a connect from the node to 127.0.0.1:HostPort goes
+	// there (a DNAT to the container's address would leave loopback).
+	Loopback uint16
 }
 
 // Steer steers ports in the network namespace at netns ("" for the caller's).
@@ -91,6 +95,9 @@ func (s *Steer) Point(who string, targets []Target) error {
 		ud := userdata.AppendString(nil, userdata.TypeComment, Comment(s.node, who, tg.HostPort))
 		c.AddRule(&nftables.Rule{Table: t, Chain: pre, Exprs: dnatExprs(tg, false), UserData: ud})
 		c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: dnatExprs(tg, true), UserData: ud})
+		if tg.Loopback != 0 {
+			c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: loopbackExprs(tg), UserData: ud})
+		}
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("steer ports of %s in table ip %s: %w", who, Table, err)
@@ -119,6 +126,22 @@ func dnatExprs(tg Target, local bool) []expr.Any {
 		&expr.Immediate{Register: 1, Data: a[:]},
 		&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(tg.Port)},
 		&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true})
+}
+
+// loopbackExprs: meta l4proto tcp tcp dport P ip daddr 127.0.0.0/8 dnat
+// to 127.0.0.1:L.
+func loopbackExprs(tg Target) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(tg.HostPort)},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{127}},
+		&expr.Immediate{Register: 1, Data: []byte{127, 0, 0, 1}},
+		&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(tg.Loopback)},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
+	}
 }
 
 // Remove removes who's steering, and the table with the last one. With

@@ -97,11 +97,18 @@ func TestKernelSteerMovesNewConnections(t *testing.T) {
 		t.Fatalf("before the move the port reached %q, want old", g)
 	}
 
-	// The move: one transaction.
-	if err := s.Point("svc", []Target{{HostPort: 9300, Addr: node, Port: 9302}}); err != nil {
+	// The move: one transaction. The new backend is also on loopback
+	// (9303), where the node's own connects to 127.0.0.1:9300 go.
+	backend(t, n.Node, "9303", "new-lo")
+	if err := s.Point("svc", []Target{{HostPort: 9300, Addr: node, Port: 9302, Loopback: 9303}}); err != nil {
 		t.Fatal(err)
 	}
-	c, _, g := greet(t, n.Peer, front)
+	c, _, g := greet(t, n.Node, "127.0.0.1:9300")
+	c.Close()
+	if g != "new-lo" {
+		t.Fatalf("a connect from the node to 127.0.0.1 after the move reached %q, want new-lo", g)
+	}
+	c, _, g = greet(t, n.Peer, front)
 	c.Close()
 	if g != "new" {
 		t.Fatalf("a new connection from outside after the move reached %q, want new", g)
