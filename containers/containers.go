@@ -9,6 +9,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
@@ -103,6 +104,9 @@ type Engine struct {
 	// steer, when set, moves published host ports between containers for
 	// the overlap cutover (see PortSteer).
 	steer PortSteer
+	// steered is what Resteer last pointed each module's ports at.
+	steerMu sync.Mutex
+	steered map[string]string
 }
 
 // New connects to the engine named by DOCKER_HOST (default: the local socket).

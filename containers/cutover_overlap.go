@@ -11,6 +11,8 @@ package containers
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/go-connections/nat"
 
 	"adoption/containers/steer"
@@ -51,8 +54,7 @@ func (e *Engine) Overlap(ctx context.Context, spec Spec, drain time.Duration) er
 	if e.steer == nil {
 		return fmt.Errorf("overlap %s: this node cannot steer ports (its engine does not run in the node's network namespace); use cutover: swap: %w", name, ErrBadSpec)
 	}
-	ports, err := spec.portMap()
-	if err != nil {
+	if _, err := spec.portMap(); err != nil {
 		return err
 	}
 	s, err := e.snapshot(ctx, name)
@@ -84,30 +86,11 @@ func (e *Engine) Overlap(ctx context.Context, spec Spec, drain time.Duration) er
 			return fmt.Errorf("start %s%s beside %s: %w", name, NextSuffix, name, err)
 		}
 	}
-	ip := e.containerIP(ctx, ours.ID)
-	addr, err := netip.ParseAddr(ip)
-	if err != nil || !addr.Is4() {
-		return fmt.Errorf("overlap %s: %s%s has no IPv4 address on its networks (%q): %w", name, name, NextSuffix, ip, ErrBadSpec)
+	targets, err := e.steerTargets(ctx, spec, ours)
+	if err != nil {
+		return err
 	}
-	// Where the engine published it on loopback: the node's own connects
-	// to 127.0.0.1 are steered there.
-	loopback := map[nat.Port]uint16{}
-	if c, err := e.cli.ContainerInspect(ctx, ours.ID); err == nil && c.NetworkSettings != nil {
-		for p, bs := range c.NetworkSettings.Ports {
-			for _, b := range bs {
-				if hp, err := strconv.ParseUint(b.HostPort, 10, 16); err == nil && b.HostIP == "127.0.0.1" {
-					loopback[p] = uint16(hp)
-				}
-			}
-		}
-	}
-	var targets []steer.Target
-	for _, b := range ports {
-		if b.port.Proto() != "tcp" {
-			return fmt.Errorf("overlap %s: port %s is not TCP; only TCP ports can be moved: %w", name, b.port, ErrBadSpec)
-		}
-		targets = append(targets, steer.Target{HostPort: b.hostPort, Addr: addr, Port: uint16(b.port.Int()), Loopback: loopback[b.port]})
-	}
+	ip := targets[0].Addr.String()
 	// It answers on every port before any is moved to it.
 	deadline := time.Now().Add(holdMax)
 	for _, t := range targets {
@@ -133,6 +116,44 @@ func (e *Engine) Overlap(ctx context.Context, spec Spec, drain time.Duration) er
 		return err
 	}
 	return e.setAside(ctx, move{c: ours, what: "the mesh's container", to: name, renameStep: StepRenameNext})
+}
+
+// steerTargets are spec's host ports pointed at c: its IPv4 address, its
+// container ports, and where the engine publishes them on loopback.
+func (e *Engine) steerTargets(ctx context.Context, spec Spec, c *container.InspectResponse) ([]steer.Target, error) {
+	name := spec.Name
+	ports, err := spec.portMap()
+	if err != nil {
+		return nil, err
+	}
+	ip := e.containerIP(ctx, c.ID)
+	addr, err := netip.ParseAddr(ip)
+	if err != nil || !addr.Is4() {
+		return nil, fmt.Errorf("overlap %s: %s has no IPv4 address on its networks (%q): %w", name, strings.TrimPrefix(c.Name, "/"), ip, ErrBadSpec)
+	}
+	// Where the engine published it on loopback: the node's own connects
+	// to 127.0.0.1 are steered there.
+	loopback := map[nat.Port]uint16{}
+	if ci, err := e.cli.ContainerInspect(ctx, c.ID); err == nil && ci.NetworkSettings != nil {
+		for p, bs := range ci.NetworkSettings.Ports {
+			for _, b := range bs {
+				if hp, err := strconv.ParseUint(b.HostPort, 10, 16); err == nil && b.HostIP == "127.0.0.1" {
+					loopback[p] = uint16(hp)
+				}
+			}
+		}
+	}
+	var targets []steer.Target
+	for _, b := range ports {
+		if b.port.Proto() != "tcp" {
+			return nil, fmt.Errorf("overlap %s: port %s is not TCP; only TCP ports can be moved: %w", name, b.port, ErrBadSpec)
+		}
+		targets = append(targets, steer.Target{HostPort: b.hostPort, Addr: addr, Port: uint16(b.port.Int()), Loopback: loopback[b.port]})
+	}
+	if len(targets) == 0 {
+		return nil, fmt.Errorf("overlap %s: the module publishes no port to move: %w", name, ErrBadSpec)
+	}
+	return targets, nil
 }
 
 // dialNode connects to addr from the node's network namespace (past any
@@ -231,4 +252,62 @@ func (e *Engine) rollbackOverlap(ctx context.Context, name string, s *snapshot, 
 		}
 	}
 	return true, e.remove(ctx, StepRemoveNew, nc, true)
+}
+
+// Resteer points the steered ports of every running container an overlap
+// made (labelled LabelCutover=overlap, under its module's own name) at its
+// address now: the engine may give a restarted container another one, and
+// the steering, a table in the kernel, does not outlive a reboot. It
+// writes only what changed since its last call on this engine (the first
+// call writes each), and returns the modules it re-pointed.
+func (e *Engine) Resteer(ctx context.Context) ([]string, error) {
+	if e.steer == nil || e.cli == nil {
+		return nil, nil
+	}
+	list, err := e.cli.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelCutover+"="+CutoverOverlap))})
+	if err != nil {
+		return nil, fmt.Errorf("list the overlap's containers: %w", err)
+	}
+	e.steerMu.Lock()
+	defer e.steerMu.Unlock()
+	if e.steered == nil {
+		e.steered = map[string]string{}
+	}
+	var moved []string
+	var errs []error
+	for _, lc := range list {
+		if len(lc.Names) == 0 || lc.State != "running" {
+			continue
+		}
+		name := strings.TrimPrefix(lc.Names[0], "/")
+		if name != lc.Labels[LabelModule] {
+			continue // <name>.next: not cut over yet
+		}
+		c, err := e.cli.ContainerInspect(ctx, lc.ID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		spec := Spec{Name: name, Cutover: CutoverOverlap}
+		if err := json.Unmarshal([]byte(labels(&c)[LabelOverlapPorts]), &spec.Ports); err != nil {
+			errs = append(errs, fmt.Errorf("container %s: label %s: %w", name, LabelOverlapPorts, err))
+			continue
+		}
+		targets, err := e.steerTargets(ctx, spec, &c)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		key := fmt.Sprint(targets)
+		if e.steered[name] == key {
+			continue
+		}
+		if err := e.steer.Point(name, targets); err != nil {
+			errs = append(errs, fmt.Errorf("re-point the ports of %s: %w", name, err))
+			continue
+		}
+		e.steered[name] = key
+		moved = append(moved, name)
+	}
+	return moved, errors.Join(errs...)
 }

@@ -150,6 +150,26 @@ func TestDockerOverlapMovesClientConnections(t *testing.T) {
 		t.Fatalf("no steering after the overlap:\n%s", got)
 	}
 
+	// The container restarted (the engine may give it another address)
+	// and the steering lost, as a reboot loses it: Resteer, which the agent
+	// runs from its start on, points the port at the container again, and
+	// writes nothing more while nothing changes.
+	docker("restart", "-t", "2", name)
+	if out, err := exec.Command("ip", "netns", "exec", n.Netns, "nft", "delete", "table", "ip", steer.Table).CombinedOutput(); err != nil {
+		t.Fatalf("delete the steering: %v: %s", err, out)
+	}
+	agent := NewWith(cli).WithHold(hold.NewHold(n.NetnsPath(), "h29o")).WithSteer(steer.New(n.NetnsPath(), "h29o"))
+	if moved, err := agent.Resteer(ctx); err != nil || len(moved) != 1 || moved[0] != name {
+		t.Fatalf("resteer after a restart and a lost steering: %v %v, want [%s]", moved, err, name)
+	}
+	waitVersion("v2")
+	if got := getOnNode(t, n, port); got != "v2" {
+		t.Fatalf("127.0.0.1:%d from the node after the resteer: %q, want v2", port, got)
+	}
+	if moved, err := agent.Resteer(ctx); err != nil || len(moved) != 0 {
+		t.Fatalf("a second resteer with nothing changed: %v %v", moved, err)
+	}
+
 	// Rolled back: the port moves back the same way.
 	run("rollback", func() error { return e.Rollback(ctx, name) })
 	waitVersion("v1")

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/worker"
@@ -112,7 +113,11 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	// Activities only: no workflow poller (and no sticky queue) per node;
 	// the workflows run in `adopt-worker orchestrate`.
 	node := worker.New(c, workflows.NodeQueue(cfg.Node.Name), worker.Options{DisableWorkflowWorker: true})
-	node.RegisterActivity(nodeActivities(cfg, cfgPath, stderr))
+	acts := nodeActivities(cfg, cfgPath, stderr)
+	node.RegisterActivity(acts)
+	if e, ok := acts.Cutover.(*containers.Engine); ok {
+		go followSteering(ctx, e, logger)
+	}
 
 	if err := node.Start(); err != nil {
 		return fmt.Errorf("start node worker: %w", err)
@@ -146,4 +151,27 @@ func startWatchdog(cfg *config.Config, cfgPath string) error {
 		return err
 	}
 	return watchdog.StartDetached(watchdog.Command{Path: self, Args: args, Log: filepath.Join(cfg.Node.StateDir, "watchdog.log")})
+}
+
+// followSteering keeps the ports that overlap cutovers steer pointed at
+// their containers: at the start (the steering does not outlive a reboot)
+// and every few seconds after (a restarted container may have another
+// address). Only a change is written.
+func followSteering(ctx context.Context, e *containers.Engine, log *slog.Logger) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		moved, err := e.Resteer(ctx)
+		if err != nil {
+			log.Error("cutover: re-point the ports of overlapped modules", "err", err)
+		}
+		if len(moved) > 0 {
+			log.Info("cutover: ports of overlapped modules pointed at their containers", "modules", moved)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
