@@ -23,6 +23,7 @@ import (
 	"adoption/config"
 	"adoption/intent"
 	"adoption/workflows"
+	"adoption/workflows/fleet"
 )
 
 // fleetCommand is `adopt fleet start|next|retry|pause|resume|status`.
@@ -56,11 +57,11 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 			}
 			// Names and roles only: each node's plan is read from its agent
 			// when the fleet starts it.
-			in := workflows.FleetInput{Name: f.Name, Waves: f.Waves}
+			in := fleet.FleetInput{Name: f.Name, Waves: f.Waves}
 			for _, c := range f.Configs {
-				in.Members = append(in.Members, workflows.FleetMember{Node: c.Node.Name, Role: c.Node.Role})
+				in.Members = append(in.Members, fleet.FleetMember{Node: c.Node.Name, Role: c.Node.Role})
 			}
-			if err := workflows.ValidateFleet(in); err != nil {
+			if err := fleet.ValidateFleet(in); err != nil {
 				return usagef("%v", err)
 			}
 			if in.Intent, err = x.fleetIntent(authority.ActFleet, f.Configs); err != nil {
@@ -73,10 +74,10 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 				}
 			}
 			run, err := x.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-				ID: workflows.FleetID(f.Name), TaskQueue: workflows.TaskQueue,
+				ID: fleet.FleetID(f.Name), TaskQueue: workflows.TaskQueue,
 				WorkflowExecutionErrorWhenAlreadyStarted: true,
 				StaticSummary:                            fmt.Sprintf("fleet %s: %s", f.Name, f.NodeNames()),
-			}, workflows.FleetWorkflow, in)
+			}, fleet.FleetWorkflow, in)
 			var already *serviceerror.WorkflowExecutionAlreadyStarted
 			if errors.As(err, &already) {
 				return refused(fmt.Errorf("fleet %s is already running; see `adopt fleet status`", f.Name), nil)
@@ -85,9 +86,9 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 				return err
 			}
 			if x.asJSON {
-				return x.writeJSON(x.stdout, map[string]string{"fleet": f.Name, "workflow_id": workflows.FleetID(f.Name), "run_id": run.GetRunID()})
+				return x.writeJSON(x.stdout, map[string]string{"fleet": f.Name, "workflow_id": fleet.FleetID(f.Name), "run_id": run.GetRunID()})
 			}
-			fmt.Fprintf(x.stdout, "started %s (run %s): nodes %s, the control node first\n", workflows.FleetID(f.Name), run.GetRunID(), f.NodeNames())
+			fmt.Fprintf(x.stdout, "started %s (run %s): nodes %s, the control node first\n", fleet.FleetID(f.Name), run.GetRunID(), f.NodeNames())
 			return nil
 		},
 	}
@@ -111,12 +112,12 @@ by itself anyway (a grant then would only start a later node early).
 			if err != nil {
 				return err
 			}
-			ans, err := x.askFleet(ctx, f.Name, fleetPath, timeout, workflows.UpdateFleetNext, workflows.FleetRequest{Intent: signed}, "next")
+			ans, err := x.askFleet(ctx, f.Name, fleetPath, timeout, fleet.UpdateFleetNext, fleet.FleetRequest{Intent: signed}, "next")
 			if err != nil {
 				return err
 			}
 			if x.asJSON {
-				return x.writeJSON(x.stdout, map[string]any{"fleet": f.Name, "signalled": workflows.UpdateFleetNext, "node": ans.Node, "passed_over": ans.PassedOver})
+				return x.writeJSON(x.stdout, map[string]any{"fleet": f.Name, "signalled": fleet.UpdateFleetNext, "node": ans.Node, "passed_over": ans.PassedOver})
 			}
 			if len(ans.PassedOver) > 0 {
 				fmt.Fprintf(x.stdout, "fleet %s: goes on without %s (a retry can still start them)\n", f.Name, strings.Join(ans.PassedOver, ", "))
@@ -159,11 +160,11 @@ released) or whose workflow it knows still runs.
 					return err
 				}
 			}
-			if _, err := x.askFleet(ctx, f.Name, fleetPath, timeout, workflows.UpdateFleetRetry, workflows.FleetRequest{Node: node, Intent: signed}, "retry of node "+node); err != nil {
+			if _, err := x.askFleet(ctx, f.Name, fleetPath, timeout, fleet.UpdateFleetRetry, fleet.FleetRequest{Node: node, Intent: signed}, "retry of node "+node); err != nil {
 				return err
 			}
 			if x.asJSON {
-				return x.writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": workflows.UpdateFleetRetry, "node": node})
+				return x.writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": fleet.UpdateFleetRetry, "node": node})
 			}
 			fmt.Fprintf(x.stdout, "fleet %s: retry of node %s asked (see adopt fleet status)\n", f.Name, node)
 			return nil
@@ -185,11 +186,11 @@ It changes no node, so it carries no signed intent. The fleet refuses
 			if err != nil {
 				return err
 			}
-			if _, err := x.askFleet(ctx, f.Name, fleetPath, timeout, workflows.UpdateFleetPause, workflows.FleetRequest{}, "pause"); err != nil {
+			if _, err := x.askFleet(ctx, f.Name, fleetPath, timeout, fleet.UpdateFleetPause, fleet.FleetRequest{}, "pause"); err != nil {
 				return err
 			}
 			if x.asJSON {
-				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": workflows.UpdateFleetPause})
+				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": fleet.UpdateFleetPause})
 			}
 			fmt.Fprintf(x.stdout, "fleet %s: paused, no node starts until `adopt fleet resume`; the nodes started go on\n", f.Name)
 			return nil
@@ -214,12 +215,12 @@ it is not paused.
 			if err != nil {
 				return err
 			}
-			ans, err := x.askFleet(ctx, f.Name, fleetPath, timeout, workflows.UpdateFleetResume, workflows.FleetRequest{Intent: signed}, "resume")
+			ans, err := x.askFleet(ctx, f.Name, fleetPath, timeout, fleet.UpdateFleetResume, fleet.FleetRequest{Intent: signed}, "resume")
 			if err != nil {
 				return err
 			}
 			if x.asJSON {
-				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": workflows.UpdateFleetResume, "node": ans.Node})
+				return writeJSON(x.stdout, map[string]string{"fleet": f.Name, "signalled": fleet.UpdateFleetResume, "node": ans.Node})
 			}
 			fmt.Fprintf(x.stdout, "fleet %s: resumed", f.Name)
 			if ans.Node != "" {
@@ -284,7 +285,7 @@ func (x *cli) fleetIntent(action string, cfgs []*config.Config) (*intent.Signed,
 
 // fleetState asks the fleet's workflow, bounded by timeout: a query while
 // it runs, its result once it has completed.
-func (x *cli) fleetState(ctx context.Context, name, path string, timeout time.Duration) (*workflows.FleetState, error) {
+func (x *cli) fleetState(ctx context.Context, name, path string, timeout time.Duration) (*fleet.FleetState, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	r, err := x.fleetRun(ctx, name, path)
@@ -292,8 +293,8 @@ func (x *cli) fleetState(ctx context.Context, name, path string, timeout time.Du
 		return nil, err
 	}
 	if !r.running {
-		var st workflows.FleetState
-		if err := x.c.GetWorkflow(ctx, workflows.FleetID(name), "").Get(ctx, &st); err != nil {
+		var st fleet.FleetState
+		if err := x.c.GetWorkflow(ctx, fleet.FleetID(name), "").Get(ctx, &st); err != nil {
 			return nil, fmt.Errorf("fleet %s ended (%s at %s): %w", name, r.status, stamp(r.closed), err)
 		}
 		return &st, nil
@@ -308,7 +309,7 @@ func (x *cli) fleetState(ctx context.Context, name, path string, timeout time.Du
 // away (exit 2); its handler never fails once it has taken the request. A
 // request not answered in time is refused if it reaches the fleet later
 // (NotAfter), so it never runs.
-func (x *cli) askFleet(ctx context.Context, name, path string, timeout time.Duration, update string, in workflows.FleetRequest, what string) (*workflows.FleetAnswer, error) {
+func (x *cli) askFleet(ctx context.Context, name, path string, timeout time.Duration, update string, in fleet.FleetRequest, what string) (*fleet.FleetAnswer, error) {
 	r, err := x.fleetRun(ctx, name, path)
 	if err != nil {
 		return nil, err
@@ -325,12 +326,12 @@ func (x *cli) askFleet(ctx context.Context, name, path string, timeout time.Dura
 	defer cancel()
 	h, err := x.c.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
 		UpdateID:     fmt.Sprintf("%s-%s", update, start.UTC().Format("20060102T150405.000000000")),
-		WorkflowID:   workflows.FleetID(name),
+		WorkflowID:   fleet.FleetID(name),
 		UpdateName:   update,
 		Args:         []any{in},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
-	var ans workflows.FleetAnswer
+	var ans fleet.FleetAnswer
 	if err == nil {
 		err = h.Get(uctx, &ans)
 	}
@@ -357,7 +358,7 @@ func (x *cli) askFleet(ctx context.Context, name, path string, timeout time.Dura
 
 // fleetRun is the fleet's latest run as the server describes it.
 func (x *cli) fleetRun(ctx context.Context, name, path string) (*runInfo, error) {
-	d, err := x.c.DescribeWorkflow(ctx, workflows.FleetID(name), "")
+	d, err := x.c.DescribeWorkflow(ctx, fleet.FleetID(name), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return nil, fmt.Errorf("fleet %s not started: `adopt fleet start --fleet %s` starts it", name, path)
@@ -370,8 +371,8 @@ func (x *cli) fleetRun(ctx context.Context, name, path string) (*runInfo, error)
 
 // queryFleet asks the running fleet for its state; ctx bounds it, timeout
 // is named when it does not answer.
-func (x *cli) queryFleet(ctx context.Context, name string, timeout time.Duration) (*workflows.FleetState, error) {
-	v, err := x.c.QueryWorkflow(ctx, workflows.FleetID(name), "", workflows.QueryFleet)
+func (x *cli) queryFleet(ctx context.Context, name string, timeout time.Duration) (*fleet.FleetState, error) {
+	v, err := x.c.QueryWorkflow(ctx, fleet.FleetID(name), "", fleet.QueryFleet)
 	if err != nil {
 		if ctx.Err() != nil {
 			wq := x.queueHealth(context.WithoutCancel(ctx), workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
@@ -379,6 +380,6 @@ func (x *cli) queryFleet(ctx context.Context, name string, timeout time.Duration
 		}
 		return nil, fmt.Errorf("fleet %s: %w", name, err)
 	}
-	var st workflows.FleetState
+	var st fleet.FleetState
 	return &st, v.Get(&st)
 }

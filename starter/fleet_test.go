@@ -13,13 +13,13 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 
-	"adoption/workflows"
+	"adoption/workflows/fleet"
 )
 
 // fleetFake is a running fleet f1.
 func fleetFake() *fakeClient {
 	f := newFake()
-	id := workflows.FleetID("f1")
+	id := fleet.FleetID("f1")
 	f.runs[id] = execution(id, "", "", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING)
 	return f
 }
@@ -27,7 +27,7 @@ func fleetFake() *fakeClient {
 func TestFleetRetryRefusedByTheFleet(t *testing.T) {
 	path := fleetFile(t, "f1", "n1", "n2", "n3")
 	f := fleetFake()
-	f.outcome[workflows.UpdateFleetRetry] = wire(errors.New("it has not failed (waiting); it starts in its turn"))
+	f.outcome[fleet.UpdateFleetRetry] = wire(errors.New("it has not failed (waiting); it starts in its turn"))
 	code, out, errs := runCLI(t, f, "fleet", "retry", "n3", "--fleet", path)
 	if code != exitRefused || len(f.signals) != 0 {
 		t.Errorf("retry n3: exit %d, %d signal(s), want 2 and none\n%s%s", code, len(f.signals), out, errs)
@@ -35,12 +35,12 @@ func TestFleetRetryRefusedByTheFleet(t *testing.T) {
 	mustContain(t, "retry n3", errs, "retry of node n3 refused", "it has not failed (waiting)", "nothing was sent")
 
 	f = fleetFake()
-	f.results[workflows.UpdateFleetRetry] = workflows.FleetAnswer{Node: "n2"}
+	f.results[fleet.UpdateFleetRetry] = fleet.FleetAnswer{Node: "n2"}
 	code, out, errs = runCLI(t, f, "fleet", "retry", "n2", "--fleet", path, "--json")
-	if code != exitOK || len(f.updates) != 1 || f.updates[0].name != workflows.UpdateFleetRetry {
+	if code != exitOK || len(f.updates) != 1 || f.updates[0].name != fleet.UpdateFleetRetry {
 		t.Fatalf("retry of a failed node: exit %d, updates %+v, want 0 and one retry\n%s%s", code, f.updates, out, errs)
 	}
-	in, _ := f.updates[0].arg.(workflows.FleetRequest)
+	in, _ := f.updates[0].arg.(fleet.FleetRequest)
 	if in.Node != "n2" || time.Until(in.NotAfter) <= 0 {
 		t.Errorf("retry sent %+v, want node n2 and a NotAfter ahead", in)
 	}
@@ -49,7 +49,7 @@ func TestFleetRetryRefusedByTheFleet(t *testing.T) {
 func TestFleetNextAnswersWhatTheFleetDid(t *testing.T) {
 	path := fleetFile(t, "f1", "n1", "n2", "n3")
 	f := fleetFake()
-	f.outcome[workflows.UpdateFleetNext] = wire(errors.New("every node has started (the last: n3); there is no next node"))
+	f.outcome[fleet.UpdateFleetNext] = wire(errors.New("every node has started (the last: n3); there is no next node"))
 	code, out, errs := runCLI(t, f, "fleet", "next", "--fleet", path)
 	if code != exitRefused {
 		t.Errorf("next refused: exit %d, want 2\n%s%s", code, out, errs)
@@ -57,7 +57,7 @@ func TestFleetNextAnswersWhatTheFleetDid(t *testing.T) {
 	mustContain(t, "next refused", errs, "fleet f1: next refused", "every node has started (the last: n3)")
 
 	f = fleetFake()
-	f.results[workflows.UpdateFleetNext] = workflows.FleetAnswer{Node: "n3", PassedOver: []string{"n2"}}
+	f.results[fleet.UpdateFleetNext] = fleet.FleetAnswer{Node: "n3", PassedOver: []string{"n2"}}
 	code, out, errs = runCLI(t, f, "fleet", "next", "--fleet", path, "--json")
 	var res struct {
 		Node       string   `json:"node"`
@@ -67,7 +67,7 @@ func TestFleetNextAnswersWhatTheFleetDid(t *testing.T) {
 		t.Fatalf("next past a failed node: exit %d, output %q, want 0, node n3, n2 passed over\n%s", code, out, errs)
 	}
 	f = fleetFake()
-	f.results[workflows.UpdateFleetNext] = workflows.FleetAnswer{PassedOver: []string{"n3"}}
+	f.results[fleet.UpdateFleetNext] = fleet.FleetAnswer{PassedOver: []string{"n3"}}
 	code, out, errs = runCLI(t, f, "fleet", "next", "--fleet", path)
 	if code != exitOK {
 		t.Fatalf("next past the last, failed node: exit %d\n%s%s", code, out, errs)
@@ -83,7 +83,7 @@ func TestFleetNextAnswersWhatTheFleetDid(t *testing.T) {
 func TestFleetRequestsToAFleetNotRunning(t *testing.T) {
 	path := fleetFile(t, "f1", "n1", "n2")
 	f := newFake()
-	id := workflows.FleetID("f1")
+	id := fleet.FleetID("f1")
 	f.runs[id] = execution(id, "", "", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED)
 	code, out, errs := runCLI(t, f, "fleet", "retry", "n2", "--fleet", path)
 	if code != exitRefused || len(f.updates) != 0 {
@@ -92,7 +92,7 @@ func TestFleetRequestsToAFleetNotRunning(t *testing.T) {
 	mustContain(t, "retry on a finished fleet", errs, "fleet f1 has finished")
 
 	f = fleetFake()
-	f.outcome[workflows.UpdateFleetNext] = wire(lateErr())
+	f.outcome[fleet.UpdateFleetNext] = wire(lateErr())
 	code, out, errs = runCLI(t, f, "fleet", "next", "--fleet", path)
 	if code != exitError {
 		t.Errorf("a late next: exit %d, want 1\n%s%s", code, out, errs)
@@ -118,7 +118,7 @@ func lateErr() error {
 func TestFleetPauseResumeAsUpdates(t *testing.T) {
 	path := fleetFile(t, "f1", "n1", "n2", "n3")
 	f := fleetFake()
-	f.outcome[workflows.UpdateFleetPause] = wire(errors.New("the fleet is already paused (paused by the operator at 10:00:00)"))
+	f.outcome[fleet.UpdateFleetPause] = wire(errors.New("the fleet is already paused (paused by the operator at 10:00:00)"))
 	code, out, errs := runCLI(t, f, "fleet", "pause", "--fleet", path)
 	if code != exitRefused {
 		t.Errorf("pause refused: exit %d, want 2\n%s%s", code, out, errs)
@@ -127,21 +127,21 @@ func TestFleetPauseResumeAsUpdates(t *testing.T) {
 
 	f = fleetFake()
 	code, out, errs = runCLI(t, f, "fleet", "pause", "--fleet", path)
-	if code != exitOK || len(f.updates) != 1 || f.updates[0].name != workflows.UpdateFleetPause {
+	if code != exitOK || len(f.updates) != 1 || f.updates[0].name != fleet.UpdateFleetPause {
 		t.Fatalf("pause: exit %d, updates %+v\n%s%s", code, f.updates, out, errs)
 	}
-	if in, _ := f.updates[0].arg.(workflows.FleetRequest); in.Intent != nil || time.Until(in.NotAfter) <= 0 {
+	if in, _ := f.updates[0].arg.(fleet.FleetRequest); in.Intent != nil || time.Until(in.NotAfter) <= 0 {
 		t.Errorf("pause sent %+v, want no intent and a NotAfter ahead", in)
 	}
 	mustContain(t, "pause", out, "fleet f1: paused")
 
 	f = fleetFake()
-	f.results[workflows.UpdateFleetResume] = workflows.FleetAnswer{Node: "n2"}
+	f.results[fleet.UpdateFleetResume] = fleet.FleetAnswer{Node: "n2"}
 	code, out, errs = runCLI(t, f, "fleet", "resume", "--fleet", path)
-	if code != exitOK || len(f.updates) != 1 || f.updates[0].name != workflows.UpdateFleetResume {
+	if code != exitOK || len(f.updates) != 1 || f.updates[0].name != fleet.UpdateFleetResume {
 		t.Fatalf("resume: exit %d, updates %+v\n%s%s", code, f.updates, out, errs)
 	}
-	if in, _ := f.updates[0].arg.(workflows.FleetRequest); in.Intent == nil {
+	if in, _ := f.updates[0].arg.(fleet.FleetRequest); in.Intent == nil {
 		t.Errorf("resume sent no signed intent: %+v", in)
 	}
 	mustContain(t, "resume", out, "fleet f1: resumed; node n2 starts now")

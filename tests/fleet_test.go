@@ -12,6 +12,7 @@ import (
 	"adoption/config"
 	"adoption/sandbox"
 	"adoption/workflows"
+	"adoption/workflows/fleet"
 )
 
 const fleetNodePlan = `modules:
@@ -41,23 +42,23 @@ func TestFleetControlNodeFirst(t *testing.T) {
 		nodes = append(nodes, n)
 	}
 	dir := t.TempDir()
-	fleet := filepath.Join(dir, "fleet.yaml")
+	fleetFile := filepath.Join(dir, "fleet.yaml")
 	body := fmt.Sprintf("temporal:\n  address: %s\nname: e2efleet\nnodes:\n", srv.Addr())
 	for _, n := range nodes {
 		body += "  - " + n.cfg + "\n"
 	}
-	if err := os.WriteFile(fleet, []byte(body), 0o600); err != nil {
+	if err := os.WriteFile(fleetFile, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, errs, code := adopt(t, "fleet", "start", "--fleet", fleet); code != 0 {
+	if out, errs, code := adopt(t, "fleet", "start", "--fleet", fleetFile); code != 0 {
 		t.Fatalf("fleet start: %s%s", out, errs)
 	}
-	fleetStatus := func() workflows.FleetState {
-		out, errs, code := adopt(t, "fleet", "status", "--fleet", fleet, "--json")
+	fleetStatus := func() fleet.FleetState {
+		out, errs, code := adopt(t, "fleet", "status", "--fleet", fleetFile, "--json")
 		if code != 0 {
 			t.Fatalf("fleet status: %s", errs)
 		}
-		var st workflows.FleetState
+		var st fleet.FleetState
 		if err := json.Unmarshal([]byte(out), &st); err != nil {
 			t.Fatal(err)
 		}
@@ -76,14 +77,14 @@ func TestFleetControlNodeFirst(t *testing.T) {
 	if !strings.Contains(st.Frozen, "pipeline is frozen") {
 		t.Fatalf("the fleet does not say the predecessor's pipeline is frozen: %q", st.Frozen)
 	}
-	out, _, _ := adopt(t, "fleet", "status", "--fleet", fleet)
+	out, _, _ := adopt(t, "fleet", "status", "--fleet", fleetFile)
 	if !strings.Contains(out, "e2efb") || !strings.Contains(out, "waiting") {
 		t.Fatalf("fleet status table:\n%s", out)
 	}
 	// A retry the fleet would turn away (a node waiting, a name not in the
 	// fleet) is refused at once, exit 2, and nothing is sent.
 	for _, c := range []struct{ node, why string }{{"e2efb", "it has not failed (waiting)"}, {"nosuch", "not a node of this fleet"}} {
-		if _, errs, code := adopt(t, "fleet", "retry", c.node, "--fleet", fleet); code != 2 || !strings.Contains(errs, c.why) || !strings.Contains(errs, "nothing was sent") {
+		if _, errs, code := adopt(t, "fleet", "retry", c.node, "--fleet", fleetFile); code != 2 || !strings.Contains(errs, c.why) || !strings.Contains(errs, "nothing was sent") {
 			t.Errorf("fleet retry %s: exit %d, want 2 saying %q\n%s", c.node, code, c.why, errs)
 		}
 	}

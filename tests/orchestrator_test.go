@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"adoption/workflows"
+	"adoption/workflows/fleet"
 )
 
 // TestOrchestratorAndAgents: a node agent (adopt-worker run) polls only its
@@ -131,7 +132,7 @@ func TestOrchestratorAndAgents(t *testing.T) {
 	if code == 0 || !strings.Contains(errs, "node e2eorch already has a running workflow") {
 		t.Fatalf("fleet start with a node already running: exit %d\n%s%s", code, out, errs)
 	}
-	if _, err := c.DescribeWorkflow(ctx, workflows.FleetID("orch"), ""); err == nil {
+	if _, err := c.DescribeWorkflow(ctx, fleet.FleetID("orch"), ""); err == nil {
 		t.Fatal("the refused fleet was started anyway")
 	}
 }

@@ -6,7 +6,7 @@ import (
 
 	"go.temporal.io/sdk/worker"
 
-	"adoption/workflows"
+	"adoption/workflows/fleet"
 )
 
 // TestReplayRecordedHistories replays every history recorded from a real
@@ -26,7 +26,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
-			workflows.Register(r) // the orchestrator's own registration
+			fleet.Register(r) // the orchestrator's own registration
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}

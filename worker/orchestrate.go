@@ -22,6 +22,7 @@ import (
 	"adoption/config"
 	"adoption/witness"
 	"adoption/workflows"
+	"adoption/workflows/fleet"
 )
 
 func orchestrateCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *cobra.Command {
@@ -121,7 +122,7 @@ func orchestrate(ctx context.Context, cfg *config.Config, id string, mode promot
 			Version:       worker.WorkerDeploymentVersion{DeploymentName: workflows.DeploymentName, BuildID: id},
 		},
 	})
-	workflows.Register(w)
+	fleet.Register(w)
 	// The flip's witness dials the nodes' management ports from here,
 	// outside every node.
 	w.RegisterActivity(witness.New())

@@ -1,6 +1,6 @@
-// Registration: the workflow types the orchestrator runs, each with its
-// stated versioning behaviour. The replay tests register through the same
-// function, so what they replay is what the orchestrator would run.
+// Registration of the node's workflow type with its stated versioning
+// behaviour. The orchestrator and the replay tests register every type
+// through workflows/fleet.Register, which calls this one.
 package workflows
 
 import "go.temporal.io/sdk/workflow"
@@ -14,9 +14,9 @@ type Registry interface {
 	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
 }
 
-// Register registers every workflow type under its wire name.
+// Register registers the node's workflow type under its wire name.
 //
-// Both types are AutoUpgrade, not Pinned. A node's adoption lives for weeks
+// Both types (this one and the fleet's) are AutoUpgrade, not Pinned. A node's adoption lives for weeks
 // (adopt, then migrate modules one by one at the operator's pace, then
 // flip), and a fleet as long as its slowest node. Pinned would tie each run
 // to the build that started it: every old orchestrator build would have to
@@ -30,8 +30,5 @@ type Registry interface {
 func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(NodeMigration, workflow.RegisterOptions{
 		Name: NodeWorkflow, VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
-	})
-	r.RegisterWorkflowWithOptions(Fleet, workflow.RegisterOptions{
-		Name: FleetWorkflow, VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
 	})
 }

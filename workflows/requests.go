@@ -109,7 +109,7 @@ func (n *node) register(ctx workflow.Context) error {
 	if err := n.registerBrief(ctx); err != nil {
 		return err
 	}
-	// The fleet's no-op ask (fleet_ask.go): only its delivery matters to
+	// The fleet's no-op ask (workflows/fleet/fleet_ask.go): only its delivery matters to
 	// the fleet; taken here so that it is not reported as unhandled.
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for ask := workflow.GetSignalChannel(ctx, SignalFleetAsk); ; {

@@ -1,4 +1,5 @@
-// Every change ID the workflows pass to workflow.GetVersion, in one place.
+// Every change ID the node's workflow passes to workflow.GetVersion, in one
+// place (the fleet's are in workflows/fleet/versions.go).
 // A change ID is a wire format: it is recorded in histories as a marker and
 // must never be renamed. docs/histories.md says which recorded histories
 // keep replaying and when a version branch may go.
@@ -7,19 +8,6 @@ package workflows
 import "go.temporal.io/sdk/workflow"
 
 const (
-	// changeFleetMembers: fleets run with members whose plans are read
-	// per node, and continue-as-new.
-	changeFleetMembers = "fleet-members"
-	// changeFleetPassOver: `adopt fleet next` passes over the nodes that
-	// hold the fleet, so the fleet can end without them. Decided once a
-	// run, at its start.
-	changeFleetPassOver = "fleet-pass-over"
-	// changeFleetAsk: the fleet asks quiet nodes from an earlier run
-	// whether their workflow still runs. Decided once a run, at its start.
-	changeFleetAsk = "fleet-ask"
-	// changeFleetWaves: the fleet starts its nodes in waves, each within a
-	// budget of failures. Asked once a run, only by a fleet with waves.
-	changeFleetWaves = "fleet-waves"
 	// changeBoundedHistory: runs use exec, awaitWithTimeout, publish and
 	// finish as history.go writes them.
 	changeBoundedHistory = "bounded-history"
@@ -72,3 +60,6 @@ const (
 func taken(ctx workflow.Context, change string) {
 	_ = workflow.GetVersion(ctx, change, 1, 1)
 }
+
+// Taken is taken for the fleet's change IDs (workflows/fleet/versions.go).
+func Taken(ctx workflow.Context, change string) { taken(ctx, change) }

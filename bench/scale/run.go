@@ -30,6 +30,7 @@ import (
 	"adoption/bench/report"
 	"adoption/config"
 	"adoption/workflows"
+	"adoption/workflows/fleet"
 )
 
 // Details is the scale section of the JSON.
@@ -333,11 +334,11 @@ func (r *scaleRun) startNode(i int) error {
 func (r *scaleRun) adoptAll(ctx context.Context, sampleN int) error {
 	fmt.Fprintf(r.out, "scale: starting one Fleet of %d nodes ...\n", r.o.Nodes)
 	r.start = time.Now()
-	in := workflows.FleetInput{Name: "bench"}
+	in := fleet.FleetInput{Name: "bench"}
 	for _, p := range r.plans {
-		in.Members = append(in.Members, workflows.FleetMember{Node: p.Node, Role: p.Role})
+		in.Members = append(in.Members, fleet.FleetMember{Node: p.Node, Role: p.Role})
 	}
-	if _, err := r.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.FleetID("bench"), TaskQueue: workflows.TaskQueue}, workflows.FleetWorkflow, in); err != nil {
+	if _, err := r.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fleet.FleetID("bench"), TaskQueue: workflows.TaskQueue}, fleet.FleetWorkflow, in); err != nil {
 		return fmt.Errorf("start the fleet: %w", err)
 	}
 	r.d.StartAllS = time.Since(r.start).Seconds()
@@ -460,12 +461,12 @@ func (r *scaleRun) afterFlips(ctx context.Context, fl *scaleFlips) error {
 // fleetEnd waits (bounded) for the fleet, which ends once its last node
 // has, and says how it ended, or why it could not be read.
 func (r *scaleRun) fleetEnd(ctx context.Context) {
-	var fst workflows.FleetState
+	var fst fleet.FleetState
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := r.c.GetWorkflow(wctx, workflows.FleetID("bench"), "").Get(wctx, &fst); err != nil {
+	if err := r.c.GetWorkflow(wctx, fleet.FleetID("bench"), "").Get(wctx, &fst); err != nil {
 		r.d.FleetEnd = "not ended within 2 min of the last flip: " + err.Error()
-		if v, qerr := r.c.QueryWorkflow(ctx, workflows.FleetID("bench"), "", workflows.QueryFleet); qerr == nil {
+		if v, qerr := r.c.QueryWorkflow(ctx, fleet.FleetID("bench"), "", fleet.QueryFleet); qerr == nil {
 			_ = v.Get(&fst)
 		} else {
 			r.d.FleetEnd += "; query: " + qerr.Error()
@@ -474,7 +475,7 @@ func (r *scaleRun) fleetEnd(ctx context.Context) {
 		r.d.FleetEnd = "completed"
 	}
 	r.d.FleetRuns = fst.Runs
-	if ev, _, err := history(ctx, r.c, workflows.FleetID("bench")); err == nil {
+	if ev, _, err := history(ctx, r.c, fleet.FleetID("bench")); err == nil {
 		r.d.FleetEvents = ev
 	}
 	fmt.Fprintf(r.out, "scale: the fleet %s after %d continue-as-new (%d events in its last run)\n", r.d.FleetEnd, r.d.FleetRuns, r.d.FleetEvents)

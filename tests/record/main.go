@@ -40,6 +40,7 @@ import (
 	"adoption/intent"
 	"adoption/internal/opkey"
 	"adoption/workflows"
+	"adoption/workflows/fleet"
 )
 
 func main() {
@@ -128,7 +129,7 @@ func run(bin, out, only string) error {
 	defer c.Close()
 
 	wf := worker.New(c, workflows.TaskQueue, worker.Options{})
-	workflows.Register(wf)
+	fleet.Register(wf)
 	if err := wf.Start(); err != nil {
 		return err
 	}
@@ -300,10 +301,10 @@ func (r *rec) control(plan config.Plan) error {
 }
 
 func (r *rec) fleet() error {
-	members := []workflows.FleetMember{{Node: "rf1", Role: "control"}, {Node: "rf2", Role: "member"}, {Node: "rf3", Role: "member"}, {Node: "rf4", Role: "member"}}
-	fid := workflows.FleetID("rfleet")
-	if _, err := r.c.ExecuteWorkflow(r.ctx, client.StartWorkflowOptions{ID: fid, TaskQueue: workflows.TaskQueue}, workflows.FleetWorkflow,
-		workflows.FleetInput{Name: "rfleet", Members: members, HistoryLimit: 60, Intent: r.sign(authority.ActFleet, nil, r.plans...)}); err != nil {
+	members := []fleet.FleetMember{{Node: "rf1", Role: "control"}, {Node: "rf2", Role: "member"}, {Node: "rf3", Role: "member"}, {Node: "rf4", Role: "member"}}
+	fid := fleet.FleetID("rfleet")
+	if _, err := r.c.ExecuteWorkflow(r.ctx, client.StartWorkflowOptions{ID: fid, TaskQueue: workflows.TaskQueue}, fleet.FleetWorkflow,
+		fleet.FleetInput{Name: "rfleet", Members: members, HistoryLimit: 60, Intent: r.sign(authority.ActFleet, nil, r.plans...)}); err != nil {
 		return err
 	}
 	if _, err := r.waitNode("rf2", "rf2 adopted", func(s workflows.State) bool { return s.Phase == workflows.PhaseAdopted }); err != nil {
@@ -320,10 +321,10 @@ func (r *rec) fleet() error {
 	}
 	// The fleet may have continued as new since it started rf2 (then it
 	// cannot see the end): the retry is what restarts it either way.
-	if err := r.c.SignalWorkflow(r.ctx, fid, "", workflows.SignalFleetRetry, workflows.FleetRetry{Node: "rf2"}); err != nil {
+	if err := r.c.SignalWorkflow(r.ctx, fid, "", fleet.SignalFleetRetry, fleet.FleetRetry{Node: "rf2"}); err != nil {
 		return err
 	}
-	if err := r.waitFleet("rf2 started again", func(st workflows.FleetState) bool {
+	if err := r.waitFleet("rf2 started again", func(st fleet.FleetState) bool {
 		for _, e := range st.Events {
 			if strings.Contains(e, "started again node rf2") {
 				return true
@@ -337,16 +338,16 @@ func (r *rec) fleet() error {
 		return err
 	}
 	// rf3's agent refuses the first plan read: the fleet holds on it.
-	if err := r.waitFleet("held on rf3", func(st workflows.FleetState) bool { return strings.Contains(st.Held, "rf3") }); err != nil {
+	if err := r.waitFleet("held on rf3", func(st fleet.FleetState) bool { return strings.Contains(st.Held, "rf3") }); err != nil {
 		return err
 	}
-	if err := r.c.SignalWorkflow(r.ctx, fid, "", workflows.SignalFleetNext, nil); err != nil {
+	if err := r.c.SignalWorkflow(r.ctx, fid, "", fleet.SignalFleetNext, nil); err != nil {
 		return err
 	}
 	if _, err := r.waitNode("rf4", "rf4 adopted", func(s workflows.State) bool { return s.Phase == workflows.PhaseAdopted }); err != nil {
 		return err
 	}
-	if err := r.c.SignalWorkflow(r.ctx, fid, "", workflows.SignalFleetRetry, workflows.FleetRetry{Node: "rf3"}); err != nil {
+	if err := r.c.SignalWorkflow(r.ctx, fid, "", fleet.SignalFleetRetry, fleet.FleetRetry{Node: "rf3"}); err != nil {
 		return err
 	}
 	if _, err := r.waitNode("rf3", "rf3 adopted", func(s workflows.State) bool { return s.Phase == workflows.PhaseAdopted }); err != nil {
@@ -357,7 +358,7 @@ func (r *rec) fleet() error {
 			return err
 		}
 	}
-	var st workflows.FleetState
+	var st fleet.FleetState
 	if err := r.c.GetWorkflow(r.ctx, fid, "").Get(r.ctx, &st); err != nil {
 		return fmt.Errorf("the fleet: %w", err)
 	}
@@ -367,11 +368,11 @@ func (r *rec) fleet() error {
 	return r.writeRuns("fleet", fid)
 }
 
-func (r *rec) waitFleet(what string, cond func(workflows.FleetState) bool) error {
+func (r *rec) waitFleet(what string, cond func(fleet.FleetState) bool) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		var st workflows.FleetState
-		v, err := r.c.QueryWorkflow(r.ctx, workflows.FleetID("rfleet"), "", workflows.QueryFleet)
+		var st fleet.FleetState
+		v, err := r.c.QueryWorkflow(r.ctx, fleet.FleetID("rfleet"), "", fleet.QueryFleet)
 		if err == nil && v.Get(&st) == nil && cond(st) {
 			return nil
 		}

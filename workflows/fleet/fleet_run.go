@@ -2,7 +2,7 @@
 // has them: fleet_waves.go), follow their progress, hold on a node that
 // failed (beyond its wave's budget), and continue as new by history length. What
 // a node's end does to the fleet: docs/workflows.md.
-package workflows
+package fleet
 
 import (
 	"errors"
@@ -17,6 +17,7 @@ import (
 	"adoption/activities"
 	"adoption/config"
 	"adoption/intent"
+	"adoption/workflows"
 )
 
 // Fleet runs every node's NodeMigration as a child, one after another, the
@@ -25,7 +26,7 @@ import (
 // node and are never started here.
 func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 	if in.Resume == nil {
-		taken(ctx, changeFleetMembers)
+		workflows.Taken(ctx, changeFleetMembers)
 	}
 	if err := ValidateFleet(in); err != nil {
 		return nil, err
@@ -46,7 +47,7 @@ func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 	} else {
 		f.st = &FleetState{Name: in.Name, Waves: in.Waves}
 		for _, m := range f.members {
-			f.st.Nodes = append(f.st.Nodes, FleetNode{NodeProgress: NodeProgress{Node: m.Node}, Role: m.Role})
+			f.st.Nodes = append(f.st.Nodes, FleetNode{NodeProgress: workflows.NodeProgress{Node: m.Node}, Role: m.Role})
 		}
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryFleet, func() (FleetState, error) { return *f.st, nil }); err != nil {
@@ -88,6 +89,9 @@ type fleet struct {
 	heard   map[string]time.Time
 	askWait time.Duration
 }
+
+// nodeActs names the node agent's activities (called through a nil pointer).
+var nodeActs *activities.Activities
 
 // planReadTimeout bounds the read of a node's plan from its agent, retries
 // included. It is short work (the agent reads its own file), so no answer
@@ -134,7 +138,7 @@ func (f *fleet) show(ctx workflow.Context) {
 // the channel, drain finds it.
 func (f *fleet) signals(ctx workflow.Context) {
 	chans := []workflow.ReceiveChannel{
-		workflow.GetSignalChannel(ctx, SignalNodeProgress),
+		workflow.GetSignalChannel(ctx, workflows.SignalNodeProgress),
 		workflow.GetSignalChannel(ctx, SignalFleetNext),
 		workflow.GetSignalChannel(ctx, SignalFleetRetry),
 	}
@@ -154,8 +158,8 @@ func (f *fleet) signals(ctx workflow.Context) {
 // drain takes every signal already delivered (and, before continue-as-new,
 // every one left).
 func (f *fleet) drain(ctx workflow.Context) {
-	var p NodeProgress
-	for ch := workflow.GetSignalChannel(ctx, SignalNodeProgress); ch.ReceiveAsync(&p); p = (NodeProgress{}) {
+	var p workflows.NodeProgress
+	for ch := workflow.GetSignalChannel(ctx, workflows.SignalNodeProgress); ch.ReceiveAsync(&p); p = (workflows.NodeProgress{}) {
 		f.progress(ctx, p)
 	}
 	for ch := workflow.GetSignalChannel(ctx, SignalFleetNext); ch.ReceiveAsync(nil); {
@@ -207,15 +211,15 @@ func (f *fleet) goOn(ctx workflow.Context) {
 	}
 }
 
-func validPhase(p Phase) bool {
+func validPhase(p workflows.Phase) bool {
 	switch p {
-	case PhaseProbing, PhaseAdopted, PhaseMigrating, PhaseFlipping, PhaseConverged, PhaseReleased, PhaseFailed:
+	case workflows.PhaseProbing, workflows.PhaseAdopted, workflows.PhaseMigrating, workflows.PhaseFlipping, workflows.PhaseConverged, workflows.PhaseReleased, workflows.PhaseFailed:
 		return true
 	}
 	return false
 }
 
-func (f *fleet) progress(ctx workflow.Context, p NodeProgress) {
+func (f *fleet) progress(ctx workflow.Context, p workflows.NodeProgress) {
 	i := f.index(p.Node)
 	if i < 0 || !validPhase(p.Phase) || p.Migrated < 0 || p.Modules < 0 || p.Migrated > p.Modules {
 		workflow.GetLogger(ctx).Warn("malformed node progress dropped", "node", p.Node, "phase", p.Phase, "migrated", p.Migrated, "modules", p.Modules)
@@ -225,7 +229,7 @@ func (f *fleet) progress(ctx workflow.Context, p NodeProgress) {
 	n.NodeProgress = p
 	n.Done = nodeDone(p)
 	f.heard[p.Node] = workflow.Now(ctx)
-	if p.Phase == PhaseConverged || p.Phase == PhaseReleased {
+	if p.Phase == workflows.PhaseConverged || p.Phase == workflows.PhaseReleased {
 		n.Ended = string(p.Phase)
 	}
 	if n.Role == "control" && n.Done && f.st.Frozen != "" {
@@ -356,14 +360,14 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 		f.reading = fmt.Sprintf("reading node %s's plan from its agent: if adopt-worker is not running on %s, the node is marked not started at %s (then `adopt fleet retry %s`)", m.Node, m.Node, until, m.Node)
 		f.note(ctx, fmt.Sprintf("reading node %s's plan from its agent (up to %s: adopt-worker must run on %s)", m.Node, planReadTimeout, m.Node))
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue:              NodeQueue(m.Node),
+			TaskQueue:              workflows.NodeQueue(m.Node),
 			StartToCloseTimeout:    time.Minute,
 			ScheduleToCloseTimeout: planReadTimeout,
 			Summary:                "read node " + m.Node + "'s plan",
 			RetryPolicy:            &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, NonRetryableErrorTypes: []string{activities.ErrWrongNode, activities.ErrBadPlan}},
 		})
 		var p config.Plan
-		err := workflow.ExecuteActivity(actx, a.Plan, activities.PlanInput{Node: m.Node}).Get(ctx, &p)
+		err := workflow.ExecuteActivity(actx, nodeActs.Plan, activities.PlanInput{Node: m.Node}).Get(ctx, &p)
 		f.reading = ""
 		f.show(ctx)
 		if err != nil {
@@ -385,33 +389,33 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 		return
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            WorkflowID(m.Node),
-		TaskQueue:             TaskQueue,
+		WorkflowID:            workflows.WorkflowID(m.Node),
+		TaskQueue:             workflows.TaskQueue,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON, // a node's adoption outlives its fleet
 		StaticSummary:         fmt.Sprintf("adoption of node %s (%s) in fleet %s", m.Node, m.Role, f.st.Name),
-		TypedSearchAttributes: temporal.NewSearchAttributes(AttrNode.ValueSet(m.Node), AttrPhase.ValueSet(string(PhaseProbing))),
+		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrNode.ValueSet(m.Node), workflows.AttrPhase.ValueSet(string(workflows.PhaseProbing))),
 	})
 	signed := f.in.Intent
 	if s, ok := f.in.NodeIntents[m.Node]; ok {
 		signed = s
 		delete(f.in.NodeIntents, m.Node)
 	}
-	fut := workflow.ExecuteChildWorkflow(cctx, NodeWorkflow, Input{Plan: plan, Intent: signed})
+	fut := workflow.ExecuteChildWorkflow(cctx, workflows.NodeWorkflow, workflows.Input{Plan: plan, Intent: signed})
 	if err := fut.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		if again && n.Ended == "" && temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-			f.note(ctx, fmt.Sprintf("retry %s refused: its workflow (%s) is still running", m.Node, WorkflowID(m.Node)))
+			f.note(ctx, fmt.Sprintf("retry %s refused: its workflow (%s) is still running", m.Node, workflows.WorkflowID(m.Node)))
 			return
 		}
-		why := errorMessage(err)
+		why := workflows.ErrorMessage(err)
 		if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-			why = fmt.Sprintf("a workflow for node %s is already running (%s), outside this fleet", m.Node, WorkflowID(m.Node))
+			why = fmt.Sprintf("a workflow for node %s is already running (%s), outside this fleet", m.Node, workflows.WorkflowID(m.Node))
 		}
 		n.Started, n.Ended = true, "not started: "+why
 		f.note(ctx, "node "+m.Node+" "+n.Ended)
 		return
 	}
 	n.Started, n.Ended, n.Done = true, "", false
-	n.NodeProgress = NodeProgress{Node: m.Node, Phase: PhaseProbing, Modules: len(plan.Modules)}
+	n.NodeProgress = workflows.NodeProgress{Node: m.Node, Phase: workflows.PhaseProbing, Modules: len(plan.Modules)}
 	if m.Role == "control" && !again {
 		f.st.Frozen = config.PipelineFreeze(m.Role, m.Node)
 	}
@@ -423,7 +427,7 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 	f.gen[m.Node]++
 	g := f.gen[m.Node]
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		var res State
+		var res workflows.State
 		err := fut.Get(ctx, &res)
 		if f.gen[m.Node] != g {
 			return // a retry started the node again: this run's end is old news
@@ -431,7 +435,7 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 		n := &f.st.Nodes[f.index(m.Node)]
 		switch {
 		case err == nil:
-			n.NodeProgress = NodeProgress{Node: res.Node, Phase: res.Phase, Migrated: res.MigratedCount(), Modules: len(res.Modules)}
+			n.NodeProgress = workflows.NodeProgress{Node: res.Node, Phase: res.Phase, Migrated: res.MigratedCount(), Modules: len(res.Modules)}
 			n.Done, n.Ended = nodeDone(n.NodeProgress), string(res.Phase)
 		default:
 			n.Ended = childEnd(err)
@@ -447,11 +451,11 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 func planReadError(node string, err error) string {
 	var te *temporal.TimeoutError
 	if !errors.As(err, &te) {
-		return errorMessage(err)
+		return workflows.ErrorMessage(err)
 	}
 	why := fmt.Sprintf("its agent did not answer within %s (is adopt-worker running on %s?)", planReadTimeout, node)
 	if last := errors.Unwrap(te); last != nil {
-		why += "; its last attempt: " + errorMessage(last)
+		why += "; its last attempt: " + workflows.ErrorMessage(last)
 	}
 	return why
 }
@@ -469,7 +473,7 @@ func childEnd(err error) string {
 	case errors.As(err, &to):
 		return "timed out"
 	}
-	return "failed: " + errorMessage(err)
+	return "failed: " + workflows.ErrorMessage(err)
 }
 
 // continueAsNew carries the fleet's state (names, progress, grants; never

@@ -1,4 +1,4 @@
-package workflows
+package fleet
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"adoption/activities"
 	"adoption/config"
 	"adoption/intent"
+	"adoption/workflows"
 )
 
 // The fleet's one intent starts each node; a retried node starts under
@@ -24,13 +25,13 @@ func TestFleetStartsEachNodeUnderItsIntent(t *testing.T) {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
 	env.RegisterActivity(&activities.Activities{})
-	env.RegisterWorkflowWithOptions(NodeMigration, workflow.RegisterOptions{Name: NodeWorkflow})
-	env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.PlanInput) (*config.Plan, error) {
+	env.RegisterWorkflowWithOptions(workflows.NodeMigration, workflow.RegisterOptions{Name: workflows.NodeWorkflow})
+	env.OnActivity(nodeActs.Plan, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.PlanInput) (*config.Plan, error) {
 		return memberPlan(in.Node), nil
 	})
 	var started []string
 	failed := false
-	env.OnWorkflow(NodeWorkflow, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, in Input) (*State, error) {
+	env.OnWorkflow(workflows.NodeWorkflow, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, in workflows.Input) (*workflows.State, error) {
 		who := "none" // the child's input went through JSON: told by payload
 		if in.Intent != nil {
 			who = string(in.Intent.Payload)
@@ -40,7 +41,7 @@ func TestFleetStartsEachNodeUnderItsIntent(t *testing.T) {
 			failed = true
 			return nil, temporal.NewNonRetryableApplicationError("boom", "Boom", nil)
 		}
-		return &State{Node: in.Plan.Node, Phase: PhaseConverged, Modules: []ModuleState{{Name: "web", State: ModuleMigrated}}}, nil
+		return &workflows.State{Node: in.Plan.Node, Phase: workflows.PhaseConverged, Modules: []workflows.ModuleState{{Name: "web", State: workflows.ModuleMigrated}}}, nil
 	})
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(SignalFleetRetry, FleetRetry{Node: "m1", Intent: retryIntent})

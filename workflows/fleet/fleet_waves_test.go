@@ -1,4 +1,4 @@
-package workflows
+package fleet
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"adoption/activities"
 	"adoption/config"
 	"adoption/intent"
+	"adoption/workflows"
 )
 
 // wavesEnv: a fleet of c1 (control) and members; each child records when
@@ -29,13 +30,13 @@ func newWavesEnv(t *testing.T, fail map[string]bool, slow map[string]time.Durati
 	var ts testsuite.WorkflowTestSuite
 	w := &wavesEnv{env: ts.NewTestWorkflowEnvironment(), started: map[string]time.Duration{}, intents: map[string]string{}}
 	w.env.RegisterActivity(&activities.Activities{})
-	w.env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.PlanInput) (*config.Plan, error) {
+	w.env.OnActivity(nodeActs.Plan, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.PlanInput) (*config.Plan, error) {
 		return memberPlan(in.Node), nil
 	})
 	var t0 time.Time
 	// A workflow, not a mock: the test environment runs a mocked child to
 	// its end before its start resolves, which would serialize the waves.
-	w.env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in Input) (*State, error) {
+	w.env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in workflows.Input) (*workflows.State, error) {
 		node := in.Plan.Node
 		if t0.IsZero() {
 			t0 = workflow.Now(ctx) // c1 starts at once
@@ -55,8 +56,8 @@ func newWavesEnv(t *testing.T, fail map[string]bool, slow map[string]time.Durati
 			delete(fail, node)
 			return nil, temporal.NewNonRetryableApplicationError("boom", "Boom", nil)
 		}
-		return &State{Node: node, Phase: PhaseConverged, Modules: []ModuleState{{Name: "web", State: ModuleMigrated}}}, nil
-	}, workflow.RegisterOptions{Name: NodeWorkflow})
+		return &workflows.State{Node: node, Phase: workflows.PhaseConverged, Modules: []workflows.ModuleState{{Name: "web", State: workflows.ModuleMigrated}}}, nil
+	}, workflow.RegisterOptions{Name: workflows.NodeWorkflow})
 	return w
 }
 
@@ -162,7 +163,7 @@ func TestFleetWaveOverBudgetHalts(t *testing.T) {
 	if w.started["m3"] != time.Hour {
 		t.Errorf("m3 started at %v, want at the operator's next (1h)", w.started["m3"])
 	}
-	if n := st.Nodes[st.Index("m3")]; n.Ended != string(PhaseConverged) {
+	if n := st.Nodes[st.Index("m3")]; n.Ended != string(workflows.PhaseConverged) {
 		t.Errorf("m3 ended %q", n.Ended)
 	}
 }
@@ -191,7 +192,7 @@ func TestFleetPauseResume(t *testing.T) {
 	w.env.ExecuteWorkflow(Fleet, FleetInput{Name: "prod", Members: waveMembers(2), Intent: &intent.Signed{Payload: []byte("start")}})
 	st := fleetResult(t, w.env)
 
-	if paused.Paused == "" || paused.Nodes[paused.Index("m1")].Started || paused.Nodes[0].Ended != string(PhaseConverged) {
+	if paused.Paused == "" || paused.Nodes[paused.Index("m1")].Started || paused.Nodes[0].Ended != string(workflows.PhaseConverged) {
 		t.Errorf("paused fleet at 30m: paused %q, m1 started %v, c1 %q; want paused, m1 waiting, c1 converged", paused.Paused, paused.Nodes[1].Started, paused.Nodes[0].Ended)
 	}
 	if w.started["m1"] != time.Hour || resumed.Node != "m1" {

@@ -1,4 +1,4 @@
-package workflows
+package fleet
 
 import (
 	"strings"
@@ -6,10 +6,12 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/testsuite"
+
+	"adoption/workflows"
 )
 
 func fnode(name string, started bool, ended string, done bool) FleetNode {
-	return FleetNode{NodeProgress: NodeProgress{Node: name, Phase: PhaseAdopted, Modules: 1}, Started: started, Ended: ended, Done: done}
+	return FleetNode{NodeProgress: workflows.NodeProgress{Node: name, Phase: workflows.PhaseAdopted, Modules: 1}, Started: started, Ended: ended, Done: done}
 }
 
 // The rules the validators and the signals share, from the state alone.
@@ -123,7 +125,7 @@ func TestFleetRequestsAsUpdates(t *testing.T) {
 		}
 	}
 	for _, n := range st.Nodes {
-		if n.Ended != string(PhaseConverged) || n.PassedOver {
+		if n.Ended != string(workflows.PhaseConverged) || n.PassedOver {
 			t.Errorf("node %s ended %q (passed over %v), want converged", n.Node, n.Ended, n.PassedOver)
 		}
 	}

@@ -3,7 +3,7 @@
 // budget), which failed nodes halt the fleet, and what the fleet waits on.
 // A fleet without waves is one node at a time: each node a wave of its own
 // with no budget, so the same rules give the fleet's old order.
-package workflows
+package fleet
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package workflows
+package fleet
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"adoption/activities"
 	"adoption/config"
+	"adoption/workflows"
 )
 
 func TestValidateFleet(t *testing.T) {
@@ -43,14 +44,14 @@ func TestValidateFleet(t *testing.T) {
 
 func TestNodeDone(t *testing.T) {
 	for _, c := range []struct {
-		p    NodeProgress
+		p    workflows.NodeProgress
 		want bool
 	}{
-		{NodeProgress{Phase: PhaseAdopted, Migrated: 2, Modules: 2}, true},
-		{NodeProgress{Phase: PhaseAdopted, Migrated: 1, Modules: 2}, false},
-		{NodeProgress{Phase: PhaseMigrating, Migrated: 1, Modules: 2}, false},
-		{NodeProgress{Phase: PhaseProbing}, false},
-		{NodeProgress{Phase: PhaseConverged, Migrated: 0, Modules: 0}, true},
+		{workflows.NodeProgress{Phase: workflows.PhaseAdopted, Migrated: 2, Modules: 2}, true},
+		{workflows.NodeProgress{Phase: workflows.PhaseAdopted, Migrated: 1, Modules: 2}, false},
+		{workflows.NodeProgress{Phase: workflows.PhaseMigrating, Migrated: 1, Modules: 2}, false},
+		{workflows.NodeProgress{Phase: workflows.PhaseProbing}, false},
+		{workflows.NodeProgress{Phase: workflows.PhaseConverged, Migrated: 0, Modules: 0}, true},
 	} {
 		if got := nodeDone(c.p); got != c.want {
 			t.Errorf("nodeDone(%+v) = %v", c.p, got)
@@ -92,9 +93,9 @@ func fleetEnv(fail map[string]bool, slow map[string]time.Duration, plan func(con
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
 	env.RegisterActivity(&activities.Activities{})
-	env.RegisterWorkflowWithOptions(NodeMigration, workflow.RegisterOptions{Name: NodeWorkflow})
-	env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(plan)
-	env.OnWorkflow(NodeWorkflow, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, in Input) (*State, error) {
+	env.RegisterWorkflowWithOptions(workflows.NodeMigration, workflow.RegisterOptions{Name: workflows.NodeWorkflow})
+	env.OnActivity(nodeActs.Plan, mock.Anything, mock.Anything).Return(plan)
+	env.OnWorkflow(workflows.NodeWorkflow, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, in workflows.Input) (*workflows.State, error) {
 		if fail[in.Plan.Node] {
 			delete(fail, in.Plan.Node)
 			return nil, temporal.NewNonRetryableApplicationError("boom", "Boom", nil)
@@ -104,7 +105,7 @@ func fleetEnv(fail map[string]bool, slow map[string]time.Duration, plan func(con
 				return nil, err
 			}
 		}
-		return &State{Node: in.Plan.Node, Phase: PhaseConverged, Modules: []ModuleState{{Name: "web", State: ModuleMigrated}}}, nil
+		return &workflows.State{Node: in.Plan.Node, Phase: workflows.PhaseConverged, Modules: []workflows.ModuleState{{Name: "web", State: workflows.ModuleMigrated}}}, nil
 	})
 	return env
 }
@@ -117,9 +118,9 @@ func TestFleetHoldsOnFailureAndRetries(t *testing.T) {
 	env := newFleetEnv(t, map[string]bool{"m1": true}, &plans)
 	var held FleetState
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(SignalNodeProgress, NodeProgress{Node: "nosuch", Phase: PhaseAdopted})
-		env.SignalWorkflow(SignalNodeProgress, NodeProgress{Node: "c1", Phase: "bogus"})
-		env.SignalWorkflow(SignalNodeProgress, "not even a struct")
+		env.SignalWorkflow(workflows.SignalNodeProgress, workflows.NodeProgress{Node: "nosuch", Phase: workflows.PhaseAdopted})
+		env.SignalWorkflow(workflows.SignalNodeProgress, workflows.NodeProgress{Node: "c1", Phase: "bogus"})
+		env.SignalWorkflow(workflows.SignalNodeProgress, "not even a struct")
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
 		v, err := env.QueryWorkflow(QueryFleet)
@@ -148,7 +149,7 @@ func TestFleetHoldsOnFailureAndRetries(t *testing.T) {
 		t.Errorf("plans read for %s, want c1,m1,m1,m2 (m1 read again on retry)", got)
 	}
 	for _, n := range st.Nodes {
-		if n.Ended != string(PhaseConverged) {
+		if n.Ended != string(workflows.PhaseConverged) {
 			t.Errorf("node %s ended %q, want converged", n.Node, n.Ended)
 		}
 	}
@@ -162,8 +163,8 @@ func TestFleetRefusesAForeignPlan(t *testing.T) {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
 	env.RegisterActivity(&activities.Activities{})
-	env.RegisterWorkflowWithOptions(NodeMigration, workflow.RegisterOptions{Name: NodeWorkflow})
-	env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.PlanInput) (*config.Plan, error) {
+	env.RegisterWorkflowWithOptions(workflows.NodeMigration, workflow.RegisterOptions{Name: workflows.NodeWorkflow})
+	env.OnActivity(nodeActs.Plan, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.PlanInput) (*config.Plan, error) {
 		if in.Node == "m1" {
 			return &config.Plan{Node: "m1", Role: "control"}, nil
 		}
@@ -173,8 +174,8 @@ func TestFleetRefusesAForeignPlan(t *testing.T) {
 		}
 		return &config.Plan{Node: in.Node, Role: role}, nil
 	})
-	env.OnWorkflow(NodeWorkflow, mock.Anything, mock.Anything).Return(func(_ workflow.Context, in Input) (*State, error) {
-		return &State{Node: in.Plan.Node, Phase: PhaseReleased}, nil
+	env.OnWorkflow(workflows.NodeWorkflow, mock.Anything, mock.Anything).Return(func(_ workflow.Context, in workflows.Input) (*workflows.State, error) {
+		return &workflows.State{Node: in.Plan.Node, Phase: workflows.PhaseReleased}, nil
 	})
 	var held FleetState
 	env.RegisterDelayedCallback(func() {
@@ -190,7 +191,7 @@ func TestFleetRefusesAForeignPlan(t *testing.T) {
 	if m1 := st.Nodes[1]; !m1.PassedOver || !strings.HasPrefix(m1.Shown(), "not started: ") || !strings.HasSuffix(m1.Shown(), "(passed over)") {
 		t.Errorf("m1 = %+v, shown %q: want not started, passed over", m1, m1.Shown())
 	}
-	if st.Nodes[2].Ended != string(PhaseReleased) || st.Held != "" {
+	if st.Nodes[2].Ended != string(workflows.PhaseReleased) || st.Held != "" {
 		t.Errorf("m2 ended %q, held %q: want m2 released and nothing held", st.Nodes[2].Ended, st.Held)
 	}
 }
@@ -242,7 +243,7 @@ func TestFleetNextPassesOverAndRetryStillWorks(t *testing.T) {
 			passed.Held, passed.Nodes[1], passed.Next, passed.Grants)
 	}
 	for _, n := range st.Nodes {
-		if n.Ended != string(PhaseConverged) || n.PassedOver {
+		if n.Ended != string(workflows.PhaseConverged) || n.PassedOver {
 			t.Errorf("node %s ended %q (passed over %v), want converged", n.Node, n.Ended, n.PassedOver)
 		}
 	}
@@ -359,7 +360,7 @@ func TestFleetPlanReadBounded(t *testing.T) {
 		t.Errorf("plans read for %s, want c1,m1,m1,m2", got)
 	}
 	for _, n := range st.Nodes {
-		if n.Ended != string(PhaseConverged) {
+		if n.Ended != string(workflows.PhaseConverged) {
 			t.Errorf("node %s ended %q, want converged", n.Node, n.Ended)
 		}
 	}

@@ -2,13 +2,15 @@
 // NODE`, `adopt fleet pause` and `resume`: the Updates' validators and
 // handlers, and the rules they and the signals of the same names share,
 // decided from the fleet's state alone.
-package workflows
+package fleet
 
 import (
 	"errors"
 	"fmt"
 
 	"go.temporal.io/sdk/workflow"
+
+	"adoption/workflows"
 )
 
 // registerRequests sets the Update handlers of next and retry. A validator
@@ -23,7 +25,7 @@ func (f *fleet) registerRequests(ctx workflow.Context) error {
 			return FleetAnswer{Node: node, PassedOver: passOver}, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in FleetRequest) error {
-			if err := lateAfter(ctx, in.NotAfter); err != nil {
+			if err := workflows.LateAfter(ctx, in.NotAfter); err != nil {
 				return err
 			}
 			if _, _, why := f.st.nextGrant(); why != "" {
@@ -44,7 +46,7 @@ func (f *fleet) registerRequests(ctx workflow.Context) error {
 			return FleetAnswer{Node: in.Node}, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in FleetRequest) error {
-			if err := lateAfter(ctx, in.NotAfter); err != nil {
+			if err := workflows.LateAfter(ctx, in.NotAfter); err != nil {
 				return err
 			}
 			return f.validateRetry(in.Node)
@@ -63,7 +65,7 @@ func (f *fleet) registerPause(ctx workflow.Context) error {
 			return FleetAnswer{}, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in FleetRequest) error {
-			if err := lateAfter(ctx, in.NotAfter); err != nil {
+			if err := workflows.LateAfter(ctx, in.NotAfter); err != nil {
 				return err
 			}
 			if why := f.st.pauseRefusal(); why != "" {
@@ -86,7 +88,7 @@ func (f *fleet) registerPause(ctx workflow.Context) error {
 			return FleetAnswer{Node: next}, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in FleetRequest) error {
-			if err := lateAfter(ctx, in.NotAfter); err != nil {
+			if err := workflows.LateAfter(ctx, in.NotAfter); err != nil {
 				return err
 			}
 			if why := f.st.resumeRefusal(); why != "" {
@@ -109,15 +111,15 @@ func (f *fleet) validateRetry(node string) error {
 			hint = "check the name: `adopt fleet status` lists the fleet's nodes"
 		case !f.st.Nodes[i].Started:
 			hint = "it starts in its turn; `adopt fleet next` lets the next node start now"
-		case f.st.Nodes[i].Ended == string(PhaseReleased):
+		case f.st.Nodes[i].Ended == string(workflows.PhaseReleased):
 			hint = "a released node is as found; `adopt start " + node + " --config FILE` adopts it again, outside the fleet"
-		case f.st.Nodes[i].Ended == string(PhaseConverged):
+		case f.st.Nodes[i].Ended == string(workflows.PhaseConverged):
 			hint = "it is done: nothing to retry"
 		}
 		return errors.New(why + "; " + hint)
 	}
 	if n := f.st.Nodes[f.st.Index(node)]; n.Ended == "" && f.gen[node] > 0 {
-		return fmt.Errorf("its workflow (%s) is still running, phase %s: the fleet retries only a node whose workflow failed, was terminated or could not start; see `adopt status %s`", WorkflowID(node), n.Phase, node)
+		return fmt.Errorf("its workflow (%s) is still running, phase %s: the fleet retries only a node whose workflow failed, was terminated or could not start; see `adopt status %s`", workflows.WorkflowID(node), n.Phase, node)
 	}
 	return nil
 }
@@ -206,7 +208,7 @@ func (st *FleetState) Index(node string) int {
 // letsNextStart: the node lets the next one start without a grant (the
 // fleet's prevOK).
 func (n FleetNode) letsNextStart() bool {
-	return n.Done || n.Ended == string(PhaseReleased) || n.Ended == string(PhaseConverged)
+	return n.Done || n.Ended == string(workflows.PhaseReleased) || n.Ended == string(workflows.PhaseConverged)
 }
 
 // standing is how the node stands, in the fleet's words (fleet.describe).

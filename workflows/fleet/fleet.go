@@ -2,7 +2,7 @@
 // control node first. Its input names the nodes; each node's plan is read
 // from the node's own agent when the node starts. It continues as new by
 // history length, so a thousand nodes fit.
-package workflows
+package fleet
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 
 	"adoption/config"
 	"adoption/intent"
+	"adoption/workflows"
 )
 
 // Names of the fleet on the wire.
@@ -19,9 +20,6 @@ const (
 	// SignalFleetNext lets the operator start the next node before the
 	// current one has migrated every module.
 	SignalFleetNext = "fleet-next"
-	// SignalNodeProgress is sent by each node's workflow to its fleet when
-	// its phase or its modules change.
-	SignalNodeProgress = "node-progress"
 	// SignalFleetRetry starts a node whose workflow failed, was terminated
 	// or could not start, again, with its plan read afresh.
 	SignalFleetRetry = "fleet-retry"
@@ -115,17 +113,9 @@ func (in FleetInput) members() []FleetMember {
 	return out
 }
 
-// NodeProgress is what a node's workflow tells its fleet.
-type NodeProgress struct {
-	Node     string `json:"node"`
-	Phase    Phase  `json:"phase"`
-	Migrated int    `json:"migrated"`
-	Modules  int    `json:"modules"`
-}
-
 // FleetNode is one node as the fleet sees it.
 type FleetNode struct {
-	NodeProgress
+	workflows.NodeProgress
 	Role    string `json:"role"`
 	Started bool   `json:"started"`
 	Done    bool   `json:"done"` // adopted with every module migrated (or further)
@@ -143,7 +133,7 @@ type FleetNode struct {
 // started; a converged or released node did not (releasing it is the
 // operator's choice). Such a node can be retried.
 func (n FleetNode) blocked() bool {
-	return n.Ended != "" && n.Ended != string(PhaseConverged) && n.Ended != string(PhaseReleased)
+	return n.Ended != "" && n.Ended != string(workflows.PhaseConverged) && n.Ended != string(workflows.PhaseReleased)
 }
 
 // holds says whether a node's end holds the fleet: it ended badly and the
@@ -233,9 +223,9 @@ func ValidateFleet(in FleetInput) error {
 	return nil
 }
 
-func nodeDone(p NodeProgress) bool {
+func nodeDone(p workflows.NodeProgress) bool {
 	switch p.Phase {
-	case PhaseAdopted, PhaseFlipping, PhaseConverged:
+	case workflows.PhaseAdopted, workflows.PhaseFlipping, workflows.PhaseConverged:
 		return p.Migrated == p.Modules
 	}
 	return false

@@ -3,7 +3,7 @@
 // on quiet nodes from an earlier run, it signals each a no-op
 // (SignalFleetAsk); a signal to a closed workflow fails, and the node is
 // marked ended unseen. Why, and what it costs: docs/workflows.md.
-package workflows
+package fleet
 
 import (
 	"errors"
@@ -13,11 +13,9 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-)
 
-// SignalFleetAsk is the fleet's no-op to a node's workflow: only whether it
-// can be delivered matters. Its name is a wire format; the node drops it.
-const SignalFleetAsk = "fleet-ask"
+	"adoption/workflows"
+)
 
 const (
 	askFirst = time.Hour      // the first round, after the main loop waited this long
@@ -89,7 +87,7 @@ func (f *fleet) askRound(ctx workflow.Context, quiet time.Duration) int {
 	asked := f.toAsk(now, quiet)
 	futs := make([]workflow.Future, len(asked))
 	for k, i := range asked {
-		futs[k] = workflow.SignalExternalWorkflow(ctx, WorkflowID(f.st.Nodes[i].Node), "", SignalFleetAsk, nil)
+		futs[k] = workflow.SignalExternalWorkflow(ctx, workflows.WorkflowID(f.st.Nodes[i].Node), "", workflows.SignalFleetAsk, nil)
 	}
 	for k, i := range asked {
 		node := f.st.Nodes[i].Node
@@ -104,7 +102,7 @@ func (f *fleet) askRound(ctx workflow.Context, quiet time.Duration) int {
 				continue // its end arrived, or a retry started it, meanwhile
 			}
 			n.Ended = fmt.Sprintf("ended unseen: its workflow %s had closed when the fleet asked at %s (started before the fleet continued as new, so the fleet cannot tell how; adopt status %s)",
-				WorkflowID(node), now.UTC().Format("15:04:05"), node)
+				workflows.WorkflowID(node), now.UTC().Format("15:04:05"), node)
 			f.note(ctx, "node "+node+" "+n.Ended)
 		default:
 			workflow.GetLogger(ctx).Warn("asking a node's workflow failed", "node", node, "error", err)

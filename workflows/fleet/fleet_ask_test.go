@@ -1,5 +1,5 @@
 // Tests of the fleet asking nodes it cannot see end (fleet_ask.go).
-package workflows
+package fleet
 
 import (
 	"strings"
@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"adoption/workflows"
 )
 
 // resumedFleet is a fleet continued as new while m1, started in the run
@@ -16,9 +18,9 @@ import (
 // m1 to start m2, and has no future for m1.
 func resumedFleet() FleetInput {
 	st := &FleetState{Name: "prod", Next: 2, Runs: 1, Nodes: []FleetNode{
-		{NodeProgress: NodeProgress{Node: "c1", Phase: PhaseConverged, Migrated: 1, Modules: 1}, Role: "control", Started: true, Done: true, Ended: string(PhaseConverged)},
-		{NodeProgress: NodeProgress{Node: "m1", Phase: PhaseAdopted, Modules: 1}, Role: "member", Started: true},
-		{NodeProgress: NodeProgress{Node: "m2"}, Role: "member"},
+		{NodeProgress: workflows.NodeProgress{Node: "c1", Phase: workflows.PhaseConverged, Migrated: 1, Modules: 1}, Role: "control", Started: true, Done: true, Ended: string(workflows.PhaseConverged)},
+		{NodeProgress: workflows.NodeProgress{Node: "m1", Phase: workflows.PhaseAdopted, Modules: 1}, Role: "member", Started: true},
+		{NodeProgress: workflows.NodeProgress{Node: "m2"}, Role: "member"},
 	}}
 	return FleetInput{Name: "prod", Members: fleetMembers(), Resume: st}
 }
@@ -32,7 +34,7 @@ func TestFleetAsksANodeItCannotSee(t *testing.T) {
 	env := newFleetEnv(t, nil, &plans)
 	var asked []time.Duration
 	start := time.Time{}
-	env.OnSignalExternalWorkflow(mock.Anything, WorkflowID("m1"), "", SignalFleetAsk, mock.Anything).Run(func(mock.Arguments) {
+	env.OnSignalExternalWorkflow(mock.Anything, workflows.WorkflowID("m1"), "", workflows.SignalFleetAsk, mock.Anything).Run(func(mock.Arguments) {
 		asked = append(asked, env.Now().Sub(start))
 	}).Return(&temporal.UnknownExternalWorkflowExecutionError{}).Once()
 	var before, held FleetState
@@ -59,7 +61,7 @@ func TestFleetAsksANodeItCannotSee(t *testing.T) {
 		t.Error("m2 started while m1 held the fleet")
 	}
 	for _, n := range st.Nodes {
-		if n.Ended != string(PhaseConverged) {
+		if n.Ended != string(workflows.PhaseConverged) {
 			t.Errorf("node %s ended %q, want converged", n.Node, n.Ended)
 		}
 	}
@@ -72,21 +74,21 @@ func TestFleetAsksARunningNodeSeldom(t *testing.T) {
 	var plans []string
 	env := newFleetEnv(t, nil, &plans)
 	var asked []time.Time
-	env.OnSignalExternalWorkflow(mock.Anything, WorkflowID("m1"), "", SignalFleetAsk, mock.Anything).Run(func(mock.Arguments) {
+	env.OnSignalExternalWorkflow(mock.Anything, workflows.WorkflowID("m1"), "", workflows.SignalFleetAsk, mock.Anything).Run(func(mock.Arguments) {
 		asked = append(asked, env.Now())
 	}).Return(nil)
 	var begin time.Time
 	env.RegisterDelayedCallback(func() { begin = env.Now() }, 0)
-	progress := func(at time.Duration, p NodeProgress) {
-		env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalNodeProgress, p) }, at)
+	progress := func(at time.Duration, p workflows.NodeProgress) {
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalNodeProgress, p) }, at)
 	}
 	// Quiet for three days, then progress every 30 minutes for a day:
 	// not asked then; then done, so m2 starts; m1 converges at the end.
 	for at := 72 * time.Hour; at < 96*time.Hour; at += 30 * time.Minute {
-		progress(at, NodeProgress{Node: "m1", Phase: PhaseMigrating, Modules: 1})
+		progress(at, workflows.NodeProgress{Node: "m1", Phase: workflows.PhaseMigrating, Modules: 1})
 	}
-	progress(96*time.Hour, NodeProgress{Node: "m1", Phase: PhaseAdopted, Migrated: 1, Modules: 1})
-	progress(200*time.Hour, NodeProgress{Node: "m1", Phase: PhaseConverged, Migrated: 1, Modules: 1})
+	progress(96*time.Hour, workflows.NodeProgress{Node: "m1", Phase: workflows.PhaseAdopted, Migrated: 1, Modules: 1})
+	progress(200*time.Hour, workflows.NodeProgress{Node: "m1", Phase: workflows.PhaseConverged, Migrated: 1, Modules: 1})
 	env.ExecuteWorkflow(Fleet, resumedFleet())
 	st := fleetResult(t, env)
 
@@ -120,7 +122,7 @@ func TestFleetAsksARunningNodeSeldom(t *testing.T) {
 		}
 	}
 	for _, n := range st.Nodes {
-		if n.Ended != string(PhaseConverged) {
+		if n.Ended != string(workflows.PhaseConverged) {
 			t.Errorf("node %s ended %q, want converged", n.Node, n.Ended)
 		}
 	}
@@ -140,19 +142,4 @@ func TestFleetAsksNobodyBeforeTheChange(t *testing.T) {
 	if err := env.GetWorkflowError(); err != nil && strings.Contains(err.Error(), "SignalExternalWorkflow") {
 		t.Fatalf("the fleet asked: %v", err)
 	}
-}
-
-// The node drops the fleet's ask: no request, no event, nothing changed.
-func (s *NodeSuite) TestNodeDropsTheFleetsAsk() {
-	s.expectAdoption(time.Second)
-	s.expectRelease()
-	var before, after State
-	s.env.RegisterDelayedCallback(func() { before = s.query() }, time.Minute)
-	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(SignalFleetAsk, nil) }, time.Minute+time.Second)
-	s.env.RegisterDelayedCallback(func() { after = s.query() }, 2*time.Minute)
-	s.signal(3*time.Minute, SignalRelease, "")
-	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: testPlan()})
-	s.result()
-	s.Equal(before.Events, after.Events)
-	s.Equal(before.Queue, after.Queue)
 }

@@ -1,0 +1,21 @@
+// Every change ID the fleet passes to workflow.GetVersion, in one place.
+// A change ID is a wire format: it is recorded in histories as a marker and
+// must never be renamed. docs/histories.md says which recorded histories
+// keep replaying and when a version branch may go.
+package fleet
+
+const (
+	// changeFleetMembers: fleets run with members whose plans are read
+	// per node, and continue-as-new.
+	changeFleetMembers = "fleet-members"
+	// changeFleetPassOver: `adopt fleet next` passes over the nodes that
+	// hold the fleet, so the fleet can end without them. Decided once a
+	// run, at its start.
+	changeFleetPassOver = "fleet-pass-over"
+	// changeFleetAsk: the fleet asks quiet nodes from an earlier run
+	// whether their workflow still runs. Decided once a run, at its start.
+	changeFleetAsk = "fleet-ask"
+	// changeFleetWaves: the fleet starts its nodes in waves, each within a
+	// budget of failures. Asked once a run, only by a fleet with waves.
+	changeFleetWaves = "fleet-waves"
+)
