@@ -99,3 +99,25 @@ func (f *Fleet) NodeNames() string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// Declaring are the configurations of the fleet's nodes that declare
+// module (modules[].name), in the fleet's order. None is an error that
+// names the key and the modules each node declares.
+func (f *Fleet) Declaring(module string) ([]*Config, error) {
+	var out []*Config
+	var have []string
+	for _, c := range f.Configs {
+		var names []string
+		for _, m := range c.Modules {
+			names = append(names, m.Name)
+			if m.Name == module {
+				out = append(out, c)
+			}
+		}
+		have = append(have, fmt.Sprintf("%s [%s]", c.Node.Name, strings.Join(names, ", ")))
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("modules: no node of fleet %s declares module %q (modules[].name of each node's configuration: %s); name a module one of them declares", f.Name, module, strings.Join(have, "; "))
+	}
+	return out, nil
+}

@@ -1,8 +1,8 @@
 // `adopt fleet start|next|retry|pause|resume|status`: every node of a
-// fleet adopted in order (or in waves) by the Fleet workflow. next, retry,
-// pause and resume are Updates: the fleet's validator refuses (exit 2) what
-// it would turn away or what would change nothing, and its answer says
-// what it did.
+// fleet adopted in order (or in waves) by the Fleet workflow (fleet migrate
+// and flip: fleet_ops.go). next, retry, pause and resume are Updates: the
+// fleet's validator refuses (exit 2) what it would turn away or what would
+// change nothing, and its answer says what it did.
 package main
 
 import (
@@ -256,6 +256,9 @@ it is not paused.
 			if st.Paused != "" {
 				fmt.Fprintf(x.stdout, "PAUSED: %s; `adopt fleet resume` lets it go on\n\n", st.Paused)
 			}
+			if st.Op != nil {
+				fmt.Fprintf(x.stdout, "%s: %s\n\n", strings.ToUpper(st.Op.What()), st.Op.Standing())
+			}
 			tw := tabwriter.NewWriter(x.stdout, 0, 4, 2, ' ', 0)
 			if st.Waves == nil {
 				fmt.Fprintln(tw, "NODE\tROLE\tPHASE\tMODULES MIGRATED")
@@ -272,6 +275,7 @@ it is not paused.
 		},
 	}
 	fc.AddCommand(start, next, retry, pause, resume, status)
+	fc.AddCommand(x.fleetOpCommands(ctx, load, &fleetPath, &timeout)...)
 	return fc
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -164,4 +165,49 @@ func TestFleetStartRefusesBadWaves(t *testing.T) {
 		t.Errorf("bad waves: exit %d, %d describe(s), want refused before any call\n%s%s", code, f.called("DescribeWorkflow"), out, errs)
 	}
 	mustContain(t, "bad waves", errs, "waves: [1] cover 1 of the fleet's 2 node(s)", "max_failed: 120%: a percentage over 100")
+}
+
+// fleet migrate of a module no node declares is refused before anything is
+// sent, naming the key; one that nodes declare goes to the fleet as one
+// Update naming them, signed for them with the module as its argument.
+func TestFleetMigrateAndFlip(t *testing.T) {
+	path := fleetFile(t, "f1", "n1", "n2", "n3")
+	f := fleetFake()
+	code, out, errs := runCLI(t, f, "fleet", "migrate", "nosuch", "--fleet", path)
+	if code != exitRefused || len(f.updates) != 0 {
+		t.Errorf("migrate nosuch: exit %d, updates %+v, want 2 and none\n%s%s", code, f.updates, out, errs)
+	}
+	mustContain(t, "migrate nosuch", errs, `modules: no node of fleet f1 declares module "nosuch"`)
+
+	for _, n := range []string{"n2", "n3"} {
+		cf, err := os.OpenFile(filepath.Join(filepath.Dir(path), n+".yaml"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = cf.WriteString("modules: [{name: web, ports: [8080/tcp]}]\n")
+		if cerr := cf.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	f = fleetFake()
+	f.results[fleet.UpdateFleetMigrate] = fleet.FleetAnswer{Targets: []string{"n2", "n3"}}
+	code, out, errs = runCLI(t, f, "fleet", "migrate", "web", "--fleet", path)
+	if code != exitOK || len(f.updates) != 1 || f.updates[0].name != fleet.UpdateFleetMigrate {
+		t.Fatalf("migrate web: exit %d, updates %+v\n%s%s", code, f.updates, out, errs)
+	}
+	if in, _ := f.updates[0].arg.(fleet.FleetRequest); in.Module != "web" || strings.Join(in.Nodes, ",") != "n2,n3" || in.Intent == nil {
+		t.Errorf("migrate sent %+v, want module web on n2, n3, signed", in)
+	}
+	mustContain(t, "migrate web", out, "fleet f1: migrate web on n2, n3, wave by wave")
+
+	f = fleetFake()
+	f.outcome[fleet.UpdateFleetFlip] = wire(errors.New("no node of the fleet is migrated and running"))
+	code, out, errs = runCLI(t, f, "fleet", "flip", "--fleet", path)
+	if code != exitRefused {
+		t.Errorf("flip refused: exit %d, want 2\n%s%s", code, out, errs)
+	}
+	mustContain(t, "flip refused", errs, "fleet f1: flip refused", "no node of the fleet is migrated")
 }

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"adoption/activities/relay"
 	"adoption/buildinfo"
 	"adoption/config"
 	"adoption/witness"
@@ -126,6 +127,8 @@ func orchestrate(ctx context.Context, cfg *config.Config, id string, mode promot
 	// The flip's witness dials the nodes' management ports from here,
 	// outside every node.
 	w.RegisterActivity(witness.New())
+	// A fleet migrate or flip reaches each node's workflow through the relay.
+	w.RegisterActivity(relay.New(c))
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start the workflow worker: %w", err)
 	}

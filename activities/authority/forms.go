@@ -26,6 +26,12 @@ const (
 	ActFleetNext   = "fleet-next"   // fleet next: the nodes it lets start
 	ActFleetRetry  = "fleet-retry"  // fleet retry NODE
 	ActFleetResume = "fleet-resume" // fleet resume: the nodes it lets start
+	// ActFleetMigrate: fleet migrate MODULE, one intent for the nodes that
+	// declare it, with the module as its argument.
+	ActFleetMigrate = "fleet-migrate"
+	// ActFleetFlip: fleet flip, one intent for the fleet's nodes and no
+	// argument: each target binds its plan's hash, and with it its drops.
+	ActFleetFlip = "fleet-flip"
 )
 
 // Form is one form an intent for an activity may take: one of the
@@ -53,13 +59,14 @@ func OwnerIntent(owner string) []Form {
 // ModuleIntent: a module's cutover (and its automatic rollback), asked by
 // migrate or retry of that module.
 func ModuleIntent(module string) []Form {
-	return []Form{{Actions: []string{ActMigrate, ActRetry}, Args: map[string]string{"module": module}}}
+	return []Form{{Actions: []string{ActMigrate, ActRetry, ActFleetMigrate}, Args: map[string]string{"module": module}}}
 }
 
-// FlipIntent: the flip, its confirmation, commit and revert; a commit is
-// also asked again by a retry without a module.
+// FlipIntent: the flip, its confirmation, commit and revert, asked by
+// adopt flip (its drops as arguments) or fleet flip (none: the plan's hash
+// binds them); a commit is also asked again by a retry without a module.
 func FlipIntent(p config.Plan, commit bool) []Form {
-	out := []Form{{Actions: []string{ActFlip}, Args: FlipArgs(p)}}
+	out := []Form{{Actions: []string{ActFlip}, Args: FlipArgs(p)}, {Actions: []string{ActFleetFlip}}}
 	if commit {
 		out = append(out, Form{Actions: []string{ActRetry}})
 	}

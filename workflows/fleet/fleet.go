@@ -34,6 +34,11 @@ const (
 	// go on); UpdateFleetResume lets it start them again. Updates only.
 	UpdateFleetPause  = "fleet-pause"
 	UpdateFleetResume = "fleet-resume"
+	// UpdateFleetMigrate migrates a module on the nodes that declare it,
+	// UpdateFleetFlip flips every migrated node: wave by wave, each within
+	// its wave's budget (fleet_ops.go). Updates only.
+	UpdateFleetMigrate = "fleet-migrate"
+	UpdateFleetFlip    = "fleet-flip"
 )
 
 // fleetHistoryLimit is the history length at which a fleet continues as
@@ -58,8 +63,13 @@ type FleetRequest struct {
 	Node     string    `json:"node"`
 	NotAfter time.Time `json:"not_after,omitzero"`
 	// Intent is the operator's signed request (next: for the nodes it
-	// lets start; retry: for the node).
+	// lets start; retry: for the node; migrate, flip: for the nodes it
+	// names).
 	Intent *intent.Signed `json:"intent,omitempty"`
+	// Module and Nodes are a fleet migrate's: the module, and the nodes
+	// whose configuration declares it (the CLI reads the fleet file).
+	Module string   `json:"module,omitempty"`
+	Nodes  []string `json:"nodes,omitempty"`
 }
 
 // FleetRetry is the payload of SignalFleetRetry and UpdateFleetRetry.
@@ -71,6 +81,10 @@ type FleetRetry = FleetRequest
 type FleetAnswer struct {
 	Node       string   `json:"node,omitempty"`
 	PassedOver []string `json:"passed_over,omitempty"`
+	// Targets are the nodes a fleet migrate or flip goes to, in waves;
+	// Skipped those of its nodes it leaves, with why.
+	Targets []string `json:"targets,omitempty"`
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // FleetID is the one fleet execution of a given name.
@@ -123,6 +137,11 @@ type FleetNode struct {
 	// released, failed: ..., terminated, canceled, timed out, or not
 	// started: ... (its plan or its start refused).
 	Ended string `json:"ended,omitempty"`
+	// RunID is the run the fleet started (carried across continue-as-new,
+	// so a later run asks that run, not whatever runs under the ID now).
+	RunID string `json:"run_id,omitempty"`
+	// Declares are the modules of the plan the node started with.
+	Declares []string `json:"declares,omitempty"`
 	// PassedOver is set when the operator went on without the node
 	// (`adopt fleet next`) while its end held the fleet: it holds no more,
 	// and counts as ended, until `adopt fleet retry NODE` starts it again.
@@ -176,6 +195,8 @@ type FleetState struct {
 	// Paused says since when and why the fleet starts no node
 	// (`adopt fleet pause`), until `adopt fleet resume`; "" when it goes on.
 	Paused string `json:"paused,omitempty"`
+	// Op is the latest fleet migrate or flip (fleet_ops.go), nil if none.
+	Op *FleetOp `json:"op,omitempty"`
 }
 
 // ValidateFleet checks the fleet's order: one control node, first; names
@@ -242,6 +263,9 @@ func fleetDetails(st *FleetState) string {
 	}
 	if st.Paused != "" {
 		b.WriteString("> **Paused:** " + st.Paused + "\n\n")
+	}
+	if st.Op != nil {
+		b.WriteString("> **" + st.Op.What() + ":** " + st.Op.Standing() + "\n\n")
 	}
 	for _, n := range st.Nodes {
 		b.WriteString(fmt.Sprintf("- %s (%s): %s, modules %d/%d\n", n.Node, n.Role, n.Shown(), n.Migrated, n.Modules))

@@ -61,7 +61,7 @@ func (f *fleet) registerPause(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateFleetPause,
 		func(ctx workflow.Context, in FleetRequest) (FleetAnswer, error) {
 			f.st.Paused = "paused by the operator at " + workflow.Now(ctx).UTC().Format("15:04:05")
-			f.note(ctx, "operator: pause: no node starts until `adopt fleet resume`; the nodes started go on")
+			f.note(ctx, "operator: pause: no node starts, and no wave of a fleet migrate or flip, until `adopt fleet resume`; the nodes started go on")
 			return FleetAnswer{}, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in FleetRequest) error {

@@ -56,12 +56,16 @@ func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 	if err := f.registerRequests(ctx); err != nil {
 		return nil, err
 	}
+	if err := f.registerOps(ctx); err != nil {
+		return nil, err
+	}
 	f.passOver = workflow.GetVersion(ctx, changeFleetPassOver, workflow.DefaultVersion, 1) >= 1
 	f.ask = workflow.GetVersion(ctx, changeFleetAsk, workflow.DefaultVersion, 1) >= 1
 	if f.st.Waves != nil && workflow.GetVersion(ctx, changeFleetWaves, workflow.DefaultVersion, 1) < 1 {
 		f.st.Waves = nil // a run recorded before waves went one node at a time
 	}
 	workflow.Go(ctx, f.signals)
+	workflow.Go(ctx, f.ops)
 	return f.run(ctx)
 }
 
@@ -88,6 +92,10 @@ type fleet struct {
 	ask     bool
 	heard   map[string]time.Time
 	askWait time.Duration
+	// opBusy: an op's wave waits on its relay activities (fleet_ops.go);
+	// leaving: the run is about to continue as new, so no wave starts;
+	// opsTaken: this run asked changeFleetOps.
+	opBusy, leaving, opsTaken bool
 }
 
 // nodeActs names the node agent's activities (called through a nil pointer).
@@ -275,7 +283,7 @@ func (f *fleet) canStartNext() bool {
 }
 
 func (f *fleet) finished() bool {
-	if f.st.Next < len(f.st.Nodes) {
+	if f.st.Next < len(f.st.Nodes) || f.st.Op.busy() {
 		return false
 	}
 	for i, n := range f.st.Nodes {
@@ -293,7 +301,7 @@ func (f *fleet) run(ctx workflow.Context) (*FleetState, error) {
 	}
 	canDue := func() bool {
 		info := workflow.GetInfo(ctx)
-		return info.GetCurrentHistoryLength() >= limit || info.GetContinueAsNewSuggested()
+		return (info.GetCurrentHistoryLength() >= limit || info.GetContinueAsNewSuggested()) && !f.opBusy
 	}
 	f.show(ctx)
 	for {
@@ -401,7 +409,8 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 		delete(f.in.NodeIntents, m.Node)
 	}
 	fut := workflow.ExecuteChildWorkflow(cctx, workflows.NodeWorkflow, workflows.Input{Plan: plan, Intent: signed})
-	if err := fut.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+	var child workflow.Execution
+	if err := fut.GetChildWorkflowExecution().Get(ctx, &child); err != nil {
 		if again && n.Ended == "" && temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 			f.note(ctx, fmt.Sprintf("retry %s refused: its workflow (%s) is still running", m.Node, workflows.WorkflowID(m.Node)))
 			return
@@ -415,6 +424,10 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 		return
 	}
 	n.Started, n.Ended, n.Done = true, "", false
+	n.RunID, n.Declares = child.RunID, []string{}
+	for _, pm := range plan.Modules {
+		n.Declares = append(n.Declares, pm.Name)
+	}
 	n.NodeProgress = workflows.NodeProgress{Node: m.Node, Phase: workflows.PhaseProbing, Modules: len(plan.Modules)}
 	if m.Role == "control" && !again {
 		f.st.Frozen = config.PipelineFreeze(m.Role, m.Node)
@@ -480,7 +493,8 @@ func childEnd(err error) string {
 // plans) to a fresh run, after taking in every signal already delivered.
 func (f *fleet) continueAsNew(ctx workflow.Context) (*FleetState, error) {
 	f.drain(ctx)
-	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+	f.leaving = true // an op's next wave starts in the next run
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && !f.opBusy }); err != nil {
 		return f.st, err
 	}
 	st := *f.st

@@ -18,4 +18,8 @@ const (
 	// changeFleetWaves: the fleet starts its nodes in waves, each within a
 	// budget of failures. Asked once a run, only by a fleet with waves.
 	changeFleetWaves = "fleet-waves"
+	// changeFleetOps: the fleet sends its nodes a fleet migrate or flip
+	// through the orchestrator's relay activity. Asked once a run, only
+	// when an op sends a wave.
+	changeFleetOps = "fleet-ops"
 )

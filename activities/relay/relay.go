@@ -1,0 +1,170 @@
+// Package relay is the orchestrator's side of a fleet-wide request: it sends
+// one node's workflow a migrate or a flip as an Update and watches the
+// node's status until the request has been served, then says how it went.
+// It runs in the orchestrator (its task queue), never on a node.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"adoption/intent"
+	"adoption/workflows"
+)
+
+// Kinds of request a fleet relays.
+const (
+	KindMigrate = "migrate"
+	KindFlip    = "flip"
+)
+
+// Temporal is what the relay needs of a Temporal client.
+type Temporal interface {
+	UpdateWorkflow(ctx context.Context, options client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error)
+	QueryWorkflow(ctx context.Context, workflowID, runID, queryType string, args ...any) (converter.EncodedValue, error)
+}
+
+// Relay holds the orchestrator's client.
+type Relay struct {
+	C Temporal
+	// Every is how often the node's status is read while its request is
+	// served (0: 5 seconds).
+	Every time.Duration
+}
+
+// New is a Relay on c.
+func New(c Temporal) *Relay { return &Relay{C: c} }
+
+// NodeRequest is one node's part of a fleet request.
+type NodeRequest struct {
+	Node   string `json:"node"`
+	Kind   string `json:"kind"` // migrate or flip
+	Module string `json:"module,omitempty"`
+	// ID names the request; the Update's ID is derived from it, so a
+	// retried activity does not queue the request twice.
+	ID     string         `json:"id"`
+	Intent *intent.Signed `json:"intent,omitempty"`
+}
+
+// Outcome is how the node's request went: Why is "" when it succeeded.
+type Outcome struct {
+	Node string `json:"node"`
+	Why  string `json:"why,omitempty"`
+}
+
+// Request sends the node its request and waits, heartbeating, until the
+// node has served it. A refusal (the node's validator, its preview, a
+// failed cutover) is an outcome, not an error; only a fault reaching
+// Temporal is retried.
+func (r *Relay) Request(ctx context.Context, in NodeRequest) (Outcome, error) {
+	st, err := r.status(ctx, in.Node)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if ok, _ := served(in, st); ok {
+		return Outcome{Node: in.Node}, nil // already so: nothing to send
+	}
+	name := workflows.UpdateMigrate
+	if in.Kind == KindFlip {
+		name = workflows.UpdateFlip
+	}
+	h, err := r.C.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		UpdateID:     in.ID + "/" + in.Node,
+		WorkflowID:   workflows.WorkflowID(in.Node),
+		UpdateName:   name,
+		Args:         []any{workflows.RequestInput{Module: in.Module, Intent: in.Intent}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return Outcome{Node: in.Node, Why: "refused: " + ae.Message()}, nil
+	}
+	if err != nil {
+		return Outcome{}, fmt.Errorf("send %s to node %s: %w", name, in.Node, err)
+	}
+	every := r.Every
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	for {
+		activity.RecordHeartbeat(ctx)
+		st, err := r.status(ctx, in.Node)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if ok, why := served(in, st); ok || why != "" {
+			return Outcome{Node: in.Node, Why: why}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return Outcome{}, ctx.Err()
+		case <-time.After(every):
+		}
+	}
+}
+
+func (r *Relay) status(ctx context.Context, node string) (workflows.State, error) {
+	var st workflows.State
+	v, err := r.C.QueryWorkflow(ctx, workflows.WorkflowID(node), "", workflows.QueryStatus)
+	if err == nil {
+		err = v.Get(&st)
+	}
+	if err != nil {
+		return st, fmt.Errorf("read node %s's status: %w", node, err)
+	}
+	return st, nil
+}
+
+// served says whether the node has done what in asks (ok), or why it
+// will not (why); neither while the request is still queued or running.
+func served(in NodeRequest, st workflows.State) (ok bool, why string) {
+	switch st.Phase {
+	case workflows.PhaseFailed, workflows.PhaseReleased:
+		return false, fmt.Sprintf("node %s is %s", in.Node, st.Phase)
+	}
+	queued := false
+	for _, q := range st.Queue {
+		if q.Kind == in.Kind && q.Module == in.Module {
+			queued = true
+		}
+	}
+	if in.Kind == KindMigrate {
+		for _, m := range st.Modules {
+			if m.Name != in.Module {
+				continue
+			}
+			switch {
+			case m.State == workflows.ModuleMigrated:
+				return true, ""
+			case m.State == workflows.ModuleFailed && !queued:
+				return false, fmt.Sprintf("migrate %s failed: %s", in.Module, m.LastError)
+			}
+			return false, ""
+		}
+		return false, fmt.Sprintf("node %s does not declare module %s", in.Node, in.Module)
+	}
+	switch {
+	case st.Phase == workflows.PhaseConverged:
+		return true, ""
+	case queued || st.Phase == workflows.PhaseFlipping:
+		return false, ""
+	case st.LastPreview != nil && !st.LastPreview.Approved:
+		return false, "preview refused: " + strings.Join(st.LastPreview.Reasons, "; ")
+	}
+	last := "no event"
+	if len(st.Events) > 0 {
+		last = st.Events[len(st.Events)-1].Text
+	}
+	return false, "the flip ended without converging: " + last
+}

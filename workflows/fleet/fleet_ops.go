@@ -1,0 +1,302 @@
+// Fleet-wide requests, `adopt fleet migrate MODULE` and `adopt fleet flip`:
+// the Updates' validators and handlers, and the run that sends each target
+// node its request wave by wave (the fleet's waves), each wave within its
+// budget of failures. The orchestrator's relay activity sends one node its
+// request and waits until the node has served it.
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"adoption/activities/relay"
+	"adoption/intent"
+	"adoption/workflows"
+)
+
+// FleetOp is one fleet migrate or flip and how far it went.
+type FleetOp struct {
+	ID     string         `json:"id"`   // the Update's ID; each node's request derives from it
+	Kind   string         `json:"kind"` // relay.KindMigrate or relay.KindFlip
+	Module string         `json:"module,omitempty"`
+	Intent *intent.Signed `json:"intent,omitempty"`
+	Nodes  []OpNode       `json:"nodes"`
+	// Halted says which wave had more failures than its budget, naming
+	// them; the op sends no more requests.
+	Halted string `json:"halted,omitempty"`
+	Done   bool   `json:"done,omitempty"`
+}
+
+// OpNode is one target of a FleetOp.
+type OpNode struct {
+	Node  string `json:"node"`
+	Wave  int    `json:"wave"`
+	State string `json:"state"` // waiting, running, done, failed
+	Why   string `json:"why,omitempty"`
+}
+
+// Op node states.
+const (
+	opWaiting = "waiting"
+	opRunning = "running"
+	opDone    = "done"
+	opFailed  = "failed"
+)
+
+// relayActs names the relay's activities (called through a nil pointer).
+var relayActs *relay.Relay
+
+// What names the op as the operator asked it.
+func (op *FleetOp) What() string {
+	if op.Kind == relay.KindMigrate {
+		return "fleet migrate " + op.Module
+	}
+	return "fleet flip"
+}
+
+// busy: the op still has requests to send or waits on some.
+func (op *FleetOp) busy() bool { return op != nil && !op.Done && op.Halted == "" }
+
+// Standing is how far the op went, in status's words.
+func (op *FleetOp) Standing() string {
+	var done, failed []string
+	for _, n := range op.Nodes {
+		switch n.State {
+		case opDone:
+			done = append(done, n.Node)
+		case opFailed:
+			failed = append(failed, n.Node+" ("+n.Why+")")
+		}
+	}
+	s := fmt.Sprintf("%d of %d node(s) done", len(done), len(op.Nodes))
+	if len(failed) > 0 {
+		s += "; failed: " + strings.Join(failed, "; ")
+	}
+	switch {
+	case op.Halted != "":
+		s = "HALTED: " + op.Halted + "; " + s
+	case op.Done:
+		s = "finished: " + s
+	}
+	return s
+}
+
+// nextWave is the first wave with a node not yet served, -1 if none.
+func (op *FleetOp) nextWave() int {
+	for _, n := range op.Nodes {
+		if n.State == opWaiting || n.State == opRunning {
+			return n.Wave
+		}
+	}
+	return -1
+}
+
+// registerOps sets the Update handlers of fleet migrate and fleet flip.
+// Their validators do not run on replay, so they may grow unversioned.
+func (f *fleet) registerOps(ctx workflow.Context) error {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateFleetMigrate,
+		func(ctx workflow.Context, in FleetRequest) (FleetAnswer, error) {
+			targets, skipped := f.st.migrateTargets(in.Nodes)
+			return f.takeOp(ctx, relay.KindMigrate, in, targets, skipped), nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in FleetRequest) error {
+			if err := workflows.LateAfter(ctx, in.NotAfter); err != nil {
+				return err
+			}
+			return f.st.migrateRefusal(in)
+		}},
+	); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateFleetFlip,
+		func(ctx workflow.Context, in FleetRequest) (FleetAnswer, error) {
+			targets, skipped := f.st.flipTargets()
+			return f.takeOp(ctx, relay.KindFlip, in, targets, skipped), nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in FleetRequest) error {
+			if err := workflows.LateAfter(ctx, in.NotAfter); err != nil {
+				return err
+			}
+			if err := f.st.opRefusal(); err != nil {
+				return err
+			}
+			if targets, skipped := f.st.flipTargets(); len(targets) == 0 {
+				return fmt.Errorf("no node of the fleet is migrated and running: %s; migrate first (`adopt fleet migrate MODULE`)", strings.Join(skipped, "; "))
+			}
+			return nil
+		}},
+	)
+}
+
+// takeOp records a new op on targets (fleet indexes) and says it.
+func (f *fleet) takeOp(ctx workflow.Context, kind string, in FleetRequest, targets []int, skipped []string) FleetAnswer {
+	op := &FleetOp{ID: workflow.GetCurrentUpdateInfo(ctx).ID, Kind: kind, Module: in.Module, Intent: in.Intent}
+	ans := FleetAnswer{Skipped: skipped}
+	for _, i := range targets {
+		op.Nodes = append(op.Nodes, OpNode{Node: f.st.Nodes[i].Node, Wave: f.st.WaveOf(i), State: opWaiting})
+		ans.Targets = append(ans.Targets, f.st.Nodes[i].Node)
+	}
+	f.st.Op = op
+	line := "operator: " + op.What() + " on " + strings.Join(ans.Targets, ", ")
+	if len(skipped) > 0 {
+		line += "; not on " + strings.Join(skipped, "; ")
+	}
+	f.note(ctx, line)
+	return ans
+}
+
+// opRefusal refuses a new op while one is under way.
+func (st *FleetState) opRefusal() error {
+	if st.Op.busy() {
+		return fmt.Errorf("%s is under way (%s): wait for it to finish (`adopt fleet status`)", st.Op.What(), st.Op.Standing())
+	}
+	return nil
+}
+
+// migrateRefusal is why the fleet refuses `adopt fleet migrate` of
+// in.Module on in.Nodes (the nodes whose configuration declares it), or nil.
+func (st *FleetState) migrateRefusal(in FleetRequest) error {
+	if err := st.opRefusal(); err != nil {
+		return err
+	}
+	if in.Module == "" {
+		return errors.New("module: none given: name the module to migrate (`adopt fleet migrate MODULE`)")
+	}
+	if len(in.Nodes) == 0 {
+		return fmt.Errorf("module %q: no node of the fleet declares it", in.Module)
+	}
+	var problems []string
+	for _, node := range in.Nodes {
+		i := st.Index(node)
+		switch {
+		case i < 0:
+			problems = append(problems, "node "+node+" is not of this fleet")
+		case st.Nodes[i].Declares != nil && !slices.Contains(st.Nodes[i].Declares, in.Module):
+			problems = append(problems, fmt.Sprintf("node %s does not declare module %s (it declares %s)", node, in.Module, strings.Join(st.Nodes[i].Declares, ", ")))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("module %q: %s", in.Module, strings.Join(problems, "; "))
+	}
+	if targets, skipped := st.migrateTargets(in.Nodes); len(targets) == 0 {
+		return fmt.Errorf("module %q: none of the nodes that declare it is running in the fleet: %s", in.Module, strings.Join(skipped, "; "))
+	}
+	return nil
+}
+
+// migrateTargets are the nodes of names the fleet started and that run
+// (fleet order), and the others with why.
+func (st *FleetState) migrateTargets(names []string) (targets []int, skipped []string) {
+	for i, n := range st.Nodes {
+		if !slices.Contains(names, n.Node) {
+			continue
+		}
+		if n.Started && n.Ended == "" {
+			targets = append(targets, i)
+		} else {
+			skipped = append(skipped, n.Node+" "+n.standing())
+		}
+	}
+	return targets, skipped
+}
+
+// flipTargets are the nodes the fleet started that run, adopted with every
+// module migrated (fleet order), and the others with why.
+func (st *FleetState) flipTargets() (targets []int, skipped []string) {
+	for i, n := range st.Nodes {
+		switch {
+		case n.Started && n.Ended == "" && n.Done && n.Phase == workflows.PhaseAdopted:
+			targets = append(targets, i)
+		case n.Started && n.Ended == "" && n.Phase == workflows.PhaseAdopted:
+			skipped = append(skipped, fmt.Sprintf("%s has %d of %d module(s) migrated", n.Node, n.Migrated, n.Modules))
+		default:
+			skipped = append(skipped, n.Node+" "+n.standing())
+		}
+	}
+	return targets, skipped
+}
+
+// ops runs the fleet's op, a wave at a time, while the fleet is not paused
+// and not about to continue as new.
+func (f *fleet) ops(ctx workflow.Context) {
+	for {
+		_ = workflow.Await(ctx, func() bool { return f.st.Op.busy() && f.st.Paused == "" && !f.leaving })
+		f.opWave(ctx)
+	}
+}
+
+// opWave sends every node of the op's next wave its request at once, waits
+// for all, and halts the op when more of them failed than the wave's
+// budget allows.
+func (f *fleet) opWave(ctx workflow.Context) {
+	op := f.st.Op
+	if !f.opsTaken {
+		workflows.Taken(ctx, changeFleetOps)
+		f.opsTaken = true
+	}
+	k := op.nextWave()
+	if k < 0 {
+		op.Done = true
+		f.note(ctx, op.What()+" "+op.Standing())
+		return
+	}
+	f.opBusy = true
+	defer func() { f.opBusy = false }()
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           workflows.TaskQueue, // the orchestrator's: it talks to the nodes' workflows
+		StartToCloseTimeout: 7 * 24 * time.Hour,  // a node's agent may be down for days; its request waits
+		HeartbeatTimeout:    time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: time.Minute},
+	})
+	var names []string
+	futs := map[int]workflow.Future{}
+	for j := range op.Nodes {
+		n := &op.Nodes[j]
+		if n.Wave != k || (n.State != opWaiting && n.State != opRunning) {
+			continue
+		}
+		n.State = opRunning
+		names = append(names, n.Node)
+		futs[j] = workflow.ExecuteActivity(actx, relayActs.Request, relay.NodeRequest{Node: n.Node, Kind: op.Kind, Module: op.Module, ID: op.ID, Intent: op.Intent})
+	}
+	f.note(ctx, fmt.Sprintf("%s: wave %d: %s (up to %d may fail)", op.What(), k, strings.Join(names, ", "), f.st.budget(k)))
+	for j := range op.Nodes {
+		fut, ok := futs[j]
+		if !ok {
+			continue
+		}
+		n := &op.Nodes[j]
+		var out relay.Outcome
+		err := fut.Get(ctx, &out)
+		switch {
+		case err != nil:
+			n.State, n.Why = opFailed, workflows.ErrorMessage(err)
+		case out.Why != "":
+			n.State, n.Why = opFailed, out.Why
+		default:
+			n.State, n.Why = opDone, ""
+		}
+		if n.State == opFailed {
+			f.event(ctx, fmt.Sprintf("%s: node %s failed: %s", op.What(), n.Node, n.Why))
+		}
+	}
+	var failed []string
+	for _, n := range op.Nodes {
+		if n.Wave == k && n.State == opFailed {
+			failed = append(failed, n.Node+" "+n.Why)
+		}
+	}
+	if len(failed) > f.st.budget(k) {
+		op.Halted = fmt.Sprintf("wave %d halted: %d node(s) failed, its budget (max_failed) allows %d: %s. Fix them, then run `adopt %s` again",
+			k, len(failed), f.st.budget(k), strings.Join(failed, "; "), op.What())
+		f.note(ctx, op.What()+": "+op.Halted)
+		return
+	}
+	f.show(ctx)
+}
