@@ -1,8 +1,9 @@
 // How the fleet learns that a node's workflow ended when it cannot see it
 // (a child's future does not cross continue-as-new): after waiting a while
-// on quiet nodes from an earlier run, it signals each a no-op
-// (SignalFleetAsk); a signal to a closed workflow fails, and the node is
-// marked ended unseen. Why, and what it costs: docs/workflows.md.
+// on quiet nodes from an earlier run, it asks the orchestrator's relay to
+// describe them (the run it started, by run ID: fleet-describe); runs
+// recorded before signalled each a no-op (SignalFleetAsk), which fails once
+// the workflow has closed. Why, and what it costs: docs/workflows.md.
 package fleet
 
 import (
@@ -14,6 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"adoption/activities/relay"
 	"adoption/workflows"
 )
 
@@ -85,6 +87,10 @@ func (f *fleet) awaitOrAsk(ctx workflow.Context, ready func() bool) (bool, error
 func (f *fleet) askRound(ctx workflow.Context, quiet time.Duration) int {
 	now := workflow.Now(ctx)
 	asked := f.toAsk(now, quiet)
+	if len(asked) > 0 && workflow.GetVersion(ctx, changeFleetDescribe, workflow.DefaultVersion, 1) >= 1 {
+		f.describeRound(ctx, now, asked)
+		return len(asked)
+	}
 	futs := make([]workflow.Future, len(asked))
 	for k, i := range asked {
 		futs[k] = workflow.SignalExternalWorkflow(ctx, workflows.WorkflowID(f.st.Nodes[i].Node), "", workflows.SignalFleetAsk, nil)
@@ -110,4 +116,41 @@ func (f *fleet) askRound(ctx workflow.Context, quiet time.Duration) int {
 	}
 	f.show(ctx)
 	return len(asked)
+}
+
+// describeRound asks the relay how the asked nodes' workflows stand: a
+// chain the fleet started that ended, or a workflow started again outside
+// the fleet under the node's ID, ends the node here with how.
+func (f *fleet) describeRound(ctx workflow.Context, now time.Time, asked []int) {
+	in := relay.ChildrenInput{Fleet: FleetID(f.st.Name)}
+	for _, i := range asked {
+		in.Nodes = append(in.Nodes, relay.Child{Node: f.st.Nodes[i].Node, RunID: f.st.Nodes[i].RunID})
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           workflows.TaskQueue, // the orchestrator's
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var out []relay.ChildStanding
+	if err := workflow.ExecuteActivity(actx, relayActs.Children, in).Get(ctx, &out); err != nil {
+		workflow.GetLogger(ctx).Warn("describing the fleet's nodes failed", "error", err)
+		return
+	}
+	for _, c := range out {
+		i := f.index(c.Node)
+		if i < 0 {
+			continue
+		}
+		n := &f.st.Nodes[i]
+		switch {
+		case n.Ended != "" || f.gen[c.Node] != 0:
+			// its end arrived, or a retry started it, meanwhile
+		case c.Ended == "":
+			f.heard[c.Node] = now // running when asked
+		default:
+			n.Ended = c.Ended
+			f.note(ctx, "node "+c.Node+" "+n.Ended)
+		}
+	}
+	f.show(ctx)
 }

@@ -2,6 +2,7 @@
 package fleet
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"adoption/activities/relay"
 	"adoption/workflows"
 )
 
@@ -25,13 +27,15 @@ func resumedFleet() FleetInput {
 	return FleetInput{Name: "prod", Members: fleetMembers(), Resume: st}
 }
 
-// m1 was terminated after the fleet continued as new: the fleet asks it
+// In runs recorded before fleet-describe: m1 was terminated after the
+// fleet continued as new: the fleet asks it
 // after waiting an hour, the signal fails (its workflow has closed), and m1
 // holds the fleet with the reason; `fleet retry m1` starts it again. Before,
 // the fleet showed m1 adopted for ever, with nothing held.
 func TestFleetAsksANodeItCannotSee(t *testing.T) {
 	var plans []string
 	env := newFleetEnv(t, nil, &plans)
+	env.OnGetVersion(changeFleetDescribe, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // runs recorded before: signals
 	var asked []time.Duration
 	start := time.Time{}
 	env.OnSignalExternalWorkflow(mock.Anything, workflows.WorkflowID("m1"), "", workflows.SignalFleetAsk, mock.Anything).Run(func(mock.Arguments) {
@@ -67,12 +71,14 @@ func TestFleetAsksANodeItCannotSee(t *testing.T) {
 	}
 }
 
-// A node that still runs answers; it is asked again later and later (at
+// In runs recorded before fleet-describe: a node that still runs answers;
+// it is asked again later and later (at
 // most once a day), and not at all while it sends progress. Nodes started
 // in this run are never asked: their futures say when they end.
 func TestFleetAsksARunningNodeSeldom(t *testing.T) {
 	var plans []string
 	env := newFleetEnv(t, nil, &plans)
+	env.OnGetVersion(changeFleetDescribe, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // runs recorded before: signals
 	var asked []time.Time
 	env.OnSignalExternalWorkflow(mock.Anything, workflows.WorkflowID("m1"), "", workflows.SignalFleetAsk, mock.Anything).Run(func(mock.Arguments) {
 		asked = append(asked, env.Now())
@@ -141,5 +147,40 @@ func TestFleetAsksNobodyBeforeTheChange(t *testing.T) {
 	}
 	if err := env.GetWorkflowError(); err != nil && strings.Contains(err.Error(), "SignalExternalWorkflow") {
 		t.Fatalf("the fleet asked: %v", err)
+	}
+}
+
+// m1 was terminated after the fleet continued as new, and a workflow was
+// started again under its ID outside the fleet: the first round (an hour)
+// describes it by the run the fleet started and reports it, naming how;
+// a node the relay says still runs is left as it is.
+func TestFleetDescribesANodeReplacedOutside(t *testing.T) {
+	for _, c := range []struct{ ended, held string }{
+		{"replaced outside the fleet: the workflow node-migration/m1 under its ID now (run r2, running) was not started by this fleet", "node m1 replaced outside the fleet"},
+		{"terminated", "node m1 terminated"},
+	} {
+		var plans []string
+		env := newFleetEnv(t, nil, &plans)
+		env.RegisterActivity(relay.New(nil))
+		var asked []relay.ChildrenInput
+		env.OnActivity(relayActs.Children, mock.Anything, mock.Anything).Return(func(_ context.Context, in relay.ChildrenInput) ([]relay.ChildStanding, error) {
+			asked = append(asked, in)
+			return []relay.ChildStanding{{Node: "m1", Ended: c.ended}}, nil
+		}).Once()
+		in := resumedFleet()
+		in.Resume.Nodes[1].RunID = "r1"
+		var held FleetState
+		env.RegisterDelayedCallback(func() {
+			held = queryFleet(t, env)
+			env.SignalWorkflow(SignalFleetRetry, FleetRetry{Node: "m1"})
+		}, 2*time.Hour)
+		env.ExecuteWorkflow(Fleet, in)
+		fleetResult(t, env)
+		if len(asked) != 1 || len(asked[0].Nodes) != 1 || asked[0].Nodes[0] != (relay.Child{Node: "m1", RunID: "r1"}) || asked[0].Fleet != FleetID("prod") {
+			t.Errorf("asked %+v, want m1 by its run r1, once, in fleet %s", asked, FleetID("prod"))
+		}
+		if !strings.Contains(held.Held, c.held) || held.Nodes[1].Ended != c.ended {
+			t.Errorf("held %q, m1 ended %q; want %q", held.Held, held.Nodes[1].Ended, c.held)
+		}
 	}
 }

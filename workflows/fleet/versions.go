@@ -22,4 +22,8 @@ const (
 	// through the orchestrator's relay activity. Asked once a run, only
 	// when an op sends a wave.
 	changeFleetOps = "fleet-ops"
+	// changeFleetDescribe: an ask round describes the quiet nodes through
+	// the orchestrator's relay (the run the fleet started, by run ID)
+	// instead of signalling them. Asked only by a round with nodes to ask.
+	changeFleetDescribe = "fleet-describe"
 )

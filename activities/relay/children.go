@@ -1,0 +1,94 @@
+// How the fleet learns how its nodes' workflows stand when it cannot see
+// them end (a child's future does not cross continue-as-new): the latest
+// run under each node's workflow ID, described, against the run the fleet
+// started.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"adoption/workflows"
+)
+
+// Describer is what Children needs of a Temporal client.
+type Describer interface {
+	DescribeWorkflowExecution(ctx context.Context, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
+}
+
+// Child is one node as the fleet started it: RunID is the first run of the
+// chain the fleet started ("" when the fleet did not record it).
+type Child struct {
+	Node  string `json:"node"`
+	RunID string `json:"run_id,omitempty"`
+}
+
+// ChildrenInput names the fleet and the nodes to describe.
+type ChildrenInput struct {
+	Fleet string  `json:"fleet"` // the fleet's workflow ID
+	Nodes []Child `json:"nodes"`
+}
+
+// ChildStanding is how one node's workflow stands: Ended is "" while the
+// chain the fleet started runs, else how it ended, in the fleet's words.
+type ChildStanding struct {
+	Node  string `json:"node"`
+	Ended string `json:"ended,omitempty"`
+}
+
+// Children describes each node's latest run. A node whose describe fails
+// for another reason than a missing workflow is left out (asked again at
+// the next round).
+func (r *Relay) Children(ctx context.Context, in ChildrenInput) ([]ChildStanding, error) {
+	d, ok := r.C.(Describer)
+	if !ok {
+		return nil, errors.New("the relay's client cannot describe workflows")
+	}
+	var out []ChildStanding
+	for _, c := range in.Nodes {
+		resp, err := d.DescribeWorkflowExecution(ctx, workflows.WorkflowID(c.Node), "")
+		var nf *serviceerror.NotFound
+		switch {
+		case errors.As(err, &nf):
+			out = append(out, ChildStanding{Node: c.Node, Ended: "ended unseen: no workflow " + workflows.WorkflowID(c.Node) + " exists any more"})
+			continue
+		case err != nil:
+			continue
+		}
+		out = append(out, ChildStanding{Node: c.Node, Ended: standing(in.Fleet, c, resp.GetWorkflowExecutionInfo().GetFirstRunId(),
+			resp.GetWorkflowExecutionInfo().GetParentExecution().GetWorkflowId(), resp.GetWorkflowExecutionInfo().GetExecution().GetRunId(),
+			resp.GetWorkflowExecutionInfo().GetStatus())})
+	}
+	return out, nil
+}
+
+// standing decides, from the latest run under the node's ID, whether the
+// chain the fleet started still runs ("") or how it ended. A chain keeps
+// its first run ID and its parent across continue-as-new; a workflow
+// started again outside the fleet has another first run and no parent.
+func standing(fleetID string, c Child, firstRun, parent, latest string, status enumspb.WorkflowExecutionStatus) string {
+	id := workflows.WorkflowID(c.Node)
+	ours := parent == fleetID && (c.RunID == "" || firstRun == "" || firstRun == c.RunID)
+	switch {
+	case !ours:
+		return fmt.Sprintf("replaced outside the fleet: the workflow %s under its ID now (run %s, %s) was not started by this fleet; the run the fleet started has ended (adopt status %s)",
+			id, latest, strings.ToLower(status.String()), c.Node)
+	case status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return ""
+	case status == enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		return "terminated"
+	case status == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return "canceled"
+	case status == enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return "timed out"
+	case status == enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
+		return "failed: see adopt status " + c.Node
+	}
+	return "ended unseen: its workflow " + id + " is " + strings.ToLower(status.String()) + " (adopt status " + c.Node + ")"
+}
