@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,7 +106,42 @@ func TestFleetWavesMigrateFlip(t *testing.T) {
 		}
 	}
 
-	st = op("flip on e2ewa, e2ewb, e2ewc, e2ewd", "flip")
+	// A port opened by hand on e2ewb: its flip's preview refuses, which
+	// fails e2ewb; over wave 1's budget (0), the flip halts naming it and
+	// wave 2 is not flipped.
+	hand := func(verb string) {
+		if out, err := exec.Command("ip", "netns", "exec", nodes[1].Netns, "iptables", verb, "ufw-user-input", "-p", "tcp", "--dport", "9999", "-j", "ACCEPT").CombinedOutput(); err != nil {
+			t.Fatalf("hand edit %s: %v %s", verb, err, out)
+		}
+	}
+	hand("-I")
+	if out, errs, code := adopt(t, "fleet", "flip", "--fleet", fleetFile); code != 0 {
+		t.Fatalf("fleet flip: %s%s", out, errs)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for st = fleetStatus(); st.Op == nil || st.Op.Kind != "flip" || st.Op.Halted == ""; st = fleetStatus() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the flip did not halt on e2ewb: %+v", st.Op)
+		}
+		time.Sleep(time.Second)
+	}
+	if h := st.Op.Halted; !strings.Contains(h, "wave 1 halted") || !strings.Contains(h, "e2ewb flip refused by the preview") || !strings.Contains(h, "9999/tcp") {
+		t.Errorf("halted: %q, want wave 1 naming e2ewb's refused preview and 9999/tcp", h)
+	}
+	waitPhase(t, nodes[0], workflows.PhaseConverged, 90*time.Second)
+	for _, n := range nodes[2:] {
+		if s, err := status(t, n); err != nil || s.Phase != workflows.PhaseAdopted {
+			t.Errorf("%s after the halt: %v %v, want adopted (not flipped)", n.Name, s.Phase, err)
+		}
+	}
+	out, _, _ = adopt(t, "fleet", "status", "--fleet", fleetFile)
+	if !strings.Contains(out, "FLEET FLIP: HALTED: wave 1 halted") {
+		t.Errorf("fleet status does not show the halt:\n%s", out)
+	}
+
+	// The port closed by hand again, the flip goes on from where it halted.
+	hand("-D")
+	st = op("flip on e2ewb, e2ewc, e2ewd", "flip")
 	for _, want := range []string{"fleet flip: wave 0: e2ewa", "fleet flip: wave 1: e2ewb", "fleet flip: wave 2: e2ewc, e2ewd"} {
 		if !strings.Contains(strings.Join(st.Events, "\n"), want) {
 			t.Errorf("no event %q:\n%s", want, strings.Join(st.Events, "\n"))

@@ -159,6 +159,8 @@ func served(in NodeRequest, st workflows.State) (ok bool, why string) {
 		return true, ""
 	case queued || st.Phase == workflows.PhaseFlipping:
 		return false, ""
+	case st.LastError != "":
+		return false, st.LastError // the flip's own words: "flip refused by the preview: ..."
 	case st.LastPreview != nil && !st.LastPreview.Approved:
 		return false, "preview refused: " + strings.Join(st.LastPreview.Reasons, "; ")
 	}

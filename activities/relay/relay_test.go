@@ -29,6 +29,7 @@ func TestServed(t *testing.T) {
 		{"converged", flp, workflows.State{Phase: workflows.PhaseConverged}, true, ""},
 		{"flip queued", flp, workflows.State{Phase: workflows.PhaseAdopted, LastPreview: &flip.Preview{Reasons: []string{"old"}}, Queue: []workflows.Request{{Kind: KindFlip}}}, false, ""},
 		{"flipping", flp, workflows.State{Phase: workflows.PhaseFlipping}, false, ""},
+		{"refused by the flip's preview", flp, workflows.State{Phase: workflows.PhaseAdopted, LastError: "flip refused by the preview: 9999/tcp would close"}, false, "flip refused by the preview: 9999/tcp would close"},
 		{"preview refused", flp, workflows.State{Phase: workflows.PhaseAdopted, LastPreview: &flip.Preview{Reasons: []string{"8443/tcp would close"}}}, false, "preview refused: 8443/tcp would close"},
 		{"reverted", flp, workflows.State{Phase: workflows.PhaseAdopted, LastPreview: &flip.Preview{Approved: true}, Events: []workflows.Event{{Text: "flip reverted: not confirmed"}}}, false, "the flip ended without converging: flip reverted: not confirmed"},
 		{"released", flp, workflows.State{Phase: workflows.PhaseReleased}, false, "node n1 is released"},
