@@ -223,10 +223,10 @@ func (st *FleetState) flipTargets() (targets []int, skipped []string) {
 }
 
 // ops runs the fleet's op, a wave at a time, while the fleet is not paused
-// and not about to continue as new.
+// and not due to continue as new (the next run goes on with the next wave).
 func (f *fleet) ops(ctx workflow.Context) {
 	for {
-		_ = workflow.Await(ctx, func() bool { return f.st.Op.busy() && f.st.Paused == "" && !f.leaving })
+		_ = workflow.Await(ctx, func() bool { return f.st.Op.busy() && f.st.Paused == "" && !f.leaving && !f.due(ctx) })
 		f.opWave(ctx)
 	}
 }

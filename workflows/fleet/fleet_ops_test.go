@@ -2,12 +2,15 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"adoption/activities/relay"
 	"adoption/config"
@@ -149,5 +152,49 @@ func TestFleetOpsRefused(t *testing.T) {
 	}
 	if st.Op != nil || len(o.calls) > 0 {
 		t.Errorf("a refused request started something: op %+v, calls %v", st.Op, o.calls)
+	}
+}
+
+// A paused fleet sends no wave of an op; resume lets it go on.
+func TestFleetOpWaitsWhilePaused(t *testing.T) {
+	o, in := newOpsEnv(t, nil, false, nil)
+	in.Resume.Paused = "paused by the operator"
+	o.update(t, time.Second, UpdateFleetMigrate, "op1", FleetRequest{Module: "web", Nodes: []string{"c1"}}, nil, nil)
+	o.update(t, 5*time.Hour, UpdateFleetResume, "r1", FleetRequest{}, nil, nil)
+	o.env.ExecuteWorkflow(Fleet, in)
+	st := fleetResult(t, o.env)
+	if got := o.calls["c1"]; got != 5*time.Hour+10*time.Minute {
+		t.Errorf("c1 answered at %v, want 5h10m (after the resume)", got)
+	}
+	if st.Op == nil || !st.Op.Done {
+		t.Errorf("op %+v, want done", st.Op)
+	}
+}
+
+// A fleet due to continue as new waits for the wave in flight, then
+// carries the op with how far it went; its next run goes on from there.
+func TestFleetOpCarriedAcrossContinueAsNew(t *testing.T) {
+	o, in := newOpsEnv(t, nil, false, nil)
+	o.update(t, time.Second, UpdateFleetMigrate, "op1", FleetRequest{Module: "web", Nodes: []string{"c1", "m1", "m2"}}, nil, nil)
+	// Due while m1's wave waits on the relay (10m1s to 20m1s).
+	o.env.RegisterDelayedCallback(func() { o.env.SetContinueAsNewSuggested(true) }, 15*time.Minute)
+	o.env.ExecuteWorkflow(Fleet, in)
+	var can *workflow.ContinueAsNewError
+	if !errors.As(o.env.GetWorkflowError(), &can) {
+		t.Fatalf("want continue-as-new, got %v", o.env.GetWorkflowError())
+	}
+	var next FleetInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	op := next.Resume.Op
+	if op == nil || op.ID != "op1" || op.nextWave() != 2 {
+		t.Fatalf("carried op %+v, want op1 with m2's wave next", op)
+	}
+	for _, n := range op.Nodes {
+		_, asked := o.calls[n.Node]
+		if (n.State == opDone) != asked || n.State == opRunning {
+			t.Errorf("node %s carried as %s, relay answered: %v (a wave cut in flight)", n.Node, n.State, asked)
+		}
 	}
 }

@@ -295,14 +295,7 @@ func (f *fleet) finished() bool {
 }
 
 func (f *fleet) run(ctx workflow.Context) (*FleetState, error) {
-	limit := f.in.HistoryLimit
-	if limit <= 0 {
-		limit = fleetHistoryLimit
-	}
-	canDue := func() bool {
-		info := workflow.GetInfo(ctx)
-		return (info.GetCurrentHistoryLength() >= limit || info.GetContinueAsNewSuggested()) && !f.opBusy
-	}
+	canDue := func() bool { return f.due(ctx) && !f.opBusy }
 	f.show(ctx)
 	for {
 		// Waits, and asks the nodes it cannot see end (fleet_ask.go).
@@ -346,6 +339,16 @@ func (f *fleet) run(ctx workflow.Context) (*FleetState, error) {
 			return f.st, nil
 		}
 	}
+}
+
+// due: the run's history is long enough to continue as new.
+func (f *fleet) due(ctx workflow.Context) bool {
+	limit := f.in.HistoryLimit
+	if limit <= 0 {
+		limit = fleetHistoryLimit
+	}
+	info := workflow.GetInfo(ctx)
+	return info.GetCurrentHistoryLength() >= limit || info.GetContinueAsNewSuggested()
 }
 
 // updateHeld says why the fleet is not starting its next node, if a
