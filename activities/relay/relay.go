@@ -72,6 +72,16 @@ func (r *Relay) Request(ctx context.Context, in NodeRequest) (Outcome, error) {
 	if ok, _ := served(in, st); ok {
 		return Outcome{Node: in.Node}, nil // already so: nothing to send
 	}
+	if !inFlight(in, st) { // else an earlier attempt's request is being served
+		if out, err := r.send(ctx, in); err != nil || out.Why != "" {
+			return out, err
+		}
+	}
+	return r.watch(ctx, in)
+}
+
+// send queues the node's request: a refusal is an outcome.
+func (r *Relay) send(ctx context.Context, in NodeRequest) (Outcome, error) {
 	name := workflows.UpdateMigrate
 	if in.Kind == KindFlip {
 		name = workflows.UpdateFlip
@@ -93,6 +103,11 @@ func (r *Relay) Request(ctx context.Context, in NodeRequest) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, fmt.Errorf("send %s to node %s: %w", name, in.Node, err)
 	}
+	return Outcome{Node: in.Node}, nil
+}
+
+// watch reads the node's status until it has served in, heartbeating.
+func (r *Relay) watch(ctx context.Context, in NodeRequest) (Outcome, error) {
 	every := r.Every
 	if every <= 0 {
 		every = 5 * time.Second
@@ -124,6 +139,25 @@ func (r *Relay) status(ctx context.Context, node string) (workflows.State, error
 		return st, fmt.Errorf("read node %s's status: %w", node, err)
 	}
 	return st, nil
+}
+
+// inFlight: the node is serving a request like in already (queued, or
+// running): an attempt of this activity before a retry sent it.
+func inFlight(in NodeRequest, st workflows.State) bool {
+	for _, q := range st.Queue {
+		if q.Kind == in.Kind && q.Module == in.Module {
+			return true
+		}
+	}
+	if in.Kind == KindFlip {
+		return st.Phase == workflows.PhaseFlipping
+	}
+	for _, m := range st.Modules {
+		if m.Name == in.Module && m.State == workflows.ModuleMigrating {
+			return true
+		}
+	}
+	return false
 }
 
 // served says whether the node has done what in asks (ok), or why it
