@@ -1,7 +1,14 @@
 package relay
 
 import (
+	"context"
 	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"adoption/firewall/flip"
 	"adoption/workflows"
@@ -37,6 +44,85 @@ func TestServed(t *testing.T) {
 		ok, why := served(c.in, c.st)
 		if ok != c.ok || why != c.why {
 			t.Errorf("%s: served %v %q, want %v %q", c.what, ok, why, c.ok, c.why)
+		}
+	}
+}
+
+// fakeTemporal answers status queries from states in turn (the last one
+// for good) and updates with refuse (nil: accepted).
+type fakeTemporal struct {
+	states  []workflows.State
+	refuse  error
+	updates []client.UpdateWorkflowOptions
+}
+
+type fakeHandle struct{ err error }
+
+func (h fakeHandle) WorkflowID() string             { return "" }
+func (h fakeHandle) RunID() string                  { return "" }
+func (h fakeHandle) UpdateID() string               { return "" }
+func (h fakeHandle) Get(context.Context, any) error { return h.err }
+
+type fakeValue struct{ st workflows.State }
+
+func (v fakeValue) HasValue() bool { return true }
+func (v fakeValue) Get(p any) error {
+	*(p.(*workflows.State)) = v.st
+	return nil
+}
+
+func (f *fakeTemporal) UpdateWorkflow(_ context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	f.updates = append(f.updates, o)
+	return fakeHandle{err: f.refuse}, nil
+}
+
+func (f *fakeTemporal) QueryWorkflow(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
+	st := f.states[0]
+	if len(f.states) > 1 {
+		f.states = f.states[1:]
+	}
+	return fakeValue{st}, nil
+}
+
+// Request sends the update once, by an ID derived from the op's, and
+// watches until served; a refusal is an outcome; a request already being
+// served (a retried attempt) is not sent again.
+func TestRequest(t *testing.T) {
+	adopted := workflows.State{Phase: workflows.PhaseAdopted, Modules: []workflows.ModuleState{{Name: "web", State: workflows.ModulePending}}}
+	queued := adopted
+	queued.Queue = []workflows.Request{{Kind: KindMigrate, Module: "web"}}
+	migrating := workflows.State{Phase: workflows.PhaseMigrating, Modules: []workflows.ModuleState{{Name: "web", State: workflows.ModuleMigrating}}}
+	migrated := workflows.State{Phase: workflows.PhaseAdopted, Modules: []workflows.ModuleState{{Name: "web", State: workflows.ModuleMigrated}}}
+	in := NodeRequest{Node: "n1", Kind: KindMigrate, Module: "web", ID: "op1"}
+	for _, c := range []struct {
+		what   string
+		states []workflows.State
+		refuse error
+		sent   int
+		why    string
+	}{
+		{"served", []workflows.State{adopted, queued, migrating, migrated}, nil, 1, ""},
+		{"already migrated", []workflows.State{migrated}, nil, 0, ""},
+		{"being served", []workflows.State{migrating, migrated}, nil, 0, ""},
+		{"refused", []workflows.State{adopted}, temporal.NewApplicationError("node n1 refuses migrate web: flipping", "Refused"), 1, "refused: node n1 refuses migrate web: flipping"},
+	} {
+		var ts testsuite.WorkflowTestSuite
+		env := ts.NewTestActivityEnvironment()
+		f := &fakeTemporal{states: c.states, refuse: c.refuse}
+		env.RegisterActivity(&Relay{C: f, Every: time.Millisecond})
+		v, err := env.ExecuteActivity((&Relay{}).Request, in)
+		if err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
+		var out Outcome
+		if err := v.Get(&out); err != nil {
+			t.Fatal(err)
+		}
+		if out.Why != c.why || len(f.updates) != c.sent {
+			t.Errorf("%s: why %q, sent %d; want %q, %d", c.what, out.Why, len(f.updates), c.why, c.sent)
+		}
+		if len(f.updates) > 0 && (f.updates[0].UpdateID != "op1/n1" || f.updates[0].UpdateName != workflows.UpdateMigrate) {
+			t.Errorf("%s: update %+v", c.what, f.updates[0])
 		}
 	}
 }
