@@ -68,13 +68,15 @@ install: build
 	done
 	install -m 0644 config/example.yaml $(DESTDIR)$(SYSCONFDIR)/adoption/example.yaml
 
-# Debian packages (dpkg-deb) of the stamped binaries, into $(DEBDIR):
-# adopt, adopt-worker, adopt-agent (agent and watchdog units, the node
-# example), adopt-orchestrator. Their maintainer scripts start nothing that
-# has no configuration and never stop the watchdog (deploy/debian/).
+# Debian packages of the stamped binaries, built by nfpm (built from its
+# pinned module) into $(DEBDIR): adopt, adopt-worker,
+# adopt-agent (agent and watchdog units, the node example),
+# adopt-orchestrator (deploy/nfpm/). Their maintainer scripts start nothing
+# that has no configuration and never stop the watchdog (deploy/debian/).
 DEBDIR        ?= dist
+NFPM          := github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.48.0
 deb: build
-	./scripts/deb.sh $(DEBDIR) $(VERSION)
+	NFPM=$(NFPM) GO=$(GO) ./scripts/deb.sh $(DEBDIR) $(VERSION)
 
 # The pinned Temporal CLI (dev server 1.29.1 with its Web UI), built from the
 # Go module proxy into a cache outside the work tree: ~7 minutes the first
@@ -107,7 +109,8 @@ compose-down:
 	$(COMPOSE) -p adoption down
 
 # What make test needs on the machine (nft, iptables-nft, ip, ufw, chromium,
-# docker-compose, systemd-analyze): as root on Debian, installed with apt;
+# docker-compose, systemd-analyze, promtool, lintian, dpkg): as root on
+# Debian, installed with apt;
 # elsewhere, named with the command that installs them.
 deps:
 	@./scripts/deps.sh

@@ -18,9 +18,9 @@ import (
 	"adoption/workflows"
 )
 
-// promtool is not available here: the rules and the dashboard are parsed,
-// each rule is checked for its parts, and every series they name must be
-// one the binaries export (adoption_* from a real registry, temporal_* from
+// The rules and the dashboard are parsed (promtool_test.go has promtool
+// check them too), each rule is checked for its parts, and every series
+// they name must be one the binaries export (adoption_* from a real registry, temporal_* from
 // the SDK's own list of names) or Prometheus' own `up`.
 func TestAlertRulesAndDashboardNameRealSeries(t *testing.T) {
 	known := exportedSeries(t)

@@ -17,7 +17,7 @@ import (
 func TestDepsNamesMissingToolWithoutRoot(t *testing.T) {
 	dir := t.TempDir()
 	for _, tool := range []string{"nft", "iptables", "iptables-nft-restore", "ip6tables-nft-restore", "ipset", "ip",
-		"chromium", "systemd-analyze", "docker", "docker-compose", "update-alternatives", "go"} {
+		"chromium", "systemd-analyze", "promtool", "lintian", "strip", "dpkg", "docker", "docker-compose", "update-alternatives", "go"} {
 		if p, err := exec.LookPath(tool); err == nil {
 			if err := os.Symlink(p, filepath.Join(dir, tool)); err != nil {
 				t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,15 +41,55 @@ type Metrics struct {
 	hooks    []func()
 }
 
+// Option adds to what New builds.
+type Option func(*options)
+
+type options struct{ help map[string]string }
+
+// WithHelp gives the series name, recorded through the SDK's handler (the
+// workflow side), its HELP text.
+func WithHelp(name, help string) Option {
+	return func(o *options) { o.help[name] = help }
+}
+
+// sdkHelp is the HELP of the series recorded through the SDK's handler,
+// which names them without a description: Prometheus' lint (promtool check
+// metrics) wants one on every series.
+const sdkHelp = "Temporal SDK series, see https://docs.temporal.io/references/sdk-metrics"
+
+// describe is the view that gives every SDK-recorded series without a
+// description its HELP: the one WithHelp gave, else sdkHelp for temporal_*,
+// else a line saying where it is recorded.
+func describe(help map[string]string) sdkmetric.View {
+	return func(i sdkmetric.Instrument) (sdkmetric.Stream, bool) {
+		if i.Description != "" {
+			return sdkmetric.Stream{}, false
+		}
+		d, ok := help[i.Name]
+		switch {
+		case ok:
+		case strings.HasPrefix(i.Name, "temporal_"):
+			d = sdkHelp
+		default:
+			d = "Recorded by adoption's workflow code (" + i.Name + ")."
+		}
+		return sdkmetric.Stream{Name: i.Name, Description: d, Unit: i.Unit}, true
+	}
+}
+
 // New builds the registry for a process that works for node (the agent;
 // "" for the orchestrator, which labels per workflow instead).
-func New(node string, log *slog.Logger) (*Metrics, error) {
+func New(node string, log *slog.Logger, opts ...Option) (*Metrics, error) {
+	o := options{help: map[string]string{}}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	reg := prometheus.NewRegistry()
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
 	if err != nil {
 		return nil, fmt.Errorf("metrics: the Prometheus exporter: %w", err)
 	}
-	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithView(describe(o.help)))
 	sdk := temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{
 		Meter:                provider.Meter("temporal-sdk-go"),
 		UseMonotonicCounters: true,

@@ -26,6 +26,10 @@ tools=(
 	ufw:ufw
 	chromium:chromium
 	systemd-analyze:systemd
+	promtool:prometheus
+	lintian:lintian
+	strip:binutils
+	dpkg:dpkg
 	docker:docker.io
 	dockerd:docker.io
 )
@@ -101,10 +105,25 @@ if ! is_root || ! is_debian; then
 	exit 1
 fi
 
+# A package installed here only for its tool (prometheus for promtool)
+# must not start its service: a policy-rc.d denies every start for the
+# length of the install (one already there is left as it is), and the
+# prometheus server it brings is disabled at once.
 if [ ${#missing_pkgs[@]} -gt 0 ]; then
 	echo "deps: installing ${missing_pkgs[*]} (missing: ${missing_tools[*]})"
+	policy=/usr/sbin/policy-rc.d
+	if [ ! -e $policy ]; then
+		printf '#!/bin/sh\n# written by adoption scripts/deps.sh for one apt-get install\nexit 101\n' > $policy
+		chmod 0755 $policy
+		trap 'rm -f '$policy EXIT
+	fi
 	apt-get update -qq
-	apt-get install -y -qq "${missing_pkgs[@]}"
+	apt-get install -y -qq --no-install-recommends "${missing_pkgs[@]}"
+	for p in "${missing_pkgs[@]}"; do
+		if [ "$p" = prometheus ] && has systemctl; then
+			systemctl disable prometheus.service >/dev/null 2>&1 || true
+		fi
+	done
 fi
 # The tests speak iptables-nft (the nf_tables backend), as the seed's nodes do.
 update-alternatives --set iptables /usr/sbin/iptables-nft >/dev/null

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"adoption/config"
+	"adoption/internal/testenv"
 	"adoption/sandbox"
 	"adoption/workflows"
 )
@@ -112,6 +113,14 @@ func TestMetricsDuringMigration(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", body)
+	}
+	// Prometheus' own lint of both live expositions: HELP on every
+	// series, counters' _total, base units.
+	testenv.NeedTools(t, "promtool")
+	for who, text := range map[string]string{"the agent's": body, "the orchestrator's": again} {
+		if out, err := testenv.PromtoolCheckMetrics(text); err != nil {
+			t.Errorf("%s /metrics: %v\n%s", who, err, out)
+		}
 	}
 
 	w.kill()

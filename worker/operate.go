@@ -41,7 +41,7 @@ func setupOps(ctx context.Context, cfg *config.Config, node string, stderr io.Wr
 	if cfg.Metrics.Listen == "" {
 		return o, nil
 	}
-	if o.metrics, err = metrics.New(node, log); err != nil {
+	if o.metrics, err = metrics.New(node, log, metrics.WithHelp(workflows.PhaseMetric, phaseHelp)); err != nil {
 		return nil, err
 	}
 	if o.stop, err = o.metrics.Listen(ctx, cfg.Metrics.Listen, log); err != nil {
@@ -49,6 +49,10 @@ func setupOps(ctx context.Context, cfg *config.Config, node string, stderr io.Wr
 	}
 	return o, nil
 }
+
+// phaseHelp is adoption_phase's HELP: the workflows set it, the
+// orchestrator re-emits it at start (phases.go).
+const phaseHelp = "1 for each node's current phase (labels node, phase), 0 for a phase it left; re-emitted from visibility when the orchestrator starts."
 
 // recorder is where activities report adoption_* series.
 func (o *ops) recorder() metrics.Recorder {

@@ -24,6 +24,7 @@ var packages = map[string]string{
 	"iptables-save": "iptables", "ip6tables-save": "iptables", "ipset": "ipset", "ip": "iproute2", "ufw": "ufw",
 	"chromium": "chromium", "docker-compose": "docker-compose",
 	"systemd-analyze": "systemd", "docker": "docker.io", "dockerd": "docker.io",
+	"promtool": "prometheus", "lintian": "lintian", "strip": "binutils", "dpkg": "dpkg", "dpkg-deb": "dpkg",
 }
 
 // NeedRoot skips under ADOPT_UNIT_ONLY and otherwise fails a test that is
