@@ -1,88 +1,61 @@
 #!/usr/bin/env bash
-# Builds adoption's Debian packages with dpkg-deb from bin/ (make build):
+# Builds adoption's Debian packages with nfpm from bin/ (make build), one
+# deploy/nfpm/<package>.yaml each:
 #   adopt               the operator's CLI
 #   adopt-worker        the adopt-worker binary the two below run
 #   adopt-agent         agent and watchdog units, /etc/adoption, the node example
-#   adopt-orchestrator  the orchestrator's unit and its example
-# Usage: scripts/deb.sh OUTDIR VERSION
+#   adopt-orchestrator  the orchestrator's unit and its examples
+# Usage: NFPM=module/cmd/nfpm@version scripts/deb.sh OUTDIR VERSION
+# (the Makefile pins NFPM; it is built with `go install module@version`).
 set -euo pipefail
 out=$1 version=$2
-# A Debian version starts with a digit and has no '-' without a revision.
+: "${NFPM:?NFPM names the pinned nfpm module (make deb sets it)}"
+GO=${GO:-go}
+# A Debian version starts with a digit and has no '-' (the revision, -1,
+# is nfpm's release).
 v=${version#v}
 [[ $v =~ ^[0-9]+\.[0-9]+ ]] || v="0.0.0+git${v}"
-v=${v//-/+}-1
-arch=$(dpkg --print-architecture)
-stage=$(mktemp -d)
-trap 'rm -rf "$stage"' EXIT
+export DEB_VERSION=${v//-/+}
+export DEB_ARCH=${DEB_ARCH:-$($GO env GOARCH)}
+export DEB_MAINTAINER=${DEB_MAINTAINER:-adoption maintainers <adoption@example.org>}
+export DEB_HOMEPAGE=${DEB_HOMEPAGE:-https://github.com/adoption/adoption}
+STAGE=$(mktemp -d)
+export STAGE
+trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$out"
 
-unit() { # unit NAME DEST: the unit with Debian's paths
+# The binaries without their symbol tables, as Debian ships binaries
+# (the version stamped by make build stays).
+for b in adopt adopt-worker; do
+	strip --strip-unneeded --remove-section=.comment -o "$STAGE/$b" "bin/$b"
+done
+# The units with Debian's paths.
+for u in deploy/systemd/*.service; do
 	sed -e 's|@BINDIR@|/usr/bin|g' -e 's|@SYSCONFDIR@|/etc|g' -e 's|@STATEDIR@|/var/lib/adoption|g' \
-		"deploy/systemd/$1" > "$2/lib/systemd/system/$1"
-	chmod 0644 "$2/lib/systemd/system/$1"
-}
+		"$u" > "$STAGE/$(basename "$u")"
+done
+# Debian wants a copyright file and a changelog in every package.
+cat > "$STAGE/copyright" <<COPYRIGHT
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: adoption
+Source: $DEB_HOMEPAGE
 
-control() { # control PKG DIR DEPENDS DESCRIPTION
-	mkdir -p "$2/DEBIAN" "$2/usr/share/doc/$1"
-	cat > "$2/DEBIAN/control" <<CONTROL
-Package: $1
-Version: $v
-Architecture: $arch
-Maintainer: adoption operators <adoption@localhost>
-Section: admin
-Priority: optional
-${3:+Depends: $3
-}Homepage: https://github.com/adoption/adoption
-Description: $4
-CONTROL
-	printf 'adoption %s\nSee docs/operations.md in the source.\n' "$version" > "$2/usr/share/doc/$1/README"
-	chmod 0644 "$2/usr/share/doc/$1/README"
-}
+Files: *
+Copyright: adoption's authors
+License: unspecified
+ The project has not published a license yet; until it does, these
+ packages are for the operators it is built for.
+COPYRIGHT
+date=$(git log -1 --format=%aD 2>/dev/null || date -R)
+printf 'adoption (%s-1) unstable; urgency=medium\n\n  * Built from %s (commit %s).\n\n -- %s  %s\n' \
+	"$DEB_VERSION" "$version" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$DEB_MAINTAINER" "$date" |
+	gzip -9n > "$STAGE/changelog.Debian.gz"
 
-build() { # build PKG DIR
-	find "$2" -type d -exec chmod 0755 {} +
-	dpkg-deb --root-owner-group -Zgzip --build "$2" "$out/${1}_${v}_${arch}.deb" >/dev/null
-	echo "$out/${1}_${v}_${arch}.deb"
-}
-
-d=$stage/adopt
-mkdir -p "$d/usr/bin"
-install -m 0755 bin/adopt "$d/usr/bin/adopt"
-control adopt "$d" "" "adoption's operator CLI (adopt)
- Starts and follows each node's migration onto the mesh on Temporal."
-build adopt "$d"
-
-d=$stage/adopt-worker
-mkdir -p "$d/usr/bin"
-install -m 0755 bin/adopt-worker "$d/usr/bin/adopt-worker"
-control adopt-worker "$d" "" "adoption's worker binary (adopt-worker)
- Run as the node agent (adopt-agent) or the orchestrator (adopt-orchestrator)."
-build adopt-worker "$d"
-
-d=$stage/adopt-agent
-mkdir -p "$d/lib/systemd/system" "$d/etc/adoption"
-unit adopt-agent.service "$d"
-unit adopt-watchdog.service "$d"
-install -m 0644 config/example.yaml "$d/etc/adoption/node.example.yaml"
-control adopt-agent "$d" "adopt-worker (= $v)" "adoption's node agent and flip watchdog (systemd units)
- Write /etc/adoption/node.yaml (from node.example.yaml), then
- systemctl enable --now adopt-agent. Nothing starts before that."
-echo /etc/adoption/node.example.yaml > "$d/DEBIAN/conffiles"
-install -m 0755 deploy/debian/adopt-agent.postinst "$d/DEBIAN/postinst"
-install -m 0755 deploy/debian/adopt-agent.prerm "$d/DEBIAN/prerm"
-install -m 0755 deploy/debian/postrm "$d/DEBIAN/postrm"
-build adopt-agent "$d"
-
-d=$stage/adopt-orchestrator
-mkdir -p "$d/lib/systemd/system" "$d/etc/adoption"
-unit adopt-orchestrator.service "$d"
-install -m 0644 config/orchestrator.example.yaml "$d/etc/adoption/orchestrator.example.yaml"
-install -m 0644 config/fleet.example.yaml "$d/etc/adoption/fleet.example.yaml"
-control adopt-orchestrator "$d" "adopt-worker (= $v)" "adoption's orchestrator (systemd unit)
- Write /etc/adoption/orchestrator.yaml (from orchestrator.example.yaml), then
- systemctl enable --now adopt-orchestrator. Nothing starts before that."
-printf '/etc/adoption/orchestrator.example.yaml\n/etc/adoption/fleet.example.yaml\n' > "$d/DEBIAN/conffiles"
-install -m 0755 deploy/debian/adopt-orchestrator.postinst "$d/DEBIAN/postinst"
-install -m 0755 deploy/debian/adopt-orchestrator.prerm "$d/DEBIAN/prerm"
-install -m 0755 deploy/debian/postrm "$d/DEBIAN/postrm"
-build adopt-orchestrator "$d"
+# nfpm itself, built once from its pinned module (the module proxy and the
+# Go build cache make it quick after the first time).
+GOBIN="$STAGE/bin" $GO install "$NFPM"
+for p in adopt adopt-worker adopt-agent adopt-orchestrator; do
+	f="$out/${p}_${DEB_VERSION}-1_${DEB_ARCH}.deb"
+	"$STAGE/bin/nfpm" package --packager deb --config "deploy/nfpm/$p.yaml" --target "$f" >/dev/null
+	echo "$f"
+done
