@@ -306,6 +306,12 @@ func LoadWith(path string, extra map[string]string) (*Config, error) {
 		v.SetConfigFile(path)
 		v.SetConfigType("yaml")
 		if err := v.ReadInConfig(); err != nil {
+			var parse viper.ConfigParseError
+			if errors.As(err, &parse) {
+				if serr := syntaxError(path); serr != nil {
+					return nil, fmt.Errorf("config file %s: %w", path, serr)
+				}
+			}
 			return nil, fmt.Errorf("config file %s: %w", path, err)
 		}
 	}
