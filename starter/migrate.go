@@ -31,7 +31,10 @@ marked rules, each file's keys with values masked) and the refusals it would
 hit (exit 2 when there is one).`,
 		example: `  adopt migrate n1 mail --config n1.yaml
   adopt migrate n1 mail --dry-run
+  adopt migrate n1 mail --config n1.yaml --wait
   adopt migrate n1 mail --config n1.yaml --json`,
+		waitFor:  func(module string) waitGoal { return waitGoal{module: module, state: workflows.ModuleMigrated} },
+		waitWhat: "the module is migrated (it ends at once, non-zero, if the module fails)",
 	})
 	var dry bool
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "rehearse the cutover on the node: print what it would do, change nothing")

@@ -18,6 +18,11 @@ import (
 type requestSpec struct {
 	use, name, short, long, example string
 	module                          int // 0: none, 1: optional, 2: required
+	// waitFor, when set, gives the command --wait: what `adopt wait`
+	// waits for once the request is accepted, and what that wait is
+	// called in the help.
+	waitFor  func(module string) waitGoal
+	waitWhat string
 }
 
 func (x *cli) requestCommand(ctx context.Context, s requestSpec) *cobra.Command {
@@ -33,16 +38,48 @@ func (x *cli) requestCommand(ctx context.Context, s requestSpec) *cobra.Command 
 			return nil
 		}
 	}
-	return &cobra.Command{
+	var wait bool
+	var waitTimeout time.Duration
+	c := &cobra.Command{
 		Use: s.use, Short: s.short, Long: s.long + "\n\n" + exitCodesHelp, Example: s.example, Args: args(n),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			mod := ""
 			if len(a) == 2 {
 				mod = a[1]
 			}
-			return x.request(ctx, a[0], s.name, mod)
+			if !wait {
+				return x.request(ctx, a[0], s.name, mod)
+			}
+			return x.requestAndWait(ctx, a[0], s.name, mod, s.waitFor(mod), waitTimeout)
 		},
 	}
+	if s.waitFor != nil {
+		c.Flags().BoolVar(&wait, "wait", false, "once accepted, wait until "+s.waitWhat+", showing progress on stderr as it changes (as `adopt wait` does)")
+		c.Flags().DurationVar(&waitTimeout, "wait-timeout", 15*time.Minute, "with --wait: give up after this long, every query included")
+	}
+	return c
+}
+
+// requestAndWait delivers the request, then waits for its goal as `adopt
+// wait` does. Text: the acceptance, then the wait's outcome; JSON: one
+// document holding both.
+func (x *cli) requestAndWait(ctx context.Context, node, name, module string, g waitGoal, timeout time.Duration) error {
+	out, err := x.deliver(ctx, node, name, module)
+	if err != nil {
+		return err
+	}
+	if !x.asJSON {
+		x.printOutcome(out)
+		return x.wait(ctx, node, g, timeout)
+	}
+	res, err := x.waitQuiet(ctx, node, g, timeout)
+	if err != nil {
+		return err
+	}
+	return x.writeJSON(x.stdout, struct {
+		Request requestOutcome `json:"request"`
+		Wait    waitResult     `json:"wait"`
+	}{out, res})
 }
 
 // requestOutcome is what a delivered request prints (--json).
@@ -60,16 +97,29 @@ type requestOutcome struct {
 }
 
 func (x *cli) request(ctx context.Context, node, name, module string) error {
-	in, err := x.requestInput(ctx, node, name, module)
+	out, err := x.deliver(ctx, node, name, module)
 	if err != nil {
 		return err
 	}
+	if x.asJSON {
+		return x.writeJSON(x.stdout, out)
+	}
+	x.printOutcome(out)
+	return nil
+}
+
+// deliver sends the request and says how it was received.
+func (x *cli) deliver(ctx context.Context, node, name, module string) (requestOutcome, error) {
+	in, err := x.requestInput(ctx, node, name, module)
+	if err != nil {
+		return requestOutcome{}, err
+	}
 	if err := x.dial(); err != nil {
-		return err
+		return requestOutcome{}, err
 	}
 	d, err := x.send(ctx, node, name, module, in)
 	if err != nil {
-		return err
+		return requestOutcome{}, err
 	}
 	out := requestOutcome{Node: node, Request: name, Module: module, Accepted: true, AgentPolling: d.agents.Node.alive() || d.agents.Node.unknown(), Link: x.link(node)}
 	// The handler only queues, so its result follows acceptance at once;
@@ -84,25 +134,26 @@ func (x *cli) request(ctx context.Context, node, name, module string) error {
 	case err == nil:
 		out.Queued = res.Queued
 	case !timedOut(err):
-		return x.requestError(ctx, node, describeRequest(name, module), d.handle, err)
+		return requestOutcome{}, x.requestError(ctx, node, describeRequest(name, module), d.handle, err)
 	}
 	if !out.AgentPolling {
 		out.Note = fmt.Sprintf("accepted; it runs when node %s's agent is back (%s)", node, d.agents.Node.describe("agent"))
 	}
-	if x.asJSON {
-		return x.writeJSON(x.stdout, out)
-	}
-	what := describeRequest(name, module)
+	return out, nil
+}
+
+// printOutcome is a delivered request's text.
+func (x *cli) printOutcome(out requestOutcome) {
+	what := describeRequest(out.Request, out.Module)
 	if out.Queued > 0 {
-		fmt.Fprintf(x.stdout, "node %s: accepted and queued %s (position %d)\n", node, what, out.Queued)
+		fmt.Fprintf(x.stdout, "node %s: accepted and queued %s (position %d)\n", out.Node, what, out.Queued)
 	} else {
-		fmt.Fprintf(x.stdout, "node %s: accepted %s\n", node, what)
+		fmt.Fprintf(x.stdout, "node %s: accepted %s\n", out.Node, what)
 	}
 	if out.Note != "" {
 		fmt.Fprintf(x.stdout, "%s\n", out.Note)
 	}
-	fmt.Fprintf(x.stdout, "follow it with `adopt status %s` or %s\n", node, out.Link)
-	return nil
+	fmt.Fprintf(x.stdout, "follow it with `adopt status %s` or %s\n", out.Node, out.Link)
 }
 
 func describeRequest(name, module string) string {

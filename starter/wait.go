@@ -88,11 +88,26 @@ type waitResult struct {
 	Now  string `json:"now"`
 }
 
+// wait waits for g and prints the outcome on stdout.
 func (x *cli) wait(ctx context.Context, node string, g waitGoal, timeout time.Duration) error {
+	res, err := x.waitQuiet(ctx, node, g, timeout)
+	if err != nil {
+		return err
+	}
+	if x.asJSON {
+		return x.writeJSON(x.stdout, res)
+	}
+	fmt.Fprintf(x.stdout, "node %s: %s\n", node, res.Now)
+	return nil
+}
+
+// waitQuiet waits for g, its progress on stderr as it changes (text
+// output only), and returns what it saw when g was met.
+func (x *cli) waitQuiet(ctx context.Context, node string, g waitGoal, timeout time.Duration) (waitResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := x.dial(); err != nil {
-		return err
+		return waitResult{}, err
 	}
 	last, shown := "nothing yet", ""
 	checkedModule := false
@@ -108,20 +123,16 @@ func (x *cli) wait(ctx context.Context, node string, g waitGoal, timeout time.Du
 		case err == nil:
 			if g.module != "" && !checkedModule && ns.StateFrom != "visibility" {
 				if ns.module(g.module) == nil {
-					return usagef("node %s has no module %q (modules: %s)", node, g.module, strings.Join(ns.moduleNames(), ", "))
+					return waitResult{}, usagef("node %s has no module %q (modules: %s)", node, g.module, strings.Join(ns.moduleNames(), ", "))
 				}
 				checkedModule = true
 			}
 			ok, now, why := waitMet(&ns.State, g, ns.Run.Status == "running")
 			if ok {
-				if x.asJSON {
-					return x.writeJSON(x.stdout, waitResult{Node: node, Now: now})
-				}
-				fmt.Fprintf(x.stdout, "node %s: %s\n", node, now)
-				return nil
+				return waitResult{Node: node, Now: now}, nil
 			}
 			if why != "" {
-				return fmt.Errorf("node %s: %s; it cannot reach what was waited for (%s). Next: %s", node, why, now, ns.Next)
+				return waitResult{}, fmt.Errorf("node %s: %s; it cannot reach what was waited for (%s). Next: %s", node, why, now, ns.Next)
 			}
 			last = now
 			if ns.Stuck != "" {
@@ -142,9 +153,9 @@ func (x *cli) wait(ctx context.Context, node string, g waitGoal, timeout time.Du
 		select {
 		case <-ctx.Done():
 			if parentDone := errors.Is(context.Cause(ctx), context.Canceled); parentDone {
-				return fmt.Errorf("node %s: interrupted; last seen: %s", node, last)
+				return waitResult{}, fmt.Errorf("node %s: interrupted; last seen: %s", node, last)
 			}
-			return fmt.Errorf("node %s: timed out after %s; last seen: %s", node, timeout, last)
+			return waitResult{}, fmt.Errorf("node %s: timed out after %s; last seen: %s", node, timeout, last)
 		case <-time.After(every):
 		}
 	}
