@@ -97,6 +97,7 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 		x.briefCommand(ctx),
 		x.resolveCommand(ctx),
 	)
+	x.withCompletions(ctx, root)
 	root.SetArgs(args)
 	root.SetOut(x.stdout)
 	root.SetErr(x.stderr)

@@ -58,13 +58,7 @@ type NodeSummary struct {
 	Note  string `json:"note,omitempty"`
 }
 
-func phaseList() string {
-	out := make([]string, 0, len(knownPhases))
-	for _, p := range knownPhases {
-		out = append(out, string(p))
-	}
-	return strings.Join(out, ", ")
-}
+func phaseList() string { return strings.Join(phaseNames(), ", ") }
 
 var knownPhases = []workflows.Phase{workflows.PhaseProbing, workflows.PhaseAdopted, workflows.PhaseMigrating,
 	workflows.PhaseFlipping, workflows.PhaseConverged, workflows.PhaseReleased, workflows.PhaseFailed}

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,6 +18,9 @@ import (
 	"adoption/workflows"
 )
 
+// takeSides are --take's values: keep the node's value or take the mesh's.
+var takeSides = []string{"node", "mesh"}
+
 func (x *cli) resolveCommand(ctx context.Context) *cobra.Command {
 	var take string
 	cmd := &cobra.Command{
@@ -26,7 +30,7 @@ func (x *cli) resolveCommand(ctx context.Context) *cobra.Command {
 			"  adopt retry n1 app",
 		Args: args(cobra.ExactArgs(3)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if take != "node" && take != "mesh" {
+			if !slices.Contains(takeSides, take) {
 				return usagef("--take %q: say node (keep the node's value) or mesh (take the module's)", take)
 			}
 			return x.resolve(ctx, args[0], workflows.ResolveInput{Path: args[1], Key: args[2], Take: take})

@@ -1,0 +1,85 @@
+// Shell completions (cobra's `adopt completion bash|zsh|fish|powershell`):
+// every enum a flag takes, and the nodes whose workflow runs for the NODE
+// argument, asked of Temporal's visibility with a short timeout.
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"adoption/workflows"
+)
+
+// completeNodesTimeout bounds the visibility query a completion makes: a
+// shell waits for it.
+const completeNodesTimeout = 3 * time.Second
+
+// withCompletions sets the completions of root's commands: the node names
+// on every command whose first argument is a running node's (not start,
+// whose node has no workflow yet), and the enums of the flags that take one.
+func (x *cli) withCompletions(ctx context.Context, root *cobra.Command) {
+	enums := map[string][]string{
+		"phase":   phaseNames(),
+		"state":   moduleStates,
+		"genesis": genesisStates,
+		"take":    takeSides,
+	}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if f := strings.Fields(c.Use); len(f) > 1 && (f[1] == "NODE" || f[1] == "[NODE]") && f[0] != "start" {
+			c.ValidArgsFunction = func(_ *cobra.Command, a []string, prefix string) ([]string, cobra.ShellCompDirective) {
+				if len(a) > 0 {
+					return nil, cobra.ShellCompDirectiveNoFileComp
+				}
+				return x.runningNodes(ctx, prefix), cobra.ShellCompDirectiveNoFileComp
+			}
+		}
+		for name, values := range enums {
+			if c.LocalNonPersistentFlags().Lookup(name) != nil {
+				_ = c.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// runningNodes are the nodes whose workflow runs, starting with prefix;
+// none when Temporal does not answer in time (a completion says nothing
+// rather than an error).
+func (x *cli) runningNodes(ctx context.Context, prefix string) []string {
+	if err := x.dial(); err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, completeNodesTimeout)
+	defer cancel()
+	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflows.NodeWorkflow)
+	resp, err := x.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: 1000})
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range resp.Executions {
+		if n := nodeOf(e); n != "" && strings.HasPrefix(n, prefix) && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func phaseNames() []string {
+	out := make([]string, 0, len(knownPhases))
+	for _, p := range knownPhases {
+		out = append(out, string(p))
+	}
+	return out
+}
