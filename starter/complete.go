@@ -1,6 +1,7 @@
 // Shell completions (cobra's `adopt completion bash|zsh|fish|powershell`):
-// every enum a flag takes, and the nodes whose workflow runs for the NODE
-// argument, asked of Temporal's visibility with a short timeout.
+// every enum a flag takes, the nodes whose workflow runs for the NODE
+// argument (asked of Temporal's visibility), and a node's modules for the
+// MODULE argument (asked of its workflow), each with a short timeout.
 package main
 
 import (
@@ -33,11 +34,15 @@ func (x *cli) withCompletions(ctx context.Context, root *cobra.Command) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		if f := strings.Fields(c.Use); len(f) > 1 && (f[1] == "NODE" || f[1] == "[NODE]") && f[0] != "start" {
+			module := len(f) > 2 && strings.Trim(f[2], "[]") == "MODULE"
 			c.ValidArgsFunction = func(_ *cobra.Command, a []string, prefix string) ([]string, cobra.ShellCompDirective) {
-				if len(a) > 0 {
-					return nil, cobra.ShellCompDirectiveNoFileComp
+				switch {
+				case len(a) == 0:
+					return x.runningNodes(ctx, prefix), cobra.ShellCompDirectiveNoFileComp
+				case len(a) == 1 && module:
+					return x.nodeModules(ctx, a[0], prefix), cobra.ShellCompDirectiveNoFileComp
 				}
-				return x.runningNodes(ctx, prefix), cobra.ShellCompDirectiveNoFileComp
+				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
 		}
 		for name, values := range enums {
@@ -73,6 +78,24 @@ func (x *cli) runningNodes(ctx context.Context, prefix string) []string {
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// nodeModules are node's modules, starting with prefix, as its workflow
+// says; none when it does not answer in time.
+func (x *cli) nodeModules(ctx context.Context, node, prefix string) []string {
+	ctx, cancel := context.WithTimeout(ctx, completeNodesTimeout)
+	defer cancel()
+	ns, err := x.nodeStatus(ctx, node)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, m := range ns.moduleNames() {
+		if strings.HasPrefix(m, prefix) {
+			out = append(out, m)
+		}
+	}
 	return out
 }
 

@@ -16,6 +16,10 @@ func TestCompletions(t *testing.T) {
 	for _, n := range []string{"n2", "n1", "web1"} {
 		f.list = append(f.list, execution(workflows.WorkflowID(n), n, "adopted", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING))
 	}
+	f.runs[workflows.WorkflowID("n1")] = f.list[1]
+	f.polled[workflows.TaskQueue] = true
+	f.answers[workflows.WorkflowID("n1")] = workflows.State{Node: "n1", Phase: workflows.PhaseAdopted,
+		Modules: []workflows.ModuleState{{Name: "app"}, {Name: "mail"}}}
 	complete := func(args ...string) []string {
 		t.Helper()
 		code, out, errs := runCLI(t, f, append([]string{"__complete"}, args...)...)
@@ -39,7 +43,10 @@ func TestCompletions(t *testing.T) {
 		{[]string{"flip", "w"}, "web1"},
 		{[]string{"status", ""}, "n1 n2 web1"},
 		{[]string{"start", ""}, ""},
-		{[]string{"migrate", "n1", ""}, ""},
+		{[]string{"migrate", "n1", ""}, "app mail"},
+		{[]string{"retry", "n1", "m"}, "mail"},
+		{[]string{"migrate", "n1", "app", ""}, ""},
+		{[]string{"migrate", "nosuch", ""}, ""},
 		{[]string{"wait", "n1", "--phase", ""}, strings.Join(phaseNames(), " ")},
 		// Fixed lists are filtered by the shell, not here.
 		{[]string{"wait", "n1", "--state", "m"}, strings.Join(moduleStates, " ")},
