@@ -52,6 +52,11 @@ const (
 	// genesis outcome runs genesis first; changeMemberPlacement: a member
 	// declaring the overlay's port checks it again once adopted.
 	changeGenesisBeforeFlip, changeMemberPlacement = "genesis-before-flip", "member-placement"
+	// changeNodeWatch: an adopted node reasserts its marks and looks for
+	// drift in its agent's own loop, and the workflow waits on one Watch
+	// activity that answers only when something changed, instead of a
+	// timer and an activity per check. Decided once a run, at its start.
+	changeNodeWatch = "node-watch"
 )
 
 // taken records that this run takes change. Every history kept for replay

@@ -1,0 +1,103 @@
+package watch
+
+// This file holds the Watch activity: the workflow's one long request to an
+// adopted node, answered only when the node's findings change.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"adoption/activities/caller"
+)
+
+// DefaultBound is how long a watch lasts with nothing changed, when the
+// request names no bound.
+const DefaultBound = 6 * time.Hour
+
+// Watcher serves Watch activities from the agent's loop.
+type Watcher struct {
+	Loop *Loop
+	// Beat is how often a waiting watch heartbeats (tests shorten it).
+	Beat time.Duration
+}
+
+// Heartbeat is what a waiting watch heartbeats: when the marks were last
+// reasserted and the findings' digest (status reads it from the pending
+// activity; it never enters the history).
+type Heartbeat struct {
+	Reconciled time.Time `json:"reconciled,omitzero"`
+	Digest     string    `json:"digest"`
+}
+
+// Watch runs both checks at once under the request's own context (so a
+// workflow the node does not serve, or a plan its file does not derive, is
+// refused and nothing is registered), registers the request with the
+// agent's loop, and returns when the loop's findings differ from in.Known
+// or it repaired something, or after in.Bound with nothing changed. It
+// heartbeats while it waits: an agent that dies is seen by its heartbeat
+// timeout.
+func (w *Watcher) Watch(ctx context.Context, in Input) (*Result, error) {
+	bound := in.Bound
+	if bound <= 0 {
+		bound = DefaultBound
+	}
+	c, _ := caller.Of(ctx)
+	j := &job{in: in, workflow: c.Workflow}
+	now := time.Now()
+	w.Loop.serving.Lock()
+	first := w.Loop.check(ctx, j, in.Reconcile, in.Drift)
+	w.Loop.serving.Unlock()
+	if first != nil {
+		for _, err := range []error{first.rerr, first.derr} {
+			if refused(err) {
+				return nil, err
+			}
+		}
+	}
+	w.Loop.install(j, now)
+	if first != nil {
+		w.Loop.record(j, now, first)
+	}
+	beat := w.Beat
+	if beat <= 0 {
+		beat = 20 * time.Second
+	}
+	ticker := time.NewTicker(beat)
+	defer ticker.Stop()
+	end := time.NewTimer(bound)
+	defer end.Stop()
+	for {
+		ok, changed := w.Loop.pending(in.Known)
+		if ok {
+			return w.Loop.take(), nil
+		}
+		select {
+		case <-changed:
+		case <-end.C:
+			r := w.Loop.take()
+			r.Bound = true
+			return r, nil
+		case <-ctx.Done():
+			// Cancelled by the workflow: a request comes, which the
+			// gate keeps the loop away from. The loop keeps what it
+			// watches (the node watches itself, Temporal or not).
+			return nil, ctx.Err()
+		case <-ticker.C:
+			if activity.IsActivity(ctx) {
+				r := w.Loop.peek()
+				activity.RecordHeartbeat(ctx, Heartbeat{Reconciled: r.Reconciled, Digest: r.Digest})
+			}
+		}
+	}
+}
+
+// refused reports a refusal: an error no retry changes (the node's file,
+// the workflow it serves, a request it does not declare).
+func refused(err error) bool {
+	var ae *temporal.ApplicationError
+	return errors.As(err, &ae) && ae.NonRetryable()
+}

@@ -1,0 +1,368 @@
+// Package watch is the node agent's own watch of an adopted node: its loop
+// reasserts the marked rules and looks for drift on the node's intervals,
+// Temporal or not, and the Watch activity (activity.go) returns to the
+// workflow only when what the loop found changed. What the loop acts on was
+// registered by a Watch request the node authorized (its own file derives
+// the plan, the request comes from the workflow it serves), and each check
+// authorizes again against the file as it is now; the node's own records
+// (adopted, converged, a flip under way, a module rolled back) veto it.
+package watch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"adoption/activities"
+	"adoption/config"
+	"adoption/custody"
+	"adoption/firewall/flip"
+	"adoption/firewall/marks"
+	"adoption/nodestate"
+)
+
+// Checks are the node's two checks: the activities' own Reconcile and
+// CheckDrift (each authorizes against the node's file before it acts).
+type Checks interface {
+	Reconcile(ctx context.Context, in activities.ReconcileInput) (*activities.RulesResult, error)
+	CheckDrift(ctx context.Context, in activities.DriftInput) (*activities.DriftResult, error)
+}
+
+// Records are the node's own records the loop obeys (nodestate.Dir).
+type Records interface {
+	Adopted() (nodestate.Marker, bool, error)
+	Converged() (bool, error)
+	Flip() (*nodestate.FlipRecord, error)
+	Cutovers() (map[string]nodestate.CutoverRecord, error)
+	Owner() (nodestate.Owner, bool, error)
+}
+
+// Input is what the workflow asks the node to watch, and what it knows.
+type Input struct {
+	Plan config.Plan `json:"plan"`
+	// Owners and Forward are the marked rules to keep (as ReconcileInput);
+	// Reconcile is false when there are none to keep.
+	Owners    map[string][]config.Port `json:"owners,omitempty"`
+	Forward   map[string][]config.Port `json:"forward,omitempty"`
+	Reconcile bool                     `json:"reconcile"`
+	// Custody and Firewall are the drift baseline (as DriftInput); Drift
+	// is false when drift is not looked for.
+	Custody  []custody.Record `json:"custody,omitempty"`
+	Firewall string           `json:"firewall,omitempty"`
+	Drift    bool             `json:"drift"`
+	// Known is the Digest of the findings the workflow holds: the watch
+	// returns when the node's differ.
+	Known string `json:"known"`
+	// Bound is how long the watch may last with nothing changed.
+	Bound time.Duration `json:"bound"`
+}
+
+// Findings are what the checks found that the workflow records.
+type Findings struct {
+	Drift          []activities.DriftItem `json:"drift,omitempty"`
+	DriftError     string                 `json:"drift_error,omitempty"`
+	ReconcileError string                 `json:"reconcile_error,omitempty"`
+}
+
+// Digest names findings: equal findings, equal digests (an empty list and
+// none are the same).
+func (f Findings) Digest() string {
+	if len(f.Drift) == 0 {
+		f.Drift = nil
+	}
+	b, _ := json.Marshal(f)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// Result is what the watch returns: the findings now, and the repairs made
+// since the last result.
+type Result struct {
+	Findings
+	Digest   string             `json:"digest"`
+	Restored []marks.MarkedRule `json:"restored,omitempty"`
+	Present  int                `json:"present"`
+	// Reconciled is when the marked rules were last reasserted (zero:
+	// not since the watch began).
+	Reconciled time.Time `json:"reconciled,omitzero"`
+	// Bound: nothing changed, the watch ran its bound.
+	Bound bool `json:"bound,omitempty"`
+}
+
+// Loop is the agent's own loop. Run it once per agent; Watch activities
+// register what it watches and wait on it.
+type Loop struct {
+	Checks  Checks
+	Records Records
+	Log     io.Writer
+	// Tick is the loop's clock between checks (tests shorten it).
+	Tick time.Duration
+
+	// serving is held shared while the agent serves another activity
+	// (gate.go), and by a check alone.
+	serving sync.RWMutex
+
+	mu        sync.Mutex
+	job       *job
+	find      Findings
+	found     bool
+	restored  []marks.MarkedRule
+	present   int
+	reconAt   time.Time
+	nextRecon time.Time
+	nextDrift time.Time
+	changed   chan struct{} // closed (and replaced) at each change
+}
+
+// job is a registered watch: its input and the workflow that asked.
+type job struct {
+	in       Input
+	workflow string
+}
+
+// signal wakes every waiter; l.mu held.
+func (l *Loop) signal() {
+	if l.changed != nil {
+		close(l.changed)
+	}
+	l.changed = make(chan struct{})
+}
+
+// waitCh is the channel closed at the next change; l.mu held.
+func (l *Loop) waitCh() chan struct{} {
+	if l.changed == nil {
+		l.changed = make(chan struct{})
+	}
+	return l.changed
+}
+
+// install makes j what the loop watches, its checks next due an interval
+// after now.
+func (l *Loop) install(j *job, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.job = j
+	l.nextRecon, l.nextDrift = now.Add(j.in.Plan.ReconcileInterval), now.Add(j.in.Plan.DriftInterval)
+}
+
+// Run runs the loop until ctx ends: every Tick, the checks that are due.
+func (l *Loop) Run(ctx context.Context) {
+	tick := l.Tick
+	if tick <= 0 {
+		tick = 10 * time.Second
+	}
+	for {
+		l.Cycle(context.WithoutCancel(ctx), time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(tick):
+		}
+	}
+}
+
+// Cycle runs the registered watch's checks that are due at now, under the
+// agent's own context.
+func (l *Loop) Cycle(ctx context.Context, now time.Time) {
+	l.mu.Lock()
+	j := l.job
+	recon := j != nil && j.in.Reconcile && j.in.Plan.ReconcileInterval > 0 && !now.Before(l.nextRecon)
+	drift := j != nil && j.in.Drift && j.in.Plan.DriftInterval > 0 && !now.Before(l.nextDrift)
+	if recon {
+		l.nextRecon = now.Add(j.in.Plan.ReconcileInterval)
+	}
+	if drift {
+		l.nextDrift = now.Add(j.in.Plan.DriftInterval)
+	}
+	if (recon || drift) && !l.serving.TryLock() {
+		// A request is being served: these checks wait for the next tick.
+		l.nextRecon, l.nextDrift = time.Time{}, time.Time{}
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	if !recon && !drift {
+		return
+	}
+	defer l.serving.Unlock()
+	if c := l.check(ctx, j, recon, drift); c != nil {
+		l.record(j, now, c)
+	}
+}
+
+// checked is what one pass of the checks found.
+type checked struct {
+	recon, drift bool
+	res          *activities.RulesResult
+	items        []activities.DriftItem
+	rerr, derr   error
+}
+
+// check runs the checks asked of j, unless the node's records veto them
+// (nil then).
+func (l *Loop) check(ctx context.Context, j *job, recon, drift bool) *checked {
+	if !recon && !drift {
+		return nil
+	}
+	if why, err := l.vetoed(j); err != nil || why != "" {
+		if err != nil {
+			l.logf("watch: read the node's records: %v", err)
+		}
+		return nil
+	}
+	c := &checked{recon: recon, drift: drift}
+	if recon {
+		owners, forward := l.allowed(j.in)
+		c.res, c.rerr = l.Checks.Reconcile(ctx, activities.ReconcileInput{Plan: j.in.Plan, Owners: owners, Forward: forward})
+	}
+	if drift {
+		var dr *activities.DriftResult
+		dr, c.derr = l.Checks.CheckDrift(ctx, activities.DriftInput{Plan: j.in.Plan, Custody: j.in.Custody, Firewall: j.in.Firewall})
+		if c.derr == nil {
+			c.items = dr.Items
+		}
+	}
+	return c
+}
+
+// record takes what the checks of j found at now into the loop's findings,
+// and wakes the watchers when they changed or a repair was made.
+func (l *Loop) record(j *job, now time.Time, c *checked) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.job != j { // replaced while the checks ran: theirs is older
+		return
+	}
+	next := l.find
+	repaired := false
+	if c.recon {
+		next.ReconcileError = errText(c.rerr)
+		if c.rerr == nil {
+			l.reconAt, l.present = now, len(c.res.Present)
+			if len(c.res.Added) > 0 {
+				repaired = true
+				l.restored = append(l.restored, c.res.Added...)
+				l.logf("watch: %d marked rule(s) of node %s had vanished and were put back", len(c.res.Added), j.in.Plan.Node)
+			}
+		}
+	}
+	if c.drift {
+		next.DriftError = errText(c.derr)
+		if c.derr == nil {
+			next.Drift = c.items
+		}
+	}
+	if next.Digest() != l.find.Digest() || !l.found || repaired {
+		l.find, l.found = next, true
+		l.signal()
+	}
+}
+
+// vetoed says why the node's own records stop the checks now: not adopted
+// (released), converged (the mesh guard keeps its table), a flip under way
+// or confirmed, or a workflow serving the node other than the one that
+// registered the watch.
+func (l *Loop) vetoed(j *job) (string, error) {
+	if l.Records == nil {
+		return "", nil
+	}
+	if _, ok, err := l.Records.Adopted(); err != nil || !ok {
+		return "node not adopted", err
+	}
+	if conv, err := l.Records.Converged(); err != nil || conv {
+		return "node converged", err
+	}
+	if r, err := l.Records.Flip(); err != nil || r.Pending() || (r != nil && r.State == nodestate.FlipConfirmed) {
+		return "flip under way", err
+	}
+	if o, ok, err := l.Records.Owner(); err != nil || (ok && j.workflow != "" && o.Workflow != j.workflow) {
+		return "served by another workflow", err
+	}
+	return "", nil
+}
+
+// allowed is the owners whose marks the loop keeps: the ones registered,
+// less a module whose cutover the node rolled back (its marks were closed
+// by that rollback).
+func (l *Loop) allowed(in Input) (owners, forward map[string][]config.Port) {
+	var recs map[string]nodestate.CutoverRecord
+	if l.Records != nil {
+		recs, _ = l.Records.Cutovers()
+	}
+	keep := func(o string) bool {
+		r, ok := recs[o]
+		return o == flip.OwnerFoundation || !ok || r.State != nodestate.CutoverRolledBack
+	}
+	owners, forward = map[string][]config.Port{}, map[string][]config.Port{}
+	for _, o := range sortedKeys(in.Owners) {
+		if keep(o) {
+			owners[o] = in.Owners[o]
+		}
+	}
+	for _, o := range sortedKeys(in.Forward) {
+		if keep(o) {
+			forward[o] = in.Forward[o]
+		}
+	}
+	return owners, forward
+}
+
+// take is the loop's findings as a result, and the repairs since the last
+// one (handed over: the next result does not repeat them).
+func (l *Loop) take() *Result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := &Result{Findings: l.find, Digest: l.find.Digest(), Restored: l.restored, Present: l.present, Reconciled: l.reconAt}
+	l.restored = nil
+	return r
+}
+
+// peek is the loop's findings as a result, handing nothing over.
+func (l *Loop) peek() Result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Result{Findings: l.find, Digest: l.find.Digest(), Present: l.present, Reconciled: l.reconAt}
+}
+
+// pending reports whether the loop has something for a watcher that knows
+// known, and the channel closed at the next change.
+func (l *Loop) pending(known string) (bool, chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.found && (l.find.Digest() != known || len(l.restored) > 0), l.waitCh()
+}
+
+func (l *Loop) logf(format string, args ...any) {
+	if l.Log != nil {
+		fmt.Fprintf(l.Log, format+"\n", args...)
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return ae.Message()
+	}
+	return err.Error()
+}
+
+func sortedKeys(m map[string][]config.Port) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,265 @@
+package watch
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"adoption/activities"
+	"adoption/config"
+	"adoption/firewall/marks"
+	"adoption/nodestate"
+)
+
+// fakeChecks answers as the node's checks would, from what a test sets.
+type fakeChecks struct {
+	mu         sync.Mutex
+	drift      []activities.DriftItem
+	vanished   int   // marks to report put back at the next reconcile
+	refuse     error // every check refuses with it
+	reconciles []activities.ReconcileInput
+	drifts     int
+}
+
+func (f *fakeChecks) Reconcile(_ context.Context, in activities.ReconcileInput) (*activities.RulesResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reconciles = append(f.reconciles, in)
+	if f.refuse != nil {
+		return nil, f.refuse
+	}
+	res := &activities.RulesResult{Present: []marks.MarkedRule{{Chain: "ufw-user-input"}}}
+	for ; f.vanished > 0; f.vanished-- {
+		res.Added = append(res.Added, marks.MarkedRule{Chain: "ufw-user-input"})
+	}
+	return res, nil
+}
+
+func (f *fakeChecks) CheckDrift(context.Context, activities.DriftInput) (*activities.DriftResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.drifts++
+	if f.refuse != nil {
+		return nil, f.refuse
+	}
+	return &activities.DriftResult{Items: append([]activities.DriftItem{}, f.drift...)}, nil
+}
+
+func (f *fakeChecks) set(fn func(*fakeChecks)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+func (f *fakeChecks) counts() (int, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.reconciles), f.drifts
+}
+
+// fakeRecords is an adopted node's records.
+type fakeRecords struct {
+	converged bool
+	flip      *nodestate.FlipRecord
+	cutovers  map[string]nodestate.CutoverRecord
+}
+
+func (r *fakeRecords) Adopted() (nodestate.Marker, bool, error) {
+	return nodestate.Marker{Node: "n1"}, true, nil
+}
+func (r *fakeRecords) Converged() (bool, error)              { return r.converged, nil }
+func (r *fakeRecords) Flip() (*nodestate.FlipRecord, error)  { return r.flip, nil }
+func (r *fakeRecords) Owner() (nodestate.Owner, bool, error) { return nodestate.Owner{}, false, nil }
+func (r *fakeRecords) Cutovers() (map[string]nodestate.CutoverRecord, error) {
+	return r.cutovers, nil
+}
+
+func watchInput(known string, bound time.Duration) Input {
+	return Input{
+		Plan:      config.Plan{Node: "n1", ReconcileInterval: time.Minute, DriftInterval: 5 * time.Minute},
+		Owners:    map[string][]config.Port{"foundation": {{Num: 7946, Proto: "tcp"}}, "web": {{Num: 8080, Proto: "tcp"}}},
+		Reconcile: true, Drift: true, Known: known, Bound: bound,
+	}
+}
+
+// start runs a Watch in the background; its answer comes on the channel.
+func start(w *Watcher, in Input) chan struct {
+	r   *Result
+	err error
+} {
+	out := make(chan struct {
+		r   *Result
+		err error
+	}, 1)
+	go func() {
+		r, err := w.Watch(context.Background(), in)
+		out <- struct {
+			r   *Result
+			err error
+		}{r, err}
+	}()
+	return out
+}
+
+var quiet = Findings{}.Digest()
+
+// registered waits until the loop watches what a Watch registered.
+func registered(l *Loop) {
+	for {
+		l.mu.Lock()
+		ok := l.job != nil && l.found
+		l.mu.Unlock()
+		if ok {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestIdleNodeAnswersOnlyAtTheBound(t *testing.T) {
+	f := &fakeChecks{}
+	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	w := &Watcher{Loop: l}
+	done := start(w, watchInput(quiet, 300*time.Millisecond))
+	registered(l)
+	now := time.Now()
+	for i := 1; i <= 30; i++ { // half an hour of the node's own loop, nothing changing
+		l.Cycle(context.Background(), now.Add(time.Duration(i)*time.Minute))
+	}
+	got := <-done
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if !got.r.Bound || len(got.r.Drift) != 0 || len(got.r.Restored) != 0 || got.r.Digest != quiet {
+		t.Fatalf("an idle node answered %+v; want only the bound, nothing found", got.r)
+	}
+	recs, drifts := f.counts()
+	if recs < 2 || drifts < 2 {
+		t.Fatalf("the loop checked %d reconcile(s), %d drift(s) in half an hour of cycles; want them on their intervals", recs, drifts)
+	}
+}
+
+func TestDriftFoundByTheLoopIsReported(t *testing.T) {
+	f := &fakeChecks{}
+	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	w := &Watcher{Loop: l}
+	done := start(w, watchInput(quiet, time.Hour))
+	registered(l)
+	item := activities.DriftItem{Kind: "file", Path: "/etc/hosts", Recorded: "d1", Now: "d2", What: "/etc/hosts changed since adoption"}
+	f.set(func(f *fakeChecks) { f.drift = []activities.DriftItem{item} })
+	now := time.Now()
+	l.Cycle(context.Background(), now.Add(time.Minute)) // reconcile only: drift not due
+	l.Cycle(context.Background(), now.Add(6*time.Minute))
+	got := <-done
+	if got.err != nil || got.r.Bound || len(got.r.Drift) != 1 || got.r.Drift[0] != item {
+		t.Fatalf("watch = %+v, %v; want the drift the loop found", got.r, got.err)
+	}
+	// The workflow now knows it: a watch with its digest waits again.
+	again := start(w, watchInput(got.r.Digest, 100*time.Millisecond))
+	if r := <-again; r.err != nil || !r.r.Bound {
+		t.Fatalf("watch knowing the drift = %+v, %v; want the bound", r.r, r.err)
+	}
+}
+
+func TestRepairIsReportedOnce(t *testing.T) {
+	f := &fakeChecks{}
+	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	w := &Watcher{Loop: l}
+	f.set(func(f *fakeChecks) { f.vanished = 2 })
+	got := <-start(w, watchInput(quiet, time.Hour))
+	if got.err != nil || got.r.Bound || len(got.r.Restored) != 2 || got.r.Present != 1 || got.r.Reconciled.IsZero() {
+		t.Fatalf("watch = %+v, %v; want 2 marks put back", got.r, got.err)
+	}
+	next := <-start(w, watchInput(got.r.Digest, 100*time.Millisecond))
+	if next.err != nil || !next.r.Bound || len(next.r.Restored) != 0 {
+		t.Fatalf("next watch = %+v, %v; want the repair not repeated", next.r, next.err)
+	}
+}
+
+func TestReconcileFailureIsReported(t *testing.T) {
+	f := &fakeChecks{}
+	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	w := &Watcher{Loop: l}
+	done := start(w, watchInput(quiet, time.Hour))
+	registered(l)
+	// A transient fault (the kernel's listing failed): the watch answers.
+	f.set(func(f *fakeChecks) {
+		f.refuse = temporal.NewApplicationError("list the ruleset: netlink busy", "Netlink")
+	})
+	l.Cycle(context.Background(), time.Now().Add(2*time.Minute))
+	got := <-done
+	if got.err != nil || got.r.ReconcileError != "list the ruleset: netlink busy" {
+		t.Fatalf("watch = %+v, %v; want the reconcile failure", got.r, got.err)
+	}
+}
+
+func TestRefusedWatchRegistersNothing(t *testing.T) {
+	f := &fakeChecks{}
+	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	w := &Watcher{Loop: l}
+	if r := <-start(w, watchInput(quiet, 50*time.Millisecond)); r.err != nil {
+		t.Fatal(r.err)
+	}
+	before := l.job
+	refusal := temporal.NewNonRetryableApplicationError("plan mismatch", "PlanMismatch", nil)
+	f.set(func(f *fakeChecks) { f.refuse = refusal })
+	other := watchInput(quiet, time.Hour)
+	other.Owners = map[string][]config.Port{"web": {{Num: 9999, Proto: "tcp"}}}
+	r := <-start(w, other)
+	if r.err == nil || r.err.Error() != refusal.Error() {
+		t.Fatalf("refused watch = %+v, %v; want the refusal", r.r, r.err)
+	}
+	if l.job != before {
+		t.Fatal("a refused watch replaced what the loop watches")
+	}
+}
+
+func TestNodeRecordsVetoTheLoop(t *testing.T) {
+	for name, recs := range map[string]*fakeRecords{
+		"converged":    {converged: true},
+		"flip pending": {flip: &nodestate.FlipRecord{ID: "f1", State: nodestate.FlipFlipped}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := &fakeChecks{}
+			l := &Loop{Checks: f, Records: recs}
+			l.install(&job{in: watchInput(quiet, time.Hour)}, time.Now())
+			l.Cycle(context.Background(), time.Now().Add(time.Hour))
+			if r, d := f.counts(); r != 0 || d != 0 {
+				t.Fatalf("%s: the loop ran %d reconcile(s) and %d drift check(s); want none", name, r, d)
+			}
+		})
+	}
+}
+
+func TestRolledBackModuleIsNotReasserted(t *testing.T) {
+	f := &fakeChecks{}
+	l := &Loop{Checks: f, Records: &fakeRecords{cutovers: map[string]nodestate.CutoverRecord{"web": {Module: "web", State: nodestate.CutoverRolledBack}}}}
+	l.install(&job{in: watchInput(quiet, time.Hour)}, time.Now())
+	l.Cycle(context.Background(), time.Now().Add(time.Minute))
+	if len(f.reconciles) != 1 {
+		t.Fatalf("reconciles = %d, want 1", len(f.reconciles))
+	}
+	if _, ok := f.reconciles[0].Owners["web"]; ok || len(f.reconciles[0].Owners["foundation"]) != 1 {
+		t.Fatalf("reconciled owners %v; want the foundation only (web rolled back on the node)", f.reconciles[0].Owners)
+	}
+}
+
+func TestLoopWaitsWhileARequestIsServed(t *testing.T) {
+	f := &fakeChecks{}
+	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	now := time.Now()
+	l.install(&job{in: watchInput(quiet, time.Hour)}, now)
+	l.serving.RLock() // what the gate holds while another activity runs
+	l.Cycle(context.Background(), now.Add(time.Hour))
+	if r, d := f.counts(); r != 0 || d != 0 {
+		t.Fatalf("the loop checked while a request was served (%d, %d)", r, d)
+	}
+	l.serving.RUnlock()
+	l.Cycle(context.Background(), now.Add(time.Hour+time.Second))
+	if r, d := f.counts(); r != 1 || d != 1 {
+		t.Fatalf("after the request, checks = %d, %d; want both", r, d)
+	}
+}
