@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 
 	"adoption/activities"
 	"adoption/config"
@@ -95,6 +96,8 @@ func (s *NodeSuite) TestGenesisCollisionFixedByPlan() {
 // While adopted, marked rules are reasserted on a timer; what was put back
 // shows in status.
 func (s *NodeSuite) TestReconcileReassertsOnTimer() {
+	// Runs from before the node watched itself (watch_test.go has theirs).
+	s.env.OnGetVersion(changeNodeWatch, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	p := controlPlan()
 	p.ReconcileInterval = time.Minute
 	s.expectAdoption(time.Second)
@@ -132,6 +135,7 @@ func (s *NodeSuite) TestReconcileReassertsOnTimer() {
 // reasserted by reconcile too, and a module rolled back is no longer
 // reasserted on either path.
 func (s *NodeSuite) TestReconcileReassertsForwardMarks() {
+	s.env.OnGetVersion(changeNodeWatch, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	p := testPlan()
 	p.ReconcileInterval = time.Minute
 	p.Modules[0].Container.Ports = map[string]string{"18025/tcp": "25/tcp"}

@@ -38,6 +38,9 @@ type node struct {
 	nextReconcile, nextDrift time.Time
 	// twoSteps: the flip takes two round trips to the node (changeFlipTwoSteps).
 	twoSteps bool
+	// watching: the node's agent checks in its own loop and the workflow
+	// waits on its watch (changeNodeWatch).
+	watching bool
 	// upserted is the node and phase last written to the search
 	// attributes in this run: they are upserted only when they change.
 	upserted string
@@ -96,6 +99,7 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 		// nothing more. Runs that predate changeFlipTwoSteps record it in the flip.
 		_ = workflow.GetVersion(ctx, changeFlipHolds, workflow.DefaultVersion, 1)
 	}
+	n.watching = workflow.GetVersion(ctx, changeNodeWatch, workflow.DefaultVersion, 1) >= 1
 	for {
 		ready := func() bool {
 			return len(n.s.Queue) > 0 || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
@@ -103,7 +107,21 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 		// While adopted, two jobs run on timers between requests: marked
 		// rules are reasserted (the found firewall's boot-time service may
 		// reload it without them), and drift is looked for.
-		if wait := n.untilPeriodic(ctx); wait > 0 {
+		if n.watching {
+			// The node checks in its own loop; the workflow hears only
+			// changes, and an idle node writes nothing to the history.
+			if n.watchDue() {
+				got, err := n.watchNode(ctx, ready)
+				if err != nil {
+					return &n.s, err
+				}
+				if !got {
+					continue
+				}
+			} else if err := workflow.Await(ctx, ready); err != nil {
+				return &n.s, err
+			}
+		} else if wait := n.untilPeriodic(ctx); wait > 0 {
 			ok, err := n.awaitWithTimeout(ctx, wait, ready)
 			if err != nil {
 				return &n.s, err

@@ -63,19 +63,24 @@ func (n *node) checkDrift(ctx workflow.Context) {
 		n.event(ctx, "drift check failed: "+errorMessage(err))
 		return
 	}
-	if len(res.Items) != len(n.s.Drift) {
-		if len(res.Items) == 0 {
+	n.takeDrift(ctx, res.Items)
+	n.publish(ctx)
+}
+
+// takeDrift records the drift found, and says so when it changed.
+func (n *node) takeDrift(ctx workflow.Context, items []activities.DriftItem) {
+	if len(items) != len(n.s.Drift) {
+		if len(items) == 0 {
 			n.event(ctx, "drift resolved: the node is as adopted again")
 		} else {
-			whats := make([]string, 0, len(res.Items))
-			for _, it := range res.Items {
+			whats := make([]string, 0, len(items))
+			for _, it := range items {
 				whats = append(whats, it.What)
 			}
 			n.event(ctx, fmt.Sprintf("drift: %s; accept with adopt drift accept %s, or restore the original", strings.Join(whats, "; "), n.s.Node))
 		}
 	}
-	n.s.Drift = res.Items
-	n.publish(ctx)
+	n.s.Drift = items
 }
 
 // driftBaseline is what each custody file should be now: as found, except

@@ -158,6 +158,8 @@ type State struct {
 	Flip          *FlipStatus              `json:"flip,omitempty"`
 	FlipAttempts  int                      `json:"flip_attempts,omitempty"`
 	Drift         []activities.DriftItem   `json:"drift"`
+	// DriftError is why the node's last drift check failed ("" when it ran).
+	DriftError string `json:"drift_error,omitempty"`
 	// Decisions on conflicting keys, applied by the next migrate or retry.
 	Decisions []Decision `json:"decisions,omitempty"`
 	// FirewallFingerprint is the found firewall's own rules as adopted (or

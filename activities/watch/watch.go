@@ -74,8 +74,11 @@ type Findings struct {
 }
 
 // Digest names findings: equal findings, equal digests (an empty list and
-// none are the same).
+// none are the same, and drift is not counted when its check failed).
 func (f Findings) Digest() string {
+	if len(f.Drift) == 0 || f.DriftError != "" { // a failed check says nothing of the drift
+		f.Drift = nil
+	}
 	if len(f.Drift) == 0 {
 		f.Drift = nil
 	}
@@ -94,6 +97,9 @@ type Result struct {
 	// Reconciled is when the marked rules were last reasserted (zero:
 	// not since the watch began).
 	Reconciled time.Time `json:"reconciled,omitzero"`
+	// Checked: the findings are the node's (false: its records vetoed
+	// every check since the watch began, and the findings say nothing).
+	Checked bool `json:"checked"`
 	// Bound: nothing changed, the watch ran its bound.
 	Bound bool `json:"bound,omitempty"`
 }
@@ -152,6 +158,9 @@ func (l *Loop) install(j *job, now time.Time) {
 	defer l.mu.Unlock()
 	l.job = j
 	l.nextRecon, l.nextDrift = now.Add(j.in.Plan.ReconcileInterval), now.Add(j.in.Plan.DriftInterval)
+	// Findings are of the watch that asked for them: a new one starts
+	// with none, so nothing of an earlier request's checks is reported.
+	l.find, l.found = Findings{}, false
 }
 
 // Run runs the loop until ctx ends: every Tick, the checks that are due.
@@ -321,7 +330,7 @@ func (l *Loop) allowed(in Input) (owners, forward map[string][]config.Port) {
 func (l *Loop) take() *Result {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := &Result{Findings: l.find, Digest: l.find.Digest(), Restored: l.restored, Present: l.present, Reconciled: l.reconAt}
+	r := &Result{Findings: l.find, Digest: l.find.Digest(), Checked: l.found, Restored: l.restored, Present: l.present, Reconciled: l.reconAt}
 	l.restored = nil
 	return r
 }

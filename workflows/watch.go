@@ -1,0 +1,116 @@
+// The watch: while a node is adopted and idle, the workflow waits on one
+// Watch activity on the node's queue. The node's agent reasserts the marks
+// and looks for drift in its own loop, and the activity answers only when
+// what it found changed (drift, a repair, a failed check) or after its
+// bound; an agent that dies is seen by the activity's heartbeat timeout,
+// with no timer in the workflow.
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"adoption/activities/watch"
+)
+
+// watcher is called through a nil pointer, like a.
+var watcher *watch.Watcher
+
+const (
+	// watchBound is how long a watch lasts with nothing changed.
+	watchBound = 6 * time.Hour
+	// watchHeartbeat is how long a watch may go silent before its
+	// attempt counts as lost (the agent died); it waits in its queue for
+	// the agent that comes back.
+	watchHeartbeat = time.Minute
+	// watchBackoff is how long a refused watch waits before it is asked
+	// again (a request wakes it at once).
+	watchBackoff = 30 * time.Minute
+)
+
+func (n *node) watchDue() bool { return n.reconcileDue() || n.driftDue() }
+
+// known is the digest of the findings the workflow holds.
+func (n *node) known() string {
+	f := watch.Findings{Drift: n.s.Drift, DriftError: n.s.DriftError}
+	if n.s.LastReconcile != nil {
+		f.ReconcileError = n.s.LastReconcile.Error
+	}
+	return f.Digest()
+}
+
+// watchNode waits on the node's watch until it answers or ready holds (a
+// request, a continue-as-new). It returns true when ready holds; the watch
+// is then cancelled.
+func (n *node) watchNode(ctx workflow.Context, ready func() bool) (bool, error) {
+	in := watch.Input{Plan: n.s.Plan, Owners: n.s.Opened, Forward: n.s.OpenedForward, Reconcile: n.reconcileDue(),
+		Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint, Drift: n.driftDue(), Known: n.known(), Bound: watchBound}
+	opts := workflow.ActivityOptions{
+		TaskQueue:           NodeQueue(n.s.Node),
+		StartToCloseTimeout: watchBound + 10*time.Minute,
+		HeartbeatTimeout:    watchHeartbeat,
+		Summary:             "watch: the node reasserts its marks and looks for drift; answers when something changed",
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        time.Minute,
+			NonRetryableErrorTypes: refusals,
+		},
+	}
+	wctx, cancel := workflow.WithCancel(ctx)
+	f := workflow.ExecuteActivity(workflow.WithActivityOptions(wctx, opts), watcher.Watch, in)
+	if err := workflow.Await(ctx, func() bool { return f.IsReady() || ready() }); err != nil {
+		cancel()
+		return false, err
+	}
+	if !f.IsReady() {
+		cancel()
+		return true, nil
+	}
+	var res watch.Result
+	if err := f.Get(ctx, &res); err != nil {
+		n.event(ctx, "watch refused: "+errorMessage(err))
+		n.publish(ctx)
+		return n.awaitWithTimeout(ctx, watchBackoff, ready)
+	}
+	n.takeWatch(ctx, res)
+	return false, nil
+}
+
+// takeWatch records what the node's watch found. The findings are taken
+// whole, so the next watch knows exactly what this one answered.
+func (n *node) takeWatch(ctx workflow.Context, res watch.Result) {
+	if len(res.Restored) > 0 {
+		n.s.Marks = mergeMarks(n.s.Marks, res.Restored)
+		n.event(ctx, fmt.Sprintf("reconcile: %d marked rule(s) had vanished and were put back: %s", len(res.Restored), markList(res.Restored)))
+	}
+	if !res.Checked {
+		n.publish(ctx)
+		return
+	}
+	prev := Reconcile{}
+	if n.s.LastReconcile != nil {
+		prev = *n.s.LastReconcile
+	}
+	if res.ReconcileError != "" && res.ReconcileError != prev.Error {
+		n.event(ctx, "reconcile failed: "+res.ReconcileError)
+	}
+	rec := &Reconcile{At: res.Reconciled, Restored: res.Restored, Present: res.Present, Error: res.ReconcileError}
+	if rec.At.IsZero() {
+		rec.At = prev.At
+	}
+	if n.s.LastReconcile != nil || !rec.At.IsZero() || rec.Error != "" {
+		n.s.LastReconcile = rec
+	}
+	if res.DriftError != "" && res.DriftError != n.s.DriftError {
+		n.event(ctx, "drift check failed: "+res.DriftError)
+	}
+	n.s.DriftError = res.DriftError
+	if res.DriftError == "" {
+		n.takeDrift(ctx, res.Drift)
+	}
+	n.publish(ctx)
+}
