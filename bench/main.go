@@ -67,6 +67,8 @@ func parseFlags(args []string) (*flags, error) {
 	fs.IntVar(&f.scale.Parallel, "scale-flip-parallel", 50, "scale: flips in flight at once")
 	fs.DurationVar(&f.scale.Timeout, "scale-timeout", 25*time.Minute, "scale: give up after this long")
 	fs.StringVar(&f.scale.Pollers, "scale-orch-pollers", "", "scale: the orchestrator's --workflow-pollers (a number or auto; empty: its default)")
+	fs.DurationVar(&f.scale.Idle, "scale-idle", 0, "scale: run only the idle phase, nodes with a module and the default intervals left alone this long (0: not)")
+	fs.StringVar(&f.scale.OrchTree, "scale-orch-tree", "", "scale: build the orchestrator from this tree (e.g. a checkout of main, for the figure before a change; empty: this one)")
 	fs.StringVar(&f.scale.DB, "scale-db", "tmpfs", "scale: the dev server's SQLite file on tmpfs (/dev/shm) or disk (the temp dir)")
 	return f, fs.Parse(args)
 }

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
 	"adoption/activities"
+	"adoption/activities/watch"
 	"adoption/buildinfo"
 	"adoption/config"
 	"adoption/containers"
@@ -110,11 +112,18 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	defer c.Close()
 	logger := o.log
 
+	// The node watches itself: reconcile and drift run in the agent's own
+	// loop, never while another activity runs, and the workflow's Watch
+	// hears only changes.
+	acts := nodeActivities(cfg, cfgPath, stderr)
+	loop := &watch.Loop{Checks: acts, Records: nodestate.New(cfg.Node.StateDir), Log: stderr}
+	go loop.Run(ctx)
 	// Activities only: no workflow poller (and no sticky queue) per node;
 	// the workflows run in `adopt-worker orchestrate`.
-	node := worker.New(c, workflows.NodeQueue(cfg.Node.Name), worker.Options{DisableWorkflowWorker: true})
-	acts := nodeActivities(cfg, cfgPath, stderr)
+	node := worker.New(c, workflows.NodeQueue(cfg.Node.Name), worker.Options{DisableWorkflowWorker: true,
+		Interceptors: []interceptor.WorkerInterceptor{loop.Interceptor()}})
 	node.RegisterActivity(acts)
+	node.RegisterActivity(&watch.Watcher{Loop: loop})
 	if e, ok := acts.Cutover.(*containers.Engine); ok {
 		go followSteering(ctx, e, logger)
 	}

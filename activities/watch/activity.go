@@ -47,14 +47,27 @@ func (w *Watcher) Watch(ctx context.Context, in Input) (*Result, error) {
 	}
 	c, _ := caller.Of(ctx)
 	j := &job{in: in, workflow: c.Workflow}
+	if !w.Loop.same(j) {
+		if err := w.first(ctx, j); err != nil {
+			return nil, err
+		}
+	}
+	return w.wait(ctx, in.Known, bound)
+}
+
+// first checks a new request at once under its own context, and installs
+// it unless refused. The same request again (the workflow's next watch,
+// knowing the last answer) is not checked anew: the loop keeps its
+// schedule, so a node that keeps losing a mark reports it once an interval.
+func (w *Watcher) first(ctx context.Context, j *job) error {
 	now := time.Now()
 	w.Loop.serving.Lock()
-	first := w.Loop.check(ctx, j, in.Reconcile, in.Drift)
+	first := w.Loop.check(ctx, j, j.in.Reconcile, j.in.Drift)
 	w.Loop.serving.Unlock()
 	if first != nil {
 		for _, err := range []error{first.rerr, first.derr} {
 			if refused(err) {
-				return nil, err
+				return err
 			}
 		}
 	}
@@ -62,6 +75,12 @@ func (w *Watcher) Watch(ctx context.Context, in Input) (*Result, error) {
 	if first != nil {
 		w.Loop.record(j, now, first)
 	}
+	return nil
+}
+
+// wait returns the loop's findings once they differ from known or carry a
+// repair, or at bound; it heartbeats meanwhile.
+func (w *Watcher) wait(ctx context.Context, known string, bound time.Duration) (*Result, error) {
 	beat := w.Beat
 	if beat <= 0 {
 		beat = 20 * time.Second
@@ -71,7 +90,7 @@ func (w *Watcher) Watch(ctx context.Context, in Input) (*Result, error) {
 	end := time.NewTimer(bound)
 	defer end.Stop()
 	for {
-		ok, changed := w.Loop.pending(in.Known)
+		ok, changed := w.Loop.pending(known)
 		if ok {
 			return w.Loop.take(), nil
 		}

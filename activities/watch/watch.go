@@ -151,6 +151,22 @@ func (l *Loop) waitCh() chan struct{} {
 	return l.changed
 }
 
+// same reports whether j asks what the loop already watches, for the same
+// workflow (what it knows and its bound aside).
+func (l *Loop) same(j *job) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.job != nil && l.job.workflow == j.workflow && l.job.key() == j.key()
+}
+
+// key is the job's request without what the workflow knows and its bound.
+func (j *job) key() string {
+	in := j.in
+	in.Known, in.Bound = "", 0
+	b, _ := json.Marshal(in)
+	return string(b)
+}
+
 // install makes j what the loop watches, its checks next due an interval
 // after now.
 func (l *Loop) install(j *job, now time.Time) {

@@ -19,6 +19,7 @@ type fakeChecks struct {
 	mu         sync.Mutex
 	drift      []activities.DriftItem
 	vanished   int   // marks to report put back at the next reconcile
+	flapping   bool  // every reconcile puts one back (a node that keeps losing it)
 	refuse     error // every check refuses with it
 	reconciles []activities.ReconcileInput
 	drifts     int
@@ -32,6 +33,9 @@ func (f *fakeChecks) Reconcile(_ context.Context, in activities.ReconcileInput) 
 		return nil, f.refuse
 	}
 	res := &activities.RulesResult{Present: []marks.MarkedRule{{Chain: "ufw-user-input"}}}
+	if f.flapping {
+		res.Added = append(res.Added, marks.MarkedRule{Chain: "ufw-user-input"})
+	}
 	for ; f.vanished > 0; f.vanished-- {
 		res.Added = append(res.Added, marks.MarkedRule{Chain: "ufw-user-input"})
 	}
@@ -261,5 +265,25 @@ func TestLoopWaitsWhileARequestIsServed(t *testing.T) {
 	l.Cycle(context.Background(), now.Add(time.Hour+time.Second))
 	if r, d := f.counts(); r != 1 || d != 1 {
 		t.Fatalf("after the request, checks = %d, %d; want both", r, d)
+	}
+}
+
+// A node that keeps losing a mark: the workflow's next watch (the same
+// request) does not check anew, so repairs come once a reconcile interval,
+// never in a loop of watches.
+func TestFlappingMarkIsReportedOnceAnInterval(t *testing.T) {
+	f := &fakeChecks{flapping: true}
+	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	w := &Watcher{Loop: l}
+	got := <-start(w, watchInput(quiet, time.Hour))
+	if got.err != nil || len(got.r.Restored) != 1 {
+		t.Fatalf("first watch = %+v, %v; want the repair", got.r, got.err)
+	}
+	next := <-start(w, watchInput(got.r.Digest, 100*time.Millisecond))
+	if next.err != nil || !next.r.Bound {
+		t.Fatalf("next watch = %+v, %v; want the bound: the loop reconciles once an interval", next.r, next.err)
+	}
+	if r, _ := f.counts(); r != 1 {
+		t.Fatalf("reconciles = %d; want 1 (the same request is not checked anew)", r)
 	}
 }

@@ -81,7 +81,7 @@ func (m *memNode) activities() *activities.Activities {
 	return &activities.Activities{
 		Node:          m.name,
 		Firewall:      fake.Listed{Found: m.found},
-		Marks:         fake.Marks{},
+		Marks:         &fake.KeptMarks{},
 		Engine:        fake.Engine{Containers: fake.Services([]string{"web", "app", "db"}, 0)},
 		Cutover:       fake.Cutover{},
 		Flipper:       &fake.Flipper{Saved: "# the predecessor's firewall, as it was\n"},

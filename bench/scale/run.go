@@ -24,9 +24,11 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
+	"adoption/activities/watch"
 	"adoption/bench/report"
 	"adoption/config"
 	"adoption/workflows"
@@ -76,6 +78,7 @@ type Details struct {
 	NodesDir         string           `json:"nodes_dir"`                // the simulated nodes' roots and state directories
 	ServerDB         string           `json:"server_db"`                // the dev server's SQLite file (-scale-db)
 	Note             string           `json:"note"`
+	Idle             *IdleDetails     `json:"idle,omitempty"`
 }
 
 // shmDir is /dev/shm when it is a directory, else the default temp dir.
@@ -114,6 +117,11 @@ type Options struct {
 	DB string
 	// Pollers is the orchestrator's --workflow-pollers ("" for its default).
 	Pollers string
+	// Idle, when set, runs only the idle phase (idle.go) with a window this
+	// long; OrchTree builds the orchestrator from another tree (a checkout
+	// of an earlier commit, for the figure before a change).
+	Idle     time.Duration
+	OrchTree string
 }
 
 // scaleRun is one run of the scale section: what its phases share.
@@ -173,6 +181,11 @@ func Run(ctx context.Context, o Options, stdout io.Writer) (rows []report.Row, d
 	samp := startSampler()
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
+	if o.Idle > 0 {
+		rows, err := r.idle(ctx)
+		samp.stop()
+		return rows, r.d, err
+	}
 	sampleN := min(20, o.Nodes)
 	if err := r.adoptAll(ctx, sampleN); err != nil {
 		samp.stop()
@@ -284,7 +297,7 @@ func (r *scaleRun) startWorkers() error {
 		}
 		wg.Wait()
 	})
-	if r.orch, err = startOrchestrator(r.dir, r.srv.addr, r.o.Pollers); err != nil {
+	if r.orch, err = startOrchestrator(r.dir, r.srv.addr, r.o.Pollers, r.o.OrchTree); err != nil {
 		return err
 	}
 	r.onClose(r.orch.stop)
@@ -319,9 +332,20 @@ func (r *scaleRun) startNode(i int) error {
 	if i == 0 {
 		mem.plan.Role = "control" // a fleet has one, first
 	}
+	if r.o.Idle > 0 {
+		mem.plan.Role = "member"
+		mem.plan.Modules = []config.ModulePlan{idleModule}
+	}
 	r.plans[i] = mem.plan
-	w := worker.New(r.c, workflows.NodeQueue(mem.name), worker.Options{MaxConcurrentActivityTaskPollers: 1, DisableWorkflowWorker: true})
-	w.RegisterActivity(mem.activities())
+	acts := mem.activities()
+	loop := &watch.Loop{Checks: acts, Records: mem.state}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.onClose(cancel)
+	go loop.Run(ctx)
+	w := worker.New(r.c, workflows.NodeQueue(mem.name), worker.Options{MaxConcurrentActivityTaskPollers: 1, DisableWorkflowWorker: true,
+		Interceptors: []interceptor.WorkerInterceptor{loop.Interceptor()}})
+	w.RegisterActivity(acts)
+	w.RegisterActivity(&watch.Watcher{Loop: loop})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start node worker %d: %w", i, err)
 	}

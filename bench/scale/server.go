@@ -176,9 +176,11 @@ type orchestrator struct {
 	done    chan struct{}
 }
 
-func startOrchestrator(dir, addr, pollers string) (*orchestrator, error) {
+func startOrchestrator(dir, addr, pollers, tree string) (*orchestrator, error) {
 	exe := filepath.Join(dir, "adopt-worker")
-	if out, err := exec.Command("go", "build", "-o", exe, "./worker").CombinedOutput(); err != nil {
+	build := exec.Command("go", "build", "-o", exe, "./worker")
+	build.Dir = tree // "": this tree
+	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("build adopt-worker: %v\n%s", err, out)
 	}
 	logf, err := os.Create(filepath.Join(dir, "orchestrator.log"))

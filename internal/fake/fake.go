@@ -81,6 +81,65 @@ func (Marks) Close(string, string) ([]marks.MarkedRule, error) { return nil, nil
 func (Marks) Release(string) ([]marks.MarkedRule, error)       { return nil, nil }
 func (Marks) List(string) ([]marks.MarkedRule, error)          { return nil, nil }
 
+// KeptMarks is Marks that remembers what it placed: a mark opened again is
+// present, not added (a node whose marks nothing removes).
+type KeptMarks struct {
+	mu     sync.Mutex
+	placed map[marks.Mark]marks.MarkedRule
+}
+
+func (k *KeptMarks) Open(node, owner string, ports []config.Port) (added, present []marks.MarkedRule, err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.placed == nil {
+		k.placed = map[marks.Mark]marks.MarkedRule{}
+	}
+	fresh, _, _ := Marks{}.Open(node, owner, ports)
+	for _, r := range fresh {
+		if _, ok := k.placed[r.Mark]; ok {
+			present = append(present, r)
+			continue
+		}
+		k.placed[r.Mark] = r
+		added = append(added, r)
+	}
+	return added, present, nil
+}
+
+func (k *KeptMarks) Close(node, owner string) ([]marks.MarkedRule, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []marks.MarkedRule
+	for m, r := range k.placed {
+		if m.Owner == owner {
+			out = append(out, r)
+			delete(k.placed, m)
+		}
+	}
+	return out, nil
+}
+
+func (k *KeptMarks) Release(node string) ([]marks.MarkedRule, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []marks.MarkedRule
+	for _, r := range k.placed {
+		out = append(out, r)
+	}
+	k.placed = nil
+	return out, nil
+}
+
+func (k *KeptMarks) List(string) ([]marks.MarkedRule, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []marks.MarkedRule
+	for _, r := range k.placed {
+		out = append(out, r)
+	}
+	return out, nil
+}
+
 // Flipper flips at once and records what it was asked: the fingerprints
 // each flip expected, the plans reverted, the commits. FlipErr and
 // CommitErr, when set, are what those calls return.
