@@ -190,9 +190,25 @@ func (l *Loop) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(tick):
+		case <-time.After(l.sleep(tick)):
 		}
 	}
+}
+
+// sleep is how long the loop waits for its next cycle: tick, or the
+// watched plan's shortest interval when that is shorter.
+func (l *Loop) sleep(tick time.Duration) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.job == nil {
+		return tick
+	}
+	for _, d := range []time.Duration{l.job.in.Plan.ReconcileInterval, l.job.in.Plan.DriftInterval} {
+		if d > 0 && d < tick {
+			tick = d
+		}
+	}
+	return tick
 }
 
 // Cycle runs the registered watch's checks that are due at now, under the
