@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities"
 	"adoption/activities/watch"
@@ -93,4 +94,27 @@ func (s *NodeSuite) TestWatchReportsWhatTheNodeFound() {
 	s.Contains(all, "drift: /etc/hosts changed since adoption")
 	s.Contains(all, "reconcile: 1 marked rule(s) had vanished and were put back: adoption:n1:foundation:5432/tcp ip/ufw-user-input")
 	s.Equal(1, strings.Count(all, "drift: /etc/hosts"), "the same drift is said once")
+}
+
+// A watch the node refuses (its file no longer derives the plan) is said
+// once and asked again only after watchBackoff, not in a loop.
+func (s *NodeSuite) TestRefusedWatchBacksOff() {
+	s.adoptWatched()
+	calls := 0
+	s.env.OnActivity(watcher.Watch, mock.Anything, mock.Anything).Run(func(mock.Arguments) { calls++ }).
+		Return(nil, temporal.NewNonRetryableApplicationError("refused: the plan differs from node n1's own file", "PlanMismatch", nil))
+	var after State
+	s.env.RegisterDelayedCallback(func() { after = s.query() }, 50*time.Minute)
+	s.expectRelease()
+	s.signal(55*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, watchedPlan())
+	s.result()
+	s.Equal(2, calls, "asked at adoption and once after the backoff")
+	n := 0
+	for _, e := range after.Events {
+		if strings.HasPrefix(e.Text, "watch refused: refused: the plan differs") {
+			n++
+		}
+	}
+	s.Equal(2, n)
 }
