@@ -91,6 +91,9 @@ func (n *node) takeWatch(ctx workflow.Context, res watch.Result) {
 		n.publish(ctx)
 		return
 	}
+	// The last reconcile in the state is the last one that changed
+	// something (a repair, a failure or its end); between answers the
+	// pending Watch's heartbeat says when the node last reconciled.
 	prev := Reconcile{}
 	if n.s.LastReconcile != nil {
 		prev = *n.s.LastReconcile
@@ -98,12 +101,14 @@ func (n *node) takeWatch(ctx workflow.Context, res watch.Result) {
 	if res.ReconcileError != "" && res.ReconcileError != prev.Error {
 		n.event(ctx, "reconcile failed: "+res.ReconcileError)
 	}
-	rec := &Reconcile{At: res.Reconciled, Restored: res.Restored, Present: res.Present, Error: res.ReconcileError}
-	if rec.At.IsZero() {
-		rec.At = prev.At
-	}
-	if n.s.LastReconcile != nil || !rec.At.IsZero() || rec.Error != "" {
-		n.s.LastReconcile = rec
+	if n.s.LastReconcile == nil || len(res.Restored) > 0 || res.ReconcileError != prev.Error {
+		rec := &Reconcile{At: res.Reconciled, Restored: res.Restored, Present: res.Present, Error: res.ReconcileError}
+		if rec.At.IsZero() {
+			rec.At = prev.At
+		}
+		if !rec.At.IsZero() || rec.Error != "" {
+			n.s.LastReconcile = rec
+		}
 	}
 	if res.DriftError != "" && res.DriftError != n.s.DriftError {
 		n.event(ctx, "drift check failed: "+res.DriftError)

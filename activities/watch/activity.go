@@ -14,6 +14,9 @@ import (
 	"adoption/activities/caller"
 )
 
+// ErrSuperseded is the error type of a watch a newer one replaced.
+const ErrSuperseded = "Superseded"
+
 // DefaultBound is how long a watch lasts with nothing changed, when the
 // request names no bound.
 const DefaultBound = 6 * time.Hour
@@ -47,19 +50,23 @@ func (w *Watcher) Watch(ctx context.Context, in Input) (*Result, error) {
 	}
 	c, _ := caller.Of(ctx)
 	j := &job{in: in, workflow: c.Workflow}
-	if !w.Loop.same(j) {
-		if err := w.first(ctx, j); err != nil {
+	var gen uint64
+	if w.Loop.same(j) {
+		gen = w.Loop.enter()
+	} else {
+		var err error
+		if gen, err = w.first(ctx, j); err != nil {
 			return nil, err
 		}
 	}
-	return w.wait(ctx, in.Known, bound)
+	return w.wait(ctx, gen, in.Known, bound)
 }
 
 // first checks a new request at once under its own context, and installs
 // it unless refused. The same request again (the workflow's next watch,
 // knowing the last answer) is not checked anew: the loop keeps its
 // schedule, so a node that keeps losing a mark reports it once an interval.
-func (w *Watcher) first(ctx context.Context, j *job) error {
+func (w *Watcher) first(ctx context.Context, j *job) (uint64, error) {
 	now := time.Now()
 	w.Loop.serving.Lock()
 	first := w.Loop.check(ctx, j, j.in.Reconcile, j.in.Drift)
@@ -67,20 +74,20 @@ func (w *Watcher) first(ctx context.Context, j *job) error {
 	if first != nil {
 		for _, err := range []error{first.rerr, first.derr} {
 			if refused(err) {
-				return err
+				return 0, err
 			}
 		}
 	}
-	w.Loop.install(j, now)
+	gen := w.Loop.install(j, now)
 	if first != nil {
 		w.Loop.record(j, now, first)
 	}
-	return nil
+	return gen, nil
 }
 
 // wait returns the loop's findings once they differ from known or carry a
 // repair, or at bound; it heartbeats meanwhile.
-func (w *Watcher) wait(ctx context.Context, known string, bound time.Duration) (*Result, error) {
+func (w *Watcher) wait(ctx context.Context, gen uint64, known string, bound time.Duration) (*Result, error) {
 	beat := w.Beat
 	if beat <= 0 {
 		beat = 20 * time.Second
@@ -90,7 +97,11 @@ func (w *Watcher) wait(ctx context.Context, known string, bound time.Duration) (
 	end := time.NewTimer(bound)
 	defer end.Stop()
 	for {
-		ok, changed := w.Loop.pending(known)
+		ok, newest, changed := w.Loop.pending(gen, known)
+		if !newest {
+			// A newer watch came: the workflow cancelled this one.
+			return nil, temporal.NewApplicationError("superseded by a newer watch of the same node", ErrSuperseded)
+		}
 		if ok {
 			return w.Loop.take(), nil
 		}

@@ -127,6 +127,19 @@ type Loop struct {
 	nextRecon time.Time
 	nextDrift time.Time
 	changed   chan struct{} // closed (and replaced) at each change
+	// gen numbers the watches: only the newest may take the findings. A
+	// watch the workflow cancelled learns it at its next heartbeat, and
+	// must not take a repair meant for the one that replaced it.
+	gen uint64
+}
+
+// enter makes a new watch the newest, waking the older ones to leave.
+func (l *Loop) enter() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gen++
+	l.signal()
+	return l.gen
 }
 
 // job is a registered watch: its input and the workflow that asked.
@@ -168,15 +181,18 @@ func (j *job) key() string {
 }
 
 // install makes j what the loop watches, its checks next due an interval
-// after now.
-func (l *Loop) install(j *job, now time.Time) {
+// after now, and its watch the newest.
+func (l *Loop) install(j *job, now time.Time) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.gen++
+	l.signal()
 	l.job = j
 	l.nextRecon, l.nextDrift = now.Add(j.in.Plan.ReconcileInterval), now.Add(j.in.Plan.DriftInterval)
 	// Findings are of the watch that asked for them: a new one starts
 	// with none, so nothing of an earlier request's checks is reported.
 	l.find, l.found = Findings{}, false
+	return l.gen
 }
 
 // Run runs the loop until ctx ends: every Tick, the checks that are due.
@@ -285,6 +301,11 @@ func (l *Loop) record(j *job, now time.Time, c *checked) {
 	}
 	next := l.find
 	repaired := false
+	for _, err := range []error{c.rerr, c.derr} {
+		if err != nil {
+			l.logf("watch: node %s: %s", j.in.Plan.Node, errText(err))
+		}
+	}
 	if c.recon {
 		next.ReconcileError = errText(c.rerr)
 		if c.rerr == nil {
@@ -374,12 +395,13 @@ func (l *Loop) peek() Result {
 	return Result{Findings: l.find, Digest: l.find.Digest(), Present: l.present, Reconciled: l.reconAt}
 }
 
-// pending reports whether the loop has something for a watcher that knows
-// known, and the channel closed at the next change.
-func (l *Loop) pending(known string) (bool, chan struct{}) {
+// pending reports whether the loop has something for watch gen, which
+// knows known, whether gen is still the newest, and the channel closed at
+// the next change.
+func (l *Loop) pending(gen uint64, known string) (ok, newest bool, changed chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.found && (l.find.Digest() != known || len(l.restored) > 0), l.waitCh()
+	return l.found && (l.find.Digest() != known || len(l.restored) > 0), l.gen == gen, l.waitCh()
 }
 
 func (l *Loop) logf(format string, args ...any) {

@@ -287,3 +287,47 @@ func TestFlappingMarkIsReportedOnceAnInterval(t *testing.T) {
 		t.Fatalf("reconciles = %d; want 1 (the same request is not checked anew)", r)
 	}
 }
+
+// Two repairs in a row, each found by the loop while a watch waits: each
+// is answered.
+func TestEachRepairByTheLoopIsAnswered(t *testing.T) {
+	f := &fakeChecks{}
+	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	w := &Watcher{Loop: l}
+	done := start(w, watchInput(quiet, time.Hour))
+	registered(l)
+	f.set(func(f *fakeChecks) { f.vanished = 1 })
+	l.Cycle(context.Background(), time.Now().Add(2*time.Minute))
+	got := <-done
+	if got.err != nil || len(got.r.Restored) != 1 {
+		t.Fatalf("first = %+v, %v", got.r, got.err)
+	}
+	done = start(w, watchInput(got.r.Digest, time.Hour))
+	time.Sleep(10 * time.Millisecond) // let it wait (a wait not yet begun answers the same)
+	f.set(func(f *fakeChecks) { f.vanished = 2 })
+	l.Cycle(context.Background(), time.Now().Add(4*time.Minute))
+	got = <-done
+	if got.err != nil || len(got.r.Restored) != 2 {
+		t.Fatalf("second = %+v, %v", got.r, got.err)
+	}
+}
+
+// A watch the workflow cancelled, still waiting on the agent (it learns
+// the cancel at its next heartbeat), leaves when a newer one comes, and
+// never takes the repair meant for the newer one.
+func TestStaleWatchLeavesTheRepairToTheNewest(t *testing.T) {
+	f := &fakeChecks{}
+	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	w := &Watcher{Loop: l}
+	stale := start(w, watchInput(quiet, time.Hour))
+	registered(l)
+	newest := start(w, watchInput(quiet, time.Hour))
+	if r := <-stale; r.err == nil {
+		t.Fatalf("the older watch answered %+v; want it superseded", r.r)
+	}
+	f.set(func(f *fakeChecks) { f.vanished = 2 })
+	l.Cycle(context.Background(), time.Now().Add(2*time.Minute))
+	if r := <-newest; r.err != nil || len(r.r.Restored) != 2 {
+		t.Fatalf("newest = %+v, %v; want the repair", r.r, r.err)
+	}
+}
