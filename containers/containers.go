@@ -107,6 +107,9 @@ type Engine struct {
 	// steered is what Resteer last pointed each module's ports at.
 	steerMu sync.Mutex
 	steered map[string]string
+	// digest, when set, is the node's keyed digest that names the values
+	// of a conflict (WithDigest).
+	digest func([]byte) string
 }
 
 // New connects to the engine named by DOCKER_HOST (default: the local socket).

@@ -110,6 +110,10 @@ type Spec struct {
 	// Keep names variables and labels whose predecessor's value stays
 	// over Env and Labels.
 	Keep []string `json:"keep,omitempty"`
+	// Takes are the operator's decisions on conflicting variables and
+	// labels, by key ("env:NAME", "label:NAME"): take "node" (the
+	// predecessor's value stays) or "mesh" (the module's).
+	Takes map[string]string `json:"takes,omitempty"`
 	// DropPorts are host ports "PORT/PROTO" a predecessor publishes that
 	// the module deliberately stops publishing.
 	DropPorts []string `json:"drop_ports,omitempty"`

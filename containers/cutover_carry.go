@@ -45,6 +45,8 @@ type made struct {
 	primary   string                               // network given at create
 	endpoints map[string]*network.EndpointSettings // every network, primary included
 	carried   Carried
+	// clashes: the module's values that conflict with the predecessor's.
+	clashes []clash
 }
 
 // envName is the name in NAME=VALUE.
@@ -175,28 +177,39 @@ func carry(spec Spec, c *container.InspectResponse, pred *Predecessor, predImg, 
 		}
 		cr.Settings = append(cr.Settings, "restart_policy")
 	}
-	// The module's own, over the predecessor's, unless kept.
+	// The module's own, over the predecessor's, unless kept or decided
+	// for the node; a different value neither is a conflict.
 	keep := map[string]bool{}
 	for _, k := range spec.Keep {
 		keep[k] = true
 	}
 	for _, name := range sortedKeys(spec.Env) {
-		if _, ok := env[name]; ok && keep[name] {
+		pv, had := env[name]
+		v, kept, c := settle(spec, keep, KeyEnv+name, name, pv, spec.Env[name], had)
+		env[name] = v
+		if c != nil {
+			m.clashes = append(m.clashes, *c)
+		}
+		if kept {
 			cr.Kept = append(cr.Kept, "env "+name)
 			continue
 		}
-		env[name] = spec.Env[name]
 		cr.EnvSet = append(cr.EnvSet, name)
 	}
 	for _, name := range sortedKeys(env) {
 		m.cfg.Env = append(m.cfg.Env, name+"="+env[name])
 	}
 	for _, k := range sortedKeys(spec.Labels) {
-		if _, ok := m.cfg.Labels[k]; ok && keep[k] {
+		pv, had := m.cfg.Labels[k]
+		v, kept, c := settle(spec, keep, KeyLabel+k, k, pv, spec.Labels[k], had)
+		m.cfg.Labels[k] = v
+		if c != nil {
+			m.clashes = append(m.clashes, *c)
+		}
+		if kept {
 			cr.Kept = append(cr.Kept, "label "+k)
 			continue
 		}
-		m.cfg.Labels[k] = spec.Labels[k]
 		cr.Changed = append(cr.Changed, "label "+k)
 	}
 	if len(spec.Cmd) > 0 {

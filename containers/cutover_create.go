@@ -158,6 +158,12 @@ func (e *Engine) Create(ctx context.Context, spec Spec, pred *Predecessor) (*Car
 		predImg = e.defaults(ctx, src.Image)
 	}
 	mk := carry(spec, src, node, predImg, e.defaults(ctx, spec.Image))
+	if err := spec.checkTakes(); err != nil {
+		return nil, err
+	}
+	if err := e.conflicts(spec.Name, mk.clashes); err != nil {
+		return nil, err
+	}
 	if len(repl) > 0 {
 		mk.carried.Settings = append(mk.carried.Settings, "replaces "+strings.Join(spec.Replaces, ","))
 	}

@@ -32,7 +32,10 @@ import (
 //     container of the mesh replaced (its ID is not in adoption.predecessor);
 //   - a host port of spec held by any container but the predecessor, or
 //     not bindable on the node while the predecessor does not publish it
-//     (ErrPortHeld).
+//     (ErrPortHeld);
+//   - a variable or label the predecessor was given that the module sets
+//     otherwise, neither kept nor decided (*ValueConflicts, by key and
+//     digests), or a decision on one the module does not set (ErrBadSpec).
 func (e *Engine) Preflight(ctx context.Context, spec Spec) (*Predecessor, error) {
 	if err := e.step(ctx, StepPreflight); err != nil {
 		return nil, err
@@ -42,6 +45,9 @@ func (e *Engine) Preflight(ctx context.Context, spec Spec) (*Predecessor, error)
 		return nil, err
 	}
 	if err := checkName(spec.Name); err != nil {
+		return nil, err
+	}
+	if err := spec.checkTakes(); err != nil {
 		return nil, err
 	}
 	if spec.Image == "" {
@@ -135,6 +141,9 @@ func (e *Engine) Preflight(ctx context.Context, spec Spec) (*Predecessor, error)
 	}
 	if src != nil {
 		mk := carry(spec, srcC, src, e.defaults(ctx, srcC.Image), e.defaults(ctx, spec.Image))
+		if err := e.conflicts(spec.Name, mk.clashes); err != nil {
+			return nil, err
+		}
 		src.Env, src.Labels = mk.carried.Env, mk.carried.Labels
 	}
 	for _, o := range others {
