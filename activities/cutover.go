@@ -53,6 +53,8 @@ type CutoverInput struct {
 	Module      string                  `json:"module"`
 	Predecessor *containers.Predecessor `json:"predecessor,omitempty"`
 	Intent      *intent.Signed          `json:"intent,omitempty"`
+	// Decisions on the container's conflicting variables and labels.
+	Decisions []FileDecision `json:"decisions,omitempty"`
 }
 
 // CutoverResult reports a cutover step.
@@ -97,11 +99,14 @@ func (a *Activities) CutoverPreflight(ctx context.Context, in ModuleInput) (*Cut
 	if m.Container == nil {
 		return res, nil
 	}
-	sp, err := a.spec(auth, m)
+	sp, err := a.spec(auth, m, in.Decisions)
 	if err != nil {
 		return nil, err
 	}
 	pred, err := a.Cutover.Preflight(a.progress(ctx, "preflight"), sp)
+	if vc := a.valueConflicts(m, err); vc != nil {
+		return nil, vc
+	}
 	if err != nil {
 		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: preflight", m.Name), err)
 	}
@@ -159,19 +164,22 @@ func mayHold(m config.ModulePlan, l sockets.Listener) bool {
 // request naming other mounts or networks (a bind mount of /, the Docker
 // socket, network=host) is refused.
 func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*CutoverResult, error) {
-	auth, m, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
+	auth, m, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, in.Decisions)
 	if err != nil {
 		return nil, err
 	}
 	if m.Container == nil {
 		return nil, authority.NotDeclared("module %s declares no container", m.Name)
 	}
-	sp, err := a.spec(auth, m)
+	sp, err := a.spec(auth, m, in.Decisions)
 	if err != nil {
 		return nil, err
 	}
 	pctx := a.progress(ctx, "create")
 	pred, err := a.Cutover.Preflight(pctx, sp)
+	if vc := a.valueConflicts(m, err); vc != nil {
+		return nil, vc
+	}
 	if err != nil && !errors.Is(err, containers.ErrMigrated) {
 		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: create (preflight on the node)", m.Name), err)
 	}
@@ -179,6 +187,9 @@ func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*Cutov
 		return nil, authority.NotDeclared("cutover %s: the predecessor the request describes is not the one on node %s: %s", m.Name, a.Node, d)
 	}
 	carried, err := a.Cutover.Create(pctx, sp, pred)
+	if vc := a.valueConflicts(m, err); vc != nil {
+		return nil, vc
+	}
 	if err != nil {
 		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: create", m.Name), err)
 	}
@@ -200,13 +211,14 @@ func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*Cutove
 		return nil, err
 	}
 	// Every file merges cleanly, or none is written.
-	if _, err := a.conflictsOf(auth, m, in.Decisions); err != nil {
+	fds := fileDecisions(m, in.Decisions)
+	if _, err := a.conflictsOf(auth, m, fds); err != nil {
 		return nil, err
 	}
 	res := &CutoverResult{Step: "converge files"}
 	for _, f := range m.Files {
 		heartbeat(ctx, "converge "+f.Path)
-		if err := a.convergeFileWith(auth, f, in.Decisions); err != nil {
+		if err := a.convergeFileWith(auth, f, fds); err != nil {
 			return nil, err
 		}
 		// What was written is what the node's own drift check expects
@@ -453,15 +465,16 @@ func (a *Activities) progress(ctx context.Context, step string) context.Context 
 }
 
 // spec is the module's container for the engine, its environment
-// overrides read on the node (see moduleEnv).
-func (a *Activities) spec(auth *authority.Authority, m config.ModulePlan) (containers.Spec, error) {
+// overrides read on the node (see moduleEnv), with the decisions on its
+// conflicting variables and labels among ds.
+func (a *Activities) spec(auth *authority.Authority, m config.ModulePlan, ds []FileDecision) (containers.Spec, error) {
 	c := m.Container
 	env, err := a.moduleEnv(auth, m)
 	if err != nil {
 		return containers.Spec{}, err
 	}
 	return containers.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports, Env: env, Labels: config.KeyValues(c.Labels),
-		Keep: c.Keep, DropPorts: c.DropPorts, Replaces: c.Replaces, Cutover: m.Cutover, Exclusive: c.Exclusive}, nil
+		Keep: c.Keep, Takes: containerTakes(m, ds), DropPorts: c.DropPorts, Replaces: c.Replaces, Cutover: m.Cutover, Exclusive: c.Exclusive}, nil
 }
 
 // refusal maps the engine's errors: bad input and refusals are not retried

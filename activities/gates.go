@@ -131,7 +131,7 @@ func (a *Activities) migratedAsShown(ctx context.Context, auth *authority.Author
 		if a.Cutover == nil {
 			return notYet + " and this agent has no engine to look at its container"
 		}
-		sp, err := a.spec(auth, m)
+		sp, err := a.spec(auth, m, nil)
 		if err != nil {
 			return notYet + ": " + err.Error()
 		}

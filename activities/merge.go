@@ -42,8 +42,9 @@ func (a *Activities) merged(f config.FilePlan, mesh []byte, decisions []FileDeci
 // conflictsOf merges every declared file of a module without writing, and
 // refuses (non-retryable, the conflicts in the details) if any key
 // conflicts. It is the check preflight and the converge step both make.
+// The decisions on the module's container are not the files' (spec).
 func (a *Activities) conflictsOf(auth *authority.Authority, m config.ModulePlan, decisions []FileDecision) ([]FileMerge, error) {
-	return a.merger().Check(auth, "module "+m.Name, fmt.Sprintf("adopt retry %s %s", a.Node, m.Name), m.Files, decisions)
+	return a.merger().Check(auth, "module "+m.Name, fmt.Sprintf("adopt retry %s %s", a.Node, m.Name), m.Files, fileDecisions(m, decisions))
 }
 
 // nodeFileMerges merges the node files (they converge at the flip) with

@@ -98,13 +98,15 @@ func (a *Activities) Rehearse(ctx context.Context, in ModuleInput) (*Rehearsal, 
 		refuse(err)
 	}
 	if m.Container != nil {
-		sp, serr := a.spec(auth, m)
+		sp, serr := a.spec(auth, m, in.Decisions)
 		if serr != nil {
 			refuse(serr)
 		}
 		pred, err := a.Cutover.Preflight(ctx, sp)
 		switch {
 		case serr != nil:
+		case a.valueConflicts(m, err) != nil:
+			refuse(a.valueConflicts(m, err))
 		case err != nil:
 			refuse(fmt.Errorf("preflight of container %s: %s", m.Container.Name, a.withheld(ctx, "rehearsal "+m.Name, err)))
 		default:

@@ -80,6 +80,10 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 		engine.WithHold(hold.NewHold(cfg.Node.Netns, cfg.Node.Name)).WithSteer(steer.New(cfg.Node.Netns, cfg.Node.Name))
 	}
 	state := nodestate.New(cfg.Node.StateDir)
+	files := custody.New(cfg.Node.Root, cfg.Node.StateDir)
+	// A conflict of a module's value with its predecessor's names both by
+	// the node's keyed digest, as custody names a file's content.
+	engine.WithDigest(files.Digest)
 	return &activities.Activities{
 		Node:     cfg.Node.Name,
 		Firewall: eval.Inspector{Netns: cfg.Node.Netns, Engine: engine},
@@ -89,7 +93,7 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 		Local:    localAuthority(cfgPath),
 		Root:     cfg.Node.Root,
 		Sockets:  sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns},
-		Files:    custody.New(cfg.Node.Root, cfg.Node.StateDir),
+		Files:    files,
 		State:    state,
 		Flips:    state,
 		Flipper:  flip.NewFlipper(cfg.Node.Netns),
