@@ -7,6 +7,9 @@ package containers
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -80,11 +83,38 @@ func TestDockerCarryOver(t *testing.T) {
 	r, static := carryRig(t)
 	ctx := context.Background()
 	spec := r.spec
-	spec.Env = map[string]string{"MODE": "primary"} // the module's own, over the predecessor's
+	spec.Env = map[string]string{"MODE": "primary"} // the module's own, over the predecessor's replica
 	spec.Labels = map[string]string{"com.example.tier": "mesh"}
+	// Undecided, the predecessor's MODE refuses the preflight by key and
+	// keyed digests, and nothing changes; decided for the mesh, the
+	// module's value goes over it.
+	r.engine.WithDigest(func(b []byte) string {
+		m := hmac.New(sha256.New, []byte("node-key"))
+		m.Write(b)
+		return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))
+	})
+	before := r.names(t)
+	_, err := r.engine.Preflight(ctx, spec)
+	var vc *ValueConflicts
+	if !errors.As(err, &vc) || len(vc.Conflicts) != 1 || vc.Conflicts[0].Key != "env:MODE" || !strings.HasPrefix(vc.Conflicts[0].Node, "hmac-sha256:") ||
+		vc.Conflicts[0].Node == vc.Conflicts[0].Mesh {
+		t.Fatalf("preflight with MODE undecided: %v", err)
+	}
+	if said := err.Error() + vc.Conflicts[0].Why(); strings.Contains(said, "replica") || strings.Contains(said, "primary") {
+		t.Fatalf("a value in the refusal: %s", said)
+	}
+	undecided := spec
+	spec.Takes = map[string]string{"env:MODE": TakeMesh}
 	pred, err := r.engine.Preflight(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The engine's create refuses on its own too.
+	if _, err := r.engine.Create(ctx, undecided, pred); !errors.As(err, &vc) {
+		t.Fatalf("create with MODE undecided: %v", err)
+	}
+	if after := r.names(t); !reflect.DeepEqual(after, before) {
+		t.Fatalf("the refused cutover changed the containers: %v, was %v", after, before)
 	}
 	if !reflect.DeepEqual(pred.Env, []string{"MODE", "SECRET_TOKEN"}) || !slices.Contains(pred.Labels, "com.example.team") {
 		t.Fatalf("preflight records env %v labels %v; want the operator's names (not SVC_VERSION, the image's)", pred.Env, pred.Labels)

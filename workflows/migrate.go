@@ -123,7 +123,7 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 		when bool
 	}
 	for _, st := range []stepDef{
-		{"create container", a.CutoverCreate, activities.CutoverInput{Plan: n.s.Plan, Module: module, Predecessor: pre.Predecessor, Intent: n.intent}, mp.Container != nil},
+		{"create container", a.CutoverCreate, activities.CutoverInput{Plan: n.s.Plan, Module: module, Predecessor: pre.Predecessor, Intent: n.intent, Decisions: in.Decisions}, mp.Container != nil},
 		{"converge files", a.ConvergeFiles, in, len(mp.Files) > 0},
 		{"swap containers", a.CutoverSwap, in, mp.Container != nil},
 		{"wait healthy", a.CutoverWaitHealthy, in, mp.Container != nil || (mp.Health != nil && healthWithoutContainer(ctx))},

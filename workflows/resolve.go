@@ -1,5 +1,7 @@
 // Conflicts reconciled by decision: a module's cutover refused on keys of
-// its files that the node changed since custody and the mesh sets otherwise
+// its files that the node changed since custody and the mesh sets otherwise,
+// or on its container's variables and labels that the predecessor's sets
+// otherwise (path: the module's name, key: env:NAME or label:NAME),
 // records them in the module's state, a flip's preview those of the node
 // files in its answer; `adopt resolve NODE PATH KEY --take node|mesh`
 // records the operator's decision (the side, never the value), and the
@@ -17,6 +19,7 @@ import (
 
 	"adoption/activities"
 	"adoption/activities/filemerge"
+	"adoption/containers"
 	"adoption/intent"
 )
 
@@ -88,12 +91,22 @@ func (n *node) registerResolve(ctx workflow.Context) error {
 			if n.s.Phase == PhaseConverged || n.s.Phase == PhaseReleased {
 				return fmt.Errorf("node %s is %s: nothing is left to decide", n.s.Node, n.s.Phase)
 			}
-			declared := false
-			for _, p := range n.s.Plan.DeclaredPaths() {
-				declared = declared || p == in.Path
-			}
-			if !declared {
-				return fmt.Errorf("no module of node %s declares %s; `adopt brief %s` lists the declared files", n.s.Node, in.Path, n.s.Node)
+			if mp, ok := n.s.Plan.Module(in.Path); ok {
+				// A module's container: its variables and labels.
+				if mp.Container == nil {
+					return fmt.Errorf("module %s of node %s runs no container: only a container's env:NAME or label:NAME, or a declared file's PATH KEY, can be decided", in.Path, n.s.Node)
+				}
+				if _, _, ok := containers.SplitKey(in.Key); !ok {
+					return fmt.Errorf("key %q of module %s: say env:NAME for an environment variable or label:NAME for a label of its container", in.Key, in.Path)
+				}
+			} else {
+				declared := false
+				for _, p := range n.s.Plan.DeclaredPaths() {
+					declared = declared || p == in.Path
+				}
+				if !declared {
+					return fmt.Errorf("no module of node %s declares %s, and no module is named so; `adopt brief %s` lists the declared files", n.s.Node, in.Path, n.s.Node)
+				}
 			}
 			if n.conflictOwner(in.Path, in.Key) == nil && !filemerge.Has(n.lastNodeFiles(), in.Path, in.Key) {
 				return fmt.Errorf("%s %s has no conflict on node %s: only keys a cutover or the flip's preview refused on can be decided (see `adopt status %s`, `adopt preview %s`)", in.Path, in.Key, n.s.Node, n.s.Node, n.s.Node)
@@ -141,7 +154,8 @@ func (n *node) nodeFileDecisions(signed bool) []activities.FileDecision {
 	return out
 }
 
-// decisionsFor are the decisions on the module's files, for the node.
+// decisionsFor are the decisions on the module's files and its container
+// (by the module's name), for the node.
 func (n *node) decisionsFor(module string) []activities.FileDecision {
 	mp, ok := n.s.Plan.Module(module)
 	if !ok {
@@ -149,10 +163,12 @@ func (n *node) decisionsFor(module string) []activities.FileDecision {
 	}
 	var out []activities.FileDecision
 	for _, d := range n.s.Decisions {
+		mine := d.Path == module && mp.Container != nil
 		for _, f := range mp.Files {
-			if f.Path == d.Path {
-				out = append(out, activities.FileDecision{Path: d.Path, Key: d.Key, Take: d.Take, Intent: d.Intent})
-			}
+			mine = mine || f.Path == d.Path
+		}
+		if mine {
+			out = append(out, activities.FileDecision{Path: d.Path, Key: d.Key, Take: d.Take, Intent: d.Intent})
 		}
 	}
 	return out
