@@ -54,6 +54,30 @@ type FileMerge struct {
 	Added     []string       `json:"added,omitempty"`
 	Removed   []string       `json:"removed,omitempty"`
 	Digest    string         `json:"digest,omitempty"`
+	// Keys are the keyed digests of each changed, added or removed key's
+	// value (the text of its lines), on the node now (Old) and as the
+	// merge would write it (New); with conflicts, only theirs (New: the
+	// mesh's). Shown in place of the values.
+	Keys []KeyDigest `json:"keys,omitempty"`
+}
+
+// KeyDigest is one key's values by the node's keyed digest; "" where the
+// key is absent.
+type KeyDigest struct {
+	Key string `json:"key"`
+	Old string `json:"old,omitempty"`
+	New string `json:"new,omitempty"`
+}
+
+// short is a digest as a person compares it: its kind and 12 hex digits.
+func short(d string) string {
+	if d == "" {
+		return "absent"
+	}
+	if i := strings.LastIndex(d, ":"); i >= 0 && len(d) > i+13 {
+		return d[:i+13]
+	}
+	return d
 }
 
 // Text says what converging the file would do, by key, with every value
@@ -82,6 +106,13 @@ func (f FileMerge) Text() string {
 	}
 	if len(parts) == 0 {
 		parts = []string{"no key changes"}
+	}
+	if len(f.Keys) > 0 {
+		var ks []string
+		for _, k := range f.Keys {
+			ks = append(ks, k.Key+" "+short(k.Old)+" -> "+short(k.New))
+		}
+		parts = append(parts, "by key: "+strings.Join(ks, ", "))
 	}
 	return f.Path + " (" + f.Format + ", per key): " + strings.Join(parts, "; ") + digest
 }

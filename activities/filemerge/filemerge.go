@@ -92,7 +92,39 @@ func (m Merger) Merged(f config.FilePlan, mesh []byte, decisions []Decision) ([]
 	if m.Digest != nil && len(out.Conflicts) == 0 {
 		out.Digest = m.Digest(res.Content)
 	}
+	if m.Digest != nil {
+		out.Keys = m.keyDigests(format, now, mesh, res)
+	}
 	return res.Content, out, nil
+}
+
+// keyDigests names each key the merge changes, adds or removes by the
+// keyed digests of its value now and as written; with conflicts, only
+// those, by the node's value and the mesh's.
+func (m Merger) keyDigests(format keyfile.Format, now, mesh []byte, res keyfile.Result) []keyfile.KeyDigest {
+	nv, mv := keyfile.Parse(format, now).Values(), keyfile.Parse(format, mesh).Values()
+	ov := keyfile.Parse(format, res.Content).Values()
+	d := func(vs map[string]string, k string) string {
+		if v, ok := vs[k]; ok {
+			return m.Digest([]byte(v))
+		}
+		return ""
+	}
+	var out []keyfile.KeyDigest
+	changes := [][]string{res.Changed, res.Added, res.Removed}
+	if len(res.Conflicts) > 0 {
+		changes = nil // nothing would be written: only the conflicts are named
+	}
+	for _, ks := range changes {
+		for _, k := range ks {
+			out = append(out, keyfile.KeyDigest{Key: k, Old: d(nv, k), New: d(ov, k)})
+		}
+	}
+	for _, c := range res.Conflicts {
+		out = append(out, keyfile.KeyDigest{Key: c.Key, Old: d(nv, c.Key), New: d(mv, c.Key)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
 }
 
 // Sides reads what a per-key merge of f starts from, on the node: the file

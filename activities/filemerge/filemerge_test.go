@@ -113,6 +113,10 @@ func TestNodeFileKeptConflictDecided(t *testing.T) {
 	if len(cs) != 1 || cs[0].Key != "passwordauthentication" || len(merges) != 1 || merges[0].Digest != "" {
 		t.Fatalf("conflicts %+v, merges %+v", cs, merges)
 	}
+	// The conflict by the node's value and the mesh's (no, yes).
+	if ks := merges[0].Keys; len(ks) != 1 || ks[0].Key != "passwordauthentication" || ks[0].Old != "d:5" || ks[0].New != "d:6" {
+		t.Fatalf("conflict's digests: %+v", ks)
+	}
 	ds := []Decision{{Path: p, Key: "PasswordAuthentication", Take: "node"}}
 	merges, err = m.Check(auth, "node files", "adopt flip n1", auth.Plan.NodeFiles, ds)
 	if err != nil {
@@ -120,6 +124,13 @@ func TestNodeFileKeptConflictDecided(t *testing.T) {
 	}
 	if fm := merges[0]; len(fm.Conflicts) != 0 || strings.Join(fm.Kept, ",") != "passwordauthentication,port" || strings.Join(fm.Changed, ",") != "x11forwarding" || fm.Digest == "" {
 		t.Fatalf("decided merge: %+v", fm)
+	}
+	// The changed key is named by the digests of its value now and as
+	// written, never by the values.
+	if ks := merges[0].Keys; len(ks) != 1 || ks[0].Key != "x11forwarding" || ks[0].Old != "d:6" || ks[0].New != "d:7" {
+		t.Fatalf("per-key digests: %+v", ks)
+	} else if txt := merges[0].Text(); !strings.Contains(txt, "x11forwarding d:6 -> d:7") || strings.Contains(txt, "yes") {
+		t.Fatalf("fates: %s", txt)
 	}
 	content, _, err := m.Merged(auth.Plan.NodeFiles[0], auth.Contents[auth.Plan.NodeFiles[0].SHA256], ds)
 	if err != nil || string(content) != "Port 2222\nPasswordAuthentication no\nX11Forwarding yes\n" {
