@@ -31,7 +31,15 @@ func BuildAsked(state workflows.State, nb *activities.NodeBriefing, why string, 
 	for i := range mods {
 		for _, mc := range nb.Conflicts {
 			if mc.Module == mods[i].Name && mc.Error == "" {
-				mods[i].Conflicts = nil
+				// The node answers for the files; the container's
+				// conflicts (by the module's name) stay as recorded.
+				var kept []workflows.FileConflict
+				for _, c := range mods[i].Conflicts {
+					if c.Path == mods[i].Name {
+						kept = append(kept, c)
+					}
+				}
+				mods[i].Conflicts = kept
 				for _, c := range mc.Conflicts {
 					mods[i].Conflicts = append(mods[i].Conflicts, workflows.FileConflict(c))
 				}

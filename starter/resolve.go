@@ -1,6 +1,8 @@
 // `adopt resolve NODE PATH KEY --take node|mesh`: the operator's decision on
 // a key that a cutover refused on (the node changed it since custody and the
-// mesh sets it otherwise). The workflow records the decision, never the
+// mesh sets it otherwise); `adopt resolve NODE MODULE env:NAME|label:NAME`
+// the same for a variable or label of the module's container that its
+// predecessor's sets otherwise. The workflow records the decision, never the
 // value; the next `adopt retry NODE MODULE` applies it on the node.
 package main
 
@@ -8,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +18,7 @@ import (
 
 	"adoption/activities/authority"
 	"adoption/config"
+	"adoption/containers"
 	"adoption/workflows"
 )
 
@@ -24,14 +28,20 @@ var takeSides = []string{"node", "mesh"}
 func (x *cli) resolveCommand(ctx context.Context) *cobra.Command {
 	var take string
 	cmd := &cobra.Command{
-		Use:   "resolve NODE PATH KEY --take node|mesh",
-		Short: "Decide a conflicting key of a module's file or a node file: keep the node's value or take the mesh's",
+		Use:   "resolve NODE PATH|MODULE KEY --take node|mesh",
+		Short: "Decide a conflicting key of a module's file, a node file, or a module container's env:NAME or label:NAME: keep the node's value or take the mesh's",
 		Example: "  adopt resolve n1 /srv/app/app.env LEVEL --take mesh\n" +
+			"  adopt resolve n1 app env:MODE --take node\n" +
 			"  adopt retry n1 app",
 		Args: args(cobra.ExactArgs(3)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(takeSides, take) {
 				return usagef("--take %q: say node (keep the node's value) or mesh (take the module's)", take)
+			}
+			if !strings.HasPrefix(args[1], "/") {
+				if _, _, ok := containers.SplitKey(args[2]); !ok {
+					return usagef("key %q of module %s: say env:NAME for an environment variable or label:NAME for a label of its container (a file's key goes with its absolute PATH)", args[2], args[1])
+				}
 			}
 			return x.resolve(ctx, args[0], workflows.ResolveInput{Path: args[1], Key: args[2], Take: take})
 		},

@@ -2,9 +2,10 @@ package tests
 
 // The carry-over end to end on the reference node (the predecessor a container of
 // the node's own engine, clients in the peer namespace, the agent on the
-// node): the whole container carried over, no environment value in the
-// workflow history, and a published port that would vanish refused before
-// anything changes.
+// node): the whole container carried over, a variable the predecessor was
+// given that the module sets otherwise refused until decided, no
+// environment value in the workflow history, and a published port that
+// would vanish refused before anything changes.
 
 import (
 	"encoding/json"
@@ -25,6 +26,7 @@ const (
 	carryPredSecret = "pred-tok-5b1e77a0"   // the predecessor's -e SECRET_TOKEN
 	carryModSecret  = "mod-value-c03f9e12"  // the module's env override
 	carryFileSecret = "file-value-8d2a4f6b" // the module's env_file
+	carryPredMode   = "pred-mode-71c4e0d9"  // the predecessor's -e MODE, which the module sets otherwise
 )
 
 func TestCutoverCarriesTheContainer(t *testing.T) {
@@ -41,18 +43,41 @@ func TestCutoverCarriesTheContainer(t *testing.T) {
 	n := r.node
 	r.engine(t, "network", "create", netName)
 	bind := r.predecessor(t, name, port, "--network", netName, "--network-alias", "mail-alias",
-		"-e", "SECRET_TOKEN="+carryPredSecret, "-e", "MODE=replica", "-l", "com.example.team=ops")
+		"-e", "SECRET_TOKEN="+carryPredSecret, "-e", "MODE="+carryPredMode, "-l", "com.example.team=ops")
 	sums := r.get(t, port, "/sums")
 	startAgent(t, r)
 	if _, errs, code := adopt(t, "start", n.Name, "--config", n.cfg); code != 0 {
 		t.Fatal(errs)
 	}
 	waitPhase(t, n, workflows.PhaseAdopted, 90*time.Second)
+	before := r.names(t, name)
 	if out, errs, code := adopt(t, "migrate", n.Name, name, "--config", n.cfg); code != 0 {
 		t.Fatalf("migrate: %s%s", out, errs)
 	}
-	st := waitFor(t, n, "the cutover", func(st workflows.State) bool {
-		return st.Modules[0].State == workflows.ModuleMigrated || st.Modules[0].State == workflows.ModuleFailed
+	// The predecessor's MODE, which the module sets otherwise, refuses the
+	// preflight by key, with nothing changed; decided for the mesh, the
+	// retry carries the module's value over it.
+	st := waitFor(t, n, "the refusal", func(st workflows.State) bool { return st.Modules[0].State == workflows.ModuleFailed })
+	if e := st.Modules[0].LastError; !strings.Contains(e, `step "preflight" failed`) || !strings.Contains(e, "env:MODE") || !strings.Contains(e, "container.keep") {
+		t.Fatalf("refusal does not name the variable and the way out: %q", e)
+	}
+	if c := st.Modules[0].Conflicts; len(c) != 1 || c[0].Path != name || c[0].Key != "env:MODE" || !strings.Contains(c[0].Why, "hmac-sha256:") {
+		t.Fatalf("conflicts recorded: %+v", c)
+	}
+	if after := r.names(t, name); !slices.Equal(after, before) {
+		t.Fatalf("a refused cutover changed containers: %v, was %v", after, before)
+	}
+	if _, errs, code := adopt(t, "resolve", n.Name, name, "MODE", "--take", "mesh", "--config", n.cfg); code != 3 || !strings.Contains(errs, `key "MODE" of module `+name) {
+		t.Fatalf("resolve of a key that is not env:NAME: exit %d %s", code, errs)
+	}
+	if out, errs, code := adopt(t, "resolve", n.Name, name, "env:MODE", "--take", "mesh", "--config", n.cfg); code != 0 || !strings.Contains(out, "adopt retry "+n.Name+" "+name) {
+		t.Fatalf("resolve: exit %d %s%s", code, out, errs)
+	}
+	if out, errs, code := adopt(t, "retry", n.Name, name, "--config", n.cfg); code != 0 {
+		t.Fatalf("retry: exit %d %s%s", code, out, errs)
+	}
+	st = waitFor(t, n, "the cutover", func(st workflows.State) bool {
+		return st.Modules[0].State == workflows.ModuleMigrated || (st.Modules[0].State == workflows.ModuleFailed && st.Modules[0].Attempts > 1)
 	})
 	m := st.Modules[0]
 	if m.State != workflows.ModuleMigrated {
@@ -92,7 +117,7 @@ func TestCutoverCarriesTheContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, secret := range []string{carryPredSecret, carryModSecret, carryFileSecret} {
+	for _, secret := range []string{carryPredSecret, carryModSecret, carryFileSecret, carryPredMode} {
 		if strings.Contains(string(raw), secret) {
 			t.Fatalf("an environment value (%s) reached the workflow history", secret)
 		}
