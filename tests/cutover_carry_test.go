@@ -51,6 +51,10 @@ func TestCutoverCarriesTheContainer(t *testing.T) {
 	}
 	waitPhase(t, n, workflows.PhaseAdopted, 90*time.Second)
 	before := r.names(t, name)
+	// The rehearsal refuses where the migration would, naming the key.
+	if out, errs, code := adopt(t, "migrate", n.Name, name, "--dry-run", "--config", n.cfg); code != 2 || !strings.Contains(out, "env:MODE") || strings.Contains(out+errs, carryPredMode) {
+		t.Fatalf("rehearsal: exit %d, want 2 naming env:MODE\n%s%s", code, out, errs)
+	}
 	if out, errs, code := adopt(t, "migrate", n.Name, name, "--config", n.cfg); code != 0 {
 		t.Fatalf("migrate: %s%s", out, errs)
 	}
