@@ -258,7 +258,8 @@ func (s *NodeSuite) TestFlipStaleIsNotApplied() {
 
 // A commit that fails leaves the node flipping with the flip committing and
 // the reason in status; a release is refused meanwhile; `retry` runs the
-// commit again, and only its success converges the node.
+// commit again (sent as an Update, as the CLI does), and only its success
+// converges the node.
 func (s *NodeSuite) TestFlipCommitFailsThenRetried() {
 	s.expectAdoption(time.Second)
 	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Return(&activities.FlipResult{State: "flipped"}, nil).Once()
@@ -278,9 +279,16 @@ func (s *NodeSuite) TestFlipCommitFailsThenRetried() {
 			OnReject: func(err error) { again = err }, OnAccept: func() { s.Fail("a flip accepted while one waits for its commit") }, OnComplete: func(any, error) {},
 		}, RequestInput{})
 	}, 5*time.Minute)
-	s.signal(6*time.Minute, SignalRetry, "")
+	// The retry as the CLI sends it, an Update: its validator lets it in.
+	var retry error
+	s.env.RegisterDelayedCallback(func() {
+		s.env.UpdateWorkflow(UpdateRetry, "r2", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { retry = err }, OnAccept: func() {}, OnComplete: func(any, error) {},
+		}, RequestInput{})
+	}, 6*time.Minute)
 	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
 	st := s.result()
+	s.Require().NoError(retry)
 	s.Equal(PhaseFlipping, failed.Phase)
 	s.Equal(FlipStateCommitting, failed.Flip.State)
 	s.Contains(failed.LastError, "device busy")

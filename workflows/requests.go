@@ -454,7 +454,8 @@ func (n *node) validateUpdate(ctx workflow.Context, kind string, in RequestInput
 	case SignalFlip:
 		reasons = n.flipBlockers(in)
 	case SignalRetry:
-		if in.Module == "" && n.s.Phase != PhaseFailed && n.s.Phase != PhaseProbing && n.s.Genesis.State != "failed" {
+		// A commit that failed waits for this retry (node.go serves it).
+		if in.Module == "" && n.s.Phase != PhaseFailed && n.s.Phase != PhaseProbing && n.s.Genesis.State != "failed" && !n.committing() {
 			reasons = append(reasons, fmt.Sprintf("node %s is %s and its genesis has not failed: there is nothing to retry", n.s.Node, n.s.Phase))
 			for _, m := range n.s.Modules {
 				if m.State == ModuleFailed {
