@@ -30,12 +30,15 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"golang.org/x/crypto/ssh"
 
+	"adoption/activities"
 	"adoption/activities/authority"
+	"adoption/activities/relay"
 	"adoption/config"
 	"adoption/intent"
 	"adoption/internal/opkey"
@@ -46,13 +49,13 @@ import (
 func main() {
 	out := flag.String("out", "tests/testdata", "directory for history-*.json")
 	bin := flag.String("temporal", os.Getenv("ADOPT_TEMPORAL_BIN"), "the Temporal CLI (make temporal-cli)")
-	only := flag.String("scenario", "", "record only this scenario (control or fleet); the other's files are left as they are")
+	only := flag.String("scenario", "", "record only this scenario (control, member, carried, fleet or waves); the others' files are left as they are")
 	flag.Parse()
 	if *bin == "" {
 		*bin = filepath.Join(os.Getenv("HOME"), ".cache", "adoption", "bin", "temporal")
 	}
-	if *only != "" && *only != "control" && *only != "fleet" {
-		fmt.Fprintf(os.Stderr, "record: -scenario %q: it is control or fleet\n", *only)
+	if *only != "" && *only != "control" && *only != "member" && *only != "carried" && *only != "fleet" && *only != "waves" {
+		fmt.Fprintf(os.Stderr, "record: -scenario %q: it is control, member, carried, fleet or waves\n", *only)
 		os.Exit(3)
 	}
 	if err := run(*bin, *out, *only); err != nil {
@@ -130,6 +133,8 @@ func run(bin, out, only string) error {
 
 	wf := worker.New(c, workflows.TaskQueue, worker.Options{})
 	fleet.Register(wf)
+	// The orchestrator's relay, which a fleet migrate or flip goes through.
+	wf.RegisterActivity(&relay.Relay{C: c, Every: 200 * time.Millisecond})
 	if err := wf.Start(); err != nil {
 		return err
 	}
@@ -171,6 +176,37 @@ func run(bin, out, only string) error {
 			return fmt.Errorf("control scenario: %w", err)
 		}
 	}
+	if only == "waves" {
+		plans := wavePlans()
+		for _, p := range plans {
+			if err := agent(&script{node: p.Node, plan: p, refusePreview: p.Node == "rwc"}); err != nil {
+				return err
+			}
+		}
+		return r.waves(plans)
+	}
+	if only == "" || only == "member" {
+		p := memberPlan("rmember")
+		if err := agent(memberScript("rmember", p)); err != nil {
+			return err
+		}
+		if err := r.member(p); err != nil {
+			return fmt.Errorf("member scenario: %w", err)
+		}
+	}
+	if only == "" || only == "carried" {
+		p := carriedPlan("rcarried")
+		// Its first flip transaction finds the node's firewall moved since
+		// its own preview: the stale-preview fallback.
+		stale := temporal.NewNonRetryableApplicationError("flip names a preview that no longer holds", activities.ErrStalePreview, nil)
+		if err := agent(&script{node: "rcarried", plan: p, failFirst: map[string]string{"CheckFoundationPorts": "collision"},
+			errFirst: map[string]error{"Flip": stale}}); err != nil {
+			return err
+		}
+		if err := r.carried(p); err != nil {
+			return fmt.Errorf("carried scenario: %w", err)
+		}
+	}
 	if only != "" && only != "fleet" {
 		return nil
 	}
@@ -195,6 +231,22 @@ func run(bin, out, only string) error {
 	}
 	if err := r.fleet(); err != nil {
 		return fmt.Errorf("fleet scenario: %w", err)
+	}
+	if only != "" {
+		return nil
+	}
+	plans := wavePlans()
+	for _, p := range plans {
+		s := &script{node: p.Node, plan: p}
+		if p.Node == "rwc" {
+			s.refusePreview = true
+		}
+		if err := agent(s); err != nil {
+			return err
+		}
+	}
+	if err := r.waves(plans); err != nil {
+		return fmt.Errorf("waves scenario: %w", err)
 	}
 	return nil
 }
@@ -369,10 +421,14 @@ func (r *rec) fleet() error {
 }
 
 func (r *rec) waitFleet(what string, cond func(fleet.FleetState) bool) error {
+	return r.waitFleetNamed("rfleet", what, cond)
+}
+
+func (r *rec) waitFleetNamed(name, what string, cond func(fleet.FleetState) bool) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		var st fleet.FleetState
-		v, err := r.c.QueryWorkflow(r.ctx, fleet.FleetID("rfleet"), "", fleet.QueryFleet)
+		v, err := r.c.QueryWorkflow(r.ctx, fleet.FleetID(name), "", fleet.QueryFleet)
 		if err == nil && v.Get(&st) == nil && cond(st) {
 			return nil
 		}

@@ -31,6 +31,15 @@ type script struct {
 	driftOn map[int]bool
 	// vanishOn: the call number of Reconcile that finds a rule gone.
 	vanishOn int
+	// errFirst: the first call of these activities returns this error.
+	errFirst map[string]error
+	// slowFirst: the first call of these activities takes this long.
+	slowFirst map[string]time.Duration
+	// confirmOnly: ConfirmFlip confirms but leaves the commit to CommitFlip
+	// (the node's commit in it failed).
+	confirmOnly bool
+	// refusePreview: every preview refuses (a port opened by hand).
+	refusePreview bool
 }
 
 func (s *script) call(name string) (int, error) {
@@ -40,6 +49,16 @@ func (s *script) call(name string) (int, error) {
 		s.n = map[string]int{}
 	}
 	s.n[name]++
+	if s.n[name] == 1 {
+		if d := s.slowFirst[name]; d > 0 {
+			s.mu.Unlock()
+			time.Sleep(d)
+			s.mu.Lock()
+		}
+		if err := s.errFirst[name]; err != nil {
+			return s.n[name], err
+		}
+	}
 	if why, ok := s.failFirst[name]; ok && s.n[name] == 1 {
 		return s.n[name], temporal.NewNonRetryableApplicationError(why, activities.ErrCutoverRefused, nil)
 	}
@@ -162,7 +181,14 @@ func (s *script) Preview(_ context.Context, in activities.PreviewInput) (*flip.P
 	if _, err := s.call("Preview"); err != nil {
 		return nil, err
 	}
-	return &flip.Preview{Approved: true, FoundFingerprint: "found-1", DerivedFingerprint: "derived-1"}, nil
+	return s.preview(), nil
+}
+
+func (s *script) preview() *flip.Preview {
+	if s.refusePreview {
+		return &flip.Preview{FoundFingerprint: "found-1", DerivedFingerprint: "derived-1", Reasons: []string{"9999/tcp is open on the node and not in the plan"}}
+	}
+	return &flip.Preview{Approved: true, FoundFingerprint: "found-1", DerivedFingerprint: "derived-1"}
 }
 
 func (s *script) Flip(_ context.Context, in activities.FlipInput) (*activities.FlipResult, error) {
@@ -172,7 +198,10 @@ func (s *script) Flip(_ context.Context, in activities.FlipInput) (*activities.F
 	res := &activities.FlipResult{ID: in.ID, State: "flipped", Deadline: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)}
 	if in.Preview {
 		// The node previews itself (the flip in two round trips).
-		res.Preview = &flip.Preview{Approved: true, FoundFingerprint: "found-1", DerivedFingerprint: "derived-1"}
+		res.Preview = s.preview()
+		if !res.Preview.Approved {
+			return &activities.FlipResult{ID: in.ID, State: activities.FlipPreviewRefused, Preview: res.Preview}, nil
+		}
 	}
 	return res, nil
 }
@@ -181,7 +210,7 @@ func (s *script) ConfirmFlip(_ context.Context, in activities.ConfirmInput) (*ac
 	if _, err := s.call("ConfirmFlip"); err != nil {
 		return nil, err
 	}
-	if in.Commit {
+	if in.Commit && !s.confirmOnly {
 		return &activities.FlipResult{ID: in.ID, State: "committed", Listing: "/var/lib/adoption/flips/" + in.ID + ".rules"}, nil
 	}
 	return &activities.FlipResult{ID: in.ID, State: "confirmed"}, nil
@@ -200,6 +229,31 @@ func (s *script) CommitFlip(_ context.Context, in activities.ConfirmInput) (*act
 func (s *script) Release(_ context.Context, in activities.ProbeInput) (*activities.ReleaseResult, error) {
 	_, err := s.call("Release")
 	return &activities.ReleaseResult{}, err
+}
+
+func (s *script) RaiseFoundation(_ context.Context, in activities.ProbeInput) (*activities.FoundationResult, error) {
+	if _, err := s.call("RaiseFoundation"); err != nil {
+		return nil, err
+	}
+	res := &activities.FoundationResult{Listening: in.Plan.Foundation}
+	for _, c := range in.Plan.FoundationContainers {
+		res.Raised = append(res.Raised, c.Name)
+	}
+	return res, nil
+}
+
+func (s *script) Rehearse(_ context.Context, in activities.ModuleInput) (*activities.Rehearsal, error) {
+	if _, err := s.call("Rehearse"); err != nil {
+		return nil, err
+	}
+	return &activities.Rehearsal{Node: s.node, Module: in.Module, Steps: []activities.RehearsalStep{{Name: "preflight"}, {Name: "swap"}}}, nil
+}
+
+func (s *script) Brief(_ context.Context, in activities.BriefInput) (*activities.NodeBriefing, error) {
+	if _, err := s.call("Brief"); err != nil {
+		return nil, err
+	}
+	return &activities.NodeBriefing{Preview: &flip.Preview{Approved: true, FoundFingerprint: "found-1", DerivedFingerprint: "derived-1"}}, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {
