@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"adoption/codec"
 	"adoption/workflows/fleet"
 )
 
@@ -35,16 +36,35 @@ func TestReplayRecordedHistories(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no recorded histories under tests/testdata")
 	}
+	dc := historyConverter(t)
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			r := worker.NewWorkflowReplayer()
+			r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: dc, FailureConverter: codec.FailureConverter(dc)})
+			if err != nil {
+				t.Fatal(err)
+			}
 			fleet.Register(r) // the orchestrator's own registration
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}
 		})
 	}
-	t.Run("every change ID reached", func(t *testing.T) { checkChangeIDsRecorded(t, files) })
+	t.Run("every change ID reached", func(t *testing.T) { checkChangeIDsRecorded(t, files, dc) })
+}
+
+// historyConverter decrypts the histories tests/record encrypted with
+// testdata/history-codec.key, as production's are; older ones, recorded
+// unencrypted, pass through it unchanged.
+func historyConverter(t *testing.T) converter.DataConverter {
+	secret, err := os.ReadFile("testdata/history-codec.key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := codec.New(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return codec.DataConverter(c)
 }
 
 // unrecorded are the change IDs no recorded history reaches, and why the
@@ -57,14 +77,14 @@ var unrecorded = map[string]string{
 // checkChangeIDsRecorded fails when a change ID of workflows/versions.go or
 // workflows/fleet/versions.go has no recorded history carrying its marker
 // and is not among unrecorded.
-func checkChangeIDsRecorded(t *testing.T, files []string) {
+func checkChangeIDsRecorded(t *testing.T, files []string, dc converter.DataConverter) {
 	ids := changeIDs(t, "../workflows/versions.go", "../workflows/fleet/versions.go")
 	if len(ids) < 10 {
 		t.Fatalf("read only %d change IDs from the versions.go files: %v", len(ids), ids)
 	}
 	reached := map[string][]string{}
 	for _, f := range files {
-		for id := range versionMarkers(t, f) {
+		for id := range versionMarkers(t, f, dc) {
 			reached[id] = append(reached[id], filepath.Base(f))
 		}
 	}
@@ -119,7 +139,7 @@ func changeIDs(t *testing.T, paths ...string) []string {
 }
 
 // versionMarkers are the change IDs of a history's version markers.
-func versionMarkers(t *testing.T, path string) map[string]bool {
+func versionMarkers(t *testing.T, path string, dc converter.DataConverter) map[string]bool {
 	js, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +158,7 @@ func versionMarkers(t *testing.T, path string) map[string]bool {
 			continue
 		}
 		var id string
-		if err := converter.GetDefaultDataConverter().FromPayloads(m.GetDetails()["change-id"], &id); err != nil {
+		if err := dc.FromPayloads(m.GetDetails()["change-id"], &id); err != nil {
 			t.Fatalf("%s: event %d: the version marker's change ID: %v", path, e.GetEventId(), err)
 		}
 		out[id] = true

@@ -39,6 +39,7 @@ import (
 	"adoption/activities"
 	"adoption/activities/authority"
 	"adoption/activities/relay"
+	"adoption/codec"
 	"adoption/config"
 	"adoption/intent"
 	"adoption/internal/opkey"
@@ -49,6 +50,7 @@ import (
 func main() {
 	out := flag.String("out", "tests/testdata", "directory for history-*.json")
 	bin := flag.String("temporal", os.Getenv("ADOPT_TEMPORAL_BIN"), "the Temporal CLI (make temporal-cli)")
+	key := flag.String("codec-key", "tests/testdata/history-codec.key", "the codec key the histories are encrypted with, as production's are (the replay test decrypts with it)")
 	only := flag.String("scenario", "", "record only this scenario (control, member, carried, fleet or waves); the others' files are left as they are")
 	flag.Parse()
 	if *bin == "" {
@@ -58,7 +60,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "record: -scenario %q: it is control, member, carried, fleet or waves\n", *only)
 		os.Exit(3)
 	}
-	if err := run(*bin, *out, *only); err != nil {
+	if err := run(*bin, *out, *only, *key); err != nil {
 		fmt.Fprintln(os.Stderr, "record:", err)
 		os.Exit(1)
 	}
@@ -92,7 +94,16 @@ func (r *rec) sign(action string, args map[string]string, plans ...config.Plan) 
 	return &s
 }
 
-func run(bin, out, only string) error {
+func run(bin, out, only, keyFile string) error {
+	secret, err := os.ReadFile(keyFile)
+	if err != nil {
+		return fmt.Errorf("-codec-key: %w", err)
+	}
+	cd, err := codec.New(secret)
+	if err != nil {
+		return fmt.Errorf("-codec-key %s: %w", keyFile, err)
+	}
+	dc := codec.DataConverter(cd)
 	dir, err := os.MkdirTemp("", "adoption-record-")
 	if err != nil {
 		return err
@@ -117,7 +128,7 @@ func run(bin, out, only string) error {
 	defer func() { _ = srv.Process.Signal(syscall.SIGTERM); _ = srv.Wait() }()
 	var c client.Client
 	for i := 0; ; i++ {
-		c, err = client.Dial(client.Options{HostPort: addr, Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+		c, err = client.Dial(client.Options{HostPort: addr, DataConverter: dc, FailureConverter: codec.FailureConverter(dc), Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
 		if err == nil {
 			if _, err = c.CheckHealth(context.Background(), &client.CheckHealthRequest{}); err == nil {
 				break
