@@ -24,9 +24,9 @@ import (
 
 // TestReplayRecordedHistories replays every history recorded from a real
 // run (tests/testdata/history-*.json) against today's workflow code: a
-// change that would break running workflows fails here. The control-node
-// and Fleet histories come from `go run ./tests/record` (-scenario control
-// or fleet); one more can be recorded with
+// change that would break running workflows fails here. The histories come
+// from `go run ./tests/record` (docs/histories.md lists its scenarios); one
+// more can be recorded with
 // ADOPT_RECORD_HISTORY=tests/testdata/history-NAME.json on an e2e test.
 func TestReplayRecordedHistories(t *testing.T) {
 	files, err := filepath.Glob("testdata/history-*.json")
