@@ -51,13 +51,13 @@ func main() {
 	out := flag.String("out", "tests/testdata", "directory for history-*.json")
 	bin := flag.String("temporal", os.Getenv("ADOPT_TEMPORAL_BIN"), "the Temporal CLI (make temporal-cli)")
 	key := flag.String("codec-key", "tests/testdata/history-codec.key", "the codec key the histories are encrypted with, as production's are (the replay test decrypts with it)")
-	only := flag.String("scenario", "", "record only this scenario (control, member, carried, fleet or waves); the others' files are left as they are")
+	only := flag.String("scenario", "", "record only this scenario (control, member, carried, fleet, waves or ask); the others' files are left as they are")
 	flag.Parse()
 	if *bin == "" {
 		*bin = filepath.Join(os.Getenv("HOME"), ".cache", "adoption", "bin", "temporal")
 	}
-	if *only != "" && *only != "control" && *only != "member" && *only != "carried" && *only != "fleet" && *only != "waves" {
-		fmt.Fprintf(os.Stderr, "record: -scenario %q: it is control, member, carried, fleet or waves\n", *only)
+	if *only != "" && *only != "control" && *only != "member" && *only != "carried" && *only != "fleet" && *only != "waves" && *only != "ask" {
+		fmt.Fprintf(os.Stderr, "record: -scenario %q: it is control, member, carried, fleet, waves or ask\n", *only)
 		os.Exit(3)
 	}
 	if err := run(*bin, *out, *only, *key); err != nil {
@@ -187,6 +187,14 @@ func run(bin, out, only, keyFile string) error {
 			return fmt.Errorf("control scenario: %w", err)
 		}
 	}
+	if only == "ask" {
+		for _, p := range askPlans() {
+			if err := agent(&script{node: p.Node, plan: p}); err != nil {
+				return err
+			}
+		}
+		return r.ask(askPlans())
+	}
 	if only == "waves" {
 		plans := wavePlans()
 		for _, p := range plans {
@@ -258,6 +266,14 @@ func run(bin, out, only, keyFile string) error {
 	}
 	if err := r.waves(plans); err != nil {
 		return fmt.Errorf("waves scenario: %w", err)
+	}
+	for _, p := range askPlans() {
+		if err := agent(&script{node: p.Node, plan: p}); err != nil {
+			return err
+		}
+	}
+	if err := r.ask(askPlans()); err != nil {
+		return fmt.Errorf("ask scenario: %w", err)
 	}
 	return nil
 }

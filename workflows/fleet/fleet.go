@@ -103,6 +103,9 @@ type FleetInput struct {
 	Retries []string `json:"retries,omitempty"`
 	// HistoryLimit overrides fleetHistoryLimit (tests).
 	HistoryLimit int `json:"history_limit,omitempty"`
+	// AskFirst overrides how long the fleet waits before its first ask
+	// round (an hour; tests and the history recorder).
+	AskFirst time.Duration `json:"ask_first,omitempty"`
 	// Intent is the operator's signed fleet start (or the latest fleet
 	// next): one intent naming every node and its plan hash, which each
 	// node the fleet starts adopts under.

@@ -54,6 +54,14 @@ func (f *fleet) toAsk(now time.Time, quiet time.Duration) []int {
 	return out
 }
 
+// askFirst is askFirst, or the fleet's AskFirst (tests).
+func (f *fleet) askFirst() time.Duration {
+	if f.in.AskFirst > 0 {
+		return f.in.AskFirst
+	}
+	return askFirst
+}
+
 // awaitOrAsk waits for ready like workflow.Await, but when there are nodes
 // to ask it waits at most f.askWait (one timer, cancelled if ready comes
 // first) and then asks them; it says whether it held a round instead of
@@ -61,7 +69,7 @@ func (f *fleet) toAsk(now time.Time, quiet time.Duration) []int {
 // ready puts it back to askFirst.
 func (f *fleet) awaitOrAsk(ctx workflow.Context, ready func() bool) (bool, error) {
 	if !f.ask || ready() || len(f.toAsk(workflow.Now(ctx), 0)) == 0 {
-		f.askWait = askFirst
+		f.askWait = f.askFirst()
 		return false, workflow.Await(ctx, ready)
 	}
 	tctx, cancel := workflow.WithCancel(ctx)
@@ -72,7 +80,7 @@ func (f *fleet) awaitOrAsk(ctx workflow.Context, ready func() bool) (bool, error
 	}
 	if !timer.IsReady() {
 		cancel()
-		f.askWait = askFirst
+		f.askWait = f.askFirst()
 		return false, nil
 	}
 	if f.askRound(ctx, f.askWait) > 0 {

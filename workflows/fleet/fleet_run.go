@@ -31,7 +31,8 @@ func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 	if err := ValidateFleet(in); err != nil {
 		return nil, err
 	}
-	f := &fleet{in: in, members: in.members(), plans: map[string]config.Plan{}, retry: map[string]bool{}, gen: map[string]int{}, heard: map[string]time.Time{}, askWait: askFirst}
+	f := &fleet{in: in, members: in.members(), plans: map[string]config.Plan{}, retry: map[string]bool{}, gen: map[string]int{}, heard: map[string]time.Time{}}
+	f.askWait = f.askFirst()
 	for _, p := range in.Nodes {
 		f.plans[p.Node] = p
 	}
@@ -502,7 +503,7 @@ func (f *fleet) continueAsNew(ctx workflow.Context) (*FleetState, error) {
 	}
 	st := *f.st
 	st.Runs++
-	in := FleetInput{Name: f.in.Name, Members: f.members, Resume: &st, Retries: f.retries, HistoryLimit: f.in.HistoryLimit,
+	in := FleetInput{Name: f.in.Name, Members: f.members, Resume: &st, Retries: f.retries, HistoryLimit: f.in.HistoryLimit, AskFirst: f.in.AskFirst,
 		Intent: f.in.Intent, NodeIntents: f.in.NodeIntents}
 	return nil, workflow.NewContinueAsNewError(ctx, FleetWorkflow, in)
 }
