@@ -180,7 +180,7 @@ func run(bin, out, only, keyFile string) error {
 		ctrl := controlPlan("rcontrol")
 		if err := agent(&script{node: "rcontrol", plan: ctrl,
 			failFirst: map[string]string{"CheckFoundationPorts": "collision", "CutoverWaitHealthy": "cutover mail: wait healthy: no answer on 8025/tcp"},
-			driftOn:   map[int]bool{2: true, 3: true}, vanishOn: 2}); err != nil {
+			driftOn:   map[int]bool{2: true, 3: true}, vanishOn: 2, watchDriftOwner: "mail", watchBound: time.Second}); err != nil {
 			return err
 		}
 		if err := r.control(ctrl); err != nil {

@@ -10,9 +10,11 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities"
+	"adoption/activities/watch"
 	"adoption/config"
 	"adoption/custody"
 	"adoption/firewall/eval"
@@ -40,6 +42,13 @@ type script struct {
 	confirmOnly bool
 	// refusePreview: every preview refuses (a port opened by hand).
 	refusePreview bool
+	// watchDriftOwner: once this owner's rules are kept, the watch finds
+	// a rule of it vanished (once) and drift (until accepted).
+	watchDriftOwner    string
+	accepted, restored bool
+	// watchBound: a watch with nothing new answers after this long, as
+	// the node's does after its bound (0: only when cancelled).
+	watchBound time.Duration
 }
 
 func (s *script) call(name string) (int, error) {
@@ -145,7 +154,51 @@ func (s *script) CheckDrift(_ context.Context, in activities.DriftInput) (*activ
 
 func (s *script) AcceptDrift(_ context.Context, in activities.DriftInput) (*activities.DriftResult, error) {
 	_, err := s.call("AcceptDrift")
+	s.mu.Lock()
+	s.accepted = true
+	s.mu.Unlock()
 	return &activities.DriftResult{Items: []activities.DriftItem{{Kind: "file", Path: "/etc/hosts"}}, Firewall: "fp-2"}, err
+}
+
+// Watch answers at once what the script finds new, else waits
+// (heartbeating) for its bound or its cancellation.
+func (s *script) Watch(ctx context.Context, in watch.Input) (*watch.Result, error) {
+	if _, err := s.call("Watch"); err != nil {
+		return nil, err
+	}
+	res := &watch.Result{Checked: true, Reconciled: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	s.mu.Lock()
+	if ports, ok := in.Owners[s.watchDriftOwner]; ok && s.watchDriftOwner != "" {
+		if !s.restored {
+			s.restored = true
+			for _, p := range ports {
+				res.Restored = append(res.Restored, s.mark(s.watchDriftOwner, p))
+			}
+		}
+		if !s.accepted {
+			res.Drift = []activities.DriftItem{{Kind: "file", Path: "/etc/hosts", Recorded: "ab", Now: "cd", What: "/etc/hosts changed since adoption"}}
+		}
+	}
+	s.mu.Unlock()
+	res.Digest = res.Findings.Digest()
+	if len(res.Restored) > 0 || res.Digest != in.Known {
+		return res, nil
+	}
+	var bound <-chan time.Time
+	if s.watchBound > 0 {
+		bound = time.After(s.watchBound)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-bound:
+			res.Bound = true
+			return res, nil
+		case <-time.After(200 * time.Millisecond):
+			activity.RecordHeartbeat(ctx)
+		}
+	}
 }
 
 func (s *script) step(name string) (*activities.CutoverResult, error) {
