@@ -29,6 +29,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -75,6 +76,8 @@ type rec struct {
 	key ssh.Signer
 	// plans are the fleet's nodes' plans, for the fleet's one intent.
 	plans []config.Plan
+	// dc decodes the payloads (the codec's converter).
+	dc converter.DataConverter
 }
 
 // sign is the operator's intent for action on plans' nodes.
@@ -170,7 +173,7 @@ func run(bin, out, only, keyFile string) error {
 	if err != nil {
 		return err
 	}
-	r := &rec{c: c, out: out, ctx: ctx, key: signer}
+	r := &rec{c: c, out: out, ctx: ctx, key: signer, dc: dc}
 
 	// 1. A control node: genesis refused (a port collision), retried by a
 	// bare signal as the Web UI sends it; a module's cutover fails and
@@ -468,13 +471,20 @@ func (r *rec) waitFleetNamed(name, what string, cond func(fleet.FleetState) bool
 
 // writeRuns writes every run of workflow id, oldest first.
 func (r *rec) writeRuns(scenario, id string) error {
+	_, err := r.runs(scenario, id)
+	return err
+}
+
+// runs writes every run of workflow id, oldest first, and returns them.
+func (r *rec) runs(scenario, id string) ([]*historypb.History, error) {
+	var out []*historypb.History
 	var runs []string
 	var token []byte
 	for {
 		res, err := r.c.ListWorkflow(r.ctx, &workflowservice.ListWorkflowExecutionsRequest{
 			Query: fmt.Sprintf("WorkflowId = %q", id), NextPageToken: token})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, e := range res.Executions {
 			runs = append(runs, e.GetExecution().GetRunId())
@@ -493,21 +503,22 @@ func (r *rec) writeRuns(scenario, id string) error {
 		for it.HasNext() {
 			e, err := it.Next()
 			if err != nil {
-				return err
+				return nil, err
 			}
 			h.Events = append(h.Events, e)
 		}
 		js, err := protojson.Marshal(h)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		p := filepath.Join(r.out, fmt.Sprintf("history-%s-run%d.json", scenario, i+1))
 		if err := os.WriteFile(p, js, 0o644); err != nil {
-			return err
+			return nil, err
 		}
 		fmt.Printf("%s: %d events\n", p, len(h.Events))
+		out = append(out, h)
 	}
-	return nil
+	return out, nil
 }
 
 func freePort() (int, error) {

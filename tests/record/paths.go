@@ -139,7 +139,22 @@ func (r *rec) member(plan config.Plan) error {
 	if err := r.c.GetWorkflow(r.ctx, id, "").Get(r.ctx, nil); err != nil {
 		return fmt.Errorf("the member's workflow: %w", err)
 	}
-	return r.writeRuns("member", id)
+	hs, err := r.runs("member", id)
+	if err != nil {
+		return err
+	}
+	// The run must continue as new with requests queued (the history
+	// threshold is met while web migrates with two more queued).
+	for _, h := range hs[1:] {
+		var in workflows.Input
+		if err := r.dc.FromPayloads(h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetInput(), &in); err != nil {
+			return err
+		}
+		if in.Resume != nil && len(in.Resume.Queue) > 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("the member's %d run(s) never continued as new with a request queued: the history threshold (suggestContinueAsNew) no longer falls while web migrates", len(hs))
 }
 
 // carriedPlan is a control node raising a registry container.
