@@ -184,3 +184,29 @@ func TestFleetDescribesANodeReplacedOutside(t *testing.T) {
 		}
 	}
 }
+
+// AskFirst shortens the first round (the history recorder's fleets): m1,
+// replaced outside the fleet, is described within minutes, not an hour.
+func TestFleetAskFirstShortensTheFirstRound(t *testing.T) {
+	var plans []string
+	env := newFleetEnv(t, nil, &plans)
+	env.RegisterActivity(relay.New(nil))
+	asked := 0
+	env.OnActivity(relayActs.Children, mock.Anything, mock.Anything).Return(func(_ context.Context, in relay.ChildrenInput) ([]relay.ChildStanding, error) {
+		asked++
+		return []relay.ChildStanding{{Node: "m1", Ended: "terminated"}}, nil
+	}).Once()
+	in := resumedFleet()
+	in.Resume.Nodes[1].RunID = "r1"
+	in.AskFirst = 5 * time.Minute
+	var held FleetState
+	env.RegisterDelayedCallback(func() {
+		held = queryFleet(t, env)
+		env.SignalWorkflow(SignalFleetRetry, FleetRetry{Node: "m1"})
+	}, 10*time.Minute)
+	env.ExecuteWorkflow(Fleet, in)
+	fleetResult(t, env)
+	if asked != 1 || held.Nodes[1].Ended != "terminated" {
+		t.Errorf("within 10 minutes: asked %d time(s), m1 ended %q; want asked once and m1 terminated", asked, held.Nodes[1].Ended)
+	}
+}
