@@ -14,7 +14,7 @@ import (
 // In is a Reacher of the same ruleset and node whose clients come in on
 // input interface iif (a container bridge, or a wildcard of them).
 func (x *Reacher) In(iif string) *Reacher {
-	return &Reacher{rs: x.rs, node: x.node, e: x.e, fams: x.fams, iif: iif}
+	return &Reacher{rs: x.rs, node: x.node, e: x.e, fams: x.fams, shared: x.shared, iif: iif}
 }
 
 // PortStarts are the starts of the port intervals of proto in family fam

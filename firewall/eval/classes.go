@@ -32,7 +32,7 @@ func classPacket(c Class) Packet {
 // the node (the input hook).
 func (x *Reacher) Class(c Class) SourceReach {
 	f := x.family(c.Family)
-	x.e.bounds = portBounds(x.rs, c.Family, c.Num, false)
+	x.e.bounds = x.bounds()
 	return x.region(f, firewall.HookInput, classPacket(c))
 }
 
@@ -92,6 +92,8 @@ func CompareClasses(before, after *firewall.Ruleset, node firewall.Node) []Class
 func CompareClassesIn(before, after *firewall.Ruleset, node firewall.Node, iif string) []ClassRegion {
 	both := &firewall.Ruleset{Tables: append(append([]firewall.Table(nil), before.Tables...), after.Tables...)}
 	eb, ea := compile(before).Evaluator(), compile(after).Evaluator()
+	// Unpruned, the port intervals are the same for every class.
+	eb.bounds, ea.bounds = portBounds(before, "", 0, false), portBounds(after, "", 0, false)
 	var out []ClassRegion
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
 		sb, sa := stagesOf(before, fam), stagesOf(after, fam)
@@ -102,7 +104,6 @@ func CompareClassesIn(before, after *firewall.Ruleset, node firewall.Node, iif s
 			if c.Family != fam {
 				continue
 			}
-			eb.bounds, ea.bounds = portBounds(before, fam, c.Num, false), portBounds(after, fam, c.Num, false)
 			var other [2]Passage
 			regions := map[[2]Passage][]Atom{}
 			var order [][2]Passage

@@ -122,19 +122,22 @@ func outputMatch(pkt *Packet, conds []firewall.Cond) Tri {
 // hook, so that the questions asked of clients (SourcesAt, Widened,
 // CompareClasses) ask what the node may send: destination conditions
 // become source ones (and back), output interfaces input ones, and every
-// other base chain (input, forward, prerouting, nat) is left out. A
-// "source" region of the answer is a region of destinations; a port is the
-// destination port the node sends to.
+// other base chain (input, forward, prerouting, nat) is left out, and so
+// is every regular chain those output chains cannot reach (it could not
+// change an answer, and its conditions would only cut more regions to the
+// same end). A "source" region of the answer is a region of destinations;
+// a port is the destination port the node sends to.
 func OutputAsInput(rs *firewall.Ruleset) *firewall.Ruleset {
 	out := &firewall.Ruleset{}
 	for _, t := range rs.Tables {
 		nt := t
 		nt.Chains = nil
+		reach := outputReach(&t)
 		for _, ch := range t.Chains {
+			if !reach[ch.Name] {
+				continue
+			}
 			if ch.Hook != "" {
-				if ch.Hook != "output" || !firewall.IsFilter(&ch) {
-					continue
-				}
 				ch.Hook = firewall.HookInput
 			}
 			rules := make([]firewall.Rule, len(ch.Rules))
@@ -169,4 +172,45 @@ func OutputAsInput(rs *firewall.Ruleset) *firewall.Ruleset {
 		out.Tables = append(out.Tables, nt)
 	}
 	return out
+}
+
+// outputReach names the chains of t an output filter base chain of t may
+// run: the base chains, and the chains their rules (and verdict maps) jump
+// or go to, transitively.
+func outputReach(t *firewall.Table) map[string]bool {
+	reach := map[string]bool{}
+	var todo []string
+	visit := func(name string) {
+		if !reach[name] {
+			reach[name] = true
+			todo = append(todo, name)
+		}
+	}
+	for ci := range t.Chains {
+		if ch := &t.Chains[ci]; ch.Hook == "output" && firewall.IsFilter(ch) {
+			visit(ch.Name)
+		}
+	}
+	for len(todo) > 0 {
+		name := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		for ci := range t.Chains {
+			ch := &t.Chains[ci]
+			if ch.Name != name {
+				continue
+			}
+			for ri := range ch.Rules {
+				r := &ch.Rules[ri]
+				if isJump(r.Verdict.Kind) {
+					visit(r.Verdict.Target)
+				}
+				for k := range r.VMap {
+					if isJump(r.VMap[k].Verdict.Kind) {
+						visit(r.VMap[k].Verdict.Target)
+					}
+				}
+			}
+		}
+	}
+	return reach
 }

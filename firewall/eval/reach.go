@@ -49,41 +49,69 @@ type Reacher struct {
 	node firewall.Node
 	e    *Evaluator
 	fams map[string]*reachFamily
+	// shared is what depends on the ruleset alone, shared by the Reachers
+	// of one ruleset on other nodes (On) and interfaces (In).
+	shared *reachShared
 	// iif is the input interface of the Reacher's clients (In); "": a
 	// client from outside, on an uplink.
 	iif string
 }
 
-type reachFamily struct {
-	st     stages
+// reachShared is what a Reacher reads of its ruleset alone.
+type reachShared struct {
+	atoms  map[string]*familyAtoms
+	bounds []int // port intervals, any family and proto (portBounds unpruned)
+}
+
+type familyAtoms struct {
 	atoms  []Atom
 	groups [][]Atom
 	index  map[netip.Prefix]int
-	own    []netip.Addr     // the node's own addresses of the family
-	bounds map[string][]int // port intervals by proto (a DNAT at random over a range)
+}
+
+type reachFamily struct {
+	st stages
+	*familyAtoms
+	own []netip.Addr // the node's own addresses of the family
 }
 
 // NewReacher compiles rs for SourcesAt questions on node.
 func NewReacher(rs *firewall.Ruleset, node firewall.Node) *Reacher {
-	return &Reacher{rs: rs, node: node, e: compile(rs).Evaluator(), fams: map[string]*reachFamily{}}
+	return &Reacher{rs: rs, node: node, e: compile(rs).Evaluator(), fams: map[string]*reachFamily{},
+		shared: &reachShared{atoms: map[string]*familyAtoms{}}}
+}
+
+// On is a Reacher of the same ruleset on node, sharing the compiled
+// ruleset and what is read of it alone.
+func (x *Reacher) On(node firewall.Node) *Reacher {
+	return &Reacher{rs: x.rs, node: node, e: x.e, fams: map[string]*reachFamily{}, shared: x.shared}
+}
+
+// bounds are the port intervals of the Reacher's ruleset.
+func (x *Reacher) bounds() []int {
+	if x.shared.bounds == nil {
+		x.shared.bounds = portBounds(x.rs, "", 0, false)
+	}
+	return x.shared.bounds
 }
 
 // At is SourcesAt on the Reacher's ruleset and node.
 func (x *Reacher) At(dir, fam, proto string, port uint16) SourceReach {
 	f := x.family(fam)
-	if f.bounds[proto] == nil {
-		f.bounds[proto] = portBounds(x.rs, fam, protoNum(proto), false)
-	}
-	x.e.bounds = f.bounds[proto]
+	x.e.bounds = x.bounds()
 	return x.region(f, dir, Packet{Family: fam, Proto: protoNum(proto), Port: port, OrigPort: port})
 }
 
 func (x *Reacher) family(fam string) *reachFamily {
 	f := x.fams[fam]
 	if f == nil {
-		atoms := sourceAtoms(x.rs, fam)
-		f = &reachFamily{st: stagesOf(x.rs, fam), atoms: atoms, groups: groupAtoms(x.rs, atoms), index: atomIndex(atoms),
-			own: x.node.Own(fam), bounds: map[string][]int{}}
+		a := x.shared.atoms[fam]
+		if a == nil {
+			atoms := sourceAtoms(x.rs, fam)
+			a = &familyAtoms{atoms: atoms, groups: groupAtoms(x.rs, atoms), index: atomIndex(atoms)}
+			x.shared.atoms[fam] = a
+		}
+		f = &reachFamily{st: stagesOf(x.rs, fam), familyAtoms: a, own: x.node.Own(fam)}
 		f.st.routed = routedDests(x.rs, &x.node, fam)
 		x.fams[fam] = f
 	}

@@ -108,17 +108,24 @@ func PreviewFlip(found *firewall.Ruleset, spec MeshSpec) Preview {
 // is kept.
 func PreviewFlipOn(found *firewall.Ruleset, node firewall.Node, spec MeshSpec) Preview {
 	p := Preview{Fates: []Fate{}, FoundFingerprint: firewall.Fingerprint(found)}
-	d, err := DeriveFor(found, spec)
+	eff := EffectiveSpec(found, spec)
+	d, err := Derive(eff)
 	if err != nil {
 		p.Reasons = []string{err.Error()}
 		return p
 	}
-	return previewFlip(found, d.Ruleset, spec, node)
+	return previewDerived(found, d.Ruleset, spec, eff, node)
 }
 
 // previewFlip compares found with derived (a model of table inet adoption);
 // tests pass a derived ruleset that Derive would never make.
 func previewFlip(found, derived *firewall.Ruleset, spec MeshSpec, node firewall.Node) Preview {
+	return previewDerived(found, derived, spec, EffectiveSpec(found, spec), node)
+}
+
+// previewDerived is previewFlip with eff, EffectiveSpec(found, spec),
+// decided once by the caller.
+func previewDerived(found, derived *firewall.Ruleset, spec, eff MeshSpec, node firewall.Node) Preview {
 	p := Preview{Fates: []Fate{}, FoundFingerprint: firewall.Fingerprint(found), DerivedFingerprint: firewall.Fingerprint(derived)}
 	after, err := afterFlip(found, derived, spec.Node)
 	if err != nil {
@@ -228,7 +235,6 @@ func previewFlip(found, derived *firewall.Ruleset, spec MeshSpec, node firewall.
 	// A management port must be open after the flip, whether or not it is
 	// open now: in every family, or, where the found firewall restricts it
 	// (Allow.Carried), in every family it is open in now.
-	eff := EffectiveSpec(found, spec)
 	for _, a := range eff.Input {
 		if a.Owner != OwnerManagement {
 			continue

@@ -294,14 +294,14 @@ type carrier struct {
 const otherIface = "-"
 
 func newCarrier(found *firewall.Ruleset) *carrier {
-	c := &carrier{zero: eval.NewReacher(found, firewall.Node{}),
-		uplink: eval.NewReacher(found, firewall.Node{Interfaces: []firewall.Interface{{Name: otherIface}}}), bridges: bridgesNamed(found)}
+	zero := eval.NewReacher(found, firewall.Node{})
+	c := &carrier{zero: zero, uplink: zero.On(firewall.Node{Interfaces: []firewall.Interface{{Name: otherIface}}}), bridges: bridgesNamed(found)}
 	add := func(name, as string) {
 		node := firewall.Node{}
 		if as != "" {
 			node.Interfaces = []firewall.Interface{{Name: as}}
 		}
-		c.classes = append(c.classes, ifaceClass{name, eval.NewReacher(found, node)})
+		c.classes = append(c.classes, ifaceClass{name, zero.On(node)})
 	}
 	seen := map[string]bool{}
 	for ti := range found.Tables {
