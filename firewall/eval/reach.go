@@ -331,6 +331,41 @@ func Undecided(rs *firewall.Ruleset, dir, fam, proto string, port uint16) []stri
 	return undecided(rs, Packet{Hook: dir, Family: fam, Proto: protoNum(proto), Port: port, OrigPort: port, Src: Atom{Other: true}})
 }
 
+// inert reports whether rule r of table t sends a packet on to the next
+// rule whether or not it matches: no verdict (a log, a counter), or a jump
+// to a chain that can only return (ufw's rate-limited logging). Its
+// conditions cannot decide the packet's fate.
+func inert(t *firewall.Table, r *firewall.Rule, depth int) bool {
+	switch {
+	case r.VMap != nil:
+		return false
+	case r.Verdict.Kind == firewall.VerdictContinue:
+		return true
+	case r.Verdict.Kind != firewall.VerdictJump || depth > 16:
+		return false
+	}
+	for ci := range t.Chains {
+		if ch := &t.Chains[ci]; ch.Name == r.Verdict.Target {
+			return returnsOnly(t, ch, depth+1)
+		}
+	}
+	return false // a chain not listed: anything may happen there
+}
+
+// returnsOnly reports whether regular chain ch of t can only return to its
+// caller, whatever its rules match: every rule returns or is inert.
+func returnsOnly(t *firewall.Table, ch *firewall.Chain, depth int) bool {
+	if ch.Hook != "" || ch.Unknown != "" {
+		return false
+	}
+	for ri := range ch.Rules {
+		if r := &ch.Rules[ri]; r.VMap != nil || r.Verdict.Kind != firewall.VerdictReturn && !inert(t, r, depth) {
+			return false
+		}
+	}
+	return true
+}
+
 // UndecidedClass is Undecided for a packet of class c at the input hook.
 func UndecidedClass(rs *firewall.Ruleset, c Class) []string {
 	pkt := classPacket(c)
@@ -351,8 +386,14 @@ func undecided(rs *firewall.Ruleset, pkt Packet) []string {
 			if h := t.Chains[ci].Hook; h != "" && h != dir && h != firewall.HookPrerouting {
 				continue
 			}
+			if returnsOnly(t, &t.Chains[ci], 0) {
+				continue // whatever it matches, the packet comes back
+			}
 			for ri := range t.Chains[ci].Rules {
 				r := &t.Chains[ci].Rules[ri]
+				if inert(t, r, 0) {
+					continue // matched or not, the packet goes on alike
+				}
 				var reasons []string
 				may := true
 				for k := range r.Conds {

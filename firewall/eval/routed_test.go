@@ -3,6 +3,7 @@ package eval
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"adoption/firewall"
@@ -92,5 +93,31 @@ func TestEgressFrom(t *testing.T) {
 	// No ip6 chain: nothing decides, every interface named lets out.
 	if got := EgressFrom(rs, firewall.FamilyIP6); len(got) != 3 {
 		t.Errorf("EgressFrom ip6 = %v, want [br-abc docker0 virbr0]", got)
+	}
+}
+
+// A rule whose jump can only come back (ufw's rate-limited logging) is no
+// reason a packet's fate is undecided; a condition before a jump to a
+// chain that may accept, or before a reject, is.
+func TestUndecidedLeavesOutInertRules(t *testing.T) {
+	cond := func(why string) firewall.Cond { return firewall.Cond{Kind: firewall.CondUndecidable, Reason: why} }
+	logLimit := cond("limit rate 3/60s")
+	rs := &firewall.Ruleset{Tables: []firewall.Table{{Family: firewall.FamilyIP, Name: "filter", Chains: []firewall.Chain{
+		fwtest.Base("INPUT", firewall.HookInput, 0, "drop", fwtest.Jump("not-local"),
+			fwtest.Jump("user-limit", fwtest.Tcp(), fwtest.Dport(2222), cond("xt match recent rev 0")),
+			fwtest.Jump("allow", fwtest.Udp(), cond("limit rate 5/second"))),
+		fwtest.Regular("not-local", fwtest.Jump("logging-deny", logLimit), fwtest.Drop(cond("addrtype"))),
+		fwtest.Regular("logging-deny", fwtest.Ret(logLimit), fwtest.Log(logLimit)),
+		fwtest.Regular("user-limit", fwtest.Jump("logging-deny", logLimit), fwtest.Log(logLimit), fwtest.Reject()),
+		fwtest.Regular("allow", fwtest.Accept()),
+	}}}}
+	for _, c := range []struct {
+		proto string
+		port  uint16
+		want  string
+	}{{"tcp", 80, "addrtype"}, {"tcp", 2222, "xt match recent rev 0; addrtype"}, {"udp", 53, "limit rate 5/second; addrtype"}} {
+		if why := strings.Join(Undecided(rs, firewall.HookInput, firewall.FamilyIP, c.proto, c.port), "; "); why != c.want {
+			t.Errorf("%d/%s: undecided %q, want %q", c.port, c.proto, why, c.want)
+		}
 	}
 }
