@@ -107,12 +107,10 @@ func PreviewFlip(found *firewall.Ruleset, spec MeshSpec) Preview {
 // uncertain after (the same undecidable condition, such as a source port)
 // is kept.
 func PreviewFlipOn(found *firewall.Ruleset, node firewall.Node, spec MeshSpec) Preview {
-	p := Preview{Fates: []Fate{}, FoundFingerprint: firewall.Fingerprint(found)}
 	eff := EffectiveSpec(found, spec)
 	d, err := Derive(eff)
 	if err != nil {
-		p.Reasons = []string{err.Error()}
-		return p
+		return Preview{Fates: []Fate{}, FoundFingerprint: firewall.Fingerprint(found), Reasons: []string{err.Error()}}
 	}
 	return previewDerived(found, d.Ruleset, spec, eff, node)
 }
