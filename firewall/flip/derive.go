@@ -515,11 +515,13 @@ func DeriveFor(found *firewall.Ruleset, spec MeshSpec) (*Derived, error) {
 // of the node (its interfaces), so the preview and the flip derive the
 // same table.
 func EffectiveSpec(found *firewall.Ruleset, spec MeshSpec) MeshSpec {
-	spec.DHCP4 = acceptsReply(found, firewall.FamilyIP, eval.Atom{Other: true}, netip.Addr{}, 67, 68)
-	spec.DHCP6 = acceptsReply(found, firewall.FamilyIP6, eval.Atom{Prefix: netip.MustParsePrefix("fe80::/64")}, netip.MustParseAddr("fe80::1"), 547, 546)
 	if found == nil {
+		spec.DHCP4, spec.DHCP6 = false, false
 		return spec
 	}
+	e := eval.NewEvaluator(found)
+	spec.DHCP4 = acceptsReply(e, found, firewall.FamilyIP, eval.Atom{Other: true}, netip.Addr{}, 67, 68)
+	spec.DHCP6 = acceptsReply(e, found, firewall.FamilyIP6, eval.Atom{Prefix: netip.MustParsePrefix("fe80::/64")}, netip.MustParseAddr("fe80::1"), 547, 546)
 	widen := map[config.Port]bool{}
 	for _, p := range spec.Widen {
 		widen[p] = true
@@ -544,13 +546,10 @@ func EffectiveSpec(found *firewall.Ruleset, spec MeshSpec) MeshSpec {
 	return spec
 }
 
-// acceptsReply reports whether found accepts, at the input hook, a new
-// UDP datagram from sport to dport (from src, to dst when valid).
-func acceptsReply(found *firewall.Ruleset, fam string, src eval.Atom, dst netip.Addr, sport, dport uint16) bool {
-	if found == nil {
-		return false
-	}
-	e := eval.NewEvaluator(found)
+// acceptsReply reports whether found (e its evaluator) accepts, at the
+// input hook, a new UDP datagram from sport to dport (from src, to dst when
+// valid).
+func acceptsReply(e *eval.Evaluator, found *firewall.Ruleset, fam string, src eval.Atom, dst netip.Addr, sport, dport uint16) bool {
 	r := e.Hook(eval.BaseChains(found, firewall.HookInput, fam, nil), eval.Packet{Hook: firewall.HookInput, Family: fam, Proto: unix.IPPROTO_UDP,
 		Port: dport, OrigPort: dport, Sport: sport, Src: src, Dst: dst})
 	return r.Accept
