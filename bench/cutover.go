@@ -59,6 +59,15 @@ type CutoverRun struct {
 	ProcedureMS  float64 `json:"procedure_ms"`         // until the procedure returned (ours: healthy)
 	DataKept     bool    `json:"data_kept"`            // GET /sums after equals before
 	FirstFail    string  `json:"first_fail,omitempty"` // the first failed connection's error
+	// HandshakeMS is the longest handshake the clients' kernel measured
+	// (SYN to SYN-ACK) of the connects that succeeded: the node's part of
+	// LongestWait. SynRetransmitted counts connects whose SYN was sent again.
+	HandshakeMS      float64 `json:"longest_handshake_ms"`
+	SynRetransmitted int     `json:"syn_retransmitted"`
+	// CPUWaitMS is how long the bench process's threads (the clients among
+	// them) waited, runnable, for a CPU while the clients ran, summed over
+	// its threads: the host's share of LongestWait.
+	CPUWaitMS float64 `json:"bench_cpu_wait_ms"`
 	// HoldDropped (ours): the hold fell back to dropping SYNs, and why.
 	HoldDropped string `json:"hold_dropped,omitempty"`
 }
@@ -77,6 +86,9 @@ type CutoverResult struct {
 	MedianP50WaitMS   float64 `json:"median_p50_wait_ms"`
 	MaxP99WaitMS      float64 `json:"max_p99_wait_ms"`
 	HoldDropped       int     `json:"hold_dropped_runs"` // runs whose hold dropped instead of queueing
+	MaxHandshakeMS    float64 `json:"max_longest_handshake_ms"`
+	SynRetransmitted  int     `json:"syn_retransmitted"` // connects whose SYN was sent again, over all runs
+	MaxCPUWaitMS      float64 `json:"max_bench_cpu_wait_ms"`
 	MedianProcedureMS float64 `json:"median_procedure_ms"`
 	DataKept          int     `json:"data_kept_runs"`
 	Ratio             float64 `json:"ratio_vs_naive"` // median gap / naive's median gap
@@ -226,6 +238,10 @@ func printCutover(stdout io.Writer, results []CutoverResult, n int) {
 	tw.Flush()
 	fmt.Fprintf(stdout, "swap: longest wait %.0f ms against a longest gap of %.0f ms (goal: within 50 ms); overlap: longest wait %.0f ms (goal: at most 50 ms); both with 0 failed connections\n",
 		results[0].MaxWaitMS, results[0].MaxGapMS, results[1].MaxWaitMS)
+	for _, r := range results {
+		fmt.Fprintf(stdout, "%s: longest handshake the clients' kernel measured %.1f ms, connects whose SYN was sent again %d; the bench's threads waited for a CPU up to %.0f ms in a run\n",
+			r.Method, r.MaxHandshakeMS, r.SynRetransmitted, r.MaxCPUWaitMS)
+	}
 	if results[0].HoldDropped > 0 {
 		fmt.Fprintf(stdout, "WARNING: in %d of %d runs the hold fell back to dropping SYNs (see hold_dropped in the runs)\n", results[0].HoldDropped, results[0].Runs)
 	}
@@ -246,6 +262,8 @@ func (b *cutBench) report(ctx context.Context, results []CutoverResult, runs []C
 			"ours = Preflight, Create, Swap (holding the port as the agent does: new SYNs queued (NFQUEUE), let through as the new container answers; hold_dropped says a run whose hold fell back to dropping), WaitHealthy, PortsAnswer; " +
 			"overlap = Preflight, Create (the engine publishing its port on loopback only), Overlap (started beside the old one, the node's port steered to it by a DNAT in table ip adoption_steer in one transaction, the old one stopped with SIGTERM, finishing its requests), WaitHealthy, PortsAnswer; " +
 			"p50/p99 connect = of the connects that succeeded after the warm-up; " +
+			"handshake = the longest SYN to SYN-ACK the clients' kernel measured (TCP_INFO's first round trip) of the connects that succeeded, syn_retransmitted = connects whose SYN was sent again: the node's part of a wait; " +
+			"bench_cpu_wait_ms = how long the bench process's threads (the clients among them) waited runnable for a CPU while the clients ran (/proc/self/task/*/schedstat, summed over threads): the host's part; " +
 			"naive = docker stop, docker rm, docker run -d with the same volumes (the anonymous one by name), bind and port, through the docker CLI; " +
 			"order rotates (swap, overlap, naive; overlap, naive, swap; ...); procedure_ms runs until the procedure returns; data_kept compares GET /sums after with before",
 		Results: results,
@@ -285,6 +303,9 @@ func summarize(method string, runs []CutoverRun) CutoverResult {
 		r.Attempts += x.Attempts
 		r.MaxWaitMS = max(r.MaxWaitMS, x.LongestWait)
 		r.MaxP99WaitMS = max(r.MaxP99WaitMS, x.P99WaitMS)
+		r.MaxHandshakeMS = max(r.MaxHandshakeMS, x.HandshakeMS)
+		r.SynRetransmitted += x.SynRetransmitted
+		r.MaxCPUWaitMS = max(r.MaxCPUWaitMS, x.CPUWaitMS)
 		p50s = append(p50s, x.P50WaitMS)
 		if x.HoldDropped != "" {
 			r.HoldDropped++

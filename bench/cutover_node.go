@@ -172,6 +172,7 @@ func (b *cutBench) run(ctx context.Context, method string) (CutoverRun, error) {
 		do = func() error { return b.ours(hctx, s) }
 	}
 	stop := make(chan struct{})
+	waitedBefore := cpuWait()
 	stats := make(chan sandbox.ClientStats, 1)
 	go func() { stats <- b.node.Clients(ctx, s.addr, "/version", clients, connectWait, stop) }()
 	time.Sleep(sandbox.ClientWarmup + 200*time.Millisecond)
@@ -194,6 +195,7 @@ func (b *cutBench) run(ctx context.Context, method string) (CutoverRun, error) {
 	time.Sleep(connectWait) // every held client has had its answer
 	close(stop)
 	cs := <-stats
+	waited := max(cpuWait()-waitedBefore, 0)
 	if err != nil {
 		return CutoverRun{}, err
 	}
@@ -202,7 +204,8 @@ func (b *cutBench) run(ctx context.Context, method string) (CutoverRun, error) {
 		return CutoverRun{}, err
 	}
 	r := CutoverRun{GapMS: report.MS(window), ClientGapMS: report.MS(cs.Gap), FailedProbes: cs.Failed, Attempts: cs.Attempts, LongestWait: report.MS(cs.LongestWait),
-		P50WaitMS: report.MS(cs.P50Wait), P99WaitMS: report.MS(cs.P99Wait), ProcedureMS: report.MS(took), DataKept: reflect.DeepEqual(after, s.sums), HoldDropped: dropped, FirstFail: cs.FirstFail}
+		P50WaitMS: report.MS(cs.P50Wait), P99WaitMS: report.MS(cs.P99Wait), ProcedureMS: report.MS(took), DataKept: reflect.DeepEqual(after, s.sums), HoldDropped: dropped, FirstFail: cs.FirstFail,
+		HandshakeMS: report.MS(cs.LongestHandshake), SynRetransmitted: cs.SynRetransmitted, CPUWaitMS: report.MS(waited)}
 	if err := b.sweep(ctx); err != nil {
 		return r, err
 	}
@@ -355,4 +358,23 @@ func (b *cutBench) cleanup() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// cpuWait is how long this process's threads have waited, runnable, for a
+// CPU since they started (/proc/self/task/*/schedstat, second field),
+// summed over the threads alive now.
+func cpuWait() time.Duration {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	var sum time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc/self/task", t.Name(), "schedstat"))
+		if err != nil {
+			continue
+		}
+		var run, wait int64
+		if _, err := fmt.Sscan(string(b), &run, &wait); err == nil {
+			sum += time.Duration(wait)
+		}
+	}
+	return sum
 }

@@ -25,6 +25,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"adoption/netns"
 )
 
@@ -126,6 +128,14 @@ type ClientStats struct {
 	// P50Wait and P99Wait are the median and 99th percentile connect of
 	// the attempts that succeeded after the warm-up.
 	P50Wait, P99Wait time.Duration
+	// LongestHandshake is the longest handshake the client's kernel
+	// measured (SYN sent to SYN-ACK received: TCP_INFO's first RTT sample)
+	// of the connects that succeeded after the warm-up: what the node made
+	// the client wait, without the time the client process itself waited
+	// for a CPU. SynRetransmitted counts those connects whose SYN the
+	// kernel had to send again (a SYN dropped or held past its timer).
+	LongestHandshake time.Duration
+	SynRetransmitted int
 	FirstFail        string
 	Versions         map[string]int // what the service answered, by body
 }
@@ -145,6 +155,8 @@ func (n *EngineNode) Clients(ctx context.Context, addr, path string, k int, conn
 	type attempt struct {
 		start time.Time
 		wait  time.Duration
+		hs    time.Duration // the kernel's SYN to SYN-ACK
+		synRe int           // SYNs sent again
 		ok    bool
 		body  string
 		err   string
@@ -167,6 +179,7 @@ func (n *EngineNode) Clients(ctx context.Context, addr, path string, k int, conn
 				cancel()
 				a.wait = time.Since(a.start)
 				if err == nil {
+					a.hs, a.synRe = handshake(c)
 					a.body, err = httpGet(c, path)
 					c.Close()
 				}
@@ -210,6 +223,10 @@ func (n *EngineNode) Clients(ctx context.Context, addr, path string, k int, conn
 		}
 		if a.ok {
 			s.LongestWait = max(s.LongestWait, a.wait)
+			s.LongestHandshake = max(s.LongestHandshake, a.hs)
+			if a.synRe > 0 {
+				s.SynRetransmitted++
+			}
 			waits = append(waits, a.wait)
 		}
 		prompt := a.ok && a.wait < 200*time.Millisecond
@@ -226,6 +243,26 @@ func (n *EngineNode) Clients(ctx context.Context, addr, path string, k int, conn
 		s.P50Wait, s.P99Wait = waits[len(waits)/2], waits[(len(waits)*99)/100]
 	}
 	return s
+}
+
+// handshake is the handshake c's kernel measured, SYN sent to SYN-ACK
+// received (TCP_INFO's round trip right after the connect: its first
+// sample), and how many times it sent the SYN again (no data was sent yet,
+// so every retransmission is the SYN's).
+func handshake(c net.Conn) (time.Duration, int) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return 0, 0
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return 0, 0
+	}
+	var info *unix.TCPInfo
+	if err := rc.Control(func(fd uintptr) { info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil || info == nil {
+		return 0, 0
+	}
+	return time.Duration(info.Rtt) * time.Microsecond, int(info.Total_retrans)
 }
 
 // httpGet sends a minimal HTTP/1.0 GET and returns the body of a 200.
