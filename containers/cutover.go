@@ -83,6 +83,7 @@ const (
 	StepRemovePredecessor   = "prune/remove-predecessor"
 	StepStartBeside         = "overlap/start-beside"
 	StepSteer               = "overlap/steer-ports"
+	StepDrainConnections    = "overlap/drain-connections"
 	StepDrainPredecessor    = "overlap/drain-predecessor"
 	defaultRollbackStopWait = 10 * time.Second
 )

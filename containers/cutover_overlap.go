@@ -5,8 +5,9 @@ package containers
 // publishing its ports on loopback only) is started beside the running
 // predecessor, and once it answers, the module's host ports are moved to it
 // in one transaction (PortSteer). Established connections stay with the
-// predecessor through conntrack; the predecessor is then stopped (SIGTERM:
-// it finishes them, up to the drain bound) and kept for rollback under
+// predecessor through conntrack; once it has none left on its ports, or
+// the drain bound has passed, the predecessor is stopped (SIGTERM, again
+// with the drain bound before SIGKILL) and kept for rollback under
 // <name>.predecessor, as the swap keeps it.
 
 import (
@@ -41,8 +42,9 @@ func (e *Engine) WithSteer(s PortSteer) *Engine {
 }
 
 // Overlap cuts spec's module over to <name>.next beside its predecessor
-// (see the file's note), then stops the predecessor, letting it finish its
-// connections for at most drain, and renames both as the swap does. It
+// (see the file's note), then waits for the predecessor to finish its
+// connections for at most drain (the module's cutover.stop_timeout), stops
+// it, and renames both as the swap does. It
 // refuses a spec that is not an overlap's, a predecessor whose mounts a
 // second instance cannot share, and a node without steering, before it
 // changes anything.
@@ -111,6 +113,24 @@ func (e *Engine) Overlap(ctx context.Context, spec Spec, drain time.Duration) er
 	}
 	if err := e.steer.Point(name, targets); err != nil {
 		return fmt.Errorf("move the ports of %s to %s%s: %w", name, name, NextSuffix, err)
+	}
+	// The predecessor finishes the connections it has (see overlap_drain.go)
+	// before it is told to stop.
+	ports := map[uint16]bool{}
+	for _, p := range readPredecessor(pred).Ports {
+		if p.Proto == "tcp" {
+			ports[p.ContainerPort] = true
+		}
+	}
+	pid := 0
+	if pred.State != nil {
+		pid = pred.State.Pid
+	}
+	if err := e.during(ctx, StepDrainConnections, func() error {
+		e.drain(ctx, name, pid, ports, drain)
+		return ctx.Err()
+	}); err != nil {
+		return err
 	}
 	if err := e.setAside(ctx, move{c: pred, what: "predecessor", stop: true, stopStep: StepDrainPredecessor, wait: drain, to: name + PredecessorSuffix, renameStep: StepRenamePredecessor}); err != nil {
 		return err
