@@ -71,6 +71,7 @@ func (a *Activities) withheld(ctx context.Context, what string, err error) strin
 // logger is the activity's logger (the worker's log), or stderr outside one.
 func logger(ctx context.Context) interface {
 	Error(msg string, keyvals ...any)
+	Info(msg string, keyvals ...any)
 } {
 	if activity.IsActivity(ctx) {
 		return activity.GetLogger(ctx)

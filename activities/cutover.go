@@ -68,6 +68,9 @@ type CutoverResult struct {
 	// Hold says how the swap (or the rollback's swap back) held the
 	// module's ports: queued, or dropped and why.
 	Hold *containers.HoldReport `json:"hold,omitempty"`
+	// Drain says how an overlap's predecessor finished its connections
+	// before it was stopped: how long, and how many the bound cut short.
+	Drain *containers.DrainReport `json:"drain,omitempty"`
 }
 
 // CutoverPreflight checks, before anything changes, that the module can cut
@@ -252,14 +255,19 @@ func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverR
 		return nil, authority.NotDeclared("module %s declares no container", m.Name)
 	}
 	var holds []containers.HoldReport
+	var drained *containers.DrainReport
 	sctx := containers.WithHoldReport(a.progress(ctx, "swap"), func(r containers.HoldReport) { holds = append(holds, r) })
+	sctx = containers.WithDrainReport(sctx, func(r containers.DrainReport) {
+		drained = &r
+		logger(ctx).Info("cutover: overlap drained the predecessor", "module", m.Name, "container", r.Container, "took", r.Took, "left", r.Left, "unread", r.Unread)
+	})
 	if err := a.Cutover.Swap(sctx, m.Container.Name, auth.Plan.StopTimeout); err != nil {
 		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: swap", m.Name), err)
 	}
 	if err := a.markCutover(m, nodestate.CutoverMigrating, nil); err != nil {
 		return nil, fmt.Errorf("record %s's cutover on the node: %w", m.Name, err)
 	}
-	return &CutoverResult{Step: "swap", Hold: holdSaid(ctx, m.Name, holds)}, nil
+	return &CutoverResult{Step: "swap", Hold: holdSaid(ctx, m.Name, holds), Drain: drained}, nil
 }
 
 // holdSaid is how the engine held the module's ports, for its status (the
