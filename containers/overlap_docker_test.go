@@ -4,16 +4,20 @@ package containers
 // Docker engine of its own, a predecessor published on it, clients in a
 // peer namespace connecting in a loop while the new container starts
 // beside the old one and the port is steered to it; then the rollback,
-// which moves the port back the same way. A refused overlap (an exclusive
-// volume) changes nothing.
+// which moves the port back the same way. A connection made to the old
+// container before the move is answered by it after the move, and one
+// that never closes is cut at the drain bound. A refused overlap (an
+// exclusive volume) changes nothing.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,6 +121,16 @@ func TestDockerOverlapMovesClientConnections(t *testing.T) {
 		}
 		return s
 	}
+	// A client connected to the old container before the move sends its
+	// request only after the move: the predecessor is not stopped before
+	// it has answered and the client has closed.
+	held, err := sandbox.DialFrom(ctx, n.PeerPath(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	heldAnswer := make(chan string, 1)
+	var drained []DrainReport
 	run("overlap", func() error {
 		pred, err := e.Preflight(ctx, spec)
 		if err != nil {
@@ -125,8 +139,20 @@ func TestDockerOverlapMovesClientConnections(t *testing.T) {
 		if _, err := e.Create(ctx, spec, pred); err != nil {
 			return err
 		}
+		moved := make(chan struct{})
+		var once sync.Once
+		sctx := WithDrainReport(WithProgress(ctx, func(step string) {
+			if step == StepDrainConnections {
+				once.Do(func() { close(moved) })
+			}
+		}), func(r DrainReport) { drained = append(drained, r) })
+		go func() {
+			<-moved
+			time.Sleep(300 * time.Millisecond) // well into the drain
+			heldAnswer <- askAndClose(held)
+		}()
 		// Swap, as the agent's activity calls it.
-		if err := e.Swap(ctx, name, 5*time.Second); err != nil {
+		if err := e.Swap(sctx, name, 20*time.Second); err != nil {
 			return err
 		}
 		if err := e.WaitHealthy(ctx, name, nil, 20*time.Second); err != nil {
@@ -138,6 +164,18 @@ func TestDockerOverlapMovesClientConnections(t *testing.T) {
 	if got := names(); !strings.Contains(got, name+" running") || !strings.Contains(got, name+PredecessorSuffix+" exited") {
 		t.Fatalf("after the overlap, want %s running and %s%s kept stopped:\n%s", name, name, PredecessorSuffix, got)
 	}
+	select {
+	case got := <-heldAnswer:
+		if got != "v1" {
+			t.Fatalf("a connection made to the old container before the move, asked after it: %q, want v1", got)
+		}
+	default:
+		t.Fatal("the overlap returned before the held connection was asked")
+	}
+	if len(drained) != 1 || drained[0].Left != 0 || drained[0].Unread != "" {
+		t.Fatalf("drain reports %+v: want one, with no connection left", drained)
+	}
+	t.Logf("overlap: %s", drained[0])
 	// The node's own clients at 127.0.0.1 reach the new container too.
 	if got := getOnNode(t, n, port); got != "v2" {
 		t.Fatalf("127.0.0.1:%d from the node after the overlap: %q, want v2", port, got)
@@ -182,6 +220,48 @@ func TestDockerOverlapMovesClientConnections(t *testing.T) {
 	if got := names(); strings.Contains(got, NextSuffix) || strings.Contains(got, PredecessorSuffix) || !strings.Contains(got, name+" running") {
 		t.Fatalf("after the rollback, want %s alone and running:\n%s", name, got)
 	}
+
+	// A client that never closes: the predecessor is stopped at the drain
+	// bound, the connection reported as left.
+	stuck, err := sandbox.DialFrom(ctx, n.PeerPath(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	pred, err := e.Preflight(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Create(ctx, spec, pred); err != nil {
+		t.Fatal(err)
+	}
+	drained = nil
+	if err := e.Swap(WithDrainReport(ctx, func(r DrainReport) { drained = append(drained, r) }), name, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if len(drained) != 1 || drained[0].Left != 1 || drained[0].Unread != "" {
+		t.Fatalf("drain reports %+v: want one, with the stuck connection left", drained)
+	}
+	t.Logf("overlap with a client that never closes: %s", drained[0])
+	waitVersion("v2")
+	if got := names(); !strings.Contains(got, name+" running") || !strings.Contains(got, name+PredecessorSuffix+" exited") {
+		t.Fatalf("after the drain bound, want %s running and %s%s stopped:\n%s", name, name, PredecessorSuffix, got)
+	}
+}
+
+// askAndClose GETs /version on an open connection and closes it.
+func askAndClose(c net.Conn) string {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := fmt.Fprintf(c, "GET /version HTTP/1.0\r\nHost: svc\r\n\r\n"); err != nil {
+		return err.Error()
+	}
+	b, err := io.ReadAll(c)
+	if err != nil {
+		return err.Error()
+	}
+	_, body, _ := strings.Cut(string(b), "\r\n\r\n")
+	return strings.TrimSpace(body)
 }
 
 // getOnNode GETs /version at 127.0.0.1:port from the node's namespace.
