@@ -4,10 +4,12 @@ package containers
 // the kernel's /proc/net/tcp and tcp6 format.
 
 import (
+	"context"
 	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 const tcpHeader = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
@@ -91,5 +93,16 @@ func TestNetnsConnsReadsTheKernel(t *testing.T) {
 	count("closed by the service", 0)
 	if _, err := netnsConns(0, ports); err == nil {
 		t.Fatal("a container without a process was read")
+	}
+}
+
+// A predecessor whose tables cannot be read is not waited for: the drain
+// says why and returns at once (an hour's bound would time the test out).
+func TestDrainUnreadReturnsAtOnce(t *testing.T) {
+	var heard []DrainReport
+	ctx := WithDrainReport(context.Background(), func(r DrainReport) { heard = append(heard, r) })
+	rep := (&Engine{}).drain(ctx, "svc", 0, map[uint16]bool{8080: true}, time.Hour)
+	if rep.Unread == "" || len(heard) != 1 || heard[0] != rep {
+		t.Fatalf("drain of a container without a process: %+v, heard %+v", rep, heard)
 	}
 }
