@@ -228,8 +228,9 @@ func (b *cutBench) overlap(ctx context.Context, s *service) error {
 		return fmt.Errorf("create: %w", err)
 	}
 	// Swap, as the agent's activity calls it: a container created for an
-	// overlap is started beside its predecessor.
-	if err := b.engine.Swap(ctx, s.name, stopTimeout); err != nil {
+	// overlap is started beside its predecessor, and drains it.
+	dctx := containers.WithDrainReport(ctx, func(r containers.DrainReport) { fmt.Fprintf(os.Stderr, "cutover: overlap: %s\n", r) })
+	if err := b.engine.Swap(dctx, s.name, stopTimeout); err != nil {
 		return fmt.Errorf("swap (overlap): %w", err)
 	}
 	if err := b.engine.WaitHealthy(ctx, s.name, nil, 30*time.Second); err != nil {
