@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -150,24 +151,38 @@ func (a *Activities) Probe(ctx context.Context, in ProbeInput) (*ProbeReport, er
 	heartbeat(ctx, "firewall")
 	a.Failpoints.Hit("probe")
 	r := &ProbeReport{Node: in.Plan.Node, At: time.Now().UTC()}
-	fw, err := a.Firewall.Inspect(ctx)
-	if err != nil {
-		fw.Error = err.Error()
-	}
-	r.Firewall = fw
-	heartbeat(ctx, "containers")
-	r.Containers = a.engineReport(ctx)
-	heartbeat(ctx, "sockets")
-	if ls, err := a.Sockets.Listeners(); err != nil {
-		r.SocketsError = err.Error()
-	} else {
-		r.Sockets = attributePublished(ls, r.Containers)
-	}
-	heartbeat(ctx, "files")
+	// The reads are independent of each other: they overlap.
+	var ls []sockets.Listener
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		fw, err := a.Firewall.Inspect(ctx)
+		if err != nil {
+			fw.Error = err.Error()
+		}
+		r.Firewall = fw
+	}()
+	go func() {
+		defer wg.Done()
+		r.Containers = a.engineReport(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		var err error
+		if ls, err = a.Sockets.Listeners(); err != nil {
+			r.SocketsError = err.Error()
+		}
+	}()
 	for _, p := range auth.Plan.DeclaredPaths() {
 		r.Files = append(r.Files, a.Files.Inspect(p).Public())
 	}
 	r.Control = a.Sockets.FindProcesses(auth.Plan.Control)
+	wg.Wait()
+	heartbeat(ctx, "read")
+	if r.SocketsError == "" {
+		r.Sockets = attributePublished(ls, r.Containers)
+	}
 	_, r.Adopted, _ = a.State.Adopted()
 	r.Unknowns = unknowns.Probe(r.Firewall, r.Containers, auth.Plan)
 	r.Behind = unknowns.Behind(r.Firewall.Open, r.Containers)

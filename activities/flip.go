@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/authority"
 	"adoption/config"
+	"adoption/containers"
 	"adoption/firewall"
 	"adoption/firewall/flip"
 	"adoption/intent"
@@ -106,16 +108,28 @@ func (a *Activities) preview(ctx context.Context, auth *authority.Authority, spe
 	if err := authority.CheckSpec(auth, spec); err != nil {
 		return nil, err
 	}
+	// The reads are independent of each other: they overlap.
+	var engine containers.Report
+	node, nodeErr := firewall.Node{}, ""
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		engine = a.engineReport(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		if nr, ok := a.Firewall.(NodeReader); ok {
+			var err error
+			if node, err = nr.Node(); err != nil {
+				node, nodeErr = firewall.Node{}, err.Error()
+			}
+		}
+	}()
 	rs, err := a.Firewall.Ruleset()
+	wg.Wait()
 	if err != nil {
 		return nil, fmt.Errorf("list the found firewall: %w", err)
-	}
-	node := firewall.Node{}
-	nodeErr := ""
-	if nr, ok := a.Firewall.(NodeReader); ok {
-		if node, err = nr.Node(); err != nil {
-			node, nodeErr = firewall.Node{}, err.Error()
-		}
 	}
 	pv := flip.PreviewFlipOn(rs, node, spec)
 	if nodeErr != "" {
@@ -128,7 +142,7 @@ func (a *Activities) preview(ctx context.Context, auth *authority.Authority, spe
 	// network on none of the node's interfaces, a DNAT to no container)
 	// refuses too, named: never a silent "kept" or "closing".
 	heartbeat(ctx, "preview: containers")
-	if more := unknowns.Preview(rs, node, a.engineReport(ctx), auth.Plan, spec, &pv); len(more) > 0 {
+	if more := unknowns.Preview(rs, node, engine, auth.Plan, spec, &pv); len(more) > 0 {
 		pv.Approved = false
 		pv.Reasons = append(pv.Reasons, more...)
 	}
