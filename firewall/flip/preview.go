@@ -107,23 +107,30 @@ func PreviewFlip(found *firewall.Ruleset, spec MeshSpec) Preview {
 // uncertain after (the same undecidable condition, such as a source port)
 // is kept.
 func PreviewFlipOn(found *firewall.Ruleset, node firewall.Node, spec MeshSpec) Preview {
+	// What found opens now does not depend on the derived ruleset: it is
+	// evaluated beside the derivation.
+	open := make(chan []firewall.Opening, 1)
+	go func() { open <- eval.OpenPortsOn(found, node) }()
 	eff := EffectiveSpec(found, spec)
 	d, err := Derive(eff)
 	if err != nil {
 		return Preview{Fates: []Fate{}, FoundFingerprint: firewall.Fingerprint(found), Reasons: []string{err.Error()}}
 	}
-	return previewDerived(found, d.Ruleset, spec, eff, node)
+	return previewDerived(found, d.Ruleset, spec, eff, node, open)
 }
 
 // previewFlip compares found with derived (a model of table inet adoption);
 // tests pass a derived ruleset that Derive would never make.
 func previewFlip(found, derived *firewall.Ruleset, spec MeshSpec, node firewall.Node) Preview {
-	return previewDerived(found, derived, spec, EffectiveSpec(found, spec), node)
+	open := make(chan []firewall.Opening, 1)
+	open <- eval.OpenPortsOn(found, node)
+	return previewDerived(found, derived, spec, EffectiveSpec(found, spec), node, open)
 }
 
 // previewDerived is previewFlip with eff, EffectiveSpec(found, spec),
-// decided once by the caller.
-func previewDerived(found, derived *firewall.Ruleset, spec, eff MeshSpec, node firewall.Node) Preview {
+// decided once by the caller, and foundOpen bringing eval.OpenPortsOn(found,
+// node).
+func previewDerived(found, derived *firewall.Ruleset, spec, eff MeshSpec, node firewall.Node, foundOpen <-chan []firewall.Opening) Preview {
 	p := Preview{Fates: []Fate{}, FoundFingerprint: firewall.Fingerprint(found), DerivedFingerprint: firewall.Fingerprint(derived)}
 	after, err := afterFlip(found, derived, spec.Node)
 	if err != nil {
@@ -144,7 +151,7 @@ func previewDerived(found, derived *firewall.Ruleset, spec, eff MeshSpec, node f
 			}
 		}
 	}
-	for _, o := range eval.OpenPortsOn(found, node) {
+	for _, o := range <-foundOpen {
 		// Boundaries where the fate, owner or drop can change inside o.
 		end := firewall.PortEnd(o)
 		cuts := map[int]bool{int(o.Port): true}
