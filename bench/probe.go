@@ -166,7 +166,8 @@ func probeAt(k, n int, fixture string, stdout io.Writer) ([]report.Row, *ProbeDe
 	d.Note = fmt.Sprintf("node: %d incoming + %d forwarding rules in IPv4 ufw-user-input/ufw-user-forward (ufw 0.36 layout), "+
 		"the incoming ones without a source also in IPv6, Docker chains and nat beside (12 DNATs whatever the size); %d listeners held by the bench; containers %s; "+
 		"%d declared files (120 B to 200 KiB) under a temporary root; median of %d runs each, order alternating, after 2 warm-up runs; "+
-		"with the preview: Probe then the Preview activity of the spec the workflow derives for the plan (management port 22/tcp)",
+		"with the preview: Probe then the Preview activity of the spec the workflow derives for the plan (management port 22/tcp); "+
+		"ours overlaps its independent reads (firewall, engine, sockets; in the preview the listing, the node and the engine), the peer runs its commands one after another",
 		k*probeRulesIn, k*probeRulesFwd, len(p.listeners), d.Containers, probeFiles, n)
 	return r.rows(), d, nil
 }
