@@ -1,5 +1,6 @@
 // Package sockets tells who holds a port on a node: listening TCP and bound
-// UDP sockets read from /proc/net in the node's network namespace, each with
+// UDP sockets read through sock_diag (/proc/net where it is not available,
+// or for a fixture root) in the node's network namespace, each with
 // the process that holds it (from /proc/*/fd) and, when a container publishes
 // the port, the container.
 package sockets
