@@ -6,6 +6,7 @@ package eval
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"adoption/firewall"
@@ -37,11 +38,32 @@ const engineAsk = 10 * time.Second
 // which ports are open (through DNAT, by the ports clients use). An unsupported kind is reported in
 // Report.Unsupported rather than as an error, so the probe still shows it.
 func (i Inspector) Inspect(ctx context.Context) (Report, error) {
+	// The node and the legacy tables are read beside the listing: they do
+	// not depend on it.
+	type nodeRead struct {
+		node firewall.Node
+		err  error
+	}
+	nodec := make(chan nodeRead, 1)
+	go func() {
+		n, err := i.readNode(ctx)
+		nodec <- nodeRead{n, err}
+	}()
+	type legacyRead struct {
+		legacy []string
+		err    error
+	}
+	legacyc := make(chan legacyRead, 1)
+	go func() {
+		l, err := nft.LegacyTables(i.Netns)
+		legacyc <- legacyRead{l, err}
+	}()
 	rs, err := i.Ruleset()
 	if err != nil {
 		return Report{}, err
 	}
-	legacy, err := nft.LegacyTables(i.Netns)
+	lr := <-legacyc
+	legacy, err := lr.legacy, lr.err
 	if err != nil {
 		return Report{}, err
 	}
@@ -53,15 +75,26 @@ func (i Inspector) Inspect(ctx context.Context) (Report, error) {
 		return r, nil
 	}
 	r.Kind = kind
-	node, err := i.readNode(ctx)
+	nr := <-nodec
+	node, err := nr.node, nr.err
 	if err != nil {
 		r.NodeError = fmt.Sprintf("the node's interfaces and forwarding could not be read (%v): interface names and forwarding are taken as unknown", err)
 		node = firewall.Node{}
 	}
 	r.Node = node
+	// The three evaluations only read rs and node: they run side by side.
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		r.Classes = ClassOpenings(rs, node)
+	}()
+	go func() {
+		defer wg.Done()
+		r.Containers = BridgeOpenings(rs, node)
+	}()
 	r.Open = OpenPortsOn(rs, node)
-	r.Classes = ClassOpenings(rs, node)
-	r.Containers = BridgeOpenings(rs, node)
+	wg.Wait()
 	if r.Open == nil {
 		r.Open = []firewall.Opening{}
 	}
