@@ -111,7 +111,15 @@ func (a *Activities) preview(ctx context.Context, auth *authority.Authority, spe
 	// The reads are independent of each other: they overlap.
 	var engine containers.Report
 	node, nodeErr := firewall.Node{}, ""
-	var wg sync.WaitGroup
+	var merges []FileMerge
+	var mergeErr error
+	var wg, files sync.WaitGroup
+	files.Add(1)
+	go func() {
+		defer files.Done()
+		merges, mergeErr = a.nodeFileMerges(auth, decisions)
+	}()
+	defer files.Wait()
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -147,7 +155,8 @@ func (a *Activities) preview(ctx context.Context, auth *authority.Authority, spe
 		pv.Reasons = append(pv.Reasons, more...)
 	}
 	heartbeat(ctx, "preview: node files")
-	a.previewNodeFiles(auth, &pv, decisions)
+	files.Wait()
+	a.previewNodeFiles(&pv, merges, mergeErr)
 	return &pv, nil
 }
 

@@ -62,8 +62,8 @@ func (a *Activities) nodeFileMerges(auth *authority.Authority, decisions []FileD
 // the node with the decisions recorded for them. A conflict, or a file the
 // merge cannot read, refuses the flip, by path and key: it is found before
 // the firewall's transaction, never after it.
-func (a *Activities) previewNodeFiles(auth *authority.Authority, pv *flip.Preview, decisions []FileDecision) {
-	merges, err := a.nodeFileMerges(auth, decisions)
+// merges and err are nodeFileMerges' answer.
+func (a *Activities) previewNodeFiles(pv *flip.Preview, merges []FileMerge, err error) {
 	pv.NodeFiles = merges
 	var ae *temporal.ApplicationError
 	switch {
