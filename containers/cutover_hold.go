@@ -377,16 +377,7 @@ func (e *Engine) answers(ctx context.Context, hostIP string, port uint16) error 
 		hostIP = "::1"
 	}
 	addr := net.JoinHostPort(hostIP, strconv.Itoa(int(port)))
-	dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	var c net.Conn
-	var err error
-	if e.hold != nil {
-		c, err = e.hold.Dial(dctx, addr)
-	} else {
-		var d net.Dialer
-		c, err = d.DialContext(dctx, "tcp", addr)
-	}
+	c, err := e.connectNode(ctx, addr)
 	if err != nil {
 		return err
 	}

@@ -179,20 +179,23 @@ func (e *Engine) steerTargets(ctx context.Context, spec Spec, c *container.Inspe
 // dialNode connects to addr from the node's network namespace (past any
 // hold) and closes the connection.
 func (e *Engine) dialNode(ctx context.Context, addr string) error {
-	dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	var c net.Conn
-	var err error
-	if e.hold != nil {
-		c, err = e.hold.Dial(dctx, addr)
-	} else {
-		var d net.Dialer
-		c, err = d.DialContext(dctx, "tcp", addr)
-	}
+	c, err := e.connectNode(ctx, addr)
 	if err != nil {
 		return err
 	}
 	return c.Close()
+}
+
+// connectNode connects to addr from the node's network namespace, past any
+// hold, within 500 ms: the one way the cutover asks whether a port answers.
+func (e *Engine) connectNode(ctx context.Context, addr string) (net.Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if e.hold != nil {
+		return e.hold.Dial(dctx, addr)
+	}
+	var d net.Dialer
+	return d.DialContext(dctx, "tcp", addr)
 }
 
 // unsteer moves name's ports back to the engine's own publishing: what a
