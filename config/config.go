@@ -423,6 +423,9 @@ func decodeProblems(err error, value func(key string) string) []string {
 type ValidationError struct {
 	Source   string
 	Problems []string
+	// Nothing says what was left alone; "" is "nothing was changed on
+	// the node" (a fleet file's says nothing was started).
+	Nothing string
 }
 
 func (e *ValidationError) Error() string {
@@ -430,6 +433,10 @@ func (e *ValidationError) Error() string {
 	if src == "" {
 		src = "configuration"
 	}
-	return fmt.Sprintf("%s has %d problem(s); nothing was changed on the node:\n  - %s",
-		src, len(e.Problems), strings.Join(e.Problems, "\n  - "))
+	nothing := e.Nothing
+	if nothing == "" {
+		nothing = "nothing was changed on the node"
+	}
+	return fmt.Sprintf("%s has %d problem(s); %s:\n  - %s",
+		src, len(e.Problems), nothing, strings.Join(e.Problems, "\n  - "))
 }

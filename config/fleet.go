@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
@@ -21,6 +22,10 @@ type Fleet struct {
 	WavesIn     []any  `mapstructure:"waves"`
 	MaxFailedIn any    `mapstructure:"max_failed"`
 	Waves       *Waves `mapstructure:"-"`
+	// AskAfter is `ask_after:`: how long the fleet waits on nodes it
+	// cannot see end before it first asks how their workflows stand
+	// (CheckAskAfter); 0, DefaultAskAfter.
+	AskAfter time.Duration `mapstructure:"ask_after"`
 	// Loaded node configurations, in order.
 	Configs []*Config `mapstructure:"-"`
 }
@@ -42,7 +47,10 @@ func LoadFleet(path string) (*Fleet, error) {
 	}
 	var f Fleet
 	var problems []string
-	if err := v.Unmarshal(&f, func(dc *mapstructure.DecoderConfig) { dc.ErrorUnused = true; dc.DecodeHook = tlsOffHook }); err != nil {
+	if err := v.Unmarshal(&f, func(dc *mapstructure.DecoderConfig) {
+		dc.ErrorUnused = true
+		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(mapstructure.StringToTimeDurationHookFunc(), tlsOffHook)
+	}); err != nil {
 		problems = append(problems, decodeProblems(err, func(k string) string { return fmt.Sprint(v.Get(k)) })...)
 	}
 	// The fleet's temporal section dials the same cluster as a node's: it
@@ -74,6 +82,11 @@ func LoadFleet(path string) (*Fleet, error) {
 	// The control node is always alone: the waves share the others.
 	w, wp := ResolveWaves(f.WavesIn, f.MaxFailedIn, max(len(f.Nodes)-1, 0))
 	f.Waves, problems = w, append(problems, wp...)
+	if f.AskAfter != 0 {
+		if err := CheckAskAfter(f.AskAfter); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
 	if f.Temporal.CodecKeyFile == "" && len(f.Configs) > 0 {
 		// The nodes' key, when they share one, encrypts the fleet's
 		// requests too: one secret per fleet, named once per node file.
@@ -86,7 +99,7 @@ func LoadFleet(path string) (*Fleet, error) {
 		f.Temporal.CodecKeyFile, f.Temporal.Key, f.Temporal.OlderKeys = shared.CodecKeyFile, shared.Key, shared.OlderKeys
 	}
 	if len(problems) > 0 {
-		return nil, &ValidationError{Source: path, Problems: problems}
+		return nil, &ValidationError{Source: path, Problems: problems, Nothing: "nothing was started or sent"}
 	}
 	return &f, nil
 }
@@ -120,4 +133,30 @@ func (f *Fleet) Declaring(module string) ([]*Config, error) {
 		return nil, fmt.Errorf("modules: no node of fleet %s declares module %q (modules[].name of each node's configuration: %s); name a module one of them declares", f.Name, module, strings.Join(have, "; "))
 	}
 	return out, nil
+}
+
+// The bounds of a fleet's ask_after, and its default: the fleet's first
+// ask round comes this long after it began to wait on nodes it cannot see
+// end, and each round that asked someone puts the next twice as far, never
+// more than MaxAskAfter apart.
+const (
+	DefaultAskAfter = time.Hour
+	MinAskAfter     = time.Second
+	MaxAskAfter     = 24 * time.Hour
+)
+
+// CheckAskAfter checks a fleet's ask_after: from MinAskAfter to MaxAskAfter.
+func CheckAskAfter(d time.Duration) error {
+	if d < MinAskAfter || d > MaxAskAfter {
+		return fmt.Errorf("ask_after: %s: give a duration from %s to %s (\"10m\"; default %s): the fleet's first ask round comes that long after it began to wait on nodes it cannot see end", d, MinAskAfter, shortDuration(MaxAskAfter), shortDuration(DefaultAskAfter))
+	}
+	return nil
+}
+
+// shortDuration is d in whole hours as "24h" (Go prints "24h0m0s"), else as Go prints it.
+func shortDuration(d time.Duration) string {
+	if d > 0 && d%time.Hour == 0 {
+		return fmt.Sprintf("%dh", d/time.Hour)
+	}
+	return d.String()
 }

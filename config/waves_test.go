@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Waves as written resolve to counts: percentages of the nodes after the
@@ -109,5 +110,43 @@ func TestFleetFileWaves(t *testing.T) {
 	}
 	if _, err := load("waves: [1, 1]\nmax_failed: -2\n"); err == nil || !strings.Contains(err.Error(), "waves: [1 1] cover 2 of the fleet's 3") || !strings.Contains(err.Error(), "max_failed: -2: negative") {
 		t.Fatalf("bad waves and budget: %v", err)
+	}
+}
+
+// ask_after: a duration from a second to a day; anything else refuses the
+// fleet file with the key named; left out, 0 (the fleet's hour).
+func TestFleetFileAskAfter(t *testing.T) {
+	dir := t.TempDir()
+	var nodes []string
+	for i, role := range []string{"control", "member"} {
+		p := filepath.Join(dir, fmt.Sprintf("n%d.yaml", i+1))
+		if err := os.WriteFile(p, []byte(fmt.Sprintf("node: {name: n%d, role: %s}\nauthority: {unsigned: true}\n", i+1, role)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, p)
+	}
+	load := func(extra string) (*Fleet, error) {
+		p := filepath.Join(dir, "fleet.yaml")
+		if err := os.WriteFile(p, []byte("name: f1\nnodes: ["+strings.Join(nodes, ", ")+"]\n"+extra), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return LoadFleet(p)
+	}
+	for extra, want := range map[string]time.Duration{"": 0, "ask_after: 30s\n": 30 * time.Second, "ask_after: 24h\n": 24 * time.Hour, "ask_after: 1s\n": time.Second} {
+		f, err := load(extra)
+		if err != nil || f.AskAfter != want {
+			t.Errorf("%q: ask_after %v %v, want %v", extra, f, err, want)
+		}
+	}
+	for extra, want := range map[string]string{
+		"ask_after: 500ms\n": "ask_after: 500ms: give a duration from 1s to 24h",
+		"ask_after: 25h\n":   "ask_after: 25h0m0s: give a duration from 1s to 24h",
+		"ask_after: -1m\n":   "ask_after: -1m0s: give a duration from 1s to 24h",
+		"ask_after: 5\n":     "ask_after: 5ns: give a duration",
+		"ask_after: soon\n":  "ask_after",
+	} {
+		if f, err := load(extra); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %+v %v, want refused with %q", extra, f, err, want)
+		}
 	}
 }

@@ -62,6 +62,7 @@ type fakeClient struct {
 	pollErr  error             // what asking for an outcome again answers, when set
 	sent     map[string]string // update ID -> update name
 	list     []*workflowpb.WorkflowExecutionInfo
+	started  []sentSignal // every workflow started: its ID, type and input
 }
 
 type sentSignal struct {
@@ -88,6 +89,28 @@ func (f *fakeClient) called(call string) int {
 }
 
 func (f *fakeClient) Close() {}
+
+// ExecuteWorkflow records the start and answers a run of it.
+func (f *fakeClient) ExecuteWorkflow(_ context.Context, o client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
+	f.count("ExecuteWorkflow")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var arg any
+	if len(args) > 0 {
+		arg = args[0]
+	}
+	f.started = append(f.started, sentSignal{workflowID: o.ID, name: fmt.Sprint(wf), arg: arg})
+	return fakeRun{id: o.ID}, nil
+}
+
+// fakeRun is a started run: its IDs only.
+type fakeRun struct {
+	client.WorkflowRun
+	id string
+}
+
+func (r fakeRun) GetID() string    { return r.id }
+func (r fakeRun) GetRunID() string { return "run-1" }
 
 func (f *fakeClient) DescribeWorkflow(_ context.Context, id, _ string) (*client.WorkflowExecutionDescription, error) {
 	f.count("DescribeWorkflow")

@@ -57,7 +57,7 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 			}
 			// Names and roles only: each node's plan is read from its agent
 			// when the fleet starts it.
-			in := fleet.FleetInput{Name: f.Name, Waves: f.Waves}
+			in := fleet.FleetInput{Name: f.Name, Waves: f.Waves, AskFirst: f.AskAfter}
 			for _, c := range f.Configs {
 				in.Members = append(in.Members, fleet.FleetMember{Node: c.Node.Name, Role: c.Node.Role})
 			}

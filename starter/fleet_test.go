@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,6 +166,29 @@ func TestFleetStartRefusesBadWaves(t *testing.T) {
 		t.Errorf("bad waves: exit %d, %d describe(s), want refused before any call\n%s%s", code, f.called("DescribeWorkflow"), out, errs)
 	}
 	mustContain(t, "bad waves", errs, "waves: [1] cover 1 of the fleet's 2 node(s)", "max_failed: 120%: a percentage over 100")
+}
+
+// The fleet file's waves and ask_after reach the fleet's input as they
+// were resolved and checked.
+func TestFleetStartSendsWavesAndAskAfter(t *testing.T) {
+	path := fleetFile(t, "f1", "n1", "n2", "n3")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, []byte("waves: [1, \"100%\"]\nmax_failed: 1\nask_after: 90s\n")...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newFake()
+	code, out, errs := runCLI(t, f, "fleet", "start", "--fleet", path)
+	if code != exitOK || len(f.started) != 1 {
+		t.Fatalf("fleet start: exit %d, started %+v\n%s%s", code, f.started, out, errs)
+	}
+	in, _ := f.started[0].arg.(fleet.FleetInput)
+	if f.started[0].workflowID != fleet.FleetID("f1") || in.AskFirst != 90*time.Second || in.Waves == nil ||
+		fmt.Sprint(in.Waves.Sizes, in.Waves.Budgets) != "[1 1] [1 1]" || len(in.Members) != 3 || in.Intent == nil {
+		t.Errorf("fleet start sent %s %+v, want fleet/f1 with ask_first 1m30s, waves [1 1] budgets [1 1], three members, signed", f.started[0].workflowID, in)
+	}
 }
 
 // fleet migrate of a module no node declares is refused before anything is

@@ -104,7 +104,7 @@ type FleetInput struct {
 	// HistoryLimit overrides fleetHistoryLimit (tests).
 	HistoryLimit int `json:"history_limit,omitempty"`
 	// AskFirst overrides how long the fleet waits before its first ask
-	// round (an hour; tests and the history recorder).
+	// round (an hour): the fleet file's ask_after (config.CheckAskAfter).
 	AskFirst time.Duration `json:"ask_first,omitempty"`
 	// Intent is the operator's signed fleet start (or the latest fleet
 	// next): one intent naming every node and its plan hash, which each
@@ -235,6 +235,11 @@ func ValidateFleet(in FleetInput) error {
 	}
 	if in.Waves != nil {
 		if err := config.CheckWaves(*in.Waves, len(members)-1); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	if in.AskFirst != 0 {
+		if err := config.CheckAskAfter(in.AskFirst); err != nil {
 			problems = append(problems, err.Error())
 		}
 	}

@@ -16,13 +16,14 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"adoption/activities/relay"
+	"adoption/config"
 	"adoption/workflows"
 )
 
 const (
-	askFirst = time.Hour      // the first round, after the main loop waited this long
-	askMax   = 24 * time.Hour // rounds are never further apart
-	askBatch = 10             // nodes asked in one round, those unheard longest first
+	askFirst = config.DefaultAskAfter // the first round, after the main loop waited this long
+	askMax   = config.MaxAskAfter     // rounds are never further apart
+	askBatch = 10                     // nodes asked in one round, those unheard longest first
 )
 
 // toAsk are the nodes the fleet waits on that it cannot see end, not heard
@@ -54,7 +55,7 @@ func (f *fleet) toAsk(now time.Time, quiet time.Duration) []int {
 	return out
 }
 
-// askFirst is askFirst, or the fleet's AskFirst (tests).
+// askFirst is askFirst, or the fleet's AskFirst (the fleet file's ask_after).
 func (f *fleet) askFirst() time.Duration {
 	if f.in.AskFirst > 0 {
 		return f.in.AskFirst

@@ -34,6 +34,8 @@ func TestValidateFleet(t *testing.T) {
 		{FleetInput{Name: "prod", Nodes: []config.Plan{{Node: "n1", Role: "control"}, {Node: "n1", Role: "member"}}}, "node n1 appears twice"},
 		{FleetInput{Name: "Prod!", Nodes: []config.Plan{{Node: "n1", Role: "control"}}}, `fleet name "Prod!" is invalid`},
 		{FleetInput{Name: "prod"}, "the fleet has no nodes"},
+		{FleetInput{Name: "prod", Nodes: []config.Plan{{Node: "n1", Role: "control"}}, AskFirst: time.Millisecond}, "ask_after: 1ms: give a duration from 1s to 24h"},
+		{FleetInput{Name: "prod", Nodes: []config.Plan{{Node: "n1", Role: "control"}}, AskFirst: 48 * time.Hour}, "ask_after: 48h0m0s"},
 	} {
 		err := ValidateFleet(c.in)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
