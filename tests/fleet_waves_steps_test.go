@@ -1,0 +1,260 @@
+package tests
+
+// The steps of TestFleetWavesMigrateFlip beyond its waves: its fleet (the
+// file, the nodes, the CLI calls it makes), the bad fleet files refused,
+// a node replaced outside the fleet and reported by an ask round, and a
+// fleet flip paused between its waves.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+
+	"adoption/workflows"
+	"adoption/workflows/fleet"
+)
+
+type fleetState = fleet.FleetState
+
+// wavesFleet is the test's fleet: its dev server, name, fleet file and
+// nodes (the control node first).
+type wavesFleet struct {
+	t     *testing.T
+	srv   *devServer
+	name  string
+	file  string
+	nodes []*node
+}
+
+// write writes the fleet file: the server, the name, the nodes, and extra.
+func (f *wavesFleet) write(extra string) {
+	f.t.Helper()
+	body := fmt.Sprintf("temporal:\n  address: %s\nname: %s\nnodes:\n", f.srv.Addr(), f.name)
+	for _, n := range f.nodes {
+		body += "  - " + n.cfg + "\n"
+	}
+	if err := os.WriteFile(f.file, []byte(body+extra), 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// status is `adopt fleet status --json`.
+func (f *wavesFleet) status() fleetState {
+	f.t.Helper()
+	out, errs, code := adopt(f.t, "fleet", "status", "--fleet", f.file, "--json")
+	if code != 0 {
+		f.t.Fatalf("fleet status: %s", errs)
+	}
+	var st fleetState
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		f.t.Fatal(err)
+	}
+	return st
+}
+
+// wait polls the fleet's status until cond holds.
+func (f *wavesFleet) wait(what string, timeout time.Duration, cond func(fleetState) bool) fleetState {
+	f.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		st := f.status()
+		if cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("waited %s for %s: op %+v, events:\n%s", timeout, what, st.Op, strings.Join(st.Events, "\n"))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// op runs a fleet migrate or flip and waits until the fleet says it
+// finished, without a failure.
+func (f *wavesFleet) op(want string, args ...string) fleetState {
+	f.t.Helper()
+	out, errs, code := adopt(f.t, append(append([]string{"fleet"}, args...), "--fleet", f.file)...)
+	if code != 0 || !strings.Contains(out, want) {
+		f.t.Fatalf("fleet %s: exit %d, want %q\n%s%s", strings.Join(args, " "), code, want, out, errs)
+	}
+	st := f.wait("fleet "+strings.Join(args, " ")+" to finish", 3*time.Minute, func(st fleetState) bool {
+		return st.Op != nil && (st.Op.Done || st.Op.Halted != "")
+	})
+	if st.Op.Halted != "" || strings.Contains(st.Op.Standing(), "failed") {
+		f.t.Fatalf("fleet %s: %s", strings.Join(args, " "), st.Op.Standing())
+	}
+	return st
+}
+
+// opState is how node stands in the fleet's op ("" if not a target).
+func opState(st fleetState, node string) string {
+	if st.Op == nil {
+		return ""
+	}
+	for _, n := range st.Op.Nodes {
+		if n.Node == node {
+			return n.State
+		}
+	}
+	return ""
+}
+
+// refusesBadFiles: a fleet file whose waves do not cover the fleet, with a
+// percentage over 100, a negative budget, or an ask_after under a second,
+// is refused by `adopt fleet start` at once, the key named, and neither
+// the fleet's workflow nor any node's exists after.
+func (f *wavesFleet) refusesBadFiles() {
+	t := f.t
+	for _, c := range []struct{ extra, want string }{
+		{"waves: [1, 1]\n", "waves: [1 1] cover 2 of the fleet's 3 node(s) after the control node"},
+		{"waves: [1, \"150%\"]\n", "waves[1]: 150%: a percentage over 100"},
+		{"waves: [1, 2]\nmax_failed: -1\n", "max_failed: -1: negative"},
+		{"waves: [1, 2]\nask_after: 500ms\n", "ask_after: 500ms: give a duration from 1s to 24h"},
+	} {
+		f.write(c.extra)
+		out, errs, code := adopt(t, "fleet", "start", "--fleet", f.file)
+		if code != exitCodeError || !strings.Contains(errs, c.want) || !strings.Contains(errs, "nothing was started or sent") {
+			t.Errorf("fleet start with %q: exit %d, want %d naming %q and that nothing was started\n%s%s", c.extra, code, exitCodeError, c.want, out, errs)
+		}
+	}
+	c := f.srv.client(t)
+	ids := []string{fleet.FleetID(f.name)}
+	for _, n := range f.nodes {
+		ids = append(ids, workflows.WorkflowID(n.Name))
+	}
+	for _, id := range ids {
+		_, err := c.DescribeWorkflowExecution(context.Background(), id, "")
+		var nf *serviceerror.NotFound
+		if !errors.As(err, &nf) {
+			t.Errorf("after the refused fleet files, workflow %s: %v, want none", id, err)
+		}
+	}
+}
+
+// exitCodeError is the CLI's exit code for an error (a bad file among them).
+const exitCodeError = 1
+
+// replacedOutside: once the fleet has continued as new (its history grown
+// by migrates every node answers at once), n's workflow is terminated and
+// started again outside the fleet, by hand. The fleet cannot see that run
+// end (a child's future does not cross continue-as-new); its first ask
+// round after the restart, ask_after (15 s) into its new run, reports n
+// replaced outside the fleet. Within wave 2's budget, it holds nothing.
+func (f *wavesFleet) replacedOutside(n *node) {
+	t := f.t
+	const askAfter = 15 * time.Second
+	runs := f.status().Runs
+	deadline := time.Now().Add(4 * time.Minute)
+	grown := 0
+	for f.status().Runs <= runs {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fleet did not continue as new within 4 minutes (%d migrate(s) sent to grow its history)", grown)
+		}
+		f.op("migrate web on e2ewb, e2ewc, e2ewd", "migrate", "web")
+		grown++
+	}
+	continued := time.Now()
+	id := workflows.WorkflowID(n.Name)
+	if out, errs, code := runCmd(t, temporalBin(t), "workflow", "terminate", "--address", f.srv.Addr(), "--workflow-id", id, "--reason", "terminated outside the fleet (e2e)"); code != 0 {
+		t.Fatalf("temporal workflow terminate %s: %s%s", id, out, errs)
+	}
+	if out, errs, code := adopt(t, "start", n.Name, "--config", n.cfg); code != 0 {
+		t.Fatalf("adopt start %s outside the fleet: %s%s", n.Name, out, errs)
+	}
+	restarted := time.Now()
+	now := f.status()
+	i := now.Index(n.Name)
+	st := f.wait(n.Name+" reported replaced outside the fleet", 3*time.Minute, func(st fleetState) bool {
+		return strings.Contains(st.Nodes[i].Ended, "replaced outside the fleet")
+	})
+	took := time.Since(restarted)
+	t.Logf("measured: the fleet continued as new after %d migrate(s); %s terminated and started again outside it %s later; the fleet reported it %s after the restart (ask_after %s): %s",
+		grown, n.Name, restarted.Sub(continued).Round(100*time.Millisecond), took.Round(100*time.Millisecond), askAfter, st.Nodes[i].Ended)
+	if took > askAfter+5*time.Second {
+		t.Errorf("%s reported %s after its restart: later than the fleet's first ask round (ask_after %s)", n.Name, took, askAfter)
+	}
+	if !strings.Contains(strings.Join(st.Events, "\n"), "node "+n.Name+" replaced outside the fleet") {
+		t.Errorf("no event naming %s replaced:\n%s", n.Name, strings.Join(st.Events, "\n"))
+	}
+	if st.Held != "" {
+		t.Errorf("held %q: %s failed within wave 2's budget of 1, which holds nothing", st.Held, n.Name)
+	}
+}
+
+// pausedBetweenWaves: `adopt fleet flip`, then `adopt fleet pause` while
+// wave 1 (e2ewb, whose flip waits 5 s before its apply) is under way. Wave
+// 1 is served; wave 2 (e2ewc) does not start while paused: its flip waits
+// and e2ewc stays adopted, checked every second for 15 s. `adopt fleet
+// resume` lets wave 2 go on to the end.
+func (f *wavesFleet) pausedBetweenWaves() {
+	t := f.t
+	began := time.Now()
+	if out, errs, code := adopt(t, "fleet", "flip", "--fleet", f.file); code != 0 || !strings.Contains(out, "flip on e2ewb, e2ewc") {
+		t.Fatalf("fleet flip: exit %d, want it on e2ewb, e2ewc\n%s%s", code, out, errs)
+	}
+	if out, errs, code := adopt(t, "fleet", "pause", "--fleet", f.file); code != 0 || !strings.Contains(out, "paused") {
+		t.Fatalf("fleet pause: exit %d\n%s%s", code, out, errs)
+	}
+	paused := time.Now()
+	if _, errs, code := adopt(t, "fleet", "pause", "--fleet", f.file); code != 2 || !strings.Contains(errs, "already paused") {
+		t.Errorf("a second pause: exit %d, want 2 saying already paused\n%s", code, errs)
+	}
+	st := f.wait("wave 1 (e2ewb) to be served", 3*time.Minute, func(st fleetState) bool {
+		s := opState(st, "e2ewb")
+		return s == "done" || s == "failed"
+	})
+	if opState(st, "e2ewb") != "done" {
+		t.Fatalf("wave 1: %s", st.Op.Standing())
+	}
+	served := time.Now()
+	const hold = 15 * time.Second
+	checks := 0
+	for time.Since(served) < hold {
+		st := f.status()
+		if s := opState(st, "e2ewc"); s != "waiting" || st.Paused == "" {
+			t.Fatalf("%s after wave 1 was served, paused %q: e2ewc's flip is %q, want waiting", time.Since(served).Round(time.Second), st.Paused, s)
+		}
+		if s, err := status(t, f.nodes[2]); err != nil || s.Phase != workflows.PhaseAdopted {
+			t.Fatalf("e2ewc while paused: %v %v, want adopted", s.Phase, err)
+		}
+		checks++
+		time.Sleep(time.Second)
+	}
+	held := time.Since(served)
+	if out, errs, code := adopt(t, "fleet", "resume", "--fleet", f.file); code != 0 || !strings.Contains(out, "resumed") {
+		t.Fatalf("fleet resume: exit %d\n%s%s", code, out, errs)
+	}
+	resumed := time.Now()
+	st = f.wait("the flip to finish after the resume", 3*time.Minute, func(st fleetState) bool {
+		return st.Op != nil && (st.Op.Done || st.Op.Halted != "")
+	})
+	if st.Op.Halted != "" || strings.Contains(st.Op.Standing(), "failed") {
+		t.Fatalf("the flip after the resume: %s", st.Op.Standing())
+	}
+	t.Logf("measured: paused %s after the flip began; wave 1 served %s after the pause; wave 2 held %s (%d checks, e2ewc adopted, its flip waiting), %s paused in all; the flip finished %s after the resume",
+		paused.Sub(began).Round(time.Millisecond), served.Sub(paused).Round(100*time.Millisecond), held.Round(100*time.Millisecond), checks,
+		resumed.Sub(paused).Round(100*time.Millisecond), time.Since(resumed).Round(100*time.Millisecond))
+	// The fleet's own order of things: wave 1 began, then the pause, the
+	// resume, and only then wave 2.
+	last := func(s string) int {
+		at := -1
+		for i, e := range st.Events {
+			if strings.Contains(e, s) {
+				at = i
+			}
+		}
+		return at
+	}
+	order := []string{"fleet flip: wave 1: e2ewb", "operator: pause", "operator: resume", "fleet flip: wave 2: e2ewc"}
+	for k := 1; k < len(order); k++ {
+		if a, b := last(order[k-1]), last(order[k]); a < 0 || b < 0 || a > b {
+			t.Errorf("events: %q (at %d) should come before %q (at %d):\n%s", order[k-1], a, order[k], b, strings.Join(st.Events, "\n"))
+		}
+	}
+}
