@@ -1,6 +1,9 @@
 package firewall
 
-import "testing"
+import (
+	"net/netip"
+	"testing"
+)
 
 // BridgeTool keeps the answers each of its callers gave before it was one
 // function: every name the evaluator took for a container bridge is one,
@@ -44,7 +47,7 @@ func TestRuleOwnerBridgeRules(t *testing.T) {
 		{[]string{"docker0", "eth0"}, OwnedByPredecessor},
 	} {
 		r := &Rule{Conds: []Cond{{Kind: CondIifname, Names: c.names}}, Verdict: Verdict{Kind: VerdictAccept}}
-		if got := RuleOwner(tbl, ch, r).Owner; got != c.want {
+		if got := RuleOwner(nil, tbl, ch, r).Owner; got != c.want {
 			t.Errorf("RuleOwner(-i %v -j ACCEPT) = %s, want %s", c.names, got, c.want)
 		}
 	}
@@ -144,5 +147,56 @@ func TestEngineBridges(t *testing.T) {
 	}
 	if u := up.Uplinks(); len(u) != 1 || u[0] != "br-wan" {
 		t.Errorf("uplinks = %v, want [br-wan]", u)
+	}
+}
+
+// Ownership asks the node which interfaces are Docker's bridges: a rule on
+// a custom-named Docker bridge (com.docker.network.bridge.name=lan0) is
+// Docker's on a node whose engine names it and the predecessor's where
+// the engine is unknown (by name, lan0 is nobody's); a rule on an uplink
+// bridge named like Docker's (br-wan, the NIC enslaved) is the
+// predecessor's once the links are known, whatever its name.
+func TestRuleOwnerByNodeBridges(t *testing.T) {
+	tbl := &Table{Family: FamilyIP, Name: "filter", Chains: []Chain{{Name: "FORWARD", Hook: HookForward, Type: "filter"}}}
+	ch := &tbl.Chains[0]
+	engine := &Node{
+		Interfaces: []Interface{
+			{Name: "eth0", Master: "br-wan"},
+			{Name: "br-wan", Kind: "bridge"},
+			{Name: "lan0", Kind: "bridge"},
+			{Name: "docker0", Kind: "bridge"},
+		},
+		EngineBridges: map[string]string{"lan0": "docker", "docker0": "docker"},
+	}
+	for _, c := range []struct {
+		node  *Node
+		names []string
+		want  Owner
+	}{
+		{engine, []string{"lan0"}, OwnedByForeign},
+		{engine, []string{"docker0", "lan0"}, OwnedByForeign},
+		{nil, []string{"lan0"}, OwnedByPredecessor},
+		{&Node{}, []string{"lan0"}, OwnedByPredecessor},
+		{engine, []string{"br-wan"}, OwnedByPredecessor},
+		{nil, []string{"br-wan"}, OwnedByForeign},
+		{engine, []string{"eth0"}, OwnedByPredecessor},
+	} {
+		r := &Rule{Conds: []Cond{{Kind: CondIifname, Names: c.names}}, Verdict: Verdict{Kind: VerdictAccept}}
+		if got := RuleOwner(c.node, tbl, ch, r).Owner; got != c.want {
+			t.Errorf("RuleOwner(engine %v, -i %v -j ACCEPT) = %s, want %s", c.node != nil && c.node.EngineBridges != nil, c.names, got, c.want)
+		}
+	}
+	// Docker's hairpin masquerade is told by the networks Docker
+	// masquerades, custom-named bridges included.
+	nat := &Table{Family: FamilyIP, Name: "nat", Chains: []Chain{{Name: "POSTROUTING", Hook: "postrouting", Type: "nat", Rules: []Rule{
+		{Conds: []Cond{{Kind: CondSaddr, Prefixes: []netip.Prefix{netip.MustParsePrefix("172.30.0.0/16")}}, {Kind: CondOifname, Negate: true, Names: []string{"lan0"}}}, Verdict: Verdict{Kind: VerdictAccept}},
+	}}}}
+	hair := &Rule{Conds: []Cond{{Kind: CondSaddr, Prefixes: []netip.Prefix{netip.MustParsePrefix("172.30.0.2/32")}}, {Kind: CondDaddr, Prefixes: []netip.Prefix{netip.MustParsePrefix("172.30.0.2/32")}}}, Verdict: Verdict{Kind: VerdictAccept}}
+	post := &nat.Chains[0]
+	if got := RuleOwner(engine, nat, post, hair).Owner; got != OwnedByForeign {
+		t.Errorf("the hairpin masquerade in lan0's network, the engine naming lan0: %s, want foreign", got)
+	}
+	if got := RuleOwner(nil, nat, post, hair).Owner; got != OwnedByPredecessor {
+		t.Errorf("the hairpin masquerade in lan0's network, by name: %s, want predecessor", got)
 	}
 }

@@ -104,26 +104,29 @@ func IsUfwChain(name string) bool {
 	return strings.HasPrefix(name, "ufw-") || strings.HasPrefix(name, "ufw6-")
 }
 
-// foreignRule reports whether a rule in a shared base chain of t belongs
+// ForeignRule reports whether a rule in a shared base chain of t belongs
 // to a tool that must be left alone: a jump to its chains, Docker's direct
-// rules on its bridges, or Docker's hairpin masquerades.
-func ForeignRule(t *Table, r *Rule) bool {
+// rules on its bridges, or Docker's hairpin masquerades. Which interfaces
+// are Docker's bridges is node's answer (Node.BridgeTool: the engine's
+// bridges, custom-named ones included); a nil node, or one whose engine
+// and links are unknown, answers by Docker's default names.
+func ForeignRule(node *Node, t *Table, r *Rule) bool {
 	if (r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto) && ChainTool(r.Verdict.Target) != "" {
 		return true
 	}
-	return bridgeRule(r) || dockerHairpin(t, r)
+	return bridgeRule(node, r) || dockerHairpin(node, t, r)
 }
 
 // bridgeRule reports whether r names interfaces, and only Docker's bridges
 // ("-s 172.17.0.0/16 ! -o docker0 -j MASQUERADE", "-i docker0 -j ACCEPT").
-func bridgeRule(r *Rule) bool {
+func bridgeRule(node *Node, r *Rule) bool {
 	bridge := false
 	for _, c := range r.Conds {
 		if c.Kind != CondIifname && c.Kind != CondOifname {
 			continue
 		}
 		for _, n := range c.Names {
-			if !strings.HasPrefix(BridgeTool(n), "docker") {
+			if !strings.HasPrefix(node.BridgeTool(n), "docker") {
 				return false
 			}
 		}
@@ -155,7 +158,7 @@ func DockerUserPredecessorRule(r *Rule) bool {
 // (a bridge rule's source) or the address one of Docker's chains DNATs
 // to. Recreating a container rewrites it with the new address: it is
 // Docker's churn, not the found firewall's.
-func dockerHairpin(t *Table, r *Rule) bool {
+func dockerHairpin(node *Node, t *Table, r *Rule) bool {
 	if !IsIptablesTable(t) || t.Name != "nat" || r.Verdict.Kind != VerdictAccept || r.VMap != nil {
 		return false // MASQUERADE decodes as accept
 	}
@@ -176,12 +179,12 @@ func dockerHairpin(t *Table, r *Rule) bool {
 			return false
 		}
 	}
-	return src.IsValid() && src == dst && dockerAddr(t, src)
+	return src.IsValid() && src == dst && dockerAddr(node, t, src)
 }
 
 // dockerAddr reports whether a is in a network Docker masquerades in t or
 // is where one of Docker's chains in t DNATs to.
-func dockerAddr(t *Table, a netip.Addr) bool {
+func dockerAddr(node *Node, t *Table, a netip.Addr) bool {
 	for ci := range t.Chains {
 		ch := &t.Chains[ci]
 		docker := ChainTool(ch.Name) == "docker"
@@ -190,7 +193,7 @@ func dockerAddr(t *Table, a netip.Addr) bool {
 			if docker && r.Verdict.NAT != nil && r.Verdict.NAT.Addr == a {
 				return true
 			}
-			if ch.Hook == "" || !bridgeRule(r) {
+			if ch.Hook == "" || !bridgeRule(node, r) {
 				continue
 			}
 			for _, c := range r.Conds {
@@ -241,14 +244,14 @@ func ChainOwner(t *Table, ch *Chain) Ownership {
 
 // RuleOwner says who owns rule r of chain ch: the mesh for its marks and
 // flip accepts, a foreign tool for its jumps and bridge rules in a shared
-// base chain, else the chain's owner.
-func RuleOwner(t *Table, ch *Chain, r *Rule) Ownership {
+// base chain (ForeignRule, the bridges node's), else the chain's owner.
+func RuleOwner(node *Node, t *Table, ch *Chain, r *Rule) Ownership {
 	if strings.HasPrefix(r.Comment, MarkPrefix) {
 		return Ownership{Owner: OwnedByMesh}
 	}
 	co := ChainOwner(t, ch)
 	if co.Owner == OwnedShared {
-		if ForeignRule(t, r) {
+		if ForeignRule(node, t, r) {
 			tool := "docker"
 			if r.Verdict.Kind == VerdictJump || r.Verdict.Kind == VerdictGoto {
 				if x := ChainTool(r.Verdict.Target); x != "" {

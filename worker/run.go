@@ -84,9 +84,10 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 	// A conflict of a module's value with its predecessor's names both by
 	// the node's keyed digest, as custody names a file's content.
 	engine.WithDigest(files.Digest)
+	inspector := eval.Inspector{Netns: cfg.Node.Netns, Engine: engine}
 	return &activities.Activities{
 		Node:     cfg.Node.Name,
-		Firewall: eval.Inspector{Netns: cfg.Node.Netns, Engine: engine},
+		Firewall: inspector,
 		Marks:    marks.NewMarker(cfg.Node.Netns),
 		Engine:   engine,
 		Cutover:  engine,
@@ -96,7 +97,9 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 		Files:    files,
 		State:    state,
 		Flips:    state,
-		Flipper:  flip.NewFlipper(cfg.Node.Netns),
+		// The flip tells Docker's bridge rules by the node the preview
+		// judged them on: the engine's bridges, custom-named ones included.
+		Flipper: flip.NewFlipper(cfg.Node.Netns).WithNode(inspector.Node),
 		StartWatchdog: func() error {
 			return startWatchdog(cfg, cfgPath)
 		},

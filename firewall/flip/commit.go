@@ -59,7 +59,11 @@ func (f *Flipper) Commit(p *RevertPlan) (string, error) {
 	if mesh == nil {
 		return "", fmt.Errorf("not committing node %s, nothing was changed: table inet %s is not there (was the flip reverted?)", p.Node, firewall.MeshTable)
 	}
-	pred, err := analyse(base)
+	node, err := f.readNode()
+	if err != nil {
+		return "", fmt.Errorf("not committing node %s, nothing was changed: %w", p.Node, err)
+	}
+	pred, err := analyse(base, node)
 	if err != nil {
 		return "", fmt.Errorf("not committing node %s, nothing was changed: %w", p.Node, err)
 	}

@@ -107,12 +107,37 @@ type RevertPlan struct {
 type Flipper struct {
 	m   *marks.Marker
 	now func() time.Time
+	// node reads the node whose bridges tell Docker's rules from the
+	// predecessor's (WithNode); nil: by Docker's default names.
+	node func() (firewall.Node, error)
 }
 
 // NewFlipper speaks the firewall of the network namespace at netnsPath (""
 // for the caller's own).
 func NewFlipper(netnsPath string) *Flipper {
 	return &Flipper{m: marks.NewMarker(netnsPath), now: time.Now}
+}
+
+// WithNode makes f tell Docker's bridge rules by the node read (the
+// preview's NodeReader, eval.Inspector.Node: the engine's bridges,
+// custom-named ones included), as the preview does, so both find the
+// predecessor's rules alike. It returns f.
+func (f *Flipper) WithNode(read func() (firewall.Node, error)) *Flipper {
+	f.node = read
+	return f
+}
+
+// readNode is the node Docker's bridge rules are told by: nil when f has
+// no reader.
+func (f *Flipper) readNode() (*firewall.Node, error) {
+	if f.node == nil {
+		return nil, nil
+	}
+	n, err := f.node()
+	if err != nil {
+		return nil, fmt.Errorf("reading the node's interfaces and container bridges: %w", err)
+	}
+	return &n, nil
 }
 
 // NewFlipperWithConn speaks through c (tests).
@@ -160,11 +185,15 @@ func (f *Flipper) Flip(spec MeshSpec, expectFound, expectDerived string) (*Rever
 	if _, err := nft.Kind(rs, legacy); err != nil {
 		return nil, notApplied(fmt.Errorf("not flipping node %s: %w", node, err))
 	}
+	on, err := f.readNode()
+	if err != nil {
+		return nil, notApplied(fmt.Errorf("not flipping node %s, nothing was changed: %w", node, err))
+	}
 	base, mesh, neutral := split(rs, node)
 	if mesh != nil {
 		if len(neutral) > 0 && firewall.Fingerprint(base) == expectFound {
 			// A retried flip that went through the first time.
-			pred, err := analyse(base)
+			pred, err := analyse(base, on)
 			if err != nil {
 				return nil, notApplied(err)
 			}
@@ -187,7 +216,7 @@ func (f *Flipper) Flip(spec MeshSpec, expectFound, expectDerived string) (*Rever
 	if got := firewall.Fingerprint(d.Ruleset); got != expectDerived {
 		return nil, notApplied(fmt.Errorf("not flipping node %s, nothing was changed: %w (derived %s now, the preview approved %q)", node, ErrStaleDerived, got, expectDerived))
 	}
-	pred, err := analyse(rs)
+	pred, err := analyse(rs, on)
 	if err != nil {
 		return nil, notApplied(fmt.Errorf("not flipping node %s, nothing was changed: %w", node, err))
 	}

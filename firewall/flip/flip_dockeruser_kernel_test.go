@@ -84,7 +84,7 @@ func TestKernelFlipUfwDockerUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	model, err := afterFlip(found, d.Ruleset, "n1")
+	model, err := afterFlip(found, d.Ruleset, "n1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

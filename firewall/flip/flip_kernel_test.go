@@ -280,7 +280,7 @@ func TestKernelFlipUfwBesideDocker(t *testing.T) {
 	}
 	// The model of the flipped ruleset is what the kernel holds.
 	d, _ := DeriveFor(found, flipSpec)
-	model, err := afterFlip(found, d.Ruleset, "n1")
+	model, err := afterFlip(found, d.Ruleset, "n1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -384,7 +384,7 @@ func ufwModel(dockerAfter bool) *firewall.Ruleset {
 }
 
 func TestAnalyseUfwBesideDocker(t *testing.T) {
-	pred, err := analyse(ufwModel(false))
+	pred, err := analyse(ufwModel(false), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +414,7 @@ func TestAnalyseUfwBesideDocker(t *testing.T) {
 	}
 
 	// Docker's jump after ufw's: refused, naming both rules.
-	_, err = analyse(ufwModel(true))
+	_, err = analyse(ufwModel(true), nil)
 	if err == nil || !strings.Contains(err.Error(), "rule handle 10 (jump DOCKER-USER") || !strings.Contains(err.Error(), "predecessor's rule handle 12") {
 		t.Errorf("Docker after ufw: %v; want a refusal naming both rules", err)
 	}
@@ -430,7 +430,7 @@ func TestAfterFlipModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, err := afterFlip(found, d.Ruleset, "n1")
+	after, err := afterFlip(found, d.Ruleset, "n1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +447,7 @@ func TestAfterFlipModel(t *testing.T) {
 	if found.Tables[0].Chains[5].Rules != nil {
 		t.Error("afterFlip changed the found ruleset")
 	}
-	if _, err := afterFlip(after, d.Ruleset, "n1"); err == nil {
+	if _, err := afterFlip(after, d.Ruleset, "n1", nil); err == nil {
 		t.Error("afterFlip on a flipped ruleset: want an error")
 	}
 	base, mesh, neutral := split(after, "n1")
@@ -477,5 +477,59 @@ func TestRevertPlanJSON(t *testing.T) {
 	s, _ := json.Marshal(MeshSpec{Node: "n1", Input: allow("web", "80/tcp"), Drop: fwtest.Ports("81/tcp")})
 	if want := `{"node":"n1","input":[{"port":{"port":80,"proto":"tcp"},"owner":"web"}],"forward":null,"drop":[{"port":81,"proto":"tcp"}]}`; string(s) != want {
 		t.Errorf("MeshSpec JSON %s\nwant %s", s, want)
+	}
+}
+
+// A rule on a custom-named Docker bridge (com.docker.network.bridge.name
+// lan0) in FORWARD is Docker's when the node's engine names the bridge:
+// the predecessor starts after it, at ufw's jumps, and the commit would
+// not delete it. Told by name alone (no engine), lan0 is nobody's bridge
+// and the rule counts as the predecessor's.
+func TestAnalyseCustomDockerBridge(t *testing.T) {
+	rs := ufwModel(false)
+	fwd := &rs.Tables[0].Chains[1]
+	lan := firewall.Rule{Handle: 14, Conds: []firewall.Cond{{Kind: firewall.CondIifname, Names: []string{"lan0"}}, {Kind: firewall.CondOifname, Negate: true, Names: []string{"lan0"}}},
+		Verdict: firewall.Verdict{Kind: firewall.VerdictAccept}}
+	fwd.Rules = append(fwd.Rules[:2], append([]firewall.Rule{lan}, fwd.Rules[2:]...)...)
+	node := &firewall.Node{Interfaces: []firewall.Interface{{Name: "eth0"}, {Name: "lan0", Kind: "bridge"}}, EngineBridges: map[string]string{"lan0": "docker"}}
+	for _, c := range []struct {
+		node    *firewall.Node
+		from    int
+		handles []uint64
+		point   string
+	}{
+		{node, 3, []uint64{12, 13}, "ufw-before-logging-forward"},
+		{nil, 2, []uint64{14, 12, 13}, "FORWARD"},
+	} {
+		pred, err := analyse(rs, c.node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range pred.bases {
+			if b.chain == "FORWARD" && (b.from != c.from || !reflect.DeepEqual(b.handles, c.handles)) {
+				t.Errorf("engine %v: FORWARD from %d handles %v, want from %d handles %v", c.node != nil, b.from, b.handles, c.from, c.handles)
+			}
+		}
+		found := false
+		for _, p := range pred.points {
+			found = found || p.chain == c.point
+		}
+		if !found {
+			t.Errorf("engine %v: points %+v lack one in %s", c.node != nil, pred.points, c.point)
+		}
+	}
+	// The preview models the flip on the node it is given alike.
+	d, err := Derive(MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := afterFlip(rs, d.Ruleset, "n1", node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range after.Tables[0].Chains {
+		if ch.Name == "FORWARD" && (len(ch.Rules) != 5 || ch.Rules[2].Handle != 14) {
+			t.Errorf("FORWARD after the flip on the node: %d rules, the third handle %d; want lan0's rule (14) in force, untouched", len(ch.Rules), ch.Rules[2].Handle)
+		}
 	}
 }

@@ -18,7 +18,9 @@ import (
 // and its rules in the shared base chains, see owners.go), and without
 // handles, so a reconcile that puts a mark back, or a reload by the
 // firewall's owner that recreates the same rules, is not drift, while a rule
-// someone added, removed or changed by hand is.
+// someone added, removed or changed by hand is. Docker's bridge rules are
+// told by Docker's default names here, not by the node's engine: the
+// fingerprint must not change with whether the engine answered.
 func FoundFingerprint(rs *firewall.Ruleset) string {
 	type rule struct {
 		Comment string               `json:"c,omitempty"`
@@ -56,7 +58,7 @@ func FoundFingerprint(rs *firewall.Ruleset) string {
 			fc := chain{Name: c.Name, Hook: c.Hook, Policy: c.Policy, Type: c.Type, Priority: c.Priority, Unknown: c.Unknown}
 			for ri := range c.Rules {
 				r := &c.Rules[ri]
-				if o := firewall.RuleOwner(t, c, r); o.Owner == firewall.OwnedByMesh || o.Owner == firewall.OwnedByForeign {
+				if o := firewall.RuleOwner(nil, t, c, r); o.Owner == firewall.OwnedByMesh || o.Owner == firewall.OwnedByForeign {
 					continue // marks and the flip's rules; a foreign tool's jumps and bridge rules
 				}
 				fc.Rules = append(fc.Rules, rule{Comment: r.Comment, Conds: r.Conds, Verdict: r.Verdict, VMap: r.VMap, Unknown: r.Unknown})

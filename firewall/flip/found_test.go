@@ -62,7 +62,7 @@ func TestFoundFingerprintDockerRecreatesAContainer(t *testing.T) {
 		}
 		for ri := range post.Rules {
 			r := &post.Rules[ri]
-			if o := firewall.RuleOwner(tb, post, r); o != (firewall.Ownership{Owner: firewall.OwnedByForeign, Tool: "docker"}) {
+			if o := firewall.RuleOwner(nil, tb, post, r); o != (firewall.Ownership{Owner: firewall.OwnedByForeign, Tool: "docker"}) {
 				t.Errorf("%s nat POSTROUTING %s: %+v, want Docker's", fam, firewall.RenderRule(r), o)
 			}
 			for _, c := range r.Conds {
@@ -106,7 +106,7 @@ func TestFoundFingerprintDockerRecreatesAContainer(t *testing.T) {
 			if tb := &own.Tables[ti]; tb.Name == "nat" && tb.Family == firewall.FamilyIP {
 				post := marks.ChainNamed(tb, "POSTROUTING")
 				post.Rules = append(post.Rules, r)
-				if o := firewall.RuleOwner(tb, post, &post.Rules[len(post.Rules)-1]); o.Owner != firewall.OwnedByPredecessor {
+				if o := firewall.RuleOwner(nil, tb, post, &post.Rules[len(post.Rules)-1]); o.Owner != firewall.OwnedByPredecessor {
 					t.Errorf("%s: %+v, want the predecessor's", firewall.RenderRule(&r), o)
 				}
 			}

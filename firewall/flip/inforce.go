@@ -39,11 +39,16 @@ func (f *Flipper) InForce(p *RevertPlan, derived string) error {
 	if err != nil {
 		return fmt.Errorf("list the ruleset to check the flip: %w", err)
 	}
-	return InForceIn(rs, p, derived)
+	node, err := f.readNode()
+	if err != nil {
+		return fmt.Errorf("check the flip: %w", err)
+	}
+	return InForceIn(rs, node, p, derived)
 }
 
-// InForceIn is InForce on a listed ruleset.
-func InForceIn(rs *firewall.Ruleset, p *RevertPlan, derived string) error {
+// InForceIn is InForce on a listed ruleset of node (nil: Docker's bridges
+// told by their default names).
+func InForceIn(rs *firewall.Ruleset, node *firewall.Node, p *RevertPlan, derived string) error {
 	base, mesh, _ := split(rs, p.Node)
 	var why []string
 	switch {
@@ -68,12 +73,12 @@ func InForceIn(rs *firewall.Ruleset, p *RevertPlan, derived string) error {
 			why = append(why, fmt.Sprintf("the found ruleset is not the one flipped (fingerprint %s, flipped %s)", fp, p.FoundFingerprint))
 		}
 	}
-	pred, err := analyse(base)
+	pred, err := analyse(base, node)
 	if err != nil {
 		why = append(why, "the predecessor's entry points cannot be told: "+err.Error())
 	} else {
 		for _, pt := range pred.points {
-			if w := neutralised(rs, p.Node, pt); w != "" {
+			if w := neutralised(rs, node, p.Node, pt); w != "" {
 				why = append(why, w)
 			}
 		}
@@ -87,7 +92,7 @@ func InForceIn(rs *firewall.Ruleset, p *RevertPlan, derived string) error {
 // neutralised says what is wrong at entry point pt of rs: "" when the
 // flip's neutralising rule is there and comes before every rule of the
 // predecessor's in that chain.
-func neutralised(rs *firewall.Ruleset, node string, pt point) string {
+func neutralised(rs *firewall.Ruleset, on *firewall.Node, node string, pt point) string {
 	where := fmt.Sprintf("chain %s %s %s", pt.family, pt.table, pt.chain)
 	t, ch := pt.find(rs)
 	if ch == nil {
@@ -108,7 +113,7 @@ func neutralised(rs *firewall.Ruleset, node string, pt point) string {
 	}
 	for i := 0; i < at; i++ {
 		r := &ch.Rules[i]
-		if o := firewall.RuleOwner(t, ch, r).Owner; o == firewall.OwnedByForeign || o == firewall.OwnedByMesh {
+		if o := firewall.RuleOwner(on, t, ch, r).Owner; o == firewall.OwnedByForeign || o == firewall.OwnedByMesh {
 			continue // Docker's jumps come first, as Docker inserts them; a mark put back accepts as the flip's rule does
 		}
 		return fmt.Sprintf("%s: the predecessor's rule handle %d (%s) comes before the flip's neutralising rule", where, r.Handle, firewall.RenderRule(r))

@@ -47,9 +47,10 @@ type dormantBase struct {
 type predecessor struct {
 	points      []point
 	bases       []dormantBase
-	chains      []ChainRef // regular chains of iptables-nft tables
-	tables      []TableRef // whole native tables
-	nativeBases []ChainRef // filter base chains of native tables that also hold other chains
+	chains      []ChainRef     // regular chains of iptables-nft tables
+	tables      []TableRef     // whole native tables
+	nativeBases []ChainRef     // filter base chains of native tables that also hold other chains
+	node        *firewall.Node // whose bridges tell Docker's rules (nil: by name)
 }
 
 func (p *predecessor) empty() bool {
@@ -118,8 +119,11 @@ func everyRule(*firewall.Chain, *firewall.Rule) bool { return true }
 //     out of force, FORWARD going on with Docker's own chains.
 //   - native tables (not the mesh's, not a foreign tool's) with a filter
 //     base chain: an accept at the top of each filter base chain.
-func analyse(rs *firewall.Ruleset) (*predecessor, error) {
-	p := &predecessor{}
+//
+// Docker's bridge rules are told by node's bridges (firewall.ForeignRule);
+// nil: by Docker's default names.
+func analyse(rs *firewall.Ruleset, node *firewall.Node) (*predecessor, error) {
+	p := &predecessor{node: node}
 	for ti := range rs.Tables {
 		t := &rs.Tables[ti]
 		if o := firewall.TableOwner(t).Owner; !firewall.IsIPFamily(t.Family) || o == firewall.OwnedByMesh || o == firewall.OwnedByForeign {
@@ -188,7 +192,7 @@ func (p *predecessor) iptables(t *firewall.Table) error {
 		}
 		from := -1
 		for i := range ch.Rules {
-			if !firewall.ForeignRule(t, &ch.Rules[i]) {
+			if !firewall.ForeignRule(p.node, t, &ch.Rules[i]) {
 				from = i
 				break
 			}
@@ -211,7 +215,7 @@ func (p *predecessor) iptables(t *firewall.Table) error {
 				keptRoots = append(keptRoots, firewall.Targets(r)...)
 				continue
 			}
-			if firewall.ForeignRule(t, r) {
+			if firewall.ForeignRule(p.node, t, r) {
 				return fmt.Errorf("chain %s %s %s: rule handle %d (%s) belongs to another tool and comes after the predecessor's rule handle %d: "+
 					"neutralising the predecessor there would take it out of force too; have that tool put its rules first (Docker does when it restarts) and preview again",
 					t.Family, t.Name, ch.Name, r.Handle, firewall.RenderRule(r), ch.Rules[from].Handle)
@@ -320,12 +324,12 @@ func split(rs *firewall.Ruleset, node string) (base *firewall.Ruleset, mesh *fir
 
 // afterFlip is the model of the ruleset as Flip would leave it: found with
 // the predecessor's entry points neutralised and the derived tables added.
-func afterFlip(found, derived *firewall.Ruleset, node string) (*firewall.Ruleset, error) {
+func afterFlip(found, derived *firewall.Ruleset, node string, on *firewall.Node) (*firewall.Ruleset, error) {
 	base, mesh, _ := split(found, node)
 	if mesh != nil {
 		return nil, fmt.Errorf("table inet %s exists already: the node is flipped (or a flip was left half done); revert or commit it first", firewall.MeshTable)
 	}
-	pred, err := analyse(base)
+	pred, err := analyse(base, on)
 	if err != nil {
 		return nil, err
 	}

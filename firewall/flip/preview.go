@@ -132,7 +132,7 @@ func previewFlip(found, derived *firewall.Ruleset, spec MeshSpec, node firewall.
 // node).
 func previewDerived(found, derived *firewall.Ruleset, spec, eff MeshSpec, node firewall.Node, foundOpen <-chan []firewall.Opening) Preview {
 	p := Preview{Fates: []Fate{}, FoundFingerprint: firewall.Fingerprint(found), DerivedFingerprint: firewall.Fingerprint(derived)}
-	after, err := afterFlip(found, derived, spec.Node)
+	after, err := afterFlip(found, derived, spec.Node, &node)
 	if err != nil {
 		p.Reasons = append(p.Reasons, err.Error())
 		return p
