@@ -53,7 +53,9 @@ type Reach struct {
 	From   []netip.Prefix `json:"from,omitempty"`
 	Except []netip.Prefix `json:"except,omitempty"`
 	// Iif, when set, are the input interfaces it holds on; NotIif the
-	// ones it does not (any other interface).
+	// ones it does not (any other interface). A trailing '*' is a
+	// wildcard ("br-*"): an Iif wildcard holds on every interface it
+	// matches but the NotIif ones it covers.
 	Iif    []string `json:"iif,omitempty"`
 	NotIif []string `json:"not_iif,omitempty"`
 }
@@ -332,8 +334,8 @@ func checkReach(what string, r Reach) []error {
 		}
 	}
 	for _, n := range append(append([]string(nil), r.Iif...), r.NotIif...) {
-		if n == "" || len(n) >= unix.IFNAMSIZ || strings.ContainsAny(n, "*\"\x00") {
-			errs = append(errs, fmt.Errorf("%s: interface name %q is not one", what, n))
+		if err := validIfname(n, true); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
 		}
 	}
 	return errs

@@ -24,11 +24,13 @@ import (
 
 // BridgeIn is traffic from a container bridge to the node itself that the
 // mesh keeps: new connections of Proto to Port..PortEnd in Family coming
-// in on Iif (a trailing '*' a wildcard), from the sources in From (empty:
-// any) except those in Except.
+// in on Iif (a trailing '*' a wildcard) but the interfaces NotIif (those
+// of the found firewall's names the wildcard covers: each is judged on its
+// own), from the sources in From (empty: any) except those in Except.
 type BridgeIn struct {
 	Family  string         `json:"family"`
 	Iif     string         `json:"iif"`
+	NotIif  []string       `json:"not_iif,omitempty"`
 	Proto   string         `json:"proto"`
 	Port    uint16         `json:"port"`
 	PortEnd uint16         `json:"port_end,omitempty"`
@@ -48,6 +50,12 @@ func foundBridgeIn(found *firewall.Ruleset, r *carrier) []BridgeIn {
 	other := r.zero.In(otherIface)
 	for _, b := range r.bridges {
 		in := r.zero.In(b)
+		var not []string
+		for _, n := range r.bridges {
+			if n != b && covers(b, n) {
+				not = append(not, n)
+			}
+		}
 		for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
 			for _, proto := range []string{"tcp", "udp"} {
 				starts := eval.PortStarts(found, fam, proto)
@@ -66,7 +74,7 @@ func foundBridgeIn(found *firewall.Ruleset, r *carrier) []BridgeIn {
 						last.PortEnd = uint16(end)
 						continue
 					}
-					out = append(out, BridgeIn{Family: fam, Iif: b, Proto: proto, Port: uint16(start), PortEnd: uint16(end), From: s.Only, Except: s.Except})
+					out = append(out, BridgeIn{Family: fam, Iif: b, NotIif: not, Proto: proto, Port: uint16(start), PortEnd: uint16(end), From: s.Only, Except: s.Except})
 					last = &out[len(out)-1]
 				}
 			}
@@ -100,12 +108,17 @@ func bridgeInRules(spec MeshSpec) ([]derivedRule, []derivedSet) {
 		ex, text, ss := carriedExprs(fmt.Sprintf("bridge%d_%s", k, b.Proto), Reach{Family: b.Family, From: b.From, Except: b.Except}, 0)
 		sets = append(sets, ss...)
 		iif := marks.Iifname(b.Iif, expr.VerdictAccept)
-		ex = append(append([]expr.Any(nil), iif[:2]...), ex...)
+		pre, ptext := append([]expr.Any(nil), iif[:2]...), fmt.Sprintf("iifname %q ", b.Iif)
+		for _, n := range b.NotIif {
+			pre = append(pre, &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: ifnameData(n)})
+			ptext += fmt.Sprintf("iifname != %q ", n)
+		}
+		ex = append(pre, ex...)
 		ex = append(ex, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{marks.L4num(b.Proto)}})
 		ex = append(append(ex, dport...), &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})
 		rules = append(rules, derivedRule{chain: firewall.HookInput, exprs: ex,
 			comment: fmt.Sprintf("%s%s:%s:%s/%s", firewall.MarkPrefix, spec.Node, OwnerContainers, ports, b.Proto),
-			text:    fmt.Sprintf("iifname %q ", b.Iif) + text + fmt.Sprintf("meta l4proto %s %scounter accept", b.Proto, dtext)})
+			text:    ptext + text + fmt.Sprintf("meta l4proto %s %scounter accept", b.Proto, dtext)})
 	}
 	return rules, sets
 }
@@ -115,8 +128,10 @@ func validateBridgeIn(spec MeshSpec) []error {
 	var errs []error
 	for _, b := range spec.FromBridges {
 		where := fmt.Sprintf("from bridge %q %d/%s", b.Iif, b.Port, b.Proto)
-		if err := validIfname(b.Iif, true); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+		for _, n := range append([]string{b.Iif}, b.NotIif...) {
+			if err := validIfname(n, true); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", where, err))
+			}
 		}
 		if b.Proto != "tcp" && b.Proto != "udp" {
 			errs = append(errs, fmt.Errorf("%s: protocol %q is not tcp or udp", where, b.Proto))

@@ -127,11 +127,13 @@ func TestPreviewRefusesRateLimit(t *testing.T) {
 	}
 }
 
+// A carried restriction that cannot be written is refused, naming what:
+// a wildcard is one only by a trailing '*' with something before it.
 func TestDeriveRefusesBadCarried(t *testing.T) {
 	a := allow("web", "80/tcp")
-	a[0].Carried = []Reach{{Family: "ip", From: []netip.Prefix{netip.MustParsePrefix("fd00::/8")}}, {Family: "arp"}, {Family: "ip6", Iif: []string{"eth*"}}}
+	a[0].Carried = []Reach{{Family: "ip", From: []netip.Prefix{netip.MustParsePrefix("fd00::/8")}}, {Family: "arp"}, {Family: "ip6", Iif: []string{"eth*0"}}, {Family: "ip6", Iif: []string{"br-*"}, NotIif: []string{"*"}}}
 	_, err := Derive(MeshSpec{Node: "n1", Input: a})
-	for _, s := range []string{"carried source fd00::/8 is not a prefix of family ip", `carried family "arp"`, `interface name "eth*"`} {
+	for _, s := range []string{"carried source fd00::/8 is not a prefix of family ip", `carried family "arp"`, `interface name "eth*0"`, `interface name "*"`} {
 		if err == nil || !strings.Contains(err.Error(), s) {
 			t.Errorf("Derive: %v, want it to say %q", err, s)
 		}

@@ -29,8 +29,10 @@ type carried struct {
 
 // carriedRules are the conditions that keep restriction r (the k-th of its
 // port) at hook, one rule's worth per input interface it holds on:
-// "[iifname I | iifname != N ...] meta nfproto F [F saddr @S_from] [F
-// saddr != @S_except] ", with the sets they look up (made once).
+// "[iifname I [iifname != N ...] | iifname != N ...] meta nfproto F [F
+// saddr @S_from] [F saddr != @S_except] ", with the sets they look up
+// (made once). Under a wildcard I, only the NotIif names I covers are
+// excluded (a concrete I excludes none).
 func carriedRules(hook string, port config.Port, r Reach, k int) []carried {
 	return carriedNamed(fmt.Sprintf("%s_%d_%s", hook, port.Num, port.Proto), r, k)
 }
@@ -38,17 +40,25 @@ func carriedRules(hook string, port config.Port, r Reach, k int) []carried {
 // carriedNamed is carriedRules with the sets named from base.
 func carriedNamed(base string, r Reach, k int) []carried {
 	ex, text, sets := carriedExprs(base, r, k)
-	var pre []expr.Any
-	ptext := ""
-	for _, n := range r.NotIif {
-		pre = append(pre, &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: ifnameData(n)})
-		ptext += fmt.Sprintf("iifname != %q ", n)
+	not := func(in string) ([]expr.Any, string) {
+		var pre []expr.Any
+		ptext := ""
+		for _, n := range r.NotIif {
+			if in != "" && !covers(in, n) {
+				continue
+			}
+			pre = append(pre, &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: ifnameData(n)})
+			ptext += fmt.Sprintf("iifname != %q ", n)
+		}
+		return pre, ptext
 	}
 	if len(r.Iif) == 0 {
+		pre, ptext := not("")
 		return []carried{{exprs: append(pre, ex...), text: ptext + text, sets: sets}}
 	}
 	var out []carried
 	for i, n := range r.Iif {
+		pre, ptext := not(n)
 		c := carried{exprs: append(append([]expr.Any{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifnameData(n)}}, pre...), ex...),
 			text: fmt.Sprintf("iifname %q ", n) + ptext + text}
 		if i == 0 {
@@ -59,10 +69,87 @@ func carriedNamed(base string, r Reach, k int) []carried {
 	return out
 }
 
-// ifnameData is an interface name as meta iifname compares it: padded to
-// IFNAMSIZ.
+// ifnameData is an interface name as meta iifname and oifname compare it:
+// padded to IFNAMSIZ; a wildcard ("br-*") its prefix alone, unpadded, as
+// nft writes it.
 func ifnameData(n string) []byte {
+	if p, ok := strings.CutSuffix(n, "*"); ok {
+		return []byte(p)
+	}
 	return append([]byte(n), make([]byte, unix.IFNAMSIZ-len(n))...)
+}
+
+// covers reports whether interface pattern pat (a trailing '*' a
+// wildcard) matches every interface pattern n matches: n is pat, or pat
+// is a wildcard whose prefix n starts with.
+func covers(pat, n string) bool {
+	if pat == n {
+		return true
+	}
+	p, ok := strings.CutSuffix(pat, "*")
+	return ok && strings.HasPrefix(n, p)
+}
+
+// ifaceClass is one interface class of the found firewall: an interface
+// or wildcard it names, or ("") any other, and the Reacher that reads it.
+// A wildcard class stands for the interfaces it matches that no other
+// class names.
+type ifaceClass struct {
+	name string
+	r    *eval.Reacher
+}
+
+// namedIfaces are the interface names and wildcards found's conditions of
+// kind (iifname, oifname) name, in the chains keep admits, but "lo" and
+// "*" (loopback passes the mesh's tables by a rule of its own), sorted.
+func namedIfaces(found *firewall.Ruleset, kind firewall.CondKind, keep func(*firewall.Chain) bool) []string {
+	seen := map[string]bool{}
+	for ti := range found.Tables {
+		for ci := range found.Tables[ti].Chains {
+			ch := &found.Tables[ti].Chains[ci]
+			if keep != nil && !keep(ch) {
+				continue
+			}
+			for _, r := range ch.Rules {
+				for _, cd := range r.Conds {
+					if cd.Kind != kind {
+						continue
+					}
+					for _, n := range cd.Names {
+						if n != "lo" && n != "*" {
+							seen[n] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ifaceClasses are the classes of x's clients by input interface: with
+// names, any other interface ("", read as one no name matches) and each
+// name, a concrete one read on a node holding that interface, a wildcard
+// read as an interface of that very name (which it and any wider
+// wildcard match, and no concrete name); without, one class, x itself.
+func ifaceClasses(x *eval.Reacher, names []string) []ifaceClass {
+	if len(names) == 0 {
+		return []ifaceClass{{"", x}}
+	}
+	out := []ifaceClass{{"", x.On(firewall.Node{Interfaces: []firewall.Interface{{Name: otherIface}}})}}
+	for _, n := range names {
+		if strings.HasSuffix(n, "*") {
+			out = append(out, ifaceClass{n, x.In(n)})
+		} else {
+			out = append(out, ifaceClass{n, x.On(firewall.Node{Interfaces: []firewall.Interface{{Name: n}}})})
+		}
+	}
+	return out
 }
 
 // carriedExprs are the family and source conditions of restriction r:
@@ -204,19 +291,14 @@ func carry(rs *carrier, hook string, a Allow, widen map[config.Port]bool) Allow 
 	return a
 }
 
-// ifaceClass is one input interface class of the found firewall: an
-// interface it names, or ("") any other, and the Reacher that reads it.
-type ifaceClass struct {
-	name string
-	r    *eval.Reacher
-}
-
 // byIface reads what reach gives per interface class and family and
 // returns the restrictions that carry it: one per family and group of
 // classes that fare alike, with the interfaces it holds on (Iif) or, for
 // the group of any other interface, those it does not (NotIif) where the
-// groups differ. plain: every class reaches every source surely in every
-// family; open: some class reaches some source.
+// groups differ; a group of wildcards does not hold on the named
+// interfaces of other groups its wildcards cover (NotIif). plain: every
+// class reaches every source surely in every family; open: some class
+// reaches some source.
 func byIface(classes []ifaceClass, fams []string, reach func(x *eval.Reacher, fam string) eval.SourceReach) (out []Reach, plain, open bool) {
 	type class struct {
 		names []string
@@ -267,6 +349,17 @@ func byIface(classes []ifaceClass, fams []string, reach func(x *eval.Reacher, fa
 					}
 				} else {
 					r.Iif = g.names
+					for _, n := range named {
+						if slices.Contains(g.names, n) {
+							continue
+						}
+						for _, w := range g.names {
+							if covers(w, n) {
+								r.NotIif = append(r.NotIif, n)
+								break
+							}
+						}
+					}
 				}
 			}
 			out = append(out, r)
@@ -296,47 +389,12 @@ const otherIface = "-"
 func newCarrier(found *firewall.Ruleset) *carrier {
 	zero := eval.NewReacher(found, firewall.Node{})
 	c := &carrier{zero: zero, uplink: zero.On(firewall.Node{Interfaces: []firewall.Interface{{Name: otherIface}}}), bridges: bridgesNamed(found)}
-	add := func(name, as string) {
-		node := firewall.Node{}
-		if as != "" {
-			node.Interfaces = []firewall.Interface{{Name: as}}
-		}
-		c.classes = append(c.classes, ifaceClass{name, zero.On(node)})
-	}
-	seen := map[string]bool{}
-	for ti := range found.Tables {
-		for ci := range found.Tables[ti].Chains {
-			for _, r := range found.Tables[ti].Chains[ci].Rules {
-				for _, cd := range r.Conds {
-					if cd.Kind != firewall.CondIifname {
-						continue
-					}
-					for _, n := range cd.Names {
-						// A container bridge is a class of its own: what its
-						// containers reach on the node is carried apart
-						// (foundBridgeIn), and what any interface reaches
-						// must not reach them where found keeps them out.
-						if n == "lo" || n == "*" || strings.HasSuffix(n, "*") || seen[n] {
-							continue
-						}
-						seen[n] = true
-					}
-				}
-			}
-		}
-	}
-	if len(seen) == 0 {
-		return c
-	}
-	// With names to tell apart, "any other" is an interface of its own.
-	add("", otherIface)
-	names := make([]string, 0, len(seen))
-	for n := range seen {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		add(n, n)
+	// Every interface and wildcard found names is a class of its own, a
+	// container bridge too: what its containers reach on the node is also
+	// carried apart (foundBridgeIn), and what any interface reaches must
+	// not reach them where found keeps them out.
+	if names := namedIfaces(found, firewall.CondIifname, nil); len(names) > 0 {
+		c.classes = ifaceClasses(zero, names)
 	}
 	return c
 }
