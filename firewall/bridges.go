@@ -98,7 +98,9 @@ func BridgeTool(name string) string {
 // bridge holding the NIC, whatever its name). Its tool is the one its name
 // suggests, else "bridge"; a Docker name is not Docker's when the engine
 // was asked and does not name it. A wildcard is a bridge's when every
-// interface of the node it matches is one. A name the node does not have,
+// interface of the node it matches is one (an interface of the node called
+// by the wildcard itself, as a model stands one for the interfaces it
+// matches, is judged by its link). A name the node does not have,
 // and any name on a node whose interfaces are not known, is judged by
 // BridgeTool.
 func (n *Node) BridgeTool(name string) string {
@@ -111,7 +113,8 @@ func (n *Node) BridgeTool(name string) string {
 	if !n.HasInterfaces() {
 		return BridgeTool(name)
 	}
-	if p, ok := strings.CutSuffix(name, "*"); ok {
+	i := slices.IndexFunc(n.Interfaces, func(i Interface) bool { return i.Name == name })
+	if p, ok := strings.CutSuffix(name, "*"); ok && i < 0 {
 		tool, matched := BridgeTool(name), false
 		for _, i := range n.Interfaces {
 			if strings.HasPrefix(i.Name, p) {
@@ -128,7 +131,6 @@ func (n *Node) BridgeTool(name string) string {
 		}
 		return tool
 	}
-	i := slices.IndexFunc(n.Interfaces, func(i Interface) bool { return i.Name == name })
 	if i < 0 {
 		return BridgeTool(name)
 	}

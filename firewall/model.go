@@ -275,6 +275,11 @@ type Opening struct {
 	// the node itself comes in by: a container reaching a host service;
 	// "" for a client from outside.
 	In string `json:"in,omitempty"`
+	// Out names the output interface (a trailing '*' a wildcard) what the
+	// node sends leaves by, where the found firewall's output chain tells
+	// interfaces apart: one it names, or "" any other (and any interface
+	// where it names none).
+	Out string `json:"out,omitempty"`
 }
 
 // Base chain bits the evaluator uses for the synthetic packet.

@@ -82,7 +82,7 @@ func TestPreviewCarriesPingRestriction(t *testing.T) {
 // A found output policy accept stays accept, kept (no output chain); a
 // found output policy drop with allowed destinations is carried into an
 // output chain and approved; one whose accept names an output interface
-// other than lo cannot be carried: the preview refuses, naming it.
+// other than lo is carried as the interface.
 func TestPreviewOutputPolicy(t *testing.T) {
 	node := firewall.Node{Interfaces: []firewall.Interface{{Name: "eth0", Addrs: []netip.Prefix{netip.MustParsePrefix("198.18.0.1/24")}}}}
 	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp")}
@@ -113,15 +113,32 @@ func TestPreviewOutputPolicy(t *testing.T) {
 	if !strings.Contains(d.Text(), "ip daddr != @output0_ip meta l4proto tcp drop") {
 		t.Errorf("the mesh's output chain does not carry the allowed destinations:\n%s", d.Text())
 	}
-	// An output interface other than lo is not decided: not carried, and
-	// refused, naming the found policy.
+	// An output interface other than lo is carried as the interface: the
+	// mesh's output chain drops what leaves by any other, and the preview
+	// keeps each family's output by eth1 and by any other interface.
 	iface := classesFoundModel()
 	iface.Tables[0].Chains = append(iface.Tables[0].Chains, fwtest.Base("output", "output", 0, "drop",
 		fwtest.Accept(fwtest.CtEstablished()),
 		fwtest.Accept(firewall.Cond{Kind: firewall.CondOifname, Names: []string{"eth1"}})))
 	p = PreviewFlipOn(iface, node, spec)
-	reasons := strings.Join(p.Reasons, "\n")
-	if p.Approved || !strings.Contains(reasons, "inet found output: policy drop") || !strings.Contains(reasons, "cannot be carried") {
-		t.Errorf("an output policy drop on some interfaces must refuse, naming it; reasons:\n%s", reasons)
+	if !p.Approved {
+		t.Fatalf("an output policy drop but by eth1 is refused: %v", p.Reasons)
+	}
+	if d, err = DeriveFor(iface, spec); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(d.Text(), `oifname != "eth1" meta nfproto ipv4 meta l4proto tcp drop`) || strings.Contains(d.Text(), `oifname "eth1" meta nfproto`) {
+		t.Errorf("the mesh's output chain does not drop by any interface but eth1 alone:\n%s", d.Text())
+	}
+	kept := map[string]bool{}
+	for _, f := range p.Fates {
+		if f.Opening.Class == "output" && f.Fate == FateKept {
+			kept[f.Opening.Family+" "+f.Opening.Out] = true
+		}
+	}
+	for _, k := range []string{"ip eth1", "ip ", "ip6 eth1", "ip6 "} {
+		if !kept[k] {
+			t.Errorf("no kept output fate for %q: %v", k, kept)
+		}
 	}
 }

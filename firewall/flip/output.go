@@ -23,9 +23,14 @@ import (
 // keeps: those of Proto ("tcp", "udp" to Port..PortEnd) or of traffic class
 // Class (an ICMP type, another protocol: eval.Classes, outbound) in Family
 // pass only to the destinations in To (none: to no destination), or, when
-// Any, to every destination but those in Except; the rest is dropped.
+// Any, to every destination but those in Except; the rest is dropped. Oif,
+// when set, is the output interface it holds on (a trailing '*' a
+// wildcard), and NotOif those it does not: the found firewall's other
+// names (for Oif a wildcard, the ones it covers).
 type OutputDrop struct {
 	Family  string         `json:"family"`
+	Oif     string         `json:"oif,omitempty"`
+	NotOif  []string       `json:"not_oif,omitempty"`
 	Proto   string         `json:"proto,omitempty"`
 	Port    uint16         `json:"port,omitempty"`
 	PortEnd uint16         `json:"port_end,omitempty"`
@@ -53,24 +58,57 @@ func outputClasses() []eval.Class {
 }
 
 // foundOutput reads what found's output hook keeps the node from sending
-// to the outside (eval.OutputAsInput: destinations as regions), per
-// family, TCP and UDP port interval, and outputClasses, where some
-// destination is surely dropped. Nil when found lets every new packet out
-// (eval.OutputDrops names nothing). What found drops only under a
-// condition the evaluator cannot decide is not carried: the preview names
-// it.
+// to the outside (eval.OutputAsInput: destinations as regions), per output
+// interface class (outputIfaces), family, TCP and UDP port interval, and
+// outputClasses, where some destination is surely dropped. Nil when found
+// lets every new packet out (eval.OutputDrops names nothing). What found
+// drops only under a condition the evaluator cannot decide is not
+// carried: the preview names it.
 func foundOutput(found *firewall.Ruleset) []OutputDrop {
 	drops := eval.OutputDrops(found)
 	if len(drops[firewall.FamilyIP]) == 0 && len(drops[firewall.FamilyIP6]) == 0 {
 		return nil
 	}
 	m := eval.OutputAsInput(found)
-	x := eval.NewReacher(m, firewall.Node{})
+	names := outputIfaces(m)
+	var out []OutputDrop
+	for _, c := range ifaceClasses(eval.NewReacher(m, firewall.Node{}), names) {
+		oif, not := c.name, names
+		if oif != "" {
+			not = nil
+			for _, n := range names {
+				if n != oif && covers(oif, n) {
+					not = append(not, n)
+				}
+			}
+		}
+		out = append(out, outputDrops(c.r, m, oif, not)...)
+	}
+	for i := range out {
+		if out[i].PortEnd == out[i].Port {
+			out[i].PortEnd = 0
+		}
+	}
+	return out
+}
+
+// outputIfaces are the output interfaces and wildcards the output chains
+// of found, seen as input (eval.OutputAsInput), name, but "lo" (the mesh's
+// output chain lets loopback out first): each is a class of its own.
+func outputIfaces(m *firewall.Ruleset) []string {
+	return namedIfaces(m, firewall.CondIifname, nil)
+}
+
+// outputDrops are foundOutput's drops of one output interface class,
+// read by x on m (found's output as input), holding on oif but not on
+// not.
+func outputDrops(x *eval.Reacher, m *firewall.Ruleset, oif string, not []string) []OutputDrop {
 	var out []OutputDrop
 	add := func(d OutputDrop, s eval.SourceReach) bool {
 		if s.Unsure || s.Plain() {
 			return false
 		}
+		d.Oif, d.NotOif = oif, not
 		d.Any, d.To, d.Except = s.Any, s.Only, s.Except
 		out = append(out, d)
 		return true
@@ -102,18 +140,14 @@ func foundOutput(found *firewall.Ruleset) []OutputDrop {
 			}
 		}
 	}
-	for i := range out {
-		if out[i].PortEnd == out[i].Port {
-			out[i].PortEnd = 0
-		}
-	}
 	return out
 }
 
 // outputRules are the output chain's rules for spec.Output (nil: no output
 // chain): established/related and loopback pass, then per OutputDrop
-// "meta nfproto F [F daddr [!=] @S] meta l4proto P [th dport N | icmp type
-// T] drop". The chain's policy is accept: what found lets out passes.
+// "[oifname O] [oifname != N ...] meta nfproto F [F daddr [!=] @S] meta
+// l4proto P [th dport N | icmp type T] drop". The chain's policy is
+// accept: what found lets out passes.
 func outputRules(spec MeshSpec) ([]derivedRule, []derivedSet) {
 	if len(spec.Output) == 0 {
 		return nil, nil
@@ -132,8 +166,18 @@ func outputRules(spec MeshSpec) ([]derivedRule, []derivedSet) {
 		if d.Family == firewall.FamilyIP6 {
 			nfproto, kw, off, fam = unix.NFPROTO_IPV6, "ip6", 24, "ipv6"
 		}
-		ex := []expr.Any{&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nfproto}}}
-		text := "meta nfproto " + fam + " "
+		var ex []expr.Any
+		text := ""
+		if d.Oif != "" {
+			ex = append(ex, &expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifnameData(d.Oif)})
+			text += fmt.Sprintf("oifname %q ", d.Oif)
+		}
+		for _, n := range d.NotOif {
+			ex = append(ex, &expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: ifnameData(n)})
+			text += fmt.Sprintf("oifname != %q ", n)
+		}
+		ex = append(ex, &expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nfproto}})
+		text += "meta nfproto " + fam + " "
 		var ps []netip.Prefix
 		invert := false
 		switch {
@@ -197,6 +241,15 @@ func validateOutput(spec MeshSpec) []error {
 		if d.PortEnd != 0 && d.PortEnd < d.Port {
 			errs = append(errs, fmt.Errorf("%s: port range ends at %d, before it starts", where, d.PortEnd))
 		}
+		oifs := d.NotOif
+		if d.Oif != "" {
+			oifs = append([]string{d.Oif}, oifs...)
+		}
+		for _, n := range oifs {
+			if err := validIfname(n, true); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", where, err))
+			}
+		}
 		errs = append(errs, checkReach(where, Reach{Family: d.Family, From: d.To, Except: d.Except})...)
 	}
 	return errs
@@ -209,13 +262,41 @@ func validateOutput(spec MeshSpec) []error {
 // cannot now (or surely what it can now only under a condition the
 // evaluator cannot decide: that restriction cannot be carried); closing
 // where it could not send what it can now. Both refuse, named. With
-// neither, the family's output is kept.
+// neither, the family's output is kept. Where either output chain names
+// output interfaces, each interface class (outputIfaces: each name, and
+// any other) is judged apart, its fates naming it (Opening.Out).
 func (p *Preview) outputFates(found, after *firewall.Ruleset) {
 	mf, ma := eval.OutputAsInput(found), eval.OutputAsInput(after)
+	names := outputIfaces(&firewall.Ruleset{Tables: append(append([]firewall.Table(nil), mf.Tables...), ma.Tables...)})
+	if len(names) == 0 {
+		p.outputClassFates(mf, ma, found, firewall.Node{}, "")
+		return
+	}
+	for _, c := range append([]string{""}, names...) {
+		as := c
+		if as == "" {
+			as = otherIface
+		}
+		p.outputClassFates(mf, ma, found, firewall.Node{Interfaces: []firewall.Interface{{Name: as}}}, c)
+	}
+}
+
+// outputClassFates are outputFates for what leaves by one output
+// interface class, out ("" any other), read on node: a node whose one
+// interface stands for the class (a wildcard's own name stands for the
+// interfaces it matches that no other name does).
+func (p *Preview) outputClassFates(mf, ma, found *firewall.Ruleset, node firewall.Node, out string) {
 	drops := eval.OutputDrops(found)
 	bad := map[string]bool{}
+	by := ""
+	if out != "" {
+		by = " by " + out
+	} else if node.HasInterfaces() {
+		by = " by any other interface"
+	}
 	add := func(o firewall.Opening, fate, reason string) {
 		o.Direction = "output"
+		o.Out = out
 		if o.From != "" {
 			o.To, o.From = o.From, ""
 		}
@@ -229,9 +310,9 @@ func (p *Preview) outputFates(found, after *firewall.Ruleset) {
 		if o.To != "" {
 			to = o.To
 		}
-		p.Reasons = append(p.Reasons, fmt.Sprintf("output %s (%s, to %s) would be %s: %s", what, o.Family, to, fate, reason))
+		p.Reasons = append(p.Reasons, fmt.Sprintf("output %s (%s, to %s%s) would be %s: %s", what, o.Family, to, by, fate, reason))
 	}
-	for _, w := range eval.Widened(mf, ma, firewall.Node{}) {
+	for _, w := range eval.Widened(mf, ma, node) {
 		if w.Opening.Direction != firewall.HookInput {
 			continue
 		}
@@ -241,12 +322,12 @@ func (p *Preview) outputFates(found, after *firewall.Ruleset) {
 		}
 		add(w.Opening, FateWidening, reason)
 	}
-	for _, w := range eval.Widened(ma, mf, firewall.Node{}) {
+	for _, w := range eval.Widened(ma, mf, node) {
 		if w.Opening.Direction == firewall.HookInput && !w.Surer {
 			add(w.Opening, FateClosing, "the found firewall lets it out now and the mesh's output chain would drop it")
 		}
 	}
-	for _, r := range eval.CompareClasses(mf, ma, firewall.Node{}) {
+	for _, r := range eval.CompareClasses(mf, ma, node) {
 		if !isOutputClass(r.Class) {
 			continue
 		}
@@ -260,7 +341,7 @@ func (p *Preview) outputFates(found, after *firewall.Ruleset) {
 	}
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
 		if !bad[fam] {
-			p.Fates = append(p.Fates, Fate{Opening: firewall.Opening{Direction: "output", Family: fam, Class: "output"}, Fate: FateKept, By: OwnerEssentials})
+			p.Fates = append(p.Fates, Fate{Opening: firewall.Opening{Direction: "output", Family: fam, Class: "output", Out: out}, Fate: FateKept, By: OwnerEssentials})
 		}
 	}
 }
