@@ -234,6 +234,9 @@ func Build(plan config.Plan, probe *activities.ProbeReport, state *workflows.Sta
 			if f.Opening.In != "" {
 				dir += " in on " + f.Opening.In // a container reaching the node
 			}
+			if f.Opening.Out != "" {
+				dir += " out by " + f.Opening.Out // the found output chain names the interface
+			}
 			b.Fates = append(b.Fates, Fate{Port: portText(f.Opening), Family: f.Opening.Family, Direction: dir, Fate: fate, By: f.By})
 		}
 	}

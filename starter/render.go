@@ -38,6 +38,9 @@ func printPreview(w io.Writer, pv *flip.Preview, width int) {
 		if o.In != "" {
 			dir += " in on " + o.In // a container reaching the node
 		}
+		if o.Out != "" {
+			dir += " out by " + o.Out // the found output chain names the interface
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", port, dir, o.Family, from, fate, by)
 	}
 	tw.Flush()

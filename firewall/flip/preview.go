@@ -278,6 +278,9 @@ func describeOpening(o firewall.Opening) string {
 	if o.In != "" {
 		s += ", in on " + o.In
 	}
+	if o.Out != "" {
+		s += ", out by " + o.Out
+	}
 	if o.Via != "" {
 		s += ", to " + o.Via
 	}
