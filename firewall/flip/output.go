@@ -96,7 +96,7 @@ func foundOutput(found *firewall.Ruleset) []OutputDrop {
 // of found, seen as input (eval.OutputAsInput), name, but "lo" (the mesh's
 // output chain lets loopback out first): each is a class of its own.
 func outputIfaces(m *firewall.Ruleset) []string {
-	return namedIfaces(m, firewall.CondIifname, nil)
+	return namedIfaces(m, firewall.CondIifname)
 }
 
 // outputDrops are foundOutput's drops of one output interface class,

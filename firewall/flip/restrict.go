@@ -100,17 +100,13 @@ type ifaceClass struct {
 }
 
 // namedIfaces are the interface names and wildcards found's conditions of
-// kind (iifname, oifname) name, in the chains keep admits, but "lo" and
-// "*" (loopback passes the mesh's tables by a rule of its own), sorted.
-func namedIfaces(found *firewall.Ruleset, kind firewall.CondKind, keep func(*firewall.Chain) bool) []string {
+// kind (iifname, oifname) name, but "lo" and "*" (loopback passes the
+// mesh's tables by a rule of its own), sorted.
+func namedIfaces(found *firewall.Ruleset, kind firewall.CondKind) []string {
 	seen := map[string]bool{}
 	for ti := range found.Tables {
 		for ci := range found.Tables[ti].Chains {
-			ch := &found.Tables[ti].Chains[ci]
-			if keep != nil && !keep(ch) {
-				continue
-			}
-			for _, r := range ch.Rules {
+			for _, r := range found.Tables[ti].Chains[ci].Rules {
 				for _, cd := range r.Conds {
 					if cd.Kind != kind {
 						continue
@@ -338,31 +334,53 @@ func byIface(classes []ifaceClass, fams []string, reach func(x *eval.Reacher, fa
 				continue
 			}
 			r := Reach{Family: fam, From: s.Only, Except: s.Except}
-			if len(groups) > 1 {
-				if g.names[0] == "" {
-					// Any other interface: none of the named ones but
-					// those that go with it.
-					for _, n := range named {
-						if !slices.Contains(g.names, n) {
-							r.NotIif = append(r.NotIif, n)
+			if len(groups) == 1 {
+				out = append(out, r)
+				continue
+			}
+			// holding is r on the interfaces in, but the named ones of
+			// other groups that a wildcard in covers.
+			holding := func(in []string) Reach {
+				h := r
+				h.Iif = in
+				for _, n := range named {
+					if slices.Contains(g.names, n) {
+						continue
+					}
+					for _, w := range in {
+						if covers(w, n) {
+							h.NotIif = append(h.NotIif, n)
+							break
 						}
 					}
-				} else {
-					r.Iif = g.names
-					for _, n := range named {
-						if slices.Contains(g.names, n) {
-							continue
-						}
-						for _, w := range g.names {
-							if covers(w, n) {
-								r.NotIif = append(r.NotIif, n)
-								break
-							}
-						}
+				}
+				return h
+			}
+			if g.names[0] != "" {
+				out = append(out, holding(g.names))
+				continue
+			}
+			// Any other interface: none of the named ones but those that
+			// go with it; those of them a left-out wildcard covers hold
+			// by their own names.
+			var own []string
+			for _, n := range named {
+				if !slices.Contains(g.names, n) {
+					r.NotIif = append(r.NotIif, n)
+				}
+			}
+			for _, n := range g.names[1:] {
+				for _, x := range r.NotIif {
+					if covers(x, n) {
+						own = append(own, n)
+						break
 					}
 				}
 			}
 			out = append(out, r)
+			if len(own) > 0 {
+				out = append(out, holding(own))
+			}
 		}
 	}
 	return out, plain, open
@@ -393,7 +411,7 @@ func newCarrier(found *firewall.Ruleset) *carrier {
 	// container bridge too: what its containers reach on the node is also
 	// carried apart (foundBridgeIn), and what any interface reaches must
 	// not reach them where found keeps them out.
-	if names := namedIfaces(found, firewall.CondIifname, nil); len(names) > 0 {
+	if names := namedIfaces(found, firewall.CondIifname); len(names) > 0 {
 		c.classes = ifaceClasses(zero, names)
 	}
 	return c

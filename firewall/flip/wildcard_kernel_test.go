@@ -14,7 +14,7 @@ import (
 // which "br-*" also matches; 8084 anywhere but "br-*" and 8085 on
 // "br-*" but from 198.18.0.3 by ufw's spelling (iptables' "-i br-+");
 // 8086 on "br-*" but the uplink (which it matches); 8087 anywhere, which
-// the plan drops.
+// the plan drops; 8088 anywhere but "br-*", and on the uplink.
 const wildcardFound = `table inet found {
 	chain input {
 		type filter hook input priority 0; policy drop;
@@ -31,6 +31,9 @@ const wildcardFound = `table inet found {
 		iifname "UPLINK" tcp dport 8086 drop
 		iifname "br-*" tcp dport 8086 accept
 		tcp dport 8087 accept
+		iifname "UPLINK" tcp dport 8088 accept
+		iifname "br-*" tcp dport 8088 drop
+		tcp dport 8088 accept
 	}
 }
 `
@@ -56,7 +59,7 @@ func TestKernelFlipCarriesWildcardInterfaces(t *testing.T) {
 	// ufw's spelling of the wildcard, in an iptables-nft table of its own
 	// that lets everything but 8085 through to the native table.
 	fwtest.Run(t, "", "ip", "netns", "exec", n.Node, "iptables-nft", "-A", "INPUT", "-p", "tcp", "--dport", "8085", "-i", "br-+", "!", "-s", fwtest.PeerV4b, "-j", "DROP")
-	ports := []uint16{22, 8080, 8081, 8082, 8083, 8084, 8085, 8086, 8087}
+	ports := []uint16{22, 8080, 8081, 8082, 8083, 8084, 8085, 8086, 8087, 8088}
 	n.Serve(t, ports)
 	var probes []fwtest.Probe
 	for _, s := range []string{fwtest.PeerV4a, fwtest.PeerV4b, fwtest.PeerV6a, fwtest.PeerV6b} {
@@ -69,17 +72,18 @@ func TestKernelFlipCarriesWildcardInterfaces(t *testing.T) {
 		src  string
 		port uint16
 		want bool
-	}{{fwtest.PeerV4a, 8080, true}, {fwtest.PeerV4a, 8081, true}, {fwtest.PeerV4b, 8081, false}, {fwtest.PeerV4a, 8082, false}, {fwtest.PeerV4a, 8083, true}, {fwtest.PeerV4a, 8084, false}, {fwtest.PeerV4a, 8086, false}, {fwtest.PeerV4a, 8087, true}} {
+	}{{fwtest.PeerV4a, 8080, true}, {fwtest.PeerV4a, 8081, true}, {fwtest.PeerV4b, 8081, false}, {fwtest.PeerV4a, 8082, false}, {fwtest.PeerV4a, 8083, true}, {fwtest.PeerV4a, 8084, false}, {fwtest.PeerV4a, 8086, false}, {fwtest.PeerV4a, 8087, true}, {fwtest.PeerV4a, 8088, true}} {
 		if got := before[fwtest.Probe{Proto: "tcp", Src: c.src, Port: c.port}]; got != c.want {
 			t.Fatalf("before the flip: tcp from %s to %d reached=%v, want %v (the fixture is not what the test needs)", c.src, c.port, got, c.want)
 		}
 	}
-	spec := MeshSpec{Node: "n1", Input: append(allow(OwnerManagement, "22/tcp"), allow("web", "8080/tcp", "8081/tcp", "8082/tcp", "8083/tcp", "8084/tcp", "8085/tcp", "8086/tcp")...)}
+	spec := MeshSpec{Node: "n1", Input: append(allow(OwnerManagement, "22/tcp"), allow("web", "8080/tcp", "8081/tcp", "8082/tcp", "8083/tcp", "8084/tcp", "8085/tcp", "8086/tcp", "8088/tcp")...)}
 	spec.Drop = fwtest.Ports("8087/tcp") // closing, on purpose
 	p, d := approved(t, n, spec)
 	t.Logf("derived:\n%s", d.Text())
 	for _, s := range []string{`iifname "br-*" meta nfproto ipv4 meta l4proto tcp th dport 8080`, `iifname "br-*" meta nfproto ipv4 ip saddr @`,
-		fmt.Sprintf(`iifname "br-*" iifname != %q meta nfproto ipv4 meta l4proto tcp th dport 8086`, uplink)} {
+		fmt.Sprintf(`iifname "br-*" iifname != %q meta nfproto ipv4 meta l4proto tcp th dport 8086`, uplink),
+		`iifname != "br-*" meta nfproto ipv4 meta l4proto tcp th dport 8088`, fmt.Sprintf(`iifname %q meta nfproto ipv4 meta l4proto tcp th dport 8088 counter accept comment "adoption:n1:web:8088/tcp"`, uplink)} {
 		if !strings.Contains(d.Text(), s) {
 			t.Errorf("the derived table does not hold %q", s)
 		}
