@@ -100,6 +100,10 @@ type Activities struct {
 	Local func() (*authority.Authority, error)
 	// Root is node.root: a module's env_file is read under it.
 	Root string
+	// Temporal is the agent's own client: the flip in one round trip
+	// proves through it that the node still reaches Temporal, and asks its
+	// workflow for the witness's verdict (fliptrip.go).
+	Temporal TripClient
 }
 
 // Error types: the workflow tells by type what is the operator's to fix.
@@ -329,7 +333,16 @@ func (a *Activities) checkNode(node string) error {
 }
 
 func heartbeat(ctx context.Context, step string) {
-	if activity.IsActivity(ctx) {
-		activity.RecordHeartbeat(ctx, step)
+	if !activity.IsActivity(ctx) {
+		return
 	}
+	// The flip in one round trip heartbeats its progress, so a step's
+	// heartbeat never hides that the flip is applied (fliptrip.go).
+	if p, ok := ctx.Value(progressKey{}).(*FlipProgress); ok {
+		q := *p
+		q.Step = step
+		activity.RecordHeartbeat(ctx, q)
+		return
+	}
+	activity.RecordHeartbeat(ctx, step)
 }

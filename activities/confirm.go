@@ -51,6 +51,23 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 	if err := authority.CheckFlipID(auth.Plan.Node, in.ID); err != nil {
 		return nil, err
 	}
+	res, err := a.confirm(ctx, auth, in.ID)
+	if err != nil || !in.Commit {
+		return res, err
+	}
+	cm, err := a.commit(ctx, auth, in.ID)
+	if err != nil {
+		return nil, fmt.Errorf("flip %s is confirmed; its commit failed: %w", in.ID, err)
+	}
+	a.spendIntent(ctx, auth, in.Intent, v)
+	cm.Deadline = res.Deadline
+	return cm, nil
+}
+
+// confirm is ConfirmFlip's confirmation of flip id, for it and for the
+// flip in one round trip: the health checks, then, under the flip lock,
+// the deadline and the kernel's state.
+func (a *Activities) confirm(ctx context.Context, auth *authority.Authority, id string) (*FlipResult, error) {
 	heartbeat(ctx, "confirm")
 	for _, m := range auth.Plan.Modules {
 		if m.Health == nil {
@@ -67,23 +84,23 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 	}
 	var res *FlipResult
 	var notInForce error
-	err = a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
-		if cur == nil || cur.ID != in.ID {
-			return nil, temporal.NewNonRetryableApplicationError("no flip "+in.ID+" recorded on this node: nothing to confirm", ErrFlipNotApplied, nil)
+	err := a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
+		if cur == nil || cur.ID != id {
+			return nil, temporal.NewNonRetryableApplicationError("no flip "+id+" recorded on this node: nothing to confirm", ErrFlipNotApplied, nil)
 		}
 		switch cur.State {
 		case nodestate.FlipReverted:
 			return nil, temporal.NewNonRetryableApplicationError("flip reverted: "+cur.Reason, ErrFlipReverted, nil)
 		case nodestate.FlipNotApplied:
-			return nil, temporal.NewNonRetryableApplicationError("flip "+in.ID+" was not applied: "+cur.Reason, ErrFlipNotApplied, nil)
+			return nil, temporal.NewNonRetryableApplicationError("flip "+id+" was not applied: "+cur.Reason, ErrFlipNotApplied, nil)
 		case nodestate.FlipConfirmed, nodestate.FlipCommitted:
 			res = &FlipResult{ID: cur.ID, State: cur.State, Deadline: cur.Deadline}
 			return nil, nil
 		case nodestate.FlipApplying:
-			return nil, fmt.Errorf("flip %s is still applying on this node (its outcome is not recorded yet): not confirming it", in.ID)
+			return nil, fmt.Errorf("flip %s is still applying on this node (its outcome is not recorded yet): not confirming it", id)
 		}
 		if now := time.Now(); !now.Before(cur.Deadline) {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s's deadline %s has passed (now %s): not confirming it; the watchdog reverts it", in.ID, cur.Deadline.Format(time.RFC3339), now.UTC().Format(time.RFC3339)), ErrFlipDeadline, nil)
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s's deadline %s has passed (now %s): not confirming it; the watchdog reverts it", id, cur.Deadline.Format(time.RFC3339), now.UTC().Format(time.RFC3339)), ErrFlipDeadline, nil)
 		}
 		heartbeat(ctx, "confirm: the flip is in force")
 		if nf, err := a.flipInForce(cur); err != nil {
@@ -91,7 +108,7 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 		} else if nf != nil {
 			// Reverted under the same lock, so the watchdog finds it done.
 			if err := RevertRecord(cur, a.Flipper, a.Files); err != nil {
-				return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("not confirming flip %s: %v; reverting it failed too (%v): the watchdog reverts it at the deadline", in.ID, nf, err), ErrFlipNotInForce, nil)
+				return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("not confirming flip %s: %v; reverting it failed too (%v): the watchdog reverts it at the deadline", id, nf, err), ErrFlipNotInForce, nil)
 			}
 			notInForce = nf
 			cur.State, cur.Reason = nodestate.FlipReverted, "not confirmed: "+nf.Error()
@@ -102,18 +119,9 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 		return cur, nil
 	})
 	if err == nil && notInForce != nil {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip reverted: not confirming flip %s: %v; the node is back on its found firewall: run the preview and the flip again", in.ID, notInForce), ErrFlipReverted, nil)
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip reverted: not confirming flip %s: %v; the node is back on its found firewall: run the preview and the flip again", id, notInForce), ErrFlipReverted, nil)
 	}
-	if err != nil || !in.Commit {
-		return res, err
-	}
-	cm, err := a.commit(ctx, auth, in.ID)
-	if err != nil {
-		return nil, fmt.Errorf("flip %s is confirmed; its commit failed: %w", in.ID, err)
-	}
-	a.spendIntent(ctx, auth, in.Intent, v)
-	cm.Deadline = res.Deadline
-	return cm, nil
+	return res, err
 }
 
 // flipInForce asks the kernel whether rec's flip is in force as applied:

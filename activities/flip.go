@@ -214,6 +214,12 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 	if _, err := a.checkIntent(ctx, auth, in.Intent, authority.FlipIntent(auth.Plan, false)); err != nil {
 		return nil, err
 	}
+	return a.flip(ctx, auth, in)
+}
+
+// flip is Flip once the request is authorized and its intent checked, for
+// it and for the flip in one round trip (fliptrip.go).
+func (a *Activities) flip(ctx context.Context, auth *authority.Authority, in FlipInput) (*FlipResult, error) {
 	if err := a.checkDecisions(ctx, auth, in.Decisions); err != nil {
 		return nil, err
 	}

@@ -123,6 +123,7 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	// loop, never while another activity runs, and the workflow's Watch
 	// hears only changes.
 	acts := nodeActivities(cfg, cfgPath, stderr)
+	acts.Temporal = c
 	loop := &watch.Loop{Checks: acts, Records: nodestate.New(cfg.Node.StateDir), Log: stderr}
 	go loop.Run(ctx)
 	// Activities only: no workflow poller (and no sticky queue) per node;

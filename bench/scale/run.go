@@ -338,6 +338,7 @@ func (r *scaleRun) startNode(i int) error {
 	}
 	r.plans[i] = mem.plan
 	acts := mem.activities()
+	acts.Temporal = r.c
 	loop := &watch.Loop{Checks: acts, Records: mem.state}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.onClose(cancel)

@@ -1,0 +1,221 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+
+	"adoption/config"
+	"adoption/nodestate"
+)
+
+// Unit tests of the flip in one round trip: the two proofs, and an attempt
+// run again with the same ID resuming from the node's record.
+
+// tripClient is the agent's Temporal client as FlipTrip uses it: the
+// heartbeats it was given and the witness's verdicts it answers, in turn
+// (the last one repeats).
+type tripClient struct {
+	mu       sync.Mutex
+	beats    []FlipProgress
+	beatErr  error
+	verdicts []WitnessVerdict
+	queries  int
+}
+
+func (c *tripClient) RecordActivityHeartbeat(_ context.Context, _ []byte, details ...any) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.beats = append(c.beats, details[0].(FlipProgress))
+	return c.beatErr
+}
+
+func (c *tripClient) QueryWorkflow(_ context.Context, _, _, query string, args ...any) (converter.EncodedValue, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if query != QueryFlipWitness || len(args) != 1 {
+		return nil, errors.New("unexpected query " + query)
+	}
+	if len(c.verdicts) == 0 {
+		return nil, errors.New("no workflow answers")
+	}
+	v := c.verdicts[min(c.queries, len(c.verdicts)-1)]
+	c.queries++
+	if v.State != "" {
+		v.ID = args[0].(string)
+	}
+	return verdictValue{v}, nil
+}
+
+type verdictValue struct{ v WitnessVerdict }
+
+func (e verdictValue) HasValue() bool { return true }
+func (e verdictValue) Get(p any) error {
+	*p.(*WitnessVerdict) = e.v
+	return nil
+}
+
+// tripActs is flipActs with the boot files a commit writes, and c as the
+// agent's client.
+func tripActs(t *testing.T, c *tripClient) (*Activities, func() int) {
+	t.Helper()
+	a, fl, root := flipActs(t)
+	debianBoot(t, root, true)
+	for p, body := range map[string]string{"etc/nftables.conf": debianNftablesConf, "etc/ufw/ufw.conf": ufwConf} {
+		must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755))
+		must(t, os.WriteFile(filepath.Join(root, p), []byte(body), 0o644))
+	}
+	a.Temporal = c
+	return a, func() int { return len(fl.Flips) }
+}
+
+// runTrip runs FlipTrip as the worker does, in an activity's context.
+func runTrip(t *testing.T, a *Activities, in FlipTripInput) (*FlipResult, error) {
+	t.Helper()
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	v, err := env.ExecuteActivity(a.FlipTrip, in)
+	if err != nil {
+		return nil, err
+	}
+	var res FlipResult
+	must(t, v.Get(&res))
+	return &res, nil
+}
+
+func tripIn(id string, witness bool) FlipTripInput {
+	return FlipTripInput{FlipInput: flipIn(id), Witness: witness}
+}
+
+// Approved, applied once, the way out acknowledged and the witness
+// answered: confirmed and committed in the one activity. The first
+// acknowledged heartbeat already says applied, and the verdict was asked
+// only after it.
+func TestFlipTripCommits(t *testing.T) {
+	c := &tripClient{verdicts: []WitnessVerdict{{}, {State: WitnessAnswered, Why: "22/tcp on 192.0.2.1"}}}
+	a, flips := tripActs(t, c)
+	res, err := runTrip(t, a, tripIn("n1-1", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != nodestate.FlipCommitted || res.Preview == nil || !res.Preview.Approved || res.Deadline.IsZero() {
+		t.Fatalf("result %+v", res)
+	}
+	if flips() != 1 || record(t, a).State != nodestate.FlipCommitted {
+		t.Fatalf("flips %d, record %s", flips(), record(t, a).State)
+	}
+	if len(c.beats) == 0 || !c.beats[0].Applied || c.beats[0].ID != "n1-1" {
+		t.Fatalf("the way out's heartbeat: %+v", c.beats)
+	}
+	if c.queries != 2 {
+		t.Fatalf("the verdict was asked %d times, want 2 (pending, then answered)", c.queries)
+	}
+}
+
+// The witness says locked out: the flip is reverted on the node, never
+// confirmed, and the error says why.
+func TestFlipTripLockedOutReverts(t *testing.T) {
+	c := &tripClient{verdicts: []WitnessVerdict{{State: WitnessLockedOut, Why: "22/tcp did not answer from 10.8.0.2"}}}
+	a, flips := tripActs(t, c)
+	_, err := runTrip(t, a, tripIn("n1-1", true))
+	if msg := appErr(t, err, ErrFlipReverted); !strings.Contains(msg, "the way in: locked out: 22/tcp did not answer") {
+		t.Fatalf("error: %s", msg)
+	}
+	rec := record(t, a)
+	if flips() != 1 || rec.State != nodestate.FlipReverted || !strings.Contains(rec.Reason, "locked out") {
+		t.Fatalf("flips %d, record %s (%s)", flips(), rec.State, rec.Reason)
+	}
+}
+
+// No acknowledged heartbeat after the apply: reverted, not confirmed, and
+// the witness's verdict is never asked.
+func TestFlipTripWayOutFailsReverts(t *testing.T) {
+	c := &tripClient{beatErr: errors.New("context deadline exceeded"), verdicts: []WitnessVerdict{{State: WitnessAnswered}}}
+	a, _ := tripActs(t, c)
+	_, err := runTrip(t, a, tripIn("n1-1", true))
+	if msg := appErr(t, err, ErrFlipReverted); !strings.Contains(msg, "the way out") {
+		t.Fatalf("error: %s", msg)
+	}
+	if rec := record(t, a); rec.State != nodestate.FlipReverted || c.queries != 0 {
+		t.Fatalf("record %s, %d queries", rec.State, c.queries)
+	}
+}
+
+// An attempt that applied and died (the record says flipped) is resumed by
+// the next one with the same ID: not applied again, proven, confirmed and
+// committed. One that died inside the batch (applying) is reverted, never
+// applied again. One that confirmed is only committed.
+func TestFlipTripResumesByID(t *testing.T) {
+	c := &tripClient{verdicts: []WitnessVerdict{{State: WitnessAnswered}}}
+	a, flips := tripActs(t, c)
+	if _, err := a.Flip(context.Background(), flipIn("n1-1")); err != nil {
+		t.Fatal(err)
+	}
+	if record(t, a).State != nodestate.FlipFlipped || flips() != 1 {
+		t.Fatal("the first attempt did not apply")
+	}
+	res, err := runTrip(t, a, tripIn("n1-1", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != nodestate.FlipCommitted || flips() != 1 {
+		t.Fatalf("resumed: %s after %d flips, want committed after 1", res.State, flips())
+	}
+	if len(c.beats) == 0 || !c.beats[0].Applied {
+		t.Fatalf("the resumed attempt did not prove the way out: %+v", c.beats)
+	}
+
+	b, bflips := tripActs(t, &tripClient{verdicts: []WitnessVerdict{{State: WitnessAnswered}}})
+	setRecord(t, b, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipApplying, Deadline: time.Now().Add(time.Minute), Revert: []byte(`{"node":"n1"}`)})
+	_, err = runTrip(t, b, tripIn("n1-1", true))
+	appErr(t, err, ErrFlipReverted)
+	if bflips() != 0 || record(t, b).State != nodestate.FlipReverted {
+		t.Fatalf("an interrupted apply: %d flips, record %s", bflips(), record(t, b).State)
+	}
+
+	cc := &tripClient{}
+	d, dflips := tripActs(t, cc)
+	if _, err := d.Flip(context.Background(), flipIn("n1-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.ConfirmFlip(context.Background(), ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = runTrip(t, d, tripIn("n1-1", true))
+	if err != nil || res.State != nodestate.FlipCommitted || dflips() != 1 || len(cc.beats) != 0 || cc.queries != 0 {
+		t.Fatalf("a confirmed flip resumed: %+v %v, %d flips, %d beats, %d queries", res, err, dflips(), len(cc.beats), cc.queries)
+	}
+}
+
+// The node's own preview refuses (a module it has not cut over): a result
+// saying so, no record, nothing applied, no heartbeat through the client.
+func TestFlipTripPreviewRefused(t *testing.T) {
+	c := &tripClient{verdicts: []WitnessVerdict{{State: WitnessAnswered}}}
+	a, flips := tripActs(t, c)
+	plan := flipPlanN1()
+	plan.Modules = []config.ModulePlan{{Name: "web", Ports: []config.Port{{Num: 8080, Proto: "tcp"}}}}
+	withPlan(a, plan)
+	in := tripIn("n1-1", true)
+	in.Plan = plan
+	res, err := runTrip(t, a, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != FlipPreviewRefused || res.Preview == nil || res.Preview.Approved {
+		t.Fatalf("result %+v", res)
+	}
+	rec, err := a.Flips.(*nodestate.Dir).Flip()
+	must(t, err)
+	if rec != nil || flips() != 0 || len(c.beats) != 0 {
+		t.Fatalf("a refused flip left record %+v, %d flips, %d beats", rec, flips(), len(c.beats))
+	}
+}
