@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 
 	"adoption/codec"
@@ -44,13 +45,27 @@ func WithCodec(opts *client.Options, cfg config.Temporal) error {
 	if len(cfg.Key) == 0 {
 		return nil
 	}
-	c, err := codec.New(cfg.Key, cfg.OlderKeys...)
+	dc, err := DataConverter(cfg)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", config.CodecKeyFileKey, cfg.CodecKeyFile, err)
+		return err
 	}
-	opts.DataConverter = codec.DataConverter(c)
+	opts.DataConverter = dc
 	opts.FailureConverter = codec.FailureConverter(opts.DataConverter)
 	return nil
+}
+
+// DataConverter is the data converter a client dialled with cfg uses: the
+// codec's with a key, else the SDK's default. It decodes payloads read
+// outside the SDK's own calls (a pending activity's heartbeat).
+func DataConverter(cfg config.Temporal) (converter.DataConverter, error) {
+	if len(cfg.Key) == 0 {
+		return converter.GetDefaultDataConverter(), nil
+	}
+	c, err := codec.New(cfg.Key, cfg.OlderKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", config.CodecKeyFileKey, cfg.CodecKeyFile, err)
+	}
+	return codec.DataConverter(c), nil
 }
 
 // NoCodecWarning is what a process that dials Temporal without a codec key

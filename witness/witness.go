@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/config"
@@ -33,6 +34,9 @@ type Input struct {
 	From      string        `json:"from,omitempty"`
 	Netns     string        `json:"netns,omitempty"` // a namespace of the orchestrator's host to dial from
 	Ports     []config.Port `json:"ports"`
+	// After, when set, makes the witness wait until the node reports the
+	// flip applied before it dials (after.go).
+	After *After `json:"after,omitempty"`
 }
 
 // Result says, per management port, where it answered.
@@ -45,6 +49,12 @@ type Result struct {
 type Witness struct {
 	Dialer  func(from netip.Addr) *net.Dialer
 	Timeout time.Duration
+	// Describe and Converter read the node's pending flip activity (its
+	// heartbeat), for an Input with After.
+	Describe  Describer
+	Converter converter.DataConverter
+	// Every is how often that activity is read (0: 200 ms).
+	Every time.Duration
 }
 
 // New is the orchestrator's witness: 5 s per connection.
@@ -57,6 +67,11 @@ func New() *Witness { return &Witness{Timeout: 5 * time.Second} }
 // some address, else the error (ErrLockedOut, not retried) names each
 // address's failure.
 func (w *Witness) Witness(ctx context.Context, in Input) (*Result, error) {
+	if in.After != nil {
+		if err := w.awaitApplied(ctx, *in.After); err != nil {
+			return nil, err
+		}
+	}
 	var from netip.Addr
 	if in.From != "" {
 		a, err := netip.ParseAddr(in.From)

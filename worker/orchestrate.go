@@ -21,6 +21,7 @@ import (
 	"adoption/activities/relay"
 	"adoption/buildinfo"
 	"adoption/config"
+	"adoption/connect"
 	"adoption/witness"
 	"adoption/workflows"
 	"adoption/workflows/fleet"
@@ -126,7 +127,13 @@ func orchestrate(ctx context.Context, cfg *config.Config, id string, mode promot
 	fleet.Register(w)
 	// The flip's witness dials the nodes' management ports from here,
 	// outside every node.
-	w.RegisterActivity(witness.New())
+	// It reads the node's pending flip activity through this client.
+	wit := witness.New()
+	if wit.Converter, err = connect.DataConverter(tc); err != nil {
+		return err
+	}
+	wit.Describe = c
+	w.RegisterActivity(wit)
 	// A fleet migrate or flip reaches each node's workflow through the relay.
 	w.RegisterActivity(relay.New(c))
 	if err := w.Start(); err != nil {
