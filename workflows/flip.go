@@ -137,6 +137,10 @@ func (n *node) flip(ctx workflow.Context) {
 			return
 		}
 	}
+	if pv == nil && n.oneTrip {
+		n.flipTrip(ctx, spec, refused)
+		return
+	}
 	n.s.LastError = ""
 	prev, prevPhase := n.s.Flip, n.s.Phase
 	n.setPhase(ctx, PhaseFlipping)
@@ -404,24 +408,9 @@ func publishedPorts(m config.ModulePlan) []config.Port {
 // It returns why the flip must revert, or "" when the operator still gets
 // in.
 func (n *node) witness(ctx workflow.Context) string {
-	in := witness.Input{Node: n.s.Node, Ports: n.s.Plan.ManagementPorts}
-	if w := n.s.Plan.Witness; w != nil && w.Disabled {
-		n.event(ctx, "not witnessed from outside the node: flip.witness.disabled is set")
+	in, ok := n.witnessInput(ctx)
+	if !ok {
 		return ""
-	}
-	if w := n.s.Plan.Witness; w != nil {
-		in.From, in.Netns = w.From, w.Netns
-		if w.Address != "" {
-			in.Addresses = []string{w.Address}
-		}
-	}
-	if len(in.Addresses) == 0 && n.s.Probe != nil {
-		node := n.s.Probe.Firewall.Node
-		for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
-			for _, a := range node.Own(fam) {
-				in.Addresses = append(in.Addresses, a.String())
-			}
-		}
 	}
 	wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              TaskQueue,
@@ -439,4 +428,30 @@ func (n *node) witness(ctx workflow.Context) string {
 		n.event(ctx, "witnessed from outside: "+strings.Join(res.Answered, ", "))
 	}
 	return ""
+}
+
+// witnessInput is what the witness dials (flip.witness.*, else the
+// addresses of the node's probe); false, with an event, when
+// flip.witness.disabled is set.
+func (n *node) witnessInput(ctx workflow.Context) (witness.Input, bool) {
+	in := witness.Input{Node: n.s.Node, Ports: n.s.Plan.ManagementPorts}
+	if w := n.s.Plan.Witness; w != nil && w.Disabled {
+		n.event(ctx, "not witnessed from outside the node: flip.witness.disabled is set")
+		return in, false
+	}
+	if w := n.s.Plan.Witness; w != nil {
+		in.From, in.Netns = w.From, w.Netns
+		if w.Address != "" {
+			in.Addresses = []string{w.Address}
+		}
+	}
+	if len(in.Addresses) == 0 && n.s.Probe != nil {
+		node := n.s.Probe.Firewall.Node
+		for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+			for _, a := range node.Own(fam) {
+				in.Addresses = append(in.Addresses, a.String())
+			}
+		}
+	}
+	return in, true
 }

@@ -52,6 +52,7 @@ func (s *NodeSuite) TestFlipRefusedWhileModulePending() {
 // no management port answering) is reverted through the node and never
 // confirmed; the state says why, and the node stays adopted.
 func (s *NodeSuite) TestFlipLockedOutReverts() {
+	s.twoTrips()
 	s.expectAdoption(time.Second)
 	mockCutover(s.env, &s.calls, "")
 	s.lockedOut = temporal.NewNonRetryableApplicationError("management port(s) of node n1 did not answer from 10.8.0.2: 22/tcp (192.0.2.1:22: i/o timeout)", witness.ErrLockedOut, nil)
@@ -81,6 +82,7 @@ func (s *NodeSuite) TestFlipLockedOutReverts() {
 // and one sent while the cutover runs, flip once, after the cutover. The
 // spec carries the management port and the migrated module's port.
 func (s *NodeSuite) TestFlipOnceAfterCutover() {
+	s.twoTrips()
 	s.expectAdoption(time.Second)
 	mockCutover(s.env, &s.calls, "")
 	var spec flip.MeshSpec
@@ -111,6 +113,7 @@ func (s *NodeSuite) TestFlipOnceAfterCutover() {
 // Not confirmed in time: the workflow reverts (the watchdog may have
 // already) and the node stays adopted, saying why.
 func (s *NodeSuite) TestFlipNotConfirmedReverts() {
+	s.twoTrips()
 	p := flipPlan()
 	p.Modules = nil
 	s.expectAdoption(time.Second)
@@ -144,6 +147,7 @@ func flipOnly() config.Plan {
 // the experiment that found this, the preview approved 22/tcp and the
 // flip applied 2222/tcp.
 func (s *NodeSuite) TestFlipAppliesWhatItsPreviewApproved() {
+	s.twoTrips()
 	s.expectAdoption(time.Second)
 	var flipped []activities.FlipInput
 	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).After(time.Minute).Run(func(args mock.Arguments) {
@@ -177,6 +181,7 @@ func (s *NodeSuite) TestFlipAppliesWhatItsPreviewApproved() {
 // nothing was applied, so the node is adopted as before, with no flip
 // attempt counted and the node's reasons in status.
 func (s *NodeSuite) TestPreviewRefusedWhileFlipQueued() {
+	s.twoTrips()
 	s.expectAdoption(time.Second)
 	mockCutover(s.env, &s.calls, "")
 	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(s.record("flip")).Return(&activities.FlipResult{State: activities.FlipPreviewRefused,
@@ -210,6 +215,7 @@ func (s *NodeSuite) TestPreviewRefusedWhileFlipQueued() {
 // workflow asks for a revert, the node answers "already confirmed" by its
 // own type, and the workflow goes on to commit. It never says reverted.
 func (s *NodeSuite) TestFlipConfirmAnswerLostCommits() {
+	s.twoTrips()
 	s.expectAdoption(time.Second)
 	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Return(&activities.FlipResult{State: "flipped"}, nil).Once()
 	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Run(s.record("confirm")).Return(nil,
@@ -234,6 +240,7 @@ func (s *NodeSuite) TestFlipConfirmAnswerLostCommits() {
 // refuses so too) is tried once more in four steps: a preview apart, then
 // a flip of what it approved.
 func (s *NodeSuite) TestFlipStaleIsNotApplied() {
+	s.twoTrips()
 	s.expectAdoption(time.Second)
 	s.expectPreview(true)
 	stale := temporal.NewNonRetryableApplicationError("the mesh's ruleset to apply is not the one the preview approved", activities.ErrStalePreview, nil)
@@ -261,6 +268,7 @@ func (s *NodeSuite) TestFlipStaleIsNotApplied() {
 // commit again (sent as an Update, as the CLI does), and only its success
 // converges the node.
 func (s *NodeSuite) TestFlipCommitFailsThenRetried() {
+	s.twoTrips()
 	s.expectAdoption(time.Second)
 	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Return(&activities.FlipResult{State: "flipped"}, nil).Once()
 	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Return(&activities.FlipResult{}, nil).Once()

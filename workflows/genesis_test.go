@@ -91,6 +91,7 @@ func (s *NodeSuite) TestFlipRefusedWhileGenesisFailed() {
 // served), genesis raises and opens, and the derived ruleset carries the
 // foundation's ports, its published one on the forward path too.
 func (s *NodeSuite) TestFlipRunsGenesisWithNoRecordedOutcome() {
+	s.twoTrips()
 	p := foundationPlan()
 	p.ConfirmTimeout = time.Minute
 	p.ManagementPorts = []config.Port{{Num: 22, Proto: "tcp"}}

@@ -38,6 +38,14 @@ type node struct {
 	nextReconcile, nextDrift time.Time
 	// twoSteps: the flip takes two round trips to the node (changeFlipTwoSteps).
 	twoSteps bool
+	// oneTrip: the flip takes one (changeFlipOneTrip, fliptrip.go).
+	oneTrip bool
+	// quiet: the fleet is not told of a phase while it is set (a flip in
+	// one round trip tells it only how the flip ended).
+	quiet bool
+	// verdict is the witness's on the flip in one round trip, for the
+	// node's query.
+	verdict activities.WitnessVerdict
 	// watching: the node's agent checks in its own loop and the workflow
 	// waits on its watch (changeNodeWatch).
 	watching bool
@@ -98,6 +106,7 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 		// for the rest of the run, so the flip's own GetVersion records
 		// nothing more. Runs that predate changeFlipTwoSteps record it in the flip.
 		_ = workflow.GetVersion(ctx, changeFlipHolds, workflow.DefaultVersion, 1)
+		n.oneTrip = workflow.GetVersion(ctx, changeFlipOneTrip, workflow.DefaultVersion, 1) >= 1
 	}
 	n.watching = workflow.GetVersion(ctx, changeNodeWatch, workflow.DefaultVersion, 1) >= 1
 	for {
@@ -235,7 +244,7 @@ func (n *node) publish(ctx workflow.Context) {
 	}
 	workflow.SetCurrentDetails(ctx, Details(&n.s))
 	// A node started by a fleet tells it how far it is, when that changes.
-	if parent := workflow.GetInfo(ctx).ParentWorkflowExecution; parent != nil {
+	if parent := workflow.GetInfo(ctx).ParentWorkflowExecution; parent != nil && !n.quiet {
 		p := NodeProgress{Node: n.s.Node, Phase: n.s.Phase, Migrated: n.s.MigratedCount(), Modules: len(n.s.Modules)}
 		if p != n.told {
 			n.told = p

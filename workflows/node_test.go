@@ -28,6 +28,8 @@ type NodeSuite struct {
 	calls []string
 	// lockedOut, when set, is the flip witness's answer.
 	lockedOut error
+	// witnessed are the witness's inputs, in order.
+	witnessed []witness.Input
 }
 
 func TestNodeSuite(t *testing.T) { suite.Run(t, new(NodeSuite)) }
@@ -37,10 +39,11 @@ func (s *NodeSuite) SetupTest() {
 	s.env.RegisterActivity(&activities.Activities{})
 	s.calls = nil
 	// The flip's witness answers unless a test locks the operator out.
-	s.lockedOut = nil
+	s.lockedOut, s.witnessed = nil, nil
 	var w *witness.Witness
 	s.env.RegisterActivity(w)
 	s.env.OnActivity(w.Witness, mock.Anything, mock.Anything).Maybe().Return(func(_ context.Context, in witness.Input) (*witness.Result, error) {
+		s.witnessed = append(s.witnessed, in)
 		if s.lockedOut != nil {
 			return nil, s.lockedOut
 		}
@@ -49,6 +52,12 @@ func (s *NodeSuite) SetupTest() {
 }
 
 func (s *NodeSuite) TearDownTest() { s.env.AssertExpectations(s.T()) }
+
+// twoTrips makes the run flip as before changeFlipOneTrip: in two round
+// trips to the node, the witness between them.
+func (s *NodeSuite) twoTrips() {
+	s.env.OnGetVersion(changeFlipOneTrip, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+}
 
 func testPlan() config.Plan {
 	return config.Plan{

@@ -52,6 +52,9 @@ func (n *node) register(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (State, error) { return n.s, nil }); err != nil {
 		return err
 	}
+	if err := n.registerFlipTrip(ctx); err != nil {
+		return err
+	}
 	for _, kind := range []string{SignalMigrate, SignalRetry, SignalFlip, SignalRelease, SignalPrune, SignalDriftAccept} {
 		kind := kind
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, kind,

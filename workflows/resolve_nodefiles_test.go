@@ -18,6 +18,7 @@ import (
 // it, refuses a key the preview did not name, and the next flip carries
 // the signed decision to the node.
 func (s *NodeSuite) TestNodeFileConflictResolvedThenFlipped() {
+	s.twoTrips()
 	const path = "/etc/ssh/sshd_config.d/10-mesh.conf"
 	p := flipPlan()
 	p.Modules = nil

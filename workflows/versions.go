@@ -20,6 +20,12 @@ const (
 	// changeFlipTwoSteps: the flip in two round trips to the node instead
 	// of four (preview and flip in one activity, confirm and commit in one).
 	changeFlipTwoSteps = "flip-two-steps"
+	// changeFlipOneTrip: the flip in one round trip (FlipTrip: preview,
+	// apply, a heartbeat the server acknowledged, the witness's verdict by
+	// query, confirm, commit), the witness started beside it; the fleet is
+	// told only how the flip ended. Decided once a run, beside
+	// changeFlipTwoSteps.
+	changeFlipOneTrip = "flip-one-trip"
 	// changeNewModuleChecks: a second migrate of a module new in the plan
 	// sent is refused, and a migrate of a module already migrated is
 	// skipped. Asked only when one of them would act.

@@ -1,0 +1,152 @@
+// The flip in one round trip (changeFlipOneTrip): one activity on the node
+// previews, applies, proves the way out, confirms and commits; the
+// orchestrator's witness runs beside it, and the node learns its verdict by
+// the QueryFlipWitness query. docs/flip.md tells the sequence.
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"adoption/activities"
+	"adoption/firewall/flip"
+	"adoption/witness"
+)
+
+// flipTripActivity is the node activity's registered name, which the
+// witness looks for among the run's pending activities.
+const flipTripActivity = "FlipTrip"
+
+// registerFlipTrip answers the node's question of the witness's verdict on
+// a flip: read-only, so it adds nothing to the history.
+func (n *node) registerFlipTrip(ctx workflow.Context) error {
+	return workflow.SetQueryHandler(ctx, activities.QueryFlipWitness, func(id string) (activities.WitnessVerdict, error) {
+		if n.verdict.ID != id {
+			return activities.WitnessVerdict{ID: id}, nil
+		}
+		return n.verdict, nil
+	})
+}
+
+// flipTrip is the flip in one round trip to the node. The fleet is not told
+// of the flipping phase (nothing it acts on changes): only of the node
+// converged, or back as it was.
+func (n *node) flipTrip(ctx workflow.Context, spec flip.MeshSpec, refused func(*flip.Preview)) {
+	v := workflow.Version(1) // changeFlipHolds is taken by every run that takes this change
+	n.s.LastError = ""
+	prev, prevPhase := n.s.Flip, n.s.Phase
+	n.quiet = true
+	defer func() { n.quiet = false }()
+	n.setPhase(ctx, PhaseFlipping)
+	n.s.FlipAttempts++
+	id := fmt.Sprintf("%s-%d", n.s.Node, n.s.FlipAttempts)
+	n.s.Flip = &FlipStatus{ID: id, State: FlipStateFlipping}
+	back := func(outcome, why string) {
+		n.s.Flip.State, n.s.Flip.Error = outcome, why
+		n.s.LastError = "flip " + id + " " + outcome + ": " + why
+		n.event(ctx, n.s.LastError)
+		n.quiet = false
+		n.setPhase(ctx, PhaseAdopted)
+	}
+	in := activities.FlipTripInput{FlipInput: activities.FlipInput{Plan: n.s.Plan, Spec: spec, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout,
+		Intent: n.intent, Decisions: n.nodeFileDecisions(true), Preview: true}}
+	// The witness starts now and dials once the node reports the flip
+	// applied; its verdict is kept for the node's query.
+	wctx, stopWitness := workflow.WithCancel(ctx)
+	defer stopWitness()
+	if in.Witness = n.witnessTrip(wctx, id); in.Witness {
+		n.event(ctx, "flip "+id+": witnessed from outside the node once applied")
+	}
+	var fr activities.FlipResult
+	err := n.exec(ctx, "flip: preview, apply, prove the way out and in, confirm and commit, in one round trip", a.FlipTrip, in, &fr)
+	if fr.Preview != nil {
+		n.s.LastPreview = fr.Preview
+	}
+	if err == nil && fr.State == activities.FlipPreviewRefused {
+		// Nothing was recorded or changed on the node: as if never tried.
+		n.s.Flip, n.s.FlipAttempts = prev, n.s.FlipAttempts-1
+		n.quiet = false
+		n.setPhase(ctx, prevPhase)
+		if fr.Preview == nil {
+			fr.Preview = &flip.Preview{Reasons: []string{"the node refused without saying why"}}
+		}
+		refused(fr.Preview)
+		return
+	}
+	if err == nil && fr.State == FlipStateCommitted {
+		n.s.Flip.Deadline = fr.Deadline
+		n.event(ctx, "flip "+id+" applied, reached Temporal, "+n.witnessed()+"confirmed and committed on the node")
+		n.s.Flip.State = FlipStateConfirmed
+		n.quiet = false
+		n.committed(ctx, fr)
+		return
+	}
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && (ae.Type() == activities.ErrStalePreview || ae.Type() == activities.ErrFlipNotApplied) {
+		back(FlipStateNotApplied, errorMessage(err)+" (nothing was changed on the node)")
+		return
+	}
+	if err == nil {
+		err = fmt.Errorf("the node answered %q, not committed", fr.State)
+	}
+	// Whatever the error says, the node's record decides.
+	n.quiet = false
+	switch n.revertFlip(ctx, id, v) {
+	case FlipStateConfirmed:
+		n.event(ctx, "flip "+id+": the node reports it confirmed ("+errorMessage(err)+"); committing it")
+		n.commit(ctx, v)
+	case FlipStateNotApplied:
+		back(FlipStateNotApplied, errorMessage(err)+" (nothing was changed on the node)")
+	default:
+		back(FlipStateReverted, errorMessage(err))
+	}
+}
+
+// witnessed is how the event says the witness answered, or "" unwitnessed.
+func (n *node) witnessed() string {
+	if n.verdict.State == activities.WitnessAnswered {
+		return "witnessed from outside (" + n.verdict.Why + "), "
+	}
+	return ""
+}
+
+// witnessTrip starts the orchestrator's witness of flip id beside the
+// node's activity, unless flip.witness.disabled is set, and records its
+// verdict when it ends. It reports whether it started.
+func (n *node) witnessTrip(ctx workflow.Context, id string) bool {
+	in, ok := n.witnessInput(ctx)
+	if !ok {
+		return false
+	}
+	info := workflow.GetInfo(ctx).WorkflowExecution
+	in.After = &witness.After{WorkflowID: info.ID, RunID: info.RunID, Activity: flipTripActivity, FlipID: id}
+	wait := max(n.s.Plan.ConfirmTimeout/2, time.Minute)
+	wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              TaskQueue,
+		StartToCloseTimeout:    wait,
+		ScheduleToCloseTimeout: wait,
+		Summary:                "flip: witness from outside the node once it is applied (a management port answers)",
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 2 * time.Second, MaximumAttempts: 3, NonRetryableErrorTypes: []string{witness.ErrLockedOut, witness.ErrFlipEnded}},
+	})
+	var w *witness.Witness
+	f := workflow.ExecuteActivity(wctx, w.Witness, in)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		var res witness.Result
+		err := f.Get(gctx, &res)
+		var ae *temporal.ApplicationError
+		switch {
+		case err == nil:
+			n.verdict = activities.WitnessVerdict{ID: id, State: activities.WitnessAnswered, Why: strings.Join(res.Answered, ", ")}
+		case errors.As(err, &ae) && ae.Type() == witness.ErrFlipEnded, temporal.IsCanceledError(err):
+			// The node's activity ended first: no verdict is asked for.
+		default:
+			n.verdict = activities.WitnessVerdict{ID: id, State: activities.WitnessLockedOut, Why: errorMessage(err)}
+		}
+	})
+	return true
+}

@@ -1,0 +1,125 @@
+package workflows
+
+import (
+	"errors"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+
+	"adoption/activities"
+	"adoption/firewall/flip"
+	"adoption/witness"
+)
+
+// Workflow tests of the flip in one round trip (changeFlipOneTrip): one
+// node activity, the witness beside it, its verdict by query.
+
+// verdictAt queries the witness's verdict on flip id at time at.
+func (s *NodeSuite) verdictAt(at time.Duration, id string, into *activities.WitnessVerdict) {
+	s.env.RegisterDelayedCallback(func() {
+		v, err := s.env.QueryWorkflow(activities.QueryFlipWitness, id)
+		s.Require().NoError(err)
+		s.Require().NoError(v.Get(into))
+	}, at)
+}
+
+// Approved: one node activity, the witness started beside it (told which
+// pending activity to wait for), its verdict answered by the query while
+// the node's activity runs; converged, with no other flip activity.
+func (s *NodeSuite) TestFlipTripConverges() {
+	s.expectAdoption(time.Second)
+	var in activities.FlipTripInput
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).After(time.Minute).Run(func(args mock.Arguments) {
+		in = args[1].(activities.FlipTripInput)
+		s.calls = append(s.calls, "fliptrip")
+	}).Return(&activities.FlipResult{ID: "n1-1", State: FlipStateCommitted, Listing: "/x", Preview: &flip.Preview{Approved: true, FoundFingerprint: "f1"}}, nil).Once()
+	var verdict activities.WitnessVerdict
+	s.signal(time.Minute, SignalFlip, "")
+	s.verdictAt(90*time.Second, "n1-1", &verdict)
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
+	st := s.result()
+	s.Equal([]string{"probe", "adopt", "fliptrip"}, s.calls)
+	s.Equal(PhaseConverged, st.Phase)
+	s.Equal(FlipStateCommitted, st.Flip.State)
+	s.Equal("/x", st.Flip.Listing)
+	s.Equal(1, st.FlipAttempts)
+	s.True(in.Witness && in.Preview)
+	s.Equal("n1-1", in.ID)
+	s.Require().Len(s.witnessed, 1)
+	s.Require().NotNil(s.witnessed[0].After)
+	s.Equal(witness.After{WorkflowID: s.witnessed[0].After.WorkflowID, RunID: s.witnessed[0].After.RunID, Activity: "FlipTrip", FlipID: "n1-1"}, *s.witnessed[0].After)
+	s.Equal(activities.WitnessAnswered, verdict.State)
+	s.Equal("n1-1", verdict.ID)
+	s.Require().NotNil(st.LastPreview)
+	s.Equal("f1", st.LastPreview.FoundFingerprint)
+}
+
+// The witness finds the operator locked out: the verdict says so to the
+// node, which reverts; the workflow asks the node, and the node stays
+// adopted with the reason.
+func (s *NodeSuite) TestFlipTripLockedOutReverts() {
+	s.expectAdoption(time.Second)
+	s.lockedOut = temporal.NewNonRetryableApplicationError("management port(s) of node n1 did not answer from 10.8.0.2: 22/tcp", witness.ErrLockedOut, nil)
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).After(time.Minute).Run(s.record("fliptrip")).
+		Return(nil, temporal.NewNonRetryableApplicationError("flip reverted: not confirmed: the way in: locked out", activities.ErrFlipReverted, nil)).Once()
+	s.env.OnActivity(a.RevertFlip, mock.Anything, mock.Anything).Run(s.record("revert")).
+		Return(&activities.FlipResult{State: FlipStateReverted}, nil).Once()
+	s.expectRelease()
+	var verdict activities.WitnessVerdict
+	var after State
+	s.signal(time.Minute, SignalFlip, "")
+	s.verdictAt(90*time.Second, "n1-1", &verdict)
+	s.env.RegisterDelayedCallback(func() { after = s.query() }, 5*time.Minute)
+	s.signal(6*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
+	s.result()
+	s.Equal([]string{"probe", "adopt", "fliptrip", "revert", "release"}, s.calls)
+	s.Equal(activities.WitnessLockedOut, verdict.State)
+	s.Contains(verdict.Why, "did not answer from 10.8.0.2")
+	s.Equal(PhaseAdopted, after.Phase)
+	s.Equal(FlipStateReverted, after.Flip.State)
+	s.Contains(after.Flip.Error, "the way in: locked out")
+}
+
+// The agent dies mid-way: the activity is retried with the same flip ID
+// (the node resumes from its record) and the flip counts once.
+func (s *NodeSuite) TestFlipTripRetriedWithSameID() {
+	s.expectAdoption(time.Second)
+	var ids []string
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		ids = append(ids, args[1].(activities.FlipTripInput).ID)
+	}).Return(nil, errors.New("activity heartbeat timeout: the agent died")).Once()
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		ids = append(ids, args[1].(activities.FlipTripInput).ID)
+	}).Return(&activities.FlipResult{ID: "n1-1", State: FlipStateCommitted}, nil).Once()
+	s.signal(time.Minute, SignalFlip, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
+	st := s.result()
+	s.Equal([]string{"n1-1", "n1-1"}, ids)
+	s.Equal(PhaseConverged, st.Phase)
+	s.Equal(1, st.FlipAttempts)
+	s.Equal(FlipStateCommitted, st.Flip.State)
+}
+
+// The node's own preview refuses: nothing recorded, the flip never tried,
+// the node stays adopted with the preview's reasons, and nothing reverts.
+func (s *NodeSuite) TestFlipTripPreviewRefused() {
+	s.expectAdoption(time.Second)
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(s.record("fliptrip")).
+		Return(&activities.FlipResult{ID: "n1-1", State: activities.FlipPreviewRefused, Preview: &flip.Preview{Reasons: []string{"port 25/tcp would close"}}}, nil).Once()
+	s.expectRelease()
+	var after State
+	s.signal(time.Minute, SignalFlip, "")
+	s.env.RegisterDelayedCallback(func() { after = s.query() }, 5*time.Minute)
+	s.signal(6*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
+	s.result()
+	s.Equal([]string{"probe", "adopt", "fliptrip", "release"}, s.calls)
+	s.Equal(PhaseAdopted, after.Phase)
+	s.Nil(after.Flip)
+	s.Equal(0, after.FlipAttempts)
+	s.Contains(after.LastError, "flip refused by the preview: port 25/tcp would close")
+	s.Require().NotNil(after.LastPreview)
+	s.False(after.LastPreview.Approved)
+}
