@@ -137,8 +137,7 @@ func (n *node) flip(ctx workflow.Context) {
 			return
 		}
 	}
-	if pv == nil && n.oneTrip {
-		n.flipTrip(ctx, spec, refused)
+	if pv == nil && n.oneTrip && !n.flipTrip(ctx, spec, refused) {
 		return
 	}
 	n.s.LastError = ""

@@ -33,10 +33,15 @@ func (n *node) registerFlipTrip(ctx workflow.Context) error {
 	})
 }
 
+// errNotRegistered is the error type of an activity the node's agent does
+// not know: an agent older than FlipTrip.
+const errNotRegistered = "ActivityNotRegisteredError"
+
 // flipTrip is the flip in one round trip to the node. The fleet is not told
 // of the flipping phase (nothing it acts on changes): only of the node
-// converged, or back as it was.
-func (n *node) flipTrip(ctx workflow.Context, spec flip.MeshSpec, refused func(*flip.Preview)) {
+// converged, or back as it was. It reports true when the node's agent
+// predates FlipTrip: nothing was tried, and the caller flips in two.
+func (n *node) flipTrip(ctx workflow.Context, spec flip.MeshSpec, refused func(*flip.Preview)) bool {
 	v := workflow.Version(1) // changeFlipHolds is taken by every run that takes this change
 	n.s.LastError = ""
 	prev, prevPhase := n.s.Flip, n.s.Phase
@@ -76,7 +81,7 @@ func (n *node) flipTrip(ctx workflow.Context, spec flip.MeshSpec, refused func(*
 			fr.Preview = &flip.Preview{Reasons: []string{"the node refused without saying why"}}
 		}
 		refused(fr.Preview)
-		return
+		return false
 	}
 	if err == nil && fr.State == FlipStateCommitted {
 		n.s.Flip.Deadline = fr.Deadline
@@ -84,12 +89,19 @@ func (n *node) flipTrip(ctx workflow.Context, spec flip.MeshSpec, refused func(*
 		n.s.Flip.State = FlipStateConfirmed
 		n.quiet = false
 		n.committed(ctx, fr)
-		return
+		return false
 	}
 	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() == errNotRegistered {
+		n.s.Flip, n.s.FlipAttempts = prev, n.s.FlipAttempts-1
+		n.quiet = false
+		n.setPhase(ctx, prevPhase)
+		n.event(ctx, "flip "+id+" not tried: the node's agent predates the flip in one round trip ("+errorMessage(err)+"); flipping in two")
+		return true
+	}
 	if errors.As(err, &ae) && (ae.Type() == activities.ErrStalePreview || ae.Type() == activities.ErrFlipNotApplied) {
 		back(FlipStateNotApplied, errorMessage(err)+" (nothing was changed on the node)")
-		return
+		return false
 	}
 	if err == nil {
 		err = fmt.Errorf("the node answered %q, not committed", fr.State)
@@ -105,6 +117,7 @@ func (n *node) flipTrip(ctx workflow.Context, spec flip.MeshSpec, refused func(*
 	default:
 		back(FlipStateReverted, errorMessage(err))
 	}
+	return false
 }
 
 // witnessed is how the event says the witness answered, or "" unwitnessed.

@@ -123,3 +123,22 @@ func (s *NodeSuite) TestFlipTripPreviewRefused() {
 	s.Require().NotNil(after.LastPreview)
 	s.False(after.LastPreview.Approved)
 }
+
+// An agent older than FlipTrip does not know it: nothing was tried, and
+// the same request flips in two round trips, counted once.
+func (s *NodeSuite) TestFlipTripOlderAgentFlipsInTwo() {
+	s.expectAdoption(time.Second)
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(s.record("fliptrip")).
+		Return(nil, temporal.NewNonRetryableApplicationError("unable to find activityType=FlipTrip", errNotRegistered, nil)).Once()
+	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(s.record("flip")).
+		Return(&activities.FlipResult{State: "flipped", Preview: &flip.Preview{Approved: true}}, nil).Once()
+	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Run(s.record("confirm")).
+		Return(&activities.FlipResult{State: FlipStateCommitted}, nil).Once()
+	s.signal(time.Minute, SignalFlip, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
+	st := s.result()
+	s.Equal([]string{"probe", "adopt", "fliptrip", "flip", "confirm"}, s.calls)
+	s.Equal(PhaseConverged, st.Phase)
+	s.Equal(1, st.FlipAttempts)
+	s.Equal("n1-1", st.Flip.ID)
+}

@@ -259,6 +259,24 @@ func (s *script) Flip(_ context.Context, in activities.FlipInput) (*activities.F
 	return res, nil
 }
 
+// FlipTrip is the flip in one round trip: the node previews, applies,
+// proves the way out and in, confirms and commits; a commit that fails
+// (confirmOnly) leaves the flip confirmed, for the workflow to commit.
+func (s *script) FlipTrip(_ context.Context, in activities.FlipTripInput) (*activities.FlipResult, error) {
+	if _, err := s.call("FlipTrip"); err != nil {
+		return nil, err
+	}
+	pv := s.preview()
+	if !pv.Approved {
+		return &activities.FlipResult{ID: in.ID, State: activities.FlipPreviewRefused, Preview: pv}, nil
+	}
+	if s.confirmOnly {
+		return nil, temporal.NewNonRetryableApplicationError("flip "+in.ID+" is confirmed; its commit failed: /etc/nftables.conf is read-only", "CommitStopped", nil)
+	}
+	return &activities.FlipResult{ID: in.ID, State: "committed", Deadline: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC),
+		Listing: "/var/lib/adoption/flips/" + in.ID + ".rules", Preview: pv}, nil
+}
+
 func (s *script) ConfirmFlip(_ context.Context, in activities.ConfirmInput) (*activities.FlipResult, error) {
 	if _, err := s.call("ConfirmFlip"); err != nil {
 		return nil, err
