@@ -90,6 +90,17 @@ func (m *memNode) activities() *activities.Activities {
 		StartWatchdog: func() error { return nil },
 		Files:         m.files,
 		State:         m.state,
-		Local:         authority.Fixed(m.plan, m.contents, 30*time.Minute),
+		Local:         m.authority,
 	}
+}
+
+// authority is the simulated node's own file: its plan, naming the bench's
+// fleet (authority.fleet), whose workflow may read the plan.
+func (m *memNode) authority() (*authority.Authority, error) {
+	a, err := authority.Fixed(m.plan, m.contents, 30*time.Minute)()
+	if err != nil {
+		return nil, err
+	}
+	a.Fleet = "bench"
+	return a, nil
 }
