@@ -504,7 +504,8 @@ func privateSource(from string) bool {
 }
 
 // flippedAt is when the workflow recorded the flip applied on the node
-// (its "flipped (ID): confirming by ..." event), zero if it did not.
+// (its "flipped (ID): ..." event: confirming by the deadline, or, in one
+// round trip, applied, confirmed and committed), zero if it did not.
 func flippedAt(st workflows.State) time.Time {
 	for _, e := range st.Events {
 		if strings.HasPrefix(e.Text, "flipped (") {

@@ -85,7 +85,7 @@ func (n *node) flipTrip(ctx workflow.Context, spec flip.MeshSpec, refused func(*
 	}
 	if err == nil && fr.State == FlipStateCommitted {
 		n.s.Flip.Deadline = fr.Deadline
-		n.event(ctx, "flip "+id+" applied, reached Temporal, "+n.witnessed()+"confirmed and committed on the node")
+		n.event(ctx, "flipped ("+id+"): applied, reached Temporal, "+n.witnessed()+"confirmed and committed on the node")
 		n.s.Flip.State = FlipStateConfirmed
 		n.quiet = false
 		n.committed(ctx, fr)

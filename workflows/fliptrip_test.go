@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/stretchr/testify/mock"
@@ -53,6 +54,11 @@ func (s *NodeSuite) TestFlipTripConverges() {
 	s.Equal("n1-1", verdict.ID)
 	s.Require().NotNil(st.LastPreview)
 	s.Equal("f1", st.LastPreview.FoundFingerprint)
+	said := false
+	for _, e := range st.Events {
+		said = said || strings.HasPrefix(e.Text, "flipped (n1-1): applied, reached Temporal, witnessed from outside (22/tcp on 192.0.2.1), confirmed")
+	}
+	s.True(said, "the flip's event names the witness's answer")
 }
 
 // The witness finds the operator locked out: the verdict says so to the
