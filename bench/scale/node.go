@@ -31,6 +31,7 @@ import (
 // files), not a second implementation of them to keep in step.
 type memNode struct {
 	name     string
+	root     string // node.root: the files, and the boot path the commit checks
 	plan     config.Plan
 	found    json.RawMessage
 	contents map[string][]byte
@@ -59,7 +60,23 @@ func newMemNode(dir, name string, found json.RawMessage) (*memNode, error) {
 			return nil, err
 		}
 	}
-	m := &memNode{name: name, found: found, contents: map[string][]byte{},
+	// nftables.service as Debian installs it, enabled: the commit's boot
+	// path check reads it under node.root.
+	unit := filepath.Join(root, "lib/systemd/system/nftables.service")
+	if err := os.MkdirAll(filepath.Dir(unit), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(unit, []byte("[Service]\nExecStart=/usr/sbin/nft -f /etc/nftables.conf\nExecStop=/usr/sbin/nft flush ruleset\n[Install]\nWantedBy=sysinit.target\n"), 0o644); err != nil {
+		return nil, err
+	}
+	link := filepath.Join(root, "etc/systemd/system/sysinit.target.wants/nftables.service")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Symlink("/lib/systemd/system/nftables.service", link); err != nil {
+		return nil, err
+	}
+	m := &memNode{name: name, root: root, found: found, contents: map[string][]byte{},
 		files: custody.New(root, stateDir), state: nodestate.New(stateDir)}
 	if err := m.files.EnsureKey(); err != nil {
 		return nil, err
@@ -91,6 +108,7 @@ func (m *memNode) activities() *activities.Activities {
 		Files:         m.files,
 		State:         m.state,
 		Local:         m.authority,
+		Root:          m.root,
 	}
 }
 
