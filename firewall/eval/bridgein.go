@@ -64,13 +64,19 @@ type BridgeRegion struct {
 // per port interval and source region cut by both rulesets. Regions that
 // pass in neither are left out.
 func CompareBridgeInput(before, after *firewall.Ruleset, node firewall.Node, bridges []string) []BridgeRegion {
-	both := &firewall.Ruleset{Tables: append(append([]firewall.Table(nil), before.Tables...), after.Tables...)}
-	eb, ea := compile(before).Evaluator(), compile(after).Evaluator()
+	return NewPair(Compile(before), Compile(after)).CompareBridgeInput(node, bridges)
+}
+
+// CompareBridgeInput is the package's CompareBridgeInput of the pair.
+func (pr *Pair) CompareBridgeInput(node firewall.Node, bridges []string) []BridgeRegion {
+	before, after, both := pr.before.rs, pr.after.rs, pr.both
+	eb, ea := pr.evaluators()
+	// Only the input hook is asked about (passageOf).
+	eb.only, ea.only = firewall.HookInput, firewall.HookInput
 	var out []BridgeRegion
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
 		sb, sa := stagesOf(before, fam), stagesOf(after, fam)
-		atoms := sourceAtoms(both, fam)
-		groups, index := groupAtoms(both, atoms), atomIndex(atoms)
+		atoms, groups, index := pr.regions(fam)
 		own := node.Own(fam)
 		for _, proto := range []string{"tcp", "udp"} {
 			bounds := portBounds(both, fam, protoNum(proto), true)

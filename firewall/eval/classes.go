@@ -86,19 +86,30 @@ func CompareClasses(before, after *firewall.Ruleset, node firewall.Node) []Class
 	return CompareClassesIn(before, after, node, "")
 }
 
+// CompareClasses is the package's CompareClasses of the pair.
+func (pr *Pair) CompareClasses(node firewall.Node) []ClassRegion {
+	return pr.CompareClassesIn(node, "")
+}
+
 // CompareClassesIn is CompareClasses for packets coming in on input
 // interface iif (a container bridge: a container's ping to the host); ""
 // a client from outside.
 func CompareClassesIn(before, after *firewall.Ruleset, node firewall.Node, iif string) []ClassRegion {
-	both := &firewall.Ruleset{Tables: append(append([]firewall.Table(nil), before.Tables...), after.Tables...)}
-	eb, ea := compile(before).Evaluator(), compile(after).Evaluator()
+	return NewPair(Compile(before), Compile(after)).CompareClassesIn(node, iif)
+}
+
+// CompareClassesIn is the package's CompareClassesIn of the pair.
+func (pr *Pair) CompareClassesIn(node firewall.Node, iif string) []ClassRegion {
+	before, after := pr.before.rs, pr.after.rs
+	eb, ea := pr.evaluators()
+	// Only the input hook is asked about (passageOf).
+	eb.only, ea.only = firewall.HookInput, firewall.HookInput
 	// Unpruned, the port intervals are the same for every class.
-	eb.bounds, ea.bounds = portBounds(before, "", 0, false), portBounds(after, "", 0, false)
+	eb.bounds, ea.bounds = pr.before.anyBounds(), pr.after.anyBounds()
 	var out []ClassRegion
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
 		sb, sa := stagesOf(before, fam), stagesOf(after, fam)
-		atoms := sourceAtoms(both, fam)
-		groups, index := groupAtoms(both, atoms), atomIndex(atoms)
+		atoms, groups, index := pr.regions(fam)
 		own := node.Own(fam)
 		for _, c := range Classes() {
 			if c.Family != fam {

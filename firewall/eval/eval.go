@@ -25,17 +25,38 @@ func OpenPorts(rs *firewall.Ruleset) []firewall.Opening { return OpenPortsOn(rs,
 // (input, forward), family, proto, port, from. The synthetic packet and the
 // way it is taken are specified in docs/firewall.md ("The evaluator").
 func OpenPortsOn(rs *firewall.Ruleset, node firewall.Node) []firewall.Opening {
+	return Compile(rs).OpenPortsOn(node)
+}
+
+// OpenPortsOn is the package's OpenPortsOn on the compiled ruleset.
+func (c *Compiled) OpenPortsOn(node firewall.Node) []firewall.Opening {
+	return c.openPorts(node, "")
+}
+
+// Routed is the openings of OpenPorts (a node known by its ruleset alone)
+// that are routed forwarding (firewall.Opening.Routed: no DNAT, to an
+// address beyond the node), evaluated alone: the way a packet takes to the
+// node itself or through a DNAT is not followed. (On a node whose own
+// addresses are known, OpenPortsOn splits every opening by the address it
+// is reached at where any path tells them apart: there the routed ones are
+// not a question of their own.)
+func (c *Compiled) Routed() []firewall.Opening {
+	return c.openPorts(firewall.Node{}, DirRouted)
+}
+
+// openPorts is OpenPortsOn of the paths only asks for (wants).
+func (c *Compiled) openPorts(node firewall.Node, only string) []firewall.Opening {
 	var out []firewall.Opening
-	prog := compile(rs)
+	rs := c.rs
 	keep := keepsPort(rs)
+	dstConds := dstPrefixConds(rs)
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
 		st := stagesOf(rs, fam)
-		dstConds := dstPrefixConds(rs)
 		st.routed = routedDests(rs, &node, fam)
 		atoms := sourceAtoms(rs, fam)
 		groups, index := groupAtoms(rs, atoms), atomIndex(atoms)
 		for _, proto := range []string{"tcp", "udp"} {
-			out = append(out, evalPorts(prog, &node, st, atoms, groups, index, dstConds, portBounds(rs, fam, protoNum(proto), !keep), fam, proto)...)
+			out = append(out, evalPorts(c.prog, only, &node, st, atoms, groups, index, dstConds, portBounds(rs, fam, protoNum(proto), !keep), fam, proto)...)
 		}
 	}
 	dir := func(d string) int {

@@ -53,7 +53,31 @@ type Evaluator struct {
 	// the node's own addresses (the packet's destination, or its original
 	// one, not a DNAT target or a routed address) since it was cleared.
 	sawOwnDst bool
+	// only names the paths a client's evaluation is asked about (wants):
+	// "" every path. The hooks of the others may be left unevaluated.
+	only string
 }
+
+// wants reports whether path p is one of those only names, as reachOf
+// merges them: "" every path; DirRouted routed forwarding; a hook the
+// paths to it but routed forwarding.
+func wants(only string, p path) bool {
+	switch only {
+	case "":
+		return true
+	case DirRouted:
+		return p.routed
+	}
+	return p.dir == only && !p.routed
+}
+
+// skips reports whether the evaluator leaves path p out: not asked for.
+// What a client's packet meets on the other paths does not change how it
+// fares on p (each hook is evaluated afresh, Hook), and a source region
+// is left out by what the evaluation looked at (likeOther): leaving the
+// others unevaluated changes no answer about p. Without the shortcuts
+// every path is evaluated (and the answers filtered).
+func (e *Evaluator) skips(p path) bool { return shortcuts && !wants(e.only, p) }
 
 // shortcuts switches on what the evaluator leaves out because it cannot
 // change an answer (a chain's port index, a source region that goes the

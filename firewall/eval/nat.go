@@ -71,7 +71,12 @@ func (e *Evaluator) client(st *stages, pkt Packet) map[path]Result {
 		out[p] = Result{Accept: o.Accept || r.Accept, drop: o.drop || r.drop}
 	}
 	pkt.Hook = firewall.HookPrerouting
-	pre := e.Hook(st.pre, pkt)
+	// Only routed forwarding asked for, to an address not known: what
+	// prerouting and nat decide leads to no path asked for.
+	pre := Result{}
+	if !e.skips(path{dir: firewall.HookInput}) || !e.skips(path{dir: firewall.HookForward}) || pkt.Dst.IsValid() {
+		pre = e.Hook(st.pre, pkt)
+	}
 	if pre.Accept {
 		ends := e.natHook(st.nat, pkt)
 		unsure := pre.drop || len(ends) > 1
@@ -82,13 +87,23 @@ func (e *Evaluator) client(st *stages, pkt Packet) map[path]Result {
 			var p path
 			var r Result
 			if end.target == nil && pkt.Dst.IsValid() && !pkt.node.Local(pkt.Dst) && pkt.Cast == 0 {
+				if e.skips(path{dir: firewall.HookForward, routed: true}) {
+					continue
+				}
 				p, r = e.routed(st, pkt)
 			} else if end.target == nil {
 				q := pkt
 				q.Hook = firewall.HookInput
-				p, r = path{dir: firewall.HookInput}, e.Hook(st.input, q)
+				p = path{dir: firewall.HookInput}
+				if e.skips(p) {
+					continue
+				}
+				r = e.Hook(st.input, q)
 			} else {
 				p, r = e.dnat(st, pkt, end.target)
+			}
+			if e.skips(p) {
+				continue
 			}
 			if unsure {
 				r.drop = true // the packet may not take this path at all
@@ -106,7 +121,9 @@ func (e *Evaluator) client(st *stages, pkt Packet) map[path]Result {
 		// node known only by its ruleset says.
 		q := pkt
 		q.Hook = firewall.HookForward
-		add(path{dir: firewall.HookForward, routed: true}, e.Hook(st.forward, q))
+		if p := (path{dir: firewall.HookForward, routed: true}); !e.skips(p) {
+			add(p, e.Hook(st.forward, q))
+		}
 	}
 	return out
 }
@@ -150,9 +167,13 @@ func (e *Evaluator) dnat(st *stages, pkt Packet, t *firewall.NATTarget) (path, R
 	port := t.PortFor(pkt.Port)
 	via := firewall.ViaOf(t.Addr, port)
 	if t.Local || pkt.node.Local(t.Addr) && !t.Addr.IsLoopback() {
+		p := path{dir: firewall.HookInput, via: via}
+		if e.skips(p) {
+			return p, Result{}
+		}
 		q := pkt
 		q.Hook, q.Port, q.Dnat = firewall.HookInput, port, true
-		return path{dir: firewall.HookInput, via: via}, e.Hook(st.input, q)
+		return p, e.Hook(st.input, q)
 	}
 	if t.Addr.IsLoopback() {
 		return path{dir: firewall.HookInput, via: via, reason: "DNAT to a loopback address, which the kernel routes only with route_localnet"}, unsure
@@ -162,6 +183,11 @@ func (e *Evaluator) dnat(st *stages, pkt Packet, t *firewall.NATTarget) (path, R
 	}
 	if !pkt.node.Forwards(pkt.Family) {
 		return path{dir: firewall.HookForward, via: via}, Result{drop: true} // the node routes nothing on
+	}
+	if p := (path{dir: firewall.HookForward, via: via}); e.skips(p) {
+		// Not asked for (client leaves it out): neither is what the
+		// forward hook makes of it, nor where it is routed.
+		return p, Result{}
 	}
 	oif := ""
 	if pkt.node.HasInterfaces() {

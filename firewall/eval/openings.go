@@ -17,10 +17,13 @@ type openKey struct {
 	path      path
 }
 
-func evalPorts(prog *program, node *firewall.Node, st stages, atoms []Atom, groups [][]Atom, index map[netip.Prefix]int, conds []*firewall.Cond, bounds []int, fam, proto string) []firewall.Opening {
+// evalPorts evaluates the port intervals of bounds of proto in family
+// fam for every source region, on the paths only asks for (wants: "" all).
+func evalPorts(prog *program, only string, node *firewall.Node, st stages, atoms []Atom, groups [][]Atom, index map[netip.Prefix]int, conds []*firewall.Cond, bounds []int, fam, proto string) []firewall.Opening {
 	pnum := protoNum(proto)
 	e := prog.Evaluator()
 	e.bounds = bounds
+	e.only = only
 	own := node.Own(fam)
 	dsts := destGroups(conds, own)
 	hereBuf, perDst := map[openKey]bool{}, make([]map[openKey]bool, len(dsts))
@@ -65,6 +68,9 @@ func evalPorts(prog *program, node *firewall.Node, st stages, atoms []Atom, grou
 			}
 			e.sawSource = false
 			res := e.client(&st, Packet{Family: fam, Proto: pnum, Port: uint16(start), OrigPort: uint16(start), Src: g[0], node: node, own: own})
+			if only != "" {
+				maps.DeleteFunc(res, func(p path, _ Result) bool { return !wants(only, p) })
+			}
 			if ai == 0 {
 				other = res
 				for p, r := range res {

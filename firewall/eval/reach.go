@@ -77,8 +77,7 @@ type reachFamily struct {
 
 // NewReacher compiles rs for SourcesAt questions on node.
 func NewReacher(rs *firewall.Ruleset, node firewall.Node) *Reacher {
-	return &Reacher{rs: rs, node: node, e: compile(rs).Evaluator(), fams: map[string]*reachFamily{},
-		shared: &reachShared{atoms: map[string]*familyAtoms{}}}
+	return Compile(rs).Reacher(node)
 }
 
 // On is a Reacher of the same ruleset on node, sharing the compiled
@@ -123,6 +122,10 @@ func (x *Reacher) family(fam string) *reachFamily {
 func (x *Reacher) region(f *reachFamily, dir string, pkt Packet) SourceReach {
 	st, atoms, groups, index, e := f.st, f.atoms, f.groups, f.index, x.e
 	pkt.node, pkt.own, pkt.iif = &x.node, f.own, x.iif
+	// Only dir's paths are asked about (reachOf): the others are not
+	// evaluated.
+	e.only = dir
+	defer func() { e.only = "" }()
 	var open, closed []Atom
 	var out SourceReach
 	seen := 0
@@ -209,17 +212,20 @@ type Widening struct {
 // behind the node (Via), on a node whose interfaces are known. Both
 // rulesets are cut by the source prefixes and port conditions of either.
 func Widened(before, after *firewall.Ruleset, node firewall.Node) []Widening {
-	both := &firewall.Ruleset{Tables: append(append([]firewall.Table(nil), before.Tables...), after.Tables...)}
-	pb, pa := compile(before), compile(after)
-	eb, ea := pb.Evaluator(), pa.Evaluator()
-	keep := keepsPort(both)
+	return NewPair(Compile(before), Compile(after)).Widened(node)
+}
+
+// Widened is the package's Widened of the pair.
+func (pr *Pair) Widened(node firewall.Node) []Widening {
+	before, after, both := pr.before.rs, pr.after.rs, pr.both
+	eb, ea := pr.evaluators()
+	keep := pr.keep
 	var out []Widening
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
 		sb, sa := stagesOf(before, fam), stagesOf(after, fam)
 		sb.routed = routedDests(both, &node, fam)
 		sa.routed = sb.routed
-		atoms := sourceAtoms(both, fam)
-		groups, index := groupAtoms(both, atoms), atomIndex(atoms)
+		atoms, groups, index := pr.regions(fam)
 		for _, proto := range []string{"tcp", "udp"} {
 			bounds := portBounds(both, fam, protoNum(proto), !keep)
 			eb.bounds, ea.bounds = bounds, bounds

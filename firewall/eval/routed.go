@@ -241,6 +241,12 @@ const outside = "\x00uplink"
 // one passes when some source region passes from it, as a bridge's own
 // network does.
 func EgressFrom(rs *firewall.Ruleset, fam string) []string {
+	return Compile(rs).EgressFrom(fam)
+}
+
+// EgressFrom is the package's EgressFrom on the compiled ruleset.
+func (c *Compiled) EgressFrom(fam string) []string {
+	rs := c.rs
 	seen := map[string]bool{}
 	var names []string
 	eachCond(rs, func(c *firewall.Cond) {
@@ -257,18 +263,23 @@ func EgressFrom(rs *firewall.Ruleset, fam string) []string {
 	sort.Strings(names)
 	st := stagesOf(rs, fam)
 	atoms := sourceAtoms(rs, fam)
-	e := compile(rs).Evaluator()
+	e := c.prog.Evaluator()
 	dst := netip.MustParseAddr("192.0.2.1")
 	if fam == firewall.FamilyIP6 {
 		dst = netip.MustParseAddr("2001:db8::1")
+	}
+	protos := []string{"tcp", "udp"}
+	var bounds [2][]int
+	for i, proto := range protos {
+		bounds[i] = portBounds(rs, fam, protoNum(proto), true)
 	}
 	var out []string
 	for _, n := range names {
 		pass := false
 		for _, a := range atoms {
 			all := true
-			for _, proto := range []string{"tcp", "udp"} {
-				bounds := portBounds(rs, fam, protoNum(proto), true)
+			for i, proto := range protos {
+				bounds := bounds[i]
 				e.bounds = bounds
 				for _, start := range bounds {
 					r := e.Hook(st.forward, Packet{Hook: firewall.HookForward, Family: fam, Proto: protoNum(proto), Port: uint16(start), OrigPort: uint16(start),
