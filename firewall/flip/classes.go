@@ -165,10 +165,11 @@ func classSpec(o firewall.Opening) string {
 // with several uplinks, is kept, as a port is). Every fate but
 // kept refuses: the mesh carries what the found firewall lets through, so
 // any other is a restriction it could not carry, named with the class.
-func (p *Preview) classFates(found, after *firewall.Ruleset, node firewall.Node, spec MeshSpec) {
-	regions := eval.CompareClasses(found, after, node)
-	for _, b := range eval.HostBridges(node, found, after) {
-		regions = append(regions, eval.CompareClassesIn(found, after, node, b)...)
+func (p *Preview) classFates(pair *eval.Pair, node firewall.Node, spec MeshSpec) {
+	found := pair.Before()
+	regions := pair.CompareClasses(node)
+	for _, b := range eval.HostBridges(node, found, pair.After()) {
+		regions = append(regions, pair.CompareClassesIn(node, b)...)
 	}
 	for _, r := range regions {
 		o := r.Class.Opening(r.From)

@@ -521,17 +521,26 @@ func EffectiveSpec(found *firewall.Ruleset, spec MeshSpec) MeshSpec {
 		spec.DHCP4, spec.DHCP6 = false, false
 		return spec
 	}
-	e := eval.NewEvaluator(found)
+	return effectiveSpec(eval.Compile(found), spec)
+}
+
+// effectiveSpec is EffectiveSpec of the compiled found ruleset cf.
+func effectiveSpec(cf *eval.Compiled, spec MeshSpec) MeshSpec {
+	found := cf.Ruleset()
+	e := cf.Evaluator()
 	spec.DHCP4 = acceptsReply(e, found, firewall.FamilyIP, eval.Atom{Other: true}, netip.Addr{}, 67, 68)
 	spec.DHCP6 = acceptsReply(e, found, firewall.FamilyIP6, eval.Atom{Prefix: netip.MustParsePrefix("fe80::/64")}, netip.MustParseAddr("fe80::1"), 547, 546)
 	widen := map[config.Port]bool{}
 	for _, p := range spec.Widen {
 		widen[p] = true
 	}
-	r := newCarrier(found)
+	r := newCarrier(cf)
+	// What the bridges reach is read beside the rest, by a Reacher of its
+	// own (a Reacher is one evaluation at a time).
+	bridgeIn := make(chan []BridgeIn, 1)
+	go func() { bridgeIn <- foundBridgeIn(found, cf.Reacher(firewall.Node{}), r.bridges) }()
 	spec.Classes, spec.ClassesFound = carryClasses(r, spec.DropClasses, spec.WidenClasses), true
-	spec.Egress, spec.Routed = foundForward(found, r)
-	spec.FromBridges = foundBridgeIn(found, r)
+	spec.Egress, spec.Routed = foundForward(cf, r)
 	spec.Output = foundOutput(found)
 	for _, l := range []struct {
 		hook string
@@ -545,6 +554,7 @@ func EffectiveSpec(found *firewall.Ruleset, spec MeshSpec) MeshSpec {
 			*l.as = as
 		}
 	}
+	spec.FromBridges = <-bridgeIn
 	return spec
 }
 

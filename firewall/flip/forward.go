@@ -49,10 +49,10 @@ type Routed struct {
 // (eval.EgressFrom), and the routed openings it surely lets through from
 // outside on a node known by its ruleset (uncertain ones are not carried,
 // and the preview names them closing), each with its source restriction.
-func foundForward(found *firewall.Ruleset, r *carrier) ([]Egress, []Routed) {
+func foundForward(cf *eval.Compiled, r *carrier) ([]Egress, []Routed) {
 	var eg []Egress
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
-		for _, n := range eval.EgressFrom(found, fam) {
+		for _, n := range cf.EgressFrom(fam) {
 			eg = append(eg, Egress{Family: fam, Iif: n})
 		}
 	}
@@ -62,7 +62,8 @@ func foundForward(found *firewall.Ruleset, r *carrier) ([]Egress, []Routed) {
 		port, end  uint16
 	}
 	seen := map[key]bool{}
-	for _, o := range eval.OpenPorts(found) {
+	// The routed openings of eval.OpenPorts(found), evaluated alone.
+	for _, o := range cf.Routed() {
 		if !o.Routed() || o.Uncertain {
 			continue
 		}

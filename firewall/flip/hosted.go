@@ -44,21 +44,45 @@ type BridgeIn struct {
 // otherwise than one coming in on an interface found does not name (what
 // any interface reaches is the plan's: its Input ports, their
 // restrictions carried). Read with nothing known of the node, as every
-// carried restriction is.
-func foundBridgeIn(found *firewall.Ruleset, r *carrier) []BridgeIn {
+// carried restriction is: zero is a Reacher of found on the zero Node
+// (carrier.zero's kind), bridges the bridges found names
+// (carrier.bridges).
+func foundBridgeIn(found *firewall.Ruleset, zero *eval.Reacher, bridges []string) []BridgeIn {
 	var out []BridgeIn
-	other := r.zero.In(otherIface)
-	for _, b := range r.bridges {
-		in := r.zero.In(b)
+	other := zero.In(otherIface)
+	// What an interface found does not name reaches is the same beside
+	// every bridge: read once, when asked.
+	type at struct {
+		fam, proto string
+		start      int
+	}
+	others := map[at]eval.SourceReach{}
+	otherAt := func(fam, proto string, start int) eval.SourceReach {
+		k := at{fam, proto, start}
+		s, ok := others[k]
+		if !ok {
+			s = other.At(firewall.HookInput, fam, proto, uint16(start))
+			others[k] = s
+		}
+		return s
+	}
+	starts := map[[2]string][]int{}
+	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+		for _, proto := range []string{"tcp", "udp"} {
+			starts[[2]string{fam, proto}] = eval.PortStarts(found, fam, proto)
+		}
+	}
+	for _, b := range bridges {
+		in := zero.In(b)
 		var not []string
-		for _, n := range r.bridges {
+		for _, n := range bridges {
 			if n != b && covers(b, n) {
 				not = append(not, n)
 			}
 		}
 		for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
 			for _, proto := range []string{"tcp", "udp"} {
-				starts := eval.PortStarts(found, fam, proto)
+				starts := starts[[2]string{fam, proto}]
 				var last *BridgeIn
 				for i, start := range starts {
 					end := 65535
@@ -66,7 +90,7 @@ func foundBridgeIn(found *firewall.Ruleset, r *carrier) []BridgeIn {
 						end = starts[i+1] - 1
 					}
 					s := in.At(firewall.HookInput, fam, proto, uint16(start))
-					if !s.Open() || s.Unsure || sameRegion(s, other.At(firewall.HookInput, fam, proto, uint16(start))) {
+					if !s.Open() || s.Unsure || sameRegion(s, otherAt(fam, proto, start)) {
 						last = nil
 						continue
 					}
@@ -153,7 +177,8 @@ func validateBridgeIn(spec MeshSpec) []error {
 // where it passes now only under a condition the evaluator cannot decide
 // (approved when every port is in spec.Widen); uncertain where it would
 // pass only under such a condition where it passes now surely.
-func (p *Preview) bridgeFates(found, after, derived *firewall.Ruleset, node firewall.Node, spec MeshSpec) {
+func (p *Preview) bridgeFates(pair *eval.Pair, derived *firewall.Ruleset, node firewall.Node, spec MeshSpec) {
+	found := pair.Before()
 	in := func(l []config.Port, o firewall.Opening) bool {
 		for x := int(o.Port); x <= int(firewall.PortEnd(o)); x++ {
 			if !slices.Contains(l, config.Port{Num: uint16(x), Proto: o.Proto}) {
@@ -162,7 +187,7 @@ func (p *Preview) bridgeFates(found, after, derived *firewall.Ruleset, node fire
 		}
 		return true
 	}
-	for _, r := range eval.CompareBridgeInput(found, after, node, eval.HostBridges(node, found, after)) {
+	for _, r := range pair.CompareBridgeInput(node, eval.HostBridges(node, found, pair.After())) {
 		o := r.Opening
 		o.Uncertain = r.Before.Unsure
 		f := Fate{Opening: o, Fate: FateKept, By: keeper(derived, o, o.Port)}

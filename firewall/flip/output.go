@@ -267,9 +267,12 @@ func validateOutput(spec MeshSpec) []error {
 // any other) is judged apart, its fates naming it (Opening.Out).
 func (p *Preview) outputFates(found, after *firewall.Ruleset) {
 	mf, ma := eval.OutputAsInput(found), eval.OutputAsInput(after)
+	// Each compiled once for the comparisons of every interface class.
+	cmf, cma := eval.Compile(mf), eval.Compile(ma)
+	forth, back := eval.NewPair(cmf, cma), eval.NewPair(cma, cmf)
 	names := outputIfaces(&firewall.Ruleset{Tables: append(append([]firewall.Table(nil), mf.Tables...), ma.Tables...)})
 	if len(names) == 0 {
-		p.outputClassFates(mf, ma, found, firewall.Node{}, "")
+		p.outputClassFates(forth, back, found, firewall.Node{}, "")
 		return
 	}
 	for _, c := range append([]string{""}, names...) {
@@ -277,7 +280,7 @@ func (p *Preview) outputFates(found, after *firewall.Ruleset) {
 		if as == "" {
 			as = otherIface
 		}
-		p.outputClassFates(mf, ma, found, firewall.Node{Interfaces: []firewall.Interface{{Name: as}}}, c)
+		p.outputClassFates(forth, back, found, firewall.Node{Interfaces: []firewall.Interface{{Name: as}}}, c)
 	}
 }
 
@@ -285,7 +288,7 @@ func (p *Preview) outputFates(found, after *firewall.Ruleset) {
 // interface class, out ("" any other), read on node: a node whose one
 // interface stands for the class (a wildcard's own name stands for the
 // interfaces it matches that no other name does).
-func (p *Preview) outputClassFates(mf, ma, found *firewall.Ruleset, node firewall.Node, out string) {
+func (p *Preview) outputClassFates(forth, back *eval.Pair, found *firewall.Ruleset, node firewall.Node, out string) {
 	drops := eval.OutputDrops(found)
 	bad := map[string]bool{}
 	by := ""
@@ -312,7 +315,7 @@ func (p *Preview) outputClassFates(mf, ma, found *firewall.Ruleset, node firewal
 		}
 		p.Reasons = append(p.Reasons, fmt.Sprintf("output %s (%s, to %s%s) would be %s: %s", what, o.Family, to, by, fate, reason))
 	}
-	for _, w := range eval.Widened(mf, ma, node) {
+	for _, w := range forth.Widened(node) {
 		if w.Opening.Direction != firewall.HookInput {
 			continue
 		}
@@ -322,12 +325,12 @@ func (p *Preview) outputClassFates(mf, ma, found *firewall.Ruleset, node firewal
 		}
 		add(w.Opening, FateWidening, reason)
 	}
-	for _, w := range eval.Widened(ma, mf, node) {
+	for _, w := range back.Widened(node) {
 		if w.Opening.Direction == firewall.HookInput && !w.Surer {
 			add(w.Opening, FateClosing, "the found firewall lets it out now and the mesh's output chain would drop it")
 		}
 	}
-	for _, r := range eval.CompareClasses(mf, ma, node) {
+	for _, r := range forth.CompareClasses(node) {
 		if !isOutputClass(r.Class) {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"adoption/config"
 	"adoption/firewall"
@@ -109,35 +110,64 @@ func PreviewFlip(found *firewall.Ruleset, spec MeshSpec) Preview {
 func PreviewFlipOn(found *firewall.Ruleset, node firewall.Node, spec MeshSpec) Preview {
 	// What found opens now does not depend on the derived ruleset: it is
 	// evaluated beside the derivation.
+	// Found is compiled once for every question the preview asks of it.
+	// What it opens now does not depend on the derived ruleset: it is
+	// evaluated beside the derivation.
+	cf := eval.Compile(found)
 	open := make(chan []firewall.Opening, 1)
-	go func() { open <- eval.OpenPortsOn(found, node) }()
-	eff := EffectiveSpec(found, spec)
+	go func() { open <- cf.OpenPortsOn(node) }()
+	eff := effectiveSpec(cf, spec)
 	d, err := Derive(eff)
 	if err != nil {
 		return Preview{Fates: []Fate{}, FoundFingerprint: firewall.Fingerprint(found), Reasons: []string{err.Error()}}
 	}
-	return previewDerived(found, d.Ruleset, spec, eff, node, open)
+	return previewDerived(cf, d.Ruleset, spec, eff, node, open)
 }
 
 // previewFlip compares found with derived (a model of table inet adoption);
 // tests pass a derived ruleset that Derive would never make.
 func previewFlip(found, derived *firewall.Ruleset, spec MeshSpec, node firewall.Node) Preview {
+	cf := eval.Compile(found)
 	open := make(chan []firewall.Opening, 1)
-	open <- eval.OpenPortsOn(found, node)
-	return previewDerived(found, derived, spec, EffectiveSpec(found, spec), node, open)
+	open <- cf.OpenPortsOn(node)
+	return previewDerived(cf, derived, spec, effectiveSpec(cf, spec), node, open)
 }
 
-// previewDerived is previewFlip with eff, EffectiveSpec(found, spec),
-// decided once by the caller, and foundOpen bringing eval.OpenPortsOn(found,
-// node).
-func previewDerived(found, derived *firewall.Ruleset, spec, eff MeshSpec, node firewall.Node, foundOpen <-chan []firewall.Opening) Preview {
-	p := Preview{Fates: []Fate{}, FoundFingerprint: firewall.Fingerprint(found), DerivedFingerprint: firewall.Fingerprint(derived)}
+// previewDerived is previewFlip of the compiled found ruleset cf with eff,
+// EffectiveSpec(found, spec), decided once by the caller, and foundOpen
+// bringing eval.OpenPortsOn(found, node).
+func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff MeshSpec, node firewall.Node, foundOpen <-chan []firewall.Opening) (p Preview) {
+	found := cf.Ruleset()
+	// The fingerprints are taken beside the rest.
+	fingerprints := make(chan [2]string, 1)
+	go func() { fingerprints <- [2]string{firewall.Fingerprint(found), firewall.Fingerprint(derived)} }()
+	p = Preview{Fates: []Fate{}}
+	defer func() {
+		fp := <-fingerprints
+		p.FoundFingerprint, p.DerivedFingerprint = fp[0], fp[1]
+	}()
 	after, err := afterFlip(found, derived, spec.Node, &node)
 	if err != nil {
 		p.Reasons = append(p.Reasons, err.Error())
 		return p
 	}
-	afterOpen := eval.OpenPortsOn(after, node)
+	// The ruleset after the flip is compiled once too, and each comparison
+	// of the two shares both. The comparisons do not depend on the ports
+	// open before and after: they are made beside them, each into a
+	// preview of its own, joined below in the order they are named.
+	ca := eval.Compile(after)
+	pair := eval.NewPair(cf, ca)
+	var parts [4]Preview
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		parts[0].widenings(pair, derived, spec, node)
+		parts[1].classFates(pair, node, spec)
+		parts[2].bridgeFates(pair, derived, node, spec)
+		parts[3].outputFates(found, after)
+	}()
+	afterOpen := ca.OpenPortsOn(node)
 	dropped := map[config.Port]bool{}
 	for _, d := range spec.Drop {
 		dropped[d] = true
@@ -233,10 +263,11 @@ func previewDerived(found, derived *firewall.Ruleset, spec, eff MeshSpec, node f
 			}
 		}
 	}
-	p.widenings(found, after, derived, spec, node)
-	p.classFates(found, after, node, spec)
-	p.bridgeFates(found, after, derived, node, spec)
-	p.outputFates(found, after)
+	wg.Wait()
+	for _, part := range parts {
+		p.Fates = append(p.Fates, part.Fates...)
+		p.Reasons = append(p.Reasons, part.Reasons...)
+	}
 	// A management port must be open after the flip, whether or not it is
 	// open now: in every family, or, where the found firewall restricts it
 	// (Allow.Carried), in every family it is open in now.
@@ -341,12 +372,13 @@ func openFromSome(after []firewall.Opening, hook, fam string, port config.Port) 
 // the flip lets a new connection through that found does not (or surely
 // where found does only under an undecided condition). Each refuses unless
 // every port of it is in spec.Widen.
-func (p *Preview) widenings(found, after, derived *firewall.Ruleset, spec MeshSpec, node firewall.Node) {
+func (p *Preview) widenings(pair *eval.Pair, derived *firewall.Ruleset, spec MeshSpec, node firewall.Node) {
+	found := pair.Before()
 	widen := map[config.Port]bool{}
 	for _, w := range spec.Widen {
 		widen[w] = true
 	}
-	for _, w := range eval.Widened(found, after, node) {
+	for _, w := range pair.Widened(node) {
 		o := w.Opening
 		f := Fate{Opening: o, Fate: FateWidening, By: keeper(derived, o, o.Port)}
 		from := "any source"

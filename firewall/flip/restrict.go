@@ -404,8 +404,9 @@ type carrier struct {
 // firewall matches but "*": it stands for any interface it does not name.
 const otherIface = "-"
 
-func newCarrier(found *firewall.Ruleset) *carrier {
-	zero := eval.NewReacher(found, firewall.Node{})
+func newCarrier(cf *eval.Compiled) *carrier {
+	found := cf.Ruleset()
+	zero := cf.Reacher(firewall.Node{})
 	c := &carrier{zero: zero, uplink: zero.On(firewall.Node{Interfaces: []firewall.Interface{{Name: otherIface}}}), bridges: bridgesNamed(found)}
 	// Every interface and wildcard found names is a class of its own, a
 	// container bridge too: what its containers reach on the node is also

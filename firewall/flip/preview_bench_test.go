@@ -1,0 +1,39 @@
+package flip
+
+// The preview of a flip on the bench's control-node-shaped node, as the
+// agent's Preview activity makes it: a tool for profiling (-cpuprofile,
+// -memprofile); no figure here is asserted, `make bench` reports the
+// probe's and the preview's.
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"adoption/firewall/fwtest"
+)
+
+// BenchmarkPreviewControlNode previews the spec the workflow derives for
+// the bench's plan (management port 22/tcp) on fwtest's control-node
+// fixture (go run ./bench -probe-fixture writes it anew). Besides the
+// time, it reports the process's CPU time per preview (cpu-ns/op), which
+// other work on a busy machine changes less.
+func BenchmarkPreviewControlNode(b *testing.B) {
+	found, node := fwtest.LoadFixture(b, "control-node")
+	spec := MeshSpec{Node: "bnprobe", Input: allow(OwnerManagement, "22/tcp")}
+	b.ReportAllocs()
+	start := cpuTime(b)
+	for b.Loop() {
+		PreviewFlipOn(found, node, spec)
+	}
+	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+}
+
+// cpuTime is the process's user and system time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
