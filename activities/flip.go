@@ -108,23 +108,27 @@ func (a *Activities) preview(ctx context.Context, auth *authority.Authority, spe
 	if err := authority.CheckSpec(auth, spec); err != nil {
 		return nil, err
 	}
-	// The reads are independent of each other: they overlap.
+	// The reads are independent of each other: they overlap. The engine's
+	// report is needed only once the fates are given (unknowns.Preview):
+	// it is read beside the evaluation too.
 	var engine containers.Report
 	node, nodeErr := firewall.Node{}, ""
 	var merges []FileMerge
 	var mergeErr error
-	var wg, files sync.WaitGroup
+	var wg, files, engineRead sync.WaitGroup
 	files.Add(1)
 	go func() {
 		defer files.Done()
 		merges, mergeErr = a.nodeFileMerges(auth, decisions)
 	}()
 	defer files.Wait()
-	wg.Add(2)
+	engineRead.Add(1)
 	go func() {
-		defer wg.Done()
+		defer engineRead.Done()
 		engine = a.engineReport(ctx)
 	}()
+	defer engineRead.Wait()
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		if nr, ok := a.Firewall.(NodeReader); ok {
@@ -150,6 +154,7 @@ func (a *Activities) preview(ctx context.Context, auth *authority.Authority, spe
 	// network on none of the node's interfaces, a DNAT to no container)
 	// refuses too, named: never a silent "kept" or "closing".
 	heartbeat(ctx, "preview: containers")
+	engineRead.Wait()
 	if more := unknowns.Preview(rs, node, engine, auth.Plan, spec, &pv); len(more) > 0 {
 		pv.Approved = false
 		pv.Reasons = append(pv.Reasons, more...)
