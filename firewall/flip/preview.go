@@ -108,8 +108,6 @@ func PreviewFlip(found *firewall.Ruleset, spec MeshSpec) Preview {
 // uncertain after (the same undecidable condition, such as a source port)
 // is kept.
 func PreviewFlipOn(found *firewall.Ruleset, node firewall.Node, spec MeshSpec) Preview {
-	// What found opens now does not depend on the derived ruleset: it is
-	// evaluated beside the derivation.
 	// Found is compiled once for every question the preview asks of it.
 	// What it opens now does not depend on the derived ruleset: it is
 	// evaluated beside the derivation.
