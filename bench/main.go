@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,13 +63,27 @@ func parseFlags(args []string) (*flags, error) {
 	fs.BoolVar(&f.skipFlipRef, "skip-flip-ref", false, "leave out the flip rows on the reference node (needs Docker, dockerd, ufw)")
 	fs.IntVar(&f.flipRefN, "flip-ref-n", 5, "flip on the reference node: runs of each procedure")
 	fs.BoolVar(&f.skipScale, "skip-scale", false, "leave out the orchestration-at-scale simulation (needs the Temporal CLI)")
-	fs.IntVar(&f.scale.Nodes, "scale-nodes", 1000, "scale: simulated nodes (one NodeMigration and one node worker each)")
-	fs.IntVar(&f.scale.Flips, "scale-flips", 0, "scale: nodes flipped for the flip-to-converged latency (0: every node, which also times all converged)")
-	fs.IntVar(&f.scale.Parallel, "scale-flip-parallel", 50, "scale: flips in flight at once")
-	fs.DurationVar(&f.scale.Timeout, "scale-timeout", 25*time.Minute, "scale: give up after this long")
+	fs.IntVar(&f.scale.Nodes, "scale-nodes", 1000, "scale: simulated nodes (one NodeMigration, one module and one node worker each)")
+	fs.StringVar(&f.scale.Waves, "scale-waves", "1,5,10%,100%", "scale: the fleet's waves: after the control node, as the fleet file's waves: (comma-separated counts or percentages; empty: one node at a time)")
+	fs.StringVar(&f.scale.MaxFailed, "scale-max-failed", "", "scale: the fleet file's max_failed: (a count or a percentage; empty: none)")
+	fs.DurationVar(&f.scale.Idle, "scale-idle", 5*time.Minute, "scale: the idle window, once every node is migrated (events per node per day, orchestrator CPU per hour)")
+	fs.Func("scale-flip-batches", "scale: flips sent all at once, one batch after another, each its own p50/p99 (comma-separated; default 50,200)", func(s string) error {
+		f.scale.Batches = nil
+		for _, b := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(b))
+			if err != nil {
+				return err
+			}
+			f.scale.Batches = append(f.scale.Batches, n)
+		}
+		return nil
+	})
+	f.scale.Batches = []int{50, 200}
+	fs.IntVar(&f.scale.Parallel, "scale-flip-parallel", 50, "scale: after the batches, the other nodes' flips in flight at once")
+	fs.DurationVar(&f.scale.Timeout, "scale-timeout", 40*time.Minute, "scale: give up on one simulation after this long")
 	fs.StringVar(&f.scale.Pollers, "scale-orch-pollers", "", "scale: the orchestrator's --workflow-pollers (a number or auto; empty: its default)")
-	fs.DurationVar(&f.scale.Idle, "scale-idle", 0, "scale: run only the idle phase, nodes with a module and the default intervals left alone this long (0: not)")
-	fs.StringVar(&f.scale.OrchTree, "scale-orch-tree", "", "scale: build the orchestrator from this tree (e.g. a checkout of main, for the figure before a change; empty: this one)")
+	fs.StringVar(&f.scale.OrchTree, "scale-orch-tree", "", "scale: build the orchestrator from this tree (empty: this one)")
+	fs.StringVar(&f.scale.Before, "scale-before", "", "scale: also run the whole simulation first with the orchestrator built from this tree (e.g. a checkout of main before a change); its figures are the rows' peer (ratio = before / ours)")
 	fs.StringVar(&f.scale.DB, "scale-db", "tmpfs", "scale: the dev server's SQLite file on tmpfs (/dev/shm) or disk (the temp dir)")
 	return f, fs.Parse(args)
 }
@@ -81,7 +96,13 @@ func run(args []string, stdout io.Writer) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root: it creates network namespaces")
 	}
-	for _, b := range []string{"ip", "nft", "iptables", "ip6tables", "iptables-restore", "ip6tables-restore", "ufw", "ss", "sha256sum", "pgrep"} {
+	// The scale section needs only a namespace loaded with iptables-restore
+	// (its found ruleset); the others the firewall tools and the peers'.
+	tools := []string{"ip", "iptables-restore", "ip6tables-restore"}
+	if !(f.skipMarks && f.skipProbe && f.skipCutover && f.skipFlip && f.skipFlipRef) {
+		tools = append(tools, "nft", "iptables", "ip6tables", "ufw", "ss", "sha256sum", "pgrep")
+	}
+	for _, b := range tools {
 		if _, err := exec.LookPath(b); err != nil {
 			return fmt.Errorf("needs %s: %w", b, err)
 		}

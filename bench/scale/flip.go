@@ -1,12 +1,19 @@
 package scale
 
-// This file holds the scale section's flips: each node's flip Update sent
-// and awaited, and when each flipped node recorded phase converged.
+// This file holds the scale section's flips: batches sent all at once
+// (each its own p50 and p99), then the nodes left a few at a time, so
+// every node converges; each node's flip Update sent and awaited, and when
+// each flipped node recorded phase converged.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -14,6 +21,132 @@ import (
 	"adoption/bench/report"
 	"adoption/workflows"
 )
+
+// FlipBatch is one batch of flips and what it measured.
+type FlipBatch struct {
+	Size     int              `json:"size"`
+	AtOnce   bool             `json:"at_once"` // every Update sent at once; else Parallel at a time
+	Parallel int              `json:"parallel,omitempty"`
+	MS       Stats            `json:"flip_to_converged_ms"` // Update sent until the workflow task that set phase converged completed
+	P99MS    float64          `json:"flip_to_converged_p99_ms"`
+	Parts    map[string]Stats `json:"flip_parts_ms"`     // where that time went (breakdown.go)
+	ClosedMS Stats            `json:"flip_to_closed_ms"` // Update sent until the workflow closed (after the fleet got its last progress signal)
+	Closed99 float64          `json:"flip_to_closed_p99_ms"`
+	Reverted []string         `json:"reverted,omitempty"` // not confirmed in time: the node is adopted again
+	Where    string           `json:"where"`
+	sent     map[string]time.Time
+	closed   []float64
+}
+
+// flipAll flips every node: o.Batches each at once, then the rest
+// o.Parallel at a time. Batches take nodes spread over the fleet.
+func (r *scaleRun) flipAll(ctx context.Context) ([]*FlipBatch, error) {
+	order := spread(len(r.plans))
+	var batches []*FlipBatch
+	for _, size := range r.o.Batches {
+		if len(order) == 0 {
+			break
+		}
+		size = min(size, len(order))
+		batches = append(batches, &FlipBatch{Size: size, AtOnce: true, Parallel: size})
+		order = order[size:]
+	}
+	if len(order) > 0 {
+		batches = append(batches, &FlipBatch{Size: len(order), Parallel: r.o.Parallel})
+	}
+	order = spread(len(r.plans))
+	var errs []error
+	for _, b := range batches {
+		nodes := make([]string, b.Size)
+		for i := range nodes {
+			nodes[i] = r.plans[order[i]].Node
+		}
+		order = order[b.Size:]
+		how := fmt.Sprintf("%d at a time", b.Parallel)
+		if b.AtOnce {
+			how = "all at once"
+		}
+		r.logf("flipping %d nodes, %s ...", b.Size, how)
+		t0 := time.Now()
+		errs = append(errs, r.flipBatch(ctx, b, nodes))
+		r.logf("%d flips done in %.1f s (%d reverted)", len(b.closed), time.Since(t0).Seconds(), len(b.Reverted))
+	}
+	r.d.ConvergeAllS = time.Since(r.start).Seconds()
+	return batches, errors.Join(errs...)
+}
+
+// spread is 0..n-1 in an order whose every prefix is spread over the
+// fleet (sorted by the fractional part of i times the golden ratio), the
+// control node (0) last: each batch takes nodes of every wave.
+func spread(n int) []int {
+	out := make([]int, 0, n)
+	for i := 1; i < n; i++ {
+		out = append(out, i)
+	}
+	frac := func(i int) float64 { _, f := math.Modf(float64(i) * 0.6180339887498949); return f }
+	slices.SortFunc(out, func(a, b int) int { return cmp.Compare(frac(a), frac(b)) })
+	return append(out, 0)
+}
+
+// flipBatch flips nodes, b.Parallel at a time.
+func (r *scaleRun) flipBatch(ctx context.Context, b *FlipBatch, nodes []string) error {
+	b.sent = map[string]time.Time{}
+	var mu sync.Mutex
+	var firstErr error
+	sem := make(chan struct{}, b.Parallel)
+	var wg sync.WaitGroup
+	for _, node := range nodes {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			t0, l, err := flipOne(ctx, r.c, node)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, errReverted):
+				b.Reverted = append(b.Reverted, err.Error())
+			case err != nil:
+				firstErr = cmp.Or(firstErr, err)
+			default:
+				b.closed = append(b.closed, l)
+				b.sent[node] = t0
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// afterFlips waits for the fleet's end and reads, from the histories, when
+// each flipped node converged and where the time went.
+func (r *scaleRun) afterFlips(ctx context.Context, batches []*FlipBatch) error {
+	r.d.OrchPeakRSSMiB = rssMiB(strconv.Itoa(r.orch.cmd.Process.Pid), "VmHWM")
+	r.fleetEnd(ctx)
+	var flipped []string
+	for _, b := range batches {
+		b.ClosedMS, b.Closed99 = stats(b.closed), report.Percentile(b.closed, 99)
+		spans, err := flipSpans(ctx, r.c, b.sent)
+		if err != nil {
+			return err
+		}
+		var lat []float64
+		for _, sp := range spans {
+			lat = append(lat, report.MS(sp.total))
+		}
+		b.MS, b.P99MS = stats(lat), report.Percentile(lat, 99)
+		b.Where, b.Parts = breakdownNote(spans)
+		for node := range b.sent {
+			flipped = append(flipped, node)
+		}
+		r.d.Flips = append(r.d.Flips, *b)
+	}
+	slices.Sort(flipped)
+	var err error
+	r.d.EventsConverged, r.d.BytesConverged, _, err = r.histories(ctx, flipped[:min(20, len(flipped))])
+	return err
+}
 
 // flipSpans reads, from each flipped node's history, when the workflow
 // task that set phase converged completed (its search attribute upsert is

@@ -1,51 +1,113 @@
 package scale
 
-// This file holds the scale section's rows and note, from its details.
+// This file holds the scale section's rows and note, from its details, and
+// their pairing with the rows of the run with the earlier orchestrator
+// (-scale-before): the same figure, the earlier value as the peer.
 
 import (
 	"fmt"
+	"strings"
 
 	"adoption/bench/report"
 )
 
 func scaleNote(sampleN int, baselineMiB float64) string {
-	return fmt.Sprintf("one Fleet (control node first, each next node started when the previous is adopted: no module to migrate), each plan read from the node's agent; member nodes, no modules, 2 node files; plan defaults (confirm 2m, reconcile 1m, drift 5m); found ruleset: ufwfixture.DefaultDeny(22/tcp) "+
-		"listed once from a bn- namespace and served from memory; adopted = visibility count of AdoptionPhase=\"adopted\" polled every second; "+
-		"simulated nodes: firewall, containers, sockets, marks and the flipper in memory, custody store (keyed digests) and state directory real, on tmpfs; "+
-		"flip latency = Update \"flip\" sent until the workflow task that set phase converged completed (the node previews and flips in one activity, then confirms and commits in one: 2 activities; 4 before flip-two-steps), its time read from the history; to close = until the workflow closed, after its last progress signal reached the fleet; "+
+	return fmt.Sprintf("one Fleet in waves (the control node alone first, then each wave once the one before is done), each plan read from the node's agent; "+
+		"every node declares one module (a container publishing 8080/tcp) and migrates it when the bench, as the operator, sends `adopt fleet migrate` (the fleet-migrate Update, relayed to the started nodes wave by wave) "+
+		"whenever every started node is adopted; plan defaults (confirm 2m, reconcile 1m, drift 5m); found ruleset: ufwfixture.DefaultDeny(22/tcp) "+
+		"listed once from a bn- namespace and served from memory; simulated nodes: firewall, containers, sockets, marks and the flipper in memory, custody store (keyed digests) and state directory real, on tmpfs; "+
+		"idle window: every node's history length read before and after, the orchestrator's utime+stime (/proc/PID/stat) before and after; "+
+		"flip latency = Update \"flip\" sent until the workflow task that set phase converged completed, its time read from the history; to close = until the workflow closed, after its last progress signal reached the fleet; "+
 		"histories of %d nodes spread over the fleet; the bench process had already run the other sections (baseline RSS %.0f MiB)", sampleN, baselineMiB)
 }
 
-func (r *scaleRun) rows(fl *scaleFlips, sampleN int) []report.Row {
+func (r *scaleRun) rows(sampleN int) []report.Row {
 	o, d := r.o, r.d
-	sim := fmt.Sprintf("SIMULATION, %d simulated nodes (firewall, containers, sockets in memory; custody and state real on tmpfs)", o.Nodes)
+	sim := fmt.Sprintf("SIMULATION, %d simulated nodes with a module each (firewall, containers, sockets in memory; custody and state real on tmpfs)", o.Nodes)
 	pollers := o.Pollers
 	if pollers == "" {
 		pollers = "its default"
 	}
-	ours := fmt.Sprintf("one Fleet, one orchestrator (--workflow-pollers %s), one dev server (SQLite on %s)", pollers, o.DB)
+	ours := fmt.Sprintf("orchestrator built from %s (--workflow-pollers %s), one dev server (SQLite on %s)", d.Orchestrator, pollers, o.DB)
+	waves := fmt.Sprintf("waves %s (%v nodes, the control node first)", o.Waves, d.WaveSizes)
+	idle := d.Idle
 	rows := []report.Row{
-		report.Absolute("scale", fmt.Sprintf("orchestration: wall time from the fleet's start until all %d nodes are adopted", o.Nodes), d.AdoptAllS, "s", ours,
-			fmt.Sprintf("%s; %.1f nodes/s, one after another as the Fleet orders them; the fleet continued as new %d time(s), %d events in its last run, and %s", sim, d.NodesPerSecond, d.FleetRuns, d.FleetEvents, d.FleetEnd), 1),
-		report.Absolute("scale", "orchestrator peak RSS (VmHWM) while adopting and flipping", d.OrchPeakRSSMiB, "MiB", "adopt-worker orchestrate",
+		report.Absolute("scale", fmt.Sprintf("fleet of %d in %s: wall time from the fleet's start until every node is adopted with its module migrated", o.Nodes, waves), d.MigrateAllS, "s", ours,
+			fmt.Sprintf("%s; each wave migrated at %s s; %d fleet migrate request(s)", sim, joinS(d.WavesMigratedS), d.MigrateOps), 1),
+		report.Absolute("scale", fmt.Sprintf("fleet of %d in %s: wall time from the fleet's start until every node is converged", o.Nodes, waves), d.ConvergeAllS, "s", ours,
+			fmt.Sprintf("%s; after the %s idle window, flips in batches %s; the fleet continued as new %d time(s), %d events in its last run, and %s",
+				sim, o.Idle, batchSizes(d.Flips), d.FleetRuns, d.FleetEvents, d.FleetEnd), 1),
+		report.Absolute("scale", fmt.Sprintf("idle adopted node with a migrated module (reconcile %s, drift %s): history events per node per day, from a %s window",
+			r.plans[0].ReconcileInterval, r.plans[0].DriftInterval, o.Idle), idle.EventsPerDay.Median, "events/day", ours,
+			fmt.Sprintf("%s; median of all %d nodes (%.0f-%.0f), %.0f events in the window; goal < 50; a watch that answers only at its 6 h bound adds nothing within a shorter window",
+				sim, idle.Nodes, idle.EventsPerDay.Min, idle.EventsPerDay.Max, idle.EventsInWindow.Median), 0),
+		report.Absolute("scale", fmt.Sprintf("orchestrator CPU per simulated hour, %d nodes idle (adopted, migrated), from a %s window", o.Nodes, o.Idle), idle.OrchCPUPerHourS, "CPU s/h", ours,
+			fmt.Sprintf("%s; utime+stime %.2f s in the window; %.1f s over the whole run (start to the last flip)", sim, idle.OrchCPUS, d.OrchCPUS), 1),
+	}
+	for _, b := range d.Flips {
+		if !b.AtOnce {
+			continue
+		}
+		note := fmt.Sprintf("%s; %d of %d converged, %d reverted; the other nodes adopted or converged; %s", sim, b.MS.N, b.Size, len(b.Reverted), b.Where)
+		rows = append(rows,
+			report.Absolute("scale", fmt.Sprintf("flip Update to phase converged, %d at once: p50", b.Size), b.MS.Median, "ms", ours, note, 0),
+			report.Absolute("scale", fmt.Sprintf("flip Update to phase converged, %d at once: p99", b.Size), b.P99MS, "ms", ours,
+				fmt.Sprintf("%s; max %.0f ms; to the workflow's close (the fleet told): p50 %.0f ms, p99 %.0f ms", sim, b.MS.Max, b.ClosedMS.Median, b.Closed99), 0))
+	}
+	rows = append(rows,
+		report.Absolute("scale", "orchestrator peak RSS (VmHWM) through migrating, idling and flipping", d.OrchPeakRSSMiB, "MiB", ours,
 			fmt.Sprintf("%s; the node agents' process (this bench): peak RSS %.0f MiB, idle %.0f MiB, %d goroutines at peak; dev server peak RSS %.0f MiB",
 				sim, d.PeakRSSMiB, d.IdleRSSMiB, d.PeakGoroutines, d.ServerPeakRSSMiB), 0),
-		report.Absolute("scale", "history events per node, adopted", d.EventsAdopted.Median, "events", ours,
-			fmt.Sprintf("%s; median of %d nodes (%.0f-%.0f), %.1f KiB", sim, sampleN, d.EventsAdopted.Min, d.EventsAdopted.Max, d.BytesAdopted.Median/1024), 0),
-	}
-	if d.ConvergeAllS > 0 {
-		rows = append(rows, report.Absolute("scale", fmt.Sprintf("orchestration: wall time from the fleet's start until all %d nodes are converged", o.Nodes), d.ConvergeAllS, "s", ours,
-			fmt.Sprintf("%s; every node flipped once adopted, %d at a time; %d of %d converged, %d flip(s) reverted (not confirmed in time)", sim, o.Parallel, len(fl.lat), o.Nodes, len(fl.reverted)), 1))
-	}
-	if len(fl.lat) > 0 {
-		rows = append(rows,
-			report.Absolute("scale", "history events per node, through the flip to converged", d.EventsConverged.Median, "events", ours,
-				fmt.Sprintf("%s; median of %d flipped nodes, %.1f KiB", sim, fl.sampled, d.BytesConverged.Median/1024), 0),
-			report.Absolute("scale", fmt.Sprintf("flip Update to phase converged, median of %d nodes", len(fl.lat)), d.FlipMS.Median, "ms", ours,
-				fmt.Sprintf("%s; %d at a time, the other nodes adopted or converged (a drift check every 5 min each while adopted); %s", sim, o.Parallel, fl.where), 0),
-			report.Absolute("scale", fmt.Sprintf("flip Update to phase converged, p99 of %d nodes", len(fl.lat)), d.FlipP99MS, "ms", ours,
-				fmt.Sprintf("%s; max %.0f ms; to the workflow's close (the fleet told): median %.0f ms, p99 %.0f ms", sim, d.FlipMS.Max, d.FlipClosedMS.Median, d.FlipClosedP99MS), 0),
-		)
-	}
+		report.Absolute("scale", "history events per node, adopted with its module migrated", d.EventsMigrated.Median, "events", ours,
+			fmt.Sprintf("%s; median of %d nodes (%.0f-%.0f), %.1f KiB", sim, sampleN, d.EventsMigrated.Min, d.EventsMigrated.Max, d.BytesMigrated.Median/1024), 0),
+		report.Absolute("scale", "history events per node, through the flip to converged", d.EventsConverged.Median, "events", ours,
+			fmt.Sprintf("%s; median of %d flipped nodes, %.1f KiB", sim, d.EventsConverged.N, d.BytesConverged.Median/1024), 0),
+	)
 	return rows
+}
+
+func joinS(xs []float64) string {
+	var s []string
+	for _, x := range xs {
+		s = append(s, fmt.Sprintf("%.0f", x))
+	}
+	return strings.Join(s, ", ")
+}
+
+func batchSizes(bs []FlipBatch) string {
+	var s []string
+	for _, b := range bs {
+		if b.AtOnce {
+			s = append(s, fmt.Sprintf("%d at once", b.Size))
+		} else {
+			s = append(s, fmt.Sprintf("the other %d, %d at a time", b.Size, b.Parallel))
+		}
+	}
+	return strings.Join(s, ", then ")
+}
+
+// pair gives each of ours the row of the same figure from before as its
+// peer (ratio = before / ours). A figure only one run has stays absolute,
+// marked so; with no rows of ours, before's are returned as they are.
+func pair(ours, before []report.Row, beforeTree string) []report.Row {
+	if len(ours) == 0 {
+		return before
+	}
+	by := map[string]report.Row{}
+	for _, b := range before {
+		by[b.Figure] = b
+	}
+	out := make([]report.Row, 0, len(ours))
+	for _, o := range ours {
+		b, ok := by[o.Figure]
+		if !ok {
+			o.Note += "; no figure from the orchestrator built from " + beforeTree + " (its run failed or lacks it)"
+			out = append(out, o)
+			continue
+		}
+		_, rest, _ := strings.Cut(b.Note, "; ") // past the simulation's name, which both share
+		out = append(out, report.WithPeer(o.Section, o.Figure, o.Ours, b.Ours, o.Unit, o.OursIs,
+			"the same simulation, orchestrator built from "+beforeTree+", run first in this bench", o.Note+" | before: "+rest, o.Decimals))
+	}
+	return out
 }

@@ -1,15 +1,18 @@
-// Package scale is the bench's scale section: a SIMULATION of N nodes
-// driven through the real Fleet and NodeMigration code by one orchestrator
-// process (adopt-worker orchestrate) on one Temporal dev server, then
-// flipped a few at a time. Each node's agent runs in the bench process on
-// the shared fakes. Run is its one entry; its figures are absolute rows
-// (bench/report) with no peer, its details the JSON's "scale" section.
+// Package scale is the bench's scale section: a SIMULATION of N nodes,
+// each with one module (a container), driven through the real Fleet (in
+// waves) and NodeMigration code by one orchestrator process (adopt-worker
+// orchestrate) on one Temporal dev server: migrated wave by wave, left
+// idle a while, then flipped in batches. Each node's agent runs in the
+// bench process on the shared fakes. Run is its one entry; its figures
+// are rows (bench/report), with -scale-before the same simulation's
+// figures with an earlier orchestrator as their peer; its details are the
+// JSON's "scale" section.
 package scale
 
-// This file holds Run and its phases, methods of scaleRun.
+// This file holds Run, the options and details, and the simulation's
+// setup (the dev server, the orchestrator and the node workers).
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +23,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,53 +36,55 @@ import (
 	"adoption/bench/report"
 	"adoption/config"
 	"adoption/workflows"
-	"adoption/workflows/fleet"
 )
 
-// Details is the scale section of the JSON.
+// Details is the scale section of the JSON: one simulation, and with
+// -scale-before the same simulation run first with the earlier
+// orchestrator (Before).
 type Details struct {
-	Simulation       string           `json:"simulation"`
-	Nodes            int              `json:"nodes"`
-	Server           string           `json:"server"`
-	Pollers          string           `json:"orchestrator_workflow_pollers"` // --workflow-pollers ("" its default)
-	WorkerOptions    string           `json:"worker_options"`
-	WorkersStartS    float64          `json:"workers_start_s"`
-	StartAllS        float64          `json:"start_all_s"` // until every start request returned
-	StartRetries     int64            `json:"start_retries"`
-	CountRetries     int              `json:"count_retries"`  // visibility counts that timed out
-	AdoptAllS        float64          `json:"adopt_all_s"`    // fleet start to every node adopted
-	ConvergeAllS     float64          `json:"converge_all_s"` // fleet start to every node converged (flipped)
-	FleetRuns        int              `json:"fleet_runs"`     // the fleet's continue-as-new generations
-	FleetEnd         string           `json:"fleet_end"`      // how the fleet ended: completed, or what was seen instead
-	FleetEvents      int              `json:"fleet_events"`   // events in the fleet's current run at the end
-	OrchPeakRSSMiB   float64          `json:"orchestrator_peak_rss_mib"`
-	OrchBuildID      string           `json:"orchestrator_build_id"`
-	NodesPerSecond   float64          `json:"nodes_adopted_per_s"`
-	HistorySample    int              `json:"history_sample"`
-	EventsAdopted    Stats            `json:"history_events_adopted"`
-	BytesAdopted     Stats            `json:"history_bytes_adopted"`
-	EventsConverged  Stats            `json:"history_events_converged"`
-	BytesConverged   Stats            `json:"history_bytes_converged"`
-	FlipSample       int              `json:"flip_sample"`
-	FlipParallel     int              `json:"flip_parallel"`
-	FlipMS           Stats            `json:"flip_to_converged_ms"`     // Update sent until the workflow task that set phase converged completed
-	FlipP99MS        float64          `json:"flip_to_converged_p99_ms"` // ... its p99
-	FlipParts        map[string]Stats `json:"flip_parts_ms"`            // where that time went (breakdown.go)
-	FlipClosedMS     Stats            `json:"flip_to_closed_ms"`        // Update sent until the workflow closed (after the fleet got its last progress signal)
-	FlipClosedP99MS  float64          `json:"flip_to_closed_p99_ms"`
-	FlipsReverted    []string         `json:"flips_reverted,omitempty"` // not confirmed in time: the node is adopted again
-	BaselineRSSMiB   float64          `json:"baseline_rss_mib"`         // before any worker
-	IdleRSSMiB       float64          `json:"idle_rss_mib"`             // workers started, no workflow yet
-	PeakRSSMiB       float64          `json:"peak_rss_mib"`             // sampled every 250 ms while the workflows ran
-	PeakHeapInuseMiB float64          `json:"peak_heap_inuse_mib"`      // runtime.MemStats.HeapInuse, sampled
-	PeakHeapAllocMiB float64          `json:"peak_heap_alloc_mib"`      // runtime.MemStats.HeapAlloc, sampled
-	SysMiB           float64          `json:"sys_mib"`                  // runtime.MemStats.Sys at the end
-	PeakGoroutines   int              `json:"peak_goroutines"`          // sampled
-	ServerPeakRSSMiB float64          `json:"server_peak_rss_mib"`      // the dev server's VmHWM
-	NodesDir         string           `json:"nodes_dir"`                // the simulated nodes' roots and state directories
-	ServerDB         string           `json:"server_db"`                // the dev server's SQLite file (-scale-db)
-	Note             string           `json:"note"`
-	Idle             *IdleDetails     `json:"idle,omitempty"`
+	Simulation       string       `json:"simulation"`
+	Orchestrator     string       `json:"orchestrator"` // the tree adopt-worker was built from
+	Nodes            int          `json:"nodes"`
+	Module           string       `json:"module"` // what each node declares and migrates
+	Waves            string       `json:"waves"`  // as given (-scale-waves, -scale-max-failed)
+	WaveSizes        []int        `json:"wave_sizes"`
+	Server           string       `json:"server"`
+	Pollers          string       `json:"orchestrator_workflow_pollers"` // --workflow-pollers ("" its default)
+	WorkerOptions    string       `json:"worker_options"`
+	WorkersStartS    float64      `json:"workers_start_s"`
+	StartFleetS      float64      `json:"start_fleet_s"`    // until the fleet's start request returned
+	WavesMigratedS   []float64    `json:"waves_migrated_s"` // fleet start to every node of wave k done (control node = wave 0)
+	MigrateAllS      float64      `json:"migrate_all_s"`    // fleet start to every node adopted with its module migrated
+	MigrateOps       int          `json:"migrate_ops"`      // fleet migrate Updates the bench sent as the operator
+	QueryRetries     int          `json:"query_retries"`    // fleet queries that timed out
+	ConvergeAllS     float64      `json:"converge_all_s"`   // fleet start to every node converged (flipped)
+	FleetRuns        int          `json:"fleet_runs"`       // the fleet's continue-as-new generations
+	FleetEnd         string       `json:"fleet_end"`        // how the fleet ended: completed, or what was seen instead
+	FleetEvents      int          `json:"fleet_events"`     // events in the fleet's current run at the end
+	OrchPeakRSSMiB   float64      `json:"orchestrator_peak_rss_mib"`
+	OrchCPUS         float64      `json:"orchestrator_cpu_s"` // utime+stime from its start to the last flip
+	OrchBuildID      string       `json:"orchestrator_build_id"`
+	HistorySample    int          `json:"history_sample"`
+	EventsMigrated   Stats        `json:"history_events_migrated"`
+	BytesMigrated    Stats        `json:"history_bytes_migrated"`
+	EventsConverged  Stats        `json:"history_events_converged"`
+	BytesConverged   Stats        `json:"history_bytes_converged"`
+	Idle             *IdleDetails `json:"idle,omitempty"`
+	Flips            []FlipBatch  `json:"flips"`
+	BaselineRSSMiB   float64      `json:"baseline_rss_mib"`    // before any worker
+	IdleRSSMiB       float64      `json:"idle_rss_mib"`        // workers started, no workflow yet
+	PeakRSSMiB       float64      `json:"peak_rss_mib"`        // sampled every 250 ms while the workflows ran
+	PeakHeapInuseMiB float64      `json:"peak_heap_inuse_mib"` // runtime.MemStats.HeapInuse, sampled
+	PeakHeapAllocMiB float64      `json:"peak_heap_alloc_mib"` // runtime.MemStats.HeapAlloc, sampled
+	SysMiB           float64      `json:"sys_mib"`             // runtime.MemStats.Sys at the end
+	PeakGoroutines   int          `json:"peak_goroutines"`     // sampled
+	ServerPeakRSSMiB float64      `json:"server_peak_rss_mib"` // the dev server's VmHWM
+	NodesDir         string       `json:"nodes_dir"`           // the simulated nodes' roots and state directories
+	ServerDB         string       `json:"server_db"`           // the dev server's SQLite file (-scale-db)
+	LoadAvg          []string     `json:"load_average"`        // /proc/loadavg at the start and at the end
+	Note             string       `json:"note"`
+	Before           *Details     `json:"before,omitempty"` // -scale-before: the run with the earlier orchestrator
+	Error            string       `json:"error,omitempty"`  // the Before run's failure
 }
 
 // shmDir is /dev/shm when it is a directory, else the default temp dir.
@@ -108,20 +114,30 @@ func stats(xs []float64) Stats {
 
 // Options are the section's flags (-scale-*).
 type Options struct {
-	// Nodes simulated; Flips of them flipped (0: every one), Parallel at
-	// a time; the run gives up after Timeout.
-	Nodes, Flips, Parallel int
-	Timeout                time.Duration
+	// Nodes simulated, each declaring and migrating one module.
+	Nodes int
+	// Waves and MaxFailed are the fleet file's waves: and max_failed: as
+	// written, comma-separated ("" for none).
+	Waves, MaxFailed string
+	// Idle is the window the fleet is left alone in once every node is
+	// migrated, for the idle rows.
+	Idle time.Duration
+	// Batches are the flips sent all at once, one batch after another
+	// (each its own p50 and p99); the nodes left are then flipped
+	// Parallel at a time, so every node converges.
+	Batches  []int
+	Parallel int
+	// Timeout bounds one simulation.
+	Timeout time.Duration
 	// DB is where the dev server's SQLite file goes: "tmpfs" (beside the
 	// simulated nodes) or "disk" (the bench's temp dir).
 	DB string
 	// Pollers is the orchestrator's --workflow-pollers ("" for its default).
 	Pollers string
-	// Idle, when set, runs only the idle phase (idle.go) with a window this
-	// long; OrchTree builds the orchestrator from another tree (a checkout
-	// of an earlier commit, for the figure before a change).
-	Idle     time.Duration
-	OrchTree string
+	// OrchTree builds the orchestrator from another tree ("" this one);
+	// Before, when set, runs the whole simulation first with the
+	// orchestrator built from that tree, its figures the rows' peer.
+	OrchTree, Before string
 }
 
 // scaleRun is one run of the scale section: what its phases share.
@@ -129,6 +145,7 @@ type scaleRun struct {
 	o        Options
 	d        *Details
 	out      io.Writer
+	tag      string // "scale" or "scale (before)": the progress lines' prefix
 	dir      string // logs, kept when the run fails
 	nodesDir string
 	found    json.RawMessage // the ruleset every node reports
@@ -137,77 +154,124 @@ type scaleRun struct {
 	c        client.Client
 	ws       []worker.Worker
 	plans    []config.Plan
+	waves    *config.Waves
 	start    time.Time // the fleet's start
 	stops    []func()  // undone in reverse by close
 }
 
-// scaleFlips is what the flip phase measured.
-type scaleFlips struct {
-	closed   []float64 // Update sent until the workflow closed, ms
-	lat      []float64 // Update sent until phase converged, ms
-	sent     map[string]time.Time
-	flipped  []string
-	reverted []string
-	where    string // where the flip's time went
-	sampled  int    // converged histories read
+// logf prints a progress line.
+func (r *scaleRun) logf(format string, args ...any) {
+	fmt.Fprintf(r.out, r.tag+": "+format+"\n", args...)
 }
 
 // Run runs the section, printing its progress to stdout, and returns its
-// rows and details; ctx bounds it beside o.Timeout.
-func Run(ctx context.Context, o Options, stdout io.Writer) (rows []report.Row, det *Details, err error) {
+// rows and details; ctx bounds it beside o.Timeout. With o.Before it runs
+// the simulation twice, the earlier orchestrator first, and each row
+// carries the earlier figure as its peer (ratio = before / ours).
+func Run(ctx context.Context, o Options, stdout io.Writer) ([]report.Row, *Details, error) {
 	bin, err := scaleBinary(o)
 	if err != nil {
 		return nil, nil, err
 	}
-	r := &scaleRun{o: o, out: stdout, d: &Details{Nodes: o.Nodes, FlipSample: o.Flips, FlipParallel: o.Parallel,
+	if o.Before == "" {
+		return runOnce(ctx, o, bin, "scale", stdout)
+	}
+	bo := o
+	bo.OrchTree = o.Before
+	beforeRows, before, berr := runOnce(ctx, bo, bin, "scale (before)", stdout)
+	rows, det, err := runOnce(ctx, o, bin, "scale", stdout)
+	if det != nil {
+		det.Before = before
+		if berr != nil && before != nil {
+			before.Error = berr.Error()
+		}
+	}
+	return pair(rows, beforeRows, treeName(o.Before)), det, errors.Join(err, berr)
+}
+
+// runOnce is one simulation with the orchestrator built from o.OrchTree.
+func runOnce(ctx context.Context, o Options, bin, tag string, stdout io.Writer) (rows []report.Row, det *Details, err error) {
+	r := &scaleRun{o: o, out: stdout, tag: tag, d: &Details{Nodes: o.Nodes, Module: simModule.Name, Orchestrator: treeName(o.OrchTree),
 		Simulation: "SIMULATION for scale only: the real Fleet and NodeMigration workflows in one real orchestrator (adopt-worker orchestrate) on a real dev server, every node's firewall, containers and sockets in memory, its custody store and state directory real on tmpfs"}}
+	r.d.LoadAvg = append(r.d.LoadAvg, loadAvg())
+	if r.waves, r.d.WaveSizes, err = resolveWaves(o, o.Nodes); err != nil {
+		return nil, nil, err
+	}
+	r.d.Waves = o.Waves
+	if o.MaxFailed != "" {
+		r.d.Waves += "; max_failed " + o.MaxFailed
+	}
 	if r.dir, err = os.MkdirTemp("", "bn-scale-"); err != nil {
 		return nil, nil, err
 	}
 	defer func() {
+		r.d.LoadAvg = append(r.d.LoadAvg, loadAvg())
 		if err != nil {
-			fmt.Fprintf(stdout, "scale: the dev server's and the SDK's logs are kept in %s\n", r.dir)
+			r.logf("the dev server's, the orchestrator's and the SDK's logs are kept in %s", r.dir)
 			return
 		}
 		os.RemoveAll(r.dir)
 	}()
 	defer r.close()
 	if err := r.raise(bin); err != nil {
-		return nil, nil, err
+		return nil, r.d, err
 	}
 	if err := r.startWorkers(); err != nil {
-		return nil, nil, err
+		return nil, r.d, err
 	}
 	samp := startSampler()
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	if o.Idle > 0 {
-		rows, err := r.idle(ctx)
-		samp.stop()
-		return rows, r.d, err
-	}
 	sampleN := min(20, o.Nodes)
-	if err := r.adoptAll(ctx, sampleN); err != nil {
+	if err := r.migrateAll(ctx, sampleN); err != nil {
 		samp.stop()
-		return nil, nil, err
+		return nil, r.d, err
+	}
+	if err := r.idle(ctx); err != nil {
+		samp.stop()
+		return nil, r.d, err
 	}
 	fl, err := r.flipAll(ctx)
+	r.d.OrchCPUS = r.orch.cpuSeconds()
 	peak := samp.stop()
 	if err != nil {
-		return nil, nil, err
+		return nil, r.d, err
 	}
 	if err := r.afterFlips(ctx, fl); err != nil {
-		return nil, nil, err
+		return nil, r.d, err
 	}
 	r.memory(peak)
 	r.d.Note = scaleNote(sampleN, r.d.BaselineRSSMiB)
-	return r.rows(fl, sampleN), r.d, nil
+	return r.rows(sampleN), r.d, nil
+}
+
+// treeName is how the rows name the tree an orchestrator was built from.
+func treeName(tree string) string {
+	if tree == "" {
+		return "this tree"
+	}
+	return tree
+}
+
+// loadAvg is /proc/loadavg's first three fields.
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 // scaleBinary checks the options and finds the Temporal CLI.
 func scaleBinary(o Options) (string, error) {
-	if o.Nodes < 1 || o.Flips < 0 || o.Flips > o.Nodes || o.Parallel < 1 {
-		return "", fmt.Errorf("-scale-nodes must be at least 1, -scale-flips between 0 and it, -scale-flip-parallel at least 1")
+	if o.Nodes < 2 || o.Parallel < 1 || o.Idle <= 0 {
+		return "", fmt.Errorf("-scale-nodes must be at least 2 (a control node and a wave), -scale-flip-parallel at least 1, -scale-idle more than 0")
+	}
+	for _, b := range o.Batches {
+		if b < 1 {
+			return "", fmt.Errorf("-scale-flip-batches: %d: each batch is at least 1 flip", b)
+		}
+	}
+	if _, _, err := resolveWaves(o, o.Nodes); err != nil {
+		return "", err
 	}
 	if o.DB != "tmpfs" && o.DB != "disk" {
 		return "", fmt.Errorf("-scale-db %q: it is tmpfs or disk", o.DB)
@@ -245,7 +309,7 @@ func (r *scaleRun) raise(bin string) error {
 	}
 	r.onClose(func() { os.RemoveAll(nodesDir) })
 	r.nodesDir, r.d.NodesDir = nodesDir, nodesDir
-	fmt.Fprintln(r.out, "scale: listing a found ruleset to serve from memory ...")
+	r.logf("listing a found ruleset to serve from memory ...")
 	if r.found, err = foundRuleset(); err != nil {
 		return err
 	}
@@ -266,7 +330,7 @@ func (r *scaleRun) raise(bin string) error {
 	r.onClose(r.srv.stop)
 	r.d.Pollers = r.o.Pollers
 	r.d.Server = r.srv.version + fmt.Sprintf("; sqlite file %s (-scale-db %s); --dynamic-config-value frontend.namespaceCount=%d (concurrent long polls per API; default 1200), matching.numTaskqueueRead/WritePartitions=1 (default 4)", dbFile, r.o.DB, longPolls)
-	fmt.Fprintf(r.out, "scale: dev server on %s (%s)\n", r.srv.addr, r.srv.version)
+	r.logf("dev server on %s (%s)", r.srv.addr, r.srv.version)
 	logf, err := os.Create(filepath.Join(r.dir, "sdk.log"))
 	if err != nil {
 		return err
@@ -286,7 +350,7 @@ func (r *scaleRun) raise(bin string) error {
 func (r *scaleRun) startWorkers() error {
 	runtime.GC()
 	r.d.BaselineRSSMiB = rssMiB("self", "VmRSS")
-	fmt.Fprintf(r.out, "scale: starting the workflow worker and %d node workers ...\n", r.o.Nodes)
+	r.logf("starting the orchestrator (built from %s) and %d node workers ...", treeName(r.o.OrchTree), r.o.Nodes)
 	t0 := time.Now()
 	var err error
 	r.onClose(func() {
@@ -314,7 +378,7 @@ func (r *scaleRun) startWorkers() error {
 		}
 	}
 	r.d.WorkersStartS = time.Since(t0).Seconds()
-	fmt.Fprintf(r.out, "scale: %d workers started in %.1f s\n", len(r.ws), r.d.WorkersStartS)
+	r.logf("%d workers started in %.1f s", len(r.ws), r.d.WorkersStartS)
 	r.d.WorkerOptions = fmt.Sprintf("one orchestrator process (adopt-worker orchestrate, build %s, Worker Deployment %q) on %q with SDK defaults; "+
 		"%d simulated node agents in this process, one worker per node queue, MaxConcurrentActivityTaskPollers 1 and DisableWorkflowWorker, one client",
 		r.orch.buildID, workflows.DeploymentName, workflows.TaskQueue, r.o.Nodes)
@@ -332,10 +396,7 @@ func (r *scaleRun) startNode(i int) error {
 	if i == 0 {
 		mem.plan.Role = "control" // a fleet has one, first
 	}
-	if r.o.Idle > 0 {
-		mem.plan.Role = "member"
-		mem.plan.Modules = []config.ModulePlan{idleModule}
-	}
+	mem.plan.Modules = []config.ModulePlan{simModule}
 	r.plans[i] = mem.plan
 	acts := mem.activities()
 	acts.Temporal = r.c
@@ -354,61 +415,6 @@ func (r *scaleRun) startNode(i int) error {
 	return nil
 }
 
-// adoptAll starts the fleet, waits until every node is adopted and reads
-// the histories of sampleN nodes spread over the fleet.
-func (r *scaleRun) adoptAll(ctx context.Context, sampleN int) error {
-	fmt.Fprintf(r.out, "scale: starting one Fleet of %d nodes ...\n", r.o.Nodes)
-	r.start = time.Now()
-	in := fleet.FleetInput{Name: "bench"}
-	for _, p := range r.plans {
-		in.Members = append(in.Members, fleet.FleetMember{Node: p.Node, Role: p.Role})
-	}
-	if _, err := r.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fleet.FleetID("bench"), TaskQueue: workflows.TaskQueue}, fleet.FleetWorkflow, in); err != nil {
-		return fmt.Errorf("start the fleet: %w", err)
-	}
-	r.d.StartAllS = time.Since(r.start).Seconds()
-	if err := r.waitAdopted(ctx); err != nil {
-		return err
-	}
-	r.d.AdoptAllS = time.Since(r.start).Seconds()
-	r.d.NodesPerSecond = float64(r.o.Nodes) / r.d.AdoptAllS
-	r.d.HistorySample = sampleN
-	ids := make([]string, sampleN)
-	for i := range ids {
-		ids[i] = r.plans[i*r.o.Nodes/sampleN].Node
-	}
-	var err error
-	r.d.EventsAdopted, r.d.BytesAdopted, _, err = r.histories(ctx, ids)
-	return err
-}
-
-// waitAdopted polls the visibility count of adopted nodes every second.
-func (r *scaleRun) waitAdopted(ctx context.Context) error {
-	last := int64(-1)
-	for {
-		n, err := count(ctx, r.c, `AdoptionPhase = "adopted"`)
-		if err != nil && isTransient(err) && ctx.Err() == nil {
-			r.d.CountRetries++ // an overloaded dev server: ask again
-			time.Sleep(time.Second)
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("count adopted nodes: %w", err)
-		}
-		if n != last && (n == int64(r.o.Nodes) || n/100 != last/100) {
-			fmt.Fprintf(r.out, "scale: %d/%d adopted after %.1f s\n", n, r.o.Nodes, time.Since(r.start).Seconds())
-		}
-		last = n
-		if n >= int64(r.o.Nodes) {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("only %d of %d nodes adopted within -scale-timeout %s", n, r.o.Nodes, r.o.Timeout)
-		}
-		time.Sleep(time.Second)
-	}
-}
-
 // histories are the event counts and sizes of the nodes' histories.
 func (r *scaleRun) histories(ctx context.Context, nodes []string) (events, bytes Stats, n int, err error) {
 	var ev, by []float64
@@ -420,90 +426,6 @@ func (r *scaleRun) histories(ctx context.Context, nodes []string) (events, bytes
 		ev, by = append(ev, float64(e)), append(by, float64(b))
 	}
 	return stats(ev), stats(by), len(nodes), nil
-}
-
-// flipAll flips every node (or a sample), parallel at a time.
-func (r *scaleRun) flipAll(ctx context.Context) (*scaleFlips, error) {
-	if r.o.Flips == 0 {
-		r.o.Flips = r.o.Nodes
-		r.d.FlipSample = r.o.Nodes
-	}
-	fmt.Fprintf(r.out, "scale: flipping %d nodes, %d at a time ...\n", r.o.Flips, r.o.Parallel)
-	fl := &scaleFlips{sent: map[string]time.Time{}}
-	var mu sync.Mutex
-	var firstErr error
-	sem := make(chan struct{}, r.o.Parallel)
-	var wg sync.WaitGroup
-	for i := 0; i < r.o.Flips; i++ {
-		node := r.plans[i*r.o.Nodes/max(r.o.Flips, 1)].Node
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			t0, l, err := flipOne(ctx, r.c, node)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case errors.Is(err, errReverted):
-				fl.reverted = append(fl.reverted, err.Error())
-			case err != nil:
-				firstErr = cmp.Or(firstErr, err)
-			default:
-				fl.closed, fl.flipped = append(fl.closed, l), append(fl.flipped, node)
-				fl.sent[node] = t0
-			}
-		}()
-	}
-	wg.Wait()
-	if r.o.Flips == r.o.Nodes {
-		r.d.ConvergeAllS = time.Since(r.start).Seconds()
-	}
-	r.d.FlipsReverted = fl.reverted
-	return fl, firstErr
-}
-
-// afterFlips waits for the fleet's end and reads, from the histories, when
-// each flipped node converged and where the time went.
-func (r *scaleRun) afterFlips(ctx context.Context, fl *scaleFlips) error {
-	r.d.OrchPeakRSSMiB = rssMiB(strconv.Itoa(r.orch.cmd.Process.Pid), "VmHWM")
-	r.fleetEnd(ctx)
-	r.d.FlipClosedMS, r.d.FlipClosedP99MS = stats(fl.closed), report.Percentile(fl.closed, 99)
-	fmt.Fprintf(r.out, "scale: reading when each of %d flipped nodes recorded phase converged ...\n", len(fl.flipped))
-	spans, err := flipSpans(ctx, r.c, fl.sent)
-	if err != nil {
-		return err
-	}
-	for _, sp := range spans {
-		fl.lat = append(fl.lat, report.MS(sp.total))
-	}
-	r.d.FlipMS, r.d.FlipP99MS = stats(fl.lat), report.Percentile(fl.lat, 99)
-	fl.where, r.d.FlipParts = breakdownNote(spans)
-	r.d.EventsConverged, r.d.BytesConverged, fl.sampled, err = r.histories(ctx, fl.flipped[:min(20, len(fl.flipped))])
-	return err
-}
-
-// fleetEnd waits (bounded) for the fleet, which ends once its last node
-// has, and says how it ended, or why it could not be read.
-func (r *scaleRun) fleetEnd(ctx context.Context) {
-	var fst fleet.FleetState
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := r.c.GetWorkflow(wctx, fleet.FleetID("bench"), "").Get(wctx, &fst); err != nil {
-		r.d.FleetEnd = "not ended within 2 min of the last flip: " + err.Error()
-		if v, qerr := r.c.QueryWorkflow(ctx, fleet.FleetID("bench"), "", fleet.QueryFleet); qerr == nil {
-			_ = v.Get(&fst)
-		} else {
-			r.d.FleetEnd += "; query: " + qerr.Error()
-		}
-	} else {
-		r.d.FleetEnd = "completed"
-	}
-	r.d.FleetRuns = fst.Runs
-	if ev, _, err := history(ctx, r.c, fleet.FleetID("bench")); err == nil {
-		r.d.FleetEvents = ev
-	}
-	fmt.Fprintf(r.out, "scale: the fleet %s after %d continue-as-new (%d events in its last run)\n", r.d.FleetEnd, r.d.FleetRuns, r.d.FleetEvents)
 }
 
 // memory records the bench process's and the dev server's memory.
