@@ -1,20 +1,26 @@
 package scale
 
 // This file holds the scale section's simulated node: the real activities
-// on the shared in-memory fakes, with real custody and state on tmpfs.
+// on the shared in-memory fakes, with real custody and state on tmpfs, and
+// its marks in memory on the input and the forward path.
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"adoption/activities"
 	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/custody"
+	"adoption/firewall"
+	"adoption/firewall/eval"
+	"adoption/firewall/marks"
 	"adoption/internal/fake"
 	"adoption/nodestate"
 	"adoption/sockets"
@@ -33,7 +39,8 @@ type memNode struct {
 	name     string
 	root     string // node.root: the files, and the boot path the commit checks
 	plan     config.Plan
-	found    json.RawMessage
+	found    [2]json.RawMessage
+	marks    *memMarks
 	contents map[string][]byte
 	files    *custody.Store
 	state    *nodestate.Dir
@@ -49,7 +56,7 @@ var memFiles = map[string]string{
 
 // newMemNode lays out the node's root and state directory under dir and
 // creates its custody key, as the agent does at start.
-func newMemNode(dir, name string, found json.RawMessage) (*memNode, error) {
+func newMemNode(dir, name string, found [2]json.RawMessage) (*memNode, error) {
 	root, stateDir := filepath.Join(dir, name, "root"), filepath.Join(dir, name, "state")
 	for path, content := range memFiles {
 		p := filepath.Join(root, path)
@@ -76,7 +83,7 @@ func newMemNode(dir, name string, found json.RawMessage) (*memNode, error) {
 	if err := os.Symlink("/lib/systemd/system/nftables.service", link); err != nil {
 		return nil, err
 	}
-	m := &memNode{name: name, root: root, found: found, contents: map[string][]byte{},
+	m := &memNode{name: name, root: root, found: found, marks: &memMarks{}, contents: map[string][]byte{},
 		files: custody.New(root, stateDir), state: nodestate.New(stateDir)}
 	if err := m.files.EnsureKey(); err != nil {
 		return nil, err
@@ -97,8 +104,8 @@ func newMemNode(dir, name string, found json.RawMessage) (*memNode, error) {
 func (m *memNode) activities() *activities.Activities {
 	return &activities.Activities{
 		Node:          m.name,
-		Firewall:      fake.Listed{Found: m.found},
-		Marks:         &fake.KeptMarks{},
+		Firewall:      memFirewall{m},
+		Marks:         m.marks,
 		Engine:        fake.Engine{Containers: fake.Services([]string{"web", "app", "db"}, 0)},
 		Cutover:       fake.Cutover{},
 		Flipper:       &fake.Flipper{Saved: "# the predecessor's firewall, as it was\n"},
@@ -119,6 +126,84 @@ func (m *memNode) authority() (*authority.Authority, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.Fleet = "bench"
+	a.Fleet = fleetName
 	return a, nil
+}
+
+// memMarks is a node's marked rules in memory: fake.KeptMarks on the input
+// path, and the forward path a published container's port is opened on
+// (activities.ForwardMarks), kept alike. Close and Release remove both.
+type memMarks struct {
+	fake.KeptMarks
+	mu  sync.Mutex
+	fwd map[marks.Mark]marks.MarkedRule
+}
+
+func (m *memMarks) OpenForward(node, owner string, ports []config.Port) (added, present []marks.MarkedRule, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fwd == nil {
+		m.fwd = map[marks.Mark]marks.MarkedRule{}
+	}
+	for _, p := range ports {
+		r := marks.MarkedRule{Family: "ip", Table: "filter", Chain: "ufw-user-forward", Mark: marks.Mark{Node: node, Owner: owner, Port: p.Num, Proto: p.Proto}}
+		if _, ok := m.fwd[r.Mark]; ok {
+			present = append(present, r)
+			continue
+		}
+		m.fwd[r.Mark] = r
+		added = append(added, r)
+	}
+	return added, present, nil
+}
+
+// forward removes the forward marks keep says, returning them.
+func (m *memMarks) forward(keep func(marks.Mark) bool) []marks.MarkedRule {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []marks.MarkedRule
+	for k, r := range m.fwd {
+		if !keep(k) {
+			out = append(out, r)
+			delete(m.fwd, k)
+		}
+	}
+	return out
+}
+
+func (m *memMarks) Close(node, owner string) ([]marks.MarkedRule, error) {
+	out, err := m.KeptMarks.Close(node, owner)
+	return append(out, m.forward(func(k marks.Mark) bool { return k.Owner != owner })...), err
+}
+
+func (m *memMarks) Release(node string) ([]marks.MarkedRule, error) {
+	out, err := m.KeptMarks.Release(node)
+	return append(out, m.forward(func(marks.Mark) bool { return false })...), err
+}
+
+func (m *memMarks) List(node string) ([]marks.MarkedRule, error) {
+	out, err := m.KeptMarks.List(node)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.fwd {
+		out = append(out, r)
+	}
+	return out, err
+}
+
+// memFirewall is the node's firewall as listed: the found ruleset, and
+// once the node's marks hold a rule on the input path (its module's port
+// opened) the same with that port allowed, as a listing would show it.
+type memFirewall struct{ m *memNode }
+
+func (f memFirewall) listed() fake.Listed {
+	if in, _ := f.m.marks.KeptMarks.List(f.m.name); len(in) > 0 {
+		return fake.Listed{Found: f.m.found[1]}
+	}
+	return fake.Listed{Found: f.m.found[0]}
+}
+
+func (f memFirewall) Ruleset() (*firewall.Ruleset, error) { return f.listed().Ruleset() }
+func (f memFirewall) Inspect(ctx context.Context) (eval.Report, error) {
+	return f.listed().Inspect(ctx)
 }

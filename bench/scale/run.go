@@ -148,7 +148,7 @@ type scaleRun struct {
 	tag      string // "scale" or "scale (before)": the progress lines' prefix
 	dir      string // logs, kept when the run fails
 	nodesDir string
-	found    json.RawMessage // the ruleset every node reports
+	found    [2]json.RawMessage // the rulesets every node reports: as found, and with its module's port opened
 	srv      *devServer
 	orch     *orchestrator
 	c        client.Client
@@ -309,8 +309,11 @@ func (r *scaleRun) raise(bin string) error {
 	}
 	r.onClose(func() { os.RemoveAll(nodesDir) })
 	r.nodesDir, r.d.NodesDir = nodesDir, nodesDir
-	r.logf("listing a found ruleset to serve from memory ...")
-	if r.found, err = foundRuleset(); err != nil {
+	r.logf("listing the found rulesets to serve from memory ...")
+	if r.found[0], err = foundRuleset(nil); err != nil {
+		return err
+	}
+	if r.found[1], err = foundRuleset(&simModule.Ports[0]); err != nil {
 		return err
 	}
 	// The dev server's SQLite file: on tmpfs by default. The dev server

@@ -31,18 +31,29 @@ import (
 	"adoption/bench/benchns"
 	"adoption/config"
 	"adoption/firewall/eval"
+	"adoption/firewall/marks"
 	"adoption/internal/ufwfixture"
 )
 
 // foundRuleset lists ufwfixture.DefaultDeny(22/tcp) from a throwaway bn-
-// namespace: the found firewall every simulated node reports.
-func foundRuleset() (json.RawMessage, error) {
+// namespace: the found firewall a simulated node reports; with open, also
+// a marked rule opening that port in ufw-user-input, as the node's marks
+// place it when its module migrates. The rule's comment names the first
+// simulated node: every node shares the one listing, and what reads a
+// mark in a listing (the found fingerprint, the evaluation) goes by its
+// prefix (firewall.RuleOwner).
+func foundRuleset(open *config.Port) (json.RawMessage, error) {
 	ns, err := benchns.New("sc")
 	if err != nil {
 		return nil, err
 	}
 	defer ns.Del()
 	rules := ufwfixture.DefaultDeny(config.MustPorts([]string{"22/tcp"}))
+	if open != nil {
+		mark := marks.Mark{Node: "sim00000", Owner: simModule.Name, Port: open.Num, Proto: open.Proto}
+		rules = strings.Replace(rules, "COMMIT\n", fmt.Sprintf("-A ufw-user-input -p %s -m %s --dport %d -m comment --comment %q -j ACCEPT\nCOMMIT\n",
+			open.Proto, open.Proto, open.Num, mark.Comment()), 1)
+	}
 	for _, fam := range []string{"iptables-restore", "ip6tables-restore"} {
 		if _, err := ns.Run([]byte(rules), fam); err != nil {
 			return nil, err
