@@ -44,14 +44,16 @@ func (r *scaleRun) rows(sampleN int) []report.Row {
 		report.Absolute("scale", fmt.Sprintf("orchestrator CPU per simulated hour, %d nodes idle (adopted, migrated), from a %s window", o.Nodes, o.Idle), idle.OrchCPUPerHourS, "CPU s/h", ours,
 			fmt.Sprintf("%s; utime+stime %.2f s in the window; %.1f s over the whole run (start to the last flip)", sim, idle.OrchCPUS, d.OrchCPUS), 1),
 	}
-	for _, b := range d.Flips {
+	for k, b := range d.Flips {
 		if !b.AtOnce {
 			continue
 		}
+		// The batch's number keeps two batches of one size apart (at
+		// fewer nodes than the batches ask, the last ones are cut).
 		note := fmt.Sprintf("%s; %d of %d converged, %d reverted; the other nodes adopted or converged; %s", sim, b.MS.N, b.Size, len(b.Reverted), b.Where)
 		rows = append(rows,
-			report.Absolute("scale", fmt.Sprintf("flip Update to phase converged, %d at once: p50", b.Size), b.MS.Median, "ms", ours, note, 0),
-			report.Absolute("scale", fmt.Sprintf("flip Update to phase converged, %d at once: p99", b.Size), b.P99MS, "ms", ours,
+			report.Absolute("scale", fmt.Sprintf("flip Update to phase converged, batch %d, %d at once: p50", k+1, b.Size), b.MS.Median, "ms", ours, note, 0),
+			report.Absolute("scale", fmt.Sprintf("flip Update to phase converged, batch %d, %d at once: p99", k+1, b.Size), b.P99MS, "ms", ours,
 				fmt.Sprintf("%s; max %.0f ms; to the workflow's close (the fleet told): p50 %.0f ms, p99 %.0f ms", sim, b.MS.Max, b.ClosedMS.Median, b.Closed99), 0))
 	}
 	rows = append(rows,
