@@ -169,8 +169,15 @@ func (r *scaleRun) fleetState(ctx context.Context) (fleet.FleetState, error) {
 		if err == nil {
 			return st, nil
 		}
-		if !isTransient(err) || ctx.Err() != nil {
+		// A fleet whose workflow task failed (the server retries the
+		// task) answers no query until a task completes: ask again, and
+		// count it.
+		failedTask := strings.Contains(err.Error(), "Workflow Task in failed state")
+		if !isTransient(err) && !failedTask || ctx.Err() != nil {
 			return st, fmt.Errorf("query the fleet: %w", err)
+		}
+		if failedTask {
+			r.d.QueryFailedTask++
 		}
 		r.d.QueryRetries++
 		time.Sleep(time.Second)

@@ -52,15 +52,16 @@ type Details struct {
 	Pollers          string       `json:"orchestrator_workflow_pollers"` // --workflow-pollers ("" its default)
 	WorkerOptions    string       `json:"worker_options"`
 	WorkersStartS    float64      `json:"workers_start_s"`
-	StartFleetS      float64      `json:"start_fleet_s"`    // until the fleet's start request returned
-	WavesMigratedS   []float64    `json:"waves_migrated_s"` // fleet start to every node of wave k done (control node = wave 0)
-	MigrateAllS      float64      `json:"migrate_all_s"`    // fleet start to every node adopted with its module migrated
-	MigrateOps       int          `json:"migrate_ops"`      // fleet migrate Updates the bench sent as the operator
-	QueryRetries     int          `json:"query_retries"`    // fleet queries that timed out
-	ConvergeAllS     float64      `json:"converge_all_s"`   // fleet start to every node converged (flipped)
-	FleetRuns        int          `json:"fleet_runs"`       // the fleet's continue-as-new generations
-	FleetEnd         string       `json:"fleet_end"`        // how the fleet ended: completed, or what was seen instead
-	FleetEvents      int          `json:"fleet_events"`     // events in the fleet's current run at the end
+	StartFleetS      float64      `json:"start_fleet_s"`     // until the fleet's start request returned
+	WavesMigratedS   []float64    `json:"waves_migrated_s"`  // fleet start to every node of wave k done (control node = wave 0)
+	MigrateAllS      float64      `json:"migrate_all_s"`     // fleet start to every node adopted with its module migrated
+	MigrateOps       int          `json:"migrate_ops"`       // fleet migrate Updates the bench sent as the operator
+	QueryRetries     int          `json:"query_retries"`     // fleet queries asked again (timed out, or the fleet's task failed)
+	QueryFailedTask  int          `json:"query_failed_task"` // ... of them, answered "Workflow Task in failed state"
+	ConvergeAllS     float64      `json:"converge_all_s"`    // fleet start to every node converged (flipped)
+	FleetRuns        int          `json:"fleet_runs"`        // the fleet's continue-as-new generations
+	FleetEnd         string       `json:"fleet_end"`         // how the fleet ended: completed, or what was seen instead
+	FleetEvents      int          `json:"fleet_events"`      // events in the fleet's current run at the end
 	OrchPeakRSSMiB   float64      `json:"orchestrator_peak_rss_mib"`
 	OrchCPUS         float64      `json:"orchestrator_cpu_s"` // utime+stime from its start to the last flip
 	OrchBuildID      string       `json:"orchestrator_build_id"`
