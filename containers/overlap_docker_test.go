@@ -101,7 +101,7 @@ func TestDockerOverlapMovesClientConnections(t *testing.T) {
 		t.Helper()
 		stop := make(chan struct{})
 		stats := make(chan sandbox.ClientStats, 1)
-		go func() { stats <- n.Clients(ctx, addr, "/version", 6, 3*time.Second, stop) }()
+		go func() { stats <- n.Clients(ctx, addr, "/version", 6, clientPatience, stop) }()
 		time.Sleep(sandbox.ClientWarmup + 200*time.Millisecond)
 		if err := do(); err != nil {
 			close(stop)
