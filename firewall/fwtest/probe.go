@@ -77,11 +77,24 @@ func (n *TestNet) Reach(t *testing.T, probes []Probe) map[Probe]bool {
 
 func attempt(p Probe) bool { return attemptTo(p.Proto, p.Src, p.dst(), p.Port) }
 
+// Patience for one attempt: the first round is quick; a packet that did not
+// get through is tried once more, longer (attemptAgain). The firewall drops
+// a packet again the same way, while one lost to a loaded host's scheduling
+// (150 probes at once on two busy cores) gets through the second time.
+const (
+	firstTimeout = 400 * time.Millisecond
+	againTimeout = 2 * time.Second
+)
+
 // attemptTo says whether a new connection from src (an address of the
 // calling thread's namespace) to dst:port gets through: a TCP handshake
-// completed, or a UDP echo came back.
+// completed, or a UDP echo came back. One that does not is tried again.
 func attemptTo(proto, src, dst string, port uint16) bool {
-	const timeout = 400 * time.Millisecond
+	return attemptWithin(proto, src, dst, port, firstTimeout) || attemptWithin(proto, src, dst, port, againTimeout)
+}
+
+// attemptWithin is one attempt of attemptTo, waiting at most timeout.
+func attemptWithin(proto, src, dst string, port uint16, timeout time.Duration) bool {
 	local := &net.TCPAddr{IP: net.ParseIP(src)}
 	addr := net.JoinHostPort(dst, fmt.Sprint(port))
 	if proto == "tcp" {
