@@ -117,7 +117,7 @@ const (
 
 // ProbeInput and the other inputs carry the node's plan.
 type ProbeInput struct {
-	Plan config.Plan `json:"plan"`
+	Plan config.PlanRef `json:"plan"`
 	// Intent is the operator's signed request (intent.go), for the
 	// activities that change the node; the others ignore it.
 	Intent *intent.Signed `json:"intent,omitempty"`
@@ -226,7 +226,7 @@ func attributePublished(ls []sockets.Listener, cr containers.Report) []sockets.L
 
 // AdoptInput carries the plan and the workflow that adopts the node.
 type AdoptInput struct {
-	Plan       config.Plan    `json:"plan"`
+	Plan       config.PlanRef `json:"plan"`
 	WorkflowID string         `json:"workflow_id"`
 	Intent     *intent.Signed `json:"intent,omitempty"`
 }

@@ -81,7 +81,7 @@ func TestCheckFoundationPortsNamesEveryCollision(t *testing.T) {
 		{Name: "store", Port: config.Port{Num: 5432, Proto: "tcp"}},
 	}}
 	withPlan(a, plan)
-	_, err := a.CheckFoundationPorts(context.Background(), ProbeInput{Plan: plan})
+	_, err := a.CheckFoundationPorts(context.Background(), ProbeInput{Plan: plan.Ref()})
 	msg := appErr(t, err, ErrPortCollision)
 	for _, want := range []string{
 		"3 foundation port(s) collide; nothing was opened or started",
@@ -103,7 +103,7 @@ func TestAdoptRefusesWhileControlDaemonRuns(t *testing.T) {
 	a.Sockets = fake.Sockets{Procs: []sockets.Process{{PID: 4242, Exe: "predecessor-sync"}}}
 	must(t, os.WriteFile(root+"/hosts", []byte("x"), 0o644))
 	plan := withPlan(a, config.Plan{Node: "n1", Control: []string{"predecessor-sync"}, NodeFiles: []config.FilePlan{{Path: "/hosts"}}})
-	_, err := a.Adopt(context.Background(), AdoptInput{Plan: plan, WorkflowID: "node-migration/n1"})
+	_, err := a.Adopt(context.Background(), AdoptInput{Plan: plan.Ref(), WorkflowID: "node-migration/n1"})
 	msg := appErr(t, err, ErrControlRunning)
 	if !strings.Contains(msg, "predecessor-sync (pid 4242)") || !strings.Contains(msg, "adopt retry n1") {
 		t.Fatalf("refusal: %s", msg)
@@ -116,7 +116,7 @@ func TestAdoptRefusesWhileControlDaemonRuns(t *testing.T) {
 func TestActivitiesRefuseAnotherNodesPlan(t *testing.T) {
 	a, _ := newActs(t)
 	withPlan(a, config.Plan{Node: "n1"})
-	_, err := a.Probe(context.Background(), ProbeInput{Plan: config.Plan{Node: "n2"}})
+	_, err := a.Probe(context.Background(), ProbeInput{Plan: config.Plan{Node: "n2"}.Ref()})
 	appErr(t, err, ErrWrongNode)
 }
 
@@ -127,12 +127,12 @@ func TestCutoverPreflightNeedsLocalContent(t *testing.T) {
 	plan := config.Plan{Node: "n1", Modules: []config.ModulePlan{{Name: "mail",
 		Files: []config.FilePlan{{Path: "/srv/mail.env", SHA256: strings.Repeat("c", 64)}}}}}
 	withPlan(a, plan)
-	_, err := a.CutoverPreflight(context.Background(), ModuleInput{Plan: plan, Module: "mail"})
+	_, err := a.CutoverPreflight(context.Background(), ModuleInput{Plan: plan.Ref(), Module: "mail"})
 	msg := appErr(t, err, ErrMissingContent)
 	if !strings.Contains(msg, "/srv/mail.env") || !strings.Contains(msg, "update the node's configuration") {
 		t.Fatalf("refusal: %s", msg)
 	}
-	_, err = a.CutoverPreflight(context.Background(), ModuleInput{Plan: plan, Module: "nosuch"})
+	_, err = a.CutoverPreflight(context.Background(), ModuleInput{Plan: plan.Ref(), Module: "nosuch"})
 	appErr(t, err, ErrBadModule)
 }
 

@@ -22,7 +22,7 @@ import (
 
 // configuration, read now (so an operator's edit of the file applies at
 // the next retry), must derive exactly the plan the request carries.
-func (a *Activities) authorize(ctx context.Context, req config.Plan) (*authority.Authority, error) {
+func (a *Activities) authorize(ctx context.Context, req config.PlanRef) (*authority.Authority, error) {
 	if err := a.checkNode(req.Node); err != nil {
 		return nil, err
 	}

@@ -140,115 +140,115 @@ func TestHostileRequestsAreRefused(t *testing.T) {
 		want string
 		run  func(a *Activities, p config.Plan) error
 	}{
-		{"undeclared port in the plan", authority.ErrPlanMismatch, "modules[app].ports[2375/tcp]: the request says 2375/tcp, the node says absent", func(a *Activities, p config.Plan) error {
+		{"undeclared port in the plan", authority.ErrPlanMismatch, "differs from node n1's own configuration", func(a *Activities, p config.Plan) error {
 			p.Modules[0].Ports = append(p.Modules[0].Ports, config.Port{Num: 2375, Proto: "tcp"})
-			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: "app", Ports: p.Modules[0].Ports})
+			_, err := a.OpenRules(ctx, RulesInput{Plan: p.Ref(), Owner: "app", Ports: p.Modules[0].Ports})
 			return err
 		}},
 		{"undeclared port with the node's plan", authority.ErrNotDeclared, "port 2375/tcp is not declared for app", func(a *Activities, p config.Plan) error {
-			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: "app", Ports: []config.Port{{Num: 2375, Proto: "tcp"}}})
+			_, err := a.OpenRules(ctx, RulesInput{Plan: p.Ref(), Owner: "app", Ports: []config.Port{{Num: 2375, Proto: "tcp"}}})
 			return err
 		}},
 		{"undeclared owner in a reconcile", authority.ErrNotDeclared, `owner "evil" is neither the foundation nor a module`, func(a *Activities, p config.Plan) error {
-			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p, Owners: map[string][]config.Port{"evil": {{Num: 2375, Proto: "tcp"}}}})
+			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: map[string][]config.Port{"evil": {{Num: 2375, Proto: "tcp"}}}})
 			return err
 		}},
 		{"forward path for a port the container does not publish", authority.ErrNotDeclared, "port 2375/tcp is not published by app's container in node n1's configuration (published: 8080/tcp)", func(a *Activities, p config.Plan) error {
-			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: "app", Ports: p.Modules[0].Ports, Forward: []config.Port{{Num: 2375, Proto: "tcp"}}})
+			_, err := a.OpenRules(ctx, RulesInput{Plan: p.Ref(), Owner: "app", Ports: p.Modules[0].Ports, Forward: []config.Port{{Num: 2375, Proto: "tcp"}}})
 			return err
 		}},
 		{"forward path for the foundation", authority.ErrNotDeclared, "foundation asks to open published ports 5001/tcp on the forward path, but node n1's configuration gives it no container", func(a *Activities, p config.Plan) error {
-			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: flip.OwnerFoundation, Forward: []config.Port{{Num: 5001, Proto: "tcp"}}})
+			_, err := a.OpenRules(ctx, RulesInput{Plan: p.Ref(), Owner: flip.OwnerFoundation, Forward: []config.Port{{Num: 5001, Proto: "tcp"}}})
 			return err
 		}},
 		{"forward path for an undeclared owner in a reconcile", authority.ErrNotDeclared, `owner "evil" is neither the foundation nor a module`, func(a *Activities, p config.Plan) error {
-			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p, Forward: map[string][]config.Port{"evil": {{Num: 2375, Proto: "tcp"}}}})
+			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p.Ref(), Forward: map[string][]config.Port{"evil": {{Num: 2375, Proto: "tcp"}}}})
 			return err
 		}},
 		{"forward path for an unpublished port in a reconcile", authority.ErrNotDeclared, "port 9999/tcp is not published by app's container", func(a *Activities, p config.Plan) error {
-			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p, Owners: map[string][]config.Port{"app": p.Modules[0].Ports}, Forward: map[string][]config.Port{"app": {{Num: 9999, Proto: "tcp"}}}})
+			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: map[string][]config.Port{"app": p.Modules[0].Ports}, Forward: map[string][]config.Port{"app": {{Num: 9999, Proto: "tcp"}}}})
 			return err
 		}},
-		{"another image", authority.ErrPlanMismatch, "modules[app].container.image", func(a *Activities, p config.Plan) error {
+		{"another image", authority.ErrPlanMismatch, "differs from node n1's own configuration", func(a *Activities, p config.Plan) error {
 			p.Modules[0].Container.Image = "docker:cli"
-			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app"})
+			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p.Ref(), Module: "app"})
 			return err
 		}},
 		{"bind mount of / and the Docker socket", authority.ErrNotDeclared, "the predecessor the request describes is not the one on node n1: mounts", func(a *Activities, p config.Plan) error {
-			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app", Predecessor: &containers.Predecessor{ID: "abc", Name: "app",
+			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p.Ref(), Module: "app", Predecessor: &containers.Predecessor{ID: "abc", Name: "app",
 				Mounts: []containers.Mount{{Type: "bind", Source: "/", Destination: "/host"}, {Type: "bind", Source: "/var/run/docker.sock", Destination: "/var/run/docker.sock"}}}})
 			return err
 		}},
 		{"network=host", authority.ErrNotDeclared, `networks: the request says ["host"]`, func(a *Activities, p config.Plan) error {
-			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app", Predecessor: &containers.Predecessor{ID: "abc", Name: "app", Networks: []string{"host"}}})
+			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p.Ref(), Module: "app", Predecessor: &containers.Predecessor{ID: "abc", Name: "app", Networks: []string{"host"}}})
 			return err
 		}},
 		{"a path outside the declared ones", authority.ErrNotDeclared, `path "/etc-shadow" is not declared`, func(a *Activities, p config.Plan) error {
-			_, err := a.AcceptDrift(ctx, DriftInput{Plan: p, Custody: []custody.Record{{FileState: custody.FileState{Path: "/etc-shadow", Exists: true}, Found: true}}})
+			_, err := a.AcceptDrift(ctx, DriftInput{Plan: p.Ref(), Custody: []custody.Record{{FileState: custody.FileState{Path: "/etc-shadow", Exists: true}, Found: true}}})
 			return err
 		}},
-		{"a path outside the declared ones, in the plan", authority.ErrPlanMismatch, "node_files[/etc-shadow]", func(a *Activities, p config.Plan) error {
+		{"a path outside the declared ones, in the plan", authority.ErrPlanMismatch, "differs from node n1's own configuration", func(a *Activities, p config.Plan) error {
 			p.NodeFiles = append(p.NodeFiles, config.FilePlan{Path: "/etc-shadow"})
-			_, err := a.Probe(ctx, ProbeInput{Plan: p})
+			_, err := a.Probe(ctx, ProbeInput{Plan: p.Ref()})
 			return err
 		}},
 		{"traversal in a flip ID (commit)", authority.ErrBadRequest, `flip ID "n1-1/../../../../tmp/x-1" is not one of node n1's`, func(a *Activities, p config.Plan) error {
-			_, err := a.CommitFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1/../../../../tmp/x-1"})
+			_, err := a.CommitFlip(ctx, ConfirmInput{Plan: p.Ref(), ID: "n1-1/../../../../tmp/x-1"})
 			return err
 		}},
 		{"traversal in a flip ID (flip)", authority.ErrBadRequest, `flip ID "../n1-1"`, func(a *Activities, p config.Plan) error {
-			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "../n1-1", ConfirmTimeout: p.ConfirmTimeout})
+			_, err := a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "../n1-1", ConfirmTimeout: p.ConfirmTimeout})
 			return err
 		}},
-		{"setuid mode", authority.ErrPlanMismatch, "modules[app].files[/srv/app/app.env].mode: the request says \"4755\"", func(a *Activities, p config.Plan) error {
+		{"setuid mode", authority.ErrPlanMismatch, "differs from node n1's own configuration", func(a *Activities, p config.Plan) error {
 			p.Modules[0].Files[0].Mode = "4755"
-			_, err := a.ConvergeFiles(ctx, ModuleInput{Plan: p, Module: "app"})
+			_, err := a.ConvergeFiles(ctx, ModuleInput{Plan: p.Ref(), Module: "app"})
 			return err
 		}},
-		{"100-year confirm timeout in the plan", authority.ErrPlanMismatch, "confirm_timeout: the request says 876000h0m0s, the node says 1m0s", func(a *Activities, p config.Plan) error {
+		{"100-year confirm timeout in the plan", authority.ErrPlanMismatch, "differs from node n1's own configuration", func(a *Activities, p config.Plan) error {
 			p.ConfirmTimeout = 100 * 365 * 24 * time.Hour
-			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
+			_, err := a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
 			return err
 		}},
 		{"100-year confirm timeout beside the node's plan", authority.ErrNotDeclared, "confirm timeout 876000h0m0s is not node n1's flip.confirm_timeout (1m0s)", func(a *Activities, p config.Plan) error {
-			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "n1-1", ConfirmTimeout: 100 * 365 * 24 * time.Hour})
+			_, err := a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: 100 * 365 * 24 * time.Hour})
 			return err
 		}},
 		{"ruleset without the management port", authority.ErrNotDeclared, "does not keep management port 22/tcp", func(a *Activities, p config.Plan) error {
 			s := specOf(p)
 			s.Input = s.Input[1:]
-			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: s, ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
+			_, err := a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: s, ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
 			return err
 		}},
 		{"ruleset opening an undeclared port", authority.ErrNotDeclared, "opens 2375/tcp for app", func(a *Activities, p config.Plan) error {
 			s := specOf(p)
 			s.Input = append(s.Input, flip.Allow{Port: config.Port{Num: 2375, Proto: "tcp"}, Owner: "app"})
-			_, err := a.Preview(ctx, PreviewInput{Plan: p, Spec: s})
+			_, err := a.Preview(ctx, PreviewInput{Plan: p.Ref(), Spec: s})
 			return err
 		}},
 		{"ruleset forwarding an undeclared port", authority.ErrNotDeclared, "forwards 9999/tcp", func(a *Activities, p config.Plan) error {
 			s := specOf(p)
 			s.Forward = append(s.Forward, flip.Allow{Port: config.Port{Num: 9999, Proto: "tcp"}, Owner: "app"})
-			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: s, ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
+			_, err := a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: s, ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
 			return err
 		}},
-		{"health endpoint elsewhere", authority.ErrPlanMismatch, "modules[app].health.tcp", func(a *Activities, p config.Plan) error {
+		{"health endpoint elsewhere", authority.ErrPlanMismatch, "differs from node n1's own configuration", func(a *Activities, p config.Plan) error {
 			p.Modules[0].Health.TCP = "10.0.0.1:8080"
-			_, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1"})
+			_, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: p.Ref(), ID: "n1-1"})
 			return err
 		}},
-		{"management port removed from the plan", authority.ErrPlanMismatch, "management_ports[22/tcp]: the request says absent", func(a *Activities, p config.Plan) error {
+		{"management port removed from the plan", authority.ErrPlanMismatch, "differs from node n1's own configuration", func(a *Activities, p config.Plan) error {
 			p.ManagementPorts = nil
-			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
+			_, err := a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
 			return err
 		}},
 		{"another node's plan", ErrWrongNode, `asked to act for node "n2"`, func(a *Activities, p config.Plan) error {
 			p.Node = "n2"
-			_, err := a.Release(ctx, ProbeInput{Plan: p})
+			_, err := a.Release(ctx, ProbeInput{Plan: p.Ref()})
 			return err
 		}},
 		{"a module not declared, pruned", ErrBadModule, `module "postgres" is not in node n1's configuration`, func(a *Activities, p config.Plan) error {
-			_, err := a.Prune(ctx, PruneInput{Plan: p, Modules: []string{"postgres"}})
+			_, err := a.Prune(ctx, PruneInput{Plan: p.Ref(), Modules: []string{"postgres"}})
 			return err
 		}},
 	}
@@ -260,6 +260,11 @@ func TestHostileRequestsAreRefused(t *testing.T) {
 			msg := appErr(t, err, tc.typ)
 			if !strings.Contains(msg, tc.want) {
 				t.Errorf("refusal lacks %q:\n%s", tc.want, msg)
+			}
+			// A request names its plan by hash: the refusal names the
+			// node's own, so the operator can tell which file is which.
+			if own := "(sha256 " + plan.Hash()[:12] + ")"; tc.typ == authority.ErrPlanMismatch && !strings.Contains(msg, own) {
+				t.Errorf("refusal does not name the node's own plan %s:\n%s", own, msg)
 			}
 			if len(rec.changes) != 0 {
 				t.Errorf("a refused request changed the node: %v", rec.changes)
@@ -277,22 +282,22 @@ func TestTheNodesOwnPlanIsServed(t *testing.T) {
 	ctx := context.Background()
 	a, rec, plan, _ := hostileSetup(t)
 	p := clone(t, plan)
-	if _, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: "app", Ports: p.Modules[0].Ports}); err != nil {
+	if _, err := a.OpenRules(ctx, RulesInput{Plan: p.Ref(), Owner: "app", Ports: p.Modules[0].Ports}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: flip.OwnerFoundation, Ports: []config.Port{{Num: 5001, Proto: "tcp"}}}); err != nil {
+	if _, err := a.OpenRules(ctx, RulesInput{Plan: p.Ref(), Owner: flip.OwnerFoundation, Ports: []config.Port{{Num: 5001, Proto: "tcp"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Preview(ctx, PreviewInput{Plan: p, Spec: specOf(p)}); err != nil {
+	if _, err := a.Preview(ctx, PreviewInput{Plan: p.Ref(), Spec: specOf(p)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app", Predecessor: rec.pred}); err != nil {
+	if _, err := a.CutoverCreate(ctx, CutoverInput{Plan: p.Ref(), Module: "app", Predecessor: rec.pred}); err != nil {
 		t.Fatal(err)
 	}
 	// The node's own plan is not enough for a flip: the node's own gates
 	// (app's cutover is not confirmed, its preview refuses) say no, and
 	// nothing changes (gates_test.go has the flip they let through).
-	_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
+	_, err := a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
 	if msg := appErr(t, err, ErrFlipRefused); !strings.Contains(msg, "module app's cutover is migrating on node n1, not confirmed by it") {
 		t.Fatalf("flip: %s", msg)
 	}
@@ -310,18 +315,18 @@ func TestAnEditedFileAppliesAtTheNextRequest(t *testing.T) {
 	b, err := os.ReadFile(cfgPath)
 	must(t, err)
 	must(t, os.WriteFile(cfgPath, []byte(strings.Replace(string(b), `ports: ["8080/tcp"]`, `ports: ["8080/tcp", "8443/tcp"]`, 1)), 0o600))
-	_, err = a.Probe(ctx, ProbeInput{Plan: clone(t, plan)})
+	_, err = a.Probe(ctx, ProbeInput{Plan: clone(t, plan).Ref()})
 	msg := appErr(t, err, authority.ErrPlanMismatch)
-	if !strings.Contains(msg, "modules[app].ports[8443/tcp]: the request says absent, the node says 8443/tcp") || !strings.Contains(msg, cfgPath) || !strings.Contains(msg, "adopt retry n1") {
+	if !strings.Contains(msg, "the request's plan (sha256 "+plan.Hash()[:12]+") differs") || !strings.Contains(msg, cfgPath) || !strings.Contains(msg, "adopt retry n1") {
 		t.Fatalf("refusal: %s", msg)
 	}
 	c, err := config.Load(cfgPath)
 	must(t, err)
-	if _, err := a.Probe(ctx, ProbeInput{Plan: c.Plan()}); err != nil {
+	if _, err := a.Probe(ctx, ProbeInput{Plan: c.Plan().Ref()}); err != nil {
 		t.Fatalf("the edited file's plan was refused: %v", err)
 	}
 	must(t, os.WriteFile(cfgPath, []byte("node: {name: n1}\nbogus: 1\n"), 0o600))
-	_, err = a.Probe(ctx, ProbeInput{Plan: c.Plan()})
+	_, err = a.Probe(ctx, ProbeInput{Plan: c.Plan().Ref()})
 	appErr(t, err, authority.ErrLocalConfig)
 }
 
@@ -332,10 +337,10 @@ func TestContainerOutputStaysInTheLog(t *testing.T) {
 	const password = "hunter2-db-password"
 	rec.waitErr = &containers.OutputError{Reason: "container app stopped (exited, exit code 1) 1s after start, before it was healthy",
 		What: "its last output", Output: "connecting with DB_PASSWORD=" + password, Err: containers.ErrUnhealthy}
-	if _, err := a.CutoverSwap(context.Background(), ModuleInput{Plan: clone(t, plan), Module: "app"}); err != nil {
+	if _, err := a.CutoverSwap(context.Background(), ModuleInput{Plan: clone(t, plan).Ref(), Module: "app"}); err != nil {
 		t.Fatal(err) // the cutover under way, as the check that follows needs
 	}
-	_, err := a.CutoverWaitHealthy(context.Background(), ModuleInput{Plan: clone(t, plan), Module: "app"})
+	_, err := a.CutoverWaitHealthy(context.Background(), ModuleInput{Plan: clone(t, plan).Ref(), Module: "app"})
 	msg := appErr(t, err, ErrUnhealthy)
 	if strings.Contains(msg, password) || strings.Contains(err.Error(), password) {
 		t.Fatalf("the container's output reached the activity error: %s", msg)
@@ -355,9 +360,9 @@ func TestContainerOutputStaysInTheLog(t *testing.T) {
 // keyed digest, never the plain sha256 of a found file.
 func TestFoundHashesAreKeyed(t *testing.T) {
 	a, _, plan, _ := hostileSetup(t)
-	ad, err := a.Adopt(context.Background(), AdoptInput{Plan: clone(t, plan), WorkflowID: "node-migration/n1"})
+	ad, err := a.Adopt(context.Background(), AdoptInput{Plan: clone(t, plan).Ref(), WorkflowID: "node-migration/n1"})
 	must(t, err)
-	pr, err := a.Probe(context.Background(), ProbeInput{Plan: clone(t, plan)})
+	pr, err := a.Probe(context.Background(), ProbeInput{Plan: clone(t, plan).Ref()})
 	must(t, err)
 	b, _ := json.Marshal([]any{ad, pr})
 	sum := sha256.Sum256([]byte("APP_PASSWORD=found\n"))
@@ -408,7 +413,7 @@ func TestReconcileReassertsForwardMarks(t *testing.T) {
 	ctx := context.Background()
 	a, rec, plan, _ := hostileSetup(t)
 	p := clone(t, plan)
-	in := ReconcileInput{Plan: p, Owners: map[string][]config.Port{"app": p.Modules[0].Ports}, Forward: map[string][]config.Port{"app": {{Num: 8080, Proto: "tcp"}}}}
+	in := ReconcileInput{Plan: p.Ref(), Owners: map[string][]config.Port{"app": p.Modules[0].Ports}, Forward: map[string][]config.Port{"app": {{Num: 8080, Proto: "tcp"}}}}
 	if _, err := a.Reconcile(ctx, in); err == nil || !strings.Contains(err.Error(), "cannot open the forward path") {
 		t.Fatalf("a worker without forward marks reconciled forward ports: %v", err)
 	}
@@ -425,5 +430,34 @@ func TestReconcileReassertsForwardMarks(t *testing.T) {
 	}
 	if len(res.Added) != 1 || res.Added[0].Mark.Port != 8080 {
 		t.Errorf("reconcile reports %+v, want the forward mark for 8080/tcp", res.Added)
+	}
+}
+
+// TestARequestCarryingAWholePlanIsCheckedByItsHash: an older orchestrator's
+// request carries the whole plan where a reference now goes; the node
+// names it by its own hash, serves it when it is the node's own plan and
+// refuses it when it is not, as it refuses a reference.
+func TestARequestCarryingAWholePlanIsCheckedByItsHash(t *testing.T) {
+	ctx := context.Background()
+	a, _, plan, _ := hostileSetup(t)
+	legacy := func(p config.Plan) ProbeInput {
+		b, err := json.Marshal(map[string]any{"plan": p})
+		must(t, err)
+		var in ProbeInput
+		must(t, json.Unmarshal(b, &in))
+		return in
+	}
+	in := legacy(clone(t, plan))
+	if in.Plan != plan.Ref() {
+		t.Fatalf("a whole plan read as %+v, not %+v", in.Plan, plan.Ref())
+	}
+	if _, err := a.Probe(ctx, in); err != nil {
+		t.Fatalf("the node's own plan, whole, was refused: %v", err)
+	}
+	other := clone(t, plan)
+	other.Modules[0].Container.Image = "docker:cli"
+	_, err := a.Probe(ctx, legacy(other))
+	if msg := appErr(t, err, authority.ErrPlanMismatch); !strings.Contains(msg, "(sha256 "+other.Hash()[:12]+") differs") {
+		t.Fatalf("refusal: %s", msg)
 	}
 }

@@ -50,7 +50,7 @@ func confirmedFlip(t *testing.T, a *Activities) ConfirmInput {
 	if _, err := a.Flip(context.Background(), flipIn("n1-1")); err != nil {
 		t.Fatal(err)
 	}
-	in := ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"}
+	in := ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1"}
 	if _, err := a.ConfirmFlip(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestConfirmRefusesAFlipNotInForce(t *testing.T) {
 		t.Fatal(err)
 	}
 	fl.InForceErr = fmt.Errorf("%w on node n1: table inet adoption is not in the ruleset", flip.ErrNotInForce)
-	in := ConfirmInput{Plan: flipPlanN1(), ID: "n1-1", Commit: true}
+	in := ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1", Commit: true}
 	_, err := a.ConfirmFlip(context.Background(), in)
 	msg := appErr(t, err, ErrFlipReverted)
 	if !strings.Contains(msg, "table inet adoption is not in the ruleset") {
@@ -235,7 +235,7 @@ func TestConfirmRefusesAFlipNotInForce(t *testing.T) {
 		t.Fatal(err)
 	}
 	fl2.InForceErr = fmt.Errorf("netlink: no buffer space")
-	if _, err := a2.ConfirmFlip(context.Background(), ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"}); err == nil {
+	if _, err := a2.ConfirmFlip(context.Background(), ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1"}); err == nil {
 		t.Fatal("confirmed without reading the kernel")
 	}
 	if rec := record(t, a2); rec.State != nodestate.FlipFlipped || len(fl2.Reverts) != 0 {

@@ -21,7 +21,7 @@ import (
 // fingerprint as adopted, and the modules still to migrate with the
 // decisions recorded for their keys.
 type BriefInput struct {
-	Plan     config.Plan      `json:"plan"`
+	Plan     config.PlanRef   `json:"plan"`
 	Spec     flip.MeshSpec    `json:"spec"`
 	Custody  []custody.Record `json:"custody"`
 	Firewall string           `json:"firewall"`

@@ -24,7 +24,7 @@ func TestBriefAsksTheNodeNow(t *testing.T) {
 	plan := fileModule(t, a, p, "MODE=prod\nLEVEL=warn-hunter2\n", nil, "env")
 	before := treeHash(t, root)
 
-	in := BriefInput{Plan: plan, Spec: flip.MeshSpec{Node: "n1"}, Custody: []custody.Record{rec},
+	in := BriefInput{Plan: plan.Ref(), Spec: flip.MeshSpec{Node: "n1"}, Custody: []custody.Record{rec},
 		Modules: []BriefModule{{Module: "app"}}}
 	nb, err := a.Brief(context.Background(), in)
 	must(t, err)

@@ -41,7 +41,7 @@ func (sn *signedNode) adoptedByIn(t *testing.T, c caller.Caller) {
 	wf := c.Workflow
 	ctx := caller.With(context.Background(), c)
 	s := sn.sign(t, sn.op, "n1", sn.plan.Hash(), authority.ActStart, nil, time.Now(), time.Hour)
-	if _, err := sn.a.CheckFoundationPorts(ctx, ProbeInput{Plan: clone(t, sn.plan), Intent: s}); refusedFor(err) != "" || wrongWorkflowErr(err) {
+	if _, err := sn.a.CheckFoundationPorts(ctx, ProbeInput{Plan: clone(t, sn.plan).Ref(), Intent: s}); refusedFor(err) != "" || wrongWorkflowErr(err) {
 		t.Fatalf("the operator's start by %s: %v", wf, err)
 	}
 	if o, ok, err := sn.a.State.Owner(); err != nil || !ok || o.Workflow != wf || o.Namespace != c.Namespace {
@@ -65,23 +65,23 @@ func TestAnotherWorkflowIsRefused(t *testing.T) {
 	p := sn.plan
 	readOnly := []call{
 		{"Probe", "", nil, func(ctx context.Context, a *Activities, p config.Plan, _ *intent.Signed) error {
-			_, err := a.Probe(ctx, ProbeInput{Plan: p})
+			_, err := a.Probe(ctx, ProbeInput{Plan: p.Ref()})
 			return err
 		}},
 		{"Preview", "", nil, func(ctx context.Context, a *Activities, p config.Plan, _ *intent.Signed) error {
-			_, err := a.Preview(ctx, PreviewInput{Plan: p, Spec: specOf(p)})
+			_, err := a.Preview(ctx, PreviewInput{Plan: p.Ref(), Spec: specOf(p)})
 			return err
 		}},
 		{"CheckDrift", "", nil, func(ctx context.Context, a *Activities, p config.Plan, _ *intent.Signed) error {
-			_, err := a.CheckDrift(ctx, DriftInput{Plan: p})
+			_, err := a.CheckDrift(ctx, DriftInput{Plan: p.Ref()})
 			return err
 		}},
 		{"Rehearse", "", nil, func(ctx context.Context, a *Activities, p config.Plan, _ *intent.Signed) error {
-			_, err := a.Rehearse(ctx, ModuleInput{Plan: p, Module: "app"})
+			_, err := a.Rehearse(ctx, ModuleInput{Plan: p.Ref(), Module: "app"})
 			return err
 		}},
 		{"Reconcile", "", nil, func(ctx context.Context, a *Activities, p config.Plan, _ *intent.Signed) error {
-			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p})
+			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p.Ref()})
 			return err
 		}},
 		{"Plan", "", nil, func(ctx context.Context, a *Activities, p config.Plan, _ *intent.Signed) error {
@@ -112,7 +112,7 @@ func TestAnotherWorkflowIsRefused(t *testing.T) {
 	}
 	// The product's workflow is still served, and a new run of it (after
 	// continue-as-new: the same workflow ID) too.
-	if _, err := sn.a.Probe(WithWorkflow(context.Background(), productWorkflow), ProbeInput{Plan: clone(t, p)}); err != nil {
+	if _, err := sn.a.Probe(WithWorkflow(context.Background(), productWorkflow), ProbeInput{Plan: clone(t, p).Ref()}); err != nil {
 		t.Fatalf("the product's workflow: %v", err)
 	}
 }
@@ -128,12 +128,12 @@ func TestARunOfTheNodesWorkflowIsServed(t *testing.T) {
 	sn.adoptedByIn(t, caller.Caller{Namespace: "default-test-namespace", Workflow: "default-test-workflow-id"})
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(sn.a)
-	if _, err := env.ExecuteActivity(sn.a.Probe, ProbeInput{Plan: clone(t, sn.plan)}); err != nil {
+	if _, err := env.ExecuteActivity(sn.a.Probe, ProbeInput{Plan: clone(t, sn.plan).Ref()}); err != nil {
 		t.Fatalf("a run of the node's workflow: %v", err)
 	}
 	must(t, sn.a.State.ClearOwner())
 	sn.adoptedBy(t, "node-migration/other")
-	if _, err := env.ExecuteActivity(sn.a.Probe, ProbeInput{Plan: clone(t, sn.plan)}); !wrongWorkflowErr(err) {
+	if _, err := env.ExecuteActivity(sn.a.Probe, ProbeInput{Plan: clone(t, sn.plan).Ref()}); !wrongWorkflowErr(err) {
 		t.Fatalf("a workflow under another ID: %v, want %s", err, ErrWrongWorkflow)
 	}
 }
@@ -146,7 +146,7 @@ func TestARunOfTheNodesWorkflowIsServed(t *testing.T) {
 func TestReleaseHandsTheNodeOn(t *testing.T) {
 	sn := newSignedNode(t)
 	before := sn.stateHash(t)
-	if _, err := sn.a.CheckFoundationPorts(WithWorkflow(context.Background(), "evil/n1"), ProbeInput{Plan: clone(t, sn.plan)}); refusedFor(err) != intent.NoIntent {
+	if _, err := sn.a.CheckFoundationPorts(WithWorkflow(context.Background(), "evil/n1"), ProbeInput{Plan: clone(t, sn.plan).Ref()}); refusedFor(err) != intent.NoIntent {
 		t.Fatalf("an unsigned start: %v", err)
 	}
 	if sn.stateHash(t) != before {
@@ -154,14 +154,14 @@ func TestReleaseHandsTheNodeOn(t *testing.T) {
 	}
 	sn.adoptedBy(t, productWorkflow)
 	rel := sn.sign(t, sn.op, "n1", sn.plan.Hash(), authority.ActRelease, nil, time.Now(), time.Hour)
-	if _, err := sn.a.Release(WithWorkflow(context.Background(), productWorkflow), ProbeInput{Plan: clone(t, sn.plan), Intent: rel}); err != nil {
+	if _, err := sn.a.Release(WithWorkflow(context.Background(), productWorkflow), ProbeInput{Plan: clone(t, sn.plan).Ref(), Intent: rel}); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	if _, ok, _ := sn.a.State.Owner(); ok {
 		t.Fatal("the owner record outlived the release")
 	}
 	sn.adoptedBy(t, "node-migration/n1-again")
-	if _, err := sn.a.Probe(WithWorkflow(context.Background(), productWorkflow), ProbeInput{Plan: clone(t, sn.plan)}); !wrongWorkflowErr(err) {
+	if _, err := sn.a.Probe(WithWorkflow(context.Background(), productWorkflow), ProbeInput{Plan: clone(t, sn.plan).Ref()}); !wrongWorkflowErr(err) {
 		t.Fatalf("the released workflow after another adopted the node: %v", err)
 	}
 }
@@ -213,7 +213,7 @@ func (sn *signedNode) setFleet(t *testing.T, name string) {
 func TestTheNodesOwnToolsAreServed(t *testing.T) {
 	sn := newSignedNode(t)
 	sn.adoptedBy(t, productWorkflow)
-	if _, err := sn.a.Probe(context.Background(), ProbeInput{Plan: clone(t, sn.plan)}); err != nil {
+	if _, err := sn.a.Probe(context.Background(), ProbeInput{Plan: clone(t, sn.plan).Ref()}); err != nil {
 		t.Fatalf("adopt-worker probe on the node: %v", err)
 	}
 	if _, err := sn.a.Plan(context.Background(), PlanInput{Node: "n1"}); err != nil {

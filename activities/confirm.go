@@ -19,8 +19,8 @@ import (
 
 // ConfirmInput names the flip to confirm, revert or commit.
 type ConfirmInput struct {
-	Plan config.Plan `json:"plan"`
-	ID   string      `json:"id"`
+	Plan config.PlanRef `json:"plan"`
+	ID   string         `json:"id"`
 	// Commit asks ConfirmFlip to go on to the commit once the flip is
 	// confirmed, in the same round trip. A commit that fails leaves the
 	// flip confirmed: the workflow, asking the node, commits it again.

@@ -38,8 +38,8 @@ const (
 
 // ModuleInput names a module of the plan.
 type ModuleInput struct {
-	Plan   config.Plan `json:"plan"`
-	Module string      `json:"module"`
+	Plan   config.PlanRef `json:"plan"`
+	Module string         `json:"module"`
 	// Decisions settle conflicting keys of the module's files (adopt
 	// resolve): which side each takes, never a value.
 	Decisions []FileDecision `json:"decisions,omitempty"`
@@ -49,7 +49,7 @@ type ModuleInput struct {
 
 // CutoverInput carries a module's cutover, with what preflight recorded.
 type CutoverInput struct {
-	Plan        config.Plan             `json:"plan"`
+	Plan        config.PlanRef          `json:"plan"`
 	Module      string                  `json:"module"`
 	Predecessor *containers.Predecessor `json:"predecessor,omitempty"`
 	Intent      *intent.Signed          `json:"intent,omitempty"`
@@ -383,7 +383,7 @@ func (a *Activities) CutoverRollback(ctx context.Context, in ModuleInput) (*Cuto
 
 // PruneInput names the modules whose kept predecessors go.
 type PruneInput struct {
-	Plan    config.Plan    `json:"plan"`
+	Plan    config.PlanRef `json:"plan"`
 	Modules []string       `json:"modules"`
 	Intent  *intent.Signed `json:"intent,omitempty"`
 }
@@ -433,7 +433,7 @@ func (a *Activities) Prune(ctx context.Context, in PruneInput) (*CutoverResult, 
 
 // module authorizes the request and picks the named module of the node's
 // own plan.
-func (a *Activities) module(ctx context.Context, p config.Plan, name string) (*authority.Authority, config.ModulePlan, error) {
+func (a *Activities) module(ctx context.Context, p config.PlanRef, name string) (*authority.Authority, config.ModulePlan, error) {
 	auth, err := a.authorize(ctx, p)
 	if err != nil {
 		return nil, config.ModulePlan{}, err
@@ -448,7 +448,7 @@ func (a *Activities) module(ctx context.Context, p config.Plan, name string) (*a
 // signedModule is module for a cutover step: the request's intent must be
 // the operator's migrate or retry of that module, and each decision it
 // carries the operator's resolve.
-func (a *Activities) signedModule(ctx context.Context, p config.Plan, name string, signed *intent.Signed, ds []FileDecision) (*authority.Authority, config.ModulePlan, error) {
+func (a *Activities) signedModule(ctx context.Context, p config.PlanRef, name string, signed *intent.Signed, ds []FileDecision) (*authority.Authority, config.ModulePlan, error) {
 	auth, m, err := a.module(ctx, p, name)
 	if err != nil {
 		return nil, m, err

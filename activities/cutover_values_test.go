@@ -38,7 +38,7 @@ func TestContainerValueConflictRefusesAndDecisionReachesEngine(t *testing.T) {
 	a.Cutover = eng
 	plan := withPlan(a, config.Plan{Node: "n1", Modules: []config.ModulePlan{{Name: "app",
 		Container: &config.Container{Name: "app", Image: "app:2"}}}})
-	in := ModuleInput{Plan: plan, Module: "app"}
+	in := ModuleInput{Plan: plan.Ref(), Module: "app"}
 	_, err := a.CutoverPreflight(context.Background(), in)
 	msg := appErr(t, err, ErrFileConflict)
 	if !strings.Contains(msg, "env:MODE") || !strings.Contains(msg, "adopt resolve n1 app KEY --take node|mesh") || !strings.Contains(msg, "container.keep") {

@@ -28,7 +28,7 @@ type DriftItem struct {
 
 // DriftInput is what adoption recorded.
 type DriftInput struct {
-	Plan     config.Plan      `json:"plan"`
+	Plan     config.PlanRef   `json:"plan"`
 	Custody  []custody.Record `json:"custody"`
 	Firewall string           `json:"firewall"` // FoundFingerprint at adoption (or at the last accepted drift)
 	// Intent is the operator's signed drift accept (AcceptDrift only).

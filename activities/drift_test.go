@@ -32,7 +32,7 @@ func TestDriftAnswersNoGuess(t *testing.T) {
 	a, _, plan, cfgPath := hostileSetup(t)
 	cfg, err := config.Load(cfgPath)
 	must(t, err)
-	ad, err := a.Adopt(ctx, AdoptInput{Plan: clone(t, plan), WorkflowID: "node-migration/n1"})
+	ad, err := a.Adopt(ctx, AdoptInput{Plan: clone(t, plan).Ref(), WorkflowID: "node-migration/n1"})
 	must(t, err)
 	var appEnv custody.Record
 	for _, r := range ad.Custody {
@@ -46,7 +46,7 @@ func TestDriftAnswersNoGuess(t *testing.T) {
 
 	answer := func(r custody.Record) string {
 		t.Helper()
-		res, err := a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan), Custody: []custody.Record{r}})
+		res, err := a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan).Ref(), Custody: []custody.Record{r}})
 		must(t, err)
 		b, err := json.Marshal(res)
 		must(t, err)
@@ -67,14 +67,14 @@ func TestDriftAnswersNoGuess(t *testing.T) {
 
 	forged := appEnv
 	forged.Digest = "hmac-sha256:" + strings.Repeat("0", 64)
-	res, err := a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan), Custody: []custody.Record{forged}})
+	res, err := a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan).Ref(), Custody: []custody.Record{forged}})
 	must(t, err)
 	if len(res.Items) != 0 {
 		t.Fatalf("a forged digest made drift: %+v", res.Items)
 	}
 	file := filepath.Join(cfg.Node.Root, "srv/app/app.env")
 	must(t, os.WriteFile(file, []byte("APP_PASSWORD=edited\n"), 0o640))
-	res, err = a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan), Custody: []custody.Record{forged}})
+	res, err = a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan).Ref(), Custody: []custody.Record{forged}})
 	must(t, err)
 	if len(res.Items) != 1 || res.Items[0].Recorded != appEnv.Digest {
 		t.Fatalf("an edit is drift against the node's own record %s: %+v", appEnv.Digest, res.Items)
@@ -84,13 +84,13 @@ func TestDriftAnswersNoGuess(t *testing.T) {
 	// node's own configuration, named by the plan's digest.
 	mesh := appEnv
 	mesh.SHA256 = plan.Modules[0].Files[0].SHA256
-	res, err = a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan), Custody: []custody.Record{mesh}})
+	res, err = a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan).Ref(), Custody: []custody.Record{mesh}})
 	must(t, err)
 	if len(res.Items) != 1 {
 		t.Fatalf("not the mesh's content, no drift: %+v", res.Items)
 	}
 	must(t, os.WriteFile(file, []byte("mesh\n"), 0o640))
-	res, err = a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan), Custody: []custody.Record{mesh}})
+	res, err = a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan).Ref(), Custody: []custody.Record{mesh}})
 	must(t, err)
 	if len(res.Items) != 0 {
 		t.Fatalf("the mesh's content is drift: %+v", res.Items)
@@ -103,7 +103,7 @@ func TestDigestKindsMustAgree(t *testing.T) {
 	a, _, plan, _ := hostileSetup(t)
 	p := clone(t, plan)
 	p.Digests = config.DigestHMAC
-	_, err := a.Probe(context.Background(), ProbeInput{Plan: p})
+	_, err := a.Probe(context.Background(), ProbeInput{Plan: p.Ref()})
 	var ae *temporal.ApplicationError
 	if !errors.As(err, &ae) || ae.Type() != authority.ErrPlanMismatch || !strings.Contains(ae.Message(), "hmac-sha256 digests") ||
 		!strings.Contains(ae.Message(), config.CodecKeyFileKey) {

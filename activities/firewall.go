@@ -132,10 +132,10 @@ func holders(ls []sockets.Listener, p config.Port) string {
 // forward path (ufw-user-forward, DOCKER-USER or the native forward chain),
 // keyed on the port clients use.
 type RulesInput struct {
-	Plan    config.Plan   `json:"plan"`
-	Owner   string        `json:"owner"`
-	Ports   []config.Port `json:"ports"`
-	Forward []config.Port `json:"forward,omitempty"`
+	Plan    config.PlanRef `json:"plan"`
+	Owner   string         `json:"owner"`
+	Ports   []config.Port  `json:"ports"`
+	Forward []config.Port  `json:"forward,omitempty"`
 	// Intent is the operator's signed start (the foundation's) or migrate
 	// or retry (a module's).
 	Intent *intent.Signed `json:"intent,omitempty"`
@@ -259,7 +259,7 @@ func (a *Activities) CloseRules(ctx context.Context, in RulesInput) (*RulesResul
 // through the found firewall's input path (Owners) and, for the host ports
 // an owner's container publishes, on its forward path (Forward).
 type ReconcileInput struct {
-	Plan    config.Plan              `json:"plan"`
+	Plan    config.PlanRef           `json:"plan"`
 	Owners  map[string][]config.Port `json:"owners"`
 	Forward map[string][]config.Port `json:"forward,omitempty"`
 }

@@ -85,8 +85,8 @@ const (
 // PreviewInput carries the mesh's ruleset as the workflow derives it from
 // the plan and the node's progress.
 type PreviewInput struct {
-	Plan config.Plan   `json:"plan"`
-	Spec flip.MeshSpec `json:"spec"`
+	Plan config.PlanRef `json:"plan"`
+	Spec flip.MeshSpec  `json:"spec"`
 	// Decisions on the node files' conflicting keys (without intents:
 	// nothing is applied).
 	Decisions []FileDecision `json:"decisions,omitempty"`
@@ -168,9 +168,9 @@ func (a *Activities) preview(ctx context.Context, auth *authority.Authority, spe
 // FlipInput asks for the flip a preview approved: the spec it previewed
 // and both fingerprints it saw.
 type FlipInput struct {
-	Plan        config.Plan   `json:"plan"`
-	Spec        flip.MeshSpec `json:"spec"`
-	ExpectFound string        `json:"expect_found"` // the preview's fingerprint of the found ruleset
+	Plan        config.PlanRef `json:"plan"`
+	Spec        flip.MeshSpec  `json:"spec"`
+	ExpectFound string         `json:"expect_found"` // the preview's fingerprint of the found ruleset
 	// ExpectDerived is the preview's fingerprint of the mesh's ruleset: the
 	// node refuses to apply any other.
 	ExpectDerived  string        `json:"expect_derived,omitempty"`

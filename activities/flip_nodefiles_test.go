@@ -35,10 +35,10 @@ func TestFlipNodeFileConflictRefusedThenDecided(t *testing.T) {
 	put(t, root, p, "Port 2200\nPasswordAuthentication hunter2\nX11Forwarding yes\n") // the node's edits since custody
 	// The edits are drift, accepted: custody's revert copy moves, the
 	// merge's base does not, so the edited key stays a conflict.
-	_, err = a.AcceptDrift(context.Background(), DriftInput{Plan: plan})
+	_, err = a.AcceptDrift(context.Background(), DriftInput{Plan: plan.Ref()})
 	must(t, err)
 
-	pv, err := a.Preview(context.Background(), PreviewInput{Plan: plan, Spec: flipSpecN1})
+	pv, err := a.Preview(context.Background(), PreviewInput{Plan: plan.Ref(), Spec: flipSpecN1})
 	must(t, err)
 	if pv.Approved || len(pv.NodeFiles) != 1 {
 		t.Fatalf("preview: approved %v, node files %+v", pv.Approved, pv.NodeFiles)
@@ -52,7 +52,7 @@ func TestFlipNodeFileConflictRefusedThenDecided(t *testing.T) {
 	}
 
 	in := flipIn("n1-1")
-	in.Plan = plan
+	in.Plan = plan.Ref()
 	_, err = a.Flip(context.Background(), in)
 	appErr(t, err, ErrFlipRefused)
 	if len(fl.Flips) != 0 || read(t, root, p) != "Port 2200\nPasswordAuthentication hunter2\nX11Forwarding yes\n" {
@@ -61,14 +61,14 @@ func TestFlipNodeFileConflictRefusedThenDecided(t *testing.T) {
 
 	// A decision on a key in no conflict is refused by name.
 	bad := []FileDecision{{Path: p, Key: "PasswordAuthentication", Take: "node"}, {Path: p, Key: "X11Forwarding", Take: "node"}}
-	pv, err = a.Preview(context.Background(), PreviewInput{Plan: plan, Spec: flipSpecN1, Decisions: bad})
+	pv, err = a.Preview(context.Background(), PreviewInput{Plan: plan.Ref(), Spec: flipSpecN1, Decisions: bad})
 	must(t, err)
 	if pv.Approved || !strings.Contains(strings.Join(pv.Reasons, "; "), p+" X11Forwarding") {
 		t.Fatalf("preview with a decision on no conflict: %v %v", pv.Approved, pv.Reasons)
 	}
 
 	in.Decisions = []FileDecision{{Path: p, Key: "PasswordAuthentication", Take: "node"}}
-	pv, err = a.Preview(context.Background(), PreviewInput{Plan: plan, Spec: flipSpecN1, Decisions: in.Decisions})
+	pv, err = a.Preview(context.Background(), PreviewInput{Plan: plan.Ref(), Spec: flipSpecN1, Decisions: in.Decisions})
 	must(t, err)
 	if !pv.Approved || len(pv.NodeFiles[0].Conflicts) != 0 || pv.NodeFiles[0].Digest == "" || strings.Join(pv.NodeFiles[0].Changed, ",") != "x11forwarding" {
 		t.Fatalf("decided preview: approved %v %v, %+v", pv.Approved, pv.Reasons, pv.NodeFiles)

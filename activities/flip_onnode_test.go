@@ -31,7 +31,7 @@ func defaultDeny22() *firewall.Ruleset {
 }
 
 func selfPreviewIn(id string) FlipInput {
-	return FlipInput{Plan: flipPlanN1(), Spec: flipSpecN1, ID: id, ConfirmTimeout: time.Minute, Preview: true}
+	return FlipInput{Plan: flipPlanN1().Ref(), Spec: flipSpecN1, ID: id, ConfirmTimeout: time.Minute, Preview: true}
 }
 
 // The node's own preview approves: the flip applies exactly the
@@ -98,7 +98,7 @@ func TestConfirmThenCommit(t *testing.T) {
 	if _, err := a.Flip(context.Background(), flipIn("n1-1")); err != nil {
 		t.Fatal(err)
 	}
-	in := ConfirmInput{Plan: flipPlanN1(), ID: "n1-1", Commit: true}
+	in := ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1", Commit: true}
 	fl.CommitErr = errString("netlink: device busy")
 	if _, err := a.ConfirmFlip(context.Background(), in); err == nil || !strings.Contains(err.Error(), "is confirmed; its commit failed") {
 		t.Fatalf("confirm with a failing commit: %v", err)
@@ -106,7 +106,7 @@ func TestConfirmThenCommit(t *testing.T) {
 	if rec := record(t, a); rec.State != nodestate.FlipConfirmed {
 		t.Fatalf("record after a failed commit: %s", rec.State)
 	}
-	_, err := a.RevertFlip(context.Background(), ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"})
+	_, err := a.RevertFlip(context.Background(), ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1"})
 	appErr(t, err, ErrFlipConfirmed)
 	fl.CommitErr = nil
 	res, err := a.ConfirmFlip(context.Background(), in)

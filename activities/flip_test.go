@@ -50,7 +50,7 @@ func flipActsWith(t *testing.T, plan config.Plan) (*Activities, *fake.Flipper, s
 }
 
 func flipIn(id string) FlipInput {
-	return FlipInput{Plan: flipPlanN1(), Spec: flipSpecN1, ID: id, ConfirmTimeout: time.Minute}
+	return FlipInput{Plan: flipPlanN1().Ref(), Spec: flipSpecN1, ID: id, ConfirmTimeout: time.Minute}
 }
 
 func record(t *testing.T, a *Activities) *nodestate.FlipRecord {
@@ -78,7 +78,7 @@ func TestFlipResumeAfterInterruptedApply(t *testing.T) {
 	if !strings.Contains(msg, "interrupted") || len(fl.Reverts) != 1 {
 		t.Fatalf("reverts %d, error %s", len(fl.Reverts), msg)
 	}
-	_, err = a.ConfirmFlip(context.Background(), ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"})
+	_, err = a.ConfirmFlip(context.Background(), ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1"})
 	appErr(t, err, ErrFlipReverted)
 }
 
@@ -98,7 +98,7 @@ func TestFlipRecordBeforeBatchIsRevertible(t *testing.T) {
 		return nil
 	}
 	in := flipIn("n1-1")
-	in.Plan = plan
+	in.Plan = plan.Ref()
 	_, err := a.Flip(context.Background(), in)
 	msg := appErr(t, err, ErrFlipOutcomeUnknown)
 	if !strings.Contains(msg, "treated as applied") {
@@ -114,7 +114,7 @@ func TestFlipRecordBeforeBatchIsRevertible(t *testing.T) {
 	if rec := record(t, a); !rec.Pending() || !strings.Contains(rec.Reason, "outcome unknown") {
 		t.Fatalf("after an unknown outcome the record is %+v; want pending", rec)
 	}
-	r, err := a.RevertFlip(context.Background(), ConfirmInput{Plan: plan, ID: "n1-1"})
+	r, err := a.RevertFlip(context.Background(), ConfirmInput{Plan: plan.Ref(), ID: "n1-1"})
 	if err != nil || r.State != nodestate.FlipReverted || len(fl.Reverts) != 1 || fl.Reverts[0].Node != "n1" {
 		t.Fatalf("revert of an unknown outcome: %+v %v, reverts %+v", r, err, fl.Reverts)
 	}
@@ -130,7 +130,7 @@ func TestFlipNotAppliedIsNotReverted(t *testing.T) {
 	if rec := record(t, a); rec.State != nodestate.FlipNotApplied || rec.Pending() {
 		t.Fatalf("record %+v", rec)
 	}
-	r, err := a.RevertFlip(context.Background(), ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"})
+	r, err := a.RevertFlip(context.Background(), ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1"})
 	if err != nil || r.State != nodestate.FlipNotApplied || len(fl.Reverts) != 0 {
 		t.Fatalf("revert: %+v %v, reverts %d", r, err, len(fl.Reverts))
 	}
@@ -175,7 +175,7 @@ func TestFlipRefusals(t *testing.T) {
 // flip answers "already confirmed", by its own type, and changes nothing.
 func TestConfirmDeadlineAndAlreadyConfirmed(t *testing.T) {
 	a, fl, _ := flipActs(t)
-	in := ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"}
+	in := ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1"}
 	setRecord(t, a, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipFlipped, Deadline: time.Now().Add(-time.Second)})
 	_, err := a.ConfirmFlip(context.Background(), in)
 	appErr(t, err, ErrFlipDeadline)
@@ -210,7 +210,7 @@ func TestFlipConfirmCommit(t *testing.T) {
 		must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755))
 		must(t, os.WriteFile(filepath.Join(root, p), []byte(c), 0o644))
 	}
-	in := ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"}
+	in := ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1"}
 	_, err := a.CommitFlip(context.Background(), in)
 	appErr(t, err, ErrFlipNotConfirmed)
 	if b, _ := os.ReadFile(filepath.Join(root, "etc/ufw/ufw.conf")); string(b) != ufwConf {

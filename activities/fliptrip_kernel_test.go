@@ -89,7 +89,7 @@ table inet host {
 	c := &witnessClient{dial: dial}
 	a.Temporal = c
 	in := func(id string) FlipTripInput {
-		return FlipTripInput{FlipInput: FlipInput{Plan: plan, Spec: spec, ID: id, ConfirmTimeout: time.Minute}, Witness: true}
+		return FlipTripInput{FlipInput: FlipInput{Plan: plan.Ref(), Spec: spec, ID: id, ConfirmTimeout: time.Minute}, Witness: true}
 	}
 
 	_, err := runTrip(t, a, in("n1-1"))

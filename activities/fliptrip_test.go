@@ -187,7 +187,7 @@ func TestFlipTripResumesByID(t *testing.T) {
 	if _, err := d.Flip(context.Background(), flipIn("n1-1")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.ConfirmFlip(context.Background(), ConfirmInput{Plan: flipPlanN1(), ID: "n1-1"}); err != nil {
+	if _, err := d.ConfirmFlip(context.Background(), ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1"}); err != nil {
 		t.Fatal(err)
 	}
 	res, err = runTrip(t, d, tripIn("n1-1", true))
@@ -205,7 +205,7 @@ func TestFlipTripPreviewRefused(t *testing.T) {
 	plan.Modules = []config.ModulePlan{{Name: "web", Ports: []config.Port{{Num: 8080, Proto: "tcp"}}}}
 	withPlan(a, plan)
 	in := tripIn("n1-1", true)
-	in.Plan = plan
+	in.Plan = plan.Ref()
 	res, err := runTrip(t, a, in)
 	if err != nil {
 		t.Fatal(err)

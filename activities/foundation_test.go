@@ -62,7 +62,7 @@ func foundationActs(t *testing.T) (*Activities, *stepCutover, config.Plan) {
 func TestRaiseFoundationRaisesAndListsWhatListens(t *testing.T) {
 	a, cut, plan := foundationActs(t)
 	a.Sockets = fake.Sockets{Listening: []sockets.Listener{{Proto: "tcp", Addr: "0.0.0.0", Port: 5001, PID: 9, Exe: "docker-proxy"}}}
-	res, err := a.RaiseFoundation(context.Background(), ProbeInput{Plan: plan})
+	res, err := a.RaiseFoundation(context.Background(), ProbeInput{Plan: plan.Ref()})
 	must(t, err)
 	want := "preflight registry,create registry,start registry,wait healthy registry,preflight bus,create bus,start bus,wait healthy bus"
 	if got := strings.Join(cut.steps, ","); got != want {
@@ -78,7 +78,7 @@ func TestRaiseFoundationRaisesAndListsWhatListens(t *testing.T) {
 func TestRaiseFoundationFailureRollsBack(t *testing.T) {
 	a, cut, plan := foundationActs(t)
 	cut.fail = "wait healthy bus"
-	_, err := a.RaiseFoundation(context.Background(), ProbeInput{Plan: plan})
+	_, err := a.RaiseFoundation(context.Background(), ProbeInput{Plan: plan.Ref()})
 	msg := appErr(t, err, ErrGenesis)
 	for _, w := range []string{"foundation.containers[1] (bus): wait healthy failed", "2 container(s)", "adopt retry n1"} {
 		if !strings.Contains(msg, w) {
@@ -94,7 +94,7 @@ func TestRaiseFoundationFailureRollsBack(t *testing.T) {
 func TestRaiseFoundationTakesNothingOver(t *testing.T) {
 	a, cut, plan := foundationActs(t)
 	cut.preds = map[string]*containers.Predecessor{"registry": {ID: "abcdef0123456789", Name: "registry"}}
-	_, err := a.RaiseFoundation(context.Background(), ProbeInput{Plan: plan})
+	_, err := a.RaiseFoundation(context.Background(), ProbeInput{Plan: plan.Ref()})
 	msg := appErr(t, err, ErrGenesis)
 	if !strings.Contains(msg, "takes none over") || !strings.Contains(msg, "foundation.containers[0].name") {
 		t.Errorf("error %q must refuse the takeover and name the key", msg)
@@ -114,11 +114,11 @@ func TestCheckFoundationPortsKeepsOwnContainers(t *testing.T) {
 		{Name: "registry", State: "running", Ports: []containers.Published{{HostPort: 5001, ContainerPort: 5000, Proto: "tcp"}}},
 	}}}
 	a.Sockets = fake.Sockets{Listening: []sockets.Listener{{Proto: "tcp", Addr: "0.0.0.0", Port: 5001, PID: 70, Exe: "docker-proxy"}}}
-	if _, err := a.CheckFoundationPorts(context.Background(), ProbeInput{Plan: plan}); err != nil {
+	if _, err := a.CheckFoundationPorts(context.Background(), ProbeInput{Plan: plan.Ref()}); err != nil {
 		t.Fatalf("the foundation's own registry on its port: %v", err)
 	}
 	a.Sockets = fake.Sockets{Listening: []sockets.Listener{{Proto: "tcp", Addr: "0.0.0.0", Port: 4222, PID: 71, Exe: "natsd"}}}
-	_, err := a.CheckFoundationPorts(context.Background(), ProbeInput{Plan: plan})
+	_, err := a.CheckFoundationPorts(context.Background(), ProbeInput{Plan: plan.Ref()})
 	if msg := appErr(t, err, ErrPortCollision); !strings.Contains(msg, "pid 71 (natsd)") {
 		t.Errorf("collision %q does not name the holder", msg)
 	}

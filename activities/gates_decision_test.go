@@ -21,7 +21,7 @@ func TestDecisionOnKeyNotInConflictIsRefused(t *testing.T) {
 	_, err := a.Files.Take(p)
 	must(t, err)
 	plan := fileModule(t, a, p, "PasswordAuthentication no\nPort 22\n", []string{"Port"}, "")
-	hostile := ModuleInput{Plan: plan, Module: "app", Decisions: []FileDecision{{Path: p, Key: "PasswordAuthentication", Take: "node"}}}
+	hostile := ModuleInput{Plan: plan.Ref(), Module: "app", Decisions: []FileDecision{{Path: p, Key: "PasswordAuthentication", Take: "node"}}}
 	for name, step := range map[string]func(context.Context, ModuleInput) (*CutoverResult, error){
 		"preflight": a.CutoverPreflight, "converge": a.ConvergeFiles,
 	} {
@@ -42,7 +42,7 @@ func TestDecisionOnKeyNotInConflictIsRefused(t *testing.T) {
 		t.Fatal("a decision on an undeclared file was served")
 	}
 
-	moot := ModuleInput{Plan: plan, Module: "app", Decisions: []FileDecision{{Path: p, Key: "PasswordAuthentication", Take: "mesh"}}}
+	moot := ModuleInput{Plan: plan.Ref(), Module: "app", Decisions: []FileDecision{{Path: p, Key: "PasswordAuthentication", Take: "mesh"}}}
 	_, err = a.ConvergeFiles(context.Background(), moot)
 	must(t, err)
 	if got := read(t, root, p); got != "PasswordAuthentication no\nPort 2222\n" {

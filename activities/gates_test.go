@@ -48,7 +48,7 @@ func gateActs(t *testing.T) (*Activities, *fake.Flipper, config.Plan, string) {
 	a.Flipper, a.Firewall, a.Marks = fl, fake.Firewall{Rules: defaultDeny22()}, &listMarks{}
 	watchdogs := 0
 	a.StartWatchdog = func() error { watchdogs++; return nil }
-	_, err := a.Adopt(context.Background(), AdoptInput{Plan: plan, WorkflowID: "node-migration/n1"})
+	_, err := a.Adopt(context.Background(), AdoptInput{Plan: plan.Ref(), WorkflowID: "node-migration/n1"})
 	must(t, err)
 	return a, fl, plan, root
 }
@@ -98,9 +98,9 @@ func TestFlipNeedsModulesMigratedNoDriftAndItsOwnPreview(t *testing.T) {
 	ctx := context.Background()
 	a, fl, plan, root := gateActs(t)
 	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}}}
-	pv, err := a.Preview(ctx, PreviewInput{Plan: plan, Spec: spec})
+	pv, err := a.Preview(ctx, PreviewInput{Plan: plan.Ref(), Spec: spec})
 	must(t, err)
-	hostile := FlipInput{Plan: plan, Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute,
+	hostile := FlipInput{Plan: plan.Ref(), Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute,
 		ExpectFound: pv.FoundFingerprint, ExpectDerived: pv.DerivedFingerprint}
 	flipRefused := func(want string) {
 		t.Helper()
@@ -113,14 +113,14 @@ func TestFlipNeedsModulesMigratedNoDriftAndItsOwnPreview(t *testing.T) {
 		if len(fl.Flips) != 0 {
 			t.Fatalf("a refused flip ran %d transaction(s)", len(fl.Flips))
 		}
-		if _, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: plan, ID: "n1-1", Commit: true}); err == nil {
+		if _, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: plan.Ref(), ID: "n1-1", Commit: true}); err == nil {
 			t.Fatal("a refused flip was confirmed")
 		}
 		sameState(t, before, nodeState(t, root, stateDir(a)))
 	}
 	flipRefused("module app has no cutover recorded on node n1")
 
-	_, err = a.ConvergeFiles(ctx, ModuleInput{Plan: plan, Module: "app"})
+	_, err = a.ConvergeFiles(ctx, ModuleInput{Plan: plan.Ref(), Module: "app"})
 	must(t, err)
 	put(t, root, "/srv/app/app.env", "APP_PASSWORD=edited-by-hand\n")
 	flipRefused("/srv/app/app.env changed since module app's cutover wrote it")
@@ -145,18 +145,18 @@ func TestFlipNeedsModulesMigratedNoDriftAndItsOwnPreview(t *testing.T) {
 func TestFlipWithoutPreviewIsPreviewedAnyway(t *testing.T) {
 	ctx := context.Background()
 	a, fl, plan, root := gateActs(t)
-	_, err := a.ConvergeFiles(ctx, ModuleInput{Plan: plan, Module: "app"})
+	_, err := a.ConvergeFiles(ctx, ModuleInput{Plan: plan.Ref(), Module: "app"})
 	must(t, err)
 	a.Firewall = fake.Firewall{} // opens every port
 	must(t, a.State.(*nodestate.Dir).SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(&firewall.Ruleset{})}))
 	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}}}
-	pv, err := a.Preview(ctx, PreviewInput{Plan: plan, Spec: spec})
+	pv, err := a.Preview(ctx, PreviewInput{Plan: plan.Ref(), Spec: spec})
 	must(t, err)
 	if pv.Approved {
 		t.Fatal("setup: the preview approves")
 	}
 	before := nodeState(t, root, stateDir(a))
-	_, err = a.Flip(ctx, FlipInput{Plan: plan, Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, ExpectFound: pv.FoundFingerprint, ExpectDerived: pv.DerivedFingerprint})
+	_, err = a.Flip(ctx, FlipInput{Plan: plan.Ref(), Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, ExpectFound: pv.FoundFingerprint, ExpectDerived: pv.DerivedFingerprint})
 	if msg := appErr(t, err, ErrFlipRefused); !strings.Contains(msg, "would close") {
 		t.Fatalf("refusal: %s", msg)
 	}
@@ -174,16 +174,16 @@ func TestRollbackAndCloseOnlyOfAnUnconfirmedCutover(t *testing.T) {
 	a, _, plan, root := gateActs(t)
 	lm := a.Marks.(*listMarks)
 	lm.placed = []marks.MarkedRule{{Mark: marks.Mark{Node: "n1", Owner: "app", Port: 8080, Proto: "tcp"}}}
-	_, err := a.ConvergeFiles(ctx, ModuleInput{Plan: plan, Module: "app"}) // files-only: confirmed
+	_, err := a.ConvergeFiles(ctx, ModuleInput{Plan: plan.Ref(), Module: "app"}) // files-only: confirmed
 	must(t, err)
 	before := nodeState(t, root, stateDir(a))
-	_, err = a.CutoverRollback(ctx, ModuleInput{Plan: plan, Module: "app"})
+	_, err = a.CutoverRollback(ctx, ModuleInput{Plan: plan.Ref(), Module: "app"})
 	if msg := appErr(t, err, ErrCutoverConfirmed); !strings.Contains(msg, "module app's cutover was confirmed on node n1") {
 		t.Fatalf("refusal: %s", msg)
 	}
-	_, err = a.CloseRules(ctx, RulesInput{Plan: plan, Owner: "app"})
+	_, err = a.CloseRules(ctx, RulesInput{Plan: plan.Ref(), Owner: "app"})
 	appErr(t, err, ErrCutoverConfirmed)
-	_, err = a.CloseRules(ctx, RulesInput{Plan: plan, Owner: flip.OwnerFoundation})
+	_, err = a.CloseRules(ctx, RulesInput{Plan: plan.Ref(), Owner: flip.OwnerFoundation})
 	appErr(t, err, ErrNodeState)
 	sameState(t, before, nodeState(t, root, stateDir(a)))
 	if got := read(t, root, "/srv/app/app.env"); got != "APP_PASSWORD=mesh\n" || len(lm.closed) != 0 {
@@ -194,9 +194,9 @@ func TestRollbackAndCloseOnlyOfAnUnconfirmedCutover(t *testing.T) {
 	b, _, plan2, root2 := gateActs(t)
 	bm := b.Marks.(*listMarks)
 	bm.placed = lm.placed
-	_, err = b.CutoverRollback(ctx, ModuleInput{Plan: plan2, Module: "app"})
+	_, err = b.CutoverRollback(ctx, ModuleInput{Plan: plan2.Ref(), Module: "app"})
 	must(t, err)
-	_, err = b.CloseRules(ctx, RulesInput{Plan: plan2, Owner: "app"})
+	_, err = b.CloseRules(ctx, RulesInput{Plan: plan2.Ref(), Owner: "app"})
 	must(t, err)
 	if got := read(t, root2, "/srv/app/app.env"); got != "APP_PASSWORD=found\n" || len(bm.closed) != 1 {
 		t.Fatalf("file %q, closed %v", got, bm.closed)
@@ -208,11 +208,11 @@ func TestPruneOnlyOfMigratedModules(t *testing.T) {
 	ctx := context.Background()
 	a, _, plan, root := hostileSetup(t)
 	rec := a.Cutover.(*recorder)
-	_, err := a.CutoverCreate(ctx, CutoverInput{Plan: plan, Module: "app", Predecessor: rec.pred})
+	_, err := a.CutoverCreate(ctx, CutoverInput{Plan: plan.Ref(), Module: "app", Predecessor: rec.pred})
 	must(t, err)
 	rec.changes = nil
 	before := nodeState(t, root, stateDir(a))
-	_, err = a.Prune(ctx, PruneInput{Plan: plan, Modules: []string{"app"}})
+	_, err = a.Prune(ctx, PruneInput{Plan: plan.Ref(), Modules: []string{"app"}})
 	if msg := appErr(t, err, ErrNotMigrated); !strings.Contains(msg, "module app's cutover is not confirmed on node n1") {
 		t.Fatalf("refusal: %s", msg)
 	}
@@ -223,7 +223,7 @@ func TestPruneOnlyOfMigratedModules(t *testing.T) {
 	must(t, a.State.(*nodestate.Dir).UpdateCutover("app", func(*nodestate.CutoverRecord) (*nodestate.CutoverRecord, error) {
 		return &nodestate.CutoverRecord{State: nodestate.CutoverConfirmed}, nil
 	}))
-	_, err = a.Prune(ctx, PruneInput{Plan: plan, Modules: []string{"app"}})
+	_, err = a.Prune(ctx, PruneInput{Plan: plan.Ref(), Modules: []string{"app"}})
 	must(t, err)
 	if strings.Join(rec.changes, ",") != "prune" {
 		t.Fatalf("changes: %v", rec.changes)
@@ -238,14 +238,14 @@ func TestReleaseChecksTheNodesOwnState(t *testing.T) {
 	lm := a.Marks.(*listMarks)
 	setRecord(t, a, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipFlipped, Deadline: time.Now().Add(time.Minute)})
 	before := nodeState(t, root, stateDir(a))
-	_, err := a.Release(ctx, ProbeInput{Plan: plan})
+	_, err := a.Release(ctx, ProbeInput{Plan: plan.Ref()})
 	if msg := appErr(t, err, ErrNodeState); !strings.Contains(msg, "flip n1-1 is flipped on node n1") {
 		t.Fatalf("refusal: %s", msg)
 	}
 	setRecord(t, a, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipCommitted})
 	must(t, a.Flips.MarkConverged("n1", time.Now()))
 	before = nodeState(t, root, stateDir(a))
-	_, err = a.Release(ctx, ProbeInput{Plan: plan})
+	_, err = a.Release(ctx, ProbeInput{Plan: plan.Ref()})
 	if msg := appErr(t, err, ErrNodeState); !strings.Contains(msg, "node n1 is converged") {
 		t.Fatalf("refusal: %s", msg)
 	}
@@ -267,13 +267,13 @@ func TestAcceptDriftAcceptsOnlyWhatTheNodeFinds(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("custody: %v %v", ok, err)
 	}
-	_, err = a.CutoverPreflight(ctx, ModuleInput{Plan: plan, Module: "app"})
+	_, err = a.CutoverPreflight(ctx, ModuleInput{Plan: plan.Ref(), Module: "app"})
 	must(t, err)
-	_, err = a.ConvergeFiles(ctx, ModuleInput{Plan: plan, Module: "app"})
+	_, err = a.ConvergeFiles(ctx, ModuleInput{Plan: plan.Ref(), Module: "app"})
 	must(t, err)
 	forged := found
 	forged.FileState = forged.FileState.Public()
-	res, err := a.AcceptDrift(ctx, DriftInput{Plan: plan, Custody: []custody.Record{forged}, Firewall: "forged"})
+	res, err := a.AcceptDrift(ctx, DriftInput{Plan: plan.Ref(), Custody: []custody.Record{forged}, Firewall: "forged"})
 	must(t, err)
 	if len(res.Items) != 0 || len(res.Custody) != 0 {
 		t.Fatalf("accepted %+v", res)
@@ -288,7 +288,7 @@ func TestAcceptDriftAcceptsOnlyWhatTheNodeFinds(t *testing.T) {
 	opened := defaultDeny22()
 	opened.Tables[0].Chains[0].Policy = "accept"
 	a.Firewall = fake.Firewall{Rules: opened}
-	res, err = a.AcceptDrift(ctx, DriftInput{Plan: plan})
+	res, err = a.AcceptDrift(ctx, DriftInput{Plan: plan.Ref()})
 	must(t, err)
 	if base, _, _ := a.State.(*nodestate.Dir).Baseline(); len(res.Items) != 1 || base.Firewall != flip.FoundFingerprint(opened) {
 		t.Fatalf("accepted %+v, baseline %q", res, base.Firewall)
@@ -325,11 +325,11 @@ func TestRevertFlipOnlyOfTheCurrentPendingFlip(t *testing.T) {
 	a, fl, plan, root := gateActs(t)
 	setRecord(t, a, nodestate.FlipRecord{ID: "n1-2", Node: "n1", State: nodestate.FlipConfirmed, Deadline: time.Now().Add(time.Minute)})
 	before := nodeState(t, root, stateDir(a))
-	res, err := a.RevertFlip(ctx, ConfirmInput{Plan: plan, ID: "n1-1"})
+	res, err := a.RevertFlip(ctx, ConfirmInput{Plan: plan.Ref(), ID: "n1-1"})
 	if err != nil || res.State != nodestate.FlipNotApplied {
 		t.Fatalf("revert of another flip: %+v %v", res, err)
 	}
-	_, err = a.RevertFlip(ctx, ConfirmInput{Plan: plan, ID: "n1-2"})
+	_, err = a.RevertFlip(ctx, ConfirmInput{Plan: plan.Ref(), ID: "n1-2"})
 	appErr(t, err, ErrFlipConfirmed)
 	sameState(t, before, nodeState(t, root, stateDir(a)))
 	if len(fl.Reverts) != 0 {
@@ -344,7 +344,7 @@ func TestWaitHealthyConfirmsOnlyACutoverUnderWay(t *testing.T) {
 	ctx := context.Background()
 	a, _, plan, root := hostileSetup(t)
 	before := nodeState(t, root, stateDir(a))
-	_, err := a.CutoverWaitHealthy(ctx, ModuleInput{Plan: plan, Module: "app"})
+	_, err := a.CutoverWaitHealthy(ctx, ModuleInput{Plan: plan.Ref(), Module: "app"})
 	if msg := appErr(t, err, ErrNotMigrated); !strings.Contains(msg, "no cutover of module app is under way on node n1") {
 		t.Fatalf("refusal: %s", msg)
 	}

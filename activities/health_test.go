@@ -46,13 +46,13 @@ func TestHostServiceHealthIsChecked(t *testing.T) {
 		opened.placed = append(opened.placed, marks.MarkedRule{Mark: marks.Mark{Node: "n1", Owner: m.Name, Port: m.Ports[0].Num, Proto: "tcp"}})
 	}
 	a.Marks = opened
-	if _, err := a.CutoverWaitHealthy(context.Background(), ModuleInput{Plan: plan, Module: "up"}); err != nil {
+	if _, err := a.CutoverWaitHealthy(context.Background(), ModuleInput{Plan: plan.Ref(), Module: "up"}); err != nil {
 		t.Fatalf("a listening host service: %v", err)
 	}
-	_, err = a.CutoverWaitHealthy(context.Background(), ModuleInput{Plan: plan, Module: "down"})
+	_, err = a.CutoverWaitHealthy(context.Background(), ModuleInput{Plan: plan.Ref(), Module: "down"})
 	if msg := appErr(t, err, ErrUnhealthy); !strings.Contains(msg, "TCP connect to "+deadAddr) || !strings.Contains(msg, "did not pass within 500ms") {
 		t.Fatalf("refusal: %s", msg)
 	}
-	_, err = a.CutoverWaitHealthy(context.Background(), ModuleInput{Plan: plan, Module: "bare"})
+	_, err = a.CutoverWaitHealthy(context.Background(), ModuleInput{Plan: plan.Ref(), Module: "bare"})
 	appErr(t, err, authority.ErrNotDeclared)
 }

@@ -53,14 +53,14 @@ func TestSocketsMemberOverlayHeldRefused(t *testing.T) {
 	pid := fmt.Sprintf("pid %d", os.Getpid())
 	want := []string{fmt.Sprintf("foundation port overlay %d/udp is held by %s", port, pid), "set foundation.ports.overlay"}
 
-	_, err := a.Adopt(context.Background(), AdoptInput{Plan: plan, WorkflowID: "node-migration/n1"})
+	_, err := a.Adopt(context.Background(), AdoptInput{Plan: plan.Ref(), WorkflowID: "node-migration/n1"})
 	msg := appErr(t, err, ErrPortCollision)
 	for _, w := range append(want, "not adopted") {
 		if !strings.Contains(msg, w) {
 			t.Errorf("adoption refusal %q lacks %q", msg, w)
 		}
 	}
-	_, err = a.CheckFoundationPorts(context.Background(), ProbeInput{Plan: plan})
+	_, err = a.CheckFoundationPorts(context.Background(), ProbeInput{Plan: plan.Ref()})
 	msg = appErr(t, err, ErrPortCollision)
 	for _, w := range want {
 		if !strings.Contains(msg, w) {
@@ -82,7 +82,7 @@ func TestSocketsHostServiceHeldRefused(t *testing.T) {
 	web := config.ModulePlan{Name: "web", Ports: []config.Port{{Num: port, Proto: "tcp"}},
 		Health: &config.Health{TCP: fmt.Sprintf("127.0.0.1:%d", port), Timeout: time.Second}, Holders: []string{"nginx"}}
 	plan := withPlan(a, config.Plan{Node: "n1", Modules: []config.ModulePlan{web}})
-	in := ModuleInput{Plan: plan, Module: "web"}
+	in := ModuleInput{Plan: plan.Ref(), Module: "web"}
 	pid := fmt.Sprintf("pid %d", os.Getpid())
 
 	_, err := a.CutoverPreflight(context.Background(), in)

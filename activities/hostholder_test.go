@@ -21,7 +21,7 @@ func TestHostServicePortHolderRefused(t *testing.T) {
 	resolver := config.ModulePlan{Name: "resolver", Ports: []config.Port{{Num: 53, Proto: "udp"}},
 		Health: &config.Health{TCP: "127.0.0.1:53", Timeout: time.Second}, Holders: []string{"unbound"}}
 	plan := withPlan(a, config.Plan{Node: "n1", Modules: []config.ModulePlan{resolver}})
-	in := ModuleInput{Plan: plan, Module: "resolver"}
+	in := ModuleInput{Plan: plan.Ref(), Module: "resolver"}
 
 	_, err := a.CutoverPreflight(context.Background(), in)
 	msg := appErr(t, err, ErrCutoverRefused)
@@ -59,7 +59,7 @@ func TestAdoptMemberRefusesHeldOverlayPort(t *testing.T) {
 		{Name: "overlay", Port: config.Port{Num: 51820, Proto: "udp"}},
 		{Name: "registry", Port: config.Port{Num: 5001, Proto: "tcp"}},
 	}})
-	_, err := a.Adopt(context.Background(), AdoptInput{Plan: plan, WorkflowID: "node-migration/n1"})
+	_, err := a.Adopt(context.Background(), AdoptInput{Plan: plan.Ref(), WorkflowID: "node-migration/n1"})
 	msg := appErr(t, err, ErrPortCollision)
 	for _, want := range []string{"foundation port overlay 51820/udp is held by pid 88 (tunneld); set foundation.ports.overlay", "not adopted"} {
 		if !strings.Contains(msg, want) {
@@ -73,7 +73,7 @@ func TestAdoptMemberRefusesHeldOverlayPort(t *testing.T) {
 		t.Error("a refused adoption marked the node adopted")
 	}
 	a.Sockets = fake.Sockets{Listening: []sockets.Listener{{Proto: "tcp", Addr: "0.0.0.0", Port: 5001, PID: 90, Exe: "registry"}}}
-	if _, err := a.Adopt(context.Background(), AdoptInput{Plan: plan, WorkflowID: "node-migration/n1"}); err != nil {
+	if _, err := a.Adopt(context.Background(), AdoptInput{Plan: plan.Ref(), WorkflowID: "node-migration/n1"}); err != nil {
 		t.Fatalf("the overlay port freed, adoption: %v", err)
 	}
 }

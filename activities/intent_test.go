@@ -114,75 +114,75 @@ func stateChanging() []call {
 	flipArgs := map[string]string{"drop": ""}
 	return []call{
 		{"Adopt", authority.ActStart, nil, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.Adopt(ctx, AdoptInput{Plan: p, WorkflowID: productWorkflow, Intent: s})
+			_, err := a.Adopt(ctx, AdoptInput{Plan: p.Ref(), WorkflowID: productWorkflow, Intent: s})
 			return err
 		}},
 		{"CheckFoundationPorts", authority.ActStart, nil, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.CheckFoundationPorts(ctx, ProbeInput{Plan: p, Intent: s})
+			_, err := a.CheckFoundationPorts(ctx, ProbeInput{Plan: p.Ref(), Intent: s})
 			return err
 		}},
 		{"OpenRules foundation", authority.ActStart, nil, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: flip.OwnerFoundation, Ports: []config.Port{{Num: 5001, Proto: "tcp"}}, Intent: s})
+			_, err := a.OpenRules(ctx, RulesInput{Plan: p.Ref(), Owner: flip.OwnerFoundation, Ports: []config.Port{{Num: 5001, Proto: "tcp"}}, Intent: s})
 			return err
 		}},
 		{"OpenRules module", authority.ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.OpenRules(ctx, RulesInput{Plan: p, Owner: "app", Ports: p.Modules[0].Ports, Intent: s})
+			_, err := a.OpenRules(ctx, RulesInput{Plan: p.Ref(), Owner: "app", Ports: p.Modules[0].Ports, Intent: s})
 			return err
 		}},
 		{"CloseRules", authority.ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.CloseRules(ctx, RulesInput{Plan: p, Owner: "app", Intent: s})
+			_, err := a.CloseRules(ctx, RulesInput{Plan: p.Ref(), Owner: "app", Intent: s})
 			return err
 		}},
 		{"CutoverPreflight", authority.ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.CutoverPreflight(ctx, ModuleInput{Plan: p, Module: "app", Intent: s})
+			_, err := a.CutoverPreflight(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: s})
 			return err
 		}},
 		{"CutoverCreate", authority.ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app", Intent: s})
+			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p.Ref(), Module: "app", Intent: s})
 			return err
 		}},
 		{"ConvergeFiles", authority.ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.ConvergeFiles(ctx, ModuleInput{Plan: p, Module: "app", Intent: s})
+			_, err := a.ConvergeFiles(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: s})
 			return err
 		}},
 		{"CutoverSwap", authority.ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.CutoverSwap(ctx, ModuleInput{Plan: p, Module: "app", Intent: s})
+			_, err := a.CutoverSwap(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: s})
 			return err
 		}},
 		{"CutoverWaitHealthy", authority.ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.CutoverWaitHealthy(ctx, ModuleInput{Plan: p, Module: "app", Intent: s})
+			_, err := a.CutoverWaitHealthy(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: s})
 			return err
 		}},
 		{"CutoverRollback", authority.ActMigrate, mod, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.CutoverRollback(ctx, ModuleInput{Plan: p, Module: "app", Intent: s})
+			_, err := a.CutoverRollback(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: s})
 			return err
 		}},
 		{"Prune", authority.ActPrune, map[string]string{"modules": "app"}, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.Prune(ctx, PruneInput{Plan: p, Modules: []string{"app"}, Intent: s})
+			_, err := a.Prune(ctx, PruneInput{Plan: p.Ref(), Modules: []string{"app"}, Intent: s})
 			return err
 		}},
 		{"AcceptDrift", authority.ActDriftAccept, nil, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.AcceptDrift(ctx, DriftInput{Plan: p, Intent: s})
+			_, err := a.AcceptDrift(ctx, DriftInput{Plan: p.Ref(), Intent: s})
 			return err
 		}},
 		{"Flip", authority.ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout, Preview: true, Intent: s})
+			_, err := a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout, Preview: true, Intent: s})
 			return err
 		}},
 		{"ConfirmFlip with commit", authority.ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1", Commit: true, Intent: s})
+			_, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: p.Ref(), ID: "n1-1", Commit: true, Intent: s})
 			return err
 		}},
 		{"CommitFlip", authority.ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.CommitFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1", Intent: s})
+			_, err := a.CommitFlip(ctx, ConfirmInput{Plan: p.Ref(), ID: "n1-1", Intent: s})
 			return err
 		}},
 		{"RevertFlip", authority.ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.RevertFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1", Intent: s})
+			_, err := a.RevertFlip(ctx, ConfirmInput{Plan: p.Ref(), ID: "n1-1", Intent: s})
 			return err
 		}},
 		{"Release", authority.ActRelease, nil, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.Release(ctx, ProbeInput{Plan: p, Intent: s})
+			_, err := a.Release(ctx, ProbeInput{Plan: p.Ref(), Intent: s})
 			return err
 		}},
 	}
@@ -303,24 +303,24 @@ func TestAnEndedOperationsIntentIsSpent(t *testing.T) {
 	ctx := WithWorkflow(context.Background(), productWorkflow)
 	p := clone(t, sn.plan)
 	rel := sn.sign(t, sn.op, "n1", p.Hash(), authority.ActRelease, nil, time.Now(), time.Hour)
-	if _, err := sn.a.Release(ctx, ProbeInput{Plan: p, Intent: rel}); err != nil {
+	if _, err := sn.a.Release(ctx, ProbeInput{Plan: p.Ref(), Intent: rel}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sn.a.Release(ctx, ProbeInput{Plan: p, Intent: rel}); refusedFor(err) != intent.Replayed {
+	if _, err := sn.a.Release(ctx, ProbeInput{Plan: p.Ref(), Intent: rel}); refusedFor(err) != intent.Replayed {
 		t.Fatalf("a release's intent used again: %v", err)
 	}
 	mig := sn.sign(t, sn.op, "n1", p.Hash(), authority.ActMigrate, map[string]string{"module": "app"}, time.Now(), time.Hour)
-	if _, err := sn.a.ConvergeFiles(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig}); refusedFor(err) != "" {
+	if _, err := sn.a.ConvergeFiles(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: mig}); refusedFor(err) != "" {
 		t.Fatalf("migrate app: %v", err)
 	}
-	if _, err := sn.a.CutoverSwap(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig}); refusedFor(err) != "" {
+	if _, err := sn.a.CutoverSwap(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: mig}); refusedFor(err) != "" {
 		t.Fatalf("the next step of the same cutover: %v", err)
 	}
 	retry := sn.sign(t, sn.op, "n1", p.Hash(), authority.ActRetry, nil, time.Now(), time.Hour)
-	if _, err := sn.a.CommitFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1", Intent: retry}); refusedFor(err) != "" {
+	if _, err := sn.a.CommitFlip(ctx, ConfirmInput{Plan: p.Ref(), ID: "n1-1", Intent: retry}); refusedFor(err) != "" {
 		t.Fatalf("a retry of a commit: %v", err)
 	}
-	if _, err := sn.a.Flip(ctx, FlipInput{Plan: p, Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout, Preview: true, Intent: retry}); refusedFor(err) != intent.WrongAction {
+	if _, err := sn.a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout, Preview: true, Intent: retry}); refusedFor(err) != intent.WrongAction {
 		t.Fatalf("a retry's intent used for a flip: %v", err)
 	}
 }
@@ -335,18 +335,18 @@ func TestDecisionsNeedTheirResolve(t *testing.T) {
 	mig := sn.sign(t, sn.op, "n1", p.Hash(), authority.ActMigrate, map[string]string{"module": "app"}, time.Now(), time.Hour)
 	d := FileDecision{Path: "/srv/app/app.env", Key: "APP_PASSWORD", Take: "mesh"}
 	before := sn.stateHash(t)
-	if _, err := sn.a.ConvergeFiles(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig, Decisions: []FileDecision{d}}); refusedFor(err) != intent.NoIntent {
+	if _, err := sn.a.ConvergeFiles(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: mig, Decisions: []FileDecision{d}}); refusedFor(err) != intent.NoIntent {
 		t.Fatalf("a decision without its resolve: %v", err)
 	}
 	d.Intent = sn.sign(t, sn.op, "n1", p.Hash(), authority.ActResolve, authority.DecisionArgs(d.Path, d.Key, "node"), time.Now(), time.Hour)
-	if _, err := sn.a.ConvergeFiles(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig, Decisions: []FileDecision{d}}); refusedFor(err) != intent.WrongArgs {
+	if _, err := sn.a.ConvergeFiles(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: mig, Decisions: []FileDecision{d}}); refusedFor(err) != intent.WrongArgs {
 		t.Fatalf("a decision whose side changed after signing: %v", err)
 	}
 	if sn.stateHash(t) != before && len(sn.rec.changes) != 0 {
 		t.Fatal("a refused decision changed the node")
 	}
 	d.Intent = sn.sign(t, sn.op, "n1", p.Hash(), authority.ActResolve, authority.DecisionArgs(d.Path, d.Key, d.Take), time.Now(), time.Hour)
-	if _, err := sn.a.CutoverPreflight(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig, Decisions: []FileDecision{d}}); refusedFor(err) != "" {
+	if _, err := sn.a.CutoverPreflight(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: mig, Decisions: []FileDecision{d}}); refusedFor(err) != "" {
 		t.Fatalf("a decision with its own resolve: %v", err)
 	}
 }
@@ -355,7 +355,7 @@ func TestDecisionsNeedTheirResolve(t *testing.T) {
 // authority.unsigned (and lists no key) takes requests without one.
 func TestUnsignedNodeActsWithoutIntent(t *testing.T) {
 	a, rec, plan, _ := hostileSetup(t)
-	if _, err := a.Release(context.Background(), ProbeInput{Plan: clone(t, plan)}); err != nil {
+	if _, err := a.Release(context.Background(), ProbeInput{Plan: clone(t, plan).Ref()}); err != nil {
 		t.Fatal(err)
 	}
 	if len(rec.changes) != 1 || rec.changes[0] != "release" {
@@ -393,23 +393,23 @@ func TestTheWayBackOutlivesTheIntent(t *testing.T) {
 		must(t, err)
 		must(t, intent.Nonces{Dir: sn.nonces}.Claim(c.s, v, productWorkflow, issued.Add(time.Minute)))
 	}
-	if _, err := sn.a.CutoverSwap(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig}); refusedFor(err) != intent.Expired {
+	if _, err := sn.a.CutoverSwap(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: mig}); refusedFor(err) != intent.Expired {
 		t.Fatalf("going on under an expired intent: %v", err)
 	}
-	if _, err := sn.a.CutoverRollback(WithWorkflow(context.Background(), "evil/n1"), ModuleInput{Plan: p, Module: "app", Intent: mig}); refusedFor(err) != intent.Replayed {
+	if _, err := sn.a.CutoverRollback(WithWorkflow(context.Background(), "evil/n1"), ModuleInput{Plan: p.Ref(), Module: "app", Intent: mig}); refusedFor(err) != intent.Replayed {
 		t.Fatalf("another workflow undoing under it: %v", err)
 	}
-	if _, err := sn.a.CutoverRollback(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig}); refusedFor(err) != "" {
+	if _, err := sn.a.CutoverRollback(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: mig}); refusedFor(err) != "" {
 		t.Fatalf("the rollback of what the intent began: %v", err)
 	}
-	if _, err := sn.a.CloseRules(ctx, RulesInput{Plan: p, Owner: "app", Intent: mig}); refusedFor(err) != "" {
+	if _, err := sn.a.CloseRules(ctx, RulesInput{Plan: p.Ref(), Owner: "app", Intent: mig}); refusedFor(err) != "" {
 		t.Fatalf("closing the rules of what the intent began: %v", err)
 	}
-	if _, err := sn.a.RevertFlip(ctx, ConfirmInput{Plan: p, ID: "n1-1", Intent: flipped}); refusedFor(err) != "" {
+	if _, err := sn.a.RevertFlip(ctx, ConfirmInput{Plan: p.Ref(), ID: "n1-1", Intent: flipped}); refusedFor(err) != "" {
 		t.Fatalf("the revert of what the intent began: %v", err)
 	}
 	// CloseRules ended the cutover's rollback: the intent is spent.
-	if _, err := sn.a.CutoverRollback(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig}); refusedFor(err) != intent.Replayed {
+	if _, err := sn.a.CutoverRollback(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: mig}); refusedFor(err) != intent.Replayed {
 		t.Fatalf("after its rollback ended: %v", err)
 	}
 }

@@ -44,7 +44,7 @@ func TestKernelAdoptRefusesUnspokenFirewall(t *testing.T) {
 			a, _ := newActs(t)
 			a.Firewall = eval.Inspector{Netns: n.Path(n.Node)}
 			plan := withPlan(a, config.Plan{Node: "n1"})
-			_, err := a.Adopt(context.Background(), AdoptInput{Plan: plan, WorkflowID: "node-migration/n1"})
+			_, err := a.Adopt(context.Background(), AdoptInput{Plan: plan.Ref(), WorkflowID: "node-migration/n1"})
 			msg := appErr(t, err, ErrUnsupportedFW)
 			for _, w := range append(c.want, "not supported", "nothing was changed") {
 				if !strings.Contains(msg, w) {
@@ -86,7 +86,7 @@ func TestKernelAdoptSpokenFirewall(t *testing.T) {
 			a, _ := newActs(t)
 			a.Firewall = eval.Inspector{Netns: n.Path(n.Node)}
 			plan := withPlan(a, config.Plan{Node: "n1"})
-			res, err := a.Adopt(context.Background(), AdoptInput{Plan: plan, WorkflowID: "node-migration/n1"})
+			res, err := a.Adopt(context.Background(), AdoptInput{Plan: plan.Ref(), WorkflowID: "node-migration/n1"})
 			if err != nil {
 				t.Fatalf("adopt: %v", err)
 			}

@@ -52,7 +52,7 @@ func TestConvergeKeepsLoadBearingKeys(t *testing.T) {
 	_, err := a.Files.Take(p)
 	must(t, err)
 	plan := fileModule(t, a, p, "PasswordAuthentication no\nPort 22\n", []string{"Port", "AllowUsers"}, "")
-	in := ModuleInput{Plan: plan, Module: "app"}
+	in := ModuleInput{Plan: plan.Ref(), Module: "app"}
 	_, err = a.CutoverPreflight(context.Background(), in)
 	must(t, err)
 	_, err = a.ConvergeFiles(context.Background(), in)
@@ -80,7 +80,7 @@ func TestConflictRefusesThenDecisionSettles(t *testing.T) {
 	must(t, err)
 	put(t, root, p, "MODE=prod\nLEVEL=debug-hunter2\n") // the node's change after custody
 	plan := fileModule(t, a, p, "MODE=prod\nLEVEL=warn-hunter2\n", nil, "env")
-	in := ModuleInput{Plan: plan, Module: "app"}
+	in := ModuleInput{Plan: plan.Ref(), Module: "app"}
 
 	for name, step := range map[string]func(context.Context, ModuleInput) (*CutoverResult, error){
 		"preflight": a.CutoverPreflight, "converge": a.ConvergeFiles,

@@ -139,7 +139,7 @@ func kept(pv *flip.Preview) []string {
 func TestKernelRebootAfterCommit(t *testing.T) {
 	r := newRebootNode(t)
 	ctx := context.Background()
-	res, err := r.a.Flip(ctx, FlipInput{Plan: r.plan, Spec: flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: r.plan.ManagementPorts[0], Owner: flip.OwnerManagement}}, Drop: r.plan.Drop},
+	res, err := r.a.Flip(ctx, FlipInput{Plan: r.plan.Ref(), Spec: flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: r.plan.ManagementPorts[0], Owner: flip.OwnerManagement}}, Drop: r.plan.Drop},
 		ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func TestKernelRebootAfterCommit(t *testing.T) {
 	if len(want) == 0 {
 		t.Fatal("the preview keeps nothing")
 	}
-	cm, err := r.a.ConfirmFlip(ctx, ConfirmInput{Plan: r.plan, ID: "n1-1", Commit: true})
+	cm, err := r.a.ConfirmFlip(ctx, ConfirmInput{Plan: r.plan.Ref(), ID: "n1-1", Commit: true})
 	if err != nil || cm.State != nodestate.FlipCommitted {
 		t.Fatalf("confirm and commit: %+v %v", cm, err)
 	}
@@ -200,14 +200,14 @@ func TestKernelRebootInsideConfirmWindow(t *testing.T) {
 	ctx := context.Background()
 	before := r.openings(t)
 	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: r.plan.ManagementPorts[0], Owner: flip.OwnerManagement}}, Drop: r.plan.Drop}
-	res, err := r.a.Flip(ctx, FlipInput{Plan: r.plan, Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
+	res, err := r.a.Flip(ctx, FlipInput{Plan: r.plan.Ref(), Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
 	if err != nil || res.State != nodestate.FlipFlipped {
 		t.Fatalf("flip: %+v %v", res, err)
 	}
 	if !r.reboot(t) {
 		t.Fatal("ufw did not load at a boot before the commit")
 	}
-	_, err = r.a.ConfirmFlip(ctx, ConfirmInput{Plan: r.plan, ID: "n1-1", Commit: true})
+	_, err = r.a.ConfirmFlip(ctx, ConfirmInput{Plan: r.plan.Ref(), ID: "n1-1", Commit: true})
 	msg := appErr(t, err, ErrFlipReverted)
 	if !strings.Contains(msg, "table inet adoption is not in the ruleset") {
 		t.Fatalf("the refusal does not say why: %s", msg)
@@ -215,7 +215,7 @@ func TestKernelRebootInsideConfirmWindow(t *testing.T) {
 	if rec := record(t, r.a); rec.State != nodestate.FlipReverted {
 		t.Fatalf("the flip is %s after a refused confirmation", rec.State)
 	}
-	if _, err := r.a.CommitFlip(ctx, ConfirmInput{Plan: r.plan, ID: "n1-1"}); err == nil {
+	if _, err := r.a.CommitFlip(ctx, ConfirmInput{Plan: r.plan.Ref(), ID: "n1-1"}); err == nil {
 		t.Fatal("a reverted flip was committed")
 	}
 	for p, want := range map[string]string{"etc/nftables.conf": debianNftablesConf, "etc/ufw/ufw.conf": ufwConf} {
@@ -240,14 +240,14 @@ func TestKernelCommitResumesAfterAFlush(t *testing.T) {
 	r := newRebootNode(t)
 	ctx := context.Background()
 	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: r.plan.ManagementPorts[0], Owner: flip.OwnerManagement}}, Drop: r.plan.Drop}
-	res, err := r.a.Flip(ctx, FlipInput{Plan: r.plan, Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
+	res, err := r.a.Flip(ctx, FlipInput{Plan: r.plan.Ref(), Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
 	if err != nil || res.State != nodestate.FlipFlipped {
 		t.Fatalf("flip: %+v %v", res, err)
 	}
 	ufwConfPath := filepath.Join(r.root, "etc/ufw/ufw.conf")
 	must(t, os.Remove(ufwConfPath))
 	must(t, os.Mkdir(ufwConfPath, 0o755))
-	_, err = r.a.ConfirmFlip(ctx, ConfirmInput{Plan: r.plan, ID: "n1-1", Commit: true})
+	_, err = r.a.ConfirmFlip(ctx, ConfirmInput{Plan: r.plan.Ref(), ID: "n1-1", Commit: true})
 	if err == nil || !strings.Contains(err.Error(), "Steps done: remove the predecessor's firewall") {
 		t.Fatalf("a commit that stopped at ufw.conf: %v", err)
 	}
@@ -255,7 +255,7 @@ func TestKernelCommitResumesAfterAFlush(t *testing.T) {
 	r.loadDocker(t)
 	must(t, os.Remove(ufwConfPath))
 	must(t, os.WriteFile(ufwConfPath, []byte(ufwConf), 0o644))
-	cm, err := r.a.CommitFlip(ctx, ConfirmInput{Plan: r.plan, ID: "n1-1"})
+	cm, err := r.a.CommitFlip(ctx, ConfirmInput{Plan: r.plan.Ref(), ID: "n1-1"})
 	if err != nil || cm.State != nodestate.FlipCommitted {
 		t.Fatalf("the resumed commit: %+v %v", cm, err)
 	}

@@ -58,7 +58,7 @@ func TestRehearsalNamesEverythingAndChangesNothing(t *testing.T) {
 	a.Sockets = fake.Sockets{Listening: []sockets.Listener{{Proto: "tcp", Addr: "0.0.0.0", Port: 8080, PID: 9, Exe: "app"}}}
 	before, beforeState := treeHash(t, root), treeHash(t, stateDir)
 
-	r, err := a.Rehearse(context.Background(), ModuleInput{Plan: plan, Module: "app"})
+	r, err := a.Rehearse(context.Background(), ModuleInput{Plan: plan.Ref(), Module: "app"})
 	must(t, err)
 	var names []string
 	for _, s := range r.Steps {

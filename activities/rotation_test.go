@@ -23,25 +23,25 @@ func TestAMigrateIntentIsSpentWhenItsCutoverIsConfirmed(t *testing.T) {
 			ctx := WithWorkflow(context.Background(), productWorkflow)
 			p := clone(t, sn.plan)
 			mig := sn.sign(t, sn.op, "n1", p.Hash(), action, map[string]string{"module": "app"}, time.Now(), time.Hour)
-			if _, err := sn.a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app", Predecessor: sn.rec.pred, Intent: mig}); err != nil {
+			if _, err := sn.a.CutoverCreate(ctx, CutoverInput{Plan: p.Ref(), Module: "app", Predecessor: sn.rec.pred, Intent: mig}); err != nil {
 				t.Fatalf("create: %v", err)
 			}
-			if _, err := sn.a.CutoverWaitHealthy(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig}); err != nil {
+			if _, err := sn.a.CutoverWaitHealthy(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: mig}); err != nil {
 				t.Fatalf("wait healthy (it confirms the cutover): %v", err)
 			}
 			before := sn.stateHash(t)
 			changes := len(sn.rec.changes)
 			for _, step := range []func() error{
 				func() error {
-					_, err := sn.a.CutoverCreate(ctx, CutoverInput{Plan: p, Module: "app", Predecessor: sn.rec.pred, Intent: mig})
+					_, err := sn.a.CutoverCreate(ctx, CutoverInput{Plan: p.Ref(), Module: "app", Predecessor: sn.rec.pred, Intent: mig})
 					return err
 				},
 				func() error {
-					_, err := sn.a.ConvergeFiles(ctx, ModuleInput{Plan: p, Module: "app", Intent: mig})
+					_, err := sn.a.ConvergeFiles(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: mig})
 					return err
 				},
 				func() error {
-					_, err := sn.a.OpenRules(ctx, RulesInput{Plan: p, Owner: "app", Ports: p.Modules[0].Ports, Intent: mig})
+					_, err := sn.a.OpenRules(ctx, RulesInput{Plan: p.Ref(), Owner: "app", Ports: p.Modules[0].Ports, Intent: mig})
 					return err
 				},
 			} {
@@ -77,7 +77,7 @@ func TestOperatorKeysRotate(t *testing.T) {
 	byOld := sn.sign(t, sn.op, "n1", p.Hash(), authority.ActMigrate, map[string]string{"module": "app"}, time.Now(), time.Hour)
 	byNext := sn.sign(t, nextSigner, "n1", p.Hash(), authority.ActMigrate, map[string]string{"module": "app"}, time.Now(), time.Hour)
 	preflight := func(s *intent.Signed) error {
-		_, err := sn.a.CutoverPreflight(ctx, ModuleInput{Plan: p, Module: "app", Intent: s})
+		_, err := sn.a.CutoverPreflight(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: s})
 		return err
 	}
 	if err := preflight(byNext); refusedFor(err) != intent.UnknownKey {

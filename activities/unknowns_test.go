@@ -54,7 +54,7 @@ func previewOn(t *testing.T, report containers.Report, drop ...string) (*flip.Pr
 	rec := &recorder{}
 	a.Firewall, a.Engine, a.Marks, a.Flipper = loadDNATNode(t), fake.Engine{Containers: report}, rec, rec
 	plan := withPlan(a, config.Plan{Node: "n1", ManagementPorts: config.MustPorts([]string{"22/tcp"}), Drop: config.MustPorts(drop)})
-	pv, err := a.Preview(context.Background(), PreviewInput{Plan: plan, Spec: specOf(plan)})
+	pv, err := a.Preview(context.Background(), PreviewInput{Plan: plan.Ref(), Spec: specOf(plan)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ table inet host {
 		return werr
 	}
 
-	res, err := a.Flip(ctx, FlipInput{Plan: plan, Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
+	res, err := a.Flip(ctx, FlipInput{Plan: plan.Ref(), Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
 	if err != nil || res.State != nodestate.FlipFlipped {
 		t.Fatalf("flip: %+v %v", res, err)
 	}
@@ -72,7 +72,7 @@ table inet host {
 	if !errors.As(err, &ae) || ae.Type() != witness.ErrLockedOut || !strings.Contains(err.Error(), "22/tcp") {
 		t.Fatalf("witness from %s through the mesh's table: %v; want locked out on 22/tcp", fwtest.PeerV4b, err)
 	}
-	if _, err := a.RevertFlip(ctx, ConfirmInput{Plan: plan, ID: "n1-1"}); err != nil {
+	if _, err := a.RevertFlip(ctx, ConfirmInput{Plan: plan.Ref(), ID: "n1-1"}); err != nil {
 		t.Fatalf("revert: %v", err)
 	}
 	if rec := record(t, a); rec.State != nodestate.FlipReverted {
@@ -82,14 +82,14 @@ table inet host {
 		t.Errorf("after the revert ssh from %s should answer as before the flip: %v", fwtest.PeerV4a, err)
 	}
 
-	res, err = a.Flip(ctx, FlipInput{Plan: plan, Spec: spec, ID: "n1-2", ConfirmTimeout: time.Minute, Preview: true})
+	res, err = a.Flip(ctx, FlipInput{Plan: plan.Ref(), Spec: spec, ID: "n1-2", ConfirmTimeout: time.Minute, Preview: true})
 	if err != nil || res.State != nodestate.FlipFlipped {
 		t.Fatalf("second flip: %+v %v", res, err)
 	}
 	if err := witnessFrom(fwtest.PeerV4a); err != nil {
 		t.Fatalf("witness from %s, which the mesh's table keeps: %v", fwtest.PeerV4a, err)
 	}
-	if cr, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: plan, ID: "n1-2"}); err != nil || cr.State != nodestate.FlipConfirmed {
+	if cr, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: plan.Ref(), ID: "n1-2"}); err != nil || cr.State != nodestate.FlipConfirmed {
 		t.Fatalf("confirm after the witness answered: %+v %v", cr, err)
 	}
 }

@@ -211,7 +211,7 @@ func newProbeRun(p *probeNode, n int) *probeRun {
 
 // ours is one Probe, counting what it found.
 func (r *probeRun) ours() error {
-	res, err := r.acts.Probe(context.Background(), activities.ProbeInput{Plan: r.plan})
+	res, err := r.acts.Probe(context.Background(), activities.ProbeInput{Plan: r.plan.Ref()})
 	if err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ func (r *probeRun) ours() error {
 
 // preview is the agent's Preview activity, counting the fates it gives.
 func (r *probeRun) preview() error {
-	pv, err := r.acts.Preview(context.Background(), activities.PreviewInput{Plan: r.plan, Spec: r.spec})
+	pv, err := r.acts.Preview(context.Background(), activities.PreviewInput{Plan: r.plan.Ref(), Spec: r.spec})
 	if err != nil {
 		return err
 	}

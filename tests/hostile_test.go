@@ -106,6 +106,10 @@ func copyPlan(p config.Plan) config.Plan {
 	return q
 }
 
+// planDiffers is what the node says of a request made under a plan its
+// file does not derive (the request names its plan by hash only).
+const planDiffers = "differs from node " + hostileName + "'s own configuration"
+
 // hostileCases are the requests a workflow not the product's sends: those
 // with the node's own plan that would change the node are refused
 // first for carrying no operator's intent (activities/intent.go): the
@@ -127,45 +131,45 @@ func hostileCases(p config.Plan) []hostileCase {
 		return &containers.Predecessor{ID: "0123456789ab", Name: hostileName, Image: svcV1, Mounts: mounts, Networks: networks}
 	}
 	return []hostileCase{
-		{"undeclared port, the node's plan", "OpenRules", activities.RulesInput{Plan: p, Owner: hostileName, Ports: []config.Port{port(2375)}},
+		{"undeclared port, the node's plan", "OpenRules", activities.RulesInput{Plan: p.Ref(), Owner: hostileName, Ports: []config.Port{port(2375)}},
 			activities.ErrIntentRefused, "intent refused (missing)"},
-		{"undeclared port in the plan", "OpenRules", activities.RulesInput{Plan: with(func(q *config.Plan) { q.Modules[0].Ports = append(q.Modules[0].Ports, port(2375)) }), Owner: hostileName, Ports: []config.Port{port(2375)}},
-			authority.ErrPlanMismatch, "ports[2375/tcp]: the request says 2375/tcp, the node says absent"},
-		{"undeclared owner", "Reconcile", activities.ReconcileInput{Plan: p, Owners: map[string][]config.Port{"evil": {port(2375)}}},
+		{"undeclared port in the plan", "OpenRules", activities.RulesInput{Plan: with(func(q *config.Plan) { q.Modules[0].Ports = append(q.Modules[0].Ports, port(2375)) }).Ref(), Owner: hostileName, Ports: []config.Port{port(2375)}},
+			authority.ErrPlanMismatch, planDiffers},
+		{"undeclared owner", "Reconcile", activities.ReconcileInput{Plan: p.Ref(), Owners: map[string][]config.Port{"evil": {port(2375)}}},
 			authority.ErrNotDeclared, `owner "evil" is neither the foundation nor a module`},
-		{"bind mount of /", "CutoverCreate", activities.CutoverInput{Plan: p, Module: hostileName, Predecessor: pred([]containers.Mount{{Type: "bind", Source: "/", Destination: "/host"}}, []string{"bridge"})},
+		{"bind mount of /", "CutoverCreate", activities.CutoverInput{Plan: p.Ref(), Module: hostileName, Predecessor: pred([]containers.Mount{{Type: "bind", Source: "/", Destination: "/host"}}, []string{"bridge"})},
 			activities.ErrIntentRefused, "intent refused (missing)"},
-		{"the Docker socket", "CutoverCreate", activities.CutoverInput{Plan: p, Module: hostileName, Predecessor: pred([]containers.Mount{{Type: "bind", Source: "/var/run/docker.sock", Destination: "/var/run/docker.sock"}}, []string{"bridge"})},
+		{"the Docker socket", "CutoverCreate", activities.CutoverInput{Plan: p.Ref(), Module: hostileName, Predecessor: pred([]containers.Mount{{Type: "bind", Source: "/var/run/docker.sock", Destination: "/var/run/docker.sock"}}, []string{"bridge"})},
 			activities.ErrIntentRefused, "intent refused (missing)"},
-		{"network=host", "CutoverCreate", activities.CutoverInput{Plan: p, Module: hostileName, Predecessor: pred(nil, []string{"host"})},
+		{"network=host", "CutoverCreate", activities.CutoverInput{Plan: p.Ref(), Module: hostileName, Predecessor: pred(nil, []string{"host"})},
 			activities.ErrIntentRefused, "intent refused (missing)"},
-		{"another image", "CutoverCreate", activities.CutoverInput{Plan: with(func(q *config.Plan) { q.Modules[0].Container.Image = svcV1 }), Module: hostileName},
-			authority.ErrPlanMismatch, "modules[" + hostileName + "].container.image"},
-		{"a path outside the declared ones (drift accept)", "AcceptDrift", activities.DriftInput{Plan: p, Custody: []custody.Record{{FileState: custody.FileState{Path: "/etc/shadowlike", Exists: true}, Found: true}}},
+		{"another image", "CutoverCreate", activities.CutoverInput{Plan: with(func(q *config.Plan) { q.Modules[0].Container.Image = svcV1 }).Ref(), Module: hostileName},
+			authority.ErrPlanMismatch, planDiffers},
+		{"a path outside the declared ones (drift accept)", "AcceptDrift", activities.DriftInput{Plan: p.Ref(), Custody: []custody.Record{{FileState: custody.FileState{Path: "/etc/shadowlike", Exists: true}, Found: true}}},
 			activities.ErrIntentRefused, "intent refused (missing)"},
-		{"a path outside the declared ones (probe)", "Probe", activities.ProbeInput{Plan: with(func(q *config.Plan) { q.NodeFiles = append(q.NodeFiles, config.FilePlan{Path: "/etc/shadowlike"}) })},
-			authority.ErrPlanMismatch, "node_files[/etc/shadowlike]"},
-		{"traversal in a flip ID (commit)", "CommitFlip", activities.ConfirmInput{Plan: p, ID: hostileName + "-1/../../../../tmp/x-1"},
+		{"a path outside the declared ones (probe)", "Probe", activities.ProbeInput{Plan: with(func(q *config.Plan) { q.NodeFiles = append(q.NodeFiles, config.FilePlan{Path: "/etc/shadowlike"}) }).Ref()},
+			authority.ErrPlanMismatch, planDiffers},
+		{"traversal in a flip ID (commit)", "CommitFlip", activities.ConfirmInput{Plan: p.Ref(), ID: hostileName + "-1/../../../../tmp/x-1"},
 			activities.ErrIntentRefused, "intent refused (missing)"},
-		{"traversal in a flip ID (flip)", "Flip", activities.FlipInput{Plan: p, Spec: spec, ID: "../" + hostileName + "-1", ConfirmTimeout: p.ConfirmTimeout},
+		{"traversal in a flip ID (flip)", "Flip", activities.FlipInput{Plan: p.Ref(), Spec: spec, ID: "../" + hostileName + "-1", ConfirmTimeout: p.ConfirmTimeout},
 			activities.ErrIntentRefused, "intent refused (missing)"},
-		{"setuid mode", "ConvergeFiles", activities.ModuleInput{Plan: with(func(q *config.Plan) { q.Modules[0].Files[0].Mode = "4755" }), Module: hostileName},
-			authority.ErrPlanMismatch, `.mode: the request says "4755", the node says "0600"`},
-		{"100-year confirm timeout", "Flip", activities.FlipInput{Plan: p, Spec: spec, ID: hostileName + "-1", ConfirmTimeout: century},
+		{"setuid mode", "ConvergeFiles", activities.ModuleInput{Plan: with(func(q *config.Plan) { q.Modules[0].Files[0].Mode = "4755" }).Ref(), Module: hostileName},
+			authority.ErrPlanMismatch, planDiffers},
+		{"100-year confirm timeout", "Flip", activities.FlipInput{Plan: p.Ref(), Spec: spec, ID: hostileName + "-1", ConfirmTimeout: century},
 			activities.ErrIntentRefused, "intent refused (missing)"},
-		{"100-year confirm timeout in the plan", "Flip", activities.FlipInput{Plan: with(func(q *config.Plan) { q.ConfirmTimeout = century }), Spec: spec, ID: hostileName + "-1", ConfirmTimeout: century},
-			authority.ErrPlanMismatch, "confirm_timeout: the request says 876000h0m0s, the node says 1m0s"},
-		{"ruleset without the management port", "Flip", activities.FlipInput{Plan: p, Spec: noMgmt, ID: hostileName + "-1", ConfirmTimeout: p.ConfirmTimeout},
+		{"100-year confirm timeout in the plan", "Flip", activities.FlipInput{Plan: with(func(q *config.Plan) { q.ConfirmTimeout = century }).Ref(), Spec: spec, ID: hostileName + "-1", ConfirmTimeout: century},
+			authority.ErrPlanMismatch, planDiffers},
+		{"ruleset without the management port", "Flip", activities.FlipInput{Plan: p.Ref(), Spec: noMgmt, ID: hostileName + "-1", ConfirmTimeout: p.ConfirmTimeout},
 			activities.ErrIntentRefused, "intent refused (missing)"},
-		{"ruleset opening an undeclared port", "Preview", activities.PreviewInput{Plan: p, Spec: extra},
+		{"ruleset opening an undeclared port", "Preview", activities.PreviewInput{Plan: p.Ref(), Spec: extra},
 			authority.ErrNotDeclared, "opens 2375/tcp for " + hostileName},
-		{"health check elsewhere", "ConfirmFlip", activities.ConfirmInput{Plan: with(func(q *config.Plan) { q.Modules[1].Health.HTTP = "http://169.254.169.254/latest/meta-data" }), ID: hostileName + "-1"},
-			authority.ErrPlanMismatch, "modules[leaky].health.http"},
-		{"swap another container", "CutoverSwap", activities.ModuleInput{Plan: with(func(q *config.Plan) { q.Modules[0].Container.Name = "e2ehostvictim" }), Module: hostileName},
-			authority.ErrPlanMismatch, "modules[" + hostileName + "].container.name"},
-		{"another node's plan", "Release", activities.ProbeInput{Plan: with(func(q *config.Plan) { q.Node = "e2eother" })},
+		{"health check elsewhere", "ConfirmFlip", activities.ConfirmInput{Plan: with(func(q *config.Plan) { q.Modules[1].Health.HTTP = "http://169.254.169.254/latest/meta-data" }).Ref(), ID: hostileName + "-1"},
+			authority.ErrPlanMismatch, planDiffers},
+		{"swap another container", "CutoverSwap", activities.ModuleInput{Plan: with(func(q *config.Plan) { q.Modules[0].Container.Name = "e2ehostvictim" }).Ref(), Module: hostileName},
+			authority.ErrPlanMismatch, planDiffers},
+		{"another node's plan", "Release", activities.ProbeInput{Plan: with(func(q *config.Plan) { q.Node = "e2eother" }).Ref()},
 			activities.ErrWrongNode, `asked to act for node "e2eother"`},
-		{"a module not declared", "Prune", activities.PruneInput{Plan: p, Modules: []string{"postgres"}},
+		{"a module not declared", "Prune", activities.PruneInput{Plan: p.Ref(), Modules: []string{"postgres"}},
 			activities.ErrIntentRefused, "intent refused (missing)"},
 	}
 }
@@ -189,7 +193,7 @@ func (in hostileInput) cases() []hostileCase {
 	if !in.Adopted {
 		return cs
 	}
-	cs = append(cs, hostileCase{"a copied plan and a valid signed intent (release)", "Release", activities.ProbeInput{Plan: in.Plan, Intent: in.Intent}, "", ""})
+	cs = append(cs, hostileCase{"a copied plan and a valid signed intent (release)", "Release", activities.ProbeInput{Plan: in.Plan.Ref(), Intent: in.Intent}, "", ""})
 	for i := range cs {
 		if cs[i].Type != activities.ErrWrongNode {
 			cs[i].Type, cs[i].Says = activities.ErrWrongWorkflow, "serves workflow "+workflows.WorkflowID(in.Plan.Node)

@@ -25,7 +25,7 @@ func probeCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer
 			if err != nil {
 				return err
 			}
-			r, err := nodeActivities(cfg, *cfgPath, stderr).Probe(ctx, activities.ProbeInput{Plan: cfg.Plan()})
+			r, err := nodeActivities(cfg, *cfgPath, stderr).Probe(ctx, activities.ProbeInput{Plan: cfg.Plan().Ref()})
 			if err != nil {
 				return err
 			}

@@ -124,7 +124,7 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	// hears only changes.
 	acts := nodeActivities(cfg, cfgPath, stderr)
 	acts.Temporal = c
-	loop := &watch.Loop{Checks: acts, Records: nodestate.New(cfg.Node.StateDir), Log: stderr}
+	loop := &watch.Loop{Checks: acts, Records: nodestate.New(cfg.Node.StateDir), Local: acts.Local, Log: stderr}
 	go loop.Run(ctx)
 	// Activities only: no workflow poller (and no sticky queue) per node;
 	// the workflows run in `adopt-worker orchestrate`.

@@ -68,7 +68,7 @@ func (n *node) adoptionRequest() int {
 
 func (n *node) adopt(ctx workflow.Context) error {
 	var probe activities.ProbeReport
-	if err := n.exec(ctx, "probe the node (read-only)", a.Probe, activities.ProbeInput{Plan: n.s.Plan}, &probe); err != nil {
+	if err := n.exec(ctx, "probe the node (read-only)", a.Probe, activities.ProbeInput{Plan: n.s.Plan.Ref()}, &probe); err != nil {
 		return err
 	}
 	n.s.Probe = &probe
@@ -78,7 +78,7 @@ func (n *node) adopt(ctx workflow.Context) error {
 		return errors.New(probe.Firewall.Unsupported)
 	}
 	var res activities.AdoptResult
-	in := activities.AdoptInput{Plan: n.s.Plan, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Intent: n.intent}
+	in := activities.AdoptInput{Plan: n.s.Plan.Ref(), WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Intent: n.intent}
 	if err := n.exec(ctx, "adopt: take custody of found files, keep the found firewall", a.Adopt, in, &res); err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func (n *node) genesis(ctx workflow.Context) {
 		n.event(ctx, step+" failed: "+errorMessage(err)+fmt.Sprintf("; fix it, then: adopt retry %s", n.s.Node))
 	}
 	var chk activities.CheckPortsResult
-	if err := n.exec(ctx, step+": check the foundation's ports are free", a.CheckFoundationPorts, activities.ProbeInput{Plan: n.s.Plan, Intent: n.intent}, &chk); err != nil {
+	if err := n.exec(ctx, step+": check the foundation's ports are free", a.CheckFoundationPorts, activities.ProbeInput{Plan: n.s.Plan.Ref(), Intent: n.intent}, &chk); err != nil {
 		fail(err)
 		return
 	}
@@ -127,7 +127,7 @@ func (n *node) genesis(ctx workflow.Context) {
 	raised := ""
 	if len(n.s.Plan.FoundationContainers) > 0 && workflow.GetVersion(ctx, changeGenesisRaises, workflow.DefaultVersion, 1) >= 1 {
 		var res activities.FoundationResult
-		if err := n.exec(ctx, "genesis: raise the foundation's containers", a.RaiseFoundation, activities.ProbeInput{Plan: n.s.Plan, Intent: n.intent}, &res); err != nil {
+		if err := n.exec(ctx, "genesis: raise the foundation's containers", a.RaiseFoundation, activities.ProbeInput{Plan: n.s.Plan.Ref(), Intent: n.intent}, &res); err != nil {
 			fail(err)
 			return
 		}
@@ -165,7 +165,7 @@ func (n *node) openRules(ctx workflow.Context, owner string, ports []config.Port
 		taken(ctx, changeForwardMarks)
 	}
 	var res activities.RulesResult
-	in := activities.RulesInput{Plan: n.s.Plan, Owner: owner, Ports: ports, Forward: forward, Intent: n.intent}
+	in := activities.RulesInput{Plan: n.s.Plan.Ref(), Owner: owner, Ports: ports, Forward: forward, Intent: n.intent}
 	if err := n.exec(ctx, fmt.Sprintf("open %s's ports %s through the found firewall", owner, portList(ports)), a.OpenRules, in, &res); err != nil {
 		return err
 	}
@@ -187,7 +187,7 @@ func (n *node) openRules(ctx workflow.Context, owner string, ports []config.Port
 
 func (n *node) release(ctx workflow.Context) bool {
 	var res activities.ReleaseResult
-	if err := n.exec(ctx, "release: remove every marked rule", a.Release, activities.ProbeInput{Plan: n.s.Plan, Intent: n.intent}, &res); err != nil {
+	if err := n.exec(ctx, "release: remove every marked rule", a.Release, activities.ProbeInput{Plan: n.s.Plan.Ref(), Intent: n.intent}, &res); err != nil {
 		n.s.LastError = "release: " + errorMessage(err)
 		n.event(ctx, n.s.LastError)
 		return false

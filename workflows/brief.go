@@ -29,7 +29,7 @@ func (n *node) registerBrief(ctx workflow.Context) error {
 				Summary:                "briefing: preview, drift and key conflicts, asked now (changes nothing)",
 				RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 			})
-			bi := activities.BriefInput{Plan: n.s.Plan, Spec: MeshSpec(&n.s), Custody: n.s.Custody, Firewall: n.s.FirewallFingerprint,
+			bi := activities.BriefInput{Plan: n.s.Plan.Ref(), Spec: MeshSpec(&n.s), Custody: n.s.Custody, Firewall: n.s.FirewallFingerprint,
 				NodeFileDecisions: n.nodeFileDecisions(false)}
 			for _, m := range n.s.Modules {
 				if m.State == ModuleMigrated {

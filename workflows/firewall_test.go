@@ -33,7 +33,7 @@ func (s *NodeSuite) TestGenesisOpensFoundationPorts() {
 	s.expectAdoption(time.Second)
 	s.env.OnActivity(a.CheckFoundationPorts, mock.Anything, mock.Anything).Run(s.record("check")).
 		Return(&activities.CheckPortsResult{Checked: 2}, nil).Once()
-	s.env.OnActivity(a.OpenRules, mock.Anything, activities.RulesInput{Plan: controlPlan(), Owner: "foundation",
+	s.env.OnActivity(a.OpenRules, mock.Anything, activities.RulesInput{Plan: controlPlan().Ref(), Owner: "foundation",
 		Ports: []config.Port{{Num: 5001, Proto: "tcp"}, {Num: 5432, Proto: "tcp"}}}).Run(s.record("open")).
 		Return(&activities.RulesResult{Added: []marks.MarkedRule{marked("foundation", 5001), marked("foundation", 5432)}}, nil).Once()
 	s.expectRelease()
@@ -53,12 +53,12 @@ func (s *NodeSuite) TestGenesisOpensFoundationPorts() {
 // a fixed plan checks the new port and opens it.
 func (s *NodeSuite) TestGenesisCollisionFixedByPlan() {
 	s.expectAdoption(time.Second)
-	s.env.OnActivity(a.CheckFoundationPorts, mock.Anything, activities.ProbeInput{Plan: controlPlan()}).Return(nil,
+	s.env.OnActivity(a.CheckFoundationPorts, mock.Anything, activities.ProbeInput{Plan: controlPlan().Ref()}).Return(nil,
 		temporal.NewNonRetryableApplicationError("foundation port registry 5001/tcp is held by pid 7 (registry); set foundation.ports.registry to a free port",
 			activities.ErrPortCollision, nil)).Once()
 	fixed := controlPlan()
 	fixed.Foundation[0].Port.Num = 5002
-	s.env.OnActivity(a.CheckFoundationPorts, mock.Anything, activities.ProbeInput{Plan: fixed}).Return(&activities.CheckPortsResult{Checked: 2}, nil).Once()
+	s.env.OnActivity(a.CheckFoundationPorts, mock.Anything, activities.ProbeInput{Plan: fixed.Ref()}).Return(&activities.CheckPortsResult{Checked: 2}, nil).Once()
 	s.env.OnActivity(a.OpenRules, mock.Anything, mock.MatchedBy(func(in activities.RulesInput) bool {
 		return in.Owner == "foundation" && in.Ports[0].Num == 5002
 	})).Return(&activities.RulesResult{Added: []marks.MarkedRule{marked("foundation", 5002)}}, nil).Once()

@@ -31,7 +31,7 @@ func (n *node) preview(ctx workflow.Context) (*flip.Preview, error) {
 // applies, so a plan edited in between cannot slip into the flip.
 func (n *node) previewSpec(ctx workflow.Context, spec flip.MeshSpec) (*flip.Preview, error) {
 	var pv flip.Preview
-	in := activities.PreviewInput{Plan: n.s.Plan, Spec: spec, Decisions: n.nodeFileDecisions(false)}
+	in := activities.PreviewInput{Plan: n.s.Plan.Ref(), Spec: spec, Decisions: n.nodeFileDecisions(false)}
 	if err := n.exec(ctx, "flip preview: which open ports would close", a.Preview, in, &pv); err != nil {
 		return nil, err
 	}
@@ -154,7 +154,7 @@ func (n *node) flip(ctx workflow.Context) {
 		n.setPhase(ctx, PhaseAdopted)
 	}
 	var fr activities.FlipResult
-	in := activities.FlipInput{Plan: n.s.Plan, Spec: spec, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout, Intent: n.intent, Decisions: n.nodeFileDecisions(true)}
+	in := activities.FlipInput{Plan: n.s.Plan.Ref(), Spec: spec, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout, Intent: n.intent, Decisions: n.nodeFileDecisions(true)}
 	summary := "flip: replace the found firewall with the mesh's, in one transaction"
 	switch {
 	case pv == nil:
@@ -255,7 +255,7 @@ func (n *node) flip(ctx workflow.Context) {
 	}
 	cctx := workflow.WithActivityOptions(ctx, copts)
 	var cr activities.FlipResult
-	if err := workflow.ExecuteActivity(cctx, a.ConfirmFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id, Commit: two, Intent: n.intent}).Get(ctx, &cr); err != nil {
+	if err := workflow.ExecuteActivity(cctx, a.ConfirmFlip, activities.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Commit: two, Intent: n.intent}).Get(ctx, &cr); err != nil {
 		// The confirmation may have gone through with its answer lost: the
 		// node says which.
 		switch n.revertFlip(ctx, id, v) {
@@ -287,7 +287,7 @@ func (n *node) commit(ctx workflow.Context, v workflow.Version) {
 		n.s.Opened, n.s.OpenedForward = nil, nil
 	}
 	var cm activities.FlipResult
-	if err := n.exec(ctx, "flip: commit (boot-time ruleset, save and remove the predecessor's firewall, prune predecessors)", a.CommitFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id, Intent: n.intent}, &cm); err != nil {
+	if err := n.exec(ctx, "flip: commit (boot-time ruleset, save and remove the predecessor's firewall, prune predecessors)", a.CommitFlip, activities.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Intent: n.intent}, &cm); err != nil {
 		n.s.Flip.Error = "commit: " + errorMessage(err)
 		if v >= 1 {
 			n.s.Flip.State = FlipStateCommitting
@@ -332,7 +332,7 @@ func (n *node) committing() bool {
 func (n *node) revertFlip(ctx workflow.Context, id string, v workflow.Version) string {
 	for {
 		var res activities.FlipResult
-		err := n.exec(ctx, "flip: revert to the firewall as it was", a.RevertFlip, activities.ConfirmInput{Plan: n.s.Plan, ID: id, Intent: n.intent}, &res)
+		err := n.exec(ctx, "flip: revert to the firewall as it was", a.RevertFlip, activities.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Intent: n.intent}, &res)
 		var ae *temporal.ApplicationError
 		switch {
 		case err == nil && res.State == FlipStateNotApplied:

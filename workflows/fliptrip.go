@@ -58,7 +58,7 @@ func (n *node) flipTrip(ctx workflow.Context, spec flip.MeshSpec, refused func(*
 		n.quiet = false
 		n.setPhase(ctx, PhaseAdopted)
 	}
-	in := activities.FlipTripInput{FlipInput: activities.FlipInput{Plan: n.s.Plan, Spec: spec, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout,
+	in := activities.FlipTripInput{FlipInput: activities.FlipInput{Plan: n.s.Plan.Ref(), Spec: spec, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout,
 		Intent: n.intent, Decisions: n.nodeFileDecisions(true), Preview: true}}
 	// The witness starts now and dials once the node reports the flip
 	// applied; its verdict is kept for the node's query.

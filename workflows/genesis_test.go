@@ -187,9 +187,9 @@ func (s *NodeSuite) TestAdoptionRetryTakesTheFixedPlan() {
 	free.Foundation = []config.NamedPort{{Name: "overlay", Port: config.Port{Num: 51820, Proto: "udp"}}}
 	s.env.OnActivity(a.Probe, mock.Anything, mock.Anything).Run(s.record("probe")).
 		Return(&activities.ProbeReport{Node: "n1", Firewall: eval.Report{Kind: "iptables-nft"}}, nil).Twice()
-	s.env.OnActivity(a.Adopt, mock.Anything, mock.MatchedBy(func(in activities.AdoptInput) bool { return in.Plan.Foundation[0].Port.Num == 53 })).
+	s.env.OnActivity(a.Adopt, mock.Anything, mock.MatchedBy(func(in activities.AdoptInput) bool { return in.Plan.Hash == held.Hash() })).
 		Run(s.record("adopt 53")).Return(nil, temporal.NewNonRetryableApplicationError("foundation port overlay 53/udp is held by pid 9 (dnsmasq)", activities.ErrPortCollision, nil)).Once()
-	s.env.OnActivity(a.Adopt, mock.Anything, mock.MatchedBy(func(in activities.AdoptInput) bool { return in.Plan.Foundation[0].Port.Num == 51820 })).
+	s.env.OnActivity(a.Adopt, mock.Anything, mock.MatchedBy(func(in activities.AdoptInput) bool { return in.Plan.Hash == free.Hash() })).
 		Run(s.record("adopt 51820")).Return(&activities.AdoptResult{Firewall: "iptables-nft"}, nil).Once()
 	s.env.OnActivity(a.CheckFoundationPorts, mock.Anything, mock.Anything).Run(s.record("check")).
 		Return(&activities.CheckPortsResult{Checked: 1}, nil).Once()

@@ -40,7 +40,7 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 	m.State, m.LastError = ModuleMigrating, ""
 	m.Attempts++
 	n.setPhase(ctx, PhaseMigrating)
-	in := activities.ModuleInput{Plan: n.s.Plan, Module: module, Decisions: n.decisionsFor(module), Intent: n.intent}
+	in := activities.ModuleInput{Plan: n.s.Plan.Ref(), Module: module, Decisions: n.decisionsFor(module), Intent: n.intent}
 	// The module's state is looked up afresh after every wait: a plan
 	// applied meanwhile rebuilds n.s.Modules, so a pointer taken before
 	// would write into the old slice. The plan could also drop the module
@@ -123,7 +123,7 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 		when bool
 	}
 	for _, st := range []stepDef{
-		{"create container", a.CutoverCreate, activities.CutoverInput{Plan: n.s.Plan, Module: module, Predecessor: pre.Predecessor, Intent: n.intent, Decisions: in.Decisions}, mp.Container != nil},
+		{"create container", a.CutoverCreate, activities.CutoverInput{Plan: n.s.Plan.Ref(), Module: module, Predecessor: pre.Predecessor, Intent: n.intent, Decisions: in.Decisions}, mp.Container != nil},
 		{"converge files", a.ConvergeFiles, in, len(mp.Files) > 0},
 		{"swap containers", a.CutoverSwap, in, mp.Container != nil},
 		{"wait healthy", a.CutoverWaitHealthy, in, mp.Container != nil || (mp.Health != nil && healthWithoutContainer(ctx))},
@@ -174,7 +174,7 @@ func (n *node) rollback(ctx workflow.Context, module string, in activities.Modul
 // closeRules removes an owner's marked rules and forgets them.
 func (n *node) closeRules(ctx workflow.Context, owner string) error {
 	var res activities.RulesResult
-	if err := n.exec(ctx, fmt.Sprintf("close %s's marked rules", owner), a.CloseRules, activities.RulesInput{Plan: n.s.Plan, Owner: owner, Intent: n.intent}, &res); err != nil {
+	if err := n.exec(ctx, fmt.Sprintf("close %s's marked rules", owner), a.CloseRules, activities.RulesInput{Plan: n.s.Plan.Ref(), Owner: owner, Intent: n.intent}, &res); err != nil {
 		return err
 	}
 	delete(n.s.Opened, owner)
@@ -192,7 +192,7 @@ func (n *node) prune(ctx workflow.Context) {
 		}
 	}
 	var res activities.CutoverResult
-	if err := n.exec(ctx, "prune the kept predecessor containers", a.Prune, activities.PruneInput{Plan: n.s.Plan, Modules: mods, Intent: n.intent}, &res); err != nil {
+	if err := n.exec(ctx, "prune the kept predecessor containers", a.Prune, activities.PruneInput{Plan: n.s.Plan.Ref(), Modules: mods, Intent: n.intent}, &res); err != nil {
 		n.s.LastError = "prune: " + errorMessage(err)
 		n.event(ctx, n.s.LastError)
 		return

@@ -58,7 +58,7 @@ func (n *node) periodic(ctx workflow.Context) {
 // shows in status and blocks the flip until accepted or undone.
 func (n *node) checkDrift(ctx workflow.Context) {
 	var res activities.DriftResult
-	in := activities.DriftInput{Plan: n.s.Plan, Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint}
+	in := activities.DriftInput{Plan: n.s.Plan.Ref(), Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint}
 	if err := n.exec(ctx, "drift: compare custody files and the found firewall with what was adopted", a.CheckDrift, in, &res); err != nil {
 		n.event(ctx, "drift check failed: "+errorMessage(err))
 		return
@@ -105,7 +105,7 @@ func (n *node) driftBaseline() []custody.Record {
 // acceptDrift records the node as it is now.
 func (n *node) acceptDrift(ctx workflow.Context) {
 	var res activities.DriftResult
-	in := activities.DriftInput{Plan: n.s.Plan, Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint, Intent: n.intent}
+	in := activities.DriftInput{Plan: n.s.Plan.Ref(), Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint, Intent: n.intent}
 	if err := n.exec(ctx, "drift: accept the node as it is now", a.AcceptDrift, in, &res); err != nil {
 		n.s.LastError = "drift accept: " + errorMessage(err)
 		n.event(ctx, n.s.LastError)
@@ -126,7 +126,7 @@ func (n *node) acceptDrift(ctx workflow.Context) {
 // reconcile reasserts every expected marked rule.
 func (n *node) reconcile(ctx workflow.Context) {
 	var res activities.RulesResult
-	in := activities.ReconcileInput{Plan: n.s.Plan, Owners: n.s.Opened, Forward: n.s.OpenedForward}
+	in := activities.ReconcileInput{Plan: n.s.Plan.Ref(), Owners: n.s.Opened, Forward: n.s.OpenedForward}
 	err := n.exec(ctx, "reconcile: reassert marked rules", a.Reconcile, in, &res)
 	rec := &Reconcile{At: workflow.Now(ctx).UTC()}
 	if err != nil {

@@ -170,7 +170,7 @@ func (s *NodeSuite) TestPreviewPlanAppliedOnlyOnceTheNodeAcceptsIt() {
 	s.expectAdoption(time.Second)
 	changed := testPlan()
 	changed.Modules[1].Ports = []config.Port{{Num: 8081, Proto: "tcp"}}
-	s.env.OnActivity(a.Preview, mock.Anything, mock.MatchedBy(func(in activities.PreviewInput) bool { return in.Plan.Hash() == changed.Hash() })).
+	s.env.OnActivity(a.Preview, mock.Anything, mock.MatchedBy(func(in activities.PreviewInput) bool { return in.Plan.Hash == changed.Hash() })).
 		Return(nil, temporal.NewNonRetryableApplicationError("refused: the request's plan differs from node n1's own configuration", authority.ErrPlanMismatch, nil)).Once()
 	s.expectRelease()
 	var complete error

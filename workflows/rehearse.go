@@ -33,7 +33,7 @@ func (n *node) registerRehearse(ctx workflow.Context) error {
 			})
 			var r activities.Rehearsal
 			err := workflow.ExecuteActivity(actx, a.Rehearse, activities.ModuleInput{
-				Plan: n.s.Plan, Module: in.Module, Decisions: n.decisionsFor(in.Module),
+				Plan: n.s.Plan.Ref(), Module: in.Module, Decisions: n.decisionsFor(in.Module),
 			}).Get(ctx, &r)
 			if err != nil {
 				return nil, fmt.Errorf("rehearsal of %s on node %s: %s", in.Module, n.s.Node, errorMessage(err))

@@ -311,7 +311,7 @@ func (n *node) previewPlan(ctx workflow.Context, p config.Plan) (*flip.Preview, 
 	trial := n.s
 	trial.Plan, trial.Modules = p, modulesFor(&n.s, p)
 	var pv flip.Preview
-	in := activities.PreviewInput{Plan: p, Spec: MeshSpec(&trial), Decisions: n.nodeFileDecisions(false)}
+	in := activities.PreviewInput{Plan: p.Ref(), Spec: MeshSpec(&trial), Decisions: n.nodeFileDecisions(false)}
 	if err := n.exec(ctx, "flip preview (with the plan sent): which open ports would close", a.Preview, in, &pv); err != nil {
 		n.event(ctx, "the plan sent with a preview was not applied: node "+n.s.Node+" refused it: "+errorMessage(err))
 		return nil, err

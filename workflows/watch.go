@@ -46,7 +46,7 @@ func (n *node) known() string {
 // request, a continue-as-new). It returns true when ready holds; the watch
 // is then cancelled.
 func (n *node) watchNode(ctx workflow.Context, ready func() bool) (bool, error) {
-	in := watch.Input{Plan: n.s.Plan, Owners: n.s.Opened, Forward: n.s.OpenedForward, Reconcile: n.reconcileDue(),
+	in := watch.Input{Plan: n.s.Plan.Ref(), Owners: n.s.Opened, Forward: n.s.OpenedForward, Reconcile: n.reconcileDue(),
 		Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint, Drift: n.driftDue(), Known: n.known(), Bound: watchBound}
 	opts := workflow.ActivityOptions{
 		TaskQueue:           NodeQueue(n.s.Node),

@@ -20,7 +20,7 @@ import (
 
 // CheckDigestKind refuses a request whose plan carries digests of another
 // kind than the node's own configuration makes (a codec key on one side).
-func CheckDigestKind(auth *Authority, req config.Plan) error {
+func CheckDigestKind(auth *Authority, req config.PlanRef) error {
 	if req.DigestKind() == auth.Plan.DigestKind() {
 		return nil
 	}
@@ -31,17 +31,18 @@ func CheckDigestKind(auth *Authority, req config.Plan) error {
 		ErrPlanMismatch, nil)
 }
 
-// CheckPlan refuses a request whose plan is not the node's own, naming the
-// first difference.
-func CheckPlan(auth *Authority, req config.Plan) error {
-	d := config.Diff(req, auth.Plan)
-	if d == nil {
+// CheckPlan refuses a request made under a plan that is not the node's
+// own. The request names its plan by hash only, so the refusal names both
+// hashes (a whole plan from an older orchestrator is named by its own).
+func CheckPlan(auth *Authority, req config.PlanRef) error {
+	own := auth.Plan.Hash()
+	if req.Hash == own {
 		return nil
 	}
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-		"refused: the request's plan (sha256 %.12s) differs from node %s's own configuration %s (sha256 %.12s) at %s: the request says %s, the node says %s; nothing was changed. "+
+		"refused: the request's plan (sha256 %.12s) differs from node %s's own configuration %s (sha256 %.12s); nothing was changed. "+
 			"The node's file is the authority: change it on the node (and the file the operator sends from to the same), then: adopt retry %s --config FILE",
-		req.Hash(), auth.Plan.Node, auth.Source, auth.Plan.Hash(), d.Key, d.A, d.B, auth.Plan.Node),
+		req.Hash, auth.Plan.Node, auth.Source, own, auth.Plan.Node),
 		ErrPlanMismatch, nil)
 }
 

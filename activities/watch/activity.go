@@ -78,7 +78,14 @@ func (w *Watcher) first(ctx context.Context, j *job) (uint64, error) {
 			}
 		}
 	}
-	gen := w.Loop.install(j, now)
+	// The request names the plan by hash: the node's own file must derive
+	// it, and its intervals are the loop's.
+	plan, err := w.Loop.own(j.in.Plan)
+	if err != nil {
+		return 0, err
+	}
+	j.every = Intervals{Reconcile: plan.ReconcileInterval, Drift: plan.DriftInterval}
+	gen := w.Loop.install(j, now.Add(j.every.Reconcile), now.Add(j.every.Drift))
 	if first != nil {
 		w.Loop.record(j, now, first)
 	}

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities"
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/custody"
 	"adoption/firewall/flip"
@@ -47,8 +48,10 @@ type Records interface {
 }
 
 // Input is what the workflow asks the node to watch, and what it knows.
+// It names the plan by hash: the loop's intervals are the node's own
+// plan's, read from its file when the request is authorized.
 type Input struct {
-	Plan config.Plan `json:"plan"`
+	Plan config.PlanRef `json:"plan"`
 	// Owners and Forward are the marked rules to keep (as ReconcileInput);
 	// Reconcile is false when there are none to keep.
 	Owners    map[string][]config.Port `json:"owners,omitempty"`
@@ -110,6 +113,9 @@ type Loop struct {
 	Checks  Checks
 	Records Records
 	Log     io.Writer
+	// Local is the node's own authority, read now (the agent's file): the
+	// plan a request names by hash, whose intervals the loop keeps.
+	Local func() (*authority.Authority, error)
 	// Tick is the loop's clock between checks (tests shorten it).
 	Tick time.Duration
 
@@ -142,10 +148,41 @@ func (l *Loop) enter() uint64 {
 	return l.gen
 }
 
-// job is a registered watch: its input and the workflow that asked.
+// job is a registered watch: its input, the workflow that asked, and the
+// intervals of the node's own plan that input names.
 type job struct {
 	in       Input
 	workflow string
+	every    Intervals
+}
+
+// Intervals are how often the loop reasserts the marks and looks for
+// drift (the plan's reconcile_interval and drift_interval).
+type Intervals struct {
+	Reconcile time.Duration `json:"reconcile"`
+	Drift     time.Duration `json:"drift"`
+}
+
+// own is the node's own plan, read from its file now, if it is the plan
+// ref names; else the refusal the activities give a request under another
+// plan.
+func (l *Loop) own(ref config.PlanRef) (config.Plan, error) {
+	if l.Local == nil {
+		return config.Plan{}, temporal.NewNonRetryableApplicationError(
+			"the node's agent has no local configuration to check a watch against; start adopt-worker with --config", authority.ErrLocalConfig, nil)
+	}
+	auth, err := l.Local()
+	if err != nil {
+		return config.Plan{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"node %s's own configuration cannot be read, so no watch is served: %v; fix the file on the node", ref.Node, err), authority.ErrLocalConfig, nil)
+	}
+	if err := authority.CheckDigestKind(auth, ref); err != nil {
+		return config.Plan{}, err
+	}
+	if err := authority.CheckPlan(auth, ref); err != nil {
+		return config.Plan{}, err
+	}
+	return auth.Plan, nil
 }
 
 // signal wakes every waiter; l.mu held.
@@ -180,15 +217,15 @@ func (j *job) key() string {
 	return string(b)
 }
 
-// install makes j what the loop watches, its checks next due an interval
-// after now, and its watch the newest.
-func (l *Loop) install(j *job, now time.Time) uint64 {
+// install makes j what the loop watches, its checks next due at the
+// times given, and its watch the newest.
+func (l *Loop) install(j *job, recon, drift time.Time) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.gen++
 	l.signal()
 	l.job = j
-	l.nextRecon, l.nextDrift = now.Add(j.in.Plan.ReconcileInterval), now.Add(j.in.Plan.DriftInterval)
+	l.nextRecon, l.nextDrift = recon, drift
 	// Findings are of the watch that asked for them: a new one starts
 	// with none, so nothing of an earlier request's checks is reported.
 	l.find, l.found = Findings{}, false
@@ -219,7 +256,7 @@ func (l *Loop) sleep(tick time.Duration) time.Duration {
 	if l.job == nil {
 		return tick
 	}
-	for _, d := range []time.Duration{l.job.in.Plan.ReconcileInterval, l.job.in.Plan.DriftInterval} {
+	for _, d := range []time.Duration{l.job.every.Reconcile, l.job.every.Drift} {
 		if d > 0 && d < tick {
 			tick = d
 		}
@@ -232,13 +269,13 @@ func (l *Loop) sleep(tick time.Duration) time.Duration {
 func (l *Loop) Cycle(ctx context.Context, now time.Time) {
 	l.mu.Lock()
 	j := l.job
-	recon := j != nil && j.in.Reconcile && j.in.Plan.ReconcileInterval > 0 && !now.Before(l.nextRecon)
-	drift := j != nil && j.in.Drift && j.in.Plan.DriftInterval > 0 && !now.Before(l.nextDrift)
+	recon := j != nil && j.in.Reconcile && j.every.Reconcile > 0 && !now.Before(l.nextRecon)
+	drift := j != nil && j.in.Drift && j.every.Drift > 0 && !now.Before(l.nextDrift)
 	if recon {
-		l.nextRecon = now.Add(j.in.Plan.ReconcileInterval)
+		l.nextRecon = now.Add(j.every.Reconcile)
 	}
 	if drift {
-		l.nextDrift = now.Add(j.in.Plan.DriftInterval)
+		l.nextDrift = now.Add(j.every.Drift)
 	}
 	if (recon || drift) && !l.serving.TryLock() {
 		// A request is being served: these checks wait for the next tick.
@@ -338,19 +375,27 @@ func (l *Loop) vetoed(j *job) (string, error) {
 		return "", nil
 	}
 	if _, ok, err := l.Records.Adopted(); err != nil || !ok {
-		return "node not adopted", err
+		return vetoNotAdopted, err
 	}
 	if conv, err := l.Records.Converged(); err != nil || conv {
-		return "node converged", err
+		return vetoConverged, err
 	}
 	if r, err := l.Records.Flip(); err != nil || r.Pending() || (r != nil && r.State == nodestate.FlipConfirmed) {
-		return "flip under way", err
+		return vetoFlip, err
 	}
 	if o, ok, err := l.Records.Owner(); err != nil || (ok && j.workflow != "" && o.Workflow != j.workflow) {
-		return "served by another workflow", err
+		return vetoOtherWorkflow, err
 	}
 	return "", nil
 }
+
+// The node's records that veto the checks.
+const (
+	vetoNotAdopted    = "node not adopted"
+	vetoConverged     = "node converged"
+	vetoFlip          = "flip under way"
+	vetoOtherWorkflow = "served by another workflow"
+)
 
 // allowed is the owners whose marks the loop keeps: the ones registered,
 // less a module whose cutover the node rolled back (its marks were closed

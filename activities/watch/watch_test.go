@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities"
+	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/firewall/marks"
 	"adoption/nodestate"
@@ -81,12 +83,25 @@ func (r *fakeRecords) Cutovers() (map[string]nodestate.CutoverRecord, error) {
 	return r.cutovers, nil
 }
 
+// watchedPlan is the node's own plan: its file derives it (local), and a
+// watch names it by hash.
+var watchedPlan = config.Plan{Node: "n1", ReconcileInterval: time.Minute, DriftInterval: 5 * time.Minute}
+
+var local = authority.Fixed(watchedPlan, nil, 0)
+
 func watchInput(known string, bound time.Duration) Input {
 	return Input{
-		Plan:      config.Plan{Node: "n1", ReconcileInterval: time.Minute, DriftInterval: 5 * time.Minute},
+		Plan:      watchedPlan.Ref(),
 		Owners:    map[string][]config.Port{"foundation": {{Num: 7946, Proto: "tcp"}}, "web": {{Num: 8080, Proto: "tcp"}}},
 		Reconcile: true, Drift: true, Known: known, Bound: bound,
 	}
+}
+
+// installed makes in what l watches, as an authorized request would, its
+// checks due an interval after now.
+func installed(l *Loop, in Input, now time.Time) {
+	j := &job{in: in, every: Intervals{Reconcile: watchedPlan.ReconcileInterval, Drift: watchedPlan.DriftInterval}}
+	l.install(j, now.Add(j.every.Reconcile), now.Add(j.every.Drift))
 }
 
 // start runs a Watch in the background; its answer comes on the channel.
@@ -125,7 +140,7 @@ func registered(l *Loop) {
 
 func TestIdleNodeAnswersOnlyAtTheBound(t *testing.T) {
 	f := &fakeChecks{}
-	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	l := &Loop{Checks: f, Records: &fakeRecords{}, Local: local}
 	w := &Watcher{Loop: l}
 	done := start(w, watchInput(quiet, 300*time.Millisecond))
 	registered(l)
@@ -148,7 +163,7 @@ func TestIdleNodeAnswersOnlyAtTheBound(t *testing.T) {
 
 func TestDriftFoundByTheLoopIsReported(t *testing.T) {
 	f := &fakeChecks{}
-	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	l := &Loop{Checks: f, Records: &fakeRecords{}, Local: local}
 	w := &Watcher{Loop: l}
 	done := start(w, watchInput(quiet, time.Hour))
 	registered(l)
@@ -170,7 +185,7 @@ func TestDriftFoundByTheLoopIsReported(t *testing.T) {
 
 func TestRepairIsReportedOnce(t *testing.T) {
 	f := &fakeChecks{}
-	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	l := &Loop{Checks: f, Records: &fakeRecords{}, Local: local}
 	w := &Watcher{Loop: l}
 	f.set(func(f *fakeChecks) { f.vanished = 2 })
 	got := <-start(w, watchInput(quiet, time.Hour))
@@ -185,7 +200,7 @@ func TestRepairIsReportedOnce(t *testing.T) {
 
 func TestReconcileFailureIsReported(t *testing.T) {
 	f := &fakeChecks{}
-	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	l := &Loop{Checks: f, Records: &fakeRecords{}, Local: local}
 	w := &Watcher{Loop: l}
 	done := start(w, watchInput(quiet, time.Hour))
 	registered(l)
@@ -202,7 +217,7 @@ func TestReconcileFailureIsReported(t *testing.T) {
 
 func TestRefusedWatchRegistersNothing(t *testing.T) {
 	f := &fakeChecks{}
-	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	l := &Loop{Checks: f, Records: &fakeRecords{}, Local: local}
 	w := &Watcher{Loop: l}
 	if r := <-start(w, watchInput(quiet, 50*time.Millisecond)); r.err != nil {
 		t.Fatal(r.err)
@@ -228,8 +243,8 @@ func TestNodeRecordsVetoTheLoop(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := &fakeChecks{}
-			l := &Loop{Checks: f, Records: recs}
-			l.install(&job{in: watchInput(quiet, time.Hour)}, time.Now())
+			l := &Loop{Checks: f, Records: recs, Local: local}
+			installed(l, watchInput(quiet, time.Hour), time.Now())
 			l.Cycle(context.Background(), time.Now().Add(time.Hour))
 			if r, d := f.counts(); r != 0 || d != 0 {
 				t.Fatalf("%s: the loop ran %d reconcile(s) and %d drift check(s); want none", name, r, d)
@@ -240,8 +255,8 @@ func TestNodeRecordsVetoTheLoop(t *testing.T) {
 
 func TestRolledBackModuleIsNotReasserted(t *testing.T) {
 	f := &fakeChecks{}
-	l := &Loop{Checks: f, Records: &fakeRecords{cutovers: map[string]nodestate.CutoverRecord{"web": {Module: "web", State: nodestate.CutoverRolledBack}}}}
-	l.install(&job{in: watchInput(quiet, time.Hour)}, time.Now())
+	l := &Loop{Checks: f, Records: &fakeRecords{cutovers: map[string]nodestate.CutoverRecord{"web": {Module: "web", State: nodestate.CutoverRolledBack}}}, Local: local}
+	installed(l, watchInput(quiet, time.Hour), time.Now())
 	l.Cycle(context.Background(), time.Now().Add(time.Minute))
 	if len(f.reconciles) != 1 {
 		t.Fatalf("reconciles = %d, want 1", len(f.reconciles))
@@ -253,9 +268,9 @@ func TestRolledBackModuleIsNotReasserted(t *testing.T) {
 
 func TestLoopWaitsWhileARequestIsServed(t *testing.T) {
 	f := &fakeChecks{}
-	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	l := &Loop{Checks: f, Records: &fakeRecords{}, Local: local}
 	now := time.Now()
-	l.install(&job{in: watchInput(quiet, time.Hour)}, now)
+	installed(l, watchInput(quiet, time.Hour), now)
 	l.serving.RLock() // what the gate holds while another activity runs
 	l.Cycle(context.Background(), now.Add(time.Hour))
 	if r, d := f.counts(); r != 0 || d != 0 {
@@ -273,7 +288,7 @@ func TestLoopWaitsWhileARequestIsServed(t *testing.T) {
 // never in a loop of watches.
 func TestFlappingMarkIsReportedOnceAnInterval(t *testing.T) {
 	f := &fakeChecks{flapping: true}
-	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	l := &Loop{Checks: f, Records: &fakeRecords{}, Local: local}
 	w := &Watcher{Loop: l}
 	got := <-start(w, watchInput(quiet, time.Hour))
 	if got.err != nil || len(got.r.Restored) != 1 {
@@ -292,7 +307,7 @@ func TestFlappingMarkIsReportedOnceAnInterval(t *testing.T) {
 // is answered.
 func TestEachRepairByTheLoopIsAnswered(t *testing.T) {
 	f := &fakeChecks{}
-	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	l := &Loop{Checks: f, Records: &fakeRecords{}, Local: local}
 	w := &Watcher{Loop: l}
 	done := start(w, watchInput(quiet, time.Hour))
 	registered(l)
@@ -317,7 +332,7 @@ func TestEachRepairByTheLoopIsAnswered(t *testing.T) {
 // never takes the repair meant for the newer one.
 func TestStaleWatchLeavesTheRepairToTheNewest(t *testing.T) {
 	f := &fakeChecks{}
-	l := &Loop{Checks: f, Records: &fakeRecords{}}
+	l := &Loop{Checks: f, Records: &fakeRecords{}, Local: local}
 	w := &Watcher{Loop: l}
 	stale := start(w, watchInput(quiet, time.Hour))
 	registered(l)
@@ -329,5 +344,26 @@ func TestStaleWatchLeavesTheRepairToTheNewest(t *testing.T) {
 	l.Cycle(context.Background(), time.Now().Add(2*time.Minute))
 	if r := <-newest; r.err != nil || len(r.r.Restored) != 2 {
 		t.Fatalf("newest = %+v, %v; want the repair", r.r, r.err)
+	}
+}
+
+// A watch names the plan by hash: one the node's file does not derive is
+// refused, even with no check asked, and nothing is watched.
+func TestWatchUnderAnotherPlanIsRefused(t *testing.T) {
+	f := &fakeChecks{}
+	l := &Loop{Checks: f, Records: &fakeRecords{}, Local: local}
+	other := watchedPlan
+	other.ReconcileInterval = time.Second
+	in := watchInput(quiet, time.Hour)
+	in.Plan, in.Reconcile, in.Drift = other.Ref(), false, false
+	_, err := (&Watcher{Loop: l}).Watch(context.Background(), in)
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != authority.ErrPlanMismatch || !ae.NonRetryable() {
+		t.Fatalf("a watch under another plan: %v", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.job != nil {
+		t.Fatalf("the loop watches %+v", l.job.in)
 	}
 }

@@ -404,7 +404,7 @@ func (r *scaleRun) startNode(i int) error {
 	r.plans[i] = mem.plan
 	acts := mem.activities()
 	acts.Temporal = r.c
-	loop := &watch.Loop{Checks: acts, Records: mem.state}
+	loop := &watch.Loop{Checks: acts, Records: mem.state, Local: acts.Local}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.onClose(cancel)
 	go loop.Run(ctx)

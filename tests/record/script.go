@@ -104,7 +104,7 @@ func (s *script) CheckFoundationPorts(_ context.Context, in activities.ProbeInpu
 	if _, err := s.call("CheckFoundationPorts"); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("foundation.ports.registry 5001/tcp is held by docker-proxy (pid 4242)", activities.ErrPortCollision, nil)
 	}
-	return &activities.CheckPortsResult{Checked: len(in.Plan.Foundation)}, nil
+	return &activities.CheckPortsResult{Checked: len(s.plan.Foundation)}, nil
 }
 
 func (s *script) OpenRules(_ context.Context, in activities.RulesInput) (*activities.RulesResult, error) {
@@ -306,8 +306,8 @@ func (s *script) RaiseFoundation(_ context.Context, in activities.ProbeInput) (*
 	if _, err := s.call("RaiseFoundation"); err != nil {
 		return nil, err
 	}
-	res := &activities.FoundationResult{Listening: in.Plan.Foundation}
-	for _, c := range in.Plan.FoundationContainers {
+	res := &activities.FoundationResult{Listening: s.plan.Foundation}
+	for _, c := range s.plan.FoundationContainers {
 		res.Raised = append(res.Raised, c.Name)
 	}
 	return res, nil
