@@ -111,21 +111,24 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Writer) error {
 	// The logger and /metrics first (a bad metrics.listen stops the start
 	// with nothing running), then the start checks, then Temporal.
-	o, c, err := dialAgent(ctx, cfg, stderr, func(l *slog.Logger) error { return startChecks(cfg, cfgPath, l) })
+	var acts *activities.Activities
+	var loop *watch.Loop
+	o, c, err := dialAgent(ctx, cfg, stderr, func(l *slog.Logger) error {
+		if err := startChecks(cfg, cfgPath, l); err != nil {
+			return err
+		}
+		acts = nodeActivities(cfg, cfgPath, stderr)
+		loop = startLoop(ctx, cfg, acts, stderr)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
 	defer o.stop()
 	defer c.Close()
 	logger := o.log
-
-	// The node watches itself: reconcile and drift run in the agent's own
-	// loop, never while another activity runs, and the workflow's Watch
-	// hears only changes.
-	acts := nodeActivities(cfg, cfgPath, stderr)
+	// The flip in one round trip heartbeats through the agent's own client.
 	acts.Temporal = c
-	loop := &watch.Loop{Checks: acts, Records: nodestate.New(cfg.Node.StateDir), Local: acts.Local, Log: stderr}
-	go loop.Run(ctx)
 	// Activities only: no workflow poller (and no sticky queue) per node;
 	// the workflows run in `adopt-worker orchestrate`.
 	node := worker.New(c, workflows.NodeQueue(cfg.Node.Name), worker.Options{DisableWorkflowWorker: true,
@@ -147,6 +150,22 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	stopping(logger)
 	logger.Info("adopt-worker stopping")
 	return nil
+}
+
+// startLoop starts the node's own loop: reconcile and drift run in it,
+// never while another activity runs, and the workflow's Watch hears only
+// changes. It starts before Temporal is dialled, from the watch kept under
+// state_dir, whose checks run at once: an agent restarted while Temporal
+// is out of reach (its dial fails, and it is restarted) still puts its
+// marks back and looks for drift each time it starts.
+func startLoop(ctx context.Context, cfg *config.Config, acts *activities.Activities, stderr io.Writer) *watch.Loop {
+	state := nodestate.New(cfg.Node.StateDir)
+	loop := &watch.Loop{Checks: acts, Records: state, Local: acts.Local, Store: state, Log: stderr}
+	if loop.Resume(time.Now()) {
+		loop.Cycle(ctx, time.Now())
+	}
+	go loop.Run(ctx)
+	return loop
 }
 
 // startWatchdog starts `adopt-worker watchdog` as a process of its own

@@ -89,6 +89,7 @@ func (w *Watcher) first(ctx context.Context, j *job) (uint64, error) {
 	if first != nil {
 		w.Loop.record(j, now, first)
 	}
+	w.Loop.keep(j)
 	return gen, nil
 }
 

@@ -116,6 +116,9 @@ type Loop struct {
 	// Local is the node's own authority, read now (the agent's file): the
 	// plan a request names by hash, whose intervals the loop keeps.
 	Local func() (*authority.Authority, error)
+	// Store keeps the watched request across the agent's restarts
+	// (store.go); nil keeps it in memory only.
+	Store Store
 	// Tick is the loop's clock between checks (tests shorten it).
 	Tick time.Duration
 
@@ -310,6 +313,8 @@ func (l *Loop) check(ctx context.Context, j *job, recon, drift bool) *checked {
 	if why, err := l.vetoed(j); err != nil || why != "" {
 		if err != nil {
 			l.logf("watch: read the node's records: %v", err)
+		} else if final(why) {
+			l.forget(why)
 		}
 		return nil
 	}
@@ -389,13 +394,18 @@ func (l *Loop) vetoed(j *job) (string, error) {
 	return "", nil
 }
 
-// The node's records that veto the checks.
+// The node's records that veto the checks. A flip under way may be
+// reverted, and the watch goes on; the others end it for good.
 const (
 	vetoNotAdopted    = "node not adopted"
 	vetoConverged     = "node converged"
 	vetoFlip          = "flip under way"
 	vetoOtherWorkflow = "served by another workflow"
 )
+
+// final reports whether a veto ends the watch for good (released,
+// converged, another workflow's node): nothing is kept for a restart.
+func final(why string) bool { return why != "" && why != vetoFlip }
 
 // allowed is the owners whose marks the loop keeps: the ones registered,
 // less a module whose cutover the node rolled back (its marks were closed

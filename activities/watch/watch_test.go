@@ -66,19 +66,24 @@ func (f *fakeChecks) counts() (int, int) {
 	return len(f.reconciles), f.drifts
 }
 
-// fakeRecords is an adopted node's records.
+// fakeRecords is an adopted node's records (released: no longer; owner:
+// the workflow it serves, none when empty).
 type fakeRecords struct {
 	converged bool
+	released  bool
+	owner     string
 	flip      *nodestate.FlipRecord
 	cutovers  map[string]nodestate.CutoverRecord
 }
 
 func (r *fakeRecords) Adopted() (nodestate.Marker, bool, error) {
-	return nodestate.Marker{Node: "n1"}, true, nil
+	return nodestate.Marker{Node: "n1"}, !r.released, nil
 }
-func (r *fakeRecords) Converged() (bool, error)              { return r.converged, nil }
-func (r *fakeRecords) Flip() (*nodestate.FlipRecord, error)  { return r.flip, nil }
-func (r *fakeRecords) Owner() (nodestate.Owner, bool, error) { return nodestate.Owner{}, false, nil }
+func (r *fakeRecords) Converged() (bool, error)             { return r.converged, nil }
+func (r *fakeRecords) Flip() (*nodestate.FlipRecord, error) { return r.flip, nil }
+func (r *fakeRecords) Owner() (nodestate.Owner, bool, error) {
+	return nodestate.Owner{Namespace: "default", Workflow: r.owner}, r.owner != "", nil
+}
 func (r *fakeRecords) Cutovers() (map[string]nodestate.CutoverRecord, error) {
 	return r.cutovers, nil
 }
