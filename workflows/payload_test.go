@@ -1,7 +1,7 @@
 package workflows
 
 // This file measures what a node's whole life puts into its history as
-// activity inputs (adopt, a module's cutover, the flip, a day of watches),
+// activity inputs (adopt, a module's cutover, a day of watches, the release),
 // and checks that none of those inputs carries the plan: the node's agent
 // reads its plan from its own file, so a request names it by hash only.
 
@@ -18,7 +18,6 @@ import (
 	"adoption/activities"
 	"adoption/activities/watch"
 	"adoption/config"
-	"adoption/firewall/flip"
 )
 
 // countingConverter is the default data converter, counting the bytes of
@@ -59,7 +58,7 @@ func (c *countingConverter) ToPayloads(vs ...any) (*commonpb.Payloads, error) {
 }
 
 // A control node's life, from config/example.yaml: adopted, its module
-// migrated, flipped and converged, a day of watches between. Its activity
+// migrated, a day of watches, released. Its activity
 // inputs name the plan by its hash; none carries the plan itself.
 func (s *NodeSuite) TestActivityInputsCarryThePlansHashOnly() {
 	cfg, err := config.Load("../config/example.yaml")
@@ -76,15 +75,12 @@ func (s *NodeSuite) TestActivityInputsCarryThePlansHashOnly() {
 	s.env.OnActivity(watcher.Watch, mock.Anything, mock.Anything).After(watchBound).Return(func(_ context.Context, in watch.Input) (*watch.Result, error) {
 		return &watch.Result{Digest: in.Known, Checked: true, Bound: true, Present: 2}, nil
 	}).Maybe()
-	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).
-		Return(&activities.FlipResult{State: "flipped", Preview: &flip.Preview{Approved: true, FoundFingerprint: "f1"}}, nil).Once()
-	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).
-		Return(&activities.FlipResult{State: FlipStateCommitted, Listing: "/x"}, nil).Once()
+	s.expectRelease()
 	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(SignalMigrate, RequestInput{Module: "mail"}) }, time.Minute)
-	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(SignalFlip, RequestInput{}) }, 24*time.Hour)
+	s.signal(24*time.Hour, SignalRelease, "")
 	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: plan})
 	st := s.result()
-	s.Equal(PhaseConverged, st.Phase)
+	s.Equal(PhaseReleased, st.Phase)
 
 	s.T().Logf("node %s, plan %d bytes canonical: %d activity inputs, %d bytes; all payloads %d bytes",
 		plan.Node, len(plan.Canonical()), len(cc.inputJSON), cc.inputs, cc.total)
