@@ -157,8 +157,9 @@ func (st *FleetState) nextGrant() (node string, passOver []string, refusal strin
 	if len(st.Nodes) == 0 {
 		return "", nil, "the fleet has no nodes"
 	}
+	holds := st.holding()
 	for i, n := range st.Nodes {
-		if st.holds(i) {
+		if holds(i) {
 			passOver = append(passOver, n.Node)
 		}
 	}

@@ -97,6 +97,10 @@ type fleet struct {
 	// leaving: the run is about to continue as new, so no wave starts;
 	// opsTaken: this run asked changeFleetOps.
 	opBusy, leaving, opsTaken bool
+	// pos is each node's index (index); draining: drain is taking signals,
+	// so show leaves the details to its end; unshown: they are stale.
+	pos               map[string]int
+	draining, unshown bool
 }
 
 // nodeActs names the node agent's activities (called through a nil pointer).
@@ -112,7 +116,20 @@ var nodeActs *activities.Activities
 // not a timer: it adds no command, so recorded histories replay unchanged.
 const planReadTimeout = 2 * time.Minute
 
-func (f *fleet) index(node string) int { return f.st.Index(node) }
+// index is f.st.Index by map: the fleet's nodes keep their order for the
+// whole run, and a node's progress asks it once per signal.
+func (f *fleet) index(node string) int {
+	if f.pos == nil {
+		f.pos = make(map[string]int, len(f.st.Nodes))
+		for i, n := range f.st.Nodes {
+			f.pos[n.Node] = i
+		}
+	}
+	if i, ok := f.pos[node]; ok {
+		return i
+	}
+	return -1
+}
 
 func (f *fleet) note(ctx workflow.Context, s string) {
 	f.event(ctx, s)
@@ -128,13 +145,26 @@ func (f *fleet) event(ctx workflow.Context, s string) {
 	}
 }
 
-// show brings what status and the Web UI say up to date.
+// show brings what status and the Web UI say up to date. Within a drain
+// the details (a line per node) wait for its end: built once per signal,
+// a thousand nodes' signals taken in one workflow task cost a second and
+// more, past the SDK's deadlock bound. The details are no command.
 func (f *fleet) show(ctx workflow.Context) {
 	was := f.st.Held
 	f.updateHeld()
 	if h := f.st.Held; f.st.Waves != nil && h != was && h != f.reading && h != "" {
 		f.event(ctx, h) // a wave halted: said once, when it happens
 	}
+	if f.draining {
+		f.unshown = true
+		return
+	}
+	f.publish(ctx)
+}
+
+// publish sets the fleet's current details (status, the Web UI).
+func (f *fleet) publish(ctx workflow.Context) {
+	f.unshown = false
 	workflow.SetCurrentDetails(ctx, fleetDetails(f.st))
 }
 
@@ -167,6 +197,12 @@ func (f *fleet) signals(ctx workflow.Context) {
 // drain takes every signal already delivered (and, before continue-as-new,
 // every one left).
 func (f *fleet) drain(ctx workflow.Context) {
+	f.draining = true // nothing below blocks: the details are set once, at the end
+	defer func() {
+		if f.draining = false; f.unshown {
+			f.publish(ctx)
+		}
+	}()
 	var p workflows.NodeProgress
 	for ch := workflow.GetSignalChannel(ctx, workflows.SignalNodeProgress); ch.ReceiveAsync(&p); p = (workflows.NodeProgress{}) {
 		f.progress(ctx, p)
@@ -190,8 +226,9 @@ func (f *fleet) goOn(ctx workflow.Context) {
 	var passed []string
 	if f.passOver {
 		var holding []int
+		holds := f.st.holding()
 		for i := range f.st.Nodes {
-			if f.st.holds(i) {
+			if holds(i) {
 				holding = append(holding, i)
 			}
 		}
@@ -287,8 +324,9 @@ func (f *fleet) finished() bool {
 	if f.st.Next < len(f.st.Nodes) || f.st.Op.busy() {
 		return false
 	}
+	holds := f.st.holding()
 	for i, n := range f.st.Nodes {
-		if n.Ended == "" || f.st.holds(i) {
+		if n.Ended == "" || holds(i) {
 			return false
 		}
 	}

@@ -69,6 +69,25 @@ func (st *FleetState) holds(i int) bool {
 	return st.Nodes[i].holds() && st.overBudget(st.WaveOf(i))
 }
 
+// holding is holds for a walk over many nodes: each wave's budget is
+// counted once, not once per failed node (a wave of hundreds of nodes
+// with dozens failed made every such walk quadratic).
+func (st *FleetState) holding() func(i int) bool {
+	over := map[int]bool{}
+	return func(i int) bool {
+		if !st.Nodes[i].holds() {
+			return false
+		}
+		k := st.WaveOf(i)
+		o, ok := over[k]
+		if !ok {
+			o = st.overBudget(k)
+			over[k] = o
+		}
+		return o
+	}
+}
+
 // migrated: every node of wave k is done, has ended, or failed within the
 // wave's budget.
 func (st *FleetState) migrated(k int) bool {
@@ -110,8 +129,9 @@ func (st *FleetState) waitsOn(i int) []int {
 // heldBy says why the fleet does not go on, when failed nodes hold it, in
 // the words status shows; "" otherwise.
 func (st *FleetState) heldBy() string {
+	holds := st.holding()
 	for i, n := range st.Nodes {
-		if !st.holds(i) {
+		if !holds(i) {
 			continue
 		}
 		if st.Waves == nil || i == 0 { // the control node is a wave of its own, with no budget
