@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -35,10 +36,21 @@ type Temporal interface {
 // Relay holds the orchestrator's client.
 type Relay struct {
 	C Temporal
-	// Every is how often the node's status is read while its request is
-	// served (0: 5 seconds).
+	// Every is how often the node's status is first read while its
+	// request is served (0: 5 seconds); the reads then grow apart, up to
+	// maxEvery, and a read that timed out is tried again as far apart.
 	Every time.Duration
 }
+
+// maxEvery bounds the time between two reads of a node's status: a fleet
+// migrate of a thousand nodes reads as many statuses, each a query the
+// orchestrator's own worker answers, so they spread out; it stays well
+// under the activity's heartbeat timeout (fleet_ops.go: a minute).
+const maxEvery = 30 * time.Second
+
+// queryTimeout bounds one status read; a read that takes longer is
+// tried again later (readStatus), not the activity's failure.
+const queryTimeout = 20 * time.Second
 
 // New is a Relay on c.
 func New(c Temporal) *Relay { return &Relay{C: c} }
@@ -65,7 +77,7 @@ type Outcome struct {
 // failed cutover) is an outcome, not an error; only a fault reaching
 // Temporal is retried.
 func (r *Relay) Request(ctx context.Context, in NodeRequest) (Outcome, error) {
-	st, err := r.status(ctx, in.Node)
+	st, err := r.readStatus(ctx, in.Node)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -106,32 +118,84 @@ func (r *Relay) send(ctx context.Context, in NodeRequest) (Outcome, error) {
 	return Outcome{Node: in.Node}, nil
 }
 
-// watch reads the node's status until it has served in, heartbeating.
-func (r *Relay) watch(ctx context.Context, in NodeRequest) (Outcome, error) {
-	every := r.Every
-	if every <= 0 {
-		every = 5 * time.Second
+// every is how long to wait before the first read of a status.
+func (r *Relay) every() time.Duration {
+	if r.Every <= 0 {
+		return 5 * time.Second
 	}
+	return r.Every
+}
+
+// watch reads the node's status until it has served in, heartbeating;
+// the reads grow apart (up to maxEvery).
+func (r *Relay) watch(ctx context.Context, in NodeRequest) (Outcome, error) {
+	every := r.every()
 	for {
 		activity.RecordHeartbeat(ctx)
-		st, err := r.status(ctx, in.Node)
+		st, err := r.readStatus(ctx, in.Node)
 		if err != nil {
 			return Outcome{}, err
 		}
 		if ok, why := served(in, st); ok || why != "" {
 			return Outcome{Node: in.Node, Why: why}, nil
 		}
-		select {
-		case <-ctx.Done():
-			return Outcome{}, ctx.Err()
-		case <-time.After(every):
+		if err := sleep(ctx, every); err != nil {
+			return Outcome{}, err
 		}
+		every = min(every*3/2, max(maxEvery, r.every()))
+	}
+}
+
+// readStatus is status, read again, further apart each time (up to
+// maxEvery) and heartbeating, while the read fails for want of time or
+// of a server that can answer: a thousand nodes' reads at once made the
+// orchestrator's worker answer some late, and each such read failed its
+// whole activity, to be retried from the start.
+func (r *Relay) readStatus(ctx context.Context, node string) (workflows.State, error) {
+	every := r.every()
+	for {
+		st, err := r.status(ctx, node)
+		if err == nil || !transient(ctx, err) {
+			return st, err
+		}
+		activity.GetLogger(ctx).Warn("reading a node's status failed; reading it again", "node", node, "in", every, "error", err)
+		activity.RecordHeartbeat(ctx)
+		if err := sleep(ctx, every); err != nil {
+			return st, err
+		}
+		every = min(every*2, max(maxEvery, r.every()))
+	}
+}
+
+// transient: err is a status read that ran out of time or found the
+// server busy or away, while the activity itself goes on.
+func transient(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var deadline *serviceerror.DeadlineExceeded
+	var unavailable *serviceerror.Unavailable
+	var exhausted *serviceerror.ResourceExhausted
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline) || errors.As(err, &unavailable) || errors.As(err, &exhausted)
+}
+
+// sleep waits d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
 func (r *Relay) status(ctx context.Context, node string) (workflows.State, error) {
 	var st workflows.State
-	v, err := r.C.QueryWorkflow(ctx, workflows.WorkflowID(node), "", workflows.QueryStatus)
+	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	v, err := r.C.QueryWorkflow(qctx, workflows.WorkflowID(node), "", workflows.QueryStatus)
 	if err == nil {
 		err = v.Get(&st)
 	}

@@ -2,9 +2,11 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -51,6 +53,8 @@ func TestServed(t *testing.T) {
 // fakeTemporal answers status queries from states in turn (the last one
 // for good) and updates with refuse (nil: accepted).
 type fakeTemporal struct {
+	errs    []error // the first status reads fail with these, in turn
+	reads   int
 	states  []workflows.State
 	refuse  error
 	updates []client.UpdateWorkflowOptions
@@ -77,6 +81,12 @@ func (f *fakeTemporal) UpdateWorkflow(_ context.Context, o client.UpdateWorkflow
 }
 
 func (f *fakeTemporal) QueryWorkflow(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
+	f.reads++
+	if len(f.errs) > 0 {
+		err := f.errs[0]
+		f.errs = f.errs[1:]
+		return nil, err
+	}
 	st := f.states[0]
 	if len(f.states) > 1 {
 		f.states = f.states[1:]
@@ -123,6 +133,43 @@ func TestRequest(t *testing.T) {
 		}
 		if len(f.updates) > 0 && (f.updates[0].UpdateID != "op1/n1" || f.updates[0].UpdateName != workflows.UpdateMigrate) {
 			t.Errorf("%s: update %+v", c.what, f.updates[0])
+		}
+	}
+}
+
+// A status read that runs out of time, or finds the server busy, is read
+// again within the same attempt; any other failure fails the attempt.
+func TestRequestReadsAgainWhenLate(t *testing.T) {
+	migrated := workflows.State{Phase: workflows.PhaseAdopted, Modules: []workflows.ModuleState{{Name: "web", State: workflows.ModuleMigrated}}}
+	in := NodeRequest{Node: "n1", Kind: KindMigrate, Module: "web", ID: "op1"}
+	for _, c := range []struct {
+		what  string
+		errs  []error
+		fails bool
+	}{
+		{"late, then busy", []error{fmt.Errorf("query: %w", context.DeadlineExceeded), serviceerror.NewResourceExhausted(0, "busy"), serviceerror.NewDeadlineExceeded("late")}, false},
+		{"not found", []error{serviceerror.NewNotFound("no workflow")}, true},
+	} {
+		var ts testsuite.WorkflowTestSuite
+		env := ts.NewTestActivityEnvironment()
+		f := &fakeTemporal{errs: c.errs, states: []workflows.State{migrated}}
+		env.RegisterActivity(&Relay{C: f, Every: time.Millisecond})
+		v, err := env.ExecuteActivity((&Relay{}).Request, in)
+		if c.fails {
+			if err == nil {
+				t.Errorf("%s: the attempt did not fail", c.what)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
+		var out Outcome
+		if err := v.Get(&out); err != nil {
+			t.Fatal(err)
+		}
+		if out.Why != "" || f.reads != len(c.errs)+1 || len(f.updates) != 0 {
+			t.Errorf("%s: why %q, %d reads, %d sent; want served after %d reads, none sent", c.what, out.Why, f.reads, len(f.updates), len(c.errs)+1)
 		}
 	}
 }
