@@ -171,11 +171,15 @@ func (st *FleetState) migrateRefusal(in FleetRequest) error {
 	if len(in.Nodes) == 0 {
 		return fmt.Errorf("module %q: no node of the fleet declares it", in.Module)
 	}
+	pos := make(map[string]int, len(st.Nodes)) // st.Index, once for every name
+	for i, n := range st.Nodes {
+		pos[n.Node] = i
+	}
 	var problems []string
 	for _, node := range in.Nodes {
-		i := st.Index(node)
+		i, ok := pos[node]
 		switch {
-		case i < 0:
+		case !ok:
 			problems = append(problems, "node "+node+" is not of this fleet")
 		case st.Nodes[i].Declares != nil && !slices.Contains(st.Nodes[i].Declares, in.Module):
 			problems = append(problems, fmt.Sprintf("node %s does not declare module %s (it declares %s)", node, in.Module, strings.Join(st.Nodes[i].Declares, ", ")))
@@ -193,8 +197,12 @@ func (st *FleetState) migrateRefusal(in FleetRequest) error {
 // migrateTargets are the nodes of names the fleet started and that run
 // (fleet order), and the others with why.
 func (st *FleetState) migrateTargets(names []string) (targets []int, skipped []string) {
+	named := make(map[string]bool, len(names)) // a thousand names, looked up per node
+	for _, name := range names {
+		named[name] = true
+	}
 	for i, n := range st.Nodes {
-		if !slices.Contains(names, n.Node) {
+		if !named[n.Node] {
 			continue
 		}
 		if n.Started && n.Ended == "" {
