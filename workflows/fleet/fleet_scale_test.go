@@ -4,12 +4,15 @@
 package fleet
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/testsuite"
 
+	"adoption/activities/relay"
 	"adoption/config"
 	"adoption/workflows"
 )
@@ -121,4 +124,53 @@ func TestFleetDetailsLines(t *testing.T) {
 	if got := fleetDetails(st); got != want {
 		t.Errorf("details:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// A fleet migrate on the same fleet: each wave's requests at once, the
+// big wave's hundreds together; every running node is served.
+func runScaleMigrate(tb *testing.T, n, failed int) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterActivity(relay.New(nil))
+	served := 0
+	env.OnActivity(relayActs.Request, mock.Anything, mock.Anything).After(10*time.Minute).Return(func(_ context.Context, in relay.NodeRequest) (relay.Outcome, error) {
+		served++
+		return relay.Outcome{Node: in.Node}, nil
+	})
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", workflows.SignalFleetAsk, mock.Anything).Return(nil)
+	in := scaleFleet(n, failed)
+	for i := range in.Resume.Nodes {
+		in.Resume.Nodes[i].Phase = workflows.PhaseAdopted
+	}
+	running := in.Members[:n-failed]
+	var names []string
+	for _, m := range in.Members {
+		names = append(names, m.Node)
+	}
+	var ans FleetAnswer
+	env.RegisterDelayedCallback(func() {
+		(&wavesEnv{env: env}).update(tb, UpdateFleetMigrate, "op1", FleetRequest{Module: "web", Nodes: names}, &ans, nil)
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		for _, m := range running {
+			env.SignalWorkflow(workflows.SignalNodeProgress, workflows.NodeProgress{Node: m.Node, Phase: workflows.PhaseReleased, Migrated: 1, Modules: 1})
+		}
+	}, 20*time.Hour)
+	env.ExecuteWorkflow(Fleet, in)
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		tb.Fatalf("fleet: completed %v, error %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
+	}
+	var st FleetState
+	if err := env.GetWorkflowResult(&st); err != nil {
+		tb.Fatal(err)
+	}
+	if served != n-failed || len(ans.Targets) != n-failed || st.Op == nil || !st.Op.Done {
+		tb.Fatalf("served %d, targets %d, op %+v; want %d served and the op done", served, len(ans.Targets), st.Op != nil && st.Op.Done, n-failed)
+	}
+}
+
+func TestFleetMigrateAtScale(t *testing.T) {
+	start := time.Now()
+	runScaleMigrate(t, 1000, 40)
+	t.Logf("fleet migrate of 960 nodes in 4 waves: %s", time.Since(start))
 }
