@@ -133,7 +133,7 @@ func runScaleMigrate(tb *testing.T, n, failed int) {
 	env := ts.NewTestWorkflowEnvironment()
 	env.RegisterActivity(relay.New(nil))
 	served := 0
-	env.OnActivity(relayActs.Request, mock.Anything, mock.Anything).After(10*time.Minute).Return(func(_ context.Context, in relay.NodeRequest) (relay.Outcome, error) {
+	env.OnActivity(relayActs.Request, mock.Anything, mock.Anything).After(10 * time.Minute).Return(func(_ context.Context, in relay.NodeRequest) (relay.Outcome, error) {
 		served++
 		return relay.Outcome{Node: in.Node}, nil
 	})
