@@ -107,11 +107,9 @@ func (a *Activities) FlipTrip(ctx context.Context, in FlipTripInput) (*FlipResul
 				return nil, a.revertTrip(in.ID, "the way in: "+why)
 			}
 		}
-		c, err := a.confirm(ctx, auth, in.ID)
-		if err != nil {
+		if _, err := a.confirm(ctx, auth, in.ID); err != nil {
 			return nil, err
 		}
-		res = c
 	}
 	cm, err := a.commit(ctx, auth, in.ID)
 	if err != nil {

@@ -179,7 +179,8 @@ func writeTemp(p string, rec nonceRecord) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("intent record: %w", err)
 	}
-	if _, err := f.Write(b); err == nil {
+	_, err = f.Write(b)
+	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

@@ -158,14 +158,6 @@ func isTransient(err error) bool {
 		errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "context deadline exceeded")
 }
 
-func count(ctx context.Context, c client.Client, query string) (int64, error) {
-	resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: "default", Query: query})
-	if err != nil {
-		return 0, err
-	}
-	return resp.GetCount(), nil
-}
-
 func history(ctx context.Context, c client.Client, id string) (events, bytes int, err error) {
 	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
