@@ -42,6 +42,12 @@ const errNotRegistered = "ActivityNotRegisteredError"
 // converged, or back as it was. It reports true when the node's agent
 // predates FlipTrip: nothing was tried, and the caller flips in two.
 func (n *node) flipTrip(ctx workflow.Context, spec flip.MeshSpec, refused func(*flip.Preview)) bool {
+	return n.flipTripOnce(ctx, spec, refused, false)
+}
+
+// flipTripOnce is flipTrip; again says this is the one more try after a
+// stale refusal, which is not tried again.
+func (n *node) flipTripOnce(ctx workflow.Context, spec flip.MeshSpec, refused func(*flip.Preview), again bool) bool {
 	v := workflow.Version(1) // changeFlipHolds is taken by every run that takes this change
 	n.s.LastError = ""
 	prev, prevPhase := n.s.Flip, n.s.Phase
@@ -101,6 +107,9 @@ func (n *node) flipTrip(ctx workflow.Context, spec flip.MeshSpec, refused func(*
 	}
 	if errors.As(err, &ae) && (ae.Type() == activities.ErrStalePreview || ae.Type() == activities.ErrFlipNotApplied) {
 		back(FlipStateNotApplied, errorMessage(err)+" (nothing was changed on the node)")
+		if ae.Type() == activities.ErrStalePreview && !again {
+			n.staleAgain(ctx, spec, refused)
+		}
 		return false
 	}
 	if err == nil {
@@ -118,6 +127,24 @@ func (n *node) flipTrip(ctx workflow.Context, spec flip.MeshSpec, refused func(*
 		back(FlipStateReverted, errorMessage(err))
 	}
 	return false
+}
+
+// staleAgain follows a flip the node refused as stale (its firewall moved
+// between its own preview and the transaction), as the flip in two steps
+// does: previewed apart once, so the operator sees what moved; flipped once
+// more only if that preview approves.
+func (n *node) staleAgain(ctx workflow.Context, spec flip.MeshSpec, refused func(*flip.Preview)) {
+	n.event(ctx, "flip "+n.s.Flip.ID+" not applied: the found firewall moved during the flip; previewing apart, then flipping again if it approves")
+	pv, err := n.previewSpec(ctx, spec)
+	switch {
+	case err != nil:
+		n.s.LastError = "flip preview: " + errorMessage(err)
+		n.event(ctx, n.s.LastError)
+	case !pv.Approved:
+		refused(pv)
+	default:
+		n.flipTripOnce(ctx, spec, refused, true)
+	}
 }
 
 // witnessed is how the event says the witness answered, or "" unwitnessed.

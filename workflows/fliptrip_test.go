@@ -148,3 +148,45 @@ func (s *NodeSuite) TestFlipTripOlderAgentFlipsInTwo() {
 	s.Equal(1, st.FlipAttempts)
 	s.Equal("n1-1", st.Flip.ID)
 }
+
+// The node refuses the flip as stale (its firewall moved between its own
+// preview and the transaction): not applied, previewed apart once, and that
+// preview's reasons are what the operator reads; no second flip is tried.
+func (s *NodeSuite) TestFlipTripStaleRefusedPreviewsApart() {
+	s.expectAdoption(time.Second)
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(s.record("fliptrip")).
+		Return(nil, temporal.NewNonRetryableApplicationError("the found firewall changed since the preview", activities.ErrStalePreview, nil)).Once()
+	s.env.OnActivity(a.Preview, mock.Anything, mock.Anything).Run(s.record("preview")).
+		Return(&flip.Preview{Reasons: []string{"port 9999/tcp would close"}}, nil).Once()
+	s.expectRelease()
+	var after State
+	s.signal(time.Minute, SignalFlip, "")
+	s.env.RegisterDelayedCallback(func() { after = s.query() }, 5*time.Minute)
+	s.signal(6*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
+	s.result()
+	s.Equal([]string{"probe", "adopt", "fliptrip", "preview", "release"}, s.calls)
+	s.Equal(PhaseAdopted, after.Phase)
+	s.Require().NotNil(after.Flip)
+	s.Equal(FlipStateNotApplied, after.Flip.State)
+	s.Contains(after.LastError, "flip refused by the preview: port 9999/tcp would close")
+}
+
+// Stale, and the preview apart approves: the flip is tried once more, as a
+// new attempt, and converges.
+func (s *NodeSuite) TestFlipTripStaleApprovedFlipsAgain() {
+	s.expectAdoption(time.Second)
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(s.record("fliptrip")).
+		Return(nil, temporal.NewNonRetryableApplicationError("the found firewall changed since the preview", activities.ErrStalePreview, nil)).Once()
+	s.env.OnActivity(a.Preview, mock.Anything, mock.Anything).Run(s.record("preview")).
+		Return(&flip.Preview{Approved: true}, nil).Once()
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(s.record("fliptrip")).
+		Return(&activities.FlipResult{ID: "n1-2", State: FlipStateCommitted}, nil).Once()
+	s.signal(time.Minute, SignalFlip, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
+	st := s.result()
+	s.Equal([]string{"probe", "adopt", "fliptrip", "preview", "fliptrip"}, s.calls)
+	s.Equal(PhaseConverged, st.Phase)
+	s.Equal(2, st.FlipAttempts)
+	s.Equal("n1-2", st.Flip.ID)
+}
