@@ -106,10 +106,14 @@ func (n *node) flipTripOnce(ctx workflow.Context, spec flip.MeshSpec, refused fu
 		return true
 	}
 	if errors.As(err, &ae) && (ae.Type() == activities.ErrStalePreview || ae.Type() == activities.ErrFlipNotApplied) {
-		back(FlipStateNotApplied, errorMessage(err)+" (nothing was changed on the node)")
 		if ae.Type() == activities.ErrStalePreview && !again {
-			n.staleAgain(ctx, spec, refused)
+			// Still flipping until the preview apart has said why.
+			n.s.Flip.State, n.s.Flip.Error = FlipStateNotApplied, errorMessage(err)
+			n.quiet = false
+			n.staleAgain(ctx, spec, refused, prevPhase)
+			return false
 		}
+		back(FlipStateNotApplied, errorMessage(err)+" (nothing was changed on the node)")
 		return false
 	}
 	if err == nil {
@@ -133,14 +137,16 @@ func (n *node) flipTripOnce(ctx workflow.Context, spec flip.MeshSpec, refused fu
 // between its own preview and the transaction), as the flip in two steps
 // does: previewed apart once, so the operator sees what moved; flipped once
 // more only if that preview approves.
-func (n *node) staleAgain(ctx workflow.Context, spec flip.MeshSpec, refused func(*flip.Preview)) {
+func (n *node) staleAgain(ctx workflow.Context, spec flip.MeshSpec, refused func(*flip.Preview), prevPhase Phase) {
 	n.event(ctx, "flip "+n.s.Flip.ID+" not applied: the found firewall moved during the flip; previewing apart, then flipping again if it approves")
 	pv, err := n.previewSpec(ctx, spec)
 	switch {
 	case err != nil:
+		n.setPhase(ctx, prevPhase)
 		n.s.LastError = "flip preview: " + errorMessage(err)
 		n.event(ctx, n.s.LastError)
 	case !pv.Approved:
+		n.setPhase(ctx, prevPhase)
 		refused(pv)
 	default:
 		n.flipTripOnce(ctx, spec, refused, true)
