@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/authority"
@@ -101,9 +102,13 @@ type Activities struct {
 	// Root is node.root: a module's env_file is read under it.
 	Root string
 	// Temporal is the agent's own client: the flip in one round trip
-	// proves through it that the node still reaches Temporal, and asks its
-	// workflow for the witness's verdict (fliptrip.go).
+	// proves through it that the node still reaches Temporal, and reads
+	// the witness's verdict (fliptrip.go).
 	Temporal TripClient
+	// Converter decodes the witness's verdict heartbeat from the node's
+	// workflow (the client's data converter); nil: the verdict is only
+	// asked of the workflow by query, as agents did before.
+	Converter converter.DataConverter
 }
 
 // Error types: the workflow tells by type what is the operator's to fix.

@@ -1,7 +1,8 @@
 // The flip in one round trip: one activity on the node previews, applies,
 // proves the way out (a heartbeat the server acknowledged), waits for the
-// way in (the orchestrator's witness, by its workflow's verdict), checks
-// health, confirms and commits. Resumable by flip ID from the node's record.
+// way in (the orchestrator's witness: its verdict heartbeat, read from the
+// node's own workflow, or the workflow's verdict by query), checks health,
+// confirms and commits. Resumable by flip ID from the node's record.
 package activities
 
 import (
@@ -10,12 +11,14 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/authority"
 	"adoption/nodestate"
+	"adoption/witness"
 )
 
 // TripClient is what the flip in one round trip needs of the agent's
@@ -24,15 +27,21 @@ type TripClient interface {
 	// RecordActivityHeartbeat returns once the server has the heartbeat.
 	RecordActivityHeartbeat(ctx context.Context, taskToken []byte, details ...any) error
 	QueryWorkflow(ctx context.Context, workflowID, runID, queryType string, args ...any) (converter.EncodedValue, error)
+	DescribeWorkflowExecution(ctx context.Context, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
 }
 
 // FlipProgress is the heartbeat of the flip in one round trip. The witness
 // reads it from the pending activity and dials only once Applied is set
-// for its flip.
+// for its flip. Reads announces that this node reads the witness's verdict
+// from the witness's own heartbeat (so the witness tells it there and
+// stays pending until Read says the node has it); an agent without it is
+// answered by its workflow's query alone.
 type FlipProgress struct {
 	ID      string `json:"id"`
 	Applied bool   `json:"applied,omitempty"`
 	Step    string `json:"step,omitempty"`
+	Reads   bool   `json:"reads_verdict,omitempty"`
+	Read    bool   `json:"verdict_read,omitempty"`
 }
 
 type progressKey struct{}
@@ -43,16 +52,13 @@ const QueryFlipWitness = "flip-witness"
 
 // Witness verdicts. Pending is "": the witness has not answered yet.
 const (
-	WitnessAnswered  = "answered"
-	WitnessLockedOut = "locked-out"
+	WitnessAnswered  = witness.Answered
+	WitnessLockedOut = witness.LockedOut
 )
 
-// WitnessVerdict is what the workflow knows of the witness of flip ID.
-type WitnessVerdict struct {
-	ID    string `json:"id"`
-	State string `json:"state,omitempty"`
-	Why   string `json:"why,omitempty"`
-}
+// WitnessVerdict is what the workflow knows of the witness of flip ID, and
+// what the witness heartbeats.
+type WitnessVerdict = witness.Verdict
 
 // FlipTripInput is a flip in one round trip.
 type FlipTripInput struct {
@@ -63,11 +69,14 @@ type FlipTripInput struct {
 	Witness bool `json:"witness,omitempty"`
 }
 
-// How often the node asks for the witness's verdict, and how long one
-// acknowledged heartbeat may take.
+// How often the node reads the witness's verdict, how long one
+// acknowledged heartbeat may take, and how often the node heartbeats while
+// it waits (the activity's heartbeat timeout is 10 s; the server keeps the
+// last details, Applied included, in between).
 const (
-	verdictEvery = 250 * time.Millisecond
+	verdictEvery = 100 * time.Millisecond
 	wayOutWithin = 10 * time.Second
+	waitBeat     = 3 * time.Second
 )
 
 // FlipTrip is the flip in one round trip. A new flip is previewed on the
@@ -88,7 +97,7 @@ func (a *Activities) FlipTrip(ctx context.Context, in FlipTripInput) (*FlipResul
 	if err != nil {
 		return nil, err
 	}
-	p := &FlipProgress{ID: in.ID}
+	p := &FlipProgress{ID: in.ID, Reads: a.Converter != nil}
 	ctx = context.WithValue(ctx, progressKey{}, p)
 	in.Preview = true
 	res, err := a.flip(ctx, auth, in.FlipInput)
@@ -103,7 +112,7 @@ func (a *Activities) FlipTrip(ctx context.Context, in FlipTripInput) (*FlipResul
 		}
 		if in.Witness {
 			until := deadline.Add(-auth.Plan.ConfirmTimeout / 4)
-			if why := a.awaitWitness(ctx, in.ID, until, *p); why != "" {
+			if why := a.awaitWitness(ctx, in.ID, until, p); why != "" {
 				return nil, a.revertTrip(in.ID, "the way in: "+why)
 			}
 		}
@@ -133,15 +142,21 @@ func (a *Activities) wayOut(ctx context.Context, p FlipProgress) error {
 	return a.Temporal.RecordActivityHeartbeat(hctx, activity.GetInfo(ctx).TaskToken, p)
 }
 
-// awaitWitness asks this activity's workflow for the witness's verdict on
-// flip id until it has one or until passes, heartbeating p through the
-// client meanwhile (so the witness keeps reading Applied). It returns why
-// the flip must revert, or "" when the witness answered.
-func (a *Activities) awaitWitness(ctx context.Context, id string, until time.Time, p FlipProgress) string {
+// awaitWitness reads the witness's verdict on flip id until it has one or
+// until passes, heartbeating p through the client now and then (the
+// activity's heartbeat timeout). It returns why the flip must revert, or ""
+// when the witness answered. A verdict read from the witness's heartbeat
+// is acknowledged (p.Read), so the witness completes.
+func (a *Activities) awaitWitness(ctx context.Context, id string, until time.Time, p *FlipProgress) string {
 	wf := activity.GetInfo(ctx).WorkflowExecution
 	last := "no answer yet"
+	beat := time.Now()
 	for {
-		v, err := a.verdict(ctx, wf.ID, wf.RunID, id)
+		v, told, err := a.verdict(ctx, wf.ID, wf.RunID, id)
+		if told && v.State != "" {
+			p.Read, p.Step = true, "flip: the witness's verdict read"
+			a.beat(ctx, *p)
+		}
 		switch {
 		case err != nil:
 			last = err.Error()
@@ -158,15 +173,38 @@ func (a *Activities) awaitWitness(ctx context.Context, id string, until time.Tim
 			return "the activity ended while waiting for the witness: " + ctx.Err().Error()
 		case <-time.After(verdictEvery):
 		}
-		p.Step = "flip: waiting for the witness"
-		hctx, cancel := context.WithTimeout(ctx, wayOutWithin)
-		_ = a.Temporal.RecordActivityHeartbeat(hctx, activity.GetInfo(ctx).TaskToken, p)
-		cancel()
+		if time.Since(beat) >= waitBeat {
+			p.Step, beat = "flip: waiting for the witness", time.Now()
+			a.beat(ctx, *p)
+		}
 	}
 }
 
-// verdict is one query of the witness's verdict on flip id.
-func (a *Activities) verdict(ctx context.Context, workflowID, runID, id string) (WitnessVerdict, error) {
+// beat records p through the client, acknowledged; a failure is left to
+// the activity's heartbeat timeout.
+func (a *Activities) beat(ctx context.Context, p FlipProgress) {
+	hctx, cancel := context.WithTimeout(ctx, wayOutWithin)
+	defer cancel()
+	_ = a.Temporal.RecordActivityHeartbeat(hctx, activity.GetInfo(ctx).TaskToken, p)
+}
+
+// verdict reads the witness's verdict on flip id once: from the pending
+// witness's heartbeat when this agent reads verdicts by describe (told),
+// else, or once no witness is pending (an older orchestrator's witness
+// completes at once, or the describe failed), by the workflow's query.
+func (a *Activities) verdict(ctx context.Context, workflowID, runID, id string) (v WitnessVerdict, told bool, err error) {
+	if a.Converter != nil {
+		v, pending, err := witness.ReadVerdict(ctx, a.Temporal, a.Converter, workflowID, runID, id)
+		if err == nil && pending {
+			return v, true, nil
+		}
+	}
+	v, err = a.query(ctx, workflowID, runID, id)
+	return v, false, err
+}
+
+// query is one query of the witness's verdict on flip id.
+func (a *Activities) query(ctx context.Context, workflowID, runID, id string) (WitnessVerdict, error) {
 	qctx, cancel := context.WithTimeout(ctx, wayOutWithin)
 	defer cancel()
 	var v WitnessVerdict

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 
@@ -21,14 +24,41 @@ import (
 // run again with the same ID resuming from the node's record.
 
 // tripClient is the agent's Temporal client as FlipTrip uses it: the
-// heartbeats it was given and the witness's verdicts it answers, in turn
-// (the last one repeats).
+// heartbeats it was given, and the witness's verdicts it answers by query
+// and the workflow's descriptions it answers, each in turn (the last one
+// repeats).
 type tripClient struct {
-	mu       sync.Mutex
-	beats    []FlipProgress
-	beatErr  error
-	verdicts []WitnessVerdict
-	queries  int
+	mu        sync.Mutex
+	beats     []FlipProgress
+	beatErr   error
+	verdicts  []WitnessVerdict
+	queries   int
+	describes []*workflowservice.DescribeWorkflowExecutionResponse
+	reads     int
+}
+
+func (c *tripClient) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.describes) == 0 {
+		return nil, errors.New("no workflow to describe")
+	}
+	r := c.describes[min(c.reads, len(c.describes)-1)]
+	c.reads++
+	return r, nil
+}
+
+// witnessPending is a description of the workflow with the witness
+// pending, its last heartbeat details (none if nil).
+func witnessPending(t *testing.T, details any) *workflowservice.DescribeWorkflowExecutionResponse {
+	t.Helper()
+	pa := &workflowpb.PendingActivityInfo{ActivityType: &commonpb.ActivityType{Name: "Witness"}}
+	if details != nil {
+		p, err := converter.GetDefaultDataConverter().ToPayloads(details)
+		must(t, err)
+		pa.HeartbeatDetails = p
+	}
+	return &workflowservice.DescribeWorkflowExecutionResponse{PendingActivities: []*workflowpb.PendingActivityInfo{pa}}
 }
 
 func (c *tripClient) RecordActivityHeartbeat(_ context.Context, _ []byte, details ...any) error {
@@ -217,5 +247,96 @@ func TestFlipTripPreviewRefused(t *testing.T) {
 	must(t, err)
 	if rec != nil || flips() != 0 || len(c.beats) != 0 {
 		t.Fatalf("a refused flip left record %+v, %d flips, %d beats", rec, flips(), len(c.beats))
+	}
+}
+
+// An agent that reads verdicts by describe announces it from its first
+// heartbeat, waits through a pending witness with no verdict (and an older
+// witness's plain heartbeat), reads the verdict from the witness's
+// heartbeat without a query, says it read it, then confirms and commits.
+func TestFlipTripVerdictByDescribe(t *testing.T) {
+	c := &tripClient{describes: []*workflowservice.DescribeWorkflowExecutionResponse{
+		witnessPending(t, nil),
+		witnessPending(t, "waiting for flip n1-1 to be applied"),
+		witnessPending(t, WitnessVerdict{ID: "n1-0", State: WitnessLockedOut}),
+		witnessPending(t, WitnessVerdict{ID: "n1-1", State: WitnessAnswered, Why: "22/tcp on 192.0.2.1"}),
+	}}
+	a, flips := tripActs(t, c)
+	a.Converter = converter.GetDefaultDataConverter()
+	res, err := runTrip(t, a, tripIn("n1-1", true))
+	if err != nil || res.State != nodestate.FlipCommitted || flips() != 1 {
+		t.Fatalf("result %+v %v after %d flips", res, err, flips())
+	}
+	if c.queries != 0 || c.reads != 4 {
+		t.Fatalf("%d queries, %d describes; want 0 and 4", c.queries, c.reads)
+	}
+	if len(c.beats) < 2 || !c.beats[0].Applied || !c.beats[0].Reads || c.beats[0].Read {
+		t.Fatalf("the way out's heartbeat should announce reads, not read: %+v", c.beats)
+	}
+	if last := c.beats[len(c.beats)-1]; !last.Read || !last.Applied || last.ID != "n1-1" {
+		t.Fatalf("the node did not say it read the verdict: %+v", c.beats)
+	}
+}
+
+// A locked-out verdict read from the witness's heartbeat reverts the flip
+// as the query's does, and the node still says it read it.
+func TestFlipTripVerdictByDescribeLockedOutReverts(t *testing.T) {
+	c := &tripClient{describes: []*workflowservice.DescribeWorkflowExecutionResponse{
+		witnessPending(t, WitnessVerdict{ID: "n1-1", State: WitnessLockedOut, Why: "22/tcp did not answer from 10.8.0.2"}),
+	}}
+	a, flips := tripActs(t, c)
+	a.Converter = converter.GetDefaultDataConverter()
+	_, err := runTrip(t, a, tripIn("n1-1", true))
+	if msg := appErr(t, err, ErrFlipReverted); !strings.Contains(msg, "the way in: locked out: 22/tcp did not answer") {
+		t.Fatalf("error: %s", msg)
+	}
+	if rec := record(t, a); flips() != 1 || rec.State != nodestate.FlipReverted || c.queries != 0 {
+		t.Fatalf("flips %d, record %s, %d queries", flips(), rec.State, c.queries)
+	}
+	if last := c.beats[len(c.beats)-1]; !last.Read {
+		t.Fatalf("the node did not say it read the verdict: %+v", c.beats)
+	}
+}
+
+// An older orchestrator's witness tells nothing by heartbeat and completes
+// at once: once it is no longer pending (or the describe fails), the agent
+// asks its workflow by query, and never says it read a heartbeat verdict.
+func TestFlipTripVerdictFallsBackToQuery(t *testing.T) {
+	for name, describes := range map[string][]*workflowservice.DescribeWorkflowExecutionResponse{
+		"witness completed": {witnessPending(t, "waiting for flip n1-1 to be applied"), {}},
+		"describe fails":    nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := &tripClient{describes: describes, verdicts: []WitnessVerdict{{}, {State: WitnessAnswered}}}
+			a, _ := tripActs(t, c)
+			a.Converter = converter.GetDefaultDataConverter()
+			res, err := runTrip(t, a, tripIn("n1-1", true))
+			if err != nil || res.State != nodestate.FlipCommitted {
+				t.Fatalf("result %+v %v", res, err)
+			}
+			if c.queries != 2 {
+				t.Fatalf("%d queries, want 2 (pending, then answered)", c.queries)
+			}
+			for _, b := range c.beats {
+				if b.Read {
+					t.Fatalf("said it read a heartbeat verdict: %+v", c.beats)
+				}
+			}
+		})
+	}
+}
+
+// An agent without the converter (as agents before the verdict heartbeat)
+// never describes and does not announce that it reads verdicts by describe.
+func TestFlipTripQueryOnlyAgent(t *testing.T) {
+	c := &tripClient{verdicts: []WitnessVerdict{{State: WitnessAnswered}},
+		describes: []*workflowservice.DescribeWorkflowExecutionResponse{witnessPending(t, WitnessVerdict{ID: "n1-1", State: WitnessLockedOut})}}
+	a, _ := tripActs(t, c)
+	res, err := runTrip(t, a, tripIn("n1-1", true))
+	if err != nil || res.State != nodestate.FlipCommitted || c.reads != 0 || c.queries != 1 {
+		t.Fatalf("result %+v %v, %d describes, %d queries", res, err, c.reads, c.queries)
+	}
+	if c.beats[0].Reads {
+		t.Fatalf("a query-only agent announced it reads by describe: %+v", c.beats[0])
 	}
 }

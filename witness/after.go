@@ -2,7 +2,10 @@
 // activity and waits until that activity's heartbeat says the flip is
 // applied: the workflow's execution is described (as the fleet's relay
 // describes its nodes and the CLI reads pending activities) and the
-// pending activity's heartbeat details are decoded.
+// pending activity's heartbeat details are decoded. It heartbeats nothing
+// while it waits (its activity has no heartbeat timeout): its heartbeat is
+// its verdict (verdict.go), which a throttled step heartbeat sent later
+// must not overwrite.
 package witness
 
 import (
@@ -12,7 +15,6 @@ import (
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -36,52 +38,57 @@ type After struct {
 	FlipID     string `json:"flip_id"`
 }
 
-// progress is the part of the node's heartbeat the witness reads.
+// progress is the part of the node's heartbeat the witness reads
+// (activities.FlipProgress): Reads announces that the node reads the
+// verdict from this activity's heartbeat, Read that it has.
 type progress struct {
 	ID      string `json:"id"`
 	Applied bool   `json:"applied"`
+	Reads   bool   `json:"reads_verdict"`
+	Read    bool   `json:"verdict_read"`
 }
 
-// awaitApplied returns once the flip activity's heartbeat says applied, or
-// ErrFlipEnded once no such activity is pending.
-func (w *Witness) awaitApplied(ctx context.Context, in After) error {
-	if w.Describe == nil || w.Converter == nil {
-		return errors.New("this witness cannot read the node's flip activity (no client)")
+// every is how often the node's flip activity is read.
+func (w *Witness) every() time.Duration {
+	if w.Every == 0 {
+		return 100 * time.Millisecond
 	}
-	every := w.Every
-	if every == 0 {
-		every = 200 * time.Millisecond
+	return w.Every
+}
+
+// awaitApplied returns the node's progress once the flip activity's
+// heartbeat says applied, or ErrFlipEnded once no such activity is pending.
+func (w *Witness) awaitApplied(ctx context.Context, in After) (progress, error) {
+	if w.Describe == nil || w.Converter == nil {
+		return progress{}, errors.New("this witness cannot read the node's flip activity (no client)")
 	}
 	for {
-		applied, pending, err := w.applied(ctx, in)
+		p, pending, err := w.progress(ctx, in)
 		switch {
 		case err != nil:
 			// Read again: the server may be busy; the activity's own
 			// timeout bounds the wait.
-		case applied:
-			return nil
+		case p.Applied:
+			return p, nil
 		case !pending:
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s's activity ended before it reported the flip applied: nothing to witness", in.FlipID), ErrFlipEnded, nil)
-		}
-		if activity.IsActivity(ctx) {
-			activity.RecordHeartbeat(ctx, "waiting for flip "+in.FlipID+" to be applied")
+			return p, temporal.NewNonRetryableApplicationError(fmt.Sprintf("flip %s's activity ended before it reported the flip applied: nothing to witness", in.FlipID), ErrFlipEnded, nil)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(every):
+			return p, ctx.Err()
+		case <-time.After(w.every()):
 		}
 	}
 }
 
-// applied reads the run once: whether the flip activity is pending, and
-// whether its last heartbeat says the flip is applied.
-func (w *Witness) applied(ctx context.Context, in After) (applied, pending bool, err error) {
+// progress reads the run once: whether the flip activity is pending, and
+// its last heartbeat's progress on this flip (zero if none).
+func (w *Witness) progress(ctx context.Context, in After) (p progress, pending bool, err error) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	resp, err := w.Describe.DescribeWorkflowExecution(dctx, in.WorkflowID, in.RunID)
 	if err != nil {
-		return false, false, err
+		return p, false, err
 	}
 	for _, pa := range resp.GetPendingActivities() {
 		if pa.GetActivityType().GetName() != in.Activity {
@@ -91,13 +98,13 @@ func (w *Witness) applied(ctx context.Context, in After) (applied, pending bool,
 		if pa.GetHeartbeatDetails() == nil {
 			continue
 		}
-		var p progress
-		if err := w.Converter.FromPayloads(pa.GetHeartbeatDetails(), &p); err != nil {
+		var got progress
+		if err := w.Converter.FromPayloads(pa.GetHeartbeatDetails(), &got); err != nil {
 			continue // a step's plain heartbeat, not the flip's progress
 		}
-		if p.ID == in.FlipID && p.Applied {
-			return true, true, nil
+		if got.ID == in.FlipID {
+			return got, true, nil
 		}
 	}
-	return false, pending, nil
+	return progress{}, pending, nil
 }

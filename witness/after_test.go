@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"adoption/config"
 )
@@ -96,5 +97,119 @@ func TestWitnessFlipEnded(t *testing.T) {
 	var ae *temporal.ApplicationError
 	if !errors.As(err, &ae) || ae.Type() != ErrFlipEnded || dialled {
 		t.Fatalf("err %v, dialled %v", err, dialled)
+	}
+}
+
+// beats is a client recording the witness's acknowledged heartbeats.
+type beats struct {
+	mu  sync.Mutex
+	got []Verdict
+}
+
+func (b *beats) RecordActivityHeartbeat(_ context.Context, _ []byte, details ...any) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.got = append(b.got, details[0].(Verdict))
+	return nil
+}
+
+// runWitness runs the witness as the orchestrator's worker does, in an
+// activity's context.
+func runWitness(t *testing.T, w *Witness, in Input) (*Result, error) {
+	t.Helper()
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestActivityEnvironment()
+	env.RegisterActivity(w)
+	v, err := env.ExecuteActivity(w.Witness, in)
+	if err != nil {
+		return nil, err
+	}
+	var res Result
+	if err := v.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	return &res, nil
+}
+
+// listen is a management port that answers.
+func listen(t *testing.T) uint16 {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return uint16(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// A node that announces it reads verdicts by describe is told the verdict
+// by the witness's heartbeat (read back as ReadVerdict reads it), and the
+// witness stays pending until the node says it read it; then it completes
+// with the same result as ever.
+func TestWitnessTellsByHeartbeat(t *testing.T) {
+	d := &describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{
+		pending(t, "FlipTrip", map[string]any{"id": "n1-1", "applied": true, "reads_verdict": true}),
+		pending(t, "FlipTrip", map[string]any{"id": "n1-1", "applied": true, "reads_verdict": true}),
+		pending(t, "FlipTrip", map[string]any{"id": "n1-1", "applied": true, "reads_verdict": true, "verdict_read": true}),
+	}}
+	b := &beats{}
+	w := &Witness{Describe: d, Converter: converter.GetDefaultDataConverter(), Every: time.Millisecond, Heartbeat: b, Timeout: time.Second}
+	in := Input{Node: "n1", Addresses: []string{"127.0.0.1"}, Ports: []config.Port{{Num: listen(t), Proto: "tcp"}},
+		After: &After{WorkflowID: "adoption-n1", Activity: "FlipTrip", FlipID: "n1-1"}}
+	res, err := runWitness(t, w, in)
+	if err != nil || len(res.Answered) != 1 {
+		t.Fatalf("witness: %+v %v", res, err)
+	}
+	if len(b.got) != 1 || b.got[0].ID != "n1-1" || b.got[0].State != Answered || b.got[0].Why != res.Answered[0] {
+		t.Fatalf("verdict heartbeats %+v", b.got)
+	}
+	if d.reads != 3 {
+		t.Fatalf("%d reads, want 3: it completed before the node read the verdict", d.reads)
+	}
+	// The node reads it back from the witness's pending activity.
+	pa := pending(t, ActivityType, b.got[0])
+	v, isPending, err := ReadVerdict(context.Background(), &describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{pa}}, converter.GetDefaultDataConverter(), "adoption-n1", "", "n1-1")
+	if err != nil || !isPending || v != b.got[0] {
+		t.Fatalf("read back %+v pending %v %v", v, isPending, err)
+	}
+	if v, isPending, _ := ReadVerdict(context.Background(), &describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{pa}}, converter.GetDefaultDataConverter(), "adoption-n1", "", "n1-2"); v.State != "" || !isPending {
+		t.Fatalf("another flip's verdict was read: %+v", v)
+	}
+}
+
+// Locked out, told by heartbeat: the witness stops waiting once the node's
+// activity ended (it reverted), and fails as ever.
+func TestWitnessTellsLockedOut(t *testing.T) {
+	d := &describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{
+		pending(t, "FlipTrip", map[string]any{"id": "n1-1", "applied": true, "reads_verdict": true}),
+		pending(t, "FlipTrip", map[string]any{"id": "n1-1", "applied": true, "reads_verdict": true}),
+		{},
+	}}
+	b := &beats{}
+	w := &Witness{Describe: d, Converter: converter.GetDefaultDataConverter(), Every: time.Millisecond, Heartbeat: b,
+		Dialer: func(netip.Addr) *net.Dialer { return &net.Dialer{Timeout: time.Nanosecond} }}
+	_, err := runWitness(t, w, Input{Node: "n1", Addresses: []string{"192.0.2.1"}, Ports: []config.Port{{Num: 22, Proto: "tcp"}},
+		After: &After{Activity: "FlipTrip", FlipID: "n1-1"}})
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != ErrLockedOut {
+		t.Fatalf("err %v", err)
+	}
+	if len(b.got) != 1 || b.got[0].State != LockedOut || b.got[0].ID != "n1-1" || d.reads != 3 {
+		t.Fatalf("verdict heartbeats %+v after %d reads", b.got, d.reads)
+	}
+}
+
+// An older agent does not announce it reads by describe: the witness
+// heartbeats nothing and completes at once, for the workflow's query.
+func TestWitnessOlderAgentCompletesAtOnce(t *testing.T) {
+	d := &describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{
+		pending(t, "FlipTrip", map[string]any{"id": "n1-1", "applied": true, "step": "flip: applied; the way out"}),
+	}}
+	b := &beats{}
+	w := &Witness{Describe: d, Converter: converter.GetDefaultDataConverter(), Every: time.Millisecond, Heartbeat: b, Timeout: time.Second}
+	res, err := runWitness(t, w, Input{Node: "n1", Addresses: []string{"127.0.0.1"}, Ports: []config.Port{{Num: listen(t), Proto: "tcp"}},
+		After: &After{Activity: "FlipTrip", FlipID: "n1-1"}})
+	if err != nil || len(res.Answered) != 1 || len(b.got) != 0 || d.reads != 1 {
+		t.Fatalf("witness %+v %v, heartbeats %+v, %d reads", res, err, b.got, d.reads)
 	}
 }

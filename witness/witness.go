@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
@@ -53,8 +54,11 @@ type Witness struct {
 	// heartbeat), for an Input with After.
 	Describe  Describer
 	Converter converter.DataConverter
-	// Every is how often that activity is read (0: 200 ms).
+	// Every is how often that activity is read (0: 100 ms).
 	Every time.Duration
+	// Heartbeat, when set, tells a node that reads verdicts by describe
+	// the verdict as this activity's heartbeat (verdict.go).
+	Heartbeat Heartbeater
 }
 
 // New is the orchestrator's witness: 5 s per connection.
@@ -66,12 +70,27 @@ func New() *Witness { return &Witness{Timeout: 5 * time.Second} }
 // listens, which no flip can be blamed for). Every TCP port must answer on
 // some address, else the error (ErrLockedOut, not retried) names each
 // address's failure.
+// With After, the witness first waits for the flip applied and, when the
+// node announced it reads verdicts by describe, tells it the verdict as
+// its heartbeat and lingers until the node read it (verdict.go); the
+// result is the same either way.
 func (w *Witness) Witness(ctx context.Context, in Input) (*Result, error) {
-	if in.After != nil {
-		if err := w.awaitApplied(ctx, *in.After); err != nil {
-			return nil, err
-		}
+	if in.After == nil {
+		return w.dialAll(ctx, in)
 	}
+	p, err := w.awaitApplied(ctx, *in.After)
+	if err != nil {
+		return nil, err
+	}
+	res, err := w.dialAll(ctx, in)
+	if p.Reads && w.Heartbeat != nil && activity.IsActivity(ctx) {
+		w.tell(ctx, *in.After, verdictOf(in.After.FlipID, res, err))
+	}
+	return res, err
+}
+
+// dialAll dials every TCP management port, as Witness says.
+func (w *Witness) dialAll(ctx context.Context, in Input) (*Result, error) {
 	var from netip.Addr
 	if in.From != "" {
 		a, err := netip.ParseAddr(in.From)

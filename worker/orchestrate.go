@@ -133,6 +133,8 @@ func orchestrate(ctx context.Context, cfg *config.Config, id string, mode promot
 		return err
 	}
 	wit.Describe = c
+	// It tells a node its verdict by its own heartbeat (witness/verdict.go).
+	wit.Heartbeat = c
 	w.RegisterActivity(wit)
 	// A fleet migrate or flip reaches each node's workflow through the relay.
 	w.RegisterActivity(relay.New(c))

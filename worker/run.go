@@ -21,6 +21,7 @@ import (
 	"adoption/activities/watch"
 	"adoption/buildinfo"
 	"adoption/config"
+	"adoption/connect"
 	"adoption/containers"
 	"adoption/containers/hold"
 	"adoption/containers/steer"
@@ -129,6 +130,11 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	logger := o.log
 	// The flip in one round trip heartbeats through the agent's own client.
 	acts.Temporal = c
+	// It reads the witness's verdict from the workflow with the same
+	// data converter (codec) as the client.
+	if acts.Converter, err = connect.DataConverter(cfg.Temporal); err != nil {
+		return err
+	}
 	// Activities only: no workflow poller (and no sticky queue) per node;
 	// the workflows run in `adopt-worker orchestrate`.
 	node := worker.New(c, workflows.NodeQueue(cfg.Node.Name), worker.Options{DisableWorkflowWorker: true,

@@ -1,7 +1,9 @@
 // The flip in one round trip (changeFlipOneTrip): one activity on the node
 // previews, applies, proves the way out, confirms and commits; the
-// orchestrator's witness runs beside it, and the node learns its verdict by
-// the QueryFlipWitness query. docs/flip.md tells the sequence.
+// orchestrator's witness runs beside it, and the node learns its verdict
+// from the witness's heartbeat (witness/verdict.go) or, an older agent or
+// orchestrator, by the QueryFlipWitness query. docs/flip.md tells the
+// sequence.
 package workflows
 
 import (
@@ -70,7 +72,8 @@ func (n *node) flipTripOnce(ctx workflow.Context, spec flip.MeshSpec, refused fu
 	// applied; its verdict is kept for the node's query.
 	wctx, stopWitness := workflow.WithCancel(ctx)
 	defer stopWitness()
-	if in.Witness = n.witnessTrip(wctx, id); in.Witness {
+	ended, witnessed := n.witnessTrip(wctx, id)
+	if in.Witness = witnessed; in.Witness {
 		n.event(ctx, "flip "+id+": witnessed from outside the node once applied")
 	}
 	var fr activities.FlipResult
@@ -90,6 +93,14 @@ func (n *node) flipTripOnce(ctx workflow.Context, spec flip.MeshSpec, refused fu
 		return false
 	}
 	if err == nil && fr.State == FlipStateCommitted {
+		if in.Witness {
+			// A node that read the verdict from the witness's heartbeat
+			// may finish before the witness completes (or in the same
+			// workflow task): the witness completes once the node's
+			// activity has ended, and its verdict is recorded as always.
+			// A node that asked by query found the verdict already here.
+			_ = workflow.Await(ctx, func() bool { return n.verdict.ID == id || *ended })
+		}
 		n.s.Flip.Deadline = fr.Deadline
 		n.event(ctx, "flipped ("+id+"): applied, reached Temporal, "+n.witnessed()+"confirmed and committed on the node")
 		n.s.Flip.State = FlipStateConfirmed
@@ -163,11 +174,13 @@ func (n *node) witnessed() string {
 
 // witnessTrip starts the orchestrator's witness of flip id beside the
 // node's activity, unless flip.witness.disabled is set, and records its
-// verdict when it ends. It reports whether it started.
-func (n *node) witnessTrip(ctx workflow.Context, id string) bool {
+// verdict when it ends. It reports whether it started, and whether it has
+// ended.
+func (n *node) witnessTrip(ctx workflow.Context, id string) (*bool, bool) {
+	ended := new(bool)
 	in, ok := n.witnessInput(ctx)
 	if !ok {
-		return false
+		return ended, false
 	}
 	info := workflow.GetInfo(ctx).WorkflowExecution
 	in.After = &witness.After{WorkflowID: info.ID, RunID: info.RunID, Activity: flipTripActivity, FlipID: id}
@@ -184,6 +197,7 @@ func (n *node) witnessTrip(ctx workflow.Context, id string) bool {
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		var res witness.Result
 		err := f.Get(gctx, &res)
+		*ended = true
 		var ae *temporal.ApplicationError
 		switch {
 		case err == nil:
@@ -194,5 +208,5 @@ func (n *node) witnessTrip(ctx workflow.Context, id string) bool {
 			n.verdict = activities.WitnessVerdict{ID: id, State: activities.WitnessLockedOut, Why: errorMessage(err)}
 		}
 	})
-	return true
+	return ended, true
 }

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
@@ -139,6 +140,10 @@ type Options struct {
 	// Before, when set, runs the whole simulation first with the
 	// orchestrator built from that tree, its figures the rows' peer.
 	OrchTree, Before string
+	// QueryVerdicts makes the simulated agents ask the witness's verdict
+	// by query alone, as agents before the verdict heartbeat did: the
+	// Before run's agents.
+	QueryVerdicts bool
 }
 
 // scaleRun is one run of the scale section: what its phases share.
@@ -179,6 +184,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) ([]report.Row, *Detai
 	}
 	bo := o
 	bo.OrchTree = o.Before
+	bo.QueryVerdicts = true
 	beforeRows, before, berr := runOnce(ctx, bo, bin, "scale (before)", stdout)
 	rows, det, err := runOnce(ctx, o, bin, "scale", stdout)
 	if det != nil {
@@ -194,6 +200,9 @@ func Run(ctx context.Context, o Options, stdout io.Writer) ([]report.Row, *Detai
 func runOnce(ctx context.Context, o Options, bin, tag string, stdout io.Writer) (rows []report.Row, det *Details, err error) {
 	r := &scaleRun{o: o, out: stdout, tag: tag, d: &Details{Nodes: o.Nodes, Module: simModule.Name, Orchestrator: treeName(o.OrchTree),
 		Simulation: "SIMULATION for scale only: the real Fleet and NodeMigration workflows in one real orchestrator (adopt-worker orchestrate) on a real dev server, every node's firewall, containers and sockets in memory, its custody store and state directory real on tmpfs"}}
+	if o.QueryVerdicts {
+		r.d.Simulation += "; the agents ask the flip witness's verdict by query only, as agents before the verdict heartbeat"
+	}
 	r.d.LoadAvg = append(r.d.LoadAvg, loadAvg())
 	if r.waves, r.d.WaveSizes, err = resolveWaves(o, o.Nodes); err != nil {
 		return nil, nil, err
@@ -404,6 +413,9 @@ func (r *scaleRun) startNode(i int) error {
 	r.plans[i] = mem.plan
 	acts := mem.activities()
 	acts.Temporal = r.c
+	if !r.o.QueryVerdicts {
+		acts.Converter = converter.GetDefaultDataConverter()
+	}
 	loop := &watch.Loop{Checks: acts, Records: mem.state, Local: acts.Local}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.onClose(cancel)
