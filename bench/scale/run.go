@@ -144,6 +144,9 @@ type Options struct {
 	// by query alone, as agents before the verdict heartbeat did: the
 	// Before run's agents.
 	QueryVerdicts bool
+	// Witness witnesses each flip from the orchestrator, as a real node's
+	// flip is: it dials 127.0.0.1:22 (a refusal counts as an answer).
+	Witness bool
 }
 
 // scaleRun is one run of the scale section: what its phases share.
@@ -200,6 +203,9 @@ func Run(ctx context.Context, o Options, stdout io.Writer) ([]report.Row, *Detai
 func runOnce(ctx context.Context, o Options, bin, tag string, stdout io.Writer) (rows []report.Row, det *Details, err error) {
 	r := &scaleRun{o: o, out: stdout, tag: tag, d: &Details{Nodes: o.Nodes, Module: simModule.Name, Orchestrator: treeName(o.OrchTree),
 		Simulation: "SIMULATION for scale only: the real Fleet and NodeMigration workflows in one real orchestrator (adopt-worker orchestrate) on a real dev server, every node's firewall, containers and sockets in memory, its custody store and state directory real on tmpfs"}}
+	if o.Witness {
+		r.d.Simulation += "; each flip witnessed from the orchestrator (dialling 127.0.0.1:22)"
+	}
 	if o.QueryVerdicts {
 		r.d.Simulation += "; the agents ask the flip witness's verdict by query only, as agents before the verdict heartbeat"
 	}
@@ -405,6 +411,9 @@ func (r *scaleRun) startNode(i int) error {
 	mem, err := newMemNode(r.nodesDir, fmt.Sprintf("sim%05d", i), r.found)
 	if err != nil {
 		return fmt.Errorf("lay out simulated node %d: %w", i, err)
+	}
+	if r.o.Witness {
+		mem.plan.Witness = &config.Witness{Address: "127.0.0.1"}
 	}
 	if i == 0 {
 		mem.plan.Role = "control" // a fleet has one, first
