@@ -61,6 +61,30 @@ func (s *NodeSuite) TestFlipTripConverges() {
 	s.True(said, "the flip's event names the witness's answer")
 }
 
+// A node that read the verdict from the witness's heartbeat commits before
+// the witness completes (it lingers until the node read it): the workflow
+// waits for the witness, which is not cancelled, and the flip's event still
+// names what answered.
+func (s *NodeSuite) TestFlipTripWitnessCompletesAfterTheNode() {
+	s.expectAdoption(time.Second)
+	s.witnessAfter = 2 * time.Minute
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).After(time.Minute).Run(s.record("fliptrip")).
+		Return(&activities.FlipResult{ID: "n1-1", State: FlipStateCommitted, Listing: "/x", Preview: &flip.Preview{Approved: true}}, nil).Once()
+	var during State
+	s.signal(time.Minute, SignalFlip, "")
+	s.env.RegisterDelayedCallback(func() { during = s.query() }, 150*time.Second)
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
+	st := s.result()
+	s.Equal(PhaseConverged, st.Phase)
+	s.Equal(FlipStateCommitted, st.Flip.State)
+	s.Equal(PhaseFlipping, during.Phase, "converged before the witness completed")
+	said := false
+	for _, e := range st.Events {
+		said = said || strings.HasPrefix(e.Text, "flipped (n1-1): applied, reached Temporal, witnessed from outside (22/tcp on 192.0.2.1), confirmed")
+	}
+	s.True(said, "the flip's event names the witness's answer")
+}
+
 // The witness finds the operator locked out: the verdict says so to the
 // node, which reverts; the workflow asks the node, and the node stays
 // adopted with the reason.

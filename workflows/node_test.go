@@ -30,6 +30,8 @@ type NodeSuite struct {
 	lockedOut error
 	// witnessed are the witness's inputs, in order.
 	witnessed []witness.Input
+	// witnessAfter is how long the witness takes to answer.
+	witnessAfter time.Duration
 }
 
 func TestNodeSuite(t *testing.T) { suite.Run(t, new(NodeSuite)) }
@@ -39,10 +41,10 @@ func (s *NodeSuite) SetupTest() {
 	s.env.RegisterActivity(&activities.Activities{})
 	s.calls = nil
 	// The flip's witness answers unless a test locks the operator out.
-	s.lockedOut, s.witnessed = nil, nil
+	s.lockedOut, s.witnessed, s.witnessAfter = nil, nil, 0
 	var w *witness.Witness
 	s.env.RegisterActivity(w)
-	s.env.OnActivity(w.Witness, mock.Anything, mock.Anything).Maybe().Return(func(_ context.Context, in witness.Input) (*witness.Result, error) {
+	s.env.OnActivity(w.Witness, mock.Anything, mock.Anything).Maybe().AfterFn(func() time.Duration { return s.witnessAfter }).Return(func(_ context.Context, in witness.Input) (*witness.Result, error) {
 		s.witnessed = append(s.witnessed, in)
 		if s.lockedOut != nil {
 			return nil, s.lockedOut
