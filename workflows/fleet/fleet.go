@@ -201,6 +201,9 @@ type FleetState struct {
 	Paused string `json:"paused,omitempty"`
 	// Op is the latest fleet migrate or flip (fleet_ops.go), nil if none.
 	Op *FleetOp `json:"op,omitempty"`
+	// AskedAt is when the last ask round's query answered (fleet_ask.go):
+	// the next round lists the closes since then (less visibilityLag).
+	AskedAt time.Time `json:"asked_at,omitzero"`
 }
 
 // ValidateFleet checks the fleet's order: one control node, first; names

@@ -1,9 +1,12 @@
 // How the fleet learns that a node's workflow ended when it cannot see it
 // (a child's future does not cross continue-as-new): after waiting a while
-// on quiet nodes from an earlier run, it asks the orchestrator's relay to
-// describe them (the run it started, by run ID: fleet-describe); runs
-// recorded before signalled each a no-op (SignalFleetAsk), which fails once
-// the workflow has closed. Why, and what it costs: docs/workflows.md.
+// on quiet nodes from an earlier run, it holds a round: one visibility
+// query, from a local activity, for its children closed since the round
+// before, each confirmed by a describe (fleet-visibility). Runs recorded
+// before asked the orchestrator's relay to describe up to askBatch nodes
+// (fleet-describe), and before that signalled each a no-op
+// (SignalFleetAsk), which fails once the workflow has closed. Why, and what
+// it costs: docs/fleet.md, docs/workflows.md.
 package fleet
 
 import (
@@ -23,12 +26,16 @@ import (
 const (
 	askFirst = config.DefaultAskAfter // the first round, after the main loop waited this long
 	askMax   = config.MaxAskAfter     // rounds are never further apart
-	askBatch = 10                     // nodes asked in one round, those unheard longest first
+	askBatch = 10                     // nodes asked in one round by describes or signals, those unheard longest first
+	// visibilityLag is how far before the round before a round's query
+	// reaches back: a close that visibility showed that late is still
+	// found.
+	visibilityLag = 15 * time.Minute
 )
 
 // toAsk are the nodes the fleet waits on that it cannot see end, not heard
-// from within quiet of now, unheard longest first, at most askBatch.
-func (f *fleet) toAsk(now time.Time, quiet time.Duration) []int {
+// from within quiet of now, unheard longest first, at most limit (0: all).
+func (f *fleet) toAsk(now time.Time, quiet time.Duration, limit int) []int {
 	var waits []int
 	switch {
 	case len(f.retries) > 0 || f.st.Next == 0:
@@ -49,8 +56,8 @@ func (f *fleet) toAsk(now time.Time, quiet time.Duration) []int {
 		}
 	}
 	sort.SliceStable(out, func(a, b int) bool { return f.heard[f.st.Nodes[out[a]].Node].Before(f.heard[f.st.Nodes[out[b]].Node]) })
-	if len(out) > askBatch {
-		out = out[:askBatch]
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
 	}
 	return out
 }
@@ -69,7 +76,7 @@ func (f *fleet) askFirst() time.Duration {
 // seeing ready. A round that asked someone puts the next one twice as far;
 // ready puts it back to askFirst.
 func (f *fleet) awaitOrAsk(ctx workflow.Context, ready func() bool) (bool, error) {
-	if !f.ask || ready() || len(f.toAsk(workflow.Now(ctx), 0)) == 0 {
+	if !f.ask || ready() || len(f.toAsk(workflow.Now(ctx), 0, 0)) == 0 {
 		f.askWait = f.askFirst()
 		return false, workflow.Await(ctx, ready)
 	}
@@ -90,13 +97,24 @@ func (f *fleet) awaitOrAsk(ctx workflow.Context, ready func() bool) (bool, error
 	return true, nil
 }
 
-// askRound signals every node to ask at once, marks those whose workflow
-// has closed, and says how many it asked (none: each was heard from within
-// quiet).
+// askRound holds a round if a node the fleet waits on was not heard from
+// within quiet, marks the nodes whose workflow has closed, and says how many
+// it asked (none: each was heard from within quiet).
 func (f *fleet) askRound(ctx workflow.Context, quiet time.Duration) int {
 	now := workflow.Now(ctx)
-	asked := f.toAsk(now, quiet)
-	if len(asked) > 0 && workflow.GetVersion(ctx, changeFleetDescribe, workflow.DefaultVersion, 1) >= 1 {
+	asked := f.toAsk(now, quiet, 0)
+	if len(asked) == 0 {
+		f.show(ctx)
+		return 0
+	}
+	if workflow.GetVersion(ctx, changeFleetVisibility, workflow.DefaultVersion, 1) >= 1 {
+		f.listRound(ctx, now)
+		return len(asked)
+	}
+	if len(asked) > askBatch {
+		asked = asked[:askBatch]
+	}
+	if workflow.GetVersion(ctx, changeFleetDescribe, workflow.DefaultVersion, 1) >= 1 {
 		f.describeRound(ctx, now, asked)
 		return len(asked)
 	}
@@ -125,6 +143,51 @@ func (f *fleet) askRound(ctx workflow.Context, quiet time.Duration) int {
 	}
 	f.show(ctx)
 	return len(asked)
+}
+
+// listRound queries the closes of the fleet's children since the round
+// before (less visibilityLag) in one local activity, for every node started
+// in an earlier run whose end the fleet has not seen, whether it waits on
+// it or not (so a later round's Since misses none of them). A node
+// confirmed ended ends here with how; the others count as heard. A round
+// whose query failed moves Since on not at all: the next one looks as far
+// back.
+func (f *fleet) listRound(ctx workflow.Context, now time.Time) {
+	in := relay.EndedInput{Fleet: FleetID(f.st.Name)}
+	if !f.st.AskedAt.IsZero() {
+		in.Since = f.st.AskedAt.Add(-visibilityLag)
+	}
+	for _, n := range f.st.Nodes {
+		if n.Started && n.Ended == "" && f.gen[n.Node] == 0 {
+			in.Nodes = append(in.Nodes, relay.Child{Node: n.Node, RunID: n.RunID})
+		}
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+		Summary:             "list the fleet's children ended since its last round",
+	})
+	var out relay.EndedOutput
+	if err := workflow.ExecuteLocalActivity(lctx, relayActs.Ended, in).Get(ctx, &out); err != nil {
+		workflow.GetLogger(ctx).Warn("listing the fleet's ended nodes failed", "error", err)
+		f.show(ctx)
+		return
+	}
+	f.st.AskedAt = now
+	for _, c := range in.Nodes {
+		f.heard[c.Node] = now // running, or its end is below
+	}
+	for _, c := range out.Ended {
+		i := f.index(c.Node)
+		if i < 0 {
+			continue
+		}
+		if n := &f.st.Nodes[i]; n.Ended == "" && f.gen[c.Node] == 0 {
+			n.Ended = c.Ended
+			f.event(ctx, "node "+c.Node+" "+n.Ended)
+		}
+	}
+	f.show(ctx)
 }
 
 // describeRound asks the relay how the asked nodes' workflows stand: a

@@ -35,6 +35,7 @@ func resumedFleet() FleetInput {
 func TestFleetAsksANodeItCannotSee(t *testing.T) {
 	var plans []string
 	env := newFleetEnv(t, nil, &plans)
+	env.OnGetVersion(changeFleetVisibility, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	env.OnGetVersion(changeFleetDescribe, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // runs recorded before: signals
 	var asked []time.Duration
 	start := time.Time{}
@@ -78,6 +79,7 @@ func TestFleetAsksANodeItCannotSee(t *testing.T) {
 func TestFleetAsksARunningNodeSeldom(t *testing.T) {
 	var plans []string
 	env := newFleetEnv(t, nil, &plans)
+	env.OnGetVersion(changeFleetVisibility, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	env.OnGetVersion(changeFleetDescribe, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // runs recorded before: signals
 	var asked []time.Time
 	env.OnSignalExternalWorkflow(mock.Anything, workflows.WorkflowID("m1"), "", workflows.SignalFleetAsk, mock.Anything).Run(func(mock.Arguments) {
@@ -150,7 +152,8 @@ func TestFleetAsksNobodyBeforeTheChange(t *testing.T) {
 	}
 }
 
-// m1 was terminated after the fleet continued as new, and a workflow was
+// In runs recorded before fleet-visibility: m1 was terminated after the
+// fleet continued as new, and a workflow was
 // started again under its ID outside the fleet: the first round (an hour)
 // describes it by the run the fleet started and reports it, naming how;
 // a node the relay says still runs is left as it is.
@@ -161,6 +164,7 @@ func TestFleetDescribesANodeReplacedOutside(t *testing.T) {
 	} {
 		var plans []string
 		env := newFleetEnv(t, nil, &plans)
+		env.OnGetVersion(changeFleetVisibility, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // runs recorded before: describes
 		env.RegisterActivity(relay.New(nil))
 		var asked []relay.ChildrenInput
 		env.OnActivity(relayActs.Children, mock.Anything, mock.Anything).Return(func(_ context.Context, in relay.ChildrenInput) ([]relay.ChildStanding, error) {
@@ -185,11 +189,13 @@ func TestFleetDescribesANodeReplacedOutside(t *testing.T) {
 	}
 }
 
-// AskFirst shortens the first round (the history recorder's fleets): m1,
+// In runs recorded before fleet-visibility: AskFirst shortens the first
+// round (the history recorder's fleets): m1,
 // replaced outside the fleet, is described within minutes, not an hour.
 func TestFleetAskFirstShortensTheFirstRound(t *testing.T) {
 	var plans []string
 	env := newFleetEnv(t, nil, &plans)
+	env.OnGetVersion(changeFleetVisibility, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // runs recorded before: describes
 	env.RegisterActivity(relay.New(nil))
 	asked := 0
 	env.OnActivity(relayActs.Children, mock.Anything, mock.Anything).Return(func(_ context.Context, in relay.ChildrenInput) ([]relay.ChildStanding, error) {

@@ -26,4 +26,10 @@ const (
 	// the orchestrator's relay (the run the fleet started, by run ID)
 	// instead of signalling them. Asked only by a round with nodes to ask.
 	changeFleetDescribe = "fleet-describe"
+	// changeFleetVisibility: a round is one visibility query for the
+	// fleet's children closed since the round before, from a local
+	// activity, each close confirmed by a describe, instead of describing
+	// up to askBatch nodes by an activity. Asked only by a round with
+	// nodes to ask.
+	changeFleetVisibility = "fleet-visibility"
 )
