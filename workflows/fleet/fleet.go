@@ -264,6 +264,37 @@ func nodeDone(p workflows.NodeProgress) bool {
 	return false
 }
 
+// detailsLines bounds the node lines of the fleet's details: the rest are
+// counted ("and N more"); `adopt fleet status` lists every node.
+const detailsLines = 40
+
+// detailsOrder is the order of the details' counts, by standing.
+var detailsOrder = []string{"waiting", "probing", "adopted", "migrating", "flipping", "done", "converged", "released", "ended badly", "passed over"}
+
+// counted is how the details count a node: waiting, its phase while it
+// runs (done once adopted with every module migrated), converged or
+// released, or ended badly (passed over).
+func (n FleetNode) counted() string {
+	switch {
+	case !n.Started:
+		return "waiting"
+	case n.blocked() && n.PassedOver:
+		return "passed over"
+	case n.blocked():
+		return "ended badly"
+	case n.Ended != "":
+		return n.Ended
+	case n.Done:
+		return "done"
+	}
+	return string(n.Phase)
+}
+
+// fleetDetails is the fleet's current details (the Web UI): what holds it,
+// the count of nodes by standing, and a line for each node that is not
+// done, waiting or ended well (those that ended badly first), at most
+// detailsLines. Its size is bounded whatever the fleet's: the details are
+// set on every workflow task.
 func fleetDetails(st *FleetState) string {
 	var b strings.Builder
 	b.WriteString(fmt.Sprintf("**Fleet %s**\n\n", st.Name))
@@ -279,12 +310,31 @@ func fleetDetails(st *FleetState) string {
 	if st.Op != nil {
 		b.WriteString("> **" + st.Op.What() + ":** " + st.Op.Standing() + "\n\n")
 	}
-	// A line per node, written piece by piece: the details are set on
-	// every workflow task, and a thousand lines through fmt cost a
-	// millisecond each time.
-	b.Grow(len(st.Nodes) * 48)
+	count := map[string]int{}
+	var bad, running []int
+	for i, n := range st.Nodes {
+		k := n.counted()
+		count[k]++
+		switch {
+		case k == "ended badly" || k == "passed over":
+			bad = append(bad, i)
+		case n.Started && n.Ended == "" && !n.Done:
+			running = append(running, i)
+		}
+	}
+	b.WriteString(fmt.Sprintf("**%d nodes:** ", len(st.Nodes)))
+	sep := ""
+	for _, k := range detailsOrder {
+		if count[k] > 0 {
+			b.WriteString(fmt.Sprintf("%s%d %s", sep, count[k], k))
+			sep = ", "
+		}
+	}
+	b.WriteString("\n\n")
 	var num []byte
-	for _, n := range st.Nodes {
+	lines := append(bad, running...)
+	for _, i := range lines[:min(len(lines), detailsLines)] {
+		n := st.Nodes[i]
 		b.WriteString("- ")
 		b.WriteString(n.Node)
 		b.WriteString(" (")
@@ -297,6 +347,9 @@ func fleetDetails(st *FleetState) string {
 		num = strconv.AppendInt(num, int64(n.Modules), 10)
 		num = append(num, '\n')
 		b.Write(num)
+	}
+	if more := len(lines) - detailsLines; more > 0 {
+		b.WriteString(fmt.Sprintf("- and %d more (adopt fleet status --fleet FILE lists every node)\n", more))
 	}
 	return b.String()
 }

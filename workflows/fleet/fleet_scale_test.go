@@ -6,6 +6,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,26 +105,47 @@ func BenchmarkFleetHeldBy(b *testing.B) {
 func BenchmarkFleetDetails(b *testing.B) {
 	st := scaleFleet(1000, 40).Resume
 	for range b.N {
-		if len(fleetDetails(st)) < 1000*20 {
-			b.Fatal("details too short")
+		if d := fleetDetails(st); !strings.Contains(d, "**1000 nodes:** 960 migrating, 40 ended badly") || len(d) > 4000 {
+			b.Fatalf("details (%d bytes) do not count the nodes, or are not bounded:\n%s", len(d), d)
 		}
 	}
 }
 
-// The details say each node in status's words, a line each.
+// The details count the nodes by standing, and say each node not done,
+// waiting or ended well in status's words, a line each, those that ended
+// badly first.
 func TestFleetDetailsLines(t *testing.T) {
 	st := &FleetState{Name: "prod", Held: "node m1 failed: boom", Nodes: []FleetNode{
 		{NodeProgress: workflows.NodeProgress{Node: "c1", Phase: workflows.PhaseAdopted, Migrated: 2, Modules: 12}, Role: "control", Started: true},
 		{NodeProgress: workflows.NodeProgress{Node: "m1"}, Role: "member", Started: true, Ended: "failed: boom", PassedOver: true},
 		{NodeProgress: workflows.NodeProgress{Node: "m2"}, Role: "member"},
+		{NodeProgress: workflows.NodeProgress{Node: "m3", Phase: workflows.PhaseConverged, Migrated: 1, Modules: 1}, Role: "member", Started: true, Done: true, Ended: "converged"},
+		{NodeProgress: workflows.NodeProgress{Node: "m4", Phase: workflows.PhaseAdopted, Migrated: 1, Modules: 1}, Role: "member", Started: true, Done: true},
+		{NodeProgress: workflows.NodeProgress{Node: "m5", Phase: workflows.PhaseMigrating, Modules: 1}, Role: "member", Started: true, Ended: "terminated"},
 	}}
 	want := "**Fleet prod**\n\n> **Held:** node m1 failed: boom\n\n" +
-		"- c1 (control): adopted, modules 2/12\n" +
+		"**6 nodes:** 1 waiting, 1 adopted, 1 done, 1 converged, 1 ended badly, 1 passed over\n\n" +
 		"- m1 (member): failed: boom (passed over), modules 0/0\n" +
-		"- m2 (member): waiting, modules 0/0\n"
+		"- m5 (member): terminated, modules 0/1\n" +
+		"- c1 (control): adopted, modules 2/12\n"
 	if got := fleetDetails(st); got != want {
 		t.Errorf("details:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// Past detailsLines the lines stop, and the rest are counted: at a
+// thousand nodes the details stay a few kilobytes.
+func TestFleetDetailsBounded(t *testing.T) {
+	st := scaleFleet(1000, 40).Resume
+	d := fleetDetails(st)
+	lines := strings.Count(d, "\n- ")
+	if lines != detailsLines+1 || !strings.Contains(d, "- and 960 more (adopt fleet status") {
+		t.Errorf("%d lines, want %d and one saying 960 more:\n%s", lines, detailsLines+1, d)
+	}
+	if !strings.Contains(d, "- sim00999 (member): failed: boom, modules 0/1\n") || strings.Contains(d, "sim00001 ") {
+		t.Errorf("the failed nodes do not come first:\n%s", d)
+	}
+	t.Logf("details of 1000 nodes: %d bytes", len(d))
 }
 
 // A fleet migrate on the same fleet: each wave's requests at once, the
@@ -173,4 +195,24 @@ func TestFleetMigrateAtScale(t *testing.T) {
 	start := time.Now()
 	runScaleMigrate(t, 1000, 40)
 	t.Logf("fleet migrate of 960 nodes in 4 waves: %s", time.Since(start))
+}
+
+// runFirstTask runs a resumed fleet of n nodes (the first workflow task of
+// a run after continue-as-new: the carried state decoded, the handlers set,
+// the first details) and cancels it once that task is done. It fails tb
+// unless the fleet was cancelled.
+func runFirstTask(tb testing.TB, n int) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
+	env.ExecuteWorkflow(Fleet, scaleFleet(n, 40))
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() == nil {
+		tb.Fatalf("fleet: completed %v, error %v; want cancelled", env.IsWorkflowCompleted(), env.GetWorkflowError())
+	}
+}
+
+func BenchmarkFleetFirstTask(b *testing.B) {
+	for range b.N {
+		runFirstTask(b, 1000)
+	}
 }
