@@ -5,6 +5,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"adoption/activities/relay"
 	"adoption/config"
+	"adoption/intent"
 	"adoption/workflows"
 )
 
@@ -201,11 +203,32 @@ func TestFleetMigrateAtScale(t *testing.T) {
 // a run after continue-as-new: the carried state decoded, the handlers set,
 // the first details) and cancels it once that task is done. It fails tb
 // unless the fleet was cancelled.
-func runFirstTask(tb testing.TB, n int) {
+func runFirstTask(tb testing.TB, n int, wave bool) {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
+	in := scaleFleet(n, 40)
+	if wave {
+		env.RegisterActivity(relay.New(nil))
+		env.OnActivity(relayActs.Request, mock.Anything, mock.Anything).After(time.Hour).Return(relay.Outcome{}, nil)
+		var targets []intent.Target
+		op := &FleetOp{ID: "op1", Kind: relay.KindMigrate, Module: "web"}
+		for i, nd := range in.Resume.Nodes[:n-40] {
+			targets = append(targets, intent.Target{Node: nd.Node, PlanHash: strings.Repeat("ab", 32)})
+			state := opDone
+			if w := in.Resume.WaveOf(i); w == 3 {
+				state = opWaiting
+			}
+			op.Nodes = append(op.Nodes, OpNode{Node: nd.Node, Wave: in.Resume.WaveOf(i), State: state})
+		}
+		payload, err := json.Marshal(intent.Intent{Action: "migrate", Targets: targets, Nonce: "n"})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		op.Intent = &intent.Signed{Payload: payload, Signature: make([]byte, 300)}
+		in.Resume.Op = op
+	}
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
-	env.ExecuteWorkflow(Fleet, scaleFleet(n, 40))
+	env.ExecuteWorkflow(Fleet, in)
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() == nil {
 		tb.Fatalf("fleet: completed %v, error %v; want cancelled", env.IsWorkflowCompleted(), env.GetWorkflowError())
 	}
@@ -213,6 +236,15 @@ func runFirstTask(tb testing.TB, n int) {
 
 func BenchmarkFleetFirstTask(b *testing.B) {
 	for range b.N {
-		runFirstTask(b, 1000)
+		runFirstTask(b, 1000, false)
+	}
+}
+
+// The same with a fleet migrate whose big wave (894 nodes) the new run
+// sends: one relay activity a node, each with the op's signed intent
+// (1,000 targets, as the CLI signs them).
+func BenchmarkFleetFirstTaskWave(b *testing.B) {
+	for range b.N {
+		runFirstTask(b, 1000, true)
 	}
 }
