@@ -232,9 +232,13 @@ func (st *FleetState) flipTargets() (targets []int, skipped []string) {
 
 // ops runs the fleet's op, a wave at a time, while the fleet is not paused
 // and not due to continue as new (the next run goes on with the next wave).
+// It ends when the fleet is cancelled: Await then returns at once, and
+// looping on it would never yield.
 func (f *fleet) ops(ctx workflow.Context) {
 	for {
-		_ = workflow.Await(ctx, func() bool { return f.st.Op.busy() && f.st.Paused == "" && !f.leaving && !f.due(ctx) })
+		if err := workflow.Await(ctx, func() bool { return f.st.Op.busy() && f.st.Paused == "" && !f.leaving && !f.due(ctx) }); err != nil {
+			return
+		}
 		f.opWave(ctx)
 	}
 }

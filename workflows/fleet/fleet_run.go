@@ -182,14 +182,16 @@ func (f *fleet) signals(ctx workflow.Context) {
 		workflow.GetSignalChannel(ctx, SignalFleetRetry),
 	}
 	for {
-		_ = workflow.Await(ctx, func() bool {
+		if err := workflow.Await(ctx, func() bool {
 			for _, c := range chans {
 				if c.Len() > 0 {
 					return true
 				}
 			}
 			return false
-		})
+		}); err != nil {
+			return // cancelled: Await returns at once, and looping on it would never yield
+		}
 		f.drain(ctx)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"adoption/activities/relay"
@@ -229,9 +230,17 @@ func runFirstTask(tb testing.TB, n int, wave bool) {
 	}
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
 	env.ExecuteWorkflow(Fleet, in)
-	if !env.IsWorkflowCompleted() || env.GetWorkflowError() == nil {
+	if !env.IsWorkflowCompleted() || !temporal.IsCanceledError(env.GetWorkflowError()) {
 		tb.Fatalf("fleet: completed %v, error %v; want cancelled", env.IsWorkflowCompleted(), env.GetWorkflowError())
 	}
+}
+
+// A fleet cancelled ends cancelled: before, its signal and op coroutines
+// looped on an Await that returns at once once cancelled, never yielding,
+// until the SDK's deadlock detector failed the task.
+func TestFleetCancelledEnds(t *testing.T) {
+	runFirstTask(t, 1000, false)
+	runFirstTask(t, 1000, true)
 }
 
 func BenchmarkFleetFirstTask(b *testing.B) {
