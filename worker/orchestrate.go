@@ -136,7 +136,9 @@ func orchestrate(ctx context.Context, cfg *config.Config, id string, mode promot
 	// It tells a node its verdict by its own heartbeat (witness/verdict.go).
 	wit.Heartbeat = c
 	w.RegisterActivity(wit)
-	// A fleet migrate or flip reaches each node's workflow through the relay.
+	// A fleet migrate or flip reaches each node's workflow through the relay;
+	// the fleet's ask rounds list its ended children through it, as a local
+	// activity of this worker (relay.Ended).
 	w.RegisterActivity(relay.New(c))
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start the workflow worker: %w", err)
