@@ -37,6 +37,7 @@ type Metrics struct {
 	provider *sdkmetric.MeterProvider
 	sdk      client.MetricsHandler
 	rec      *recorder
+	dialled  prometheus.Gauge // the node agent's only
 	mu       sync.Mutex
 	hooks    []func()
 }
@@ -110,6 +111,12 @@ func New(node string, log *slog.Logger, opts ...Option) (*Metrics, error) {
 		if m.rec, err = newRecorder(reg, node); err != nil {
 			return nil, err
 		}
+		m.dialled = prometheus.NewGauge(prometheus.GaugeOpts{Name: DialledMetric, ConstLabels: prometheus.Labels{"node": node},
+			Help: "1 once the node agent reached Temporal and its worker polls the node's queue; 0 while it dials (Temporal out of reach: the node's own watch runs on). " +
+				"A connection lost after that is retried by the SDK's worker and shows in temporal_long_request_failure_total."})
+		if err := reg.Register(m.dialled); err != nil {
+			return nil, fmt.Errorf("metrics: register: %w", err)
+		}
 	}
 	return m, nil
 }
@@ -118,6 +125,22 @@ func New(node string, log *slog.Logger, opts ...Option) (*Metrics, error) {
 // series, and the workflow-side adoption_* series (replay-safe, through
 // workflow.GetMetricsHandler).
 func (m *Metrics) SDK() client.MetricsHandler { return m.sdk }
+
+// DialledMetric says whether the node agent has reached Temporal.
+const DialledMetric = "adoption_temporal_dialled"
+
+// Dialled sets adoption_temporal_dialled (a process that is no node's has
+// none).
+func (m *Metrics) Dialled(ok bool) {
+	if m.dialled == nil {
+		return
+	}
+	v := 0.0
+	if ok {
+		v = 1
+	}
+	m.dialled.Set(v)
+}
 
 // Recorder is what activities call for adoption's own series (Nop in a
 // process that is no node's).

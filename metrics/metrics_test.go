@@ -59,6 +59,7 @@ func TestServesSDKAndAdoptionSeries(t *testing.T) {
 	r.FlipState("flipped")
 	r.WatchdogRevert("n1-1")
 	r.WatchdogRevert("n1-1") // counted once per flip
+	m.Dialled(true)
 	scraped := 0
 	m.OnScrape(func() { scraped++ })
 	body := scrape(t, addr)
@@ -75,6 +76,7 @@ func TestServesSDKAndAdoptionSeries(t *testing.T) {
 		`adoption_flip_state{node="n1",state="flipped"} 1`,
 		`adoption_flip_state{node="n1",state="none"} 0`,
 		`adoption_watchdog_reverts_total{node="n1"} 1`,
+		`adoption_temporal_dialled{node="n1"} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
