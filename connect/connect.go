@@ -1,8 +1,10 @@
 // Package connect dials Temporal from the configuration, with TLS for a real
-// cluster. The worker and the CLI both use it; each dials once.
+// cluster. The worker and the CLI both use it; the CLI and the orchestrator
+// dial once, the node agent until Temporal answers (Unreachable).
 package connect
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 
@@ -31,12 +33,12 @@ func WithInterceptors(is ...interceptor.ClientInterceptor) Option {
 
 // Dial connects to the Temporal frontend cfg names, under the client
 // environment (TEMPORAL_*, the Temporal profile) as Resolve layers it.
-func Dial(cfg config.Temporal, logger *slog.Logger, options ...Option) (client.Client, error) {
+func Dial(ctx context.Context, cfg config.Temporal, logger *slog.Logger, options ...Option) (client.Client, error) {
 	t, err := Resolve(Flags{}, &cfg, "temporal.* of the configuration")
 	if err != nil {
 		return nil, err
 	}
-	return t.Dial(logger, options...)
+	return t.DialContext(ctx, logger, options...)
 }
 
 // WithCodec makes the client encrypt every payload (and failures' messages)

@@ -23,6 +23,8 @@ import (
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"adoption/config"
 )
@@ -44,7 +46,8 @@ type Target struct {
 	// without a codec key.
 	Failures converter.FailureConverter
 	profile  envconfig.ClientConfigProfile
-	plain    bool // temporal.tls.mode: off, said in the configuration
+	plain    bool   // temporal.tls.mode: off, said in the configuration
+	tlsFrom  string // where the TLS settings came from
 }
 
 // ErrSettings marks client settings that cannot be used as given (an
@@ -68,6 +71,7 @@ func Resolve(f Flags, tc *config.Temporal, base string) (*Target, error) {
 		if tc.TLS.Enabled() {
 			t.profile.TLS = &envconfig.ClientConfigTLS{ClientCertPath: tc.TLS.Cert, ClientKeyPath: tc.TLS.Key,
 				ServerCACertPath: tc.TLS.CA, ServerName: tc.TLS.ServerName}
+			t.tlsFrom = base
 		}
 	}
 	prof, err := envconfig.LoadClientConfigProfile(envconfig.LoadClientConfigProfileOptions{ConfigFileProfile: f.Profile})
@@ -81,7 +85,7 @@ func Resolve(f Flags, tc *config.Temporal, base string) (*Target, error) {
 		t.Namespace, t.NsFrom = prof.Namespace, "TEMPORAL_NAMESPACE or the Temporal profile"
 	}
 	if prof.TLS != nil {
-		t.profile.TLS = prof.TLS
+		t.profile.TLS, t.tlsFrom = prof.TLS, "TEMPORAL_TLS_* or the Temporal profile"
 	}
 	t.profile.APIKey, t.profile.GRPCMeta = prof.APIKey, prof.GRPCMeta
 	if f.Address != "" {
@@ -99,7 +103,7 @@ func Resolve(f Flags, tc *config.Temporal, base string) (*Target, error) {
 func (t *Target) Options(logger *slog.Logger) (client.Options, error) {
 	opts, err := t.profile.ToClientOptions(envconfig.ToClientOptionsRequest{})
 	if err != nil {
-		return opts, fmt.Errorf("the Temporal TLS settings: %w", err)
+		return opts, fmt.Errorf("the Temporal TLS settings (from %s): %w", t.tlsFrom, err)
 	}
 	if logger != nil {
 		opts.Logger = tlog.NewStructuredLogger(logger)
@@ -116,19 +120,28 @@ func (t *Target) plainText(opts client.Options) bool {
 	return opts.ConnectionOptions.TLS == nil && !said && !config.LoopbackAddress(t.Address)
 }
 
-// Dial connects and checks, within seconds, what the SDK would otherwise
-// report obscurely or only at the first call: a host that does not resolve,
-// a server that does not answer, a namespace that does not exist.
+// Dial is DialContext for a process that dials once, at its start.
 func (t *Target) Dial(logger *slog.Logger, options ...Option) (client.Client, error) {
+	return t.DialContext(context.Background(), logger, options...)
+}
+
+// DialContext connects and checks, within seconds, what the SDK would
+// otherwise report obscurely or only at the first call: a host that does
+// not resolve, a server that does not answer, a namespace that does not
+// exist. Those that a later try may get past are Unreachable; the others
+// are settings to fix. ctx ending stops the dial at once.
+func (t *Target) DialContext(ctx context.Context, logger *slog.Logger, options ...Option) (client.Client, error) {
 	host, _, err := net.SplitHostPort(t.Address)
 	if err != nil {
 		return nil, fmt.Errorf("%w: the Temporal address %q (from %s) is not HOST:PORT: %v", ErrSettings, t.Address, t.AddrFrom, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if net.ParseIP(host) == nil {
 		if _, err := net.DefaultResolver.LookupHost(ctx, host); err != nil {
-			return nil, fmt.Errorf("cannot resolve host %q of the Temporal address %s (from %s): %v; check the name or set --address", host, t.Address, t.AddrFrom, err)
+			// A node cut off from the network is cut off from its resolver
+			// too: a name that does not resolve now may later.
+			return nil, unreachable{fmt.Errorf("cannot resolve host %q of the Temporal address %s (from %s): %v; check the name or set --address", host, t.Address, t.AddrFrom, err)}
 		}
 	}
 	opts, err := t.Options(logger)
@@ -144,7 +157,11 @@ func (t *Target) Dial(logger *slog.Logger, options ...Option) (client.Client, er
 	t.Failures = opts.FailureConverter
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach Temporal at %s (from %s): %v; is the server running there? Else set --address / TEMPORAL_ADDRESS / temporal.address", t.Address, t.AddrFrom, err)
+		werr := fmt.Errorf("cannot reach Temporal at %s (from %s): %v; is the server running there? Else set --address / TEMPORAL_ADDRESS / temporal.address", t.Address, t.AddrFrom, err)
+		if notAnswering(ctx, err) {
+			werr = unreachable{werr}
+		}
+		return nil, werr
 	}
 	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: t.Namespace})
 	var nsnf *serviceerror.NamespaceNotFound
@@ -153,10 +170,53 @@ func (t *Target) Dial(logger *slog.Logger, options ...Option) (client.Client, er
 	switch {
 	case errors.As(err, &nsnf), errors.As(err, &nf):
 		c.Close()
-		return nil, fmt.Errorf("namespace %q (from %s) does not exist on Temporal at %s: set --namespace, TEMPORAL_NAMESPACE or temporal.namespace (`temporal operator namespace list` lists them)", t.Namespace, t.NsFrom, t.Address)
+		// A server that is starting answers before its namespaces are
+		// registered, and a namespace created later needs no restart.
+		return nil, unreachable{fmt.Errorf("namespace %q (from %s) does not exist on Temporal at %s: set --namespace, TEMPORAL_NAMESPACE or temporal.namespace (`temporal operator namespace list` lists them)", t.Namespace, t.NsFrom, t.Address)}
 	case err != nil && !errors.As(err, &pd): // allowed in but not to describe: still works
 		c.Close()
-		return nil, fmt.Errorf("reaching Temporal at %s (from %s), namespace %s: %w", t.Address, t.AddrFrom, t.Namespace, err)
+		werr := fmt.Errorf("reaching Temporal at %s (from %s), namespace %s: %w", t.Address, t.AddrFrom, t.Namespace, err)
+		if notAnswering(ctx, err) {
+			werr = unreachable{werr}
+		}
+		return nil, werr
 	}
 	return c, nil
+}
+
+// unreachable marks a dial that failed for want of a server that answers:
+// a later try may succeed.
+type unreachable struct{ error }
+
+func (u unreachable) Unwrap() error { return u.error }
+
+// Unreachable reports whether err is a dial's failure that a later try may
+// get past: the host does not resolve, nothing answers at the address (or
+// the TLS handshake fails, which gRPC reports alike), the server is busy or
+// starting, the namespace is not there yet. Anything else the dial returns
+// (a setting that cannot be used, credentials refused) wants a fix first.
+func Unreachable(err error) bool {
+	return errors.As(err, new(unreachable))
+}
+
+// notAnswering says whether a call's err means no server answered it in
+// time, or one that could not serve it yet: gRPC's codes as the SDK passes
+// them on (a status, or the service error made of one).
+func notAnswering(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	code := codes.Unknown
+	if st, ok := status.FromError(err); ok {
+		code = st.Code()
+	}
+	var se interface{ Status() *status.Status }
+	if errors.As(err, &se) && se.Status() != nil {
+		code = se.Status().Code()
+	}
+	switch code {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Internal, codes.Aborted, codes.Canceled:
+		return true
+	}
+	return false
 }

@@ -90,7 +90,7 @@ func TestCodecHistoryIsEncryptedAndDictionaryProof(t *testing.T) {
 
 	run := func(name string, tc config.Temporal, plan config.Plan) string {
 		t.Helper()
-		c, err := temporalconn.Dial(tc, nil)
+		c, err := temporalconn.Dial(context.Background(), tc, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,6 +24,7 @@ import (
 
 	"adoption/config"
 	"adoption/failpoint"
+	"adoption/internal/devserver"
 	"adoption/internal/opkey"
 	"adoption/internal/testenv"
 	"adoption/sandbox"
@@ -84,14 +85,7 @@ func needE2E(t *testing.T) {
 
 func temporalBin(t *testing.T) string {
 	t.Helper()
-	p := os.Getenv("ADOPT_TEMPORAL_BIN")
-	if p == "" {
-		p = filepath.Join(os.Getenv("HOME"), ".cache", "adoption", "bin", "temporal")
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("Temporal CLI not found at %s: run `make temporal-cli` (or set ADOPT_TEMPORAL_BIN)", p)
-	}
-	return p
+	return devserver.Bin(t)
 }
 
 func freePort(t *testing.T) int {

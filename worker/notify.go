@@ -1,8 +1,8 @@
 // This file tells systemd how the service is doing (sd_notify(3)): READY=1
-// once Temporal answered and the worker polls its queue, STOPPING=1 when it
-// shuts down, so that `systemctl start` under Type=notify returns only when
-// the agent or the orchestrator really works. Outside systemd
-// (NOTIFY_SOCKET unset) it does nothing.
+// once it works (the orchestrator: Temporal answered and its worker polls;
+// the node agent: its node is watched, Temporal or not), STATUS= what the
+// agent waits for (`systemctl status` shows it), STOPPING=1 when it shuts
+// down. Outside systemd (NOTIFY_SOCKET unset) it does nothing.
 package main
 
 import (
@@ -47,5 +47,13 @@ func ready(log *slog.Logger) {
 func stopping(log *slog.Logger) {
 	if err := sdNotify("STOPPING=1"); err != nil {
 		log.Warn("cannot tell systemd the worker is stopping", "err", err)
+	}
+}
+
+// notifyStatus tells systemd what the service is doing, in a line that
+// `systemctl status` shows.
+func notifyStatus(log *slog.Logger, text string) {
+	if err := sdNotify("STATUS=" + text); err != nil {
+		log.Warn("cannot tell systemd the worker's status", "err", err)
 	}
 }

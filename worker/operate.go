@@ -1,7 +1,8 @@
 // This file sets up what every long-running adopt-worker command shares for
 // being operated: the one slog logger (log.format) and, when metrics.listen
 // is set, the /metrics endpoint, bound before Temporal is dialled so that a
-// bad address stops the start with nothing else running.
+// bad address stops the start with nothing else running, and which says
+// while the agent waits for Temporal (adoption_temporal_dialled).
 package main
 
 import (
@@ -38,6 +39,9 @@ func setupOps(ctx context.Context, cfg *config.Config, node string, stderr io.Wr
 		log = log.With("node", node)
 	}
 	o := &ops{log: log, stop: func() {}}
+	if len(cfg.Temporal.Key) == 0 { // once, however often the process dials
+		o.log.Warn(connect.NoCodecWarning)
+	}
 	if cfg.Metrics.Listen == "" {
 		return o, nil
 	}
@@ -72,22 +76,26 @@ func (o *ops) onScrape(f func()) {
 
 // dial connects to Temporal with the SDK logging through the same logger,
 // its metrics into the same registry, and the given interceptors.
-func (o *ops) dial(tc config.Temporal, is ...interceptor.ClientInterceptor) (client.Client, error) {
+func (o *ops) dial(ctx context.Context, tc config.Temporal, is ...interceptor.ClientInterceptor) (client.Client, error) {
 	opts := []connect.Option{connect.WithInterceptors(is...)}
 	if o.metrics != nil {
 		opts = append(opts, connect.WithMetrics(o.metrics.SDK()))
 	}
-	if len(tc.Key) == 0 {
-		o.log.Warn(connect.NoCodecWarning)
-	}
-	return connect.Dial(tc, o.log, opts...)
+	return connect.Dial(ctx, tc, o.log, opts...)
 }
 
-// dialAgent is the node agent's set-up: its logger and metrics, then the
-// agent's own start checks (with that logger), then a client whose workers
-// report activities (adoption_*, node/module/step log lines) and workflows
-// (adoption_phase). On error nothing keeps running.
-func dialAgent(ctx context.Context, cfg *config.Config, stderr io.Writer, checks func(*slog.Logger) error) (*ops, client.Client, error) {
+// dialled says on /metrics whether the agent has reached Temporal.
+func (o *ops) dialled(ok bool) {
+	if o.metrics != nil {
+		o.metrics.Dialled(ok)
+	}
+}
+
+// agentOps is the node agent's set-up: its logger and metrics, then the
+// agent's own start checks (with that logger), then how it dials a client
+// whose workers report activities (adoption_*, node/module/step log lines)
+// and workflows (adoption_phase). On error nothing keeps running.
+func agentOps(ctx context.Context, cfg *config.Config, stderr io.Writer, checks func(*slog.Logger) error) (*ops, dialer, error) {
 	o, err := setupOps(ctx, cfg, cfg.Node.Name, stderr)
 	if err != nil {
 		return nil, nil, err
@@ -99,12 +107,10 @@ func dialAgent(ctx context.Context, cfg *config.Config, stderr io.Writer, checks
 	obs := observe.New(o.recorder(), nodestate.New(cfg.Node.StateDir), o.log)
 	obs.ObserveFlip()
 	o.onScrape(obs.ObserveFlip)
-	c, err := o.dial(cfg.Temporal, obs, workflows.Observe())
-	if err != nil {
-		o.stop()
-		return nil, nil, err
-	}
-	return o, c, nil
+	o.dialled(false)
+	return o, func(ctx context.Context) (client.Client, error) {
+		return o.dial(ctx, cfg.Temporal, obs, workflows.Observe())
+	}, nil
 }
 
 // dialOrchestrator is the same for the workflow worker, which is no node's:
@@ -115,7 +121,7 @@ func dialOrchestrator(ctx context.Context, cfg *config.Config, stderr io.Writer)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := o.dial(cfg.Temporal, workflows.Observe())
+	c, err := o.dial(ctx, cfg.Temporal, workflows.Observe())
 	if err != nil {
 		o.stop()
 		return nil, nil, err

@@ -108,13 +108,19 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 	}
 }
 
-// serve runs the node's activity worker until ctx ends.
+// serve runs the node's activity worker until ctx ends. The node's own
+// watch runs from before the first dial: while Temporal is out of reach the
+// agent keeps it running and dials again (dialUntil), and once connected
+// the SDK's worker retries lost polls by itself. Only a worker the SDK
+// gives up on (OnFatalError: the namespace gone, the server refusing the
+// client) ends it, for the unit to restart it.
 func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Writer) error {
 	// The logger and /metrics first (a bad metrics.listen stops the start
-	// with nothing running), then the start checks, then Temporal.
+	// with nothing running), then the start checks and the watch, then
+	// Temporal.
 	var acts *activities.Activities
 	var loop *watch.Loop
-	o, c, err := dialAgent(ctx, cfg, stderr, func(l *slog.Logger) error {
+	o, dial, err := agentOps(ctx, cfg, stderr, func(l *slog.Logger) error {
 		if err := startChecks(cfg, cfgPath, l); err != nil {
 			return err
 		}
@@ -126,8 +132,25 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 		return err
 	}
 	defer o.stop()
-	defer c.Close()
 	logger := o.log
+	queue := workflows.NodeQueue(cfg.Node.Name)
+	// Ready once the node is watched: a unit that waited for Temporal
+	// would time out and restart the agent, its watch with it.
+	ready(logger)
+	notifyStatus(logger, "watching the node; dialling Temporal at "+cfg.Temporal.Address)
+	c, err := dialUntil(ctx, dial, dialBackoff, cfg.Temporal.Address, logger, func(n int, err error, next time.Duration) {
+		notifyStatus(logger, fmt.Sprintf("watching the node; Temporal at %s out of reach (try %d: %v), next try in %s",
+			cfg.Temporal.Address, n, err, next.Round(time.Second)))
+	})
+	if ctx.Err() != nil {
+		stopping(logger)
+		logger.Info("adopt-worker stopping", "temporal", "never reached")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer c.Close()
 	// The flip in one round trip heartbeats through the agent's own client.
 	acts.Temporal = c
 	// It reads the witness's verdict from the workflow with the same
@@ -137,8 +160,10 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	}
 	// Activities only: no workflow poller (and no sticky queue) per node;
 	// the workflows run in `adopt-worker orchestrate`.
-	node := worker.New(c, workflows.NodeQueue(cfg.Node.Name), worker.Options{DisableWorkflowWorker: true,
-		Interceptors: []interceptor.WorkerInterceptor{loop.Interceptor()}})
+	fatal := make(chan error, 1)
+	node := worker.New(c, queue, worker.Options{DisableWorkflowWorker: true,
+		Interceptors: []interceptor.WorkerInterceptor{loop.Interceptor()},
+		OnFatalError: func(err error) { fatal <- err }})
 	node.RegisterActivity(acts)
 	node.RegisterActivity(&watch.Watcher{Loop: loop})
 	if e, ok := acts.Cutover.(*containers.Engine); ok {
@@ -149,10 +174,16 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 		return fmt.Errorf("start node worker: %w", err)
 	}
 	defer node.Stop()
+	o.dialled(true)
 	logger.Info("adopt-worker running", "node", cfg.Node.Name, "temporal", cfg.Temporal.Address,
-		"queue", workflows.NodeQueue(cfg.Node.Name), "version", buildinfo.Read().String())
-	ready(logger)
-	<-ctx.Done()
+		"queue", queue, "version", buildinfo.Read().String())
+	notifyStatus(logger, "watching the node; serving "+queue+" on Temporal at "+cfg.Temporal.Address)
+	select {
+	case <-ctx.Done():
+	case err := <-fatal:
+		o.dialled(false)
+		return fmt.Errorf("the node's worker on Temporal at %s stopped: %w", cfg.Temporal.Address, err)
+	}
 	stopping(logger)
 	logger.Info("adopt-worker stopping")
 	return nil
@@ -161,9 +192,8 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 // startLoop starts the node's own loop: reconcile and drift run in it,
 // never while another activity runs, and the workflow's Watch hears only
 // changes. It starts before Temporal is dialled, from the watch kept under
-// state_dir, whose checks run at once: an agent restarted while Temporal
-// is out of reach (its dial fails, and it is restarted) still puts its
-// marks back and looks for drift each time it starts.
+// state_dir, whose checks run at once and then on the watch's intervals,
+// for as long as the agent runs: while Temporal is out of reach too.
 func startLoop(ctx context.Context, cfg *config.Config, acts *activities.Activities, stderr io.Writer) *watch.Loop {
 	state := nodestate.New(cfg.Node.StateDir)
 	loop := &watch.Loop{Checks: acts, Records: state, Local: acts.Local, Store: state, Log: stderr}

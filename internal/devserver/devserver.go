@@ -1,0 +1,116 @@
+// Package devserver starts a real Temporal dev server (the Temporal CLI's
+// `server start-dev`) for tests outside tests/, on a port the test chose
+// beforehand: a test can point a process at the address first and start
+// the server there later. tests/harness_test.go finds the CLI here too.
+package devserver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+)
+
+// Bin is the Temporal CLI: $ADOPT_TEMPORAL_BIN, else where `make
+// temporal-cli` puts it. A missing CLI fails the test, naming both.
+func Bin(t testing.TB) string {
+	t.Helper()
+	p := os.Getenv("ADOPT_TEMPORAL_BIN")
+	if p == "" {
+		p = filepath.Join(os.Getenv("HOME"), ".cache", "adoption", "bin", "temporal")
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("Temporal CLI not found at %s: run `make temporal-cli` (or set ADOPT_TEMPORAL_BIN)", p)
+	}
+	return p
+}
+
+// Server is a dev server on its own database file.
+type Server struct {
+	Addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start starts a dev server on 127.0.0.1:port (its HTTP and metrics ports
+// free ones), with the search attributes the workflows set, and waits until
+// it answers for the default namespace. It stops when the test ends.
+func Start(t testing.TB, port int) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	logf, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan struct{})}
+	s.cmd = exec.Command(Bin(t), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
+		"--port", fmt.Sprint(port), "--http-port", fmt.Sprint(FreePort(t)), "--metrics-port", fmt.Sprint(FreePort(t)),
+		"--db-filename", filepath.Join(dir, "temporal.db"), "--log-level", "warn",
+		"--search-attribute", "AdoptionNode=Keyword", "--search-attribute", "AdoptionPhase=Keyword")
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	if err := s.cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatal(err)
+	}
+	go func() { s.cmd.Wait(); logf.Close(); close(s.done) }() //nolint:errcheck
+	t.Cleanup(s.Stop)
+	quiet := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
+		c, err := client.Dial(client.Options{HostPort: s.Addr, Logger: quiet})
+		if err == nil {
+			_, err = c.WorkflowService().DescribeNamespace(context.Background(), &workflowservice.DescribeNamespaceRequest{Namespace: "default"})
+			c.Close()
+			if err == nil {
+				return s
+			}
+		}
+		select {
+		case <-s.done:
+			b, _ := os.ReadFile(logf.Name())
+			t.Fatalf("the dev server on %s exited:\n%s", s.Addr, b)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	b, _ := os.ReadFile(logf.Name())
+	t.Fatalf("the dev server did not answer on %s within 60 s:\n%s", s.Addr, b)
+	return nil
+}
+
+// Stop ends the server (SIGTERM, then SIGKILL after 20 s); the address is
+// then unreachable again.
+func (s *Server) Stop() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(20 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+// FreePort is a loopback TCP port nothing listens on now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
