@@ -56,7 +56,7 @@ func TestAlertRulesAndDashboardNameRealSeries(t *testing.T) {
 	}
 	// What the rules must cover.
 	for _, want := range []string{"AdoptionFlipPendingPastWindow", "AdoptionWatchdogReverted", "AdoptionDriftPending",
-		"AdoptionReconcileRepairs", "AdoptionAgentNotPolling"} {
+		"AdoptionReconcileRepairs", "AdoptionAgentNotPolling", "AdoptionAgentCutOffFromTemporal"} {
 		if !alerts[want] {
 			t.Errorf("no alert %s", want)
 		}
