@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/authority"
+	"adoption/activities/containerenv"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/intent"
@@ -32,7 +33,7 @@ type Cutover interface {
 const (
 	ErrBadModule      = "BadModule"
 	ErrCutoverRefused = "CutoverRefused"
-	ErrMissingContent = "MissingContent"
+	ErrMissingContent = authority.ErrMissingContent
 	ErrUnhealthy      = "Unhealthy"
 )
 
@@ -473,17 +474,20 @@ func (a *Activities) progress(ctx context.Context, step string) context.Context 
 }
 
 // spec is the module's container for the engine, its environment
-// overrides read on the node (see moduleEnv), with the decisions on its
+// overrides read on the node (package containerenv), with the decisions on its
 // conflicting variables and labels among ds.
 func (a *Activities) spec(auth *authority.Authority, m config.ModulePlan, ds []FileDecision) (containers.Spec, error) {
 	c := m.Container
-	env, err := a.moduleEnv(auth, m)
+	env, err := a.envs().Module(auth, m)
 	if err != nil {
 		return containers.Spec{}, err
 	}
 	return containers.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports, Env: env, Labels: config.KeyValues(c.Labels),
 		Keep: c.Keep, Takes: containerTakes(m, ds), DropPorts: c.DropPorts, Replaces: c.Replaces, Cutover: m.Cutover, Exclusive: c.Exclusive}, nil
 }
+
+// envs reads the containers' environment overrides on this node.
+func (a *Activities) envs() containerenv.Node { return containerenv.Node{Name: a.Node, Root: a.Root} }
 
 // refusal maps the engine's errors: bad input and refusals are not retried
 // (nothing was changed, and nothing will change by itself); a Docker fault

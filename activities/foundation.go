@@ -64,7 +64,7 @@ func (a *Activities) RaiseFoundation(ctx context.Context, in ProbeInput) (*Found
 	}
 	for i, c := range auth.Plan.FoundationContainers {
 		key := fmt.Sprintf("foundation.containers[%d]", i)
-		env, err := a.containerEnv(auth, &c, key)
+		env, err := a.envs().Container(auth, &c, key)
 		if err != nil {
 			return nil, fail(i, "read its environment", err)
 		}

@@ -31,6 +31,9 @@ const (
 	// ErrBadOwner: an owner that is not a valid name, or that cannot open
 	// what it asks for.
 	ErrBadOwner = "BadOwner"
+	// ErrMissingContent: the worker's configuration holds no content (a
+	// file's, a variable's value) with a digest the plan names.
+	ErrMissingContent = "MissingContent"
 )
 
 // Authority is what the node's own configuration says: the plan, the

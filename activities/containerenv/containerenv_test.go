@@ -1,4 +1,4 @@
-package activities
+package containerenv
 
 import (
 	"crypto/sha256"
@@ -24,11 +24,11 @@ func TestModuleEnv(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "etc/web/web.env"), []byte("# comment\nMODE=replica\nexport DB_URL=postgres://x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := &Activities{Node: "n1", Root: root}
+	n := Node{Name: "n1", Root: root}
 	auth := &authority.Authority{Contents: map[string][]byte{sum("primary"): []byte("primary")}}
 	m := config.ModulePlan{Name: "web", Container: &config.Container{Name: "web", Image: "web:2",
 		EnvFile: "/etc/web/web.env", EnvSHA256: map[string]string{"MODE": sum("primary")}}}
-	env, err := a.moduleEnv(auth, m)
+	env, err := n.Module(auth, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestModuleEnv(t *testing.T) {
 
 	// A value the node's configuration does not hold.
 	m.Container.EnvSHA256 = map[string]string{"MODE": sum("other")}
-	if _, err := a.moduleEnv(auth, m); err == nil || !strings.Contains(err.Error(), "modules[web].container.env.MODE") {
+	if _, err := n.Module(auth, m); err == nil || !strings.Contains(err.Error(), "modules[web].container.env.MODE") {
 		t.Fatalf("missing value: %v", err)
 	}
 	m.Container.EnvSHA256 = nil
@@ -52,7 +52,7 @@ func TestModuleEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Container.EnvFile = "/etc/web/link.env"
-	if _, err := a.moduleEnv(auth, m); err == nil || !strings.Contains(err.Error(), "modules[web].container.env_file") {
+	if _, err := n.Module(auth, m); err == nil || !strings.Contains(err.Error(), "modules[web].container.env_file") {
 		t.Fatalf("env_file outside node.root: %v", err)
 	}
 
@@ -61,7 +61,7 @@ func TestModuleEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Container.EnvFile = "/etc/web/bad.env"
-	_, err = a.moduleEnv(auth, m)
+	_, err = n.Module(auth, m)
 	if err == nil || !strings.Contains(err.Error(), "line 2") || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("bad line: %v", err)
 	}
@@ -84,7 +84,7 @@ func TestModuleEnvFileHeldToCustodyRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := big.Truncate(MaxEnvFileSize + 1); err != nil {
+	if err := big.Truncate(MaxFileSize + 1); err != nil {
 		t.Fatal(err)
 	}
 	big.Close()
@@ -101,11 +101,11 @@ func TestModuleEnvFileHeldToCustodyRules(t *testing.T) {
 		{root, "/etc/web/big.env", "above custody's limit"},
 		{root, "/etc/linked/real.env", "/etc/linked is a symlink (-> web)"},
 	} {
-		a := &Activities{Node: "n1", Root: c.root}
+		n := Node{Name: "n1", Root: c.root}
 		m := config.ModulePlan{Name: "web", Container: &config.Container{Name: "web", Image: "web:2", EnvFile: c.file}}
 		done := make(chan error, 1)
 		go func() {
-			_, err := a.moduleEnv(auth, m)
+			_, err := n.Module(auth, m)
 			done <- err
 		}()
 		select {
