@@ -40,11 +40,7 @@ type ConfirmInput struct {
 // deadline is checked under the flip lock, so a confirmation and the
 // watchdog's revert never both win.
 func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipResult, error) {
-	auth, err := a.authorize(ctx, in.Plan)
-	if err != nil {
-		return nil, err
-	}
-	v, err := a.checkIntent(ctx, auth, in.Intent, authority.FlipIntent(auth.Plan, false))
+	auth, v, err := a.authorizeFlip(ctx, in.Plan, in.Intent)
 	if err != nil {
 		return nil, err
 	}

@@ -212,11 +212,8 @@ type FlipResult struct {
 // neither Temporal nor this worker, puts the firewall and the files back.
 // Any outcome not known to have changed nothing counts as applied.
 func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error) {
-	auth, err := a.authorize(ctx, in.Plan)
+	auth, _, err := a.authorizeFlip(ctx, in.Plan, in.Intent)
 	if err != nil {
-		return nil, err
-	}
-	if _, err := a.checkIntent(ctx, auth, in.Intent, authority.FlipIntent(auth.Plan, false)); err != nil {
 		return nil, err
 	}
 	return a.flip(ctx, auth, in)

@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
-	"adoption/activities/authority"
 	"adoption/nodestate"
 	"adoption/witness"
 )
@@ -89,11 +88,7 @@ const (
 // applying record is reverted (Flip's resume), a flipped one is proven
 // again, a confirmed one is committed.
 func (a *Activities) FlipTrip(ctx context.Context, in FlipTripInput) (*FlipResult, error) {
-	auth, err := a.authorize(ctx, in.Plan)
-	if err != nil {
-		return nil, err
-	}
-	v, err := a.checkIntent(ctx, auth, in.Intent, authority.FlipIntent(auth.Plan, false))
+	auth, v, err := a.authorizeFlip(ctx, in.Plan, in.Intent)
 	if err != nil {
 		return nil, err
 	}

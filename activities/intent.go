@@ -36,6 +36,21 @@ func (a *Activities) checkIntent(ctx context.Context, auth *authority.Authority,
 	return a.claim(ctx, auth, signed, forms, false)
 }
 
+// authorizeFlip is the preamble of a flip's steps (Flip, ConfirmFlip, the
+// flip in one round trip): the request authorized, then its intent to
+// flip checked and claimed.
+func (a *Activities) authorizeFlip(ctx context.Context, plan config.PlanRef, signed *intent.Signed) (*authority.Authority, *intent.Verified, error) {
+	auth, err := a.authorize(ctx, plan)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := a.checkIntent(ctx, auth, signed, authority.FlipIntent(auth.Plan, false))
+	if err != nil {
+		return nil, nil, err
+	}
+	return auth, v, nil
+}
+
 // checkUndo is checkIntent for the way back (a cutover's rollback, a
 // flip's revert): an intent that has expired since this node first acted
 // on it for this workflow still serves to undo what it began, so that the
