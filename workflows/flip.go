@@ -101,6 +101,26 @@ const (
 	FlipStateNotApplied = "not-applied"
 )
 
+// previewApart is the preview apart after the node refused a flip as
+// stale, in two steps as in one round trip: the approving preview, or nil
+// when the flip ends here (the preview failed, or refused: said either
+// way) with the phase back at prevPhase.
+func (n *node) previewApart(ctx workflow.Context, spec flip.MeshSpec, refused func(*flip.Preview), prevPhase Phase) *flip.Preview {
+	pv, err := n.previewSpec(ctx, spec)
+	switch {
+	case err != nil:
+		n.setPhase(ctx, prevPhase)
+		n.s.LastError = "flip preview: " + errorMessage(err)
+		n.event(ctx, n.s.LastError)
+		return nil
+	case !pv.Approved:
+		n.setPhase(ctx, prevPhase)
+		refused(pv)
+		return nil
+	}
+	return pv
+}
+
 // flip runs a preview and, only if it approves, the flip of exactly the
 // ruleset it approved: the found firewall out of force and the mesh's in,
 // in one step; then the confirmation within flip.confirm_timeout (or the
@@ -187,14 +207,7 @@ func (n *node) flip(ctx workflow.Context) {
 		// transaction does too: both get the flip in four steps, once.
 		n.s.Flip.State = FlipStateNotApplied
 		n.event(ctx, "flip "+id+" not applied: "+errorMessage(err)+"; previewing apart, then flipping again")
-		if pv, err = n.previewSpec(ctx, spec); err != nil || !pv.Approved {
-			n.setPhase(ctx, prevPhase)
-			if err != nil {
-				n.s.LastError = "flip preview: " + errorMessage(err)
-				n.event(ctx, n.s.LastError)
-			} else {
-				refused(pv)
-			}
+		if pv = n.previewApart(ctx, spec, refused, prevPhase); pv == nil {
 			return
 		}
 		n.s.FlipAttempts++

@@ -150,16 +150,7 @@ func (n *node) flipTripOnce(ctx workflow.Context, spec flip.MeshSpec, refused fu
 // more only if that preview approves.
 func (n *node) staleAgain(ctx workflow.Context, spec flip.MeshSpec, refused func(*flip.Preview), prevPhase Phase) {
 	n.event(ctx, "flip "+n.s.Flip.ID+" not applied: the found firewall moved during the flip; previewing apart, then flipping again if it approves")
-	pv, err := n.previewSpec(ctx, spec)
-	switch {
-	case err != nil:
-		n.setPhase(ctx, prevPhase)
-		n.s.LastError = "flip preview: " + errorMessage(err)
-		n.event(ctx, n.s.LastError)
-	case !pv.Approved:
-		n.setPhase(ctx, prevPhase)
-		refused(pv)
-	default:
+	if n.previewApart(ctx, spec, refused, prevPhase) != nil {
 		n.flipTripOnce(ctx, spec, refused, true)
 	}
 }
