@@ -242,6 +242,7 @@ func TestReleaseChecksTheNodesOwnState(t *testing.T) {
 	if msg := appErr(t, err, ErrNodeState); !strings.Contains(msg, "flip n1-1 is flipped on node n1") {
 		t.Fatalf("refusal: %s", msg)
 	}
+	sameState(t, before, nodeState(t, root, stateDir(a)))
 	setRecord(t, a, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipCommitted})
 	must(t, a.Flips.MarkConverged("n1", time.Now()))
 	before = nodeState(t, root, stateDir(a))

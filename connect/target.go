@@ -53,7 +53,7 @@ type Target struct {
 // ErrSettings marks client settings that cannot be used as given (an
 // unreadable Temporal config file or profile, an address that is not
 // HOST:PORT): a usage error of whoever set them.
-var ErrSettings = errors.New("Temporal client settings")
+var ErrSettings = errors.New("the Temporal client settings")
 
 // Resolve layers the settings. tc may be nil (no configuration given); base
 // names where tc came from.
@@ -149,7 +149,7 @@ func (t *Target) DialContext(ctx context.Context, logger *slog.Logger, options .
 		return nil, err
 	}
 	if t.plainText(opts) {
-		return nil, fmt.Errorf("Temporal address %s (from %s) is not a loopback address and no TLS is set: set temporal.tls.* or TEMPORAL_TLS=true (with TEMPORAL_TLS_* or TEMPORAL_API_KEY), or say plain text on purpose with temporal.tls.mode: off or TEMPORAL_TLS=false", t.Address, t.AddrFrom)
+		return nil, fmt.Errorf("the Temporal address %s (from %s) is not a loopback address and no TLS is set: set temporal.tls.* or TEMPORAL_TLS=true (with TEMPORAL_TLS_* or TEMPORAL_API_KEY), or say plain text on purpose with temporal.tls.mode: off or TEMPORAL_TLS=false", t.Address, t.AddrFrom)
 	}
 	for _, o := range options {
 		o(&opts)

@@ -129,7 +129,7 @@ func (f *wavesFleet) refusesBadFiles() {
 		ids = append(ids, workflows.WorkflowID(n.Name))
 	}
 	for _, id := range ids {
-		_, err := c.DescribeWorkflowExecution(context.Background(), id, "")
+		_, err := c.DescribeWorkflow(context.Background(), id, "")
 		var nf *serviceerror.NotFound
 		if !errors.As(err, &nf) {
 			t.Errorf("after the refused fleet files, workflow %s: %v, want none", id, err)

@@ -47,7 +47,7 @@ func With(ctx context.Context, c Caller) context.Context {
 func Of(ctx context.Context) (Caller, bool) {
 	if activity.IsActivity(ctx) {
 		info := activity.GetInfo(ctx)
-		return Caller{Namespace: info.WorkflowNamespace, Workflow: info.WorkflowExecution.ID}, true
+		return Caller{Namespace: info.Namespace, Workflow: info.WorkflowExecution.ID}, true
 	}
 	c, ok := ctx.Value(key{}).(Caller)
 	return c, ok

@@ -62,16 +62,12 @@ func (st *FleetState) failed(k int) []string {
 // halt the fleet.
 func (st *FleetState) overBudget(k int) bool { return len(st.failed(k)) > st.budget(k) }
 
-// holds says whether node i's end holds the fleet: it ended badly, the
-// operator has neither retried it nor gone on without it, and its wave has
-// more such nodes than its budget (without waves: none allowed).
-func (st *FleetState) holds(i int) bool {
-	return st.Nodes[i].holds() && st.overBudget(st.WaveOf(i))
-}
-
-// holding is holds for a walk over many nodes: each wave's budget is
-// counted once, not once per failed node (a wave of hundreds of nodes
-// with dozens failed made every such walk quadratic).
+// holding says, for a walk over many nodes, whether node i's end holds the
+// fleet: it ended badly, the operator has neither retried it nor gone on
+// without it, and its wave has more such nodes than its budget (without
+// waves: none allowed). Each wave's budget is counted once, not once per
+// failed node (a wave of hundreds of nodes with dozens failed made every
+// such walk quadratic).
 func (st *FleetState) holding() func(i int) bool {
 	over := map[int]bool{}
 	return func(i int) bool {
