@@ -10,17 +10,8 @@ import (
 
 	"go.temporal.io/sdk/converter"
 
-	"adoption/config"
-	"adoption/containers"
-	"adoption/custody"
-	"adoption/firewall/eval"
-	"adoption/firewall/flip"
 	"adoption/firewall/fwtest"
-	"adoption/internal/fake"
-	"adoption/internal/testenv"
-	"adoption/netns"
 	"adoption/nodestate"
-	"adoption/witness"
 )
 
 // witnessClient is the agent's client whose workflow answers the verdict
@@ -48,44 +39,15 @@ func (c *witnessClient) QueryWorkflow(_ context.Context, _, _, _ string, args ..
 // the allowed address, the next flip is confirmed and committed, and the
 // predecessor's table is gone from the kernel.
 func TestKernelFlipTripWitnessed(t *testing.T) {
-	testenv.NeedRoot(t, "network namespaces")
-	n := fwtest.NewNamedNet(t, "wt-", "wt", "5d")
-	n.Nft(t, `
-table inet host {
-	chain input {
-		type filter hook input priority filter; policy drop;
-		ct state established,related accept
-		iifname "lo" accept
-		ip saddr `+fwtest.PeerV4a+` tcp dport 22 accept
-	}
-}`)
-	n.Serve(t, []uint16{22})
-	a, root := newActs(t)
-	a.Root = root
-	a.Firewall = eval.Inspector{Netns: n.Path(n.Node)}
-	a.Flipper = flip.NewFlipper(n.Path(n.Node))
-	a.Files = custody.New(root, t.TempDir())
-	a.Engine = fake.Engine{Containers: containers.Report{Available: true}}
-	a.StartWatchdog = func() error { return nil }
+	wn := newWitnessNet(t, "wt-", "wt", "5d")
+	n, a, root, plan, spec := wn.n, wn.a, wn.root, wn.plan, wn.spec
 	debianBoot(t, root, true)
 	for p, body := range map[string]string{"etc/nftables.conf": debianNftablesConf, "etc/ufw/ufw.conf": ufwConf} {
 		must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755))
 		must(t, os.WriteFile(filepath.Join(root, p), []byte(body), 0o644))
 	}
-	plan := withPlan(a, config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: config.MustPorts([]string{"22/tcp"})})
-	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
-	must(t, a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(n.List(t))}))
-	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: plan.ManagementPorts[0], Owner: flip.OwnerManagement}}}
-	w := witness.New()
 	from := fwtest.PeerV4b
-	dial := func() error {
-		var werr error
-		must(t, netns.Do(n.Path(n.Peer), func() error {
-			_, werr = w.Witness(context.Background(), witness.Input{Node: "n1", Addresses: []string{fwtest.NodeV4}, From: from, Ports: plan.ManagementPorts})
-			return nil
-		}))
-		return werr
-	}
+	dial := func() error { return wn.witnessFrom(from) }
 	c := &witnessClient{dial: dial}
 	a.Temporal = c
 	in := func(id string) FlipTripInput {

@@ -29,39 +29,9 @@ import (
 // through the node, which lets ssh in again as before; witnessed from the
 // allowed address, the next flip is confirmed.
 func TestKernelFlipWitnessedFromOutside(t *testing.T) {
-	testenv.NeedRoot(t, "network namespaces")
-	n := fwtest.NewNamedNet(t, "wk-", "wk", "5f")
-	n.Nft(t, `
-table inet host {
-	chain input {
-		type filter hook input priority filter; policy drop;
-		ct state established,related accept
-		iifname "lo" accept
-		ip saddr `+fwtest.PeerV4a+` tcp dport 22 accept
-	}
-}`)
-	n.Serve(t, []uint16{22})
-	a, root := newActs(t)
-	a.Root = root
-	a.Firewall = eval.Inspector{Netns: n.Path(n.Node)}
-	a.Flipper = flip.NewFlipper(n.Path(n.Node))
-	a.Files = custody.New(root, t.TempDir())
-	a.Engine = fake.Engine{Containers: containers.Report{Available: true}}
-	a.StartWatchdog = func() error { return nil }
-	plan := withPlan(a, config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: config.MustPorts([]string{"22/tcp"})})
-	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
-	must(t, a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(n.List(t))}))
-	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: plan.ManagementPorts[0], Owner: flip.OwnerManagement}}}
+	wn := newWitnessNet(t, "wk-", "wk", "5f")
+	a, plan, spec, witnessFrom := wn.a, wn.plan, wn.spec, wn.witnessFrom
 	ctx := context.Background()
-	w := witness.New()
-	witnessFrom := func(from string) error {
-		var werr error
-		must(t, netns.Do(n.Path(n.Peer), func() error {
-			_, werr = w.Witness(ctx, witness.Input{Node: "n1", Addresses: []string{fwtest.NodeV4}, From: from, Ports: plan.ManagementPorts})
-			return nil
-		}))
-		return werr
-	}
 
 	res, err := a.Flip(ctx, FlipInput{Plan: plan.Ref(), Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
 	if err != nil || res.State != nodestate.FlipFlipped {
@@ -92,4 +62,58 @@ table inet host {
 	if cr, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: plan.Ref(), ID: "n1-2"}); err != nil || cr.State != nodestate.FlipConfirmed {
 		t.Fatalf("confirm after the witness answered: %+v %v", cr, err)
 	}
+}
+
+// witnessNet is the setup of the witness kernel tests (here and
+// fliptrip_kernel_test.go): a node in namespaces whose found firewall lets
+// ssh in only from fwtest.PeerV4a (22/tcp served), its activities on the
+// real firewall, adopted with that firewall as baseline, and the flip of
+// its management port.
+type witnessNet struct {
+	t    *testing.T
+	n    *fwtest.TestNet
+	a    *Activities
+	root string
+	plan config.Plan
+	spec flip.MeshSpec
+	w    *witness.Witness
+}
+
+func newWitnessNet(t *testing.T, prefix, name, octet string) *witnessNet {
+	t.Helper()
+	testenv.NeedRoot(t, "network namespaces")
+	n := fwtest.NewNamedNet(t, prefix, name, octet)
+	n.Nft(t, `
+table inet host {
+	chain input {
+		type filter hook input priority filter; policy drop;
+		ct state established,related accept
+		iifname "lo" accept
+		ip saddr `+fwtest.PeerV4a+` tcp dport 22 accept
+	}
+}`)
+	n.Serve(t, []uint16{22})
+	a, root := newActs(t)
+	a.Root = root
+	a.Firewall = eval.Inspector{Netns: n.Path(n.Node)}
+	a.Flipper = flip.NewFlipper(n.Path(n.Node))
+	a.Files = custody.New(root, t.TempDir())
+	a.Engine = fake.Engine{Containers: containers.Report{Available: true}}
+	a.StartWatchdog = func() error { return nil }
+	plan := withPlan(a, config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: config.MustPorts([]string{"22/tcp"})})
+	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
+	must(t, a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(n.List(t))}))
+	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: plan.ManagementPorts[0], Owner: flip.OwnerManagement}}}
+	return &witnessNet{t: t, n: n, a: a, root: root, plan: plan, spec: spec, w: witness.New()}
+}
+
+// witnessFrom is the witness's dial of the node's management ports from
+// the peer's namespace, from its address from.
+func (wn *witnessNet) witnessFrom(from string) error {
+	var werr error
+	must(wn.t, netns.Do(wn.n.Path(wn.n.Peer), func() error {
+		_, werr = wn.w.Witness(context.Background(), witness.Input{Node: "n1", Addresses: []string{fwtest.NodeV4}, From: from, Ports: wn.plan.ManagementPorts})
+		return nil
+	}))
+	return werr
 }

@@ -239,13 +239,5 @@ func classDifferential(t *testing.T, n *fwtest.TestNet, spec MeshSpec, label str
 	if kept == 0 || passedBefore == len(probes) {
 		t.Errorf("%d kept of %d passing before, of %d probes: the test wants kept and dropped classes", kept, passedBefore, len(probes))
 	}
-	if err := f.Revert(plan); err != nil {
-		t.Fatal(err)
-	}
-	boot, err := BootRuleset(d.Spec, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwtest.Run(t, boot, "ip", "netns", "exec", n.Node, "nft", "-f", "-")
-	meshListed(t, n, d, "the boot file's table")
+	revertThenBoot(t, n, f, plan, d)
 }

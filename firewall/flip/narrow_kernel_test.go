@@ -295,6 +295,44 @@ func TestKernelFlipCarriesInterface(t *testing.T) {
 	fmt.Printf("flip carrying interfaces: %d packets sent, %d mismatches\n", 2*len(probes), mismatches)
 }
 
+// revertThenBoot reverts the flip by plan, then loads the boot file of
+// d's spec, which must put the mesh's table back as derived.
+func revertThenBoot(t *testing.T, n *fwtest.TestNet, f *Flipper, plan *RevertPlan, d *Derived) {
+	t.Helper()
+	if err := f.Revert(plan); err != nil {
+		t.Fatal(err)
+	}
+	boot, err := BootRuleset(d.Spec, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwtest.Run(t, boot, "ip", "netns", "exec", n.Node, "nft", "-f", "-")
+	meshListed(t, n, d, "the boot file's table")
+}
+
+// uplinkOf is the name of the node's veth to the peer.
+func uplinkOf(t *testing.T, n *fwtest.TestNet) string {
+	t.Helper()
+	uplink := ""
+	for _, l := range strings.Split(fwtest.Run(t, "", "ip", "-n", n.Node, "-o", "link", "show", "type", "veth"), "\n") {
+		if f := strings.Fields(l); len(f) > 1 {
+			uplink = strings.TrimSuffix(strings.SplitN(f[1], "@", 2)[0], ":")
+		}
+	}
+	return uplink
+}
+
+// outputKept says, by key, which output openings the preview p keeps.
+func outputKept(p Preview, key func(firewall.Opening) string) map[string]bool {
+	kept := map[string]bool{}
+	for _, f := range p.Fates {
+		if f.Opening.Direction == firewall.HookOutput && f.Opening.Class == "output" && f.Fate == FateKept {
+			kept[key(f.Opening)] = true
+		}
+	}
+	return kept
+}
+
 // meshListed checks that table inet adoption, as listed, is the derived
 // model, sets and all.
 func meshListed(t *testing.T, n *fwtest.TestNet, d *Derived, what string) {

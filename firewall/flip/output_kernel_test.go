@@ -62,12 +62,7 @@ func TestKernelFlipCarriesOutputPolicy(t *testing.T) {
 	if !strings.Contains(d.Text(), "chain output") {
 		t.Fatalf("the mesh's table has no output chain")
 	}
-	kept := map[string]bool{}
-	for _, f := range p.Fates {
-		if f.Opening.Direction == firewall.HookOutput && f.Opening.Class == "output" && f.Fate == FateKept {
-			kept[f.Opening.Family] = true
-		}
-	}
+	kept := outputKept(p, func(o firewall.Opening) string { return o.Family })
 	f := NewFlipper(n.Path(n.Node))
 	plan, err := f.Flip(spec, p.FoundFingerprint, p.DerivedFingerprint)
 	if err != nil {
@@ -85,13 +80,5 @@ func TestKernelFlipCarriesOutputPolicy(t *testing.T) {
 	if tally.Kept == 0 || tally.PassedBefore == len(pkts) {
 		t.Errorf("%d kept of %d passing before, of %d: the test wants packets kept and packets dropped", tally.Kept, tally.PassedBefore, len(pkts))
 	}
-	if err := f.Revert(plan); err != nil {
-		t.Fatal(err)
-	}
-	boot, err := BootRuleset(d.Spec, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwtest.Run(t, boot, "ip", "netns", "exec", n.Node, "nft", "-f", "-")
-	meshListed(t, n, d, "the boot file's table")
+	revertThenBoot(t, n, f, plan, d)
 }

@@ -55,12 +55,7 @@ const oifFound = `table inet found {
 // not send before passes after, and what it could passes.
 func TestKernelFlipCarriesOutputInterfaces(t *testing.T) {
 	n := fwtest.NewNamedNet(t, "oo-", "oo", "7d")
-	uplink := ""
-	for _, l := range strings.Split(fwtest.Run(t, "", "ip", "-n", n.Node, "-o", "link", "show", "type", "veth"), "\n") {
-		if f := strings.Fields(l); len(f) > 1 {
-			uplink = strings.TrimSuffix(strings.SplitN(f[1], "@", 2)[0], ":")
-		}
-	}
+	uplink := uplinkOf(t, n)
 	if uplink == "" {
 		t.Fatal("no veth in the node")
 	}
@@ -125,12 +120,7 @@ func TestKernelFlipCarriesOutputInterfaces(t *testing.T) {
 			t.Errorf("the mesh's output chain does not hold %q", s)
 		}
 	}
-	kept := map[string]bool{}
-	for _, f := range p.Fates {
-		if f.Opening.Direction == firewall.HookOutput && f.Opening.Class == "output" && f.Fate == FateKept {
-			kept[f.Opening.Family+" "+f.Opening.Out] = true
-		}
-	}
+	kept := outputKept(p, func(o firewall.Opening) string { return o.Family + " " + o.Out })
 	f := NewFlipper(n.Path(n.Node))
 	plan, err := f.Flip(spec, p.FoundFingerprint, p.DerivedFingerprint)
 	if err != nil {
@@ -153,13 +143,5 @@ func TestKernelFlipCarriesOutputInterfaces(t *testing.T) {
 	if tally.Kept == 0 || tally.PassedBefore == len(pkts) {
 		t.Errorf("%d kept of %d passing before, of %d: the test wants packets kept and packets dropped", tally.Kept, tally.PassedBefore, len(pkts))
 	}
-	if err := f.Revert(plan); err != nil {
-		t.Fatal(err)
-	}
-	boot, err := BootRuleset(d.Spec, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwtest.Run(t, boot, "ip", "netns", "exec", n.Node, "nft", "-f", "-")
-	meshListed(t, n, d, "the boot file's table")
+	revertThenBoot(t, n, f, plan, d)
 }

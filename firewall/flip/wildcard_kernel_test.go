@@ -46,12 +46,7 @@ const wildcardFound = `table inet found {
 func TestKernelFlipCarriesWildcardInterfaces(t *testing.T) {
 	fwtest.RequireTools(t, "iptables-nft")
 	n := fwtest.NewNamedNet(t, "bw-", "br-w", "5d")
-	uplink := ""
-	for _, l := range strings.Split(fwtest.Run(t, "", "ip", "-n", n.Node, "-o", "link", "show", "type", "veth"), "\n") {
-		if f := strings.Fields(l); len(f) > 1 {
-			uplink = strings.TrimSuffix(strings.SplitN(f[1], "@", 2)[0], ":")
-		}
-	}
+	uplink := uplinkOf(t, n)
 	if !strings.HasPrefix(uplink, "br-w") {
 		t.Fatalf("the node's uplink is %q, want one named br-w...", uplink)
 	}
@@ -112,13 +107,5 @@ func TestKernelFlipCarriesWildcardInterfaces(t *testing.T) {
 	if tally.Kept == 0 || tally.Closing == 0 || tally.PassedBefore == len(pkts) {
 		t.Errorf("%d kept and %d closing of %d passing before, of %d: the test wants packets kept, closing and dropped", tally.Kept, tally.Closing, tally.PassedBefore, len(pkts))
 	}
-	if err := f.Revert(plan); err != nil {
-		t.Fatal(err)
-	}
-	boot, err := BootRuleset(d.Spec, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwtest.Run(t, boot, "ip", "netns", "exec", n.Node, "nft", "-f", "-")
-	meshListed(t, n, d, "the boot file's table")
+	revertThenBoot(t, n, f, plan, d)
 }
