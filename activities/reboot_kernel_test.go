@@ -18,13 +18,10 @@ import (
 	"time"
 
 	"adoption/config"
-	"adoption/containers"
-	"adoption/custody"
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/flip"
 	"adoption/firewall/fwtest"
-	"adoption/internal/fake"
 	"adoption/internal/testenv"
 	"adoption/internal/ufwfixture"
 	"adoption/nodestate"
@@ -51,14 +48,8 @@ func newRebootNode(t *testing.T) *rebootNode {
 	r.loadUfw(t)
 	r.loadDocker(t)
 	n.Serve(t, []uint16{22, 8081})
-	a, root := newActs(t)
+	a, root := kernelActs(t, n)
 	r.a, r.root = a, root
-	a.Root = root
-	a.Firewall = eval.Inspector{Netns: n.Path(n.Node)}
-	a.Flipper = flip.NewFlipper(n.Path(n.Node))
-	a.Files = custody.New(root, t.TempDir())
-	a.Engine = fake.Engine{Containers: containers.Report{Available: true}}
-	a.StartWatchdog = func() error { return nil }
 	r.plan = config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: config.MustPorts([]string{"22/tcp"}), Drop: config.MustPorts([]string{"8081/tcp"})}
 	withPlan(a, r.plan)
 	enableBootService(a)

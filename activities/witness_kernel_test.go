@@ -93,6 +93,19 @@ table inet host {
 	}
 }`)
 	n.Serve(t, []uint16{22})
+	a, root := kernelActs(t, n)
+	plan := withPlan(a, config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: config.MustPorts([]string{"22/tcp"})})
+	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
+	must(t, a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(n.List(t))}))
+	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: plan.ManagementPorts[0], Owner: flip.OwnerManagement}}}
+	return &witnessNet{t: t, n: n, a: a, root: root, plan: plan, spec: spec, w: witness.New()}
+}
+
+// kernelActs are activities on the real firewall of n's node, custody
+// under a root of their own, no container and no watchdog started: the
+// kernel tests' agent.
+func kernelActs(t *testing.T, n *fwtest.TestNet) (*Activities, string) {
+	t.Helper()
 	a, root := newActs(t)
 	a.Root = root
 	a.Firewall = eval.Inspector{Netns: n.Path(n.Node)}
@@ -100,11 +113,7 @@ table inet host {
 	a.Files = custody.New(root, t.TempDir())
 	a.Engine = fake.Engine{Containers: containers.Report{Available: true}}
 	a.StartWatchdog = func() error { return nil }
-	plan := withPlan(a, config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: config.MustPorts([]string{"22/tcp"})})
-	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
-	must(t, a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(n.List(t))}))
-	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: plan.ManagementPorts[0], Owner: flip.OwnerManagement}}}
-	return &witnessNet{t: t, n: n, a: a, root: root, plan: plan, spec: spec, w: witness.New()}
+	return a, root
 }
 
 // witnessFrom is the witness's dial of the node's management ports from
