@@ -311,13 +311,9 @@ func TestReferenceNodeFlipDifferential(t *testing.T) {
 	}, "modules: []\n")
 	e := &diffEnv{r: r, published: []uint16{18025, 18080, 18090, 19100, 18099}}
 	e.peer2, e.addr2, e.src2 = secondUplink(t, r)
-	// ufw reads the node's own /etc/ufw, bind-mounted by ip netns exec.
-	ufw := func(args ...string) {
-		fwtest.Run(t, "", "ip", append([]string{"netns", "exec", r.Netns, "ufw"}, args...)...)
-	}
-	ufw("allow", "from", diffJump, "to", "any", "port", "22", "proto", "tcp")
-	ufw("insert", "1", "deny", "from", diffDeny)
-	ufw("allow", "in", "on", "vd2"+r.Name, "to", "any", "port", "9443", "proto", "tcp")
+	r.ufw(t, "allow", "from", diffJump, "to", "any", "port", "22", "proto", "tcp")
+	r.ufw(t, "insert", "1", "deny", "from", diffDeny)
+	r.ufw(t, "allow", "in", "on", "vd2"+r.Name, "to", "any", "port", "9443", "proto", "tcp")
 	docker28RawDrops(t, r)
 
 	found, node := listNode(t, r)

@@ -14,12 +14,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"adoption/activities"
 	"adoption/config"
 	"adoption/failpoint"
+	"adoption/firewall/fwtest"
 	"adoption/sandbox"
 )
 
@@ -87,26 +89,58 @@ func upRefNodeWith(t *testing.T, name string, index int, srv *devServer, service
 // test's end, with the agent's configuration holding plan.
 func upRefNodeSpec(t *testing.T, spec sandbox.RefSpec, plan string) *refNode {
 	t.Helper()
+	return upRefNodes(t, []sandbox.RefSpec{spec}, plan)[0]
+}
+
+// upRefNodes raises the reference nodes specs describe all at once (each
+// its own engine, ufw and links: nothing of one waits on another), down at
+// the test's end, each with the agent's configuration holding plan.
+func upRefNodes(t *testing.T, specs []sandbox.RefSpec, plan string) []*refNode {
+	t.Helper()
 	needDocker(t)
 	if _, err := exec.LookPath("ufw"); err != nil {
 		t.Fatal("the reference node's firewall is ufw's: ufw is not installed (apt-get install ufw)")
 	}
-	r := sandbox.NewRef(spec)
+	rs := make([]*sandbox.RefNode, len(specs))
+	errs := make([]error, len(specs))
+	var names []string
+	var wg sync.WaitGroup
 	start := time.Now()
-	if err := r.Up(); err != nil {
-		t.Fatal(err)
+	for i, spec := range specs {
+		rs[i] = sandbox.NewRef(spec)
+		names = append(names, spec.Name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = rs[i].Up() // a failed Up removes what it raised
+		}()
 	}
-	t.Logf("reference node %s up in %s", spec.Name, time.Since(start).Round(10*time.Millisecond))
-	t.Cleanup(func() {
-		if err := r.Down(); err != nil {
-			t.Errorf("reference node down: %v", err)
+	wg.Wait()
+	for i, r := range rs {
+		if errs[i] != nil {
+			continue
 		}
-	})
-	cfg, err := r.WriteConfig(plan)
-	if err != nil {
-		t.Fatal(err)
+		t.Cleanup(func() {
+			if err := r.Down(); err != nil {
+				t.Errorf("reference node down: %v", err)
+			}
+		})
 	}
-	return &refNode{RefNode: r, cfg: cfg, node: &node{Node: r.Node, cfg: cfg}}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("reference node %s: %v", specs[i].Name, err)
+		}
+	}
+	t.Logf("reference node(s) %s up in %s", strings.Join(names, ", "), time.Since(start).Round(10*time.Millisecond))
+	out := make([]*refNode, len(rs))
+	for i, r := range rs {
+		cfg, err := r.WriteConfig(plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = &refNode{RefNode: r, cfg: cfg, node: &node{Node: r.Node, cfg: cfg}}
+	}
+	return out
 }
 
 // startAgent runs adopt-worker on the node: in its namespace (nsenter
@@ -183,6 +217,13 @@ func (r *refNode) get(t *testing.T, port int, path string) string {
 		t.Fatalf("a client's GET %s:%d%s: %v: %s", r.Addr, port, path, err, out)
 	}
 	return out
+}
+
+// ufw runs ufw on the node, as the predecessor's operator does: it reads
+// the node's own /etc/ufw, bind-mounted by ip netns exec.
+func (r *refNode) ufw(t *testing.T, args ...string) {
+	t.Helper()
+	fwtest.Run(t, "", "ip", append([]string{"netns", "exec", r.Netns, "ufw"}, args...)...)
 }
 
 // engine runs docker against the node's own engine.

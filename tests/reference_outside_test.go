@@ -71,11 +71,8 @@ func TestReferenceNodeFlipClientsOutside(t *testing.T) {
 		Images:   []string{svcV1, svcV2},
 		Temporal: srv.Addr(),
 	}, outsidePlan)
-	ufw := func(args ...string) {
-		fwtest.Run(t, "", "ip", append([]string{"netns", "exec", r.Netns, "ufw"}, args...)...)
-	}
-	ufw("delete", "allow", "22/tcp")
-	ufw("allow", "from", outsideJump, "to", "any", "port", "22", "proto", "tcp")
+	r.ufw(t, "delete", "allow", "22/tcp")
+	r.ufw(t, "allow", "from", outsideJump, "to", "any", "port", "22", "proto", "tcp")
 	docker28RawDrops(t, r)
 	jump := netip.MustParseAddr(outsideJump)
 	// Outside the jump address, on either side of it.
