@@ -1,9 +1,10 @@
 package tests
 
 // The steps of TestFleetWavesMigrateFlip beyond its waves: its fleet (the
-// file, the nodes, the CLI calls it makes), the bad fleet files refused,
-// a node replaced outside the fleet and reported by an ask round, and a
-// fleet flip paused between its waves.
+// file, the reference nodes, the CLI calls it makes), the bad fleet files
+// refused, a takeover and a flip seen by the nodes' clients, a node
+// replaced outside the fleet and reported by an ask round, and a fleet
+// flip paused between its waves.
 
 import (
 	"context"
@@ -24,12 +25,14 @@ import (
 type fleetState = fleet.FleetState
 
 // wavesFleet is the test's fleet: its dev server, name, fleet file and
-// nodes (the control node first).
+// reference nodes (the control node first), with nodes the same for the
+// status helpers.
 type wavesFleet struct {
 	t     *testing.T
 	srv   *devServer
 	name  string
 	file  string
+	refs  []*refNode
 	nodes []*node
 }
 
@@ -90,6 +93,42 @@ func (f *wavesFleet) op(want string, args ...string) fleetState {
 		f.t.Fatalf("fleet %s: %s", strings.Join(args, " "), st.Op.Standing())
 	}
 	return st
+}
+
+// tookOver: web migrated on r, its container took over the predecessor's
+// in the node's own engine (web runs v2, web.predecessor is kept
+// stopped), and a client in the peer namespace gets v2 through the same
+// published port, web's data as it was (sums, read before the fleet).
+func (f *wavesFleet) tookOver(r *refNode, sums map[string]string) {
+	t := f.t
+	t.Helper()
+	if got := r.get(t, 18080, "/version"); got != "v2" {
+		t.Errorf("%s: a client gets %q from web after its migrate, want v2", r.Name, got)
+	}
+	if got := r.get(t, 18080, "/sums"); got != sums[r.Name] {
+		t.Errorf("%s: web's data changed in the takeover:\n%s\nwant\n%s", r.Name, got, sums[r.Name])
+	}
+	if ps := r.engine(t, "ps", "-a", "--format", "{{.Names}} {{.State}}", "--filter", "name=web"); !strings.Contains(ps, "web running") || !strings.Contains(ps, "web.predecessor exited") {
+		t.Errorf("%s's engine should run web and keep web.predecessor stopped: %q", r.Name, ps)
+	}
+}
+
+// servedFlipped: r converged under the mesh's own ruleset (nothing of
+// ufw's left in iptables), and a client in the peer namespace still gets
+// web (v2) on its published port, through the node engine's DNAT, which
+// the flip left in place.
+func (f *wavesFleet) servedFlipped(r *refNode) {
+	t := f.t
+	t.Helper()
+	if save := r.onNodeOut(t, "iptables-save"); strings.Contains(save, "ufw") {
+		t.Errorf("%s converged, yet iptables-save still holds ufw's chains", r.Name)
+	}
+	if nat := r.onNodeOut(t, "iptables", "-t", "nat", "-S", "DOCKER"); !strings.Contains(nat, "--dport 18080 -j DNAT") {
+		t.Errorf("%s: its engine no longer DNATs 18080 after the flip:\n%s", r.Name, nat)
+	}
+	if got := r.get(t, 18080, "/version"); got != "v2" {
+		t.Errorf("%s flipped: a client gets %q from web's published port 18080, want v2", r.Name, got)
+	}
 }
 
 // opState is how node stands in the fleet's op ("" if not a target).

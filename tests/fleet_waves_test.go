@@ -1,7 +1,7 @@
 package tests
 
 import (
-	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,20 +12,54 @@ import (
 	"adoption/workflows"
 )
 
-// TestFleetWavesMigrateFlip: four nodes on the dev server in waves [1, 2]
-// after the control node, wave 2 allowed one failure (max_failed "50%").
-// A fleet file with bad waves, budget or ask_after is refused at once with
-// the key named, and nothing starts; a module no node declares is refused
-// at once. `adopt fleet migrate web` migrates the nodes started so far,
-// and the next wave starts only once the one before has migrated: e2ewc
-// and e2ewd together. A refused preview halts `adopt fleet flip` at its
-// wave, named. e2ewd, terminated and started again outside the fleet, is
-// reported by the fleet's first ask round after it (the fleet continued as
-// new since it started e2ewd, so only a round can see it). The flip again,
-// paused once wave 1 is under way: wave 2 does not start while paused, and
-// goes to the end once resumed.
+// wavesPlan is every node's plan in TestFleetWavesMigrateFlip: module web
+// takes over the predecessor's web container (published on 18080, routed
+// by ufw) with the same container name and port.
+const wavesPlan = `modules:
+  - name: web
+    ports: ["18080/tcp"]
+    container:
+      name: web
+      image: ` + svcV2 + `
+      cmd: ["-listen", ":8080", "-data", "/named,/anon"]
+      ports: {"18080/tcp": "8080/tcp"}
+    health:
+      http: http://127.0.0.1:18080/health
+      timeout: 15s
+node_files:
+  - path: /etc/hosts
+    content: "127.0.0.1 localhost\n"
+flip:
+  drop: []
+  confirm_timeout: 1m
+cutover:
+  stop_timeout: 2s
+firewall:
+  reconcile_interval: 5s
+`
+
+// TestFleetWavesMigrateFlip: four reference nodes (each its own dockerd in
+// its namespace, ufw with the ufw-docker arrangement, the predecessor's
+// web as a container published on 18080, clients in a peer namespace, the
+// agent on the node) on the dev server in waves [1, 2] after the control
+// node, wave 2 allowed one failure (max_failed "50%"). A fleet file with
+// bad waves, budget or ask_after is refused at once with the key named,
+// and nothing starts; a module no node declares is refused at once.
+// `adopt fleet migrate web` migrates the nodes started so far (web's
+// container takes over the predecessor's: clients get v2 through the same
+// published port, its data unchanged), and the next wave starts only once
+// the one before has migrated: e2ewc and e2ewd together. A port opened
+// with ufw on e2ewb makes its preview refuse, which halts `adopt fleet
+// flip` at its wave, named. e2ewd, terminated and started again outside
+// the fleet, is reported by the fleet's first ask round after it (the
+// fleet continued as new since it started e2ewd, so only a round can see
+// it). The flip again, paused once wave 1 is under way: wave 2 does not
+// start while paused, and goes to the end once resumed; a client in the
+// peer namespace still reaches web on every flipped node, through the
+// node engine's DNAT.
 func TestFleetWavesMigrateFlip(t *testing.T) {
 	needE2E(t)
+	began := time.Now()
 	// The server suggests continue-as-new at 150 events (the history
 	// recorder's setting), so the fleet, and the nodes, continue as new
 	// during the test as a long fleet does on any cluster (the fleet heeds
@@ -33,23 +67,41 @@ func TestFleetWavesMigrateFlip(t *testing.T) {
 	srv := startDevServerArgs(t, "--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=150")
 	srv.orch = startOrchestrator(t, srv.Addr())
 	f := &wavesFleet{t: t, srv: srv, name: "e2ewaves", file: t.TempDir() + "/fleet.yaml"}
+	var specs []sandbox.RefSpec
 	for i, name := range []string{"e2ewa", "e2ewb", "e2ewc", "e2ewd"} {
 		role := "member"
 		if i == 0 {
 			role = "control"
 		}
-		n := upNodeWith(t, sandbox.Spec{Name: name, Index: 170 + i, Role: role, Fleet: f.name,
-			Allowed: config.MustPorts([]string{"22/tcp", "80/tcp"})}, srv.Addr(), fleetNodePlan)
+		specs = append(specs, sandbox.RefSpec{
+			Spec: sandbox.Spec{Name: name, Index: 170 + i, Role: role, Fleet: f.name,
+				Dir: t.TempDir(), Binary: filepath.Join(bin, "adopt-sandbox"),
+				Allowed: config.MustPorts([]string{"22/tcp"}), Files: e2eFiles},
+			Services: []sandbox.Service{refService("web", 18080, 8080, true)},
+			Images:   []string{svcV2},
+			Temporal: srv.Addr(),
+		})
+	}
+	f.refs = upRefNodes(t, specs, wavesPlan)
+	for _, r := range f.refs {
 		var env []string
-		if name == "e2ewb" {
+		if r.Name == "e2ewb" {
 			// Its flip waits 5 s before the apply (the test build's
 			// failpoint), so that a pause sent as the fleet flip begins
 			// lands while wave 1 is under way.
 			env = append(env, failpoint.EnvVar+"=flip-before-apply=sleep:5s")
 		}
-		startWorker(t, n, env...)
-		f.nodes = append(f.nodes, n)
+		startAgent(t, r, env...)
+		f.nodes = append(f.nodes, r.node)
 	}
+	sums := map[string]string{}
+	for _, r := range f.refs {
+		if got := r.get(t, 18080, "/version"); got != "v1" {
+			t.Fatalf("%s: a client gets %q from the predecessor's web, want v1", r.Name, got)
+		}
+		sums[r.Name] = r.get(t, 18080, "/sums")
+	}
+	raised := time.Now()
 	f.refusesBadFiles()
 	f.write("waves: [1, 2]\nmax_failed: \"50%\"\nask_after: 15s\n")
 	if out, errs, code := adopt(t, "fleet", "start", "--fleet", f.file); code != 0 {
@@ -67,11 +119,13 @@ func TestFleetWavesMigrateFlip(t *testing.T) {
 	}
 
 	f.op("migrate web on e2ewa", "migrate", "web") // wave 0: the control node
+	f.tookOver(f.refs[0], sums)
 	waitPhase(t, nodes[1], workflows.PhaseAdopted, 90*time.Second)
 	if st := f.status(); st.Nodes[2].Started || st.Nodes[3].Started {
 		t.Fatalf("wave 2 started before wave 1 migrated: %+v", st.Nodes)
 	}
 	f.op("migrate web on e2ewa, e2ewb", "migrate", "web") // e2ewa answers at once: done
+	f.tookOver(f.refs[1], sums)
 	waitPhase(t, nodes[2], workflows.PhaseAdopted, 90*time.Second)
 	waitPhase(t, nodes[3], workflows.PhaseAdopted, 90*time.Second)
 	st := f.op("migrate web on e2ewa, e2ewb, e2ewc, e2ewd", "migrate", "web")
@@ -81,16 +135,14 @@ func TestFleetWavesMigrateFlip(t *testing.T) {
 			t.Errorf("no event %q:\n%s", want, events)
 		}
 	}
-
-	// A port opened by hand on e2ewb: its flip's preview refuses, which
-	// fails e2ewb; over wave 1's budget (0), the flip halts naming it and
-	// wave 2 is not flipped.
-	hand := func(verb string) {
-		if out, err := exec.Command("ip", "netns", "exec", nodes[1].Netns, "iptables", verb, "ufw-user-input", "-p", "tcp", "--dport", "9999", "-j", "ACCEPT").CombinedOutput(); err != nil {
-			t.Fatalf("hand edit %s: %v %s", verb, err, out)
-		}
+	for _, r := range f.refs[2:] {
+		f.tookOver(r, sums)
 	}
-	hand("-I")
+
+	// A port opened with ufw on e2ewb (as its operator would): its flip's
+	// preview refuses, which fails e2ewb; over wave 1's budget (0), the
+	// flip halts naming it and wave 2 is not flipped.
+	f.refs[1].ufw(t, "allow", "9999/tcp")
 	if out, errs, code := adopt(t, "fleet", "flip", "--fleet", f.file); code != 0 {
 		t.Fatalf("fleet flip: %s%s", out, errs)
 	}
@@ -118,16 +170,14 @@ func TestFleetWavesMigrateFlip(t *testing.T) {
 
 	f.replacedOutside(nodes[3])
 
-	// The port closed by hand again, the flip goes on from where it
+	// The port closed with ufw again, the flip goes on from where it
 	// halted (e2ewd, replaced outside the fleet, is left out), paused
 	// between its waves.
-	hand("-D")
+	f.refs[1].ufw(t, "delete", "allow", "9999/tcp")
 	f.pausedBetweenWaves()
-	for _, n := range nodes[:3] {
-		waitPhase(t, n, workflows.PhaseConverged, 90*time.Second)
-		if !reachable(t, n, 80) {
-			t.Errorf("%s converged without serving its module", n.Name)
-		}
+	for _, r := range f.refs[:3] {
+		waitPhase(t, r.node, workflows.PhaseConverged, 90*time.Second)
+		f.servedFlipped(r)
 	}
 	// e2ewd failed within wave 2's budget: the fleet ends without it.
 	st = f.wait("the fleet to end", time.Minute, func(st fleetState) bool {
@@ -139,4 +189,6 @@ func TestFleetWavesMigrateFlip(t *testing.T) {
 	if s, err := status(t, nodes[3]); err == nil {
 		t.Logf("e2ewd's own workflow, started outside the fleet: %s", s.Phase)
 	}
+	t.Logf("measured: four reference nodes raised and their agents started in %s; the fleet's run after that took %s",
+		raised.Sub(began).Round(100*time.Millisecond), time.Since(raised).Round(100*time.Millisecond))
 }
