@@ -131,6 +131,34 @@ func (f *wavesFleet) servedFlipped(r *refNode) {
 	}
 }
 
+// previewApproves waits (a minute at most) until r's preview approves
+// again after the operator's ufw edits. ufw rewrites its chains, which can
+// take the module's marks out with them: until the node's reconcile (every
+// 5 s) has put them back, the preview refuses, web's 18080 widening. The
+// marks counted right after the edit and once approved are logged.
+func (f *wavesFleet) previewApproves(r *refNode) {
+	t := f.t
+	t.Helper()
+	marks := func() int {
+		return strings.Count(r.onNodeOut(t, "iptables-save")+r.onNodeOut(t, "ip6tables-save"), ":web:18080/tcp")
+	}
+	start, before := time.Now(), marks()
+	refusals := 0
+	for {
+		out, errs, _ := adopt(t, "preview", r.Name, "--config", r.cfg)
+		if strings.Contains(out, "APPROVED") {
+			break
+		}
+		refusals++
+		if time.Since(start) > time.Minute {
+			t.Fatalf("%s's preview still refuses a minute after the ufw edits:\n%s%s", r.Name, out, errs)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("measured: %s's preview approved %s after the ufw edits (%d refusal(s) before); web's marks: %d right after, %d once approved",
+		r.Name, time.Since(start).Round(100*time.Millisecond), refusals, before, marks())
+}
+
 // opState is how node stands in the fleet's op ("" if not a target).
 func opState(st fleetState, node string) string {
 	if st.Op == nil {

@@ -170,10 +170,11 @@ func TestFleetWavesMigrateFlip(t *testing.T) {
 
 	f.replacedOutside(nodes[3])
 
-	// The port closed with ufw again, the flip goes on from where it
-	// halted (e2ewd, replaced outside the fleet, is left out), paused
-	// between its waves.
+	// The port closed with ufw again and e2ewb's preview approving once
+	// more, the flip goes on from where it halted (e2ewd, replaced outside
+	// the fleet, is left out), paused between its waves.
 	f.refs[1].ufw(t, "delete", "allow", "9999/tcp")
+	f.previewApproves(f.refs[1])
 	f.pausedBetweenWaves()
 	for _, r := range f.refs[:3] {
 		waitPhase(t, r.node, workflows.PhaseConverged, 90*time.Second)
