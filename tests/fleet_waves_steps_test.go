@@ -132,10 +132,13 @@ func (f *wavesFleet) servedFlipped(r *refNode) {
 }
 
 // previewApproves waits (a minute at most) until r's preview approves
-// again after the operator's ufw edits. ufw rewrites its chains, which can
-// take the module's marks out with them: until the node's reconcile (every
-// 5 s) has put them back, the preview refuses, web's 18080 widening. The
-// marks counted right after the edit and once approved are logged.
+// again after the operator's ufw edits are undone. ufw rewrites its
+// chains, which can take the module's marks out with them: until the
+// node's reconcile (every 5 s) has put them back, the preview refuses,
+// web's 18080 widening; and the drift recorded while the port was open
+// blocks the flip until the next drift check (every 5 s) finds the found
+// firewall as adopted again. The marks counted right after the edit and
+// once approved are logged.
 func (f *wavesFleet) previewApproves(r *refNode) {
 	t := f.t
 	t.Helper()

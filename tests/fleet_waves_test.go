@@ -14,7 +14,9 @@ import (
 
 // wavesPlan is every node's plan in TestFleetWavesMigrateFlip: module web
 // takes over the predecessor's web container (published on 18080, routed
-// by ufw) with the same container name and port.
+// by ufw) with the same container name and port. Drift is compared every
+// 5 s, so the operator's ufw edits on e2ewb are seen, and their undoing,
+// within the test's steps (the default, 5 m, would catch them or not).
 const wavesPlan = `modules:
   - name: web
     ports: ["18080/tcp"]
@@ -36,6 +38,8 @@ cutover:
   stop_timeout: 2s
 firewall:
   reconcile_interval: 5s
+drift:
+  interval: 5s
 `
 
 // TestFleetWavesMigrateFlip: four reference nodes (each its own dockerd in
@@ -169,6 +173,10 @@ func TestFleetWavesMigrateFlip(t *testing.T) {
 	}
 
 	f.replacedOutside(nodes[3])
+	// ufw allow 9999/tcp is the found firewall's drift, recorded by now.
+	if s, err := status(t, nodes[1]); err != nil || len(s.Drift) == 0 {
+		t.Errorf("e2ewb records no drift after ufw allow 9999/tcp (%v)", err)
+	}
 
 	// The port closed with ufw again and e2ewb's preview approving once
 	// more, the flip goes on from where it halted (e2ewd, replaced outside
