@@ -253,7 +253,11 @@ func (f *wavesFleet) replacedOutside(n *node) {
 	took := time.Since(restarted)
 	t.Logf("measured: the fleet continued as new after %d migrate(s); %s terminated and started again outside it %s later; the fleet reported it %s after the restart (ask_after %s): %s",
 		grown, n.Name, restarted.Sub(continued).Round(100*time.Millisecond), took.Round(100*time.Millisecond), askAfter, st.Nodes[i].Ended)
-	if took > askAfter+5*time.Second {
+	// The round's timer starts when the fleet's loop last went quiet: the
+	// last migrate's answers may still land after the restart, and a round
+	// (one visibility query, one describe) takes seconds under load. A
+	// second round would come ask_after later still.
+	if took > askAfter+askAfter*2/3 {
 		t.Errorf("%s reported %s after its restart: later than the fleet's first ask round (ask_after %s)", n.Name, took, askAfter)
 	}
 	if !strings.Contains(strings.Join(st.Events, "\n"), "node "+n.Name+" replaced outside the fleet") {
