@@ -76,6 +76,23 @@ func New(action string, targets []Target, args map[string]string, now time.Time,
 		Expires: now.UTC().Add(ttl).Truncate(time.Second), Nonce: hex.EncodeToString(n[:])}, nil
 }
 
+// Each is one intent per target, each naming that target alone under its
+// own nonce, with the same action, arguments, issue and expiry: what a
+// request sent on to many nodes carries, so that each node is sent only
+// its own (a few hundred bytes), never a list of every node. Each is a
+// normal intent: a node verifies it as any other.
+func Each(action string, targets []Target, args map[string]string, now time.Time, ttl time.Duration) ([]Intent, error) {
+	out := make([]Intent, 0, len(targets))
+	for _, t := range targets {
+		in, err := New(action, []Target{t}, args, now, ttl)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
 // Sign encodes in and signs it with signer (a key file's or ssh-agent's).
 func Sign(in Intent, signer ssh.Signer) (Signed, error) {
 	if err := in.wellFormed(); err != nil {

@@ -241,3 +241,46 @@ func TestInteroperatesWithSSHKeygen(t *testing.T) {
 		t.Fatal("no agent socket accepted")
 	}
 }
+
+// Each signs one intent per node: each verifies on its own node, and is
+// refused by every other node of the same request (even one whose plan
+// hash it happens to carry), each under its own nonce.
+func TestEachIsOneIntentPerNode(t *testing.T) {
+	op := newSigner(t)
+	targets := []Target{{Node: "n1", PlanHash: "aaaa"}, {Node: "n2", PlanHash: "bbbb"}, {Node: "n3", PlanHash: "aaaa"}}
+	ins, err := Each("fleet-migrate", targets, map[string]string{"module": "web"}, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ins) != len(targets) {
+		t.Fatalf("%d intents for %d targets", len(ins), len(targets))
+	}
+	nonces := map[string]bool{}
+	for i, in := range ins {
+		s, err := Sign(in, op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nonces[in.Nonce] = true
+		for j, tg := range targets {
+			w := Want{Node: tg.Node, PlanHash: tg.PlanHash, Actions: []string{"fleet-migrate"}, Args: map[string]string{"module": "web"}}
+			_, err := Verify(&s, operatorsOf(t, op), w, now.Add(time.Minute))
+			var r *Refusal
+			switch {
+			case i == j && err != nil:
+				t.Errorf("node %s refuses its own intent: %v", tg.Node, err)
+			case i != j && (!errors.As(err, &r) || r.Reason != WrongNode):
+				t.Errorf("node %s given node %s's intent: %v, want refused %q", tg.Node, targets[i].Node, err, WrongNode)
+			}
+		}
+		if len(in.Targets) != 1 || in.Targets[0] != targets[i] {
+			t.Errorf("intent %d names %+v, want only %+v", i, in.Targets, targets[i])
+		}
+	}
+	if len(nonces) != len(targets) {
+		t.Errorf("%d distinct nonces for %d intents", len(nonces), len(targets))
+	}
+	if _, err := Each("fleet-migrate", targets, nil, now, 2*MaxLifetime); err == nil {
+		t.Error("Each took a lifetime past MaxLifetime")
+	}
+}

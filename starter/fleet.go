@@ -64,7 +64,7 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 			if err := fleet.ValidateFleet(in); err != nil {
 				return usagef("%v", err)
 			}
-			if in.Intent, err = x.fleetIntent(authority.ActFleet, f.Configs); err != nil {
+			if in.Intents, err = x.fleetIntents(authority.ActFleet, f.Configs); err != nil {
 				return err
 			}
 			for _, m := range in.Members {
@@ -108,11 +108,11 @@ by itself anyway (a grant then would only start a later node early).
 			if err != nil {
 				return err
 			}
-			signed, err := x.fleetIntent(authority.ActFleetNext, f.Configs)
+			signed, err := x.fleetIntents(authority.ActFleetNext, f.Configs)
 			if err != nil {
 				return err
 			}
-			ans, err := x.askFleet(ctx, f.Name, fleetPath, timeout, fleet.UpdateFleetNext, fleet.FleetRequest{Intent: signed}, "next")
+			ans, err := x.askFleet(ctx, f.Name, fleetPath, timeout, fleet.UpdateFleetNext, fleet.FleetRequest{Intents: signed}, "next")
 			if err != nil {
 				return err
 			}
@@ -211,11 +211,11 @@ it is not paused.
 			if err != nil {
 				return err
 			}
-			signed, err := x.fleetIntent(authority.ActFleetResume, f.Configs)
+			signed, err := x.fleetIntents(authority.ActFleetResume, f.Configs)
 			if err != nil {
 				return err
 			}
-			ans, err := x.askFleet(ctx, f.Name, fleetPath, timeout, fleet.UpdateFleetResume, fleet.FleetRequest{Intent: signed}, "resume")
+			ans, err := x.askFleet(ctx, f.Name, fleetPath, timeout, fleet.UpdateFleetResume, fleet.FleetRequest{Intents: signed}, "resume")
 			if err != nil {
 				return err
 			}
@@ -279,12 +279,20 @@ it is not paused.
 	return fc
 }
 
-// fleetIntent is one intent for the fleet's nodes cfgs: each with the hash
-// of the plan its configuration derives (the one its agent reads), valid
-// for operator.fleet_intent_ttl of the first node's file.
+// fleetIntent is one intent for the fleet's nodes cfgs (a retry's: one
+// node): each with the hash of the plan its configuration derives (the
+// one its agent reads), valid for operator.fleet_intent_ttl of the first
+// node's file.
 func (x *cli) fleetIntent(action string, cfgs []*config.Config) (*intent.Signed, error) {
 	ttl := cfgs[0].Operator.FleetIntentTTL
 	return x.signIntent(action, cfgs, nil, ttl)
+}
+
+// fleetIntents is one intent for each of the fleet's nodes cfgs (signEach),
+// as fleetIntent's: what a request the fleet sends on to many nodes
+// carries, so that each node is sent its own and nothing more.
+func (x *cli) fleetIntents(action string, cfgs []*config.Config) (map[string]*intent.Signed, error) {
+	return x.signEach(action, cfgs, nil, cfgs[0].Operator.FleetIntentTTL)
 }
 
 // fleetState asks the fleet's workflow, bounded by timeout: a query while

@@ -1,6 +1,7 @@
 // `adopt fleet migrate MODULE` and `adopt fleet flip`: one request for the
 // fleet, which sends it to each node wave by wave within the waves' budget
-// of failures. Both are Updates, signed for the nodes they go to.
+// of failures. Both are Updates, signed for the nodes they go to: one
+// intent per node, each sent on to its node alone.
 package main
 
 import (
@@ -40,11 +41,11 @@ when no node declares the module, or a fleet migrate or flip is under way.
 			if err != nil {
 				return refused(err, nil)
 			}
-			signed, err := x.signIntent(authority.ActFleetMigrate, cfgs, map[string]string{"module": a[0]}, f.Configs[0].Operator.FleetIntentTTL)
+			signed, err := x.signEach(authority.ActFleetMigrate, cfgs, map[string]string{"module": a[0]}, f.Configs[0].Operator.FleetIntentTTL)
 			if err != nil {
 				return err
 			}
-			in := fleet.FleetRequest{Module: a[0], Intent: signed}
+			in := fleet.FleetRequest{Module: a[0], Intents: signed}
 			for _, c := range cfgs {
 				in.Nodes = append(in.Nodes, c.Node.Name)
 			}
@@ -72,11 +73,11 @@ migrate or flip is under way.
 			if err != nil {
 				return err
 			}
-			signed, err := x.fleetIntent(authority.ActFleetFlip, f.Configs)
+			signed, err := x.fleetIntents(authority.ActFleetFlip, f.Configs)
 			if err != nil {
 				return err
 			}
-			ans, err := x.askFleet(ctx, f.Name, *fleetPath, *timeout, fleet.UpdateFleetFlip, fleet.FleetRequest{Intent: signed}, "flip")
+			ans, err := x.askFleet(ctx, f.Name, *fleetPath, *timeout, fleet.UpdateFleetFlip, fleet.FleetRequest{Intents: signed}, "flip")
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/authority"
+	"adoption/intent"
 	"adoption/workflows/fleet"
 )
 
@@ -143,8 +145,10 @@ func TestFleetPauseResumeAsUpdates(t *testing.T) {
 	if code != exitOK || len(f.updates) != 1 || f.updates[0].name != fleet.UpdateFleetResume {
 		t.Fatalf("resume: exit %d, updates %+v\n%s%s", code, f.updates, out, errs)
 	}
-	if in, _ := f.updates[0].arg.(fleet.FleetRequest); in.Intent == nil {
-		t.Errorf("resume sent no signed intent: %+v", in)
+	if in, _ := f.updates[0].arg.(fleet.FleetRequest); in.Intent != nil {
+		t.Errorf("resume sent one intent for every node: %+v", in)
+	} else {
+		eachOwn(t, "resume", in.Intents, authority.ActFleetResume, nil, "n1", "n2", "n3")
 	}
 	mustContain(t, "resume", out, "fleet f1: resumed; node n2 starts now")
 }
@@ -186,9 +190,10 @@ func TestFleetStartSendsWavesAndAskAfter(t *testing.T) {
 	}
 	in, _ := f.started[0].arg.(fleet.FleetInput)
 	if f.started[0].workflowID != fleet.FleetID("f1") || in.AskFirst != 90*time.Second || in.Waves == nil ||
-		fmt.Sprint(in.Waves.Sizes, in.Waves.Budgets) != "[1 1] [1 1]" || len(in.Members) != 3 || in.Intent == nil {
-		t.Errorf("fleet start sent %s %+v, want fleet/f1 with ask_first 1m30s, waves [1 1] budgets [1 1], three members, signed", f.started[0].workflowID, in)
+		fmt.Sprint(in.Waves.Sizes, in.Waves.Budgets) != "[1 1] [1 1]" || len(in.Members) != 3 || in.Intent != nil {
+		t.Errorf("fleet start sent %s %+v, want fleet/f1 with ask_first 1m30s, waves [1 1] budgets [1 1], three members, signed per node", f.started[0].workflowID, in)
 	}
+	eachOwn(t, "fleet start", in.Intents, authority.ActFleet, nil, "n1", "n2", "n3")
 }
 
 // fleet migrate of a module no node declares is refused before anything is
@@ -222,10 +227,20 @@ func TestFleetMigrateAndFlip(t *testing.T) {
 	if code != exitOK || len(f.updates) != 1 || f.updates[0].name != fleet.UpdateFleetMigrate {
 		t.Fatalf("migrate web: exit %d, updates %+v\n%s%s", code, f.updates, out, errs)
 	}
-	if in, _ := f.updates[0].arg.(fleet.FleetRequest); in.Module != "web" || strings.Join(in.Nodes, ",") != "n2,n3" || in.Intent == nil {
-		t.Errorf("migrate sent %+v, want module web on n2, n3, signed", in)
+	in, _ := f.updates[0].arg.(fleet.FleetRequest)
+	if in.Module != "web" || strings.Join(in.Nodes, ",") != "n2,n3" || in.Intent != nil {
+		t.Errorf("migrate sent %+v, want module web on n2, n3, signed per node", in)
 	}
+	eachOwn(t, "migrate web", in.Intents, authority.ActFleetMigrate, map[string]string{"module": "web"}, "n2", "n3")
 	mustContain(t, "migrate web", out, "fleet f1: migrate web on n2, n3, wave by wave")
+
+	f = fleetFake()
+	code, out, errs = runCLI(t, f, "fleet", "flip", "--fleet", path)
+	if code != exitOK || len(f.updates) != 1 || f.updates[0].name != fleet.UpdateFleetFlip {
+		t.Fatalf("flip: exit %d, updates %+v\n%s%s", code, f.updates, out, errs)
+	}
+	in, _ = f.updates[0].arg.(fleet.FleetRequest)
+	eachOwn(t, "flip", in.Intents, authority.ActFleetFlip, nil, "n1", "n2", "n3")
 
 	f = fleetFake()
 	f.outcome[fleet.UpdateFleetFlip] = wire(errors.New("no node of the fleet is migrated and running"))
@@ -234,4 +249,32 @@ func TestFleetMigrateAndFlip(t *testing.T) {
 		t.Errorf("flip refused: exit %d, want 2\n%s%s", code, out, errs)
 	}
 	mustContain(t, "flip refused", errs, "fleet f1: flip refused", "no node of the fleet is migrated")
+}
+
+// eachOwn checks that a fleet request carries one signed intent for each
+// of nodes and no other, each naming its node alone (with a plan hash),
+// for action with args, each under its own nonce.
+func eachOwn(t *testing.T, what string, got map[string]*intent.Signed, action string, args map[string]string, nodes ...string) {
+	t.Helper()
+	if len(got) != len(nodes) {
+		t.Fatalf("%s: %d intents, want one for each of %v", what, len(got), nodes)
+	}
+	nonces := map[string]bool{}
+	for _, n := range nodes {
+		s, ok := got[n]
+		if !ok || s == nil || len(s.Signature) == 0 {
+			t.Fatalf("%s: no signed intent for node %s", what, n)
+		}
+		var in intent.Intent
+		if err := json.Unmarshal(s.Payload, &in); err != nil {
+			t.Fatal(err)
+		}
+		if len(in.Targets) != 1 || in.Targets[0].Node != n || len(in.Targets[0].PlanHash) != 64 || in.Action != action || fmt.Sprint(in.Args) != fmt.Sprint(args) {
+			t.Errorf("%s: node %s's intent is %s %v on %+v, want %s %v on node %s alone", what, n, in.Action, in.Args, in.Targets, action, args, n)
+		}
+		nonces[in.Nonce] = true
+	}
+	if len(nonces) != len(nodes) {
+		t.Errorf("%s: %d distinct nonces for %d intents", what, len(nonces), len(nodes))
+	}
 }

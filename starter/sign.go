@@ -86,13 +86,52 @@ func (x *cli) signIntent(action string, cfgs []*config.Config, args map[string]s
 // says every target takes a request without one, so that a missing key
 // is no reason to refuse.
 func (x *cli) signTargets(action string, targets []intent.Target, args map[string]string, keyFile string, ttl time.Duration, unsigned bool) (*intent.Signed, error) {
+	s, err := x.signAll(action, keyFile, ttl, unsigned, func(ttl time.Duration) ([]intent.Intent, error) {
+		in, err := intent.New(action, targets, args, time.Now(), ttl)
+		return []intent.Intent{in}, err
+	})
+	if s == nil || err != nil {
+		return nil, err
+	}
+	return &s[0], nil
+}
+
+// signEach signs action for each node of cfgs apart (intent.Each): the
+// intents of a fleet request, keyed by node, which the fleet sends on
+// each to its node alone. nil when nothing is signed (as signIntent).
+func (x *cli) signEach(action string, cfgs []*config.Config, args map[string]string, ttl time.Duration) (map[string]*intent.Signed, error) {
+	keyFile := ""
+	targets := make([]intent.Target, 0, len(cfgs))
+	for _, c := range cfgs {
+		if keyFile == "" {
+			keyFile = c.Operator.SignKey
+		}
+		targets = append(targets, intent.Target{Node: c.Node.Name, PlanHash: c.Plan().Hash()})
+	}
+	s, err := x.signAll(action, keyFile, ttl, unsignedOK(cfgs...), func(ttl time.Duration) ([]intent.Intent, error) {
+		return intent.Each(action, targets, args, time.Now(), ttl)
+	})
+	if s == nil || err != nil {
+		return nil, err
+	}
+	out := make(map[string]*intent.Signed, len(s))
+	for i := range s {
+		out[targets[i].Node] = &s[i]
+	}
+	return out, nil
+}
+
+// signAll signs the intents build makes for the lifetime asked (--intent-ttl,
+// else ttl) with one opening of the key at hand; nil when no key is at
+// hand and unsigned says every node takes a request without one.
+func (x *cli) signAll(action, keyFile string, ttl time.Duration, unsigned bool, build func(time.Duration) ([]intent.Intent, error)) ([]intent.Signed, error) {
 	if !x.canSign(keyFile) && unsigned {
 		return nil, nil
 	}
 	if x.sign.ttl != 0 {
 		ttl = x.sign.ttl
 	}
-	in, err := intent.New(action, targets, args, time.Now(), ttl)
+	ins, err := build(ttl)
 	if err != nil {
 		return nil, usagef("%v (--intent-ttl, operator.intent_ttl)", err)
 	}
@@ -104,11 +143,15 @@ func (x *cli) signTargets(action string, targets []intent.Target, args map[strin
 		return nil, usagef("%s needs the operator's signature, and no key signs it: %v; give the private key with --sign-key FILE (or operator.sign_key, %s), or load it into ssh-agent", action, err, config.EnvVar("operator.sign_key"))
 	}
 	defer done()
-	signed, err := intent.Sign(in, s)
-	if err != nil {
-		return nil, err
+	out := make([]intent.Signed, 0, len(ins))
+	for _, in := range ins {
+		signed, err := intent.Sign(in, s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, signed)
 	}
-	return &signed, nil
+	return out, nil
 }
 
 // nodeIntent signs action for node with the arguments argsOf derives from

@@ -65,8 +65,13 @@ type FleetRequest struct {
 	NotAfter time.Time `json:"not_after,omitzero"`
 	// Intent is the operator's signed request (next: for the nodes it
 	// lets start; retry: for the node; migrate, flip: for the nodes it
-	// names).
+	// names): one intent naming every node, as a CLI before Intents sent
+	// it, and still sent on to each node as it is.
 	Intent *intent.Signed `json:"intent,omitempty"`
+	// Intents are the same request signed for each node apart, by node
+	// (intent.Each): each node is sent its own alone, so that what goes to
+	// a node does not grow with the fleet (docs/access.md).
+	Intents map[string]*intent.Signed `json:"intents,omitempty"`
 	// Module and Nodes are a fleet migrate's: the module, and the nodes
 	// whose configuration declares it (the CLI reads the fleet file).
 	Module string   `json:"module,omitempty"`
@@ -108,9 +113,13 @@ type FleetInput struct {
 	// round (an hour): the fleet file's ask_after (config.CheckAskAfter).
 	AskFirst time.Duration `json:"ask_first,omitempty"`
 	// Intent is the operator's signed fleet start (or the latest fleet
-	// next): one intent naming every node and its plan hash, which each
-	// node the fleet starts adopts under.
+	// next) from an older CLI: one intent naming every node and its plan
+	// hash, which each node the fleet starts adopts under.
 	Intent *intent.Signed `json:"intent,omitempty"`
+	// Intents are the same signed for each node apart, by node (the CLI's
+	// now): a node starts under its own, which is then dropped, so the
+	// map holds only the nodes not yet started.
+	Intents map[string]*intent.Signed `json:"intents,omitempty"`
 	// NodeIntents are the signed `adopt fleet retry NODE` not yet spent
 	// on a start, by node: a retried node starts under its own.
 	NodeIntents map[string]*intent.Signed `json:"node_intents,omitempty"`

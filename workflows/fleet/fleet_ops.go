@@ -22,11 +22,16 @@ import (
 
 // FleetOp is one fleet migrate or flip and how far it went.
 type FleetOp struct {
-	ID     string         `json:"id"`   // the Update's ID; each node's request derives from it
-	Kind   string         `json:"kind"` // relay.KindMigrate or relay.KindFlip
-	Module string         `json:"module,omitempty"`
-	Intent *intent.Signed `json:"intent,omitempty"`
-	Nodes  []OpNode       `json:"nodes"`
+	ID     string `json:"id"`   // the Update's ID; each node's request derives from it
+	Kind   string `json:"kind"` // relay.KindMigrate or relay.KindFlip
+	Module string `json:"module,omitempty"`
+	// Intent is the request signed once for every target (an older
+	// CLI's), sent to each as it is; Intents are it signed for each
+	// target apart, by node, each sent to its node alone and dropped once
+	// the node has answered (docs/access.md).
+	Intent  *intent.Signed            `json:"intent,omitempty"`
+	Intents map[string]*intent.Signed `json:"intents,omitempty"`
+	Nodes   []OpNode                  `json:"nodes"`
 	// Halted says which wave had more failures than its budget, naming
 	// them; the op sends no more requests.
 	Halted string `json:"halted,omitempty"`
@@ -58,6 +63,27 @@ func (op *FleetOp) What() string {
 		return "fleet migrate " + op.Module
 	}
 	return "fleet flip"
+}
+
+// intentFor is what the op sends node: its own intent, else the one
+// naming every target (an older CLI's), else nil (unsigned).
+func (op *FleetOp) intentFor(node string) *intent.Signed {
+	if s, ok := op.Intents[node]; ok {
+		return s
+	}
+	return op.Intent
+}
+
+// shown is st as the fleet query answers it: without the op's signed
+// intents, which status never shows and which grow with the fleet.
+func (st *FleetState) shown() FleetState {
+	out := *st
+	if st.Op != nil {
+		op := *st.Op
+		op.Intent, op.Intents = nil, nil
+		out.Op = &op
+	}
+	return out
 }
 
 // busy: the op still has requests to send or waits on some.
@@ -139,8 +165,15 @@ func (f *fleet) takeOp(ctx workflow.Context, kind string, in FleetRequest, targe
 	op := &FleetOp{ID: workflow.GetCurrentUpdateInfo(ctx).ID, Kind: kind, Module: in.Module, Intent: in.Intent}
 	ans := FleetAnswer{Skipped: skipped}
 	for _, i := range targets {
-		op.Nodes = append(op.Nodes, OpNode{Node: f.st.Nodes[i].Node, Wave: f.st.WaveOf(i), State: opWaiting})
-		ans.Targets = append(ans.Targets, f.st.Nodes[i].Node)
+		node := f.st.Nodes[i].Node
+		op.Nodes = append(op.Nodes, OpNode{Node: node, Wave: f.st.WaveOf(i), State: opWaiting})
+		ans.Targets = append(ans.Targets, node)
+		if s, ok := in.Intents[node]; ok { // the targets' only: the others' are never sent
+			if op.Intents == nil {
+				op.Intents = make(map[string]*intent.Signed, len(targets))
+			}
+			op.Intents[node] = s
+		}
 	}
 	f.st.Op = op
 	line := "operator: " + op.What() + " on " + strings.Join(ans.Targets, ", ")
@@ -275,7 +308,7 @@ func (f *fleet) opWave(ctx workflow.Context) {
 		}
 		n.State = opRunning
 		names = append(names, n.Node)
-		futs[j] = workflow.ExecuteActivity(actx, relayActs.Request, relay.NodeRequest{Node: n.Node, Kind: op.Kind, Module: op.Module, ID: op.ID, Intent: op.Intent})
+		futs[j] = workflow.ExecuteActivity(actx, relayActs.Request, relay.NodeRequest{Node: n.Node, Kind: op.Kind, Module: op.Module, ID: op.ID, Intent: op.intentFor(n.Node)})
 	}
 	f.note(ctx, fmt.Sprintf("%s: wave %d: %s (up to %d may fail)", op.What(), k, strings.Join(names, ", "), f.st.budget(k)))
 	for j := range op.Nodes {
@@ -286,6 +319,7 @@ func (f *fleet) opWave(ctx workflow.Context) {
 		n := &op.Nodes[j]
 		var out relay.Outcome
 		err := fut.Get(ctx, &out)
+		delete(op.Intents, n.Node) // served: never sent again
 		switch {
 		case err != nil:
 			n.State, n.Why = opFailed, workflows.ErrorMessage(err)
@@ -307,6 +341,7 @@ func (f *fleet) opWave(ctx workflow.Context) {
 	if len(failed) > f.st.budget(k) {
 		op.Halted = fmt.Sprintf("wave %d halted: %d node(s) failed, its budget (max_failed) allows %d: %s. Fix them, then run `adopt %s` again",
 			k, len(failed), f.st.budget(k), strings.Join(failed, "; "), op.What())
+		op.Intents = nil // halted: no more are sent
 		f.note(ctx, op.What()+": "+op.Halted)
 		return
 	}

@@ -19,7 +19,7 @@ import (
 func (f *fleet) registerRequests(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateFleetNext,
 		func(ctx workflow.Context, in FleetRequest) (FleetAnswer, error) {
-			f.takeIntent(FleetRequest{Intent: in.Intent})
+			f.takeIntent(FleetRequest{Intent: in.Intent, Intents: in.Intents})
 			node, passOver, _ := f.st.nextGrant()
 			f.goOn(ctx)
 			return FleetAnswer{Node: node, PassedOver: passOver}, nil
@@ -78,7 +78,7 @@ func (f *fleet) registerPause(ctx workflow.Context) error {
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateFleetResume,
 		func(ctx workflow.Context, in FleetRequest) (FleetAnswer, error) {
-			f.takeIntent(FleetRequest{Intent: in.Intent})
+			f.takeIntent(FleetRequest{Intent: in.Intent, Intents: in.Intents})
 			f.st.Paused = ""
 			f.note(ctx, "operator: resume")
 			next := ""

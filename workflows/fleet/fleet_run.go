@@ -51,7 +51,7 @@ func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 			f.st.Nodes = append(f.st.Nodes, FleetNode{NodeProgress: workflows.NodeProgress{Node: m.Node}, Role: m.Role})
 		}
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryFleet, func() (FleetState, error) { return *f.st, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, QueryFleet, func() (FleetState, error) { return f.st.shown(), nil }); err != nil {
 		return nil, err
 	}
 	if err := f.registerRequests(ctx); err != nil {
@@ -287,16 +287,35 @@ func (f *fleet) progress(ctx workflow.Context, p workflows.NodeProgress) {
 	f.show(ctx)
 }
 
-// takeIntent keeps a fleet request's signed intent: next's for every node
-// started from now on, retry's for its node's next start.
+// takeIntent keeps a fleet request's signed intents: next's (or resume's)
+// for every node started from now on, in place of the ones before,
+// retry's for its node's next start. Of intents signed for each node, the
+// nodes already started need none.
 func (f *fleet) takeIntent(r FleetRequest) {
 	switch {
-	case r.Intent == nil:
-	case r.Node == "":
-		f.in.Intent = r.Intent
-	default:
-		f.in.NodeIntents[r.Node] = r.Intent
+	case r.Node != "":
+		if s := r.intentFor(r.Node); s != nil {
+			f.in.NodeIntents[r.Node] = s
+		}
+	case r.Intents != nil:
+		f.in.Intent, f.in.Intents = nil, r.Intents
+		for _, n := range f.st.Nodes {
+			if n.Started {
+				delete(f.in.Intents, n.Node)
+			}
+		}
+	case r.Intent != nil:
+		f.in.Intent, f.in.Intents = r.Intent, nil
 	}
+}
+
+// intentFor is the request's intent for node: its own, else the one
+// naming every node (an older CLI's), else nil.
+func (r FleetRequest) intentFor(node string) *intent.Signed {
+	if s, ok := r.Intents[node]; ok {
+		return s
+	}
+	return r.Intent
 }
 
 func (f *fleet) askRetry(ctx workflow.Context, node string) {
@@ -448,6 +467,10 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrNode.ValueSet(m.Node), workflows.AttrPhase.ValueSet(string(workflows.PhaseProbing))),
 	})
 	signed := f.in.Intent
+	if s, ok := f.in.Intents[m.Node]; ok {
+		signed = s
+		delete(f.in.Intents, m.Node) // started: it needs it no more
+	}
 	if s, ok := f.in.NodeIntents[m.Node]; ok {
 		signed = s
 		delete(f.in.NodeIntents, m.Node)
@@ -544,6 +567,6 @@ func (f *fleet) continueAsNew(ctx workflow.Context) (*FleetState, error) {
 	st := *f.st
 	st.Runs++
 	in := FleetInput{Name: f.in.Name, Members: f.members, Resume: &st, Retries: f.retries, HistoryLimit: f.in.HistoryLimit, AskFirst: f.in.AskFirst,
-		Intent: f.in.Intent, NodeIntents: f.in.NodeIntents}
+		Intent: f.in.Intent, Intents: f.in.Intents, NodeIntents: f.in.NodeIntents}
 	return nil, workflow.NewContinueAsNewError(ctx, FleetWorkflow, in)
 }
