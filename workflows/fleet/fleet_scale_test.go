@@ -5,6 +5,8 @@ package fleet
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -12,13 +14,17 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"adoption/activities/relay"
 	"adoption/config"
 	"adoption/intent"
 	"adoption/workflows"
+
+	"golang.org/x/crypto/ssh"
 )
 
 // scaleFleet is a resumed fleet of c1 and n-1 members in the waves
@@ -255,5 +261,121 @@ func BenchmarkFleetFirstTask(b *testing.B) {
 func BenchmarkFleetFirstTaskWave(b *testing.B) {
 	for range b.N {
 		runFirstTask(b, 1000, true)
+	}
+}
+
+// signedMigrate is a fleet migrate of web on every running node of a
+// resumed fleet of n nodes, signed as the CLI signs it (ed25519): once for
+// every node (perNode false: an older CLI) or once for each node. It
+// returns the encoded bytes of the Update's input, of every relay request
+// the fleet sent (the ActivityTaskScheduled inputs of its history) and of
+// the largest one.
+func signedMigrate(t *testing.T, n int, perNode bool) (update, sent, largest int) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := scaleFleet(n, 0)
+	req := FleetRequest{Module: "web"}
+	var targets []intent.Target
+	for i := range in.Resume.Nodes {
+		in.Resume.Nodes[i].Phase = workflows.PhaseAdopted
+		req.Nodes = append(req.Nodes, in.Members[i].Node)
+		targets = append(targets, intent.Target{Node: in.Members[i].Node, PlanHash: strings.Repeat("ab", 32)})
+	}
+	args := map[string]string{"module": "web"}
+	now := time.Now()
+	if perNode {
+		ins, err := intent.Each("fleet-migrate", targets, args, now, 24*time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Intents = map[string]*intent.Signed{}
+		for i, one := range ins {
+			s, err := intent.Sign(one, signer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Intents[targets[i].Node] = &s
+		}
+	} else {
+		one, err := intent.New("fleet-migrate", targets, args, now, 24*time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := intent.Sign(one, signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Intent = &s
+	}
+	size := func(v any) int {
+		p, err := converter.GetDefaultDataConverter().ToPayload(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(p.GetData())
+	}
+	update = size(req)
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	// Encoding a wave's requests, each with the whole intent, takes the
+	// test environment seconds within the workflow's task: this measures
+	// bytes, not time.
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
+	env.RegisterActivity(relay.New(nil))
+	env.OnActivity(relayActs.Request, mock.Anything, mock.Anything).After(10 * time.Minute).Return(func(_ context.Context, r relay.NodeRequest) (relay.Outcome, error) {
+		b := size(r)
+		sent += b
+		largest = max(largest, b)
+		var one intent.Intent
+		if err := json.Unmarshal(r.Intent.Payload, &one); err != nil {
+			t.Error(err)
+		}
+		if perNode && (len(one.Targets) != 1 || one.Targets[0].Node != r.Node) {
+			t.Errorf("node %s was sent an intent for %+v", r.Node, one.Targets)
+		}
+		return relay.Outcome{Node: r.Node}, nil
+	})
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", workflows.SignalFleetAsk, mock.Anything).Return(nil)
+	env.RegisterDelayedCallback(func() {
+		(&wavesEnv{env: env}).update(t, UpdateFleetMigrate, "op1", req, nil, nil)
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		for _, m := range in.Members {
+			env.SignalWorkflow(workflows.SignalNodeProgress, workflows.NodeProgress{Node: m.Node, Phase: workflows.PhaseReleased, Migrated: 1, Modules: 1})
+		}
+	}, 20*time.Hour)
+	env.ExecuteWorkflow(Fleet, in)
+	if st := fleetResult(t, env); st.Op == nil || !st.Op.Done {
+		t.Fatalf("op %+v, want done", st.Op)
+	}
+	return update, sent, largest
+}
+
+// A signed fleet migrate of a thousand nodes: signed once for every node,
+// each relay request carries the whole intent, and the fleet's history
+// takes over a hundred MB of activity inputs (the server's limit on a
+// history is 50 MB); signed per node, each request carries its own, and
+// the Update's input (every node's intent, once) stays well under the
+// 2 MB limit of a payload.
+func TestFleetSignedMigrateSize(t *testing.T) {
+	const n = 1000
+	u0, sent0, big0 := signedMigrate(t, n, false)
+	u1, sent1, big1 := signedMigrate(t, n, true)
+	t.Logf("fleet migrate of %d nodes signed once for every node: update %d bytes, relay requests %d bytes in all, %d the largest", n, u0, sent0, big0)
+	t.Logf("signed once for each node: update %d bytes, relay requests %d bytes in all, %d the largest", u1, sent1, big1)
+	if sent0 < 50<<20 {
+		t.Errorf("one intent for every node: %d bytes of requests, want it over 50 MB (what this test guards against)", sent0)
+	}
+	if big1 > 2<<10 || sent1 > n*(2<<10) {
+		t.Errorf("signed per node: the largest request %d bytes, %d in all; want at most 2 KiB each", big1, sent1)
+	}
+	if u1 > 1<<20 {
+		t.Errorf("signed per node: the Update's input is %d bytes, want under 1 MiB", u1)
 	}
 }
