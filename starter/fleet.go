@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -65,6 +66,9 @@ func (x *cli) fleetCommand(ctx context.Context) *cobra.Command {
 				return usagef("%v", err)
 			}
 			if in.Intents, err = x.fleetIntents(authority.ActFleet, f.Configs); err != nil {
+				return err
+			}
+			if err := requestFits("fleet start", len(in.Intents), in); err != nil {
 				return err
 			}
 			for _, m := range in.Members {
@@ -295,6 +299,27 @@ func (x *cli) fleetIntents(action string, cfgs []*config.Config) (map[string]*in
 	return x.signEach(action, cfgs, nil, cfgs[0].Operator.FleetIntentTTL)
 }
 
+// maxRequestBytes bounds a fleet request as the CLI sends it: Temporal
+// refuses a payload over 2 MB, and the fleet carries the intents it has
+// yet to send across continue-as-new. A request signed for each node
+// takes about 0.8 KB a node with an ed25519 key, 2 KB with RSA-3072,
+// 2.5 KB with RSA-4096 (docs/access.md).
+const maxRequestBytes = 1536 << 10
+
+// requestFits refuses (usage) a fleet request past maxRequestBytes, with
+// signed intents for that many nodes, before anything is sent.
+func requestFits(what string, signed int, in any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	if len(b) <= maxRequestBytes {
+		return nil
+	}
+	return usagef("%s: the request is %d KiB, more than the %d KiB a fleet request may take (Temporal refuses a payload over 2 MB), with an intent signed for each of %d node(s); nothing was sent. An ed25519 key signs in about 0.8 KiB a node (ssh-keygen -t ed25519), RSA in 2 to 2.5 KiB",
+		what, len(b)>>10, maxRequestBytes>>10, signed)
+}
+
 // fleetState asks the fleet's workflow, bounded by timeout: a query while
 // it runs, its result once it has completed.
 func (x *cli) fleetState(ctx context.Context, name, path string, timeout time.Duration) (*fleet.FleetState, error) {
@@ -331,6 +356,9 @@ func (x *cli) askFleet(ctx context.Context, name, path string, timeout time.Dura
 		return nil, refused(fmt.Errorf("fleet %s has finished (%s): every node has ended and it takes no more requests; `adopt fleet status --fleet %s` shows how each ended, `adopt status NODE` one node", name, stamp(r.closed), path), nil)
 	case !r.running:
 		return nil, fmt.Errorf("fleet %s is not running (%s at %s); `adopt fleet start --fleet %s` starts it again", name, r.status, stamp(r.closed), path)
+	}
+	if err := requestFits(what, len(in.Intents), in); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	in.NotAfter = start.Add(timeout - skew).UTC()

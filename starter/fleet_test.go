@@ -278,3 +278,25 @@ func eachOwn(t *testing.T, what string, got map[string]*intent.Signed, action st
 		t.Errorf("%s: %d distinct nonces for %d intents", what, len(nonces), len(nodes))
 	}
 }
+
+// A fleet request past maxRequestBytes is refused as usage, before it is
+// sent, naming its size and what signs in less; one under it passes.
+func TestFleetRequestFits(t *testing.T) {
+	in := fleet.FleetRequest{Intents: map[string]*intent.Signed{}}
+	for i := range 1000 { // RSA-4096's size: 2.5 KiB a node
+		in.Intents[fmt.Sprintf("sim%05d", i)] = &intent.Signed{Payload: make([]byte, 300), Signature: make([]byte, 1500)}
+	}
+	err := requestFits("fleet migrate web", len(in.Intents), in)
+	var ee *exitErr
+	if !errors.As(err, &ee) || ee.code != exitUsage {
+		t.Fatalf("a request of 1000 RSA-4096 intents: %v, want a usage error", err)
+	}
+	mustContain(t, "too big", err.Error(), "fleet migrate web: the request is 2", "KiB, more than the 1536 KiB", "each of 1000 node(s); nothing was sent", "ed25519")
+	for k, s := range in.Intents { // ed25519's: 0.8 KiB a node
+		s.Payload, s.Signature = make([]byte, 230), make([]byte, 340)
+		in.Intents[k] = s
+	}
+	if err := requestFits("fleet migrate web", len(in.Intents), in); err != nil {
+		t.Errorf("a request of 1000 ed25519 intents: %v, want it sent", err)
+	}
+}
