@@ -217,21 +217,19 @@ func runFirstTask(tb testing.TB, n int, wave bool) {
 	if wave {
 		env.RegisterActivity(relay.New(nil))
 		env.OnActivity(relayActs.Request, mock.Anything, mock.Anything).After(time.Hour).Return(relay.Outcome{}, nil)
-		var targets []intent.Target
-		op := &FleetOp{ID: "op1", Kind: relay.KindMigrate, Module: "web"}
+		op := &FleetOp{ID: "op1", Kind: relay.KindMigrate, Module: "web", Intents: map[string]*intent.Signed{}}
 		for i, nd := range in.Resume.Nodes[:n-40] {
-			targets = append(targets, intent.Target{Node: nd.Node, PlanHash: strings.Repeat("ab", 32)})
 			state := opDone
 			if w := in.Resume.WaveOf(i); w == 3 {
 				state = opWaiting
+				payload, err := json.Marshal(intent.Intent{Action: "fleet-migrate", Targets: []intent.Target{{Node: nd.Node, PlanHash: strings.Repeat("ab", 32)}}, Nonce: "n"})
+				if err != nil {
+					tb.Fatal(err)
+				}
+				op.Intents[nd.Node] = &intent.Signed{Payload: payload, Signature: make([]byte, 300)}
 			}
 			op.Nodes = append(op.Nodes, OpNode{Node: nd.Node, Wave: in.Resume.WaveOf(i), State: state})
 		}
-		payload, err := json.Marshal(intent.Intent{Action: "migrate", Targets: targets, Nonce: "n"})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		op.Intent = &intent.Signed{Payload: payload, Signature: make([]byte, 300)}
 		in.Resume.Op = op
 	}
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
@@ -256,8 +254,8 @@ func BenchmarkFleetFirstTask(b *testing.B) {
 }
 
 // The same with a fleet migrate whose big wave (894 nodes) the new run
-// sends: one relay activity a node, each with the op's signed intent
-// (1,000 targets, as the CLI signs them).
+// sends: one relay activity a node, each with its node's own signed
+// intent (as the CLI signs them: one a node).
 func BenchmarkFleetFirstTaskWave(b *testing.B) {
 	for range b.N {
 		runFirstTask(b, 1000, true)
