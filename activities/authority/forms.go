@@ -22,15 +22,15 @@ const (
 	ActPrune       = "prune"
 	ActDriftAccept = "drift-accept"
 	ActResolve     = "resolve"
-	ActFleet       = "fleet"        // fleet start: one intent for the fleet's nodes
+	ActFleet       = "fleet"        // fleet start: an intent for each of the fleet's nodes
 	ActFleetNext   = "fleet-next"   // fleet next: the nodes it lets start
 	ActFleetRetry  = "fleet-retry"  // fleet retry NODE
 	ActFleetResume = "fleet-resume" // fleet resume: the nodes it lets start
-	// ActFleetMigrate: fleet migrate MODULE, one intent for the nodes that
-	// declare it, with the module as its argument.
+	// ActFleetMigrate: fleet migrate MODULE, an intent for each node that
+	// declares it, with the module as its argument.
 	ActFleetMigrate = "fleet-migrate"
-	// ActFleetFlip: fleet flip, one intent for the fleet's nodes and no
-	// argument: each target binds its plan's hash, and with it its drops.
+	// ActFleetFlip: fleet flip, an intent for each of the fleet's nodes, no
+	// argument: each binds its node's plan hash, and with it its drops.
 	ActFleetFlip = "fleet-flip"
 )
 
