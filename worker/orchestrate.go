@@ -22,6 +22,7 @@ import (
 	"adoption/buildinfo"
 	"adoption/config"
 	"adoption/connect"
+	"adoption/replaycheck"
 	"adoption/witness"
 	"adoption/workflows"
 	"adoption/workflows/fleet"
@@ -43,8 +44,10 @@ deployment has none yet (its first orchestrator): a restarted old build must
 never take the workflows back from a newer one. An upgrade says so:
 --make-current makes this build current, replacing the current one, once the
 server has seen it poll, and new workflows and the running ones
-(AutoUpgrade) move to it. With --make-current=false it only registers and
-polls; promote it later with
+(AutoUpgrade) move to it. Before making itself current it replays the
+history of every open workflow that would move; if one does not replay, it
+exits non-zero, registered but not current (docs/fleet.md). With
+--make-current=false it only registers and polls; promote it later with
   temporal worker deployment set-current-version --deployment-name adoption --build-id ID`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -155,7 +158,16 @@ func orchestrate(ctx context.Context, cfg *config.Config, id string, mode promot
 		}
 	}
 	if mode != promoteNever {
-		if err := promote(ctx, c, id, mode, logger); err != nil {
+		var conv client.Options // the client's converters, so that encrypted histories decode
+		if err := connect.WithCodec(&conv, tc); err != nil {
+			return err
+		}
+		check := replayCheck{
+			lister:   replaycheck.Visibility{C: c, Namespace: tc.Namespace},
+			replayer: replaycheck.Histories{C: c, Register: fleet.Register, DataConverter: conv.DataConverter, FailureConverter: conv.FailureConverter},
+			id:       id, log: logger,
+		}
+		if err := promote(ctx, c, id, mode, check.run, logger); err != nil {
 			return err
 		}
 	}
@@ -170,10 +182,12 @@ func orchestrate(ctx context.Context, cfg *config.Config, id string, mode promot
 // queue's workflow tasks to its deployment's current version. The server
 // only knows a version once it has seen that version poll, so it retries
 // until then. With promoteFirst it leaves a current version of another
-// build in place, and says so.
-func promote(ctx context.Context, c client.Client, id string, mode promoteMode, logger *slog.Logger) error {
+// build in place, and says so. Before it first sets the version, check
+// must pass: the open workflows that would move replay on this build.
+func promote(ctx context.Context, c client.Client, id string, mode promoteMode, check func(context.Context) error, logger *slog.Logger) error {
 	h := c.WorkerDeploymentClient().GetHandle(workflows.DeploymentName)
 	var last error
+	checked := false
 	for {
 		// Describe first: the current version (to log what this replaces)
 		// and the conflict token, so that a concurrent change by the
@@ -202,6 +216,12 @@ func promote(ctx context.Context, c client.Client, id string, mode promoteMode, 
 		default:
 			err = nil // no deployment yet: this build is its first version
 		}
+		if err == nil && !checked {
+			if err := check(ctx); err != nil {
+				return err
+			}
+			checked = true
+		}
 		if err == nil {
 			if _, err = h.SetCurrentVersion(ctx, opts); err == nil {
 				logger.Info("made current", "deployment", workflows.DeploymentName, "build_id", id, "previous", prev)
@@ -225,4 +245,38 @@ func promote(ctx context.Context, c client.Client, id string, mode promoteMode, 
 func isNotFound(err error) bool {
 	var nf *serviceerror.NotFound
 	return errors.As(err, &nf)
+}
+
+// replayLimit is how many histories the check replays at once: replay is
+// CPU-bound, and the orchestrator's host also runs its workflows.
+const replayLimit = 4
+
+// replayCheck replays, before this build becomes current, the histories of
+// the open workflows that would move to it (replaycheck).
+type replayCheck struct {
+	lister   replaycheck.Lister
+	replayer replaycheck.Replayer
+	id       string
+	log      *slog.Logger
+}
+
+func (r replayCheck) run(ctx context.Context) error {
+	rep, err := replaycheck.Check(ctx, r.lister, r.replayer, replayLimit)
+	if err != nil {
+		return fmt.Errorf("build %s not made current: the replay check could not run: %w", r.id, err)
+	}
+	for _, f := range rep.Failures {
+		r.log.Error("replay check: this build cannot replay an open workflow's history", "workflow_id", f.Run.WorkflowID,
+			"run_id", f.Run.RunID, "workflow_type", f.Run.Type, "err", f.Err)
+	}
+	r.log.Info("replay check", "build_id", r.id, "open", rep.Open, "replayed", rep.Replayed,
+		"closed_meanwhile", rep.Skipped, "failed", len(rep.Failures), "took", rep.Took.Round(time.Millisecond).String())
+	if err := rep.Err(); err != nil {
+		return fmt.Errorf("build %s not made current: %w; it stays registered in Worker Deployment %s but not current, and no workflow moved. "+
+			"Put the change behind workflow.GetVersion and roll out a new build, or reset or terminate those runs; "+
+			"to promote it anyway, accepting that those runs' workflow tasks fail, start it without --make-current and run "+
+			"temporal worker deployment set-current-version --deployment-name %s --build-id %s",
+			r.id, err, workflows.DeploymentName, workflows.DeploymentName, r.id)
+	}
+	return nil
 }
