@@ -43,7 +43,7 @@ type Failure struct {
 // Report is what a check found.
 type Report struct {
 	Open     int // runs listed
-	Replayed int // replayed without error
+	Replayed int // replayed without error (or no task ran yet: nothing to replay)
 	Skipped  int // closed meanwhile
 	Failures []Failure
 	Took     time.Duration

@@ -89,6 +89,9 @@ func (h Histories) Replay(ctx context.Context, r Run) error {
 	if n := len(hist.Events); n > 0 && closing(hist.Events[n-1].GetEventType()) {
 		return ErrClosed
 	}
+	if !ranTask(hist) {
+		return nil // no workflow task completed: no command to disagree with
+	}
 	// One replayer per history: nothing is shared between concurrent
 	// replays but the registered functions.
 	rp, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: h.DataConverter, FailureConverter: h.FailureConverter})
@@ -107,6 +110,17 @@ func closing(t enumspb.EventType) bool {
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
 		return true
+	}
+	return false
+}
+
+// ranTask reports whether a workflow task of the run completed: before
+// that its history holds no command (and the replayer refuses it).
+func ranTask(h *historypb.History) bool {
+	for _, e := range h.GetEvents() {
+		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			return true
+		}
 	}
 	return false
 }
