@@ -90,8 +90,12 @@ func TestOrchestratorAndAgents(t *testing.T) {
 	// An upgrade says so: --make-current makes it current; the old one
 	// stops. The running workflow's next task (a prune request) runs on
 	// the new build.
-	startOrchestrator(t, srv.Addr(), "--build-id", "upgrade-b", "--make-current")
+	upB := startOrchestrator(t, srv.Addr(), "--build-id", "upgrade-b", "--make-current")
 	waitUntil(t, "build upgrade-b becomes current", func() bool { return currentBuild(t, c) == "upgrade-b" })
+	// Only after replaying the one open workflow's history on its code.
+	if l := upB.log.String(); !strings.Contains(l, `msg="replay check" build_id=upgrade-b open=1 replayed=1 closed_meanwhile=0 failed=0`) {
+		t.Fatalf("build upgrade-b became current without the replay check of the open workflow:\n%s", l)
+	}
 	a.kill()
 	// The old build restarted (its unit's Restart=on-failure) must not
 	// take the workflows back.
