@@ -9,10 +9,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -104,13 +108,55 @@ func (s *Server) Stop() {
 	}
 }
 
-// FreePort is a loopback TCP port nothing listens on now.
+// FreePort is a loopback TCP port nothing listens on now, below the
+// kernel's ephemeral range (net.ipv4.ip_local_port_range): a server that
+// is stopped and started again on it cannot find it taken meanwhile as
+// the source port of some process's outgoing connection. Ports handed out
+// are not handed out again in this process.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	low := ephemeralLow()
+	for range 1000 {
+		p := portsFrom + rand.IntN(low-portsFrom)
+		if portsGiven[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		portsGiven[p] = true
+		return p
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free loopback port from %d to %d after 1000 tries", portsFrom, low-1)
+	return 0
+}
+
+// portsFrom is the lowest port FreePort hands out.
+const portsFrom = 15000
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n <= portsFrom+1000 {
+		return 32768
+	}
+	return n
 }
