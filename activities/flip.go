@@ -203,6 +203,9 @@ type FlipResult struct {
 	// Preview is the node's own preview of a new flip: not on a resumed
 	// attempt.
 	Preview *flip.Preview `json:"preview,omitempty"`
+	// Witness is the witness's verdict the flip in one round trip was
+	// confirmed on, when it was witnessed and confirmed in this attempt.
+	Witness *WitnessVerdict `json:"witness,omitempty"`
 }
 
 // Flip records the flip (with all a revert needs), arms the watchdog,

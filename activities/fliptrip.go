@@ -100,6 +100,7 @@ func (a *Activities) FlipTrip(ctx context.Context, in FlipTripInput) (*FlipResul
 		return res, err
 	}
 	pv, deadline := res.Preview, res.Deadline
+	var seen *WitnessVerdict
 	if res.State == nodestate.FlipFlipped {
 		p.Applied = true
 		if err := a.wayOut(ctx, *p); err != nil {
@@ -107,9 +108,11 @@ func (a *Activities) FlipTrip(ctx context.Context, in FlipTripInput) (*FlipResul
 		}
 		if in.Witness {
 			until := deadline.Add(-auth.Plan.ConfirmTimeout / 4)
-			if why := a.awaitWitness(ctx, in.ID, until, p); why != "" {
+			v, why := a.awaitWitness(ctx, in.ID, until, p)
+			if why != "" {
 				return nil, a.revertTrip(in.ID, "the way in: "+why)
 			}
+			seen = &v
 		}
 		if _, err := a.confirm(ctx, auth, in.ID); err != nil {
 			return nil, err
@@ -120,7 +123,7 @@ func (a *Activities) FlipTrip(ctx context.Context, in FlipTripInput) (*FlipResul
 		return nil, fmt.Errorf("flip %s is confirmed; its commit failed: %w", in.ID, err)
 	}
 	a.spendIntent(ctx, auth, in.Intent, v)
-	cm.Deadline, cm.Preview = deadline, pv
+	cm.Deadline, cm.Preview, cm.Witness = deadline, pv, seen
 	return cm, nil
 }
 
@@ -139,10 +142,10 @@ func (a *Activities) wayOut(ctx context.Context, p FlipProgress) error {
 
 // awaitWitness reads the witness's verdict on flip id until it has one or
 // until passes, heartbeating p through the client now and then (the
-// activity's heartbeat timeout). It returns why the flip must revert, or ""
-// when the witness answered. A verdict read from the witness's heartbeat
-// is acknowledged (p.Read), so the witness completes.
-func (a *Activities) awaitWitness(ctx context.Context, id string, until time.Time, p *FlipProgress) string {
+// activity's heartbeat timeout). It returns the verdict and why the flip
+// must revert, or "" when the witness answered. A verdict read from the
+// witness's heartbeat is acknowledged (p.Read), so the witness completes.
+func (a *Activities) awaitWitness(ctx context.Context, id string, until time.Time, p *FlipProgress) (WitnessVerdict, string) {
 	wf := activity.GetInfo(ctx).WorkflowExecution
 	last := "no answer yet"
 	beat := time.Now()
@@ -156,16 +159,16 @@ func (a *Activities) awaitWitness(ctx context.Context, id string, until time.Tim
 		case err != nil:
 			last = err.Error()
 		case v.State == WitnessAnswered:
-			return ""
+			return v, ""
 		case v.State == WitnessLockedOut:
-			return "locked out: " + v.Why
+			return v, "locked out: " + v.Why
 		}
 		if !time.Now().Before(until) {
-			return fmt.Sprintf("the witness gave no verdict by %s (%s)", until.Format(time.RFC3339), last)
+			return v, fmt.Sprintf("the witness gave no verdict by %s (%s)", until.Format(time.RFC3339), last)
 		}
 		select {
 		case <-ctx.Done():
-			return "the activity ended while waiting for the witness: " + ctx.Err().Error()
+			return v, "the activity ended while waiting for the witness: " + ctx.Err().Error()
 		case <-time.After(verdictEvery):
 		}
 		if time.Since(beat) >= waitBeat {

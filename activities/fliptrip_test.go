@@ -140,6 +140,9 @@ func TestFlipTripCommits(t *testing.T) {
 	if res.State != nodestate.FlipCommitted || res.Preview == nil || !res.Preview.Approved || res.Deadline.IsZero() {
 		t.Fatalf("result %+v", res)
 	}
+	if res.Witness == nil || res.Witness.State != WitnessAnswered || res.Witness.Why != "22/tcp on 192.0.2.1" {
+		t.Fatalf("the result carries verdict %+v, want the answer it confirmed on", res.Witness)
+	}
 	if flips() != 1 || record(t, a).State != nodestate.FlipCommitted {
 		t.Fatalf("flips %d, record %s", flips(), record(t, a).State)
 	}
@@ -269,6 +272,9 @@ func TestFlipTripVerdictByDescribe(t *testing.T) {
 	}
 	if c.queries != 0 || c.reads != 4 {
 		t.Fatalf("%d queries, %d describes; want 0 and 4", c.queries, c.reads)
+	}
+	if want := (WitnessVerdict{ID: "n1-1", State: WitnessAnswered, Why: "22/tcp on 192.0.2.1"}); res.Witness == nil || *res.Witness != want {
+		t.Fatalf("the result carries verdict %+v, want the one confirmed on, %+v", res.Witness, want)
 	}
 	if len(c.beats) < 2 || !c.beats[0].Applied || !c.beats[0].Reads || c.beats[0].Read {
 		t.Fatalf("the way out's heartbeat should announce reads, not read: %+v", c.beats)

@@ -93,7 +93,14 @@ func (n *node) flipTripOnce(ctx workflow.Context, spec flip.MeshSpec, refused fu
 		return false
 	}
 	if err == nil && fr.State == FlipStateCommitted {
-		if in.Witness {
+		switch {
+		case !in.Witness:
+		case n.verdictCarried && fr.Witness != nil && fr.Witness.ID == id && fr.Witness.State == activities.WitnessAnswered:
+			// The node committed on the witness's answer and says which:
+			// the flip goes on in this task. The witness ends on its own
+			// (its verdict, when it completes, is the same).
+			n.verdict = *fr.Witness
+		default:
 			// A node that read the verdict from the witness's heartbeat
 			// may finish before the witness completes (or in the same
 			// workflow task): the witness completes once the node's

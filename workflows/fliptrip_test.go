@@ -85,6 +85,58 @@ func (s *NodeSuite) TestFlipTripWitnessCompletesAfterTheNode() {
 	s.True(said, "the flip's event names the witness's answer")
 }
 
+// A node that confirmed on the witness's answer says which in its result:
+// the workflow converges in the task that hears the node, while the
+// witness is still pending, and the flip's event names what answered. A
+// result that carries another flip's verdict, or none, waits for the
+// witness as before.
+func (s *NodeSuite) TestFlipTripVerdictCarriedConvergesAtOnce() {
+	for _, tc := range []struct {
+		name    string
+		carried *activities.WitnessVerdict
+		atOnce  bool
+	}{
+		{"this flip's answer", &activities.WitnessVerdict{ID: "n1-1", State: activities.WitnessAnswered, Why: "22/tcp on 192.0.2.9"}, true},
+		{"another flip's answer", &activities.WitnessVerdict{ID: "n1-0", State: activities.WitnessAnswered, Why: "22/tcp on 192.0.2.9"}, false},
+		{"no verdict", nil, false},
+	} {
+		s.Run(tc.name, func() {
+			s.SetupTest()
+			s.expectAdoption(time.Second)
+			// The node's activity takes a minute, the witness three.
+			s.witnessAfter = 3 * time.Minute
+			s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).After(time.Minute).Run(s.record("fliptrip")).
+				Return(&activities.FlipResult{ID: "n1-1", State: FlipStateCommitted, Listing: "/x", Preview: &flip.Preview{Approved: true}, Witness: tc.carried}, nil).Once()
+			s.signal(time.Minute, SignalFlip, "")
+			s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
+			st := s.result()
+			s.Equal(PhaseConverged, st.Phase)
+			s.Equal(FlipStateCommitted, st.Flip.State)
+			answered := "22/tcp on 192.0.2.1"
+			if tc.atOnce {
+				answered = "22/tcp on 192.0.2.9"
+			}
+			var began, flipped time.Time
+			for _, e := range st.Events {
+				if strings.HasPrefix(e.Text, "flip n1-1: witnessed from outside the node once applied") {
+					began = e.At
+				}
+				if strings.HasPrefix(e.Text, "flipped (n1-1): applied, reached Temporal, witnessed from outside ("+answered+"), confirmed") {
+					flipped = e.At
+				}
+			}
+			s.Require().False(began.IsZero(), "the flip's start is an event")
+			s.Require().False(flipped.IsZero(), "the flip's event names the answer it went on with (%s)", answered)
+			took := flipped.Sub(began)
+			if tc.atOnce {
+				s.Less(took, 2*time.Minute, "converged with the node's result, before the witness ended")
+			} else {
+				s.GreaterOrEqual(took, 3*time.Minute, "waited for the witness")
+			}
+		})
+	}
+}
+
 // The witness finds the operator locked out: the verdict says so to the
 // node, which reverts; the workflow asks the node, and the node stays
 // adopted with the reason.

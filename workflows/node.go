@@ -40,6 +40,9 @@ type node struct {
 	twoSteps bool
 	// oneTrip: the flip takes one (changeFlipOneTrip, fliptrip.go).
 	oneTrip bool
+	// verdictCarried: that flip goes on with the witness's verdict the
+	// node's result carries (changeFlipVerdictCarried).
+	verdictCarried bool
 	// quiet: the fleet is not told of a phase while it is set (a flip in
 	// one round trip tells it only how the flip ended).
 	quiet bool
@@ -107,6 +110,9 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 		// nothing more. Runs that predate changeFlipTwoSteps record it in the flip.
 		_ = workflow.GetVersion(ctx, changeFlipHolds, workflow.DefaultVersion, 1)
 		n.oneTrip = workflow.GetVersion(ctx, changeFlipOneTrip, workflow.DefaultVersion, 1) >= 1
+		if n.oneTrip {
+			n.verdictCarried = workflow.GetVersion(ctx, changeFlipVerdictCarried, workflow.DefaultVersion, 1) >= 1
+		}
 	}
 	n.watching = workflow.GetVersion(ctx, changeNodeWatch, workflow.DefaultVersion, 1) >= 1
 	for {

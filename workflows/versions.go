@@ -63,6 +63,11 @@ const (
 	// activity that answers only when something changed, instead of a
 	// timer and an activity per check. Decided once a run, at its start.
 	changeNodeWatch = "node-watch"
+	// changeFlipVerdictCarried: a flip in one round trip that the node
+	// committed on the witness's verdict it read goes on with that
+	// verdict (the node's result carries it) instead of waiting for the
+	// witness's activity to end. Decided once a run, at its start.
+	changeFlipVerdictCarried = "flip-verdict-carried"
 )
 
 // taken records that this run takes change. Every history kept for replay

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -34,8 +35,12 @@ type FlipBatch struct {
 	Closed99 float64          `json:"flip_to_closed_p99_ms"`
 	Reverted []string         `json:"reverted,omitempty"` // not confirmed in time: the node is adopted again
 	Where    string           `json:"where"`
-	sent     map[string]time.Time
-	closed   []float64
+	// CPUMS is the CPU each process spent on the batch, per flip: the dev
+	// server, the orchestrator, and this bench's process (the simulated
+	// agents and the clients sending the flips).
+	CPUMS  map[string]float64 `json:"cpu_per_flip_ms"`
+	sent   map[string]time.Time
+	closed []float64
 }
 
 // flipAll flips every node: o.Batches each at once, then the rest
@@ -67,12 +72,39 @@ func (r *scaleRun) flipAll(ctx context.Context) ([]*FlipBatch, error) {
 			how = "all at once"
 		}
 		r.logf("flipping %d nodes, %s ...", b.Size, how)
-		t0 := time.Now()
+		t0, cpu0 := time.Now(), r.cpu()
 		errs = append(errs, r.flipBatch(ctx, b, nodes))
-		r.logf("%d flips done in %.1f s (%d reverted)", len(b.closed), time.Since(t0).Seconds(), len(b.Reverted))
+		b.CPUMS = perFlip(cpu0, r.cpu(), b.Size)
+		r.logf("%d flips done in %.1f s (%d reverted); CPU per flip: %s", len(b.closed), time.Since(t0).Seconds(), len(b.Reverted), cpuNote(b.CPUMS))
 	}
 	r.d.ConvergeAllS = time.Since(r.start).Seconds()
 	return batches, errors.Join(errs...)
+}
+
+// The processes whose CPU a flip batch is charged to.
+const (
+	cpuServer = "dev server"
+	cpuOrch   = "orchestrator"
+	cpuAgents = "agents and bench"
+)
+
+// cpu is each process's utime+stime so far, in seconds.
+func (r *scaleRun) cpu() map[string]float64 {
+	return map[string]float64{cpuServer: procCPU(r.srv.cmd.Process.Pid), cpuOrch: r.orch.cpuSeconds(), cpuAgents: procCPU(os.Getpid())}
+}
+
+// perFlip is the CPU between two readings, in ms per flip of n.
+func perFlip(before, after map[string]float64, n int) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		out[k] = math.Round((v - before[k]) * 1000 / float64(max(n, 1)))
+	}
+	return out
+}
+
+// cpuNote says perFlip's figures in a fixed order.
+func cpuNote(ms map[string]float64) string {
+	return fmt.Sprintf("%s %.0f ms, %s %.0f ms, %s %.0f ms", cpuServer, ms[cpuServer], cpuOrch, ms[cpuOrch], cpuAgents, ms[cpuAgents])
 }
 
 // spread is 0..n-1 in an order whose every prefix is spread over the

@@ -34,8 +34,11 @@ type IdleDetails struct {
 const userHZ = 100
 
 // cpuSeconds is the orchestrator's utime+stime so far, 0 if unreadable.
-func (o *orchestrator) cpuSeconds() float64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(o.cmd.Process.Pid) + "/stat")
+func (o *orchestrator) cpuSeconds() float64 { return procCPU(o.cmd.Process.Pid) }
+
+// procCPU is process pid's utime+stime so far in seconds, 0 if unreadable.
+func procCPU(pid int) float64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0
 	}

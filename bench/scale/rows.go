@@ -50,7 +50,7 @@ func (r *scaleRun) rows(sampleN int) []report.Row {
 		}
 		// The batch's number keeps two batches of one size apart (at
 		// fewer nodes than the batches ask, the last ones are cut).
-		note := fmt.Sprintf("%s; %d of %d converged, %d reverted; the other nodes adopted or converged; %s", sim, b.MS.N, b.Size, len(b.Reverted), b.Where)
+		note := fmt.Sprintf("%s; %d of %d converged, %d reverted; the other nodes adopted or converged; %s; CPU per flip: %s", sim, b.MS.N, b.Size, len(b.Reverted), b.Where, cpuNote(b.CPUMS))
 		rows = append(rows,
 			report.Absolute("scale", fmt.Sprintf("flip Update to phase converged, batch %d, %d at once: p50", k+1, b.Size), b.MS.Median, "ms", ours, note, 0),
 			report.Absolute("scale", fmt.Sprintf("flip Update to phase converged, batch %d, %d at once: p99", k+1, b.Size), b.P99MS, "ms", ours,

@@ -28,6 +28,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
@@ -44,6 +45,7 @@ import (
 	"adoption/config"
 	"adoption/intent"
 	"adoption/internal/opkey"
+	"adoption/witness"
 	"adoption/workflows"
 	"adoption/workflows/fleet"
 )
@@ -149,6 +151,10 @@ func run(bin, out, only, keyFile string) error {
 	fleet.Register(wf)
 	// The orchestrator's relay, which a fleet migrate or flip goes through.
 	wf.RegisterActivity(&relay.Relay{C: c, Every: 200 * time.Millisecond})
+	// The orchestrator's witness, scripted: it answers for a flip whose
+	// plan names the address to dial, once the node's flip has had time
+	// to read it, as the real one lingers until the node has.
+	wf.RegisterActivityWithOptions(scriptedWitness, activity.RegisterOptions{Name: witness.ActivityType})
 	if err := wf.Start(); err != nil {
 		return err
 	}
@@ -285,7 +291,7 @@ func controlPlan(node string) config.Plan {
 	return config.Plan{
 		Node: node, Role: "control",
 		ManagementPorts: []config.Port{{Num: 22, Proto: "tcp"}},
-		Witness:         &config.Witness{Disabled: true}, // the scripted node has no address to dial
+		Witness:         &config.Witness{Address: "192.0.2.1"}, // never dialled: the witness is scripted
 		Foundation:      []config.NamedPort{{Name: "registry", Port: config.Port{Num: 5001, Proto: "tcp"}}},
 		Modules: []config.ModulePlan{{Name: "mail", Ports: []config.Port{{Num: 8025, Proto: "tcp"}},
 			Container: &config.Container{Name: "mail", Image: "mesh/mail:2"},

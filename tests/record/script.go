@@ -20,6 +20,7 @@ import (
 	"adoption/firewall/eval"
 	"adoption/firewall/flip"
 	"adoption/firewall/marks"
+	"adoption/witness"
 )
 
 type script struct {
@@ -273,8 +274,28 @@ func (s *script) FlipTrip(_ context.Context, in activities.FlipTripInput) (*acti
 	if s.confirmOnly {
 		return nil, temporal.NewNonRetryableApplicationError("flip "+in.ID+" is confirmed; its commit failed: /etc/nftables.conf is read-only", "CommitStopped", nil)
 	}
-	return &activities.FlipResult{ID: in.ID, State: "committed", Deadline: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC),
-		Listing: "/var/lib/adoption/flips/" + in.ID + ".rules", Preview: pv}, nil
+	res := &activities.FlipResult{ID: in.ID, State: "committed", Deadline: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC),
+		Listing: "/var/lib/adoption/flips/" + in.ID + ".rules", Preview: pv}
+	if in.Witness {
+		// Confirmed on the witness's answer, which the result carries.
+		res.Witness = &activities.WitnessVerdict{ID: in.ID, State: activities.WitnessAnswered, Why: witnessAnswer}
+	}
+	return res, nil
+}
+
+// witnessAnswer is what the scripted witness says answered.
+const witnessAnswer = "22/tcp on 192.0.2.1"
+
+// scriptedWitness is the orchestrator's witness of the recorded flips: it
+// answers after a pause, as the real one completes once the node's flip
+// activity has read its verdict and ended.
+func scriptedWitness(ctx context.Context, in witness.Input) (*witness.Result, error) {
+	select {
+	case <-time.After(500 * time.Millisecond):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return &witness.Result{Answered: []string{witnessAnswer}}, nil
 }
 
 func (s *script) ConfirmFlip(_ context.Context, in activities.ConfirmInput) (*activities.FlipResult, error) {
