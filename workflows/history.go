@@ -1,7 +1,7 @@
 // Bounded histories: a node's workflow lives for weeks, so what it writes to
 // its history while nothing happens must be nothing. Waiting for a down
-// agent adds no event (the activity waits in its queue, raced against one
-// timer that only updates what status says); search attributes are written
+// agent adds no event (the activity waits in its queue, where status finds
+// it); search attributes are written
 // when they change; a wait's timer is cancelled when the wait ends early;
 // only activities that heartbeat get a heartbeat timeout; requests still
 // queued when the workflow ends are answered in its state, not dropped.
@@ -22,8 +22,8 @@ import (
 	"adoption/activities/authority"
 )
 
-// agentWait is how long an activity may wait before status says that the
-// node's agent may be down.
+// agentWait is how long an activity of a run from before changeUntimedSteps
+// may wait before its query says that the node's agent may be down.
 const agentWait = 5 * time.Minute
 
 // interactiveTimeout bounds an activity an operator waits for (the preview
@@ -70,9 +70,11 @@ func activityName(fn any) string {
 }
 
 // exec runs a node activity on the node's own queue. While the node's agent
-// is down the activity simply waits in its queue; after agentWait, status
-// says what it waits for (one timer, cancelled when the activity ends
-// first). A refusal comes back at once; a transient failure is retried.
+// is down the activity simply waits in its queue, where status finds it
+// (the CLI's and the Web UI's pending activities); a run from before
+// changeUntimedSteps also raced one timer, cancelled when the activity
+// ended first, after which its query said what it waited for. A refusal
+// comes back at once; a transient failure is retried.
 func (n *node) exec(ctx workflow.Context, summary string, fn, in, out any) error {
 	opts := workflow.ActivityOptions{
 		TaskQueue:           NodeQueue(n.s.Node),
@@ -99,6 +101,9 @@ func (n *node) exec(ctx workflow.Context, summary string, fn, in, out any) error
 		opts.ScheduleToCloseTimeout = interactiveTimeout
 	}
 	f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), fn, in)
+	if n.untimed {
+		return n.answered(f.Get(ctx, out), opts)
+	}
 	tctx, cancel := workflow.WithCancel(ctx)
 	timer := workflow.NewTimer(tctx, agentWait)
 	waited := false
@@ -112,14 +117,20 @@ func (n *node) exec(ctx workflow.Context, summary string, fn, in, out any) error
 	} else {
 		cancel()
 	}
-	err := f.Get(ctx, out)
-	var te *temporal.TimeoutError
-	if errors.As(err, &te) && opts.ScheduleToCloseTimeout > 0 {
-		err = fmt.Errorf("node %s's agent did not answer within %s (is adopt-worker running on it?)", n.s.Node, interactiveTimeout)
-	}
+	err := n.answered(f.Get(ctx, out), opts)
 	if n.s.Waiting != "" {
 		n.s.Waiting = ""
 		n.publish(ctx)
+	}
+	return err
+}
+
+// answered is the error of an activity run with opts: an interactive one
+// that timed out says the agent did not answer.
+func (n *node) answered(err error, opts workflow.ActivityOptions) error {
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) && opts.ScheduleToCloseTimeout > 0 {
+		return fmt.Errorf("node %s's agent did not answer within %s (is adopt-worker running on it?)", n.s.Node, interactiveTimeout)
 	}
 	return err
 }

@@ -43,6 +43,9 @@ type node struct {
 	// verdictCarried: that flip goes on with the witness's verdict the
 	// node's result carries (changeFlipVerdictCarried).
 	verdictCarried bool
+	// untimed: node activities wait without the agent-may-be-down timer
+	// (changeUntimedSteps).
+	untimed bool
 	// quiet: the fleet is not told of a phase while it is set (a flip in
 	// one round trip tells it only how the flip ended).
 	quiet bool
@@ -84,6 +87,7 @@ func NodeMigration(ctx workflow.Context, in Input) (*State, error) {
 		return nil, err
 	}
 	taken(ctx, changeBoundedHistory)
+	n.untimed = workflow.GetVersion(ctx, changeUntimedSteps, workflow.DefaultVersion, 1) >= 1
 	return n.run(ctx)
 }
 

@@ -68,6 +68,11 @@ const (
 	// verdict (the node's result carries it) instead of waiting for the
 	// witness's activity to end. Decided once a run, at its start.
 	changeFlipVerdictCarried = "flip-verdict-carried"
+	// changeUntimedSteps: a node activity waits in its queue without the
+	// timer that made status say the agent may be down: status reads the
+	// pending activities (the CLI's, the Web UI's). Decided once a run, at
+	// its start.
+	changeUntimedSteps = "untimed-steps"
 )
 
 // taken records that this run takes change. Every history kept for replay

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +31,7 @@ import (
 	"adoption/config"
 	"adoption/firewall/eval"
 	"adoption/firewall/marks"
+	"adoption/internal/devserver"
 	"adoption/internal/ufwfixture"
 )
 
@@ -73,21 +73,12 @@ type devServer struct {
 	done    chan struct{}
 }
 
-func freeTCPPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startServer starts a dev server as tests/harness_test.go does, on free
 // ports with its own database file.
 func startServer(bin, dbFile, dir string, longPolls int) (*devServer, error) {
 	var ports [3]int
 	for i := range ports {
-		p, err := freeTCPPort()
+		p, err := devserver.Port()
 		if err != nil {
 			return nil, err
 		}

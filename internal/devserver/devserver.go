@@ -108,13 +108,22 @@ func (s *Server) Stop() {
 	}
 }
 
-// FreePort is a loopback TCP port nothing listens on now, below the
-// kernel's ephemeral range (net.ipv4.ip_local_port_range): a server that
-// is stopped and started again on it cannot find it taken meanwhile as
-// the source port of some process's outgoing connection. Ports handed out
-// are not handed out again in this process.
+// FreePort is Port for a test: no port fails it.
 func FreePort(t testing.TB) int {
 	t.Helper()
+	p, err := Port()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Port is a loopback TCP port nothing listens on now, below the kernel's
+// ephemeral range (net.ipv4.ip_local_port_range): a server that is
+// stopped and started again on it cannot find it taken meanwhile as the
+// source port of some process's outgoing connection. Ports handed out are
+// not handed out again in this process.
+func Port() (int, error) {
 	portsMu.Lock()
 	defer portsMu.Unlock()
 	low := ephemeralLow()
@@ -129,10 +138,9 @@ func FreePort(t testing.TB) int {
 		}
 		l.Close()
 		portsGiven[p] = true
-		return p
+		return p, nil
 	}
-	t.Fatalf("no free loopback port from %d to %d after 1000 tries", portsFrom, low-1)
-	return 0
+	return 0, fmt.Errorf("no free loopback port from %d to %d after 1000 tries", portsFrom, low-1)
 }
 
 // portsFrom is the lowest port FreePort hands out.

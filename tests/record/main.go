@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +43,7 @@ import (
 	"adoption/codec"
 	"adoption/config"
 	"adoption/intent"
+	"adoption/internal/devserver"
 	"adoption/internal/opkey"
 	"adoption/witness"
 	"adoption/workflows"
@@ -114,7 +114,7 @@ func run(bin, out, only, keyFile string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	port, err := freePort()
+	port, err := devserver.Port()
 	if err != nil {
 		return err
 	}
@@ -525,13 +525,4 @@ func (r *rec) runs(scenario, id string) ([]*historypb.History, error) {
 		out = append(out, h)
 	}
 	return out, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
