@@ -27,6 +27,9 @@ type IdleDetails struct {
 	DriftEveryS     float64 `json:"drift_interval_s"`
 	OrchCPUS        float64 `json:"orchestrator_cpu_s"`          // utime+stime in the window
 	OrchCPUPerHourS float64 `json:"orchestrator_cpu_s_per_hour"` // ... times an hour over the window
+	// CPUPerS is each process's CPU per second of the window, in ms (the
+	// baseline a flip batch's CPU is measured over).
+	CPUPerS map[string]float64 `json:"cpu_ms_per_s"`
 }
 
 // userHZ is the unit of /proc/PID/stat's utime and stime (USER_HZ, 100
@@ -63,7 +66,7 @@ func (r *scaleRun) idle(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cpu0 := r.orch.cpuSeconds()
+	cpu0, all0 := r.orch.cpuSeconds(), r.cpu()
 	r.logf("every node migrated; idle for %s (reconcile %s, drift %s) ...", r.o.Idle, r.plans[0].ReconcileInterval, r.plans[0].DriftInterval)
 	select {
 	case <-time.After(r.o.Idle):
@@ -71,6 +74,8 @@ func (r *scaleRun) idle(ctx context.Context) error {
 		return ctx.Err()
 	}
 	det.OrchCPUS = r.orch.cpuSeconds() - cpu0
+	// perFlip over the window's seconds is ms per second.
+	det.CPUPerS = perFlip(all0, r.cpu(), int(r.o.Idle.Seconds()))
 	det.OrchCPUPerHourS = det.OrchCPUS * time.Hour.Seconds() / r.o.Idle.Seconds()
 	after, err := r.eventCounts(ctx)
 	if err != nil {
@@ -83,8 +88,8 @@ func (r *scaleRun) idle(ctx context.Context) error {
 	}
 	det.EventsBefore, det.EventsInWindow, det.EventsPerDay = stats(before), stats(in), stats(per)
 	r.d.Idle = det
-	r.logf("idle: events in %s: median %.0f (min %.0f, max %.0f), per node per day median %.0f; orchestrator CPU %.2f s, %.1f s per hour",
-		r.o.Idle, det.EventsInWindow.Median, det.EventsInWindow.Min, det.EventsInWindow.Max, det.EventsPerDay.Median, det.OrchCPUS, det.OrchCPUPerHourS)
+	r.logf("idle: events in %s: median %.0f (min %.0f, max %.0f), per node per day median %.0f; orchestrator CPU %.2f s, %.1f s per hour; CPU per second idle: %s",
+		r.o.Idle, det.EventsInWindow.Median, det.EventsInWindow.Min, det.EventsInWindow.Max, det.EventsPerDay.Median, det.OrchCPUS, det.OrchCPUPerHourS, cpuNote(det.CPUPerS))
 	return nil
 }
 
