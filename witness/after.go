@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/temporal"
 )
@@ -84,27 +85,38 @@ func (w *Witness) awaitApplied(ctx context.Context, in After) (progress, error) 
 // progress reads the run once: whether the flip activity is pending, and
 // its last heartbeat's progress on this flip (zero if none).
 func (w *Witness) progress(ctx context.Context, in After) (p progress, pending bool, err error) {
+	pending, err = readPending(ctx, w.Describe, in.WorkflowID, in.RunID, in.Activity, func(hb *commonpb.Payloads) bool {
+		var got progress
+		// A step's plain heartbeat does not decode: not the flip's progress.
+		if w.Converter.FromPayloads(hb, &got) == nil && got.ID == in.FlipID {
+			p = got
+			return true
+		}
+		return false
+	})
+	return p, pending, err
+}
+
+// readPending describes the run once and hands each pending activity of
+// type activity's last heartbeat to found until it says it found what it
+// looked for; it reports whether such an activity is pending at all. The
+// witness reads the node's flip activity this way, and the node the
+// witness's verdict (ReadVerdict).
+func readPending(ctx context.Context, d Describer, workflowID, runID, activity string, found func(*commonpb.Payloads) bool) (pending bool, err error) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	resp, err := w.Describe.DescribeWorkflowExecution(dctx, in.WorkflowID, in.RunID)
+	resp, err := d.DescribeWorkflowExecution(dctx, workflowID, runID)
 	if err != nil {
-		return p, false, err
+		return false, err
 	}
 	for _, pa := range resp.GetPendingActivities() {
-		if pa.GetActivityType().GetName() != in.Activity {
+		if pa.GetActivityType().GetName() != activity {
 			continue
 		}
 		pending = true
-		if pa.GetHeartbeatDetails() == nil {
-			continue
-		}
-		var got progress
-		if err := w.Converter.FromPayloads(pa.GetHeartbeatDetails(), &got); err != nil {
-			continue // a step's plain heartbeat, not the flip's progress
-		}
-		if got.ID == in.FlipID {
-			return got, true, nil
+		if hb := pa.GetHeartbeatDetails(); hb != nil && found(hb) {
+			return true, nil
 		}
 	}
-	return progress{}, pending, nil
+	return pending, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -86,27 +87,14 @@ func (w *Witness) tell(ctx context.Context, in After, v Verdict) {
 // activities: the verdict ("" State while the witness is pending without
 // one) and whether a witness is pending at all.
 func ReadVerdict(ctx context.Context, d Describer, conv converter.DataConverter, workflowID, runID, id string) (v Verdict, pending bool, err error) {
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := d.DescribeWorkflowExecution(dctx, workflowID, runID)
-	if err != nil {
-		return Verdict{}, false, err
-	}
-	for _, pa := range resp.GetPendingActivities() {
-		if pa.GetActivityType().GetName() != ActivityType {
-			continue
-		}
-		pending = true
-		if pa.GetHeartbeatDetails() == nil {
-			continue
-		}
+	pending, err = readPending(ctx, d, workflowID, runID, ActivityType, func(hb *commonpb.Payloads) bool {
 		var got Verdict
-		if err := conv.FromPayloads(pa.GetHeartbeatDetails(), &got); err != nil {
-			continue // an older witness's plain heartbeat
+		// An older witness's plain heartbeat does not decode.
+		if conv.FromPayloads(hb, &got) == nil && got.ID == id && got.State != "" {
+			v = got
+			return true
 		}
-		if got.ID == id && got.State != "" {
-			return got, true, nil
-		}
-	}
-	return Verdict{}, pending, nil
+		return false
+	})
+	return v, pending, err
 }
