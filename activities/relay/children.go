@@ -52,20 +52,29 @@ func (r *Relay) Children(ctx context.Context, in ChildrenInput) ([]ChildStanding
 	}
 	var out []ChildStanding
 	for _, c := range in.Nodes {
-		resp, err := d.DescribeWorkflowExecution(ctx, workflows.WorkflowID(c.Node), "")
-		var nf *serviceerror.NotFound
-		switch {
-		case errors.As(err, &nf):
-			out = append(out, ChildStanding{Node: c.Node, Ended: "ended unseen: no workflow " + workflows.WorkflowID(c.Node) + " exists any more"})
-			continue
-		case err != nil:
-			continue
+		if st, err := describeStanding(ctx, d, in.Fleet, c); err == nil {
+			out = append(out, st)
 		}
-		out = append(out, ChildStanding{Node: c.Node, Ended: standing(in.Fleet, c, resp.GetWorkflowExecutionInfo().GetFirstRunId(),
-			resp.GetWorkflowExecutionInfo().GetParentExecution().GetWorkflowId(), resp.GetWorkflowExecutionInfo().GetExecution().GetRunId(),
-			resp.GetWorkflowExecutionInfo().GetStatus())})
 	}
 	return out, nil
+}
+
+// describeStanding describes the latest run under c's workflow ID and
+// says how the chain the fleet started stands (standing); a workflow no
+// longer there has ended unseen.
+func describeStanding(ctx context.Context, d Describer, fleetID string, c Child) (ChildStanding, error) {
+	id := workflows.WorkflowID(c.Node)
+	resp, err := d.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return ChildStanding{Node: c.Node, Ended: "ended unseen: no workflow " + id + " exists any more"}, nil
+	case err != nil:
+		return ChildStanding{}, fmt.Errorf("describing %s: %w", id, err)
+	}
+	info := resp.GetWorkflowExecutionInfo()
+	return ChildStanding{Node: c.Node, Ended: standing(fleetID, c, info.GetFirstRunId(), info.GetParentExecution().GetWorkflowId(),
+		info.GetExecution().GetRunId(), info.GetStatus())}, nil
 }
 
 // standing decides, from the latest run under the node's ID, whether the

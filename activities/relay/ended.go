@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"adoption/workflows"
@@ -98,18 +97,12 @@ func (r *Relay) Ended(ctx context.Context, in EndedInput) (EndedOutput, error) {
 	}
 	for _, c := range seen {
 		out.Described++
-		resp, err := l.DescribeWorkflowExecution(ctx, workflows.WorkflowID(c.Node), "")
-		var nf *serviceerror.NotFound
-		switch {
-		case errors.As(err, &nf):
-			out.Ended = append(out.Ended, ChildStanding{Node: c.Node, Ended: "ended unseen: no workflow " + workflows.WorkflowID(c.Node) + " exists any more"})
-			continue
-		case err != nil:
-			return EndedOutput{}, fmt.Errorf("describing %s: %w", workflows.WorkflowID(c.Node), err)
+		st, err := describeStanding(ctx, l, in.Fleet, c)
+		if err != nil {
+			return EndedOutput{}, err
 		}
-		info := resp.GetWorkflowExecutionInfo()
-		if why := standing(in.Fleet, c, info.GetFirstRunId(), info.GetParentExecution().GetWorkflowId(), info.GetExecution().GetRunId(), info.GetStatus()); why != "" {
-			out.Ended = append(out.Ended, ChildStanding{Node: c.Node, Ended: why})
+		if st.Ended != "" {
+			out.Ended = append(out.Ended, st)
 		}
 	}
 	return out, nil
