@@ -73,40 +73,20 @@ func (a *Activities) claim(ctx context.Context, auth *authority.Authority, signe
 	return v, nil
 }
 
+// claimNonce is authority.Admit, its refusal the activity's
+// ErrIntentRefused.
 func (a *Activities) claimNonce(ctx context.Context, auth *authority.Authority, signed *intent.Signed, forms []authority.Form, undo bool) (*intent.Verified, error) {
 	if auth.Operators.Len() == 0 && auth.Unsigned {
 		return nil, nil
 	}
-	now := time.Now()
-	v, err := authority.Verify(a.Node, auth, signed, forms, now)
+	v, err := authority.Admit(a.Node, auth, signed, forms, time.Now(), undo, callingWorkflow(ctx))
 	var r *intent.Refusal
-	if undo && errors.As(err, &r) && r.Reason == intent.Expired {
-		v, err = a.begun(auth, signed, forms, err)
-	}
-	if err == nil {
-		err = intent.Nonces{Dir: auth.Intents}.Claim(signed, v, callingWorkflow(ctx), now)
-	}
 	if errors.As(err, &r) {
 		heartbeat(ctx, "refused: intent "+r.Reason)
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("refused by node %s: %v; nothing was changed", a.Node, err), ErrIntentRefused, nil, r.Reason)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("record the intent's nonce: %w", err)
-	}
-	return v, nil
-}
-
-// begun is an expired intent verified as of its issue time, if the node
-// holds a record of acting on it (Claim then decides whether for this
-// workflow, and whether its operation has ended); else expired stays.
-func (a *Activities) begun(auth *authority.Authority, signed *intent.Signed, forms []authority.Form, expired error) (*intent.Verified, error) {
-	var in intent.Intent
-	if json.Unmarshal(signed.Payload, &in) != nil {
-		return nil, expired
-	}
-	v, err := authority.Verify(a.Node, auth, signed, forms, in.Issued)
-	if err != nil || !(intent.Nonces{Dir: auth.Intents}).Has(v.Nonce) {
-		return nil, expired // never acted on: nothing to undo under it
 	}
 	return v, nil
 }

@@ -4,6 +4,7 @@ package authority
 // signs, and for each activity the actions and arguments it accepts.
 
 import (
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -122,4 +123,40 @@ func Verify(node string, auth *Authority, signed *intent.Signed, forms []Form, a
 		}
 	}
 	return v, err
+}
+
+// Admit verifies signed for one of forms at now and claims its nonce for
+// the calling workflow, so that no other workflow can present it again.
+// For the way back (undo: a cutover's rollback, a flip's revert), an
+// intent that has expired since the node first acted on it is verified as
+// of its issue time, so the way back never depends on how long the way
+// there took; one never acted on stays expired.
+func Admit(node string, auth *Authority, signed *intent.Signed, forms []Form, now time.Time, undo bool, workflow string) (*intent.Verified, error) {
+	v, err := Verify(node, auth, signed, forms, now)
+	var r *intent.Refusal
+	if undo && errors.As(err, &r) && r.Reason == intent.Expired {
+		v, err = begun(node, auth, signed, forms, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := (intent.Nonces{Dir: auth.Intents}).Claim(signed, v, workflow, now); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// begun is an expired intent verified as of its issue time, if the node
+// holds a record of acting on it (Claim then decides whether for this
+// workflow, and whether its operation has ended); else expired stays.
+func begun(node string, auth *Authority, signed *intent.Signed, forms []Form, expired error) (*intent.Verified, error) {
+	var in intent.Intent
+	if json.Unmarshal(signed.Payload, &in) != nil {
+		return nil, expired
+	}
+	v, err := Verify(node, auth, signed, forms, in.Issued)
+	if err != nil || !(intent.Nonces{Dir: auth.Intents}).Has(v.Nonce) {
+		return nil, expired // never acted on: nothing to undo under it
+	}
+	return v, nil
 }
