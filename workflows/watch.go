@@ -24,8 +24,12 @@ const (
 	watchBound = 6 * time.Hour
 	// watchHeartbeat is how long a watch may go silent before its
 	// attempt counts as lost (the agent died); it waits in its queue for
-	// the agent that comes back.
-	watchHeartbeat = time.Minute
+	// the agent that comes back. Each heartbeat is a write on the server,
+	// the one cost of an idle node: the agent beats at a third of this
+	// (the SDK sends at most one in 0.8 of it), so a thousand idle nodes
+	// are a few writes a second. Whether an agent is alive, status reads
+	// from its queue's pollers, not from this.
+	watchHeartbeat = 5 * time.Minute
 	// watchBackoff is how long a refused watch waits before it is asked
 	// again (a request wakes it at once).
 	watchBackoff = 30 * time.Minute

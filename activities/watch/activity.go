@@ -24,7 +24,8 @@ const DefaultBound = 6 * time.Hour
 // Watcher serves Watch activities from the agent's loop.
 type Watcher struct {
 	Loop *Loop
-	// Beat is how often a waiting watch heartbeats (tests shorten it).
+	// Beat is how often a waiting watch heartbeats: when zero, a third of
+	// the activity's heartbeat timeout (tests shorten it).
 	Beat time.Duration
 }
 
@@ -96,10 +97,11 @@ func (w *Watcher) first(ctx context.Context, j *job) (uint64, error) {
 // wait returns the loop's findings once they differ from known or carry a
 // repair, or at bound; it heartbeats meanwhile.
 func (w *Watcher) wait(ctx context.Context, gen uint64, known string, bound time.Duration) (*Result, error) {
-	beat := w.Beat
-	if beat <= 0 {
-		beat = 20 * time.Second
+	var timeout time.Duration
+	if activity.IsActivity(ctx) {
+		timeout = activity.GetInfo(ctx).HeartbeatTimeout
 	}
+	beat := beatEvery(w.Beat, timeout)
 	ticker := time.NewTicker(beat)
 	defer ticker.Stop()
 	end := time.NewTimer(bound)
@@ -131,6 +133,18 @@ func (w *Watcher) wait(ctx context.Context, gen uint64, known string, bound time
 			}
 		}
 	}
+}
+
+// beatEvery is how often a waiting watch heartbeats: as configured, else a
+// third of the heartbeat timeout the workflow set, else every 20 s.
+func beatEvery(configured, timeout time.Duration) time.Duration {
+	switch {
+	case configured > 0:
+		return configured
+	case timeout > 0:
+		return timeout / 3
+	}
+	return 20 * time.Second
 }
 
 // refused reports a refusal: an error no retry changes (the node's file,

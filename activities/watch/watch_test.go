@@ -372,3 +372,18 @@ func TestWatchUnderAnotherPlanIsRefused(t *testing.T) {
 		t.Fatalf("the loop watches %+v", l.job.in)
 	}
 }
+
+// A waiting watch beats at a third of the heartbeat timeout the workflow
+// set (the SDK sends at most one in 0.8 of it), unless configured.
+func TestBeatEvery(t *testing.T) {
+	for _, c := range []struct{ configured, timeout, want time.Duration }{
+		{0, 5 * time.Minute, 100 * time.Second},
+		{0, time.Minute, 20 * time.Second},
+		{0, 0, 20 * time.Second},
+		{time.Second, 5 * time.Minute, time.Second},
+	} {
+		if got := beatEvery(c.configured, c.timeout); got != c.want {
+			t.Errorf("beatEvery(%s, %s) = %s, want %s", c.configured, c.timeout, got, c.want)
+		}
+	}
+}
