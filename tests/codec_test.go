@@ -127,7 +127,7 @@ func TestCodecHistoryIsEncryptedAndDictionaryProof(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shown, errOut, code := runCmd(t, srv.bin, "workflow", "show", "--workflow-id", id, "--address", srv.Addr(), "--output", "json")
+	shown, errOut, code := runCmd(t, srv.spec.Bin, "workflow", "show", "--workflow-id", id, "--address", srv.Addr(), "--output", "json")
 	if code != 0 {
 		t.Fatalf("temporal workflow show: %s", errOut)
 	}
@@ -173,7 +173,7 @@ func TestCodecHistoryIsEncryptedAndDictionaryProof(t *testing.T) {
 	if resp.Header.Get("Access-Control-Allow-Origin") != "http://127.0.0.1:8233" {
 		t.Fatalf("no CORS answer for the UI's origin: %v", resp.Header)
 	}
-	viaCodec, errOut, code := runCmd(t, srv.bin, "workflow", "show", "--workflow-id", id, "--address", srv.Addr(), "--output", "json", "--codec-endpoint", endpoint)
+	viaCodec, errOut, code := runCmd(t, srv.spec.Bin, "workflow", "show", "--workflow-id", id, "--address", srv.Addr(), "--output", "json", "--codec-endpoint", endpoint)
 	if code != 0 || !readable(viaCodec, "POSTGRES_PASSWORD") || !readable(viaCodec, `"node":"db1"`) || strings.Contains(viaCodec, codec.Encoding) {
 		t.Fatalf("temporal workflow show --codec-endpoint does not show the decoded plan (exit %d): %s\n%s", code, errOut, excerpt(viaCodec, 2000))
 	}

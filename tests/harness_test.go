@@ -5,7 +5,6 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -92,21 +90,16 @@ func freePort(t *testing.T) int {
 	return devserver.FreePort(t)
 }
 
-// devServer is a real Temporal dev server on its own ports and database.
+// devServer is a real Temporal dev server on its own ports and database,
+// which a test may stop and start again.
 type devServer struct {
-	t        *testing.T
-	bin      string
-	db       string
-	port     int
-	httpPort int
-	metrics  int
-	cmd      *exec.Cmd
-	log      *os.File
-	orch     *workerProc // the one orchestrator (adopt-worker orchestrate)
-	extra    []string    // more start-dev flags
+	t    *testing.T
+	spec devserver.Spec
+	proc *devserver.Server
+	orch *workerProc // the one orchestrator (adopt-worker orchestrate)
 }
 
-func (s *devServer) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
+func (s *devServer) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.spec.Port) }
 
 // startDevServer starts a dev server and the one orchestrator that runs
 // the workflows on it; node agents are started per node (startWorker).
@@ -127,65 +120,36 @@ func startDevServerOnly(t *testing.T) *devServer {
 // start-dev flags (e.g. --ui-codec-endpoint).
 func startDevServerArgs(t *testing.T, extra ...string) *devServer {
 	t.Helper()
+	return launchDevServer(t, 0, extra...)
+}
+
+// launchDevServer starts a dev server with no orchestrator, its Web UI on
+// uiPort (0: headless), and more start-dev flags.
+func launchDevServer(t *testing.T, uiPort int, extra ...string) *devServer {
+	t.Helper()
 	// Whatever the test checks first, a dev server makes it end-to-end:
 	// skipped in a unit-only pass (TestMain built no binaries then).
 	needE2E(t)
 	dir := t.TempDir()
-	s := &devServer{t: t, bin: temporalBin(t), db: filepath.Join(dir, "temporal.db"),
-		port: freePort(t), httpPort: freePort(t), metrics: freePort(t), extra: extra}
-	var err error
-	if s.log, err = os.Create(filepath.Join(dir, "server.log")); err != nil {
-		t.Fatal(err)
-	}
+	s := &devServer{t: t, spec: devserver.Spec{Bin: temporalBin(t), DB: filepath.Join(dir, "temporal.db"), Log: filepath.Join(dir, "server.log"),
+		Port: freePort(t), HTTPPort: freePort(t), MetricsPort: freePort(t), UIPort: uiPort, Extra: extra}}
 	s.start()
-	t.Cleanup(func() {
-		s.stop()
-		s.log.Close()
-	})
+	t.Cleanup(s.stop)
 	return s
 }
 
+// start starts the server (again, after stop: the same ports and
+// database).
 func (s *devServer) start() {
 	s.t.Helper()
-	s.cmd = exec.Command(s.bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-		"--port", fmt.Sprint(s.port), "--http-port", fmt.Sprint(s.httpPort), "--metrics-port", fmt.Sprint(s.metrics),
-		"--db-filename", s.db, "--log-level", "warn",
-		"--search-attribute", "AdoptionNode=Keyword", "--search-attribute", "AdoptionPhase=Keyword")
-	s.cmd.Args = append(s.cmd.Args, s.extra...)
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	if err := s.cmd.Start(); err != nil {
+	var err error
+	if s.proc, err = devserver.Launch(s.spec); err != nil {
 		s.t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		c, err := client.Dial(client.Options{HostPort: s.Addr()})
-		if err == nil {
-			_, herr := c.CheckHealth(context.Background(), &client.CheckHealthRequest{})
-			c.Close()
-			if herr == nil {
-				return
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	b, _ := os.ReadFile(s.log.Name())
-	s.t.Fatalf("dev server did not become healthy on %s:\n%s", s.Addr(), b)
 }
 
 func (s *devServer) stop() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { s.cmd.Wait(); close(done) }() //nolint:errcheck
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-done
-	}
-	s.cmd = nil
+	s.proc.Stop()
 }
 
 func (s *devServer) client(t *testing.T) client.Client {

@@ -77,7 +77,7 @@ func TestWebUIShowsNodePhase(t *testing.T) {
 
 	// What Temporal stores is ciphertext: what the pages show below came
 	// through the codec server.
-	shown, errOut, code := runCmd(t, srv.bin, "workflow", "show", "--workflow-id", wfID, "--address", srv.Addr(), "--output", "json")
+	shown, errOut, code := runCmd(t, srv.spec.Bin, "workflow", "show", "--workflow-id", wfID, "--address", srv.Addr(), "--output", "json")
 	if code != 0 {
 		t.Fatalf("temporal workflow show: %s", errOut)
 	}
@@ -176,29 +176,8 @@ func chromiumBin(t *testing.T) string {
 // address.
 func startDevServerWithUI(t *testing.T, extra ...string) (*devServer, string) {
 	t.Helper()
-	needE2E(t)
-	dir := t.TempDir()
-	s := &devServer{t: t, bin: temporalBin(t), db: filepath.Join(dir, "temporal.db"),
-		port: freePort(t), httpPort: freePort(t), metrics: freePort(t)}
 	uiPort := freePort(t)
-	var err error
-	if s.log, err = os.Create(filepath.Join(dir, "server.log")); err != nil {
-		t.Fatal(err)
-	}
-	s.cmd = exec.Command(s.bin, "server", "start-dev", "--ip", "127.0.0.1",
-		"--port", fmt.Sprint(s.port), "--http-port", fmt.Sprint(s.httpPort), "--metrics-port", fmt.Sprint(s.metrics),
-		"--ui-port", fmt.Sprint(uiPort),
-		"--db-filename", s.db, "--log-level", "warn",
-		"--search-attribute", "AdoptionNode=Keyword", "--search-attribute", "AdoptionPhase=Keyword")
-	s.cmd.Args = append(s.cmd.Args, extra...)
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		s.stop()
-		s.log.Close()
-	})
+	s := launchDevServer(t, uiPort, extra...)
 	ui := fmt.Sprintf("http://127.0.0.1:%d", uiPort)
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
@@ -208,8 +187,8 @@ func startDevServerWithUI(t *testing.T, extra ...string) (*devServer, string) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	b, _ := os.ReadFile(s.log.Name())
-	t.Fatalf("dev server did not become healthy on %s with its Web UI on %s:\n%s", s.Addr(), ui, b)
+	b, _ := os.ReadFile(s.spec.Log)
+	t.Fatalf("dev server on %s did not serve its Web UI on %s:\n%s", s.Addr(), ui, b)
 	return nil, ""
 }
 

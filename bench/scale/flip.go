@@ -90,7 +90,7 @@ const (
 
 // cpu is each process's utime+stime so far, in seconds.
 func (r *scaleRun) cpu() map[string]float64 {
-	return map[string]float64{cpuServer: procCPU(r.srv.cmd.Process.Pid), cpuOrch: r.orch.cpuSeconds(), cpuAgents: procCPU(os.Getpid())}
+	return map[string]float64{cpuServer: procCPU(r.srv.Pid()), cpuOrch: r.orch.cpuSeconds(), cpuAgents: procCPU(os.Getpid())}
 }
 
 // perFlip is the CPU between two readings, in ms per flip of n.

@@ -349,13 +349,13 @@ func (r *scaleRun) raise(bin string) error {
 	r.onClose(r.srv.stop)
 	r.d.Pollers = r.o.Pollers
 	r.d.Server = r.srv.version + fmt.Sprintf("; sqlite file %s (-scale-db %s); --dynamic-config-value frontend.namespaceCount=%d (concurrent long polls per API; default 1200), matching.numTaskqueueRead/WritePartitions=1 (default 4)", dbFile, r.o.DB, longPolls)
-	r.logf("dev server on %s (%s)", r.srv.addr, r.srv.version)
+	r.logf("dev server on %s (%s)", r.srv.Addr, r.srv.version)
 	logf, err := os.Create(filepath.Join(r.dir, "sdk.log"))
 	if err != nil {
 		return err
 	}
 	r.onClose(func() { logf.Close() })
-	r.c, err = client.Dial(client.Options{HostPort: r.srv.addr,
+	r.c, err = client.Dial(client.Options{HostPort: r.srv.Addr,
 		Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn})))})
 	if err != nil {
 		return err
@@ -380,7 +380,7 @@ func (r *scaleRun) startWorkers() error {
 		}
 		wg.Wait()
 	})
-	if r.orch, err = startOrchestrator(r.dir, r.srv.addr, r.o.Pollers, r.o.OrchTree); err != nil {
+	if r.orch, err = startOrchestrator(r.dir, r.srv.Addr, r.o.Pollers, r.o.OrchTree); err != nil {
 		return err
 	}
 	r.onClose(r.orch.stop)
@@ -459,5 +459,5 @@ func (r *scaleRun) memory(peak peakMem) {
 	runtime.ReadMemStats(&msEnd)
 	r.d.SysMiB = float64(msEnd.Sys) / (1 << 20)
 	r.d.PeakRSSMiB, r.d.PeakHeapInuseMiB, r.d.PeakHeapAllocMiB, r.d.PeakGoroutines = peak.rss, peak.heapInuse, peak.heapAlloc, peak.goroutines
-	r.d.ServerPeakRSSMiB = rssMiB(strconv.Itoa(r.srv.cmd.Process.Pid), "VmHWM")
+	r.d.ServerPeakRSSMiB = rssMiB(strconv.Itoa(r.srv.Pid()), "VmHWM")
 }

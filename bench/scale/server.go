@@ -9,8 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,9 +20,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	"google.golang.org/protobuf/proto"
 
 	"adoption/bench/benchns"
@@ -67,79 +63,36 @@ func foundRuleset(open *config.Port) (json.RawMessage, error) {
 }
 
 type devServer struct {
-	cmd     *exec.Cmd
-	addr    string
+	*devserver.Server
 	version string
-	done    chan struct{}
 }
 
-// startServer starts a dev server as tests/harness_test.go does, on free
-// ports with its own database file.
+// startServer starts a dev server as the tests do, on free ports with its
+// own database file, and the long polls and partitions a thousand node
+// queues need.
 func startServer(bin, dbFile, dir string, longPolls int) (*devServer, error) {
-	var ports [3]int
-	for i := range ports {
-		p, err := devserver.Port()
-		if err != nil {
-			return nil, err
-		}
-		ports[i] = p
-	}
-	logf, err := os.Create(filepath.Join(dir, "server.log"))
+	port, err := devserver.Port()
 	if err != nil {
 		return nil, err
 	}
-	s := &devServer{addr: fmt.Sprintf("127.0.0.1:%d", ports[0]), done: make(chan struct{})}
+	s := &devServer{}
 	if v, err := exec.Command(bin, "--version").Output(); err == nil {
 		s.version = strings.TrimSpace(string(v))
 	}
-	s.cmd = exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-		"--port", strconv.Itoa(ports[0]), "--http-port", strconv.Itoa(ports[1]), "--metrics-port", strconv.Itoa(ports[2]),
-		"--db-filename", dbFile, "--log-level", "warn",
-		"--dynamic-config-value", fmt.Sprintf("frontend.namespaceCount=%d", longPolls),
-		// One partition per task queue: a node queue has one poller, and
-		// 1,000 queues of 4 partitions each are 4,000 task queue rows for
-		// SQLite to create at once.
-		"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
-		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
-		"--search-attribute", "AdoptionNode=Keyword", "--search-attribute", "AdoptionPhase=Keyword")
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := s.cmd.Start(); err != nil {
-		logf.Close()
+	s.Server, err = devserver.Launch(devserver.Spec{Bin: bin, Port: port, DB: dbFile, Log: filepath.Join(dir, "server.log"),
+		Extra: []string{"--dynamic-config-value", fmt.Sprintf("frontend.namespaceCount=%d", longPolls),
+			// One partition per task queue: a node queue has one poller, and
+			// 1,000 queues of 4 partitions each are 4,000 task queue rows for
+			// SQLite to create at once.
+			"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+			"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1"}})
+	if err != nil {
 		return nil, err
 	}
-	go func() { s.cmd.Wait(); logf.Close(); close(s.done) }() //nolint:errcheck
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		c, err := client.Dial(client.Options{HostPort: s.addr, Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
-		if err == nil {
-			_, herr := c.CheckHealth(context.Background(), &client.CheckHealthRequest{})
-			if herr == nil {
-				_, herr = c.WorkflowService().DescribeNamespace(context.Background(), &workflowservice.DescribeNamespaceRequest{Namespace: "default"})
-			}
-			c.Close()
-			if herr == nil {
-				return s, nil
-			}
-		}
-		select {
-		case <-s.done:
-			b, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-			return nil, fmt.Errorf("dev server exited: %s", b)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	s.stop()
-	b, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-	return nil, fmt.Errorf("dev server did not become healthy on %s: %s", s.addr, b)
+	return s, nil
 }
 
-func (s *devServer) stop() {
-	if s == nil || s.cmd.Process == nil {
-		return
-	}
-	terminate(s.cmd, s.done)
-}
+func (s *devServer) stop() { s.Stop() }
 
 func isTransient(err error) bool {
 	var unavailable *serviceerror.Unavailable

@@ -1,7 +1,8 @@
-// Package devserver starts a real Temporal dev server (the Temporal CLI's
-// `server start-dev`) for tests outside tests/, on a port the test chose
-// beforehand: a test can point a process at the address first and start
-// the server there later. tests/harness_test.go finds the CLI here too.
+// Package devserver launches a real Temporal dev server (the Temporal CLI's
+// `server start-dev`) on a port chosen beforehand, so a process can be
+// pointed at the address first and the server started there later: for
+// the tests (here and tests/harness_test.go), the bench and the history
+// recorder alike.
 package devserver
 
 import (
@@ -40,35 +41,66 @@ func Bin(t testing.TB) string {
 	return p
 }
 
-// Server is a dev server on its own database file.
+// Spec is one dev server to launch: its ports, its database file, where
+// its log goes, and more start-dev flags.
+type Spec struct {
+	Bin string
+	// Port is the frontend's; HTTPPort and MetricsPort are free ones when
+	// 0. UIPort serves the Web UI; 0 runs the server headless.
+	Port, HTTPPort, MetricsPort, UIPort int
+	DB                                  string // the SQLite file
+	Log                                 string // the server's output, appended to
+	Extra                               []string
+	// DieWithParent kills the server when the launching thread exits.
+	DieWithParent bool
+}
+
+// Server is a launched dev server.
 type Server struct {
 	Addr string
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
-// Start starts a dev server on 127.0.0.1:port (its HTTP and metrics ports
-// free ones), with the search attributes the workflows set, and waits until
-// it answers for the default namespace. It stops when the test ends.
-func Start(t testing.TB, port int) *Server {
-	t.Helper()
-	dir := t.TempDir()
-	logf, err := os.Create(filepath.Join(dir, "server.log"))
-	if err != nil {
-		t.Fatal(err)
+// Launch starts the server spec describes, with the search attributes the
+// workflows set, and waits (60 s at most) until it answers for the default
+// namespace. A server that exits or never answers is an error carrying its
+// log. Launching the same spec again after Stop restarts it on the same
+// ports and database.
+func Launch(spec Spec) (*Server, error) {
+	for _, p := range []*int{&spec.HTTPPort, &spec.MetricsPort} {
+		if *p == 0 {
+			var err error
+			if *p, err = Port(); err != nil {
+				return nil, err
+			}
+		}
 	}
-	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan struct{})}
-	s.cmd = exec.Command(Bin(t), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-		"--port", fmt.Sprint(port), "--http-port", fmt.Sprint(FreePort(t)), "--metrics-port", fmt.Sprint(FreePort(t)),
-		"--db-filename", filepath.Join(dir, "temporal.db"), "--log-level", "warn",
-		"--search-attribute", "AdoptionNode=Keyword", "--search-attribute", "AdoptionPhase=Keyword")
+	logf, err := os.OpenFile(spec.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"server", "start-dev", "--ip", "127.0.0.1",
+		"--port", strconv.Itoa(spec.Port), "--http-port", strconv.Itoa(spec.HTTPPort), "--metrics-port", strconv.Itoa(spec.MetricsPort),
+		"--db-filename", spec.DB, "--log-level", "warn",
+		"--search-attribute", "AdoptionNode=Keyword", "--search-attribute", "AdoptionPhase=Keyword"}
+	if spec.UIPort > 0 {
+		args = append(args, "--ui-port", strconv.Itoa(spec.UIPort))
+	} else {
+		args = append(args, "--headless")
+	}
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", spec.Port), done: make(chan struct{})}
+	s.cmd = exec.Command(spec.Bin, append(args, spec.Extra...)...)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if spec.DieWithParent {
+		s.cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
 	if err := s.cmd.Start(); err != nil {
 		logf.Close()
-		t.Fatal(err)
+		return nil, fmt.Errorf("start the dev server (%s): %w", spec.Bin, err)
 	}
 	go func() { s.cmd.Wait(); logf.Close(); close(s.done) }() //nolint:errcheck
-	t.Cleanup(s.Stop)
 	quiet := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
 		c, err := client.Dial(client.Options{HostPort: s.Addr, Logger: quiet})
@@ -76,24 +108,46 @@ func Start(t testing.TB, port int) *Server {
 			_, err = c.WorkflowService().DescribeNamespace(context.Background(), &workflowservice.DescribeNamespaceRequest{Namespace: "default"})
 			c.Close()
 			if err == nil {
-				return s
+				return s, nil
 			}
 		}
 		select {
 		case <-s.done:
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("the dev server on %s exited:\n%s", s.Addr, b)
+			b, _ := os.ReadFile(spec.Log)
+			return nil, fmt.Errorf("the dev server on %s exited:\n%s", s.Addr, b)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	b, _ := os.ReadFile(logf.Name())
-	t.Fatalf("the dev server did not answer on %s within 60 s:\n%s", s.Addr, b)
-	return nil
+	s.Stop()
+	b, _ := os.ReadFile(spec.Log)
+	return nil, fmt.Errorf("the dev server did not answer on %s within 60 s:\n%s", s.Addr, b)
 }
+
+// Start launches a dev server for a test on 127.0.0.1:port (its other
+// ports free ones) with its own database; it stops when the test ends.
+func Start(t testing.TB, port int) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := Launch(Spec{Bin: Bin(t), Port: port, DB: filepath.Join(dir, "temporal.db"), Log: filepath.Join(dir, "server.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Pid is the server's process ID.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// Done is closed once the server has exited.
+func (s *Server) Done() <-chan struct{} { return s.done }
 
 // Stop ends the server (SIGTERM, then SIGKILL after 20 s); the address is
 // then unreachable again.
 func (s *Server) Stop() {
+	if s == nil {
+		return
+	}
 	select {
 	case <-s.done:
 		return

@@ -17,11 +17,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -118,32 +115,18 @@ func run(bin, out, only, keyFile string) error {
 	if err != nil {
 		return err
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
 	// A small history threshold: the node's run continues as new within
-	// the scenario, as it would after weeks.
-	srv := exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--db-filename", filepath.Join(dir, "temporal.db"), "--log-level", "warn",
-		"--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=150",
-		"--search-attribute", "AdoptionNode=Keyword", "--search-attribute", "AdoptionPhase=Keyword")
-	// Pdeathsig: the server goes with this program, however it ends.
-	srv.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := srv.Start(); err != nil {
-		return fmt.Errorf("start the dev server (%s): %w", bin, err)
+	// the scenario, as it would after weeks. DieWithParent: the server
+	// goes with this program, however it ends.
+	srv, err := devserver.Launch(devserver.Spec{Bin: bin, Port: port, DB: filepath.Join(dir, "temporal.db"), Log: filepath.Join(dir, "server.log"),
+		Extra: []string{"--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=150"}, DieWithParent: true})
+	if err != nil {
+		return err
 	}
-	defer func() { _ = srv.Process.Signal(syscall.SIGTERM); _ = srv.Wait() }()
-	var c client.Client
-	for i := 0; ; i++ {
-		c, err = client.Dial(client.Options{HostPort: addr, DataConverter: dc, FailureConverter: codec.FailureConverter(dc), Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
-		if err == nil {
-			if _, err = c.CheckHealth(context.Background(), &client.CheckHealthRequest{}); err == nil {
-				break
-			}
-			c.Close()
-		}
-		if i > 300 {
-			return fmt.Errorf("dev server not healthy: %w", err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	defer srv.Stop()
+	c, err := client.Dial(client.Options{HostPort: srv.Addr, DataConverter: dc, FailureConverter: codec.FailureConverter(dc), Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+	if err != nil {
+		return err
 	}
 	defer c.Close()
 
