@@ -142,7 +142,7 @@ type Options struct {
 	OrchTree, Before string
 	// QueryVerdicts makes the simulated agents ask the witness's verdict
 	// by query alone, as agents before the verdict heartbeat did: the
-	// Before run's agents.
+	// Before run's agents, when its orchestrator predates it.
 	QueryVerdicts bool
 	// Witness witnesses each flip from the orchestrator, as a real node's
 	// flip is: it dials 127.0.0.1:22 (a refusal counts as an answer).
@@ -173,6 +173,14 @@ func (r *scaleRun) logf(format string, args ...any) {
 	fmt.Fprintf(r.out, r.tag+": "+format+"\n", args...)
 }
 
+// queriesVerdicts says whether the orchestrator built from tree answers
+// the node's question of the witness's verdict by query alone: a tree
+// whose witness does not heartbeat its verdict (no witness/verdict.go).
+func queriesVerdicts(tree string) bool {
+	_, err := os.Stat(filepath.Join(tree, "witness", "verdict.go"))
+	return err != nil
+}
+
 // Run runs the section, printing its progress to stdout, and returns its
 // rows and details; ctx bounds it beside o.Timeout. With o.Before it runs
 // the simulation twice, the earlier orchestrator first, and each row
@@ -187,7 +195,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) ([]report.Row, *Detai
 	}
 	bo := o
 	bo.OrchTree = o.Before
-	bo.QueryVerdicts = true
+	bo.QueryVerdicts = queriesVerdicts(o.Before)
 	beforeRows, before, berr := runOnce(ctx, bo, bin, "scale (before)", stdout)
 	rows, det, err := runOnce(ctx, o, bin, "scale", stdout)
 	if det != nil {
