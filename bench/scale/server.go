@@ -62,6 +62,7 @@ func foundRuleset(open *config.Port) (json.RawMessage, error) {
 	return json.Marshal(rs)
 }
 
+// devServer is the simulation's dev server and the CLI version it reports.
 type devServer struct {
 	*devserver.Server
 	version string
