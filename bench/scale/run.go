@@ -354,7 +354,7 @@ func (r *scaleRun) raise(bin string) error {
 	if r.srv, err = startServer(bin, dbFile, r.dir, longPolls); err != nil {
 		return err
 	}
-	r.onClose(r.srv.stop)
+	r.onClose(r.srv.Stop)
 	r.d.Pollers = r.o.Pollers
 	r.d.Server = r.srv.version + fmt.Sprintf("; sqlite file %s (-scale-db %s); --dynamic-config-value frontend.namespaceCount=%d (concurrent long polls per API; default 1200), matching.numTaskqueueRead/WritePartitions=1 (default 4)", dbFile, r.o.DB, longPolls)
 	r.logf("dev server on %s (%s)", r.srv.Addr, r.srv.version)

@@ -93,8 +93,6 @@ func startServer(bin, dbFile, dir string, longPolls int) (*devServer, error) {
 	return s, nil
 }
 
-func (s *devServer) stop() { s.Stop() }
-
 func isTransient(err error) bool {
 	var unavailable *serviceerror.Unavailable
 	var deadline *serviceerror.DeadlineExceeded
