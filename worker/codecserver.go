@@ -26,9 +26,11 @@ func codecServerCommand(ctx context.Context, cfgPath *string, stderr io.Writer) 
 	var origins []string
 	cmd := &cobra.Command{
 		Use:   "codec-server",
-		Short: "Serve /decode for the Temporal Web UI with the codec key, so the UI shows decoded payloads",
+		Short: "Serve /decode and /encode for the Temporal Web UI with the codec key: decoded payloads, encrypted signal inputs",
 		Long: `Serves the Web UI's codec endpoint: the browser posts a history's encrypted
-payloads to /decode and gets them back decoded. It reads only temporal.* of
+payloads to /decode and gets them back decoded, and a signal's input typed into
+its Signal dialog to /encode, so it reaches the workers encrypted (the input
+holds the operator's signed intent: adopt sign). It reads only temporal.* of
 the configuration (the key named by temporal.codec_key_file). Point the UI at
 it: the dev server's --ui-codec-endpoint, or a cluster UI's codec.endpoint
 setting (docs/access.md). Whoever reaches it reads every payload: it binds
