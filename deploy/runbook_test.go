@@ -122,8 +122,8 @@ func checkAdvice(bin, quoted string) string {
 					return "no unit " + a + " in deploy/systemd"
 				}
 			case strings.HasPrefix(a, "-"):
-				if !regexp.MustCompile(`(?m)^\s+(-\w )?` + regexp.QuoteMeta(a) + `[ =\[]`).Match(help) &&
-					!regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(a) + ` `).Match(help) {
+				if !regexp.MustCompile(`(?m)^\s+(-\w )?`+regexp.QuoteMeta(a)+`[ =\[]`).Match(help) &&
+					!regexp.MustCompile(`(?m)^\s+`+regexp.QuoteMeta(a)+` `).Match(help) {
 					return "journalctl has no flag " + a
 				}
 				i++ // every journalctl flag quoted takes a value
