@@ -84,8 +84,8 @@ func OperatorFromEnv() (Operator, error) {
 	o := Operator{SignKey: get("operator.sign_key")}
 	for k, d := range map[string]*time.Duration{"operator.intent_ttl": &o.IntentTTL, "operator.fleet_intent_ttl": &o.FleetIntentTTL} {
 		var err error
-		if *d, err = time.ParseDuration(get(k)); err != nil {
-			return o, fmt.Errorf("%s: %q is invalid: a duration such as 30m", EnvVar(k), get(k))
+		if *d, err = ParseDuration(get(k)); err != nil {
+			return o, fmt.Errorf("%s (%s): %w", EnvVar(k), k, err)
 		}
 	}
 	v := &validator{}
@@ -131,9 +131,6 @@ func (v *validator) authority(a Authority, o Operator) {
 	if a.Fleet != "" && !ValidName(a.Fleet) {
 		v.add("authority.fleet", a.Fleet, "a fleet's name (name: in its fleet file), which must be "+NameRule+"; or leave it out when no fleet starts this node")
 	}
-	for key, d := range map[string]time.Duration{"operator.intent_ttl": o.IntentTTL, "operator.fleet_intent_ttl": o.FleetIntentTTL} {
-		if d <= 0 || d > intent.MaxLifetime {
-			v.add(key, d.String(), "a positive duration of at most "+intent.MaxLifetime.String()+", such as 30m: an intent is a request for now, not a standing permission")
-		}
-	}
+	v.duration("operator.intent_ttl", o.IntentTTL)
+	v.duration("operator.fleet_intent_ttl", o.FleetIntentTTL)
 }
