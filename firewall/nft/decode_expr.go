@@ -609,6 +609,15 @@ func (d *Decoder) rangeExpr(st *ruleState, f field, e *expr.Range) {
 				st.add(firewall.Cond{Kind: firewall.CondKind(f.kind), Negate: neg, Ports: []firewall.PortRange{{From: binary.BigEndian.Uint16(e.FromData), To: binary.BigEndian.Uint16(e.ToData)}}})
 				return
 			}
+		case "icmptype":
+			if f.mask == nil && len(e.FromData) == 1 && len(e.ToData) == 1 && e.FromData[0] <= e.ToData[0] {
+				c := firewall.Cond{Kind: firewall.CondICMPType, Negate: neg}
+				for t := int(e.FromData[0]); t <= int(e.ToData[0]); t++ {
+					c.Types = append(c.Types, t)
+				}
+				st.add(c)
+				return
+			}
 		case "saddr", "daddr":
 			if f.mask == nil {
 				if ps, ok := RangePrefixes(e.FromData, e.ToData); ok {
