@@ -232,6 +232,11 @@ func firstLine(s string) string {
 // the commit does not delete whole, which found (the boot file found)
 // does not declare. A boot file written from found would leave them out.
 func Unbooted(rs *firewall.Ruleset, found string, p *RevertPlan) ([]TableRef, error) {
+	// What the commit will refuse to carry (an include) is refused here,
+	// before anything changes.
+	if _, _, err := keptFromBootFile(found, p, rs); err != nil {
+		return nil, err
+	}
 	declared := map[TableRef]bool{}
 	if strings.TrimSpace(found) != "" {
 		items, err := confItems(found)
