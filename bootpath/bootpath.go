@@ -179,7 +179,9 @@ func (n Node) Check(plan *flip.RevertPlan) (*Plan, error) {
 
 // checkKeptTables refuses when a table the flip keeps (a native
 // predecessor's nat table) is in force but not declared in the boot file
-// the commit builds on: the node would boot without it.
+// the commit builds on, or the flip keeps a predecessor's rule of a table
+// iptables-nft shares (ufw's *nat section) that nothing loads at boot once
+// ufw is off: the node would boot without it (flip.Unbooted).
 func (n Node) checkKeptTables(root string, plan *flip.RevertPlan) error {
 	found := ""
 	if rec, ok, err := n.Files.Record(NftablesConf); err != nil {
@@ -203,9 +205,15 @@ func (n Node) checkKeptTables(root string, plan *flip.RevertPlan) error {
 	if err != nil {
 		return fmt.Errorf("list the ruleset to check the tables the flip keeps: %w", err)
 	}
-	missing, err := flip.Unbooted(rs, found, plan)
+	missing, rules, err := flip.Unbooted(rs, found, plan)
 	if err != nil {
 		return &Refusal{Msg: err.Error()}
+	}
+	if len(rules) > 0 {
+		return &Refusal{Msg: fmt.Sprintf("the flip keeps in force on node %s rules of the found firewall that nothing loads at boot once the commit switches ufw (and netfilter-persistent) off: %s; "+
+			"the node would boot without them. Move each into a native table declared in %s under %s (for a DNAT: table ip NAME { chain prerouting { type nat hook prerouting priority dstnat; ... } }), "+
+			"load it with nft -f, and delete the rule where it came from (ufw: its *nat or *raw section in /etc/ufw/before.rules, then ufw reload); or delete it if it is not needed; then %s",
+			n.Name, strings.Join(rules, "; "), NftablesConf, root, n.then())}
 	}
 	if len(missing) == 0 {
 		return nil
