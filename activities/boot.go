@@ -55,6 +55,25 @@ func (a *Activities) checkBoot(auth *authority.Authority, plan *flip.RevertPlan)
 	return p, bootErr(err)
 }
 
+// previewBoot is the boot path's check as the preview runs it, on the
+// ruleset it listed (rs, on node): what the commit will check (bootpath's
+// Check, with the revert plan the flip would record), so a flip whose
+// commit would refuse is refused before it is applied. It names why, or
+// says "".
+func (a *Activities) previewBoot(auth *authority.Authority, rs *firewall.Ruleset, node *firewall.Node) string {
+	plan, err := flip.PlannedRevert(rs, node, auth.Plan.Node)
+	if err != nil {
+		return "the boot path cannot be checked: " + err.Error()
+	}
+	bp := a.bootPath(auth)
+	bp.Ruleset = func() (*firewall.Ruleset, error) { return rs, nil }
+	bp.Then = "preview again"
+	if _, err := bp.Check(plan); err != nil {
+		return "the commit would refuse, so the flip is not applied: " + err.Error()
+	}
+	return ""
+}
+
 func (a *Activities) applyBootUnits(p *bootpath.Plan, done func(string)) error {
 	return bootErr(a.bootPath(nil).ApplyUnits(p, done))
 }

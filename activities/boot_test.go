@@ -23,11 +23,19 @@ func debianBoot(t *testing.T, root string, enabled bool) {
 	unit := filepath.Join(root, "lib/systemd/system/nftables.service")
 	must(t, os.MkdirAll(filepath.Dir(unit), 0o755))
 	must(t, os.WriteFile(unit, []byte("[Service]\nExecStart=/usr/sbin/nft -f /etc/nftables.conf\nExecStop=/usr/sbin/nft flush ruleset\n[Install]\nWantedBy=sysinit.target\n"), 0o644))
+	link := filepath.Join(root, "etc/systemd/system/sysinit.target.wants/nftables.service")
+	must(t, os.RemoveAll(link))
 	if enabled {
-		link := filepath.Join(root, "etc/systemd/system/sysinit.target.wants/nftables.service")
 		must(t, os.MkdirAll(filepath.Dir(link), 0o755))
 		must(t, os.Symlink("/lib/systemd/system/nftables.service", link))
 	}
+}
+
+// noBoot takes nftables.service away from root: not installed, not enabled.
+func noBoot(t *testing.T, root string) {
+	t.Helper()
+	must(t, os.RemoveAll(filepath.Join(root, "lib/systemd/system/nftables.service")))
+	must(t, os.RemoveAll(filepath.Join(root, "etc/systemd/system/sysinit.target.wants/nftables.service")))
 }
 
 // enableBootService is flip.enable_boot_service: true in the node's own
@@ -66,9 +74,10 @@ func readFile(t *testing.T, p string) string {
 	return string(b)
 }
 
-// On a stock Debian 12 (nftables.service installed, not enabled) the commit
-// refuses, naming what to do, and changes nothing; with
-// flip.enable_boot_service it enables the unit itself (the link in
+// The commit checks the boot path again (it may have changed since the
+// preview checked it): on a stock Debian 12 (nftables.service installed,
+// not enabled) the commit refuses, naming what to do, and changes nothing;
+// with flip.enable_boot_service it enables the unit itself (the link in
 // custody: a restore takes it away again) and keeps the unit's stop from
 // flushing the ruleset with a drop-in. Without nftables installed it
 // refuses whatever the configuration says.
@@ -77,6 +86,7 @@ func TestCommitBootServiceEnabled(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(root, "etc/ufw"), 0o755))
 	must(t, os.WriteFile(filepath.Join(root, "etc/ufw/ufw.conf"), []byte(ufwConf), 0o644))
 	in := confirmedFlip(t, a)
+	noBoot(t, root) // the package removed since the preview
 	_, err := a.CommitFlip(context.Background(), in)
 	msg := appErr(t, err, ErrBootPath)
 	if !strings.Contains(msg, "nftables.service is not installed") || !strings.Contains(msg, "Nothing was changed") {
@@ -126,14 +136,20 @@ func TestCommitBootServiceEnabled(t *testing.T) {
 // command; with flip.enable_boot_service it switches the unit off itself
 // (the link in custody, restored as it was).
 func TestCommitSwitchesOffNetfilterPersistent(t *testing.T) {
-	a, _, root := flipActs(t)
+	a, fl, root := flipActs(t)
 	debianBoot(t, root, true)
 	link := filepath.Join(root, "etc/systemd/system/multi-user.target.wants/netfilter-persistent.service")
 	must(t, os.MkdirAll(filepath.Dir(link), 0o755))
 	must(t, os.Symlink("/lib/systemd/system/netfilter-persistent.service", link))
 	must(t, os.MkdirAll(filepath.Join(root, "etc/iptables"), 0o755))
 	must(t, os.WriteFile(filepath.Join(root, "etc/iptables/rules.v4"), []byte("*filter\n:INPUT DROP [0:0]\nCOMMIT\n"), 0o640))
+	// The preview checks it first: no flip is applied that the commit
+	// would refuse.
+	previewRefusedForBoot(t, a, fl, "netfilter-persistent.service is enabled", "systemctl disable netfilter-persistent", "then preview again")
+	// Enabled after the flip: the commit checks again.
+	must(t, os.Rename(link, link+".off"))
 	in := confirmedFlip(t, a)
+	must(t, os.Rename(link+".off", link))
 	_, err := a.CommitFlip(context.Background(), in)
 	msg := appErr(t, err, ErrBootPath)
 	if !strings.Contains(msg, "netfilter-persistent.service is enabled") || !strings.Contains(msg, "systemctl disable netfilter-persistent") || !strings.Contains(msg, "Nothing was changed") {
@@ -257,17 +273,81 @@ func TestCommitRefusesAKeptTableTheBootWouldLose(t *testing.T) {
 		{Name: "postrouting", Hook: "postrouting", Type: "nat", Priority: 100, Policy: "accept"}}})
 	a.Firewall = fake.Firewall{Rules: found}
 	must(t, a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(found)}))
+	// The preview refuses first, naming the table.
+	previewRefusedForBoot(t, a, fl, "keeps table ip natp in force", "then preview again")
+	// The boot file changed after the flip: the commit checks again.
+	withNat := flushOnly + "table ip natp {\n\tchain postrouting { type nat hook postrouting priority srcnat; }\n}\n"
+	must(t, os.WriteFile(filepath.Join(root, "etc/nftables.conf"), []byte(withNat), 0o755))
 	in := confirmedFlip(t, a)
+	must(t, os.WriteFile(filepath.Join(root, "etc/nftables.conf"), []byte(flushOnly), 0o755))
 	_, err := a.CommitFlip(context.Background(), in)
 	msg := appErr(t, err, ErrBootPath)
 	if !strings.Contains(msg, "keeps table ip natp in force") || !strings.Contains(msg, "Nothing was changed") || fl.Commits != 0 {
 		t.Fatalf("commit with a kept table the boot file lacks: %s (%d firewall commits)", msg, fl.Commits)
 	}
-	must(t, os.WriteFile(filepath.Join(root, "etc/nftables.conf"), []byte(flushOnly+"table ip natp {\n\tchain postrouting { type nat hook postrouting priority srcnat; }\n}\n"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "etc/nftables.conf"), []byte(withNat), 0o755))
 	if _, err := a.CommitFlip(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
 	if got := readFile(t, filepath.Join(root, "etc/nftables.conf")); !strings.Contains(got, "table ip natp {") || strings.Contains(got, "flush ruleset") {
 		t.Fatalf("boot file:\n%s", got)
+	}
+}
+
+// previewRefusedForBoot checks that the preview refuses for the boot path,
+// its reason naming each of want, and that a flip is refused for it before
+// anything is applied.
+func previewRefusedForBoot(t *testing.T, a *Activities, fl *fake.Flipper, want ...string) {
+	t.Helper()
+	pv, err := a.Preview(context.Background(), PreviewInput{Plan: flipPlanN1().Ref(), Spec: flipSpecN1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reason := ""
+	for _, r := range pv.Reasons {
+		if strings.Contains(r, "the commit would refuse") {
+			reason = r
+		}
+	}
+	if pv.Approved || reason == "" {
+		t.Fatalf("preview approved %v, reasons %q: want it refused for the boot path", pv.Approved, pv.Reasons)
+	}
+	for _, w := range want {
+		if !strings.Contains(reason, w) {
+			t.Errorf("the preview's reason %q lacks %q", reason, w)
+		}
+	}
+	_, err = a.Flip(context.Background(), flipIn("n1-1"))
+	if msg := appErr(t, err, ErrFlipRefused); !strings.Contains(msg, "the commit would refuse") {
+		t.Errorf("flip refusal %q does not say the commit would refuse", msg)
+	}
+	if len(fl.Flips) != 0 {
+		t.Fatalf("a flip was applied (%d) although the preview refused", len(fl.Flips))
+	}
+}
+
+// On a node root without nftables.service, or with it installed and not
+// enabled (a stock Debian 12), the preview refuses naming why and what to
+// run, and no flip is applied: the commit would refuse it after the
+// confirmation, and the node would sit confirmed and flipped. With
+// flip.enable_boot_service the commit may enable an installed unit, so the
+// preview approves; a unit that is not installed refuses whatever the
+// configuration says.
+func TestPreviewRefusesWhatTheCommitWould(t *testing.T) {
+	a, fl, root := flipActs(t)
+	noBoot(t, root)
+	previewRefusedForBoot(t, a, fl, "nftables.service is not installed on node n1", "install the nftables package, then preview again")
+	enableBootService(a)
+	previewRefusedForBoot(t, a, fl, "nftables.service is not installed on node n1")
+	a2, fl2, root2 := flipActs(t)
+	debianBoot(t, root2, false)
+	previewRefusedForBoot(t, a2, fl2, "nftables.service is not enabled", "systemctl enable nftables", "flip.enable_boot_service: true", "then preview again")
+	enableBootService(a2)
+	pv, err := a2.Preview(context.Background(), PreviewInput{Plan: flipPlanN1().Ref(), Spec: flipSpecN1})
+	if err != nil || !pv.Approved {
+		t.Fatalf("with flip.enable_boot_service and the unit installed: approved %v, %q, %v", pv != nil && pv.Approved, pv.Reasons, err)
+	}
+	if _, err := a2.Flip(context.Background(), flipIn("n1-1")); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -159,6 +159,13 @@ func (a *Activities) preview(ctx context.Context, auth *authority.Authority, spe
 		pv.Approved = false
 		pv.Reasons = append(pv.Reasons, more...)
 	}
+	// What the commit will check of the boot path is checked now: a flip
+	// the commit would refuse is never applied.
+	heartbeat(ctx, "preview: the boot path")
+	if why := a.previewBoot(auth, rs, &node); why != "" {
+		pv.Approved = false
+		pv.Reasons = append(pv.Reasons, why)
+	}
 	heartbeat(ctx, "preview: node files")
 	files.Wait()
 	a.previewNodeFiles(&pv, merges, mergeErr)

@@ -36,6 +36,8 @@ func flipActsWith(t *testing.T, plan config.Plan) (*Activities, *fake.Flipper, s
 	t.Helper()
 	a, root := newActs(t)
 	withPlan(a, plan)
+	// A node whose boot loads the mesh's table (the preview checks it).
+	debianBoot(t, root, true)
 	// defaultDeny22's table is what the flip takes out of force whole.
 	fl := &fake.Flipper{Neutralised: []flip.RuleRef{{Handle: 7}}, Saved: "table ip filter {}",
 		Dormant: []flip.ChainRef{{Family: "inet", Table: "filter"}}}

@@ -44,6 +44,7 @@ func gateActs(t *testing.T) (*Activities, *fake.Flipper, config.Plan, string) {
 	t.Helper()
 	a, root := newActs(t)
 	plan := gatePlan(t, a, root)
+	debianBoot(t, root, true)
 	fl := &fake.Flipper{}
 	a.Flipper, a.Firewall, a.Marks = fl, fake.Firewall{Rules: defaultDeny22()}, &listMarks{}
 	watchdogs := 0

@@ -256,3 +256,70 @@ func TestKernelCommitResumesAfterAFlush(t *testing.T) {
 	r.n.ExpectReach(t, "resumed", true, fwtest.Ports("22/tcp")...)
 	r.n.ExpectReach(t, "resumed", false, fwtest.Ports("8081/tcp")...)
 }
+
+// A DNAT in ufw's before.rules (*nat: 8443/tcp to the node's 22) works
+// before the flip, and the flip would keep it in force; but nothing loads
+// it at boot once the commit switches ufw off. The preview refuses,
+// naming the rule, and nothing changes. Moved as the refusal says, into a
+// native table the found /etc/nftables.conf declares, the flip is
+// approved, committed, and after a reboot the DNAT still works with real
+// packets from the peer.
+func TestKernelUfwNatRuleSurvivesTheBootOrIsRefused(t *testing.T) {
+	r := newRebootNode(t)
+	ctx := context.Background()
+	const dnatTo = fwtest.NodeV4 + ":22"
+	rebaseline := func() {
+		must(t, r.a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(r.n.List(t))}))
+	}
+	through := []fwtest.Probe{{Proto: "tcp", Src: fwtest.PeerV4a, Port: 8443}}
+	dnatWorks := func(when string) {
+		t.Helper()
+		if !r.n.Reach(t, through)[through[0]] {
+			t.Fatalf("%s: 8443/tcp (DNAT to %s) does not get through from the peer:\n%s", when, dnatTo, r.n.Listing(t))
+		}
+	}
+	fwtest.Run(t, "", "ip", "netns", "exec", r.n.Node, "iptables-nft", "-t", "nat", "-A", "PREROUTING", "-p", "tcp", "--dport", "8443", "-j", "DNAT", "--to-destination", dnatTo)
+	rebaseline()
+	dnatWorks("before the flip")
+	before := r.n.Listing(t)
+	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: r.plan.ManagementPorts[0], Owner: flip.OwnerManagement}}, Drop: r.plan.Drop}
+	res, err := r.a.Flip(ctx, FlipInput{Plan: r.plan.Ref(), Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
+	if err != nil || res.State != FlipPreviewRefused || res.Preview == nil {
+		t.Fatalf("flip with ufw's *nat DNAT: %+v %v; want it refused by the node's preview", res, err)
+	}
+	reason := strings.Join(res.Preview.Reasons, "\n")
+	for _, w := range []string{"the commit would refuse", "table ip nat chain PREROUTING", "dnat to " + dnatTo, "/etc/ufw/before.rules", "then preview again"} {
+		if !strings.Contains(reason, w) {
+			t.Errorf("the preview's refusal lacks %q:\n%s", w, reason)
+		}
+	}
+	t.Logf("refused: %s", reason)
+	if after := r.n.Listing(t); after != before {
+		t.Fatalf("a refused flip changed the ruleset:\n%s", fwtest.Diff(before, after))
+	}
+	if got := readFile(t, filepath.Join(r.root, "etc/nftables.conf")); got != debianNftablesConf {
+		t.Fatalf("a refused flip changed the boot file:\n%s", got)
+	}
+
+	// The fix the refusal names: a native table the boot file declares.
+	const portfwd = "table ip portfwd {\n\tchain prerouting {\n\t\ttype nat hook prerouting priority dstnat; policy accept;\n\t\ttcp dport 8443 dnat to " + dnatTo + "\n\t}\n}\n"
+	fwtest.Run(t, "", "ip", "netns", "exec", r.n.Node, "iptables-nft", "-t", "nat", "-D", "PREROUTING", "-p", "tcp", "--dport", "8443", "-j", "DNAT", "--to-destination", dnatTo)
+	r.n.Nft(t, portfwd)
+	must(t, os.WriteFile(filepath.Join(r.root, "etc/nftables.conf"), []byte(debianNftablesConf+"\n"+portfwd), 0o644))
+	rebaseline()
+	dnatWorks("moved into table ip portfwd")
+	res, err = r.a.Flip(ctx, FlipInput{Plan: r.plan.Ref(), Spec: spec, ID: "n1-2", ConfirmTimeout: time.Minute, Preview: true})
+	if err != nil || res.State != nodestate.FlipFlipped {
+		t.Fatalf("flip with the DNAT in a declared native table: %+v %v", res, err)
+	}
+	if cm, err := r.a.ConfirmFlip(ctx, ConfirmInput{Plan: r.plan.Ref(), ID: "n1-2", Commit: true}); err != nil || cm.State != nodestate.FlipCommitted {
+		t.Fatalf("confirm and commit: %+v %v", cm, err)
+	}
+	dnatWorks("committed")
+	if r.reboot(t) {
+		t.Fatal("ufw loaded at boot after the commit")
+	}
+	dnatWorks("rebooted")
+	r.n.ExpectReach(t, "rebooted", true, fwtest.Ports("22/tcp")...)
+	r.n.ExpectReach(t, "rebooted", false, fwtest.Ports("8081/tcp")...)
+}

@@ -50,7 +50,8 @@ func theContainer(addrs ...string) containers.Info {
 // and flip.drop drop, on the fixture, with the engine answering report.
 func previewOn(t *testing.T, report containers.Report, drop ...string) (*flip.Preview, *recorder) {
 	t.Helper()
-	a, _ := newActs(t)
+	a, root := newActs(t)
+	debianBoot(t, root, true)
 	rec := &recorder{}
 	a.Firewall, a.Engine, a.Marks, a.Flipper = loadDNATNode(t), fake.Engine{Containers: report}, rec, rec
 	plan := withPlan(a, config.Plan{Node: "n1", ManagementPorts: config.MustPorts([]string{"22/tcp"}), Drop: config.MustPorts(drop)})

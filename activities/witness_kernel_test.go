@@ -102,12 +102,13 @@ table inet host {
 }
 
 // kernelActs are activities on the real firewall of n's node, custody
-// under a root of their own, no container and no watchdog started: the
-// kernel tests' agent.
+// under a root of their own (nftables.service installed and enabled), no
+// container and no watchdog started: the kernel tests' agent.
 func kernelActs(t *testing.T, n *fwtest.TestNet) (*Activities, string) {
 	t.Helper()
 	a, root := newActs(t)
 	a.Root = root
+	debianBoot(t, root, true) // the preview checks the boot path
 	a.Firewall = eval.Inspector{Netns: n.Path(n.Node)}
 	a.Flipper = flip.NewFlipper(n.Path(n.Node))
 	a.Files = custody.New(root, t.TempDir())

@@ -84,6 +84,19 @@ type Node struct {
 	// EnableService is flip.enable_boot_service: the commit may enable
 	// nftables.service and switch off the predecessor's loaders itself.
 	EnableService bool
+	// Then is what a refusal tells the operator to run once the cause is
+	// fixed: "" is the commit's (adopt retry NODE, which resumes it); the
+	// preview, which checks the same before anything changes, says to
+	// preview again.
+	Then string
+}
+
+// then is Then, or the commit's way on.
+func (n Node) then() string {
+	if n.Then != "" {
+		return n.Then
+	}
+	return "adopt retry " + n.Name
 }
 
 // Refusal is a boot path the commit will not build on, saying what to do:
@@ -117,7 +130,7 @@ func (n Node) Check(plan *flip.RevertPlan) (*Plan, error) {
 		root += " " + n.Root
 	}
 	if st := n.Files.Inspect(path.Join(unitDirs[0], nftablesUnit)); st.Link == "/dev/null" {
-		return refuse("nftables.service is masked on node %s (%s links to /dev/null under %s): the node would boot with no firewall; run `systemctl unmask nftables` on the node, then adopt retry %s", n.Name, path.Join(unitDirs[0], nftablesUnit), root, n.Name)
+		return refuse("nftables.service is masked on node %s (%s links to /dev/null under %s): the node would boot with no firewall; run `systemctl unmask nftables` on the node, then %s", n.Name, path.Join(unitDirs[0], nftablesUnit), root, n.then())
 	}
 	unit := ""
 	for _, d := range unitDirs {
@@ -127,13 +140,13 @@ func (n Node) Check(plan *flip.RevertPlan) (*Plan, error) {
 		}
 	}
 	if unit == "" {
-		return refuse("nftables.service is not installed on node %s (no unit file in %s under %s): nothing would load the mesh's table at boot; install the nftables package, then adopt retry %s", n.Name, strings.Join(unitDirs, ", "), root, n.Name)
+		return refuse("nftables.service is not installed on node %s (no unit file in %s under %s): nothing would load the mesh's table at boot; install the nftables package, then %s", n.Name, strings.Join(unitDirs, ", "), root, n.then())
 	}
 	p := &Plan{}
 	if !n.unitEnabled(nftablesUnit) {
 		link := path.Join(wantsDirs[0], nftablesUnit)
 		if !n.EnableService {
-			return refuse("nftables.service is not enabled on node %s (no %s under %s; a stock Debian 12 leaves it disabled): the node would boot with no firewall; run `systemctl enable nftables` on the node, or set flip.enable_boot_service: true in its configuration to have the commit enable it, then adopt retry %s", n.Name, link, root, n.Name)
+			return refuse("nftables.service is not enabled on node %s (no %s under %s; a stock Debian 12 leaves it disabled): the node would boot with no firewall; run `systemctl enable nftables` on the node, or set flip.enable_boot_service: true in its configuration to have the commit enable it, then %s", n.Name, link, root, n.then())
 		}
 		// Debian's systemctl enable writes the unit's path under /lib.
 		p.enable, p.target = link, unit
@@ -156,8 +169,8 @@ func (n Node) Check(plan *flip.RevertPlan) (*Plan, error) {
 			continue
 		}
 		if !n.EnableService {
-			return refuse("%s is enabled on node %s (%s under %s) and would load the predecessor's %s at boot over the mesh's table; run `systemctl disable %s` on the node, or set flip.enable_boot_service: true in its configuration to have the commit switch it off, then adopt retry %s",
-				u, n.Name, strings.Join(links, ", "), root, strings.Join(rules, " and "), strings.TrimSuffix(u, ".service"), n.Name)
+			return refuse("%s is enabled on node %s (%s under %s) and would load the predecessor's %s at boot over the mesh's table; run `systemctl disable %s` on the node, or set flip.enable_boot_service: true in its configuration to have the commit switch it off, then %s",
+				u, n.Name, strings.Join(links, ", "), root, strings.Join(rules, " and "), strings.TrimSuffix(u, ".service"), n.then())
 		}
 		p.disable = append(p.disable, links...)
 	}
@@ -166,7 +179,9 @@ func (n Node) Check(plan *flip.RevertPlan) (*Plan, error) {
 
 // checkKeptTables refuses when a table the flip keeps (a native
 // predecessor's nat table) is in force but not declared in the boot file
-// the commit builds on: the node would boot without it.
+// the commit builds on, or the flip keeps a predecessor's rule of a table
+// iptables-nft shares (ufw's *nat section) that nothing loads at boot once
+// ufw is off: the node would boot without it (flip.Unbooted).
 func (n Node) checkKeptTables(root string, plan *flip.RevertPlan) error {
 	found := ""
 	if rec, ok, err := n.Files.Record(NftablesConf); err != nil {
@@ -190,9 +205,15 @@ func (n Node) checkKeptTables(root string, plan *flip.RevertPlan) error {
 	if err != nil {
 		return fmt.Errorf("list the ruleset to check the tables the flip keeps: %w", err)
 	}
-	missing, err := flip.Unbooted(rs, found, plan)
+	missing, rules, err := flip.Unbooted(rs, found, plan)
 	if err != nil {
 		return &Refusal{Msg: err.Error()}
+	}
+	if len(rules) > 0 {
+		return &Refusal{Msg: fmt.Sprintf("the flip keeps in force on node %s rules of the found firewall that nothing loads at boot once the commit switches ufw (and netfilter-persistent) off: %s; "+
+			"the node would boot without them. Move each into a native table declared in %s under %s (for a DNAT: table ip NAME { chain prerouting { type nat hook prerouting priority dstnat; ... } }), "+
+			"load it with nft -f, and delete the rule where it came from (ufw: its *nat or *raw section in /etc/ufw/before.rules, then ufw reload); or delete it if it is not needed; then %s",
+			n.Name, strings.Join(rules, "; "), NftablesConf, root, n.then())}
 	}
 	if len(missing) == 0 {
 		return nil
@@ -201,8 +222,8 @@ func (n Node) checkKeptTables(root string, plan *flip.RevertPlan) error {
 	for _, t := range missing {
 		names = append(names, "table "+t.Family+" "+t.Name)
 	}
-	return &Refusal{Msg: fmt.Sprintf("the flip keeps %s in force on node %s, but %s under %s does not declare it: the node would boot without it; add it to that file (nft list table FAMILY NAME gives it), then adopt retry %s",
-		strings.Join(names, ", "), n.Name, NftablesConf, root, n.Name)}
+	return &Refusal{Msg: fmt.Sprintf("the flip keeps %s in force on node %s, but %s under %s does not declare it: the node would boot without it; add it to that file (nft list table FAMILY NAME gives it), then %s",
+		strings.Join(names, ", "), n.Name, NftablesConf, root, n.then())}
 }
 
 // readBootFile reads a boot file under node.root, never through a link.

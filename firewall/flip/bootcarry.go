@@ -227,16 +227,29 @@ func firstLine(s string) string {
 	return s
 }
 
-// Unbooted names the tables of rs (listed after the flip) that the flip
-// keeps and the boot would not load: the predecessor's native tables that
-// the commit does not delete whole, which found (the boot file found)
-// does not declare. A boot file written from found would leave them out.
-func Unbooted(rs *firewall.Ruleset, found string, p *RevertPlan) ([]TableRef, error) {
+// Unbooted names what of rs (listed after the flip) the flip keeps in
+// force and the boot would not load once the commit is done: the
+// predecessor's native tables that the commit does not delete whole, which
+// found (the boot file found) does not declare (a boot file written from
+// found would leave them out); and, as rules (rendered with their table,
+// chain and handle), the predecessor's rules in the tables iptables-nft
+// shares with Docker (ip and ip6 nat, raw, mangle, security: the *nat and
+// *raw sections of ufw's before.rules, a rules file's), which ufw or
+// netfilter-persistent loaded at boot and the commit switches off, unless
+// found declares their table. Docker's rules there, and every foreign
+// tool's, are recreated by their tool when it starts; the predecessor's
+// rules of the filter table go dormant and are deleted at the commit; a
+// rule that only counts or logs decides nothing and is not named. What the
+// commit would refuse to carry from found (an include) is refused here.
+func Unbooted(rs *firewall.Ruleset, found string, p *RevertPlan) ([]TableRef, []string, error) {
+	if _, _, err := keptFromBootFile(found, p, rs); err != nil {
+		return nil, nil, err
+	}
 	declared := map[TableRef]bool{}
 	if strings.TrimSpace(found) != "" {
 		items, err := confItems(found)
 		if err != nil {
-			return nil, fmt.Errorf("the found /etc/nftables.conf cannot be read: %w", err)
+			return nil, nil, fmt.Errorf("the found /etc/nftables.conf cannot be read: %w", err)
 		}
 		for _, it := range items {
 			if fam, name, ok := tableOf(it.head); ok {
@@ -250,14 +263,41 @@ func Unbooted(rs *firewall.Ruleset, found string, p *RevertPlan) ([]TableRef, er
 			whole[TableRef{Family: d.Family, Name: d.Table}] = true
 		}
 	}
-	var out []TableRef
+	var tables []TableRef
+	var rules []string
 	for ti := range rs.Tables {
 		t := &rs.Tables[ti]
 		ref := TableRef{Family: t.Family, Name: t.Name}
-		if firewall.TableOwner(t).Owner != firewall.OwnedByPredecessor || whole[ref] || declared[ref] {
+		if declared[ref] {
 			continue
 		}
-		out = append(out, ref)
+		switch o := firewall.TableOwner(t).Owner; {
+		case o == firewall.OwnedByPredecessor && !whole[ref]:
+			tables = append(tables, ref)
+		case o == firewall.OwnedShared && t.Name != "filter":
+			rules = append(rules, sharedUnbooted(t)...)
+		}
 	}
-	return out, nil
+	return tables, rules, nil
+}
+
+// sharedUnbooted renders the predecessor's rules of iptables-nft table t
+// that decide or change a packet: nothing loads them at boot after the
+// commit.
+func sharedUnbooted(t *firewall.Table) []string {
+	var out []string
+	for ci := range t.Chains {
+		ch := &t.Chains[ci]
+		for ri := range ch.Rules {
+			r := &ch.Rules[ri]
+			if firewall.RuleOwner(nil, t, ch, r).Owner != firewall.OwnedByPredecessor {
+				continue
+			}
+			if r.Verdict.Kind == firewall.VerdictContinue && r.VMap == nil && len(r.Writes) == 0 {
+				continue // a counter or a log
+			}
+			out = append(out, fmt.Sprintf("table %s %s chain %s: %s", t.Family, t.Name, ch.Name, firewall.RenderRule(r)))
+		}
+	}
+	return out
 }

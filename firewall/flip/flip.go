@@ -283,6 +283,22 @@ func RevertPlanFor(node string) *RevertPlan {
 	return &RevertPlan{Node: node, MeshTable: TableRef{firewall.FamilyInet, firewall.MeshTable}, Neutralised: []RuleRef{}}
 }
 
+// PlannedRevert is the revert plan a flip of found on node would record, as
+// far as it is known before the batch: what its commit deletes (Dormant).
+// The preview checks the boot path with it, as the commit will with the
+// plan recorded (bootpath.Node.Check). on tells Docker's bridge rules, as
+// for Flip.
+func PlannedRevert(found *firewall.Ruleset, on *firewall.Node, node string) (*RevertPlan, error) {
+	base, _, _ := split(found, node)
+	pred, err := analyse(base, on)
+	if err != nil {
+		return nil, err
+	}
+	p := RevertPlanFor(node)
+	p.Dormant = pred.dormant()
+	return p, nil
+}
+
 // Revert deletes what Flip added, in one batch: the neutralising accepts
 // (by handle; any other rule carrying the node's neutralising comment too)
 // and table inet adoption. Afterwards the ruleset is the one before Flip. A
