@@ -75,6 +75,11 @@ type (
 		Owner() (nodestate.Owner, bool, error)
 		SetOwner(nodestate.Owner) (nodestate.Owner, error)
 		ClearOwner() error
+		// Opened are the owners the node placed marks for itself
+		// (firewall.go): a reconcile puts back only theirs.
+		Opened() (map[string]time.Time, error)
+		RecordOpened(owner string) error
+		ForgetOpened(owner string) error
 	}
 )
 

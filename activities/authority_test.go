@@ -412,6 +412,7 @@ func (r forwardRecorder) OpenForward(node, owner string, ports []config.Port) ([
 func TestReconcileReassertsForwardMarks(t *testing.T) {
 	ctx := context.Background()
 	a, rec, plan, _ := hostileSetup(t)
+	must(t, a.State.RecordOpened("app")) // the node placed app's marks
 	p := clone(t, plan)
 	in := ReconcileInput{Plan: p.Ref(), Owners: map[string][]config.Port{"app": p.Modules[0].Ports}, Forward: map[string][]config.Port{"app": {{Num: 8080, Proto: "tcp"}}}}
 	if _, err := a.Reconcile(ctx, in); err == nil || !strings.Contains(err.Error(), "cannot open the forward path") {
@@ -430,6 +431,40 @@ func TestReconcileReassertsForwardMarks(t *testing.T) {
 	}
 	if len(res.Added) != 1 || res.Added[0].Mark.Port != 8080 {
 		t.Errorf("reconcile reports %+v, want the forward mark for 8080/tcp", res.Added)
+	}
+}
+
+// TestReconcileOpensOnlyWhatTheNodePlaced: a reconcile needs no intent,
+// so it puts back only the marks the node placed itself. A declared module
+// never migrated (no OpenRules, no cutover record) is left alone: its port
+// is not opened, and the answer names it. The foundation of an adopted
+// node, a module whose ports OpenRules opened, and one with a cutover under
+// way are put back; on a node not adopted (or released) nothing is.
+func TestReconcileOpensOnlyWhatTheNodePlaced(t *testing.T) {
+	ctx := context.Background()
+	a, rec, plan, _ := hostileSetup(t)
+	p := clone(t, plan)
+	app := map[string][]config.Port{"app": p.Modules[0].Ports}
+	res, err := a.Reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: app})
+	if err != nil || len(rec.changes) != 0 || len(res.Added) != 0 || strings.Join(res.NotPlaced, ",") != "app" {
+		t.Fatalf("a module never migrated: %+v %v, changes %v", res, err, rec.changes)
+	}
+	must(t, a.State.UpdateCutover("app", func(*nodestate.CutoverRecord) (*nodestate.CutoverRecord, error) {
+		return &nodestate.CutoverRecord{State: nodestate.CutoverRolledBack}, nil
+	}))
+	if res, err := a.Reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: app}); err != nil || len(rec.changes) != 0 || len(res.NotPlaced) != 1 {
+		t.Fatalf("a module rolled back: %+v %v, changes %v", res, err, rec.changes)
+	}
+	must(t, a.State.UpdateCutover("app", func(*nodestate.CutoverRecord) (*nodestate.CutoverRecord, error) {
+		return &nodestate.CutoverRecord{State: nodestate.CutoverMigrating}, nil
+	}))
+	if _, err := a.Reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: app}); err != nil || strings.Join(rec.changes, ",") != "open app" {
+		t.Fatalf("a module under way: %v, changes %v", err, rec.changes)
+	}
+	rec.changes = nil
+	must(t, a.State.ClearAdopted())
+	if res, err := a.Reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: app}); err != nil || len(rec.changes) != 0 || len(res.NotPlaced) != 1 {
+		t.Fatalf("a node not adopted: %+v %v, changes %v", res, err, rec.changes)
 	}
 }
 

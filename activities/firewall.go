@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"adoption/firewall/flip"
 	"adoption/firewall/marks"
 	"adoption/intent"
+	"adoption/nodestate"
 	"adoption/sockets"
 )
 
@@ -146,6 +148,9 @@ type RulesResult struct {
 	Added   []marks.MarkedRule `json:"added,omitempty"`
 	Present []marks.MarkedRule `json:"present,omitempty"`
 	Removed []marks.MarkedRule `json:"removed,omitempty"`
+	// NotPlaced are the owners a reconcile left alone: the node never
+	// placed their marks.
+	NotPlaced []string `json:"not_placed,omitempty"`
 }
 
 // OpenRules opens an owner's ports through the found firewall as marked
@@ -175,6 +180,9 @@ func (a *Activities) OpenRules(ctx context.Context, in RulesInput) (*RulesResult
 			return nil, fmt.Errorf("open %s's published ports %v on the forward path: %w", in.Owner, in.Forward, err)
 		}
 		added, present = append(added, fa...), append(present, fp...)
+	}
+	if err := a.State.RecordOpened(in.Owner); err != nil {
+		return nil, fmt.Errorf("record that node %s placed %s's marks: %w", a.Node, in.Owner, err)
 	}
 	// A module whose cutover is only the opening of its ports (no
 	// container, files or health check) is confirmed by it (gates.go).
@@ -251,6 +259,9 @@ func (a *Activities) CloseRules(ctx context.Context, in RulesInput) (*RulesResul
 			return nil, fmt.Errorf("close %s's marked rules: %w", in.Owner, err)
 		}
 	}
+	if err := a.State.ForgetOpened(in.Owner); err != nil {
+		return nil, fmt.Errorf("forget that node %s placed %s's marks: %w", a.Node, in.Owner, err)
+	}
 	a.spendIntent(ctx, auth, in.Intent, v) // the end of a rolled back cutover
 	return &RulesResult{Removed: removed}, nil
 }
@@ -266,33 +277,48 @@ type ReconcileInput struct {
 
 // Reconcile puts back marked rules that vanished (the found firewall was
 // reloaded by its own boot-time service, or someone deleted one by hand).
+// It needs no intent, so it re-places only the marks the node placed
+// itself (placedOwners): an owner the request lists that the node never
+// opened for is left out, named in NotPlaced, and nothing of it changes.
 func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (*RulesResult, error) {
 	auth, err := a.authorize(ctx, in.Plan)
 	if err != nil {
 		return nil, err
 	}
-	owners := make([]string, 0, len(in.Owners))
-	for o := range in.Owners {
-		owners = append(owners, o)
-	}
-	for o := range in.Forward {
-		if _, ok := in.Owners[o]; !ok {
-			owners = append(owners, o)
+	var all []string
+	for _, o := range append(slices.Collect(maps.Keys(in.Owners)), slices.Collect(maps.Keys(in.Forward))...) {
+		if !slices.Contains(all, o) {
+			all = append(all, o)
 		}
 	}
-	sort.Strings(owners)
+	sort.Strings(all)
 	fms := map[string]ForwardMarks{}
-	for _, o := range owners {
+	for _, o := range all {
 		fm, err := a.checkOpen(auth, o, in.Owners[o], in.Forward[o])
 		if err != nil {
 			return nil, err
 		}
 		fms[o] = fm
 	}
-	if err := a.refuseUnsupported(ctx); err != nil {
+	placed, err := a.placedOwners()
+	if err != nil {
 		return nil, err
 	}
 	res := &RulesResult{}
+	var owners []string
+	for _, o := range all {
+		if placed[o] {
+			owners = append(owners, o)
+		} else {
+			res.NotPlaced = append(res.NotPlaced, o)
+		}
+	}
+	if len(owners) == 0 {
+		return res, nil
+	}
+	if err := a.refuseUnsupported(ctx); err != nil {
+		return nil, err
+	}
 	for _, o := range owners {
 		heartbeat(ctx, "reconcile "+o)
 		if ports := in.Owners[o]; len(ports) > 0 {
@@ -313,6 +339,33 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (*RulesRe
 		}
 	}
 	return res, nil
+}
+
+// placedOwners are the owners whose marks the node placed itself, by its
+// own records: none unless it is adopted; those OpenRules recorded; the
+// foundation (opened at adoption) and every module with a cutover under
+// way or confirmed, for a node adopted before that record.
+func (a *Activities) placedOwners() (map[string]bool, error) {
+	_, adopted, err := a.State.Adopted()
+	if err != nil || !adopted {
+		return nil, err
+	}
+	opened, err := a.State.Opened()
+	if err != nil {
+		return nil, fmt.Errorf("read the owners node %s placed marks for: %w", a.Node, err)
+	}
+	placed := map[string]bool{flip.OwnerFoundation: true}
+	for o := range opened {
+		placed[o] = true
+	}
+	recs, err := a.State.Cutovers()
+	if err != nil {
+		return nil, fmt.Errorf("read node %s's cutover records: %w", a.Node, err)
+	}
+	for m, r := range recs {
+		placed[m] = placed[m] || r.State == nodestate.CutoverMigrating || r.State == nodestate.CutoverConfirmed
+	}
+	return placed, nil
 }
 
 // ReleaseResult lists the marked rules removed.
@@ -365,6 +418,9 @@ func (a *Activities) Release(ctx context.Context, in ProbeInput) (*ReleaseResult
 	}
 	if err := a.State.ClearOwner(); err != nil {
 		return nil, fmt.Errorf("clear the owner record: %w", err)
+	}
+	if err := a.State.ForgetOpened(""); err != nil {
+		return nil, fmt.Errorf("forget the owners whose marks the node placed: %w", err)
 	}
 	a.spendIntent(ctx, auth, in.Intent, v)
 	return &ReleaseResult{Removed: removed}, nil

@@ -24,7 +24,8 @@ var flipSpecN1 = flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: config.Por
 // flipPlanN1 is the node's own plan in these tests (the authority) and the
 // plan every request carries.
 func flipPlanN1() config.Plan {
-	return config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: []config.Port{{Num: 22, Proto: "tcp"}}}
+	return config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: []config.Port{{Num: 22, Proto: "tcp"}},
+		Witness: &config.Witness{Key: config.KeyLines{witnessKeyLine}}}
 }
 
 func flipActs(t *testing.T) (*Activities, *fake.Flipper, string) {

@@ -15,7 +15,10 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"golang.org/x/crypto/ssh"
 
+	"adoption/activities/authority"
+	"adoption/config"
 	"adoption/nodestate"
 	"adoption/witness"
 )
@@ -92,6 +95,10 @@ func (a *Activities) FlipTrip(ctx context.Context, in FlipTripInput) (*FlipResul
 	if err != nil {
 		return nil, err
 	}
+	keys, err := witnessKeys(auth.Plan.Witness, in.Witness)
+	if err != nil {
+		return nil, err
+	}
 	p := &FlipProgress{ID: in.ID, Reads: a.Converter != nil}
 	ctx = context.WithValue(ctx, progressKey{}, p)
 	in.Preview = true
@@ -108,7 +115,8 @@ func (a *Activities) FlipTrip(ctx context.Context, in FlipTripInput) (*FlipResul
 		}
 		if in.Witness {
 			until := deadline.Add(-auth.Plan.ConfirmTimeout / 4)
-			v, why := a.awaitWitness(ctx, in.ID, until, p)
+			want := witness.Want{Node: auth.Plan.Node, ID: in.ID, Plan: auth.Plan.Hash(), Since: deadline.Add(-auth.Plan.ConfirmTimeout)}
+			v, why := a.awaitWitness(ctx, keys, want, until, p)
 			if why != "" {
 				return nil, a.revertTrip(in.ID, "the way in: "+why)
 			}
@@ -127,6 +135,32 @@ func (a *Activities) FlipTrip(ctx context.Context, in FlipTripInput) (*FlipResul
 	return cm, nil
 }
 
+// witnessKeys are the keys the node takes the witness's verdict signed by
+// (flip.witness.key). A node whose flips are witnessed refuses, before
+// anything is applied, a request that says otherwise, and a flip it could
+// not authenticate a verdict for (no key listed).
+func witnessKeys(w *config.Witness, witnessed bool) ([]ssh.PublicKey, error) {
+	if !w.Witnessed() {
+		return nil, nil
+	}
+	if !witnessed {
+		return nil, temporal.NewNonRetryableApplicationError("refused: this node's flips are witnessed from outside (flip.witness.disabled is not set), and the request says the flip is not; nothing was changed", authority.ErrBadRequest, nil)
+	}
+	var keys []ssh.PublicKey
+	var err error
+	if w != nil {
+		keys, err = w.Keys()
+	}
+	if err == nil && len(keys) == 0 {
+		err = errors.New("flip.witness.key is not set")
+	}
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError("refused: the node cannot authenticate the witness's verdict ("+err.Error()+"); nothing was changed. "+
+			"Set flip.witness.key in the node's file to the public key the orchestrator's witness signs with (adopt-worker orchestrate --witness-key), or flip.witness.disabled: true to confirm from the node alone", ErrFlipRefused, nil)
+	}
+	return keys, nil
+}
+
 // wayOut records p as a heartbeat through the agent's client, which
 // returns only once the server acknowledged it: the node still reaches
 // Temporal through the ruleset now in force.
@@ -140,24 +174,33 @@ func (a *Activities) wayOut(ctx context.Context, p FlipProgress) error {
 	return a.Temporal.RecordActivityHeartbeat(hctx, activity.GetInfo(ctx).TaskToken, p)
 }
 
-// awaitWitness reads the witness's verdict on flip id until it has one or
-// until passes, heartbeating p through the client now and then (the
+// awaitWitness reads the witness's verdict on want's flip until it has
+// one or until passes, heartbeating p through the client now and then (the
 // activity's heartbeat timeout). It returns the verdict and why the flip
-// must revert, or "" when the witness answered. A verdict read from the
-// witness's heartbeat is acknowledged (p.Read), so the witness completes.
-func (a *Activities) awaitWitness(ctx context.Context, id string, until time.Time, p *FlipProgress) (WitnessVerdict, string) {
+// must revert, or "" when the witness answered. An answer counts only
+// signed by one of keys for want (witness/signed.go); a locked-out verdict
+// is taken as it comes, since reverting is always safe. A verdict read from
+// the witness's heartbeat is acknowledged (p.Read), so the witness
+// completes.
+func (a *Activities) awaitWitness(ctx context.Context, keys []ssh.PublicKey, want witness.Want, until time.Time, p *FlipProgress) (WitnessVerdict, string) {
 	wf := activity.GetInfo(ctx).WorkflowExecution
 	last := "no answer yet"
 	beat := time.Now()
 	for {
-		v, told, err := a.verdict(ctx, wf.ID, wf.RunID, id)
-		if told && v.State != "" {
+		v, told, err := a.verdict(ctx, wf.ID, wf.RunID, want.ID)
+		var forged error
+		if err == nil && v.State == WitnessAnswered {
+			forged = v.Authentic(keys, want, time.Now())
+		}
+		if told && v.State != "" && forged == nil {
 			p.Read, p.Step = true, "flip: the witness's verdict read"
 			a.beat(ctx, *p)
 		}
 		switch {
 		case err != nil:
 			last = err.Error()
+		case forged != nil:
+			last = "an answer not taken: " + forged.Error()
 		case v.State == WitnessAnswered:
 			return v, ""
 		case v.State == WitnessLockedOut:

@@ -26,6 +26,8 @@ func (c *witnessClient) QueryWorkflow(_ context.Context, _, _, _ string, args ..
 	v := WitnessVerdict{ID: args[0].(string), State: WitnessAnswered}
 	if err := c.dial(); err != nil {
 		v.State, v.Why = WitnessLockedOut, err.Error()
+	} else {
+		v = signVerdict(v)
 	}
 	c.queries++
 	return verdictValue{v}, nil

@@ -1,7 +1,9 @@
 package activities
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"os"
 	"path/filepath"
@@ -15,7 +17,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
+	"golang.org/x/crypto/ssh"
 
+	"adoption/codec"
 	"adoption/config"
 	"adoption/nodestate"
 )
@@ -28,6 +32,8 @@ import (
 // and the workflow's descriptions it answers, each in turn (the last one
 // repeats).
 type tripClient struct {
+	// forge answers the query with verdicts as given, unsigned.
+	forge     bool
 	mu        sync.Mutex
 	beats     []FlipProgress
 	beatErr   error
@@ -53,6 +59,9 @@ func (c *tripClient) DescribeWorkflowExecution(context.Context, string, string) 
 func witnessPending(t *testing.T, details any) *workflowservice.DescribeWorkflowExecutionResponse {
 	t.Helper()
 	pa := &workflowpb.PendingActivityInfo{ActivityType: &commonpb.ActivityType{Name: "Witness"}}
+	if v, ok := details.(WitnessVerdict); ok && v.State == WitnessAnswered && v.Sig == nil {
+		details = signVerdict(v)
+	}
 	if details != nil {
 		p, err := converter.GetDefaultDataConverter().ToPayloads(details)
 		must(t, err)
@@ -82,7 +91,31 @@ func (c *tripClient) QueryWorkflow(_ context.Context, _, _, query string, args .
 	if v.State != "" {
 		v.ID = args[0].(string)
 	}
+	if v.State == WitnessAnswered && !c.forge {
+		v = signVerdict(v)
+	}
 	return verdictValue{v}, nil
+}
+
+// witnessSigner is the orchestrator's witness key of these tests; the
+// node's plan (flipPlanN1) lists witnessKeyLine.
+var witnessSigner = func() ssh.Signer {
+	s, err := ssh.NewSignerFromKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0x77}, 32)))
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+var witnessKeyLine = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(witnessSigner.PublicKey()))) + " witness@orchestrator"
+
+// signVerdict signs v as the witness does, for node n1's plan, now.
+func signVerdict(v WitnessVerdict) WitnessVerdict {
+	s, err := v.Sign(witnessSigner, "n1", flipPlanN1().Hash(), time.Now())
+	if err != nil {
+		panic(err)
+	}
+	return s
 }
 
 type verdictValue struct{ v WitnessVerdict }
@@ -273,7 +306,7 @@ func TestFlipTripVerdictByDescribe(t *testing.T) {
 	if c.queries != 0 || c.reads != 4 {
 		t.Fatalf("%d queries, %d describes; want 0 and 4", c.queries, c.reads)
 	}
-	if want := (WitnessVerdict{ID: "n1-1", State: WitnessAnswered, Why: "22/tcp on 192.0.2.1"}); res.Witness == nil || *res.Witness != want {
+	if want := (WitnessVerdict{ID: "n1-1", State: WitnessAnswered, Why: "22/tcp on 192.0.2.1"}); res.Witness == nil || res.Witness.ID != want.ID || res.Witness.State != want.State || res.Witness.Why != want.Why {
 		t.Fatalf("the result carries verdict %+v, want the one confirmed on, %+v", res.Witness, want)
 	}
 	if len(c.beats) < 2 || !c.beats[0].Applied || !c.beats[0].Reads || c.beats[0].Read {
@@ -344,5 +377,89 @@ func TestFlipTripQueryOnlyAgent(t *testing.T) {
 	}
 	if c.beats[0].Reads {
 		t.Fatalf("a query-only agent announced it reads by describe: %+v", c.beats[0])
+	}
+}
+
+// A forged verdict is not the witness's word: a heartbeat written in clear
+// on the pending witness ({"id":"n1-1","state":"answered"}, refused by the
+// codec once a key is set), an answer by query that is not signed, one
+// signed by another key, and one the witness signed for another flip, plan
+// or node. None confirms: the flip is reverted when the wait for a verdict
+// ends, and the node never says it read one.
+func TestFlipTripForgedVerdictReverts(t *testing.T) {
+	cd, err := codec.New(bytes.Repeat([]byte{0x42}, 32))
+	must(t, err)
+	other, err := ssh.NewSignerFromKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0x13}, 32)))
+	must(t, err)
+	plan := flipPlanN1()
+	plan.ConfirmTimeout = 2 * time.Second // the wait for a verdict ends at 1.5 s
+	sign := func(s ssh.Signer, node, id, hash string, at time.Time) WitnessVerdict {
+		v, err := WitnessVerdict{ID: id, State: WitnessAnswered, Why: "22/tcp on 192.0.2.1"}.Sign(s, node, hash, at)
+		must(t, err)
+		return v
+	}
+	now := time.Now()
+	for name, forged := range map[string]WitnessVerdict{
+		"unsigned":      {ID: "n1-1", State: WitnessAnswered},
+		"another key":   sign(other, "n1", "n1-1", plan.Hash(), now),
+		"another flip":  sign(witnessSigner, "n1", "n1-0", plan.Hash(), now),
+		"another plan":  sign(witnessSigner, "n1", "n1-1", flipPlanN1().Hash(), now),
+		"another node":  sign(witnessSigner, "n2", "n1-1", plan.Hash(), now),
+		"an older flip": sign(witnessSigner, "n1", "n1-1", plan.Hash(), now.Add(-time.Hour)),
+		"signature lost": func() WitnessVerdict {
+			v := sign(witnessSigner, "n1", "n1-1", plan.Hash(), now)
+			v.Why = "altered"
+			return v
+		}(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			plain, err := converter.GetDefaultDataConverter().ToPayloads(WitnessVerdict{ID: "n1-1", State: WitnessAnswered})
+			must(t, err)
+			pa := &workflowpb.PendingActivityInfo{ActivityType: &commonpb.ActivityType{Name: "Witness"}, HeartbeatDetails: plain}
+			c := &tripClient{forge: true, verdicts: []WitnessVerdict{forged},
+				describes: []*workflowservice.DescribeWorkflowExecutionResponse{{PendingActivities: []*workflowpb.PendingActivityInfo{pa}}, {}}}
+			a, flips := tripActs(t, c)
+			withPlan(a, plan)
+			a.Converter = codec.DataConverter(cd)
+			in := tripIn("n1-1", true)
+			in.Plan, in.ConfirmTimeout = plan.Ref(), plan.ConfirmTimeout
+			_, err = runTrip(t, a, in)
+			if msg := appErr(t, err, ErrFlipReverted); !strings.Contains(msg, "the witness gave no verdict") || !strings.Contains(msg, "an answer not taken") {
+				t.Fatalf("error: %s", msg)
+			}
+			if rec := record(t, a); flips() != 1 || rec.State != nodestate.FlipReverted {
+				t.Fatalf("flips %d, record %s", flips(), rec.State)
+			}
+			for _, b := range c.beats {
+				if b.Read {
+					t.Fatalf("the node said it read a forged verdict: %+v", c.beats)
+				}
+			}
+		})
+	}
+}
+
+// A node whose flips are witnessed refuses, before applying, a flip it
+// could not authenticate a verdict for (no flip.witness.key) and a request
+// that says the flip is not witnessed.
+func TestFlipTripRefusedWithoutWitnessKey(t *testing.T) {
+	c := &tripClient{verdicts: []WitnessVerdict{{State: WitnessAnswered}}}
+	a, flips := tripActs(t, c)
+	plan := flipPlanN1()
+	plan.Witness = nil
+	withPlan(a, plan)
+	in := tripIn("n1-1", true)
+	in.Plan = plan.Ref()
+	_, err := runTrip(t, a, in)
+	if msg := appErr(t, err, ErrFlipRefused); !strings.Contains(msg, "flip.witness.key is not set") || !strings.Contains(msg, "nothing was changed") {
+		t.Fatalf("error: %s", msg)
+	}
+	withPlan(a, flipPlanN1())
+	_, err = runTrip(t, a, tripIn("n1-1", false))
+	if msg := appErr(t, err, "BadRequest"); !strings.Contains(msg, "witnessed") {
+		t.Fatalf("error: %s", msg)
+	}
+	if rec, err := a.Flips.(*nodestate.Dir).Flip(); err != nil || rec != nil || flips() != 0 || len(c.beats) != 0 {
+		t.Fatalf("a refused flip left record %+v (%v), %d flips, %d beats", rec, err, flips(), len(c.beats))
 	}
 }

@@ -413,3 +413,53 @@ func TestTheWayBackOutlivesTheIntent(t *testing.T) {
 		t.Fatalf("after its rollback ended: %v", err)
 	}
 }
+
+// TestTheWayBackOutlivesARestart: the agent restarts (its start prunes the
+// records of expired intents) after the migrate and flip intents it acted
+// on expired. Their records are kept, their operations not having ended,
+// so the rollback, the closing of its rules and the revert still work
+// under them; once the rollback ended (spent), the next restart prunes
+// the migrate's record, and a start's expired record is pruned at once.
+func TestTheWayBackOutlivesARestart(t *testing.T) {
+	sn := newSignedNode(t)
+	ctx := WithWorkflow(context.Background(), productWorkflow)
+	p := clone(t, sn.plan)
+	issued := time.Now().Add(-3 * time.Hour)
+	mod := map[string]string{"module": "app"}
+	mig := sn.sign(t, sn.op, "n1", p.Hash(), authority.ActMigrate, mod, issued, time.Hour)
+	flipped := sn.sign(t, sn.op, "n1", p.Hash(), authority.ActFlip, map[string]string{"drop": ""}, issued, time.Hour)
+	start := sn.sign(t, sn.op, "n1", p.Hash(), authority.ActStart, nil, issued, time.Hour)
+	for _, c := range []struct {
+		s    *intent.Signed
+		want intent.Want
+	}{
+		{mig, intent.Want{Node: "n1", PlanHash: p.Hash(), Actions: []string{authority.ActMigrate}, Args: mod}},
+		{flipped, intent.Want{Node: "n1", PlanHash: p.Hash(), Actions: []string{authority.ActFlip}, Args: map[string]string{"drop": ""}}},
+		{start, intent.Want{Node: "n1", PlanHash: p.Hash(), Actions: []string{authority.ActStart}}},
+	} {
+		v, err := intent.Verify(c.s, mustOps(t, sn.op), c.want, issued.Add(time.Minute))
+		must(t, err)
+		must(t, intent.Nonces{Dir: sn.nonces}.Claim(c.s, v, productWorkflow, issued.Add(time.Minute)))
+	}
+	restart := func() int {
+		n, err := authority.PruneIntents(sn.dirs[1], time.Now())
+		must(t, err)
+		return n
+	}
+	if n := restart(); n != 1 {
+		t.Fatalf("the restart pruned %d records, want 1 (the start's)", n)
+	}
+	if _, err := sn.a.CutoverRollback(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: mig}); refusedFor(err) != "" {
+		t.Fatalf("the rollback after a restart past the intent's expiry: %v", err)
+	}
+	if _, err := sn.a.RevertFlip(ctx, ConfirmInput{Plan: p.Ref(), ID: "n1-1", Intent: flipped}); refusedFor(err) != "" {
+		t.Fatalf("the revert after a restart past the intent's expiry: %v", err)
+	}
+	restart()
+	if _, err := sn.a.CloseRules(ctx, RulesInput{Plan: p.Ref(), Owner: "app", Intent: mig}); refusedFor(err) != "" {
+		t.Fatalf("closing the rules after another restart: %v", err)
+	}
+	if n := restart(); n != 1 {
+		t.Fatalf("after the rollback ended the restart pruned %d records, want 1 (the migrate's)", n)
+	}
+}

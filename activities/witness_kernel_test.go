@@ -94,7 +94,7 @@ table inet host {
 }`)
 	n.Serve(t, []uint16{22})
 	a, root := kernelActs(t, n)
-	plan := withPlan(a, config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: config.MustPorts([]string{"22/tcp"})})
+	plan := withPlan(a, flipPlanN1())
 	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
 	must(t, a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(n.List(t))}))
 	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: plan.ManagementPorts[0], Owner: flip.OwnerManagement}}}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
+	"golang.org/x/crypto/ssh"
 )
 
 // Config is the whole configuration: how to reach Temporal, where the node's
@@ -213,7 +214,35 @@ type Witness struct {
 	// operators' network is, on a host (or a sandbox) that keeps it apart.
 	Netns    string `mapstructure:"netns" json:"netns,omitempty"`
 	Disabled bool   `mapstructure:"disabled" json:"disabled,omitempty"`
+	// Key is the witness's public key (authorized_keys lines, several
+	// during a rotation): the node takes a verdict that a management port
+	// answered only signed by it (witness/signed.go). Without one, a
+	// witnessed flip is refused before anything is applied.
+	Key KeyLines `mapstructure:"key" json:"key,omitempty"`
 }
+
+// Keys parses flip.witness.key: one SSH public key a line, no options.
+func (w Witness) Keys() ([]ssh.PublicKey, error) {
+	var keys []ssh.PublicKey
+	for i, line := range w.Key {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, _, options, _, err := ssh.ParseAuthorizedKey([]byte(line))
+		if err == nil && len(options) > 0 {
+			err = fmt.Errorf("options %q are not taken", strings.Join(options, ","))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("flip.witness.key line %d: %v: it must be the witness's public key line (ssh-ed25519 AAAA... comment), as `ssh-keygen -y -f` prints it", i+1, err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// Witnessed reports whether the node's flips are witnessed from outside.
+func (w *Witness) Witnessed() bool { return w == nil || !w.Disabled }
 
 // HardMaxConfirmTimeout is the most flip.max_confirm_timeout may be.
 const HardMaxConfirmTimeout = 24 * time.Hour

@@ -106,7 +106,7 @@ func (c *Config) Plan() Plan {
 		StopTimeout:       c.Cutover.StopTimeout,
 		NodeFiles:         filePlans(d, c.NodeFiles),
 	}
-	if c.Flip.Witness != (Witness{}) {
+	if w := c.Flip.Witness; w.Address != "" || w.From != "" || w.Netns != "" || w.Disabled || len(w.Key) > 0 {
 		w := c.Flip.Witness
 		p.Witness = &w
 	}

@@ -395,8 +395,11 @@ func sortedKeys[V any](m map[string]V) []string {
 // witness checks flip.witness: an IP address or a DNS name to dial, and an
 // IP address to dial from.
 func (v *validator) witness(w Witness) {
-	if w.Disabled && (w.Address != "" || w.From != "" || w.Netns != "") {
-		v.add("flip.witness.disabled", "true", "false when flip.witness.address, from or netns is set: a witness named and disabled at once is a mistake; remove one")
+	if _, err := w.Keys(); err != nil {
+		v.add("flip.witness.key", w.Key.Text(), err.Error())
+	}
+	if w.Disabled && (w.Address != "" || w.From != "" || w.Netns != "" || len(w.Key) > 0) {
+		v.add("flip.witness.disabled", "true", "false when flip.witness.address, from, netns or key is set: a witness named and disabled at once is a mistake; remove one")
 	}
 	if ns := w.Netns; ns != "" && (!path.IsAbs(ns) || path.Clean(ns) != ns) {
 		v.add("flip.witness.netns", ns, "an absolute, clean path of a network namespace on the orchestrator's host, e.g. /run/netns/ops")

@@ -44,3 +44,20 @@ flip:
 		t.Errorf("a witness named and disabled: %v", err)
 	}
 }
+
+// flip.witness.key reaches the plan as the witness's public key; a line
+// that is not one is named with the key.
+func TestFlipWitnessKey(t *testing.T) {
+	c, err := Load(write(t, "node: {name: n1}\nflip:\n  witness:\n    key: |\n      "+keyAlice+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := c.Plan().Witness.Keys()
+	if err != nil || len(keys) != 1 || keys[0].Type() != "ssh-ed25519" {
+		t.Fatalf("plan witness keys %v, %v", keys, err)
+	}
+	_, err = Load(write(t, "node: {name: n1}\nflip:\n  witness: {key: \"ssh-ed25519 not-a-key\"}\n"))
+	if err == nil || !strings.Contains(err.Error(), "flip.witness.key") || !strings.Contains(err.Error(), "ssh-keygen -y") {
+		t.Fatalf("a bad flip.witness.key: %v", err)
+	}
+}

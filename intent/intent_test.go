@@ -182,7 +182,7 @@ func TestNoncesServeOneWorkflowUntilSpent(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("records dir %v %v, want 0700", fi.Mode(), err)
 	}
-	if k, err := n.Prune(now.Add(time.Hour)); err != nil || k != 1 {
+	if k, err := n.Prune(now.Add(time.Hour), func(string) bool { return true }); err != nil || k != 1 {
 		t.Fatalf("prune: %d %v, want 1 removed", k, err)
 	}
 	v.Nonce = "../../etc/passwd"

@@ -106,8 +106,11 @@ func (n Nonces) Spend(v *Verified, s *Signed, workflow string, now time.Time) er
 }
 
 // Prune removes the records of intents expired before now: Verify refuses
-// those by their expiry, so their nonces need no keeping.
-func (n Nonces) Prune(now time.Time) (int, error) {
+// those by their expiry, so their nonces need no keeping. A record whose
+// operation has a way back (keep says so of its action) and has not ended
+// (not spent) is kept however long ago it expired: the node undoes what it
+// began under it (a rollback, a revert) only while it holds the record.
+func (n Nonces) Prune(now time.Time, keep func(action string) bool) (int, error) {
 	entries, err := os.ReadDir(n.Dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
@@ -119,7 +122,7 @@ func (n Nonces) Prune(now time.Time) (int, error) {
 	for _, e := range entries {
 		p := filepath.Join(n.Dir, e.Name())
 		rec, err := readRecord(p)
-		if err != nil || !now.After(rec.Expires.Add(time.Minute)) {
+		if err != nil || !now.After(rec.Expires.Add(time.Minute)) || rec.Spent.IsZero() && keep != nil && keep(rec.Action) {
 			continue
 		}
 		if os.Remove(p) == nil {

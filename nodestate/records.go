@@ -153,3 +153,56 @@ func (d *Dir) ClearOwner() error {
 	}
 	return err
 }
+
+// The owners whose marks the node placed itself (OpenRules under their
+// intent): a reconcile puts back only theirs. A release forgets them all.
+const openedFile, openedLock = "opened.json", "opened.lock"
+
+// Opened reads the owners the node placed marks for, with when it first
+// did.
+func (d *Dir) Opened() (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	if _, err := d.readJSON(openedFile, "owners whose marks the node placed", &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RecordOpened adds owner to the owners the node placed marks for.
+func (d *Dir) RecordOpened(owner string) error {
+	return d.updateOpened(func(all map[string]time.Time) {
+		if _, ok := all[owner]; !ok {
+			all[owner] = time.Now().UTC()
+		}
+	})
+}
+
+// ForgetOpened takes owner out of them (its marks closed); "" forgets
+// every owner (a release).
+func (d *Dir) ForgetOpened(owner string) error {
+	return d.updateOpened(func(all map[string]time.Time) {
+		for o := range all {
+			if owner == "" || o == owner {
+				delete(all, o)
+			}
+		}
+	})
+}
+
+func (d *Dir) updateOpened(fn func(map[string]time.Time)) error {
+	if err := d.Ensure(); err != nil {
+		return err
+	}
+	return d.locked(openedLock, func() error {
+		all, err := d.Opened()
+		if err != nil {
+			return err
+		}
+		fn(all)
+		b, err := json.MarshalIndent(all, "", "  ")
+		if err != nil {
+			return err
+		}
+		return WriteFileAtomic(filepath.Join(d.path, openedFile), b, 0o600)
+	})
+}

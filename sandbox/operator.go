@@ -19,28 +19,45 @@ import (
 // test binary. Unset, a process generates its own once.
 const OperatorKeyEnv = "ADOPT_SANDBOX_OPERATOR_KEY"
 
+// WitnessKeyEnv names the run's witness key, written by opkey.Generate as
+// the operator's is: every node lists its public half (flip.witness.key),
+// and the orchestrator signs its verdicts with it (--witness-key).
+const WitnessKeyEnv = "ADOPT_SANDBOX_WITNESS_KEY"
+
+// runKey is one key of a run: the one env names, else one generated once.
+type runKey struct {
+	env, name string
+	once      sync.Once
+	key       opkey.Key
+	err       error
+}
+
+func (r *runKey) get() (opkey.Key, error) {
+	r.once.Do(func() {
+		if p := os.Getenv(r.env); p != "" {
+			r.key, r.err = opkey.Load(p)
+			return
+		}
+		dir, err := os.MkdirTemp("", "adoption-"+r.name+"-")
+		if err != nil {
+			r.err = err
+			return
+		}
+		r.key, r.err = opkey.Generate(dir, r.name, "sandbox-"+r.name)
+	})
+	return r.key, r.err
+}
+
 var (
-	keyOnce sync.Once
-	key     opkey.Key
-	keyErr  error
+	operatorKey = &runKey{env: OperatorKeyEnv, name: "operator"}
+	witnessKey  = &runKey{env: WitnessKeyEnv, name: "witness"}
 )
 
 // OperatorKey is the run's operator key.
-func OperatorKey() (opkey.Key, error) {
-	keyOnce.Do(func() {
-		if p := os.Getenv(OperatorKeyEnv); p != "" {
-			key, keyErr = opkey.Load(p)
-			return
-		}
-		dir, err := os.MkdirTemp("", "adoption-operator-")
-		if err != nil {
-			keyErr = err
-			return
-		}
-		key, keyErr = opkey.Generate(dir, "operator", "sandbox-operator")
-	})
-	return key, keyErr
-}
+func OperatorKey() (opkey.Key, error) { return operatorKey.get() }
+
+// WitnessKey is the run's witness key.
+func WitnessKey() (opkey.Key, error) { return witnessKey.get() }
 
 var hasAuthority = regexp.MustCompile(`(?m)^authority:`)
 

@@ -266,8 +266,11 @@ temporal:
 predecessor:
   control: ["predecessor-sync"]
 %s`, n.Name, temporalAddr, n.codecKeyLine(), n.Name, n.role(), n.NetnsPath(), n.Root, n.StateDir, strings.Join(mgmt, ", "), modules)
-	body = n.withWitness(body)
-	body, err := withOperator(body, n.Fleet)
+	body, err := n.withWitness(body)
+	if err != nil {
+		return "", err
+	}
+	body, err = withOperator(body, n.Fleet)
 	if err != nil {
 		return "", err
 	}
@@ -276,17 +279,22 @@ predecessor:
 
 // withWitness confirms the node's flips from its peer namespace, where its
 // clients are: the orchestrator, in the host's namespace, has no route to
-// the node.
-func (n *Node) withWitness(body string) string {
-	w := fmt.Sprintf("  witness: {address: %q, netns: %q}\n", n.Addr, "/run/netns/"+n.Peer)
+// the node. The node takes the witness's verdicts signed by the run's
+// witness key (WitnessKey).
+func (n *Node) withWitness(body string) (string, error) {
+	k, err := WitnessKey()
+	if err != nil {
+		return "", err
+	}
+	w := fmt.Sprintf("  witness: {address: %q, netns: %q, key: %q}\n", n.Addr, "/run/netns/"+n.Peer, k.Public)
 	if i := strings.Index(body, "\nflip:\n"); i >= 0 {
 		at := i + len("\nflip:\n")
-		return body[:at] + w + body[at:]
+		return body[:at] + w + body[at:], nil
 	}
 	if !strings.HasSuffix(body, "\n") {
 		body += "\n"
 	}
-	return body + "flip:\n" + w
+	return body + "flip:\n" + w, nil
 }
 
 func (n *Node) role() string {

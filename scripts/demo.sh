@@ -106,6 +106,10 @@ DEMO_START=$(date +%s)
 # (operator.sign_key), so no node acts on an unsigned request.
 ./bin/adopt-sandbox operator-key "$PWD/$DEMO/operator_key" >/dev/null
 export ADOPT_SANDBOX_OPERATOR_KEY=$PWD/$DEMO/operator_key
+# The witness's key: every node lists its public half (flip.witness.key)
+# and takes a flip's verdict only signed by it; the orchestrator signs.
+./bin/adopt-sandbox operator-key "$PWD/$DEMO/witness_key" >/dev/null
+export ADOPT_SANDBOX_WITNESS_KEY=$PWD/$DEMO/witness_key
 
 say "1. Three nodes running the predecessor"
 # The predecessor's services and the mesh's modules are one small service
@@ -134,7 +138,7 @@ say "2. One orchestrator (the workflows) and the node agents, on their nodes (th
 # "adoption" (--make-current: the demo's dev server may remember an earlier
 # build from a run before this one); the agents run only their node's
 # activities.
-ADOPT_TEMPORAL_CODEC_KEY_FILE=$CODEC_KEY setsid nohup ./bin/adopt-worker orchestrate --make-current > "$DEMO/worker-orchestrator.log" 2>&1 < /dev/null &
+ADOPT_TEMPORAL_CODEC_KEY_FILE=$CODEC_KEY ADOPT_WITNESS_KEY=$ADOPT_SANDBOX_WITNESS_KEY setsid nohup ./bin/adopt-worker orchestrate --make-current > "$DEMO/worker-orchestrator.log" 2>&1 < /dev/null &
 echo $! > "$DEMO/worker-orchestrator.pid"
 for n in "${NODES[@]}"; do
 	setsid nohup nsenter --net="/run/netns/adopt-$n" -- ./bin/adopt-worker run --config "$PWD/$(cfg "$n")" \

@@ -66,6 +66,13 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv(sandbox.OperatorKeyEnv, k.Path)
+	// One witness key: every sandbox node lists it (flip.witness.key) and
+	// the orchestrator signs its verdicts with it.
+	wk, err := opkey.Generate(dir, "witness", "e2e-witness")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv(sandbox.WitnessKeyEnv, wk.Path)
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -261,7 +268,7 @@ func startOrchestrator(t *testing.T, addr string, args ...string) *workerProc {
 	t.Helper()
 	w := &workerProc{log: &bytes.Buffer{}, done: make(chan error, 1)}
 	w.cmd = exec.Command(filepath.Join(bin, "adopt-worker"), append([]string{"orchestrate"}, args...)...)
-	w.cmd.Env = append(os.Environ(), "ADOPT_CONFIG=", "ADOPT_TEMPORAL_ADDRESS="+addr)
+	w.cmd.Env = append(os.Environ(), "ADOPT_CONFIG=", "ADOPT_TEMPORAL_ADDRESS="+addr, "ADOPT_WITNESS_KEY="+os.Getenv(sandbox.WitnessKeyEnv))
 	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)

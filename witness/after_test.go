@@ -1,7 +1,9 @@
 package witness
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"net"
 	"net/netip"
@@ -15,6 +17,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"golang.org/x/crypto/ssh"
 
 	"adoption/config"
 )
@@ -153,8 +156,13 @@ func TestWitnessTellsByHeartbeat(t *testing.T) {
 		pending(t, "FlipTrip", map[string]any{"id": "n1-1", "applied": true, "reads_verdict": true, "verdict_read": true}),
 	}}
 	b := &beats{}
-	w := &Witness{Describe: d, Converter: converter.GetDefaultDataConverter(), Every: time.Millisecond, Heartbeat: b, Timeout: time.Second}
-	in := Input{Node: "n1", Addresses: []string{"127.0.0.1"}, Ports: []config.Port{{Num: listen(t), Proto: "tcp"}},
+	signer, err := ssh.NewSignerFromKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{5}, 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	w := &Witness{Describe: d, Converter: converter.GetDefaultDataConverter(), Every: time.Millisecond, Heartbeat: b, Timeout: time.Second, Signer: signer}
+	in := Input{Node: "n1", Addresses: []string{"127.0.0.1"}, Ports: []config.Port{{Num: listen(t), Proto: "tcp"}}, PlanHash: "3df689a2983b",
 		After: &After{WorkflowID: "adoption-n1", Activity: "FlipTrip", FlipID: "n1-1"}}
 	res, err := runWitness(t, w, in)
 	if err != nil || len(res.Answered) != 1 {
@@ -169,8 +177,21 @@ func TestWitnessTellsByHeartbeat(t *testing.T) {
 	// The node reads it back from the witness's pending activity.
 	pa := pending(t, ActivityType, b.got[0])
 	v, isPending, err := ReadVerdict(context.Background(), &describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{pa}}, converter.GetDefaultDataConverter(), "adoption-n1", "", "n1-1")
-	if err != nil || !isPending || v != b.got[0] {
+	if err != nil || !isPending || v.ID != b.got[0].ID || v.State != b.got[0].State || !bytes.Equal(v.Sig, b.got[0].Sig) {
 		t.Fatalf("read back %+v pending %v %v", v, isPending, err)
+	}
+	// Signed for the node, the flip, the plan and now, with the witness's
+	// key; the result carries it for the workflow's query.
+	want := Want{Node: "n1", ID: "n1-1", Plan: "3df689a2983b", Since: began}
+	if err := v.Authentic([]ssh.PublicKey{signer.PublicKey()}, want, time.Now()); err != nil {
+		t.Fatalf("the verdict told is not authentic: %v", err)
+	}
+	if res.Verdict == nil || !bytes.Equal(res.Verdict.Sig, v.Sig) {
+		t.Fatalf("the result does not carry the signed verdict: %+v", res.Verdict)
+	}
+	want.Plan = "e2603922ef74"
+	if err := v.Authentic([]ssh.PublicKey{signer.PublicKey()}, want, time.Now()); err == nil {
+		t.Fatal("a verdict for another plan was taken")
 	}
 	if v, isPending, _ := ReadVerdict(context.Background(), &describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{pa}}, converter.GetDefaultDataConverter(), "adoption-n1", "", "n1-2"); v.State != "" || !isPending {
 		t.Fatalf("another flip's verdict was read: %+v", v)

@@ -28,11 +28,17 @@ const (
 )
 
 // Verdict is the witness's answer on flip ID: its heartbeat, and what the
-// node's workflow records when the witness completes.
+// node's workflow records when the witness completes. A witness with a key
+// binds it to the node, the plan and the time, and signs it (signed.go):
+// the node takes an answer only so signed.
 type Verdict struct {
-	ID    string `json:"id"`
-	State string `json:"state,omitempty"`
-	Why   string `json:"why,omitempty"`
+	ID    string    `json:"id"`
+	State string    `json:"state,omitempty"`
+	Why   string    `json:"why,omitempty"`
+	Node  string    `json:"node,omitempty"`
+	Plan  string    `json:"plan,omitempty"`
+	At    time.Time `json:"at,omitzero"`
+	Sig   []byte    `json:"sig,omitempty"`
 }
 
 // Heartbeater records an activity's heartbeat and returns once the server

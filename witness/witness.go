@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"golang.org/x/crypto/ssh"
 
 	"adoption/config"
 	"adoption/netns"
@@ -38,12 +39,18 @@ type Input struct {
 	// After, when set, makes the witness wait until the node reports the
 	// flip applied before it dials (after.go).
 	After *After `json:"after,omitempty"`
+	// PlanHash is the hash of the plan the flip is made under: a signed
+	// verdict names it (signed.go).
+	PlanHash string `json:"plan_hash,omitempty"`
 }
 
 // Result says, per management port, where it answered.
 type Result struct {
 	Answered []string `json:"answered"`
 	Skipped  []string `json:"skipped,omitempty"` // ports a connection cannot test (UDP)
+	// Verdict is the signed verdict of a witness with a key, which the
+	// workflow answers the node's query with.
+	Verdict *Verdict `json:"verdict,omitempty"`
 }
 
 // Witness holds the dialer; tests pass their own.
@@ -59,6 +66,11 @@ type Witness struct {
 	// Heartbeat, when set, tells a node that reads verdicts by describe
 	// the verdict as this activity's heartbeat (verdict.go).
 	Heartbeat Heartbeater
+	// Signer, when set, signs each verdict (signed.go): the key whose
+	// public half the nodes list in flip.witness.key.
+	Signer ssh.Signer
+	// Now is the clock verdicts are signed at (nil: time.Now).
+	Now func() time.Time
 }
 
 // New is the orchestrator's witness: 5 s per connection.
@@ -83,10 +95,29 @@ func (w *Witness) Witness(ctx context.Context, in Input) (*Result, error) {
 		return nil, err
 	}
 	res, err := w.dialAll(ctx, in)
+	v, serr := w.sign(in, verdictOf(in.After.FlipID, res, err))
+	if serr != nil {
+		return nil, serr
+	}
 	if p.Reads && w.Heartbeat != nil && activity.IsActivity(ctx) {
-		w.tell(ctx, *in.After, verdictOf(in.After.FlipID, res, err))
+		w.tell(ctx, *in.After, v)
+	}
+	if res != nil && v.Sig != nil {
+		res.Verdict = &v
 	}
 	return res, err
+}
+
+// sign signs v for in's node and plan when the witness holds a key.
+func (w *Witness) sign(in Input, v Verdict) (Verdict, error) {
+	if w.Signer == nil {
+		return v, nil
+	}
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	return v.Sign(w.Signer, in.Node, in.PlanHash, now())
 }
 
 // dialAll dials every TCP management port, as Witness says.

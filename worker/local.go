@@ -16,7 +16,6 @@ import (
 	"adoption/config"
 	"adoption/custody"
 	"adoption/failpoint"
-	"adoption/intent"
 )
 
 // localAuthority re-reads the node's configuration for each request.
@@ -59,9 +58,9 @@ func startChecks(cfg *config.Config, cfgPath string, logger *slog.Logger) error 
 	} else {
 		logger.Info("requests must carry an intent signed by an operator's key", "operators", ops.Len(), "intents", authority.IntentsDir(cfg.Node.StateDir))
 	}
-	// The records of intents expired are no longer needed: their expiry
-	// refuses them.
-	if n, err := (intent.Nonces{Dir: authority.IntentsDir(cfg.Node.StateDir)}).Prune(time.Now()); err != nil {
+	// The records of intents expired are no longer needed (their expiry
+	// refuses them), but for operations with a way back not yet ended.
+	if n, err := authority.PruneIntents(cfg.Node.StateDir, time.Now()); err != nil {
 		logger.Warn("prune the records of expired intents", "error", err.Error())
 	} else if n > 0 {
 		logger.Info("pruned the records of expired intents", "removed", n)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"time"
 
@@ -17,11 +18,13 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"golang.org/x/crypto/ssh"
 
 	"adoption/activities/relay"
 	"adoption/buildinfo"
 	"adoption/config"
 	"adoption/connect"
+	"adoption/intent"
 	"adoption/replaycheck"
 	"adoption/witness"
 	"adoption/workflows"
@@ -29,7 +32,7 @@ import (
 )
 
 func orchestrateCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *cobra.Command {
-	var id, pollers string
+	var id, pollers, witnessKey string
 	var makeCurrent bool
 	cmd := &cobra.Command{
 		Use:   "orchestrate",
@@ -73,14 +76,24 @@ exits non-zero, registered but not current (docs/fleet.md). With
 			if err != nil {
 				return usageError{err}
 			}
-			return orchestrate(ctx, cfg, id, mode, pb, stderr)
+			var signer ssh.Signer
+			if witnessKey != "" {
+				if signer, err = intent.SignerFromFile(witnessKey); err != nil {
+					return configError{fmt.Errorf("--witness-key (%s): %w", witnessKeyEnv, err)}
+				}
+			}
+			return orchestrate(ctx, cfg, id, mode, pb, signer, stderr)
 		},
 	}
+	cmd.Flags().StringVar(&witnessKey, "witness-key", os.Getenv(witnessKeyEnv), "the witness's private SSH key (ed25519, unencrypted): it signs each flip's verdict, and the nodes list its public half in flip.witness.key (env "+witnessKeyEnv+")")
 	cmd.Flags().StringVar(&pollers, "workflow-pollers", "2", "workflow-task long polls kept open: a number, or auto (scaled by the server's feedback, 2 to 16)")
 	cmd.Flags().StringVar(&id, "build-id", "", "this build's ID in Worker Deployment adoption (default: the version stamped by make build; a build from a modified tree adds a hash of the executable)")
 	cmd.Flags().BoolVar(&makeCurrent, "make-current", false, "make this build the deployment's current version at startup, replacing the current one (an upgrade); unset: only where the deployment has no current version; =false: never")
 	return cmd
 }
+
+// witnessKeyEnv names the witness's key when --witness-key is not given.
+const witnessKeyEnv = "ADOPT_WITNESS_KEY"
 
 // promoteMode says when the orchestrator makes its build current.
 type promoteMode int
@@ -110,7 +123,7 @@ func pollerBehavior(v string) (worker.PollerBehavior, error) {
 	return worker.NewPollerBehaviorSimpleMaximum(worker.PollerBehaviorSimpleMaximumOptions{MaximumNumberOfPollers: n}), nil
 }
 
-func orchestrate(ctx context.Context, cfg *config.Config, id string, mode promoteMode, pollers worker.PollerBehavior, stderr io.Writer) error {
+func orchestrate(ctx context.Context, cfg *config.Config, id string, mode promoteMode, pollers worker.PollerBehavior, signer ssh.Signer, stderr io.Writer) error {
 	tc := cfg.Temporal
 	// The one logger and /metrics (metrics.listen) first, then Temporal.
 	o, c, err := dialOrchestrator(ctx, cfg, stderr)
@@ -136,8 +149,12 @@ func orchestrate(ctx context.Context, cfg *config.Config, id string, mode promot
 		return err
 	}
 	wit.Describe = c
-	// It tells a node its verdict by its own heartbeat (witness/verdict.go).
+	// It tells a node its verdict by its own heartbeat (witness/verdict.go),
+	// signed with its key (witness/signed.go).
 	wit.Heartbeat = c
+	if wit.Signer = signer; signer == nil {
+		logger.Warn("no --witness-key: the witness's verdicts are unsigned, and a node that lists flip.witness.key reverts every witnessed flip; give the key whose public half the nodes list")
+	}
 	w.RegisterActivity(wit)
 	// A fleet migrate or flip reaches each node's workflow through the relay;
 	// the fleet's ask rounds list its ended children through it, as a local

@@ -446,7 +446,7 @@ func (n *node) witness(ctx workflow.Context) string {
 // addresses of the node's probe); false, with an event, when
 // flip.witness.disabled is set.
 func (n *node) witnessInput(ctx workflow.Context) (witness.Input, bool) {
-	in := witness.Input{Node: n.s.Node, Ports: n.s.Plan.ManagementPorts}
+	in := witness.Input{Node: n.s.Node, Ports: n.s.Plan.ManagementPorts, PlanHash: n.s.Plan.Hash()}
 	if w := n.s.Plan.Witness; w != nil && w.Disabled {
 		n.event(ctx, "not witnessed from outside the node: flip.witness.disabled is set")
 		return in, false

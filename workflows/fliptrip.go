@@ -198,6 +198,9 @@ func (n *node) witnessTrip(ctx workflow.Context, id string) (*bool, bool) {
 		*ended = true
 		var ae *temporal.ApplicationError
 		switch {
+		case err == nil && res.Verdict != nil && res.Verdict.ID == id:
+			// Signed by the witness: the node's query is answered with it.
+			n.verdict = *res.Verdict
 		case err == nil:
 			n.verdict = activities.WitnessVerdict{ID: id, State: activities.WitnessAnswered, Why: strings.Join(res.Answered, ", ")}
 		case errors.As(err, &ae) && ae.Type() == witness.ErrFlipEnded, temporal.IsCanceledError(err):

@@ -146,6 +146,24 @@ func Admit(node string, auth *Authority, signed *intent.Signed, forms []Form, no
 	return v, nil
 }
 
+// HasWayBack reports whether an intent's action begins what the node may
+// have to undo under it after it expires (a cutover's rollback and the
+// closing of its rules, a flip's revert): its record is kept until its
+// operation ends (PruneIntents).
+func HasWayBack(action string) bool {
+	switch action {
+	case ActMigrate, ActRetry, ActFleetMigrate, ActFlip, ActFleetFlip:
+		return true
+	}
+	return false
+}
+
+// PruneIntents removes, at the agent's start, the records of intents that
+// expired, except those of operations with a way back not yet ended.
+func PruneIntents(stateDir string, now time.Time) (int, error) {
+	return intent.Nonces{Dir: IntentsDir(stateDir)}.Prune(now, HasWayBack)
+}
+
 // begun is an expired intent verified as of its issue time, if the node
 // holds a record of acting on it (Claim then decides whether for this
 // workflow, and whether its operation has ended); else expired stays.

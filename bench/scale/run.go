@@ -36,6 +36,7 @@ import (
 	"adoption/activities/watch"
 	"adoption/bench/report"
 	"adoption/config"
+	"adoption/sandbox"
 	"adoption/workflows"
 )
 
@@ -421,7 +422,11 @@ func (r *scaleRun) startNode(i int) error {
 		return fmt.Errorf("lay out simulated node %d: %w", i, err)
 	}
 	if r.o.Witness {
-		mem.plan.Witness = &config.Witness{Address: "127.0.0.1"}
+		wk, err := sandbox.WitnessKey()
+		if err != nil {
+			return err
+		}
+		mem.plan.Witness = &config.Witness{Address: "127.0.0.1", Key: config.KeyLines{wk.Public}}
 	}
 	if i == 0 {
 		mem.plan.Role = "control" // a fleet has one, first

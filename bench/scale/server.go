@@ -29,6 +29,7 @@ import (
 	"adoption/firewall/marks"
 	"adoption/internal/devserver"
 	"adoption/internal/ufwfixture"
+	"adoption/sandbox"
 )
 
 // foundRuleset lists ufwfixture.DefaultDeny(22/tcp) from a throwaway bn-
@@ -138,8 +139,14 @@ func startOrchestrator(dir, addr, pollers, tree string) (*orchestrator, error) {
 	if pollers != "" {
 		args = append(args, "--workflow-pollers", pollers)
 	}
+	// The witness signs its verdicts with the run's witness key, which the
+	// simulated nodes list (startNode): an older tree ignores it.
+	wk, err := sandbox.WitnessKey()
+	if err != nil {
+		return nil, err
+	}
 	o.cmd = exec.Command(exe, args...)
-	o.cmd.Env = append(os.Environ(), "ADOPT_CONFIG=", "ADOPT_TEMPORAL_ADDRESS="+addr)
+	o.cmd.Env = append(os.Environ(), "ADOPT_CONFIG=", "ADOPT_TEMPORAL_ADDRESS="+addr, "ADOPT_WITNESS_KEY="+wk.Path)
 	o.cmd.Stdout, o.cmd.Stderr = logf, logf
 	if err := o.cmd.Start(); err != nil {
 		logf.Close()
