@@ -15,6 +15,9 @@ func Details(s *State) string {
 	var b strings.Builder
 	b.WriteString(fmt.Sprintf("**Node %s**: phase **%s**\n\n", s.Node, s.Phase))
 	// The next step first: the Web UI's details pane is short.
+	if r := s.Refused; r != nil {
+		b.WriteString(fmt.Sprintf("**Refused %s:** %s\n\n", describe(r.Kind, r.Module), r.Why))
+	}
 	b.WriteString(fmt.Sprintf("**Next step:** %s\n\n", NextStep(s)))
 	b.WriteString(fmt.Sprintf("- modules migrated: %d of %d\n", s.MigratedCount(), len(s.Modules)))
 	if s.FirewallKind != "" {

@@ -67,6 +67,8 @@ type node struct {
 	// intent is the operator's signed request being served: every
 	// activity of its operation carries it to the node.
 	intent *intent.Signed
+	// serving is the request being served ("" kind: the adoption).
+	serving Request
 }
 
 // NodeMigration holds a node's adoption for as long as it lasts: probe and
@@ -159,7 +161,7 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 		}
 		req := n.s.Queue[0]
 		n.s.Queue = n.s.Queue[1:]
-		n.intent = req.Intent
+		n.intent, n.serving, n.s.Refused = req.Intent, req, nil
 		if req.Plan != nil {
 			n.applyPlan(ctx, *req.Plan)
 		}
