@@ -1,14 +1,17 @@
 package workflows
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"adoption/activities"
+	"adoption/activities/watch"
 	"adoption/firewall/flip"
 )
 
@@ -88,4 +91,36 @@ func (s *NodeSuite) TestAttentionNotUpsertedBeforeItsChange() {
 	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipPlan()})
 	s.result()
 	s.Empty(*got)
+}
+
+// An agent that stops beating while its node idles: the watch's heartbeat
+// timeout comes back to the workflow, AdoptionAttention says agent-silent
+// and the details say what waits; the watch asked again answers at once
+// when the agent is back, which clears both.
+func (s *NodeSuite) TestAttentionAgentSilent() {
+	s.adoptWatched()
+	var ins []watch.Input
+	calls := 0
+	s.env.OnActivity(watcher.Watch, mock.Anything, mock.Anything).After(10*time.Minute).Return(func(_ context.Context, in watch.Input) (*watch.Result, error) {
+		ins = append(ins, in)
+		if calls++; calls == 1 {
+			return nil, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
+		}
+		return &watch.Result{Digest: in.Known, Checked: true, Bound: true}, nil
+	})
+	got := s.attentionUpserts()
+	var silent State
+	s.env.RegisterDelayedCallback(func() { silent = s.query() }, 15*time.Minute)
+	s.expectRelease()
+	s.signal(40*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, watchedPlan())
+	st := s.result()
+	s.Contains(*got, AttentionAgentSilent)
+	s.Equal("", (*got)[len(*got)-1])
+	s.Contains(silent.Waiting, "stopped answering its watch")
+	s.Contains(Details(&silent), "waiting for the node's agent")
+	s.Require().GreaterOrEqual(len(ins), 2)
+	s.Equal(time.Second, ins[1].Bound, "while silent, the watch asks to be answered at once")
+	s.Equal(watchBound, ins[2].Bound, "answered, the watch waits its bound again")
+	s.Empty(st.Waiting)
 }
