@@ -101,7 +101,7 @@ func (s *NodeSuite) TestAttentionAgentSilent() {
 	s.adoptWatched()
 	var ins []watch.Input
 	calls := 0
-	s.env.OnActivity(watcher.Watch, mock.Anything, mock.Anything).After(10*time.Minute).Return(func(_ context.Context, in watch.Input) (*watch.Result, error) {
+	s.env.OnActivity(watcher.Watch, mock.Anything, mock.Anything).After(10 * time.Minute).Return(func(_ context.Context, in watch.Input) (*watch.Result, error) {
 		ins = append(ins, in)
 		if calls++; calls == 1 {
 			return nil, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
