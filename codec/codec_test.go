@@ -2,6 +2,7 @@ package codec
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -91,17 +92,48 @@ func TestTamperedCiphertextIsRefused(t *testing.T) {
 	}
 }
 
-func TestUnencryptedPayloadPassesThrough(t *testing.T) {
+// TestPlaintextIsRefusedOnceAKeyIsSet: a payload in clear (a forged
+// heartbeat, a query answer, a raw payload) is refused with ErrPlaintext
+// and counted; only a Lenient codec (the Web UI's, a replay's) passes it
+// through unchanged.
+func TestPlaintextIsRefusedOnceAKeyIsSet(t *testing.T) {
 	c := testCodec(t, 1)
-	in := []*commonpb.Payload{jsonPayload(t, map[string]int{"a": 1}), jsonPayload(t, nil), {Data: []byte("raw")}}
-	out, err := c.Decode(in)
+	in := []*commonpb.Payload{jsonPayload(t, map[string]string{"id": "n1-1", "state": "answered"}), jsonPayload(t, nil), {Data: []byte("raw")}}
+	for i := range in {
+		before := PlaintextRefused()
+		_, err := c.Decode(in[i : i+1])
+		var pe *ErrPlaintext
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "temporal.codec_key_file") {
+			t.Fatalf("payload %d in clear: %v, want ErrPlaintext naming temporal.codec_key_file", i, err)
+		}
+		if got := PlaintextRefused() - before; got != 1 {
+			t.Fatalf("payload %d: counted %d refusals, want 1", i, got)
+		}
+	}
+	// Through the data converter, as the agent reads a heartbeat.
+	var v map[string]string
+	if err := DataConverter(c).FromPayloads(&commonpb.Payloads{Payloads: in[:1]}, &v); err == nil || v["state"] == "answered" {
+		t.Fatalf("the converter decoded a heartbeat in clear: %v, %v", v, err)
+	}
+	// One encrypted payload beside one in clear: refused whole.
+	enc, err := c.Encode(in[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Decode([]*commonpb.Payload{enc[0], in[0]}); err == nil {
+		t.Fatal("a payload in clear beside an encrypted one was taken")
+	}
+	out, err := c.Lenient().Decode(in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range in {
 		if !proto.Equal(in[i], out[i]) {
-			t.Fatalf("payload %d changed: %v", i, out[i])
+			t.Fatalf("lenient: payload %d changed: %v", i, out[i])
 		}
+	}
+	if _, err := c.Decode(in[:1]); err == nil {
+		t.Fatal("Lenient changed the codec it was made from")
 	}
 }
 

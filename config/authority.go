@@ -33,6 +33,12 @@ func keyLinesHook(from, to reflect.Type, data any) (any, error) {
 	return strings.Split(data.(string), "\n"), nil
 }
 
+// OperatorPlaceholder opens the line the shipped example holds under
+// authority.operators: it is no key, so a copied example is refused until
+// an operator's real public key replaces it, and nobody's key is trusted by
+// accident.
+const OperatorPlaceholder = "REPLACE-ME"
+
 // Authority is whose word the node acts on.
 type Authority struct {
 	// Operators are the public keys whose signed intents the node accepts.
@@ -78,8 +84,8 @@ func OperatorFromEnv() (Operator, error) {
 	o := Operator{SignKey: get("operator.sign_key")}
 	for k, d := range map[string]*time.Duration{"operator.intent_ttl": &o.IntentTTL, "operator.fleet_intent_ttl": &o.FleetIntentTTL} {
 		var err error
-		if *d, err = time.ParseDuration(get(k)); err != nil {
-			return o, fmt.Errorf("%s: %q is invalid: a duration such as 30m", EnvVar(k), get(k))
+		if *d, err = ParseDuration(get(k)); err != nil {
+			return o, fmt.Errorf("%s (%s): %w", EnvVar(k), k, err)
 		}
 	}
 	v := &validator{}
@@ -92,10 +98,15 @@ func OperatorFromEnv() (Operator, error) {
 
 // authority checks authority.* and operator.*.
 func (v *validator) authority(a Authority, o Operator) {
-	keys := 0
+	keys, placeholders := 0, 0
 	for i, line := range a.Operators {
 		t := strings.TrimSpace(line)
 		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		if strings.HasPrefix(t, OperatorPlaceholder) {
+			placeholders++
+			v.add(fmt.Sprintf("authority.operators line %d", i+1), t, "the example's placeholder, not a key: replace the line with the public key line of each operator whose signed requests this node acts on (the content of their ~/.ssh/id_ed25519.pub, e.g. `ssh-ed25519 AAAA... alice@laptop`)")
 			continue
 		}
 		if _, err := intent.ParseOperators(t); err != nil {
@@ -113,16 +124,13 @@ func (v *validator) authority(a Authority, o Operator) {
 		keys++
 	}
 	switch {
-	case keys == 0 && !a.Unsigned:
+	case keys == 0 && !a.Unsigned && placeholders == 0:
 		v.add("authority.operators", a.Operators.Text(), "no operator key: list the public keys (authorized_keys lines, e.g. the content of ~/.ssh/id_ed25519.pub) whose signed requests this node acts on; "+
 			"or, for a sandbox only, say authority.unsigned: true (then anyone with access to the Temporal namespace can make the node act)")
 	}
 	if a.Fleet != "" && !ValidName(a.Fleet) {
 		v.add("authority.fleet", a.Fleet, "a fleet's name (name: in its fleet file), which must be "+NameRule+"; or leave it out when no fleet starts this node")
 	}
-	for key, d := range map[string]time.Duration{"operator.intent_ttl": o.IntentTTL, "operator.fleet_intent_ttl": o.FleetIntentTTL} {
-		if d <= 0 || d > intent.MaxLifetime {
-			v.add(key, d.String(), "a positive duration of at most "+intent.MaxLifetime.String()+", such as 30m: an intent is a request for now, not a standing permission")
-		}
-	}
+	v.duration("operator.intent_ttl", o.IntentTTL)
+	v.duration("operator.fleet_intent_ttl", o.FleetIntentTTL)
 }

@@ -321,7 +321,7 @@ func LoadWith(path string, extra map[string]string) (*Config, error) {
 		dc.ErrorUnused = true
 		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
 			keyLinesHook,
-			mapstructure.StringToTimeDurationHookFunc(),
+			durationHook,
 			mapstructure.StringToSliceHookFunc(","),
 			tlsOffHook,
 		)
@@ -392,7 +392,7 @@ func yamlKey(k string) string { return strings.TrimPrefix(strings.TrimPrefix(k, 
 // decodeProblems turns mapstructure's error into one line per problem, naming
 // keys the way the YAML spells them.
 func decodeProblems(err error, value func(key string) string) []string {
-	var out []string
+	out, durations := durationProblems(err)
 	for _, line := range strings.Split(err.Error(), "\n") {
 		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "*"))
 		if line == "" || strings.HasPrefix(line, "decoding failed") {
@@ -410,6 +410,9 @@ func decodeProblems(err error, value func(key string) string) []string {
 		}
 		if m := badValue.FindStringSubmatch(line); m != nil {
 			key := yamlKey(m[1])
+			if durations[key] {
+				continue
+			}
 			out = append(out, fmt.Sprintf("%s: %q is invalid: wrong type or form (%s); see config/example.yaml for its form", key, value(key), m[2]))
 			continue
 		}

@@ -49,7 +49,7 @@ func LoadFleet(path string) (*Fleet, error) {
 	var problems []string
 	if err := v.Unmarshal(&f, func(dc *mapstructure.DecoderConfig) {
 		dc.ErrorUnused = true
-		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(mapstructure.StringToTimeDurationHookFunc(), tlsOffHook)
+		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(durationHook, tlsOffHook)
 	}); err != nil {
 		problems = append(problems, decodeProblems(err, func(k string) string { return fmt.Sprint(v.Get(k)) })...)
 	}
@@ -135,28 +135,20 @@ func (f *Fleet) Declaring(module string) ([]*Config, error) {
 	return out, nil
 }
 
-// The bounds of a fleet's ask_after, and its default: the fleet's first
-// ask round comes this long after it began to wait on nodes it cannot see
-// end, and each round that asked someone puts the next twice as far, never
-// more than MaxAskAfter apart.
-const (
-	DefaultAskAfter = time.Hour
-	MinAskAfter     = time.Second
-	MaxAskAfter     = 24 * time.Hour
-)
+// DefaultAskAfter is a fleet's ask_after when the file gives none: the
+// fleet's first ask round comes this long after it began to wait on nodes
+// it cannot see end, and each round that asked someone puts the next twice
+// as far, never more than MaxAskAfter apart. Its bounds are in Durations.
+const DefaultAskAfter = time.Hour
 
-// CheckAskAfter checks a fleet's ask_after: from MinAskAfter to MaxAskAfter.
+// MaxAskAfter is ask_after's ceiling (Durations), the farthest apart two
+// rounds come.
+const MaxAskAfter = 24 * time.Hour
+
+// CheckAskAfter checks a fleet's ask_after against its bounds (Durations).
 func CheckAskAfter(d time.Duration) error {
-	if d < MinAskAfter || d > MaxAskAfter {
-		return fmt.Errorf("ask_after: %s: give a duration from %s to %s (\"10m\"; default %s): the fleet's first ask round comes that long after it began to wait on nodes it cannot see end", d, MinAskAfter, shortDuration(MaxAskAfter), shortDuration(DefaultAskAfter))
+	if why := durationKey("ask_after").check(d); why != "" {
+		return fmt.Errorf("ask_after: %s: give %s", d, why)
 	}
 	return nil
-}
-
-// shortDuration is d in whole hours as "24h" (Go prints "24h0m0s"), else as Go prints it.
-func shortDuration(d time.Duration) string {
-	if d > 0 && d%time.Hour == 0 {
-		return fmt.Sprintf("%dh", d/time.Hour)
-	}
-	return d.String()
 }

@@ -136,25 +136,15 @@ func (c *Config) Validate() error {
 		}
 	}
 	v.witness(c.Flip.Witness)
-	if c.Flip.ConfirmTimeout <= 0 {
-		v.add("flip.confirm_timeout", c.Flip.ConfirmTimeout.String(), "a positive duration such as 2m")
-	}
-	switch {
-	case c.Flip.MaxConfirmTimeout <= 0 || c.Flip.MaxConfirmTimeout > HardMaxConfirmTimeout:
-		v.add("flip.max_confirm_timeout", c.Flip.MaxConfirmTimeout.String(), "a positive duration of at most "+HardMaxConfirmTimeout.String()+", such as 30m")
-	case c.Flip.ConfirmTimeout > c.Flip.MaxConfirmTimeout:
+	v.duration("flip.confirm_timeout", c.Flip.ConfirmTimeout)
+	v.duration("flip.max_confirm_timeout", c.Flip.MaxConfirmTimeout)
+	if c.Flip.ConfirmTimeout > c.Flip.MaxConfirmTimeout && c.Flip.MaxConfirmTimeout > 0 {
 		v.add("flip.confirm_timeout", c.Flip.ConfirmTimeout.String(), "at most flip.max_confirm_timeout ("+c.Flip.MaxConfirmTimeout.String()+"); a flip that cut the node off must revert soon")
 	}
 	v.stateDir(c.Node, paths)
-	if c.Firewall.ReconcileInterval < 0 {
-		v.add("firewall.reconcile_interval", c.Firewall.ReconcileInterval.String(), "a duration of 0 (off) or more, such as 1m")
-	}
-	if c.Drift.Interval < 0 {
-		v.add("drift.interval", c.Drift.Interval.String(), "a duration of 0 (off) or more, such as 5m")
-	}
-	if c.Cutover.StopTimeout < 0 {
-		v.add("cutover.stop_timeout", c.Cutover.StopTimeout.String(), "a duration of 0 or more, such as 10s")
-	}
+	v.duration("firewall.reconcile_interval", c.Firewall.ReconcileInterval)
+	v.duration("drift.interval", c.Drift.Interval)
+	v.duration("cutover.stop_timeout", c.Cutover.StopTimeout)
 	if len(v.problems) == 0 {
 		return nil
 	}
@@ -386,9 +376,7 @@ func (v *validator) health(key string, h Health) {
 	if h.HTTP != "" && !strings.HasPrefix(h.HTTP, "http://") && !strings.HasPrefix(h.HTTP, "https://") {
 		v.add(key+".http", h.HTTP, "an http:// or https:// URL")
 	}
-	if h.Timeout < 0 {
-		v.add(key+".timeout", h.Timeout.String(), "a positive duration such as 5s")
-	}
+	v.duration(key+".timeout", h.Timeout)
 }
 
 // sortedKeys returns m's keys, sorted: the map's order never shows, so

@@ -142,7 +142,7 @@ func TestFleetFileAskAfter(t *testing.T) {
 		"ask_after: 500ms\n": "ask_after: 500ms: give a duration from 1s to 24h",
 		"ask_after: 25h\n":   "ask_after: 25h0m0s: give a duration from 1s to 24h",
 		"ask_after: -1m\n":   "ask_after: -1m0s: give a duration from 1s to 24h",
-		"ask_after: 5\n":     "ask_after: 5ns: give a duration",
+		"ask_after: 5\n":     "ask_after: 5 has no unit; write 5s or 5m",
 		"ask_after: soon\n":  "ask_after",
 	} {
 		if f, err := load(extra); err == nil || !strings.Contains(err.Error(), want) {

@@ -273,7 +273,7 @@ func previewReasons(t *testing.T, n *node) []string {
 func TestFlipRevertsWhenCutOff(t *testing.T) {
 	needE2E(t)
 	srv := startDevServer(t)
-	n := flipNode(t, "e2ecut2", 121, srv, "6s")
+	n := flipNode(t, "e2ecut2", 121, srv, "10s")
 	setDrop(t, n, `"8080/tcp", "53/udp"`)
 	w1 := startWorker(t, n, "ADOPT_FAILPOINTS=flip-applied")
 	adoptAndMigrate(t, n)
@@ -290,7 +290,7 @@ func TestFlipRevertsWhenCutOff(t *testing.T) {
 	if !strings.Contains(ruleset(t, n), "table inet adoption") {
 		t.Fatal("the flip was not in force after the worker died: the test would prove nothing")
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for ruleset(t, n) != before && time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -380,7 +380,7 @@ func TestFlipRefusedWhenStale(t *testing.T) {
 func TestFlipWatchdogRevertsWithoutTemporal(t *testing.T) {
 	needE2E(t)
 	srv := startDevServer(t)
-	n := flipNode(t, "e2ewdog", 123, srv, "8s")
+	n := flipNode(t, "e2ewdog", 123, srv, "10s")
 	setDrop(t, n, `"8080/tcp", "53/udp"`)
 	w1 := startWorker(t, n, "ADOPT_FAILPOINTS=flip-after-batch")
 	adoptAndMigrate(t, n)
@@ -438,7 +438,7 @@ func TestFlipWatchdogRevertsWithoutTemporal(t *testing.T) {
 func TestFlipWatchdogRetriesFailedRevert(t *testing.T) {
 	needE2E(t)
 	srv := startDevServer(t)
-	n := flipNode(t, "e2ewdretry", 124, srv, "6s")
+	n := flipNode(t, "e2ewdretry", 124, srv, "10s")
 	setDrop(t, n, `"8080/tcp", "53/udp"`)
 	w1 := startWorker(t, n, "ADOPT_FAILPOINTS=flip-applied,watchdog-revert=fail:1")
 	adoptAndMigrate(t, n)

@@ -63,7 +63,9 @@ that file's content as its Authorization header.`,
 			if err != nil {
 				return err
 			}
-			return serveCodec(ctx, listen, codec.Handler(c, o), log.With("key_id", c.KeyID()))
+			// It only displays: payloads in clear (written before the key was
+			// set) are shown as they are, not refused.
+			return serveCodec(ctx, listen, codec.Handler(c.Lenient(), o), log.With("key_id", c.KeyID()))
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8234", "HOST:PORT to serve on (anyone who reaches it can read payloads)")
