@@ -14,7 +14,7 @@ CODEC_PORT    ?= 8234
 # The dev server's codec key: payloads are encrypted with it and plans'
 # digests keyed by it; the codec server decodes for the Web UI.
 CODEC_KEY     := $(STATE)/codec.key
-SEARCH_ATTRS  := --search-attribute AdoptionNode=Keyword --search-attribute AdoptionPhase=Keyword
+SEARCH_ATTRS  := --search-attribute AdoptionNode=Keyword --search-attribute AdoptionPhase=Keyword --search-attribute AdoptionAttention=Keyword
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 TEST_TIMEOUT  ?= 40m

@@ -175,7 +175,7 @@ type Verified struct {
 // to do, at now. It does not check the nonce: Nonces.Claim does.
 func Verify(s *Signed, ops *Operators, want Want, now time.Time) (*Verified, error) {
 	if s == nil || len(s.Payload) == 0 {
-		return nil, refuse(NoIntent, "the request carries no signed intent; an operator signs each request with their SSH key (adopt --sign-key FILE, or ssh-agent)")
+		return nil, refuse(NoIntent, "the request carries no signed intent; an operator signs each request with their SSH key (adopt --sign-key FILE, or ssh-agent; a signal sent from the Web UI or the temporal CLI takes its input from adopt sign ACTION NODE)")
 	}
 	sig, err := sshsig.Unarmor(s.Signature)
 	if err != nil {

@@ -38,6 +38,8 @@ type fakeClient struct {
 
 	mu    sync.Mutex
 	calls map[string]int
+	// listed are the visibility queries ListWorkflow was asked.
+	listed []string
 	// runs are the workflows the server knows, by workflow ID; one absent
 	// is NotFound.
 	runs map[string]*workflowpb.WorkflowExecutionInfo
@@ -166,8 +168,11 @@ func (f *fakeClient) DescribeTaskQueue(_ context.Context, queue string, _ enumsp
 	return r, nil
 }
 
-func (f *fakeClient) ListWorkflow(_ context.Context, _ *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+func (f *fakeClient) ListWorkflow(_ context.Context, r *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
 	f.count("ListWorkflow")
+	f.mu.Lock()
+	f.listed = append(f.listed, r.GetQuery())
+	f.mu.Unlock()
 	return &workflowservice.ListWorkflowExecutionsResponse{Executions: f.list}, nil
 }
 

@@ -96,6 +96,7 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 		x.fleetCommand(ctx),
 		x.briefCommand(ctx),
 		x.resolveCommand(ctx),
+		x.signCommand(ctx),
 	)
 	x.withCompletions(ctx, root)
 	root.SetArgs(args)

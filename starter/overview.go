@@ -30,6 +30,7 @@ import (
 type overviewOpts struct {
 	phase, fleet string
 	all          bool
+	attention    bool          // only what needs a person (--attention)
 	details      bool          // ask each node (--details)
 	ask          time.Duration // each node's bound, with --details
 	budget       time.Duration // every node's, with --details
@@ -56,6 +57,9 @@ type NodeSummary struct {
 	// "no", "?" (not known in time), "-" (the run has ended).
 	Agent string `json:"agent,omitempty"`
 	Note  string `json:"note,omitempty"`
+	// Attention is the run's AdoptionAttention: what it needs a person
+	// for, "" when nothing.
+	Attention string `json:"attention,omitempty"`
 }
 
 func phaseList() string { return strings.Join(phaseNames(), ", ") }
@@ -90,10 +94,7 @@ func (x *cli) overview(ctx context.Context, o overviewOpts) error {
 	if err := x.dial(); err != nil {
 		return err
 	}
-	q := fmt.Sprintf("WorkflowType = '%s'", workflows.NodeWorkflow)
-	if !o.all {
-		q += " AND ExecutionStatus = 'Running'"
-	}
+	q := attentionQuery(o.all, o.attention)
 	if o.phase != "" {
 		q += fmt.Sprintf(" AND %s = '%s'", workflows.AttrPhase.GetName(), o.phase) // validated above
 	}
@@ -112,6 +113,9 @@ func (x *cli) overview(ctx context.Context, o overviewOpts) error {
 		}
 		for _, e := range resp.Executions {
 			node := nodeOf(e)
+			if node == "" && o.attention {
+				node = e.GetExecution().GetWorkflowId() // a fleet holding a wave
+			}
 			if node == "" {
 				continue
 			}
@@ -119,7 +123,8 @@ func (x *cli) overview(ctx context.Context, o overviewOpts) error {
 			if prev, seen := latest[node]; seen && (prev.Running || (!r.running && starts[node].After(r.started))) {
 				continue // the open run wins, then the latest closed one
 			}
-			latest[node] = NodeSummary{Node: node, Phase: orUnknown(string(r.phase)), Running: r.running, Status: r.status, Started: r.started}
+			latest[node] = NodeSummary{Node: node, Phase: orUnknown(string(r.phase)), Running: r.running, Status: r.status, Started: r.started,
+				Attention: keyword(e.GetSearchAttributes().GetIndexedFields()[workflows.AttrAttention.GetName()].GetData())}
 			starts[node] = r.started
 		}
 		token = resp.NextPageToken
@@ -157,13 +162,19 @@ func (x *cli) overview(ctx context.Context, o overviewOpts) error {
 	tw := tabwriter.NewWriter(x.stdout, 0, 4, 2, ' ', 0)
 	if o.details {
 		fmt.Fprintln(tw, "NODE\tPHASE\tAGE\tMODULES MIGRATED\tAGENT\tNOTE")
+	} else if o.attention {
+		fmt.Fprintln(tw, "NODE\tPHASE\tATTENTION\tAGE\tNOTE")
 	} else {
 		fmt.Fprintln(tw, "NODE\tPHASE\tRUN\tAGE\tNOTE")
 	}
 	now := time.Now()
 	for _, s := range out {
 		if !o.details {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Node, s.Phase, s.Status, age(now, s.Started), s.Note)
+			third := s.Status
+			if o.attention {
+				third = s.Attention
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Node, s.Phase, third, age(now, s.Started), s.Note)
 			continue
 		}
 		mods := "?"
@@ -177,6 +188,9 @@ func (x *cli) overview(ctx context.Context, o overviewOpts) error {
 		if o.phase != "" {
 			what += " in phase " + o.phase
 		}
+		if o.attention {
+			what = "running workflow needs a person (AdoptionAttention is empty everywhere)"
+		}
 		fmt.Fprintf(x.stderr, "(no %s; start one with `adopt start NODE --config FILE`)\n", what)
 	}
 	if err := tw.Flush(); err != nil {
@@ -186,6 +200,21 @@ func (x *cli) overview(ctx context.Context, o overviewOpts) error {
 		fmt.Fprintf(x.stderr, "\n%d node(s), phases from visibility. A node's modules, agent and next step: `adopt status NODE`; every node's (asks each one): `adopt status --details`\n", len(out))
 	}
 	return nil
+}
+
+// attentionQuery is the overview's visibility query: the running node
+// workflows (every run with all); with attention, every workflow whose
+// AdoptionAttention is set instead (the nodes and a fleet holding a wave),
+// as the Web UI's saved query AdoptionAttention != "" finds them.
+func attentionQuery(all, attention bool) string {
+	q := fmt.Sprintf("WorkflowType = '%s'", workflows.NodeWorkflow)
+	if attention {
+		q = fmt.Sprintf("%s != ''", workflows.AttrAttention.GetName())
+	}
+	if !all {
+		q += " AND ExecutionStatus = 'Running'"
+	}
+	return q
 }
 
 // nodeOf is the node a node workflow's run is for: its AdoptionNode, or

@@ -137,3 +137,33 @@ func TestOverviewFlagsCheckedBeforeAsking(t *testing.T) {
 		}
 	}
 }
+
+// --attention asks visibility for every running workflow whose
+// AdoptionAttention is set, in one query, and shows why for each; a
+// fleet holding a wave is listed by its workflow ID.
+func TestOverviewAttention(t *testing.T) {
+	f := listFake("adopted", "adopted")
+	f.list[0].SearchAttributes.IndexedFields[workflows.AttrAttention.GetName()] = keywordPayload(workflows.AttentionCutoverFailed)
+	f.list[1].SearchAttributes.IndexedFields[workflows.AttrAttention.GetName()] = keywordPayload(workflows.AttentionDrift)
+	fl := execution("fleet/prod", "", "", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING)
+	fl.SearchAttributes.IndexedFields[workflows.AttrAttention.GetName()] = keywordPayload(workflows.AttentionWaveHeld)
+	f.list = append(f.list, fl)
+	code, out, errs := runCLI(t, f, "status", "--attention")
+	if code != exitOK {
+		t.Fatalf("status --attention: exit %d\n%s%s", code, out, errs)
+	}
+	if len(f.listed) != 1 || f.listed[0] != "AdoptionAttention != '' AND ExecutionStatus = 'Running'" {
+		t.Errorf("asked visibility %q, want the one attention query", f.listed)
+	}
+	rows := strings.Join(strings.Fields(out), "  ")
+	for _, row := range []string{"ATTENTION", "n00  adopted  cutover-failed", "n01  adopted  drift", "fleet/prod  ?  wave-held"} {
+		if !strings.Contains(rows, row) {
+			t.Errorf("status --attention lacks %q:\n%s", row, out)
+		}
+	}
+	code, out, _ = runCLI(t, f, "status", "--attention", "--json")
+	var sums []NodeSummary
+	if code != exitOK || json.Unmarshal([]byte(out), &sums) != nil || len(sums) != 3 || sums[1].Node != "n00" || sums[1].Attention != workflows.AttentionCutoverFailed {
+		t.Fatalf("status --attention --json: exit %d\n%s", code, out)
+	}
+}

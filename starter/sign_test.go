@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -230,4 +231,51 @@ func TestRequestsWithoutConfigAreSigned(t *testing.T) {
 		t.Fatalf("no key: exit %d\n%s%s", code, out, errs)
 	}
 	mustContain(t, "no key", errs, "sent unsigned", "no signing key at hand", "--sign-key", config.EnvVar("operator.sign_key"), "SSH_AUTH_SOCK")
+}
+
+// TestSignPrintsASignalsInput: adopt sign prints the request as its
+// signal's input, with an intent the node verifies for that action and
+// its arguments, and sends nothing; without a key it prints nothing.
+func TestSignPrintsASignalsInput(t *testing.T) {
+	k := testKey(t)
+	cfg, plan := signedNode(t, k.YAML())
+	ops, err := intent.ParseOperators(k.Public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want intent.Want
+	}{
+		{[]string{"sign", "retry", "n1", "app"}, intent.Want{Actions: []string{"retry"}, Args: map[string]string{"module": "app"}}},
+		{[]string{"sign", "flip", "n1"}, intent.Want{Actions: []string{"flip"}, Args: map[string]string{"drop": "8081/tcp"}}},
+		{[]string{"sign", "drift-accept", "n1"}, intent.Want{Actions: []string{"drift-accept"}}},
+	} {
+		f := nodeFake(workflows.UpdateRetry, nil, true)
+		code, out, errs := runCLI(t, f, append(c.args, "--config", cfg)...)
+		if code != exitOK || f.called("UpdateWorkflow") != 0 || f.called("SignalWorkflow") != 0 {
+			t.Fatalf("%v: exit %d, %d update(s), %d signal(s)\n%s%s", c.args, code, f.called("UpdateWorkflow"), f.called("SignalWorkflow"), out, errs)
+		}
+		mustContain(t, "the hint", errs, "signal \""+c.want.Actions[0]+"\"", "node-migration/n1")
+		var in workflows.RequestInput
+		if err := json.Unmarshal([]byte(out), &in); err != nil || in.Intent == nil {
+			t.Fatalf("%v: stdout is not a signed input (%v):\n%s", c.args, err, out)
+		}
+		want := c.want
+		want.Node, want.PlanHash = "n1", plan.Hash()
+		if _, err := intent.Verify(in.Intent, ops, want, time.Now()); err != nil {
+			t.Errorf("%v: the node would refuse the printed intent: %v", c.args, err)
+		}
+		if in.Plan == nil || in.Plan.Hash() != plan.Hash() {
+			t.Errorf("%v: the input does not carry the plan signed for", c.args)
+		}
+	}
+
+	cfg, _ = signedNode(t, "authority:\n  operators: [\""+k.Public+"\"]\n")
+	t.Setenv("SSH_AUTH_SOCK", "")
+	code, out, errs := runCLI(t, nodeFake(workflows.UpdateRetry, nil, true), "sign", "retry", "n1", "app", "--config", cfg)
+	if code != exitUsage || out != "" {
+		t.Fatalf("no key: exit %d\n%s%s", code, out, errs)
+	}
+	mustContain(t, "no key", errs, "--sign-key")
 }

@@ -35,18 +35,21 @@ from AdoptionNode, the phase from AdoptionPhase); no node is asked, so it
 answers at once for a thousand nodes. ` + "`adopt status NODE`" + ` shows one node
 in full; --details asks every node for its modules and its agent, at most
 16 at a time, each within --ask-timeout and all within --details-timeout,
-"?" where a node could not be asked in time.
+"?" where a node could not be asked in time. --attention lists what needs
+a person instead: every running workflow whose AdoptionAttention is set
+(the Web UI's AdoptionAttention != ""), with why.
 
 ` + exitCodesHelp,
 		Example: `  adopt status n1
   adopt status n1 --json
   adopt status --phase adopted
+  adopt status --attention
   adopt status --watch
   adopt status --fleet fleet.yaml --details`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if len(a) > 0 && (o.phase != "" || o.fleet != "" || o.details) {
-				return usagef("--phase, --fleet and --details are the overview's: give no NODE with them")
+			if len(a) > 0 && (o.phase != "" || o.fleet != "" || o.details || o.attention) {
+				return usagef("--phase, --fleet, --details and --attention are the overview's: give no NODE with them")
 			}
 			once := func() error {
 				if len(a) == 0 {
@@ -67,6 +70,7 @@ in full; --details asks every node for its modules and its agent, at most
 	c.Flags().DurationVar(&every, "watch-every", 5*time.Second, "with --watch: how often")
 	c.Flags().StringVar(&o.phase, "phase", "", "overview: only nodes in this phase ("+phaseList()+")")
 	c.Flags().StringVar(&o.fleet, "fleet", "", "overview: only the nodes of this fleet file")
+	c.Flags().BoolVar(&o.attention, "attention", false, "overview: only what needs a person (AdoptionAttention set: a failed cutover, refused preview, drift, a held wave, ...), with why")
 	c.Flags().BoolVar(&o.all, "all", false, "overview: closed runs too (converged, released, terminated)")
 	c.Flags().BoolVar(&o.details, "details", false, "overview: ask each node for its modules and its agent (one query and one task-queue call per node)")
 	c.Flags().DurationVar(&o.ask, "ask-timeout", 3*time.Second, "overview --details: how long each node's workflow may take to answer")

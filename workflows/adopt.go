@@ -42,7 +42,7 @@ func (n *node) adoptUntilDone(ctx workflow.Context) (bool, error) {
 		i := n.adoptionRequest()
 		req := n.s.Queue[i]
 		n.s.Queue = append(n.s.Queue[:i:i], n.s.Queue[i+1:]...)
-		n.intent = req.Intent
+		n.intent, n.serving, n.s.Refused = req.Intent, req, nil
 		if req.Plan != nil && req.Kind == SignalRetry { // the fix travels with it
 			n.applyPlan(ctx, *req.Plan)
 		}

@@ -15,8 +15,18 @@ func Details(s *State) string {
 	var b strings.Builder
 	b.WriteString(fmt.Sprintf("**Node %s**: phase **%s**\n\n", s.Node, s.Phase))
 	// The next step first: the Web UI's details pane is short.
+	if r := s.Refused; r != nil {
+		b.WriteString(fmt.Sprintf("**Refused %s:** %s\n\n", describe(r.Kind, r.Module), r.Why))
+	}
+	b.WriteString(fmt.Sprintf("**Now:** %s\n\n", Now(s)))
 	b.WriteString(fmt.Sprintf("**Next step:** %s\n\n", NextStep(s)))
 	b.WriteString(fmt.Sprintf("- modules migrated: %d of %d\n", s.MigratedCount(), len(s.Modules)))
+	for _, m := range s.Modules {
+		if m.State == ModuleFailed {
+			b.WriteString(fmt.Sprintf("- module %s FAILED (attempt %d): %s; fix it, then `adopt retry %s %s` (from the Web UI: the retry signal, its input from `adopt sign retry %s %s`)\n",
+				m.Name, m.Attempts, m.LastError, s.Node, m.Name, s.Node, m.Name))
+		}
+	}
 	if s.FirewallKind != "" {
 		b.WriteString(fmt.Sprintf("- found firewall: %s, kept in force; %d marked rule(s)\n", s.FirewallKind, len(s.Marks)))
 	}
@@ -58,6 +68,40 @@ func Details(s *State) string {
 	// briefing; the details pane is too short for it.
 	b.WriteString(fmt.Sprintf("\nBriefing: `adopt brief %s` (Markdown) or `adopt brief %s --html --out %s.html`\n", s.Node, s.Node, s.Node))
 	return b.String()
+}
+
+// Now says what the workflow is doing and what it waits for.
+func Now(s *State) string {
+	if s.Waiting != "" {
+		return "waiting for the node's agent: " + s.Waiting
+	}
+	switch s.Phase {
+	case PhaseProbing:
+		return "probing the node and adopting its firewall (waits for the node's agent to answer each step)"
+	case PhaseMigrating:
+		for _, m := range s.Modules {
+			if m.State == ModuleMigrating {
+				return fmt.Sprintf("cutting module %s over, step %q (attempt %d)", m.Name, m.Step, m.Attempts)
+			}
+		}
+		return "cutting a module over"
+	case PhaseFlipping:
+		if s.Flip != nil {
+			return fmt.Sprintf("flip %s: %s", s.Flip.ID, s.Flip.State)
+		}
+		return "flipping"
+	case PhaseFailed:
+		return "waiting for a person: the adoption failed (" + s.LastError + ")"
+	case PhaseConverged, PhaseReleased:
+		return "nothing: the workflow is complete"
+	}
+	if len(s.Queue) > 0 {
+		return fmt.Sprintf("about to serve %s (%d request(s) queued)", describe(s.Queue[0].Kind, s.Queue[0].Module), len(s.Queue))
+	}
+	if a := Attention(s); a != "" {
+		return "waiting for a person (" + a + "): see the next step"
+	}
+	return "idle, waiting for a request; the node's agent keeps its marked rules and looks for drift"
 }
 
 // NextStep tells the operator what to do next.

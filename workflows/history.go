@@ -102,7 +102,12 @@ func (n *node) exec(ctx workflow.Context, summary string, fn, in, out any) error
 	}
 	f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), fn, in)
 	if n.untimed {
-		return n.answered(f.Get(ctx, out), opts)
+		err := n.signHint(ctx, n.answered(f.Get(ctx, out), opts))
+		if n.attention && n.s.Waiting != "" { // the agent answered: not silent (watch.go)
+			n.s.Waiting = ""
+			n.publish(ctx)
+		}
+		return err
 	}
 	tctx, cancel := workflow.WithCancel(ctx)
 	timer := workflow.NewTimer(tctx, agentWait)
@@ -117,7 +122,7 @@ func (n *node) exec(ctx workflow.Context, summary string, fn, in, out any) error
 	} else {
 		cancel()
 	}
-	err := n.answered(f.Get(ctx, out), opts)
+	err := n.signHint(ctx, n.answered(f.Get(ctx, out), opts))
 	if n.s.Waiting != "" {
 		n.s.Waiting = ""
 		n.publish(ctx)

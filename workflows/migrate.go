@@ -62,7 +62,7 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 			return gone
 		}
 		var res activities.CutoverResult
-		err := n.exec(ctx, fmt.Sprintf("cutover %s: %s", module, name), fn, arg, &res)
+		err := n.exec(ctx, fmt.Sprintf("cutover %s: %s (%s)", module, name, cutoverSteps[name]), fn, arg, &res)
 		if m := n.s.module(module); err == nil && res.Carried != nil && m != nil {
 			m.Carried = res.Carried
 		}
@@ -99,7 +99,7 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 
 	at("preflight")
 	var pre activities.CutoverResult
-	if err := n.exec(ctx, fmt.Sprintf("cutover %s: preflight", module), a.CutoverPreflight, in, &pre); err != nil {
+	if err := n.exec(ctx, fmt.Sprintf("cutover %s: preflight (%s)", module, cutoverSteps["preflight"]), a.CutoverPreflight, in, &pre); err != nil {
 		if m := n.s.module(module); m != nil {
 			recordConflicts(m, err)
 		}
@@ -146,6 +146,18 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 	n.setPhase(ctx, PhaseAdopted)
 }
 
+// cutoverSteps say what each step of a cutover does to the node, for the
+// activity's summary on the workflow page. Summaries are no part of the
+// command sequence: changing them needs no version.
+var cutoverSteps = map[string]string{
+	"preflight":        "checks that the module can cut over; changes nothing",
+	"create container": "creates the module's container beside the predecessor, not started",
+	"converge files":   "writes the module's declared files, keeping the node's own changes decided",
+	"swap containers":  "stops the predecessor and starts the new container, holding its ports meanwhile",
+	"wait healthy":     "waits until the new container answers its health check",
+	"roll back":        "the predecessor serves again, its files as found",
+}
+
 // rollback undoes a cutover that failed after preflight and says how it
 // went; confirmed is true when the node refused because it had confirmed
 // the cutover (it is migrated there, and stays so).
@@ -155,7 +167,7 @@ func (n *node) rollback(ctx workflow.Context, module string, in activities.Modul
 	}
 	n.publish(ctx)
 	var res activities.CutoverResult
-	if err := n.exec(ctx, fmt.Sprintf("cutover %s: roll back", module), a.CutoverRollback, in, &res); err != nil {
+	if err := n.exec(ctx, fmt.Sprintf("cutover %s: roll back (%s)", module, cutoverSteps["roll back"]), a.CutoverRollback, in, &res); err != nil {
 		var ae *temporal.ApplicationError
 		if errors.As(err, &ae) && ae.Type() == activities.ErrCutoverConfirmed {
 			return "not rolled back: " + errorMessage(err), true

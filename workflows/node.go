@@ -55,8 +55,9 @@ type node struct {
 	// watching: the node's agent checks in its own loop and the workflow
 	// waits on its watch (changeNodeWatch).
 	watching bool
-	// upserted is the node and phase last written to the search
-	// attributes in this run: they are upserted only when they change.
+	// upserted is the node, phase and attention last written to the
+	// search attributes in this run: they are upserted only when they
+	// change.
 	upserted string
 	// told is delivered to the fleet when this future is ready: the
 	// workflow waits for the last one before it ends (history.go, finish).
@@ -67,6 +68,10 @@ type node struct {
 	// intent is the operator's signed request being served: every
 	// activity of its operation carries it to the node.
 	intent *intent.Signed
+	// serving is the request being served ("" kind: the adoption).
+	serving Request
+	// attention: the run keeps AdoptionAttention (changeAttention).
+	attention bool
 }
 
 // NodeMigration holds a node's adoption for as long as it lasts: probe and
@@ -88,6 +93,7 @@ func NodeMigration(ctx workflow.Context, in Input) (*State, error) {
 	}
 	taken(ctx, changeBoundedHistory)
 	n.untimed = workflow.GetVersion(ctx, changeUntimedSteps, workflow.DefaultVersion, 1) >= 1
+	n.attention = workflow.GetVersion(ctx, changeAttention, workflow.DefaultVersion, 1) >= 1
 	return n.run(ctx)
 }
 
@@ -159,7 +165,7 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 		}
 		req := n.s.Queue[0]
 		n.s.Queue = n.s.Queue[1:]
-		n.intent = req.Intent
+		n.intent, n.serving, n.s.Refused = req.Intent, req, nil
 		if req.Plan != nil {
 			n.applyPlan(ctx, *req.Plan)
 		}
@@ -248,9 +254,14 @@ func (n *node) setPhase(ctx workflow.Context, p Phase) {
 // visibility, always shown) and current details (the Web UI, while a worker
 // runs).
 func (n *node) publish(ctx workflow.Context) {
-	if key := n.s.Node + "/" + string(n.s.Phase); key != n.upserted {
-		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrNode.ValueSet(n.s.Node), AttrPhase.ValueSet(string(n.s.Phase)))
-		n.upserted = key
+	if !n.attention {
+		if key := n.s.Node + "/" + string(n.s.Phase); key != n.upserted {
+			_ = workflow.UpsertTypedSearchAttributes(ctx, AttrNode.ValueSet(n.s.Node), AttrPhase.ValueSet(string(n.s.Phase)))
+			n.upserted = key
+		}
+	} else if att := Attention(&n.s); n.s.Node+"/"+string(n.s.Phase)+"/"+att != n.upserted {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrNode.ValueSet(n.s.Node), AttrPhase.ValueSet(string(n.s.Phase)), AttrAttention.ValueSet(att))
+		n.upserted = n.s.Node + "/" + string(n.s.Phase) + "/" + att
 	}
 	workflow.SetCurrentDetails(ctx, Details(&n.s))
 	// A node started by a fleet tells it how far it is, when that changes.

@@ -252,6 +252,11 @@ func (s *NodeSuite) TestFailedCutoverRetried() {
 	s.Equal(ModuleFailed, failed.module("mail").State)
 	s.Contains(failed.module("mail").LastError, "wait healthy")
 	s.Contains(NextStep(&failed), "adopt retry n1 mail")
+	// The page (current details) names the failed step and the fix.
+	d := Details(&failed)
+	s.Contains(d, `module mail FAILED (attempt 1): step "wait healthy" failed`)
+	s.Contains(d, "then `adopt retry n1 mail` (from the Web UI: the retry signal, its input from `adopt sign retry n1 mail`)")
+	s.Contains(d, "**Now:** waiting for a person (cutover-failed)")
 	s.Contains(failed.module("mail").LastError, "rolled back")
 	s.Empty(failed.Opened["mail"], "a rolled-back module keeps no marked rules")
 	s.Equal(ModuleMigrated, st.module("mail").State)

@@ -164,12 +164,15 @@ type State struct {
 	Decisions []Decision `json:"decisions,omitempty"`
 	// FirewallFingerprint is the found firewall's own rules as adopted (or
 	// as last accepted): what drift is measured against.
-	FirewallFingerprint string            `json:"firewall_fingerprint,omitempty"`
-	LastError           string            `json:"last_error,omitempty"`
-	Waiting             string            `json:"waiting,omitempty"` // why the workflow waits, e.g. for the node agent
-	Events              []Event           `json:"events"`
-	Runs                int               `json:"runs"` // continue-as-new generations
-	Extra               map[string]string `json:"extra,omitempty"`
+	FirewallFingerprint string `json:"firewall_fingerprint,omitempty"`
+	LastError           string `json:"last_error,omitempty"`
+	// Refused is the last request the node refused for its signed intent,
+	// until a request is served again.
+	Refused *Refusal          `json:"refused,omitempty"`
+	Waiting string            `json:"waiting,omitempty"` // why the workflow waits, e.g. for the node agent
+	Events  []Event           `json:"events"`
+	Runs    int               `json:"runs"` // continue-as-new generations
+	Extra   map[string]string `json:"extra,omitempty"`
 }
 
 // Reconcile is the outcome of the last reassertion of marked rules.

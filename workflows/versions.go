@@ -73,6 +73,10 @@ const (
 	// pending activities (the CLI's, the Web UI's). Decided once a run, at
 	// its start.
 	changeUntimedSteps = "untimed-steps"
+	// changeAttention: the workflow keeps the AdoptionAttention search
+	// attribute (attention.go) beside AdoptionNode and AdoptionPhase.
+	// Decided once a run, at its start.
+	changeAttention = "attention"
 )
 
 // taken records that this run takes change. Every history kept for replay

@@ -83,7 +83,8 @@ func Launch(spec Spec) (*Server, error) {
 	args := []string{"server", "start-dev", "--ip", "127.0.0.1",
 		"--port", strconv.Itoa(spec.Port), "--http-port", strconv.Itoa(spec.HTTPPort), "--metrics-port", strconv.Itoa(spec.MetricsPort),
 		"--db-filename", spec.DB, "--log-level", "warn",
-		"--search-attribute", "AdoptionNode=Keyword", "--search-attribute", "AdoptionPhase=Keyword"}
+		"--search-attribute", "AdoptionNode=Keyword", "--search-attribute", "AdoptionPhase=Keyword",
+		"--search-attribute", "AdoptionAttention=Keyword"}
 	if spec.UIPort > 0 {
 		args = append(args, "--ui-port", strconv.Itoa(spec.UIPort))
 	} else {

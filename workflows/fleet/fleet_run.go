@@ -101,6 +101,8 @@ type fleet struct {
 	// so show leaves the details to its end; unshown: they are stale.
 	pos               map[string]int
 	draining, unshown bool
+	// heldShown: AdoptionAttention says wave-held (changeFleetAttention).
+	heldShown bool
 }
 
 // nodeActs names the node agent's activities (called through a nil pointer).
@@ -155,11 +157,28 @@ func (f *fleet) show(ctx workflow.Context) {
 	if h := f.st.Held; f.st.Waves != nil && h != was && h != f.reading && h != "" {
 		f.event(ctx, h) // a wave halted: said once, when it happens
 	}
+	f.showHeld(ctx)
 	if f.draining {
 		f.unshown = true
 		return
 	}
 	f.publish(ctx)
+}
+
+// showHeld keeps AdoptionAttention at wave-held while failed nodes hold
+// the fleet, and clears it when they no longer do. A command only when
+// that changes, and versioned there: runs recorded before never ask.
+func (f *fleet) showHeld(ctx workflow.Context) {
+	held := f.st.Held != "" && f.st.Held != f.reading
+	if held == f.heldShown || workflow.GetVersion(ctx, changeFleetAttention, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	att := ""
+	if held {
+		att = workflows.AttentionWaveHeld
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx, workflows.AttrAttention.ValueSet(att))
+	f.heldShown = held
 }
 
 // publish sets the fleet's current details (status, the Web UI).

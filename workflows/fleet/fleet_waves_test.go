@@ -143,6 +143,12 @@ func TestFleetWaveOverBudgetHalts(t *testing.T) {
 	w := newWavesEnv(t, map[string]bool{"m1": true, "m2": true}, nil)
 	var halted FleetState
 	var next FleetAnswer
+	var attention []string
+	w.env.OnUpsertTypedSearchAttributes(mock.Anything).Maybe().Run(func(args mock.Arguments) {
+		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(workflows.AttrAttention); ok {
+			attention = append(attention, v)
+		}
+	}).Return(nil)
 	w.env.RegisterDelayedCallback(func() {
 		halted = queryFleet(t, w.env)
 		w.update(t, UpdateFleetNext, "n1", FleetRequest{}, &next, nil)
@@ -165,6 +171,11 @@ func TestFleetWaveOverBudgetHalts(t *testing.T) {
 	}
 	if n := st.Nodes[st.Index("m3")]; n.Ended != string(workflows.PhaseConverged) {
 		t.Errorf("m3 ended %q", n.Ended)
+	}
+	// AdoptionAttention says so while the wave holds the fleet, and is
+	// cleared once next goes on without its failures.
+	if strings.Join(attention, ",") != workflows.AttentionWaveHeld+"," {
+		t.Errorf("AdoptionAttention upserted %q, want wave-held then cleared", attention)
 	}
 }
 

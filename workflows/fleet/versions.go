@@ -32,4 +32,8 @@ const (
 	// up to askBatch nodes by an activity. Asked only by a round with
 	// nodes to ask.
 	changeFleetVisibility = "fleet-visibility"
+	// changeFleetAttention: the fleet sets AdoptionAttention to wave-held
+	// while failed nodes hold it, and clears it. Asked only when that
+	// changes.
+	changeFleetAttention = "fleet-attention"
 )
