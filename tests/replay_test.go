@@ -70,7 +70,9 @@ func historyConverter(t *testing.T) converter.DataConverter {
 // unrecorded are the change IDs no recorded history reaches, and why the
 // recorder cannot reach them. An ID listed here that a history does reach
 // fails too: the list only shrinks.
-var unrecorded = map[string]string{}
+var unrecorded = map[string]string{
+	"files-at-swap": "new: the member scenario reaches it (its proxy module declares a file since), but its histories were recorded before; recorded with the next recording of the node's histories",
+}
 
 // checkChangeIDsRecorded fails when a change ID of workflows/versions.go or
 // workflows/fleet/versions.go has no recorded history carrying its marker
