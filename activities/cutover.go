@@ -84,6 +84,9 @@ func (a *Activities) CutoverPreflight(ctx context.Context, in ModuleInput) (*Cut
 	if err != nil {
 		return nil, err
 	}
+	if err := a.refuseControl(auth, "migrate "+m.Name); err != nil {
+		return nil, err
+	}
 	for _, f := range m.Files {
 		if _, ok := auth.Contents[f.SHA256]; !ok {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
