@@ -84,6 +84,9 @@ func (a *Activities) CutoverPreflight(ctx context.Context, in ModuleInput) (*Cut
 	if err != nil {
 		return nil, err
 	}
+	if err := a.refuseControl(auth, "migrate "+m.Name); err != nil {
+		return nil, err
+	}
 	for _, f := range m.Files {
 		if _, ok := auth.Contents[f.SHA256]; !ok {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
@@ -205,10 +208,13 @@ func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*Cutov
 	return &CutoverResult{Step: "create", Carried: carried}, nil
 }
 
-// ConvergeFiles writes the module's declared files: the mesh's content,
-// looked up on the node by the hash the plan carries, written atomically
-// with the mode asked for (else the one found) and the owner found. What was
-// found stays in custody for a rollback.
+// ConvergeFiles writes the declared files of a module with no container:
+// the mesh's content, looked up on the node by the hash the plan carries,
+// written atomically with the mode asked for (else the one found) and the
+// owner found. What was found stays in custody for a rollback. A module
+// with a container converges its files inside its swap (CutoverSwap), while
+// neither its predecessor nor its new container runs; this step is still
+// served for a run that asks it before the swap.
 func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
 	auth, m, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, in.Decisions)
 	if err != nil {
@@ -219,21 +225,9 @@ func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*Cutove
 	if _, err := a.conflictsOf(auth, m, fds); err != nil {
 		return nil, err
 	}
-	res := &CutoverResult{Step: "converge files"}
-	for _, f := range m.Files {
-		heartbeat(ctx, "converge "+f.Path)
-		if err := a.convergeFileWith(auth, f, fds); err != nil {
-			return nil, err
-		}
-		// What was written is what the node's own drift check expects
-		// there from now on (gates.go).
-		if now := a.Files.Inspect(f.Path); now.Exists && now.SHA256 != "" {
-			if err := a.markCutover(m, nodestate.CutoverMigrating, map[string]string{f.Path: now.SHA256}); err != nil {
-				return nil, fmt.Errorf("record %s's converged file %s on the node: %w", m.Name, f.Path, err)
-			}
-		}
-		a.Failpoints.Hit("cutover:converge-file")
-		res.Files = append(res.Files, f.Path)
+	files, err := a.convergeModuleFiles(ctx, auth, m, fds)
+	if err != nil {
+		return nil, err
 	}
 	// A module with neither a container nor a health check is cut over
 	// once its files are: this is its last step, which confirms it.
@@ -242,18 +236,67 @@ func (a *Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*Cutove
 			return nil, err
 		}
 	}
-	return res, nil
+	return &CutoverResult{Step: "converge files", Files: files}, nil
+}
+
+// convergeModuleFiles writes each of m's declared files and records what
+// it wrote as what the node's drift check expects there from now on
+// (gates.go). Idempotent: a file already converged is written the same.
+// The caller has checked that every file merges cleanly.
+func (a *Activities) convergeModuleFiles(ctx context.Context, auth *authority.Authority, m config.ModulePlan, fds []FileDecision) ([]string, error) {
+	var files []string
+	for _, f := range m.Files {
+		heartbeat(ctx, "converge "+f.Path)
+		if err := a.convergeFileWith(auth, f, fds); err != nil {
+			return files, err
+		}
+		if now := a.Files.Inspect(f.Path); now.Exists && now.SHA256 != "" {
+			if err := a.markCutover(m, nodestate.CutoverMigrating, map[string]string{f.Path: now.SHA256}); err != nil {
+				return files, fmt.Errorf("record %s's converged file %s on the node: %w", m.Name, f.Path, err)
+			}
+		}
+		a.Failpoints.Hit("cutover:converge-file")
+		files = append(files, f.Path)
+	}
+	return files, nil
+}
+
+// restoreModuleFiles puts back each of m's declared files as custody holds
+// it, byte for byte (a file never taken was never converged: nothing to
+// restore). Idempotent: a file as found is left alone.
+func (a *Activities) restoreModuleFiles(m config.ModulePlan) ([]string, error) {
+	var files []string
+	for _, f := range m.Files {
+		if _, ok, err := a.Files.Record(f.Path); err != nil || !ok {
+			continue
+		}
+		if err := a.Files.Restore(f.Path); err != nil {
+			return files, fmt.Errorf("restore %s from custody: %w", f.Path, err)
+		}
+		files = append(files, f.Path)
+	}
+	return files, nil
 }
 
 // CutoverSwap stops the predecessor, renames it <name>.predecessor, renames
-// the new container to <name> and starts it. Resumable at every sub-step.
+// the new container to <name> and starts it. The module's declared files
+// converge in between, inside the held window: after the predecessor has
+// stopped (it never serves the mesh's file) and before the new container
+// starts (it starts on it). A file that would not merge refuses before the
+// predecessor stops. Resumable at every sub-step, the files included.
 func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
-	auth, m, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, nil)
+	auth, m, err := a.signedModule(ctx, in.Plan, in.Module, in.Intent, in.Decisions)
 	if err != nil {
 		return nil, err
 	}
 	if m.Container == nil {
 		return nil, authority.NotDeclared("module %s declares no container", m.Name)
+	}
+	fds := fileDecisions(m, in.Decisions)
+	if len(m.Files) > 0 {
+		if _, err := a.conflictsOf(auth, m, fds); err != nil {
+			return nil, err
+		}
 	}
 	var holds []containers.HoldReport
 	var drained *containers.DrainReport
@@ -262,13 +305,24 @@ func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverR
 		drained = &r
 		logger(ctx).Info("cutover: overlap drained the predecessor", "module", m.Name, "container", r.Container, "took", r.Took, "left", r.Left, "unread", r.Unread)
 	})
+	var files []string
+	var windowErr error
+	if len(m.Files) > 0 {
+		sctx = containers.WithWindow(sctx, func(wctx context.Context) error {
+			files, windowErr = a.convergeModuleFiles(wctx, auth, m, fds)
+			return windowErr
+		})
+	}
 	if err := a.Cutover.Swap(sctx, m.Container.Name, auth.Plan.StopTimeout); err != nil {
+		if windowErr != nil && errors.Is(err, windowErr) {
+			return nil, windowErr // the files' own refusal, as the converge step gives it
+		}
 		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: swap", m.Name), err)
 	}
 	if err := a.markCutover(m, nodestate.CutoverMigrating, nil); err != nil {
 		return nil, fmt.Errorf("record %s's cutover on the node: %w", m.Name, err)
 	}
-	return &CutoverResult{Step: "swap", Hold: holdSaid(ctx, m.Name, holds), Drain: drained}, nil
+	return &CutoverResult{Step: "swap", Hold: holdSaid(ctx, m.Name, holds), Drain: drained, Files: files}, nil
 }
 
 // holdSaid is how the engine held the module's ports, for its status (the
@@ -362,20 +416,31 @@ func (a *Activities) CutoverRollback(ctx context.Context, in ModuleInput) (*Cuto
 	if m.Container != nil {
 		var holds []containers.HoldReport
 		rctx := containers.WithHoldReport(a.progress(ctx, "rollback"), func(r containers.HoldReport) { holds = append(holds, r) })
+		// The files as found go back in the window: the new container
+		// stopped, the predecessor not yet started on them.
+		var windowErr error
+		if len(m.Files) > 0 {
+			rctx = containers.WithWindow(rctx, func(context.Context) error {
+				_, windowErr = a.restoreModuleFiles(m)
+				return windowErr
+			})
+		}
 		if err := a.Cutover.Rollback(rctx, m.Container.Name); err != nil {
+			if windowErr != nil && errors.Is(err, windowErr) {
+				return nil, windowErr
+			}
 			return nil, errors.New(a.withheld(ctx, fmt.Sprintf("roll back %s's containers", m.Name), err))
 		}
 		res.Hold = holdSaid(ctx, m.Name, holds)
 	}
-	for _, f := range m.Files {
-		if _, ok, err := a.Files.Record(f.Path); err != nil || !ok {
-			continue // never taken, so never converged: nothing to restore
-		}
-		if err := a.Files.Restore(f.Path); err != nil {
-			return nil, fmt.Errorf("restore %s from custody: %w", f.Path, err)
-		}
-		res.Files = append(res.Files, f.Path)
+	// Again after the containers (nothing to do when the window did it):
+	// a module without a container, a cutover that never stopped its
+	// predecessor, or a run that converged its files before the swap.
+	files, err := a.restoreModuleFiles(m)
+	if err != nil {
+		return nil, err
 	}
+	res.Files = files
 	if err := a.markCutover(m, nodestate.CutoverRolledBack, nil); err != nil {
 		return nil, fmt.Errorf("record %s's rollback on the node: %w", m.Name, err)
 	}

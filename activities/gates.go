@@ -265,6 +265,9 @@ func (a *Activities) flipGates(ctx context.Context, auth *authority.Authority) (
 	for _, it := range items {
 		why = append(why, "drift pending on node "+a.Node+": "+it.What+"; accept it (adopt drift accept "+a.Node+") or restore the original")
 	}
+	for _, d := range a.controlDaemons(auth) {
+		why = append(why, "the predecessor's control daemon is running on node "+a.Node+" and would rewrite what the mesh holds: "+d.String())
+	}
 	return why, nil
 }
 

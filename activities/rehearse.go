@@ -16,6 +16,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/config"
 	"adoption/containers"
 	"adoption/firewall/marks"
 )
@@ -179,21 +180,15 @@ func (a *Activities) Rehearse(ctx context.Context, in ModuleInput) (*Rehearsal, 
 		}
 		r.Steps = append(r.Steps, create)
 	}
-	if len(m.Files) > 0 {
-		conv := RehearsalStep{Name: "converge files"}
-		for _, f := range r.Files {
-			conv.Touches = append(conv.Touches, f.Text())
-		}
-		r.Steps = append(r.Steps, conv)
+	conv := RehearsalStep{Name: "converge files"}
+	for _, f := range r.Files {
+		conv.Touches = append(conv.Touches, f.Text())
 	}
-	if m.Container != nil {
-		c := m.Container
-		swap := RehearsalStep{Name: "swap containers"}
-		if r.Predecessor != nil {
-			swap.Touches = append(swap.Touches, fmt.Sprintf("stop %s and keep it as %s.predecessor for rollback", r.Predecessor.Name, c.Name))
-		}
-		swap.Touches = append(swap.Touches, fmt.Sprintf("rename %s.next to %s and start it", c.Name, c.Name))
-		r.Steps = append(r.Steps, swap)
+	switch {
+	case m.Container == nil && len(m.Files) > 0:
+		r.Steps = append(r.Steps, conv)
+	case m.Container != nil:
+		r.Steps = append(r.Steps, swapSteps(m, r.Predecessor, conv)...)
 	}
 	health := RehearsalStep{Name: "wait healthy"}
 	switch {
@@ -208,4 +203,34 @@ func (a *Activities) Rehearse(ctx context.Context, in ModuleInput) (*Rehearsal, 
 	}
 	r.Steps = append(r.Steps, health)
 	return r, nil
+}
+
+// swapSteps are a container module's swap, in the order it takes them:
+// the predecessor stops, the module's files converge while neither runs,
+// the new container starts (an overlap: the files converge before the new
+// container starts beside its predecessor, which still runs then).
+func swapSteps(m config.ModulePlan, pred *containers.Predecessor, conv RehearsalStep) []RehearsalStep {
+	c := m.Container
+	var steps []RehearsalStep
+	if m.Cutover == config.CutoverOverlap {
+		if len(conv.Touches) > 0 {
+			conv.Name = "converge files (overlap: before the new container starts beside the predecessor, which still runs)"
+			steps = append(steps, conv)
+		}
+		return append(steps, RehearsalStep{Name: "overlap: start beside, move the ports, stop the predecessor", Touches: []string{
+			fmt.Sprintf("start %s.next beside %s, move the module's host ports to it, drain and stop %s, keep it as %s.predecessor", c.Name, c.Name, c.Name, c.Name)}})
+	}
+	stop := RehearsalStep{Name: "swap: stop the predecessor"}
+	if pred != nil {
+		stop.Touches = append(stop.Touches, fmt.Sprintf("rename %s to %s.predecessor (kept for rollback), hold new connections to its published ports, stop it", pred.Name, c.Name))
+	} else {
+		stop.Touches = append(stop.Touches, "no predecessor: nothing stops")
+	}
+	steps = append(steps, stop)
+	if len(conv.Touches) > 0 {
+		conv.Name = "swap: converge files (neither the predecessor nor the new container runs)"
+		steps = append(steps, conv)
+	}
+	return append(steps, RehearsalStep{Name: "swap: start the new container", Touches: []string{
+		fmt.Sprintf("rename %s.next to %s and start it; the held connections go to it once it answers", c.Name, c.Name)}})
 }

@@ -70,6 +70,7 @@ const (
 	StepStopPredecessor     = "swap/stop-predecessor"
 	StepRenamePredecessor   = "swap/rename-predecessor"
 	StepRenameNext          = "swap/rename-next"
+	StepWindow              = "swap/window" // WithWindow's function, predecessors stopped
 	StepStart               = "swap/start"
 	StepHold                = "swap/hold-ports"
 	StepAwaitPorts          = "swap/await-ports"
@@ -78,6 +79,7 @@ const (
 	StepStopNew             = "rollback/stop-new"
 	StepRenameNew           = "rollback/rename-new"
 	StepRestorePredecessor  = "rollback/restore-predecessor"
+	StepRollbackWindow      = "rollback/window" // WithWindow's function, the mesh's stopped
 	StepStartPredecessor    = "rollback/start-predecessor"
 	StepRemoveNew           = "rollback/remove-new"
 	StepRemovePredecessor   = "prune/remove-predecessor"

@@ -81,6 +81,9 @@ func (e *Engine) Overlap(ctx context.Context, spec Spec, drain time.Duration) er
 		return err
 	}
 	if !running(ours) {
+		if err := e.inWindow(ctx, StepWindow); err != nil {
+			return err
+		}
 		if err := e.step(ctx, StepStartBeside); err != nil {
 			return err
 		}

@@ -104,6 +104,13 @@ func (e *Engine) Rollback(ctx context.Context, name string) error {
 			s.live = s.pred
 		}
 	}
+	// The window: the mesh's container stopped, the predecessor not (yet)
+	// running again.
+	if !(s.live != nil && s.live.ID == l[LabelPredecessor] && running(s.live)) {
+		if err := e.inWindow(ctx, StepRollbackWindow); err != nil {
+			return err
+		}
+	}
 	if s.live != nil && s.live.ID == l[LabelPredecessor] && !running(s.live) && l[LabelPredecessorRunning] != "false" {
 		if err := e.step(ctx, StepStartPredecessor); err != nil {
 			return err

@@ -21,7 +21,7 @@ import (
 // publish (see PortHold). Only then are the predecessors stopped, all at once
 // (SIGTERM, then SIGKILL after stopTimeout), and the new container started:
 // the window in which nothing listens is a stop and a start, no rename and no
-// update in it. Once the new container answers on the held ports (its own
+// update in it (only what the caller runs in it, WithWindow). Once the new container answers on the held ports (its own
 // socket, at its address; or holdMax passed) the hold is released. With no
 // predecessor (a new service) only the arming, the rename and the start
 // happen.
@@ -155,6 +155,9 @@ func (e *Engine) Swap(ctx context.Context, name string, stopTimeout time.Duratio
 	}
 	if running(ours) {
 		return e.releaseWhenAnswering(ctx, name, held, ours.ID)
+	}
+	if err := e.inWindow(ctx, StepWindow); err != nil {
+		return err
 	}
 	if err := e.step(ctx, StepStart); err != nil {
 		return err

@@ -489,3 +489,84 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// The window runs after the predecessor stopped and before the mesh's
+// container starts, and at a rollback after the mesh's container stopped
+// and before the predecessor starts; a swap resumed from a crash in the
+// window runs it again, one resumed after the start does not.
+func TestWindowOrderFake(t *testing.T) {
+	f := newFake("mail:1", "mesh/mail:2")
+	fakePredecessor(f)
+	e := NewWith(f)
+	var steps []string
+	ctx := WithProgress(context.Background(), func(s string) { steps = append(steps, s) })
+	ctx = WithWindow(ctx, func(context.Context) error {
+		// Inside, neither instance runs.
+		for _, n := range []string{"mail", "mail.predecessor"} {
+			if c, err := f.ContainerInspect(ctx, n); err == nil && running(&c) {
+				t.Errorf("%s runs inside the window", n)
+			}
+		}
+		steps = append(steps, "in window")
+		return nil
+	})
+	if err := cutover(ctx, e, mailSpec, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{StepPreflight, StepCreate, StepConnectNetworks, StepArmRestart, StepDisarmPredecessor,
+		StepRenamePredecessor, StepRenameNext, StepStopPredecessor, StepWindow, "in window", StepStart, StepWaitHealthy}
+	if !reflect.DeepEqual(steps, want) {
+		t.Fatalf("swap steps:\n got %v\nwant %v", steps, want)
+	}
+	steps = nil
+	if err := e.Rollback(ctx, "mail"); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{StepStopNew, StepRenameNew, StepRestorePredecessor, StepRollbackWindow, "in window", StepStartPredecessor, StepRemoveNew}
+	if !reflect.DeepEqual(steps, want) {
+		t.Fatalf("rollback steps:\n got %v\nwant %v", steps, want)
+	}
+}
+
+func TestWindowResumesFake(t *testing.T) {
+	for _, at := range []string{StepWindow, StepStart} {
+		t.Run(at, func(t *testing.T) {
+			f := newFake("mail:1", "mesh/mail:2")
+			fakePredecessor(f)
+			e := NewWith(f)
+			runs := 0
+			failWindow := at == StepWindow
+			ctx := WithWindow(context.Background(), func(context.Context) error {
+				runs++
+				if failWindow {
+					failWindow = false
+					return errCrash
+				}
+				return nil
+			})
+			if at == StepStart {
+				crashAt(e, StepStart)
+			}
+			if err := cutover(ctx, e, mailSpec, nil); !errors.Is(err, errCrash) {
+				t.Fatalf("crash at %s: %v", at, err)
+			}
+			e.beforeStep = nil
+			if err := cutover(ctx, e, mailSpec, nil); err != nil {
+				t.Fatalf("resume: %v (%v)", err, f.names())
+			}
+			// Crashed in the window: run again before the start. Crashed
+			// at the start (after the window): the window ran once and
+			// ran again, since the start had not happened.
+			if runs != 2 {
+				t.Fatalf("window ran %d times, want 2", runs)
+			}
+			// Resumed once more, the container runs: the window is closed.
+			if err := e.Swap(ctx, "mail", time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if runs != 2 {
+				t.Fatalf("a swap resumed after the start ran the window again (%d runs)", runs)
+			}
+		})
+	}
+}

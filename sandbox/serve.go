@@ -86,6 +86,9 @@ type HammerResult struct {
 	// two answers in a row, what a client sees of an outage.
 	Slowest time.Duration `json:"slowest_ns"`
 	Gap     time.Duration `json:"gap_ns"`
+	// Bodies counts the answers by body, when the hammer asks a path
+	// other than /health (HammerHTTPPath).
+	Bodies map[string]int `json:"bodies,omitempty"`
 }
 
 // answered records one connection answered after it was dialled at start.

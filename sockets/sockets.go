@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -214,6 +215,11 @@ func (p Proc) exe(pid int) string {
 type Process struct {
 	PID int    `json:"pid"`
 	Exe string `json:"exe"`
+	// UID and User run it; Unit is the systemd user unit it runs in
+	// (from its cgroup: user@UID.service/.../UNIT), "" when none.
+	UID  int    `json:"uid,omitempty"`
+	User string `json:"user,omitempty"`
+	Unit string `json:"unit,omitempty"`
 }
 
 // FindProcesses lists running processes whose executable base name or comm
@@ -237,8 +243,66 @@ func (p Proc) FindProcesses(names []string) []Process {
 			if !want[exe] {
 				name = c
 			}
-			out = append(out, Process{PID: pid, Exe: name})
+			pr := Process{PID: pid, Exe: name, Unit: p.userUnit(pid), UID: -1}
+			if uid, ok := p.uid(pid); ok {
+				pr.UID, pr.User = uid, userName(uid)
+			}
+			out = append(out, pr)
 		}
 	}
 	return out
+}
+
+// uid is the real user ID a process runs as (/proc/PID/status).
+func (p Proc) uid(pid int) (int, bool) {
+	b, err := os.ReadFile(filepath.Join(p.Root, strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "Uid:" {
+			uid, err := strconv.Atoi(f[1])
+			return uid, err == nil
+		}
+	}
+	return 0, false
+}
+
+// userUnit is the systemd user unit a process runs in, read from its
+// cgroup path (".../user@1000.service/app.slice/sync.service"): the last
+// unit under the user's manager. "" when it runs under no user manager.
+func (p Proc) userUnit(pid int) string {
+	b, err := os.ReadFile(filepath.Join(p.Root, strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		segs := strings.Split(parts[2], "/")
+		for i, seg := range segs {
+			if !strings.HasPrefix(seg, "user@") || !strings.HasSuffix(seg, ".service") {
+				continue
+			}
+			unit := ""
+			for _, s := range segs[i+1:] {
+				if strings.HasSuffix(s, ".service") || strings.HasSuffix(s, ".scope") {
+					unit = s
+				}
+			}
+			return unit
+		}
+	}
+	return ""
+}
+
+// userName is the name of uid, or the number when the node has no name
+// for it.
+func userName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(uid)
 }

@@ -54,10 +54,16 @@ func refCutoverPlan(modules ...string) string {
 // port and routed by ufw; extra are further `docker run` flags.
 func (r *refNode) predecessor(t *testing.T, name string, port int, extra ...string) (bind string) {
 	t.Helper()
+	return r.predecessorCmd(t, name, port, extra)
+}
+
+// predecessorCmd is predecessor with cmd as the service's arguments.
+func (r *refNode) predecessorCmd(t *testing.T, name string, port int, extra []string, cmd ...string) (bind string) {
+	t.Helper()
 	bind = t.TempDir()
 	args := []string{"run", "-d", "--name", name, "--restart", "unless-stopped",
 		"-v", name + "-data:/named", "-v", bind + ":/bind", "-p", fmt.Sprintf("%d:8080", port)}
-	r.engine(t, append(append(args, extra...), svcV1)...)
+	r.engine(t, append(append(append(args, extra...), svcV1), cmd...)...)
 	if err := r.Route(config.Port{Num: 8080, Proto: "tcp"}); err != nil {
 		t.Fatal(err)
 	}
@@ -119,10 +125,11 @@ type hammer struct {
 	d     time.Duration
 }
 
-func (r *refNode) hammer(t *testing.T, port int, d time.Duration) *hammer {
+func (r *refNode) hammer(t *testing.T, port int, d time.Duration, flags ...string) *hammer {
 	t.Helper()
 	h := &hammer{d: d, start: time.Now()}
-	h.cmd = r.InPeer(filepath.Join(bin, "adopt-sandbox"), "hammer", "--http", fmt.Sprintf("%s:%d", r.Addr, port), "--every", "5ms", "--for", d.String())
+	args := append([]string{"hammer", "--http", fmt.Sprintf("%s:%d", r.Addr, port), "--every", "5ms", "--for", d.String()}, flags...)
+	h.cmd = r.InPeer(append([]string{filepath.Join(bin, "adopt-sandbox")}, args...)...)
 	h.cmd.Stdout, h.cmd.Stderr = &h.out, &h.out
 	if err := h.cmd.Start(); err != nil {
 		t.Fatal(err)

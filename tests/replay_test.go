@@ -77,6 +77,7 @@ var unrecorded = map[string]string{
 	// recording of those scenarios.
 	"attention":       "new: recorded with the next recording of control",
 	"fleet-attention": "new: recorded with the next recording of fleet",
+	"files-at-swap":   "new: the member scenario reaches it (its proxy module declares a file since), but its histories were recorded before; recorded with the next recording of the node's histories",
 }
 
 // checkChangeIDsRecorded fails when a change ID of workflows/versions.go or

@@ -124,6 +124,9 @@ func NextStep(s *State) string {
 	if s.Genesis.State == "failed" {
 		return fmt.Sprintf("fix the genesis error above in the configuration, then `adopt retry %s`", s.Node)
 	}
+	if len(s.Control) > 0 {
+		return fmt.Sprintf("stop the predecessor's control daemon (%d running; migrate and flip are refused meanwhile): %s", len(s.Control), s.Control[0])
+	}
 	for _, m := range s.Modules {
 		if len(m.Conflicts) > 0 {
 			c := m.Conflicts[0]

@@ -17,7 +17,9 @@ import (
 // migrate cuts a module over, one step per activity so the Web UI shows
 // each ("cutover mail: swap containers"): preflight (nothing changes if it
 // refuses), open its ports through the found firewall, create its container
-// beside the predecessor, converge its files, swap, wait healthy. A failure
+// beside the predecessor, swap (its files converge inside the swap, between
+// the predecessor's stop and the new container's start; a module with no
+// container converges them as a step of their own), wait healthy. A failure
 // after preflight rolls everything back: the predecessor serves again, the
 // files are as found, the module's marked rules are gone. The module is
 // then failed, and `adopt retry` runs the whole cutover again.
@@ -124,7 +126,7 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 	}
 	for _, st := range []stepDef{
 		{"create container", a.CutoverCreate, activities.CutoverInput{Plan: n.s.Plan.Ref(), Module: module, Predecessor: pre.Predecessor, Intent: n.intent, Decisions: in.Decisions}, mp.Container != nil},
-		{"converge files", a.ConvergeFiles, in, len(mp.Files) > 0},
+		{"converge files", a.ConvergeFiles, in, len(mp.Files) > 0 && (mp.Container == nil || !filesAtSwap(ctx))},
 		{"swap containers", a.CutoverSwap, in, mp.Container != nil},
 		{"wait healthy", a.CutoverWaitHealthy, in, mp.Container != nil || (mp.Health != nil && healthWithoutContainer(ctx))},
 	} {
@@ -210,6 +212,13 @@ func (n *node) prune(ctx workflow.Context) {
 		return
 	}
 	n.event(ctx, fmt.Sprintf("pruned %d predecessor container(s): %s", len(res.Files), strings.Join(res.Files, ", ")))
+}
+
+// filesAtSwap: a container module's files converge inside its swap (the
+// agent's CutoverSwap), not as a step before it. Asked only for a module
+// with a container and files, so other histories carry no marker.
+func filesAtSwap(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, changeFilesAtSwap, workflow.DefaultVersion, 1) >= 1
 }
 
 // healthWithoutContainer: the declared health of a module that has no

@@ -151,7 +151,7 @@ func (s *NodeSuite) TestSignalBeforeAdoptionIsQueued() {
 	s.Equal(PhaseProbing, during.Phase)
 	s.Require().Len(during.Queue, 1)
 	s.Equal("mail", during.Queue[0].Module)
-	s.Equal([]string{"probe", "adopt", "preflight mail", "open mail", "create mail", "converge mail", "swap mail", "healthy mail", "release"}, s.calls)
+	s.Equal([]string{"probe", "adopt", "preflight mail", "open mail", "create mail", "swap mail", "healthy mail", "release"}, s.calls)
 	s.Equal(ModuleMigrated, st.module("mail").State)
 	s.Equal(ModulePending, st.module("web").State)
 }
@@ -169,7 +169,7 @@ func (s *NodeSuite) TestMigratesRunInOrder() {
 	s.signal(10*time.Minute, SignalRelease, "")
 	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: testPlan()})
 	s.result()
-	s.Equal([]string{"probe", "adopt", "preflight web", "open web", "preflight mail", "open mail", "create mail", "converge mail", "swap mail", "healthy mail", "release"}, s.calls)
+	s.Equal([]string{"probe", "adopt", "preflight web", "open web", "preflight mail", "open mail", "create mail", "swap mail", "healthy mail", "release"}, s.calls)
 }
 
 // An unknown module is refused with a reason and changes nothing.
@@ -262,8 +262,8 @@ func (s *NodeSuite) TestFailedCutoverRetried() {
 	s.Equal(ModuleMigrated, st.module("mail").State)
 	s.Equal(2, st.module("mail").Attempts)
 	s.Equal([]string{"probe", "adopt",
-		"preflight mail", "open mail", "create mail", "converge mail", "swap mail", "healthy mail", "rollback mail", "close mail",
-		"preflight mail", "open mail", "create mail", "converge mail", "swap mail", "healthy mail", "release"}, s.calls)
+		"preflight mail", "open mail", "create mail", "swap mail", "healthy mail", "rollback mail", "close mail",
+		"preflight mail", "open mail", "create mail", "swap mail", "healthy mail", "release"}, s.calls)
 }
 
 // A preflight refusal changes nothing, so nothing is rolled back.

@@ -160,6 +160,9 @@ type State struct {
 	Drift         []activities.DriftItem   `json:"drift"`
 	// DriftError is why the node's last drift check failed ("" when it ran).
 	DriftError string `json:"drift_error,omitempty"`
+	// Control are the predecessor's control daemons the node's watch found
+	// running: migrate and flip are refused on the node while any runs.
+	Control []activities.ControlDaemon `json:"control,omitempty"`
 	// Decisions on conflicting keys, applied by the next migrate or retry.
 	Decisions []Decision `json:"decisions,omitempty"`
 	// FirewallFingerprint is the found firewall's own rules as adopted (or

@@ -77,6 +77,11 @@ const (
 	// attribute (attention.go) beside AdoptionNode and AdoptionPhase.
 	// Decided once a run, at its start.
 	changeAttention = "attention"
+	// changeFilesAtSwap: a module with a container converges its files
+	// inside its swap (after the predecessor stopped, before the new
+	// container started), with no ConvergeFiles step before it. Asked only
+	// for a module with a container and files.
+	changeFilesAtSwap = "files-at-swap"
 )
 
 // taken records that this run takes change. Every history kept for replay

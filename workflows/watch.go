@@ -44,7 +44,7 @@ func (n *node) watchDue() bool { return n.reconcileDue() || n.driftDue() }
 
 // known is the digest of the findings the workflow holds.
 func (n *node) known() string {
-	f := watch.Findings{Drift: n.s.Drift, DriftError: n.s.DriftError}
+	f := watch.Findings{Drift: n.s.Drift, DriftError: n.s.DriftError, Control: n.s.Control}
 	if n.s.LastReconcile != nil {
 		f.ReconcileError = n.s.LastReconcile.Error
 	}
@@ -56,7 +56,7 @@ func (n *node) known() string {
 // is then cancelled.
 func (n *node) watchNode(ctx workflow.Context, ready func() bool) (bool, error) {
 	in := watch.Input{Plan: n.s.Plan.Ref(), Owners: n.s.Opened, Forward: n.s.OpenedForward, Reconcile: n.reconcileDue(),
-		Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint, Drift: n.driftDue(), Known: n.known(), Bound: watchBound}
+		Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint, Drift: n.driftDue(), Known: n.known(), KnownControl: watch.ControlDigest(n.s.Control), Bound: watchBound}
 	opts := workflow.ActivityOptions{
 		TaskQueue:           NodeQueue(n.s.Node),
 		StartToCloseTimeout: watchBound + 10*time.Minute,
@@ -124,6 +124,17 @@ func (n *node) takeWatch(ctx workflow.Context, res watch.Result) {
 	if len(res.Restored) > 0 {
 		n.s.Marks = mergeMarks(n.s.Marks, res.Restored)
 		n.event(ctx, fmt.Sprintf("reconcile: %d marked rule(s) had vanished and were put back: %s", len(res.Restored), markList(res.Restored)))
+	}
+	// The control daemons are looked for on every round, before the
+	// other checks have run: taken whatever Checked says.
+	if watch.ControlDigest(res.Control) != watch.ControlDigest(n.s.Control) {
+		if len(res.Control) == 0 {
+			n.event(ctx, "the predecessor's control daemons are stopped: migrate and flip may go on")
+		}
+		for _, d := range res.Control {
+			n.event(ctx, "the predecessor's control daemon is running (migrate and flip are refused until it stops): "+d.String())
+		}
+		n.s.Control = res.Control
 	}
 	if !res.Checked {
 		n.publish(ctx)

@@ -31,11 +31,13 @@ import (
 	"adoption/nodestate"
 )
 
-// Checks are the node's two checks: the activities' own Reconcile and
-// CheckDrift (each authorizes against the node's file before it acts).
+// Checks are the node's checks: the activities' own Reconcile, CheckDrift
+// and CheckControl (each authorizes against the node's file before it
+// acts).
 type Checks interface {
 	Reconcile(ctx context.Context, in activities.ReconcileInput) (*activities.RulesResult, error)
 	CheckDrift(ctx context.Context, in activities.DriftInput) (*activities.DriftResult, error)
+	CheckControl(ctx context.Context, in activities.DriftInput) (*activities.ControlResult, error)
 }
 
 // Records are the node's own records the loop obeys (nodestate.Dir).
@@ -65,6 +67,10 @@ type Input struct {
 	// Known is the Digest of the findings the workflow holds: the watch
 	// returns when the node's differ.
 	Known string `json:"known"`
+	// KnownControl is the ControlDigest of the control daemons the
+	// workflow holds: the watch returns when those running differ, before
+	// the other checks have run.
+	KnownControl string `json:"known_control,omitempty"`
 	// Bound is how long the watch may last with nothing changed.
 	Bound time.Duration `json:"bound"`
 }
@@ -74,6 +80,9 @@ type Findings struct {
 	Drift          []activities.DriftItem `json:"drift,omitempty"`
 	DriftError     string                 `json:"drift_error,omitempty"`
 	ReconcileError string                 `json:"reconcile_error,omitempty"`
+	// Control are the predecessor's control daemons running on the node,
+	// looked for on every round of the loop.
+	Control []activities.ControlDaemon `json:"control,omitempty"`
 }
 
 // Digest names findings: equal findings, equal digests (an empty list and
@@ -85,7 +94,20 @@ func (f Findings) Digest() string {
 	if len(f.Drift) == 0 {
 		f.Drift = nil
 	}
+	if len(f.Control) == 0 {
+		f.Control = nil
+	}
 	b, _ := json.Marshal(f)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// ControlDigest names a list of control daemons: "" for none.
+func ControlDigest(ds []activities.ControlDaemon) string {
+	if len(ds) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(ds)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
@@ -268,8 +290,11 @@ func (l *Loop) sleep(tick time.Duration) time.Duration {
 }
 
 // Cycle runs the registered watch's checks that are due at now, under the
-// agent's own context.
+// agent's own context. The control daemons are looked for first, on every
+// cycle: the first one after the agent starts checks them before anything
+// else.
 func (l *Loop) Cycle(ctx context.Context, now time.Time) {
+	l.control(ctx)
 	l.mu.Lock()
 	j := l.job
 	recon := j != nil && j.in.Reconcile && j.every.Reconcile > 0 && !now.Before(l.nextRecon)
@@ -293,6 +318,40 @@ func (l *Loop) Cycle(ctx context.Context, now time.Time) {
 	defer l.serving.Unlock()
 	if c := l.check(ctx, j, recon, drift); c != nil {
 		l.record(j, now, c)
+	}
+}
+
+// control looks for the predecessor's control daemons for the registered
+// watch, unless the node's records veto it, and wakes the watchers when
+// what runs changed. It only reads, so it needs no gate.
+func (l *Loop) control(ctx context.Context) {
+	l.mu.Lock()
+	j := l.job
+	l.mu.Unlock()
+	if j == nil {
+		return
+	}
+	if why, err := l.vetoed(j); err != nil || why != "" {
+		return
+	}
+	res, err := l.Checks.CheckControl(ctx, activities.DriftInput{Plan: j.in.Plan})
+	if err != nil {
+		l.logf("watch: node %s: control daemons: %s", j.in.Plan.Node, errText(err))
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.job != j {
+		return
+	}
+	next := l.find
+	next.Control = res.Running
+	if next.Digest() != l.find.Digest() {
+		for _, d := range res.Running {
+			l.logf("watch: node %s: the predecessor's control daemon runs: %s", j.in.Plan.Node, d)
+		}
+		l.find = next
+		l.signal()
 	}
 }
 
@@ -456,7 +515,8 @@ func (l *Loop) peek() Result {
 func (l *Loop) pending(gen uint64, known string) (ok, newest bool, changed chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.found && (l.find.Digest() != known || len(l.restored) > 0), l.gen == gen, l.waitCh()
+	control := l.job != nil && ControlDigest(l.find.Control) != l.job.in.KnownControl
+	return (l.found && (l.find.Digest() != known || len(l.restored) > 0)) || control, l.gen == gen, l.waitCh()
 }
 
 func (l *Loop) logf(format string, args ...any) {

@@ -25,6 +25,13 @@ type fakeChecks struct {
 	refuse     error // every check refuses with it
 	reconciles []activities.ReconcileInput
 	drifts     int
+	control    []activities.ControlDaemon
+}
+
+func (f *fakeChecks) CheckControl(context.Context, activities.DriftInput) (*activities.ControlResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &activities.ControlResult{Running: append([]activities.ControlDaemon{}, f.control...)}, nil
 }
 
 func (f *fakeChecks) Reconcile(_ context.Context, in activities.ReconcileInput) (*activities.RulesResult, error) {
@@ -385,5 +392,34 @@ func TestBeatEvery(t *testing.T) {
 		if got := beatEvery(c.configured, c.timeout); got != c.want {
 			t.Errorf("beatEvery(%s, %s) = %s, want %s", c.configured, c.timeout, got, c.want)
 		}
+	}
+}
+
+// A control daemon started while adopted is reported at the loop's next
+// cycle, with no other check due; stopped again, that is reported too.
+func TestControlDaemonReportedWithinOneRound(t *testing.T) {
+	f := &fakeChecks{}
+	l := &Loop{Checks: f, Records: &fakeRecords{}, Local: local}
+	w := &Watcher{Loop: l}
+	done := start(w, watchInput(quiet, time.Hour))
+	registered(l)
+	d := activities.ControlDaemon{PID: 4242, Exe: "predecessor-sync", User: "ops", Unit: "sync.service", Stop: "systemctl --user -M ops@ disable --now sync.service; loginctl disable-linger ops"}
+	f.set(func(f *fakeChecks) { f.control = []activities.ControlDaemon{d} })
+	recs, drifts := f.counts()
+	l.Cycle(context.Background(), time.Now().Add(time.Second)) // one round, nothing else due
+	got := <-done
+	if got.err != nil || got.r.Bound || len(got.r.Control) != 1 || got.r.Control[0] != d {
+		t.Fatalf("watch = %+v, %v; want the control daemon", got.r, got.err)
+	}
+	if r2, d2 := f.counts(); r2 != recs || d2 != drifts {
+		t.Fatal("the round ran checks that were not due")
+	}
+	in := watchInput(got.r.Digest, time.Hour)
+	in.KnownControl = ControlDigest(got.r.Control)
+	again := start(w, in)
+	f.set(func(f *fakeChecks) { f.control = nil })
+	l.Cycle(context.Background(), time.Now().Add(2*time.Second))
+	if r := <-again; r.err != nil || r.r.Bound || len(r.r.Control) != 0 {
+		t.Fatalf("watch after the daemon stopped = %+v, %v; want none running", r.r, r.err)
 	}
 }

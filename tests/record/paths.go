@@ -30,7 +30,10 @@ func memberPlan(node string) config.Plan {
 		Modules: []config.ModulePlan{
 			{Name: "web", Ports: []config.Port{{Num: 8080, Proto: "tcp"}}, Health: &config.Health{TCP: "127.0.0.1:8080"},
 				Files: []config.FilePlan{{Path: "/srv/web/app.env", SHA256: "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"}}},
-			{Name: "proxy", Container: &config.Container{Name: "proxy", Image: "mesh/proxy:1", Ports: map[string]string{"8443/tcp": "443/tcp"}}},
+			// A container module with a file: its files converge inside
+			// its swap (files-at-swap).
+			{Name: "proxy", Container: &config.Container{Name: "proxy", Image: "mesh/proxy:1", Ports: map[string]string{"8443/tcp": "443/tcp"}},
+				Files: []config.FilePlan{{Path: "/srv/proxy/proxy.conf", SHA256: "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"}}},
 		},
 		ConfirmTimeout: time.Minute,
 	}

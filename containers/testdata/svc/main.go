@@ -2,7 +2,9 @@
 // first start it writes random data into each of its data directories (a
 // named volume, an anonymous volume, a bind mount), and it serves their
 // checksums over HTTP, so a test can tell from outside the container that the
-// data survived a cutover. Built static (CGO_ENABLED=0) and imported into
+// data survived a cutover. With -conf it plays a service reading its
+// configuration file: it will not start without it, and answers GET /conf
+// with its version and the file as it reads it at that request. Built static (CGO_ENABLED=0) and imported into
 // Docker as a one-file image: no base image, no registry.
 package main
 
@@ -30,6 +32,7 @@ func main() {
 	dirs := flag.String("data", "/named,/anon,/bind", "comma-separated data directories")
 	fail := flag.String("fail", "", "exit: exit at once with status 3; nolisten: run but never listen")
 	check := flag.String("check", "", "healthcheck mode: GET this URL and exit 0 on 200")
+	conf := flag.String("conf", "", "a configuration file read at start (no start without it) and at every GET /conf")
 	flag.Parse()
 
 	if *check != "" {
@@ -65,6 +68,20 @@ func main() {
 	}
 
 	version := os.Getenv("SVC_VERSION")
+	if *conf != "" {
+		if _, err := os.ReadFile(*conf); err != nil {
+			fmt.Fprintln(os.Stderr, "svc: configuration:", err)
+			os.Exit(1)
+		}
+		http.HandleFunc("/conf", func(w http.ResponseWriter, _ *http.Request) {
+			b, err := os.ReadFile(*conf)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			fmt.Fprintf(w, "%s %s", version, b)
+		})
+	}
 	http.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	http.HandleFunc("/version", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, version) })
 	http.HandleFunc("/sums", func(w http.ResponseWriter, _ *http.Request) {

@@ -166,6 +166,7 @@ func root() *cobra.Command {
 	connect.Flags().DurationVar(&timeout, "timeout", 500*time.Millisecond, "connect timeout")
 	var every, dur time.Duration
 	var overHTTP bool
+	var path string
 	hammer := &cobra.Command{
 		Use:   "hammer HOST:PORT",
 		Short: "Connect continuously (run from the peer namespace) and hold one connection: prints counts as JSON",
@@ -173,7 +174,9 @@ func root() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			hammer := sandbox.Hammer
 			if overHTTP {
-				hammer = sandbox.HammerHTTP
+				hammer = func(addr string, every, d time.Duration) (sandbox.HammerResult, error) {
+					return sandbox.HammerHTTPPath(addr, path, every, d)
+				}
 			}
 			r, err := hammer(args[0], every, dur)
 			if err != nil {
@@ -184,6 +187,7 @@ func root() *cobra.Command {
 	}
 	hammer.Flags().DurationVar(&every, "every", 5*time.Millisecond, "pause between connections")
 	hammer.Flags().DurationVar(&dur, "for", 10*time.Second, "how long")
+	hammer.Flags().StringVar(&path, "path", "/health", "with --http: the path each connection asks; answers other than /health's are counted by body")
 	hammer.Flags().BoolVar(&overHTTP, "http", false, "the service speaks HTTP: each connection asks GET /health; the held one is a keep-alive connection asked again at the end")
 	get := &cobra.Command{
 		Use:   "get URL",
