@@ -70,7 +70,9 @@ func historyConverter(t *testing.T) converter.DataConverter {
 // unrecorded are the change IDs no recorded history reaches, and why the
 // recorder cannot reach them. An ID listed here that a history does reach
 // fails too: the list only shrinks.
-var unrecorded = map[string]string{}
+var unrecorded = map[string]string{
+	"fleet-relay-batches": "a fleet op's waves in batches of relay activities: the waves scenario has to be recorded again (go run ./tests/record -scenario waves, on the dev server with its agents) for a history to carry it",
+}
 
 // checkChangeIDsRecorded fails when a change ID of workflows/versions.go or
 // workflows/fleet/versions.go has no recorded history carrying its marker

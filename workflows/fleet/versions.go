@@ -32,4 +32,8 @@ const (
 	// up to askBatch nodes by an activity. Asked only by a round with
 	// nodes to ask.
 	changeFleetVisibility = "fleet-visibility"
+	// changeFleetRelayBatches: a fleet op sends a wave's requests in
+	// batches of relayBatch nodes, one relay activity a batch, instead of
+	// one a node. Asked once a run, when an op sends its first wave.
+	changeFleetRelayBatches = "fleet-relay-batches"
 )
