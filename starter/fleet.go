@@ -409,17 +409,42 @@ func (x *cli) fleetRun(ctx context.Context, name, path string) (*runInfo, error)
 	return runFrom(d.RawResponse.GetWorkflowExecutionInfo()), nil
 }
 
-// queryFleet asks the running fleet for its state; ctx bounds it, timeout
-// is named when it does not answer.
+// queryFleet asks the running fleet for its state, page by page (the
+// fleet answers a page of nodes at a time: docs/fleet.md); ctx bounds it,
+// timeout is named when it does not answer. The op's targets are the
+// pages' together; its counts are the fleet's.
 func (x *cli) queryFleet(ctx context.Context, name string, timeout time.Duration) (*fleet.FleetState, error) {
-	v, err := x.c.QueryWorkflow(ctx, fleet.FleetID(name), "", fleet.QueryFleet)
-	if err != nil {
-		if ctx.Err() != nil {
-			wq := x.queueHealth(context.WithoutCancel(ctx), workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
-			return nil, fmt.Errorf("fleet %s did not answer within %s: %s", name, timeout, wq.describe("worker"))
+	var all *fleet.FleetState
+	for {
+		from := 0
+		if all != nil {
+			from = len(all.Nodes)
 		}
-		return nil, fmt.Errorf("fleet %s: %w", name, err)
+		v, err := x.c.QueryWorkflow(ctx, fleet.FleetID(name), "", fleet.QueryFleet, fleet.FleetPage{From: from})
+		if err != nil {
+			if ctx.Err() != nil {
+				wq := x.queueHealth(context.WithoutCancel(ctx), workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+				return nil, fmt.Errorf("fleet %s did not answer within %s: %s", name, timeout, wq.describe("worker"))
+			}
+			return nil, fmt.Errorf("fleet %s: %w", name, err)
+		}
+		var st fleet.FleetState
+		if err := v.Get(&st); err != nil {
+			return nil, err
+		}
+		if all == nil {
+			all = &st
+		} else {
+			all.Nodes = append(all.Nodes, st.Nodes...)
+			if all.Op != nil && st.Op != nil {
+				all.Op.Nodes = append(all.Op.Nodes, st.Op.Nodes...)
+			}
+		}
+		// An older fleet answers every node at once (no total); a page
+		// that brings none ends it too.
+		if len(all.Nodes) >= st.NodesTotal || len(st.Nodes) == 0 {
+			all.NodesFrom, all.NodesTotal = 0, 0
+			return all, nil
+		}
 	}
-	var st fleet.FleetState
-	return &st, v.Get(&st)
 }

@@ -23,7 +23,9 @@ type Describer interface {
 }
 
 // Child is one node as the fleet started it: RunID is the first run of the
-// chain the fleet started ("" when the fleet did not record it).
+// chain the fleet started, or the start of it that a big fleet carries
+// across continue-as-new (at least 64 bits: fleet_bounds.go); "" when the
+// fleet did not record it.
 type Child struct {
 	Node  string `json:"node"`
 	RunID string `json:"run_id,omitempty"`
@@ -83,7 +85,7 @@ func describeStanding(ctx context.Context, d Describer, fleetID string, c Child)
 // started again outside the fleet has another first run and no parent.
 func standing(fleetID string, c Child, firstRun, parent, latest string, status enumspb.WorkflowExecutionStatus) string {
 	id := workflows.WorkflowID(c.Node)
-	ours := parent == fleetID && (c.RunID == "" || firstRun == "" || firstRun == c.RunID)
+	ours := parent == fleetID && (c.RunID == "" || firstRun == "" || strings.HasPrefix(firstRun, c.RunID))
 	switch {
 	case !ours:
 		return fmt.Sprintf("replaced outside the fleet: the workflow %s under its ID now (run %s, %s) was not started by this fleet; the run the fleet started has ended (adopt status %s)",

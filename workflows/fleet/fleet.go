@@ -128,10 +128,18 @@ type FleetInput struct {
 	Waves *config.Waves `json:"waves,omitempty"`
 }
 
-// members is the fleet's node list, from Members or the inline plans of Nodes.
+// members is the fleet's node list, from Members, the state carried
+// (a later run's input names them only there) or the inline plans of Nodes.
 func (in FleetInput) members() []FleetMember {
 	if len(in.Members) > 0 {
 		return in.Members
+	}
+	if in.Resume != nil && len(in.Nodes) == 0 {
+		out := make([]FleetMember, 0, len(in.Resume.Nodes))
+		for _, n := range in.Resume.Nodes {
+			out = append(out, FleetMember{Node: n.Node, Role: n.Role})
+		}
+		return out
 	}
 	out := make([]FleetMember, 0, len(in.Nodes))
 	for _, p := range in.Nodes {
@@ -189,6 +197,11 @@ func (n FleetNode) Shown() string {
 type FleetState struct {
 	Name  string      `json:"name"`
 	Nodes []FleetNode `json:"nodes"`
+	// NodesFrom and NodesTotal are set in a status query's answer, which
+	// holds a page of the nodes (FleetPage): Nodes are the fleet's from
+	// NodesFrom, of NodesTotal in all.
+	NodesFrom  int `json:"nodes_from,omitempty"`
+	NodesTotal int `json:"nodes_total,omitempty"`
 	// Frozen is set while the control node migrates: the predecessor's
 	// build pipeline and coordinator run there, so every node it manages
 	// receives no update until the control node is migrated.
@@ -225,6 +238,9 @@ func ValidateFleet(in FleetInput) error {
 	members := in.members()
 	if len(members) == 0 {
 		problems = append(problems, "the fleet has no nodes")
+	}
+	if len(members) > MaxFleetNodes {
+		problems = append(problems, fmt.Sprintf("the fleet has %d nodes, more than the %d it is built for (docs/fleet.md, bounded by design): split it into fleets of at most %d", len(members), MaxFleetNodes, MaxFleetNodes))
 	}
 	seen := map[string]bool{}
 	controls := 0

@@ -36,6 +36,11 @@ type FleetOp struct {
 	// them; the op sends no more requests.
 	Halted string `json:"halted,omitempty"`
 	Done   bool   `json:"done,omitempty"`
+	// Total, Served and Failed count the targets, in a status query's
+	// answer, whose Nodes are the page's only.
+	Total  int `json:"total,omitempty"`
+	Served int `json:"served,omitempty"`
+	Failed int `json:"failed,omitempty"`
 }
 
 // OpNode is one target of a FleetOp.
@@ -74,35 +79,28 @@ func (op *FleetOp) intentFor(node string) *intent.Signed {
 	return op.Intent
 }
 
-// shown is st as the fleet query answers it: without the op's signed
-// intents, which status never shows and which grow with the fleet.
-func (st *FleetState) shown() FleetState {
-	out := *st
-	if st.Op != nil {
-		op := *st.Op
-		op.Intent, op.Intents = nil, nil
-		out.Op = &op
-	}
-	return out
-}
-
 // busy: the op still has requests to send or waits on some.
 func (op *FleetOp) busy() bool { return op != nil && !op.Done && op.Halted == "" }
 
 // Standing is how far the op went, in status's words.
 func (op *FleetOp) Standing() string {
-	var done, failed []string
+	var failed []string
 	for _, n := range op.Nodes {
-		switch n.State {
-		case opDone:
-			done = append(done, n.Node)
-		case opFailed:
+		if n.State == opFailed {
 			failed = append(failed, n.Node+" ("+n.Why+")")
 		}
 	}
-	s := fmt.Sprintf("%d of %d node(s) done", len(done), len(op.Nodes))
-	if len(failed) > 0 {
-		s += "; failed: " + strings.Join(failed, "; ")
+	total, done, nfailed := op.counts()
+	if op.Total > len(op.Nodes) { // a status page: the counts are the op's
+		total, done, nfailed = op.Total, op.Served, op.Failed
+	}
+	s := fmt.Sprintf("%d of %d node(s) done", done, total)
+	if nfailed > 0 {
+		shown := failed[:min(len(failed), listed)]
+		s += fmt.Sprintf("; %d failed: ", nfailed) + strings.Join(shown, "; ")
+		if more := nfailed - len(shown); more > 0 {
+			s += fmt.Sprintf("; and %d more", more)
+		}
 	}
 	switch {
 	case op.Halted != "":
@@ -111,6 +109,19 @@ func (op *FleetOp) Standing() string {
 		s = "finished: " + s
 	}
 	return s
+}
+
+// counts are the op's targets, those served and those failed.
+func (op *FleetOp) counts() (total, served, failed int) {
+	for _, n := range op.Nodes {
+		switch n.State {
+		case opDone:
+			served++
+		case opFailed:
+			failed++
+		}
+	}
+	return len(op.Nodes), served, failed
 }
 
 // nextWave is the first wave with a node not yet served, -1 if none.
@@ -153,7 +164,7 @@ func (f *fleet) registerOps(ctx workflow.Context) error {
 				return err
 			}
 			if targets, skipped := f.st.flipTargets(); len(targets) == 0 {
-				return fmt.Errorf("no node of the fleet is migrated and running: %s; migrate first (`adopt fleet migrate MODULE`)", strings.Join(skipped, "; "))
+				return fmt.Errorf("no node of the fleet is migrated and running: %s; migrate first (`adopt fleet migrate MODULE`)", names(skipped, "; "))
 			}
 			return nil
 		}},
@@ -176,9 +187,9 @@ func (f *fleet) takeOp(ctx workflow.Context, kind string, in FleetRequest, targe
 		}
 	}
 	f.st.Op = op
-	line := "operator: " + op.What() + " on " + strings.Join(ans.Targets, ", ")
+	line := "operator: " + op.What() + " on " + names(ans.Targets, ", ")
 	if len(skipped) > 0 {
-		line += "; not on " + strings.Join(skipped, "; ")
+		line += "; not on " + names(skipped, "; ")
 	}
 	f.note(ctx, line)
 	return ans
@@ -219,10 +230,10 @@ func (st *FleetState) migrateRefusal(in FleetRequest) error {
 		}
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("module %q: %s", in.Module, strings.Join(problems, "; "))
+		return fmt.Errorf("module %q: %s", in.Module, names(problems, "; "))
 	}
 	if targets, skipped := st.migrateTargets(in.Nodes); len(targets) == 0 {
-		return fmt.Errorf("module %q: none of the nodes that declare it is running in the fleet: %s", in.Module, strings.Join(skipped, "; "))
+		return fmt.Errorf("module %q: none of the nodes that declare it is running in the fleet: %s", in.Module, names(skipped, "; "))
 	}
 	return nil
 }
@@ -263,6 +274,41 @@ func (st *FleetState) flipTargets() (targets []int, skipped []string) {
 	return targets, skipped
 }
 
+// relayBatch is the most nodes one relay activity serves: a wave of
+// MaxFleetNodes is then MaxFleetNodes/relayBatch pending activities, under
+// the server's PendingActivitiesLimit (docs/fleet.md), each activity's
+// input a few hundred kilobytes at most (a signed intent per node).
+const relayBatch = 200
+
+// relayBatches cuts a wave's nodes into batches of at most relayBatch.
+func relayBatches(wave []int) [][]int {
+	var out [][]int
+	for len(wave) > 0 {
+		n := min(len(wave), relayBatch)
+		out = append(out, wave[:n])
+		wave = wave[n:]
+	}
+	return out
+}
+
+// served records how op node j's request went.
+func (f *fleet) served(ctx workflow.Context, j int, out relay.Outcome, err error) {
+	op := f.st.Op
+	n := &op.Nodes[j]
+	delete(op.Intents, n.Node) // served: never sent again
+	switch {
+	case err != nil:
+		n.State, n.Why = opFailed, workflows.ErrorMessage(err)
+	case out.Why != "":
+		n.State, n.Why = opFailed, out.Why
+	default:
+		n.State, n.Why = opDone, ""
+	}
+	if n.State == opFailed {
+		f.event(ctx, fmt.Sprintf("%s: node %s failed: %s", op.What(), n.Node, n.Why))
+	}
+}
+
 // ops runs the fleet's op, a wave at a time, while the fleet is not paused
 // and not due to continue as new (the next run goes on with the next wave).
 // It ends when the fleet is cancelled: Await then returns at once, and
@@ -299,37 +345,61 @@ func (f *fleet) opWave(ctx workflow.Context) {
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumInterval: time.Minute},
 	})
-	var names []string
-	futs := map[int]workflow.Future{}
+	var wave []int // the op's nodes of wave k still to serve
+	var sent []string
 	for j := range op.Nodes {
 		n := &op.Nodes[j]
 		if n.Wave != k || (n.State != opWaiting && n.State != opRunning) {
 			continue
 		}
 		n.State = opRunning
-		names = append(names, n.Node)
-		futs[j] = workflow.ExecuteActivity(actx, relayActs.Request, relay.NodeRequest{Node: n.Node, Kind: op.Kind, Module: op.Module, ID: op.ID, Intent: op.intentFor(n.Node)})
+		wave = append(wave, j)
+		sent = append(sent, n.Node)
 	}
-	f.note(ctx, fmt.Sprintf("%s: wave %d: %s (up to %d may fail)", op.What(), k, strings.Join(names, ", "), f.st.budget(k)))
-	for j := range op.Nodes {
-		fut, ok := futs[j]
-		if !ok {
-			continue
+	f.note(ctx, fmt.Sprintf("%s: wave %d: %s (up to %d may fail)", op.What(), k, names(sent, ", "), f.st.budget(k)))
+	if f.batches == 0 {
+		f.batches = 1 // one relay activity a node: runs recorded before
+		if workflow.GetVersion(ctx, changeFleetRelayBatches, workflow.DefaultVersion, 1) >= 1 {
+			f.batches = 2
 		}
-		n := &op.Nodes[j]
-		var out relay.Outcome
-		err := fut.Get(ctx, &out)
-		delete(op.Intents, n.Node) // served: never sent again
-		switch {
-		case err != nil:
-			n.State, n.Why = opFailed, workflows.ErrorMessage(err)
-		case out.Why != "":
-			n.State, n.Why = opFailed, out.Why
-		default:
-			n.State, n.Why = opDone, ""
+	}
+	request := func(j int) relay.NodeRequest {
+		n := op.Nodes[j]
+		return relay.NodeRequest{Node: n.Node, Kind: op.Kind, Module: op.Module, ID: op.ID, Intent: op.intentFor(n.Node)}
+	}
+	if f.batches == 1 {
+		futs := map[int]workflow.Future{}
+		for _, j := range wave {
+			futs[j] = workflow.ExecuteActivity(actx, relayActs.Request, request(j))
 		}
-		if n.State == opFailed {
-			f.event(ctx, fmt.Sprintf("%s: node %s failed: %s", op.What(), n.Node, n.Why))
+		for _, j := range wave {
+			var out relay.Outcome
+			err := futs[j].Get(ctx, &out)
+			f.served(ctx, j, out, err)
+		}
+	} else {
+		var futs []workflow.Future
+		for _, b := range relayBatches(wave) {
+			in := relay.Batch{Intent: op.Intent}
+			for _, j := range b {
+				r := request(j)
+				if r.Intent == op.Intent {
+					r.Intent = nil // the batch's, sent once
+				}
+				in.Requests = append(in.Requests, r)
+			}
+			futs = append(futs, workflow.ExecuteActivity(actx, relayActs.Requests, in))
+		}
+		for bi, b := range relayBatches(wave) {
+			var outs []relay.Outcome
+			err := futs[bi].Get(ctx, &outs)
+			for x, j := range b {
+				var out relay.Outcome
+				if err == nil && x < len(outs) {
+					out = outs[x]
+				}
+				f.served(ctx, j, out, err)
+			}
 		}
 	}
 	var failed []string
@@ -340,7 +410,7 @@ func (f *fleet) opWave(ctx workflow.Context) {
 	}
 	if len(failed) > f.st.budget(k) {
 		op.Halted = fmt.Sprintf("wave %d halted: %d node(s) failed, its budget (max_failed) allows %d: %s. Fix them, then run `adopt %s` again",
-			k, len(failed), f.st.budget(k), strings.Join(failed, "; "), op.What())
+			k, len(failed), f.st.budget(k), names(failed, "; "), op.What())
 		op.Intents = nil // halted: no more are sent
 		f.note(ctx, op.What()+": "+op.Halted)
 		return

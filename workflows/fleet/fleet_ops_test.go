@@ -17,6 +17,33 @@ import (
 	"adoption/workflows"
 )
 
+// onRelay answers the relay's activities after d, one a node (runs
+// before changeFleetRelayBatches) or a batch, each node by fn; it returns
+// the count of activities the fleet scheduled.
+func onRelay(env *testsuite.TestWorkflowEnvironment, d time.Duration, fn func(relay.NodeRequest) (relay.Outcome, error)) *int {
+	acts := new(int)
+	env.OnActivity(relayActs.Request, mock.Anything, mock.Anything).After(d).Return(func(_ context.Context, in relay.NodeRequest) (relay.Outcome, error) {
+		*acts++
+		return fn(in)
+	}).Maybe()
+	env.OnActivity(relayActs.Requests, mock.Anything, mock.Anything).After(d).Return(func(_ context.Context, in relay.Batch) ([]relay.Outcome, error) {
+		*acts++
+		var out []relay.Outcome
+		for _, r := range in.Requests {
+			if r.Intent == nil {
+				r.Intent = in.Intent
+			}
+			o, err := fn(r)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, o)
+		}
+		return out, nil
+	}).Maybe()
+	return acts
+}
+
 // opsEnv: a fleet resumed with every node started and adopted (c1, then
 // m1..m3), so only the op moves. The relay answers each node after
 // 10 minutes, with fail[node] as its failure; calls records when.
@@ -31,7 +58,7 @@ func newOpsEnv(t *testing.T, waves *config.Waves, done bool, fail map[string]str
 	o := &opsEnv{env: ts.NewTestWorkflowEnvironment(), calls: map[string]time.Duration{}, reqs: map[string]relay.NodeRequest{}}
 	o.env.RegisterActivity(relay.New(nil))
 	t0 := o.env.Now()
-	o.env.OnActivity(relayActs.Request, mock.Anything, mock.Anything).After(10 * time.Minute).Return(func(_ context.Context, in relay.NodeRequest) (relay.Outcome, error) {
+	onRelay(o.env, 10*time.Minute, func(in relay.NodeRequest) (relay.Outcome, error) {
 		o.calls[in.Node] = o.env.Now().Sub(t0)
 		o.reqs[in.Node] = in
 		return relay.Outcome{Node: in.Node, Why: fail[in.Node]}, nil

@@ -7,7 +7,6 @@ package fleet
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -51,7 +50,7 @@ func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 			f.st.Nodes = append(f.st.Nodes, FleetNode{NodeProgress: workflows.NodeProgress{Node: m.Node}, Role: m.Role})
 		}
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryFleet, func() (FleetState, error) { return f.st.shown(), nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, QueryFleet, func(p FleetPage) (FleetState, error) { return f.st.page(p), nil }); err != nil {
 		return nil, err
 	}
 	if err := f.registerRequests(ctx); err != nil {
@@ -97,6 +96,9 @@ type fleet struct {
 	// leaving: the run is about to continue as new, so no wave starts;
 	// opsTaken: this run asked changeFleetOps.
 	opBusy, leaving, opsTaken bool
+	// batches is how this run sends an op's wave (changeFleetRelayBatches):
+	// 0 not asked yet, 1 one relay activity a node, 2 in batches.
+	batches int
 	// pos is each node's index (index); draining: drain is taking signals,
 	// so show leaves the details to its end; unshown: they are stale.
 	pos               map[string]int
@@ -260,7 +262,7 @@ func (f *fleet) goOn(ctx workflow.Context) {
 	}
 	without := ""
 	if len(passed) > 0 {
-		without = "go on without " + strings.Join(passed, ", ") + "; "
+		without = "go on without " + names(passed, ", ") + "; "
 	}
 	left := len(f.st.Nodes) - f.st.Next
 	if f.st.Waves != nil && left > 0 && (f.st.Grants > 0 || f.st.startsByItself(f.st.Next)) {
@@ -585,7 +587,8 @@ func (f *fleet) continueAsNew(ctx workflow.Context) (*FleetState, error) {
 	}
 	st := *f.st
 	st.Runs++
-	in := FleetInput{Name: f.in.Name, Members: f.members, Resume: &st, Retries: f.retries, HistoryLimit: f.in.HistoryLimit, AskFirst: f.in.AskFirst,
+	// The members are the state's nodes (names and roles): not carried twice.
+	in := FleetInput{Name: f.in.Name, Resume: &st, Retries: f.retries, HistoryLimit: f.in.HistoryLimit, AskFirst: f.in.AskFirst,
 		Intent: f.in.Intent, Intents: f.in.Intents, NodeIntents: f.in.NodeIntents}
 	return nil, workflow.NewContinueAsNewError(ctx, FleetWorkflow, in)
 }

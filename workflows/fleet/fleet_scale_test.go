@@ -4,9 +4,6 @@
 package fleet
 
 import (
-	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -23,8 +20,6 @@ import (
 	"adoption/config"
 	"adoption/intent"
 	"adoption/workflows"
-
-	"golang.org/x/crypto/ssh"
 )
 
 // scaleFleet is a resumed fleet of c1 and n-1 members in the waves
@@ -164,7 +159,7 @@ func runScaleMigrate(tb *testing.T, n, failed int) {
 	env := ts.NewTestWorkflowEnvironment()
 	env.RegisterActivity(relay.New(nil))
 	served := 0
-	env.OnActivity(relayActs.Request, mock.Anything, mock.Anything).After(10 * time.Minute).Return(func(_ context.Context, in relay.NodeRequest) (relay.Outcome, error) {
+	acts := onRelay(env, 10*time.Minute, func(in relay.NodeRequest) (relay.Outcome, error) {
 		served++
 		return relay.Outcome{Node: in.Node}, nil
 	})
@@ -198,6 +193,10 @@ func runScaleMigrate(tb *testing.T, n, failed int) {
 	if served != n-failed || len(ans.Targets) != n-failed || st.Op == nil || !st.Op.Done {
 		tb.Fatalf("served %d, targets %d, op %+v; want %d served and the op done", served, len(ans.Targets), st.Op != nil && st.Op.Done, n-failed)
 	}
+	// Each wave in batches of relayBatch: waves of 1, 1, 5, 100 and the rest.
+	if want := 4 + (n-failed-107+relayBatch-1)/relayBatch; *acts != want {
+		tb.Errorf("the fleet scheduled %d relay activities for %d nodes, want %d (batches of %d)", *acts, n-failed, want, relayBatch)
+	}
 }
 
 func TestFleetMigrateAtScale(t *testing.T) {
@@ -216,7 +215,7 @@ func runFirstTask(tb testing.TB, n int, wave bool) {
 	in := scaleFleet(n, 40)
 	if wave {
 		env.RegisterActivity(relay.New(nil))
-		env.OnActivity(relayActs.Request, mock.Anything, mock.Anything).After(time.Hour).Return(relay.Outcome{}, nil)
+		onRelay(env, time.Hour, func(in relay.NodeRequest) (relay.Outcome, error) { return relay.Outcome{Node: in.Node}, nil })
 		op := &FleetOp{ID: "op1", Kind: relay.KindMigrate, Module: "web", Intents: map[string]*intent.Signed{}}
 		for i, nd := range in.Resume.Nodes[:n-40] {
 			state := opDone
@@ -269,14 +268,7 @@ func BenchmarkFleetFirstTaskWave(b *testing.B) {
 // the fleet sent (the ActivityTaskScheduled inputs of its history) and of
 // the largest one.
 func signedMigrate(t *testing.T, n int, perNode bool) (update, sent, largest int) {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := testSigner(t)
 	in := scaleFleet(n, 0)
 	req := FleetRequest{Module: "web"}
 	var targets []intent.Target
@@ -325,8 +317,9 @@ func signedMigrate(t *testing.T, n int, perNode bool) (update, sent, largest int
 	// test environment seconds within the workflow's task: this measures
 	// bytes, not time.
 	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
+	env.SetTestTimeout(2 * time.Minute)
 	env.RegisterActivity(relay.New(nil))
-	env.OnActivity(relayActs.Request, mock.Anything, mock.Anything).After(10 * time.Minute).Return(func(_ context.Context, r relay.NodeRequest) (relay.Outcome, error) {
+	onRelay(env, 10*time.Minute, func(r relay.NodeRequest) (relay.Outcome, error) {
 		b := size(r)
 		sent += b
 		largest = max(largest, b)

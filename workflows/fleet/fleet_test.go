@@ -300,7 +300,8 @@ func TestFleetNextBeforePassOver(t *testing.T) {
 }
 
 // Continue-as-new carries names and progress, never plans, even for a
-// fleet started the old way with every plan inline.
+// fleet started the old way with every plan inline; the members once, in
+// the state.
 func TestFleetContinuesAsNewWithoutPlans(t *testing.T) {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
@@ -316,7 +317,7 @@ func TestFleetContinuesAsNewWithoutPlans(t *testing.T) {
 	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
 		t.Fatal(err)
 	}
-	if len(next.Nodes) != 0 || len(next.Members) != 2 || next.Resume == nil || next.Resume.Runs != 1 {
+	if len(next.Nodes) != 0 || len(next.Members) != 0 || next.Resume == nil || next.Resume.Runs != 1 || len(next.members()) != 2 {
 		t.Fatalf("carried input: %+v", next)
 	}
 }

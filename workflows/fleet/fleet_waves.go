@@ -7,7 +7,6 @@ package fleet
 
 import (
 	"fmt"
-	"strings"
 )
 
 // WaveOf is the wave node i is in: 0 for the control node, then 1, 2...;
@@ -142,7 +141,7 @@ func (st *FleetState) heldBy() string {
 			}
 		}
 		return fmt.Sprintf("wave %d halted: %d node(s) failed, its budget (max_failed) allows %d: %s. Fix them, then `adopt fleet retry NODE`, or go on without them: `adopt fleet next`",
-			k, len(why), st.budget(k), strings.Join(why, "; "))
+			k, len(why), st.budget(k), names(why, "; "))
 	}
 	return ""
 }
@@ -158,13 +157,13 @@ func (st *FleetState) waveStart(i int) string {
 		return ""
 	}
 	lo, hi := st.wave(k)
-	var names []string
+	var in []string
 	for _, n := range st.Nodes[lo:hi] {
-		names = append(names, n.Node)
+		in = append(in, n.Node)
 	}
-	line := fmt.Sprintf("wave %d of %d: %s (up to %d may fail)", k, len(st.Waves.Sizes), strings.Join(names, ", "), st.budget(k))
+	line := fmt.Sprintf("wave %d of %d: %s (up to %d may fail)", k, len(st.Waves.Sizes), names(in, ", "), st.budget(k))
 	if prev := st.failed(k - 1); len(prev) > 0 {
-		line += fmt.Sprintf("; wave %d went on with %s failed, within its budget", k-1, strings.Join(prev, ", "))
+		line += fmt.Sprintf("; wave %d went on with %s failed, within its budget", k-1, names(prev, ", "))
 	}
 	return line
 }

@@ -36,4 +36,8 @@ const (
 	// while failed nodes hold it, and clears it. Asked only when that
 	// changes.
 	changeFleetAttention = "fleet-attention"
+	// changeFleetRelayBatches: a fleet op sends a wave's requests in
+	// batches of relayBatch nodes, one relay activity a batch, instead of
+	// one a node. Asked once a run, when an op sends its first wave.
+	changeFleetRelayBatches = "fleet-relay-batches"
 )
