@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -43,7 +42,7 @@ type cli struct {
 
 // configGiven says whether the operator named a node configuration at all.
 func (x *cli) configGiven() bool {
-	return x.cfgPath != "" || os.Getenv("ADOPT_CONFIG") != ""
+	return config.Given(x.cfgPath)
 }
 
 // load reads the node's configuration, for the commands that act on a node
@@ -53,7 +52,7 @@ func (x *cli) load() error {
 		return nil
 	}
 	if !x.configGiven() {
-		return usagef("no configuration given: pass the node's configuration with --config FILE (or set ADOPT_CONFIG); config/example.yaml is the commented reference")
+		return usagef("%s", config.NoConfiguration(config.NodeFile))
 	}
 	cfg, err := config.Load(x.cfgPath)
 	if err != nil {

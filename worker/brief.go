@@ -24,7 +24,7 @@ func briefCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer
 		Example: "  adopt-worker brief --config /etc/adoption/n1.yaml --html --out n1.html",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(*cfgPath, nil)
+			cfg, err := loadNodeConfig(*cfgPath)
 			if err != nil {
 				return err
 			}

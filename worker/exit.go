@@ -7,6 +7,7 @@ package main
 
 import (
 	"errors"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -36,6 +37,17 @@ func loadConfig(path string, extra map[string]string) (*config.Config, error) {
 		return nil, configError{err}
 	}
 	return cfg, nil
+}
+
+// loadNodeConfig is loadConfig for the commands that act as a node. No
+// file given (--config, $ADOPT_CONFIG) and no node named in the
+// environment is "no configuration given", with the flag and the file to
+// try, rather than the first key an empty configuration lacks.
+func loadNodeConfig(path string) (*config.Config, error) {
+	if !config.Given(path) && os.Getenv(config.EnvVar("node.name")) == "" {
+		return nil, configError{errors.New(config.NoConfiguration(config.NodeFile))}
+	}
+	return loadConfig(path, nil)
 }
 
 // exitStatus is the status err exits with.

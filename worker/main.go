@@ -69,6 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		watchdogCommand(ctx, &cfgPath, stderr),
 		briefCommand(ctx, &cfgPath, stdout, stderr),
 		codecServerCommand(ctx, &cfgPath, stderr),
+		checkCommand(ctx, &cfgPath, stdout, stderr),
 	)
 	markUsage(root)
 	root.SetArgs(args)

@@ -21,7 +21,7 @@ func probeCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer
 		Short: "Probe the node read-only, without Temporal, and print what was found",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(*cfgPath, nil)
+			cfg, err := loadNodeConfig(*cfgPath)
 			if err != nil {
 				return err
 			}

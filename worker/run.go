@@ -42,7 +42,7 @@ func runCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *cobra.C
 		Short: "Run this node's activities (task queue adoption-node-<node>); the workflows run in `adopt-worker orchestrate`",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(*cfgPath, nil)
+			cfg, err := loadNodeConfig(*cfgPath)
 			if err != nil {
 				return err
 			}

@@ -23,7 +23,7 @@ func watchdogCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *co
 		Short: "Revert the current flip unless it is confirmed by its deadline (started by the flip itself)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(*cfgPath, nil)
+			cfg, err := loadNodeConfig(*cfgPath)
 			if err != nil {
 				return err
 			}
