@@ -14,6 +14,7 @@ import (
 
 	"adoption/config"
 	"adoption/connect"
+	"adoption/output"
 	"adoption/workflows"
 )
 
@@ -22,10 +23,10 @@ import (
 type cli struct {
 	cfgPath string
 	uiURL   string
-	asJSON  bool
-	// output is --output/-o: text, json or jsonl (json on one line);
-	// json and jsonl set asJSON (--json is json).
-	output string
+	// asJSON: the output (-o, --json) is json or jsonl.
+	asJSON bool
+	// out are the output flags both binaries share (package output).
+	out    output.Flags
 	stdout io.Writer
 	stderr io.Writer
 	flags  connect.Flags
@@ -130,7 +131,11 @@ func (x *cli) dialWith(tc *config.Temporal, base string) error {
 }
 
 func (x *cli) link(node string) string {
-	return fmt.Sprintf("%s/namespaces/%s/workflows/%s", strings.TrimRight(x.uiURL, "/"),
+	ui := x.uiURL
+	if ui == "" {
+		ui = envOr("ADOPT_UI", defaultUI)
+	}
+	return fmt.Sprintf("%s/namespaces/%s/workflows/%s", strings.TrimRight(ui, "/"),
 		url.PathEscape(x.namespace()), url.PathEscape(workflows.WorkflowID(node)))
 }
 

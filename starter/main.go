@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"adoption/buildinfo"
+	"adoption/output"
 )
 
 func main() {
@@ -69,10 +70,9 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 	root.SetVersionTemplate("adopt {{.Version}}\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&x.cfgPath, "config", "", "the node's configuration file (default $ADOPT_CONFIG)")
-	pf.StringVar(&x.uiURL, "ui", envOr("ADOPT_UI", "http://127.0.0.1:8233"), "Temporal Web UI address, for links (default $ADOPT_UI)")
-	pf.StringVarP(&x.output, "output", "o", outputText, "output format: text, json (stable, for scripts) or jsonl (one JSON document a line)")
-	pf.BoolVar(&x.asJSON, "json", false, "print results and errors as JSON (the same as --output json)")
-	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputs, cobra.ShellCompDirectiveNoFileComp))
+	pf.StringVar(&x.uiURL, "ui", "", "Temporal Web UI address, for links (default $ADOPT_UI, else "+defaultUI+")")
+	x.out.Register(pf)
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(output.Formats, cobra.ShellCompDirectiveNoFileComp))
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return x.setOutput() }
 	pf.StringVar(&x.flags.Address, "address", "", "Temporal frontend HOST:PORT (overrides TEMPORAL_ADDRESS and temporal.address)")
 	pf.StringVar(&x.flags.Namespace, "namespace", "", "Temporal namespace (overrides TEMPORAL_NAMESPACE and temporal.namespace)")
@@ -111,7 +111,7 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 	}
 	if !x.asJSON && code == exitUsage {
 		// The flags may not have parsed: --json still asks for JSON.
-		x.asJSON = asksJSON(args)
+		x.asJSON = output.AsksJSON(args)
 	}
 	if x.asJSON {
 		_ = x.writeJSON(x.stderr, jsonError{Error: err.Error(), Kind: exitKind(code), ExitCode: code, Reasons: reasonsOf(err)})
@@ -134,6 +134,10 @@ type jsonError struct {
 	ExitCode int      `json:"exit_code"`
 	Reasons  []string `json:"reasons,omitempty"`
 }
+
+// defaultUI is the Web UI's address when neither --ui nor $ADOPT_UI says:
+// the dev server's.
+const defaultUI = "http://127.0.0.1:8233"
 
 func envOr(k, d string) string {
 	if v := os.Getenv(k); v != "" {

@@ -38,6 +38,13 @@ func TestOutputFormats(t *testing.T) {
 	if code != exitUsage || json.Unmarshal([]byte(errs), &e) != nil || out != "" {
 		t.Errorf("-o yaml --json: exit %d, want a usage error as JSON on stderr:\n%s%s", code, out, errs)
 	}
+	code, out, errs = runCLI(t, f, "status", "--json", "-o", "text")
+	if code != exitUsage || out != "" || !strings.Contains(errs, "--json and --output text contradict each other") {
+		t.Errorf("--json -o text: exit %d, want a usage error:\n%s%s", code, out, errs)
+	}
+	if code, out, errs = runCLI(t, f, "status", "--json", "-o", "json"); code != exitOK || out != want {
+		t.Errorf("--json -o json: exit %d:\n%s%s", code, out, errs)
+	}
 }
 
 // The table has an AGE column; an empty list says so on stderr, leaving

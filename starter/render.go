@@ -207,54 +207,15 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // writeJSON writes v as --output asks: indented (json) or one line (jsonl).
-func (x *cli) writeJSON(w io.Writer, v any) error {
-	if x.output == outputJSONL {
-		return json.NewEncoder(w).Encode(v)
-	}
-	return writeJSON(w, v)
-}
-
-// The values of --output.
-const (
-	outputText  = "text"
-	outputJSON  = "json"
-	outputJSONL = "jsonl"
-)
-
-// outputs are --output's values, for its help and completion.
-var outputs = []string{outputText, outputJSON, outputJSONL}
+func (x *cli) writeJSON(w io.Writer, v any) error { return x.out.Write(w, v) }
 
 // setOutput applies --output (and --json, its alias for json).
 func (x *cli) setOutput() error {
-	switch x.output {
-	case "", outputText:
-		if x.asJSON {
-			x.output = outputJSON
-		}
-	case outputJSON, outputJSONL:
-		x.asJSON = true
-	default:
-		return usagef("--output %q: want one of %s (adopt brief writes to a file with --out)", x.output, strings.Join(outputs, ", "))
+	if err := x.out.Resolve("adopt brief writes to a file with --out"); err != nil {
+		return usagef("%v", err)
 	}
+	x.asJSON = x.out.IsJSON()
 	return nil
-}
-
-// asksJSON says whether args ask for JSON, for an error reported before
-// the flags parsed.
-func asksJSON(args []string) bool {
-	for i, a := range args {
-		switch {
-		case a == "--json" || a == "--json=true":
-			return true
-		case a == "-o" || a == "--output":
-			if i+1 < len(args) && strings.HasPrefix(args[i+1], "json") {
-				return true
-			}
-		case strings.HasPrefix(a, "--output=json") || strings.HasPrefix(a, "-ojson") || strings.HasPrefix(a, "-o=json"):
-			return true
-		}
-	}
-	return false
 }
 
 // UTC is how every time is shown: one zone, named.

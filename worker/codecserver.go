@@ -25,8 +25,9 @@ func codecServerCommand(ctx context.Context, cfgPath *string, stderr io.Writer) 
 	var listen, authFile string
 	var origins []string
 	cmd := &cobra.Command{
-		Use:   "codec-server",
-		Short: "Serve /decode for the Temporal Web UI with the codec key, so the UI shows decoded payloads",
+		Use:     "codec-server",
+		Example: "  adopt-worker codec-server --config /etc/adoption/orchestrator.yaml",
+		Short:   "Serve /decode for the Temporal Web UI with the codec key, so the UI shows decoded payloads",
 		Long: `Serves the Web UI's codec endpoint: the browser posts a history's encrypted
 payloads to /decode and gets them back decoded. It reads only temporal.* of
 the configuration (the key named by temporal.codec_key_file). Point the UI at
