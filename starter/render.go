@@ -11,6 +11,7 @@ import (
 
 	"adoption/firewall"
 	"adoption/firewall/flip"
+	"adoption/timefmt"
 	"adoption/workflows"
 )
 
@@ -76,7 +77,7 @@ func printStatus(w io.Writer, ns *nodeStatus, width int) {
 		printState(w, &ns.State, width)
 	}
 	if ns.Run.Status != "running" {
-		fmt.Fprintf(w, "\nRUN: %s at %s\n", ns.Run.Status, ns.Run.Closed.Local().Format(time.DateTime))
+		fmt.Fprintf(w, "\nRUN: %s at %s\n", ns.Run.Status, stamp(ns.Run.Closed))
 	}
 	if ns.Agents != nil {
 		fmt.Fprintln(w)
@@ -90,7 +91,7 @@ func printStatus(w io.Writer, ns *nodeStatus, width int) {
 	for _, p := range ns.Pending {
 		line := fmt.Sprintf("step %s, %s, attempt %d", p.Type, p.State, p.Attempt)
 		if !p.Scheduled.IsZero() {
-			line += fmt.Sprintf(", waiting since %s (%s)", p.Scheduled.Local().Format("15:04:05"), time.Since(p.Scheduled).Round(time.Second))
+			line += fmt.Sprintf(", waiting since %s (%s)", clock(p.Scheduled), time.Since(p.Scheduled).Round(time.Second))
 		}
 		if p.LastFailure != "" {
 			line += "; last failure: " + p.LastFailure
@@ -107,7 +108,7 @@ func printStatus(w io.Writer, ns *nodeStatus, width int) {
 	if n := len(ns.Events); n > 0 {
 		fmt.Fprintln(w, "\nRECENT EVENTS")
 		for _, e := range ns.Events[max(0, n-8):] {
-			fmt.Fprintln(w, wrapLine("  "+e.At.Local().Format("15:04:05")+"  ", e.Text, width))
+			fmt.Fprintln(w, wrapLine("  "+clock(e.At)+"  ", e.Text, width))
 		}
 	}
 	fmt.Fprintf(w, "\nWeb UI: %s\n", ns.Link)
@@ -174,7 +175,7 @@ func printState(w io.Writer, s *workflows.State, width int) {
 		}
 	}
 	if r := s.LastReconcile; r != nil {
-		fmt.Fprintf(w, "LAST RECONCILE: %s, %d present, %d put back %s\n", r.At.Format("15:04:05"), r.Present, len(r.Restored), r.Error)
+		fmt.Fprintf(w, "LAST RECONCILE: %s, %d present, %d put back %s\n", clock(r.At), r.Present, len(r.Restored), r.Error)
 	}
 	if s.Waiting != "" {
 		fmt.Fprintf(w, "WAITING: %s\n", s.Waiting)
@@ -215,14 +216,20 @@ func (x *cli) setOutput() error {
 		return usagef("%v", err)
 	}
 	x.asJSON = x.out.IsJSON()
+	showLocal = x.out.Local
 	return nil
 }
 
-// UTC is how every time is shown: one zone, named.
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+// showLocal is --local of the command line being run (setOutput sets it
+// before any command runs): times in the host's zone rather than UTC.
+var showLocal bool
 
-// clock is a time of day within the next hours, in UTC, named.
-func clock(t time.Time) string { return t.UTC().Format("15:04:05 UTC") }
+// stamp is a moment in full, as timefmt writes every time: UTC with Z, or
+// with --local the host's zone with its offset.
+func stamp(t time.Time) string { return timefmt.Format(t, showLocal) }
+
+// clock is a time of day within the next hours, as timefmt writes it.
+func clock(t time.Time) string { return timefmt.Clock(t, showLocal) }
 
 func orUnknown(s string) string {
 	if s == "" {

@@ -40,6 +40,7 @@ func briefCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer
 				return err
 			}
 			b := briefing.Build(cfg.Plan(), r, nil, time.Now())
+			b.Local = out.Local
 			if out.IsJSON() && file == "" {
 				return out.Write(stdout, b)
 			}
