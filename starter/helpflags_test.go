@@ -20,6 +20,19 @@ func TestFlagHelpRendering(t *testing.T) {
 	}
 }
 
+// --intent-ttl is held to operator.intent_ttl's bounds (config.Durations),
+// before anything is signed or sent.
+func TestIntentTTLFlagBounded(t *testing.T) {
+	f := listFake("adopted")
+	code, out, errs := runCLI(t, f, "status", "--intent-ttl", "5s")
+	if code != exitUsage || out != "" || !strings.Contains(errs, `--intent-ttl 5s: operator.intent_ttl: "5s" is invalid: a duration from 1m to 24h`) {
+		t.Errorf("--intent-ttl 5s: exit %d:\n%s%s", code, out, errs)
+	}
+	if code, _, errs := runCLI(t, f, "status", "--intent-ttl", "2h"); code != exitOK {
+		t.Errorf("--intent-ttl 2h: exit %d: %s", code, errs)
+	}
+}
+
 // helpLine is the help's line for a flag (from its name to the next flag).
 func helpLine(help, flag string) string {
 	for _, l := range strings.Split(help, "\n") {

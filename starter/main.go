@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"adoption/buildinfo"
+	"adoption/config"
 	"adoption/output"
 )
 
@@ -73,7 +74,15 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 	pf.StringVar(&x.uiURL, "ui", "", "Temporal Web UI address, for links (default $ADOPT_UI, else "+defaultUI+")")
 	x.out.Register(pf)
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(output.Formats, cobra.ShellCompDirectiveNoFileComp))
-	root.PersistentPreRunE = func(*cobra.Command, []string) error { return x.setOutput() }
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if x.sign.ttl != 0 {
+			// The flag stands in for operator.intent_ttl: the same bounds.
+			if err := config.CheckDuration("operator.intent_ttl", x.sign.ttl); err != nil {
+				return usagef("--intent-ttl %s: %v", x.sign.ttl, err)
+			}
+		}
+		return x.setOutput()
+	}
 	pf.StringVar(&x.flags.Address, "address", "", "Temporal frontend HOST:PORT (overrides TEMPORAL_ADDRESS and temporal.address)")
 	pf.StringVar(&x.flags.Namespace, "namespace", "", "Temporal namespace (overrides TEMPORAL_NAMESPACE and temporal.namespace)")
 	pf.StringVar(&x.flags.Profile, "profile", "", "profile of the Temporal config file (default $TEMPORAL_PROFILE, then \"default\")")
