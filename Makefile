@@ -56,7 +56,7 @@ build:
 
 # The agent, the orchestrator and the flip watchdog as systemd units (see
 # deploy/systemd/ for what each may do and why), with the binaries they run
-# and config/example.yaml beside where node.yaml goes. Units are written with
+# and config/node.example.yaml beside where node.yaml goes. Units are written with
 # the final paths (without DESTDIR); `systemctl daemon-reload` and
 # `systemctl enable --now adopt-agent adopt-watchdog` are left to the operator.
 install: build
@@ -66,7 +66,7 @@ install: build
 		sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@STATEDIR@|$(STATEDIR)|g' $$u \
 			> $(DESTDIR)$(UNITDIR)/$$(basename $$u) && chmod 0644 $(DESTDIR)$(UNITDIR)/$$(basename $$u) || exit 1; \
 	done
-	install -m 0644 config/example.yaml $(DESTDIR)$(SYSCONFDIR)/adoption/example.yaml
+	install -m 0644 config/node.example.yaml $(DESTDIR)$(SYSCONFDIR)/adoption/node.example.yaml
 
 # Debian packages of the stamped binaries, built by nfpm (built from its
 # pinned module) into $(DEBDIR): adopt, adopt-worker,

@@ -1,8 +1,12 @@
 // Package codec encrypts Temporal payloads with AES-256-GCM, so that a
 // workflow history holds ciphertext, and serves the decoding to the Web UI
 // for those who hold the key (server.go). A payload that is not encrypted
-// decodes unchanged: histories recorded before the key was set still replay;
-// one encrypted with an older key decodes while that key is still listed.
+// is refused: once a key is set, nothing in clear is trusted, a heartbeat
+// or a query answer written by someone without the key included; one
+// encrypted with an older key decodes while that key is still listed.
+// Only what displays or replays, and acts on nothing (the Web UI's codec
+// server, a replay of histories recorded before the key), passes plaintext
+// through (Lenient).
 package codec
 
 import (
@@ -15,6 +19,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
@@ -42,6 +47,35 @@ type Codec struct {
 	aead  cipher.AEAD
 	// decrypt holds every key by ID, the current one included.
 	decrypt map[string]cipher.AEAD
+	// lenient passes payloads in clear through instead of refusing them.
+	lenient bool
+}
+
+// refused counts the payloads in clear every strict codec of the process
+// refused: adoption_codec_plaintext_refused_total (metrics).
+var refused atomic.Uint64
+
+// PlaintextRefused is how many payloads in clear the process's codecs
+// refused since it started.
+func PlaintextRefused() uint64 { return refused.Load() }
+
+// ErrPlaintext is the error type (errors.As) of a payload refused for
+// being in clear.
+type ErrPlaintext struct{ Encoding string }
+
+func (e *ErrPlaintext) Error() string {
+	return fmt.Sprintf("codec: refused a payload in clear (encoding %q): temporal.codec_key_file is set, so every payload must be encrypted with its key; "+
+		"whoever wrote it does not hold the key (a client, worker or CLI without temporal.codec_key_file, or one forging it): give it the key file the workers use", e.Encoding)
+}
+
+// Lenient is a copy of c that passes payloads in clear through unchanged,
+// for what only displays or replays them: the Web UI's codec server, a
+// replay of histories recorded before the key was set. Nothing that acts
+// on a payload uses it.
+func (c *Codec) Lenient() *Codec {
+	l := *c
+	l.lenient = true
+	return &l
 }
 
 var _ converter.PayloadCodec = (*Codec)(nil)
@@ -117,11 +151,17 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 	return out, nil
 }
 
-// Decode decrypts each encrypted payload and passes any other unchanged.
+// Decode decrypts each payload. A payload in clear is refused (ErrPlaintext,
+// counted in PlaintextRefused), or passed through unchanged by a Lenient
+// codec.
 func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
-		if string(p.GetMetadata()[converter.MetadataEncoding]) != Encoding {
+		if enc := string(p.GetMetadata()[converter.MetadataEncoding]); enc != Encoding {
+			if !c.lenient {
+				refused.Add(1)
+				return nil, &ErrPlaintext{Encoding: enc}
+			}
 			out[i] = p
 			continue
 		}

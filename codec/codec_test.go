@@ -2,6 +2,7 @@ package codec
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -91,17 +92,48 @@ func TestTamperedCiphertextIsRefused(t *testing.T) {
 	}
 }
 
-func TestUnencryptedPayloadPassesThrough(t *testing.T) {
+// TestPlaintextIsRefusedOnceAKeyIsSet: a payload in clear (a forged
+// heartbeat, a query answer, a raw payload) is refused with ErrPlaintext
+// and counted; only a Lenient codec (the Web UI's, a replay's) passes it
+// through unchanged.
+func TestPlaintextIsRefusedOnceAKeyIsSet(t *testing.T) {
 	c := testCodec(t, 1)
-	in := []*commonpb.Payload{jsonPayload(t, map[string]int{"a": 1}), jsonPayload(t, nil), {Data: []byte("raw")}}
-	out, err := c.Decode(in)
+	in := []*commonpb.Payload{jsonPayload(t, map[string]string{"id": "n1-1", "state": "answered"}), jsonPayload(t, nil), {Data: []byte("raw")}}
+	for i := range in {
+		before := PlaintextRefused()
+		_, err := c.Decode(in[i : i+1])
+		var pe *ErrPlaintext
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "temporal.codec_key_file") {
+			t.Fatalf("payload %d in clear: %v, want ErrPlaintext naming temporal.codec_key_file", i, err)
+		}
+		if got := PlaintextRefused() - before; got != 1 {
+			t.Fatalf("payload %d: counted %d refusals, want 1", i, got)
+		}
+	}
+	// Through the data converter, as the agent reads a heartbeat.
+	var v map[string]string
+	if err := DataConverter(c).FromPayloads(&commonpb.Payloads{Payloads: in[:1]}, &v); err == nil || v["state"] == "answered" {
+		t.Fatalf("the converter decoded a heartbeat in clear: %v, %v", v, err)
+	}
+	// One encrypted payload beside one in clear: refused whole.
+	enc, err := c.Encode(in[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Decode([]*commonpb.Payload{enc[0], in[0]}); err == nil {
+		t.Fatal("a payload in clear beside an encrypted one was taken")
+	}
+	out, err := c.Lenient().Decode(in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range in {
 		if !proto.Equal(in[i], out[i]) {
-			t.Fatalf("payload %d changed: %v", i, out[i])
+			t.Fatalf("lenient: payload %d changed: %v", i, out[i])
 		}
+	}
+	if _, err := c.Decode(in[:1]); err == nil {
+		t.Fatal("Lenient changed the codec it was made from")
 	}
 }
 
@@ -171,13 +203,75 @@ func TestServerDecodesWithTheRightKey(t *testing.T) {
 		t.Fatalf("another key: status %d: %s", w.Code, w.Body)
 	}
 
-	// It does not encrypt for anyone.
+	// Nothing else is served.
 	w = httptest.NewRecorder()
 	r := decodeRequest(t, c, jsonPayload(t, "x"))
-	r.URL.Path = "/encode"
+	r.URL.Path = "/keys"
 	h.ServeHTTP(w, r)
 	if w.Code != http.StatusNotFound {
-		t.Fatalf("/encode: status %d", w.Code)
+		t.Fatalf("/keys: status %d", w.Code)
+	}
+}
+
+// encodeRequest is the UI's POST /encode of plain payloads (a signal's
+// input as typed into its Signal dialog).
+func encodeRequest(t *testing.T, payloads ...*commonpb.Payload) *http.Request {
+	t.Helper()
+	body, err := protojson.Marshal(&commonpb.Payloads{Payloads: payloads})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/encode", bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("X-Namespace", "default")
+	r.Header.Set("Origin", uiOrigin)
+	return r
+}
+
+// TestServerEncodesForTheWorkers: /encode answers the UI's origin with
+// payloads encrypted under the key the workers hold (they decode them to
+// the input as typed, the plaintext nowhere in the answer), and refuses
+// another origin and a missing Authorization, as /decode does.
+func TestServerEncodesForTheWorkers(t *testing.T) {
+	c := testCodec(t, 1)
+	h := Handler(c, ServerOptions{Origins: []string{uiOrigin}, Authorization: "Bearer s3cret"})
+	in := jsonPayload(t, `{"module":"mail","intent":"signed"}`)
+	r := encodeRequest(t, in)
+	r.Header.Set("Authorization", "Bearer s3cret")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	if strings.Contains(w.Body.String(), "mail") || w.Header().Get("Access-Control-Allow-Origin") != uiOrigin {
+		t.Fatalf("the answer shows the plaintext or lacks CORS: %v %s", w.Header(), w.Body)
+	}
+	var out commonpb.Payloads
+	if err := protojson.Unmarshal(w.Body.Bytes(), &out); err != nil {
+		t.Fatalf("%v: %s", err, w.Body)
+	}
+	if len(out.Payloads) != 1 || string(out.Payloads[0].Metadata["encoding"]) != Encoding {
+		t.Fatalf("encoded %v", out.Payloads)
+	}
+	back, err := c.Decode(out.Payloads)
+	if err != nil || !proto.Equal(back[0], in) {
+		t.Fatalf("the workers' codec decodes %v (%v), want %v", back, err, in)
+	}
+
+	for what, mod := range map[string]func(*http.Request){
+		"no Authorization": func(r *http.Request) {},
+		"another origin": func(r *http.Request) {
+			r.Header.Set("Authorization", "Bearer s3cret")
+			r.Header.Set("Origin", "http://evil.example")
+		},
+	} {
+		r := encodeRequest(t, in)
+		mod(r)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code/100 != 4 || strings.Contains(w.Body.String(), "binary/encrypted") {
+			t.Fatalf("%s: status %d: %s", what, w.Code, w.Body)
+		}
 	}
 }
 

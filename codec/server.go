@@ -1,8 +1,9 @@
 package codec
 
 // This file holds the codec server the Temporal Web UI calls from the
-// browser to show decoded payloads: the SDK's handler, for /decode only,
-// behind CORS for the UI's origins and an optional Authorization check.
+// browser: /decode to show payloads, /encode to send a signal's input
+// encrypted (the SDK's handler for both), behind CORS for the UI's origins
+// and an optional Authorization check.
 
 import (
 	"crypto/subtle"
@@ -24,14 +25,15 @@ type ServerOptions struct {
 	Authorization string
 }
 
-// maxBody bounds a decode request: the UI sends a history's payloads.
+// maxBody bounds a request: the UI sends a history's payloads.
 const maxBody = 16 << 20
 
-// Handler serves POST .../decode with c. It does not encode: the UI only
-// decodes, and an encrypting endpoint would let anyone who reaches it
-// forge payloads that the workers trust.
+// Handler serves POST .../decode and POST .../encode with c, both under
+// the same origin and Authorization rules. Encoding grants nothing: what a
+// node acts on is the operator's signed intent inside the input, which the
+// codec server neither makes nor checks (docs/access.md).
 func Handler(c *Codec, o ServerOptions) http.Handler {
-	decode := converter.NewPayloadCodecHTTPHandler(c)
+	codec := converter.NewPayloadCodecHTTPHandler(c)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
 		if origin != "" {
@@ -56,11 +58,11 @@ func Handler(c *Codec, o ServerOptions) http.Handler {
 			http.Error(w, "the codec server needs the configured Authorization header", http.StatusUnauthorized)
 			return
 		}
-		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/decode") {
-			http.Error(w, "the codec server answers POST /decode only", http.StatusNotFound)
+		if r.Method != http.MethodPost || !(strings.HasSuffix(r.URL.Path, "/decode") || strings.HasSuffix(r.URL.Path, "/encode")) {
+			http.Error(w, "the codec server answers POST /decode and POST /encode only", http.StatusNotFound)
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-		decode.ServeHTTP(w, r)
+		codec.ServeHTTP(w, r)
 	})
 }

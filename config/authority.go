@@ -33,6 +33,12 @@ func keyLinesHook(from, to reflect.Type, data any) (any, error) {
 	return strings.Split(data.(string), "\n"), nil
 }
 
+// OperatorPlaceholder opens the line the shipped example holds under
+// authority.operators: it is no key, so a copied example is refused until
+// an operator's real public key replaces it, and nobody's key is trusted by
+// accident.
+const OperatorPlaceholder = "REPLACE-ME"
+
 // Authority is whose word the node acts on.
 type Authority struct {
 	// Operators are the public keys whose signed intents the node accepts.
@@ -92,10 +98,15 @@ func OperatorFromEnv() (Operator, error) {
 
 // authority checks authority.* and operator.*.
 func (v *validator) authority(a Authority, o Operator) {
-	keys := 0
+	keys, placeholders := 0, 0
 	for i, line := range a.Operators {
 		t := strings.TrimSpace(line)
 		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		if strings.HasPrefix(t, OperatorPlaceholder) {
+			placeholders++
+			v.add(fmt.Sprintf("authority.operators line %d", i+1), t, "the example's placeholder, not a key: replace the line with the public key line of each operator whose signed requests this node acts on (the content of their ~/.ssh/id_ed25519.pub, e.g. `ssh-ed25519 AAAA... alice@laptop`)")
 			continue
 		}
 		if _, err := intent.ParseOperators(t); err != nil {
@@ -113,7 +124,7 @@ func (v *validator) authority(a Authority, o Operator) {
 		keys++
 	}
 	switch {
-	case keys == 0 && !a.Unsigned:
+	case keys == 0 && !a.Unsigned && placeholders == 0:
 		v.add("authority.operators", a.Operators.Text(), "no operator key: list the public keys (authorized_keys lines, e.g. the content of ~/.ssh/id_ed25519.pub) whose signed requests this node acts on; "+
 			"or, for a sandbox only, say authority.unsigned: true (then anyone with access to the Temporal namespace can make the node act)")
 	}

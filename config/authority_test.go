@@ -12,7 +12,7 @@ import (
 // TestPlanHashSurvivesJSONAndOrder: the plan a workflow carries went
 // through JSON, and a set written in another order is the same plan.
 func TestPlanHashSurvivesJSONAndOrder(t *testing.T) {
-	c, err := Load("example.yaml")
+	c, err := Load(nodeExample(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestPlanHashSurvivesJSONAndOrder(t *testing.T) {
 // TestDiffNamesTheFirstDifference: each kind of change a hostile request
 // could make is named by its key, the way the file spells it.
 func TestDiffNamesTheFirstDifference(t *testing.T) {
-	c, err := Load("example.yaml")
+	c, err := Load(nodeExample(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,18 +23,18 @@ func write(t *testing.T, body string) string {
 }
 
 func TestExampleLoads(t *testing.T) {
-	c, err := Load("example.yaml")
+	c, err := Load(nodeExample(t))
 	if err != nil {
-		t.Fatalf("example.yaml must be valid: %v", err)
+		t.Fatalf("node.example.yaml must be valid: %v", err)
 	}
-	if c.Node.Name != "n1" || c.Flip.ConfirmTimeout != 2*time.Minute || len(c.Modules) != 1 {
+	if c.Node.Name != "n1" || c.Flip.ConfirmTimeout != 2*time.Minute || len(c.Modules) != 2 {
 		t.Fatalf("unexpected example: %+v", c)
 	}
 	p := c.Plan()
 	if len(p.Foundation) != 5 || p.Foundation[0].Name != "broker_management" || p.Foundation[0].Port.String() != "15673/tcp" {
 		t.Fatalf("foundation plan: %+v", p.Foundation)
 	}
-	if got := p.DeclaredPaths(); strings.Join(got, ",") != "/etc/hosts,/etc/mail/relay.conf" {
+	if got := p.DeclaredPaths(); strings.Join(got, ",") != "/etc/hosts,/etc/mail/relay.conf,/etc/ssh/sshd_config.d/50-mesh.conf" {
 		t.Fatalf("declared paths: %v", got)
 	}
 }
@@ -43,7 +43,7 @@ func TestEnvironmentOverrides(t *testing.T) {
 	t.Setenv("ADOPT_NODE_NAME", "n7")
 	t.Setenv("ADOPT_TEMPORAL_ADDRESS", "10.1.2.3:7233")
 	t.Setenv("ADOPT_TEMPORAL_TLS_MODE", "off") // plain text to a non-loopback address: only when said
-	c, err := Load("example.yaml")
+	c, err := Load(nodeExample(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,9 +22,9 @@ const (
 )
 
 // examples are where each kind's commented example may be, first found
-// first: installed by the packages, by make install, in the source tree.
+// first: installed (by the packages or make install), in the source tree.
 var examples = map[string][]string{
-	NodeFile:         {"/etc/adoption/node.example.yaml", "/etc/adoption/example.yaml", "config/example.yaml"},
+	NodeFile:         {"/etc/adoption/node.example.yaml", "config/node.example.yaml"},
 	OrchestratorFile: {"/etc/adoption/orchestrator.example.yaml", "config/orchestrator.example.yaml"},
 	FleetFile:        {"/etc/adoption/fleet.example.yaml", "config/fleet.example.yaml"},
 }

@@ -18,7 +18,7 @@ func TestExampleWhereTheOperatorIs(t *testing.T) {
 		t.Errorf("installed, unknown key: %v", err)
 	}
 	exists = func(string) bool { return false }
-	if got := Example(NodeFile); got != "config/example.yaml (in adoption's source tree)" {
+	if got := Example(NodeFile); got != "config/node.example.yaml (in adoption's source tree)" {
 		t.Errorf("nowhere: %q", got)
 	}
 	if msg := NoConfiguration(NodeFile); !strings.Contains(msg, "the packages' is /etc/adoption/node.yaml, not present here") {

@@ -90,7 +90,7 @@ func FuzzLoadConfig(f *testing.F) {
 	for _, s := range fuzzConfigSeeds {
 		f.Add([]byte(s))
 	}
-	if b, err := os.ReadFile("example.yaml"); err == nil {
+	if b, err := os.ReadFile("node.example.yaml"); err == nil {
 		f.Add(b)
 	}
 	dir := f.TempDir()

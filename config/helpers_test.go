@@ -3,6 +3,8 @@ package config
 import (
 	"encoding/json"
 	"testing"
+
+	"adoption/internal/testenv"
 )
 
 func toJSON(t *testing.T, v any) string {
@@ -12,4 +14,11 @@ func toJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// nodeExample is the shipped node example with an operator's key in place
+// of its placeholder.
+func nodeExample(t *testing.T) string {
+	t.Helper()
+	return testenv.NodeExample(t, OperatorPlaceholder)
 }

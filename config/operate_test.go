@@ -8,7 +8,7 @@ import (
 func TestOperateSettings(t *testing.T) {
 	t.Setenv("ADOPT_METRICS_LISTEN", "127.0.0.1:9464")
 	t.Setenv("ADOPT_LOG_FORMAT", "json")
-	c, err := Load("example.yaml")
+	c, err := Load(nodeExample(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestOperateBadInput(t *testing.T) {
 	} {
 		t.Setenv("ADOPT_METRICS_LISTEN", tc.listen)
 		t.Setenv("ADOPT_LOG_FORMAT", tc.format)
-		_, err := Load("example.yaml")
+		_, err := Load(nodeExample(t))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("listen=%q format=%q: want %q, got %v", tc.listen, tc.format, tc.want, err)
 		}

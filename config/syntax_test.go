@@ -34,7 +34,7 @@ func TestSyntaxErrorHasLineAndColumn(t *testing.T) {
 // that is none) names the variable too, not only a range problem.
 func TestEnvDecodeProblemNamesTheVariable(t *testing.T) {
 	t.Setenv("ADOPT_FLIP_CONFIRM_TIMEOUT", "soon")
-	_, err := Load("example.yaml")
+	_, err := Load(nodeExample(t))
 	if err == nil || !strings.Contains(err.Error(), "flip.confirm_timeout") || !strings.Contains(err.Error(), "ADOPT_FLIP_CONFIRM_TIMEOUT") {
 		t.Fatalf("want flip.confirm_timeout refused naming ADOPT_FLIP_CONFIRM_TIMEOUT, got %v", err)
 	}

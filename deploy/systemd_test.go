@@ -32,7 +32,7 @@ func installed(t *testing.T) (unitDir, stateDir string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make install: %v\n%s", err, out)
 	}
-	for _, f := range []string{"usr/bin/adopt", "usr/bin/adopt-worker", "etc/adoption/example.yaml"} {
+	for _, f := range []string{"usr/bin/adopt", "usr/bin/adopt-worker", "etc/adoption/node.example.yaml"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("make install did not install %s: %v", f, err)
 		}

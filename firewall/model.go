@@ -91,6 +91,12 @@ type Rule struct {
 	// Each is also present as an undecidable condition when it can affect
 	// whether the rule matches.
 	Unknown []string `json:"unknown,omitempty"`
+	// Writes names what the rule changes in a packet it matches, besides
+	// its verdict: a header, a mark, conntrack, an address it translates
+	// ("meta mark set", "payload write", "xt target MARK", "nat"). The
+	// evaluator does not follow them; a chain it does not run is refused
+	// when one of its rules writes (nft.Unspoken).
+	Writes []string `json:"writes,omitempty"`
 }
 
 // VMapEntry is one element of a verdict map.

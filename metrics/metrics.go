@@ -25,6 +25,7 @@ import (
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 
 	"adoption/buildinfo"
+	"adoption/codec"
 )
 
 // ListenKey is the configuration key that turns the endpoint on.
@@ -104,8 +105,13 @@ func New(node string, log *slog.Logger, opts ...Option) (*Metrics, error) {
 		Help:        "1, labelled with the version and commit of the running binary.",
 		ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.Commit}})
 	build.Set(1)
-	if err := reg.Register(build); err != nil {
-		return nil, fmt.Errorf("metrics: register: %w", err)
+	plain := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: PlaintextRefusedMetric,
+		Help: "Payloads in clear this process refused to decode while temporal.codec_key_file is set (a heartbeat, query answer, input or result written without the key: a client missing the key file, or a forgery)."},
+		func() float64 { return float64(codec.PlaintextRefused()) })
+	for _, c := range []prometheus.Collector{build, plain} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: register: %w", err)
+		}
 	}
 	if node != "" { // the node's own series only where a node's activities run
 		if m.rec, err = newRecorder(reg, node); err != nil {
@@ -125,6 +131,10 @@ func New(node string, log *slog.Logger, opts ...Option) (*Metrics, error) {
 // series, and the workflow-side adoption_* series (replay-safe, through
 // workflow.GetMetricsHandler).
 func (m *Metrics) SDK() client.MetricsHandler { return m.sdk }
+
+// PlaintextRefusedMetric counts the payloads in clear the process's codec
+// refused (codec.PlaintextRefused).
+const PlaintextRefusedMetric = "adoption_codec_plaintext_refused_total"
 
 // DialledMetric says whether the node agent has reached Temporal.
 const DialledMetric = "adoption_temporal_dialled"

@@ -1,17 +1,22 @@
 package metrics
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/converter"
+
 	"adoption/buildinfo"
+	"adoption/codec"
 )
 
 func scrape(t *testing.T, addr string) string {
@@ -109,5 +114,34 @@ func TestListenTakenAddressNamesTheKey(t *testing.T) {
 	_, err = m.Listen(context.Background(), l.Addr().String(), log)
 	if err == nil || !strings.Contains(err.Error(), "metrics.listen \""+l.Addr().String()+"\" cannot be bound") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// A payload in clear that a codec refuses shows on every process's
+// /metrics (the orchestrator's too: no node label).
+func TestPlaintextRefusedIsCounted(t *testing.T) {
+	m, err := New("", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := codec.New(bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := converter.GetDefaultDataConverter().ToPayloads(map[string]string{"id": "n1-1", "state": "answered"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Decode(forged.Payloads); err == nil {
+		t.Fatal("a payload in clear decoded")
+	}
+	n := codec.PlaintextRefused()
+	if n == 0 {
+		t.Fatal("the refusal was not counted")
+	}
+	w := httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if want := fmt.Sprintf("%s %d\n", PlaintextRefusedMetric, n); !strings.Contains(w.Body.String(), want) {
+		t.Fatalf("/metrics lacks %q:\n%s", want, w.Body)
 	}
 }

@@ -27,9 +27,11 @@ func codecServerCommand(ctx context.Context, cfgPath *string, stderr io.Writer) 
 	cmd := &cobra.Command{
 		Use:     "codec-server",
 		Example: "  adopt-worker codec-server --config /etc/adoption/orchestrator.yaml",
-		Short:   "Serve /decode for the Temporal Web UI with the codec key, so the UI shows decoded payloads",
+		Short:   "Serve /decode and /encode for the Temporal Web UI with the codec key: decoded payloads, encrypted signal inputs",
 		Long: `Serves the Web UI's codec endpoint: the browser posts a history's encrypted
-payloads to /decode and gets them back decoded. It reads only temporal.* of
+payloads to /decode and gets them back decoded, and a signal's input typed into
+its Signal dialog to /encode, so it reaches the workers encrypted (the input
+holds the operator's signed intent: adopt sign). It reads only temporal.* of
 the configuration (the key named by temporal.codec_key_file). Point the UI at
 it: the dev server's --ui-codec-endpoint, or a cluster UI's codec.endpoint
 setting (docs/access.md). Whoever reaches it reads every payload: it binds
@@ -62,7 +64,9 @@ that file's content as its Authorization header.`,
 			if err != nil {
 				return err
 			}
-			return serveCodec(ctx, listen, codec.Handler(c, o), log.With("key_id", c.KeyID()))
+			// It only displays: payloads in clear (written before the key was
+			// set) are shown as they are, not refused.
+			return serveCodec(ctx, listen, codec.Handler(c.Lenient(), o), log.With("key_id", c.KeyID()))
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8234", "HOST:PORT to serve on (anyone who reaches it can read payloads)")

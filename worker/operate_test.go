@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"adoption/config"
+	"adoption/internal/testenv"
 )
 
 // A metrics.listen that cannot be bound stops `run` before it dials
@@ -22,7 +23,7 @@ func TestRunStopsOnUnbindableMetricsListen(t *testing.T) {
 	t.Setenv("ADOPT_METRICS_LISTEN", l.Addr().String())
 	t.Setenv("ADOPT_TEMPORAL_ADDRESS", "127.0.0.1:1")
 	var out, errb bytes.Buffer
-	err = run(context.Background(), []string{"run", "--config", "../config/example.yaml"}, &out, &errb)
+	err = run(context.Background(), []string{"run", "--config", testenv.NodeExample(t, config.OperatorPlaceholder)}, &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), `metrics.listen "`+l.Addr().String()+`" cannot be bound`) {
 		t.Fatalf("got %v", err)
 	}
@@ -36,7 +37,7 @@ func TestRunStopsOnUnknownLogFormat(t *testing.T) {
 	t.Setenv("ADOPT_LOG_FORMAT", "xml")
 	t.Setenv("ADOPT_TEMPORAL_ADDRESS", "127.0.0.1:1")
 	var out, errb bytes.Buffer
-	err := run(context.Background(), []string{"run", "--config", "../config/example.yaml"}, &out, &errb)
+	err := run(context.Background(), []string{"run", "--config", testenv.NodeExample(t, config.OperatorPlaceholder)}, &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), `log.format: "xml" is invalid`) {
 		t.Fatalf("got %v", err)
 	}

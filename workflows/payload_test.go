@@ -18,6 +18,7 @@ import (
 	"adoption/activities"
 	"adoption/activities/watch"
 	"adoption/config"
+	"adoption/internal/testenv"
 )
 
 // countingConverter is the default data converter, counting the bytes of
@@ -57,11 +58,11 @@ func (c *countingConverter) ToPayloads(vs ...any) (*commonpb.Payloads, error) {
 	return ps, err
 }
 
-// A control node's life, from config/example.yaml: adopted, its module
+// A control node's life, from config/node.example.yaml: adopted, its module
 // migrated, a day of watches, released. Its activity
 // inputs name the plan by its hash; none carries the plan itself.
 func (s *NodeSuite) TestActivityInputsCarryThePlansHashOnly() {
-	cfg, err := config.Load("../config/example.yaml")
+	cfg, err := config.Load(testenv.NodeExample(s.T(), config.OperatorPlaceholder))
 	s.Require().NoError(err)
 	plan := cfg.Plan()
 	cc := &countingConverter{DataConverter: converter.GetDefaultDataConverter()}

@@ -98,6 +98,9 @@ func (st *ruleState) read(reg uint32) (field, bool) {
 func (st *ruleState) load(reg uint32, f field) { st.regs[normReg(reg)] = f }
 
 func (d *Decoder) expr(st *ruleState, e expr.Any) {
+	if w := writes(e); w != "" {
+		st.r.Writes = append(st.r.Writes, w)
+	}
 	switch e := e.(type) {
 	case *expr.Meta:
 		if e.SourceRegister {

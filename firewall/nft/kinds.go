@@ -1,9 +1,10 @@
 // This file decides the kind of the found firewall: the kinds the product
 // speaks (ufw with or without ufw-docker and plain rules, both through
 // iptables-nft; native nftables; none), each recognised by its structure,
-// and everything else refused by name: iptables-legacy, filtering before
-// the IP hooks (netdev tables, inet ingress chains) and the managers that
-// rewrite their own rules (firewalld, Shorewall, CSF and the others below).
+// and everything else refused by name: iptables-legacy, a table or hook
+// the evaluator does not run that can drop or write (passage.go), and the
+// managers that rewrite their own rules (firewalld, Shorewall, CSF and the
+// others below).
 
 package nft
 
@@ -116,11 +117,9 @@ func Kind(rs *firewall.Ruleset, legacyTables []string) (string, error) {
 }
 
 // Unspoken names the first part of the ruleset the product does not speak,
-// or "": a netdev table's base chain (it filters at ingress or egress of a
-// device, before or after the IP hooks the evaluator runs, so a drop there
-// would read as open), an ingress chain of another family (the same, for
-// every device), or a chain or table a firewall manager the product does
-// not speak wrote. The mesh's own table is never one.
+// or "": a chain the evaluator does not run (passage.go) that can do more
+// than pass packets on, or a chain or table a firewall manager the product
+// does not speak wrote. The mesh's own table is never one.
 func Unspoken(rs *firewall.Ruleset) string {
 	for i := range rs.Tables {
 		t := &rs.Tables[i]
@@ -129,16 +128,8 @@ func Unspoken(rs *firewall.Ruleset) string {
 		}
 		for j := range t.Chains {
 			c := &t.Chains[j]
-			switch {
-			case t.Family == "netdev" && c.Hook != "":
-				return fmt.Sprintf("found table netdev %s, chain %s hooked at %s: a netdev table filters packets on a device before (or after) the IP hooks "+
-					"the product evaluates, so a drop there would read as an open port; this firewall is not supported "+
-					"(move the rules into an ip, ip6 or inet table's input or forward chain, or delete the table: nft delete table netdev %s)",
-					t.Name, c.Name, c.Hook, t.Name)
-			case c.Hook == "ingress":
-				return fmt.Sprintf("found table %s %s, chain %s hooked at ingress: an ingress chain filters packets before the IP hooks "+
-					"the product evaluates, so a drop there would read as an open port; this firewall is not supported "+
-					"(move its rules into the table's input or forward chain, or delete the chain)", t.Family, t.Name, c.Name)
+			if why := unevaluatedRefusal(t, c); why != "" {
+				return why
 			}
 			if tool := Manager(t, c.Name); tool != "" {
 				return fmt.Sprintf("found table %s %s, chain %s, written by %s: a firewall managed by %s is not supported "+

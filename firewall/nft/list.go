@@ -161,8 +161,7 @@ func listRules(c *nftables.Conn, t *nftables.Table, ch *nftables.Chain, family s
 		return
 	}
 	for _, r := range rules {
-		mc.Rules = append(mc.Rules, firewall.Rule{Handle: r.Handle, Verdict: firewall.Verdict{Kind: firewall.VerdictContinue},
-			Unknown: []string{"family " + family + " is not decoded"}})
+		mc.Rules = append(mc.Rules, otherFamilyRule(r, family))
 	}
 }
 
@@ -185,6 +184,18 @@ func familyName(f nftables.TableFamily) string {
 }
 
 func hookName(family string, h nftables.ChainHook) string {
+	if family == "arp" {
+		// NF_ARP_IN, NF_ARP_OUT, NF_ARP_FORWARD
+		switch h {
+		case 0:
+			return firewall.HookInput
+		case 1:
+			return "output"
+		case 2:
+			return firewall.HookForward
+		}
+		return fmt.Sprintf("hook%d", h)
+	}
 	if family == "netdev" {
 		switch h {
 		case *nftables.ChainHookIngress:
