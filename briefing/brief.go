@@ -16,6 +16,7 @@ import (
 	"adoption/activities"
 	"adoption/config"
 	"adoption/firewall"
+	"adoption/timefmt"
 	"adoption/workflows"
 )
 
@@ -26,6 +27,8 @@ type Brief struct {
 	Phase     string // "not started" before adopt start
 	Generated time.Time
 	Source    string // where the facts come from: the workflow or a local probe
+	// Local shows Generated in the host's zone (--local), else in UTC.
+	Local bool `json:"-"`
 
 	FirewallKind  string
 	FirewallNote  string // unsupported or unreadable, when so
@@ -387,3 +390,7 @@ func firstNonEmpty(s ...string) string {
 	}
 	return ""
 }
+
+// GeneratedAt is when the briefing was made, as every time is written
+// (package timefmt).
+func (b Brief) GeneratedAt() string { return timefmt.Format(b.Generated, b.Local) }

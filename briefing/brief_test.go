@@ -245,3 +245,19 @@ func TestBriefStatesPipelineFreeze(t *testing.T) {
 		t.Fatalf("a member's briefing states a freeze: %q", b.Frozen)
 	}
 }
+
+// The briefing's time is written as every time is (package timefmt): UTC
+// with Z, to the second; with Local the host's zone and its offset.
+func TestBriefTimeIsUTCWithZ(t *testing.T) {
+	defer func(l *time.Location) { time.Local = l }(time.Local)
+	time.Local = time.FixedZone("CET", 3600)
+	plan, state := fixture()
+	b := Build(plan, nil, state, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	for local, want := range map[bool]string{false: "Generated 2026-01-02 03:04:05Z from", true: "Generated 2026-01-02 04:04:05+01:00 from"} {
+		b.Local = local
+		var md, page strings.Builder
+		if Markdown(&md, b) != nil || HTML(&page, b) != nil || !strings.Contains(md.String(), want) || !strings.Contains(page.String(), strings.Replace(want, "+", "&#43;", 1)) && !strings.Contains(page.String(), want) {
+			t.Errorf("local=%v: want %q in:\n%s\n%s", local, want, md.String(), page.String())
+		}
+	}
+}

@@ -27,7 +27,7 @@ th{background:#f3f3f3}
 .risk{color:#a00}
 </style></head><body>
 <h1>Briefing: node {{.Node}}</h1>
-<p>Role <b>{{.Role}}</b>, phase <b>{{.Phase}}</b>. Generated {{.Generated.Format "2006-01-02 15:04 UTC"}} from {{.Source}}.
+<p>Role <b>{{.Role}}</b>, phase <b>{{.Phase}}</b>. Generated {{.GeneratedAt}} from {{.Source}}.
 Values of files and settings are never shown: files are named by path and a shortened hash.</p>
 
 <h2>Risks that need a decision</h2>

@@ -14,7 +14,7 @@ func Markdown(w io.Writer, b Brief) error {
 	m := &mdWriter{w: w}
 	m.f("# Briefing: node %s\n\n", esc(b.Node))
 	m.f("Role **%s**, phase **%s**. Generated %s from %s. Values of files and settings are never shown: files are named by path and a shortened hash.\n\n",
-		esc(b.Role), esc(b.Phase), b.Generated.Format("2006-01-02 15:04 UTC"), esc(b.Source))
+		esc(b.Role), esc(b.Phase), b.GeneratedAt(), esc(b.Source))
 
 	m.f("## Risks that need a decision\n\n")
 	if len(b.Risks) == 0 {

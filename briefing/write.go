@@ -16,7 +16,7 @@ func Write(stdout io.Writer, out string, asHTML bool, b Brief) error {
 	if out != "" {
 		f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 		if err != nil {
-			return fmt.Errorf("--output %s: %w", out, err)
+			return fmt.Errorf("--out %s: %w", out, err)
 		}
 		defer f.Close()
 		w = f

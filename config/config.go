@@ -53,6 +53,11 @@ type Temporal struct {
 	// OlderKeys are the file's other keys: they only decrypt (payloads
 	// written before a rotation).
 	OlderKeys [][]byte `mapstructure:"-" json:"-"`
+	// AddressFrom and NamespaceFrom say where Address and Namespace came
+	// from (the file, an ADOPT_* variable, the default), set by Load, so
+	// that a dial's error blames the right one.
+	AddressFrom   string `mapstructure:"-" json:"-"`
+	NamespaceFrom string `mapstructure:"-" json:"-"`
 }
 
 type TLS struct {
@@ -361,7 +366,7 @@ func LoadWith(path string, extra map[string]string) (*Config, error) {
 		badKeys[CodecKeyFileKey] = true
 	}
 	if err != nil {
-		for _, p := range decodeProblems(err, func(key string) string { return fmt.Sprint(v.Get(key)) }) {
+		for _, p := range decodeProblems(err, NodeFile, func(key string) string { return fmt.Sprint(v.Get(key)) }) {
 			problems = append(problems, p)
 			key, _, _ := strings.Cut(p, ":")
 			badKeys[key] = true
@@ -382,7 +387,21 @@ func LoadWith(path string, extra map[string]string) (*Config, error) {
 	if len(problems) > 0 {
 		return nil, &ValidationError{Source: path, Problems: fromEnv(problems, os.LookupEnv)}
 	}
+	c.Temporal.AddressFrom = keySource(v, "temporal.address", path)
+	c.Temporal.NamespaceFrom = keySource(v, "temporal.namespace", path)
 	return &c, nil
+}
+
+// keySource says where key's value came from: its ADOPT_* variable, the
+// file, or the default.
+func keySource(v *viper.Viper, key, path string) string {
+	if s, set := os.LookupEnv(EnvVar(key)); set && s != "" {
+		return EnvVar(key)
+	}
+	if path != "" && v.InConfig(key) {
+		return key + " in " + path
+	}
+	return key + "'s default"
 }
 
 // EnvVar is the environment variable that overrides key: ADOPT_NODE_ROLE
@@ -419,8 +438,8 @@ var (
 func yamlKey(k string) string { return strings.TrimPrefix(strings.TrimPrefix(k, "config.Config"), ".") }
 
 // decodeProblems turns mapstructure's error into one line per problem, naming
-// keys the way the YAML spells them.
-func decodeProblems(err error, value func(key string) string) []string {
+// keys the way the YAML spells them and kind's example where the operator is.
+func decodeProblems(err error, kind string, value func(key string) string) []string {
 	out, durations := durationProblems(err)
 	for _, line := range strings.Split(err.Error(), "\n") {
 		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "*"))
@@ -433,7 +452,7 @@ func decodeProblems(err error, value func(key string) string) []string {
 				if prefix := yamlKey(m[1]); prefix != "" {
 					key = prefix + "." + k
 				}
-				out = append(out, fmt.Sprintf("%s: unknown key; remove it or check its spelling against config/example.yaml", key))
+				out = append(out, fmt.Sprintf("%s: unknown key; remove it or check its spelling against %s", key, Example(kind)))
 			}
 			continue
 		}
@@ -442,7 +461,7 @@ func decodeProblems(err error, value func(key string) string) []string {
 			if durations[key] {
 				continue
 			}
-			out = append(out, fmt.Sprintf("%s: %q is invalid: wrong type or form (%s); see config/example.yaml for its form", key, value(key), m[2]))
+			out = append(out, fmt.Sprintf("%s: %q is invalid: wrong type or form (%s); see %s for its form", key, value(key), m[2], Example(kind)))
 			continue
 		}
 		out = append(out, line)

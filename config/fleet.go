@@ -51,7 +51,7 @@ func LoadFleet(path string) (*Fleet, error) {
 		dc.ErrorUnused = true
 		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(durationHook, tlsOffHook)
 	}); err != nil {
-		problems = append(problems, decodeProblems(err, func(k string) string { return fmt.Sprint(v.Get(k)) })...)
+		problems = append(problems, decodeProblems(err, FleetFile, func(k string) string { return fmt.Sprint(v.Get(k)) })...)
 	}
 	// The fleet's temporal section dials the same cluster as a node's: it
 	// is held to the same rules (a TLS key alone, a bad address...).

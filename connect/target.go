@@ -32,6 +32,9 @@ import (
 // Flags are what a command line sets on top of the environment.
 type Flags struct {
 	Address, Namespace, Profile string
+	// Command says the process has --address and --namespace (the CLI):
+	// hints then name them; the workers have no such flags.
+	Command bool
 }
 
 // Target is where the client points and why.
@@ -48,6 +51,7 @@ type Target struct {
 	profile  envconfig.ClientConfigProfile
 	plain    bool   // temporal.tls.mode: off, said in the configuration
 	tlsFrom  string // where the TLS settings came from
+	command  bool   // Flags.Command
 }
 
 // ErrSettings marks client settings that cannot be used as given (an
@@ -58,15 +62,15 @@ var ErrSettings = errors.New("the Temporal client settings")
 // Resolve layers the settings. tc may be nil (no configuration given); base
 // names where tc came from.
 func Resolve(f Flags, tc *config.Temporal, base string) (*Target, error) {
-	t := &Target{Address: "127.0.0.1:7233", Namespace: "default", AddrFrom: "the default", NsFrom: "the default"}
+	t := &Target{Address: "127.0.0.1:7233", Namespace: "default", AddrFrom: "the default", NsFrom: "the default", command: f.Command}
 	if tc != nil {
 		t.Codec = *tc
 		t.plain = tc.TLS.Mode == config.TLSOff
 		if tc.Address != "" {
-			t.Address, t.AddrFrom = tc.Address, base
+			t.Address, t.AddrFrom = tc.Address, from(tc.AddressFrom, base)
 		}
 		if tc.Namespace != "" {
-			t.Namespace, t.NsFrom = tc.Namespace, base
+			t.Namespace, t.NsFrom = tc.Namespace, from(tc.NamespaceFrom, base)
 		}
 		if tc.TLS.Enabled() {
 			t.profile.TLS = &envconfig.ClientConfigTLS{ClientCertPath: tc.TLS.Cert, ClientKeyPath: tc.TLS.Key,
@@ -98,6 +102,26 @@ func Resolve(f Flags, tc *config.Temporal, base string) (*Target, error) {
 	return t, nil
 }
 
+// from is where a configuration's setting came from: what Load recorded
+// (the file, an ADOPT_* variable), else base.
+func from(recorded, base string) string {
+	if recorded != "" {
+		return recorded
+	}
+	return base
+}
+
+// knobs lists what sets the address (or the namespace) for this process,
+// highest first: the CLI's flag, Temporal's variable, the configuration's
+// key and its ADOPT_* variable.
+func (t *Target) knobs(flag, env, key string) string {
+	s := env + ", " + key + " or " + config.EnvVar(key)
+	if t.command {
+		s = flag + ", " + s
+	}
+	return s
+}
+
 // Options are the client options the target resolves to, payloads
 // encrypted when the configuration holds a codec key.
 func (t *Target) Options(logger *slog.Logger) (client.Options, error) {
@@ -120,6 +144,30 @@ func (t *Target) plainText(opts client.Options) bool {
 	return opts.ConnectionOptions.TLS == nil && !said && !config.LoopbackAddress(t.Address)
 }
 
+// Check checks, without dialling, what a dial would refuse before it
+// reaches out: an address that is not HOST:PORT, TLS files that cannot be
+// read or used, a codec key that does not make a codec, plain text to a
+// non-loopback address nobody asked for.
+func (t *Target) Check() error {
+	_, err := t.options(nil)
+	return err
+}
+
+// options are Options after Check's checks.
+func (t *Target) options(logger *slog.Logger) (client.Options, error) {
+	if _, _, err := net.SplitHostPort(t.Address); err != nil {
+		return client.Options{}, fmt.Errorf("%w: the Temporal address %q (from %s) is not HOST:PORT: %v", ErrSettings, t.Address, t.AddrFrom, err)
+	}
+	opts, err := t.Options(logger)
+	if err != nil {
+		return opts, err
+	}
+	if t.plainText(opts) {
+		return opts, fmt.Errorf("the Temporal address %s (from %s) is not a loopback address and no TLS is set: set temporal.tls.* or TEMPORAL_TLS=true (with TEMPORAL_TLS_* or TEMPORAL_API_KEY), or say plain text on purpose with temporal.tls.mode: off or TEMPORAL_TLS=false", t.Address, t.AddrFrom)
+	}
+	return opts, nil
+}
+
 // Dial is DialContext for a process that dials once, at its start.
 func (t *Target) Dial(logger *slog.Logger, options ...Option) (client.Client, error) {
 	return t.DialContext(context.Background(), logger, options...)
@@ -131,25 +179,19 @@ func (t *Target) Dial(logger *slog.Logger, options ...Option) (client.Client, er
 // exist. Those that a later try may get past are Unreachable; the others
 // are settings to fix. ctx ending stops the dial at once.
 func (t *Target) DialContext(ctx context.Context, logger *slog.Logger, options ...Option) (client.Client, error) {
-	host, _, err := net.SplitHostPort(t.Address)
+	opts, err := t.options(logger)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the Temporal address %q (from %s) is not HOST:PORT: %v", ErrSettings, t.Address, t.AddrFrom, err)
+		return nil, err
 	}
+	host, _, _ := net.SplitHostPort(t.Address)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if net.ParseIP(host) == nil {
 		if _, err := net.DefaultResolver.LookupHost(ctx, host); err != nil {
 			// A node cut off from the network is cut off from its resolver
 			// too: a name that does not resolve now may later.
-			return nil, unreachable{fmt.Errorf("cannot resolve host %q of the Temporal address %s (from %s): %v; check the name or set --address", host, t.Address, t.AddrFrom, err)}
+			return nil, unreachable{fmt.Errorf("cannot resolve host %q of the Temporal address %s (from %s): %v; check the name (set by %s), or set %s", host, t.Address, t.AddrFrom, err, t.AddrFrom, t.knobs("--address", "TEMPORAL_ADDRESS", "temporal.address"))}
 		}
-	}
-	opts, err := t.Options(logger)
-	if err != nil {
-		return nil, err
-	}
-	if t.plainText(opts) {
-		return nil, fmt.Errorf("the Temporal address %s (from %s) is not a loopback address and no TLS is set: set temporal.tls.* or TEMPORAL_TLS=true (with TEMPORAL_TLS_* or TEMPORAL_API_KEY), or say plain text on purpose with temporal.tls.mode: off or TEMPORAL_TLS=false", t.Address, t.AddrFrom)
 	}
 	for _, o := range options {
 		o(&opts)
@@ -157,7 +199,7 @@ func (t *Target) DialContext(ctx context.Context, logger *slog.Logger, options .
 	t.Failures = opts.FailureConverter
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
-		werr := fmt.Errorf("cannot reach Temporal at %s (from %s): %v; is the server running there? Else set --address / TEMPORAL_ADDRESS / temporal.address", t.Address, t.AddrFrom, err)
+		werr := fmt.Errorf("cannot reach Temporal at %s (from %s): %v; is the server running there? Else set %s", t.Address, t.AddrFrom, err, t.knobs("--address", "TEMPORAL_ADDRESS", "temporal.address"))
 		if notAnswering(ctx, err) {
 			werr = unreachable{werr}
 		}
@@ -172,7 +214,7 @@ func (t *Target) DialContext(ctx context.Context, logger *slog.Logger, options .
 		c.Close()
 		// A server that is starting answers before its namespaces are
 		// registered, and a namespace created later needs no restart.
-		return nil, unreachable{fmt.Errorf("namespace %q (from %s) does not exist on Temporal at %s: set --namespace, TEMPORAL_NAMESPACE or temporal.namespace (`temporal operator namespace list` lists them)", t.Namespace, t.NsFrom, t.Address)}
+		return nil, unreachable{fmt.Errorf("namespace %q (from %s) does not exist on Temporal at %s: set %s (`temporal operator namespace list` lists them)", t.Namespace, t.NsFrom, t.Address, t.knobs("--namespace", "TEMPORAL_NAMESPACE", "temporal.namespace"))}
 	case err != nil && !errors.As(err, &pd): // allowed in but not to describe: still works
 		c.Close()
 		werr := fmt.Errorf("reaching Temporal at %s (from %s), namespace %s: %w", t.Address, t.AddrFrom, t.Namespace, err)

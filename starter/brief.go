@@ -38,6 +38,7 @@ func (x *cli) briefCommand(ctx context.Context) *cobra.Command {
 			}
 			nb, why := x.askBrief(ctx, args[0])
 			b := briefing.BuildAsked(ns.State, nb, why, time.Now())
+			b.Local = x.out.Local
 			if x.asJSON && out == "" {
 				return x.writeJSON(x.stdout, b)
 			}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"adoption/config"
 	"adoption/connect"
+	"adoption/output"
 	"adoption/workflows"
 )
 
@@ -23,10 +23,10 @@ import (
 type cli struct {
 	cfgPath string
 	uiURL   string
-	asJSON  bool
-	// output is --output/-o: text, json or jsonl (json on one line);
-	// json and jsonl set asJSON (--json is json).
-	output string
+	// asJSON: the output (-o, --json) is json or jsonl.
+	asJSON bool
+	// out are the output flags both binaries share (package output).
+	out    output.Flags
 	stdout io.Writer
 	stderr io.Writer
 	flags  connect.Flags
@@ -43,7 +43,7 @@ type cli struct {
 
 // configGiven says whether the operator named a node configuration at all.
 func (x *cli) configGiven() bool {
-	return x.cfgPath != "" || os.Getenv("ADOPT_CONFIG") != ""
+	return config.Given(x.cfgPath)
 }
 
 // load reads the node's configuration, for the commands that act on a node
@@ -53,7 +53,7 @@ func (x *cli) load() error {
 		return nil
 	}
 	if !x.configGiven() {
-		return usagef("no configuration given: pass the node's configuration with --config FILE (or set ADOPT_CONFIG); config/example.yaml is the commented reference")
+		return usagef("%s", config.NoConfiguration(config.NodeFile))
 	}
 	cfg, err := config.Load(x.cfgPath)
 	if err != nil {
@@ -131,7 +131,11 @@ func (x *cli) dialWith(tc *config.Temporal, base string) error {
 }
 
 func (x *cli) link(node string) string {
-	return fmt.Sprintf("%s/namespaces/%s/workflows/%s", strings.TrimRight(x.uiURL, "/"),
+	ui := x.uiURL
+	if ui == "" {
+		ui = envOr("ADOPT_UI", defaultUI)
+	}
+	return fmt.Sprintf("%s/namespaces/%s/workflows/%s", strings.TrimRight(ui, "/"),
 		url.PathEscape(x.namespace()), url.PathEscape(workflows.WorkflowID(node)))
 }
 

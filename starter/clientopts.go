@@ -22,6 +22,7 @@ type target struct{ *connect.Target }
 
 // resolveTarget layers the settings. tc may be nil (no configuration given).
 func resolveTarget(f connect.Flags, tc *config.Temporal, base string) (*target, error) {
+	f.Command = true // hints name --address and --namespace
 	t, err := connect.Resolve(f, tc, base)
 	if err != nil {
 		return nil, usagef("%v", err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"adoption/output"
 )
 
 // Exit codes, as Temporal users expect them; their meanings are exitCodes.
@@ -35,12 +37,11 @@ var exitCodes = []struct {
 
 // exitCodesHelp is exitCodes as the commands' --help prints it.
 var exitCodesHelp = func() string {
-	var b strings.Builder
-	b.WriteString("Exit codes:")
-	for _, e := range exitCodes {
-		fmt.Fprintf(&b, "\n  %d  %s", e.code, strings.ReplaceAll(e.meaning, "\n", "\n     "))
+	rows := make([]output.ExitCode, len(exitCodes))
+	for i, e := range exitCodes {
+		rows[i] = output.ExitCode{Code: e.code, Meaning: e.meaning}
 	}
-	return b.String()
+	return output.ExitCodesHelp(rows)
 }()
 
 // exitError is an error with its exit code and, for a refusal, its reasons.

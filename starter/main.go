@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"adoption/buildinfo"
+	"adoption/config"
+	"adoption/output"
 )
 
 func main() {
@@ -69,11 +71,18 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 	root.SetVersionTemplate("adopt {{.Version}}\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&x.cfgPath, "config", "", "the node's configuration file (default $ADOPT_CONFIG)")
-	pf.StringVar(&x.uiURL, "ui", envOr("ADOPT_UI", "http://127.0.0.1:8233"), "Temporal Web UI address, for links (default $ADOPT_UI)")
-	pf.StringVarP(&x.output, "output", "o", outputText, "output format: text, json (stable, for scripts) or jsonl (one JSON document a line)")
-	pf.BoolVar(&x.asJSON, "json", false, "print results and errors as JSON (the same as --output json)")
-	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputs, cobra.ShellCompDirectiveNoFileComp))
-	root.PersistentPreRunE = func(*cobra.Command, []string) error { return x.setOutput() }
+	pf.StringVar(&x.uiURL, "ui", "", "Temporal Web UI address, for links (default $ADOPT_UI, else "+defaultUI+")")
+	x.out.Register(pf)
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(output.Formats, cobra.ShellCompDirectiveNoFileComp))
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if x.sign.ttl != 0 {
+			// The flag stands in for operator.intent_ttl: the same bounds.
+			if err := config.CheckDuration("operator.intent_ttl", x.sign.ttl); err != nil {
+				return usagef("--intent-ttl %s: %v", x.sign.ttl, err)
+			}
+		}
+		return x.setOutput()
+	}
 	pf.StringVar(&x.flags.Address, "address", "", "Temporal frontend HOST:PORT (overrides TEMPORAL_ADDRESS and temporal.address)")
 	pf.StringVar(&x.flags.Namespace, "namespace", "", "Temporal namespace (overrides TEMPORAL_NAMESPACE and temporal.namespace)")
 	pf.StringVar(&x.flags.Profile, "profile", "", "profile of the Temporal config file (default $TEMPORAL_PROFILE, then \"default\")")
@@ -112,7 +121,7 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 	}
 	if !x.asJSON && code == exitUsage {
 		// The flags may not have parsed: --json still asks for JSON.
-		x.asJSON = asksJSON(args)
+		x.asJSON = output.AsksJSON(args)
 	}
 	if x.asJSON {
 		_ = x.writeJSON(x.stderr, jsonError{Error: err.Error(), Kind: exitKind(code), ExitCode: code, Reasons: reasonsOf(err)})
@@ -135,6 +144,10 @@ type jsonError struct {
 	ExitCode int      `json:"exit_code"`
 	Reasons  []string `json:"reasons,omitempty"`
 }
+
+// defaultUI is the Web UI's address when neither --ui nor $ADOPT_UI says:
+// the dev server's.
+const defaultUI = "http://127.0.0.1:8233"
 
 func envOr(k, d string) string {
 	if v := os.Getenv(k); v != "" {

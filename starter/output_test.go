@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,13 @@ func TestOutputFormats(t *testing.T) {
 	if code != exitUsage || json.Unmarshal([]byte(errs), &e) != nil || out != "" {
 		t.Errorf("-o yaml --json: exit %d, want a usage error as JSON on stderr:\n%s%s", code, out, errs)
 	}
+	code, out, errs = runCLI(t, f, "status", "--json", "-o", "text")
+	if code != exitUsage || out != "" || !strings.Contains(errs, "--json and --output text contradict each other") {
+		t.Errorf("--json -o text: exit %d, want a usage error:\n%s%s", code, out, errs)
+	}
+	if code, out, errs = runCLI(t, f, "status", "--json", "-o", "json"); code != exitOK || out != want {
+		t.Errorf("--json -o json: exit %d:\n%s%s", code, out, errs)
+	}
 }
 
 // The table has an AGE column; an empty list says so on stderr, leaving
@@ -56,13 +64,29 @@ func TestOverviewAgeAndHintOnStderr(t *testing.T) {
 	}
 }
 
-func TestTimesAreUTC(t *testing.T) {
-	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("CET", 3600))
-	if got := stamp(at); got != "2026-01-02 02:04:05 UTC" {
-		t.Errorf("stamp = %q", got)
-	}
-	if got := clock(at); got != "02:04:05 UTC" {
-		t.Errorf("clock = %q", got)
+// adopt status writes every time as timefmt does: UTC with Z (never the
+// host's zone unnamed), or with --local the host's zone with its offset.
+func TestStatusTimesAreUTCWithZ(t *testing.T) {
+	defer func(l *time.Location) { time.Local, showLocal = l, false }(time.Local)
+	time.Local = time.FixedZone("CET", 3600)
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	ns := &nodeStatus{StateFrom: "visibility", Next: "wait"}
+	ns.Node, ns.Phase = "n1", "adopted"
+	ns.Run.Status, ns.Run.Closed = "completed", at
+	ns.Events = []workflows.Event{{At: at, Text: "adopted"}}
+	ns.Pending = []pendingActivity{{Type: "Probe", State: "scheduled", Attempt: 1, Scheduled: at}}
+	for local, want := range map[bool][]string{
+		false: {"RUN: completed at 2026-01-02 03:04:05Z", "waiting since 03:04:05Z", "  03:04:05Z  adopted"},
+		true:  {"RUN: completed at 2026-01-02 04:04:05+01:00", "waiting since 04:04:05+01:00", "  04:04:05+01:00  adopted"},
+	} {
+		showLocal = local
+		var b strings.Builder
+		printStatus(&b, ns, 200)
+		for _, w := range want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("local=%v: want %q in:\n%s", local, w, b.String())
+			}
+		}
 	}
 }
 
@@ -76,10 +100,10 @@ func TestWaitShowsProgressOnStderr(t *testing.T) {
 	if code == exitOK || out != "" {
 		t.Fatalf("wait: exit %d, stdout %q", code, out)
 	}
-	if !strings.Contains(errs, " UTC node n00: phase flipping\n") || !strings.Contains(errs, "last seen: phase flipping") {
+	if !strings.Contains(errs, "Z node n00: phase flipping\n") || !strings.Contains(errs, "last seen: phase flipping") {
 		t.Errorf("want the progress line and the last seen state, got:\n%s", errs)
 	}
-	if n := strings.Count(errs, "UTC node n00:"); n != 1 {
+	if n := strings.Count(errs, "Z node n00:"); n != 1 {
 		t.Errorf("the unchanged state was shown %d times, want once:\n%s", n, errs)
 	}
 }
@@ -101,7 +125,7 @@ func TestStatusWatch(t *testing.T) {
 	if code := <-done; code != exitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	if n := strings.Count(out.String(), "NODE"); n < 2 || strings.Count(errb.String(), " UTC\n") < 2 {
+	if n := strings.Count(out.String(), "NODE"); n < 2 || len(regexp.MustCompile(`(?m)^--- \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$`).FindAllString(errb.String(), -1)) < 2 {
 		t.Errorf("want the table at least twice, each round stamped:\n%s\n%s", out.String(), errb.String())
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"adoption/firewall"
 	"adoption/firewall/flip"
+	"adoption/timefmt"
 	"adoption/workflows"
 )
 
@@ -76,7 +77,7 @@ func printStatus(w io.Writer, ns *nodeStatus, width int) {
 		printState(w, &ns.State, width)
 	}
 	if ns.Run.Status != "running" {
-		fmt.Fprintf(w, "\nRUN: %s at %s\n", ns.Run.Status, ns.Run.Closed.Local().Format(time.DateTime))
+		fmt.Fprintf(w, "\nRUN: %s at %s\n", ns.Run.Status, stamp(ns.Run.Closed))
 	}
 	if ns.Agents != nil {
 		fmt.Fprintln(w)
@@ -90,7 +91,7 @@ func printStatus(w io.Writer, ns *nodeStatus, width int) {
 	for _, p := range ns.Pending {
 		line := fmt.Sprintf("step %s, %s, attempt %d", p.Type, p.State, p.Attempt)
 		if !p.Scheduled.IsZero() {
-			line += fmt.Sprintf(", waiting since %s (%s)", p.Scheduled.Local().Format("15:04:05"), time.Since(p.Scheduled).Round(time.Second))
+			line += fmt.Sprintf(", waiting since %s (%s)", clock(p.Scheduled), time.Since(p.Scheduled).Round(time.Second))
 		}
 		if p.LastFailure != "" {
 			line += "; last failure: " + p.LastFailure
@@ -107,7 +108,7 @@ func printStatus(w io.Writer, ns *nodeStatus, width int) {
 	if n := len(ns.Events); n > 0 {
 		fmt.Fprintln(w, "\nRECENT EVENTS")
 		for _, e := range ns.Events[max(0, n-8):] {
-			fmt.Fprintln(w, wrapLine("  "+e.At.Local().Format("15:04:05")+"  ", e.Text, width))
+			fmt.Fprintln(w, wrapLine("  "+clock(e.At)+"  ", e.Text, width))
 		}
 	}
 	fmt.Fprintf(w, "\nWeb UI: %s\n", ns.Link)
@@ -174,7 +175,7 @@ func printState(w io.Writer, s *workflows.State, width int) {
 		}
 	}
 	if r := s.LastReconcile; r != nil {
-		fmt.Fprintf(w, "LAST RECONCILE: %s, %d present, %d put back %s\n", r.At.Format("15:04:05"), r.Present, len(r.Restored), r.Error)
+		fmt.Fprintf(w, "LAST RECONCILE: %s, %d present, %d put back %s\n", clock(r.At), r.Present, len(r.Restored), r.Error)
 	}
 	if s.Waiting != "" {
 		fmt.Fprintf(w, "WAITING: %s\n", s.Waiting)
@@ -207,61 +208,28 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // writeJSON writes v as --output asks: indented (json) or one line (jsonl).
-func (x *cli) writeJSON(w io.Writer, v any) error {
-	if x.output == outputJSONL {
-		return json.NewEncoder(w).Encode(v)
-	}
-	return writeJSON(w, v)
-}
-
-// The values of --output.
-const (
-	outputText  = "text"
-	outputJSON  = "json"
-	outputJSONL = "jsonl"
-)
-
-// outputs are --output's values, for its help and completion.
-var outputs = []string{outputText, outputJSON, outputJSONL}
+func (x *cli) writeJSON(w io.Writer, v any) error { return x.out.Write(w, v) }
 
 // setOutput applies --output (and --json, its alias for json).
 func (x *cli) setOutput() error {
-	switch x.output {
-	case "", outputText:
-		if x.asJSON {
-			x.output = outputJSON
-		}
-	case outputJSON, outputJSONL:
-		x.asJSON = true
-	default:
-		return usagef("--output %q: want one of %s (adopt brief writes to a file with --out)", x.output, strings.Join(outputs, ", "))
+	if err := x.out.Resolve("adopt brief writes to a file with --out"); err != nil {
+		return usagef("%v", err)
 	}
+	x.asJSON = x.out.IsJSON()
+	showLocal = x.out.Local
 	return nil
 }
 
-// asksJSON says whether args ask for JSON, for an error reported before
-// the flags parsed.
-func asksJSON(args []string) bool {
-	for i, a := range args {
-		switch {
-		case a == "--json" || a == "--json=true":
-			return true
-		case a == "-o" || a == "--output":
-			if i+1 < len(args) && strings.HasPrefix(args[i+1], "json") {
-				return true
-			}
-		case strings.HasPrefix(a, "--output=json") || strings.HasPrefix(a, "-ojson") || strings.HasPrefix(a, "-o=json"):
-			return true
-		}
-	}
-	return false
-}
+// showLocal is --local of the command line being run (setOutput sets it
+// before any command runs): times in the host's zone rather than UTC.
+var showLocal bool
 
-// UTC is how every time is shown: one zone, named.
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+// stamp is a moment in full, as timefmt writes every time: UTC with Z, or
+// with --local the host's zone with its offset.
+func stamp(t time.Time) string { return timefmt.Format(t, showLocal) }
 
-// clock is a time of day within the next hours, in UTC, named.
-func clock(t time.Time) string { return t.UTC().Format("15:04:05 UTC") }
+// clock is a time of day within the next hours, as timefmt writes it.
+func clock(t time.Time) string { return timefmt.Clock(t, showLocal) }
 
 func orUnknown(s string) string {
 	if s == "" {

@@ -54,7 +54,7 @@ func (x *cli) requestCommand(ctx context.Context, s requestSpec) *cobra.Command 
 		},
 	}
 	if s.waitFor != nil {
-		c.Flags().BoolVar(&wait, "wait", false, "once accepted, wait until "+s.waitWhat+", showing progress on stderr as it changes (as `adopt wait` does)")
+		c.Flags().BoolVar(&wait, "wait", false, "once accepted, wait until "+s.waitWhat+", showing progress on stderr as it changes, as adopt wait does")
 		c.Flags().DurationVar(&waitTimeout, "wait-timeout", 15*time.Minute, "with --wait: give up after this long, every query included")
 	}
 	return c

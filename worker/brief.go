@@ -13,18 +13,25 @@ import (
 
 	"adoption/activities"
 	"adoption/briefing"
+	"adoption/output"
 )
 
 func briefCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer) *cobra.Command {
 	var asHTML bool
-	var out string
+	var file string
+	var out output.Flags
 	cmd := &cobra.Command{
-		Use:     "brief",
-		Short:   "Write the node's briefing from a local probe (read-only, no Temporal): what to read before adopt start",
-		Example: "  adopt-worker brief --config /etc/adoption/n1.yaml --html --out n1.html",
-		Args:    cobra.NoArgs,
+		Use:   "brief",
+		Short: "Write the node's briefing from a local probe (read-only, no Temporal): what to read before adopt start",
+		Example: `  adopt-worker brief --config /etc/adoption/node.yaml                       # Markdown on stdout
+  adopt-worker brief --config /etc/adoption/node.yaml --html --out n1.html  # a standalone page
+  adopt-worker brief --config /etc/adoption/node.yaml -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(*cfgPath, nil)
+			if err := out.Resolve("write to a file with --out"); err != nil {
+				return usageError{err}
+			}
+			cfg, err := loadNodeConfig(*cfgPath)
 			if err != nil {
 				return err
 			}
@@ -32,10 +39,16 @@ func briefCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer
 			if err != nil {
 				return err
 			}
-			return briefing.Write(stdout, out, asHTML, briefing.Build(cfg.Plan(), r, nil, time.Now()))
+			b := briefing.Build(cfg.Plan(), r, nil, time.Now())
+			b.Local = out.Local
+			if out.IsJSON() && file == "" {
+				return out.Write(stdout, b)
+			}
+			return briefing.Write(stdout, file, asHTML, b)
 		},
 	}
+	out.Register(cmd.Flags())
 	cmd.Flags().BoolVar(&asHTML, "html", false, "write a standalone HTML page instead of Markdown")
-	cmd.Flags().StringVarP(&out, "out", "o", "", "write to FILE (0600) instead of stdout")
+	cmd.Flags().StringVar(&file, "out", "", "write to FILE (0600) instead of stdout (-o is the output format, as on every command)")
 	return cmd
 }

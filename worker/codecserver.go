@@ -25,8 +25,9 @@ func codecServerCommand(ctx context.Context, cfgPath *string, stderr io.Writer) 
 	var listen, authFile string
 	var origins []string
 	cmd := &cobra.Command{
-		Use:   "codec-server",
-		Short: "Serve /decode and /encode for the Temporal Web UI with the codec key: decoded payloads, encrypted signal inputs",
+		Use:     "codec-server",
+		Example: "  adopt-worker codec-server --config /etc/adoption/orchestrator.yaml",
+		Short:   "Serve /decode and /encode for the Temporal Web UI with the codec key: decoded payloads, encrypted signal inputs",
 		Long: `Serves the Web UI's codec endpoint: the browser posts a history's encrypted
 payloads to /decode and gets them back decoded, and a signal's input typed into
 its Signal dialog to /encode, so it reaches the workers encrypted (the input

@@ -7,11 +7,13 @@ package main
 
 import (
 	"errors"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"adoption/config"
+	"adoption/output"
 )
 
 const (
@@ -36,6 +38,43 @@ func loadConfig(path string, extra map[string]string) (*config.Config, error) {
 		return nil, configError{err}
 	}
 	return cfg, nil
+}
+
+// loadNodeConfig is loadConfig for the commands that act as a node. No
+// file given (--config, $ADOPT_CONFIG) and no node named in the
+// environment is "no configuration given", with the flag and the file to
+// try, rather than the first key an empty configuration lacks.
+func loadNodeConfig(path string) (*config.Config, error) {
+	if !config.Given(path) && os.Getenv(config.EnvVar("node.name")) == "" {
+		return nil, configError{errors.New(config.NoConfiguration(config.NodeFile))}
+	}
+	return loadConfig(path, nil)
+}
+
+// exitCodes is the one table of what each exit status means, as every
+// --help prints it.
+var exitCodes = []output.ExitCode{
+	{Code: 0, Meaning: "done"},
+	{Code: exitFailure, Meaning: "failure: a restart may help (Temporal gone after it answered, a step that failed)"},
+	{Code: exitUsage, Meaning: "usage: a bad flag or argument"},
+	{Code: exitConfig, Meaning: "configuration: a bad or missing file, Temporal TLS files, codec key, credentials\n" +
+		"refused; a restart cannot fix it (the units' RestartPreventExitStatus=64 78)"},
+}
+
+// exitCodesHelp is exitCodes as --help prints it.
+var exitCodesHelp = output.ExitCodesHelp(exitCodes)
+
+// withExitCodes ends the help of c and every command under it with the
+// exit codes.
+func withExitCodes(c *cobra.Command) {
+	long := c.Long
+	if long == "" {
+		long = c.Short
+	}
+	c.Long = long + "\n\n" + exitCodesHelp
+	for _, sub := range c.Commands() {
+		withExitCodes(sub)
+	}
 }
 
 // exitStatus is the status err exits with.

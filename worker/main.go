@@ -54,7 +54,10 @@ func logOptions(cfg *config.Config) logging.Options {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfgPath string
 	root := &cobra.Command{
-		Use:           "adopt-worker",
+		Use: "adopt-worker",
+		Example: `  adopt-worker check --config /etc/adoption/node.yaml
+  adopt-worker run --config /etc/adoption/node.yaml
+  adopt-worker orchestrate --config /etc/adoption/orchestrator.yaml`,
 		Short:         "adoption's Temporal worker: the orchestrator (orchestrate) or a node agent (run)",
 		Version:       buildinfo.Read().String(),
 		SilenceUsage:  true,
@@ -69,8 +72,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		watchdogCommand(ctx, &cfgPath, stderr),
 		briefCommand(ctx, &cfgPath, stdout, stderr),
 		codecServerCommand(ctx, &cfgPath, stderr),
+		checkCommand(ctx, &cfgPath, stdout, stderr),
 	)
 	markUsage(root)
+	withExitCodes(root)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -35,7 +35,9 @@ func orchestrateCommand(ctx context.Context, cfgPath *string, stderr io.Writer) 
 	var id, pollers, witnessKey string
 	var makeCurrent bool
 	cmd := &cobra.Command{
-		Use:   "orchestrate",
+		Use: "orchestrate",
+		Example: `  adopt-worker orchestrate --config /etc/adoption/orchestrator.yaml
+  adopt-worker orchestrate --make-current   # an upgrade: this build takes the workflows over`,
 		Short: "Run the adoption workflows (task queue adoption) as a version of Worker Deployment adoption",
 		Long: `Runs the workflow worker: every node's NodeMigration and every Fleet, for the
 whole fleet. It needs only the temporal.* settings (a configuration file, or

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -12,16 +11,23 @@ import (
 	"github.com/spf13/cobra"
 
 	"adoption/activities"
+	"adoption/output"
+	"adoption/timefmt"
 )
 
 func probeCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer) *cobra.Command {
-	var asJSON bool
+	var out output.Flags
 	cmd := &cobra.Command{
 		Use:   "probe",
 		Short: "Probe the node read-only, without Temporal, and print what was found",
-		Args:  cobra.NoArgs,
+		Example: `  adopt-worker probe --config /etc/adoption/node.yaml
+  adopt-worker probe --config /etc/adoption/node.yaml -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(*cfgPath, nil)
+			if err := out.Resolve(""); err != nil {
+				return usageError{err}
+			}
+			cfg, err := loadNodeConfig(*cfgPath)
 			if err != nil {
 				return err
 			}
@@ -29,21 +35,19 @@ func probeCommand(ctx context.Context, cfgPath *string, stdout, stderr io.Writer
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(r)
+			if out.IsJSON() {
+				return out.Write(stdout, r)
 			}
-			printProbe(stdout, r)
+			printProbe(stdout, r, out.Local)
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (stable, for scripts)")
+	out.Register(cmd.Flags())
 	return cmd
 }
 
-func printProbe(w io.Writer, r *activities.ProbeReport) {
-	fmt.Fprintf(w, "node %s, probed %s\n", r.Node, r.At.Format("2006-01-02 15:04:05Z"))
+func printProbe(w io.Writer, r *activities.ProbeReport, local bool) {
+	fmt.Fprintf(w, "node %s, probed %s\n", r.Node, timefmt.Format(r.At, local))
 	fmt.Fprintf(w, "firewall: %s", r.Firewall.Kind)
 	if r.Firewall.Unsupported != "" {
 		fmt.Fprintf(w, " (UNSUPPORTED: %s)", r.Firewall.Unsupported)

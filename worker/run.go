@@ -38,11 +38,12 @@ import (
 
 func runCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *cobra.Command {
 	return &cobra.Command{
-		Use:   "run",
-		Short: "Run this node's activities (task queue adoption-node-<node>); the workflows run in `adopt-worker orchestrate`",
-		Args:  cobra.NoArgs,
+		Use:     "run",
+		Example: "  adopt-worker run --config /etc/adoption/node.yaml",
+		Short:   "Run this node's activities (task queue adoption-node-<node>); the workflows run in `adopt-worker orchestrate`",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(*cfgPath, nil)
+			cfg, err := loadNodeConfig(*cfgPath)
 			if err != nil {
 				return err
 			}

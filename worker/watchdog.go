@@ -19,11 +19,12 @@ import (
 
 func watchdogCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *cobra.Command {
 	return &cobra.Command{
-		Use:   "watchdog",
-		Short: "Revert the current flip unless it is confirmed by its deadline (started by the flip itself)",
-		Args:  cobra.NoArgs,
+		Use:     "watchdog",
+		Example: "  adopt-worker watchdog --config /etc/adoption/node.yaml   # started by the flip itself; by hand only to test",
+		Short:   "Revert the current flip unless it is confirmed by its deadline (started by the flip itself)",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(*cfgPath, nil)
+			cfg, err := loadNodeConfig(*cfgPath)
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"adoption/buildinfo"
 	"adoption/config"
 	"adoption/internal/opkey"
 	"adoption/sandbox"
@@ -27,7 +28,8 @@ func main() {
 }
 
 func root() *cobra.Command {
-	r := &cobra.Command{Use: "adopt-sandbox", SilenceUsage: true, SilenceErrors: true}
+	r := &cobra.Command{Use: "adopt-sandbox", Version: buildinfo.Read().String(), SilenceUsage: true, SilenceErrors: true}
+	r.SetVersionTemplate("adopt-sandbox {{.Version}}\n")
 	var name, dir, temporal, planFile, codecKey, fleet string
 	var index int
 	var allow, allowOnly, closed []string
