@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"adoption/buildinfo"
+	"adoption/manpage"
 )
 
 func main() {
@@ -96,6 +97,7 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 		x.fleetCommand(ctx),
 		x.briefCommand(ctx),
 		x.resolveCommand(ctx),
+		manpage.Command(),
 	)
 	x.withCompletions(ctx, root)
 	root.SetArgs(args)

@@ -19,6 +19,7 @@ import (
 	"adoption/buildinfo"
 	"adoption/config"
 	"adoption/logging"
+	"adoption/manpage"
 )
 
 func main() {
@@ -69,6 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		watchdogCommand(ctx, &cfgPath, stderr),
 		briefCommand(ctx, &cfgPath, stdout, stderr),
 		codecServerCommand(ctx, &cfgPath, stderr),
+		manpage.Command(),
 	)
 	markUsage(root)
 	root.SetArgs(args)
