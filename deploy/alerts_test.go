@@ -100,27 +100,17 @@ func TestAlertRulesAndDashboardNameRealSeries(t *testing.T) {
 // (with the exporter's _total on counters), and `up`.
 func exportedSeries(t *testing.T) map[string]bool {
 	t.Helper()
-	m, err := metrics.New("n1", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := m.Recorder()
-	r.MarkedRules("mail", 1)
-	r.ReconcileRepairs(1)
-	r.Drift(1)
-	r.CutoverStep("mail", "swap", "ok", 0)
-	r.PreviewRefused()
-	r.WatchdogRevert("n1-1")
-	m.SDK().WithTags(map[string]string{"node": "n1", "phase": "adopted"}).Gauge(workflows.PhaseMetric).Update(1)
-	rr := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rr, httptest.NewRequest("GET", "/metrics", nil))
+	body := exposition(t)
 	known := map[string]bool{"up": true}
-	for _, line := range strings.Split(rr.Body.String(), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		if f := strings.Fields(line); len(f) >= 3 && f[0] == "#" && f[1] == "TYPE" {
 			known[f[2]] = true
 		}
 	}
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "go.temporal.io/sdk").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err != nil {
 		t.Fatalf("go list -m go.temporal.io/sdk: %v", err)
 	}
@@ -143,8 +133,83 @@ func exportedSeries(t *testing.T) map[string]bool {
 	}
 	for _, must := range []string{"adoption_phase", "adoption_build_info", "adoption_flip_state", "temporal_num_pollers"} {
 		if !known[must] {
-			t.Fatalf("%s missing from the exported series: the list is wrong\n%s", must, rr.Body.String())
+			t.Fatalf("%s missing from the exported series: the list is wrong\n%s", must, body)
 		}
 	}
 	return known
+}
+
+// exposition is the /metrics text of a real registry once each recorder
+// method ran, the workflow-side phase was set and the agent dialled.
+func exposition(t *testing.T) string {
+	t.Helper()
+	m, err := metrics.New("n1", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := m.Recorder()
+	r.MarkedRules("mail", 1)
+	r.ReconcileRepairs(1)
+	r.Drift(1)
+	r.CutoverStep("mail", "swap", "ok", 0)
+	r.PreviewRefused()
+	r.WatchdogRevert("n1-1")
+	m.SDK().WithTags(map[string]string{"node": "n1", "phase": "adopted"}).Gauge(workflows.PhaseMetric).Update(1)
+	m.Dialled(true)
+	rr := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rr, httptest.NewRequest("GET", "/metrics", nil))
+	return rr.Body.String()
+}
+
+// The dashboard has a node variable, every adoption_* series it queries
+// that carries a node label (in a real registry's exposition) is filtered
+// by it, and a panel shows whether each agent reached Temporal.
+func TestDashboardFiltersByNode(t *testing.T) {
+	byNode := map[string]bool{}
+	for _, line := range strings.Split(exposition(t), "\n") {
+		if name, labels, ok := strings.Cut(line, "{"); ok && !strings.HasPrefix(line, "#") && strings.Contains(labels, `node="n1"`) {
+			byNode[name] = true
+		}
+	}
+	if !byNode[metrics.DialledMetric] || !byNode["adoption_drift_items"] {
+		t.Fatalf("the exposition's node-labelled series are misread: %v", byNode)
+	}
+	var dash struct {
+		Templating struct {
+			List []struct{ Name, Type, Definition string }
+		}
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	b, err := os.ReadFile("grafana/adoption.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	variable := false
+	for _, v := range dash.Templating.List {
+		variable = variable || (v.Name == "node" && v.Type == "query" && strings.Contains(v.Definition, "node"))
+	}
+	if !variable {
+		t.Errorf("the dashboard has no $node variable: %+v", dash.Templating.List)
+	}
+	dialled := false
+	use := regexp.MustCompile(`\b(adoption_[a-z_]+)(\{[^}]*\})?`)
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, m := range use.FindAllStringSubmatch(tg.Expr, -1) {
+				dialled = dialled || m[1] == metrics.DialledMetric
+				if byNode[m[1]] && !strings.Contains(m[2], `node=~"$node"`) {
+					t.Errorf("panel %q: %s is not filtered by $node: %s", p.Title, m[1], tg.Expr)
+				}
+			}
+		}
+	}
+	if !dialled {
+		t.Errorf("no panel shows %s", metrics.DialledMetric)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -43,5 +44,30 @@ func TestDepsNamesMissingToolWithoutRoot(t *testing.T) {
 		if strings.Contains(line, "apt-get install -y") && !strings.Contains(line, " ufw") {
 			t.Errorf("install command does not name ufw: %q", line)
 		}
+	}
+}
+
+// The modules the code requires directly are releases: no release
+// candidate, alpha or beta (a pseudo-version of an untagged commit is
+// named as such and allowed).
+func TestNoPrereleaseModules(t *testing.T) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{if not .Indirect}}{{.Path}} {{.Version}}{{end}}", "all")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -m all: %v", err)
+	}
+	pre := regexp.MustCompile(`-(rc|alpha|beta|pre)([.\d]|$)`)
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			n++
+			if pre.MatchString(f[1]) {
+				t.Errorf("go.mod requires %s %s, a pre-release: require a release", f[0], f[1])
+			}
+		}
+	}
+	if n < 10 || !pre.MatchString("v4.0.0-rc.6") || pre.MatchString("v1.7.3-0.20250113171957-fbb4dce95f42") {
+		t.Fatalf("the check is broken: %d direct modules", n)
 	}
 }

@@ -174,3 +174,39 @@ func TestUnitsLifecycle(t *testing.T) {
 		}
 	}
 }
+
+// Every unit says where it is documented: the manual page of the
+// adopt-worker command its ExecStart runs (as the installed binary writes
+// it with `man DIR`, what the packages ship) and a heading of
+// docs/operations.md.
+func TestUnitsDocumented(t *testing.T) {
+	dir, _ := installed(t)
+	man := t.TempDir()
+	if out, err := exec.Command(filepath.Join(dir, "..", "..", "..", "bin", "adopt-worker"), "man", man).CombinedOutput(); err != nil {
+		t.Fatalf("adopt-worker man: %v\n%s", err, out)
+	}
+	anchors := map[string]map[string]bool{}
+	for _, u := range units {
+		unit := parseUnit(t, filepath.Join(dir, u))
+		docs := strings.Fields(unit["Unit.Documentation"])
+		argv := strings.Fields(unit["Service.ExecStart"])
+		page := "man:adopt-worker-" + argv[1] + "(1)"
+		if !slices.Contains(docs, page) {
+			t.Errorf("%s: Documentation=%q lacks %s, the page of the command it runs", u, unit["Unit.Documentation"], page)
+		} else if _, err := os.Stat(filepath.Join(man, "adopt-worker-"+argv[1]+".1")); err != nil {
+			t.Errorf("%s: Documentation= names %s, which adopt-worker man does not write: %v", u, page, err)
+		}
+		links := 0
+		for _, d := range docs {
+			if strings.HasPrefix(d, "https://") {
+				links++
+				if err := checkRunbookLink(d, anchors); err != "" {
+					t.Errorf("%s: Documentation=%s: %s", u, d, err)
+				}
+			}
+		}
+		if links == 0 {
+			t.Errorf("%s: Documentation=%q links no page of docs/", u, unit["Unit.Documentation"])
+		}
+	}
+}

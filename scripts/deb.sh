@@ -29,6 +29,19 @@ mkdir -p "$out"
 for b in adopt adopt-worker; do
 	strip --strip-unneeded --remove-section=.comment -o "$STAGE/$b" "bin/$b"
 done
+# Manual pages (cobra/doc, through each binary's hidden `man DIR`) and
+# shell completions (cobra's `completion`), from the binaries' own
+# commands, in a clean environment (no ADOPT_* default leaks into a page),
+# dated by the commit for a reproducible build.
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
+for b in adopt adopt-worker; do
+	mkdir -p "$STAGE/man/$b" "$STAGE/completions/$b"
+	env -i SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" "bin/$b" man "$STAGE/man/$b"
+	gzip -9n "$STAGE/man/$b"/*.1
+	env -i "bin/$b" completion bash > "$STAGE/completions/$b/$b"
+	env -i "bin/$b" completion zsh > "$STAGE/completions/$b/_$b"
+	env -i "bin/$b" completion fish > "$STAGE/completions/$b/$b.fish"
+done
 # The units with Debian's paths.
 for u in deploy/systemd/*.service; do
 	sed -e 's|@BINDIR@|/usr/bin|g' -e 's|@SYSCONFDIR@|/etc|g' -e 's|@STATEDIR@|/var/lib/adoption|g' \
@@ -41,7 +54,7 @@ Upstream-Name: adoption
 Source: $DEB_HOMEPAGE
 
 Files: *
-Copyright: adoption's authors
+Copyright: $(date -u -d "@$SOURCE_DATE_EPOCH" +%Y) adoption's authors
 License: unspecified
  The project has not published a license yet; until it does, these
  packages are for the operators it is built for.

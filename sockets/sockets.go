@@ -2,20 +2,20 @@
 // UDP sockets read through sock_diag (/proc/net where it is not available,
 // or for a fixture root) in the node's network namespace, each with
 // the process that holds it (from /proc/*/fd) and, when a container publishes
-// the port, the container.
+// the port, the container. /proc is read with github.com/prometheus/procfs.
 package sockets
 
 import (
-	"bufio"
-	"encoding/hex"
+	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/prometheus/procfs"
 
 	"adoption/netns"
 )
@@ -61,12 +61,12 @@ func (p Proc) Listeners() ([]Listener, error) {
 			}
 		}
 		// thread-self: the namespace of this (locked) thread, not of the process.
-		base := filepath.Join(p.Root, "thread-self", "net")
+		base := filepath.Join(p.Root, "thread-self")
 		if p.Netns == "" {
-			base = filepath.Join(p.Root, "self", "net")
+			base = filepath.Join(p.Root, "self")
 		}
 		for _, f := range []struct{ file, proto string }{{"tcp", "tcp"}, {"tcp6", "tcp"}, {"udp", "udp"}, {"udp6", "udp"}} {
-			entries, err := parseNet(filepath.Join(base, f.file), f.proto)
+			entries, err := parseNet(base, f.file, f.proto)
 			if err != nil {
 				return err
 			}
@@ -110,105 +110,107 @@ type netEntry struct {
 	inode string
 }
 
-// parseNet reads one /proc/net/{tcp,udp}[6] table, keeping listening TCP
-// sockets (state 0A) and unconnected bound UDP sockets (remote port 0).
-func parseNet(path, proto string) ([]netEntry, error) {
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return nil, nil // no IPv6 in this namespace
-	}
+// parseNet reads one /proc/net table (file: tcp, tcp6, udp or udp6) of the
+// process directory dir (/proc/self, /proc/thread-self) with procfs,
+// keeping listening TCP sockets (state TCP_LISTEN, as sock_diag says it)
+// and unconnected bound UDP sockets (remote port 0).
+func parseNet(dir, file, proto string) ([]netEntry, error) {
+	fs, err := procfs.NewFS(dir)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	var out []netEntry
-	sc := bufio.NewScanner(f)
-	sc.Scan() // header
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 10 {
-			continue
-		}
-		local, remote, state, inode := fields[1], fields[2], fields[3], fields[9]
-		if proto == "tcp" && state != "0A" {
-			continue
-		}
-		if proto == "udp" && !strings.HasSuffix(remote, ":0000") {
-			continue
-		}
-		addr, port, err := decodeAddr(local)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		out = append(out, netEntry{Listener: Listener{Proto: proto, Addr: addr, Port: port}, inode: inode})
+	var rows procfs.NetIPSocket
+	switch file {
+	case "tcp":
+		t, e := fs.NetTCP()
+		rows, err = procfs.NetIPSocket(t), e
+	case "tcp6":
+		t, e := fs.NetTCP6()
+		rows, err = procfs.NetIPSocket(t), e
+	case "udp":
+		u, e := fs.NetUDP()
+		rows, err = procfs.NetIPSocket(u), e
+	case "udp6":
+		u, e := fs.NetUDP6()
+		rows, err = procfs.NetIPSocket(u), e
+	default:
+		return nil, fmt.Errorf("no /proc/net table %q", file)
 	}
-	return out, sc.Err()
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil // no IPv6 in this namespace
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "net", file), err)
+	}
+	var out []netEntry
+	for _, r := range rows {
+		if proto == "tcp" && r.St != tcpListen || proto == "udp" && r.RemPort != 0 {
+			continue
+		}
+		out = append(out, netEntry{Listener: Listener{Proto: proto, Addr: r.LocalAddr.String(), Port: uint16(r.LocalPort)},
+			inode: strconv.FormatUint(r.Inode, 10)})
+	}
+	return out, nil
 }
 
-// decodeAddr decodes /proc/net's "0100007F:1F90": the address in host byte
-// order in 32-bit words, the port in network order.
-func decodeAddr(s string) (string, uint16, error) {
-	h, p, ok := strings.Cut(s, ":")
-	if !ok {
-		return "", 0, fmt.Errorf("bad address %q", s)
-	}
-	port, err := strconv.ParseUint(p, 16, 16)
+// procs are the processes under p.Root, by pid, with procfs; none when it
+// cannot be read.
+func (p Proc) procs() []procfs.Proc {
+	fs, err := procfs.NewFS(p.Root)
 	if err != nil {
-		return "", 0, fmt.Errorf("bad port in %q", s)
+		return nil
 	}
-	b, err := hex.DecodeString(h)
-	if err != nil || (len(b) != 4 && len(b) != 16) {
-		return "", 0, fmt.Errorf("bad address %q", s)
+	all, err := fs.AllProcs()
+	if err != nil {
+		return nil
 	}
-	for i := 0; i < len(b); i += 4 {
-		b[i], b[i+1], b[i+2], b[i+3] = b[i+3], b[i+2], b[i+1], b[i]
-	}
-	return net.IP(b).String(), uint16(port), nil
+	sort.Slice(all, func(i, j int) bool { return all[i].PID < all[j].PID })
+	return all
 }
 
 // socketOwners maps socket inodes to the first pid holding them. Socket
 // inodes are global, so scanning every process sees holders in any namespace.
 func (p Proc) socketOwners() map[string]int {
 	owners := map[string]int{}
-	for _, pid := range p.pids() {
-		fdDir := filepath.Join(p.Root, strconv.Itoa(pid), "fd")
-		fds, err := os.ReadDir(fdDir)
+	for _, proc := range p.procs() {
+		targets, err := proc.FileDescriptorTargets()
 		if err != nil {
 			continue // gone, or not ours to read
 		}
-		for _, fd := range fds {
-			link, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
-			if err != nil || !strings.HasPrefix(link, "socket:[") {
+		for _, link := range targets {
+			inode, ok := strings.CutPrefix(link, "socket:[")
+			if !ok {
 				continue
 			}
-			inode := strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")
+			inode = strings.TrimSuffix(inode, "]")
 			if _, ok := owners[inode]; !ok {
-				owners[inode] = pid
+				owners[inode] = proc.PID
 			}
 		}
 	}
 	return owners
 }
 
-func (p Proc) pids() []int {
-	entries, _ := os.ReadDir(p.Root)
-	var pids []int
-	for _, e := range entries {
-		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	sort.Ints(pids)
-	return pids
-}
-
 // exe names a process by its executable's base name, falling back to comm.
 func (p Proc) exe(pid int) string {
-	if link, err := os.Readlink(filepath.Join(p.Root, strconv.Itoa(pid), "exe")); err == nil {
+	fs, err := procfs.NewFS(p.Root)
+	if err != nil {
+		return ""
+	}
+	proc, err := fs.Proc(pid)
+	if err != nil {
+		return ""
+	}
+	return exeName(proc)
+}
+
+// exeName is proc's executable's base name, else its comm.
+func exeName(proc procfs.Proc) string {
+	if link, err := proc.Executable(); err == nil && link != "" {
 		return filepath.Base(strings.TrimSuffix(link, " (deleted)"))
 	}
-	b, _ := os.ReadFile(filepath.Join(p.Root, strconv.Itoa(pid), "comm"))
-	return strings.TrimSpace(string(b))
+	comm, _ := proc.Comm()
+	return comm
 }
 
 // Process is a running process found by name.
@@ -231,20 +233,19 @@ func (p Proc) FindProcesses(names []string) []Process {
 	}
 	var out []Process
 	self := os.Getpid()
-	for _, pid := range p.pids() {
-		if pid == self {
+	for _, proc := range p.procs() {
+		if proc.PID == self {
 			continue
 		}
-		comm, _ := os.ReadFile(filepath.Join(p.Root, strconv.Itoa(pid), "comm"))
-		c := strings.TrimSpace(string(comm))
-		exe := p.exe(pid)
+		c, _ := proc.Comm()
+		exe := exeName(proc)
 		if want[exe] || want[c] {
 			name := exe
 			if !want[exe] {
 				name = c
 			}
-			pr := Process{PID: pid, Exe: name, Unit: p.userUnit(pid), UID: -1}
-			if uid, ok := p.uid(pid); ok {
+			pr := Process{PID: proc.PID, Exe: name, Unit: userUnit(proc), UID: -1}
+			if uid, ok := procUID(proc); ok {
 				pr.UID, pr.User = uid, userName(uid)
 			}
 			out = append(out, pr)
@@ -253,35 +254,25 @@ func (p Proc) FindProcesses(names []string) []Process {
 	return out
 }
 
-// uid is the real user ID a process runs as (/proc/PID/status).
-func (p Proc) uid(pid int) (int, bool) {
-	b, err := os.ReadFile(filepath.Join(p.Root, strconv.Itoa(pid), "status"))
+// procUID is the real user ID a process runs as.
+func procUID(proc procfs.Proc) (int, bool) {
+	st, err := proc.NewStatus()
 	if err != nil {
 		return 0, false
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "Uid:" {
-			uid, err := strconv.Atoi(f[1])
-			return uid, err == nil
-		}
-	}
-	return 0, false
+	return int(st.UIDs[0]), true
 }
 
 // userUnit is the systemd user unit a process runs in, read from its
 // cgroup path (".../user@1000.service/app.slice/sync.service"): the last
 // unit under the user's manager. "" when it runs under no user manager.
-func (p Proc) userUnit(pid int) string {
-	b, err := os.ReadFile(filepath.Join(p.Root, strconv.Itoa(pid), "cgroup"))
+func userUnit(proc procfs.Proc) string {
+	cgs, err := proc.Cgroups()
 	if err != nil {
 		return ""
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		parts := strings.SplitN(l, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		segs := strings.Split(parts[2], "/")
+	for _, cg := range cgs {
+		segs := strings.Split(cg.Path, "/")
 		for i, seg := range segs {
 			if !strings.HasPrefix(seg, "user@") || !strings.HasSuffix(seg, ".service") {
 				continue

@@ -16,6 +16,7 @@ import (
 
 	"adoption/buildinfo"
 	"adoption/config"
+	"adoption/manpage"
 	"adoption/output"
 )
 
@@ -106,6 +107,7 @@ configuration's temporal.*, then 127.0.0.1:7233 and namespace default.
 		x.briefCommand(ctx),
 		x.resolveCommand(ctx),
 		x.signCommand(ctx),
+		manpage.Command(),
 	)
 	x.withCompletions(ctx, root)
 	root.SetArgs(args)

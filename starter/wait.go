@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/spf13/cobra"
 
 	"adoption/workflows"
@@ -112,9 +113,10 @@ func (x *cli) waitQuiet(ctx context.Context, node string, g waitGoal, timeout ti
 	last, shown := "nothing yet", ""
 	checkedModule := false
 	// Each look asks the workflow and the task queues: after the first
-	// ones it backs off while nothing changes, up to waitMaxEvery, and
-	// comes back to waitFirstEvery as soon as something does.
-	every := waitFirstEvery
+	// ones it backs off while nothing changes, doubling up to
+	// waitMaxEvery, and comes back to waitFirstEvery as soon as something
+	// does (cenkalti/backoff, without jitter: one CLI waits alone).
+	looks := &backoff.ExponentialBackOff{InitialInterval: waitFirstEvery, Multiplier: 2, MaxInterval: waitMaxEvery}
 	for {
 		ns, err := x.nodeStatus(ctx, node)
 		switch {
@@ -146,10 +148,10 @@ func (x *cli) waitQuiet(ctx context.Context, node string, g waitGoal, timeout ti
 			if !x.asJSON {
 				fmt.Fprintf(x.stderr, "%s node %s: %s\n", clock(time.Now()), node, last)
 			}
-			shown, every = last, waitFirstEvery
-		} else if every *= 2; every > waitMaxEvery {
-			every = waitMaxEvery
+			shown = last
+			looks.Reset()
 		}
+		every := looks.NextBackOff()
 		select {
 		case <-ctx.Done():
 			if parentDone := errors.Is(context.Cause(ctx), context.Canceled); parentDone {

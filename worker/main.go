@@ -19,6 +19,7 @@ import (
 	"adoption/buildinfo"
 	"adoption/config"
 	"adoption/logging"
+	"adoption/manpage"
 )
 
 func main() {
@@ -73,6 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		briefCommand(ctx, &cfgPath, stdout, stderr),
 		codecServerCommand(ctx, &cfgPath, stderr),
 		checkCommand(ctx, &cfgPath, stdout, stderr),
+		manpage.Command(),
 	)
 	markUsage(root)
 	withExitCodes(root)

@@ -8,28 +8,17 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
+
+	"github.com/coreos/go-systemd/v22/daemon"
 )
 
 // notifySocketEnv is where systemd says its notification socket is.
 const notifySocketEnv = "NOTIFY_SOCKET"
 
-// sdNotify sends state (e.g. "READY=1") to the service manager.
+// sdNotify sends state (e.g. "READY=1") to the service manager with
+// go-systemd's daemon.SdNotify; without NOTIFY_SOCKET it sends nothing.
 func sdNotify(state string) error {
-	name := os.Getenv(notifySocketEnv)
-	if name == "" {
-		return nil
-	}
-	if name[0] == '@' { // an abstract socket
-		name = "\x00" + name[1:]
-	}
-	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: name, Net: "unixgram"})
-	if err != nil {
-		return fmt.Errorf("sd_notify %s: %w", notifySocketEnv, err)
-	}
-	defer conn.Close()
-	if _, err := conn.Write([]byte(state)); err != nil {
+	if _, err := daemon.SdNotify(false, state); err != nil {
 		return fmt.Errorf("sd_notify %s: %w", notifySocketEnv, err)
 	}
 	return nil
@@ -38,14 +27,14 @@ func sdNotify(state string) error {
 // ready tells systemd the worker works; a failure to say so is logged (the
 // unit's start then times out and says why).
 func ready(log *slog.Logger) {
-	if err := sdNotify("READY=1"); err != nil {
+	if err := sdNotify(daemon.SdNotifyReady); err != nil {
 		log.Error("cannot tell systemd the worker is ready", "err", err)
 	}
 }
 
 // stopping tells systemd the worker is shutting down.
 func stopping(log *slog.Logger) {
-	if err := sdNotify("STOPPING=1"); err != nil {
+	if err := sdNotify(daemon.SdNotifyStopping); err != nil {
 		log.Warn("cannot tell systemd the worker is stopping", "err", err)
 	}
 }

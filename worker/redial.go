@@ -10,38 +10,22 @@ package main
 import (
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"go.temporal.io/sdk/client"
 
 	"adoption/connect"
 )
 
-// backoff is how long the agent waits between two dials: First, doubled
-// after each failure up to Max, each wait drawn at random between half of
-// it and all of it, so that agents cut off together do not dial together.
-type backoff struct {
-	First, Max time.Duration
-	// Rand is in [0, 1); nil: math/rand/v2.
-	Rand func() float64
-}
-
-// dialBackoff is the agent's: 1 s doubling to 1 min.
-var dialBackoff = backoff{First: time.Second, Max: time.Minute}
-
-// wait is the pause after the n-th failed dial (n from 1).
-func (b backoff) wait(n int) time.Duration {
-	d := b.First
-	for i := 1; i < n && d < b.Max; i++ {
-		d *= 2
-	}
-	d = min(d, b.Max)
-	r := rand.Float64
-	if b.Rand != nil {
-		r = b.Rand
-	}
-	return d/2 + time.Duration(r()*float64(d/2))
+// dialBackoff is the agent's wait between two dials (cenkalti/backoff):
+// 1 s doubling to 1 min, each wait drawn at random between half of it and
+// all of it, so that agents cut off together do not dial together. The
+// library draws around a centre, so the centre is three quarters of that
+// (0.75 s doubling to 45 s) give or take a third.
+func dialBackoff() backoff.BackOff {
+	return &backoff.ExponentialBackOff{InitialInterval: 750 * time.Millisecond, RandomizationFactor: 1.0 / 3,
+		Multiplier: 2, MaxInterval: 45 * time.Second}
 }
 
 // dialer is one dial of Temporal.
@@ -51,7 +35,7 @@ type dialer func(context.Context) (client.Client, error)
 // Each unreachable try is one warning naming the address, the error and
 // the next try, and one call of waiting; any other error is returned at
 // once as a configuration error.
-func dialUntil(ctx context.Context, dial dialer, b backoff, addr string, log *slog.Logger, waiting func(attempt int, err error, next time.Duration)) (client.Client, error) {
+func dialUntil(ctx context.Context, dial dialer, b backoff.BackOff, addr string, log *slog.Logger, waiting func(attempt int, err error, next time.Duration)) (client.Client, error) {
 	for n := 1; ; n++ {
 		c, err := dial(ctx)
 		if ctx.Err() != nil {
@@ -69,7 +53,7 @@ func dialUntil(ctx context.Context, dial dialer, b backoff, addr string, log *sl
 		if !connect.Unreachable(err) {
 			return nil, configError{err}
 		}
-		next := b.wait(n)
+		next := b.NextBackOff()
 		log.Warn("Temporal is out of reach: the node's own watch runs on, the dial is retried", "temporal", addr,
 			"attempt", n, "err", err.Error(), "retry_in", next.Round(time.Millisecond).String())
 		if waiting != nil {

@@ -13,33 +13,35 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"go.temporal.io/sdk/client"
 
 	"adoption/config"
 	"adoption/connect"
 )
 
-// The wait between dials doubles from First to Max and no further, each
-// drawn between half of it and all of it.
+// The wait between dials doubles from 1 s to 1 min and no further, each
+// drawn between half of it and all of it (checked over many draws, which
+// also reach near both ends).
 func TestDialBackoff(t *testing.T) {
-	low, high := dialBackoff, dialBackoff
-	low.Rand, high.Rand = func() float64 { return 0 }, func() float64 { return 0.999999 }
 	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute, time.Minute}
+	low, high := make([]time.Duration, len(want)), make([]time.Duration, len(want))
+	for range 2000 {
+		b := dialBackoff()
+		for i, w := range want {
+			got := b.NextBackOff()
+			if got < w/2 || got > w+time.Nanosecond {
+				t.Fatalf("wait %d: %s, want within [%s, %s]", i+1, got, w/2, w)
+			}
+			if low[i] == 0 || got < low[i] {
+				low[i] = got
+			}
+			high[i] = max(high[i], got)
+		}
+	}
 	for i, w := range want {
-		n := i + 1
-		if got := low.wait(n); got != w/2 {
-			t.Errorf("wait(%d) at the low end: %s, want %s", n, got, w/2)
-		}
-		if got := high.wait(n); got > w || got < w-time.Millisecond {
-			t.Errorf("wait(%d) at the high end: %s, want just under %s", n, got, w)
-		}
-	}
-	if got := low.wait(1000); got != 30*time.Second {
-		t.Errorf("wait(1000): %s, want the cap's half, 30s", got)
-	}
-	for range 1000 {
-		if d := dialBackoff.wait(7); d < 30*time.Second || d > time.Minute {
-			t.Fatalf("a random wait of the capped step: %s, want within [30s, 1m]", d)
+		if low[i] > w/2+w/20 || high[i] < w-w/20 {
+			t.Errorf("wait %d over 2000 draws spans [%s, %s], want close to [%s, %s]", i+1, low[i], high[i], w/2, w)
 		}
 	}
 }
@@ -67,14 +69,14 @@ func TestDialUntilRetriesOnlyUnreachable(t *testing.T) {
 	dial := func(tc config.Temporal) dialer {
 		return func(ctx context.Context) (client.Client, error) { return connect.Dial(ctx, tc, logger) }
 	}
-	b := backoff{First: 20 * time.Millisecond, Max: 80 * time.Millisecond}
+	b := &backoff.ExponentialBackOff{InitialInterval: 20 * time.Millisecond, Multiplier: 2, MaxInterval: 80 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	tries := 0
 	start := time.Now()
 	c, err := dialUntil(ctx, dial(config.Temporal{Address: addr, Namespace: "default"}), b, addr, logger, func(n int, err error, next time.Duration) {
 		tries = n
-		if !connect.Unreachable(err) || next > b.Max {
+		if !connect.Unreachable(err) || next > b.MaxInterval {
 			t.Errorf("try %d: %v, next in %s", n, err, next)
 		}
 	})

@@ -139,7 +139,7 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	// would time out and restart the agent, its watch with it.
 	ready(logger)
 	notifyStatus(logger, "watching the node; dialling Temporal at "+cfg.Temporal.Address)
-	c, err := dialUntil(ctx, dial, dialBackoff, cfg.Temporal.Address, logger, func(n int, err error, next time.Duration) {
+	c, err := dialUntil(ctx, dial, dialBackoff(), cfg.Temporal.Address, logger, func(n int, err error, next time.Duration) {
 		notifyStatus(logger, fmt.Sprintf("watching the node; Temporal at %s out of reach (try %d: %v), next try in %s",
 			cfg.Temporal.Address, n, err, next.Round(time.Second)))
 	})
