@@ -406,14 +406,16 @@ func ParseRegion(s string) ([]Class, error) {
 		}
 		n, f = v, f[1:]
 	}
-	switch n {
-	case unix.IPPROTO_ICMP:
-		fams = slices.DeleteFunc(fams, func(x string) bool { return x == FamilyIP6 })
-	case unix.IPPROTO_ICMPV6:
-		fams = slices.DeleteFunc(fams, func(x string) bool { return x == FamilyIP })
+	// Without a family, icmp is IPv4's and icmpv6 IPv6's ("ip6 icmp" is
+	// ICMP for IPv4 carried by IPv6: a protocol like any other).
+	switch {
+	case len(fams) == 2 && n == unix.IPPROTO_ICMP:
+		fams = []string{FamilyIP}
+	case len(fams) == 2 && n == unix.IPPROTO_ICMPV6:
+		fams = []string{FamilyIP6}
 	}
 	c := newClass("", n, other)
-	icmp := n == unix.IPPROTO_ICMP || n == unix.IPPROTO_ICMPV6
+	icmp := fams[0] == FamilyIP && n == unix.IPPROTO_ICMP || fams[0] == FamilyIP6 && n == unix.IPPROTO_ICMPV6
 	for len(f) > 0 {
 		if len(f) < 2 {
 			return bad(fmt.Sprintf("%q wants a value", f[0]))

@@ -9,6 +9,7 @@ package flip
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -90,60 +91,88 @@ func carryClasses(r *carrier, drop, widen []string) []ClassAllow {
 // [fib daddr type local | F daddr D] [th sport N] [th dport N] accept".
 func classRule(rules *[]derivedRule, comment string, c eval.Class, r Reach, k int) []derivedSet {
 	var sets []derivedSet
+	// A destination range is one rule per prefix of it.
+	dsts := []netip.Prefix{{}}
+	if c.Dst.IsValid() {
+		dsts = firewall.RangeToPrefixes(c.Dst, c.DstEnd)
+	}
 	for _, cr := range carriedNamed("input_"+classSetName(c), r, k) {
 		sets = append(sets, cr.sets...)
-		ex, text := cr.exprs, cr.text
-		ex = append(ex, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{c.Num}})
-		text += fmt.Sprintf("meta l4proto %d ", c.Num)
-		if c.ICMP() && !(c.Type == 0 && c.TypeEnd == 255) {
-			ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1})
-			if c.Type == c.TypeEnd {
-				ex = append(ex, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{c.Type}})
-				text += fmt.Sprintf("%s type %d ", c.Proto, c.Type)
-			} else {
-				ex = append(ex, &expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: []byte{c.Type}, ToData: []byte{c.TypeEnd}})
-				text += fmt.Sprintf("%s type %d-%d ", c.Proto, c.Type, c.TypeEnd)
+		for _, dst := range dsts {
+			ex, text := slices.Clone(cr.exprs), cr.text
+			ex = append(ex, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{c.Num}})
+			text += fmt.Sprintf("meta l4proto %d ", c.Num)
+			if c.ICMP() && !(c.Type == 0 && c.TypeEnd == 255) {
+				ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1})
+				ex = append(ex, spanCmp([]byte{c.Type}, []byte{c.TypeEnd})...)
+				text += fmt.Sprintf("%s type %s ", c.Proto, spanText(int(c.Type), int(c.TypeEnd)))
 			}
+			switch {
+			case c.Own:
+				ex = append(ex, &expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
+					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)})
+				text += "fib daddr type local "
+			case dst.IsValid():
+				kw, off := "ip", uint32(16)
+				if c.Family == firewall.FamilyIP6 {
+					kw, off = "ip6", 24
+				}
+				ex = append(ex, prefixMatch(off, dst)...)
+				text += fmt.Sprintf("%s daddr %s ", kw, dst)
+			}
+			for _, pt := range []struct {
+				kw       string
+				off      uint32
+				from, to uint16
+			}{{"sport", 0, c.Sport, c.SportEnd}, {"dport", 2, c.Port, c.PortEnd}} {
+				if !firewall.PortProto(c.Num) || pt.from == 0 && pt.to == 65535 {
+					continue
+				}
+				ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: pt.off, Len: 2})
+				ex = append(ex, spanCmp(binaryutil.BigEndian.PutUint16(pt.from), binaryutil.BigEndian.PutUint16(pt.to))...)
+				text += fmt.Sprintf("th %s %s ", pt.kw, spanText(int(pt.from), int(pt.to)))
+			}
+			ex = append(ex, &expr.Verdict{Kind: expr.VerdictAccept})
+			*rules = append(*rules, derivedRule{chain: firewall.HookInput, comment: comment, text: text + "accept", exprs: ex})
 		}
-		switch {
-		case c.Own:
-			ex = append(ex, &expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)})
-			text += "fib daddr type local "
-		case c.Dst.IsValid():
-			kw, off := "ip", uint32(16)
-			if c.Family == firewall.FamilyIP6 {
-				kw, off = "ip6", 24
-			}
-			ld := &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(c.Dst.BitLen() / 8)}
-			if c.Dst == c.DstEnd {
-				ex = append(ex, ld, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: c.Dst.AsSlice()})
-			} else {
-				ex = append(ex, ld, &expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: c.Dst.AsSlice(), ToData: c.DstEnd.AsSlice()})
-			}
-			text += fmt.Sprintf("%s daddr %s ", kw, firewall.AddrRangeText(c.Dst, c.DstEnd))
-		}
-		for _, pt := range []struct {
-			kw       string
-			off      uint32
-			from, to uint16
-		}{{"sport", 0, c.Sport, c.SportEnd}, {"dport", 2, c.Port, c.PortEnd}} {
-			if !firewall.PortProto(c.Num) || pt.from == 0 && pt.to == 65535 {
-				continue
-			}
-			ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: pt.off, Len: 2})
-			if pt.from == pt.to {
-				ex = append(ex, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(pt.from)})
-				text += fmt.Sprintf("th %s %d ", pt.kw, pt.from)
-			} else {
-				ex = append(ex, &expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: binaryutil.BigEndian.PutUint16(pt.from), ToData: binaryutil.BigEndian.PutUint16(pt.to)})
-				text += fmt.Sprintf("th %s %d-%d ", pt.kw, pt.from, pt.to)
-			}
-		}
-		ex = append(ex, &expr.Verdict{Kind: expr.VerdictAccept})
-		*rules = append(*rules, derivedRule{chain: firewall.HookInput, comment: comment, text: text + "accept", exprs: ex})
 	}
 	return sets
+}
+
+// spanCmp compares the register with lo..hi as nft writes it: one
+// comparison for one value, two (not a range expression) for a range, so
+// that the table the boot file's "nft -f" loads is the flip's.
+func spanCmp(lo, hi []byte) []expr.Any {
+	if slices.Equal(lo, hi) {
+		return []expr.Any{&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: lo}}
+	}
+	return []expr.Any{&expr.Cmp{Op: expr.CmpOpGte, Register: 1, Data: lo}, &expr.Cmp{Op: expr.CmpOpLte, Register: 1, Data: hi}}
+}
+
+func spanText(lo, hi int) string {
+	if lo == hi {
+		return fmt.Sprint(lo)
+	}
+	return fmt.Sprintf("%d-%d", lo, hi)
+}
+
+// prefixMatch matches the network header's address at off against p as
+// nft writes it: the prefix's whole bytes alone when it ends on a byte,
+// else the address masked.
+func prefixMatch(off uint32, p netip.Prefix) []expr.Any {
+	b := p.Masked().Addr().AsSlice()
+	if p.Bits()%8 == 0 {
+		n := p.Bits() / 8
+		return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(n)},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b[:n]}}
+	}
+	mask := make([]byte, len(b))
+	for i := 0; i < p.Bits(); i++ {
+		mask[i/8] |= 0x80 >> (i % 8)
+	}
+	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(len(b))},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: uint32(len(b)), Mask: mask, Xor: make([]byte, len(b))},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b}}
 }
 
 // portsIn reports whether every destination port of region c is one of
@@ -161,8 +190,8 @@ func portsIn(c eval.Class, ports []config.Port) bool {
 	return true
 }
 
-// classOwner is who keeps region c: the owner of the input port that
-// holds its destination ports (a module's UDP port to a multicast group),
+// classOwner is who keeps region c: the owner of the input port that is
+// its one destination port (a module's UDP port to a multicast group),
 // else the essentials.
 func classOwner(c eval.Class, spec MeshSpec) string {
 	for _, a := range spec.Input {
@@ -173,7 +202,8 @@ func classOwner(c eval.Class, spec MeshSpec) string {
 	return OwnerEssentials
 }
 
-// regionError says why s is not a region of packets (nil: it is one).
+// regionError says why s is not a region of packets of the family asked
+// for.
 func regionError(s string) error {
 	_, err := firewall.ParseClass(s)
 	if err == nil {

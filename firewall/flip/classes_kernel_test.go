@@ -139,7 +139,12 @@ type classWant struct {
 // evaluator's and the preview's; wants check the fixture first.
 func classDifferential(t *testing.T, n *fwtest.TestNet, spec MeshSpec, label string, wants []classWant, checks ...func(after map[fwtest.ClassProbe]bool)) {
 	t.Helper()
-	probes := classProbes()
+	regionDifferential(t, n, classProbes(), spec, label, wants, checks...)
+}
+
+// regionDifferential is classDifferential with probes.
+func regionDifferential(t *testing.T, n *fwtest.TestNet, probes []fwtest.ClassProbe, spec MeshSpec, label string, wants []classWant, checks ...func(after map[fwtest.ClassProbe]bool)) {
+	t.Helper()
 	before := n.ClassReach(t, probes)
 	node, err := firewall.ReadNode(n.Path(n.Node))
 	if err != nil {

@@ -200,7 +200,7 @@ func Derive(spec MeshSpec) (*Derived, error) {
 	}
 	rules = append(rules, late...)
 	if spec.DHCP4 {
-		rules = append(rules, derivedRule{chain: firewall.HookInput, comment: base("dhcp4"), text: "meta nfproto ipv4 udp sport 67 udp dport 68 accept",
+		rules = append(rules, derivedRule{chain: firewall.HookInput, comment: base("dhcp4"), text: "meta nfproto ipv4 meta pkttype host udp sport 67 udp dport 68 accept",
 			exprs: dhcpExprs(unix.NFPROTO_IPV4, 67, 68)})
 	}
 	if spec.DHCP6 {
@@ -493,6 +493,11 @@ func dhcpExprs(nfproto byte, sport, dport uint16) []expr.Any {
 	ex := []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nfproto}},
+	}
+	if nfproto == unix.NFPROTO_IPV4 {
+		// Unicast only: a reply broadcast is a region of its own, carried
+		// with the found firewall's restriction (carryClasses).
+		ex = append(ex, &expr.Meta{Key: expr.MetaKeyPKTTYPE, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.PACKET_HOST}})
 	}
 	if nfproto == unix.NFPROTO_IPV6 {
 		ex = append(ex,

@@ -415,6 +415,30 @@ func (d *Decoder) cmp(st *ruleState, f field, op expr.CmpOp, data []byte) {
 			st.add(firewall.Cond{Kind: firewall.CondICMPType, Types: []int{int(data[0])}, Negate: neg})
 			return
 		}
+		if len(data) == 1 && f.mask == nil {
+			// A type range, as nft writes "icmp type 13-255": two
+			// comparisons, each a condition.
+			lo, hi := 0, 255
+			switch v := int(data[0]); op {
+			case expr.CmpOpLt:
+				hi = v - 1
+			case expr.CmpOpLte:
+				hi = v
+			case expr.CmpOpGt:
+				lo = v + 1
+			case expr.CmpOpGte:
+				lo = v
+			}
+			c := firewall.Cond{Kind: firewall.CondICMPType, Types: []int{}}
+			for t := lo; t <= hi; t++ {
+				c.Types = append(c.Types, t)
+			}
+			if len(c.Types) == 0 {
+				c = firewall.Cond{Kind: firewall.CondNever, Reason: "an empty ICMP type range"}
+			}
+			st.add(c)
+			return
+		}
 	case "hoplimit":
 		if eqLike && len(data) == 1 && f.mask == nil {
 			mode := uint8(0)
