@@ -51,7 +51,14 @@ func bootErr(err error) error {
 // boot would not load the mesh's table and the configuration does not let
 // the commit see to it.
 func (a *Activities) checkBoot(auth *authority.Authority, plan *flip.RevertPlan) (*bootpath.Plan, error) {
-	p, err := a.bootPath(auth).Check(plan)
+	bp := a.bootPath(auth)
+	if nr, ok := a.Firewall.(NodeReader); ok {
+		// Unread, Docker's rules are told by its default bridge names.
+		if on, err := nr.Node(); err == nil {
+			bp.On = &on
+		}
+	}
+	p, err := bp.Check(plan)
 	return p, bootErr(err)
 }
 
@@ -67,7 +74,7 @@ func (a *Activities) previewBoot(auth *authority.Authority, rs *firewall.Ruleset
 	}
 	bp := a.bootPath(auth)
 	bp.Ruleset = func() (*firewall.Ruleset, error) { return rs, nil }
-	bp.Then = "preview again"
+	bp.On, bp.Then = node, "preview again"
 	if _, err := bp.Check(plan); err != nil {
 		return "the commit would refuse, so the flip is not applied: " + err.Error()
 	}

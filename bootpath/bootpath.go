@@ -84,6 +84,9 @@ type Node struct {
 	// EnableService is flip.enable_boot_service: the commit may enable
 	// nftables.service and switch off the predecessor's loaders itself.
 	EnableService bool
+	// On is the node whose bridges tell Docker's rules from the
+	// predecessor's (nil: by Docker's default names).
+	On *firewall.Node
 	// Then is what a refusal tells the operator to run once the cause is
 	// fixed: "" is the commit's (adopt retry NODE, which resumes it); the
 	// preview, which checks the same before anything changes, says to
@@ -205,7 +208,7 @@ func (n Node) checkKeptTables(root string, plan *flip.RevertPlan) error {
 	if err != nil {
 		return fmt.Errorf("list the ruleset to check the tables the flip keeps: %w", err)
 	}
-	missing, rules, err := flip.Unbooted(rs, found, plan)
+	missing, rules, err := flip.Unbooted(rs, found, plan, n.On)
 	if err != nil {
 		return &Refusal{Msg: err.Error()}
 	}

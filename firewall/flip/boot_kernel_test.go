@@ -175,11 +175,11 @@ table inet mixed {
 
 	// The kept tables are all declared in the found file; without the nat
 	// table there, the boot would leave it out, and Unbooted names it.
-	if missing, rules, err := Unbooted(committed, found, plan); err != nil || len(missing) != 0 || len(rules) != 0 {
+	if missing, rules, err := Unbooted(committed, found, plan, nil); err != nil || len(missing) != 0 || len(rules) != 0 {
 		t.Errorf("Unbooted with every kept table declared: %v %v %v", missing, rules, err)
 	}
 	noNat := strings.Replace(found, "table ip natp", "table ip other", 1)
-	if missing, _, err := Unbooted(committed, noNat, plan); err != nil || len(missing) != 1 || missing[0] != (TableRef{Family: "ip", Name: "natp"}) {
+	if missing, _, err := Unbooted(committed, noNat, plan, nil); err != nil || len(missing) != 1 || missing[0] != (TableRef{Family: "ip", Name: "natp"}) {
 		t.Errorf("Unbooted with table ip natp undeclared: %v %v", missing, err)
 	}
 

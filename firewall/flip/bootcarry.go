@@ -240,8 +240,9 @@ func firstLine(s string) string {
 // tool's, are recreated by their tool when it starts; the predecessor's
 // rules of the filter table go dormant and are deleted at the commit; a
 // rule that only counts or logs decides nothing and is not named. What the
-// commit would refuse to carry from found (an include) is refused here.
-func Unbooted(rs *firewall.Ruleset, found string, p *RevertPlan) ([]TableRef, []string, error) {
+// commit would refuse to carry from found (an include) is refused here. on
+// tells Docker's bridge rules (nil: by Docker's default names).
+func Unbooted(rs *firewall.Ruleset, found string, p *RevertPlan, on *firewall.Node) ([]TableRef, []string, error) {
 	if _, _, err := keptFromBootFile(found, p, rs); err != nil {
 		return nil, nil, err
 	}
@@ -275,7 +276,7 @@ func Unbooted(rs *firewall.Ruleset, found string, p *RevertPlan) ([]TableRef, []
 		case o == firewall.OwnedByPredecessor && !whole[ref]:
 			tables = append(tables, ref)
 		case o == firewall.OwnedShared && t.Name != "filter":
-			rules = append(rules, sharedUnbooted(t)...)
+			rules = append(rules, sharedUnbooted(t, on)...)
 		}
 	}
 	return tables, rules, nil
@@ -284,13 +285,13 @@ func Unbooted(rs *firewall.Ruleset, found string, p *RevertPlan) ([]TableRef, []
 // sharedUnbooted renders the predecessor's rules of iptables-nft table t
 // that decide or change a packet: nothing loads them at boot after the
 // commit.
-func sharedUnbooted(t *firewall.Table) []string {
+func sharedUnbooted(t *firewall.Table, on *firewall.Node) []string {
 	var out []string
 	for ci := range t.Chains {
 		ch := &t.Chains[ci]
 		for ri := range ch.Rules {
 			r := &ch.Rules[ri]
-			if firewall.RuleOwner(nil, t, ch, r).Owner != firewall.OwnedByPredecessor {
+			if firewall.RuleOwner(on, t, ch, r).Owner != firewall.OwnedByPredecessor {
 				continue
 			}
 			if r.Verdict.Kind == firewall.VerdictContinue && r.VMap == nil && len(r.Writes) == 0 {

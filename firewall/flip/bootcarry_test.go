@@ -21,7 +21,7 @@ func TestUnbootedNamesPredecessorRulesOfSharedTables(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tables, rules, err := Unbooted(rs, "", plan); err != nil || len(rules) != 0 {
+		if tables, rules, err := Unbooted(rs, "", plan, &node); err != nil || len(rules) != 0 {
 			t.Errorf("%s: Unbooted named %v %q %v; want no rule (Docker's are recreated at boot)", name, tables, rules, err)
 		}
 	}
@@ -47,7 +47,7 @@ func TestUnbootedNamesPredecessorRulesOfSharedTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rules, err := Unbooted(rs, "", plan)
+	_, rules, err := Unbooted(rs, "", plan, nil)
 	if err != nil || len(rules) != 2 {
 		t.Fatalf("Unbooted named %q, %v; want the DNAT and the notrack", rules, err)
 	}
@@ -58,7 +58,7 @@ func TestUnbootedNamesPredecessorRulesOfSharedTables(t *testing.T) {
 		t.Errorf("the notrack is named %q", rules[1])
 	}
 	declared := "table ip nat {\n\tchain PREROUTING { type nat hook prerouting priority dstnat; }\n}\n"
-	if _, rules, err := Unbooted(rs, declared, plan); err != nil || len(rules) != 1 || !strings.Contains(rules[0], "handle 903") {
+	if _, rules, err := Unbooted(rs, declared, plan, nil); err != nil || len(rules) != 1 || !strings.Contains(rules[0], "handle 903") {
 		t.Errorf("with table ip nat declared in the boot file, Unbooted named %q, %v; want the raw rule only", rules, err)
 	}
 }
