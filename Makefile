@@ -33,6 +33,7 @@ PREFIX        ?= /usr/local
 DESTDIR       ?=
 BINDIR        ?= $(PREFIX)/bin
 UNITDIR       ?= $(PREFIX)/lib/systemd/system
+MANDIR        ?= $(PREFIX)/share/man
 SYSCONFDIR    ?= /etc
 STATEDIR      ?= /var/lib/adoption
 
@@ -67,6 +68,7 @@ install: build
 			> $(DESTDIR)$(UNITDIR)/$$(basename $$u) && chmod 0644 $(DESTDIR)$(UNITDIR)/$$(basename $$u) || exit 1; \
 	done
 	install -m 0644 config/node.example.yaml $(DESTDIR)$(SYSCONFDIR)/adoption/node.example.yaml
+	bin/adopt man $(DESTDIR)$(MANDIR)/man1 && bin/adopt-worker man $(DESTDIR)$(MANDIR)/man1
 
 # Debian packages of the stamped binaries, built by nfpm (built from its
 # pinned module) into $(DEBDIR): adopt, adopt-worker,

@@ -41,12 +41,15 @@ func installed(t *testing.T) (unitDir, stateDir string) {
 }
 
 // Every unit passes systemd-analyze verify with no complaint at all (it
-// only warns about an unknown key, so any output fails the test too).
+// only warns about an unknown key, so any output fails the test too); it
+// opens each man: page of Documentation= too, from the installed pages.
 func TestUnitsVerify(t *testing.T) {
 	testenv.NeedTools(t, "systemd-analyze")
 	dir, _ := installed(t)
 	for _, u := range units {
-		out, err := exec.Command("systemd-analyze", "verify", filepath.Join(dir, u)).CombinedOutput()
+		cmd := exec.Command("systemd-analyze", "verify", filepath.Join(dir, u))
+		cmd.Env = append(os.Environ(), "MANPATH="+filepath.Join(dir, "..", "..", "..", "share", "man")+":") // and the system's
+		out, err := cmd.CombinedOutput()
 		if err != nil || len(strings.TrimSpace(string(out))) > 0 {
 			t.Errorf("systemd-analyze verify %s: %v\n%s", u, err, out)
 		}
