@@ -326,7 +326,9 @@ func (a *Activities) Adopt(ctx context.Context, in AdoptInput) (*AdoptResult, er
 		res.Custody = append(res.Custody, rec)
 		a.Failpoints.Hit("adopt-custody")
 	}
-	if err := a.State.MarkAdopted(nodestate.Marker{Node: in.Plan.Node, AdoptedAt: time.Now().UTC(), Workflow: in.WorkflowID}); err != nil {
+	// The marker names the workflow the node verified (its start intent
+	// claimed for the caller, caller.go), never the request's field.
+	if err := a.State.MarkAdopted(nodestate.Marker{Node: in.Plan.Node, AdoptedAt: time.Now().UTC(), Workflow: callingWorkflow(ctx)}); err != nil {
 		return nil, fmt.Errorf("write the adopted marker: %w", err)
 	}
 	a.Failpoints.Hit("adopt-marked")

@@ -220,3 +220,20 @@ func TestTheNodesOwnToolsAreServed(t *testing.T) {
 		t.Fatalf("the plan, asked on the node: %v", err)
 	}
 }
+
+// TestAdoptRecordsTheVerifiedWorkflow: the adopted marker names the
+// workflow the node verified the start from (the caller its intent was
+// claimed for), never the workflow ID the request carries.
+func TestAdoptRecordsTheVerifiedWorkflow(t *testing.T) {
+	sn := newSignedNode(t)
+	must(t, sn.a.State.ClearAdopted()) // a node not adopted yet
+	ctx := WithWorkflow(context.Background(), productWorkflow)
+	s := sn.sign(t, sn.op, "n1", sn.plan.Hash(), authority.ActStart, nil, time.Now(), time.Hour)
+	if _, err := sn.a.Adopt(ctx, AdoptInput{Plan: clone(t, sn.plan).Ref(), Intent: s, WorkflowID: "evil/n1"}); err != nil {
+		t.Fatal(err)
+	}
+	m, ok, err := sn.a.State.Adopted()
+	if err != nil || !ok || m.Workflow != productWorkflow {
+		t.Fatalf("adopted marker %+v (%v, %v): want workflow %s, the verified caller, not the request's evil/n1", m, ok, err, productWorkflow)
+	}
+}

@@ -53,13 +53,14 @@ func (a *Activities) CheckDrift(ctx context.Context, in DriftInput) (*DriftResul
 	if err != nil {
 		return nil, err
 	}
-	return a.driftOf(auth, in, true)
+	return a.driftOf(auth, in)
 }
 
-// driftOf compares as CheckDrift says. With record, a node adopted before
-// it kept its own firewall baseline records the one measured now when it
-// is what adoption recorded; a briefing passes false and writes nothing.
-func (a *Activities) driftOf(auth *authority.Authority, in DriftInput, record bool) (*DriftResult, error) {
+// driftOf compares as CheckDrift says, and writes nothing: a node adopted
+// before it kept its own firewall baseline records one only under a
+// drift-accept intent (AcceptDrift), never because a request's
+// fingerprint matches.
+func (a *Activities) driftOf(auth *authority.Authority, in DriftInput) (*DriftResult, error) {
 	for _, r := range in.Custody {
 		if err := authority.CheckDeclared(auth, r.Path); err != nil {
 			return nil, err
@@ -91,12 +92,6 @@ func (a *Activities) driftOf(auth *authority.Authority, in DriftInput, record bo
 			return nil, fmt.Errorf("list the found firewall: %w", err)
 		}
 		now := flip.FoundFingerprint(rs)
-		// A node adopted before the node kept its own firewall baseline
-		// (gates.go) records the firewall as it measures it now, once,
-		// when that is what adoption recorded.
-		if _, has, err := a.State.Baseline(); record && err == nil && !has && now == in.Firewall {
-			_ = a.State.SetBaseline(nodestate.Baseline{Firewall: now, At: time.Now().UTC()})
-		}
 		if now != in.Firewall {
 			res.Items = append(res.Items, DriftItem{Kind: "firewall", Recorded: in.Firewall, Now: now,
 				What: "the found firewall's own rules changed since adoption (the mesh's marks are not counted)"})

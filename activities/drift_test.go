@@ -16,6 +16,8 @@ import (
 	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/custody"
+	"adoption/firewall/flip"
+	"adoption/nodestate"
 )
 
 func plainSHA(s string) string {
@@ -108,5 +110,28 @@ func TestDigestKindsMustAgree(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Type() != authority.ErrPlanMismatch || !strings.Contains(ae.Message(), "hmac-sha256 digests") ||
 		!strings.Contains(ae.Message(), config.CodecKeyFileKey) {
 		t.Fatalf("a keyed plan to a plain node: %v", err)
+	}
+}
+
+// TestCheckDriftRecordsNoBaseline: on a node adopted before it kept its
+// own firewall baseline, a drift check whose request brings the very
+// fingerprint the node measures records nothing: the baseline is recorded
+// only under a drift-accept intent (AcceptDrift).
+func TestCheckDriftRecordsNoBaseline(t *testing.T) {
+	a, _, _ := flipActs(t)
+	dir := a.State.(*nodestate.Dir)
+	must(t, os.Remove(filepath.Join(dir.Path(), "baseline.json")))
+	now := flip.FoundFingerprint(defaultDeny22())
+	if _, err := a.CheckDrift(context.Background(), DriftInput{Plan: flipPlanN1().Ref(), Firewall: now}); err != nil {
+		t.Fatal(err)
+	}
+	if b, has, err := dir.Baseline(); err != nil || has {
+		t.Fatalf("a drift check recorded baseline %+v (%v): only a drift-accept may", b, err)
+	}
+	if _, err := a.AcceptDrift(context.Background(), DriftInput{Plan: flipPlanN1().Ref(), Firewall: now}); err != nil {
+		t.Fatal(err)
+	}
+	if b, has, err := dir.Baseline(); err != nil || !has || b.Firewall != now {
+		t.Fatalf("after drift accept: baseline %+v %v %v", b, has, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"adoption/activities/authority"
 	"adoption/config"
+	"adoption/custody"
 	"adoption/firewall/flip"
 	"adoption/intent"
 	"adoption/internal/opkey"
@@ -461,5 +463,66 @@ func TestTheWayBackOutlivesARestart(t *testing.T) {
 	}
 	if n := restart(); n != 1 {
 		t.Fatalf("after the rollback ended the restart pruned %d records, want 1 (the migrate's)", n)
+	}
+}
+
+// TestActivitiesWithoutIntentChangeNothing extends the hostile corpus to
+// every activity that takes no intent (reconcile, plan, probe, preview,
+// check drift; the watch runs these checks, activities/watch), called by
+// the node's own workflow, so past every check but the intent's, with
+// what a forger would send: owners the node never opened for, a forged
+// firewall fingerprint, forged custody records. Each is refused or answers
+// changing nothing: no firewall, container or file change, the files under
+// node.root and node.state_dir as they were, no nonce claimed.
+func TestActivitiesWithoutIntentChangeNothing(t *testing.T) {
+	sn := newSignedNode(t)
+	sn.adoptedBy(t, productWorkflow)
+	ctx := WithWorkflow(context.Background(), productWorkflow)
+	p := sn.plan
+	forged := []custody.Record{{FileState: custody.FileState{Path: "/srv/app/app.env", Exists: true, SHA256: strings.Repeat("0", 64)}, Found: true}}
+	calls := []struct {
+		name string
+		run  func() error
+	}{
+		{"Reconcile of a module never migrated", func() error {
+			res, err := sn.a.Reconcile(ctx, ReconcileInput{Plan: clone(t, p).Ref(), Owners: map[string][]config.Port{"app": p.Modules[0].Ports}})
+			if err == nil && len(res.NotPlaced) != 1 {
+				return fmt.Errorf("answered %+v, want app not placed", res)
+			}
+			return err
+		}},
+		{"Plan", func() error { _, err := sn.a.Plan(ctx, PlanInput{Node: "n1"}); return err }},
+		{"Probe", func() error { _, err := sn.a.Probe(ctx, ProbeInput{Plan: clone(t, p).Ref()}); return err }},
+		{"Preview", func() error {
+			_, err := sn.a.Preview(ctx, PreviewInput{Plan: clone(t, p).Ref(), Spec: specOf(p)})
+			return err
+		}},
+		{"CheckDrift with a forged fingerprint and records", func() error {
+			_, err := sn.a.CheckDrift(ctx, DriftInput{Plan: clone(t, p).Ref(), Firewall: strings.Repeat("f", 64), Custody: forged})
+			return err
+		}},
+		{"CheckDrift with the fingerprint the node measures", func() error {
+			rs, err := sn.a.Firewall.Ruleset()
+			if err != nil {
+				return err
+			}
+			_, err = sn.a.CheckDrift(ctx, DriftInput{Plan: clone(t, p).Ref(), Firewall: flip.FoundFingerprint(rs)})
+			return err
+		}},
+	}
+	if _, has, err := sn.a.State.Baseline(); err != nil || has {
+		t.Fatalf("the node should have no firewall baseline yet (an older node's): %v %v", has, err)
+	}
+	before := sn.stateHash(t)
+	for _, c := range calls {
+		if err := c.run(); err != nil && !strings.Contains(err.Error(), "nothing was changed") && !strings.Contains(err.Error(), "refused") {
+			t.Errorf("%s: %v, want an answer changing nothing or a refusal saying so", c.name, err)
+		}
+		if len(sn.rec.changes) != 0 {
+			t.Fatalf("%s changed the node: %v", c.name, sn.rec.changes)
+		}
+		if after := sn.stateHash(t); after != before {
+			t.Fatalf("%s changed files under node.root or node.state_dir", c.name)
+		}
 	}
 }

@@ -81,6 +81,9 @@ metrics: {listen: "127.0.0.1:%d"}
 	if _, err := st.SetOwner(nodestate.Owner{Namespace: "default", Workflow: wf}); err != nil {
 		t.Fatal(err)
 	}
+	if err := st.RecordOpened("web"); err != nil { // web's ports were opened by the node
+		t.Fatal(err)
+	}
 
 	// The agent before its restart: the workflow's watch keeps web's mark.
 	acts := nodeActivities(cfg, cfgPath, io.Discard)
