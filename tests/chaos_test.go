@@ -38,6 +38,7 @@ var chaosFailpoints = []string{
 	"cutover:swap/arm-restart",
 	"cutover:swap/disarm-predecessor-restart",
 	"cutover:swap/stop-predecessor",
+	"cutover:swap/window",
 	"cutover:swap/rename-predecessor",
 	"cutover:swap/rename-next",
 	"cutover:swap/start",

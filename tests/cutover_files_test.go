@@ -39,7 +39,7 @@ func TestCutoverFilesInsideTheSwap(t *testing.T) {
 	}
 	const mesh = "MESH=1\n"
 	r.predecessorCmd(t, name, port, []string{"-v", confDir + ":/conf"}, "-conf", "/conf/app.env")
-	if got := r.get(t, port, "/conf"); got != "v1 "+string(found) {
+	if got := r.get(t, port, "/conf"); got != strings.TrimSpace("v1 "+string(found)) {
 		t.Fatalf("the predecessor serves %q, want its version and the found file", got)
 	}
 	w := startAgent(t, r)
@@ -58,8 +58,10 @@ func TestCutoverFilesInsideTheSwap(t *testing.T) {
 		t.Fatalf("the rehearsal does not show the files between the predecessor's stop and the new container's start:\n%s", out)
 	}
 
-	// A first cutover whose container never listens: rolled back.
-	h := r.hammer(t, port, 40*time.Second, "--path", "/conf")
+	// A first cutover whose container never listens: rolled back. Its
+	// clients are refused once the hold lets go of them (the container
+	// never answers): only what they are answered counts here.
+	failed := r.hammer(t, port, 30*time.Second, "--path", "/conf")
 	time.Sleep(time.Second)
 	if out, errs, code := adopt(t, "migrate", n.Name, name, "--config", n.cfg); code != 0 {
 		t.Fatalf("migrate: %s%s", out, errs)
@@ -75,8 +77,18 @@ func TestCutoverFilesInsideTheSwap(t *testing.T) {
 	if fi, err := os.Stat(path); err != nil || fi.Mode() != foundInfo.Mode() {
 		t.Fatalf("after the rollback the file's mode is %v (%v), want %v", fi.Mode(), err, foundInfo.Mode())
 	}
-	if got := r.get(t, port, "/conf"); got != "v1 "+string(found) {
+	if got := r.get(t, port, "/conf"); got != strings.TrimSpace("v1 "+string(found)) {
 		t.Fatalf("after the rollback clients get %q", got)
+	}
+	if time.Since(failed.start) > failed.d {
+		t.Fatalf("the failed cutover and its rollback took past the clients' %s", failed.d)
+	}
+	res := failed.wait(t)
+	t.Logf("clients asking /conf through a failed cutover and its rollback: answers %v, %d refused, %d timed out", res.Bodies, res.Refused, res.TimedOut)
+	for body, count := range res.Bodies {
+		if body != "v1 "+string(found) {
+			t.Errorf("%d answer(s) %q through the failed cutover: want only the predecessor on its own file", count, body)
+		}
 	}
 
 	// Fixed and retried, while clients keep asking.
@@ -84,6 +96,8 @@ func TestCutoverFilesInsideTheSwap(t *testing.T) {
 	if err := os.WriteFile(n.cfg, []byte(strings.Replace(string(cfg), `, "-fail", "nolisten"]`, `]`, 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	h := r.hammer(t, port, 20*time.Second, "--path", "/conf")
+	time.Sleep(time.Second)
 	if out, errs, code := adopt(t, "retry", n.Name, name, "--config", n.cfg); code != 0 {
 		t.Fatalf("retry: %s%s", out, errs)
 	}
@@ -97,9 +111,15 @@ func TestCutoverFilesInsideTheSwap(t *testing.T) {
 	if done > h.d {
 		t.Fatalf("the cutover ended %s after the clients started, past their %s", done.Round(time.Millisecond), h.d)
 	}
-	res := h.wait(t)
-	t.Logf("clients asking /conf through a failed cutover, its rollback and the retried cutover: %d answers %v, %d refused, %d timed out; longest gap %s",
-		res.OK, res.Bodies, res.Refused, res.TimedOut, res.Gap.Round(time.Millisecond))
+	res = h.wait(t)
+	t.Logf("clients asking /conf through the retried cutover: %d answers %v, %d refused, %d timed out; slowest %s, longest gap %s",
+		res.OK, res.Bodies, res.Refused, res.TimedOut, res.Slowest.Round(time.Millisecond), res.Gap.Round(time.Millisecond))
+	// No client is refused: the hold covers the window the files
+	// converge in. (A SYN held past the hammer's 3 s limit on a loaded
+	// host counts as timed out; TestCutoverRollbackRetry bounds those.)
+	if res.Refused != 0 {
+		t.Errorf("the retried cutover refused %d client(s)", res.Refused)
+	}
 	for body, count := range res.Bodies {
 		switch body {
 		case "v1 " + string(found), "v2 " + mesh:
@@ -110,7 +130,7 @@ func TestCutoverFilesInsideTheSwap(t *testing.T) {
 	if res.Bodies["v1 "+string(found)] == 0 || res.Bodies["v2 "+mesh] == 0 {
 		t.Errorf("the clients did not see both the predecessor and the module's container: %v", res.Bodies)
 	}
-	if got := r.get(t, port, "/conf"); got != "v2 "+mesh {
+	if got := r.get(t, port, "/conf"); got != strings.TrimSpace("v2 "+mesh) {
 		t.Fatalf("after the cutover clients get %q, want the module's container on the mesh's file", got)
 	}
 }

@@ -345,7 +345,7 @@ func (r *refNode) assertMigrated(t *testing.T, name string, port int, sums, bind
 // with the data, never two containers with the name, never a marked rule
 // twice.
 func TestCutoverSurvivesWorkerKill(t *testing.T) {
-	steps := []string{"cutover:create", "cutover:converge-file", "cutover:swap/stop-predecessor",
+	steps := []string{"cutover:create", "cutover:converge-file", "cutover:swap/stop-predecessor", "cutover:swap/window",
 		"cutover:swap/rename-predecessor", "cutover:swap/rename-next", "cutover:swap/start", "cutover:wait-healthy", "open-rules"}
 	if os.Getenv("ADOPT_CHAOS") != "full" {
 		seed := time.Now().UnixNano()
