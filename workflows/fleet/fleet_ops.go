@@ -214,11 +214,18 @@ func (f *fleet) takeOp(ctx workflow.Context, kind string, in FleetRequest, targe
 	return ans
 }
 
+// maxFollowing bounds the migrates that follow the waves besides the
+// latest op: each carries its targets (docs/fleet.md, bounded by design).
+const maxFollowing = 2
+
 // opRefusal refuses a new op (kind, module) while one it would run into is
 // under way: a flip while any op is, a migrate while a flip is, or a
 // migrate of the same module. A migrate of another module goes along
 // with the ones following the waves (each waits for the waves to come).
 func (st *FleetState) opRefusal(kind, module string) error {
+	if len(st.Following) >= maxFollowing && st.Op.busy() {
+		return fmt.Errorf("%d fleet migrates are under way already (%s): wait for one to finish (`adopt fleet status`)", maxFollowing+1, st.Op.What())
+	}
 	for _, op := range st.ops() {
 		if op.busy() && (kind == relay.KindFlip || op.Kind == relay.KindFlip || op.Module == module) {
 			return fmt.Errorf("%s is under way (%s): wait for it to finish (`adopt fleet status`)", op.What(), op.Standing())
