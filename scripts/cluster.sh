@@ -98,8 +98,14 @@ start() {
 		tctl operator cluster health >/dev/null || { tail -30 "$DIR/server.log"; die "the server did not answer on 127.0.0.1:$PORT"; }
 	fi
 	tctl operator namespace describe --namespace default >/dev/null 2>&1 || tctl operator namespace create --namespace default --retention 72h >/dev/null
-	for a in "${ATTRS[@]}"; do
-		tctl operator search-attribute create --namespace default --name "$a" --type Keyword >/dev/null 2>&1 || true # registered already
+	# A new namespace reaches the frontend's cache within seconds: until
+	# then, registering search attributes fails, so try again.
+	for _ in $(seq 1 60); do
+		for a in "${ATTRS[@]}"; do
+			tctl operator search-attribute create --namespace default --name "$a" --type Keyword >/dev/null 2>&1 || true # registered already
+		done
+		tctl operator search-attribute list --namespace default 2>/dev/null | grep -q "${ATTRS[-1]}" && break
+		sleep 1
 	done
 	tctl operator search-attribute list --namespace default | grep -q "${ATTRS[-1]}" || die "search attributes not registered"
 	cat <<MSG
