@@ -48,7 +48,7 @@ export ADOPT_TEMPORAL_BIN := $(TEMPORAL)
 export ADOPT_TEMPORAL_STATIC_BIN := $(TEMPORAL_STATIC)
 
 .PHONY: build deb deps test unit lint install bench dev-server dev-server-stop codec-server temporal-cli temporal-cli-static \
-	compose-images compose-up compose-down demo demo-clean clean fuzz fuzz-short chaos
+	compose-images compose-up compose-down demo demo-clean clean fuzz fuzz-short chaos cluster cluster-stop
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/adopt ./starter
@@ -229,6 +229,14 @@ dev-server-stop:
 	@if [ -f $(STATE)/codec-server.pid ]; then \
 		kill $$(cat $(STATE)/codec-server.pid) 2>/dev/null || true; rm -f $(STATE)/codec-server.pid; echo "codec server stopped"; \
 	fi
+
+# Temporal's own server (go.temporal.io/server, the dev server's version)
+# on PostgreSQL 15 with SQL visibility and mTLS: docs/operations.md.
+cluster: temporal-cli
+	CACHE=$(CACHE) TEMPORAL=$(TEMPORAL) ./scripts/cluster.sh start
+
+cluster-stop:
+	CACHE=$(CACHE) ./scripts/cluster.sh stop
 
 # The seed's five steps, unattended, on three reference nodes (each its own
 # Docker engine in its namespace, ufw with the ufw-docker arrangement, the

@@ -260,6 +260,9 @@ it is not paused.
 			if st.Paused != "" {
 				fmt.Fprintf(x.stdout, "PAUSED: %s; `adopt fleet resume` lets it go on\n\n", st.Paused)
 			}
+			for _, op := range st.Following {
+				fmt.Fprintf(x.stdout, "%s: %s\n\n", strings.ToUpper(op.What()), op.Standing())
+			}
 			if st.Op != nil {
 				fmt.Fprintf(x.stdout, "%s: %s\n\n", strings.ToUpper(st.Op.What()), st.Op.Standing())
 			}
@@ -438,6 +441,11 @@ func (x *cli) queryFleet(ctx context.Context, name string, timeout time.Duration
 			all.Nodes = append(all.Nodes, st.Nodes...)
 			if all.Op != nil && st.Op != nil {
 				all.Op.Nodes = append(all.Op.Nodes, st.Op.Nodes...)
+			}
+			for i, op := range all.Following {
+				if i < len(st.Following) {
+					op.Nodes = append(op.Nodes, st.Following[i].Nodes...)
+				}
 			}
 		}
 		// An older fleet answers every node at once (no total); a page

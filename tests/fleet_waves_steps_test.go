@@ -82,11 +82,17 @@ func (f *wavesFleet) wait(what string, timeout time.Duration, cond func(fleetSta
 // finished, without a failure.
 func (f *wavesFleet) op(want string, args ...string) fleetState {
 	f.t.Helper()
+	return f.opWithin(3*time.Minute, want, args...)
+}
+
+// opWithin is op, waiting up to within for the op to finish.
+func (f *wavesFleet) opWithin(within time.Duration, want string, args ...string) fleetState {
+	f.t.Helper()
 	out, errs, code := adopt(f.t, append(append([]string{"fleet"}, args...), "--fleet", f.file)...)
 	if code != 0 || !strings.Contains(out, want) {
 		f.t.Fatalf("fleet %s: exit %d, want %q\n%s%s", strings.Join(args, " "), code, want, out, errs)
 	}
-	st := f.wait("fleet "+strings.Join(args, " ")+" to finish", 3*time.Minute, func(st fleetState) bool {
+	st := f.wait("fleet "+strings.Join(args, " ")+" to finish", within, func(st fleetState) bool {
 		return st.Op != nil && (st.Op.Done || st.Op.Halted != "")
 	})
 	if st.Op.Halted != "" || strings.Contains(st.Op.Standing(), "failed") {

@@ -79,6 +79,7 @@ var unrecorded = map[string]string{
 	"fleet-attention":     "new: recorded with the next recording of fleet",
 	"files-at-swap":       "new: the member scenario reaches it (its proxy module declares a file since), but its histories were recorded before; recorded with the next recording of the node's histories",
 	"fleet-relay-batches": "a fleet op's waves in batches of relay activities: the waves scenario has to be recorded again (go run ./tests/record -scenario waves, on the dev server with its agents) for a history to carry it",
+	"fleet-ops-follow":    "a fleet migrate following the waves: the waves scenario has to be recorded again, as for fleet-relay-batches",
 }
 
 // checkChangeIDsRecorded fails when a change ID of workflows/versions.go or

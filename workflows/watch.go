@@ -26,11 +26,14 @@ const (
 	// watchHeartbeat is how long a watch may go silent before its
 	// attempt counts as lost (the agent died); it waits in its queue for
 	// the agent that comes back. Each heartbeat is a write on the server,
-	// the one cost of an idle node: the agent beats at a third of this
-	// (the SDK sends at most one in 0.8 of it), so a thousand idle nodes
-	// are a few writes a second. Whether an agent is alive, status reads
-	// from its queue's pollers, not from this.
-	watchHeartbeat = 5 * time.Minute
+	// the main cost of an idle node: the agent beats at a third of this,
+	// 3 an hour, so an idle node is at most idleWritesPerHour writes a
+	// node-hour (docs/workflows.md). Whether an agent is alive, status
+	// reads from its queue's pollers (which cost no write), not from this.
+	watchHeartbeat = time.Hour
+	// idleWritesPerHour is what an idle adopted node may cost the server
+	// in writes an hour (docs/operations.md): watchIdleWrites holds it.
+	idleWritesPerHour = 6
 	// watchBackoff is how long a refused watch waits before it is asked
 	// again (a request wakes it at once).
 	watchBackoff = 30 * time.Minute
@@ -39,6 +42,18 @@ const (
 	// changeAttention (its attempt is not retried by the server then).
 	watchRetry = 30 * time.Second
 )
+
+// watchCycleWrites are the server's writes of one watch that answers at
+// its bound: the activity's completion, the workflow task it wakes
+// (scheduled, started, completed with the next watch scheduled).
+const watchCycleWrites = 3
+
+// watchIdleWrites are an idle adopted node's writes an hour: the watch's
+// heartbeats (the agent's beat, watch.BeatEvery), and a watch answering at
+// its bound every watchBound.
+func watchIdleWrites() float64 {
+	return float64(time.Hour)/float64(watch.BeatEvery(watchHeartbeat)) + watchCycleWrites*float64(time.Hour)/float64(watchBound)
+}
 
 func (n *node) watchDue() bool { return n.reconcileDue() || n.driftDue() }
 

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
@@ -117,4 +118,15 @@ func (s *NodeSuite) TestRefusedWatchBacksOff() {
 		}
 	}
 	s.Equal(2, n)
+}
+
+// An idle adopted node costs the server at most idleWritesPerHour writes
+// a node-hour: the watch's heartbeats as the agent beats them, and its
+// answer at the bound (before: a heartbeat every 100 s, 36 an hour).
+func TestIdleWritesPerNodeHour(t *testing.T) {
+	got := watchIdleWrites()
+	t.Logf("an idle node: %.1f writes a node-hour (heartbeat every %s, a watch answering every %s), limit %d", got, watch.BeatEvery(watchHeartbeat), watchBound, idleWritesPerHour)
+	if got > idleWritesPerHour {
+		t.Errorf("an idle node costs %.1f writes a node-hour, over %d", got, idleWritesPerHour)
+	}
 }

@@ -135,6 +135,10 @@ func (w *Watcher) wait(ctx context.Context, gen uint64, known string, bound time
 	}
 }
 
+// BeatEvery is how often a waiting watch heartbeats under timeout, as
+// configured by default.
+func BeatEvery(timeout time.Duration) time.Duration { return beatEvery(0, timeout) }
+
 // beatEvery is how often a waiting watch heartbeats: as configured, else a
 // third of the heartbeat timeout the workflow set, else every 20 s.
 func beatEvery(configured, timeout time.Duration) time.Duration {

@@ -223,6 +223,9 @@ type FleetState struct {
 	Paused string `json:"paused,omitempty"`
 	// Op is the latest fleet migrate or flip (fleet_ops.go), nil if none.
 	Op *FleetOp `json:"op,omitempty"`
+	// Following are earlier fleet migrates (of other modules) that still
+	// follow the waves, besides Op (fleet_follow.go).
+	Following []*FleetOp `json:"following,omitempty"`
 	// AskedAt is when the last ask round's query answered (fleet_ask.go):
 	// the next round lists the closes since then (less visibilityLag).
 	AskedAt time.Time `json:"asked_at,omitzero"`
@@ -332,8 +335,8 @@ func fleetDetails(st *FleetState) string {
 	if st.Paused != "" {
 		b.WriteString("> **Paused:** " + st.Paused + "\n\n")
 	}
-	if st.Op != nil {
-		b.WriteString("> **" + st.Op.What() + ":** " + st.Op.Standing() + "\n\n")
+	for _, op := range st.ops() {
+		b.WriteString("> **" + op.What() + ":** " + op.Standing() + "\n\n")
 	}
 	count := map[string]int{}
 	var bad, running []int

@@ -180,23 +180,36 @@ func (st *FleetState) page(p FleetPage) FleetState {
 	from := min(max(p.From, 0), len(st.Nodes))
 	to := min(from+count, len(st.Nodes))
 	out.Nodes, out.NodesFrom, out.NodesTotal = st.Nodes[from:to], from, len(st.Nodes)
-	if st.Op != nil {
-		op := *st.Op
-		op.Intent, op.Intents = nil, nil
-		op.Total, op.Served, op.Failed = op.counts()
-		if from > 0 || to < len(st.Nodes) {
-			in := make(map[string]bool, to-from)
-			for _, n := range out.Nodes {
-				in[n.Node] = true
-			}
-			op.Nodes = nil
-			for _, n := range st.Op.Nodes {
-				if in[n.Node] {
-					op.Nodes = append(op.Nodes, n)
-				}
-			}
+	var in map[string]bool // the page's nodes, when it is not every node
+	if from > 0 || to < len(st.Nodes) {
+		in = make(map[string]bool, to-from)
+		for _, n := range out.Nodes {
+			in[n.Node] = true
 		}
-		out.Op = &op
+	}
+	if st.Op != nil {
+		out.Op = st.Op.page(in)
+	}
+	out.Following = nil
+	for _, op := range st.Following {
+		out.Following = append(out.Following, op.page(in))
 	}
 	return out
+}
+
+// page is op as a status page shows it: without its signed intents, its
+// counts whole, its targets those of in (nil: all).
+func (op *FleetOp) page(in map[string]bool) *FleetOp {
+	out := *op
+	out.Intent, out.Intents, out.pos = nil, nil, nil
+	out.Total, out.Served, out.Failed = op.counts()
+	if in != nil {
+		out.Nodes = nil
+		for _, n := range op.Nodes {
+			if in[n.Node] {
+				out.Nodes = append(out.Nodes, n)
+			}
+		}
+	}
+	return &out
 }

@@ -20,7 +20,7 @@ import (
 // boundsFleet is a fleet of n nodes at its largest: every node started
 // (each with a run ID as the server gives them, node names of 16
 // characters), a fleet migrate of web on every node, the big wave's in
-// flight, a tenth of them failed with a reason of 60 characters, and the
+// flight, two more migrates following the waves, a tenth of them failed with a reason of 60 characters, and the
 // fleet's 50 event lines each as long as the code writes them at this size.
 func boundsFleet(n int) *FleetState {
 	in := scaleFleet(n, 0)
@@ -45,6 +45,11 @@ func boundsFleet(n int) *FleetState {
 		op.Nodes = append(op.Nodes, on)
 	}
 	st.Op = op
+	for _, module := range []string{"dns", "db"}[:maxFollowing] { // as many migrates following the waves as taken
+		more := *op
+		more.ID, more.Module, more.Nodes = uuid.NewString(), module, append([]OpNode{}, op.Nodes...)
+		st.Following = append(st.Following, &more)
+	}
 	lo, _ := st.wave(len(st.Waves.Sizes))
 	lines := []string{st.waveStart(lo), op.Standing(), st.heldBy()}
 	for len(st.Events) < maxFleetEvents {

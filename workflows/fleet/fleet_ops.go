@@ -41,6 +41,22 @@ type FleetOp struct {
 	Total  int `json:"total,omitempty"`
 	Served int `json:"served,omitempty"`
 	Failed int `json:"failed,omitempty"`
+	// pos is each target's index in Nodes (at), built once a run.
+	pos map[string]int
+}
+
+// at is node's index in op.Nodes, -1 if it is not a target.
+func (op *FleetOp) at(node string) int {
+	if op.pos == nil {
+		op.pos = make(map[string]int, len(op.Nodes))
+		for j, n := range op.Nodes {
+			op.pos[n.Node] = j
+		}
+	}
+	if j, ok := op.pos[node]; ok {
+		return j
+	}
+	return -1
 }
 
 // OpNode is one target of a FleetOp.
@@ -139,14 +155,14 @@ func (op *FleetOp) nextWave() int {
 func (f *fleet) registerOps(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateFleetMigrate,
 		func(ctx workflow.Context, in FleetRequest) (FleetAnswer, error) {
-			targets, skipped := f.st.migrateTargets(in.Nodes)
+			targets, skipped := f.st.migrateTargets(in.Nodes, f.follows(ctx))
 			return f.takeOp(ctx, relay.KindMigrate, in, targets, skipped), nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in FleetRequest) error {
 			if err := workflows.LateAfter(ctx, in.NotAfter); err != nil {
 				return err
 			}
-			return f.st.migrateRefusal(in)
+			return f.st.migrateRefusal(in, f.follow != 1)
 		}},
 	); err != nil {
 		return err
@@ -160,7 +176,7 @@ func (f *fleet) registerOps(ctx workflow.Context) error {
 			if err := workflows.LateAfter(ctx, in.NotAfter); err != nil {
 				return err
 			}
-			if err := f.st.opRefusal(); err != nil {
+			if err := f.st.opRefusal(relay.KindFlip, ""); err != nil {
 				return err
 			}
 			if targets, skipped := f.st.flipTargets(); len(targets) == 0 {
@@ -186,6 +202,9 @@ func (f *fleet) takeOp(ctx workflow.Context, kind string, in FleetRequest, targe
 			op.Intents[node] = s
 		}
 	}
+	if f.st.Op.busy() { // another module's migrate, following the waves still
+		f.st.Following = append(f.st.Following, f.st.Op)
+	}
 	f.st.Op = op
 	line := "operator: " + op.What() + " on " + names(ans.Targets, ", ")
 	if len(skipped) > 0 {
@@ -195,18 +214,33 @@ func (f *fleet) takeOp(ctx workflow.Context, kind string, in FleetRequest, targe
 	return ans
 }
 
-// opRefusal refuses a new op while one is under way.
-func (st *FleetState) opRefusal() error {
-	if st.Op.busy() {
-		return fmt.Errorf("%s is under way (%s): wait for it to finish (`adopt fleet status`)", st.Op.What(), st.Op.Standing())
+// maxFollowing bounds the migrates that follow the waves besides the
+// latest op: each carries its targets (docs/fleet.md, bounded by design).
+const maxFollowing = 2
+
+// opRefusal refuses a new op (kind, module) while one it would run into is
+// under way: a flip while any op is, a migrate while a flip is, or a
+// migrate of the same module. A migrate of another module goes along
+// with the ones following the waves (each waits for the waves to come).
+func (st *FleetState) opRefusal(kind, module string) error {
+	if len(st.Following) >= maxFollowing && st.Op.busy() {
+		return fmt.Errorf("%d fleet migrates are under way already (%s): wait for one to finish (`adopt fleet status`)", maxFollowing+1, st.Op.What())
+	}
+	for _, op := range st.ops() {
+		if op.busy() && (kind == relay.KindFlip || op.Kind == relay.KindFlip || op.Module == module) {
+			return fmt.Errorf("%s is under way (%s): wait for it to finish (`adopt fleet status`)", op.What(), op.Standing())
+		}
 	}
 	return nil
 }
 
 // migrateRefusal is why the fleet refuses `adopt fleet migrate` of
 // in.Module on in.Nodes (the nodes whose configuration declares it), or nil.
-func (st *FleetState) migrateRefusal(in FleetRequest) error {
-	if err := st.opRefusal(); err != nil {
+func (st *FleetState) migrateRefusal(in FleetRequest, follow bool) error {
+	if !follow && st.Op.busy() { // a fleet before fleet-ops-follow: one op at a time
+		return fmt.Errorf("%s is under way (%s): wait for it to finish (`adopt fleet status`)", st.Op.What(), st.Op.Standing())
+	}
+	if err := st.opRefusal(relay.KindMigrate, in.Module); err != nil {
 		return err
 	}
 	if in.Module == "" {
@@ -232,15 +266,17 @@ func (st *FleetState) migrateRefusal(in FleetRequest) error {
 	if len(problems) > 0 {
 		return fmt.Errorf("module %q: %s", in.Module, names(problems, "; "))
 	}
-	if targets, skipped := st.migrateTargets(in.Nodes); len(targets) == 0 {
+	if targets, skipped := st.migrateTargets(in.Nodes, follow); len(targets) == 0 {
 		return fmt.Errorf("module %q: none of the nodes that declare it is running in the fleet: %s", in.Module, names(skipped, "; "))
 	}
 	return nil
 }
 
 // migrateTargets are the nodes of names the fleet started and that run
-// (fleet order), and the others with why.
-func (st *FleetState) migrateTargets(names []string) (targets []int, skipped []string) {
+// (fleet order), and, when the op follows the waves, those not started yet
+// (each is sent its request once its wave has started); and the others
+// with why.
+func (st *FleetState) migrateTargets(names []string, follow bool) (targets []int, skipped []string) {
 	named := make(map[string]bool, len(names)) // a thousand names, looked up per node
 	for _, name := range names {
 		named[name] = true
@@ -249,7 +285,7 @@ func (st *FleetState) migrateTargets(names []string) (targets []int, skipped []s
 		if !named[n.Node] {
 			continue
 		}
-		if n.Started && n.Ended == "" {
+		if (n.Started || follow) && n.Ended == "" {
 			targets = append(targets, i)
 		} else {
 			skipped = append(skipped, n.Node+" "+n.standing())
@@ -292,9 +328,11 @@ func relayBatches(wave []int) [][]int {
 }
 
 // served records how op node j's request went.
-func (f *fleet) served(ctx workflow.Context, j int, out relay.Outcome, err error) {
-	op := f.st.Op
+func (f *fleet) served(ctx workflow.Context, op *FleetOp, j int, out relay.Outcome, err error) {
 	n := &op.Nodes[j]
+	if n.State != opRunning {
+		return // settled already: the node said it was done (nodeServed)
+	}
 	delete(op.Intents, n.Node) // served: never sent again
 	switch {
 	case err != nil:
@@ -314,19 +352,35 @@ func (f *fleet) served(ctx workflow.Context, j int, out relay.Outcome, err error
 // It ends when the fleet is cancelled: Await then returns at once, and
 // looping on it would never yield.
 func (f *fleet) ops(ctx workflow.Context) {
+	var next *FleetOp
 	for {
-		if err := workflow.Await(ctx, func() bool { return f.st.Op.busy() && f.st.Paused == "" && !f.leaving && !f.due(ctx) }); err != nil {
+		if err := workflow.Await(ctx, func() bool {
+			next = nil
+			if f.st.Paused != "" || f.leaving || f.due(ctx) {
+				return false
+			}
+			for _, op := range f.st.ops() {
+				if op.busy() && f.opReady(op) {
+					next = op
+					return true
+				}
+			}
+			return false
+		}); err != nil {
 			return
 		}
-		f.opWave(ctx)
+		f.opWave(ctx, next)
+		if ctx.Err() != nil {
+			return // cancelled within the wave: its nodes stay running
+		}
+		f.st.dropFinished()
 	}
 }
 
 // opWave sends every node of the op's next wave its request at once, waits
 // for all, and halts the op when more of them failed than the wave's
 // budget allows.
-func (f *fleet) opWave(ctx workflow.Context) {
-	op := f.st.Op
+func (f *fleet) opWave(ctx workflow.Context, op *FleetOp) {
 	if !f.opsTaken {
 		workflows.Taken(ctx, changeFleetOps)
 		f.opsTaken = true
@@ -357,6 +411,9 @@ func (f *fleet) opWave(ctx workflow.Context) {
 		sent = append(sent, n.Node)
 	}
 	f.note(ctx, fmt.Sprintf("%s: wave %d: %s (up to %d may fail)", op.What(), k, names(sent, ", "), f.st.budget(k)))
+	if f.follows(ctx) {
+		wave = f.endedBeforeSent(ctx, op, wave)
+	}
 	if f.batches == 0 {
 		f.batches = 1 // one relay activity a node: runs recorded before
 		if workflow.GetVersion(ctx, changeFleetRelayBatches, workflow.DefaultVersion, 1) >= 1 {
@@ -375,11 +432,12 @@ func (f *fleet) opWave(ctx workflow.Context) {
 		for _, j := range wave {
 			var out relay.Outcome
 			err := futs[j].Get(ctx, &out)
-			f.served(ctx, j, out, err)
+			f.served(ctx, op, j, out, err)
 		}
 	} else {
 		var futs []workflow.Future
-		for _, b := range relayBatches(wave) {
+		batches := relayBatches(wave)
+		for _, b := range batches {
 			in := relay.Batch{Intent: op.Intent}
 			for _, j := range b {
 				r := request(j)
@@ -390,16 +448,31 @@ func (f *fleet) opWave(ctx workflow.Context) {
 			}
 			futs = append(futs, workflow.ExecuteActivity(actx, relayActs.Requests, in))
 		}
-		for bi, b := range relayBatches(wave) {
-			var outs []relay.Outcome
-			err := futs[bi].Get(ctx, &outs)
-			for x, j := range b {
-				var out relay.Outcome
-				if err == nil && x < len(outs) {
-					out = outs[x]
+		for bi, b := range batches {
+			fut := futs[bi]
+			workflow.Go(ctx, func(ctx workflow.Context) {
+				var outs []relay.Outcome
+				err := fut.Get(ctx, &outs)
+				for x, j := range b {
+					var out relay.Outcome
+					if err == nil && x < len(outs) {
+						out = outs[x]
+					}
+					f.served(ctx, op, j, out, err)
 				}
-				f.served(ctx, j, out, err)
+			})
+		}
+		// Each node is settled by its batch's answer or, sooner, by its
+		// own progress (nodeServed): the wave ends with its last node.
+		if err := workflow.Await(ctx, func() bool {
+			for _, j := range wave {
+				if op.Nodes[j].State == opRunning {
+					return false
+				}
 			}
+			return true
+		}); err != nil {
+			return
 		}
 	}
 	var failed []string

@@ -99,6 +99,10 @@ type fleet struct {
 	// batches is how this run sends an op's wave (changeFleetRelayBatches):
 	// 0 not asked yet, 1 one relay activity a node, 2 in batches.
 	batches int
+	// follow is how this run's ops go (changeFleetOpsFollow): 0 not
+	// asked yet, 1 on the nodes started when asked, one at a time
+	// (runs before), 2 following the waves (fleet_follow.go).
+	follow int
 	// pos is each node's index (index); draining: drain is taking signals,
 	// so show leaves the details to its end; unshown: they are stale.
 	pos               map[string]int
@@ -297,6 +301,7 @@ func (f *fleet) progress(ctx workflow.Context, p workflows.NodeProgress) {
 	n := &f.st.Nodes[i]
 	n.NodeProgress = p
 	n.Done = nodeDone(p)
+	f.nodeServed(*n)
 	f.heard[p.Node] = workflow.Now(ctx)
 	if p.Phase == workflows.PhaseConverged || p.Phase == workflows.PhaseReleased {
 		n.Ended = string(p.Phase)
@@ -363,7 +368,7 @@ func (f *fleet) canStartNext() bool {
 }
 
 func (f *fleet) finished() bool {
-	if f.st.Next < len(f.st.Nodes) || f.st.Op.busy() {
+	if f.st.Next < len(f.st.Nodes) || f.st.opsBusy() {
 		return false
 	}
 	holds := f.st.holding()

@@ -173,7 +173,7 @@ func (st *FleetState) pauseRefusal() string {
 	switch {
 	case st.Paused != "":
 		return "the fleet is already paused (" + st.Paused + "); `adopt fleet resume` lets it go on"
-	case st.Next >= len(st.Nodes) && !st.Op.busy():
+	case st.Next >= len(st.Nodes) && !st.opsBusy():
 		return "every node has started: there is no start left to pause (each node's own workflow goes on; see `adopt fleet status`)"
 	}
 	return ""

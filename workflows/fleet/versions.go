@@ -40,4 +40,10 @@ const (
 	// batches of relayBatch nodes, one relay activity a batch, instead of
 	// one a node. Asked once a run, when an op sends its first wave.
 	changeFleetRelayBatches = "fleet-relay-batches"
+	// changeFleetOpsFollow: a fleet migrate follows the waves (the nodes
+	// not started yet are sent their request as their wave starts), a
+	// migrate of another module goes along with it, and a node's request
+	// counts as served as soon as its own progress says so. Asked once a
+	// run, by the first fleet migrate or the first wave an op sends.
+	changeFleetOpsFollow = "fleet-ops-follow"
 )
