@@ -96,7 +96,7 @@ func TestWebUISignedSignals(t *testing.T) {
 	waitFor(t, n, "web to migrate after the signed retry", func(st workflows.State) bool {
 		return st.Modules[0].State == workflows.ModuleMigrated
 	})
-	b.until(t, "attention-cleared", ns+"/workflows/"+url.PathEscape(wfID)+"/search-attributes", func(dom string) error {
+	b.until(t, "attention-cleared", runPage+"/search-attributes", func(dom string) error {
 		if strings.Contains(dom, workflows.AttentionCutoverFailed) {
 			return fmt.Errorf("AdoptionAttention still says %s", workflows.AttentionCutoverFailed)
 		}
