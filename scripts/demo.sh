@@ -228,6 +228,6 @@ adopt fleet status --fleet "$DEMO/fleet.yaml"
 echo
 echo "after the flip, clients of n1's mail get $(client n1 18025/version || echo UNREACHABLE); n2's web $(client n2 18080/version || echo UNREACHABLE); n3's shop: $(reach n3 18443)"
 echo "n1's firewall is now the mesh's own (table inet adoption); the predecessor's was saved under $DEMO/n1/state/"
-echo "Web UI: $UI  (filter: AdoptionPhase=\"converged\"; open node-migration/n1 for its steps)"
+echo "Web UI: $UI  (filter: AdoptionPhase=\"converged\"; what needs a person: AdoptionAttention != \"\"; open node-migration/n1 for its steps)"
 echo "node-migration/n1's history holds $("$TEMPORAL_BIN" workflow show --workflow-id node-migration/n1 --output json 2>/dev/null | grep -oE 'binary/encrypted|YmluYXJ5L2VuY3J5cHRlZA==' | wc -l) encrypted payloads (binary/encrypted, key $CODEC_KEY); the Web UI decodes them through the codec server on 127.0.0.1:8234"
 echo "The demo took $(( $(date +%s) - DEMO_START )) s. Remove it with: make demo-clean"

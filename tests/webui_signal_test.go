@@ -59,7 +59,14 @@ func TestWebUISignedSignals(t *testing.T) {
 	if !strings.Contains(st.Refused.Why, "intent refused (missing)") || !strings.Contains(st.Refused.Why, "adopt sign migrate "+n.Name+" web") {
 		t.Fatalf("the refusal does not say why and how to sign: %q", st.Refused.Why)
 	}
-	b.until(t, "signal-unsigned-refused", ns+"/workflows/"+url.PathEscape(wfID), func(dom string) error {
+	// The run's page (its location names the run), User Metadata tab:
+	// the current details.
+	loc, err := chromedp.Run(b.ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runPage := strings.TrimSuffix(loc, "/history")
+	b.until(t, "signal-unsigned-refused", runPage+"/user-metadata", func(dom string) error {
 		for _, doc := range renderedDocs(dom) {
 			if strings.Contains(doc, "**Refused migrate web:**") && strings.Contains(doc, "`adopt sign migrate "+n.Name+" web`") {
 				return nil
@@ -76,7 +83,9 @@ func TestWebUISignedSignals(t *testing.T) {
 		}
 		return nil
 	})
-	b.click(t, "list-attention-open", fmt.Sprintf(`//a[contains(normalize-space(.), %q)]`, wfID))
+	if err := b.run(t, "list-attention-open", 60*time.Second, clickVisible(`a`, wfID), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
+		t.Fatalf("web UI: open %s from the filtered list: %v", wfID, err)
+	}
 
 	// (3) The signed retry, pasted: the module migrates.
 	signed, errs, code := adopt(t, "sign", "retry", n.Name, "web", "--config", n.cfg)
@@ -87,7 +96,7 @@ func TestWebUISignedSignals(t *testing.T) {
 	waitFor(t, n, "web to migrate after the signed retry", func(st workflows.State) bool {
 		return st.Modules[0].State == workflows.ModuleMigrated
 	})
-	b.until(t, "attention-cleared", ns+"/workflows/"+url.PathEscape(wfID)+"/search-attributes", func(dom string) error {
+	b.until(t, "attention-cleared", runPage+"/search-attributes", func(dom string) error {
 		if strings.Contains(dom, workflows.AttentionCutoverFailed) {
 			return fmt.Errorf("AdoptionAttention still says %s", workflows.AttentionCutoverFailed)
 		}
@@ -152,7 +161,7 @@ func (b *browser) shot(t *testing.T, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
 	if err != nil {
 		t.Logf("screenshot %s: %v", name, err)
 		return
@@ -161,6 +170,9 @@ func (b *browser) shot(t *testing.T, name string) {
 	if err := os.WriteFile(p, png, 0o644); err == nil {
 		t.Logf("web UI: screenshot %s", p)
 	}
+	if dom, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html"))); err == nil {
+		_ = os.WriteFile(filepath.Join(b.dir, name+".html"), []byte(dom), 0o644)
+	}
 }
 
 // open loads url and waits for the page's main content.
@@ -168,15 +180,6 @@ func (b *browser) open(t *testing.T, name, url string) {
 	t.Helper()
 	if err := b.run(t, name, 60*time.Second, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
 		t.Fatalf("web UI %s: %s: %v", name, url, err)
-	}
-}
-
-// click clicks the element xpath names, once visible.
-func (b *browser) click(t *testing.T, name, xpath string) {
-	t.Helper()
-	if err := b.run(t, name, 60*time.Second, chromedp.WaitVisible(xpath), chromedp.Click(xpath),
-		chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
-		t.Fatalf("web UI %s: click %s: %v", name, xpath, err)
 	}
 }
 
@@ -209,26 +212,25 @@ func (b *browser) until(t *testing.T, name, url string, check func(dom string) e
 
 // signal sends signal name with payload through the workflow page's Send a
 // Signal dialog, as a person does: More Actions, Send a Signal, the name
-// (typed, or picked from the signals the workflow declares), the input
+// (picked from the signals the workflow declares, or typed), the input
 // pasted into the editor, Submit. It waits for the UI's success toast.
 func (b *browser) signal(t *testing.T, shot, name, payload string) {
 	t.Helper()
-	const modal = `//*[@data-testid="signal-confirmation-modal"][.//*[@data-testid="confirm-modal-button"]]`
+	const modal = `[data-testid="signal-confirmation-modal"]`
 	steps := []struct {
 		what string
 		act  chromedp.Action[chromedp.Void]
 	}{
-		{"More Actions", chromedp.Click(`//button[@aria-label="More Actions" or normalize-space(.)="More Actions"]`)},
-		{"Send a Signal", chromedp.Click(`//*[@role="menuitem"][contains(normalize-space(.), "Send a Signal")]`)},
-		{"the dialog", chromedp.WaitVisible(modal)},
+		{"More Actions", clickVisible(`button[aria-controls="workflow-actions"]`, "")},
+		{"Send a Signal", clickVisible(`[data-testid="signal-button"]`, "")},
 		{"the signal's name", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error { return pickSignal(ctx, tg, modal, name) })},
-		{"the input's editor", chromedp.Click(modal + `//*[contains(@class, "cm-content")]`)},
+		{"the input's editor", clickVisible(modal+` .cm-content`, "")},
 		{"select all", chromedp.KeyEvent("a", chromedp.KeyModifiers(chromedp.ModifierCtrl))},
 		{"paste", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 			_, err := cdp.Call(ctx, tg, input.InsertText, input.InsertTextParams{Text: payload})
 			return err
 		})},
-		{"Submit", chromedp.Click(modal + `//*[@data-testid="confirm-modal-button"]`)},
+		{"Submit", clickVisible(modal+` [data-testid="confirm-modal-button"]`, "")},
 		{"the success toast", chromedp.WaitVisible(chromedp.CSS(`#workflow-signal-success-toast`))},
 	}
 	for i, s := range steps {
@@ -238,22 +240,71 @@ func (b *browser) signal(t *testing.T, shot, name, payload string) {
 	}
 }
 
-// pickSignal fills the dialog's signal name: a text input in UIs that do
-// not list the workflow's signals, else the select's option of that name.
+// pickSignal fills the dialog's signal name: the select's option of that
+// name when the UI lists the workflow's signals, else the text input.
 func pickSignal(ctx context.Context, tg *chromedp.Target, modal, name string) error {
-	typed, err := chromedp.Evaluate[int](`document.querySelectorAll('#signal-name').length`)(ctx, tg)
-	if err != nil {
-		return err
+	for {
+		sel, err := chromedp.Evaluate[int](markVisible(modal+` [data-testid="signal-select-button"]`, ""))(ctx, tg)
+		if err != nil {
+			return err
+		}
+		typed, err := chromedp.Evaluate[int](markVisible(modal+` #signal-name`, ""))(ctx, tg)
+		if err != nil {
+			return err
+		}
+		switch {
+		case sel > 0:
+			if _, err := clickVisible(modal+` [data-testid="signal-select-button"]`, "")(ctx, tg); err != nil {
+				return err
+			}
+			_, err := clickVisible(`[role="option"]`, name)(ctx, tg)
+			return err
+		case typed > 0:
+			_, err := chromedp.SendKeys(chromedp.CSS(`[data-i40-pick]`), name)(ctx, tg)
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the dialog shows neither a signal select nor a name input: %w", ctx.Err())
+		case <-time.After(300 * time.Millisecond):
+		}
 	}
-	if typed > 0 {
-		_, err := chromedp.SendKeys(modal+`//input[@id="signal-name"]`, name)(ctx, tg)
-		return err
+}
+
+// markVisible is a script that marks (data-i40-pick) the first element
+// matching css that is displayed, whose text's first word is word when
+// given, and returns how many it marked (0 or 1). A page can hold an
+// element twice, one copy hidden (the UI's responsive layouts).
+func markVisible(css, word string) string {
+	return fmt.Sprintf(`(() => {
+		document.querySelectorAll('[data-i40-pick]').forEach(e => e.removeAttribute('data-i40-pick'));
+		const el = [...document.querySelectorAll(%q)].find(e => e.getClientRects().length > 0 &&
+			getComputedStyle(e).visibility !== 'hidden' && (%q === '' || e.textContent.trim().split(/\s+/)[0] === %q));
+		if (!el) return 0;
+		el.setAttribute('data-i40-pick', '1');
+		return 1;
+	})()`, css, word, word)
+}
+
+// clickVisible clicks, with the mouse, the displayed element markVisible
+// finds, waiting for it to appear.
+func clickVisible(css, word string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		for {
+			n, err := chromedp.Evaluate[int](markVisible(css, word))(ctx, tg)
+			if err != nil {
+				return chromedp.Void{}, err
+			}
+			if n > 0 {
+				return chromedp.Click(chromedp.CSS(`[data-i40-pick]`))(ctx, tg)
+			}
+			select {
+			case <-ctx.Done():
+				return chromedp.Void{}, fmt.Errorf("no displayed %s %s: %w", css, word, ctx.Err())
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
 	}
-	if _, err := chromedp.Click(modal+`//*[@data-testid="signal-select-button"]`)(ctx, tg); err != nil {
-		return err
-	}
-	_, err = chromedp.Click(fmt.Sprintf(`//*[@role="option"][.//*[normalize-space(.)=%q] or normalize-space(.)=%q]`, name, name))(ctx, tg)
-	return err
 }
 
 // renderedDocs are the markdown documents of a workflow page (summary,
