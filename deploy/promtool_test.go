@@ -1,16 +1,11 @@
 package deploy
 
 import (
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"adoption/internal/testenv"
-	"adoption/metrics"
-	"adoption/workflows"
 )
 
 // promtool (Debian's prometheus package, installed by make deps) accepts
@@ -33,22 +28,9 @@ func TestPromtoolCheckRules(t *testing.T) {
 // tests/metrics_test.go.
 func TestPromtoolCheckMetrics(t *testing.T) {
 	testenv.NeedTools(t, "promtool")
-	m, err := metrics.New("n1", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := m.Recorder()
-	r.MarkedRules("mail", 1)
-	r.ReconcileRepairs(1)
-	r.Drift(1)
-	r.CutoverStep("mail", "swap", "ok", 0)
-	r.PreviewRefused()
-	r.WatchdogRevert("n1-1")
-	m.SDK().WithTags(map[string]string{"node": "n1", "phase": "adopted"}).Gauge(workflows.PhaseMetric).Update(1)
-	rr := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rr, httptest.NewRequest("GET", "/metrics", nil))
-	if out, err := testenv.PromtoolCheckMetrics(rr.Body.String()); err != nil {
-		t.Fatalf("%v\n%s\n/metrics:\n%s", err, out, rr.Body.String())
+	text := exposition(t)
+	if out, err := testenv.PromtoolCheckMetrics(text); err != nil {
+		t.Fatalf("%v\n%s\n/metrics:\n%s", err, out, text)
 	}
 	// The check can fail: a counter without _total is named.
 	if out, err := testenv.PromtoolCheckMetrics("# HELP adoption_bad a counter\n# TYPE adoption_bad counter\nadoption_bad 1\n"); err == nil {
