@@ -406,5 +406,8 @@ predecessor:
 	if err != nil {
 		return "", err
 	}
+	if body, err = withWitnessKey(body, ""); err != nil {
+		return "", err
+	}
 	return path, os.WriteFile(path, []byte(body), 0o600)
 }

@@ -282,11 +282,18 @@ predecessor:
 // the node. The node takes the witness's verdicts signed by the run's
 // witness key (WitnessKey).
 func (n *Node) withWitness(body string) (string, error) {
+	return withWitnessKey(body, fmt.Sprintf("address: %q, netns: %q, ", n.Addr, "/run/netns/"+n.Peer))
+}
+
+// withWitnessKey writes flip.witness into a configuration's body: the
+// settings given (where the witness dials from) and the run's witness key,
+// whose verdicts the node takes.
+func withWitnessKey(body, settings string) (string, error) {
 	k, err := WitnessKey()
 	if err != nil {
 		return "", err
 	}
-	w := fmt.Sprintf("  witness: {address: %q, netns: %q, key: %q}\n", n.Addr, "/run/netns/"+n.Peer, k.Public)
+	w := fmt.Sprintf("  witness: {%skey: %q}\n", settings, k.Public)
 	if i := strings.Index(body, "\nflip:\n"); i >= 0 {
 		at := i + len("\nflip:\n")
 		return body[:at] + w + body[at:], nil

@@ -238,7 +238,7 @@ func TestCLIRefusesAtOnce(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, `namespace "nosuchns" (from --namespace) does not exist`) {
 		t.Errorf("status in a missing namespace: exit %d\n%s%s", code, out, errs)
 	}
-	out, errs, code = adoptBounded(t, 60*time.Second, nil, "status", n.Name, "--address", "nosuchhost.invalid:7233")
+	out, errs, code = adoptBounded(t, 60*time.Second, []string{"TEMPORAL_TLS=false"}, "status", n.Name, "--address", "nosuchhost.invalid:7233")
 	if code != 1 || !strings.Contains(errs, `cannot resolve host "nosuchhost.invalid"`) {
 		t.Errorf("status at an unknown host: exit %d\n%s%s", code, out, errs)
 	}

@@ -115,7 +115,7 @@ cutover:
 	}
 	for _, want := range []string{
 		"REHEARSAL of migrate " + name, "nothing was changed",
-		"1. preflight", "2. open ports", "3. create container", "4. converge files", "5. swap containers", "6. wait healthy",
+		"1. preflight", "2. open ports", "3. create container", "4. swap: stop the predecessor", "5. swap: converge files", "6. swap: start the new container", "7. wait healthy",
 		"volume " + name + "-data", bind, // the predecessor's mounts, carried over
 		fmt.Sprintf("%d/tcp by", port),                           // the port's holder
 		fmt.Sprintf("adoption:%s:%s:%d/tcp", n.Name, name, port), // the marked rule
