@@ -70,17 +70,7 @@ func historyConverter(t *testing.T) converter.DataConverter {
 // unrecorded are the change IDs no recorded history reaches, and why the
 // recorder cannot reach them. An ID listed here that a history does reach
 // fails too: the list only shrinks.
-var unrecorded = map[string]string{
-	// New with AdoptionAttention; every new node run takes it at its start
-	// (the control scenario reaches it), and a fleet whose plan read is
-	// refused holds it (the fleet scenario): recorded with the next
-	// recording of those scenarios.
-	"attention":           "new: recorded with the next recording of control",
-	"fleet-attention":     "new: recorded with the next recording of fleet",
-	"files-at-swap":       "new: the member scenario reaches it (its proxy module declares a file since), but its histories were recorded before; recorded with the next recording of the node's histories",
-	"fleet-relay-batches": "a fleet op's waves in batches of relay activities: the waves scenario has to be recorded again (go run ./tests/record -scenario waves, on the dev server with its agents) for a history to carry it",
-	"fleet-ops-follow":    "a fleet migrate following the waves: the waves scenario has to be recorded again, as for fleet-relay-batches",
-}
+var unrecorded = map[string]string{}
 
 // checkChangeIDsRecorded fails when a change ID of workflows/versions.go or
 // workflows/fleet/versions.go has no recorded history carrying its marker

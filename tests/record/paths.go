@@ -44,7 +44,7 @@ func memberScript(node string, p config.Plan) *script {
 	conflict := temporal.NewNonRetryableApplicationError("/srv/web/app.env: 1 conflicting key(s); nothing was written", activities.ErrFileConflict, nil,
 		[]activities.FileConflict{{Path: "/srv/web/app.env", Key: "PORT", Why: "changed on the node and in the mesh"}})
 	return &script{node: node, plan: p, confirmOnly: true,
-		failFirst: map[string]string{"Adopt": "adopt: the found firewall changed while it was read", "ConfirmFlip": "confirm: declared port 8080/tcp does not answer",
+		failFirst: map[string]string{"Adopt": "adopt: the found firewall changed while it was read", "FlipTrip": "confirm: declared port 8080/tcp does not answer",
 			"RevertFlip": "revert: the agent is restarting", "CommitFlip": "commit: /etc/nftables.conf is read-only"},
 		errFirst:  map[string]error{"CutoverPreflight": conflict},
 		slowFirst: map[string]time.Duration{"ConvergeFiles": 3 * time.Second}}

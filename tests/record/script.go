@@ -41,6 +41,9 @@ type script struct {
 	// confirmOnly: ConfirmFlip confirms but leaves the commit to CommitFlip
 	// (the node's commit in it failed).
 	confirmOnly bool
+	// confirmed is the flip FlipTrip confirmed but did not commit
+	// (confirmOnly): the node refuses to revert it, as a real one does.
+	confirmed string
 	// refusePreview: every preview refuses (a port opened by hand).
 	refusePreview bool
 	// watchDriftOwner: once this owner's rules are kept, the watch finds
@@ -272,6 +275,9 @@ func (s *script) FlipTrip(_ context.Context, in activities.FlipTripInput) (*acti
 		return &activities.FlipResult{ID: in.ID, State: activities.FlipPreviewRefused, Preview: pv}, nil
 	}
 	if s.confirmOnly {
+		s.mu.Lock()
+		s.confirmed = in.ID
+		s.mu.Unlock()
 		return nil, temporal.NewNonRetryableApplicationError("flip "+in.ID+" is confirmed; its commit failed: /etc/nftables.conf is read-only", "CommitStopped", nil)
 	}
 	res := &activities.FlipResult{ID: in.ID, State: "committed", Deadline: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC),
@@ -310,6 +316,12 @@ func (s *script) ConfirmFlip(_ context.Context, in activities.ConfirmInput) (*ac
 
 func (s *script) RevertFlip(_ context.Context, in activities.ConfirmInput) (*activities.FlipResult, error) {
 	_, err := s.call("RevertFlip")
+	s.mu.Lock()
+	confirmed := s.confirmed == in.ID
+	s.mu.Unlock()
+	if err == nil && confirmed {
+		return nil, temporal.NewNonRetryableApplicationError("flip "+in.ID+" is already confirmed on this node: not reverting it", activities.ErrFlipConfirmed, nil)
+	}
 	return &activities.FlipResult{ID: in.ID, State: "reverted"}, err
 }
 

@@ -1,8 +1,9 @@
 package main
 
 // The fleet in waves: a control node, then waves of 1 and 2 members, each
-// wave started once the one before migrated; `adopt fleet migrate web`
-// sent through the orchestrator's relay, a pause and a resume, and
+// wave started once the one before migrated; one `adopt fleet migrate web`
+// that follows the waves, sent through the orchestrator's relay, paused
+// while under way and resumed, and
 // `adopt fleet flip` with one node's preview refusing within its wave's
 // budget. The fleet's and its nodes' histories are written.
 
@@ -72,31 +73,32 @@ func (r *rec) waves(plans []config.Plan) error {
 			Waves: &config.Waves{Sizes: []int{1, 2}, Budgets: []int{0, 1}}}); err != nil {
 		return err
 	}
-	migrate := func() error {
-		return r.fleetOp(name, fleet.UpdateFleetMigrate, fleet.FleetRequest{Module: "web", Nodes: waveNodes,
-			Intent: r.sign(authority.ActFleetMigrate, map[string]string{"module": "web"}, plans...)})
+	// One migrate for every node, those not started yet too: it follows
+	// the waves (fleet-ops-follow), each wave's requests relayed in
+	// batches (fleet-relay-batches). Paused while it is under way, the
+	// next wave waits; resumed, it goes on.
+	if _, err := r.waitNode("rwa", "rwa adopted", func(s workflows.State) bool { return s.Phase == workflows.PhaseAdopted }); err != nil {
+		return err
 	}
-	for k, n := range []string{"rwa", "rwb", "rwd"} {
-		if _, err := r.waitNode(n, n+" adopted", func(s workflows.State) bool { return s.Phase == workflows.PhaseAdopted }); err != nil {
-			return err
-		}
-		if k == 2 {
-			if _, err := r.waitNode("rwc", "rwc adopted", func(s workflows.State) bool { return s.Phase == workflows.PhaseAdopted }); err != nil {
-				return err
-			}
-		}
-		if k == 1 {
-			// Paused, the next wave waits; resumed, it goes on.
-			if err := r.fleetUpdate(name, fleet.UpdateFleetPause, fleet.FleetRequest{}); err != nil {
-				return err
-			}
-			if err := r.fleetUpdate(name, fleet.UpdateFleetResume, fleet.FleetRequest{Intent: r.sign(authority.ActFleetResume, nil, plans...)}); err != nil {
-				return err
-			}
-		}
-		if err := migrate(); err != nil {
-			return err
-		}
+	if err := r.fleetUpdate(name, fleet.UpdateFleetMigrate, fleet.FleetRequest{Module: "web", Nodes: waveNodes,
+		Intent: r.sign(authority.ActFleetMigrate, map[string]string{"module": "web"}, plans...)}); err != nil {
+		return err
+	}
+	if err := r.fleetUpdate(name, fleet.UpdateFleetPause, fleet.FleetRequest{}); err != nil {
+		return err
+	}
+	if _, err := r.waitNode("rwa", "rwa migrated", func(s workflows.State) bool {
+		return len(s.Modules) > 0 && s.Modules[0].State == workflows.ModuleMigrated
+	}); err != nil {
+		return err
+	}
+	if err := r.fleetUpdate(name, fleet.UpdateFleetResume, fleet.FleetRequest{Intent: r.sign(authority.ActFleetResume, nil, plans...)}); err != nil {
+		return err
+	}
+	if err := r.waitFleetNamed(name, "the migrate done", func(st fleet.FleetState) bool {
+		return st.Op != nil && (st.Op.Done || st.Op.Halted != "")
+	}); err != nil {
+		return err
 	}
 	if err := r.waitFleetNamed(name, "every node migrated", func(st fleet.FleetState) bool {
 		for _, n := range st.Nodes {
