@@ -1,6 +1,6 @@
 // Package visibility is the client's side of the node workflows' search
 // attributes: the overview's visibility query (every running node, or
-// every workflow that needs a person: AdoptionAttention != ”), its
+// every workflow that needs a person: AdoptionAttention != ""), its
 // listing page by page, and what one listed run says (its node, its
 // keywords). `adopt status` and the bench's scale section both ask
 // through it, so the figure the bench prints is the command's.
