@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -14,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"adoption/workflows"
+	"adoption/workflows/visibility"
 )
 
 // completeNodesTimeout bounds the visibility query a completion makes: a
@@ -66,14 +65,13 @@ func (x *cli) runningNodes(ctx context.Context, prefix string) []string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, completeNodesTimeout)
 	defer cancel()
-	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflows.NodeWorkflow)
-	resp, err := x.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: 1000})
+	resp, err := x.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: visibility.Query(false, false), PageSize: 1000})
 	if err != nil {
 		return nil
 	}
 	var out []string
 	for _, e := range resp.Executions {
-		if n := nodeOf(e); n != "" && strings.HasPrefix(n, prefix) && !slices.Contains(out, n) {
+		if n := visibility.NodeOf(e); n != "" && strings.HasPrefix(n, prefix) && !slices.Contains(out, n) {
 			out = append(out, n)
 		}
 	}

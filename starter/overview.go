@@ -21,10 +21,10 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/api/workflowservice/v1"
 
 	"adoption/config"
 	"adoption/workflows"
+	"adoption/workflows/visibility"
 )
 
 type overviewOpts struct {
@@ -94,7 +94,7 @@ func (x *cli) overview(ctx context.Context, o overviewOpts) error {
 	if err := x.dial(); err != nil {
 		return err
 	}
-	q := attentionQuery(o.all, o.attention)
+	q := visibility.Query(o.all, o.attention)
 	if o.phase != "" {
 		q += fmt.Sprintf(" AND %s = '%s'", workflows.AttrPhase.GetName(), o.phase) // validated above
 	}
@@ -105,32 +105,24 @@ func (x *cli) overview(ctx context.Context, o overviewOpts) error {
 	starts := map[string]time.Time{}
 	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	var token []byte
-	for {
-		resp, err := x.c.ListWorkflow(lctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token, PageSize: 1000})
-		if err != nil {
-			return fmt.Errorf("list node workflows (%s): %w", q, err)
+	err := visibility.List(lctx, x.c, q, func(e *workflowpb.WorkflowExecutionInfo) {
+		node := visibility.NodeOf(e)
+		if node == "" && o.attention {
+			node = e.GetExecution().GetWorkflowId() // a fleet holding a wave
 		}
-		for _, e := range resp.Executions {
-			node := nodeOf(e)
-			if node == "" && o.attention {
-				node = e.GetExecution().GetWorkflowId() // a fleet holding a wave
-			}
-			if node == "" {
-				continue
-			}
-			r := runFrom(e)
-			if prev, seen := latest[node]; seen && (prev.Running || (!r.running && starts[node].After(r.started))) {
-				continue // the open run wins, then the latest closed one
-			}
-			latest[node] = NodeSummary{Node: node, Phase: orUnknown(string(r.phase)), Running: r.running, Status: r.status, Started: r.started,
-				Attention: keyword(e.GetSearchAttributes().GetIndexedFields()[workflows.AttrAttention.GetName()].GetData())}
-			starts[node] = r.started
+		if node == "" {
+			return
 		}
-		token = resp.NextPageToken
-		if len(token) == 0 {
-			break
+		r := runFrom(e)
+		if prev, seen := latest[node]; seen && (prev.Running || (!r.running && starts[node].After(r.started))) {
+			return // the open run wins, then the latest closed one
 		}
+		latest[node] = NodeSummary{Node: node, Phase: orUnknown(string(r.phase)), Running: r.running, Status: r.status, Started: r.started,
+			Attention: visibility.Keyword(e, workflows.AttrAttention)}
+		starts[node] = r.started
+	})
+	if err != nil {
+		return err
 	}
 	nodes := make([]string, 0, len(latest))
 	for n := range latest {
@@ -200,35 +192,6 @@ func (x *cli) overview(ctx context.Context, o overviewOpts) error {
 		fmt.Fprintf(x.stderr, "\n%d node(s), phases from visibility. A node's modules, agent and next step: `adopt status NODE`; every node's (asks each one): `adopt status --details`\n", len(out))
 	}
 	return nil
-}
-
-// attentionQuery is the overview's visibility query: the running node
-// workflows (every run with all); with attention, every workflow whose
-// AdoptionAttention is set instead (the nodes and a fleet holding a wave),
-// as the Web UI's saved query AdoptionAttention != "" finds them.
-func attentionQuery(all, attention bool) string {
-	q := fmt.Sprintf("WorkflowType = '%s'", workflows.NodeWorkflow)
-	if attention {
-		q = fmt.Sprintf("%s != ''", workflows.AttrAttention.GetName())
-	}
-	if !all {
-		q += " AND ExecutionStatus = 'Running'"
-	}
-	return q
-}
-
-// nodeOf is the node a node workflow's run is for: its AdoptionNode, or
-// its workflow ID for a run that has none yet. "" for a run that is not a
-// node's.
-func nodeOf(e *workflowpb.WorkflowExecutionInfo) string {
-	if node := keyword(e.GetSearchAttributes().GetIndexedFields()[workflows.AttrNode.GetName()].GetData()); node != "" {
-		return node
-	}
-	node, _ := strings.CutPrefix(e.GetExecution().GetWorkflowId(), "node-migration/")
-	if node == e.GetExecution().GetWorkflowId() {
-		return ""
-	}
-	return node
 }
 
 // details asks each node for its modules and its agent (--details), at

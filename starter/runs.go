@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 
 	"adoption/workflows"
+	"adoption/workflows/visibility"
 )
 
 // run is the latest run of a node's workflow.
@@ -91,7 +91,7 @@ func runFrom(info *workflowpb.WorkflowExecutionInfo) *runInfo {
 		running: info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING,
 		status:  statusName(info.GetStatus()),
 		started: info.GetStartTime().AsTime(),
-		phase:   workflows.Phase(keyword(info.GetSearchAttributes().GetIndexedFields()[workflows.AttrPhase.GetName()].GetData())),
+		phase:   workflows.Phase(visibility.Keyword(info, workflows.AttrPhase)),
 	}
 	if info.GetCloseTime() != nil {
 		r.closed = info.GetCloseTime().AsTime()
@@ -117,13 +117,4 @@ func statusName(s enumspb.WorkflowExecutionStatus) string {
 		return "timed out"
 	}
 	return s.String()
-}
-
-// keyword decodes a Keyword search attribute payload (a JSON string).
-func keyword(data []byte) string {
-	var s string
-	if json.Unmarshal(data, &s) != nil {
-		return ""
-	}
-	return s
 }

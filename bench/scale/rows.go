@@ -65,6 +65,10 @@ func (r *scaleRun) rows(sampleN int) []report.Row {
 		report.Absolute("scale", "history events per node, through the flip to converged", d.EventsConverged.Median, "events", ours,
 			fmt.Sprintf("%s; median of %d flipped nodes, %.1f KiB", sim, d.EventsConverged.N, d.BytesConverged.Median/1024), 0),
 	)
+	if a := d.Attention; a != nil {
+		rows = append(rows, report.Absolute("scale", fmt.Sprintf("`adopt status --attention` (%s) at %d nodes, %d of them needing a person: time of the one visibility query", a.Query, o.Nodes, len(a.Chosen)), a.QueryMS, "ms", ours,
+			fmt.Sprintf("%s; it returned %d, exactly the %d chosen (%s); the set matched %.0f s after the edits, and the query was empty %.0f s after the files were restored", sim, a.Count, len(a.Chosen), a.How, a.WaitS, a.ClearedS), 1))
+	}
 	return rows
 }
 

@@ -44,50 +44,51 @@ import (
 // -scale-before the same simulation run first with the earlier
 // orchestrator (Before).
 type Details struct {
-	Simulation       string       `json:"simulation"`
-	Orchestrator     string       `json:"orchestrator"` // the tree adopt-worker was built from
-	Nodes            int          `json:"nodes"`
-	Module           string       `json:"module"` // what each node declares and migrates
-	Waves            string       `json:"waves"`  // as given (-scale-waves, -scale-max-failed)
-	WaveSizes        []int        `json:"wave_sizes"`
-	Server           string       `json:"server"`
-	Pollers          string       `json:"orchestrator_workflow_pollers"` // --workflow-pollers ("" its default)
-	WorkerOptions    string       `json:"worker_options"`
-	WorkersStartS    float64      `json:"workers_start_s"`
-	StartFleetS      float64      `json:"start_fleet_s"`     // until the fleet's start request returned
-	WavesMigratedS   []float64    `json:"waves_migrated_s"`  // fleet start to every node of wave k done (control node = wave 0)
-	MigrateAllS      float64      `json:"migrate_all_s"`     // fleet start to every node adopted with its module migrated
-	MigrateOps       int          `json:"migrate_ops"`       // fleet migrate Updates the bench sent as the operator
-	QueryRetries     int          `json:"query_retries"`     // fleet queries asked again (timed out, or the fleet's task failed)
-	QueryFailedTask  int          `json:"query_failed_task"` // ... of them, answered "Workflow Task in failed state"
-	ConvergeAllS     float64      `json:"converge_all_s"`    // fleet start to every node converged (flipped)
-	FleetRuns        int          `json:"fleet_runs"`        // the fleet's continue-as-new generations
-	FleetEnd         string       `json:"fleet_end"`         // how the fleet ended: completed, or what was seen instead
-	FleetEvents      int          `json:"fleet_events"`      // events in the fleet's current run at the end
-	OrchPeakRSSMiB   float64      `json:"orchestrator_peak_rss_mib"`
-	OrchCPUS         float64      `json:"orchestrator_cpu_s"` // utime+stime from its start to the last flip
-	OrchBuildID      string       `json:"orchestrator_build_id"`
-	HistorySample    int          `json:"history_sample"`
-	EventsMigrated   Stats        `json:"history_events_migrated"`
-	BytesMigrated    Stats        `json:"history_bytes_migrated"`
-	EventsConverged  Stats        `json:"history_events_converged"`
-	BytesConverged   Stats        `json:"history_bytes_converged"`
-	Idle             *IdleDetails `json:"idle,omitempty"`
-	Flips            []FlipBatch  `json:"flips"`
-	BaselineRSSMiB   float64      `json:"baseline_rss_mib"`    // before any worker
-	IdleRSSMiB       float64      `json:"idle_rss_mib"`        // workers started, no workflow yet
-	PeakRSSMiB       float64      `json:"peak_rss_mib"`        // sampled every 250 ms while the workflows ran
-	PeakHeapInuseMiB float64      `json:"peak_heap_inuse_mib"` // runtime.MemStats.HeapInuse, sampled
-	PeakHeapAllocMiB float64      `json:"peak_heap_alloc_mib"` // runtime.MemStats.HeapAlloc, sampled
-	SysMiB           float64      `json:"sys_mib"`             // runtime.MemStats.Sys at the end
-	PeakGoroutines   int          `json:"peak_goroutines"`     // sampled
-	ServerPeakRSSMiB float64      `json:"server_peak_rss_mib"` // the dev server's VmHWM
-	NodesDir         string       `json:"nodes_dir"`           // the simulated nodes' roots and state directories
-	ServerDB         string       `json:"server_db"`           // the dev server's SQLite file (-scale-db)
-	LoadAvg          []string     `json:"load_average"`        // /proc/loadavg at the start and at the end
-	Note             string       `json:"note"`
-	Before           *Details     `json:"before,omitempty"` // -scale-before: the run with the earlier orchestrator
-	Error            string       `json:"error,omitempty"`  // the Before run's failure
+	Simulation       string            `json:"simulation"`
+	Orchestrator     string            `json:"orchestrator"` // the tree adopt-worker was built from
+	Nodes            int               `json:"nodes"`
+	Module           string            `json:"module"` // what each node declares and migrates
+	Waves            string            `json:"waves"`  // as given (-scale-waves, -scale-max-failed)
+	WaveSizes        []int             `json:"wave_sizes"`
+	Server           string            `json:"server"`
+	Pollers          string            `json:"orchestrator_workflow_pollers"` // --workflow-pollers ("" its default)
+	WorkerOptions    string            `json:"worker_options"`
+	WorkersStartS    float64           `json:"workers_start_s"`
+	StartFleetS      float64           `json:"start_fleet_s"`     // until the fleet's start request returned
+	WavesMigratedS   []float64         `json:"waves_migrated_s"`  // fleet start to every node of wave k done (control node = wave 0)
+	MigrateAllS      float64           `json:"migrate_all_s"`     // fleet start to every node adopted with its module migrated
+	MigrateOps       int               `json:"migrate_ops"`       // fleet migrate Updates the bench sent as the operator
+	QueryRetries     int               `json:"query_retries"`     // fleet queries asked again (timed out, or the fleet's task failed)
+	QueryFailedTask  int               `json:"query_failed_task"` // ... of them, answered "Workflow Task in failed state"
+	ConvergeAllS     float64           `json:"converge_all_s"`    // fleet start to every node converged (flipped)
+	FleetRuns        int               `json:"fleet_runs"`        // the fleet's continue-as-new generations
+	FleetEnd         string            `json:"fleet_end"`         // how the fleet ended: completed, or what was seen instead
+	FleetEvents      int               `json:"fleet_events"`      // events in the fleet's current run at the end
+	OrchPeakRSSMiB   float64           `json:"orchestrator_peak_rss_mib"`
+	OrchCPUS         float64           `json:"orchestrator_cpu_s"` // utime+stime from its start to the last flip
+	OrchBuildID      string            `json:"orchestrator_build_id"`
+	HistorySample    int               `json:"history_sample"`
+	EventsMigrated   Stats             `json:"history_events_migrated"`
+	BytesMigrated    Stats             `json:"history_bytes_migrated"`
+	EventsConverged  Stats             `json:"history_events_converged"`
+	BytesConverged   Stats             `json:"history_bytes_converged"`
+	Idle             *IdleDetails      `json:"idle,omitempty"`
+	Attention        *AttentionDetails `json:"attention,omitempty"`
+	Flips            []FlipBatch       `json:"flips"`
+	BaselineRSSMiB   float64           `json:"baseline_rss_mib"`    // before any worker
+	IdleRSSMiB       float64           `json:"idle_rss_mib"`        // workers started, no workflow yet
+	PeakRSSMiB       float64           `json:"peak_rss_mib"`        // sampled every 250 ms while the workflows ran
+	PeakHeapInuseMiB float64           `json:"peak_heap_inuse_mib"` // runtime.MemStats.HeapInuse, sampled
+	PeakHeapAllocMiB float64           `json:"peak_heap_alloc_mib"` // runtime.MemStats.HeapAlloc, sampled
+	SysMiB           float64           `json:"sys_mib"`             // runtime.MemStats.Sys at the end
+	PeakGoroutines   int               `json:"peak_goroutines"`     // sampled
+	ServerPeakRSSMiB float64           `json:"server_peak_rss_mib"` // the dev server's VmHWM
+	NodesDir         string            `json:"nodes_dir"`           // the simulated nodes' roots and state directories
+	ServerDB         string            `json:"server_db"`           // the dev server's SQLite file (-scale-db)
+	LoadAvg          []string          `json:"load_average"`        // /proc/loadavg at the start and at the end
+	Note             string            `json:"note"`
+	Before           *Details          `json:"before,omitempty"` // -scale-before: the run with the earlier orchestrator
+	Error            string            `json:"error,omitempty"`  // the Before run's failure
 }
 
 // shmDir is /dev/shm when it is a directory, else the default temp dir.
@@ -148,6 +149,11 @@ type Options struct {
 	// Witness witnesses each flip from the orchestrator, as a real node's
 	// flip is: it dials 127.0.0.1:22 (a refusal counts as an answer).
 	Witness bool
+	// Attention makes that many nodes need a person (drift, by a node
+	// file edited by hand) once migrated, and checks that the visibility
+	// query of `adopt status --attention` returns exactly them
+	// (attention.go); 0 for none.
+	Attention int
 }
 
 // scaleRun is one run of the scale section: what its phases share.
@@ -252,7 +258,16 @@ func runOnce(ctx context.Context, o Options, bin, tag string, stdout io.Writer) 
 		samp.stop()
 		return nil, r.d, err
 	}
+	edited, err := r.startAttention()
+	if err != nil {
+		samp.stop()
+		return nil, r.d, err
+	}
 	if err := r.idle(ctx); err != nil {
+		samp.stop()
+		return nil, r.d, err
+	}
+	if err := r.checkAttention(ctx, edited); err != nil {
 		samp.stop()
 		return nil, r.d, err
 	}
@@ -289,6 +304,9 @@ func loadAvg() string {
 func scaleBinary(o Options) (string, error) {
 	if o.Nodes < 2 || o.Parallel < 1 || o.Idle <= 0 {
 		return "", fmt.Errorf("-scale-nodes must be at least 2 (a control node and a wave), -scale-flip-parallel at least 1, -scale-idle more than 0")
+	}
+	if o.Attention < 0 || o.Attention > o.Nodes-1 {
+		return "", fmt.Errorf("-scale-attention %d: it is between 0 and -scale-nodes - 1 (%d): the control node is never chosen", o.Attention, o.Nodes-1)
 	}
 	for _, b := range o.Batches {
 		if b < 1 {
