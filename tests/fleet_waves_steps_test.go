@@ -39,7 +39,7 @@ type wavesFleet struct {
 // write writes the fleet file: the server, the name, the nodes, and extra.
 func (f *wavesFleet) write(extra string) {
 	f.t.Helper()
-	body := fmt.Sprintf("temporal:\n  address: %s\nname: %s\nnodes:\n", f.srv.Addr(), f.name)
+	body := temporalYAML(f.srv) + fmt.Sprintf("name: %s\nnodes:\n", f.name)
 	for _, n := range f.nodes {
 		body += "  - " + n.cfg + "\n"
 	}

@@ -6,6 +6,7 @@ package scale
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"adoption/bench/report"
@@ -43,6 +44,8 @@ func (r *scaleRun) rows(sampleN int) []report.Row {
 				sim, idle.Nodes, idle.EventsPerDay.Min, idle.EventsPerDay.Max, idle.EventsInWindow.Median), 0),
 		report.Absolute("scale", fmt.Sprintf("orchestrator CPU per simulated hour, %d nodes idle (adopted, migrated), from a %s window", o.Nodes, o.Idle), idle.OrchCPUPerHourS, "CPU s/h", ours,
 			fmt.Sprintf("%s; utime+stime %.2f s in the window; %.1f s over the whole run (start to the last flip)", sim, idle.OrchCPUS, d.OrchCPUS), 1),
+		report.Absolute("scale", fmt.Sprintf("idle adopted node: the server's write requests per node-hour (persistence and visibility), from a %s window", o.Idle), idle.WritesPerNodeHour, "writes/node-h", ours,
+			fmt.Sprintf("%s; goal <= 6; by operation in the window: %s; the watch's heartbeat is every 20 min, so a window under an hour samples it", sim, opsNote(idle.Writes)), 1),
 	}
 	for k, b := range d.Flips {
 		if !b.AtOnce {
@@ -116,4 +119,23 @@ func pair(ours, before []report.Row, beforeTree string) []report.Row {
 			"the same simulation, orchestrator built from "+beforeTree+", run first in this bench", o.Note+" | before: "+rest, o.Decimals))
 	}
 	return out
+}
+
+// opsNote is a count by operation, largest first.
+func opsNote(ops map[string]float64) string {
+	keys := make([]string, 0, len(ops))
+	for k := range ops {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return ops[keys[i]] > ops[keys[j]] || ops[keys[i]] == ops[keys[j]] && keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %.0f", k, ops[k])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }

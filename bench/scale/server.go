@@ -67,6 +67,7 @@ func foundRuleset(open *config.Port) (json.RawMessage, error) {
 type devServer struct {
 	*devserver.Server
 	version string
+	metrics string // the server's Prometheus endpoint (writes.go)
 }
 
 // startServer starts a dev server as the tests do, on free ports with its
@@ -77,11 +78,15 @@ func startServer(bin, dbFile, dir string, longPolls int) (*devServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &devServer{}
+	metricsPort, err := devserver.Port()
+	if err != nil {
+		return nil, err
+	}
+	s := &devServer{metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)}
 	if v, err := exec.Command(bin, "--version").Output(); err == nil {
 		s.version = strings.TrimSpace(string(v))
 	}
-	s.Server, err = devserver.Launch(devserver.Spec{Bin: bin, Port: port, DB: dbFile, Log: filepath.Join(dir, "server.log"),
+	s.Server, err = devserver.Launch(devserver.Spec{Bin: bin, Port: port, MetricsPort: metricsPort, DB: dbFile, Log: filepath.Join(dir, "server.log"),
 		Extra: []string{"--dynamic-config-value", fmt.Sprintf("frontend.namespaceCount=%d", longPolls),
 			// One partition per task queue: a node queue has one poller, and
 			// 1,000 queues of 4 partitions each are 4,000 task queue rows for
