@@ -411,6 +411,9 @@ func (r *scaleRun) startWorkers() error {
 		return err
 	}
 	r.onClose(r.orch.stop)
+	if err := r.startFloorWorker(); err != nil {
+		return err
+	}
 	r.d.OrchBuildID = r.orch.buildID
 	r.plans = make([]config.Plan, r.o.Nodes)
 	for i := range r.plans {
@@ -464,6 +467,7 @@ func (r *scaleRun) startNode(i int) error {
 		Interceptors: []interceptor.WorkerInterceptor{loop.Interceptor()}})
 	w.RegisterActivity(acts)
 	w.RegisterActivity(&watch.Watcher{Loop: loop})
+	registerFloorNode(w)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start node worker %d: %w", i, err)
 	}
