@@ -12,8 +12,8 @@ import (
 
 	"adoption/firewall"
 	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
 	"adoption/firewall/marks"
+	"adoption/internal/fwtest"
 	"adoption/vocab"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 	"adoption/vocab"
 )
 

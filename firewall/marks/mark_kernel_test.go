@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
 	"adoption/firewall/nft"
+	"adoption/internal/fwtest"
 	"adoption/internal/testenv"
 	"adoption/vocab"
 )
