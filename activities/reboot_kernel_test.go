@@ -21,7 +21,7 @@ import (
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/flip"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 	"adoption/internal/testenv"
 	"adoption/internal/ufwfixture"
 	"adoption/nodestate"

@@ -9,3 +9,5 @@
 // them imports this package, never the other way. docs/firewall.md says how
 // the parts fit.
 package firewall
+
+import ()

@@ -21,7 +21,7 @@ import (
 	"adoption/activities"
 	"adoption/config"
 	"adoption/failpoint"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 	"adoption/sandbox"
 )
 

@@ -172,7 +172,7 @@ func (p *Preview) classFates(pair *eval.Pair, node firewall.Node, spec MeshSpec)
 		regions = append(regions, pair.CompareClassesIn(node, b)...)
 	}
 	for _, r := range regions {
-		o := r.Class.Opening(r.From)
+		o := firewall.ClassOpening(r.Class, r.From)
 		o.Uncertain, o.In = r.Before.Unsure, r.In
 		f := Fate{Opening: o, Fate: FateKept, By: OwnerEssentials}
 		from := "any source"

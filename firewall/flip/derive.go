@@ -15,11 +15,11 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/marks"
 	"adoption/firewall/nft"
+	"adoption/vocab"
 )
 
 // Owners the derived ruleset names besides modules.
@@ -37,8 +37,8 @@ const (
 
 // Allow is one port the mesh keeps open, with who keeps it.
 type Allow struct {
-	Port  config.Port `json:"port"`
-	Owner string      `json:"owner"`
+	Port  vocab.Port `json:"port"`
+	Owner string     `json:"owner"`
 	// Carried, when set, is the found firewall's restriction of the port,
 	// kept in the mesh's table (EffectiveSpec fills it): per family, who
 	// may connect; a family not listed stays closed. Nil: every source.
@@ -71,11 +71,11 @@ type MeshSpec struct {
 	Forward []Allow `json:"forward"`
 	// Drop lists the ports the operator deliberately drops at the flip; the
 	// preview only reads it.
-	Drop []config.Port `json:"drop"`
+	Drop []vocab.Port `json:"drop"`
 	// Widen lists the ports whose found restriction the operator lets go
 	// (flip.widen): they are open to every source after the flip, and the
 	// preview approves their widening.
-	Widen []config.Port `json:"widen,omitempty"`
+	Widen []vocab.Port `json:"widen,omitempty"`
 	// DropClasses and WidenClasses are the traffic classes flip.drop and
 	// flip.widen name (class spellings, firewall.Class.Spelling): a
 	// dropped class is not carried, a widened one is carried from every
@@ -251,7 +251,7 @@ func Derive(spec MeshSpec) (*Derived, error) {
 }
 
 func dedupe(as []Allow) []Allow {
-	seen := map[config.Port]bool{}
+	seen := map[vocab.Port]bool{}
 	var out []Allow
 	for _, a := range as {
 		if !seen[a.Port] {
@@ -264,10 +264,10 @@ func dedupe(as []Allow) []Allow {
 
 func validateSpec(spec MeshSpec) error {
 	var errs []error
-	if !config.ValidName(spec.Node) {
-		errs = append(errs, fmt.Errorf("node name %q is not valid (%s)", spec.Node, config.NameRule))
+	if !vocab.ValidName(spec.Node) {
+		errs = append(errs, fmt.Errorf("node name %q is not valid (%s)", spec.Node, vocab.NameRule))
 	}
-	check := func(where string, p config.Port) {
+	check := func(where string, p vocab.Port) {
 		if err := p.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: port %s: %w", where, p, err))
 		}
@@ -277,8 +277,8 @@ func validateSpec(spec MeshSpec) error {
 		as    []Allow
 	}{{"input", spec.Input}, {"forward", spec.Forward}} {
 		for _, a := range l.as {
-			if !config.ValidName(a.Owner) {
-				errs = append(errs, fmt.Errorf("%s: port %s: owner name %q is not valid (%s)", l.where, a.Port, a.Owner, config.NameRule))
+			if !vocab.ValidName(a.Owner) {
+				errs = append(errs, fmt.Errorf("%s: port %s: owner name %q is not valid (%s)", l.where, a.Port, a.Owner, vocab.NameRule))
 			}
 			check(l.where, a.Port)
 		}
@@ -294,8 +294,8 @@ func validateSpec(spec MeshSpec) error {
 		cs  []string
 	}{{"drop_classes", spec.DropClasses}, {"widen_classes", spec.WidenClasses}} {
 		for _, s := range l.cs {
-			if cs, err := firewall.ParseClass(s); err != nil || len(cs) != 1 || cs[0] != s {
-				errs = append(errs, fmt.Errorf("%s: %q is not one class spelling (%s)", l.key, s, strings.Join(firewall.ClassSpellings(), ", ")))
+			if cs, err := vocab.ParseClass(s); err != nil || len(cs) != 1 || cs[0] != s {
+				errs = append(errs, fmt.Errorf("%s: %q is not one class spelling (%s)", l.key, s, strings.Join(vocab.ClassSpellings(), ", ")))
 			}
 		}
 	}
@@ -530,7 +530,7 @@ func effectiveSpec(cf *eval.Compiled, spec MeshSpec) MeshSpec {
 	e := cf.Evaluator()
 	spec.DHCP4 = acceptsReply(e, found, firewall.FamilyIP, eval.Atom{Other: true}, netip.Addr{}, 67, 68)
 	spec.DHCP6 = acceptsReply(e, found, firewall.FamilyIP6, eval.Atom{Prefix: netip.MustParsePrefix("fe80::/64")}, netip.MustParseAddr("fe80::1"), 547, 546)
-	widen := map[config.Port]bool{}
+	widen := map[vocab.Port]bool{}
 	for _, p := range spec.Widen {
 		widen[p] = true
 	}

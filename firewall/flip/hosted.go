@@ -16,10 +16,10 @@ import (
 
 	"github.com/google/nftables/expr"
 
-	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/marks"
+	"adoption/vocab"
 )
 
 // BridgeIn is traffic from a container bridge to the node itself that the
@@ -179,9 +179,9 @@ func validateBridgeIn(spec MeshSpec) []error {
 // pass only under such a condition where it passes now surely.
 func (p *Preview) bridgeFates(pair *eval.Pair, derived *firewall.Ruleset, node firewall.Node, spec MeshSpec) {
 	found := pair.Before()
-	in := func(l []config.Port, o firewall.Opening) bool {
+	in := func(l []vocab.Port, o firewall.Opening) bool {
 		for x := int(o.Port); x <= int(firewall.PortEnd(o)); x++ {
-			if !slices.Contains(l, config.Port{Num: uint16(x), Proto: o.Proto}) {
+			if !slices.Contains(l, vocab.Port{Num: uint16(x), Proto: o.Proto}) {
 				return false
 			}
 		}

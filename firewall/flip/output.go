@@ -334,7 +334,7 @@ func (p *Preview) outputClassFates(forth, back *eval.Pair, found *firewall.Rules
 		if !isOutputClass(r.Class) {
 			continue
 		}
-		o := r.Class.Opening(r.From)
+		o := firewall.ClassOpening(r.Class, r.From)
 		switch {
 		case r.After.Open && !r.After.Unsure && (!r.Before.Open || r.Before.Unsure):
 			add(o, FateWidening, "the node could send it after the flip, and the found firewall does not surely let it out")

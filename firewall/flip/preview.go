@@ -12,11 +12,11 @@ import (
 	"strings"
 	"sync"
 
-	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/marks"
 	"adoption/keyfile"
+	"adoption/vocab"
 )
 
 // Fates.
@@ -166,11 +166,11 @@ func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff Mesh
 		parts[3].outputFates(found, after)
 	}()
 	afterOpen := ca.OpenPortsOn(node)
-	dropped := map[config.Port]bool{}
+	dropped := map[vocab.Port]bool{}
 	for _, d := range spec.Drop {
 		dropped[d] = true
 	}
-	mgmt := map[config.Port]bool{}
+	mgmt := map[vocab.Port]bool{}
 	for _, a := range spec.Input {
 		if a.Owner == OwnerManagement {
 			mgmt[a.Port] = true
@@ -222,7 +222,7 @@ func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff Mesh
 				f.Fate = FateKept
 				f.By = keeper(derived, o, uint16(s))
 			} else {
-				f.Dropped = dropped[config.Port{Num: uint16(s), Proto: o.Proto}] && (s == e || allDropped(dropped, o.Proto, s, e))
+				f.Dropped = dropped[vocab.Port{Num: uint16(s), Proto: o.Proto}] && (s == e || allDropped(dropped, o.Proto, s, e))
 			}
 			if n := len(segs); n > 0 && segs[n-1].Fate == f.Fate && segs[n-1].By == f.By && segs[n-1].Dropped == f.Dropped {
 				segs[n-1].Opening.PortEnd = uint16(e)
@@ -239,7 +239,7 @@ func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff Mesh
 				continue
 			}
 			for x := int(f.Opening.Port); x <= int(firewall.PortEnd(f.Opening)); x++ {
-				if mgmt[config.Port{Num: uint16(x), Proto: o.Proto}] && o.Direction == firewall.HookInput {
+				if mgmt[vocab.Port{Num: uint16(x), Proto: o.Proto}] && o.Direction == firewall.HookInput {
 					p.Reasons = append(p.Reasons, fmt.Sprintf("management port %d/%s (%s) is open now and would close: the node would be cut off from its operator", x, o.Proto, describeOpening(f.Opening)))
 				}
 			}
@@ -286,9 +286,9 @@ func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff Mesh
 	return p
 }
 
-func allDropped(dropped map[config.Port]bool, proto string, from, to int) bool {
+func allDropped(dropped map[vocab.Port]bool, proto string, from, to int) bool {
 	for x := from; x <= to; x++ {
-		if !dropped[config.Port{Num: uint16(x), Proto: proto}] {
+		if !dropped[vocab.Port{Num: uint16(x), Proto: proto}] {
 			return false
 		}
 	}
@@ -357,7 +357,7 @@ func stillOpen(after []firewall.Opening, o firewall.Opening, port uint16) bool {
 
 // openFromSome reports whether after surely opens port at hook in family
 // fam from some source.
-func openFromSome(after []firewall.Opening, hook, fam string, port config.Port) bool {
+func openFromSome(after []firewall.Opening, hook, fam string, port vocab.Port) bool {
 	for _, a := range after {
 		if a.Direction == hook && a.Family == fam && a.Proto == port.Proto && !a.Uncertain && a.Port <= port.Num && port.Num <= firewall.PortEnd(a) {
 			return true
@@ -372,7 +372,7 @@ func openFromSome(after []firewall.Opening, hook, fam string, port config.Port) 
 // every port of it is in spec.Widen.
 func (p *Preview) widenings(pair *eval.Pair, derived *firewall.Ruleset, spec MeshSpec, node firewall.Node) {
 	found := pair.Before()
-	widen := map[config.Port]bool{}
+	widen := map[vocab.Port]bool{}
 	for _, w := range spec.Widen {
 		widen[w] = true
 	}
@@ -393,7 +393,7 @@ func (p *Preview) widenings(pair *eval.Pair, derived *firewall.Ruleset, spec Mes
 		}
 		all := true
 		for x := int(o.Port); x <= int(firewall.PortEnd(o)); x++ {
-			if !widen[config.Port{Num: uint16(x), Proto: o.Proto}] {
+			if !widen[vocab.Port{Num: uint16(x), Proto: o.Proto}] {
 				all = false
 				break
 			}

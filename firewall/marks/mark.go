@@ -17,10 +17,10 @@ import (
 	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
 
-	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/nft"
+	"adoption/vocab"
 )
 
 // Mark identifies a rule the mesh added to the found firewall. It travels in
@@ -49,13 +49,13 @@ func (m Mark) String() string { return m.Comment() }
 // Validate says what is wrong with the mark, naming the value, or nil.
 func (m Mark) Validate() error {
 	var errs []error
-	if !config.ValidName(m.Node) {
-		errs = append(errs, fmt.Errorf("node name %q is not valid (%s)", m.Node, config.NameRule))
+	if !vocab.ValidName(m.Node) {
+		errs = append(errs, fmt.Errorf("node name %q is not valid (%s)", m.Node, vocab.NameRule))
 	}
-	if !config.ValidName(m.Owner) {
-		errs = append(errs, fmt.Errorf("owner name %q is not valid (%s)", m.Owner, config.NameRule))
+	if !vocab.ValidName(m.Owner) {
+		errs = append(errs, fmt.Errorf("owner name %q is not valid (%s)", m.Owner, vocab.NameRule))
 	}
-	if err := (config.Port{Num: m.Port, Proto: m.Proto}).Validate(); err != nil {
+	if err := (vocab.Port{Num: m.Port, Proto: m.Proto}).Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 && len(m.Comment()) > MaxCommentLen {
@@ -196,11 +196,11 @@ func placements(rs *firewall.Ruleset, proto string, port uint16) ([]placement, e
 // ValidNames checks a node and an owner name before they reach a comment.
 func ValidNames(node, owner string) error {
 	var errs []error
-	if !config.ValidName(node) {
-		errs = append(errs, fmt.Errorf("node name %q is not valid (%s)", node, config.NameRule))
+	if !vocab.ValidName(node) {
+		errs = append(errs, fmt.Errorf("node name %q is not valid (%s)", node, vocab.NameRule))
 	}
-	if owner != "" && !config.ValidName(owner) {
-		errs = append(errs, fmt.Errorf("owner name %q is not valid (%s)", owner, config.NameRule))
+	if owner != "" && !vocab.ValidName(owner) {
+		errs = append(errs, fmt.Errorf("owner name %q is not valid (%s)", owner, vocab.NameRule))
 	}
 	return errors.Join(errs...)
 }
@@ -210,7 +210,7 @@ func ValidNames(node, owner string) error {
 // placements). Marks already there are reported as present and not added
 // again. All additions go to the kernel in one batch, applied only if the
 // ruleset is still the one listed. Nothing is changed on any error.
-func (m *Marker) Open(node, owner string, ports []config.Port) (added, present []MarkedRule, err error) {
+func (m *Marker) Open(node, owner string, ports []vocab.Port) (added, present []MarkedRule, err error) {
 	return m.openOn(inputPath, node, owner, ports)
 }
 
@@ -256,7 +256,7 @@ func restricted(r *eval.Reacher, hook, proto string, port uint16) bool {
 
 // openOn opens marks on one path: one listing of the chains that path
 // needs, one batch at that generation; nothing changed on any error.
-func (m *Marker) openOn(path markPath, node, owner string, ports []config.Port) (added, present []MarkedRule, err error) {
+func (m *Marker) openOn(path markPath, node, owner string, ports []vocab.Port) (added, present []MarkedRule, err error) {
 	marks, err := checkMarks(node, owner, ports)
 	if err != nil {
 		return nil, nil, fmt.Errorf("not opening %s for owner %q on node %q, nothing was changed: %w", path.what, owner, node, err)
