@@ -29,6 +29,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"adoption/config"
@@ -100,12 +101,20 @@ func joinCluster(t *testing.T, c *cluster, uiPort int, extra []string) *devServe
 	} {
 		t.Setenv(k, v)
 	}
-	s := &devServer{t: t, cluster: c}
-	cl := s.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c.ensureNamespace(ctx, t, cl)
-	c.terminateOpen(ctx, t, cl)
+	// The namespace is registered from the cluster's default one: a client
+	// of a namespace that does not exist yet is refused at its dial.
+	admin := *c
+	admin.namespace = "default"
+	ac, err := admin.dial()
+	if err != nil {
+		t.Fatalf("dial the cluster at %s: %v", c.addr, err)
+	}
+	defer ac.Close()
+	c.ensureNamespace(ctx, t, ac)
+	s := &devServer{t: t, cluster: c}
+	c.terminateOpen(ctx, t, s.client(t))
 	return s
 }
 
@@ -120,6 +129,17 @@ func (c *cluster) ensureNamespace(ctx context.Context, t *testing.T, cl client.C
 	if err != nil && !errors.As(err, &exists) {
 		t.Fatalf("register namespace %s on %s: %v", c.namespace, c.addr, err)
 	}
+	for {
+		_, err := cl.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: c.namespace})
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("namespace %s on %s was registered but is not described: %v", c.namespace, c.addr, err)
+		case <-time.After(time.Second):
+		}
+	}
 	want := map[string]enumspb.IndexedValueType{}
 	for _, a := range []string{"AdoptionNode", "AdoptionPhase", "AdoptionAttention"} {
 		want[a] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
@@ -128,7 +148,12 @@ func (c *cluster) ensureNamespace(ctx context.Context, t *testing.T, cl client.C
 	for ctx.Err() == nil {
 		got, err := cl.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: c.namespace})
 		if err == nil && hasAll(got.GetCustomAttributes(), want) {
-			return
+			// Listed is not yet known to every service: the history
+			// service refuses a start that sets them ("no mapping
+			// defined") until its namespace cache has them.
+			if last = c.startsWith(ctx, want); last == nil {
+				return
+			}
 		}
 		_, last = cl.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{Namespace: c.namespace, SearchAttributes: want})
 		if last == nil {
@@ -139,7 +164,27 @@ func (c *cluster) ensureNamespace(ctx context.Context, t *testing.T, cl client.C
 		case <-time.After(time.Second):
 		}
 	}
-	t.Fatalf("namespace %s on %s: the search attributes are not listed: %v", c.namespace, c.addr, last)
+	t.Fatalf("namespace %s on %s: the search attributes are not usable: %v", c.namespace, c.addr, last)
+}
+
+// startsWith starts and terminates a workflow that sets every attribute
+// in want: nil once the namespace takes them.
+func (c *cluster) startsWith(ctx context.Context, want map[string]enumspb.IndexedValueType) error {
+	nc, err := c.dial()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	var attrs []temporal.SearchAttributeUpdate
+	for a := range want {
+		attrs = append(attrs, temporal.NewSearchAttributeKeyKeyword(a).ValueSet("harness-probe"))
+	}
+	run, err := nc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "adoption-e2e-harness-probe", TaskQueue: "adoption-e2e-harness-probe",
+		TypedSearchAttributes: temporal.NewSearchAttributes(attrs...)}, "HarnessProbe")
+	if err != nil {
+		return err
+	}
+	return nc.TerminateWorkflow(ctx, run.GetID(), run.GetRunID(), "the harness's check that the search attributes are usable")
 }
 
 func hasAll(got, want map[string]enumspb.IndexedValueType) bool {
