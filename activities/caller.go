@@ -16,6 +16,10 @@ import (
 // serve (package caller).
 const ErrWrongWorkflow = caller.ErrWrongWorkflow
 
+// ErrOwnerUnknown: the node is adopted but its owner record is gone
+// (package caller).
+const ErrOwnerUnknown = caller.ErrOwnerUnknown
+
 // WithWorkflow is ctx as if called by workflow id (outside an activity),
 // in namespace "default".
 func WithWorkflow(ctx context.Context, id string) context.Context {

@@ -44,7 +44,7 @@ func flipActsWith(t *testing.T, plan config.Plan) (*Activities, *fake.Flipper, s
 		Dormant: []flip.ChainRef{{Family: "inet", Table: "filter"}}}
 	a.Flipper = fl
 	a.StartWatchdog = func() error { return nil }
-	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
+	adoptedAs(t, a, testEnvCaller)
 	// A found firewall the node's own preview approves flipping, adopted
 	// as it is (the baseline its drift check compares with).
 	a.Firewall = fake.Firewall{Rules: defaultDeny22()}

@@ -53,7 +53,7 @@ func newRebootNode(t *testing.T) *rebootNode {
 	r.plan = config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: config.MustPorts([]string{"22/tcp"}), Drop: config.MustPorts([]string{"8081/tcp"})}
 	withPlan(a, r.plan)
 	enableBootService(a)
-	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
+	adoptedAs(t, a, testEnvCaller)
 	must(t, a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(n.List(t))}))
 	debianBoot(t, root, false)
 	for p, c := range map[string]string{"etc/nftables.conf": debianNftablesConf, "etc/ufw/ufw.conf": ufwConf} {

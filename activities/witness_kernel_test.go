@@ -95,7 +95,7 @@ table inet host {
 	n.Serve(t, []uint16{22})
 	a, root := kernelActs(t, n)
 	plan := withPlan(a, flipPlanN1())
-	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
+	adoptedAs(t, a, testEnvCaller)
 	must(t, a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(n.List(t))}))
 	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: plan.ManagementPorts[0], Owner: flip.OwnerManagement}}}
 	return &witnessNet{t: t, n: n, a: a, root: root, plan: plan, spec: spec, w: witness.New()}
