@@ -191,13 +191,19 @@ func TestReleaseHandsTheNodeOn(t *testing.T) {
 }
 
 // TestPlanAnswersTheNodesWorkflowAndItsFleet: Plan answers the fleet the
-// node's file names (authority.fleet) and the workflow the node serves;
-// any other caller is refused, and a file naming no fleet lets none read.
+// node's file names (authority.fleet), under the operator's intent to
+// start the node in it, and the workflow the node serves; any other
+// caller is refused, and a file naming no fleet lets none read.
 func TestPlanAnswersTheNodesWorkflowAndItsFleet(t *testing.T) {
 	sn := newSignedNode(t)
 	sn.notAdopted(t)
+	fleetStart := sn.sign(t, sn.op, "n1", sn.plan.Hash(), authority.ActFleet, nil, time.Now(), time.Hour)
 	ask := func(wf string) error {
-		_, err := sn.a.Plan(WithWorkflow(context.Background(), wf), PlanInput{Node: "n1"})
+		in := PlanInput{Node: "n1"}
+		if strings.HasPrefix(wf, "fleet/") {
+			in.Intent = fleetStart
+		}
+		_, err := sn.a.Plan(WithWorkflow(context.Background(), wf), in)
 		return err
 	}
 	if err := ask("fleet/prod"); !wrongWorkflowErr(err) || !strings.Contains(err.Error(), "names no fleet") {
@@ -324,5 +330,49 @@ func TestAnUnknownOwnerServesNoWorkflow(t *testing.T) {
 	}
 	if err := probe.run(otherNS, sn.a, clone(t, p), nil); !wrongWorkflowErr(err) {
 		t.Fatalf("the same ID in another namespace: %v", err)
+	}
+}
+
+// TestPlanAnswersOnlyASignedFleetRun: a workflow started under the
+// fleet's ID (anyone can, while the fleet does not run) is refused the
+// plan without an operator's intent to start the node in the fleet: with
+// none, one by a key the node does not list, another node's, another
+// plan's, an expired one, one for another action. Each is refused with
+// its reason and nothing changes; the fleet's own, verified, is answered
+// and its nonce left for the node's workflow to claim.
+func TestPlanAnswersOnlyASignedFleetRun(t *testing.T) {
+	sn := newSignedNode(t)
+	sn.notAdopted(t)
+	sn.setFleet(t, "prod")
+	ctx := WithWorkflow(context.Background(), "fleet/prod")
+	now, hash := time.Now(), sn.plan.Hash()
+	before := sn.stateHash(t)
+	for _, tc := range []struct {
+		what, reason string
+		signed       *intent.Signed
+	}{
+		{"no intent", intent.NoIntent, nil},
+		{"an unknown key", intent.UnknownKey, sn.sign(t, sn.stranger, "n1", hash, authority.ActFleet, nil, now, time.Hour)},
+		{"another node's", intent.WrongNode, sn.sign(t, sn.op, "n2", hash, authority.ActFleet, nil, now, time.Hour)},
+		{"another plan's", intent.WrongPlan, sn.sign(t, sn.op, "n1", strings.Repeat("0", 64), authority.ActFleet, nil, now, time.Hour)},
+		{"expired", intent.Expired, sn.sign(t, sn.op, "n1", hash, authority.ActFleet, nil, now.Add(-2*time.Hour), time.Hour)},
+		{"a flip's", intent.WrongAction, sn.sign(t, sn.op, "n1", hash, authority.ActFleetFlip, nil, now, time.Hour)},
+	} {
+		p, err := sn.a.Plan(ctx, PlanInput{Node: "n1", Intent: tc.signed})
+		if got := refusedFor(err); got != tc.reason || p != nil {
+			t.Errorf("%s: plan %v, refused for %q (%v), want %q", tc.what, p != nil, got, err, tc.reason)
+		}
+		if after := sn.stateHash(t); after != before {
+			t.Fatalf("%s changed files under node.root or node.state_dir", tc.what)
+		}
+	}
+	for _, act := range []string{authority.ActFleet, authority.ActFleetNext, authority.ActFleetResume, authority.ActFleetRetry} {
+		s := sn.sign(t, sn.op, "n1", hash, act, nil, now, time.Hour)
+		if p, err := sn.a.Plan(ctx, PlanInput{Node: "n1", Intent: s}); err != nil || p == nil || p.Node != "n1" {
+			t.Fatalf("the fleet under a %s intent: %v, %v", act, p, err)
+		}
+		if sn.stateHash(t) != before {
+			t.Fatalf("reading the plan under a %s intent claimed its nonce or changed the node", act)
+		}
 	}
 }

@@ -174,11 +174,17 @@ func (n Node) Pin(ctx context.Context) error {
 }
 
 // CheckPlanReader refuses the plan to any workflow but the node's own and
-// the fleet its file (source) names (fleet: authority.fleet).
-func (n Node) CheckPlanReader(ctx context.Context, fleet, source string) error {
+// the fleet its file (source) names (fleet: authority.fleet), and to that
+// fleet unless fleetRun, the check that an operator signed its run for
+// this node, passes: anyone can start a workflow under the fleet's ID
+// while the fleet does not run.
+func (n Node) CheckPlanReader(ctx context.Context, fleet, source string, fleetRun func() error) error {
 	c, remote := Of(ctx)
-	if !remote || (fleet != "" && c.Workflow == config.FleetWorkflowID(fleet)) {
+	if !remote {
 		return nil
+	}
+	if fleet != "" && c.Workflow == config.FleetWorkflowID(fleet) {
+		return fleetRun()
 	}
 	o, state, err := n.owner()
 	if err != nil {
