@@ -89,7 +89,7 @@ modules:
     files: [{path: /srv/app/app.env, content: "mesh\n", mode: "0640"}]
     health: {tcp: 127.0.0.1:8080}
 node_files: [{path: /etc/hosts, content: "127.0.0.1 localhost\n"}]
-flip: {confirm_timeout: 1m}
+flip: {confirm_timeout: 1m, witness: {disabled: true}}
 authority: {unsigned: true}
 `
 

@@ -50,7 +50,8 @@ func newRebootNode(t *testing.T) *rebootNode {
 	n.Serve(t, []uint16{22, 8081})
 	a, root := kernelActs(t, n)
 	r.a, r.root = a, root
-	r.plan = config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: config.MustPorts([]string{"22/tcp"}), Drop: config.MustPorts([]string{"8081/tcp"})}
+	r.plan = config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: config.MustPorts([]string{"22/tcp"}), Drop: config.MustPorts([]string{"8081/tcp"}),
+		Witness: &config.Witness{Disabled: true}}
 	withPlan(a, r.plan)
 	enableBootService(a)
 	adoptedAs(t, a, testEnvCaller)
