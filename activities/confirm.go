@@ -44,6 +44,9 @@ func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipRes
 	if err != nil {
 		return nil, err
 	}
+	if err := twoStepAllowed(auth, "ConfirmFlip"); err != nil {
+		return nil, err
+	}
 	if err := authority.CheckFlipID(auth.Plan.Node, in.ID); err != nil {
 		return nil, err
 	}

@@ -226,7 +226,25 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 	if err != nil {
 		return nil, err
 	}
+	if err := twoStepAllowed(auth, "Flip"); err != nil {
+		return nil, err
+	}
 	return a.flip(ctx, auth, in)
+}
+
+// twoStepAllowed refuses the flip in two steps (Flip, then ConfirmFlip) on
+// a node whose flips are witnessed: there the workflow alone says that a
+// management port answered from outside, and the node cannot authenticate
+// that word as FlipTrip authenticates the witness's signed verdict. Such a
+// node flips in one round trip only.
+func twoStepAllowed(auth *authority.Authority, step string) error {
+	if !auth.Plan.Witness.Witnessed() {
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		"refused: %s is the flip in two steps, in which the node would confirm on the workflow's word that the witness answered, but node %s's flips are witnessed from outside (flip.witness.disabled is not set) and only a verdict signed by the witness's key confirms them; nothing was changed. "+
+			"The node flips in one round trip (FlipTrip): run the orchestrator of this release and flip again (a workflow that started before it does so once it continues as new), or set flip.witness.disabled: true in the node's file to confirm from the node alone",
+		step, auth.Plan.Node), ErrFlipRefused, nil)
 }
 
 // flip is Flip once the request is authorized and its intent checked, for

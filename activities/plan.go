@@ -9,11 +9,15 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/config"
+	"adoption/intent"
 )
 
-// PlanInput names the node whose plan is asked for.
+// PlanInput names the node whose plan is asked for. A fleet sends the
+// operator's intent to start the node in it (the one its workflow will
+// adopt the node with): the node answers a fleet only under it.
 type PlanInput struct {
-	Node string `json:"node"`
+	Node   string         `json:"node"`
+	Intent *intent.Signed `json:"intent,omitempty"`
 }
 
 // Plan reads the node's configuration as it is on the node at this moment.
@@ -31,7 +35,7 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (*config.Plan, erro
 		// operator must, then `adopt fleet retry`.
 		return nil, temporal.NewNonRetryableApplicationError("node "+a.Node+"'s configuration: "+err.Error(), ErrBadPlan, err)
 	}
-	if err := a.checkPlanReader(ctx, auth); err != nil {
+	if err := a.checkPlanReader(ctx, auth, in.Intent); err != nil {
 		return nil, err
 	}
 	p := auth.Plan
