@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -84,8 +83,8 @@ func clusterTarget(t *testing.T) *cluster {
 }
 
 // joinCluster makes the test run against the cluster: its namespace
-// (registered with the search attributes the workflows set, open
-// workflows of an earlier run terminated), and the ADOPT_TEMPORAL_*
+// (registered anew with the search attributes the workflows set), and the
+// ADOPT_TEMPORAL_*
 // variables every process the test starts inherits.
 func joinCluster(t *testing.T, c *cluster, uiPort int, extra []string) *devServer {
 	t.Helper()
@@ -113,20 +112,37 @@ func joinCluster(t *testing.T, c *cluster, uiPort int, extra []string) *devServe
 	}
 	defer ac.Close()
 	c.ensureNamespace(ctx, t, ac)
-	s := &devServer{t: t, cluster: c}
-	c.terminateOpen(ctx, t, s.client(t))
-	return s
+	return &devServer{t: t, cluster: c}
 }
 
-// ensureNamespace registers the namespace and the search attributes
-// once, waiting until the frontend lists them (a new namespace reaches
+// ensureNamespace registers the namespace afresh and the search
+// attributes, waiting until the frontend lists them (a new namespace reaches
 // its cache within seconds).
 func (c *cluster) ensureNamespace(ctx context.Context, t *testing.T, cl client.Client) {
 	t.Helper()
-	_, err := cl.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
-		Namespace: c.namespace, WorkflowExecutionRetentionPeriod: durationpb.New(72 * time.Hour)})
-	var exists *serviceerror.NamespaceAlreadyExists
-	if err != nil && !errors.As(err, &exists) {
+	// What an earlier run left (workflows open or closed under the same
+	// IDs, its orchestrator's build as the deployment's current version)
+	// goes with its namespace: the server renames a deleted namespace at
+	// once and removes its data in the background, so the name is free.
+	_, err := cl.OperatorService().DeleteNamespace(ctx, &operatorservice.DeleteNamespaceRequest{Namespace: c.namespace})
+	var gone *serviceerror.NamespaceNotFound
+	if err != nil && !errors.As(err, &gone) {
+		t.Fatalf("delete namespace %s (an earlier run's) on %s: %v", c.namespace, c.addr, err)
+	}
+	for {
+		_, err = cl.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+			Namespace: c.namespace, WorkflowExecutionRetentionPeriod: durationpb.New(72 * time.Hour)})
+		var exists *serviceerror.NamespaceAlreadyExists
+		if err == nil || !errors.As(err, &exists) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("namespace %s on %s: still there after its deletion: %v", c.namespace, c.addr, err)
+		case <-time.After(time.Second):
+		}
+	}
+	if err != nil {
 		t.Fatalf("register namespace %s on %s: %v", c.namespace, c.addr, err)
 	}
 	for {
@@ -196,37 +212,6 @@ func hasAll(got, want map[string]enumspb.IndexedValueType) bool {
 	return true
 }
 
-// terminateOpen ends the workflows an earlier run left open in the
-// namespace: node and fleet workflow IDs are the nodes' and fleets' names,
-// which the next run uses again.
-func (c *cluster) terminateOpen(ctx context.Context, t *testing.T, cl client.Client) {
-	t.Helper()
-	var token []byte
-	var ended []string
-	for {
-		resp, err := cl.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: c.namespace, Query: "ExecutionStatus = 'Running'", NextPageToken: token})
-		if err != nil {
-			t.Fatalf("list the open workflows of %s: %v", c.namespace, err)
-		}
-		for _, e := range resp.GetExecutions() {
-			id := e.GetExecution().GetWorkflowId()
-			var gone *serviceerror.NotFound
-			if err := cl.TerminateWorkflow(ctx, id, "", "an earlier test run left it open"); err != nil && !errors.As(err, &gone) {
-				t.Fatalf("terminate %s: %v", id, err)
-			}
-			ended = append(ended, id)
-		}
-		if token = resp.GetNextPageToken(); len(token) == 0 {
-			break
-		}
-	}
-	if len(ended) > 0 {
-		slices.Sort(ended)
-		t.Logf("cluster namespace %s: terminated %d workflow(s) an earlier run left open: %s", c.namespace, len(ended), strings.Join(ended, ", "))
-	}
-}
-
 // dial is a client of the cluster's namespace over mTLS.
 func (c *cluster) dial() (client.Client, error) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -253,4 +238,14 @@ func temporalYAML(srv *devServer) string {
 			c.namespace, c.tls.CA, c.tls.Cert, c.tls.Key, c.tls.ServerName)
 	}
 	return out
+}
+
+// cliArgs are the Temporal CLI's flags that reach srv.
+func (s *devServer) cliArgs() []string {
+	args := []string{"--address", s.Addr()}
+	if c := s.cluster; c != nil {
+		args = append(args, "--namespace", c.namespace, "--tls-ca-path", c.tls.CA, "--tls-cert-path", c.tls.Cert,
+			"--tls-key-path", c.tls.Key, "--tls-server-name", c.tls.ServerName)
+	}
+	return args
 }
