@@ -1,7 +1,7 @@
 // Package activities is the only bridge from the workflows to the node's
 // parts. Every activity runs on the node's own task queue, receives the plan
 // in its input and serves it only if it is the plan the node's own
-// configuration derives (authority.go), and returns metadata only: file
+// configuration derives (authorize.go), and returns metadata only: file
 // contents stay on the node.
 package activities
 
@@ -71,7 +71,7 @@ type (
 		UpdateCutover(module string, fn func(cur *nodestate.CutoverRecord) (*nodestate.CutoverRecord, error)) error
 		Baseline() (nodestate.Baseline, bool, error)
 		SetBaseline(nodestate.Baseline) error
-		// Owner is the workflow the node serves (caller.go).
+		// Owner is the workflow the node serves (served.go).
 		Owner() (nodestate.Owner, bool, error)
 		SetOwner(nodestate.Owner) (nodestate.Owner, error)
 		ClearOwner() error
@@ -327,7 +327,7 @@ func (a *Activities) Adopt(ctx context.Context, in AdoptInput) (*AdoptResult, er
 		a.Failpoints.Hit("adopt-custody")
 	}
 	// The marker names the workflow the node verified (its start intent
-	// claimed for the caller, caller.go), never the request's field.
+	// claimed for the caller, served.go), never the request's field.
 	if err := a.State.MarkAdopted(nodestate.Marker{Node: in.Plan.Node, AdoptedAt: time.Now().UTC(), Workflow: callingWorkflow(ctx)}); err != nil {
 		return nil, fmt.Errorf("write the adopted marker: %w", err)
 	}

@@ -61,7 +61,7 @@ func (a *Activities) checkUndo(ctx context.Context, auth *authority.Authority, s
 
 // claim verifies the intent and claims its nonce; an intent that starts
 // the node's adoption also makes the caller the workflow the node serves
-// (caller.go).
+// (served.go).
 func (a *Activities) claim(ctx context.Context, auth *authority.Authority, signed *intent.Signed, forms []authority.Form, undo bool) (*intent.Verified, error) {
 	v, err := a.claimNonce(ctx, auth, signed, forms, undo)
 	if err == nil && authority.StartsAdoption(forms) {
