@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 
+	"adoption/containers/cutoverwire"
+
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
@@ -41,24 +43,11 @@ type Attachment struct {
 	Addrs   []string `json:"addrs,omitempty"`
 }
 
-type Mount struct {
-	Type        string `json:"type"` // volume, bind or tmpfs
-	Name        string `json:"name,omitempty"`
-	Source      string `json:"source"`
-	Destination string `json:"destination"`
-	// ReadOnly and Anonymous are filled in by Preflight, which reads the
-	// container's configuration; the report's list leaves them unset.
-	ReadOnly    bool   `json:"read_only,omitempty"`
-	Anonymous   bool   `json:"anonymous,omitempty"` // a volume Docker named itself (image VOLUME or -v /path)
-	Propagation string `json:"propagation,omitempty"`
-}
+// Mount is cutoverwire.Mount.
+type Mount = cutoverwire.Mount
 
-type Published struct {
-	HostIP        string `json:"host_ip,omitempty"`
-	HostPort      uint16 `json:"host_port"`
-	ContainerPort uint16 `json:"container_port"`
-	Proto         string `json:"proto"`
-}
+// Published is cutoverwire.Published.
+type Published = cutoverwire.Published
 
 // Report is the engine's view, or why there is none: a node without Docker
 // is still adoptable, so an absent engine is reported, not fatal.
