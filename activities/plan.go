@@ -8,13 +8,12 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/nodewire"
 	"adoption/config"
 )
 
-// PlanInput names the node whose plan is asked for.
-type PlanInput struct {
-	Node string `json:"node"`
-}
+// PlanInput is nodewire.PlanInput.
+type PlanInput = nodewire.PlanInput
 
 // Plan reads the node's configuration as it is on the node at this moment.
 func (a *Activities) Plan(ctx context.Context, in PlanInput) (*config.Plan, error) {
@@ -38,5 +37,5 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (*config.Plan, erro
 	return &p, nil
 }
 
-// ErrBadPlan: the node's own configuration does not load.
-const ErrBadPlan = "BadPlan"
+// ErrBadPlan is nodewire.ErrBadPlan.
+const ErrBadPlan = nodewire.ErrBadPlan

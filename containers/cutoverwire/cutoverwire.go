@@ -8,6 +8,7 @@ package cutoverwire
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 type Mount struct {
@@ -105,4 +106,58 @@ func (r HoldReport) String() string {
 		return fmt.Sprintf("ports %v held by queueing new connections (released as the new container answered)", r.Ports)
 	}
 	return fmt.Sprintf("ports %v held by DROPPING new connections (clients waited for their 1 s retransmission): %s", r.Ports, r.Dropped)
+}
+
+// Info is what the probe records of one container. Environment variables are
+// left out on purpose: they often hold secrets and the probe's result is
+// stored in the workflow history.
+type Info struct {
+	Name   string      `json:"name"`
+	ID     string      `json:"id"`
+	Image  string      `json:"image"`
+	State  string      `json:"state"`
+	Mounts []Mount     `json:"mounts,omitempty"`
+	Ports  []Published `json:"ports,omitempty"`
+	// Networks are the networks the container is attached to, with its
+	// addresses there: where Docker's DNAT sends a published port, which
+	// the firewall's evaluator must map to one of the node's interfaces.
+	Networks []Attachment `json:"networks,omitempty"`
+}
+
+// Report is the engine's view, or why there is none: a node without Docker
+// is still adoptable, so an absent engine is reported, not fatal.
+type Report struct {
+	Available  bool   `json:"available"`
+	Error      string `json:"error,omitempty"`
+	Containers []Info `json:"containers"`
+}
+
+// DrainReport is how an overlap drained its predecessor before stopping it.
+type DrainReport struct {
+	Container string        `json:"container"`
+	Took      time.Duration `json:"took"`
+	// Left is the connections still open when the bound passed (0: the
+	// predecessor drained and was stopped with none open).
+	Left int `json:"left"`
+	// Unread says why the predecessor's TCP tables could not be read: it
+	// was then stopped at once, as before the drain existed.
+	Unread string `json:"unread,omitempty"`
+}
+
+// String is the report as the module's status shows it.
+func (r DrainReport) String() string {
+	switch {
+	case r.Unread != "":
+		return fmt.Sprintf("predecessor %s stopped without draining (its connections could not be read: %s)", r.Container, r.Unread)
+	case r.Left > 0:
+		return fmt.Sprintf("predecessor %s stopped at the drain bound after %s with %d connection(s) still open", r.Container, r.Took.Round(time.Millisecond), r.Left)
+	}
+	return fmt.Sprintf("predecessor %s drained in %s", r.Container, r.Took.Round(time.Millisecond))
+}
+
+// Attachment is a container on one network: its addresses there, as
+// CIDRs ("172.17.0.2/16"); none while it is not running.
+type Attachment struct {
+	Network string   `json:"network"`
+	Addrs   []string `json:"addrs,omitempty"`
 }
