@@ -78,19 +78,24 @@ func readHouse(t *testing.T) house {
 }
 
 // roomOf is the room whose most specific pattern matches pkg (a path
-// inside the module, "" for the module's root).
+// inside the module, "" for the module's root): the longest, and of two
+// as long, the package ("firewall") before the tree ("firewall/...").
 func (h house) roomOf(pkg string) (room, bool) {
 	var best room
-	bestLen := -1
+	bestScore := -1
 	for _, r := range h.rooms {
 		for _, p := range r.patterns {
 			base, tree := strings.CutSuffix(p, "/...")
-			if (pkg == base || tree && strings.HasPrefix(pkg, base+"/")) && len(base) > bestLen {
-				best, bestLen = r, len(base)
+			score := 2 * len(base)
+			if !tree {
+				score++
+			}
+			if (pkg == base || tree && strings.HasPrefix(pkg, base+"/")) && score > bestScore {
+				best, bestScore = r, score
 			}
 		}
 	}
-	return best, bestLen >= 0
+	return best, bestScore >= 0
 }
 
 type listed struct {
@@ -270,5 +275,12 @@ func TestHouseChecksCanFail(t *testing.T) {
 	}
 	if r, ok := h.roomOf("b/x/y"); !ok || r.name != "low" {
 		t.Errorf("b/x/y is in room %q (%v), want low", r.name, ok)
+	}
+	h.rooms = append(h.rooms, room{name: "model", patterns: []string{"b"}})
+	if r, _ := h.roomOf("b"); r.name != "model" {
+		t.Errorf("b is in room %q, want model (the package before the tree)", r.name)
+	}
+	if r, _ := h.roomOf("b/x"); r.name != "low" {
+		t.Errorf("b/x is in room %q, want low", r.name)
 	}
 }
