@@ -11,6 +11,7 @@ import (
 	"adoption/intent"
 )
 
+// Error types of the cutover.
 const (
 	ErrBadModule      = "BadModule"
 	ErrCutoverRefused = "CutoverRefused"
@@ -62,10 +63,13 @@ type PruneInput struct {
 	Intent  *intent.Signed `json:"intent,omitempty"`
 }
 
+// ErrFileConflict is the error type of a refusal on conflicting keys; its
+// details are the []FileConflict.
 const (
 	ErrFileConflict = filemerge.ErrFileConflict
 )
 
+// The merge of declared files, as the node reports it (package filemerge).
 type (
 	// FileConflict is a conflicting key of a declared file: names only.
 	FileConflict = filemerge.Conflict

@@ -75,6 +75,8 @@ func (c Collision) String() string {
 	return fmt.Sprintf("foundation port %s %s is held by %s; set %s to a free port", c.Name, c.Port, c.Holder, c.Key)
 }
 
+// Error types of the flip. The workflow decides by type what the node's
+// answer means, so each names one outcome on the node.
 const (
 	ErrNotAdopted   = "NotAdopted"
 	ErrStalePreview = "StalePreview" // nothing changed: the preview no longer holds
@@ -145,6 +147,7 @@ type FlipResult struct {
 // on a flip (its argument the flip ID): a WitnessVerdict.
 const QueryFlipWitness = "flip-witness"
 
+// Witness verdicts. Pending is "": the witness has not answered yet.
 const (
 	WitnessAnswered  = witness.Answered
 	WitnessLockedOut = witness.LockedOut

@@ -17,6 +17,7 @@ import (
 	"adoption/sockets"
 )
 
+// Error types: the workflow tells by type what is the operator's to fix.
 const (
 	ErrWrongNode      = "WrongNode"
 	ErrControlRunning = "ControlDaemonRunning"
@@ -172,6 +173,7 @@ type FoundationResult struct {
 	Silent    []config.NamedPort `json:"silent,omitempty"`
 }
 
+// Error types of the gates. None is retried, and nothing was changed.
 const (
 	// ErrCutoverConfirmed: the module's cutover is confirmed on the node;
 	// a rollback (or closing its rules) is refused.

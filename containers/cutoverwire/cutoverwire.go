@@ -75,6 +75,7 @@ type Carried struct {
 	Changed []string `json:"changed,omitempty"`
 }
 
+// Key prefixes of a conflict and a decision.
 const (
 	KeyEnv   = "env:"
 	KeyLabel = "label:"

@@ -21,6 +21,7 @@ type ClassAllow struct {
 	Reach
 }
 
+// Owners the derived ruleset names besides modules.
 const (
 	OwnerManagement = "management" // the ports the node is managed through (ssh, ...)
 	OwnerFoundation = "foundation"
@@ -170,6 +171,7 @@ type OutputDrop struct {
 	Except  []netip.Prefix `json:"except,omitempty"`
 }
 
+// Fates.
 const (
 	FateKept    = "kept"
 	FateClosing = "closing"
