@@ -8,17 +8,12 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/nodewire"
 	"adoption/config"
-	"adoption/intent"
 )
 
-// PlanInput names the node whose plan is asked for. A fleet sends the
-// operator's intent to start the node in it (the one its workflow will
-// adopt the node with): the node answers a fleet only under it.
-type PlanInput struct {
-	Node   string         `json:"node"`
-	Intent *intent.Signed `json:"intent,omitempty"`
-}
+// PlanInput is nodewire.PlanInput.
+type PlanInput = nodewire.PlanInput
 
 // Plan reads the node's configuration as it is on the node at this moment.
 func (a *Activities) Plan(ctx context.Context, in PlanInput) (*config.Plan, error) {
@@ -42,5 +37,5 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (*config.Plan, erro
 	return &p, nil
 }
 
-// ErrBadPlan: the node's own configuration does not load.
-const ErrBadPlan = "BadPlan"
+// ErrBadPlan is nodewire.ErrBadPlan.
+const ErrBadPlan = nodewire.ErrBadPlan

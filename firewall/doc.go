@@ -9,5 +9,3 @@
 // them imports this package, never the other way. docs/firewall.md says how
 // the parts fit.
 package firewall
-
-import ()

@@ -13,25 +13,25 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities"
+	"adoption/activities/nodewire"
 	"adoption/config"
 	"adoption/firewall"
-	"adoption/firewall/flip"
+	"adoption/firewall/flipwire"
 	"adoption/witness"
 )
 
 // preview compares what the found firewall opens now with what the mesh's
 // derived ruleset would open, and adds the workflow's own refusals: a
 // module not migrated, drift not reviewed.
-func (n *node) preview(ctx workflow.Context) (*flip.Preview, error) {
+func (n *node) preview(ctx workflow.Context) (*flipwire.Preview, error) {
 	return n.previewSpec(ctx, MeshSpec(&n.s))
 }
 
 // previewSpec previews one spec: the flip previews the spec it then
 // applies, so a plan edited in between cannot slip into the flip.
-func (n *node) previewSpec(ctx workflow.Context, spec flip.MeshSpec) (*flip.Preview, error) {
-	var pv flip.Preview
-	in := activities.PreviewInput{Plan: n.s.Plan.Ref(), Spec: spec, Decisions: n.nodeFileDecisions(false)}
+func (n *node) previewSpec(ctx workflow.Context, spec flipwire.MeshSpec) (*flipwire.Preview, error) {
+	var pv flipwire.Preview
+	in := nodewire.PreviewInput{Plan: n.s.Plan.Ref(), Spec: spec, Decisions: n.nodeFileDecisions(false)}
 	if err := n.exec(ctx, "flip preview: which open ports would close", a.Preview, in, &pv); err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (n *node) previewSpec(ctx workflow.Context, spec flip.MeshSpec) (*flip.Prev
 func (n *node) refusals(ctx workflow.Context) []string { return n.refusalsWith(ctx, n.s.Drift) }
 
 // refusalsWith is refusals with drift as given (a briefing's, measured now).
-func (n *node) refusalsWith(ctx workflow.Context, drift []activities.DriftItem) []string {
+func (n *node) refusalsWith(ctx workflow.Context, drift []nodewire.DriftItem) []string {
 	var why []string
 	if g := n.genesisBlocker(true); g != "" && workflow.GetVersion(ctx, changeFlipAfterGenesis, workflow.DefaultVersion, 1) >= 1 {
 		why = append(why, g)
@@ -105,7 +105,7 @@ const (
 // stale, in two steps as in one round trip: the approving preview, or nil
 // when the flip ends here (the preview failed, or refused: said either
 // way) with the phase back at prevPhase.
-func (n *node) previewApart(ctx workflow.Context, spec flip.MeshSpec, refused func(*flip.Preview), prevPhase Phase) *flip.Preview {
+func (n *node) previewApart(ctx workflow.Context, spec flipwire.MeshSpec, refused func(*flipwire.Preview), prevPhase Phase) *flipwire.Preview {
 	pv, err := n.previewSpec(ctx, spec)
 	switch {
 	case err != nil:
@@ -138,13 +138,13 @@ func (n *node) flip(ctx workflow.Context) {
 		n.genesis(ctx)
 	}
 	spec := MeshSpec(&n.s)
-	refused := func(pv *flip.Preview) {
+	refused := func(pv *flipwire.Preview) {
 		n.s.LastError = "flip refused by the preview: " + strings.Join(pv.Reasons, "; ")
 		n.event(ctx, n.s.LastError)
 	}
 	// The workflow's own refusals need no round trip to refuse, but the
 	// operator is shown the whole preview: those flips preview apart.
-	var pv *flip.Preview
+	var pv *flipwire.Preview
 	if !two || len(n.refusals(ctx)) > 0 {
 		var err error
 		if pv, err = n.previewSpec(ctx, spec); err != nil {
@@ -173,8 +173,8 @@ func (n *node) flip(ctx workflow.Context) {
 		n.event(ctx, n.s.LastError)
 		n.setPhase(ctx, PhaseAdopted)
 	}
-	var fr activities.FlipResult
-	in := activities.FlipInput{Plan: n.s.Plan.Ref(), Spec: spec, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout, Intent: n.intent, Decisions: n.nodeFileDecisions(true)}
+	var fr nodewire.FlipResult
+	in := nodewire.FlipInput{Plan: n.s.Plan.Ref(), Spec: spec, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout, Intent: n.intent, Decisions: n.nodeFileDecisions(true)}
 	summary := "flip: replace the found firewall with the mesh's, in one transaction"
 	switch {
 	case pv == nil:
@@ -189,18 +189,18 @@ func (n *node) flip(ctx workflow.Context) {
 	if in.Preview && fr.Preview != nil {
 		n.s.LastPreview = fr.Preview
 	}
-	if in.Preview && err == nil && fr.State == activities.FlipPreviewRefused {
+	if in.Preview && err == nil && fr.State == nodewire.FlipPreviewRefused {
 		// Nothing was recorded or changed on the node: as if never tried.
 		n.s.Flip, n.s.FlipAttempts = prev, n.s.FlipAttempts-1
 		n.setPhase(ctx, prevPhase)
 		if fr.Preview == nil {
-			fr.Preview = &flip.Preview{Reasons: []string{"the node refused without saying why"}}
+			fr.Preview = &flipwire.Preview{Reasons: []string{"the node refused without saying why"}}
 		}
 		refused(fr.Preview)
 		return
 	}
 	var ae *temporal.ApplicationError
-	if in.Preview && errors.As(err, &ae) && ae.Type() == activities.ErrStalePreview {
+	if in.Preview && errors.As(err, &ae) && ae.Type() == nodewire.ErrStalePreview {
 		// Nothing changed on the node. An agent older than
 		// FlipInput.Preview refuses a flip without expectations so, and a
 		// node whose firewall moved between its own preview and the
@@ -214,7 +214,7 @@ func (n *node) flip(ctx workflow.Context) {
 		id = fmt.Sprintf("%s-%d", n.s.Node, n.s.FlipAttempts)
 		n.s.Flip = &FlipStatus{ID: id, State: FlipStateFlipping}
 		in.ID, in.Preview, in.ExpectFound, in.ExpectDerived = id, false, pv.FoundFingerprint, pv.DerivedFingerprint
-		fr = activities.FlipResult{}
+		fr = nodewire.FlipResult{}
 		err = n.exec(ctx, "flip: replace the found firewall with the mesh's, in one transaction", a.Flip, in, &fr)
 	}
 	if err != nil {
@@ -267,8 +267,8 @@ func (n *node) flip(ctx workflow.Context) {
 		copts.HeartbeatTimeout = heartbeatTimeout
 	}
 	cctx := workflow.WithActivityOptions(ctx, copts)
-	var cr activities.FlipResult
-	if err := workflow.ExecuteActivity(cctx, a.ConfirmFlip, activities.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Commit: two, Intent: n.intent}).Get(ctx, &cr); err != nil {
+	var cr nodewire.FlipResult
+	if err := workflow.ExecuteActivity(cctx, a.ConfirmFlip, nodewire.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Commit: two, Intent: n.intent}).Get(ctx, &cr); err != nil {
 		// The confirmation may have gone through with its answer lost: the
 		// node says which.
 		switch n.revertFlip(ctx, id, v) {
@@ -299,8 +299,8 @@ func (n *node) commit(ctx workflow.Context, v workflow.Version) {
 	if v >= 1 {
 		n.s.Opened, n.s.OpenedForward = nil, nil
 	}
-	var cm activities.FlipResult
-	if err := n.exec(ctx, "flip: commit (boot-time ruleset, save and remove the predecessor's firewall, prune predecessors)", a.CommitFlip, activities.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Intent: n.intent}, &cm); err != nil {
+	var cm nodewire.FlipResult
+	if err := n.exec(ctx, "flip: commit (boot-time ruleset, save and remove the predecessor's firewall, prune predecessors)", a.CommitFlip, nodewire.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Intent: n.intent}, &cm); err != nil {
 		n.s.Flip.Error = "commit: " + errorMessage(err)
 		if v >= 1 {
 			n.s.Flip.State = FlipStateCommitting
@@ -318,7 +318,7 @@ func (n *node) commit(ctx workflow.Context, v workflow.Version) {
 }
 
 // committed records a commit the node reports done.
-func (n *node) committed(ctx workflow.Context, cm activities.FlipResult) {
+func (n *node) committed(ctx workflow.Context, cm nodewire.FlipResult) {
 	n.s.Flip.State, n.s.Flip.Listing, n.s.Flip.Error = FlipStateCommitted, cm.Listing, ""
 	n.s.LastError = ""
 	n.converged(ctx)
@@ -344,17 +344,17 @@ func (n *node) committing() bool {
 // it at the deadline by itself.
 func (n *node) revertFlip(ctx workflow.Context, id string, v workflow.Version) string {
 	for {
-		var res activities.FlipResult
-		err := n.exec(ctx, "flip: revert to the firewall as it was", a.RevertFlip, activities.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Intent: n.intent}, &res)
+		var res nodewire.FlipResult
+		err := n.exec(ctx, "flip: revert to the firewall as it was", a.RevertFlip, nodewire.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Intent: n.intent}, &res)
 		var ae *temporal.ApplicationError
 		switch {
 		case err == nil && res.State == FlipStateNotApplied:
 			return FlipStateNotApplied
 		case err == nil:
 			return FlipStateReverted
-		case v >= 1 && errors.As(err, &ae) && ae.Type() == activities.ErrFlipConfirmed:
+		case v >= 1 && errors.As(err, &ae) && ae.Type() == nodewire.ErrFlipConfirmed:
 			return FlipStateConfirmed
-		case v >= 1 && errors.As(err, &ae) && ae.Type() == activities.ErrFlipReverted:
+		case v >= 1 && errors.As(err, &ae) && ae.Type() == nodewire.ErrFlipReverted:
 			return FlipStateReverted
 		case v < 1:
 			n.event(ctx, "revert of "+id+" failed: "+errorMessage(err)+" (the node's watchdog reverts it at the deadline)")
@@ -372,17 +372,17 @@ func (n *node) revertFlip(ctx workflow.Context, id string, v workflow.Version) s
 // MeshSpec derives what the mesh's own ruleset opens: the management
 // ports, the foundation's (once genesis opened them) and every migrated
 // module's, with the host ports its container publishes for forwarding.
-func MeshSpec(s *State) flip.MeshSpec {
-	spec := flip.MeshSpec{Node: s.Node, Drop: s.Plan.Drop, Widen: s.Plan.Widen, DropClasses: s.Plan.DropClasses, WidenClasses: s.Plan.WidenClasses}
+func MeshSpec(s *State) flipwire.MeshSpec {
+	spec := flipwire.MeshSpec{Node: s.Node, Drop: s.Plan.Drop, Widen: s.Plan.Widen, DropClasses: s.Plan.DropClasses, WidenClasses: s.Plan.WidenClasses}
 	for _, p := range s.Plan.ManagementPorts {
-		spec.Input = append(spec.Input, flip.Allow{Port: p, Owner: "management"})
+		spec.Input = append(spec.Input, flipwire.Allow{Port: p, Owner: "management"})
 	}
 	if s.Genesis.State == "done" && s.Plan.Role == "control" {
 		for _, fp := range s.Plan.Foundation {
-			spec.Input = append(spec.Input, flip.Allow{Port: fp.Port, Owner: flip.OwnerFoundation})
+			spec.Input = append(spec.Input, flipwire.Allow{Port: fp.Port, Owner: flipwire.OwnerFoundation})
 		}
-		for _, p := range s.OpenedForward[flip.OwnerFoundation] {
-			spec.Forward = append(spec.Forward, flip.Allow{Port: p, Owner: flip.OwnerFoundation})
+		for _, p := range s.OpenedForward[flipwire.OwnerFoundation] {
+			spec.Forward = append(spec.Forward, flipwire.Allow{Port: p, Owner: flipwire.OwnerFoundation})
 		}
 	}
 	for _, m := range s.Plan.Modules {
@@ -390,10 +390,10 @@ func MeshSpec(s *State) flip.MeshSpec {
 			continue
 		}
 		for _, p := range m.Ports {
-			spec.Input = append(spec.Input, flip.Allow{Port: p, Owner: m.Name})
+			spec.Input = append(spec.Input, flipwire.Allow{Port: p, Owner: m.Name})
 		}
 		for _, p := range publishedPorts(m) {
-			spec.Forward = append(spec.Forward, flip.Allow{Port: p, Owner: m.Name})
+			spec.Forward = append(spec.Forward, flipwire.Allow{Port: p, Owner: m.Name})
 		}
 	}
 	return spec

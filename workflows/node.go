@@ -12,9 +12,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities"
+	"adoption/activities/nodewire"
 	"adoption/config"
-	"adoption/firewall/marks"
+	"adoption/firewall"
 	"adoption/intent"
 )
 
@@ -27,7 +27,7 @@ var (
 
 // The workflow calls activities through a nil pointer: only the method
 // values matter, and tests mock the same ones.
-var a *activities.Activities
+var a *nodewire.Activities
 
 // node is the entity behind one NodeMigration execution.
 type node struct {
@@ -51,7 +51,7 @@ type node struct {
 	quiet bool
 	// verdict is the witness's on the flip in one round trip, for the
 	// node's query.
-	verdict activities.WitnessVerdict
+	verdict nodewire.WitnessVerdict
 	// watching: the node's agent checks in its own loop and the workflow
 	// waits on its watch (changeNodeWatch).
 	watching bool
@@ -302,7 +302,7 @@ func portList(ps []config.Port) string {
 	return strings.Join(out, ",")
 }
 
-func markList(ms []marks.MarkedRule) string {
+func markList(ms []firewall.MarkedRule) string {
 	out := make([]string, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, fmt.Sprintf("%s %s/%s", m.Mark.Comment(), m.Family, m.Chain))
@@ -310,8 +310,8 @@ func markList(ms []marks.MarkedRule) string {
 	return strings.Join(out, ", ")
 }
 
-func withoutOwner(ms []marks.MarkedRule, owner string) []marks.MarkedRule {
-	var out []marks.MarkedRule
+func withoutOwner(ms []firewall.MarkedRule, owner string) []firewall.MarkedRule {
+	var out []firewall.MarkedRule
 	for _, m := range ms {
 		if m.Mark.Owner != owner {
 			out = append(out, m)
@@ -321,13 +321,13 @@ func withoutOwner(ms []marks.MarkedRule, owner string) []marks.MarkedRule {
 }
 
 // mergeMarks adds marks to a list, once each (by place and comment).
-func mergeMarks(have, add []marks.MarkedRule) []marks.MarkedRule {
-	key := func(m marks.MarkedRule) string {
+func mergeMarks(have, add []firewall.MarkedRule) []firewall.MarkedRule {
+	key := func(m firewall.MarkedRule) string {
 		return m.Family + " " + m.Table + " " + m.Chain + " " + m.Mark.Comment()
 	}
 	seen := map[string]bool{}
-	var out []marks.MarkedRule
-	for _, m := range append(append([]marks.MarkedRule{}, have...), add...) {
+	var out []firewall.MarkedRule
+	for _, m := range append(append([]firewall.MarkedRule{}, have...), add...) {
 		if !seen[key(m)] {
 			seen[key(m)] = true
 			out = append(out, m)

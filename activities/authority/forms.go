@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"adoption/config"
-	"adoption/firewall/flip"
+	"adoption/firewall/flipwire"
 	"adoption/intent"
 )
 
@@ -57,7 +57,7 @@ func FleetStartIntent() []Form {
 // OwnerIntent: opening or closing an owner's rules is the foundation's
 // genesis (a start) or a module's cutover.
 func OwnerIntent(owner string) []Form {
-	if owner == flip.OwnerFoundation {
+	if owner == flipwire.OwnerFoundation {
 		return StartIntent()
 	}
 	return ModuleIntent(owner)

@@ -17,6 +17,7 @@ import (
 
 	"adoption/firewall"
 	"adoption/firewall/eval"
+	"adoption/firewall/flipwire"
 	"adoption/firewall/marks"
 	"adoption/firewall/nft"
 	"adoption/vocab"
@@ -24,94 +25,21 @@ import (
 
 // Owners the derived ruleset names besides modules.
 const (
-	OwnerManagement = "management" // the ports the node is managed through (ssh, ...)
-	OwnerFoundation = "foundation"
-	OwnerMesh       = "mesh"
-	// OwnerEssentials keeps what a host needs whatever the modules say:
-	// established/related, invalid, loopback, ICMP and ICMPv6 (neighbour
-	// discovery, MLD), DHCP client replies where the found firewall
-	// allowed them.
-	OwnerEssentials = "essentials"
+	OwnerManagement = flipwire.OwnerManagement
+	OwnerFoundation = flipwire.OwnerFoundation
+	OwnerMesh       = flipwire.OwnerMesh
+	OwnerEssentials = flipwire.OwnerEssentials
 	OwnerContainers = "containers" // traffic from container bridges (their egress)
 )
 
-// Allow is one port the mesh keeps open, with who keeps it.
-type Allow struct {
-	Port  vocab.Port `json:"port"`
-	Owner string     `json:"owner"`
-	// Carried, when set, is the found firewall's restriction of the port,
-	// kept in the mesh's table (EffectiveSpec fills it): per family, who
-	// may connect; a family not listed stays closed. Nil: every source.
-	Carried []Reach `json:"carried,omitempty"`
-}
+// Allow is flipwire.Allow.
+type Allow = flipwire.Allow
 
-// Reach is who may connect to a kept port in one family: the sources in
-// From (empty: any), except those in Except. Both become sets of table
-// inet adoption.
-type Reach struct {
-	Family string         `json:"family"`
-	From   []netip.Prefix `json:"from,omitempty"`
-	Except []netip.Prefix `json:"except,omitempty"`
-	// Iif, when set, are the input interfaces it holds on; NotIif the
-	// ones it does not (any other interface). A trailing '*' is a
-	// wildcard ("br-*"): an Iif wildcard holds on every interface it
-	// matches but the NotIif ones it covers.
-	Iif    []string `json:"iif,omitempty"`
-	NotIif []string `json:"not_iif,omitempty"`
-}
+// Reach is flipwire.Reach.
+type Reach = flipwire.Reach
 
-// MeshSpec is what the mesh's own ruleset for one node is derived from.
-type MeshSpec struct {
-	Node string `json:"node"`
-	// Input ports are open to new connections: management ports (owner
-	// "management"), the foundation's, every migrated module's.
-	Input []Allow `json:"input"`
-	// Forward ports are host ports published by migrated modules'
-	// containers: forwarded (DNATed) traffic to them is accepted.
-	Forward []Allow `json:"forward"`
-	// Drop lists the ports the operator deliberately drops at the flip; the
-	// preview only reads it.
-	Drop []vocab.Port `json:"drop"`
-	// Widen lists the ports whose found restriction the operator lets go
-	// (flip.widen): they are open to every source after the flip, and the
-	// preview approves their widening.
-	Widen []vocab.Port `json:"widen,omitempty"`
-	// DropClasses and WidenClasses are the traffic classes flip.drop and
-	// flip.widen name (class spellings, firewall.Class.Spelling): a
-	// dropped class is not carried, a widened one is carried from every
-	// source; the preview approves their closing or widening.
-	DropClasses  []string `json:"drop_classes,omitempty"`
-	WidenClasses []string `json:"widen_classes,omitempty"`
-	// DHCP4 and DHCP6 keep the DHCP client's replies (udp 67 -> 68, and
-	// 547 -> 546 from link-local). They are not the plan's to set: the
-	// preview and the flip set them from the found firewall (DeriveFor).
-	DHCP4 bool `json:"dhcp4,omitempty"`
-	DHCP6 bool `json:"dhcp6,omitempty"`
-	// Classes are the traffic classes beyond TCP and UDP by port
-	// (eval.Classes: ICMP types, other protocols, broadcast and multicast
-	// services) the mesh keeps, each with the found firewall's
-	// restriction; ClassesFound says they were read from the found
-	// firewall (EffectiveSpec). Without it (a spec from before they were),
-	// the input chain accepts the ICMP and ICMPv6 types every host needs,
-	// from any source.
-	Classes      []ClassAllow `json:"classes,omitempty"`
-	ClassesFound bool         `json:"classes_found,omitempty"`
-	// Egress are the bridges whose egress the mesh accepts, and Routed the
-	// routed forwarding (no DNAT) it keeps: not the plan's to set either,
-	// EffectiveSpec reads them from what the found firewall's forward hook
-	// lets through (foundForward).
-	Egress []Egress `json:"egress,omitempty"`
-	Routed []Routed `json:"routed,omitempty"`
-	// FromBridges is the traffic from container bridges to the node itself
-	// that the found firewall lets through by the bridge's name (a
-	// container reaching the host's DNS): not the plan's to set,
-	// EffectiveSpec reads it from found (foundBridgeIn).
-	FromBridges []BridgeIn `json:"from_bridges,omitempty"`
-	// Output is the found firewall's restriction of what the node sends,
-	// carried into an output chain (none: no output chain, the node sends
-	// anything); EffectiveSpec reads it from found (foundOutput).
-	Output []OutputDrop `json:"output,omitempty"`
-}
+// MeshSpec is flipwire.MeshSpec.
+type MeshSpec = flipwire.MeshSpec
 
 // Derived is the mesh's own ruleset for one node: the model the evaluator
 // reads, and the rules Flip writes. Both come from one list of rules, so

@@ -5,5 +5,3 @@
 // against. Restrictions carried into the mesh's table belong here too. It
 // does not place marks (firewall/marks) nor evaluate (firewall/eval).
 package flip
-
-import ()

@@ -14,75 +14,27 @@ import (
 
 	"adoption/firewall"
 	"adoption/firewall/eval"
+	"adoption/firewall/flipwire"
 	"adoption/firewall/marks"
-	"adoption/keyfile"
 	"adoption/vocab"
 )
 
 // Fates.
 const (
-	FateKept    = "kept"
-	FateClosing = "closing"
-	// FateWidening: after the flip a new connection passes from a source it
-	// does not pass from now (or passes surely where it passes now only
-	// under a condition the evaluator cannot decide, such as a rate limit).
-	// Refused unless the port is in flip.widen (Declared).
-	FateWidening = "widening"
-	// FateUncertain: open now under a condition the evaluator cannot
-	// decide for a named reason (a DNAT it cannot follow), and open after
-	// the flip: its fate cannot be promised. Refused, with the reason.
-	FateUncertain = "uncertain"
+	FateKept      = flipwire.FateKept
+	FateClosing   = flipwire.FateClosing
+	FateWidening  = flipwire.FateWidening
+	FateUncertain = flipwire.FateUncertain
 )
 
-// Fate is what the flip does to one port the found firewall opens now.
-type Fate struct {
-	Opening firewall.Opening `json:"opening"`
-	// Fate is "kept", "closing", "widening" or "uncertain".
-	Fate string `json:"fate"`
-	// By names who keeps a kept port: "management", "foundation", a
-	// module, "containers" (traffic from a container bridge).
-	By string `json:"by,omitempty"`
-	// Dropped: closing, and in spec.Drop.
-	Dropped bool `json:"dropped,omitempty"`
-	// Declared: widening, and in spec.Widen.
-	Declared bool `json:"declared,omitempty"`
-	// Reason says why a widening or uncertain fate is one: the found
-	// restriction that would not be carried.
-	Reason string `json:"reason,omitempty"`
-}
+// Fate is flipwire.Fate.
+type Fate = flipwire.Fate
 
-// Preview says what a flip would do and whether it may go ahead.
-type Preview struct {
-	Approved           bool     `json:"approved"`
-	Reasons            []string `json:"reasons,omitempty"`
-	Fates              []Fate   `json:"fates"`
-	FoundFingerprint   string   `json:"found_fingerprint"`
-	DerivedFingerprint string   `json:"derived_fingerprint"`
-	// Undecoded names each rule of the found firewall that decides a
-	// packet's fate through a part the evaluator could not decode
-	// (package unknowns fills it on the node).
-	Undecoded []Undecoded `json:"undecoded,omitempty"`
-	// NodeFiles are the fates of the node files, which converge at the
-	// flip: kept, changed and conflicting keys, the keyed digest of what
-	// each would hold, never a value (the node fills it).
-	NodeFiles []keyfile.FileMerge `json:"node_files,omitempty"`
-}
+// Preview is flipwire.Preview.
+type Preview = flipwire.Preview
 
-// Undecoded is one rule the evaluator could not wholly decode: where it
-// is, and what in it was not decoded.
-type Undecoded struct {
-	Family  string `json:"family"`
-	Table   string `json:"table"`
-	Chain   string `json:"chain"`
-	Handle  uint64 `json:"handle"`
-	Verdict string `json:"verdict"`
-	What    string `json:"what"` // the expression or match, as the decoder names it
-}
-
-// Text is the rule as the preview names it.
-func (u Undecoded) Text() string {
-	return fmt.Sprintf("chain %s %s %s, rule handle %d (%s): %s", u.Family, u.Table, u.Chain, u.Handle, u.Verdict, u.What)
-}
+// Undecoded is flipwire.Undecoded.
+type Undecoded = flipwire.Undecoded
 
 // PreviewFlip gives every port the found firewall opens now (OpenPorts,
 // uncertain openings counted as open) a fate: kept when the ruleset as it
@@ -160,10 +112,10 @@ func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff Mesh
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		parts[0].widenings(pair, derived, spec, node)
-		parts[1].classFates(pair, node, spec)
-		parts[2].bridgeFates(pair, derived, node, spec)
-		parts[3].outputFates(found, after)
+		widenings(&parts[0], pair, derived, spec, node)
+		classFates(&parts[1], pair, node, spec)
+		bridgeFates(&parts[2], pair, derived, node, spec)
+		outputFates(&parts[3], found, after)
 	}()
 	afterOpen := ca.OpenPortsOn(node)
 	dropped := map[vocab.Port]bool{}
@@ -370,7 +322,7 @@ func openFromSome(after []firewall.Opening, hook, fam string, port vocab.Port) b
 // the flip lets a new connection through that found does not (or surely
 // where found does only under an undecided condition). Each refuses unless
 // every port of it is in spec.Widen.
-func (p *Preview) widenings(pair *eval.Pair, derived *firewall.Ruleset, spec MeshSpec, node firewall.Node) {
+func widenings(p *Preview, pair *eval.Pair, derived *firewall.Ruleset, spec MeshSpec, node firewall.Node) {
 	found := pair.Before()
 	widen := map[vocab.Port]bool{}
 	for _, w := range spec.Widen {

@@ -4,5 +4,3 @@
 // forward paths, found by their comment and deleted by handle. It never
 // rewrites a rule it did not write, and it does not flip (firewall/flip).
 package marks
-
-import ()

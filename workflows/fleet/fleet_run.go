@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities"
+	"adoption/activities/nodewire"
 	"adoption/config"
 	"adoption/intent"
 	"adoption/workflows"
@@ -112,7 +112,7 @@ type fleet struct {
 }
 
 // nodeActs names the node agent's activities (called through a nil pointer).
-var nodeActs *activities.Activities
+var nodeActs *nodewire.Activities
 
 // planReadTimeout bounds the read of a node's plan from its agent, retries
 // included. It is short work (the agent reads its own file), so no answer
@@ -474,12 +474,12 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 			StartToCloseTimeout:    time.Minute,
 			ScheduleToCloseTimeout: planReadTimeout,
 			Summary:                "read node " + m.Node + "'s plan",
-			RetryPolicy:            &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, NonRetryableErrorTypes: []string{activities.ErrWrongNode, activities.ErrBadPlan}},
+			RetryPolicy:            &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, NonRetryableErrorTypes: []string{nodewire.ErrWrongNode, nodewire.ErrBadPlan}},
 		})
 		var p config.Plan
 		// The node answers the fleet only under the operator's intent to
 		// start it, the one its workflow is started with.
-		err := workflow.ExecuteActivity(actx, nodeActs.Plan, activities.PlanInput{Node: m.Node, Intent: signed}).Get(ctx, &p)
+		err := workflow.ExecuteActivity(actx, nodeActs.Plan, nodewire.PlanInput{Node: m.Node, Intent: signed}).Get(ctx, &p)
 		f.reading = ""
 		f.show(ctx)
 		if err != nil {
