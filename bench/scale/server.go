@@ -73,7 +73,7 @@ type devServer struct {
 // startServer starts a dev server as the tests do, on free ports with its
 // own database file, and the long polls and partitions a thousand node
 // queues need.
-func startServer(bin, dbFile, dir string, longPolls int) (*devServer, error) {
+func startServer(bin, dbFile, dir string, longPolls int, more []string) (*devServer, error) {
 	port, err := devserver.Port()
 	if err != nil {
 		return nil, err
@@ -86,13 +86,17 @@ func startServer(bin, dbFile, dir string, longPolls int) (*devServer, error) {
 	if v, err := exec.Command(bin, "--version").Output(); err == nil {
 		s.version = strings.TrimSpace(string(v))
 	}
+	extra := []string{"--dynamic-config-value", fmt.Sprintf("frontend.namespaceCount=%d", longPolls),
+		// One partition per task queue: a node queue has one poller, and
+		// 1,000 queues of 4 partitions each are 4,000 task queue rows for
+		// SQLite to create at once.
+		"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1"}
+	for _, kv := range more {
+		extra = append(extra, "--dynamic-config-value", kv)
+	}
 	s.Server, err = devserver.Launch(devserver.Spec{Bin: bin, Port: port, MetricsPort: metricsPort, DB: dbFile, Log: filepath.Join(dir, "server.log"),
-		Extra: []string{"--dynamic-config-value", fmt.Sprintf("frontend.namespaceCount=%d", longPolls),
-			// One partition per task queue: a node queue has one poller, and
-			// 1,000 queues of 4 partitions each are 4,000 task queue rows for
-			// SQLite to create at once.
-			"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
-			"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1"}})
+		Extra: extra})
 	if err != nil {
 		return nil, err
 	}
