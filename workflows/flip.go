@@ -129,8 +129,6 @@ func (n *node) previewApart(ctx workflow.Context, spec flipwire.MeshSpec, refuse
 func (n *node) flip(ctx workflow.Context) {
 	n.inFlip = true
 	defer func() { n.inFlip = false }()
-	v := workflow.GetVersion(ctx, changeFlipHolds, workflow.DefaultVersion, 1)
-	two := v >= 1 && n.twoSteps
 	// A control node's genesis with no recorded outcome (a state carried
 	// from before it was recorded, a node made control by a plan) is run
 	// first: an outcome not known is never flipped over. It is idempotent.
@@ -145,7 +143,7 @@ func (n *node) flip(ctx workflow.Context) {
 	// The workflow's own refusals need no round trip to refuse, but the
 	// operator is shown the whole preview: those flips preview apart.
 	var pv *flipwire.Preview
-	if !two || len(n.refusals(ctx)) > 0 {
+	if len(n.refusals(ctx)) > 0 {
 		var err error
 		if pv, err = n.previewSpec(ctx, spec); err != nil {
 			n.s.LastError = "flip preview: " + errorMessage(err)
@@ -180,10 +178,8 @@ func (n *node) flip(ctx workflow.Context) {
 	case pv == nil:
 		in.Preview = true
 		summary = "flip: preview on the node, then replace the found firewall with the mesh's, in one transaction"
-	case v >= 1:
-		in.ExpectFound, in.ExpectDerived = pv.FoundFingerprint, pv.DerivedFingerprint
 	default:
-		in.ExpectFound = pv.FoundFingerprint
+		in.ExpectFound, in.ExpectDerived = pv.FoundFingerprint, pv.DerivedFingerprint
 	}
 	err := n.exec(ctx, summary, a.Flip, in, &fr)
 	if in.Preview && fr.Preview != nil {
@@ -220,10 +216,10 @@ func (n *node) flip(ctx workflow.Context) {
 	if err != nil {
 		// Whatever the error says, the node's record decides: an outcome
 		// not known to be "not applied" is reverted.
-		switch n.revertFlip(ctx, id, v) {
+		switch n.revertFlip(ctx, id) {
 		case FlipStateConfirmed:
 			n.event(ctx, "flip "+id+": the node reports it confirmed; committing it")
-			n.commit(ctx, v)
+			n.commit(ctx)
 		case FlipStateNotApplied:
 			back(FlipStateNotApplied, errorMessage(err)+" (nothing was changed on the node)")
 		default:
@@ -239,10 +235,10 @@ func (n *node) flip(ctx workflow.Context) {
 	// outside the node, or the flip reverts, saying why.
 	if workflow.GetVersion(ctx, changeFlipWitness, workflow.DefaultVersion, 1) >= 1 {
 		if why := n.witness(ctx); why != "" {
-			switch n.revertFlip(ctx, id, v) {
+			switch n.revertFlip(ctx, id) {
 			case FlipStateConfirmed:
 				n.event(ctx, "flip "+id+": the node reports it confirmed although "+why+"; committing it")
-				n.commit(ctx, v)
+				n.commit(ctx)
 			default:
 				back(FlipStateReverted, why)
 			}
@@ -251,27 +247,20 @@ func (n *node) flip(ctx workflow.Context) {
 	}
 	// The confirmation must run by the deadline: reaching the worker at all
 	// proves the new ruleset still lets it talk to Temporal.
-	summary = "flip: confirm (declared ports answer, worker reaches Temporal)"
-	if two {
-		summary = "flip: confirm (declared ports answer, worker reaches Temporal), then commit"
-	}
-	copts := workflow.ActivityOptions{
+	// The commit in it heartbeats, as CommitFlip does: an agent that dies
+	// there is retried by the next one, not after the deadline.
+	cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              NodeQueue(n.s.Node),
 		ScheduleToCloseTimeout: n.s.Plan.ConfirmTimeout,
-		Summary:                summary,
+		HeartbeatTimeout:       heartbeatTimeout,
+		Summary:                "flip: confirm (declared ports answer, worker reaches Temporal), then commit",
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 5 * time.Second},
-	}
-	if two {
-		// The commit in it heartbeats, as CommitFlip does: an agent that
-		// dies there is retried by the next one, not after the deadline.
-		copts.HeartbeatTimeout = heartbeatTimeout
-	}
-	cctx := workflow.WithActivityOptions(ctx, copts)
+	})
 	var cr nodewire.FlipResult
-	if err := workflow.ExecuteActivity(cctx, a.ConfirmFlip, nodewire.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Commit: two, Intent: n.intent}).Get(ctx, &cr); err != nil {
+	if err := workflow.ExecuteActivity(cctx, a.ConfirmFlip, nodewire.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Commit: true, Intent: n.intent}).Get(ctx, &cr); err != nil {
 		// The confirmation may have gone through with its answer lost: the
 		// node says which.
-		switch n.revertFlip(ctx, id, v) {
+		switch n.revertFlip(ctx, id) {
 		case FlipStateConfirmed:
 			n.event(ctx, "flip "+id+": the confirmation's answer was lost ("+errorMessage(err)+"), but the node confirmed it; committing it")
 		default:
@@ -279,39 +268,31 @@ func (n *node) flip(ctx workflow.Context) {
 			return
 		}
 	}
-	if two && cr.State == FlipStateCommitted {
+	if cr.State == FlipStateCommitted {
 		n.s.Flip.State = FlipStateConfirmed
 		n.committed(ctx, cr)
 		return
 	}
-	n.commit(ctx, v)
+	n.commit(ctx)
 }
 
-// commit makes a confirmed flip final. From changeFlipHolds on, a commit that
-// fails leaves the node flipping (the flip confirmed and in force, the
-// reason in status) until `adopt retry` runs it again; converged is
-// reached only once the node says the predecessor's leftovers are gone.
-func (n *node) commit(ctx workflow.Context, v workflow.Version) {
+// commit makes a confirmed flip final. A commit that fails leaves the node
+// flipping (the flip confirmed and in force, the reason in status) until
+// `adopt retry` runs it again; converged is reached only once the node says
+// the predecessor's leftovers are gone.
+func (n *node) commit(ctx workflow.Context) {
 	id := n.s.Flip.ID
 	n.s.Flip.State = FlipStateConfirmed
 	// The found firewall is out of force for good: its marks are not
 	// reasserted any more.
-	if v >= 1 {
-		n.s.Opened, n.s.OpenedForward = nil, nil
-	}
+	n.s.Opened, n.s.OpenedForward = nil, nil
 	var cm nodewire.FlipResult
 	if err := n.exec(ctx, "flip: commit (boot-time ruleset, save and remove the predecessor's firewall, prune predecessors)", a.CommitFlip, nodewire.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Intent: n.intent}, &cm); err != nil {
 		n.s.Flip.Error = "commit: " + errorMessage(err)
-		if v >= 1 {
-			n.s.Flip.State = FlipStateCommitting
-			n.s.LastError = fmt.Sprintf("flip %s is confirmed and in force, but its commit failed: %s; fix the cause, then: adopt retry %s", id, errorMessage(err), n.s.Node)
-			n.event(ctx, n.s.LastError)
-			n.publish(ctx)
-			return
-		}
-		n.s.LastError = "flip " + id + " is confirmed, but removing the predecessor's leftovers failed: " + errorMessage(err)
+		n.s.Flip.State = FlipStateCommitting
+		n.s.LastError = fmt.Sprintf("flip %s is confirmed and in force, but its commit failed: %s; fix the cause, then: adopt retry %s", id, errorMessage(err), n.s.Node)
 		n.event(ctx, n.s.LastError)
-		n.converged(ctx)
+		n.publish(ctx)
 		return
 	}
 	n.committed(ctx, cm)
@@ -339,10 +320,10 @@ func (n *node) committing() bool {
 
 // revertFlip asks the node to revert a flip and returns what the node says
 // the flip is now: reverted, not-applied, or confirmed (it stays; the
-// caller commits it). From changeFlipHolds on it asks until the node answers:
-// until then the flip counts as in force, and the node's watchdog reverts
-// it at the deadline by itself.
-func (n *node) revertFlip(ctx workflow.Context, id string, v workflow.Version) string {
+// caller commits it). It asks until the node answers: until then the flip
+// counts as in force, and the node's watchdog reverts it at the deadline by
+// itself.
+func (n *node) revertFlip(ctx workflow.Context, id string) string {
 	for {
 		var res nodewire.FlipResult
 		err := n.exec(ctx, "flip: revert to the firewall as it was", a.RevertFlip, nodewire.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Intent: n.intent}, &res)
@@ -352,12 +333,9 @@ func (n *node) revertFlip(ctx workflow.Context, id string, v workflow.Version) s
 			return FlipStateNotApplied
 		case err == nil:
 			return FlipStateReverted
-		case v >= 1 && errors.As(err, &ae) && ae.Type() == nodewire.ErrFlipConfirmed:
+		case errors.As(err, &ae) && ae.Type() == nodewire.ErrFlipConfirmed:
 			return FlipStateConfirmed
-		case v >= 1 && errors.As(err, &ae) && ae.Type() == nodewire.ErrFlipReverted:
-			return FlipStateReverted
-		case v < 1:
-			n.event(ctx, "revert of "+id+" failed: "+errorMessage(err)+" (the node's watchdog reverts it at the deadline)")
+		case errors.As(err, &ae) && ae.Type() == nodewire.ErrFlipReverted:
 			return FlipStateReverted
 		}
 		n.s.Waiting = fmt.Sprintf("the node has not acknowledged the revert of flip %s (%s): it counts as in force, and the node's watchdog reverts it at its deadline; asking again", id, errorMessage(err))

@@ -50,7 +50,6 @@ func (n *node) flipTrip(ctx workflow.Context, spec flipwire.MeshSpec, refused fu
 // flipTripOnce is flipTrip; again says this is the one more try after a
 // stale refusal, which is not tried again.
 func (n *node) flipTripOnce(ctx workflow.Context, spec flipwire.MeshSpec, refused func(*flipwire.Preview), again bool) bool {
-	v := workflow.Version(1) // changeFlipHolds is taken by every run that takes this change
 	n.s.LastError = ""
 	prev, prevPhase := n.s.Flip, n.s.Phase
 	n.quiet = true
@@ -139,10 +138,10 @@ func (n *node) flipTripOnce(ctx workflow.Context, spec flipwire.MeshSpec, refuse
 	}
 	// Whatever the error says, the node's record decides.
 	n.quiet = false
-	switch n.revertFlip(ctx, id, v) {
+	switch n.revertFlip(ctx, id) {
 	case FlipStateConfirmed:
 		n.event(ctx, "flip "+id+": the node reports it confirmed ("+errorMessage(err)+"); committing it")
-		n.commit(ctx, v)
+		n.commit(ctx)
 	case FlipStateNotApplied:
 		back(FlipStateNotApplied, errorMessage(err)+" (nothing was changed on the node)")
 	default:

@@ -36,8 +36,6 @@ type node struct {
 	// When the periodic jobs are next due (not carried across
 	// continue-as-new: a new run starts its timers afresh).
 	nextReconcile, nextDrift time.Time
-	// twoSteps: the flip takes two round trips to the node (changeFlipTwoSteps).
-	twoSteps bool
 	// oneTrip: the flip takes one (changeFlipOneTrip, fliptrip.go).
 	oneTrip bool
 	// verdictCarried: that flip goes on with the witness's verdict the
@@ -113,16 +111,13 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 	// Decided here, once a run, not in the flip: each GetVersion costs a
 	// marker and a search attribute upsert, which the flip's first task
 	// would otherwise carry while 50 nodes flip at once.
-	n.twoSteps = workflow.GetVersion(ctx, changeFlipTwoSteps, workflow.DefaultVersion, 1) >= 1
-	if n.twoSteps {
-		// The same for changeFlipHolds: the SDK keeps the version a change ID got
-		// for the rest of the run, so the flip's own GetVersion records
-		// nothing more. Runs that predate changeFlipTwoSteps record it in the flip.
-		_ = workflow.GetVersion(ctx, changeFlipHolds, workflow.DefaultVersion, 1)
-		n.oneTrip = workflow.GetVersion(ctx, changeFlipOneTrip, workflow.DefaultVersion, 1) >= 1
-		if n.oneTrip {
-			n.verdictCarried = workflow.GetVersion(ctx, changeFlipVerdictCarried, workflow.DefaultVersion, 1) >= 1
-		}
+	// The flip in four round trips (before changeFlipTwoSteps, and before
+	// changeFlipHolds) is retired: no kept history needs it.
+	taken(ctx, changeFlipTwoSteps)
+	taken(ctx, changeFlipHolds)
+	n.oneTrip = workflow.GetVersion(ctx, changeFlipOneTrip, workflow.DefaultVersion, 1) >= 1
+	if n.oneTrip {
+		n.verdictCarried = workflow.GetVersion(ctx, changeFlipVerdictCarried, workflow.DefaultVersion, 1) >= 1
 	}
 	n.watching = workflow.GetVersion(ctx, changeNodeWatch, workflow.DefaultVersion, 1) >= 1
 	for {
@@ -172,7 +167,7 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 		switch {
 		case req.Kind == SignalRetry && req.Module == "" && n.committing():
 			n.event(ctx, "retrying the commit of flip "+n.s.Flip.ID)
-			n.commit(ctx, workflow.GetVersion(ctx, changeFlipHolds, workflow.DefaultVersion, 1))
+			n.commit(ctx)
 		case req.Kind == SignalRetry && req.Module == "":
 			if n.s.Genesis.State == "failed" {
 				n.genesis(ctx)
