@@ -86,7 +86,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringVar(&f.scale.Before, "scale-before", "", "scale: also run the whole simulation first with the orchestrator built from this tree (e.g. a checkout of main before a change); its figures are the rows' peer (ratio = before / ours)")
 	fs.BoolVar(&f.scale.Witness, "scale-witness", false, "scale: witness each flip from the orchestrator as a real node's is (dials 127.0.0.1:22; a refusal counts as an answer); the simulated nodes set flip.witness.disabled otherwise")
 	fs.IntVar(&f.scale.Attention, "scale-attention", 0, "scale: make this many nodes need a person once migrated (a declared node file edited by hand: drift) and check that `adopt status --attention`'s visibility query returns exactly them (fails the section otherwise); 0: not")
-	fs.Func("scale-server-config", "scale: a dynamic config value for the dev server, KEY=VALUE (repeatable), e.g. matching.updateAckInterval=20m", func(s string) error {
+	fs.Func("scale-server-config", "scale: a dynamic config value for the dev server, KEY=VALUE with VALUE in JSON (repeatable), e.g. matching.useNewMatcher=true or matching.updateAckInterval=\"20m\"", func(s string) error {
 		if k, _, ok := strings.Cut(s, "="); !ok || k == "" {
 			return fmt.Errorf("-scale-server-config %q: write KEY=VALUE", s)
 		}
