@@ -86,6 +86,8 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringVar(&f.scale.Before, "scale-before", "", "scale: also run the whole simulation first with the orchestrator built from this tree (e.g. a checkout of main before a change); its figures are the rows' peer (ratio = before / ours)")
 	fs.BoolVar(&f.scale.Witness, "scale-witness", false, "scale: witness each flip from the orchestrator as a real node's is (dials 127.0.0.1:22; a refusal counts as an answer); the simulated nodes set flip.witness.disabled otherwise")
 	fs.IntVar(&f.scale.Attention, "scale-attention", 0, "scale: make this many nodes need a person once migrated (a declared node file edited by hand: drift) and check that `adopt status --attention`'s visibility query returns exactly them (fails the section otherwise); 0: not")
+	fs.StringVar(&f.scale.Cluster, "scale-cluster", "", "scale: run on this running cluster (make cluster; its directory, e.g. .adoption/cluster: tls/, server.pid, config/) over mTLS, in a namespace of the run's own, instead of a dev server of its own")
+	fs.StringVar(&f.scale.ClusterAddr, "scale-cluster-address", "", "scale: the cluster's frontend with -scale-cluster (empty: 127.0.0.1:7233)")
 	fs.StringVar(&f.scale.DB, "scale-db", "tmpfs", "scale: the dev server's SQLite file on tmpfs (/dev/shm) or disk (the temp dir)")
 	return f, fs.Parse(args)
 }
