@@ -93,6 +93,8 @@ func parseFlags(args []string) (*flags, error) {
 		f.scale.ServerConfig = append(f.scale.ServerConfig, s)
 		return nil
 	})
+	fs.StringVar(&f.scale.Cluster, "scale-cluster", "", "scale: run on this running cluster (make cluster; its directory, e.g. .adoption/cluster: tls/, server.pid, config/) over mTLS, in a namespace of the run's own, instead of a dev server of its own")
+	fs.StringVar(&f.scale.ClusterAddr, "scale-cluster-address", "", "scale: the cluster's frontend with -scale-cluster (empty: 127.0.0.1:7233)")
 	fs.StringVar(&f.scale.DB, "scale-db", "tmpfs", "scale: the dev server's SQLite file on tmpfs (/dev/shm) or disk (the temp dir)")
 	return f, fs.Parse(args)
 }

@@ -13,7 +13,6 @@ package tests
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,16 +22,11 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"adoption/config"
 	temporalconn "adoption/connect"
+	"adoption/internal/clusterns"
 	"adoption/sandbox"
 )
 
@@ -116,100 +110,18 @@ func joinCluster(t *testing.T, c *cluster, uiPort int, extra []string) *devServe
 }
 
 // ensureNamespace registers the namespace afresh and the search
-// attributes, waiting until the frontend lists them (a new namespace reaches
-// its cache within seconds).
+// attributes, waiting until a start carrying them is taken
+// (internal/clusterns). What an earlier run left there (workflows open or
+// closed under the same IDs, its orchestrator's build as the deployment's
+// current version) goes with the earlier namespace.
 func (c *cluster) ensureNamespace(ctx context.Context, t *testing.T, cl client.Client) {
 	t.Helper()
-	// What an earlier run left (workflows open or closed under the same
-	// IDs, its orchestrator's build as the deployment's current version)
-	// goes with its namespace: the server renames a deleted namespace at
-	// once and removes its data in the background, so the name is free.
-	_, err := cl.OperatorService().DeleteNamespace(ctx, &operatorservice.DeleteNamespaceRequest{Namespace: c.namespace})
-	var gone *serviceerror.NamespaceNotFound
-	if err != nil && !errors.As(err, &gone) {
-		t.Fatalf("delete namespace %s (an earlier run's) on %s: %v", c.namespace, c.addr, err)
+	if err := clusterns.Delete(ctx, cl, c.namespace); err != nil {
+		t.Fatalf("the cluster at %s: %v", c.addr, err)
 	}
-	for {
-		_, err = cl.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
-			Namespace: c.namespace, WorkflowExecutionRetentionPeriod: durationpb.New(72 * time.Hour)})
-		var exists *serviceerror.NamespaceAlreadyExists
-		if err == nil || !errors.As(err, &exists) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("namespace %s on %s: still there after its deletion: %v", c.namespace, c.addr, err)
-		case <-time.After(time.Second):
-		}
+	if err := clusterns.Ensure(ctx, cl, c.namespace, "adoption-e2e-harness-probe", 72*time.Hour, c.dial); err != nil {
+		t.Fatalf("the cluster at %s: %v", c.addr, err)
 	}
-	if err != nil {
-		t.Fatalf("register namespace %s on %s: %v", c.namespace, c.addr, err)
-	}
-	for {
-		_, err := cl.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: c.namespace})
-		if err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("namespace %s on %s was registered but is not described: %v", c.namespace, c.addr, err)
-		case <-time.After(time.Second):
-		}
-	}
-	want := map[string]enumspb.IndexedValueType{}
-	for _, a := range []string{"AdoptionNode", "AdoptionPhase", "AdoptionAttention"} {
-		want[a] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-	}
-	var last error
-	for ctx.Err() == nil {
-		got, err := cl.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: c.namespace})
-		if err == nil && hasAll(got.GetCustomAttributes(), want) {
-			// Listed is not yet known to every service: the history
-			// service refuses a start that sets them ("no mapping
-			// defined") until its namespace cache has them.
-			if last = c.startsWith(ctx, want); last == nil {
-				return
-			}
-		}
-		_, last = cl.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{Namespace: c.namespace, SearchAttributes: want})
-		if last == nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-	t.Fatalf("namespace %s on %s: the search attributes are not usable: %v", c.namespace, c.addr, last)
-}
-
-// startsWith starts and terminates a workflow that sets every attribute
-// in want: nil once the namespace takes them.
-func (c *cluster) startsWith(ctx context.Context, want map[string]enumspb.IndexedValueType) error {
-	nc, err := c.dial()
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	var attrs []temporal.SearchAttributeUpdate
-	for a := range want {
-		attrs = append(attrs, temporal.NewSearchAttributeKeyKeyword(a).ValueSet("harness-probe"))
-	}
-	run, err := nc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "adoption-e2e-harness-probe", TaskQueue: "adoption-e2e-harness-probe",
-		TypedSearchAttributes: temporal.NewSearchAttributes(attrs...)}, "HarnessProbe")
-	if err != nil {
-		return err
-	}
-	return nc.TerminateWorkflow(ctx, run.GetID(), run.GetRunID(), "the harness's check that the search attributes are usable")
-}
-
-func hasAll(got, want map[string]enumspb.IndexedValueType) bool {
-	for k := range want {
-		if _, ok := got[k]; !ok {
-			return false
-		}
-	}
-	return true
 }
 
 // dial is a client of the cluster's namespace over mTLS.

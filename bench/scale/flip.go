@@ -101,16 +101,17 @@ func (r *scaleRun) flipAll(ctx context.Context) ([]*FlipBatch, error) {
 	return batches, errors.Join(errs...)
 }
 
-// The processes whose CPU a flip batch is charged to.
+// The processes whose CPU a flip batch is charged to, besides the server,
+// which is named as the rows name it (devServer.name: "dev server" or
+// "cluster server").
 const (
-	cpuServer = "dev server"
 	cpuOrch   = "orchestrator"
 	cpuAgents = "agents and bench"
 )
 
 // cpu is each process's utime+stime so far, in seconds.
 func (r *scaleRun) cpu() map[string]float64 {
-	return map[string]float64{cpuServer: procCPU(r.srv.Pid()), cpuOrch: r.orch.cpuSeconds(), cpuAgents: procCPU(os.Getpid())}
+	return map[string]float64{r.srv.name: procCPU(r.srv.pid), cpuOrch: r.orch.cpuSeconds(), cpuAgents: procCPU(os.Getpid())}
 }
 
 // perFlip is the CPU between two readings, in ms per flip of n.
@@ -124,7 +125,19 @@ func perFlip(before, after map[string]float64, n int) map[string]float64 {
 
 // cpuNote says perFlip's figures in a fixed order.
 func cpuNote(ms map[string]float64) string {
-	return fmt.Sprintf("%s %.0f ms, %s %.0f ms, %s %.0f ms", cpuServer, ms[cpuServer], cpuOrch, ms[cpuOrch], cpuAgents, ms[cpuAgents])
+	srv := serverKey(ms)
+	return fmt.Sprintf("%s %.0f ms, %s %.0f ms, %s %.0f ms", srv, ms[srv], cpuOrch, ms[cpuOrch], cpuAgents, ms[cpuAgents])
+}
+
+// serverKey is the server's key in a CPU reading: the one that is neither
+// the orchestrator's nor the agents'.
+func serverKey(ms map[string]float64) string {
+	for k := range ms {
+		if k != cpuOrch && k != cpuAgents {
+			return k
+		}
+	}
+	return "server"
 }
 
 // spread is 0..n-1 in an order whose every prefix is spread over the

@@ -34,6 +34,17 @@ type IdleDetails struct {
 	// (writes.go); WritesPerNodeHour their sum per node and hour.
 	Writes            map[string]float64 `json:"server_writes_in_window"`
 	WritesPerNodeHour float64            `json:"server_writes_per_node_hour"`
+	// On a cluster (-scale-cluster): its PostgreSQL's committed
+	// transactions and rows written (inserted, updated, deleted) in the
+	// window, by database and table (cluster.go), and per node and hour;
+	// the cluster's other users' writes are in them (Details.ClusterBaseline).
+	PGWrites          map[string]float64 `json:"postgres_in_window,omitempty"`
+	PGCommitsNodeHour float64            `json:"postgres_commits_per_node_hour,omitempty"`
+	PGRowsNodeHour    float64            `json:"postgres_rows_written_per_node_hour,omitempty"`
+	// ... less the cluster's background rate read before the run (its
+	// other users' writes, if they held steady).
+	PGCommitsNetNodeHour float64 `json:"postgres_commits_per_node_hour_less_background,omitempty"`
+	PGRowsNetNodeHour    float64 `json:"postgres_rows_written_per_node_hour_less_background,omitempty"`
 }
 
 // userHZ is the unit of /proc/PID/stat's utime and stime (USER_HZ, 100
@@ -71,7 +82,7 @@ func (r *scaleRun) idle(ctx context.Context) error {
 		return err
 	}
 	cpu0, all0 := r.orch.cpuSeconds(), r.cpu()
-	w0, err := r.srv.writeCounters(ctx)
+	w0, p0, err := r.srv.writes(ctx)
 	if err != nil {
 		return err
 	}
@@ -82,13 +93,25 @@ func (r *scaleRun) idle(ctx context.Context) error {
 		return ctx.Err()
 	}
 	det.OrchCPUS = r.orch.cpuSeconds() - cpu0
-	w1, err := r.srv.writeCounters(ctx)
+	w1, p1, err := r.srv.writes(ctx)
 	if err != nil {
 		return err
 	}
+	perNodeHour := func(n float64) float64 { return n / float64(r.o.Nodes) * time.Hour.Seconds() / r.o.Idle.Seconds() }
 	var writes float64
 	det.Writes, writes = writesBetween(w0, w1)
-	det.WritesPerNodeHour = writes / float64(r.o.Nodes) * time.Hour.Seconds() / r.o.Idle.Seconds()
+	det.WritesPerNodeHour = perNodeHour(writes)
+	if p0 != nil {
+		det.PGWrites, _ = writesBetween(p0, p1)
+		commits, rows := pgSums(det.PGWrites)
+		det.PGCommitsNodeHour, det.PGRowsNodeHour = perNodeHour(commits), perNodeHour(rows)
+		if b := r.d.ClusterBaseline; b != nil {
+			det.PGCommitsNetNodeHour = perNodeHour(max(0, commits-b.CommitsPerS*r.o.Idle.Seconds()))
+			det.PGRowsNetNodeHour = perNodeHour(max(0, rows-b.RowsPerS*r.o.Idle.Seconds()))
+		}
+		r.logf("idle: PostgreSQL: %.0f commits, %.0f rows written in the window: %.1f commits and %.1f rows per node-hour (%.1f and %.1f less the background)",
+			commits, rows, det.PGCommitsNodeHour, det.PGRowsNodeHour, det.PGCommitsNetNodeHour, det.PGRowsNetNodeHour)
+	}
 	// perFlip over the window's seconds is ms per second.
 	det.CPUPerS = perFlip(all0, r.cpu(), int(r.o.Idle.Seconds()))
 	det.OrchCPUPerHourS = det.OrchCPUS * time.Hour.Seconds() / r.o.Idle.Seconds()
@@ -107,6 +130,22 @@ func (r *scaleRun) idle(ctx context.Context) error {
 		r.o.Idle, det.EventsInWindow.Median, det.EventsInWindow.Min, det.EventsInWindow.Max, det.EventsPerDay.Median, det.OrchCPUS, det.OrchCPUPerHourS, cpuNote(det.CPUPerS),
 		writes, det.WritesPerNodeHour, det.Writes)
 	return nil
+}
+
+// writes are the server's write counters (nil without a metrics
+// endpoint) and its PostgreSQL's (nil on a dev server).
+func (s *devServer) writes(ctx context.Context) (metrics, pg map[string]float64, err error) {
+	if s.metrics != "" {
+		if metrics, err = s.writeCounters(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	if s.pg != "" {
+		if pg, err = s.pgCounters(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	return metrics, pg, nil
 }
 
 // eventCounts are the history lengths of every node's workflow, in the

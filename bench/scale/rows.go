@@ -30,6 +30,9 @@ func (r *scaleRun) rows(sampleN int) []report.Row {
 		pollers = "its default"
 	}
 	ours := fmt.Sprintf("orchestrator built from %s (--workflow-pollers %s), one dev server (SQLite on %s)", d.Orchestrator, pollers, o.DB)
+	if o.Cluster != "" {
+		ours = fmt.Sprintf("orchestrator built from %s (--workflow-pollers %s), the cluster %s (Temporal's server on PostgreSQL, mTLS), namespace %s", d.Orchestrator, pollers, o.Cluster, r.srv.cluster.Namespace)
+	}
 	waves := fmt.Sprintf("waves %s (%v nodes, the control node first)", o.Waves, d.WaveSizes)
 	idle := d.Idle
 	rows := []report.Row{
@@ -44,8 +47,22 @@ func (r *scaleRun) rows(sampleN int) []report.Row {
 				sim, idle.Nodes, idle.EventsPerDay.Min, idle.EventsPerDay.Max, idle.EventsInWindow.Median), 0),
 		report.Absolute("scale", fmt.Sprintf("orchestrator CPU per simulated hour, %d nodes idle (adopted, migrated), from a %s window", o.Nodes, o.Idle), idle.OrchCPUPerHourS, "CPU s/h", ours,
 			fmt.Sprintf("%s; utime+stime %.2f s in the window; %.1f s over the whole run (start to the last flip)", sim, idle.OrchCPUS, d.OrchCPUS), 1),
-		report.Absolute("scale", fmt.Sprintf("idle adopted node: the server's write requests per node-hour (persistence and visibility), from a %s window", o.Idle), idle.WritesPerNodeHour, "writes/node-h", ours,
-			fmt.Sprintf("%s; goal <= 6; by operation in the window: %s; the watch's heartbeat is every 20 min, so a window under an hour samples it", sim, opsNote(idle.Writes)), 1),
+	}
+	if r.srv.metrics != "" {
+		rows = append(rows, report.Absolute("scale", fmt.Sprintf("idle adopted node: the server's write requests per node-hour (persistence and visibility), from a %s window", o.Idle), idle.WritesPerNodeHour, "writes/node-h", ours,
+			fmt.Sprintf("%s; goal <= 6; by operation in the window: %s; the watch's heartbeat is every 20 min, so a window under an hour samples it", sim, opsNote(idle.Writes)), 1))
+	}
+	if r.srv.pg != "" {
+		bg := "no background read"
+		if b := d.ClusterBaseline; b != nil {
+			bg = fmt.Sprintf("the cluster's background before the run: %.1f commits/s, %.1f rows/s (%.1f and %.1f per node-hour at %d nodes), in the figure; less it: %.1f commits, %.1f rows per node-hour", b.CommitsPerS, b.RowsPerS,
+				b.CommitsPerS*3600/float64(o.Nodes), b.RowsPerS*3600/float64(o.Nodes), o.Nodes, idle.PGCommitsNetNodeHour, idle.PGRowsNetNodeHour)
+		}
+		rows = append(rows,
+			report.Absolute("scale", fmt.Sprintf("idle adopted node: the cluster's PostgreSQL transactions committed per node-hour (temporal and temporal_visibility), from a %s window", o.Idle), idle.PGCommitsNodeHour, "commits/node-h", ours,
+				fmt.Sprintf("%s; goal <= 6; pg_stat_database.xact_commit before and after; %s", sim, bg), 1),
+			report.Absolute("scale", fmt.Sprintf("idle adopted node: the cluster's PostgreSQL rows written per node-hour (inserted, updated, deleted), from a %s window", o.Idle), idle.PGRowsNodeHour, "rows/node-h", ours,
+				fmt.Sprintf("%s; pg_stat_user_tables n_tup_ins+n_tup_upd+n_tup_del before and after, by table: %s", sim, opsNote(idle.PGWrites)), 1))
 	}
 	for k, b := range d.Flips {
 		if !b.AtOnce {
@@ -62,7 +79,7 @@ func (r *scaleRun) rows(sampleN int) []report.Row {
 			floor := fmt.Sprintf("the floor: the smallest workflow doing a flip's work (floor.go: an Update, an activity on the node's queue with one heartbeat, one on the orchestrator's side, closing in that task), %d at once on the same node queues right after", f.Size)
 			goal := "goal: ours at most 1.2x the floor (ratio >= 0.83)"
 			rows = append(rows,
-				report.WithPeer("scale", fmt.Sprintf("flip against the floor, batch %d, %d at once: the dev server's CPU per flip", k+1, b.Size), b.CPUMS[cpuServer], f.CPUMS[cpuServer], "ms", ours, floor,
+				report.WithPeer("scale", fmt.Sprintf("flip against the floor, batch %d, %d at once: the %s's CPU per flip", k+1, b.Size, r.srv.name), b.CPUMS[r.srv.name], f.CPUMS[r.srv.name], "ms", ours, floor,
 					fmt.Sprintf("%s; %s; the flip's CPU per flip: %s; the floor's: %s; the floor's Update to close p50 %.0f ms", sim, goal, cpuNote(b.CPUMS), cpuNote(f.CPUMS), f.MS.Median), 0),
 				report.WithPeer("scale", fmt.Sprintf("flip against the floor, batch %d, %d at once: history events from the Update to the close", k+1, b.Size), b.Events.Median, f.Events.Median, "events", ours, floor,
 					fmt.Sprintf("%s; %s; the node's history only (the fleet's own events for the flip are not counted); medians (flip %.0f-%.0f)", sim, goal, b.Events.Min, b.Events.Max), 0))
@@ -70,8 +87,8 @@ func (r *scaleRun) rows(sampleN int) []report.Row {
 	}
 	rows = append(rows,
 		report.Absolute("scale", "orchestrator peak RSS (VmHWM) through migrating, idling and flipping", d.OrchPeakRSSMiB, "MiB", ours,
-			fmt.Sprintf("%s; the node agents' process (this bench): peak RSS %.0f MiB, idle %.0f MiB, %d goroutines at peak; dev server peak RSS %.0f MiB",
-				sim, d.PeakRSSMiB, d.IdleRSSMiB, d.PeakGoroutines, d.ServerPeakRSSMiB), 0),
+			fmt.Sprintf("%s; the node agents' process (this bench): peak RSS %.0f MiB, idle %.0f MiB, %d goroutines at peak; %s peak RSS %.0f MiB",
+				sim, d.PeakRSSMiB, d.IdleRSSMiB, d.PeakGoroutines, r.srv.name, d.ServerPeakRSSMiB), 0),
 		report.Absolute("scale", "history events per node, adopted with its module migrated", d.EventsMigrated.Median, "events", ours,
 			fmt.Sprintf("%s; median of %d nodes (%.0f-%.0f), %.1f KiB", sim, sampleN, d.EventsMigrated.Min, d.EventsMigrated.Max, d.BytesMigrated.Median/1024), 0),
 		report.Absolute("scale", "history events per node, through the flip to converged", d.EventsConverged.Median, "events", ours,

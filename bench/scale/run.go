@@ -85,10 +85,15 @@ type Details struct {
 	ServerPeakRSSMiB float64           `json:"server_peak_rss_mib"` // the dev server's VmHWM
 	NodesDir         string            `json:"nodes_dir"`           // the simulated nodes' roots and state directories
 	ServerDB         string            `json:"server_db"`           // the dev server's SQLite file (-scale-db)
-	LoadAvg          []string          `json:"load_average"`        // /proc/loadavg at the start and at the end
-	Note             string            `json:"note"`
-	Before           *Details          `json:"before,omitempty"` // -scale-before: the run with the earlier orchestrator
-	Error            string            `json:"error,omitempty"`  // the Before run's failure
+	Namespace        string            `json:"namespace,omitempty"` // -scale-cluster: the run's own namespace
+	// ClusterBaseline is the cluster's PostgreSQL writes in a window before
+	// the simulation's workers start (-scale-cluster): what the cluster's
+	// other users wrote meanwhile, per second.
+	ClusterBaseline *PGBaseline `json:"cluster_baseline,omitempty"`
+	LoadAvg         []string    `json:"load_average"` // /proc/loadavg at the start and at the end
+	Note            string      `json:"note"`
+	Before          *Details    `json:"before,omitempty"` // -scale-before: the run with the earlier orchestrator
+	Error           string      `json:"error,omitempty"`  // the Before run's failure
 }
 
 // shmDir is /dev/shm when it is a directory, else the default temp dir.
@@ -152,6 +157,11 @@ type Options struct {
 	// Witness witnesses each flip from the orchestrator, as a real node's
 	// flip is: it dials 127.0.0.1:22 (a refusal counts as an answer).
 	Witness bool
+	// Cluster, when set, is the directory of a running cluster (make
+	// cluster: its tls/ and server.pid) the simulation runs on instead of
+	// a dev server of its own, in a namespace of its own; ClusterAddr its
+	// frontend ("" for 127.0.0.1:7233).
+	Cluster, ClusterAddr string
 	// Attention makes that many nodes need a person (drift, by a node
 	// file edited by hand) once migrated, and checks that the visibility
 	// query of `adopt status --attention` returns exactly them
@@ -221,6 +231,9 @@ func Run(ctx context.Context, o Options, stdout io.Writer) ([]report.Row, *Detai
 func runOnce(ctx context.Context, o Options, bin, tag string, stdout io.Writer) (rows []report.Row, det *Details, err error) {
 	r := &scaleRun{o: o, out: stdout, tag: tag, d: &Details{Nodes: o.Nodes, Module: simModule.Name, Orchestrator: treeName(o.OrchTree),
 		Simulation: "SIMULATION for scale only: the real Fleet and NodeMigration workflows in one real orchestrator (adopt-worker orchestrate) on a real dev server, every node's firewall, containers and sockets in memory, its custody store and state directory real on tmpfs"}}
+	if o.Cluster != "" {
+		r.d.Simulation = strings.Replace(r.d.Simulation, "on a real dev server", "on a running cluster (make cluster: Temporal's server on PostgreSQL, mTLS), in a namespace of its own", 1)
+	}
 	if o.Witness {
 		r.d.Simulation += "; each flip witnessed from the orchestrator (dialling 127.0.0.1:22)"
 	}
@@ -319,6 +332,9 @@ func scaleBinary(o Options) (string, error) {
 	if _, _, err := resolveWaves(o, o.Nodes); err != nil {
 		return "", err
 	}
+	if o.Cluster != "" && o.Before != "" {
+		return "", fmt.Errorf("-scale-cluster with -scale-before: run the two simulations on the cluster one at a time (-scale-orch-tree)")
+	}
 	if o.DB != "tmpfs" && o.DB != "disk" {
 		return "", fmt.Errorf("-scale-db %q: it is tmpfs or disk", o.DB)
 	}
@@ -362,6 +378,34 @@ func (r *scaleRun) raise(bin string) error {
 	if r.found[1], err = foundRuleset(&simModule.Ports[0]); err != nil {
 		return err
 	}
+	r.d.Pollers = r.o.Pollers
+	if r.o.Cluster != "" {
+		if err := r.joinCluster(); err != nil {
+			return err
+		}
+	} else if err := r.startServer(bin, nodesDir); err != nil {
+		return err
+	}
+	logf, err := os.Create(filepath.Join(r.dir, "sdk.log"))
+	if err != nil {
+		return err
+	}
+	r.onClose(func() { logf.Close() })
+	logger := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if r.srv.cluster != nil {
+		r.c, err = dialTemporal(*r.srv.cluster, logger)
+	} else {
+		r.c, err = client.Dial(client.Options{HostPort: r.srv.addr, Logger: sdklog.NewStructuredLogger(logger)})
+	}
+	if err != nil {
+		return err
+	}
+	r.onClose(r.c.Close)
+	return nil
+}
+
+// startServer starts the run's own dev server.
+func (r *scaleRun) startServer(bin, nodesDir string) error {
 	// The dev server's SQLite file: on tmpfs by default. The dev server
 	// stands in for a Temporal cluster, whose persistence has storage of
 	// its own; on a shared virtual disk SQLite's fsyncs are most of a
@@ -373,27 +417,16 @@ func (r *scaleRun) raise(bin string) error {
 	}
 	r.d.ServerDB = dbFile
 	longPolls := max(1200, 2*r.o.Nodes+200)
+	var err error
 	if r.srv, err = startServer(bin, dbFile, r.dir, longPolls, r.o.ServerConfig); err != nil {
 		return err
 	}
-	r.onClose(r.srv.Stop)
-	r.d.Pollers = r.o.Pollers
+	r.onClose(r.srv.stop)
 	r.d.Server = r.srv.version + fmt.Sprintf("; sqlite file %s (-scale-db %s); --dynamic-config-value frontend.namespaceCount=%d (concurrent long polls per API; default 1200), matching.numTaskqueueRead/WritePartitions=1 (default 4)", dbFile, r.o.DB, longPolls)
 	if len(r.o.ServerConfig) > 0 {
 		r.d.Server += "; " + strings.Join(r.o.ServerConfig, ", ")
 	}
-	r.logf("dev server on %s (%s)", r.srv.Addr, r.srv.version)
-	logf, err := os.Create(filepath.Join(r.dir, "sdk.log"))
-	if err != nil {
-		return err
-	}
-	r.onClose(func() { logf.Close() })
-	r.c, err = client.Dial(client.Options{HostPort: r.srv.Addr,
-		Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn})))})
-	if err != nil {
-		return err
-	}
-	r.onClose(r.c.Close)
+	r.logf("dev server on %s (%s)", r.srv.addr, r.srv.version)
 	return nil
 }
 
@@ -413,7 +446,7 @@ func (r *scaleRun) startWorkers() error {
 		}
 		wg.Wait()
 	})
-	if r.orch, err = startOrchestrator(r.dir, r.srv.Addr, r.o.Pollers, r.o.OrchTree); err != nil {
+	if r.orch, err = startOrchestrator(r.dir, r.srv.env(), r.o.Pollers, r.o.OrchTree); err != nil {
 		return err
 	}
 	r.onClose(r.orch.stop)
@@ -494,11 +527,12 @@ func (r *scaleRun) histories(ctx context.Context, nodes []string) (events, bytes
 	return stats(ev), stats(by), len(nodes), nil
 }
 
-// memory records the bench process's and the dev server's memory.
+// memory records the bench process's and the server's memory (a
+// cluster's VmHWM is since its start, its other users' load included).
 func (r *scaleRun) memory(peak peakMem) {
 	var msEnd runtime.MemStats
 	runtime.ReadMemStats(&msEnd)
 	r.d.SysMiB = float64(msEnd.Sys) / (1 << 20)
 	r.d.PeakRSSMiB, r.d.PeakHeapInuseMiB, r.d.PeakHeapAllocMiB, r.d.PeakGoroutines = peak.rss, peak.heapInuse, peak.heapAlloc, peak.goroutines
-	r.d.ServerPeakRSSMiB = rssMiB(strconv.Itoa(r.srv.Pid()), "VmHWM")
+	r.d.ServerPeakRSSMiB = rssMiB(strconv.Itoa(r.srv.pid), "VmHWM")
 }

@@ -63,11 +63,20 @@ func foundRuleset(open *config.Port) (json.RawMessage, error) {
 	return json.Marshal(rs)
 }
 
-// devServer is the simulation's dev server and the CLI version it reports.
+// devServer is the simulation's Temporal: a dev server of its own, or with
+// -scale-cluster the running cluster (cluster.go), and the version it
+// reports.
 type devServer struct {
-	*devserver.Server
+	name    string // how the rows name it: "dev server" or "cluster server"
+	addr    string
+	pid     int // the process whose CPU and memory are the server's
 	version string
-	metrics string // the server's Prometheus endpoint (writes.go)
+	metrics string // the server's Prometheus endpoint (writes.go); "" when it has none
+	stop    func()
+	// cluster is the namespace and TLS on a cluster, nil on a dev server.
+	cluster *config.Temporal
+	// pg is the cluster's PostgreSQL (host:port), "" on a dev server.
+	pg string
 }
 
 // startServer starts a dev server as the tests do, on free ports with its
@@ -82,7 +91,7 @@ func startServer(bin, dbFile, dir string, longPolls int, more []string) (*devSer
 	if err != nil {
 		return nil, err
 	}
-	s := &devServer{metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)}
+	s := &devServer{name: "dev server", metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)}
 	if v, err := exec.Command(bin, "--version").Output(); err == nil {
 		s.version = strings.TrimSpace(string(v))
 	}
@@ -95,11 +104,12 @@ func startServer(bin, dbFile, dir string, longPolls int, more []string) (*devSer
 	for _, kv := range more {
 		extra = append(extra, "--dynamic-config-value", kv)
 	}
-	s.Server, err = devserver.Launch(devserver.Spec{Bin: bin, Port: port, MetricsPort: metricsPort, DB: dbFile, Log: filepath.Join(dir, "server.log"),
+	srv, err := devserver.Launch(devserver.Spec{Bin: bin, Port: port, MetricsPort: metricsPort, DB: dbFile, Log: filepath.Join(dir, "server.log"),
 		Extra: extra})
 	if err != nil {
 		return nil, err
 	}
+	s.addr, s.pid, s.stop = srv.Addr, srv.Pid(), srv.Stop
 	return s, nil
 }
 
@@ -132,7 +142,10 @@ type orchestrator struct {
 	done    chan struct{}
 }
 
-func startOrchestrator(dir, addr, pollers, tree string) (*orchestrator, error) {
+// startOrchestrator builds and starts the orchestrator; env are its
+// ADOPT_TEMPORAL_* variables (the server's address, and on a cluster the
+// namespace and TLS).
+func startOrchestrator(dir string, env []string, pollers, tree string) (*orchestrator, error) {
 	exe := filepath.Join(dir, "adopt-worker")
 	build := exec.Command("go", "build", "-o", exe, "./worker")
 	build.Dir = tree // "": this tree
@@ -155,7 +168,8 @@ func startOrchestrator(dir, addr, pollers, tree string) (*orchestrator, error) {
 		return nil, err
 	}
 	o.cmd = exec.Command(exe, args...)
-	o.cmd.Env = append(os.Environ(), "ADOPT_CONFIG=", "ADOPT_TEMPORAL_ADDRESS="+addr, "ADOPT_WITNESS_KEY="+wk.Path)
+	o.cmd.Env = append(os.Environ(), "ADOPT_CONFIG=", "ADOPT_WITNESS_KEY="+wk.Path)
+	o.cmd.Env = append(o.cmd.Env, env...)
 	o.cmd.Stdout, o.cmd.Stderr = logf, logf
 	if err := o.cmd.Start(); err != nil {
 		logf.Close()
