@@ -73,9 +73,9 @@ func (x *cli) askFleet(ctx context.Context, name, path string, timeout time.Dura
 	}
 	switch {
 	case r.status == "completed":
-		return nil, refused(fmt.Errorf("fleet %s has finished (%s): every node has ended and it takes no more requests; `adopt fleet status --fleet %s` shows how each ended, `adopt status NODE` one node", name, stamp(r.closed), path), nil)
+		return nil, refused(fmt.Errorf("fleet %s has finished (%s): every node has ended and it takes no more requests; `adopt fleet status --fleet %s` shows how each ended, `adopt status NODE` one node", name, x.zone().stamp(r.closed), path), nil)
 	case !r.running:
-		return nil, fmt.Errorf("fleet %s is not running (%s at %s); `adopt fleet start --fleet %s` starts it again", name, r.status, stamp(r.closed), path)
+		return nil, fmt.Errorf("fleet %s is not running (%s at %s); `adopt fleet start --fleet %s` starts it again", name, r.status, x.zone().stamp(r.closed), path)
 	}
 	if err := requestFits(what, len(in.Intents), in); err != nil {
 		return nil, err
@@ -102,7 +102,7 @@ func (x *cli) askFleet(ctx context.Context, name, path string, timeout time.Dura
 		return &ans, nil
 	case isLate(err) || timedOut(err):
 		wq := x.queueHealth(context.WithoutCancel(ctx), workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
-		return nil, fmt.Errorf("fleet %s did not answer %s within %s (%s); it does not run: if it reaches the fleet later it is refused. Ask again once `adopt fleet status --fleet %s` answers", name, what, timeout, wq.describe("worker"), path)
+		return nil, fmt.Errorf("fleet %s did not answer %s within %s (%s); it does not run: if it reaches the fleet later it is refused. Ask again once `adopt fleet status --fleet %s` answers", name, what, timeout, wq.describe("worker", x.zone()), path)
 	case errors.As(err, &nf):
 		return nil, fmt.Errorf("fleet %s is not running (not started, or finished): `adopt fleet start --fleet %s` starts it", name, path)
 	case errors.As(err, &se):

@@ -82,7 +82,7 @@ func (x *cli) fleetState(ctx context.Context, name, path string, timeout time.Du
 	if !r.running {
 		var st fleet.FleetState
 		if err := x.c.GetWorkflow(ctx, fleet.FleetID(name), "").Get(ctx, &st); err != nil {
-			return nil, fmt.Errorf("fleet %s ended (%s at %s): %w", name, r.status, stamp(r.closed), err)
+			return nil, fmt.Errorf("fleet %s ended (%s at %s): %w", name, r.status, x.zone().stamp(r.closed), err)
 		}
 		return &st, nil
 	}
@@ -104,7 +104,7 @@ func (x *cli) queryFleet(ctx context.Context, name string, timeout time.Duration
 		if err != nil {
 			if ctx.Err() != nil {
 				wq := x.queueHealth(context.WithoutCancel(ctx), workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
-				return nil, fmt.Errorf("fleet %s did not answer within %s: %s", name, timeout, wq.describe("worker"))
+				return nil, fmt.Errorf("fleet %s did not answer within %s: %s", name, timeout, wq.describe("worker", x.zone()))
 			}
 			return nil, fmt.Errorf("fleet %s: %w", name, err)
 		}

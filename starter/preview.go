@@ -44,7 +44,7 @@ func (x *cli) preview(ctx context.Context, node string, timeout time.Duration) e
 	if last, err := x.lastRun(ctx, node); err != nil || last == nil || !last.running {
 		// send says what there is to say about a missing or ended workflow.
 	} else if !ag.Node.alive() && !ag.Node.unknown() && ag.Workflow.alive() {
-		return fmt.Errorf("not delivered: the preview runs on node %s, and %s; nothing was sent. Start the node's agent, then preview again", node, ag.Node.describe("agent"))
+		return fmt.Errorf("not delivered: the preview runs on node %s, and %s; nothing was sent. Start the node's agent, then preview again", node, ag.Node.describe("agent", x.zone()))
 	}
 	d, err := x.send(ctx, node, workflows.UpdatePreview, "", x.planInput(node, ""))
 	if err != nil {

@@ -137,7 +137,7 @@ func (x *cli) deliver(ctx context.Context, node, name, module string) (requestOu
 		return requestOutcome{}, x.requestError(ctx, node, describeRequest(name, module), d.handle, err)
 	}
 	if !out.AgentPolling {
-		out.Note = fmt.Sprintf("accepted; it runs when node %s's agent is back (%s)", node, d.agents.Node.describe("agent"))
+		out.Note = fmt.Sprintf("accepted; it runs when node %s's agent is back (%s)", node, d.agents.Node.describe("agent", x.zone()))
 	}
 	return out, nil
 }

@@ -80,7 +80,7 @@ func (x *cli) start(ctx context.Context, node string, readopt bool) error {
 	}
 	if last != nil && last.phase == workflows.PhaseConverged && !readopt {
 		return refused(fmt.Errorf("node %s converged at %s: the mesh's firewall is its firewall and its workflow is complete; nothing needs doing. To adopt it again anyway, `adopt start %s --readopt`",
-			node, stamp(last.closed), node), nil)
+			node, x.zone().stamp(last.closed), node), nil)
 	}
 	run, err := x.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                                       id,
@@ -113,7 +113,7 @@ func (x *cli) start(ctx context.Context, node string, readopt bool) error {
 	}{{ag.Workflow, "worker", "start the orchestrator: adopt-worker orchestrate (adopt-orchestrator.service)"},
 		{ag.Node, "agent", "start the node's agent on " + node + ": adopt-worker run (adopt-agent.service)"}} {
 		if !q.h.alive() && !q.h.unknown() {
-			fmt.Fprintf(x.stderr, "note: %s; the workflow waits for it (%s)\n", q.h.describe(q.who), q.fix)
+			fmt.Fprintf(x.stderr, "note: %s; the workflow waits for it (%s)\n", q.h.describe(q.who, x.zone()), q.fix)
 		}
 	}
 	return nil

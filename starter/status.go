@@ -104,7 +104,7 @@ type nodeStatus struct {
 // success); an error of one round is shown and the watch goes on.
 func (x *cli) watch(ctx context.Context, every time.Duration, show func() error) error {
 	for {
-		fmt.Fprintf(x.stderr, "--- %s\n", stamp(time.Now()))
+		fmt.Fprintf(x.stderr, "--- %s\n", x.zone().stamp(time.Now()))
 		if err := show(); err != nil {
 			fmt.Fprintln(x.stderr, "adopt:", err)
 		}
@@ -124,7 +124,7 @@ func (x *cli) status(ctx context.Context, node string) error {
 	if x.asJSON {
 		return x.writeJSON(x.stdout, ns)
 	}
-	printStatus(x.stdout, ns, termWidth())
+	printStatus(x.stdout, ns, termWidth(), x.zone())
 	return nil
 }
 
@@ -168,7 +168,7 @@ func (x *cli) nodeStatus(ctx context.Context, node string) (*nodeStatus, error) 
 			ns.Payloads = sealedPayloads
 		}
 	}
-	ns.Stuck, ns.Next = diagnose(node, ns.State, ag, last.pending, ns.StateFrom == "query")
+	ns.Stuck, ns.Next = diagnose(node, ns.State, ag, last.pending, ns.StateFrom == "query", x.zone())
 	return ns, nil
 }
 
@@ -198,14 +198,14 @@ func (x *cli) query(ctx context.Context, node string, timeout time.Duration) (*w
 }
 
 // diagnose says why a running node does not move, if something is
-// missing, and the next step that follows from it.
-func diagnose(node string, st workflows.State, ag agents, pending []pendingActivity, answered bool) (stuck, next string) {
+// missing, and the next step that follows from it; times written in z.
+func diagnose(node string, st workflows.State, ag agents, pending []pendingActivity, answered bool, z zone) (stuck, next string) {
 	switch {
 	case !ag.Workflow.alive() && !ag.Workflow.unknown():
-		stuck = ag.Workflow.describe("worker") + ": the workflow cannot move or answer"
+		stuck = ag.Workflow.describe("worker", z) + ": the workflow cannot move or answer"
 		return stuck, "start the orchestrator (adopt-worker) that serves task queue " + workflows.TaskQueue
 	case !ag.Node.alive() && !ag.Node.unknown() && (len(pending) > 0 || st.Phase == workflows.PhaseProbing):
-		stuck = ag.Node.describe("agent")
+		stuck = ag.Node.describe("agent", z)
 		if len(pending) > 0 {
 			stuck += fmt.Sprintf("; step %s waits for it", pending[0].Type)
 		}

@@ -146,7 +146,7 @@ func (x *cli) waitQuiet(ctx context.Context, node string, g waitGoal, timeout ti
 		if last != shown {
 			// Progress, as it changes, on stderr: stdout keeps the result.
 			if !x.asJSON {
-				fmt.Fprintf(x.stderr, "%s node %s: %s\n", clock(time.Now()), node, last)
+				fmt.Fprintf(x.stderr, "%s node %s: %s\n", x.zone().clock(time.Now()), node, last)
 			}
 			shown = last
 			looks.Reset()
