@@ -19,10 +19,15 @@ import (
 	"adoption/workflows"
 )
 
+// statusOpts are `adopt status`'s flags: the overview's, and --watch.
+type statusOpts struct {
+	overview overviewOpts
+	watch    bool
+	every    time.Duration // --watch-every
+}
+
 func (x *cli) statusCommand(ctx context.Context) *cobra.Command {
-	var o overviewOpts
-	var watch bool
-	var every time.Duration
+	o := &statusOpts{}
 	c := &cobra.Command{
 		Use:   "status [NODE]",
 		Short: "Show a node's state, or every running node's phase",
@@ -47,35 +52,41 @@ a person instead: every running workflow whose AdoptionAttention is set
   adopt status --watch
   adopt status --fleet fleet.yaml --details`,
 		Args: args(cobra.MaximumNArgs(1)),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			if len(a) > 0 && (o.phase != "" || o.fleet != "" || o.details || o.attention) {
-				return usagef("--phase, --fleet, --details and --attention are the overview's: give no NODE with them")
-			}
-			once := func() error {
-				if len(a) == 0 {
-					return x.overview(ctx, o)
-				}
-				return x.status(ctx, a[0])
-			}
-			if !watch {
-				return once()
-			}
-			if every < time.Second {
-				return usagef("--watch-every %s: at least 1s", every)
-			}
-			return x.watch(ctx, every, once)
-		},
+		RunE: func(_ *cobra.Command, a []string) error { return x.runStatus(ctx, o, a) },
 	}
-	c.Flags().BoolVarP(&watch, "watch", "w", false, "show it again every --watch-every until interrupted (each time stamped in UTC on stderr)")
-	c.Flags().DurationVar(&every, "watch-every", 5*time.Second, "with --watch: how often")
-	c.Flags().StringVar(&o.phase, "phase", "", "overview: only nodes in this phase ("+phaseList()+")")
-	c.Flags().StringVar(&o.fleet, "fleet", "", "overview: only the nodes of this fleet file")
-	c.Flags().BoolVar(&o.attention, "attention", false, "overview: only what needs a person (AdoptionAttention set: a failed cutover, refused preview, drift, a held wave, ...), with why")
-	c.Flags().BoolVar(&o.all, "all", false, "overview: closed runs too (converged, released, terminated)")
-	c.Flags().BoolVar(&o.details, "details", false, "overview: ask each node for its modules and its agent (one query and one task-queue call per node)")
-	c.Flags().DurationVar(&o.ask, "ask-timeout", 3*time.Second, "overview --details: how long each node's workflow may take to answer")
-	c.Flags().DurationVar(&o.budget, "details-timeout", 30*time.Second, "overview --details: how long asking every node may take; nodes not asked by then show ?")
+	c.Flags().BoolVarP(&o.watch, "watch", "w", false, "show it again every --watch-every until interrupted (each time stamped in UTC on stderr)")
+	c.Flags().DurationVar(&o.every, "watch-every", 5*time.Second, "with --watch: how often")
+	ov := &o.overview
+	c.Flags().StringVar(&ov.phase, "phase", "", "overview: only nodes in this phase ("+phaseList()+")")
+	c.Flags().StringVar(&ov.fleet, "fleet", "", "overview: only the nodes of this fleet file")
+	c.Flags().BoolVar(&ov.attention, "attention", false, "overview: only what needs a person (AdoptionAttention set: a failed cutover, refused preview, drift, a held wave, ...), with why")
+	c.Flags().BoolVar(&ov.all, "all", false, "overview: closed runs too (converged, released, terminated)")
+	c.Flags().BoolVar(&ov.details, "details", false, "overview: ask each node for its modules and its agent (one query and one task-queue call per node)")
+	c.Flags().DurationVar(&ov.ask, "ask-timeout", 3*time.Second, "overview --details: how long each node's workflow may take to answer")
+	c.Flags().DurationVar(&ov.budget, "details-timeout", 30*time.Second, "overview --details: how long asking every node may take; nodes not asked by then show ?")
 	return c
+}
+
+// runStatus is `adopt status [NODE]`: one node, or the overview without
+// NODE; with --watch, again and again.
+func (x *cli) runStatus(ctx context.Context, o *statusOpts, a []string) error {
+	ov := o.overview
+	if len(a) > 0 && (ov.phase != "" || ov.fleet != "" || ov.details || ov.attention) {
+		return usagef("--phase, --fleet, --details and --attention are the overview's: give no NODE with them")
+	}
+	once := func() error {
+		if len(a) == 0 {
+			return x.overview(ctx, ov)
+		}
+		return x.status(ctx, a[0])
+	}
+	if !o.watch {
+		return once()
+	}
+	if o.every < time.Second {
+		return usagef("--watch-every %s: at least 1s", o.every)
+	}
+	return x.watch(ctx, o.every, once)
 }
 
 // nodeStatus is `adopt status NODE --json`: the workflow's state (its
