@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 
 	"adoption/config"
 	"adoption/internal/ufwfixture"
@@ -109,16 +113,55 @@ func hasEvent(st workflows.State, since time.Time, text string) bool {
 	return false
 }
 
-// noDriftFor checks that no drift shows for a few drift intervals.
-func noDriftFor(t *testing.T, n *node, d time.Duration, why string) {
+// quietDriftChecks is how many drift checks, one after another, must find
+// nothing for "no drift" to hold: at drift.interval 2s, about the six
+// seconds the window was when it was measured by the clock.
+const quietDriftChecks = 3
+
+// quietWindowBound bounds that window: the checks are due every 2 s, so
+// this is room for a loaded machine, not an expected duration.
+const quietWindowBound = 90 * time.Second
+
+// noDriftFor checks that no drift shows while the node's workflow runs
+// quietDriftChecks drift checks, counted in its history: a CheckDrift
+// scheduled means the one before it has completed and its finding is in
+// the state (the checks run one at a time, on a timer).
+func noDriftFor(t *testing.T, srv *devServer, n *node, why string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	c := srv.client(t)
+	from := scheduledOf(t, c, workflows.WorkflowID(n.Name), "CheckDrift")
+	deadline := time.Now().Add(quietWindowBound)
+	for {
+		done := scheduledOf(t, c, workflows.WorkflowID(n.Name), "CheckDrift") - from - 1
 		if st, err := status(t, n); err == nil && len(st.Drift) > 0 {
 			t.Fatalf("%s, yet status reports drift: %+v", why, st.Drift)
 		}
+		if done >= quietDriftChecks {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: only %d drift check(s) completed within %s, want %d", why, max(done, 0), quietWindowBound, quietDriftChecks)
+		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// scheduledOf counts the activities of type typ scheduled in the latest
+// run of workflow id.
+func scheduledOf(t *testing.T, c client.Client, id, typ string) int {
+	t.Helper()
+	n := 0
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", id, err)
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == typ {
+			n++
+		}
+	}
+	return n
 }
 
 // TestInterference: an adopted control node under three kinds of outside
@@ -142,7 +185,7 @@ func TestInterference(t *testing.T) {
 		t.Run("nft-flush", func(t *testing.T) {
 			t.Parallel()
 			n := ifNode(t, srv, "e2eif1", 170, "")
-			noDriftFor(t, n, 5*time.Second, "nothing changed since adoption")
+			noDriftFor(t, srv, n, "nothing changed since adoption")
 			marksOnce(t, n)
 			flushed := time.Now()
 			if out, err := exec.Command("ip", "netns", "exec", n.Netns, "nft", "flush", "ruleset").CombinedOutput(); err != nil {
@@ -156,7 +199,15 @@ func TestInterference(t *testing.T) {
 				t.Errorf("no event names the firewall's drift: %+v", st.Events)
 			}
 			// Two more reconciles: what does the mesh say about its marks now?
-			time.Sleep(5 * time.Second)
+			for i := range 2 {
+				seen := flushed
+				if st.LastReconcile != nil && st.LastReconcile.At.After(seen) {
+					seen = st.LastReconcile.At
+				}
+				st = waitFor(t, n, fmt.Sprintf("reconcile %d after the drift showed", i+1), func(st workflows.State) bool {
+					return st.LastReconcile != nil && st.LastReconcile.At.After(seen)
+				})
+			}
 			st, err := status(t, n)
 			if err != nil {
 				t.Fatal(err)
@@ -204,7 +255,7 @@ func TestInterference(t *testing.T) {
 		t.Run("owner-reload", func(t *testing.T) {
 			t.Parallel()
 			n := ifNode(t, srv, "e2eif2", 171, "")
-			noDriftFor(t, n, 5*time.Second, "nothing changed since adoption")
+			noDriftFor(t, srv, n, "nothing changed since adoption")
 			reloaded := time.Now()
 			restoreFound(t, n, "iptables-restore")
 			if passes(t, n, 18690) {
@@ -220,7 +271,7 @@ func TestInterference(t *testing.T) {
 			if !passes(t, n, 18690) || !passes(t, n, 18691) {
 				t.Fatal("reconcile did not restore the marks")
 			}
-			noDriftFor(t, n, 6*time.Second, "the found firewall was reloaded with exactly its own rules")
+			noDriftFor(t, srv, n, "the found firewall was reloaded with exactly its own rules")
 		})
 	})
 
@@ -232,7 +283,7 @@ func TestInterference(t *testing.T) {
 	// adoption stays in the custody store.
 	t.Run("control-daemon-rewrite", func(t *testing.T) {
 		n := ifNode(t, srv, "e2eif3", 172, "")
-		noDriftFor(t, n, 5*time.Second, "nothing changed since adoption")
+		noDriftFor(t, srv, n, "nothing changed since adoption")
 		_ = fakeDaemon(t, "predecessor-sync")
 		rewritten := "127.0.0.1 localhost predecessor rewritten-by-sync\n"
 		hosts := filepath.Join(n.Root, "etc/hosts")
@@ -284,7 +335,7 @@ func TestInterference(t *testing.T) {
 		if !strings.Contains(out, "APPROVED") {
 			t.Errorf("with web migrated and the drift accepted the preview should approve:\n%s", out)
 		}
-		noDriftFor(t, n, 5*time.Second, "the drift was accepted")
+		noDriftFor(t, srv, n, "the drift was accepted")
 		if b, _ := os.ReadFile(hosts); string(b) != rewritten {
 			t.Errorf("the accepted content was not kept on the node: %q", b)
 		}
@@ -313,7 +364,7 @@ func TestInterferenceMigratedFileIsNotDrift(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(n.Root, "srv/web/web.conf")); string(b) != "mesh web\n" {
 		t.Fatalf("web's file was not converged: %q", b)
 	}
-	noDriftFor(t, n, 7*time.Second, "the only change since adoption is module web's own file, converged by its migration")
+	noDriftFor(t, srv, n, "the only change since adoption is module web's own file, converged by its migration")
 	out, _, _ := adopt(t, "preview", n.Name, "--config", n.cfg)
 	if strings.Contains(strings.ToLower(out), "drift") {
 		t.Fatalf("the preview names drift for a migrated module's own file:\n%s", out)
