@@ -117,8 +117,14 @@ func TestStatusWatch(t *testing.T) {
 	x := &cli{stdout: &out, stderr: &errb, c: f}
 	done := make(chan int)
 	go func() { done <- x.execute(ctx, []string{"status", "--watch", "--watch-every", "1s"}) }()
-	for f.called("ListWorkflow") < 2 {
-		time.Sleep(50 * time.Millisecond)
+	// Two rounds, one --watch-every apart; the bound is room for a loaded
+	// machine.
+	const rounds = 10 * time.Second
+	for deadline := time.Now().Add(rounds); f.called("ListWorkflow") < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("no second round of the overview within %s", rounds)
+		}
 	}
 	cancel()
 	if code := <-done; code != exitOK {
