@@ -25,6 +25,19 @@ type fakeReplayer struct {
 	now, highest atomic.Int32
 	mu           sync.Mutex
 	seen         []string
+	// two is closed once two replays have run at once (overlapped).
+	twoOnce sync.Once
+	two     chan struct{}
+}
+
+// overlapWait bounds how long a replay waits for a second beside it: a
+// Check that replays one at a time shows as one at once, not as a hang.
+const overlapWait = 5 * time.Second
+
+// overlapped is closed once two replays have run at once.
+func (f *fakeReplayer) overlapped() chan struct{} {
+	f.twoOnce.Do(func() { f.two = make(chan struct{}) })
+	return f.two
 }
 
 func (f *fakeReplayer) Replay(_ context.Context, r Run) error {
@@ -36,7 +49,22 @@ func (f *fakeReplayer) Replay(_ context.Context, r Run) error {
 			break
 		}
 	}
-	time.Sleep(5 * time.Millisecond)
+	// Each replay lasts until a second has run beside it, so that a Check
+	// that runs them side by side shows it, whatever the machine's load.
+	two := f.overlapped()
+	if n >= 2 {
+		f.mu.Lock()
+		select {
+		case <-two:
+		default:
+			close(two)
+		}
+		f.mu.Unlock()
+	}
+	select {
+	case <-two:
+	case <-time.After(overlapWait):
+	}
 	f.mu.Lock()
 	f.seen = append(f.seen, r.WorkflowID)
 	f.mu.Unlock()

@@ -19,35 +19,43 @@ import (
 	"adoption/workflows"
 )
 
+// briefOpts are `adopt brief`'s flags.
+type briefOpts struct {
+	asHTML bool   // --html
+	out    string // --out FILE; stdout when empty
+}
+
 func (x *cli) briefCommand(ctx context.Context) *cobra.Command {
-	var asHTML bool
-	var out string
+	o := &briefOpts{}
 	cmd := &cobra.Command{
 		Use:   "brief NODE",
 		Short: "Write the node's briefing: its firewall, containers, files, modules, conflicts, a flip's fates and the risks",
 		Example: "  adopt brief n1                     # Markdown on stdout\n" +
 			"  adopt brief n1 --html --out n1.html   # a standalone page",
 		Args: args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ns, err := x.nodeStatus(ctx, args[0])
-			if err != nil {
-				return fmt.Errorf("%w\n(before adopt start, run `adopt-worker brief --config FILE` on the node: it briefs from a local probe)", err)
-			}
-			if ns.StateFrom == "visibility" {
-				return fmt.Errorf("node %s's workflow did not answer (%s): a briefing needs its recorded state; see `adopt status %s`", args[0], ns.Stuck, args[0])
-			}
-			nb, why := x.askBrief(ctx, args[0])
-			b := briefing.BuildAsked(ns.State, nb, why, time.Now())
-			b.Local = x.out.Local
-			if x.asJSON && out == "" {
-				return x.writeJSON(x.stdout, b)
-			}
-			return writeBrief(x.stdout, out, asHTML, b)
-		},
+		RunE: func(_ *cobra.Command, a []string) error { return x.brief(ctx, o, a[0]) },
 	}
-	cmd.Flags().BoolVar(&asHTML, "html", false, "write a standalone HTML page instead of Markdown")
-	cmd.Flags().StringVar(&out, "out", "", "write to FILE instead of stdout (-o is the output format, as on every command)")
+	cmd.Flags().BoolVar(&o.asHTML, "html", false, "write a standalone HTML page instead of Markdown")
+	cmd.Flags().StringVar(&o.out, "out", "", "write to FILE instead of stdout (-o is the output format, as on every command)")
 	return cmd
+}
+
+// brief is `adopt brief NODE`: the recorded state, the node's live parts.
+func (x *cli) brief(ctx context.Context, o *briefOpts, node string) error {
+	ns, err := x.nodeStatus(ctx, node)
+	if err != nil {
+		return fmt.Errorf("%w\n(before adopt start, run `adopt-worker brief --config FILE` on the node: it briefs from a local probe)", err)
+	}
+	if ns.StateFrom == "visibility" {
+		return fmt.Errorf("node %s's workflow did not answer (%s): a briefing needs its recorded state; see `adopt status %s`", node, ns.Stuck, node)
+	}
+	nb, why := x.askBrief(ctx, node)
+	b := briefing.BuildAsked(ns.State, nb, why, time.Now())
+	b.Local = x.out.Local
+	if x.asJSON && o.out == "" {
+		return x.writeJSON(x.stdout, b)
+	}
+	return writeBrief(x.stdout, o.out, o.asHTML, b)
 }
 
 // writeBrief writes the briefing and, for a file, says where it went.

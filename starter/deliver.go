@@ -45,7 +45,7 @@ func (q queueHealth) unknown() bool { return q.Error != "" }
 
 // describe is a phrase for messages: "no worker polls task queue X (last
 // poll 02:31:10, 5m ago)".
-func (q queueHealth) describe(who string) string {
+func (q queueHealth) describe(who string, z zone) string {
 	switch {
 	case q.unknown():
 		return fmt.Sprintf("could not ask about task queue %s: %s", q.Queue, q.Error)
@@ -54,7 +54,7 @@ func (q queueHealth) describe(who string) string {
 	case q.LastPoll.IsZero():
 		return fmt.Sprintf("no %s polls task queue %s (none seen in the last minutes)", who, q.Queue)
 	}
-	return fmt.Sprintf("no %s polls task queue %s since %s (%s ago)", who, q.Queue, clock(q.LastPoll), time.Since(q.LastPoll).Round(time.Second))
+	return fmt.Sprintf("no %s polls task queue %s since %s (%s ago)", who, q.Queue, z.clock(q.LastPoll), time.Since(q.LastPoll).Round(time.Second))
 }
 
 func (x *cli) queueHealth(ctx context.Context, queue string, typ enumspb.TaskQueueType) queueHealth {
@@ -128,7 +128,7 @@ func (x *cli) send(ctx context.Context, node, name, module string, in workflows.
 		ag = x.agents(ctx, node)
 	}
 	if !ag.Workflow.alive() && !ag.Workflow.unknown() {
-		return nil, fmt.Errorf("not delivered: %s; nothing was sent. Start the orchestrator (adopt-worker) and send it again", ag.Workflow.describe("worker"))
+		return nil, fmt.Errorf("not delivered: %s; nothing was sent. Start the orchestrator (adopt-worker) and send it again", ag.Workflow.describe("worker", x.zone()))
 	}
 	start := time.Now()
 	giveUp := start.Add(x.accept)
@@ -157,7 +157,7 @@ func (x *cli) send(ctx context.Context, node, name, module string, in workflows.
 	interrupted := ctx.Err() != nil
 	if interrupted {
 		fmt.Fprintf(x.stderr, "adopt: interrupted; waiting until %s to know whether %s had been accepted already (at most %s)\n",
-			clock(in.NotAfter.Add(skew)), what, time.Until(in.NotAfter.Add(skew)).Round(time.Second))
+			x.zone().clock(in.NotAfter.Add(skew)), what, time.Until(in.NotAfter.Add(skew)).Round(time.Second))
 	}
 	h, err = x.settle(ctx, opts, in.NotAfter.Add(skew))
 	if err == nil {
@@ -180,10 +180,10 @@ func (x *cli) send(ctx context.Context, node, name, module string, in workflows.
 		why = "interrupted before the node's workflow accepted it"
 	}
 	if !ag.Workflow.alive() {
-		why += "; " + ag.Workflow.describe("worker")
+		why += "; " + ag.Workflow.describe("worker", x.zone())
 	}
 	return nil, fmt.Errorf("not delivered: %s %s: %s. It will not run: if it reaches the workflow later it is refused (not after %s). Send it again once `adopt status %s` answers",
-		what, node, why, clock(in.NotAfter), node)
+		what, node, why, x.zone().clock(in.NotAfter), node)
 }
 
 // settle asks again, after the request's NotAfter (seconds away), what
@@ -310,10 +310,10 @@ func (x *cli) closedRun(ctx context.Context, node string) error {
 	}
 	switch last.phase {
 	case workflows.PhaseConverged:
-		return refused(fmt.Errorf("node %s converged (%s): its workflow is complete and takes no more requests; nothing needs doing", node, stamp(last.closed)), nil)
+		return refused(fmt.Errorf("node %s converged (%s): its workflow is complete and takes no more requests; nothing needs doing", node, x.zone().stamp(last.closed)), nil)
 	case workflows.PhaseReleased:
-		return refused(fmt.Errorf("node %s was released (%s): it is as found; `adopt start %s` adopts it again", node, stamp(last.closed), node), nil)
+		return refused(fmt.Errorf("node %s was released (%s): it is as found; `adopt start %s` adopts it again", node, x.zone().stamp(last.closed), node), nil)
 	}
 	return fmt.Errorf("node %s's workflow is not running (%s at %s, phase %s); see `adopt status %s`, then `adopt start %s` to start again",
-		node, last.status, stamp(last.closed), orUnknown(string(last.phase)), node, node)
+		node, last.status, x.zone().stamp(last.closed), orUnknown(string(last.phase)), node, node)
 }

@@ -36,16 +36,21 @@ hit (exit 2 when there is one).`,
 		waitFor:  func(module string) waitGoal { return waitGoal{module: module, state: workflows.ModuleMigrated} },
 		waitWhat: "the module is migrated (it ends at once, non-zero, if the module fails)",
 	})
-	var dry bool
-	cmd.Flags().BoolVar(&dry, "dry-run", false, "rehearse the cutover on the node: print what it would do, change nothing")
-	run := cmd.RunE
+	o := &migrateOpts{}
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "rehearse the cutover on the node: print what it would do, change nothing")
+	request := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, a []string) error {
-		if dry {
+		if o.dryRun {
 			return x.rehearse(ctx, a[0], a[1])
 		}
-		return run(c, a)
+		return request(c, a)
 	}
 	return cmd
+}
+
+// migrateOpts are `adopt migrate`'s own flags, beside the request's.
+type migrateOpts struct {
+	dryRun bool
 }
 
 func (x *cli) rehearse(ctx context.Context, node, module string) error {

@@ -67,7 +67,7 @@ func TestOverviewAgeAndHintOnStderr(t *testing.T) {
 // adopt status writes every time as timefmt does: UTC with Z (never the
 // host's zone unnamed), or with --local the host's zone with its offset.
 func TestStatusTimesAreUTCWithZ(t *testing.T) {
-	defer func(l *time.Location) { time.Local, showLocal = l, false }(time.Local)
+	defer func(l *time.Location) { time.Local = l }(time.Local)
 	time.Local = time.FixedZone("CET", 3600)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	ns := &nodeStatus{StateFrom: "visibility", Next: "wait"}
@@ -79,9 +79,8 @@ func TestStatusTimesAreUTCWithZ(t *testing.T) {
 		false: {"RUN: completed at 2026-01-02 03:04:05Z", "waiting since 03:04:05Z", "  03:04:05Z  adopted"},
 		true:  {"RUN: completed at 2026-01-02 04:04:05+01:00", "waiting since 04:04:05+01:00", "  04:04:05+01:00  adopted"},
 	} {
-		showLocal = local
 		var b strings.Builder
-		printStatus(&b, ns, 200)
+		printStatus(&b, ns, 200, zone{local: local})
 		for _, w := range want {
 			if !strings.Contains(b.String(), w) {
 				t.Errorf("local=%v: want %q in:\n%s", local, w, b.String())
@@ -118,8 +117,14 @@ func TestStatusWatch(t *testing.T) {
 	x := &cli{stdout: &out, stderr: &errb, c: f}
 	done := make(chan int)
 	go func() { done <- x.execute(ctx, []string{"status", "--watch", "--watch-every", "1s"}) }()
-	for f.called("ListWorkflow") < 2 {
-		time.Sleep(50 * time.Millisecond)
+	// Two rounds, one --watch-every apart; the bound is room for a loaded
+	// machine.
+	const rounds = 10 * time.Second
+	for deadline := time.Now().Add(rounds); f.called("ListWorkflow") < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("no second round of the overview within %s", rounds)
+		}
 	}
 	cancel()
 	if code := <-done; code != exitOK {

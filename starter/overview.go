@@ -144,7 +144,7 @@ func (x *cli) overview(ctx context.Context, o overviewOpts) error {
 	} else if !wq.alive() && !wq.unknown() {
 		for i := range out {
 			if out[i].Running {
-				out[i].Note = wq.describe("worker")
+				out[i].Note = wq.describe("worker", x.zone())
 			}
 		}
 	}
@@ -239,7 +239,7 @@ func (x *cli) detail(ctx context.Context, s *NodeSummary, o overviewOpts, canQue
 	case s.Running && canQuery:
 		st, err = x.query(actx, s.Node, ask)
 	case s.Running:
-		s.Note = wq.describe("worker")
+		s.Note = wq.describe("worker", x.zone())
 	case s.Status == "completed":
 		var res workflows.State
 		if err = x.c.GetWorkflow(actx, workflows.WorkflowID(s.Node), "").Get(actx, &res); err == nil {
@@ -274,7 +274,7 @@ func (x *cli) detail(ctx context.Context, s *NodeSummary, o overviewOpts, canQue
 	default:
 		s.Agent = "no"
 		if s.Note == "" {
-			s.Note = ag.describe("agent")
+			s.Note = ag.describe("agent", x.zone())
 		}
 	}
 }

@@ -14,8 +14,13 @@ import (
 	"adoption/workflows"
 )
 
+// previewOpts are `adopt preview`'s flags.
+type previewOpts struct {
+	timeout time.Duration
+}
+
 func (x *cli) previewCommand(ctx context.Context) *cobra.Command {
-	var timeout time.Duration
+	o := &previewOpts{}
 	c := &cobra.Command{
 		Use:   "preview NODE",
 		Short: "Say which open ports a flip would close, without flipping",
@@ -28,11 +33,9 @@ itself; 1 when the node did not answer (an error, not a refusal).
 		Example: `  adopt preview n1 --config n1.yaml
   adopt preview n1 --json | jq .reasons`,
 		Args: args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			return x.preview(ctx, a[0], timeout)
-		},
+		RunE: func(_ *cobra.Command, a []string) error { return x.preview(ctx, a[0], o.timeout) },
 	}
-	c.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long the node may take to answer once the preview is accepted")
+	c.Flags().DurationVar(&o.timeout, "timeout", time.Minute, "how long the node may take to answer once the preview is accepted")
 	return c
 }
 
@@ -44,7 +47,7 @@ func (x *cli) preview(ctx context.Context, node string, timeout time.Duration) e
 	if last, err := x.lastRun(ctx, node); err != nil || last == nil || !last.running {
 		// send says what there is to say about a missing or ended workflow.
 	} else if !ag.Node.alive() && !ag.Node.unknown() && ag.Workflow.alive() {
-		return fmt.Errorf("not delivered: the preview runs on node %s, and %s; nothing was sent. Start the node's agent, then preview again", node, ag.Node.describe("agent"))
+		return fmt.Errorf("not delivered: the preview runs on node %s, and %s; nothing was sent. Start the node's agent, then preview again", node, ag.Node.describe("agent", x.zone()))
 	}
 	d, err := x.send(ctx, node, workflows.UpdatePreview, "", x.planInput(node, ""))
 	if err != nil {

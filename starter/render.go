@@ -70,14 +70,14 @@ func printPreview(w io.Writer, pv *flipwire.Preview, width int) {
 
 // printStatus prints `adopt status NODE`: the state, then what is missing
 // for it to move, then NEXT.
-func printStatus(w io.Writer, ns *nodeStatus, width int) {
+func printStatus(w io.Writer, ns *nodeStatus, width int, z zone) {
 	if ns.StateFrom == "visibility" {
 		fmt.Fprintf(w, "NODE %s: phase %s (from visibility: the workflow did not answer, so no details)\n", ns.Node, orUnknown(string(ns.Phase)))
 	} else {
-		printState(w, &ns.State, width)
+		printState(w, &ns.State, width, z)
 	}
 	if ns.Run.Status != "running" {
-		fmt.Fprintf(w, "\nRUN: %s at %s\n", ns.Run.Status, stamp(ns.Run.Closed))
+		fmt.Fprintf(w, "\nRUN: %s at %s\n", ns.Run.Status, z.stamp(ns.Run.Closed))
 	}
 	if ns.Agents != nil {
 		fmt.Fprintln(w)
@@ -85,13 +85,13 @@ func printStatus(w io.Writer, ns *nodeStatus, width int) {
 			h        queueHealth
 			who, tag string
 		}{{ns.Agents.Workflow, "worker", "WORKER"}, {ns.Agents.Node, "agent", "AGENT"}} {
-			fmt.Fprintln(w, wrapLine(q.tag+": ", q.h.describe(q.who), width))
+			fmt.Fprintln(w, wrapLine(q.tag+": ", q.h.describe(q.who, z), width))
 		}
 	}
 	for _, p := range ns.Pending {
 		line := fmt.Sprintf("step %s, %s, attempt %d", p.Type, p.State, p.Attempt)
 		if !p.Scheduled.IsZero() {
-			line += fmt.Sprintf(", waiting since %s (%s)", clock(p.Scheduled), time.Since(p.Scheduled).Round(time.Second))
+			line += fmt.Sprintf(", waiting since %s (%s)", z.clock(p.Scheduled), time.Since(p.Scheduled).Round(time.Second))
 		}
 		if p.LastFailure != "" {
 			line += "; last failure: " + p.LastFailure
@@ -108,13 +108,13 @@ func printStatus(w io.Writer, ns *nodeStatus, width int) {
 	if n := len(ns.Events); n > 0 {
 		fmt.Fprintln(w, "\nRECENT EVENTS")
 		for _, e := range ns.Events[max(0, n-8):] {
-			fmt.Fprintln(w, wrapLine("  "+clock(e.At)+"  ", e.Text, width))
+			fmt.Fprintln(w, wrapLine("  "+z.clock(e.At)+"  ", e.Text, width))
 		}
 	}
 	fmt.Fprintf(w, "\nWeb UI: %s\n", ns.Link)
 }
 
-func printState(w io.Writer, s *workflows.State, width int) {
+func printState(w io.Writer, s *workflows.State, width int, z zone) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tPHASE\tMODULES MIGRATED\tFIREWALL\tCUSTODY\tMARKED RULES")
 	fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%d file(s)\t%d\n", s.Node, s.Phase, s.MigratedCount(), len(s.Modules), orNone(s.FirewallKind), len(s.Custody), len(s.Marks))
@@ -175,7 +175,7 @@ func printState(w io.Writer, s *workflows.State, width int) {
 		}
 	}
 	if r := s.LastReconcile; r != nil {
-		fmt.Fprintf(w, "LAST RECONCILE: %s, %d present, %d put back %s\n", clock(r.At), r.Present, len(r.Restored), r.Error)
+		fmt.Fprintf(w, "LAST RECONCILE: %s, %d present, %d put back %s\n", z.clock(r.At), r.Present, len(r.Restored), r.Error)
 	}
 	if s.Waiting != "" {
 		fmt.Fprintf(w, "WAITING: %s\n", s.Waiting)
@@ -216,20 +216,21 @@ func (x *cli) setOutput() error {
 		return usagef("%v", err)
 	}
 	x.asJSON = x.out.IsJSON()
-	showLocal = x.out.Local
 	return nil
 }
 
-// showLocal is --local of the command line being run (setOutput sets it
-// before any command runs): times in the host's zone rather than UTC.
-var showLocal bool
+// zone is how times are written, as timefmt writes every time: UTC with Z,
+// or with --local (local) the host's zone with its offset.
+type zone struct{ local bool }
 
-// stamp is a moment in full, as timefmt writes every time: UTC with Z, or
-// with --local the host's zone with its offset.
-func stamp(t time.Time) string { return timefmt.Format(t, showLocal) }
+// zone is --local of the command line being run.
+func (x *cli) zone() zone { return zone{local: x.out.Local} }
 
-// clock is a time of day within the next hours, as timefmt writes it.
-func clock(t time.Time) string { return timefmt.Clock(t, showLocal) }
+// stamp is a moment in full.
+func (z zone) stamp(t time.Time) string { return timefmt.Format(t, z.local) }
+
+// clock is a time of day within the next hours.
+func (z zone) clock(t time.Time) string { return timefmt.Clock(t, z.local) }
 
 func orUnknown(s string) string {
 	if s == "" {

@@ -17,7 +17,7 @@ func TestStatusNamesUndecidedMarkPlacement(t *testing.T) {
 	odd := marks.MarkedRule{Mark: marks.Mark{Node: "n1", Owner: "web", Port: 18080, Proto: "tcp"}, Family: "ip", Table: "filter", Chain: "ufw-user-forward", Handle: 9,
 		Placement: "a source deny in DOCKER-USER comes after its jump to ufw-user-forward"}
 	var b strings.Builder
-	printState(&b, &workflows.State{Node: "n1", Phase: workflows.PhaseAdopted, Marks: []marks.MarkedRule{ok, odd}}, 120)
+	printState(&b, &workflows.State{Node: "n1", Phase: workflows.PhaseAdopted, Marks: []marks.MarkedRule{ok, odd}}, 120, zone{})
 	out := b.String()
 	if !strings.Contains(out, "! adoption:n1:web:18080/tcp (ip filter ufw-user-forward): a source deny in DOCKER-USER") {
 		t.Errorf("status does not name the undecided placement:\n%s", out)

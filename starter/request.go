@@ -38,26 +38,36 @@ func (x *cli) requestCommand(ctx context.Context, s requestSpec) *cobra.Command 
 			return nil
 		}
 	}
-	var wait bool
-	var waitTimeout time.Duration
+	o := &requestOpts{}
 	c := &cobra.Command{
 		Use: s.use, Short: s.short, Long: s.long + "\n\n" + exitCodesHelp, Example: s.example, Args: args(n),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			mod := ""
-			if len(a) == 2 {
-				mod = a[1]
-			}
-			if !wait {
-				return x.request(ctx, a[0], s.name, mod)
-			}
-			return x.requestAndWait(ctx, a[0], s.name, mod, s.waitFor(mod), waitTimeout)
-		},
+		RunE: func(_ *cobra.Command, a []string) error { return x.runRequest(ctx, s, o, a) },
 	}
 	if s.waitFor != nil {
-		c.Flags().BoolVar(&wait, "wait", false, "once accepted, wait until "+s.waitWhat+", showing progress on stderr as it changes, as adopt wait does")
-		c.Flags().DurationVar(&waitTimeout, "wait-timeout", 15*time.Minute, "with --wait: give up after this long, every query included")
+		c.Flags().BoolVar(&o.wait, "wait", false, "once accepted, wait until "+s.waitWhat+", showing progress on stderr as it changes, as adopt wait does")
+		c.Flags().DurationVar(&o.waitTimeout, "wait-timeout", 15*time.Minute, "with --wait: give up after this long, every query included")
 	}
 	return c
+}
+
+// requestOpts are a request command's flags (--wait, for those that have
+// it).
+type requestOpts struct {
+	wait        bool
+	waitTimeout time.Duration
+}
+
+// runRequest delivers request s for NODE [MODULE] and, with --wait, waits
+// for its goal.
+func (x *cli) runRequest(ctx context.Context, s requestSpec, o *requestOpts, a []string) error {
+	mod := ""
+	if len(a) == 2 {
+		mod = a[1]
+	}
+	if !o.wait {
+		return x.request(ctx, a[0], s.name, mod)
+	}
+	return x.requestAndWait(ctx, a[0], s.name, mod, s.waitFor(mod), o.waitTimeout)
 }
 
 // requestAndWait delivers the request, then waits for its goal as `adopt
@@ -137,7 +147,7 @@ func (x *cli) deliver(ctx context.Context, node, name, module string) (requestOu
 		return requestOutcome{}, x.requestError(ctx, node, describeRequest(name, module), d.handle, err)
 	}
 	if !out.AgentPolling {
-		out.Note = fmt.Sprintf("accepted; it runs when node %s's agent is back (%s)", node, d.agents.Node.describe("agent"))
+		out.Note = fmt.Sprintf("accepted; it runs when node %s's agent is back (%s)", node, d.agents.Node.describe("agent", x.zone()))
 	}
 	return out, nil
 }

@@ -25,8 +25,13 @@ import (
 // takeSides are --take's values: keep the node's value or take the mesh's.
 var takeSides = []string{"node", "mesh"}
 
+// resolveOpts are `adopt resolve`'s flags.
+type resolveOpts struct {
+	take string // node or mesh
+}
+
 func (x *cli) resolveCommand(ctx context.Context) *cobra.Command {
-	var take string
+	o := &resolveOpts{}
 	cmd := &cobra.Command{
 		Use:   "resolve NODE PATH|MODULE KEY --take node|mesh",
 		Short: "Decide a conflicting key of a module's file, a node file, or a module container's env:NAME or label:NAME: keep the node's value or take the mesh's",
@@ -34,20 +39,23 @@ func (x *cli) resolveCommand(ctx context.Context) *cobra.Command {
 			"  adopt resolve n1 app env:MODE --take node\n" +
 			"  adopt retry n1 app",
 		Args: args(cobra.ExactArgs(3)),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains(takeSides, take) {
-				return usagef("--take %q: say node (keep the node's value) or mesh (take the module's)", take)
-			}
-			if !strings.HasPrefix(args[1], "/") {
-				if _, _, ok := cutoverwire.SplitKey(args[2]); !ok {
-					return usagef("key %q of module %s: say env:NAME for an environment variable or label:NAME for a label of its container (a file's key goes with its absolute PATH)", args[2], args[1])
-				}
-			}
-			return x.resolve(ctx, args[0], workflows.ResolveInput{Path: args[1], Key: args[2], Take: take})
-		},
+		RunE: func(_ *cobra.Command, a []string) error { return x.runResolve(ctx, o, a[0], a[1], a[2]) },
 	}
-	cmd.Flags().StringVar(&take, "take", "", "node or mesh (required)")
+	cmd.Flags().StringVar(&o.take, "take", "", "node or mesh (required)")
 	return cmd
+}
+
+// runResolve checks --take and the key before anything is signed or sent.
+func (x *cli) runResolve(ctx context.Context, o *resolveOpts, node, path, key string) error {
+	if !slices.Contains(takeSides, o.take) {
+		return usagef("--take %q: say node (keep the node's value) or mesh (take the module's)", o.take)
+	}
+	if !strings.HasPrefix(path, "/") {
+		if _, _, ok := cutoverwire.SplitKey(key); !ok {
+			return usagef("key %q of module %s: say env:NAME for an environment variable or label:NAME for a label of its container (a file's key goes with its absolute PATH)", key, path)
+		}
+	}
+	return x.resolve(ctx, node, workflows.ResolveInput{Path: path, Key: key, Take: o.take})
 }
 
 func (x *cli) resolve(ctx context.Context, node string, in workflows.ResolveInput) error {

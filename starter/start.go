@@ -17,8 +17,13 @@ import (
 	"adoption/workflows"
 )
 
+// startOpts are `adopt start`'s flags.
+type startOpts struct {
+	readopt bool
+}
+
 func (x *cli) startCommand(ctx context.Context) *cobra.Command {
-	var readopt bool
+	o := &startOpts{}
 	c := &cobra.Command{
 		Use:   "start NODE",
 		Short: "Start the node's migration workflow: probe, then adopt",
@@ -35,11 +40,9 @@ firewall.
 		Example: `  adopt start n1 --config n1.yaml
   ADOPT_CONFIG=n1.yaml adopt start n1 --json`,
 		Args: args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			return x.start(ctx, a[0], readopt)
-		},
+		RunE: func(_ *cobra.Command, a []string) error { return x.start(ctx, a[0], o) },
 	}
-	c.Flags().BoolVar(&readopt, "readopt", false, "start again on a node whose last run converged (see above)")
+	c.Flags().BoolVar(&o.readopt, "readopt", false, "start again on a node whose last run converged (see above)")
 	return c
 }
 
@@ -53,7 +56,7 @@ type started struct {
 	Frozen string `json:"frozen,omitempty"`
 }
 
-func (x *cli) start(ctx context.Context, node string, readopt bool) error {
+func (x *cli) start(ctx context.Context, node string, o *startOpts) error {
 	if !config.ValidName(node) {
 		return usagef("node name %q is invalid: it must be %s", node, config.NameRule)
 	}
@@ -78,9 +81,9 @@ func (x *cli) start(ctx context.Context, node string, readopt bool) error {
 	if last != nil && last.running {
 		return refused(fmt.Errorf("node %s already has a migration workflow, running (%s, phase %s); see `adopt status %s`", node, id, orUnknown(string(last.phase)), node), nil)
 	}
-	if last != nil && last.phase == workflows.PhaseConverged && !readopt {
+	if last != nil && last.phase == workflows.PhaseConverged && !o.readopt {
 		return refused(fmt.Errorf("node %s converged at %s: the mesh's firewall is its firewall and its workflow is complete; nothing needs doing. To adopt it again anyway, `adopt start %s --readopt`",
-			node, stamp(last.closed), node), nil)
+			node, x.zone().stamp(last.closed), node), nil)
 	}
 	run, err := x.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                                       id,
@@ -113,7 +116,7 @@ func (x *cli) start(ctx context.Context, node string, readopt bool) error {
 	}{{ag.Workflow, "worker", "start the orchestrator: adopt-worker orchestrate (adopt-orchestrator.service)"},
 		{ag.Node, "agent", "start the node's agent on " + node + ": adopt-worker run (adopt-agent.service)"}} {
 		if !q.h.alive() && !q.h.unknown() {
-			fmt.Fprintf(x.stderr, "note: %s; the workflow waits for it (%s)\n", q.h.describe(q.who), q.fix)
+			fmt.Fprintf(x.stderr, "note: %s; the workflow waits for it (%s)\n", q.h.describe(q.who, x.zone()), q.fix)
 		}
 	}
 	return nil

@@ -19,10 +19,15 @@ import (
 	"adoption/workflows"
 )
 
+// statusOpts are `adopt status`'s flags: the overview's, and --watch.
+type statusOpts struct {
+	overview overviewOpts
+	watch    bool
+	every    time.Duration // --watch-every
+}
+
 func (x *cli) statusCommand(ctx context.Context) *cobra.Command {
-	var o overviewOpts
-	var watch bool
-	var every time.Duration
+	o := &statusOpts{}
 	c := &cobra.Command{
 		Use:   "status [NODE]",
 		Short: "Show a node's state, or every running node's phase",
@@ -47,35 +52,41 @@ a person instead: every running workflow whose AdoptionAttention is set
   adopt status --watch
   adopt status --fleet fleet.yaml --details`,
 		Args: args(cobra.MaximumNArgs(1)),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			if len(a) > 0 && (o.phase != "" || o.fleet != "" || o.details || o.attention) {
-				return usagef("--phase, --fleet, --details and --attention are the overview's: give no NODE with them")
-			}
-			once := func() error {
-				if len(a) == 0 {
-					return x.overview(ctx, o)
-				}
-				return x.status(ctx, a[0])
-			}
-			if !watch {
-				return once()
-			}
-			if every < time.Second {
-				return usagef("--watch-every %s: at least 1s", every)
-			}
-			return x.watch(ctx, every, once)
-		},
+		RunE: func(_ *cobra.Command, a []string) error { return x.runStatus(ctx, o, a) },
 	}
-	c.Flags().BoolVarP(&watch, "watch", "w", false, "show it again every --watch-every until interrupted (each time stamped in UTC on stderr)")
-	c.Flags().DurationVar(&every, "watch-every", 5*time.Second, "with --watch: how often")
-	c.Flags().StringVar(&o.phase, "phase", "", "overview: only nodes in this phase ("+phaseList()+")")
-	c.Flags().StringVar(&o.fleet, "fleet", "", "overview: only the nodes of this fleet file")
-	c.Flags().BoolVar(&o.attention, "attention", false, "overview: only what needs a person (AdoptionAttention set: a failed cutover, refused preview, drift, a held wave, ...), with why")
-	c.Flags().BoolVar(&o.all, "all", false, "overview: closed runs too (converged, released, terminated)")
-	c.Flags().BoolVar(&o.details, "details", false, "overview: ask each node for its modules and its agent (one query and one task-queue call per node)")
-	c.Flags().DurationVar(&o.ask, "ask-timeout", 3*time.Second, "overview --details: how long each node's workflow may take to answer")
-	c.Flags().DurationVar(&o.budget, "details-timeout", 30*time.Second, "overview --details: how long asking every node may take; nodes not asked by then show ?")
+	c.Flags().BoolVarP(&o.watch, "watch", "w", false, "show it again every --watch-every until interrupted (each time stamped in UTC on stderr)")
+	c.Flags().DurationVar(&o.every, "watch-every", 5*time.Second, "with --watch: how often")
+	ov := &o.overview
+	c.Flags().StringVar(&ov.phase, "phase", "", "overview: only nodes in this phase ("+phaseList()+")")
+	c.Flags().StringVar(&ov.fleet, "fleet", "", "overview: only the nodes of this fleet file")
+	c.Flags().BoolVar(&ov.attention, "attention", false, "overview: only what needs a person (AdoptionAttention set: a failed cutover, refused preview, drift, a held wave, ...), with why")
+	c.Flags().BoolVar(&ov.all, "all", false, "overview: closed runs too (converged, released, terminated)")
+	c.Flags().BoolVar(&ov.details, "details", false, "overview: ask each node for its modules and its agent (one query and one task-queue call per node)")
+	c.Flags().DurationVar(&ov.ask, "ask-timeout", 3*time.Second, "overview --details: how long each node's workflow may take to answer")
+	c.Flags().DurationVar(&ov.budget, "details-timeout", 30*time.Second, "overview --details: how long asking every node may take; nodes not asked by then show ?")
 	return c
+}
+
+// runStatus is `adopt status [NODE]`: one node, or the overview without
+// NODE; with --watch, again and again.
+func (x *cli) runStatus(ctx context.Context, o *statusOpts, a []string) error {
+	ov := o.overview
+	if len(a) > 0 && (ov.phase != "" || ov.fleet != "" || ov.details || ov.attention) {
+		return usagef("--phase, --fleet, --details and --attention are the overview's: give no NODE with them")
+	}
+	once := func() error {
+		if len(a) == 0 {
+			return x.overview(ctx, ov)
+		}
+		return x.status(ctx, a[0])
+	}
+	if !o.watch {
+		return once()
+	}
+	if o.every < time.Second {
+		return usagef("--watch-every %s: at least 1s", o.every)
+	}
+	return x.watch(ctx, o.every, once)
 }
 
 // nodeStatus is `adopt status NODE --json`: the workflow's state (its
@@ -104,7 +115,7 @@ type nodeStatus struct {
 // success); an error of one round is shown and the watch goes on.
 func (x *cli) watch(ctx context.Context, every time.Duration, show func() error) error {
 	for {
-		fmt.Fprintf(x.stderr, "--- %s\n", stamp(time.Now()))
+		fmt.Fprintf(x.stderr, "--- %s\n", x.zone().stamp(time.Now()))
 		if err := show(); err != nil {
 			fmt.Fprintln(x.stderr, "adopt:", err)
 		}
@@ -124,7 +135,7 @@ func (x *cli) status(ctx context.Context, node string) error {
 	if x.asJSON {
 		return x.writeJSON(x.stdout, ns)
 	}
-	printStatus(x.stdout, ns, termWidth())
+	printStatus(x.stdout, ns, termWidth(), x.zone())
 	return nil
 }
 
@@ -168,7 +179,7 @@ func (x *cli) nodeStatus(ctx context.Context, node string) (*nodeStatus, error) 
 			ns.Payloads = sealedPayloads
 		}
 	}
-	ns.Stuck, ns.Next = diagnose(node, ns.State, ag, last.pending, ns.StateFrom == "query")
+	ns.Stuck, ns.Next = diagnose(node, ns.State, ag, last.pending, ns.StateFrom == "query", x.zone())
 	return ns, nil
 }
 
@@ -198,14 +209,14 @@ func (x *cli) query(ctx context.Context, node string, timeout time.Duration) (*w
 }
 
 // diagnose says why a running node does not move, if something is
-// missing, and the next step that follows from it.
-func diagnose(node string, st workflows.State, ag agents, pending []pendingActivity, answered bool) (stuck, next string) {
+// missing, and the next step that follows from it; times written in z.
+func diagnose(node string, st workflows.State, ag agents, pending []pendingActivity, answered bool, z zone) (stuck, next string) {
 	switch {
 	case !ag.Workflow.alive() && !ag.Workflow.unknown():
-		stuck = ag.Workflow.describe("worker") + ": the workflow cannot move or answer"
+		stuck = ag.Workflow.describe("worker", z) + ": the workflow cannot move or answer"
 		return stuck, "start the orchestrator (adopt-worker) that serves task queue " + workflows.TaskQueue
 	case !ag.Node.alive() && !ag.Node.unknown() && (len(pending) > 0 || st.Phase == workflows.PhaseProbing):
-		stuck = ag.Node.describe("agent")
+		stuck = ag.Node.describe("agent", z)
 		if len(pending) > 0 {
 			stuck += fmt.Sprintf("; step %s waits for it", pending[0].Type)
 		}

@@ -53,9 +53,14 @@ func (g waitGoal) check() error {
 	return nil
 }
 
+// waitOpts are `adopt wait`'s flags: the goal and its bound.
+type waitOpts struct {
+	goal    waitGoal
+	timeout time.Duration
+}
+
 func (x *cli) waitCommand(ctx context.Context) *cobra.Command {
-	var g waitGoal
-	var timeout time.Duration
+	o := &waitOpts{}
 	c := &cobra.Command{
 		Use:   "wait NODE",
 		Short: "Wait until a node reaches a phase, a module a state, or genesis an outcome",
@@ -68,19 +73,23 @@ failed, or the workflow ended. Phases: ` + phaseList() + `; module states: ` + s
   adopt wait n1 --module mail --state migrated
   adopt wait n1 --genesis done`,
 		Args: args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
-			return x.wait(ctx, a[0], g, timeout)
-		},
+		RunE: func(_ *cobra.Command, a []string) error { return x.runWait(ctx, o, a[0]) },
 	}
+	g := &o.goal
 	c.Flags().StringVar(&g.phase, "phase", "", "wait for this phase ("+phaseList()+")")
 	c.Flags().StringVar(&g.module, "module", "", "the module whose state to wait for (with --state)")
 	c.Flags().StringVar(&g.state, "state", "", "the module state to wait for ("+strings.Join(moduleStates, ", ")+")")
 	c.Flags().StringVar(&g.genesis, "genesis", "", "wait for genesis to be done or failed")
-	c.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long, every query included")
+	c.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long, every query included")
 	return c
+}
+
+// runWait is `adopt wait NODE`: the goal checked before anything is asked.
+func (x *cli) runWait(ctx context.Context, o *waitOpts, node string) error {
+	if err := o.goal.check(); err != nil {
+		return err
+	}
+	return x.wait(ctx, node, o.goal, o.timeout)
 }
 
 // waitResult is what `adopt wait --json` prints when the goal is met.
@@ -146,7 +155,7 @@ func (x *cli) waitQuiet(ctx context.Context, node string, g waitGoal, timeout ti
 		if last != shown {
 			// Progress, as it changes, on stderr: stdout keeps the result.
 			if !x.asJSON {
-				fmt.Fprintf(x.stderr, "%s node %s: %s\n", clock(time.Now()), node, last)
+				fmt.Fprintf(x.stderr, "%s node %s: %s\n", x.zone().clock(time.Now()), node, last)
 			}
 			shown = last
 			looks.Reset()

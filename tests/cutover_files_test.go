@@ -62,7 +62,6 @@ func TestCutoverFilesInsideTheSwap(t *testing.T) {
 	// clients are refused once the hold lets go of them (the container
 	// never answers): only what they are answered counts here.
 	failed := r.hammer(t, port, 30*time.Second, "--path", "/conf")
-	time.Sleep(time.Second)
 	if out, errs, code := adopt(t, "migrate", n.Name, name, "--config", n.cfg); code != 0 {
 		t.Fatalf("migrate: %s%s", out, errs)
 	}
@@ -97,7 +96,6 @@ func TestCutoverFilesInsideTheSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := r.hammer(t, port, 20*time.Second, "--path", "/conf")
-	time.Sleep(time.Second)
 	if out, errs, code := adopt(t, "retry", n.Name, name, "--config", n.cfg); code != 0 {
 		t.Fatalf("retry: %s%s", out, errs)
 	}

@@ -38,7 +38,6 @@ func TestCutoverOverlapUnderLoad(t *testing.T) {
 	// Long enough to cover the cutover on a loaded host (10.9 s seen), so
 	// the clients' figures cover all of it.
 	h := r.hammer(t, port, 25*time.Second)
-	time.Sleep(time.Second)
 	if out, errs, code := adopt(t, "migrate", n.Name, name, "--config", n.cfg); code != 0 {
 		t.Fatalf("migrate: %s%s", out, errs)
 	}

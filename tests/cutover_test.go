@@ -140,7 +140,29 @@ func (r *refNode) hammer(t *testing.T, port int, d time.Duration, flags ...strin
 			_ = h.cmd.Wait()
 		}
 	})
+	answered(t, r.Peer, port, h.cmd.Process.Pid)
 	return h
+}
+
+// answeredWithin bounds the wait for a load's first answer: the clients
+// ask every 5 ms, so this is room for a loaded machine.
+const answeredWithin = 30 * time.Second
+
+// answered waits until the load pid in the peer namespace has been
+// answered on port: a connection of its own to port shows there past
+// SYN-SENT (a hammer holds one open for its whole run). What the test does
+// next then falls within the load's run.
+func answered(t *testing.T, peer string, port, pid int) {
+	t.Helper()
+	var out []byte
+	var err error
+	for deadline := time.Now().Add(answeredWithin); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		out, err = exec.Command("ip", "netns", "exec", peer, "ss", "-Htanp", "state", "synchronized", "dport", "=", fmt.Sprintf(":%d", port)).CombinedOutput()
+		if err == nil && strings.Contains(string(out), fmt.Sprintf("pid=%d,", pid)) {
+			return
+		}
+	}
+	t.Fatalf("load %d in %s not answered on port %d within %s: %v %s", pid, peer, port, answeredWithin, err, out)
 }
 
 func (h *hammer) wait(t *testing.T) sandbox.HammerResult {
@@ -211,7 +233,6 @@ func TestCutoverRollbackRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := r.hammer(t, port, 10*time.Second)
-	time.Sleep(time.Second)
 	if out, errs, code := adopt(t, "retry", n.Name, name, "--config", n.cfg); code != 0 {
 		t.Fatalf("retry: %s%s", out, errs)
 	}

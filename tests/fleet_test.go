@@ -65,7 +65,11 @@ func TestFleetControlNodeFirst(t *testing.T) {
 	}
 
 	waitPhase(t, nodes[0], workflows.PhaseAdopted, 90*time.Second)
-	time.Sleep(2 * time.Second) // time enough for a wrong fleet to start the next node
+	// Once the fleet has taken the control node's adoption in, a wrong
+	// fleet would have started the next node in the same step.
+	waitUntil(t, "the fleet to see "+nodes[0].Name+" adopted", func() bool {
+		return fleetStatus().Nodes[0].Phase == workflows.PhaseAdopted
+	})
 	st := fleetStatus()
 	if st.Nodes[1].Started || st.Nodes[2].Started {
 		t.Fatalf("a member started before the control node migrated: %+v", st.Nodes)

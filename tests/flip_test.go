@@ -154,7 +154,7 @@ func TestFlipEndToEnd(t *testing.T) {
 	if err := hammer.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	answered(t, n.Peer, 80, hammer.Process.Pid)
 	if out, errs, code := adopt(t, "flip", n.Name, "--config", n.cfg); code != 0 {
 		t.Fatalf("flip: %s%s", out, errs)
 	}

@@ -109,15 +109,23 @@ func hasEvent(st workflows.State, since time.Time, text string) bool {
 	return false
 }
 
-// noDriftFor checks that no drift shows for a few drift intervals.
+// checkEvery is interferencePlan's drift.interval and
+// firewall.reconcile_interval: how often the node looks.
+const checkEvery = 2 * time.Second
+
+// quietWindow is how long "no drift" must hold for it to mean something:
+// two and a half of the node's drift checks, each of which would have
+// shown a drift by then. The node's checks run in its own loop and report
+// a change only, so the window is measured, polling the observable.
+const quietWindow = 5 * time.Second
+
+// noDriftFor checks that no drift shows, polling status, for d.
 func noDriftFor(t *testing.T, n *node, d time.Duration, why string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
 		if st, err := status(t, n); err == nil && len(st.Drift) > 0 {
 			t.Fatalf("%s, yet status reports drift: %+v", why, st.Drift)
 		}
-		time.Sleep(500 * time.Millisecond)
 	}
 }
 
@@ -142,7 +150,7 @@ func TestInterference(t *testing.T) {
 		t.Run("nft-flush", func(t *testing.T) {
 			t.Parallel()
 			n := ifNode(t, srv, "e2eif1", 170, "")
-			noDriftFor(t, n, 5*time.Second, "nothing changed since adoption")
+			noDriftFor(t, n, quietWindow, "nothing changed since adoption")
 			marksOnce(t, n)
 			flushed := time.Now()
 			if out, err := exec.Command("ip", "netns", "exec", n.Netns, "nft", "flush", "ruleset").CombinedOutput(); err != nil {
@@ -156,7 +164,12 @@ func TestInterference(t *testing.T) {
 				t.Errorf("no event names the firewall's drift: %+v", st.Events)
 			}
 			// Two more reconciles: what does the mesh say about its marks now?
-			time.Sleep(5 * time.Second)
+			// No mark may be put anywhere meanwhile, the found firewall gone.
+			for end := time.Now().Add(2*checkEvery + time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+				if got := ruleset(t, n); strings.Contains(got, "adoption:") {
+					t.Fatalf("a mark was put somewhere with the found firewall gone:\n%s", got)
+				}
+			}
 			st, err := status(t, n)
 			if err != nil {
 				t.Fatal(err)
@@ -204,7 +217,7 @@ func TestInterference(t *testing.T) {
 		t.Run("owner-reload", func(t *testing.T) {
 			t.Parallel()
 			n := ifNode(t, srv, "e2eif2", 171, "")
-			noDriftFor(t, n, 5*time.Second, "nothing changed since adoption")
+			noDriftFor(t, n, quietWindow, "nothing changed since adoption")
 			reloaded := time.Now()
 			restoreFound(t, n, "iptables-restore")
 			if passes(t, n, 18690) {
@@ -220,7 +233,7 @@ func TestInterference(t *testing.T) {
 			if !passes(t, n, 18690) || !passes(t, n, 18691) {
 				t.Fatal("reconcile did not restore the marks")
 			}
-			noDriftFor(t, n, 6*time.Second, "the found firewall was reloaded with exactly its own rules")
+			noDriftFor(t, n, quietWindow+checkEvery/2, "the found firewall was reloaded with exactly its own rules")
 		})
 	})
 
@@ -232,7 +245,7 @@ func TestInterference(t *testing.T) {
 	// adoption stays in the custody store.
 	t.Run("control-daemon-rewrite", func(t *testing.T) {
 		n := ifNode(t, srv, "e2eif3", 172, "")
-		noDriftFor(t, n, 5*time.Second, "nothing changed since adoption")
+		noDriftFor(t, n, quietWindow, "nothing changed since adoption")
 		_ = fakeDaemon(t, "predecessor-sync")
 		rewritten := "127.0.0.1 localhost predecessor rewritten-by-sync\n"
 		hosts := filepath.Join(n.Root, "etc/hosts")
@@ -284,7 +297,7 @@ func TestInterference(t *testing.T) {
 		if !strings.Contains(out, "APPROVED") {
 			t.Errorf("with web migrated and the drift accepted the preview should approve:\n%s", out)
 		}
-		noDriftFor(t, n, 5*time.Second, "the drift was accepted")
+		noDriftFor(t, n, quietWindow, "the drift was accepted")
 		if b, _ := os.ReadFile(hosts); string(b) != rewritten {
 			t.Errorf("the accepted content was not kept on the node: %q", b)
 		}
@@ -313,7 +326,7 @@ func TestInterferenceMigratedFileIsNotDrift(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(n.Root, "srv/web/web.conf")); string(b) != "mesh web\n" {
 		t.Fatalf("web's file was not converged: %q", b)
 	}
-	noDriftFor(t, n, 7*time.Second, "the only change since adoption is module web's own file, converged by its migration")
+	noDriftFor(t, n, quietWindow+checkEvery, "the only change since adoption is module web's own file, converged by its migration")
 	out, _, _ := adopt(t, "preview", n.Name, "--config", n.cfg)
 	if strings.Contains(strings.ToLower(out), "drift") {
 		t.Fatalf("the preview names drift for a migrated module's own file:\n%s", out)

@@ -82,7 +82,11 @@ func TestOrchestratorAndAgents(t *testing.T) {
 	waitUntil(t, "build upgrade-plain polls", func() bool {
 		return strings.Contains(strings.Join(pollers(workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW), " "), "@upgrade-plain")
 	})
-	time.Sleep(2 * time.Second)
+	// It decides once, at start, and says so: only then is "it did not
+	// take the deployment" a finding rather than "not yet".
+	waitUntil(t, "build upgrade-plain says it leaves the current version", func() bool {
+		return strings.Contains(plain.log.String(), declined)
+	})
 	if cur := currentBuild(t, c); cur != first.build {
 		t.Fatalf("a build started without --make-current took the deployment: current %q, want %q", cur, first.build)
 	}
@@ -103,7 +107,9 @@ func TestOrchestratorAndAgents(t *testing.T) {
 	waitUntil(t, "the old build polls again", func() bool {
 		return strings.Contains(strings.Join(pollers(workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW), " "), "@"+first.build)
 	})
-	time.Sleep(2 * time.Second)
+	waitUntil(t, "the old build says it leaves the current version", func() bool {
+		return strings.Contains(old.log.String(), declined)
+	})
 	if cur := currentBuild(t, c); cur != "upgrade-b" {
 		t.Fatalf("the old build, restarted, made itself current again: %q", cur)
 	}
@@ -187,6 +193,11 @@ func historyTypes(t *testing.T, c client.Client, id string) map[enumspb.EventTyp
 	}
 	return out
 }
+
+// declined is what an orchestrator started without --make-current logs
+// once it has found another build current and left it so (promote in
+// worker/orchestrate.go).
+const declined = `msg="not making this build current`
 
 // waitUntil polls cond until it holds (2 minutes at most; a wait, not an
 // assertion on speed).

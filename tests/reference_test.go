@@ -438,7 +438,9 @@ func TestReferenceNodeAdoption(t *testing.T) {
 		return r.onNodeOut(t, "iptables", "-S", "DOCKER") + r.onNodeOut(t, "iptables", "-t", "nat", "-S")
 	}
 	dockerBefore := dockerChains()
-	time.Sleep(time.Second)
+	for _, l := range loads {
+		answered(t, r.Peer, l.port, l.cmd.Process.Pid)
+	}
 	loadStart := time.Now()
 	if out, errs, code := adopt(t, "flip", n.Name, "--config", n.cfg); code != 0 {
 		t.Fatalf("flip: %s%s", out, errs)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,8 +41,12 @@ func TestStandsDownWhenConfirmed(t *testing.T) {
 	must(t, dir.UpdateFlip(func(*nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
 		return &nodestate.FlipRecord{ID: "f1", State: nodestate.FlipFlipped, Deadline: deadline}, nil
 	}))
+	// The confirmation comes once the watchdog watches the pending flip:
+	// it has read the record and asks the time against the deadline.
+	watching := make(chan struct{})
+	var once sync.Once
 	go func() {
-		time.Sleep(20 * time.Millisecond)
+		<-watching
 		_ = dir.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
 			cur.State = nodestate.FlipConfirmed
 			return cur, nil
@@ -49,6 +54,7 @@ func TestStandsDownWhenConfirmed(t *testing.T) {
 	}()
 	var log bytes.Buffer
 	err := Run(context.Background(), Options{Records: dir, Log: &log, Poll: 5 * time.Millisecond,
+		Now:    func() time.Time { once.Do(func() { close(watching) }); return time.Now() },
 		Revert: func(*nodestate.FlipRecord) error { t.Error("reverted a confirmed flip"); return nil }})
 	must(t, err)
 	if rec, _ := dir.Flip(); rec.State != nodestate.FlipConfirmed {

@@ -57,6 +57,7 @@ func TestKernelHold(t *testing.T) {
 	}
 	// A client that connects while the port is held is let through by
 	// the release, without failing.
+	mark := markOf(t, h, "svc")
 	waiting := make(chan error, 1)
 	go func() {
 		waiting <- fwtest.InNetns(n.Peer, func() error {
@@ -67,7 +68,7 @@ func TestKernelHold(t *testing.T) {
 			return err
 		})
 	}()
-	time.Sleep(200 * time.Millisecond)
+	queuedPast(t, h, "svc", mark) // its SYN waits in the hold's queue
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	c, err := h.Dial(ctx, net.JoinHostPort(fwtest.NodeV4, "9100"))

@@ -64,8 +64,19 @@ func connectFromPeer(n *fwtest.TestNet, port uint16, wait time.Duration) <-chan 
 	return out
 }
 
-// queuedOne waits until owner's queue has been handed a packet.
-func queuedOne(t *testing.T, h *Hold, owner string) {
+// queueWait bounds the waits for a client's SYN to reach a hold: a SYN
+// crosses the veth at once, so this is room for a loaded machine.
+const queueWait = 3 * time.Second
+
+// queueMark is how far owner's queue had got: the ID of the last packet it
+// was handed, and whether it had been handed any.
+type queueMark struct {
+	last uint32
+	seen bool
+}
+
+// markOf is owner's queue's mark now.
+func markOf(t *testing.T, h *Hold, owner string) queueMark {
 	t.Helper()
 	h.mu.Lock()
 	q := h.queues[owner]
@@ -73,16 +84,42 @@ func queuedOne(t *testing.T, h *Hold, owner string) {
 	if q == nil {
 		t.Fatalf("%s's hold has no queue", owner)
 	}
-	for i := 0; i < 300; i++ {
-		q.mu.Lock()
-		seen := q.seen
-		q.mu.Unlock()
-		if seen {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return queueMark{last: q.last, seen: q.seen}
+}
+
+// queuedPast waits until owner's queue has been handed a packet past mark.
+func queuedPast(t *testing.T, h *Hold, owner string, mark queueMark) {
+	t.Helper()
+	for deadline := time.Now().Add(queueWait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := markOf(t, h, owner); m.seen && (!mark.seen || m.last > mark.last) {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("the client's SYN never reached %s's queue", owner)
+}
+
+// queuedOne waits until owner's queue has been handed a packet.
+func queuedOne(t *testing.T, h *Hold, owner string) {
+	t.Helper()
+	queuedPast(t, h, owner, queueMark{})
+}
+
+// synSent waits until the peer has a connection to port in SYN-SENT: its
+// first SYN is out (sent through the veth, so by the time the connect
+// returns the node has taken it, and a dropping hold dropped it).
+func synSent(t *testing.T, n *fwtest.TestNet, port uint16) {
+	t.Helper()
+	var out []byte
+	var err error
+	for deadline := time.Now().Add(queueWait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		out, err = exec.Command("ip", "netns", "exec", n.Peer, "ss", "-Htn", "state", "syn-sent", "dport", "=", ":"+strconv.Itoa(int(port))).CombinedOutput()
+		if err == nil && strings.TrimSpace(string(out)) != "" {
+			return
+		}
+	}
+	t.Fatalf("no connection to port %d in SYN-SENT on the peer within %s: %v %s", port, queueWait, err, out)
 }
 
 func TestKernelHoldReleasedOnAnswer(t *testing.T) {
@@ -126,7 +163,7 @@ func TestKernelHoldReleasedOnAnswer(t *testing.T) {
 		t.Fatalf("a hold whose queue is taken claims to queue (dropping: %v)", why)
 	}
 	client = connectFromPeer(n, 9102, 5*time.Second)
-	time.Sleep(300 * time.Millisecond) // the first SYN dropped
+	synSent(t, n, 9102) // the first SYN dropped
 	if err := h.Release("web"); err != nil {
 		t.Fatal(err)
 	}

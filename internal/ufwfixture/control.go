@@ -4,6 +4,7 @@ package ufwfixture
 // rules and Docker's chains beside it, as the bench's probe loads it.
 
 import (
+	_ "embed"
 	"fmt"
 	"strings"
 )
@@ -96,53 +97,6 @@ func userInputRules(n int, withSource bool) []string {
 
 // Fixed6 is the IPv6 counterpart of Fixed4, shortened to the rules that
 // decide (not derived from Save6, which holds more).
-const Fixed6 = `-A INPUT -j ufw6-before-logging-input
--A INPUT -j ufw6-before-input
--A INPUT -j ufw6-after-input
--A INPUT -j ufw6-after-logging-input
--A INPUT -j ufw6-reject-input
--A INPUT -j ufw6-track-input
--A FORWARD -j ufw6-before-logging-forward
--A FORWARD -j ufw6-before-forward
--A FORWARD -j ufw6-after-forward
--A FORWARD -j ufw6-after-logging-forward
--A FORWARD -j ufw6-reject-forward
--A FORWARD -j ufw6-track-forward
--A OUTPUT -j ufw6-before-logging-output
--A OUTPUT -j ufw6-before-output
--A OUTPUT -j ufw6-after-output
--A OUTPUT -j ufw6-after-logging-output
--A OUTPUT -j ufw6-reject-output
--A OUTPUT -j ufw6-track-output
--A ufw6-after-input -p udp -m udp --dport 137 -j ufw6-skip-to-policy-input
--A ufw6-after-input -p udp -m udp --dport 138 -j ufw6-skip-to-policy-input
--A ufw6-after-input -p tcp -m tcp --dport 139 -j ufw6-skip-to-policy-input
--A ufw6-after-input -p tcp -m tcp --dport 445 -j ufw6-skip-to-policy-input
--A ufw6-after-input -p udp -m udp --dport 546 -j ufw6-skip-to-policy-input
--A ufw6-after-input -p udp -m udp --dport 547 -j ufw6-skip-to-policy-input
--A ufw6-before-forward -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
--A ufw6-before-forward -j ufw6-user-forward
--A ufw6-before-input -i lo -j ACCEPT
--A ufw6-before-input -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
--A ufw6-before-input -m conntrack --ctstate INVALID -j DROP
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 1 -j ACCEPT
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 2 -j ACCEPT
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 3 -j ACCEPT
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 4 -j ACCEPT
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 128 -j ACCEPT
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 133 -j ACCEPT
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 134 -j ACCEPT
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 135 -j ACCEPT
--A ufw6-before-input -p ipv6-icmp -m icmp6 --icmpv6-type 136 -j ACCEPT
--A ufw6-before-input -j ufw6-user-input
--A ufw6-before-output -o lo -j ACCEPT
--A ufw6-before-output -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
--A ufw6-before-output -j ufw6-user-output
--A ufw6-skip-to-policy-forward -j DROP
--A ufw6-skip-to-policy-input -j DROP
--A ufw6-skip-to-policy-output -j ACCEPT
--A ufw6-track-output -p tcp -m conntrack --ctstate NEW -j ACCEPT
--A ufw6-track-output -p udp -m conntrack --ctstate NEW -j ACCEPT
--A ufw6-user-limit -j REJECT
--A ufw6-user-limit-accept -j ACCEPT
-`
+//
+//go:embed testdata/fixed6.rules
+var Fixed6 string

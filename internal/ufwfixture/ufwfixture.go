@@ -6,6 +6,7 @@
 package ufwfixture
 
 import (
+	_ "embed"
 	"fmt"
 	"strings"
 
@@ -37,32 +38,18 @@ func Fixed4() string {
 	return b.String()
 }
 
+// defaultDenyHead is DefaultDeny up to its allowed ports: base chains that
+// drop and the ufw-* chains that decide.
+//
+//go:embed testdata/defaultdeny.rules
+var defaultDenyHead string
+
 // DefaultDeny is an iptables-restore input laid out as ufw lays out its
 // default-deny ruleset, shortened: base chains that drop, the ufw-* chains
 // that decide, and one accept per allowed port in ufw-user-input.
 func DefaultDeny(allowed []config.Port) string {
 	var b strings.Builder
-	b.WriteString(`*filter
-:INPUT DROP [0:0]
-:FORWARD DROP [0:0]
-:OUTPUT ACCEPT [0:0]
-:ufw-before-input - [0:0]
-:ufw-user-input - [0:0]
-:ufw-after-input - [0:0]
-:ufw-reject-input - [0:0]
-:ufw-before-forward - [0:0]
-:ufw-user-forward - [0:0]
--A INPUT -j ufw-before-input
--A INPUT -j ufw-user-input
--A INPUT -j ufw-after-input
--A INPUT -j ufw-reject-input
--A FORWARD -j ufw-before-forward
--A FORWARD -j ufw-user-forward
--A ufw-before-input -i lo -j ACCEPT
--A ufw-before-input -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
--A ufw-before-input -m conntrack --ctstate INVALID -j DROP
--A ufw-before-forward -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
-`)
+	b.WriteString(defaultDenyHead)
 	for _, p := range allowed {
 		fmt.Fprintf(&b, "-A ufw-user-input -p %s -m %s --dport %d -j ACCEPT\n", p.Proto, p.Proto, p.Num)
 	}
