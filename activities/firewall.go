@@ -371,6 +371,9 @@ func (a *Activities) placedOwners() (map[string]bool, error) {
 // ReleaseResult lists the marked rules removed.
 type ReleaseResult struct {
 	Removed []marks.MarkedRule `json:"removed"`
+	// Units are the predecessor units the release enabled again, which
+	// confirmed cutovers had disabled.
+	Units []string `json:"units,omitempty"`
 }
 
 // Release removes every marked rule of the node, leaving the found firewall
@@ -413,6 +416,10 @@ func (a *Activities) Release(ctx context.Context, in ProbeInput) (*ReleaseResult
 		return nil, fmt.Errorf("remove marked rules: %w", err)
 	}
 	a.Failpoints.Hit("release-removed")
+	enabled, err := a.enableDisabledUnits(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := a.State.ClearAdopted(); err != nil {
 		return nil, fmt.Errorf("clear the adopted marker: %w", err)
 	}
@@ -423,7 +430,7 @@ func (a *Activities) Release(ctx context.Context, in ProbeInput) (*ReleaseResult
 		return nil, fmt.Errorf("forget the owners whose marks the node placed: %w", err)
 	}
 	a.spendIntent(ctx, auth, in.Intent, v)
-	return &ReleaseResult{Removed: removed}, nil
+	return &ReleaseResult{Removed: removed, Units: enabled}, nil
 }
 
 func (a *Activities) refuseUnsupported(ctx context.Context) error {

@@ -115,6 +115,11 @@ type Module struct {
 	// the predecessor, the published port moved to it at once), for a
 	// service that allows two instances on its data at the same time.
 	Cutover string `mapstructure:"cutover" json:"cutover,omitempty"`
+	// ReplacesUnit is the predecessor's system unit the module's container
+	// takes over (a resolver's dnsmasq.service): the cutover stops it,
+	// holds its ports, starts the container, and starts it again on a
+	// rollback; it is disabled once the cutover is confirmed.
+	ReplacesUnit string `mapstructure:"replaces_unit" json:"replaces_unit,omitempty"`
 }
 
 // Cutover kinds (Module.Cutover).

@@ -66,6 +66,8 @@ type ModulePlan struct {
 	Holders []string `json:"holders,omitempty"`
 	// Cutover: Module.Cutover ("" for the swap).
 	Cutover string `json:"cutover,omitempty"`
+	// ReplacesUnit: the predecessor's system unit (Module.ReplacesUnit).
+	ReplacesUnit string `json:"replaces_unit,omitempty"`
 }
 
 type FilePlan struct {
@@ -122,6 +124,7 @@ func (c *Config) Plan() Plan {
 		p.Modules = append(p.Modules, ModulePlan{
 			Name: m.Name, Ports: MustPorts(m.Ports), Container: containerPlan(d, m.Container),
 			Files: filePlans(d, m.Files), Health: m.Health, Holders: append([]string(nil), m.Holders...), Cutover: m.Cutover,
+			ReplacesUnit: m.ReplacesUnit,
 		})
 	}
 	return p

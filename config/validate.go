@@ -113,6 +113,16 @@ func (c *Config) Validate() error {
 				}
 			}
 		}
+		if m.ReplacesUnit != "" {
+			switch {
+			case m.Container == nil:
+				v.add(key+".replaces_unit", m.ReplacesUnit, "a predecessor unit is handed over to the module's container, and module "+m.Name+" has no container: declare container, or remove replaces_unit and stop the unit by hand")
+			case m.Cutover == CutoverOverlap:
+				v.add(key+".replaces_unit", m.ReplacesUnit, "an overlap cutover starts the container beside its predecessor container; a unit is handed over by the swap: remove cutover: overlap")
+			case !ValidUnitName(m.ReplacesUnit):
+				v.add(key+".replaces_unit", m.ReplacesUnit, UnitNameRule+"; write the unit as systemctl names it, e.g. replaces_unit: dnsmasq.service")
+			}
+		}
 		for j, h := range m.Holders {
 			switch {
 			case m.Container != nil:
