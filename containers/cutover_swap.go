@@ -179,6 +179,9 @@ func (e *Engine) Swap(ctx context.Context, name string, stopTimeout time.Duratio
 	if err := e.step(ctx, StepStart); err != nil {
 		return err
 	}
+	if unit != nil && unit.Active && len(held) > 0 {
+		return e.startHolding(ctx, name, held, ours)
+	}
 	// Released the moment ours answers, which may be before Docker
 	// returns from the start.
 	wait := e.releaseOnAnswer(ctx, name, held, ours)

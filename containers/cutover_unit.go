@@ -290,3 +290,52 @@ func (e *Engine) containerPID(ctx context.Context, id string) int {
 	}
 	return c.State.Pid
 }
+
+// startHolding starts ours in a unit's place and lets the held clients go
+// once it answers on every held port. A container that fails to start, or
+// exits before it answers, keeps the hold: nothing on the node serves the
+// ports now (the unit is stopped), and the rollback, which starts the unit
+// again, releases the clients to it. The error is ErrUnhealthy, so the
+// workflow rolls back at once; the kernel lets go of the hold at its bound
+// if nothing does. A container that runs and has not answered by holdMax
+// is released to, as the swap does: its health check decides.
+func (e *Engine) startHolding(ctx context.Context, name string, held []heldPort, ours *container.InspectResponse) error {
+	if err := e.cli.ContainerStart(ctx, ours.ID, container.StartOptions{}); err != nil {
+		return fmt.Errorf("start %s (image %s) in unit's place: %w; the ports stay held for the rollback: %w", name, ours.Config.Image, err, ErrUnhealthy)
+	}
+	node := e.hold.NodeAddr()
+	deadline := time.Now().Add(holdMax)
+	pid := 0
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		c, err := e.cli.ContainerInspect(ctx, ours.ID)
+		if err == nil && !running(&c) {
+			code := 0
+			if c.State != nil {
+				code = c.State.ExitCode
+			}
+			return fmt.Errorf("%s exited (status %d) before it answered in unit's place; the ports stay held for the rollback: %w", name, code, ErrUnhealthy)
+		}
+		if pid == 0 && err == nil && c.State != nil {
+			pid = c.State.Pid
+		}
+		all := true
+		for _, h := range held {
+			switch {
+			case h.udp:
+				all = e.udpBound != nil && e.udpBound(pid, h.inside)
+			case node != "":
+				all = e.answersVia(ctx, node, h.port) == nil
+			default:
+				all = e.answers(ctx, h.hostIP, h.port) == nil
+			}
+			if !all {
+				break
+			}
+		}
+		if all {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return e.releaseWhenAnswering(ctx, name, nil, "")
+}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+
 	"adoption/units"
 )
 
@@ -115,5 +117,40 @@ func TestUnitHandOverFake(t *testing.T) {
 	}
 	if _, err := NewWith(f).Preflight(ctx, dnsSpec); !errors.Is(err, ErrBadSpec) || !strings.Contains(err.Error(), "no service manager") {
 		t.Fatalf("no manager: %v", err)
+	}
+}
+
+// TestUnitHandOverFailedStartKeepsTheHoldFake: a container that exits
+// before it answers in the unit's place fails the swap as unhealthy (the
+// workflow rolls back at once) and keeps the ports held; the rollback
+// starts the unit and only then lets the clients go.
+func TestUnitHandOverFailedStartKeepsTheHoldFake(t *testing.T) {
+	var log []string
+	f := newFake("mesh/dns:1")
+	f.onStart = func(c *container.InspectResponse) { c.State.Running, c.State.Status, c.State.ExitCode = false, "exited", 3 }
+	um := &fakeUnits{st: units.State{Name: "dnsmasq.service", Known: true, Active: true, Enabled: true, MainPID: 77}, log: &log}
+	h := &fakeDatagramHold{}
+	e := NewWith(f).WithHold(h).WithUnits(um)
+	e.portFree = func(string, string, uint16) error { return nil }
+	ctx := context.Background()
+	pred, err := e.Preflight(ctx, dnsSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Create(ctx, dnsSpec, pred); err != nil {
+		t.Fatal(err)
+	}
+	err = e.Swap(ctx, "dns", time.Second)
+	if !errors.Is(err, ErrUnhealthy) || !strings.Contains(err.Error(), "exited (status 3)") {
+		t.Fatalf("swap: %v, want unhealthy naming the exit", err)
+	}
+	if len(h.held["dns"]) == 0 || len(h.released) != 0 || um.st.Active {
+		t.Fatalf("after the failed start: held %v released %v unit %+v; want the ports held, the unit stopped", h.held, h.released, um.st)
+	}
+	if err := e.Rollback(ctx, "dns"); err != nil {
+		t.Fatal(err)
+	}
+	if !um.st.Active || len(h.held) != 0 || len(h.released) != 1 || len(f.names()) != 0 {
+		t.Fatalf("after the rollback: unit %+v held %v released %v containers %v", um.st, h.held, h.released, f.names())
 	}
 }
