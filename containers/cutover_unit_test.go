@@ -127,7 +127,9 @@ func TestUnitHandOverFake(t *testing.T) {
 func TestUnitHandOverFailedStartKeepsTheHoldFake(t *testing.T) {
 	var log []string
 	f := newFake("mesh/dns:1")
-	f.onStart = func(c *container.InspectResponse) { c.State.Running, c.State.Status, c.State.ExitCode = false, "exited", 3 }
+	f.onStart = func(c *container.InspectResponse) {
+		c.State.Running, c.State.Status, c.State.ExitCode = false, "exited", 3
+	}
 	um := &fakeUnits{st: units.State{Name: "dnsmasq.service", Known: true, Active: true, Enabled: true, MainPID: 77}, log: &log}
 	h := &fakeDatagramHold{}
 	e := NewWith(f).WithHold(h).WithUnits(um)
