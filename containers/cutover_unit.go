@@ -308,7 +308,9 @@ func (e *Engine) startHolding(ctx context.Context, name string, held []heldPort,
 	pid := 0
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		c, err := e.cli.ContainerInspect(ctx, ours.ID)
-		if err == nil && !running(&c) {
+		// Restarting counts as exited: its restart policy brings it back
+		// only to exit again, and meanwhile nothing serves.
+		if err == nil && (!running(&c) || c.State.Restarting || c.RestartCount > 0) {
 			code := 0
 			if c.State != nil {
 				code = c.State.ExitCode
