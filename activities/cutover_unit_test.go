@@ -65,6 +65,18 @@ func TestReplacedUnitLifecycle(t *testing.T) {
 	}
 	um.st.Known = true
 	a.Sockets = fake.Sockets{}
+	// The rehearsal says where the unit stops.
+	rh, err := a.Rehearse(ctx, in)
+	must(t, err)
+	said := false
+	for _, st := range rh.Steps {
+		for _, touch := range st.Touches {
+			said = said || (st.Name == "swap: stop the predecessor" && strings.Contains(touch, "stop unit dnsmasq.service"))
+		}
+	}
+	if !said {
+		t.Errorf("the rehearsal does not show the unit stopped in the swap: %+v", rh.Steps)
+	}
 
 	if _, err := a.CutoverCreate(ctx, CutoverInput{Plan: plan.Ref(), Module: "dns"}); err != nil {
 		t.Fatal(err)
