@@ -142,7 +142,8 @@ func (a *Activities) portsHeldOnlyBy(ctx context.Context, m config.ModulePlan) e
 	}
 	for _, p := range m.Ports {
 		for _, l := range ls {
-			if l.Port != p.Num || l.Proto != p.Proto || mayHold(m, l) || (unitPID != 0 && l.Container == "" && l.PID == unitPID) {
+			if l.Port != p.Num || l.Proto != p.Proto || mayHold(m, l) || (unitPID != 0 && l.Container == "" && l.PID == unitPID) ||
+				(m.ReplacesExe != "" && l.Container == "" && l.Exe == m.ReplacesExe) {
 				continue
 			}
 			if m.Container == nil {
@@ -152,8 +153,8 @@ func (a *Activities) portsHeldOnlyBy(ctx context.Context, m config.ModulePlan) e
 					m.Name, p, l.Holder(), m.Name, m.Name), ErrCutoverRefused, nil)
 			}
 			unit := ""
-			if m.ReplacesUnit != "" {
-				unit = fmt.Sprintf(" nor the main process of its predecessor unit %s (pid %d)", m.ReplacesUnit, unitPID)
+			if m.HostPredecessor() != "" {
+				unit = fmt.Sprintf(" nor the main process of its predecessor unit %s (pid %d)", m.HostPredecessor(), unitPID)
 			}
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"module %s's port %s is held by %s, which is not its predecessor container %s nor one it replaces%s; free the port, list the container in modules[%s].container.replaces, "+
@@ -168,21 +169,21 @@ func (a *Activities) portsHeldOnlyBy(ctx context.Context, m config.ModulePlan) e
 // (replaces_unit), which may hold its ports until the swap stops it; 0
 // when m replaces none or the unit runs no process.
 func (a *Activities) replacedUnitPID(ctx context.Context, m config.ModulePlan) (int, error) {
-	if m.ReplacesUnit == "" {
+	if m.HostPredecessor() == "" {
 		return 0, nil
 	}
 	if a.Units == nil {
 		return 0, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"module %s: modules[%s].replaces_unit = %q, and this agent has no service manager to hand the unit over with; nothing was changed", m.Name, m.Name, m.ReplacesUnit), ErrCutoverRefused, nil)
+			"module %s: %s, and this agent has no service manager to hand it over with; nothing was changed", m.Name, m.HostPredecessorSetting()), ErrCutoverRefused, nil)
 	}
-	st, err := a.Units.Unit(ctx, m.ReplacesUnit)
+	st, err := a.Units.Unit(ctx, m.HostPredecessor())
 	if err != nil {
-		return 0, fmt.Errorf("module %s: read its predecessor unit %s: %w", m.Name, m.ReplacesUnit, err)
+		return 0, fmt.Errorf("module %s: read its predecessor unit %s: %w", m.Name, m.HostPredecessor(), err)
 	}
 	if !st.Known {
 		return 0, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"module %s: modules[%s].replaces_unit = %q: the node's service manager has no such unit (systemctl list-unit-files lists them); fix modules[%s].replaces_unit, nothing was changed",
-			m.Name, m.Name, m.ReplacesUnit, m.Name), ErrCutoverRefused, nil)
+			"module %s: %s: the node has no such unit (systemctl list-unit-files lists them) nor, for an executable, a process of it running; fix %s, nothing was changed",
+			m.Name, m.HostPredecessorSetting(), m.HostPredecessorKey()), ErrCutoverRefused, nil)
 	}
 	return st.MainPID, nil
 }
@@ -423,7 +424,7 @@ func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*C
 	// check passed a reboot had to bring it back. Before the record, so a
 	// confirmed cutover never leaves it enabled; a rollback (the record
 	// not written) enables it again.
-	if m.ReplacesUnit != "" {
+	if m.HostPredecessor() != "" {
 		if err := a.disableReplacedUnit(ctx, m); err != nil {
 			return nil, err
 		}
@@ -463,7 +464,7 @@ func (a *Activities) CutoverRollback(ctx context.Context, in ModuleInput) (*Cuto
 		// The files as found go back in the window: the new container
 		// stopped, the predecessor not yet started on them.
 		var windowErr error
-		if len(m.Files) > 0 || m.ReplacesUnit != "" {
+		if len(m.Files) > 0 || m.HostPredecessor() != "" {
 			rctx = containers.WithWindow(rctx, func(wctx context.Context) error {
 				if _, windowErr = a.restoreModuleFiles(m); windowErr != nil {
 					return windowErr
@@ -596,7 +597,7 @@ func (a *Activities) spec(auth *authority.Authority, m config.ModulePlan, ds []F
 		return containers.Spec{}, err
 	}
 	return containers.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports, Env: env, Labels: config.KeyValues(c.Labels),
-		Keep: c.Keep, Takes: containerTakes(m, ds), DropPorts: c.DropPorts, Replaces: c.Replaces, Cutover: m.Cutover, Exclusive: c.Exclusive, ReplacesUnit: m.ReplacesUnit}, nil
+		Keep: c.Keep, Takes: containerTakes(m, ds), DropPorts: c.DropPorts, Replaces: c.Replaces, Cutover: m.Cutover, Exclusive: c.Exclusive, ReplacesUnit: m.HostPredecessor()}, nil
 }
 
 // envs reads the containers' environment overrides on this node.

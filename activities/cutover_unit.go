@@ -21,18 +21,18 @@ import (
 // record, and a rollback puts it back byte for byte. A unit whose file is
 // not under node.root (or that names none) has nothing to take.
 func (a *Activities) takeUnitFile(ctx context.Context, m config.ModulePlan) (string, error) {
-	if m.ReplacesUnit == "" || a.Units == nil {
+	if m.HostPredecessor() == "" || a.Units == nil {
 		return "", nil
 	}
-	st, err := a.Units.Unit(ctx, m.ReplacesUnit)
+	st, err := a.Units.Unit(ctx, m.HostPredecessor())
 	if err != nil {
-		return "", fmt.Errorf("module %s: read its predecessor unit %s: %w", m.Name, m.ReplacesUnit, err)
+		return "", fmt.Errorf("module %s: read its predecessor unit %s: %w", m.Name, m.HostPredecessor(), err)
 	}
 	if st.FragmentPath == "" {
 		return "", nil
 	}
 	if _, err := a.Files.Take(st.FragmentPath); err != nil {
-		return "", fmt.Errorf("module %s: take the file of unit %s (%s) into custody: %w", m.Name, m.ReplacesUnit, st.FragmentPath, err)
+		return "", fmt.Errorf("module %s: take the file of unit %s (%s) into custody: %w", m.Name, m.HostPredecessor(), st.FragmentPath, err)
 	}
 	return st.FragmentPath, nil
 }
@@ -40,10 +40,10 @@ func (a *Activities) takeUnitFile(ctx context.Context, m config.ModulePlan) (str
 // restoreUnitFile puts the unit's file back as custody holds it, when it
 // changed; before the rollback starts the unit again.
 func (a *Activities) restoreUnitFile(ctx context.Context, m config.ModulePlan) error {
-	if m.ReplacesUnit == "" || a.Units == nil {
+	if m.HostPredecessor() == "" || a.Units == nil {
 		return nil
 	}
-	st, err := a.Units.Unit(ctx, m.ReplacesUnit)
+	st, err := a.Units.Unit(ctx, m.HostPredecessor())
 	if err != nil || st.FragmentPath == "" {
 		return err
 	}
@@ -55,7 +55,7 @@ func (a *Activities) restoreUnitFile(ctx context.Context, m config.ModulePlan) e
 		return nil
 	}
 	if err := a.Files.Restore(st.FragmentPath); err != nil {
-		return fmt.Errorf("module %s: restore the file of unit %s from custody: %w", m.Name, m.ReplacesUnit, err)
+		return fmt.Errorf("module %s: restore the file of unit %s from custody: %w", m.Name, m.HostPredecessor(), err)
 	}
 	return nil
 }
@@ -64,17 +64,17 @@ func (a *Activities) restoreUnitFile(ctx context.Context, m config.ModulePlan) e
 // that it did, for a release to undo.
 func (a *Activities) disableReplacedUnit(ctx context.Context, m config.ModulePlan) error {
 	if a.Units == nil {
-		return fmt.Errorf("module %s: this agent has no service manager to disable unit %s with", m.Name, m.ReplacesUnit)
+		return fmt.Errorf("module %s: this agent has no service manager to disable unit %s with", m.Name, m.HostPredecessor())
 	}
-	if err := a.Units.Disable(ctx, m.ReplacesUnit); err != nil {
-		return fmt.Errorf("module %s: disable its predecessor unit %s: %w", m.Name, m.ReplacesUnit, err)
+	if err := a.Units.Disable(ctx, m.HostPredecessor()); err != nil {
+		return fmt.Errorf("module %s: disable its predecessor unit %s: %w", m.Name, m.HostPredecessor(), err)
 	}
 	return a.State.UpdateCutover(m.Name, func(cur *nodestate.CutoverRecord) (*nodestate.CutoverRecord, error) {
 		next := nodestate.CutoverRecord{}
 		if cur != nil {
 			next = *cur
 		}
-		next.Unit, next.UnitDisabled = m.ReplacesUnit, true
+		next.Unit, next.UnitDisabled = m.HostPredecessor(), true
 		return &next, nil
 	})
 }

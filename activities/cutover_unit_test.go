@@ -60,7 +60,7 @@ func TestReplacedUnitLifecycle(t *testing.T) {
 	}
 	um.st.Known = false
 	_, err = a.CutoverPreflight(ctx, in)
-	if msg := appErr(t, err, ErrCutoverRefused); !strings.Contains(msg, `modules[dns].replaces_unit = "dnsmasq.service": the node's service manager has no such unit`) {
+	if msg := appErr(t, err, ErrCutoverRefused); !strings.Contains(msg, `modules[dns].replaces_unit = "dnsmasq.service": the node has no such unit`) {
 		t.Errorf("unknown unit: %s", msg)
 	}
 	um.st.Known = true
@@ -105,5 +105,32 @@ func TestReplacedUnitLifecycle(t *testing.T) {
 	}
 	if !um.st.Enabled || len(res.Units) != 1 || res.Units[0] != "dnsmasq.service" {
 		t.Fatalf("after the release: unit %+v result %+v", um.st, res)
+	}
+}
+
+// A module replacing a bare executable (replaces_exe): any process of that
+// executable may hold its ports at preflight (a daemon's forked child
+// too); another holder is refused, naming the key.
+func TestReplacedExeHolders(t *testing.T) {
+	a, _ := newActs(t)
+	ctx := context.Background()
+	a.Units, a.Cutover = &unitsFake{st: units.State{Name: "exe:dnsmasq", Known: true, Active: true, Enabled: true, MainPID: 412}}, fake.Cutover{}
+	dns := config.ModulePlan{Name: "dns", Ports: []config.Port{{Num: 53, Proto: "udp"}}, ReplacesExe: "dnsmasq",
+		Container: &config.Container{Name: "dns", Image: "mesh/dns:1", Ports: map[string]string{"53/udp": "53/udp"}}}
+	plan := withPlan(a, config.Plan{Node: "n1", Modules: []config.ModulePlan{dns}})
+	in := ModuleInput{Plan: plan.Ref(), Module: "dns"}
+	a.Sockets = fake.Sockets{Listening: []sockets.Listener{{Proto: "udp", Addr: "0.0.0.0", Port: 53, PID: 413, Exe: "dnsmasq"}}}
+	if _, err := a.CutoverPreflight(ctx, in); err != nil {
+		t.Fatalf("a process of the replaced executable holds the port: %v", err)
+	}
+	a.Sockets = fake.Sockets{Listening: []sockets.Listener{{Proto: "udp", Addr: "0.0.0.0", Port: 53, PID: 99, Exe: "unbound"}}}
+	_, err := a.CutoverPreflight(ctx, in)
+	if msg := appErr(t, err, ErrCutoverRefused); !strings.Contains(msg, "pid 99 (unbound)") {
+		t.Errorf("refusal %q does not name the holder", msg)
+	}
+	a.Units = &unitsFake{st: units.State{Name: "other"}}
+	_, err = a.CutoverPreflight(ctx, in)
+	if msg := appErr(t, err, ErrCutoverRefused); !strings.Contains(msg, `modules[dns].replaces_exe = "dnsmasq": the node has no such unit`) {
+		t.Errorf("an executable that does not run: %s", msg)
 	}
 }

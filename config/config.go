@@ -120,6 +120,10 @@ type Module struct {
 	// holds its ports, starts the container, and starts it again on a
 	// rollback; it is disabled once the cutover is confirmed.
 	ReplacesUnit string `mapstructure:"replaces_unit" json:"replaces_unit,omitempty"`
+	// ReplacesExe is the same for a predecessor that is a bare executable
+	// (no unit), found by its base name: stopped by signal, its command
+	// line kept to start it again on a rollback.
+	ReplacesExe string `mapstructure:"replaces_exe" json:"replaces_exe,omitempty"`
 }
 
 // Cutover kinds (Module.Cutover).

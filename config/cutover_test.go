@@ -61,6 +61,11 @@ func TestModuleReplacesUnit(t *testing.T) {
 			`modules[0].replaces_unit: "dnsmasq.service" is invalid: a predecessor unit is handed over to the module's container, and module dns has no container`},
 		{"overlap", `{name: dns, ports: ["53/udp"], cutover: overlap, replaces_unit: dnsmasq.service, container: {name: dns, image: "dns:1"}}`,
 			`a unit is handed over by the swap`},
+		{"executable", `{name: dns, ports: ["53/udp"], replaces_exe: dnsmasq, container: {name: dns, image: "dns:1"}}`, ""},
+		{"executable path", `{name: dns, ports: ["53/udp"], replaces_exe: /usr/sbin/dnsmasq, container: {name: dns, image: "dns:1"}}`,
+			`modules[0].replaces_exe: "/usr/sbin/dnsmasq" is invalid: an executable's base name`},
+		{"unit and executable", `{name: dns, ports: ["53/udp"], replaces_unit: dnsmasq.service, replaces_exe: dnsmasq, container: {name: dns, image: "dns:1"}}`,
+			`modules[0].replaces_exe: "dnsmasq" is invalid: a module replaces one host predecessor`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Load(write(t, "node: {name: n1}\nmodules:\n  - "+tc.modules+"\n"))
@@ -68,7 +73,7 @@ func TestModuleReplacesUnit(t *testing.T) {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
 				}
-				if p := c.Plan(); p.Modules[0].ReplacesUnit != c.Modules[0].ReplacesUnit || p.Modules[0].ReplacesUnit == "" {
+				if p := c.Plan(); p.Modules[0].ReplacesUnit != c.Modules[0].ReplacesUnit || p.Modules[0].ReplacesExe != c.Modules[0].ReplacesExe || p.Modules[0].HostPredecessor() == "" {
 					t.Fatalf("the plan does not carry replaces_unit: %+v", p.Modules[0])
 				}
 				return

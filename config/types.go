@@ -256,3 +256,15 @@ func ValidUnitName(s string) bool { return unitNamePattern.MatchString(s) }
 
 // UnitNameRule says ValidUnitName in words.
 const UnitNameRule = "a systemd service unit name (letters, digits and : _ . @ - \\, not starting with '-', ending in .service; no '/')"
+
+// exeNamePattern is an executable's base name a module may replace
+// (modules[].replaces_exe): it is matched against /proc and kept in a
+// file name under state_dir.
+var exeNamePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}$`)
+
+// ValidExeName reports whether s is an executable name a module may
+// replace.
+func ValidExeName(s string) bool { return exeNamePattern.MatchString(s) }
+
+// ExeNameRule says ValidExeName in words.
+const ExeNameRule = "an executable's base name as in /proc/PID/exe (letters, digits and _ . + -, at most 64, no '/')"

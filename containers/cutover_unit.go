@@ -98,6 +98,9 @@ func (e *Engine) checkUnit(ctx context.Context, spec Spec) (*UnitRef, error) {
 		return nil, nil
 	}
 	key := fmt.Sprintf("modules[%s].replaces_unit", spec.Name)
+	if strings.HasPrefix(spec.ReplacesUnit, units.ExePrefix) {
+		key = fmt.Sprintf("modules[%s].replaces_exe", spec.Name)
+	}
 	if err := units.CheckName(spec.ReplacesUnit); err != nil {
 		return nil, fmt.Errorf("module %s: %s: %w: %w", spec.Name, key, err, ErrBadSpec)
 	}
@@ -109,7 +112,7 @@ func (e *Engine) checkUnit(ctx context.Context, spec Spec) (*UnitRef, error) {
 		return nil, fmt.Errorf("module %s: read unit %s: %w", spec.Name, spec.ReplacesUnit, err)
 	}
 	if !st.Known {
-		return nil, fmt.Errorf("module %s: %s = %q: the node's service manager has no such unit (systemctl list-unit-files lists them); fix %s, nothing was changed: %w",
+		return nil, fmt.Errorf("module %s: %s = %q: the node's service manager has no such unit (systemctl list-unit-files lists them), or no process of that executable runs; fix %s, nothing was changed: %w",
 			spec.Name, key, spec.ReplacesUnit, key, ErrBadSpec)
 	}
 	return &UnitRef{Name: st.Name, Active: st.Active, Enabled: st.Enabled}, nil

@@ -10,6 +10,7 @@ package units
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"adoption/config"
 )
@@ -39,11 +40,79 @@ type Manager interface {
 	Enable(ctx context.Context, name string) error
 }
 
-// CheckName refuses a unit name the manager must never be handed
-// (config.ValidUnitName).
+// ExePrefix names a predecessor that is a bare executable rather than a
+// unit: "exe:dnsmasq" (process.go).
+const ExePrefix = config.ExePrefix
+
+// CheckName refuses a name the manager must never be handed: a service
+// unit (config.ValidUnitName), or ExePrefix and an executable's name
+// (config.ValidExeName).
 func CheckName(name string) error {
+	if exe, ok := strings.CutPrefix(name, ExePrefix); ok {
+		if !config.ValidExeName(exe) {
+			return fmt.Errorf("executable name %q: want %s", exe, config.ExeNameRule)
+		}
+		return nil
+	}
 	if !config.ValidUnitName(name) {
 		return fmt.Errorf("unit name %q: want %s", name, config.UnitNameRule)
 	}
 	return nil
+}
+
+// Router hands a name to the manager of its kind: an executable's to
+// Exes, a unit's to Units.
+type Router struct {
+	Units Manager
+	Exes  Manager
+}
+
+func (r Router) pick(name string) (Manager, error) {
+	if strings.HasPrefix(name, ExePrefix) {
+		return r.Exes, nil
+	}
+	if r.Units == nil {
+		return nil, fmt.Errorf("no service manager for unit %s", name)
+	}
+	return r.Units, nil
+}
+
+func (r Router) Unit(ctx context.Context, name string) (State, error) {
+	m, err := r.pick(name)
+	if err != nil {
+		return State{}, err
+	}
+	return m.Unit(ctx, name)
+}
+
+func (r Router) Stop(ctx context.Context, name string) error {
+	m, err := r.pick(name)
+	if err != nil {
+		return err
+	}
+	return m.Stop(ctx, name)
+}
+
+func (r Router) Start(ctx context.Context, name string) error {
+	m, err := r.pick(name)
+	if err != nil {
+		return err
+	}
+	return m.Start(ctx, name)
+}
+
+func (r Router) Disable(ctx context.Context, name string) error {
+	m, err := r.pick(name)
+	if err != nil {
+		return err
+	}
+	return m.Disable(ctx, name)
+}
+
+func (r Router) Enable(ctx context.Context, name string) error {
+	m, err := r.pick(name)
+	if err != nil {
+		return err
+	}
+	return m.Enable(ctx, name)
 }

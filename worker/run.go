@@ -89,6 +89,8 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 	if sock := os.Getenv(units.EnvSocket); sock != "" {
 		unitManager = units.StandIn{Socket: sock}
 	}
+	// A predecessor run by no unit (replaces_exe): by its processes.
+	unitManager = units.Router{Units: unitManager, Exes: units.Processes{Proc: sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns}, Dir: cfg.Node.StateDir}}
 	engine.WithUnits(unitManager)
 	state := nodestate.New(cfg.Node.StateDir)
 	files := custody.New(cfg.Node.Root, cfg.Node.StateDir)
