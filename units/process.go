@@ -60,6 +60,12 @@ func (p Processes) record(exe string) string {
 func (p Processes) pids(exe string) []int {
 	var out []int
 	for _, pr := range p.Proc.FindProcesses([]string{exe}) {
+		// A zombie is gone, only not reaped yet by its parent.
+		if b, err := os.ReadFile(filepath.Join(p.Proc.Root, strconv.Itoa(pr.PID), "stat")); err == nil {
+			if i := strings.LastIndexByte(string(b), ')'); i > 0 && i+2 < len(b) && b[i+2] == 'Z' {
+				continue
+			}
+		}
 		out = append(out, pr.PID)
 	}
 	sort.Ints(out)
