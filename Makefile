@@ -48,7 +48,7 @@ export ADOPT_TEMPORAL_BIN := $(TEMPORAL)
 export ADOPT_TEMPORAL_STATIC_BIN := $(TEMPORAL_STATIC)
 
 .PHONY: build deb deps test unit lint install bench dev-server dev-server-stop codec-server temporal-cli temporal-cli-static \
-	compose-images compose-up compose-down demo demo-clean clean fuzz fuzz-short chaos cluster cluster-stop
+	compose-images compose-up compose-down demo demo-clean clean fuzz fuzz-short chaos cluster cluster-stop e2e-cluster
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/adopt ./starter
@@ -237,6 +237,15 @@ cluster: temporal-cli
 
 cluster-stop:
 	CACHE=$(CACHE) ./scripts/cluster.sh stop
+
+# The e2e of a node's whole migration (the reference node: adopt, migrate,
+# preview, flip), the plain node's adoption and the fleet's waves, against
+# `make cluster` instead of a dev server of each test's own
+# (tests/cluster_harness_test.go). Not in make test: it needs PostgreSQL
+# and Temporal's own server built.
+E2E_CLUSTER_TESTS := TestAdoptEndToEnd|TestReferenceNodeAdoption|TestFleetWavesMigrateFlip
+e2e-cluster: cluster
+	ADOPT_E2E_CLUSTER=$(CURDIR)/$(STATE)/cluster $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v -run '^($(E2E_CLUSTER_TESTS))$$' ./tests/
 
 # The seed's five steps, unattended, on three reference nodes (each its own
 # Docker engine in its namespace, ufw with the ufw-docker arrangement, the

@@ -1,7 +1,7 @@
 // Package activities is the only bridge from the workflows to the node's
 // parts. Every activity runs on the node's own task queue, receives the plan
 // in its input and serves it only if it is the plan the node's own
-// configuration derives (authority.go), and returns metadata only: file
+// configuration derives (authorize.go), and returns metadata only: file
 // contents stay on the node.
 package activities
 
@@ -17,14 +17,13 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/authority"
-	"adoption/config"
+	"adoption/activities/nodewire"
 	"adoption/containers"
 	"adoption/custody"
 	"adoption/failpoint"
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/flip"
-	"adoption/intent"
 	"adoption/nodestate"
 	"adoption/sockets"
 	"adoption/units"
@@ -72,7 +71,7 @@ type (
 		UpdateCutover(module string, fn func(cur *nodestate.CutoverRecord) (*nodestate.CutoverRecord, error)) error
 		Baseline() (nodestate.Baseline, bool, error)
 		SetBaseline(nodestate.Baseline) error
-		// Owner is the workflow the node serves (caller.go).
+		// Owner is the workflow the node serves (served.go).
 		Owner() (nodestate.Owner, bool, error)
 		SetOwner(nodestate.Owner) (nodestate.Owner, error)
 		ClearOwner() error
@@ -123,43 +122,18 @@ type Activities struct {
 
 // Error types: the workflow tells by type what is the operator's to fix.
 const (
-	ErrWrongNode      = "WrongNode"
-	ErrControlRunning = "ControlDaemonRunning"
-	ErrUnsupportedFW  = "UnsupportedFirewall"
+	ErrWrongNode      = nodewire.ErrWrongNode
+	ErrControlRunning = nodewire.ErrControlRunning
+	ErrUnsupportedFW  = nodewire.ErrUnsupportedFW
 	ErrMeshFirewall   = "MeshFirewallFound"
-	ErrBadPath        = "BadPath"
+	ErrBadPath        = nodewire.ErrBadPath
 )
 
-// ProbeInput and the other inputs carry the node's plan.
-type ProbeInput struct {
-	Plan config.PlanRef `json:"plan"`
-	// Intent is the operator's signed request (intent.go), for the
-	// activities that change the node; the others ignore it.
-	Intent *intent.Signed `json:"intent,omitempty"`
-}
+// ProbeInput is nodewire.ProbeInput.
+type ProbeInput = nodewire.ProbeInput
 
-// ProbeReport is the read-only picture of the node.
-type ProbeReport struct {
-	Node         string              `json:"node"`
-	At           time.Time           `json:"at"`
-	Firewall     eval.Report         `json:"firewall"`
-	Sockets      []sockets.Listener  `json:"sockets"`
-	SocketsError string              `json:"sockets_error,omitempty"`
-	Containers   containers.Report   `json:"containers"`
-	Files        []custody.FileState `json:"files"`
-	Control      []sockets.Process   `json:"control"`
-	Adopted      bool                `json:"adopted"`
-	// Unknowns names what the probe could not judge (package unknowns): an
-	// engine it could not reach while the node needs one, a container
-	// network it cannot map, an opening left uncertain and why, a DNAT
-	// to an address no container holds.
-	Unknowns []string `json:"unknowns,omitempty"`
-	// Behind names the running container that holds each DNAT target of
-	// the openings (Opening.Via -> container name), as the node's engine
-	// reports its networks: the service a client of a published port
-	// reaches. A Via no container holds is in Unknowns instead.
-	Behind map[string]string `json:"behind,omitempty"`
-}
+// ProbeReport is nodewire.ProbeReport.
+type ProbeReport = nodewire.ProbeReport
 
 // Probe looks at the node and changes nothing.
 func (a *Activities) Probe(ctx context.Context, in ProbeInput) (*ProbeReport, error) {
@@ -239,21 +213,11 @@ func attributePublished(ls []sockets.Listener, cr containers.Report) []sockets.L
 	return ls
 }
 
-// AdoptInput carries the plan and the workflow that adopts the node.
-type AdoptInput struct {
-	Plan       config.PlanRef `json:"plan"`
-	WorkflowID string         `json:"workflow_id"`
-	Intent     *intent.Signed `json:"intent,omitempty"`
-}
+// AdoptInput is nodewire.AdoptInput.
+type AdoptInput = nodewire.AdoptInput
 
-// AdoptResult records what was taken into custody: metadata only.
-type AdoptResult struct {
-	Custody  []custody.Record `json:"custody"`
-	Firewall string           `json:"firewall_kind"`
-	// FirewallFingerprint is the found firewall's own rules as adopted:
-	// drift is measured against it.
-	FirewallFingerprint string `json:"firewall_fingerprint"`
-}
+// AdoptResult is nodewire.AdoptResult.
+type AdoptResult = nodewire.AdoptResult
 
 // Adopt takes custody of every declared file and marks the node adopted. The
 // found firewall is left exactly as it is. It refuses while a predecessor
@@ -332,7 +296,7 @@ func (a *Activities) Adopt(ctx context.Context, in AdoptInput) (*AdoptResult, er
 		a.Failpoints.Hit("adopt-custody")
 	}
 	// The marker names the workflow the node verified (its start intent
-	// claimed for the caller, caller.go), never the request's field.
+	// claimed for the caller, served.go), never the request's field.
 	if err := a.State.MarkAdopted(nodestate.Marker{Node: in.Plan.Node, AdoptedAt: time.Now().UTC(), Workflow: callingWorkflow(ctx)}); err != nil {
 		return nil, fmt.Errorf("write the adopted marker: %w", err)
 	}

@@ -9,52 +9,22 @@ import (
 	"context"
 	"errors"
 
-	"go.temporal.io/sdk/temporal"
+	"adoption/activities/nodewire"
 
-	"adoption/config"
-	"adoption/custody"
-	"adoption/firewall/flip"
+	"go.temporal.io/sdk/temporal"
 )
 
-// BriefInput is what the workflow recorded, for the node to measure the
-// node against: the spec a flip would apply, custody, the firewall's
-// fingerprint as adopted, and the modules still to migrate with the
-// decisions recorded for their keys.
-type BriefInput struct {
-	Plan     config.PlanRef   `json:"plan"`
-	Spec     flip.MeshSpec    `json:"spec"`
-	Custody  []custody.Record `json:"custody"`
-	Firewall string           `json:"firewall"`
-	Modules  []BriefModule    `json:"modules"`
-	// NodeFileDecisions are the decisions on the node files' keys
-	// (without intents: nothing is applied).
-	NodeFileDecisions []FileDecision `json:"node_file_decisions,omitempty"`
-}
+// BriefInput is nodewire.BriefInput.
+type BriefInput = nodewire.BriefInput
 
-// BriefModule is a module still to migrate and the decisions recorded for
-// its keys (without their intents: nothing is applied).
-type BriefModule struct {
-	Module    string         `json:"module"`
-	Decisions []FileDecision `json:"decisions,omitempty"`
-}
+// BriefModule is nodewire.BriefModule.
+type BriefModule = nodewire.BriefModule
 
-// NodeBriefing is the node's answer. A part it could not measure says why
-// in its Error field; the others stand.
-type NodeBriefing struct {
-	Preview      *flip.Preview     `json:"preview,omitempty"`
-	PreviewError string            `json:"preview_error,omitempty"`
-	Drift        []DriftItem       `json:"drift"`
-	DriftError   string            `json:"drift_error,omitempty"`
-	Conflicts    []ModuleConflicts `json:"conflicts,omitempty"`
-}
+// NodeBriefing is nodewire.NodeBriefing.
+type NodeBriefing = nodewire.NodeBriefing
 
-// ModuleConflicts are the keys of a module's files the node changed since
-// custody and the mesh sets otherwise.
-type ModuleConflicts struct {
-	Module    string         `json:"module"`
-	Conflicts []FileConflict `json:"conflicts,omitempty"`
-	Error     string         `json:"error,omitempty"`
-}
+// ModuleConflicts is nodewire.ModuleConflicts.
+type ModuleConflicts = nodewire.ModuleConflicts
 
 // Brief measures the node for its briefing. Only the plan is checked (the
 // node's own): it answers what Preview, CheckDrift and a rehearsal's

@@ -10,24 +10,14 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/authority"
-	"adoption/config"
+	"adoption/activities/nodewire"
 	"adoption/containers"
 	"adoption/firewall/flip"
-	"adoption/intent"
 	"adoption/nodestate"
 )
 
-// ConfirmInput names the flip to confirm, revert or commit.
-type ConfirmInput struct {
-	Plan config.PlanRef `json:"plan"`
-	ID   string         `json:"id"`
-	// Commit asks ConfirmFlip to go on to the commit once the flip is
-	// confirmed, in the same round trip. A commit that fails leaves the
-	// flip confirmed: the workflow, asking the node, commits it again.
-	Commit bool `json:"commit,omitempty"`
-	// Intent is the operator's signed flip (or, for a commit, retry).
-	Intent *intent.Signed `json:"intent,omitempty"`
-}
+// ConfirmInput is nodewire.ConfirmInput.
+type ConfirmInput = nodewire.ConfirmInput
 
 // ConfirmFlip checks that the node still serves every declared port that
 // has a health check and that the kernel holds the flip as it was applied
@@ -42,6 +32,9 @@ type ConfirmInput struct {
 func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipResult, error) {
 	auth, v, err := a.authorizeFlip(ctx, in.Plan, in.Intent)
 	if err != nil {
+		return nil, err
+	}
+	if err := twoStepAllowed(auth, "ConfirmFlip"); err != nil {
 		return nil, err
 	}
 	if err := authority.CheckFlipID(auth.Plan.Node, in.ID); err != nil {

@@ -14,31 +14,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/authority"
+	"adoption/activities/nodewire"
 )
 
-// ControlDaemon is a predecessor's control daemon found running: names and
-// numbers only.
-type ControlDaemon struct {
-	PID  int    `json:"pid"`
-	Exe  string `json:"exe"`
-	User string `json:"user,omitempty"`
-	// Unit is the systemd user unit it runs in, "" when none.
-	Unit string `json:"unit,omitempty"`
-	// Stop says how to stop it for good.
-	Stop string `json:"stop"`
-}
-
-// String names the daemon as a refusal or the status shows it.
-func (d ControlDaemon) String() string {
-	s := fmt.Sprintf("%s (pid %d", d.Exe, d.PID)
-	if d.User != "" {
-		s += ", user " + d.User
-	}
-	if d.Unit != "" {
-		s += ", user unit " + d.Unit
-	}
-	return s + "); stop it for good: " + d.Stop
-}
+// ControlDaemon is nodewire.ControlDaemon.
+type ControlDaemon = nodewire.ControlDaemon
 
 // ControlResult is what CheckControl found.
 type ControlResult struct {

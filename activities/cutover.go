@@ -11,6 +11,7 @@ import (
 
 	"adoption/activities/authority"
 	"adoption/activities/containerenv"
+	"adoption/activities/nodewire"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/intent"
@@ -31,48 +32,20 @@ type Cutover interface {
 
 // Error types of the cutover.
 const (
-	ErrBadModule      = "BadModule"
-	ErrCutoverRefused = "CutoverRefused"
-	ErrMissingContent = authority.ErrMissingContent
-	ErrUnhealthy      = "Unhealthy"
+	ErrBadModule      = nodewire.ErrBadModule
+	ErrCutoverRefused = nodewire.ErrCutoverRefused
+	ErrMissingContent = nodewire.ErrMissingContent
+	ErrUnhealthy      = nodewire.ErrUnhealthy
 )
 
-// ModuleInput names a module of the plan.
-type ModuleInput struct {
-	Plan   config.PlanRef `json:"plan"`
-	Module string         `json:"module"`
-	// Decisions settle conflicting keys of the module's files (adopt
-	// resolve): which side each takes, never a value.
-	Decisions []FileDecision `json:"decisions,omitempty"`
-	// Intent is the operator's signed migrate or retry of the module.
-	Intent *intent.Signed `json:"intent,omitempty"`
-}
+// ModuleInput is nodewire.ModuleInput.
+type ModuleInput = nodewire.ModuleInput
 
-// CutoverInput carries a module's cutover, with what preflight recorded.
-type CutoverInput struct {
-	Plan        config.PlanRef          `json:"plan"`
-	Module      string                  `json:"module"`
-	Predecessor *containers.Predecessor `json:"predecessor,omitempty"`
-	Intent      *intent.Signed          `json:"intent,omitempty"`
-	// Decisions on the container's conflicting variables and labels.
-	Decisions []FileDecision `json:"decisions,omitempty"`
-}
+// CutoverInput is nodewire.CutoverInput.
+type CutoverInput = nodewire.CutoverInput
 
-// CutoverResult reports a cutover step.
-type CutoverResult struct {
-	Step        string                  `json:"step"`
-	Predecessor *containers.Predecessor `json:"predecessor,omitempty"`
-	Files       []string                `json:"files,omitempty"`
-	// Carried says what the new container took over from its predecessor
-	// and what the module changed: names only, never a value.
-	Carried *containers.Carried `json:"carried,omitempty"`
-	// Hold says how the swap (or the rollback's swap back) held the
-	// module's ports: queued, or dropped and why.
-	Hold *containers.HoldReport `json:"hold,omitempty"`
-	// Drain says how an overlap's predecessor finished its connections
-	// before it was stopped: how long, and how many the bound cut short.
-	Drain *containers.DrainReport `json:"drain,omitempty"`
-}
+// CutoverResult is nodewire.CutoverResult.
+type CutoverResult = nodewire.CutoverResult
 
 // CutoverPreflight checks, before anything changes, that the module can cut
 // over: its files' content is on the node, its ports are free or held only
@@ -496,12 +469,8 @@ func (a *Activities) CutoverRollback(ctx context.Context, in ModuleInput) (*Cuto
 	return res, nil
 }
 
-// PruneInput names the modules whose kept predecessors go.
-type PruneInput struct {
-	Plan    config.PlanRef `json:"plan"`
-	Modules []string       `json:"modules"`
-	Intent  *intent.Signed `json:"intent,omitempty"`
-}
+// PruneInput is nodewire.PruneInput.
+type PruneInput = nodewire.PruneInput
 
 // Prune removes the stopped predecessor containers kept for rollback (never
 // their volumes).

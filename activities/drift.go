@@ -10,37 +10,20 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/authority"
-	"adoption/config"
+	"adoption/activities/nodewire"
 	"adoption/custody"
 	"adoption/firewall/flip"
-	"adoption/intent"
 	"adoption/nodestate"
 )
 
-// DriftItem is one difference between the node and what adoption recorded.
-type DriftItem struct {
-	Kind     string `json:"kind"` // file or firewall
-	Path     string `json:"path,omitempty"`
-	Recorded string `json:"recorded"` // the keyed digest (or "absent") recorded in custody; the fingerprint for the firewall
-	Now      string `json:"now"`
-	What     string `json:"what"`
-}
+// DriftItem is nodewire.DriftItem.
+type DriftItem = nodewire.DriftItem
 
-// DriftInput is what adoption recorded.
-type DriftInput struct {
-	Plan     config.PlanRef   `json:"plan"`
-	Custody  []custody.Record `json:"custody"`
-	Firewall string           `json:"firewall"` // FoundFingerprint at adoption (or at the last accepted drift)
-	// Intent is the operator's signed drift accept (AcceptDrift only).
-	Intent *intent.Signed `json:"intent,omitempty"`
-}
+// DriftInput is nodewire.DriftInput.
+type DriftInput = nodewire.DriftInput
 
-// DriftResult lists the differences; when accepting, the new records.
-type DriftResult struct {
-	Items    []DriftItem      `json:"items"`
-	Custody  []custody.Record `json:"custody,omitempty"`
-	Firewall string           `json:"firewall,omitempty"`
-}
+// DriftResult is nodewire.DriftResult.
+type DriftResult = nodewire.DriftResult
 
 // CheckDrift compares every custody file and the found firewall's own rules
 // with what adoption recorded (a predecessor daemon restarted, someone

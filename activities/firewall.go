@@ -12,10 +12,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/authority"
+	"adoption/activities/nodewire"
 	"adoption/config"
 	"adoption/firewall/flip"
 	"adoption/firewall/marks"
-	"adoption/intent"
 	"adoption/nodestate"
 	"adoption/sockets"
 )
@@ -36,27 +36,14 @@ type ForwardMarks interface {
 	OpenForward(node, owner string, ports []config.Port) (added, present []marks.MarkedRule, err error)
 }
 
-// ErrPortCollision is the error type of a foundation port held by
-// something else on the node.
-const ErrPortCollision = "PortCollision"
+// ErrPortCollision is nodewire.ErrPortCollision.
+const ErrPortCollision = nodewire.ErrPortCollision
 
-// Collision is a foundation port held by something else on the node.
-type Collision struct {
-	Name   string      `json:"name"`
-	Port   config.Port `json:"port"`
-	Holder string      `json:"holder"`
-	Key    string      `json:"key"`
-}
+// Collision is nodewire.Collision.
+type Collision = nodewire.Collision
 
-func (c Collision) String() string {
-	return fmt.Sprintf("foundation port %s %s is held by %s; set %s to a free port", c.Name, c.Port, c.Holder, c.Key)
-}
-
-// CheckPortsResult lists what the genesis check found.
-type CheckPortsResult struct {
-	Checked    int         `json:"checked"`
-	Collisions []Collision `json:"collisions,omitempty"`
-}
+// CheckPortsResult is nodewire.CheckPortsResult.
+type CheckPortsResult = nodewire.CheckPortsResult
 
 // CheckFoundationPorts checks, before anything is raised, that every
 // foundation port the node binds when placed on the overlay is free (the
@@ -129,29 +116,11 @@ func holders(ls []sockets.Listener, p config.Port) string {
 	return strings.Join(out, " and ")
 }
 
-// RulesInput asks for an owner's ports to be opened (or closed). Forward
-// lists host ports the owner's container publishes: they are opened on the
-// forward path (ufw-user-forward, DOCKER-USER or the native forward chain),
-// keyed on the port clients use.
-type RulesInput struct {
-	Plan    config.PlanRef `json:"plan"`
-	Owner   string         `json:"owner"`
-	Ports   []config.Port  `json:"ports"`
-	Forward []config.Port  `json:"forward,omitempty"`
-	// Intent is the operator's signed start (the foundation's) or migrate
-	// or retry (a module's).
-	Intent *intent.Signed `json:"intent,omitempty"`
-}
+// RulesInput is nodewire.RulesInput.
+type RulesInput = nodewire.RulesInput
 
-// RulesResult lists the marked rules an operation added, found or removed.
-type RulesResult struct {
-	Added   []marks.MarkedRule `json:"added,omitempty"`
-	Present []marks.MarkedRule `json:"present,omitempty"`
-	Removed []marks.MarkedRule `json:"removed,omitempty"`
-	// NotPlaced are the owners a reconcile left alone: the node never
-	// placed their marks.
-	NotPlaced []string `json:"not_placed,omitempty"`
-}
+// RulesResult is nodewire.RulesResult.
+type RulesResult = nodewire.RulesResult
 
 // OpenRules opens an owner's ports through the found firewall as marked
 // rules. It is idempotent: a mark already present is not added again.
@@ -266,14 +235,8 @@ func (a *Activities) CloseRules(ctx context.Context, in RulesInput) (*RulesResul
 	return &RulesResult{Removed: removed}, nil
 }
 
-// ReconcileInput lists every owner's ports that should be open now:
-// through the found firewall's input path (Owners) and, for the host ports
-// an owner's container publishes, on its forward path (Forward).
-type ReconcileInput struct {
-	Plan    config.PlanRef           `json:"plan"`
-	Owners  map[string][]config.Port `json:"owners"`
-	Forward map[string][]config.Port `json:"forward,omitempty"`
-}
+// ReconcileInput is nodewire.ReconcileInput.
+type ReconcileInput = nodewire.ReconcileInput
 
 // Reconcile puts back marked rules that vanished (the found firewall was
 // reloaded by its own boot-time service, or someone deleted one by hand).
@@ -368,13 +331,8 @@ func (a *Activities) placedOwners() (map[string]bool, error) {
 	return placed, nil
 }
 
-// ReleaseResult lists the marked rules removed.
-type ReleaseResult struct {
-	Removed []marks.MarkedRule `json:"removed"`
-	// Units are the predecessor units the release enabled again, which
-	// confirmed cutovers had disabled.
-	Units []string `json:"units,omitempty"`
-}
+// ReleaseResult is nodewire.ReleaseResult.
+type ReleaseResult = nodewire.ReleaseResult
 
 // Release removes every marked rule of the node, leaving the found firewall
 // exactly as found, and clears the adopted marker.

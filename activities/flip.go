@@ -13,11 +13,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/authority"
+	"adoption/activities/nodewire"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/firewall"
 	"adoption/firewall/flip"
-	"adoption/intent"
 	"adoption/nodestate"
 	"adoption/unknowns"
 )
@@ -54,19 +54,14 @@ type FlipState interface {
 // Error types of the flip. The workflow decides by type what the node's
 // answer means, so each names one outcome on the node.
 const (
-	ErrNotAdopted   = "NotAdopted"
-	ErrStalePreview = "StalePreview" // nothing changed: the preview no longer holds
-	// ErrFlipReverted: the flip was in force (or may have been) and is now
-	// reverted on the node.
-	ErrFlipReverted = "FlipReverted"
-	// ErrFlipNotApplied: the node is known to be as before; nothing to undo.
-	ErrFlipNotApplied = "FlipNotApplied"
+	ErrNotAdopted     = nodewire.ErrNotAdopted
+	ErrStalePreview   = nodewire.ErrStalePreview
+	ErrFlipReverted   = nodewire.ErrFlipReverted
+	ErrFlipNotApplied = nodewire.ErrFlipNotApplied
 	// ErrFlipOutcomeUnknown: the batch may be in force; the flip must be
 	// treated as applied and reverted (the watchdog does at the deadline).
 	ErrFlipOutcomeUnknown = "FlipOutcomeUnknown"
-	// ErrFlipConfirmed: the flip is confirmed on the node (maybe by a
-	// confirmation whose answer was lost): it stays, and goes on to commit.
-	ErrFlipConfirmed = "FlipAlreadyConfirmed"
+	ErrFlipConfirmed      = nodewire.ErrFlipConfirmed
 	// ErrFlipInFlight: another flip is still in flight on this node.
 	ErrFlipInFlight = "FlipInFlight"
 	// ErrFlipDeadline: the confirmation came after the deadline.
@@ -82,15 +77,8 @@ const (
 	ErrBootPath = "BootPath"
 )
 
-// PreviewInput carries the mesh's ruleset as the workflow derives it from
-// the plan and the node's progress.
-type PreviewInput struct {
-	Plan config.PlanRef `json:"plan"`
-	Spec flip.MeshSpec  `json:"spec"`
-	// Decisions on the node files' conflicting keys (without intents:
-	// nothing is applied).
-	Decisions []FileDecision `json:"decisions,omitempty"`
-}
+// PreviewInput is nodewire.PreviewInput.
+type PreviewInput = nodewire.PreviewInput
 
 // Preview compares what the found firewall opens now with what the mesh's
 // derived ruleset would open, port by port. It changes nothing.
@@ -172,48 +160,14 @@ func (a *Activities) preview(ctx context.Context, auth *authority.Authority, spe
 	return &pv, nil
 }
 
-// FlipInput asks for the flip a preview approved: the spec it previewed
-// and both fingerprints it saw.
-type FlipInput struct {
-	Plan        config.PlanRef `json:"plan"`
-	Spec        flip.MeshSpec  `json:"spec"`
-	ExpectFound string         `json:"expect_found"` // the preview's fingerprint of the found ruleset
-	// ExpectDerived is the preview's fingerprint of the mesh's ruleset: the
-	// node refuses to apply any other.
-	ExpectDerived  string        `json:"expect_derived,omitempty"`
-	ID             string        `json:"id"` // one per flip attempt: a retried activity resumes it
-	ConfirmTimeout time.Duration `json:"confirm_timeout"`
-	// Preview says the sender wants the node's preview back, and a
-	// refusal by it as a result (FlipPreviewRefused) rather than an error.
-	// The node previews every new flip itself whatever this says, and
-	// applies only what its own preview approved (gates.go); expectations
-	// sent beside it must match that preview.
-	Preview bool `json:"preview,omitempty"`
-	// Intent is the operator's signed flip.
-	Intent *intent.Signed `json:"intent,omitempty"`
-	// Decisions settle the node files' conflicting keys, each with its
-	// signed resolve.
-	Decisions []FileDecision `json:"decisions,omitempty"`
-}
+// FlipInput is nodewire.FlipInput.
+type FlipInput = nodewire.FlipInput
 
-// FlipPreviewRefused is the state of a flip whose own preview refused:
-// nothing was recorded or changed, and FlipResult.Preview says why.
-const FlipPreviewRefused = "preview-refused"
+// FlipPreviewRefused is nodewire.FlipPreviewRefused.
+const FlipPreviewRefused = nodewire.FlipPreviewRefused
 
-// FlipResult says where the flip stands.
-type FlipResult struct {
-	ID       string    `json:"id"`
-	State    string    `json:"state"`
-	Deadline time.Time `json:"deadline"`
-	Listing  string    `json:"listing,omitempty"` // where the predecessor's leftovers were saved (commit)
-	Note     string    `json:"note,omitempty"`
-	// Preview is the node's own preview of a new flip: not on a resumed
-	// attempt.
-	Preview *flip.Preview `json:"preview,omitempty"`
-	// Witness is the witness's verdict the flip in one round trip was
-	// confirmed on, when it was witnessed and confirmed in this attempt.
-	Witness *WitnessVerdict `json:"witness,omitempty"`
-}
+// FlipResult is nodewire.FlipResult.
+type FlipResult = nodewire.FlipResult
 
 // Flip records the flip (with all a revert needs), arms the watchdog,
 // then in one netlink transaction takes the found firewall out of force
@@ -226,7 +180,25 @@ func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error
 	if err != nil {
 		return nil, err
 	}
+	if err := twoStepAllowed(auth, "Flip"); err != nil {
+		return nil, err
+	}
 	return a.flip(ctx, auth, in)
+}
+
+// twoStepAllowed refuses the flip in two steps (Flip, then ConfirmFlip) on
+// a node whose flips are witnessed: there the workflow alone says that a
+// management port answered from outside, and the node cannot authenticate
+// that word as FlipTrip authenticates the witness's signed verdict. Such a
+// node flips in one round trip only.
+func twoStepAllowed(auth *authority.Authority, step string) error {
+	if !auth.Plan.Witness.Witnessed() {
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		"refused: %s is the flip in two steps, in which the node would confirm on the workflow's word that the witness answered, but node %s's flips are witnessed from outside (flip.witness.disabled is not set) and only a verdict signed by the witness's key confirms them; nothing was changed. "+
+			"The node flips in one round trip (FlipTrip): run the orchestrator of this release and flip again (a workflow that started before it does so once it continues as new), or set flip.witness.disabled: true in the node's file to confirm from the node alone",
+		step, auth.Plan.Node), ErrFlipRefused, nil)
 }
 
 // flip is Flip once the request is authorized and its intent checked, for

@@ -22,10 +22,19 @@ import (
 var flipSpecN1 = flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}}}
 
 // flipPlanN1 is the node's own plan in these tests (the authority) and the
-// plan every request carries.
+// plan every request carries: its flips are not witnessed from outside,
+// so it flips in two steps too (Flip, ConfirmFlip).
 func flipPlanN1() config.Plan {
 	return config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: []config.Port{{Num: 22, Proto: "tcp"}},
-		Witness: &config.Witness{Key: config.KeyLines{witnessKeyLine}}}
+		Witness: &config.Witness{Disabled: true}}
+}
+
+// tripPlanN1 is flipPlanN1 witnessed from outside, the witness's key
+// listed: it flips in one round trip only (FlipTrip).
+func tripPlanN1() config.Plan {
+	p := flipPlanN1()
+	p.Witness = &config.Witness{Key: config.KeyLines{witnessKeyLine}}
+	return p
 }
 
 func flipActs(t *testing.T) (*Activities, *fake.Flipper, string) {
@@ -44,7 +53,7 @@ func flipActsWith(t *testing.T, plan config.Plan) (*Activities, *fake.Flipper, s
 		Dormant: []flip.ChainRef{{Family: "inet", Table: "filter"}}}
 	a.Flipper = fl
 	a.StartWatchdog = func() error { return nil }
-	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
+	adoptedAs(t, a, testEnvCaller)
 	// A found firewall the node's own preview approves flipping, adopted
 	// as it is (the baseline its drift check compares with).
 	a.Firewall = fake.Firewall{Rules: defaultDeny22()}

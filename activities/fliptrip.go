@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"adoption/activities/authority"
+	"adoption/activities/nodewire"
 	"adoption/config"
 	"adoption/nodestate"
 	"adoption/witness"
@@ -48,28 +49,20 @@ type FlipProgress struct {
 
 type progressKey struct{}
 
-// QueryFlipWitness is the node workflow's query of the witness's verdict
-// on a flip (its argument the flip ID): a WitnessVerdict.
-const QueryFlipWitness = "flip-witness"
+// QueryFlipWitness is nodewire.QueryFlipWitness.
+const QueryFlipWitness = nodewire.QueryFlipWitness
 
 // Witness verdicts. Pending is "": the witness has not answered yet.
 const (
-	WitnessAnswered  = witness.Answered
-	WitnessLockedOut = witness.LockedOut
+	WitnessAnswered  = nodewire.WitnessAnswered
+	WitnessLockedOut = nodewire.WitnessLockedOut
 )
 
-// WitnessVerdict is what the workflow knows of the witness of flip ID, and
-// what the witness heartbeats.
-type WitnessVerdict = witness.Verdict
+// WitnessVerdict is nodewire.WitnessVerdict.
+type WitnessVerdict = nodewire.WitnessVerdict
 
-// FlipTripInput is a flip in one round trip.
-type FlipTripInput struct {
-	FlipInput
-	// Witness says the workflow witnesses the flip from outside the node:
-	// the node confirms only once the verdict says a management port
-	// answered after the flip was applied.
-	Witness bool `json:"witness,omitempty"`
-}
+// FlipTripInput is nodewire.FlipTripInput.
+type FlipTripInput = nodewire.FlipTripInput
 
 // How often the node reads the witness's verdict, how long one
 // acknowledged heartbeat may take, and how often the node heartbeats while

@@ -10,7 +10,7 @@ import (
 
 	"go.temporal.io/sdk/converter"
 
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 	"adoption/nodestate"
 )
 

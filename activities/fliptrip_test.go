@@ -98,7 +98,7 @@ func (c *tripClient) QueryWorkflow(_ context.Context, _, _, query string, args .
 }
 
 // witnessSigner is the orchestrator's witness key of these tests; the
-// node's plan (flipPlanN1) lists witnessKeyLine.
+// node's plan (tripPlanN1) lists witnessKeyLine.
 var witnessSigner = func() ssh.Signer {
 	s, err := ssh.NewSignerFromKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0x77}, 32)))
 	if err != nil {
@@ -111,7 +111,7 @@ var witnessKeyLine = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(witnessSi
 
 // signVerdict signs v as the witness does, for node n1's plan, now.
 func signVerdict(v WitnessVerdict) WitnessVerdict {
-	s, err := v.Sign(witnessSigner, "n1", flipPlanN1().Hash(), time.Now())
+	s, err := v.Sign(witnessSigner, "n1", tripPlanN1().Hash(), time.Now())
 	if err != nil {
 		panic(err)
 	}
@@ -126,11 +126,28 @@ func (e verdictValue) Get(p any) error {
 	return nil
 }
 
+// attempt leaves flip id as an attempt of FlipTrip that died leaves it:
+// applied (the record flipped), or confirmed too.
+func attempt(t *testing.T, a *Activities, id string, confirmed bool) {
+	t.Helper()
+	auth, err := a.Local()
+	must(t, err)
+	in := tripIn(id, true).FlipInput
+	if _, err := a.flip(context.Background(), auth, in); err != nil {
+		t.Fatal(err)
+	}
+	if confirmed {
+		if _, err := a.confirm(context.Background(), auth, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // tripActs is flipActs with the boot files a commit writes, and c as the
 // agent's client.
 func tripActs(t *testing.T, c *tripClient) (*Activities, func() int) {
 	t.Helper()
-	a, fl, root := flipActs(t)
+	a, fl, root := flipActsWith(t, tripPlanN1())
 	debianBoot(t, root, true)
 	for p, body := range map[string]string{"etc/nftables.conf": debianNftablesConf, "etc/ufw/ufw.conf": ufwConf} {
 		must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755))
@@ -156,7 +173,9 @@ func runTrip(t *testing.T, a *Activities, in FlipTripInput) (*FlipResult, error)
 }
 
 func tripIn(id string, witness bool) FlipTripInput {
-	return FlipTripInput{FlipInput: flipIn(id), Witness: witness}
+	in := flipIn(id)
+	in.Plan = tripPlanN1().Ref()
+	return FlipTripInput{FlipInput: in, Witness: witness}
 }
 
 // Approved, applied once, the way out acknowledged and the witness
@@ -223,9 +242,7 @@ func TestFlipTripWayOutFailsReverts(t *testing.T) {
 func TestFlipTripResumesByID(t *testing.T) {
 	c := &tripClient{verdicts: []WitnessVerdict{{State: WitnessAnswered}}}
 	a, flips := tripActs(t, c)
-	if _, err := a.Flip(context.Background(), flipIn("n1-1")); err != nil {
-		t.Fatal(err)
-	}
+	attempt(t, a, "n1-1", false)
 	if record(t, a).State != nodestate.FlipFlipped || flips() != 1 {
 		t.Fatal("the first attempt did not apply")
 	}
@@ -250,12 +267,7 @@ func TestFlipTripResumesByID(t *testing.T) {
 
 	cc := &tripClient{}
 	d, dflips := tripActs(t, cc)
-	if _, err := d.Flip(context.Background(), flipIn("n1-1")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.ConfirmFlip(context.Background(), ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1"}); err != nil {
-		t.Fatal(err)
-	}
+	attempt(t, d, "n1-1", true)
 	res, err = runTrip(t, d, tripIn("n1-1", true))
 	if err != nil || res.State != nodestate.FlipCommitted || dflips() != 1 || len(cc.beats) != 0 || cc.queries != 0 {
 		t.Fatalf("a confirmed flip resumed: %+v %v, %d flips, %d beats, %d queries", res, err, dflips(), len(cc.beats), cc.queries)
@@ -267,7 +279,7 @@ func TestFlipTripResumesByID(t *testing.T) {
 func TestFlipTripPreviewRefused(t *testing.T) {
 	c := &tripClient{verdicts: []WitnessVerdict{{State: WitnessAnswered}}}
 	a, flips := tripActs(t, c)
-	plan := flipPlanN1()
+	plan := tripPlanN1()
 	plan.Modules = []config.ModulePlan{{Name: "web", Ports: []config.Port{{Num: 8080, Proto: "tcp"}}}}
 	withPlan(a, plan)
 	in := tripIn("n1-1", true)
@@ -391,7 +403,7 @@ func TestFlipTripForgedVerdictReverts(t *testing.T) {
 	must(t, err)
 	other, err := ssh.NewSignerFromKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0x13}, 32)))
 	must(t, err)
-	plan := flipPlanN1()
+	plan := tripPlanN1()
 	plan.ConfirmTimeout = 2 * time.Second // the wait for a verdict ends at 1.5 s
 	sign := func(s ssh.Signer, node, id, hash string, at time.Time) WitnessVerdict {
 		v, err := WitnessVerdict{ID: id, State: WitnessAnswered, Why: "22/tcp on 192.0.2.1"}.Sign(s, node, hash, at)
@@ -403,7 +415,7 @@ func TestFlipTripForgedVerdictReverts(t *testing.T) {
 		"unsigned":      {ID: "n1-1", State: WitnessAnswered},
 		"another key":   sign(other, "n1", "n1-1", plan.Hash(), now),
 		"another flip":  sign(witnessSigner, "n1", "n1-0", plan.Hash(), now),
-		"another plan":  sign(witnessSigner, "n1", "n1-1", flipPlanN1().Hash(), now),
+		"another plan":  sign(witnessSigner, "n1", "n1-1", tripPlanN1().Hash(), now),
 		"another node":  sign(witnessSigner, "n2", "n1-1", plan.Hash(), now),
 		"an older flip": sign(witnessSigner, "n1", "n1-1", plan.Hash(), now.Add(-time.Hour)),
 		"signature lost": func() WitnessVerdict {
@@ -445,7 +457,7 @@ func TestFlipTripForgedVerdictReverts(t *testing.T) {
 func TestFlipTripRefusedWithoutWitnessKey(t *testing.T) {
 	c := &tripClient{verdicts: []WitnessVerdict{{State: WitnessAnswered}}}
 	a, flips := tripActs(t, c)
-	plan := flipPlanN1()
+	plan := tripPlanN1()
 	plan.Witness = nil
 	withPlan(a, plan)
 	in := tripIn("n1-1", true)
@@ -454,12 +466,48 @@ func TestFlipTripRefusedWithoutWitnessKey(t *testing.T) {
 	if msg := appErr(t, err, ErrFlipRefused); !strings.Contains(msg, "flip.witness.key is not set") || !strings.Contains(msg, "nothing was changed") {
 		t.Fatalf("error: %s", msg)
 	}
-	withPlan(a, flipPlanN1())
+	withPlan(a, tripPlanN1())
 	_, err = runTrip(t, a, tripIn("n1-1", false))
 	if msg := appErr(t, err, "BadRequest"); !strings.Contains(msg, "witnessed") {
 		t.Fatalf("error: %s", msg)
 	}
 	if rec, err := a.Flips.(*nodestate.Dir).Flip(); err != nil || rec != nil || flips() != 0 || len(c.beats) != 0 {
 		t.Fatalf("a refused flip left record %+v (%v), %d flips, %d beats", rec, err, flips(), len(c.beats))
+	}
+}
+
+// TestTheTwoStepFlipIsRefusedOnAWitnessedNode: on a node whose flips are
+// witnessed, the flip in two steps (Flip, then ConfirmFlip on the
+// workflow's word that the witness answered) is refused: Flip before
+// anything is recorded or applied, and ConfirmFlip of a flip applied
+// (by an attempt of FlipTrip that died) leaves it unconfirmed, for
+// FlipTrip to prove again with a signed verdict or for the watchdog to
+// revert. A node that does not witness its flips still flips in two steps.
+func TestTheTwoStepFlipIsRefusedOnAWitnessedNode(t *testing.T) {
+	a, flips := tripActs(t, &tripClient{})
+	in := tripIn("n1-1", true).FlipInput
+	_, err := a.Flip(context.Background(), in)
+	if msg := appErr(t, err, ErrFlipRefused); !strings.Contains(msg, "flip.witness.disabled") || !strings.Contains(msg, "nothing was changed") {
+		t.Fatalf("the refusal does not say what to do: %s", msg)
+	}
+	if flips() != 0 {
+		t.Fatalf("a refused Flip applied %d flip(s)", flips())
+	}
+	if rec, err := a.Flips.(*nodestate.Dir).Flip(); err != nil || rec != nil {
+		t.Fatalf("a refused Flip left a record: %+v %v", rec, err)
+	}
+	attempt(t, a, "n1-1", false)
+	_, err = a.ConfirmFlip(context.Background(), ConfirmInput{Plan: tripPlanN1().Ref(), ID: "n1-1", Commit: true})
+	appErr(t, err, ErrFlipRefused)
+	if rec := record(t, a); rec.State != nodestate.FlipFlipped {
+		t.Fatalf("ConfirmFlip on the workflow's word moved the flip to %s", rec.State)
+	}
+
+	b, bflips, _ := flipActs(t) // flip.witness.disabled
+	if r, err := b.Flip(context.Background(), flipIn("n1-1")); err != nil || r.State != nodestate.FlipFlipped || len(bflips.Flips) != 1 {
+		t.Fatalf("the two-step flip of a node not witnessed: %+v %v", r, err)
+	}
+	if r, err := b.ConfirmFlip(context.Background(), ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1"}); err != nil || r.State != nodestate.FlipConfirmed {
+		t.Fatalf("its confirmation: %+v %v", r, err)
 	}
 }

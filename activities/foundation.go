@@ -13,21 +13,16 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/authority"
+	"adoption/activities/nodewire"
 	"adoption/config"
 	"adoption/containers"
 )
 
-// ErrGenesis is the error type of a foundation container that could not be
-// raised (or was refused) at genesis.
-const ErrGenesis = "GenesisFailed"
+// ErrGenesis is nodewire.ErrGenesis.
+const ErrGenesis = nodewire.ErrGenesis
 
-// FoundationResult is what genesis raised and which foundation ports
-// something listens on once it did: only those are opened.
-type FoundationResult struct {
-	Raised    []string           `json:"raised,omitempty"`
-	Listening []config.NamedPort `json:"listening,omitempty"`
-	Silent    []config.NamedPort `json:"silent,omitempty"`
-}
+// FoundationResult is nodewire.FoundationResult.
+type FoundationResult = nodewire.FoundationResult
 
 // foundationHealthTimeout bounds how long a raised container has to become
 // healthy (its Docker healthcheck, else running) and answer on its ports.

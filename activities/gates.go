@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/authority"
+	"adoption/activities/nodewire"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
@@ -29,9 +30,7 @@ import (
 
 // Error types of the gates. None is retried, and nothing was changed.
 const (
-	// ErrCutoverConfirmed: the module's cutover is confirmed on the node;
-	// a rollback (or closing its rules) is refused.
-	ErrCutoverConfirmed = "CutoverConfirmed"
+	ErrCutoverConfirmed = nodewire.ErrCutoverConfirmed
 	// ErrNotMigrated: the node has not confirmed the module's cutover.
 	ErrNotMigrated = "NotMigrated"
 	// ErrFlipRefused: the node's own gates or preview refuse the flip.

@@ -31,6 +31,7 @@ func gatePlan(t *testing.T, a *Activities, root string) config.Plan {
 	plan := fileModule(t, a, "/srv/app/app.env", "APP_PASSWORD=mesh\n", nil, "")
 	plan.ManagementPorts = []config.Port{{Num: 22, Proto: "tcp"}}
 	plan.ConfirmTimeout = time.Minute
+	plan.Witness = &config.Witness{Disabled: true} // it flips in two steps too
 	auth, _ := a.Local()
 	a.Local = authority.Fixed(plan, auth.Contents, 30*time.Minute)
 	put(t, root, "/srv/app/app.env", "APP_PASSWORD=found\n")

@@ -18,15 +18,14 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/authority"
+	"adoption/activities/nodewire"
 	"adoption/config"
 	"adoption/intent"
 	"adoption/nodestate"
 )
 
-// ErrIntentRefused is the error type of a request whose signed intent the
-// node refuses; its detail is the reason (intent.Refusal.Reason). Never
-// retried: nothing was changed, and the request will not sign itself.
-const ErrIntentRefused = "IntentRefused"
+// ErrIntentRefused is nodewire.ErrIntentRefused.
+const ErrIntentRefused = nodewire.ErrIntentRefused
 
 // checkIntent verifies the request's signed intent against the node's own
 // operators, name and plan, and claims its nonce for the calling workflow.
@@ -61,7 +60,7 @@ func (a *Activities) checkUndo(ctx context.Context, auth *authority.Authority, s
 
 // claim verifies the intent and claims its nonce; an intent that starts
 // the node's adoption also makes the caller the workflow the node serves
-// (caller.go).
+// (served.go).
 func (a *Activities) claim(ctx context.Context, auth *authority.Authority, signed *intent.Signed, forms []authority.Form, undo bool) (*intent.Verified, error) {
 	v, err := a.claimNonce(ctx, auth, signed, forms, undo)
 	if err == nil && authority.StartsAdoption(forms) {

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"adoption/activities/authority"
+	"adoption/activities/caller"
 	"adoption/config"
 	"adoption/custody"
 	"adoption/firewall/flip"
@@ -211,11 +212,13 @@ func refusedFor(err error) string {
 // arguments changed after signing, one another workflow presented first,
 // one whose operation ended. Each is refused with its reason, and
 // nothing under node.root and node.state_dir changes, nor the firewall or
-// the containers.
+// the containers. The node serves no workflow yet (before its adoption,
+// or released), so its intents alone refuse another workflow.
 func TestHostileIntentsAreRefused(t *testing.T) {
 	for _, c := range stateChanging() {
 		t.Run(c.name, func(t *testing.T) {
 			sn := newSignedNode(t)
+			sn.notAdopted(t)
 			ctx := WithWorkflow(context.Background(), productWorkflow)
 			now := time.Now()
 			hash := sn.plan.Hash()
@@ -269,9 +272,6 @@ func TestHostileIntentsAreRefused(t *testing.T) {
 				if after := sn.stateHash(t); after != before {
 					t.Fatalf("%s changed files under node.root or node.state_dir", tc.what)
 				}
-			}
-			if _, adopted, _ := sn.a.State.Adopted(); !adopted {
-				t.Error("the adopted marker is gone")
 			}
 		})
 	}
@@ -398,9 +398,16 @@ func TestTheWayBackOutlivesTheIntent(t *testing.T) {
 	if _, err := sn.a.CutoverSwap(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: mig}); refusedFor(err) != intent.Expired {
 		t.Fatalf("going on under an expired intent: %v", err)
 	}
-	if _, err := sn.a.CutoverRollback(WithWorkflow(context.Background(), "evil/n1"), ModuleInput{Plan: p.Ref(), Module: "app", Intent: mig}); refusedFor(err) != intent.Replayed {
+	// Another workflow: refused as not the node's, and on a node that
+	// serves none (released) by the intent's claim.
+	if _, err := sn.a.CutoverRollback(WithWorkflow(context.Background(), "evil/n1"), ModuleInput{Plan: p.Ref(), Module: "app", Intent: mig}); !wrongWorkflowErr(err) {
 		t.Fatalf("another workflow undoing under it: %v", err)
 	}
+	sn.notAdopted(t)
+	if _, err := sn.a.CutoverRollback(WithWorkflow(context.Background(), "evil/n1"), ModuleInput{Plan: p.Ref(), Module: "app", Intent: mig}); refusedFor(err) != intent.Replayed {
+		t.Fatalf("another workflow undoing under it on a node that serves none: %v", err)
+	}
+	adoptedAs(t, sn.a, caller.Caller{Namespace: "default", Workflow: productWorkflow})
 	if _, err := sn.a.CutoverRollback(ctx, ModuleInput{Plan: p.Ref(), Module: "app", Intent: mig}); refusedFor(err) != "" {
 		t.Fatalf("the rollback of what the intent began: %v", err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"adoption/config"
 	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 	"adoption/internal/testenv"
 )
 

@@ -11,6 +11,7 @@ import (
 
 	"adoption/activities/authority"
 	"adoption/activities/filemerge"
+	"adoption/activities/nodewire"
 	"adoption/config"
 	"adoption/firewall/flip"
 )
@@ -19,17 +20,14 @@ import (
 // details are the []FileConflict. ErrNoConflict: a decision on a key that
 // is not in conflict on the node now, refused.
 const (
-	ErrFileConflict = filemerge.ErrFileConflict
+	ErrFileConflict = nodewire.ErrFileConflict
 	ErrNoConflict   = filemerge.ErrNoConflict
 )
 
 type (
-	// FileConflict is a conflicting key of a declared file: names only.
-	FileConflict = filemerge.Conflict
-	// FileDecision is an operator's choice for a conflicting key.
-	FileDecision = filemerge.Decision
-	// FileMerge is the outcome of merging one file, by key name.
-	FileMerge = filemerge.Merge
+	FileConflict = nodewire.FileConflict
+	FileDecision = nodewire.FileDecision
+	FileMerge    = nodewire.FileMerge
 )
 
 func (a *Activities) merger() filemerge.Merger { return filemerge.Merger{Node: a.Node, Files: a.Files} }

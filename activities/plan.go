@@ -8,13 +8,12 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/nodewire"
 	"adoption/config"
 )
 
-// PlanInput names the node whose plan is asked for.
-type PlanInput struct {
-	Node string `json:"node"`
-}
+// PlanInput is nodewire.PlanInput.
+type PlanInput = nodewire.PlanInput
 
 // Plan reads the node's configuration as it is on the node at this moment.
 func (a *Activities) Plan(ctx context.Context, in PlanInput) (*config.Plan, error) {
@@ -31,12 +30,12 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (*config.Plan, erro
 		// operator must, then `adopt fleet retry`.
 		return nil, temporal.NewNonRetryableApplicationError("node "+a.Node+"'s configuration: "+err.Error(), ErrBadPlan, err)
 	}
-	if err := a.checkPlanReader(ctx, auth); err != nil {
+	if err := a.checkPlanReader(ctx, auth, in.Intent); err != nil {
 		return nil, err
 	}
 	p := auth.Plan
 	return &p, nil
 }
 
-// ErrBadPlan: the node's own configuration does not load.
-const ErrBadPlan = "BadPlan"
+// ErrBadPlan is nodewire.ErrBadPlan.
+const ErrBadPlan = nodewire.ErrBadPlan

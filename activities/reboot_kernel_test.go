@@ -21,7 +21,7 @@ import (
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/flip"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 	"adoption/internal/testenv"
 	"adoption/internal/ufwfixture"
 	"adoption/nodestate"
@@ -50,10 +50,11 @@ func newRebootNode(t *testing.T) *rebootNode {
 	n.Serve(t, []uint16{22, 8081})
 	a, root := kernelActs(t, n)
 	r.a, r.root = a, root
-	r.plan = config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: config.MustPorts([]string{"22/tcp"}), Drop: config.MustPorts([]string{"8081/tcp"})}
+	r.plan = config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: config.MustPorts([]string{"22/tcp"}), Drop: config.MustPorts([]string{"8081/tcp"}),
+		Witness: &config.Witness{Disabled: true}}
 	withPlan(a, r.plan)
 	enableBootService(a)
-	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
+	adoptedAs(t, a, testEnvCaller)
 	must(t, a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(n.List(t))}))
 	debianBoot(t, root, false)
 	for p, c := range map[string]string{"etc/nftables.conf": debianNftablesConf, "etc/ufw/ufw.conf": ufwConf} {

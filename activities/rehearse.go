@@ -16,43 +16,20 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/nodewire"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/firewall/marks"
 )
 
-// Rehearsal is what a module's cutover would do on the node now.
-type Rehearsal struct {
-	Node   string `json:"node"`
-	Module string `json:"module"`
-	// Steps, in the order the cutover takes them.
-	Steps []RehearsalStep `json:"steps"`
-	// Predecessor is what preflight measured of the container(s) the module
-	// takes over: mounts with their volumes and bind paths, published
-	// ports, networks and the names of its settings.
-	Predecessor *containers.Predecessor `json:"predecessor,omitempty"`
-	// Holders of the module's ports now.
-	Holders []PortHolder `json:"holders,omitempty"`
-	// Marks the cutover would add through the found firewall.
-	Marks []string `json:"marks,omitempty"`
-	// Files: what converging each declared file would write, by key.
-	Files []FileMerge `json:"files,omitempty"`
-	// Refusals the cutover would hit, each with what to do. Empty: it
-	// would go ahead.
-	Refusals []string `json:"refusals,omitempty"`
-}
+// Rehearsal is nodewire.Rehearsal.
+type Rehearsal = nodewire.Rehearsal
 
-// RehearsalStep is one step and what it would touch.
-type RehearsalStep struct {
-	Name    string   `json:"name"`
-	Touches []string `json:"touches,omitempty"`
-}
+// RehearsalStep is nodewire.RehearsalStep.
+type RehearsalStep = nodewire.RehearsalStep
 
-// PortHolder is who holds a module port now.
-type PortHolder struct {
-	Port   string `json:"port"`
-	Holder string `json:"holder"`
-}
+// PortHolder is nodewire.PortHolder.
+type PortHolder = nodewire.PortHolder
 
 // Rehearse runs the cutover's checks and lists its steps, changing nothing.
 func (a *Activities) Rehearse(ctx context.Context, in ModuleInput) (*Rehearsal, error) {

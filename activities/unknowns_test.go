@@ -23,7 +23,7 @@ import (
 // (and [fd00:17::2]) on docker0; and the node's interfaces as read there.
 func loadDNATNode(t *testing.T) fake.NodeFirewall {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "firewall", "fwtest", "testdata", "dnat", "ufw-docker.json"))
+	b, err := os.ReadFile(filepath.Join("..", "internal", "fwtest", "testdata", "dnat", "ufw-docker.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

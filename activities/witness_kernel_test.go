@@ -14,8 +14,8 @@ import (
 	"adoption/custody"
 	"adoption/firewall/eval"
 	"adoption/firewall/flip"
-	"adoption/firewall/fwtest"
 	"adoption/internal/fake"
+	"adoption/internal/fwtest"
 	"adoption/internal/testenv"
 	"adoption/netns"
 	"adoption/nodestate"
@@ -30,7 +30,10 @@ import (
 // allowed address, the next flip is confirmed.
 func TestKernelFlipWitnessedFromOutside(t *testing.T) {
 	wn := newWitnessNet(t, "wk-", "wk", "5f")
-	a, plan, spec, witnessFrom := wn.a, wn.plan, wn.spec, wn.witnessFrom
+	a, spec, witnessFrom := wn.a, wn.spec, wn.witnessFrom
+	// The witness here is the workflow's, not the node's: the flip in two
+	// steps, on a node that does not authenticate a witness.
+	plan := withPlan(a, flipPlanN1())
 	ctx := context.Background()
 
 	res, err := a.Flip(ctx, FlipInput{Plan: plan.Ref(), Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
@@ -94,8 +97,8 @@ table inet host {
 }`)
 	n.Serve(t, []uint16{22})
 	a, root := kernelActs(t, n)
-	plan := withPlan(a, flipPlanN1())
-	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
+	plan := withPlan(a, tripPlanN1())
+	adoptedAs(t, a, testEnvCaller)
 	must(t, a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(n.List(t))}))
 	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: plan.ManagementPorts[0], Owner: flip.OwnerManagement}}}
 	return &witnessNet{t: t, n: n, a: a, root: root, plan: plan, spec: spec, w: witness.New()}

@@ -55,7 +55,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs.BoolVar(&f.skipProbe, "skip-probe", false, "leave out the probe of a control-node-shaped node")
 	fs.IntVar(&f.probeN, "probe-n", 20, "probe: timed runs of each")
 	fs.IntVar(&f.probeScale, "probe-scale", 10, "probe: also run the section on a node this many times the control node's rules and containers (0 or 1: not)")
-	fs.StringVar(&f.probeFixture, "probe-fixture", "", "probe: also write the node's listed ruleset and interfaces as JSON to this `file` (firewall/fwtest/testdata/dnat/control-node.json is one)")
+	fs.StringVar(&f.probeFixture, "probe-fixture", "", "probe: also write the node's listed ruleset and interfaces as JSON to this `file` (internal/fwtest/testdata/dnat/control-node.json is one)")
 	fs.BoolVar(&f.skipCutover, "skip-cutover", false, "leave out the cutover rows (needs Docker)")
 	fs.IntVar(&f.cutoverN, "cutover-n", 5, "cutover: runs of each procedure")
 	fs.BoolVar(&f.skipFlip, "skip-flip", false, "leave out the flip-under-load rows")
@@ -86,6 +86,13 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringVar(&f.scale.Before, "scale-before", "", "scale: also run the whole simulation first with the orchestrator built from this tree (e.g. a checkout of main before a change); its figures are the rows' peer (ratio = before / ours)")
 	fs.BoolVar(&f.scale.Witness, "scale-witness", false, "scale: witness each flip from the orchestrator as a real node's is (dials 127.0.0.1:22; a refusal counts as an answer); the simulated nodes set flip.witness.disabled otherwise")
 	fs.IntVar(&f.scale.Attention, "scale-attention", 0, "scale: make this many nodes need a person once migrated (a declared node file edited by hand: drift) and check that `adopt status --attention`'s visibility query returns exactly them (fails the section otherwise); 0: not")
+	fs.Func("scale-server-config", "scale: a dynamic config value for the dev server, KEY=VALUE with VALUE in JSON (repeatable), e.g. matching.useNewMatcher=true or matching.updateAckInterval=\"20m\"", func(s string) error {
+		if k, _, ok := strings.Cut(s, "="); !ok || k == "" {
+			return fmt.Errorf("-scale-server-config %q: write KEY=VALUE", s)
+		}
+		f.scale.ServerConfig = append(f.scale.ServerConfig, s)
+		return nil
+	})
 	fs.StringVar(&f.scale.DB, "scale-db", "tmpfs", "scale: the dev server's SQLite file on tmpfs (/dev/shm) or disk (the temp dir)")
 	return f, fs.Parse(args)
 }

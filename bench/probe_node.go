@@ -31,7 +31,7 @@ import (
 
 // saveFixture writes the node's ruleset as the firewall lists it and its
 // interfaces as the evaluator reads them, in the shape of the fixtures in
-// firewall/fwtest/testdata/dnat: its unit tests and BenchmarkOpenPorts
+// internal/fwtest/testdata/dnat: its unit tests and BenchmarkOpenPorts
 // evaluate exactly what this section's probe evaluates, without a kernel.
 func (p *probeNode) saveFixture(file string) error {
 	insp := eval.Inspector{Netns: p.ns.Path}

@@ -7,14 +7,14 @@ package briefing
 import (
 	"time"
 
-	"adoption/activities"
+	"adoption/activities/nodewire"
 	"adoption/workflows"
 )
 
 // BuildAsked is Build on state with the node's answer nb laid over it.
 // Without an answer (nil), the recorded parts stand, and the source says
 // why the node was not asked.
-func BuildAsked(state workflows.State, nb *activities.NodeBriefing, why string, now time.Time) Brief {
+func BuildAsked(state workflows.State, nb *nodewire.NodeBriefing, why string, now time.Time) Brief {
 	if nb == nil {
 		b := Build(state.Plan, nil, &state, now)
 		b.Source = "the node's workflow, as last recorded (the node was not asked: " + why + ")"

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"adoption/activities"
+	"adoption/activities/nodewire"
 	"adoption/config"
 	"adoption/firewall"
 	"adoption/timefmt"
@@ -79,7 +79,7 @@ type Fate struct{ Port, Family, Direction, Fate, By string }
 
 // Build gathers the brief. probe and state may each be nil: before adopt
 // start there is only a local probe; a running workflow has both.
-func Build(plan config.Plan, probe *activities.ProbeReport, state *workflows.State, now time.Time) Brief {
+func Build(plan config.Plan, probe *nodewire.ProbeReport, state *workflows.State, now time.Time) Brief {
 	b := Brief{Node: plan.Node, Role: plan.Role, Phase: "not started", Generated: now.UTC(), Source: "a probe on the node"}
 	if state != nil {
 		b.Phase = string(state.Phase)

@@ -150,10 +150,10 @@ func TestValidName(t *testing.T) {
 
 func TestParsePortRange(t *testing.T) {
 	ps, err := ParsePortRange("9000-9002/tcp")
-	if err != nil || len(ps) != 3 || ps[0] != (Port{9000, "tcp"}) || ps[2] != (Port{9002, "tcp"}) {
+	if err != nil || len(ps) != 3 || ps[0] != (Port{Num: 9000, Proto: "tcp"}) || ps[2] != (Port{Num: 9002, Proto: "tcp"}) {
 		t.Errorf("9000-9002/tcp: %v, %v", ps, err)
 	}
-	if ps, err := ParsePortRange("25/tcp"); err != nil || len(ps) != 1 || ps[0] != (Port{25, "tcp"}) {
+	if ps, err := ParsePortRange("25/tcp"); err != nil || len(ps) != 1 || ps[0] != (Port{Num: 25, Proto: "tcp"}) {
 		t.Errorf("25/tcp: %v, %v", ps, err)
 	}
 	for _, bad := range []string{"9010-9000/tcp", "9000-9000/tcp", "1-65535/tcp", "9000-/tcp", "-9000/tcp", "9000-9010", "9000-9010/sctp", "09000-9010/tcp"} {

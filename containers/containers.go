@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 
+	"adoption/containers/cutoverwire"
+
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
@@ -20,55 +22,20 @@ import (
 	"adoption/units"
 )
 
-// Info is what the probe records of one container. Environment variables are
-// left out on purpose: they often hold secrets and the probe's result is
-// stored in the workflow history.
-type Info struct {
-	Name   string      `json:"name"`
-	ID     string      `json:"id"`
-	Image  string      `json:"image"`
-	State  string      `json:"state"`
-	Mounts []Mount     `json:"mounts,omitempty"`
-	Ports  []Published `json:"ports,omitempty"`
-	// Networks are the networks the container is attached to, with its
-	// addresses there: where Docker's DNAT sends a published port, which
-	// the firewall's evaluator must map to one of the node's interfaces.
-	Networks []Attachment `json:"networks,omitempty"`
-}
+// Info is cutoverwire.Info.
+type Info = cutoverwire.Info
 
-// Attachment is a container on one network: its addresses there, as
-// CIDRs ("172.17.0.2/16"); none while it is not running.
-type Attachment struct {
-	Network string   `json:"network"`
-	Addrs   []string `json:"addrs,omitempty"`
-}
+// Attachment is cutoverwire.Attachment.
+type Attachment = cutoverwire.Attachment
 
-type Mount struct {
-	Type        string `json:"type"` // volume, bind or tmpfs
-	Name        string `json:"name,omitempty"`
-	Source      string `json:"source"`
-	Destination string `json:"destination"`
-	// ReadOnly and Anonymous are filled in by Preflight, which reads the
-	// container's configuration; the report's list leaves them unset.
-	ReadOnly    bool   `json:"read_only,omitempty"`
-	Anonymous   bool   `json:"anonymous,omitempty"` // a volume Docker named itself (image VOLUME or -v /path)
-	Propagation string `json:"propagation,omitempty"`
-}
+// Mount is cutoverwire.Mount.
+type Mount = cutoverwire.Mount
 
-type Published struct {
-	HostIP        string `json:"host_ip,omitempty"`
-	HostPort      uint16 `json:"host_port"`
-	ContainerPort uint16 `json:"container_port"`
-	Proto         string `json:"proto"`
-}
+// Published is cutoverwire.Published.
+type Published = cutoverwire.Published
 
-// Report is the engine's view, or why there is none: a node without Docker
-// is still adoptable, so an absent engine is reported, not fatal.
-type Report struct {
-	Available  bool   `json:"available"`
-	Error      string `json:"error,omitempty"`
-	Containers []Info `json:"containers"`
-}
+// Report is cutoverwire.Report.
+type Report = cutoverwire.Report
 
 // api is the part of the Docker client this package uses, so tests can fake it.
 // Every method has the signature of *client.Client's.

@@ -11,6 +11,8 @@ package containers
 import (
 	"errors"
 	"time"
+
+	"adoption/containers/cutoverwire"
 )
 
 // Labels the mesh puts on the containers it creates.
@@ -146,47 +148,8 @@ type Healthcheck struct {
 	Retries     int           `json:"retries,omitempty"`
 }
 
-// Predecessor is what Preflight records of the container a module replaces,
-// before anything changes. It goes into the workflow history.
-type Predecessor struct {
-	ID      string `json:"id"`
-	Name    string `json:"name"`
-	Image   string `json:"image"`    // as configured, e.g. "mail:1.4"
-	ImageID string `json:"image_id"` // what it actually ran
-	// Mounts: named volumes, anonymous volumes (by the name Docker gave
-	// them), bind mounts; the new container gets the same ones.
-	Mounts []Mount     `json:"mounts,omitempty"`
-	Ports  []Published `json:"ports,omitempty"`
-	// Networks, the primary one first; or a single "host", "none" or
-	// "container:<id>" network mode.
-	Networks      []string            `json:"networks,omitempty"`
-	Aliases       map[string][]string `json:"aliases,omitempty"` // per network, as the predecessor's were
-	RestartPolicy string              `json:"restart_policy"`
-	Running       bool                `json:"running"`
-	// Env and Labels name what the operator gave the predecessor (not its
-	// image): names only, the values stay on the node.
-	Env    []string `json:"env,omitempty"`
-	Labels []string `json:"labels,omitempty"`
-	// Replaces are the predecessors of other names (Spec.Replaces).
-	Replaces []Predecessor `json:"replaces,omitempty"`
-}
+// Predecessor is cutoverwire.Predecessor.
+type Predecessor = cutoverwire.Predecessor
 
-// Carried says what the new container took over from its predecessor and
-// what the module set instead: names only, never a value.
-type Carried struct {
-	From string `json:"from,omitempty"` // the predecessor carried over
-	// Env: the operator's variables carried; EnvImage: the predecessor's
-	// image set them, so the new image's own apply; EnvSet: the module's.
-	Env      []string `json:"env,omitempty"`
-	EnvImage []string `json:"env_image,omitempty"`
-	EnvSet   []string `json:"env_set,omitempty"`
-	Labels   []string `json:"labels,omitempty"`
-	// Kept: variables and labels (keep) whose predecessor's value stayed
-	// over the module's.
-	Kept []string `json:"kept,omitempty"`
-	// Settings carried: mounts, networks, restart_policy, user, ...
-	Settings []string `json:"settings,omitempty"`
-	// Changed: what the module sets over the predecessor's: cmd, ports,
-	// labels, restart_policy, dropped ports.
-	Changed []string `json:"changed,omitempty"`
-}
+// Carried is cutoverwire.Carried.
+type Carried = cutoverwire.Carried

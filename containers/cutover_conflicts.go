@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"adoption/containers/cutoverwire"
 )
 
 // ErrValueConflict: a variable or label of the predecessor's that the
@@ -20,8 +22,8 @@ var ErrValueConflict = errors.New("container value conflict")
 
 // Key prefixes of a conflict and a decision.
 const (
-	KeyEnv   = "env:"
-	KeyLabel = "label:"
+	KeyEnv   = cutoverwire.KeyEnv
+	KeyLabel = cutoverwire.KeyLabel
 )
 
 // Takes of a decision.
@@ -65,16 +67,8 @@ func (e *ValueConflicts) Error() string {
 
 func (e *ValueConflicts) Unwrap() error { return ErrValueConflict }
 
-// SplitKey parses a conflict's or decision's key into its kind ("env" or
-// "label") and name; ok is false for anything else.
-func SplitKey(key string) (kind, name string, ok bool) {
-	for _, p := range []string{KeyEnv, KeyLabel} {
-		if n, found := strings.CutPrefix(key, p); found && n != "" && !strings.ContainsAny(n, "= \t\n\x00") {
-			return strings.TrimSuffix(p, ":"), n, true
-		}
-	}
-	return "", "", false
-}
+// SplitKey is cutoverwire.SplitKey.
+func SplitKey(key string) (kind, name string, ok bool) { return cutoverwire.SplitKey(key) }
 
 // checkTakes refuses a decision that is not take node or mesh on a
 // variable or label the module sets, naming its key.

@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"adoption/containers/cutoverwire"
+
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
 )
@@ -54,22 +56,8 @@ func holdBound(stopWait time.Duration) time.Duration {
 	return stopWait + holdMax + 5*time.Second
 }
 
-// HoldReport is how a swap (or a rollback) held the ports: queued, or
-// dropped and why. It names ports and a reason, never a value.
-type HoldReport struct {
-	Owner   string   `json:"owner"`
-	Ports   []uint16 `json:"ports"`
-	Queued  bool     `json:"queued"`
-	Dropped string   `json:"dropped,omitempty"` // why the SYNs were dropped, not queued
-}
-
-// String is the report as the module's status shows it.
-func (r HoldReport) String() string {
-	if r.Queued {
-		return fmt.Sprintf("ports %v held by queueing new connections (released as the new container answered)", r.Ports)
-	}
-	return fmt.Sprintf("ports %v held by DROPPING new connections (clients waited for their 1 s retransmission): %s", r.Ports, r.Dropped)
-}
+// HoldReport is cutoverwire.HoldReport.
+type HoldReport = cutoverwire.HoldReport
 
 type holdReportKey struct{}
 

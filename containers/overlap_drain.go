@@ -15,30 +15,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"adoption/containers/cutoverwire"
 )
 
-// DrainReport is how an overlap drained its predecessor before stopping it.
-type DrainReport struct {
-	Container string        `json:"container"`
-	Took      time.Duration `json:"took"`
-	// Left is the connections still open when the bound passed (0: the
-	// predecessor drained and was stopped with none open).
-	Left int `json:"left"`
-	// Unread says why the predecessor's TCP tables could not be read: it
-	// was then stopped at once, as before the drain existed.
-	Unread string `json:"unread,omitempty"`
-}
-
-// String is the report as the module's status shows it.
-func (r DrainReport) String() string {
-	switch {
-	case r.Unread != "":
-		return fmt.Sprintf("predecessor %s stopped without draining (its connections could not be read: %s)", r.Container, r.Unread)
-	case r.Left > 0:
-		return fmt.Sprintf("predecessor %s stopped at the drain bound after %s with %d connection(s) still open", r.Container, r.Took.Round(time.Millisecond), r.Left)
-	}
-	return fmt.Sprintf("predecessor %s drained in %s", r.Container, r.Took.Round(time.Millisecond))
-}
+// DrainReport is cutoverwire.DrainReport.
+type DrainReport = cutoverwire.DrainReport
 
 type drainReportKey struct{}
 

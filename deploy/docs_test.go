@@ -87,3 +87,64 @@ func TestOperationsDocListsTheAgentsCapabilities(t *testing.T) {
 		t.Errorf("docs/operations.md lists %v, the unit's CapabilityBoundingSet= is %v", got, want)
 	}
 }
+
+// docs/access.md's threat-model table is the single statement of who can
+// do what: each row names exactly one test that shows it, and each named
+// test exists (a func of that name in a _test.go file of the repository).
+func TestAccessTableNamesATestPerRow(t *testing.T) {
+	b, err := os.ReadFile("../docs/access.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(b), "| who | can | cannot |\n")
+	if !ok {
+		t.Fatal("docs/access.md has no table | who | can | cannot |")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	defined := map[string]bool{}
+	err = filepath.WalkDir("..", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, "_test.go") {
+			src, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			for _, m := range regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\)`).FindAllStringSubmatch(string(src), -1) {
+				defined[m[1]] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := regexp.MustCompile("`(Test\\w+)`")
+	rows := 0
+	for _, row := range strings.Split(table, "\n") {
+		if !strings.HasPrefix(row, "| ") {
+			continue
+		}
+		rows++
+		who, _, _ := strings.Cut(strings.TrimPrefix(row, "| "), " |")
+		tests := named.FindAllStringSubmatch(row, -1)
+		if len(tests) != 1 {
+			t.Errorf("row %q names %d tests, want one", who, len(tests))
+			continue
+		}
+		if !defined[tests[0][1]] {
+			t.Errorf("row %q names %s, which no _test.go defines", who, tests[0][1])
+		}
+	}
+	if rows < 10 {
+		t.Fatalf("read %d rows of the table: the check would prove nothing", rows)
+	}
+	// The check can fail: a name nobody defined.
+	if defined["TestNobodyDefinedThis"] || !defined["TestAccessTableNamesATestPerRow"] {
+		t.Error("the lookup of defined tests is wrong")
+	}
+}

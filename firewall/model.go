@@ -7,14 +7,16 @@ package firewall
 import (
 	"fmt"
 	"net/netip"
+
+	"adoption/vocab"
 )
 
 // Families of tables the model understands. Other families (arp, bridge,
 // netdev) are listed but never evaluated: they do not filter the IP input and
 // forward hooks.
 const (
-	FamilyIP   = "ip"
-	FamilyIP6  = "ip6"
+	FamilyIP   = vocab.FamilyIP
+	FamilyIP6  = vocab.FamilyIP6
 	FamilyInet = "inet"
 )
 
@@ -314,8 +316,8 @@ const (
 	RtnMulticast = 5
 
 	PacketHost      = 0
-	PacketBroadcast = 1
-	PacketMulticast = 2
+	PacketBroadcast = vocab.PacketBroadcast
+	PacketMulticast = vocab.PacketMulticast
 )
 
 // IsIPFamily reports whether f is a family that filters IP (ip, ip6, inet).

@@ -388,8 +388,6 @@ func (n *RefNode) WriteConfig(plan string) (string, error) {
 	body := fmt.Sprintf(`# reference node %s, written by adopt-sandbox: the agent runs on the node
 temporal:
   address: %s
-  namespace: default
-  tls: off # the dev server through the management link's relay: plain text, said explicitly
 %sdocker:
   host: %s
 node:
@@ -401,7 +399,7 @@ node:
   management_ports: [%s]
 predecessor:
   control: ["predecessor-sync"]
-%s`, n.Name, n.TemporalAddr(), n.codecKeyLine(), n.DockerHost(), n.Name, n.role(), n.Root, n.StateDir, strings.Join(mgmt, ", "), plan)
+%s`, n.Name, n.TemporalAddr(), n.temporalLines(true), n.DockerHost(), n.Name, n.role(), n.Root, n.StateDir, strings.Join(mgmt, ", "), plan)
 	body, err := withOperator(body, n.Fleet)
 	if err != nil {
 		return "", err

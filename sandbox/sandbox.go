@@ -40,6 +40,29 @@ type Spec struct {
 	// Fleet, when set, is written as authority.fleet: the fleet whose
 	// workflow may read the node's plan.
 	Fleet string
+	// Namespace is temporal.namespace; empty, default.
+	Namespace string
+	// TLS, when its CA is set, is written as temporal.tls: a real
+	// cluster's mTLS (make cluster) instead of the dev server's plain text.
+	TLS config.TLS
+}
+
+// temporalLines are the temporal section's lines after its address: the
+// namespace, the TLS settings (plain text said explicitly when plain is
+// set and no TLS is), the codec key file.
+func (s Spec) temporalLines(plain bool) string {
+	ns := s.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	out := fmt.Sprintf("  namespace: %s\n", ns)
+	switch {
+	case s.TLS.CA != "":
+		out += fmt.Sprintf("  tls: {ca: %q, cert: %q, key: %q, server_name: %q}\n", s.TLS.CA, s.TLS.Cert, s.TLS.Key, s.TLS.ServerName)
+	case plain:
+		out += "  tls: off # the dev server through the management link's relay: plain text, said explicitly\n"
+	}
+	return out + s.codecKeyLine()
 }
 
 // codecKeyLine is the temporal.codec_key_file line of a written
@@ -255,7 +278,6 @@ func (n *Node) WriteConfig(temporalAddr string, modules string) (string, error) 
 	body := fmt.Sprintf(`# sandbox node %s, written by adopt-sandbox
 temporal:
   address: %s
-  namespace: default
 %snode:
   name: %s
   role: %s
@@ -265,7 +287,7 @@ temporal:
   management_ports: [%s]
 predecessor:
   control: ["predecessor-sync"]
-%s`, n.Name, temporalAddr, n.codecKeyLine(), n.Name, n.role(), n.NetnsPath(), n.Root, n.StateDir, strings.Join(mgmt, ", "), modules)
+%s`, n.Name, temporalAddr, n.temporalLines(false), n.Name, n.role(), n.NetnsPath(), n.Root, n.StateDir, strings.Join(mgmt, ", "), modules)
 	body, err := n.withWitness(body)
 	if err != nil {
 		return "", err

@@ -17,7 +17,7 @@ PG_PORT=${PG_PORT:-5433}
 PORT=${CLUSTER_PORT:-7233}
 PG_BIN=/usr/lib/postgresql/15/bin
 TEMPORAL=${TEMPORAL:-$CACHE/bin/temporal}
-ATTRS=(AdoptionNode AdoptionPhase)
+ATTRS=(AdoptionNode AdoptionPhase AdoptionAttention)
 
 die() { echo "cluster: $*" >&2; exit 1; }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
-	"adoption/activities"
+	"adoption/activities/nodewire"
 	"adoption/briefing"
 	"adoption/workflows"
 )
@@ -63,7 +63,7 @@ func writeBrief(stdout io.Writer, out string, asHTML bool, b briefing.Brief) err
 
 // askBrief asks the node, through its workflow, for the briefing's live
 // parts; without an answer it says why, and the recorded state stands.
-func (x *cli) askBrief(ctx context.Context, node string) (*activities.NodeBriefing, string) {
+func (x *cli) askBrief(ctx context.Context, node string) (*nodewire.NodeBriefing, string) {
 	wctx, cancel := context.WithTimeout(ctx, x.accept+time.Minute)
 	defer cancel()
 	in := workflows.RequestInput{NotAfter: time.Now().Add(x.accept).Add(-skew).UTC()}
@@ -74,7 +74,7 @@ func (x *cli) askBrief(ctx context.Context, node string) (*activities.NodeBriefi
 	if err != nil {
 		return nil, err.Error()
 	}
-	var nb activities.NodeBriefing
+	var nb nodewire.NodeBriefing
 	if err := h.Get(wctx, &nb); err != nil {
 		return nil, err.Error()
 	}

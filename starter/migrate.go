@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
-	"adoption/activities"
+	"adoption/activities/nodewire"
 	"adoption/workflows"
 )
 
@@ -72,7 +72,7 @@ func (x *cli) rehearse(ctx context.Context, node, module string) error {
 		}
 		return x.requestError(ctx, node, what, nil, err)
 	}
-	var r activities.Rehearsal
+	var r nodewire.Rehearsal
 	if err := h.Get(wctx, &r); err != nil {
 		return x.requestError(ctx, node, what, h, err)
 	}
@@ -89,7 +89,7 @@ func (x *cli) rehearse(ctx context.Context, node, module string) error {
 	return nil
 }
 
-func printRehearsal(x *cli, r *activities.Rehearsal) {
+func printRehearsal(x *cli, r *nodewire.Rehearsal) {
 	w := x.stdout
 	fmt.Fprintf(w, "REHEARSAL of migrate %s on node %s (nothing was changed)\n\n", r.Module, r.Node)
 	for i, s := range r.Steps {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"adoption/firewall/flip"
+	"adoption/firewall/flipwire"
 	"adoption/workflows"
 )
 
@@ -52,7 +52,7 @@ func (x *cli) preview(ctx context.Context, node string, timeout time.Duration) e
 	}
 	gctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var pv flip.Preview
+	var pv flipwire.Preview
 	if err := d.handle.Get(gctx, &pv); err != nil {
 		if timedOut(err) {
 			return fmt.Errorf("the preview was accepted but node %s did not answer within %s (its agent may have stopped); it finishes when the agent is back and `adopt status %s` shows it as LAST PREVIEW", node, timeout, node)

@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"adoption/firewall"
-	"adoption/firewall/flip"
+	"adoption/firewall/flipwire"
 	"adoption/timefmt"
 	"adoption/workflows"
 )
 
-func printPreview(w io.Writer, pv *flip.Preview, width int) {
+func printPreview(w io.Writer, pv *flipwire.Preview, width int) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PORT\tDIRECTION\tFAMILY\tFROM\tFATE\tBY")
 	for _, f := range pv.Fates {
@@ -25,7 +25,7 @@ func printPreview(w io.Writer, pv *flip.Preview, width int) {
 		if f.Fate == "closing" && f.Dropped {
 			by = "flip.drop"
 		}
-		if f.Fate == flip.FateWidening && f.Declared {
+		if f.Fate == flipwire.FateWidening && f.Declared {
 			by = "flip.widen"
 		}
 		from := o.From

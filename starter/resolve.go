@@ -18,7 +18,7 @@ import (
 
 	"adoption/activities/authority"
 	"adoption/config"
-	"adoption/containers"
+	"adoption/containers/cutoverwire"
 	"adoption/workflows"
 )
 
@@ -39,7 +39,7 @@ func (x *cli) resolveCommand(ctx context.Context) *cobra.Command {
 				return usagef("--take %q: say node (keep the node's value) or mesh (take the module's)", take)
 			}
 			if !strings.HasPrefix(args[1], "/") {
-				if _, _, ok := containers.SplitKey(args[2]); !ok {
+				if _, _, ok := cutoverwire.SplitKey(args[2]); !ok {
 					return usagef("key %q of module %s: say env:NAME for an environment variable or label:NAME for a label of its container (a file's key goes with its absolute PATH)", args[2], args[1])
 				}
 			}

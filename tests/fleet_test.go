@@ -2,7 +2,6 @@ package tests
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,7 +42,7 @@ func TestFleetControlNodeFirst(t *testing.T) {
 	}
 	dir := t.TempDir()
 	fleetFile := filepath.Join(dir, "fleet.yaml")
-	body := fmt.Sprintf("temporal:\n  address: %s\nname: e2efleet\nnodes:\n", srv.Addr())
+	body := temporalYAML(srv) + "name: e2efleet\nnodes:\n"
 	for _, n := range nodes {
 		body += "  - " + n.cfg + "\n"
 	}

@@ -19,8 +19,8 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities/relay"
 	"adoption/workflows"
+	"adoption/workflows/fleet/relay"
 )
 
 const visQueue = "vis-test"

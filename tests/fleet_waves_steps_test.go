@@ -39,7 +39,7 @@ type wavesFleet struct {
 // write writes the fleet file: the server, the name, the nodes, and extra.
 func (f *wavesFleet) write(extra string) {
 	f.t.Helper()
-	body := fmt.Sprintf("temporal:\n  address: %s\nname: %s\nnodes:\n", f.srv.Addr(), f.name)
+	body := temporalYAML(f.srv) + fmt.Sprintf("name: %s\nnodes:\n", f.name)
 	for _, n := range f.nodes {
 		body += "  - " + n.cfg + "\n"
 	}
@@ -244,7 +244,7 @@ func (f *wavesFleet) replacedOutside(n *node) {
 	}
 	continued := time.Now()
 	id := workflows.WorkflowID(n.Name)
-	if out, errs, code := runCmd(t, temporalBin(t), "workflow", "terminate", "--address", f.srv.Addr(), "--workflow-id", id, "--reason", "terminated outside the fleet (e2e)"); code != 0 {
+	if out, errs, code := runCmd(t, temporalBin(t), append([]string{"workflow", "terminate", "--workflow-id", id, "--reason", "terminated outside the fleet (e2e)"}, f.srv.cliArgs()...)...); code != 0 {
 		t.Fatalf("temporal workflow terminate %s: %s%s", id, out, errs)
 	}
 	if out, errs, code := adopt(t, "start", n.Name, "--config", n.cfg); code != 0 {

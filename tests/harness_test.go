@@ -104,9 +104,17 @@ type devServer struct {
 	spec devserver.Spec
 	proc *devserver.Server
 	orch *workerProc // the one orchestrator (adopt-worker orchestrate)
+	// cluster, when set, is the external Temporal the test runs against
+	// instead (cluster_harness_test.go).
+	cluster *cluster
 }
 
-func (s *devServer) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.spec.Port) }
+func (s *devServer) Addr() string {
+	if s.cluster != nil {
+		return s.cluster.addr
+	}
+	return fmt.Sprintf("127.0.0.1:%d", s.spec.Port)
+}
 
 // startDevServer starts a dev server and the one orchestrator that runs
 // the workflows on it; node agents are started per node (startWorker).
@@ -137,6 +145,9 @@ func launchDevServer(t *testing.T, uiPort int, extra ...string) *devServer {
 	// Whatever the test checks first, a dev server makes it end-to-end:
 	// skipped in a unit-only pass (TestMain built no binaries then).
 	needE2E(t)
+	if c := clusterTarget(t); c != nil {
+		return joinCluster(t, c, uiPort, extra)
+	}
 	dir := t.TempDir()
 	s := &devServer{t: t, spec: devserver.Spec{Bin: temporalBin(t), DB: filepath.Join(dir, "temporal.db"), Log: filepath.Join(dir, "server.log"),
 		Port: freePort(t), HTTPPort: freePort(t), MetricsPort: freePort(t), UIPort: uiPort, Extra: extra}}
@@ -149,6 +160,7 @@ func launchDevServer(t *testing.T, uiPort int, extra ...string) *devServer {
 // database).
 func (s *devServer) start() {
 	s.t.Helper()
+	s.onOwnServer("start")
 	var err error
 	if s.proc, err = devserver.Launch(s.spec); err != nil {
 		s.t.Fatal(err)
@@ -156,12 +168,25 @@ func (s *devServer) start() {
 }
 
 func (s *devServer) stop() {
+	s.onOwnServer("stop")
 	s.proc.Stop()
+}
+
+// onOwnServer fails a test that would start or stop a server it shares.
+func (s *devServer) onOwnServer(what string) {
+	s.t.Helper()
+	if s.cluster != nil {
+		s.t.Fatalf("the test would %s its Temporal server, which it shares on the cluster (%s): run it on its own dev server (unset %s)", what, s.cluster.addr, clusterEnv)
+	}
 }
 
 func (s *devServer) client(t *testing.T) client.Client {
 	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: s.Addr()})
+	dial := func() (client.Client, error) { return client.Dial(client.Options{HostPort: s.Addr()}) }
+	if s.cluster != nil {
+		dial = s.cluster.dial
+	}
+	c, err := dial()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,6 +238,7 @@ func upNode(t *testing.T, name string, index int, temporalAddr string) *node {
 func upNodeWith(t *testing.T, spec sandbox.Spec, temporalAddr, plan string) *node {
 	t.Helper()
 	spec.Dir, spec.Binary = t.TempDir(), filepath.Join(bin, "adopt-sandbox")
+	onCluster(t, &spec)
 	if spec.Files == nil {
 		spec.Files = e2eFiles
 	}

@@ -22,8 +22,8 @@ import (
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/flip"
-	"adoption/firewall/fwtest"
 	"adoption/firewall/nft"
+	"adoption/internal/fwtest"
 	"adoption/sandbox"
 )
 

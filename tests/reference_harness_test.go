@@ -21,7 +21,7 @@ import (
 	"adoption/activities"
 	"adoption/config"
 	"adoption/failpoint"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 	"adoption/sandbox"
 )
 
@@ -107,6 +107,7 @@ func upRefNodes(t *testing.T, specs []sandbox.RefSpec, plan string) []*refNode {
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i, spec := range specs {
+		onCluster(t, &spec.Spec)
 		rs[i] = sandbox.NewRef(spec)
 		names = append(names, spec.Name)
 		wg.Add(1)

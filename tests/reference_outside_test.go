@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"adoption/config"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 	"adoption/sandbox"
 	"adoption/workflows"
 )

@@ -8,7 +8,7 @@ import (
 	"adoption/containers"
 	"adoption/firewall"
 	"adoption/firewall/flip"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // TestKernelUndecodedRuleNamedAndRefused: a native input chain drops ssh

@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/config"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 	"adoption/netns"
 )
 

@@ -16,6 +16,7 @@ import (
 	"adoption/config"
 	"adoption/custody"
 	"adoption/failpoint"
+	"adoption/nodestate"
 )
 
 // localAuthority re-reads the node's configuration for each request.
@@ -64,6 +65,15 @@ func startChecks(cfg *config.Config, cfgPath string, logger *slog.Logger) error 
 		logger.Warn("prune the records of expired intents", "error", err.Error())
 	} else if n > 0 {
 		logger.Info("pruned the records of expired intents", "removed", n)
+	}
+	// An adopted node whose owner record is gone serves no workflow: said
+	// at start, with what root does, rather than at the first request.
+	st := nodestate.New(cfg.Node.StateDir)
+	if m, adopted, err := st.Adopted(); err == nil && adopted {
+		if _, owned, err := st.Owner(); err == nil && !owned {
+			logger.Error("node "+cfg.Node.Name+" is adopted but its owner record "+st.OwnerFile()+" is missing: it serves no workflow and refuses every request until root names it: adopt-worker own --config FILE --workflow ID",
+				"adopted_at", m.AdoptedAt, "marker_workflow", m.Workflow)
+		}
 	}
 	if v, set := os.LookupEnv(failpoint.EnvVar); set && !failpoint.Enabled {
 		logger.Error(fmt.Sprintf("%s is set (%q) but this is a production build of adopt-worker: IGNORED, no failpoint is armed (failpoints exist only in builds with -tags %s)",

@@ -74,6 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		briefCommand(ctx, &cfgPath, stdout, stderr),
 		codecServerCommand(ctx, &cfgPath, stderr),
 		checkCommand(ctx, &cfgPath, stdout, stderr),
+		ownCommand(ctx, &cfgPath, stdout),
 		manpage.Command(),
 	)
 	markUsage(root)

@@ -20,7 +20,6 @@ import (
 	"go.temporal.io/sdk/worker"
 	"golang.org/x/crypto/ssh"
 
-	"adoption/activities/relay"
 	"adoption/buildinfo"
 	"adoption/config"
 	"adoption/connect"
@@ -29,6 +28,7 @@ import (
 	"adoption/witness"
 	"adoption/workflows"
 	"adoption/workflows/fleet"
+	"adoption/workflows/fleet/relay"
 )
 
 func orchestrateCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *cobra.Command {

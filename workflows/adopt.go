@@ -12,9 +12,9 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities"
+	"adoption/activities/nodewire"
 	"adoption/config"
-	"adoption/firewall/flip"
+	"adoption/firewall/flipwire"
 )
 
 // adoptUntilDone probes and adopts the node. A refusal (a control daemon
@@ -67,8 +67,8 @@ func (n *node) adoptionRequest() int {
 }
 
 func (n *node) adopt(ctx workflow.Context) error {
-	var probe activities.ProbeReport
-	if err := n.exec(ctx, "probe the node (read-only)", a.Probe, activities.ProbeInput{Plan: n.s.Plan.Ref()}, &probe); err != nil {
+	var probe nodewire.ProbeReport
+	if err := n.exec(ctx, "probe the node (read-only)", a.Probe, nodewire.ProbeInput{Plan: n.s.Plan.Ref()}, &probe); err != nil {
 		return err
 	}
 	n.s.Probe = &probe
@@ -77,8 +77,8 @@ func (n *node) adopt(ctx workflow.Context) error {
 	if probe.Firewall.Unsupported != "" {
 		return errors.New(probe.Firewall.Unsupported)
 	}
-	var res activities.AdoptResult
-	in := activities.AdoptInput{Plan: n.s.Plan.Ref(), WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Intent: n.intent}
+	var res nodewire.AdoptResult
+	in := nodewire.AdoptInput{Plan: n.s.Plan.Ref(), WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Intent: n.intent}
 	if err := n.exec(ctx, "adopt: take custody of found files, keep the found firewall", a.Adopt, in, &res); err != nil {
 		return err
 	}
@@ -112,8 +112,8 @@ func (n *node) genesis(ctx workflow.Context) {
 		n.s.Genesis = StepState{State: "failed", Error: errorMessage(err)}
 		n.event(ctx, step+" failed: "+errorMessage(err)+fmt.Sprintf("; fix it, then: adopt retry %s", n.s.Node))
 	}
-	var chk activities.CheckPortsResult
-	if err := n.exec(ctx, step+": check the foundation's ports are free", a.CheckFoundationPorts, activities.ProbeInput{Plan: n.s.Plan.Ref(), Intent: n.intent}, &chk); err != nil {
+	var chk nodewire.CheckPortsResult
+	if err := n.exec(ctx, step+": check the foundation's ports are free", a.CheckFoundationPorts, nodewire.ProbeInput{Plan: n.s.Plan.Ref(), Intent: n.intent}, &chk); err != nil {
 		fail(err)
 		return
 	}
@@ -126,8 +126,8 @@ func (n *node) genesis(ctx workflow.Context) {
 	var forward []config.Port
 	raised := ""
 	if len(n.s.Plan.FoundationContainers) > 0 && workflow.GetVersion(ctx, changeGenesisRaises, workflow.DefaultVersion, 1) >= 1 {
-		var res activities.FoundationResult
-		if err := n.exec(ctx, "genesis: raise the foundation's containers", a.RaiseFoundation, activities.ProbeInput{Plan: n.s.Plan.Ref(), Intent: n.intent}, &res); err != nil {
+		var res nodewire.FoundationResult
+		if err := n.exec(ctx, "genesis: raise the foundation's containers", a.RaiseFoundation, nodewire.ProbeInput{Plan: n.s.Plan.Ref(), Intent: n.intent}, &res); err != nil {
 			fail(err)
 			return
 		}
@@ -146,7 +146,7 @@ func (n *node) genesis(ctx workflow.Context) {
 			}
 		}
 	}
-	if err := n.openRules(ctx, flip.OwnerFoundation, ports, forward...); err != nil {
+	if err := n.openRules(ctx, flipwire.OwnerFoundation, ports, forward...); err != nil {
 		fail(err)
 		return
 	}
@@ -164,8 +164,8 @@ func (n *node) openRules(ctx workflow.Context, owner string, ports []config.Port
 		}
 		taken(ctx, changeForwardMarks)
 	}
-	var res activities.RulesResult
-	in := activities.RulesInput{Plan: n.s.Plan.Ref(), Owner: owner, Ports: ports, Forward: forward, Intent: n.intent}
+	var res nodewire.RulesResult
+	in := nodewire.RulesInput{Plan: n.s.Plan.Ref(), Owner: owner, Ports: ports, Forward: forward, Intent: n.intent}
 	if err := n.exec(ctx, fmt.Sprintf("open %s's ports %s through the found firewall", owner, portList(ports)), a.OpenRules, in, &res); err != nil {
 		return err
 	}
@@ -186,8 +186,8 @@ func (n *node) openRules(ctx workflow.Context, owner string, ports []config.Port
 }
 
 func (n *node) release(ctx workflow.Context) bool {
-	var res activities.ReleaseResult
-	if err := n.exec(ctx, "release: remove every marked rule", a.Release, activities.ProbeInput{Plan: n.s.Plan.Ref(), Intent: n.intent}, &res); err != nil {
+	var res nodewire.ReleaseResult
+	if err := n.exec(ctx, "release: remove every marked rule", a.Release, nodewire.ProbeInput{Plan: n.s.Plan.Ref(), Intent: n.intent}, &res); err != nil {
 		n.s.LastError = "release: " + errorMessage(err)
 		n.event(ctx, n.s.LastError)
 		return false

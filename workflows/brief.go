@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"time"
 
+	"adoption/activities/nodewire"
+
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-
-	"adoption/activities"
 )
 
 // UpdateBrief asks the node for its briefing's live parts.
@@ -20,7 +20,7 @@ const UpdateBrief = "brief"
 
 func (n *node) registerBrief(ctx workflow.Context) error {
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateBrief,
-		func(ctx workflow.Context, in RequestInput) (*activities.NodeBriefing, error) {
+		func(ctx workflow.Context, in RequestInput) (*nodewire.NodeBriefing, error) {
 			actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 				TaskQueue:              NodeQueue(n.s.Node),
 				ScheduleToStartTimeout: 20 * time.Second,
@@ -29,20 +29,20 @@ func (n *node) registerBrief(ctx workflow.Context) error {
 				Summary:                "briefing: preview, drift and key conflicts, asked now (changes nothing)",
 				RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 			})
-			bi := activities.BriefInput{Plan: n.s.Plan.Ref(), Spec: MeshSpec(&n.s), Custody: n.s.Custody, Firewall: n.s.FirewallFingerprint,
+			bi := nodewire.BriefInput{Plan: n.s.Plan.Ref(), Spec: MeshSpec(&n.s), Custody: n.s.Custody, Firewall: n.s.FirewallFingerprint,
 				NodeFileDecisions: n.nodeFileDecisions(false)}
 			for _, m := range n.s.Modules {
 				if m.State == ModuleMigrated {
 					continue
 				}
-				bm := activities.BriefModule{Module: m.Name}
+				bm := nodewire.BriefModule{Module: m.Name}
 				for _, d := range n.decisionsFor(m.Name) {
 					d.Intent = nil // nothing is applied
 					bm.Decisions = append(bm.Decisions, d)
 				}
 				bi.Modules = append(bi.Modules, bm)
 			}
-			var nb activities.NodeBriefing
+			var nb nodewire.NodeBriefing
 			if err := workflow.ExecuteActivity(actx, a.Brief, bi).Get(ctx, &nb); err != nil {
 				return nil, fmt.Errorf("briefing of node %s: %s", n.s.Node, errorMessage(err))
 			}

@@ -13,25 +13,25 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities"
+	"adoption/activities/nodewire"
 	"adoption/config"
 	"adoption/firewall"
-	"adoption/firewall/flip"
+	"adoption/firewall/flipwire"
 	"adoption/witness"
 )
 
 // preview compares what the found firewall opens now with what the mesh's
 // derived ruleset would open, and adds the workflow's own refusals: a
 // module not migrated, drift not reviewed.
-func (n *node) preview(ctx workflow.Context) (*flip.Preview, error) {
+func (n *node) preview(ctx workflow.Context) (*flipwire.Preview, error) {
 	return n.previewSpec(ctx, MeshSpec(&n.s))
 }
 
 // previewSpec previews one spec: the flip previews the spec it then
 // applies, so a plan edited in between cannot slip into the flip.
-func (n *node) previewSpec(ctx workflow.Context, spec flip.MeshSpec) (*flip.Preview, error) {
-	var pv flip.Preview
-	in := activities.PreviewInput{Plan: n.s.Plan.Ref(), Spec: spec, Decisions: n.nodeFileDecisions(false)}
+func (n *node) previewSpec(ctx workflow.Context, spec flipwire.MeshSpec) (*flipwire.Preview, error) {
+	var pv flipwire.Preview
+	in := nodewire.PreviewInput{Plan: n.s.Plan.Ref(), Spec: spec, Decisions: n.nodeFileDecisions(false)}
 	if err := n.exec(ctx, "flip preview: which open ports would close", a.Preview, in, &pv); err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (n *node) previewSpec(ctx workflow.Context, spec flip.MeshSpec) (*flip.Prev
 func (n *node) refusals(ctx workflow.Context) []string { return n.refusalsWith(ctx, n.s.Drift) }
 
 // refusalsWith is refusals with drift as given (a briefing's, measured now).
-func (n *node) refusalsWith(ctx workflow.Context, drift []activities.DriftItem) []string {
+func (n *node) refusalsWith(ctx workflow.Context, drift []nodewire.DriftItem) []string {
 	var why []string
 	if g := n.genesisBlocker(true); g != "" && workflow.GetVersion(ctx, changeFlipAfterGenesis, workflow.DefaultVersion, 1) >= 1 {
 		why = append(why, g)
@@ -105,7 +105,7 @@ const (
 // stale, in two steps as in one round trip: the approving preview, or nil
 // when the flip ends here (the preview failed, or refused: said either
 // way) with the phase back at prevPhase.
-func (n *node) previewApart(ctx workflow.Context, spec flip.MeshSpec, refused func(*flip.Preview), prevPhase Phase) *flip.Preview {
+func (n *node) previewApart(ctx workflow.Context, spec flipwire.MeshSpec, refused func(*flipwire.Preview), prevPhase Phase) *flipwire.Preview {
 	pv, err := n.previewSpec(ctx, spec)
 	switch {
 	case err != nil:
@@ -129,8 +129,6 @@ func (n *node) previewApart(ctx workflow.Context, spec flip.MeshSpec, refused fu
 func (n *node) flip(ctx workflow.Context) {
 	n.inFlip = true
 	defer func() { n.inFlip = false }()
-	v := workflow.GetVersion(ctx, changeFlipHolds, workflow.DefaultVersion, 1)
-	two := v >= 1 && n.twoSteps
 	// A control node's genesis with no recorded outcome (a state carried
 	// from before it was recorded, a node made control by a plan) is run
 	// first: an outcome not known is never flipped over. It is idempotent.
@@ -138,14 +136,14 @@ func (n *node) flip(ctx workflow.Context) {
 		n.genesis(ctx)
 	}
 	spec := MeshSpec(&n.s)
-	refused := func(pv *flip.Preview) {
+	refused := func(pv *flipwire.Preview) {
 		n.s.LastError = "flip refused by the preview: " + strings.Join(pv.Reasons, "; ")
 		n.event(ctx, n.s.LastError)
 	}
 	// The workflow's own refusals need no round trip to refuse, but the
 	// operator is shown the whole preview: those flips preview apart.
-	var pv *flip.Preview
-	if !two || len(n.refusals(ctx)) > 0 {
+	var pv *flipwire.Preview
+	if len(n.refusals(ctx)) > 0 {
 		var err error
 		if pv, err = n.previewSpec(ctx, spec); err != nil {
 			n.s.LastError = "flip preview: " + errorMessage(err)
@@ -173,34 +171,32 @@ func (n *node) flip(ctx workflow.Context) {
 		n.event(ctx, n.s.LastError)
 		n.setPhase(ctx, PhaseAdopted)
 	}
-	var fr activities.FlipResult
-	in := activities.FlipInput{Plan: n.s.Plan.Ref(), Spec: spec, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout, Intent: n.intent, Decisions: n.nodeFileDecisions(true)}
+	var fr nodewire.FlipResult
+	in := nodewire.FlipInput{Plan: n.s.Plan.Ref(), Spec: spec, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout, Intent: n.intent, Decisions: n.nodeFileDecisions(true)}
 	summary := "flip: replace the found firewall with the mesh's, in one transaction"
 	switch {
 	case pv == nil:
 		in.Preview = true
 		summary = "flip: preview on the node, then replace the found firewall with the mesh's, in one transaction"
-	case v >= 1:
-		in.ExpectFound, in.ExpectDerived = pv.FoundFingerprint, pv.DerivedFingerprint
 	default:
-		in.ExpectFound = pv.FoundFingerprint
+		in.ExpectFound, in.ExpectDerived = pv.FoundFingerprint, pv.DerivedFingerprint
 	}
 	err := n.exec(ctx, summary, a.Flip, in, &fr)
 	if in.Preview && fr.Preview != nil {
 		n.s.LastPreview = fr.Preview
 	}
-	if in.Preview && err == nil && fr.State == activities.FlipPreviewRefused {
+	if in.Preview && err == nil && fr.State == nodewire.FlipPreviewRefused {
 		// Nothing was recorded or changed on the node: as if never tried.
 		n.s.Flip, n.s.FlipAttempts = prev, n.s.FlipAttempts-1
 		n.setPhase(ctx, prevPhase)
 		if fr.Preview == nil {
-			fr.Preview = &flip.Preview{Reasons: []string{"the node refused without saying why"}}
+			fr.Preview = &flipwire.Preview{Reasons: []string{"the node refused without saying why"}}
 		}
 		refused(fr.Preview)
 		return
 	}
 	var ae *temporal.ApplicationError
-	if in.Preview && errors.As(err, &ae) && ae.Type() == activities.ErrStalePreview {
+	if in.Preview && errors.As(err, &ae) && ae.Type() == nodewire.ErrStalePreview {
 		// Nothing changed on the node. An agent older than
 		// FlipInput.Preview refuses a flip without expectations so, and a
 		// node whose firewall moved between its own preview and the
@@ -214,16 +210,16 @@ func (n *node) flip(ctx workflow.Context) {
 		id = fmt.Sprintf("%s-%d", n.s.Node, n.s.FlipAttempts)
 		n.s.Flip = &FlipStatus{ID: id, State: FlipStateFlipping}
 		in.ID, in.Preview, in.ExpectFound, in.ExpectDerived = id, false, pv.FoundFingerprint, pv.DerivedFingerprint
-		fr = activities.FlipResult{}
+		fr = nodewire.FlipResult{}
 		err = n.exec(ctx, "flip: replace the found firewall with the mesh's, in one transaction", a.Flip, in, &fr)
 	}
 	if err != nil {
 		// Whatever the error says, the node's record decides: an outcome
 		// not known to be "not applied" is reverted.
-		switch n.revertFlip(ctx, id, v) {
+		switch n.revertFlip(ctx, id) {
 		case FlipStateConfirmed:
 			n.event(ctx, "flip "+id+": the node reports it confirmed; committing it")
-			n.commit(ctx, v)
+			n.commit(ctx)
 		case FlipStateNotApplied:
 			back(FlipStateNotApplied, errorMessage(err)+" (nothing was changed on the node)")
 		default:
@@ -239,10 +235,10 @@ func (n *node) flip(ctx workflow.Context) {
 	// outside the node, or the flip reverts, saying why.
 	if workflow.GetVersion(ctx, changeFlipWitness, workflow.DefaultVersion, 1) >= 1 {
 		if why := n.witness(ctx); why != "" {
-			switch n.revertFlip(ctx, id, v) {
+			switch n.revertFlip(ctx, id) {
 			case FlipStateConfirmed:
 				n.event(ctx, "flip "+id+": the node reports it confirmed although "+why+"; committing it")
-				n.commit(ctx, v)
+				n.commit(ctx)
 			default:
 				back(FlipStateReverted, why)
 			}
@@ -251,27 +247,20 @@ func (n *node) flip(ctx workflow.Context) {
 	}
 	// The confirmation must run by the deadline: reaching the worker at all
 	// proves the new ruleset still lets it talk to Temporal.
-	summary = "flip: confirm (declared ports answer, worker reaches Temporal)"
-	if two {
-		summary = "flip: confirm (declared ports answer, worker reaches Temporal), then commit"
-	}
-	copts := workflow.ActivityOptions{
+	// The commit in it heartbeats, as CommitFlip does: an agent that dies
+	// there is retried by the next one, not after the deadline.
+	cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              NodeQueue(n.s.Node),
 		ScheduleToCloseTimeout: n.s.Plan.ConfirmTimeout,
-		Summary:                summary,
+		HeartbeatTimeout:       heartbeatTimeout,
+		Summary:                "flip: confirm (declared ports answer, worker reaches Temporal), then commit",
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 5 * time.Second},
-	}
-	if two {
-		// The commit in it heartbeats, as CommitFlip does: an agent that
-		// dies there is retried by the next one, not after the deadline.
-		copts.HeartbeatTimeout = heartbeatTimeout
-	}
-	cctx := workflow.WithActivityOptions(ctx, copts)
-	var cr activities.FlipResult
-	if err := workflow.ExecuteActivity(cctx, a.ConfirmFlip, activities.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Commit: two, Intent: n.intent}).Get(ctx, &cr); err != nil {
+	})
+	var cr nodewire.FlipResult
+	if err := workflow.ExecuteActivity(cctx, a.ConfirmFlip, nodewire.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Commit: true, Intent: n.intent}).Get(ctx, &cr); err != nil {
 		// The confirmation may have gone through with its answer lost: the
 		// node says which.
-		switch n.revertFlip(ctx, id, v) {
+		switch n.revertFlip(ctx, id) {
 		case FlipStateConfirmed:
 			n.event(ctx, "flip "+id+": the confirmation's answer was lost ("+errorMessage(err)+"), but the node confirmed it; committing it")
 		default:
@@ -279,46 +268,38 @@ func (n *node) flip(ctx workflow.Context) {
 			return
 		}
 	}
-	if two && cr.State == FlipStateCommitted {
+	if cr.State == FlipStateCommitted {
 		n.s.Flip.State = FlipStateConfirmed
 		n.committed(ctx, cr)
 		return
 	}
-	n.commit(ctx, v)
+	n.commit(ctx)
 }
 
-// commit makes a confirmed flip final. From changeFlipHolds on, a commit that
-// fails leaves the node flipping (the flip confirmed and in force, the
-// reason in status) until `adopt retry` runs it again; converged is
-// reached only once the node says the predecessor's leftovers are gone.
-func (n *node) commit(ctx workflow.Context, v workflow.Version) {
+// commit makes a confirmed flip final. A commit that fails leaves the node
+// flipping (the flip confirmed and in force, the reason in status) until
+// `adopt retry` runs it again; converged is reached only once the node says
+// the predecessor's leftovers are gone.
+func (n *node) commit(ctx workflow.Context) {
 	id := n.s.Flip.ID
 	n.s.Flip.State = FlipStateConfirmed
 	// The found firewall is out of force for good: its marks are not
 	// reasserted any more.
-	if v >= 1 {
-		n.s.Opened, n.s.OpenedForward = nil, nil
-	}
-	var cm activities.FlipResult
-	if err := n.exec(ctx, "flip: commit (boot-time ruleset, save and remove the predecessor's firewall, prune predecessors)", a.CommitFlip, activities.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Intent: n.intent}, &cm); err != nil {
+	n.s.Opened, n.s.OpenedForward = nil, nil
+	var cm nodewire.FlipResult
+	if err := n.exec(ctx, "flip: commit (boot-time ruleset, save and remove the predecessor's firewall, prune predecessors)", a.CommitFlip, nodewire.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Intent: n.intent}, &cm); err != nil {
 		n.s.Flip.Error = "commit: " + errorMessage(err)
-		if v >= 1 {
-			n.s.Flip.State = FlipStateCommitting
-			n.s.LastError = fmt.Sprintf("flip %s is confirmed and in force, but its commit failed: %s; fix the cause, then: adopt retry %s", id, errorMessage(err), n.s.Node)
-			n.event(ctx, n.s.LastError)
-			n.publish(ctx)
-			return
-		}
-		n.s.LastError = "flip " + id + " is confirmed, but removing the predecessor's leftovers failed: " + errorMessage(err)
+		n.s.Flip.State = FlipStateCommitting
+		n.s.LastError = fmt.Sprintf("flip %s is confirmed and in force, but its commit failed: %s; fix the cause, then: adopt retry %s", id, errorMessage(err), n.s.Node)
 		n.event(ctx, n.s.LastError)
-		n.converged(ctx)
+		n.publish(ctx)
 		return
 	}
 	n.committed(ctx, cm)
 }
 
 // committed records a commit the node reports done.
-func (n *node) committed(ctx workflow.Context, cm activities.FlipResult) {
+func (n *node) committed(ctx workflow.Context, cm nodewire.FlipResult) {
 	n.s.Flip.State, n.s.Flip.Listing, n.s.Flip.Error = FlipStateCommitted, cm.Listing, ""
 	n.s.LastError = ""
 	n.converged(ctx)
@@ -339,25 +320,22 @@ func (n *node) committing() bool {
 
 // revertFlip asks the node to revert a flip and returns what the node says
 // the flip is now: reverted, not-applied, or confirmed (it stays; the
-// caller commits it). From changeFlipHolds on it asks until the node answers:
-// until then the flip counts as in force, and the node's watchdog reverts
-// it at the deadline by itself.
-func (n *node) revertFlip(ctx workflow.Context, id string, v workflow.Version) string {
+// caller commits it). It asks until the node answers: until then the flip
+// counts as in force, and the node's watchdog reverts it at the deadline by
+// itself.
+func (n *node) revertFlip(ctx workflow.Context, id string) string {
 	for {
-		var res activities.FlipResult
-		err := n.exec(ctx, "flip: revert to the firewall as it was", a.RevertFlip, activities.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Intent: n.intent}, &res)
+		var res nodewire.FlipResult
+		err := n.exec(ctx, "flip: revert to the firewall as it was", a.RevertFlip, nodewire.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Intent: n.intent}, &res)
 		var ae *temporal.ApplicationError
 		switch {
 		case err == nil && res.State == FlipStateNotApplied:
 			return FlipStateNotApplied
 		case err == nil:
 			return FlipStateReverted
-		case v >= 1 && errors.As(err, &ae) && ae.Type() == activities.ErrFlipConfirmed:
+		case errors.As(err, &ae) && ae.Type() == nodewire.ErrFlipConfirmed:
 			return FlipStateConfirmed
-		case v >= 1 && errors.As(err, &ae) && ae.Type() == activities.ErrFlipReverted:
-			return FlipStateReverted
-		case v < 1:
-			n.event(ctx, "revert of "+id+" failed: "+errorMessage(err)+" (the node's watchdog reverts it at the deadline)")
+		case errors.As(err, &ae) && ae.Type() == nodewire.ErrFlipReverted:
 			return FlipStateReverted
 		}
 		n.s.Waiting = fmt.Sprintf("the node has not acknowledged the revert of flip %s (%s): it counts as in force, and the node's watchdog reverts it at its deadline; asking again", id, errorMessage(err))
@@ -372,17 +350,17 @@ func (n *node) revertFlip(ctx workflow.Context, id string, v workflow.Version) s
 // MeshSpec derives what the mesh's own ruleset opens: the management
 // ports, the foundation's (once genesis opened them) and every migrated
 // module's, with the host ports its container publishes for forwarding.
-func MeshSpec(s *State) flip.MeshSpec {
-	spec := flip.MeshSpec{Node: s.Node, Drop: s.Plan.Drop, Widen: s.Plan.Widen, DropClasses: s.Plan.DropClasses, WidenClasses: s.Plan.WidenClasses}
+func MeshSpec(s *State) flipwire.MeshSpec {
+	spec := flipwire.MeshSpec{Node: s.Node, Drop: s.Plan.Drop, Widen: s.Plan.Widen, DropClasses: s.Plan.DropClasses, WidenClasses: s.Plan.WidenClasses}
 	for _, p := range s.Plan.ManagementPorts {
-		spec.Input = append(spec.Input, flip.Allow{Port: p, Owner: "management"})
+		spec.Input = append(spec.Input, flipwire.Allow{Port: p, Owner: "management"})
 	}
 	if s.Genesis.State == "done" && s.Plan.Role == "control" {
 		for _, fp := range s.Plan.Foundation {
-			spec.Input = append(spec.Input, flip.Allow{Port: fp.Port, Owner: flip.OwnerFoundation})
+			spec.Input = append(spec.Input, flipwire.Allow{Port: fp.Port, Owner: flipwire.OwnerFoundation})
 		}
-		for _, p := range s.OpenedForward[flip.OwnerFoundation] {
-			spec.Forward = append(spec.Forward, flip.Allow{Port: p, Owner: flip.OwnerFoundation})
+		for _, p := range s.OpenedForward[flipwire.OwnerFoundation] {
+			spec.Forward = append(spec.Forward, flipwire.Allow{Port: p, Owner: flipwire.OwnerFoundation})
 		}
 	}
 	for _, m := range s.Plan.Modules {
@@ -390,10 +368,10 @@ func MeshSpec(s *State) flip.MeshSpec {
 			continue
 		}
 		for _, p := range m.Ports {
-			spec.Input = append(spec.Input, flip.Allow{Port: p, Owner: m.Name})
+			spec.Input = append(spec.Input, flipwire.Allow{Port: p, Owner: m.Name})
 		}
 		for _, p := range publishedPorts(m) {
-			spec.Forward = append(spec.Forward, flip.Allow{Port: p, Owner: m.Name})
+			spec.Forward = append(spec.Forward, flipwire.Allow{Port: p, Owner: m.Name})
 		}
 	}
 	return spec

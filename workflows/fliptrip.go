@@ -15,8 +15,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities"
-	"adoption/firewall/flip"
+	"adoption/activities/nodewire"
+	"adoption/firewall/flipwire"
 	"adoption/witness"
 )
 
@@ -27,9 +27,9 @@ const flipTripActivity = "FlipTrip"
 // registerFlipTrip answers the node's question of the witness's verdict on
 // a flip: read-only, so it adds nothing to the history.
 func (n *node) registerFlipTrip(ctx workflow.Context) error {
-	return workflow.SetQueryHandler(ctx, activities.QueryFlipWitness, func(id string) (activities.WitnessVerdict, error) {
+	return workflow.SetQueryHandler(ctx, nodewire.QueryFlipWitness, func(id string) (nodewire.WitnessVerdict, error) {
 		if n.verdict.ID != id {
-			return activities.WitnessVerdict{ID: id}, nil
+			return nodewire.WitnessVerdict{ID: id}, nil
 		}
 		return n.verdict, nil
 	})
@@ -43,14 +43,13 @@ const errNotRegistered = "ActivityNotRegisteredError"
 // of the flipping phase (nothing it acts on changes): only of the node
 // converged, or back as it was. It reports true when the node's agent
 // predates FlipTrip: nothing was tried, and the caller flips in two.
-func (n *node) flipTrip(ctx workflow.Context, spec flip.MeshSpec, refused func(*flip.Preview)) bool {
+func (n *node) flipTrip(ctx workflow.Context, spec flipwire.MeshSpec, refused func(*flipwire.Preview)) bool {
 	return n.flipTripOnce(ctx, spec, refused, false)
 }
 
 // flipTripOnce is flipTrip; again says this is the one more try after a
 // stale refusal, which is not tried again.
-func (n *node) flipTripOnce(ctx workflow.Context, spec flip.MeshSpec, refused func(*flip.Preview), again bool) bool {
-	v := workflow.Version(1) // changeFlipHolds is taken by every run that takes this change
+func (n *node) flipTripOnce(ctx workflow.Context, spec flipwire.MeshSpec, refused func(*flipwire.Preview), again bool) bool {
 	n.s.LastError = ""
 	prev, prevPhase := n.s.Flip, n.s.Phase
 	n.quiet = true
@@ -66,7 +65,7 @@ func (n *node) flipTripOnce(ctx workflow.Context, spec flip.MeshSpec, refused fu
 		n.quiet = false
 		n.setPhase(ctx, PhaseAdopted)
 	}
-	in := activities.FlipTripInput{FlipInput: activities.FlipInput{Plan: n.s.Plan.Ref(), Spec: spec, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout,
+	in := nodewire.FlipTripInput{FlipInput: nodewire.FlipInput{Plan: n.s.Plan.Ref(), Spec: spec, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout,
 		Intent: n.intent, Decisions: n.nodeFileDecisions(true), Preview: true}}
 	// The witness starts now and dials once the node reports the flip
 	// applied; its verdict is kept for the node's query.
@@ -76,18 +75,18 @@ func (n *node) flipTripOnce(ctx workflow.Context, spec flip.MeshSpec, refused fu
 	if in.Witness = witnessed; in.Witness {
 		n.event(ctx, "flip "+id+": witnessed from outside the node once applied")
 	}
-	var fr activities.FlipResult
+	var fr nodewire.FlipResult
 	err := n.exec(ctx, "flip: preview, apply, prove the way out and in, confirm and commit, in one round trip", a.FlipTrip, in, &fr)
 	if fr.Preview != nil {
 		n.s.LastPreview = fr.Preview
 	}
-	if err == nil && fr.State == activities.FlipPreviewRefused {
+	if err == nil && fr.State == nodewire.FlipPreviewRefused {
 		// Nothing was recorded or changed on the node: as if never tried.
 		n.s.Flip, n.s.FlipAttempts = prev, n.s.FlipAttempts-1
 		n.quiet = false
 		n.setPhase(ctx, prevPhase)
 		if fr.Preview == nil {
-			fr.Preview = &flip.Preview{Reasons: []string{"the node refused without saying why"}}
+			fr.Preview = &flipwire.Preview{Reasons: []string{"the node refused without saying why"}}
 		}
 		refused(fr.Preview)
 		return false
@@ -95,7 +94,7 @@ func (n *node) flipTripOnce(ctx workflow.Context, spec flip.MeshSpec, refused fu
 	if err == nil && fr.State == FlipStateCommitted {
 		switch {
 		case !in.Witness:
-		case n.verdictCarried && fr.Witness != nil && fr.Witness.ID == id && fr.Witness.State == activities.WitnessAnswered:
+		case n.verdictCarried && fr.Witness != nil && fr.Witness.ID == id && fr.Witness.State == nodewire.WitnessAnswered:
 			// The node committed on the witness's answer and says which:
 			// the flip goes on in this task. The witness ends on its own
 			// (its verdict, when it completes, is the same).
@@ -123,8 +122,8 @@ func (n *node) flipTripOnce(ctx workflow.Context, spec flip.MeshSpec, refused fu
 		n.event(ctx, "flip "+id+" not tried: the node's agent predates the flip in one round trip ("+errorMessage(err)+"); flipping in two")
 		return true
 	}
-	if errors.As(err, &ae) && (ae.Type() == activities.ErrStalePreview || ae.Type() == activities.ErrFlipNotApplied) {
-		if ae.Type() == activities.ErrStalePreview && !again {
+	if errors.As(err, &ae) && (ae.Type() == nodewire.ErrStalePreview || ae.Type() == nodewire.ErrFlipNotApplied) {
+		if ae.Type() == nodewire.ErrStalePreview && !again {
 			// Still flipping until the preview apart has said why.
 			n.s.Flip.State, n.s.Flip.Error = FlipStateNotApplied, errorMessage(err)
 			n.quiet = false
@@ -139,10 +138,10 @@ func (n *node) flipTripOnce(ctx workflow.Context, spec flip.MeshSpec, refused fu
 	}
 	// Whatever the error says, the node's record decides.
 	n.quiet = false
-	switch n.revertFlip(ctx, id, v) {
+	switch n.revertFlip(ctx, id) {
 	case FlipStateConfirmed:
 		n.event(ctx, "flip "+id+": the node reports it confirmed ("+errorMessage(err)+"); committing it")
-		n.commit(ctx, v)
+		n.commit(ctx)
 	case FlipStateNotApplied:
 		back(FlipStateNotApplied, errorMessage(err)+" (nothing was changed on the node)")
 	default:
@@ -155,7 +154,7 @@ func (n *node) flipTripOnce(ctx workflow.Context, spec flip.MeshSpec, refused fu
 // between its own preview and the transaction), as the flip in two steps
 // does: previewed apart once, so the operator sees what moved; flipped once
 // more only if that preview approves.
-func (n *node) staleAgain(ctx workflow.Context, spec flip.MeshSpec, refused func(*flip.Preview), prevPhase Phase) {
+func (n *node) staleAgain(ctx workflow.Context, spec flipwire.MeshSpec, refused func(*flipwire.Preview), prevPhase Phase) {
 	n.event(ctx, "flip "+n.s.Flip.ID+" not applied: the found firewall moved during the flip; previewing apart, then flipping again if it approves")
 	if n.previewApart(ctx, spec, refused, prevPhase) != nil {
 		n.flipTripOnce(ctx, spec, refused, true)
@@ -164,7 +163,7 @@ func (n *node) staleAgain(ctx workflow.Context, spec flip.MeshSpec, refused func
 
 // witnessed is how the event says the witness answered, or "" unwitnessed.
 func (n *node) witnessed() string {
-	if n.verdict.State == activities.WitnessAnswered {
+	if n.verdict.State == nodewire.WitnessAnswered {
 		return "witnessed from outside (" + n.verdict.Why + "), "
 	}
 	return ""
@@ -202,11 +201,11 @@ func (n *node) witnessTrip(ctx workflow.Context, id string) (*bool, bool) {
 			// Signed by the witness: the node's query is answered with it.
 			n.verdict = *res.Verdict
 		case err == nil:
-			n.verdict = activities.WitnessVerdict{ID: id, State: activities.WitnessAnswered, Why: strings.Join(res.Answered, ", ")}
+			n.verdict = nodewire.WitnessVerdict{ID: id, State: nodewire.WitnessAnswered, Why: strings.Join(res.Answered, ", ")}
 		case errors.As(err, &ae) && ae.Type() == witness.ErrFlipEnded, temporal.IsCanceledError(err):
 			// The node's activity ended first: no verdict is asked for.
 		default:
-			n.verdict = activities.WitnessVerdict{ID: id, State: activities.WitnessLockedOut, Why: errorMessage(err)}
+			n.verdict = nodewire.WitnessVerdict{ID: id, State: nodewire.WitnessLockedOut, Why: errorMessage(err)}
 		}
 	})
 	return ended, true

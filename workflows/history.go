@@ -18,8 +18,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities"
 	"adoption/activities/authority"
+	"adoption/activities/nodewire"
 )
 
 // agentWait is how long an activity of a run from before changeUntimedSteps
@@ -49,10 +49,10 @@ var heartbeating = map[string]bool{
 // refusals are error types that can never succeed on a retry; activities
 // raise them non-retryable already, this keeps them so if one forgets.
 var refusals = []string{
-	activities.ErrWrongNode, activities.ErrControlRunning, activities.ErrUnsupportedFW, activities.ErrBadPath,
-	activities.ErrBadModule, activities.ErrCutoverRefused, activities.ErrMissingContent,
-	activities.ErrPortCollision, authority.ErrBadOwner, activities.ErrNotAdopted, activities.ErrStalePreview,
-	activities.ErrFlipReverted,
+	nodewire.ErrWrongNode, nodewire.ErrControlRunning, nodewire.ErrUnsupportedFW, nodewire.ErrBadPath,
+	nodewire.ErrBadModule, nodewire.ErrCutoverRefused, nodewire.ErrMissingContent,
+	nodewire.ErrPortCollision, authority.ErrBadOwner, nodewire.ErrNotAdopted, nodewire.ErrStalePreview,
+	nodewire.ErrFlipReverted,
 }
 
 type interactiveKey struct{}

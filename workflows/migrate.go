@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"strings"
 
+	"adoption/activities/nodewire"
+
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-
-	"adoption/activities"
 )
 
 // migrate cuts a module over, one step per activity so the Web UI shows
@@ -42,7 +42,7 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 	m.State, m.LastError = ModuleMigrating, ""
 	m.Attempts++
 	n.setPhase(ctx, PhaseMigrating)
-	in := activities.ModuleInput{Plan: n.s.Plan.Ref(), Module: module, Decisions: n.decisionsFor(module), Intent: n.intent}
+	in := nodewire.ModuleInput{Plan: n.s.Plan.Ref(), Module: module, Decisions: n.decisionsFor(module), Intent: n.intent}
 	// The module's state is looked up afresh after every wait: a plan
 	// applied meanwhile rebuilds n.s.Modules, so a pointer taken before
 	// would write into the old slice. The plan could also drop the module
@@ -63,7 +63,7 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 		if at(name) == nil {
 			return gone
 		}
-		var res activities.CutoverResult
+		var res nodewire.CutoverResult
 		err := n.exec(ctx, fmt.Sprintf("cutover %s: %s (%s)", module, name, cutoverSteps[name]), fn, arg, &res)
 		if m := n.s.module(module); err == nil && res.Carried != nil && m != nil {
 			m.Carried = res.Carried
@@ -100,7 +100,7 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 	}
 
 	at("preflight")
-	var pre activities.CutoverResult
+	var pre nodewire.CutoverResult
 	if err := n.exec(ctx, fmt.Sprintf("cutover %s: preflight (%s)", module, cutoverSteps["preflight"]), a.CutoverPreflight, in, &pre); err != nil {
 		if m := n.s.module(module); m != nil {
 			recordConflicts(m, err)
@@ -125,7 +125,7 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 		when bool
 	}
 	for _, st := range []stepDef{
-		{"create container", a.CutoverCreate, activities.CutoverInput{Plan: n.s.Plan.Ref(), Module: module, Predecessor: pre.Predecessor, Intent: n.intent, Decisions: in.Decisions}, mp.Container != nil},
+		{"create container", a.CutoverCreate, nodewire.CutoverInput{Plan: n.s.Plan.Ref(), Module: module, Predecessor: pre.Predecessor, Intent: n.intent, Decisions: in.Decisions}, mp.Container != nil},
 		{"converge files", a.ConvergeFiles, in, len(mp.Files) > 0 && (mp.Container == nil || !filesAtSwap(ctx))},
 		{"swap containers", a.CutoverSwap, in, mp.Container != nil},
 		{"wait healthy", a.CutoverWaitHealthy, in, mp.Container != nil || (mp.Health != nil && healthWithoutContainer(ctx))},
@@ -163,15 +163,15 @@ var cutoverSteps = map[string]string{
 // rollback undoes a cutover that failed after preflight and says how it
 // went; confirmed is true when the node refused because it had confirmed
 // the cutover (it is migrated there, and stays so).
-func (n *node) rollback(ctx workflow.Context, module string, in activities.ModuleInput) (said string, confirmed bool) {
+func (n *node) rollback(ctx workflow.Context, module string, in nodewire.ModuleInput) (said string, confirmed bool) {
 	if m := n.s.module(module); m != nil { // nil: it left the plan (migrate)
 		m.Step = "rollback"
 	}
 	n.publish(ctx)
-	var res activities.CutoverResult
+	var res nodewire.CutoverResult
 	if err := n.exec(ctx, fmt.Sprintf("cutover %s: roll back (%s)", module, cutoverSteps["roll back"]), a.CutoverRollback, in, &res); err != nil {
 		var ae *temporal.ApplicationError
-		if errors.As(err, &ae) && ae.Type() == activities.ErrCutoverConfirmed {
+		if errors.As(err, &ae) && ae.Type() == nodewire.ErrCutoverConfirmed {
 			return "not rolled back: " + errorMessage(err), true
 		}
 		return "ROLLBACK FAILED: " + errorMessage(err) + " (the node may be half cut over; retry or inspect it)", false
@@ -187,8 +187,8 @@ func (n *node) rollback(ctx workflow.Context, module string, in activities.Modul
 
 // closeRules removes an owner's marked rules and forgets them.
 func (n *node) closeRules(ctx workflow.Context, owner string) error {
-	var res activities.RulesResult
-	if err := n.exec(ctx, fmt.Sprintf("close %s's marked rules", owner), a.CloseRules, activities.RulesInput{Plan: n.s.Plan.Ref(), Owner: owner, Intent: n.intent}, &res); err != nil {
+	var res nodewire.RulesResult
+	if err := n.exec(ctx, fmt.Sprintf("close %s's marked rules", owner), a.CloseRules, nodewire.RulesInput{Plan: n.s.Plan.Ref(), Owner: owner, Intent: n.intent}, &res); err != nil {
 		return err
 	}
 	delete(n.s.Opened, owner)
@@ -205,8 +205,8 @@ func (n *node) prune(ctx workflow.Context) {
 			mods = append(mods, m.Name)
 		}
 	}
-	var res activities.CutoverResult
-	if err := n.exec(ctx, "prune the kept predecessor containers", a.Prune, activities.PruneInput{Plan: n.s.Plan.Ref(), Modules: mods, Intent: n.intent}, &res); err != nil {
+	var res nodewire.CutoverResult
+	if err := n.exec(ctx, "prune the kept predecessor containers", a.Prune, nodewire.PruneInput{Plan: n.s.Plan.Ref(), Modules: mods, Intent: n.intent}, &res); err != nil {
 		n.s.LastError = "prune: " + errorMessage(err)
 		n.event(ctx, n.s.LastError)
 		return

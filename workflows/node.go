@@ -12,9 +12,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities"
+	"adoption/activities/nodewire"
 	"adoption/config"
-	"adoption/firewall/marks"
+	"adoption/firewall"
 	"adoption/intent"
 )
 
@@ -27,7 +27,7 @@ var (
 
 // The workflow calls activities through a nil pointer: only the method
 // values matter, and tests mock the same ones.
-var a *activities.Activities
+var a *nodewire.Activities
 
 // node is the entity behind one NodeMigration execution.
 type node struct {
@@ -36,8 +36,6 @@ type node struct {
 	// When the periodic jobs are next due (not carried across
 	// continue-as-new: a new run starts its timers afresh).
 	nextReconcile, nextDrift time.Time
-	// twoSteps: the flip takes two round trips to the node (changeFlipTwoSteps).
-	twoSteps bool
 	// oneTrip: the flip takes one (changeFlipOneTrip, fliptrip.go).
 	oneTrip bool
 	// verdictCarried: that flip goes on with the witness's verdict the
@@ -51,7 +49,7 @@ type node struct {
 	quiet bool
 	// verdict is the witness's on the flip in one round trip, for the
 	// node's query.
-	verdict activities.WitnessVerdict
+	verdict nodewire.WitnessVerdict
 	// watching: the node's agent checks in its own loop and the workflow
 	// waits on its watch (changeNodeWatch).
 	watching bool
@@ -113,16 +111,13 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 	// Decided here, once a run, not in the flip: each GetVersion costs a
 	// marker and a search attribute upsert, which the flip's first task
 	// would otherwise carry while 50 nodes flip at once.
-	n.twoSteps = workflow.GetVersion(ctx, changeFlipTwoSteps, workflow.DefaultVersion, 1) >= 1
-	if n.twoSteps {
-		// The same for changeFlipHolds: the SDK keeps the version a change ID got
-		// for the rest of the run, so the flip's own GetVersion records
-		// nothing more. Runs that predate changeFlipTwoSteps record it in the flip.
-		_ = workflow.GetVersion(ctx, changeFlipHolds, workflow.DefaultVersion, 1)
-		n.oneTrip = workflow.GetVersion(ctx, changeFlipOneTrip, workflow.DefaultVersion, 1) >= 1
-		if n.oneTrip {
-			n.verdictCarried = workflow.GetVersion(ctx, changeFlipVerdictCarried, workflow.DefaultVersion, 1) >= 1
-		}
+	// The flip in four round trips (before changeFlipTwoSteps, and before
+	// changeFlipHolds) is retired: no kept history needs it.
+	taken(ctx, changeFlipTwoSteps)
+	taken(ctx, changeFlipHolds)
+	n.oneTrip = workflow.GetVersion(ctx, changeFlipOneTrip, workflow.DefaultVersion, 1) >= 1
+	if n.oneTrip {
+		n.verdictCarried = workflow.GetVersion(ctx, changeFlipVerdictCarried, workflow.DefaultVersion, 1) >= 1
 	}
 	n.watching = workflow.GetVersion(ctx, changeNodeWatch, workflow.DefaultVersion, 1) >= 1
 	for {
@@ -172,7 +167,7 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 		switch {
 		case req.Kind == SignalRetry && req.Module == "" && n.committing():
 			n.event(ctx, "retrying the commit of flip "+n.s.Flip.ID)
-			n.commit(ctx, workflow.GetVersion(ctx, changeFlipHolds, workflow.DefaultVersion, 1))
+			n.commit(ctx)
 		case req.Kind == SignalRetry && req.Module == "":
 			if n.s.Genesis.State == "failed" {
 				n.genesis(ctx)
@@ -302,7 +297,7 @@ func portList(ps []config.Port) string {
 	return strings.Join(out, ",")
 }
 
-func markList(ms []marks.MarkedRule) string {
+func markList(ms []firewall.MarkedRule) string {
 	out := make([]string, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, fmt.Sprintf("%s %s/%s", m.Mark.Comment(), m.Family, m.Chain))
@@ -310,8 +305,8 @@ func markList(ms []marks.MarkedRule) string {
 	return strings.Join(out, ", ")
 }
 
-func withoutOwner(ms []marks.MarkedRule, owner string) []marks.MarkedRule {
-	var out []marks.MarkedRule
+func withoutOwner(ms []firewall.MarkedRule, owner string) []firewall.MarkedRule {
+	var out []firewall.MarkedRule
 	for _, m := range ms {
 		if m.Mark.Owner != owner {
 			out = append(out, m)
@@ -321,13 +316,13 @@ func withoutOwner(ms []marks.MarkedRule, owner string) []marks.MarkedRule {
 }
 
 // mergeMarks adds marks to a list, once each (by place and comment).
-func mergeMarks(have, add []marks.MarkedRule) []marks.MarkedRule {
-	key := func(m marks.MarkedRule) string {
+func mergeMarks(have, add []firewall.MarkedRule) []firewall.MarkedRule {
+	key := func(m firewall.MarkedRule) string {
 		return m.Family + " " + m.Table + " " + m.Chain + " " + m.Mark.Comment()
 	}
 	seen := map[string]bool{}
-	var out []marks.MarkedRule
-	for _, m := range append(append([]marks.MarkedRule{}, have...), add...) {
+	var out []firewall.MarkedRule
+	for _, m := range append(append([]firewall.MarkedRule{}, have...), add...) {
 		if !seen[key(m)] {
 			seen[key(m)] = true
 			out = append(out, m)

@@ -10,7 +10,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities"
+	"adoption/activities/nodewire"
 	"adoption/custody"
 )
 
@@ -57,8 +57,8 @@ func (n *node) periodic(ctx workflow.Context) {
 // checkDrift compares the node with what adoption recorded; a difference
 // shows in status and blocks the flip until accepted or undone.
 func (n *node) checkDrift(ctx workflow.Context) {
-	var res activities.DriftResult
-	in := activities.DriftInput{Plan: n.s.Plan.Ref(), Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint}
+	var res nodewire.DriftResult
+	in := nodewire.DriftInput{Plan: n.s.Plan.Ref(), Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint}
 	if err := n.exec(ctx, "drift: compare custody files and the found firewall with what was adopted", a.CheckDrift, in, &res); err != nil {
 		n.event(ctx, "drift check failed: "+errorMessage(err))
 		return
@@ -68,7 +68,7 @@ func (n *node) checkDrift(ctx workflow.Context) {
 }
 
 // takeDrift records the drift found, and says so when it changed.
-func (n *node) takeDrift(ctx workflow.Context, items []activities.DriftItem) {
+func (n *node) takeDrift(ctx workflow.Context, items []nodewire.DriftItem) {
 	if len(items) != len(n.s.Drift) {
 		if len(items) == 0 {
 			n.event(ctx, "drift resolved: the node is as adopted again")
@@ -104,8 +104,8 @@ func (n *node) driftBaseline() []custody.Record {
 
 // acceptDrift records the node as it is now.
 func (n *node) acceptDrift(ctx workflow.Context) {
-	var res activities.DriftResult
-	in := activities.DriftInput{Plan: n.s.Plan.Ref(), Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint, Intent: n.intent}
+	var res nodewire.DriftResult
+	in := nodewire.DriftInput{Plan: n.s.Plan.Ref(), Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint, Intent: n.intent}
 	if err := n.exec(ctx, "drift: accept the node as it is now", a.AcceptDrift, in, &res); err != nil {
 		n.s.LastError = "drift accept: " + errorMessage(err)
 		n.event(ctx, n.s.LastError)
@@ -125,8 +125,8 @@ func (n *node) acceptDrift(ctx workflow.Context) {
 
 // reconcile reasserts every expected marked rule.
 func (n *node) reconcile(ctx workflow.Context) {
-	var res activities.RulesResult
-	in := activities.ReconcileInput{Plan: n.s.Plan.Ref(), Owners: n.s.Opened, Forward: n.s.OpenedForward}
+	var res nodewire.RulesResult
+	in := nodewire.ReconcileInput{Plan: n.s.Plan.Ref(), Owners: n.s.Opened, Forward: n.s.OpenedForward}
 	err := n.exec(ctx, "reconcile: reassert marked rules", a.Reconcile, in, &res)
 	rec := &Reconcile{At: workflow.Now(ctx).UTC()}
 	if err != nil {

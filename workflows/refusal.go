@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"strings"
 
+	"adoption/activities/nodewire"
+
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-
-	"adoption/activities"
 )
 
 // Refusal is the last request the node refused for its intent.
@@ -27,7 +27,7 @@ type Refusal struct {
 // show it) and returns it; any other error passes unchanged.
 func (n *node) signHint(ctx workflow.Context, err error) error {
 	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) || ae.Type() != activities.ErrIntentRefused {
+	if !errors.As(err, &ae) || ae.Type() != nodewire.ErrIntentRefused {
 		return err
 	}
 	kind, module := n.serving.Kind, n.serving.Module
@@ -37,7 +37,7 @@ func (n *node) signHint(ctx workflow.Context, err error) error {
 	why := ae.Message() + "; " + HowToSign(n.s.Node, kind, module)
 	n.s.Refused = &Refusal{Kind: kind, Module: module, Why: why}
 	n.event(ctx, "refused "+describe(kind, module)+": "+why)
-	return temporal.NewNonRetryableApplicationError(why, activities.ErrIntentRefused, err)
+	return temporal.NewNonRetryableApplicationError(why, nodewire.ErrIntentRefused, err)
 }
 
 // HowToSign says how to send request kind (of module) to node signed.

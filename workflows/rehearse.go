@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"time"
 
+	"adoption/activities/nodewire"
+
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-
-	"adoption/activities"
 )
 
 // UpdateRehearse rehearses a module's cutover.
@@ -20,7 +20,7 @@ const UpdateRehearse = "rehearse"
 
 func (n *node) registerRehearse(ctx workflow.Context) error {
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateRehearse,
-		func(ctx workflow.Context, in RequestInput) (*activities.Rehearsal, error) {
+		func(ctx workflow.Context, in RequestInput) (*nodewire.Rehearsal, error) {
 			// Short and bounded: the operator waits at the terminal, and a
 			// rehearsal that cannot reach the node says so instead of
 			// waiting for the agent.
@@ -31,8 +31,8 @@ func (n *node) registerRehearse(ctx workflow.Context) error {
 				Summary:                fmt.Sprintf("rehearsal: migrate %s (dry run, changes nothing)", in.Module),
 				RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 			})
-			var r activities.Rehearsal
-			err := workflow.ExecuteActivity(actx, a.Rehearse, activities.ModuleInput{
+			var r nodewire.Rehearsal
+			err := workflow.ExecuteActivity(actx, a.Rehearse, nodewire.ModuleInput{
 				Plan: n.s.Plan.Ref(), Module: in.Module, Decisions: n.decisionsFor(in.Module),
 			}).Get(ctx, &r)
 			if err != nil {

@@ -9,9 +9,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities"
+	"adoption/activities/nodewire"
 	"adoption/config"
-	"adoption/firewall/flip"
+	"adoption/firewall/flipwire"
 	"adoption/intent"
 )
 
@@ -70,7 +70,7 @@ func (n *node) register(ctx workflow.Context) error {
 		}
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePreview,
-		func(ctx workflow.Context, in RequestInput) (*flip.Preview, error) {
+		func(ctx workflow.Context, in RequestInput) (*flipwire.Preview, error) {
 			// The node's own plan sent again changes nothing: not applied,
 			// so no "plan updated" and no module state rebuilt.
 			if in.Plan != nil && in.Plan.Hash() != n.s.Plan.Hash() {
@@ -307,11 +307,11 @@ func (n *node) validate(kind string, in RequestInput) error {
 // it and nothing queued or started meanwhile would see its module change.
 // A refused plan leaves the workflow's plan, modules and last preview as
 // they were, with an event naming why.
-func (n *node) previewPlan(ctx workflow.Context, p config.Plan) (*flip.Preview, error) {
+func (n *node) previewPlan(ctx workflow.Context, p config.Plan) (*flipwire.Preview, error) {
 	trial := n.s
 	trial.Plan, trial.Modules = p, modulesFor(&n.s, p)
-	var pv flip.Preview
-	in := activities.PreviewInput{Plan: p.Ref(), Spec: MeshSpec(&trial), Decisions: n.nodeFileDecisions(false)}
+	var pv flipwire.Preview
+	in := nodewire.PreviewInput{Plan: p.Ref(), Spec: MeshSpec(&trial), Decisions: n.nodeFileDecisions(false)}
 	if err := n.exec(ctx, "flip preview (with the plan sent): which open ports would close", a.Preview, in, &pv); err != nil {
 		n.event(ctx, "the plan sent with a preview was not applied: node "+n.s.Node+" refused it: "+errorMessage(err))
 		return nil, err

@@ -17,9 +17,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities"
 	"adoption/activities/filemerge"
-	"adoption/containers"
+	"adoption/activities/nodewire"
+	"adoption/containers/cutoverwire"
 	"adoption/intent"
 )
 
@@ -96,7 +96,7 @@ func (n *node) registerResolve(ctx workflow.Context) error {
 				if mp.Container == nil {
 					return fmt.Errorf("module %s of node %s runs no container: only a container's env:NAME or label:NAME, or a declared file's PATH KEY, can be decided", in.Path, n.s.Node)
 				}
-				if _, _, ok := containers.SplitKey(in.Key); !ok {
+				if _, _, ok := cutoverwire.SplitKey(in.Key); !ok {
 					return fmt.Errorf("key %q of module %s: say env:NAME for an environment variable or label:NAME for a label of its container", in.Key, in.Path)
 				}
 			} else {
@@ -129,7 +129,7 @@ func (n *node) conflictOwner(path, key string) *ModuleState {
 }
 
 // lastNodeFiles are the node files' fates as the last preview gave them.
-func (n *node) lastNodeFiles() []activities.FileMerge {
+func (n *node) lastNodeFiles() []nodewire.FileMerge {
 	if n.s.LastPreview == nil {
 		return nil
 	}
@@ -138,12 +138,12 @@ func (n *node) lastNodeFiles() []activities.FileMerge {
 
 // nodeFileDecisions are the decisions on the node files, for the node's
 // preview and flip; signed only for the flip, which applies them.
-func (n *node) nodeFileDecisions(signed bool) []activities.FileDecision {
-	var out []activities.FileDecision
+func (n *node) nodeFileDecisions(signed bool) []nodewire.FileDecision {
+	var out []nodewire.FileDecision
 	for _, d := range n.s.Decisions {
 		for _, f := range n.s.Plan.NodeFiles {
 			if f.Path == d.Path {
-				fd := activities.FileDecision{Path: d.Path, Key: d.Key, Take: d.Take}
+				fd := nodewire.FileDecision{Path: d.Path, Key: d.Key, Take: d.Take}
 				if signed {
 					fd.Intent = d.Intent
 				}
@@ -156,19 +156,19 @@ func (n *node) nodeFileDecisions(signed bool) []activities.FileDecision {
 
 // decisionsFor are the decisions on the module's files and its container
 // (by the module's name), for the node.
-func (n *node) decisionsFor(module string) []activities.FileDecision {
+func (n *node) decisionsFor(module string) []nodewire.FileDecision {
 	mp, ok := n.s.Plan.Module(module)
 	if !ok {
 		return nil
 	}
-	var out []activities.FileDecision
+	var out []nodewire.FileDecision
 	for _, d := range n.s.Decisions {
 		mine := d.Path == module && mp.Container != nil
 		for _, f := range mp.Files {
 			mine = mine || f.Path == d.Path
 		}
 		if mine {
-			out = append(out, activities.FileDecision{Path: d.Path, Key: d.Key, Take: d.Take, Intent: d.Intent})
+			out = append(out, nodewire.FileDecision{Path: d.Path, Key: d.Key, Take: d.Take, Intent: d.Intent})
 		}
 	}
 	return out
@@ -178,10 +178,10 @@ func (n *node) decisionsFor(module string) []activities.FileDecision {
 // the preview and the briefing show them until decided.
 func recordConflicts(m *ModuleState, err error) {
 	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) || ae.Type() != activities.ErrFileConflict || !ae.HasDetails() {
+	if !errors.As(err, &ae) || ae.Type() != nodewire.ErrFileConflict || !ae.HasDetails() {
 		return
 	}
-	var cs []activities.FileConflict
+	var cs []nodewire.FileConflict
 	if ae.Details(&cs) != nil {
 		return
 	}

@@ -3,12 +3,12 @@ package workflows
 import (
 	"time"
 
-	"adoption/activities"
+	"adoption/activities/nodewire"
 	"adoption/config"
-	"adoption/containers"
+	"adoption/containers/cutoverwire"
 	"adoption/custody"
-	"adoption/firewall/flip"
-	"adoption/firewall/marks"
+	"adoption/firewall"
+	"adoption/firewall/flipwire"
 	"adoption/intent"
 )
 
@@ -93,10 +93,10 @@ type ModuleState struct {
 	Attempts  int    `json:"attempts"`
 	// Carried says what its container took over from the predecessor and
 	// what the module changed (names only), as the last create reported.
-	Carried *containers.Carried `json:"carried,omitempty"`
+	Carried *cutoverwire.Carried `json:"carried,omitempty"`
 	// Hold is how its last swap held its ports: queued (clients waited
 	// only for the new container), or dropped and why.
-	Hold *containers.HoldReport `json:"hold,omitempty"`
+	Hold *cutoverwire.HoldReport `json:"hold,omitempty"`
 	// Conflicts are keys of the module's files that the node changed since
 	// custody and the mesh sets otherwise: the cutover refuses until each
 	// is decided (adopt resolve). Names only, never values.
@@ -137,16 +137,16 @@ type Event struct {
 // State is the whole state of a node's migration: what `status` returns and
 // what continue-as-new carries. It holds metadata only, never file content.
 type State struct {
-	Node         string                  `json:"node"`
-	Phase        Phase                   `json:"phase"`
-	Plan         config.Plan             `json:"plan"`
-	Probe        *activities.ProbeReport `json:"probe,omitempty"`
-	Custody      []custody.Record        `json:"custody"`
-	FirewallKind string                  `json:"firewall_kind,omitempty"`
-	Genesis      StepState               `json:"genesis"`
-	Modules      []ModuleState           `json:"modules"`
-	Queue        []Request               `json:"queue"`
-	Marks        []marks.MarkedRule      `json:"marks"`
+	Node         string                `json:"node"`
+	Phase        Phase                 `json:"phase"`
+	Plan         config.Plan           `json:"plan"`
+	Probe        *nodewire.ProbeReport `json:"probe,omitempty"`
+	Custody      []custody.Record      `json:"custody"`
+	FirewallKind string                `json:"firewall_kind,omitempty"`
+	Genesis      StepState             `json:"genesis"`
+	Modules      []ModuleState         `json:"modules"`
+	Queue        []Request             `json:"queue"`
+	Marks        []firewall.MarkedRule `json:"marks"`
 	// Opened is what should be open through the found firewall, by owner
 	// (the foundation, each migrated module): what reconcile reasserts.
 	Opened map[string][]config.Port `json:"opened,omitempty"`
@@ -154,15 +154,15 @@ type State struct {
 	// that are open on the forward path: reconcile reasserts them too.
 	OpenedForward map[string][]config.Port `json:"opened_forward,omitempty"`
 	LastReconcile *Reconcile               `json:"last_reconcile,omitempty"`
-	LastPreview   *flip.Preview            `json:"last_preview,omitempty"`
+	LastPreview   *flipwire.Preview        `json:"last_preview,omitempty"`
 	Flip          *FlipStatus              `json:"flip,omitempty"`
 	FlipAttempts  int                      `json:"flip_attempts,omitempty"`
-	Drift         []activities.DriftItem   `json:"drift"`
+	Drift         []nodewire.DriftItem     `json:"drift"`
 	// DriftError is why the node's last drift check failed ("" when it ran).
 	DriftError string `json:"drift_error,omitempty"`
 	// Control are the predecessor's control daemons the node's watch found
 	// running: migrate and flip are refused on the node while any runs.
-	Control []activities.ControlDaemon `json:"control,omitempty"`
+	Control []nodewire.ControlDaemon `json:"control,omitempty"`
 	// Decisions on conflicting keys, applied by the next migrate or retry.
 	Decisions []Decision `json:"decisions,omitempty"`
 	// FirewallFingerprint is the found firewall's own rules as adopted (or
@@ -180,10 +180,10 @@ type State struct {
 
 // Reconcile is the outcome of the last reassertion of marked rules.
 type Reconcile struct {
-	At       time.Time          `json:"at"`
-	Restored []marks.MarkedRule `json:"restored,omitempty"`
-	Present  int                `json:"present"`
-	Error    string             `json:"error,omitempty"`
+	At       time.Time             `json:"at"`
+	Restored []firewall.MarkedRule `json:"restored,omitempty"`
+	Present  int                   `json:"present"`
+	Error    string                `json:"error,omitempty"`
 }
 
 // FlipStatus is where the last flip stands.

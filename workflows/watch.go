@@ -11,14 +11,14 @@ import (
 	"fmt"
 	"time"
 
+	"adoption/activities/nodewire"
+
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-
-	"adoption/activities/watch"
 )
 
 // watcher is called through a nil pointer, like a.
-var watcher *watch.Watcher
+var watcher *nodewire.Watcher
 
 const (
 	// watchBound is how long a watch lasts with nothing changed.
@@ -49,17 +49,17 @@ const (
 const watchCycleWrites = 3
 
 // watchIdleWrites are an idle adopted node's writes an hour: the watch's
-// heartbeats (the agent's beat, watch.BeatEvery), and a watch answering at
+// heartbeats (the agent's beat, nodewire.BeatEvery), and a watch answering at
 // its bound every watchBound.
 func watchIdleWrites() float64 {
-	return float64(time.Hour)/float64(watch.BeatEvery(watchHeartbeat)) + watchCycleWrites*float64(time.Hour)/float64(watchBound)
+	return float64(time.Hour)/float64(nodewire.BeatEvery(watchHeartbeat)) + watchCycleWrites*float64(time.Hour)/float64(watchBound)
 }
 
 func (n *node) watchDue() bool { return n.reconcileDue() || n.driftDue() }
 
 // known is the digest of the findings the workflow holds.
 func (n *node) known() string {
-	f := watch.Findings{Drift: n.s.Drift, DriftError: n.s.DriftError, Control: n.s.Control}
+	f := nodewire.Findings{Drift: n.s.Drift, DriftError: n.s.DriftError, Control: n.s.Control}
 	if n.s.LastReconcile != nil {
 		f.ReconcileError = n.s.LastReconcile.Error
 	}
@@ -70,8 +70,8 @@ func (n *node) known() string {
 // request, a continue-as-new). It returns true when ready holds; the watch
 // is then cancelled.
 func (n *node) watchNode(ctx workflow.Context, ready func() bool) (bool, error) {
-	in := watch.Input{Plan: n.s.Plan.Ref(), Owners: n.s.Opened, Forward: n.s.OpenedForward, Reconcile: n.reconcileDue(),
-		Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint, Drift: n.driftDue(), Known: n.known(), KnownControl: watch.ControlDigest(n.s.Control), Bound: watchBound}
+	in := nodewire.Input{Plan: n.s.Plan.Ref(), Owners: n.s.Opened, Forward: n.s.OpenedForward, Reconcile: n.reconcileDue(),
+		Custody: n.driftBaseline(), Firewall: n.s.FirewallFingerprint, Drift: n.driftDue(), Known: n.known(), KnownControl: nodewire.ControlDigest(n.s.Control), Bound: watchBound}
 	opts := workflow.ActivityOptions{
 		TaskQueue:           NodeQueue(n.s.Node),
 		StartToCloseTimeout: watchBound + 10*time.Minute,
@@ -105,7 +105,7 @@ func (n *node) watchNode(ctx workflow.Context, ready func() bool) (bool, error) 
 		cancel()
 		return true, nil
 	}
-	var res watch.Result
+	var res nodewire.Result
 	err := f.Get(ctx, &res)
 	var te *temporal.TimeoutError
 	var ae *temporal.ApplicationError
@@ -135,14 +135,14 @@ func (n *node) watchNode(ctx workflow.Context, ready func() bool) (bool, error) 
 
 // takeWatch records what the node's watch found. The findings are taken
 // whole, so the next watch knows exactly what this one answered.
-func (n *node) takeWatch(ctx workflow.Context, res watch.Result) {
+func (n *node) takeWatch(ctx workflow.Context, res nodewire.Result) {
 	if len(res.Restored) > 0 {
 		n.s.Marks = mergeMarks(n.s.Marks, res.Restored)
 		n.event(ctx, fmt.Sprintf("reconcile: %d marked rule(s) had vanished and were put back: %s", len(res.Restored), markList(res.Restored)))
 	}
 	// The control daemons are looked for on every round, before the
 	// other checks have run: taken whatever Checked says.
-	if watch.ControlDigest(res.Control) != watch.ControlDigest(n.s.Control) {
+	if nodewire.ControlDigest(res.Control) != nodewire.ControlDigest(n.s.Control) {
 		if len(res.Control) == 0 {
 			n.event(ctx, "the predecessor's control daemons are stopped: migrate and flip may go on")
 		}

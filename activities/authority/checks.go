@@ -14,8 +14,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/config"
-	"adoption/containers"
-	"adoption/firewall/flip"
+	"adoption/containers/cutoverwire"
+	"adoption/firewall/flipwire"
 )
 
 // CheckDigestKind refuses a request whose plan carries digests of another
@@ -90,7 +90,7 @@ func CheckOwnerForward(auth *Authority, owner string, forward []config.Port) err
 }
 
 func ownerPorts(p config.Plan, owner string) ([]config.Port, bool) {
-	if owner == flip.OwnerFoundation {
+	if owner == flipwire.OwnerFoundation {
 		out := make([]config.Port, 0, len(p.Foundation))
 		for _, fp := range p.Foundation {
 			out = append(out, fp.Port)
@@ -107,7 +107,7 @@ func ownerPorts(p config.Plan, owner string) ([]config.Port, bool) {
 // node's, one that opens a port no owner declares, one that forwards to a
 // port no migrated container publishes, or one without every management
 // port (node.management_ports are always kept by a flip).
-func CheckSpec(auth *Authority, spec flip.MeshSpec) error {
+func CheckSpec(auth *Authority, spec flipwire.MeshSpec) error {
 	p := auth.Plan
 	if spec.Node != p.Node {
 		return NotDeclared("the mesh ruleset asked for is node %q's, not node %s's", spec.Node, p.Node)
@@ -157,7 +157,7 @@ func CheckSpec(auth *Authority, spec flip.MeshSpec) error {
 // module's container, or on the control node the foundation's containers
 // (those of their ports that are foundation ports).
 func ownerPublished(p config.Plan, owner string) []config.Port {
-	if owner == flip.OwnerFoundation {
+	if owner == flipwire.OwnerFoundation {
 		if p.Role != "control" {
 			return nil
 		}
@@ -256,7 +256,7 @@ func portsText(ps []config.Port) string {
 
 // PredecessorDiff names the first way a request's predecessor differs from
 // the one measured on the node, in what the new container would inherit.
-func PredecessorDiff(req, node *containers.Predecessor) string {
+func PredecessorDiff(req, node *cutoverwire.Predecessor) string {
 	if req == nil {
 		return ""
 	}

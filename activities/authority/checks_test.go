@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"adoption/config"
-	"adoption/containers"
-	"adoption/firewall/flip"
+	"adoption/containers/cutoverwire"
+	"adoption/firewall/flipwire"
 )
 
 // A mesh spec whose flip.widen is not the node's own is refused: the ports
@@ -16,7 +16,7 @@ import (
 func TestCheckSpecWiden(t *testing.T) {
 	ssh := config.Port{Num: 22, Proto: "tcp"}
 	plan := config.Plan{Node: "n1", ManagementPorts: []config.Port{ssh}}
-	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: ssh, Owner: "management"}}}
+	spec := flipwire.MeshSpec{Node: "n1", Input: []flipwire.Allow{{Port: ssh, Owner: "management"}}}
 	if err := CheckSpec(&Authority{Plan: plan}, spec); err != nil {
 		t.Fatalf("the node's own spec: %v", err)
 	}
@@ -36,7 +36,7 @@ func TestCheckSpecWiden(t *testing.T) {
 func TestCheckSpecClasses(t *testing.T) {
 	ssh := config.Port{Num: 22, Proto: "tcp"}
 	plan := config.Plan{Node: "n1", ManagementPorts: []config.Port{ssh}}
-	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: ssh, Owner: "management"}}}
+	spec := flipwire.MeshSpec{Node: "n1", Input: []flipwire.Allow{{Port: ssh, Owner: "management"}}}
 	spec.WidenClasses = []string{"echo-request/icmp"}
 	if err := CheckSpec(&Authority{Plan: plan}, spec); err == nil || !strings.Contains(err.Error(), "flip.drop and flip.widen") || !strings.Contains(err.Error(), "widen_classes") {
 		t.Fatalf("a widened class the node does not declare: %v", err)
@@ -54,14 +54,14 @@ func TestCheckSpecClasses(t *testing.T) {
 // A predecessor the request describes differently from the node's is named
 // by its first difference; empty and absent lists are the same.
 func TestPredecessorDiff(t *testing.T) {
-	node := &containers.Predecessor{ID: "abc", Name: "app", Networks: []string{"bridge"}}
-	if d := PredecessorDiff(&containers.Predecessor{ID: "abc", Name: "app", Networks: []string{"bridge"}, Mounts: nil}, node); d != "" {
+	node := &cutoverwire.Predecessor{ID: "abc", Name: "app", Networks: []string{"bridge"}}
+	if d := PredecessorDiff(&cutoverwire.Predecessor{ID: "abc", Name: "app", Networks: []string{"bridge"}, Mounts: nil}, node); d != "" {
 		t.Fatalf("the node's own predecessor: %s", d)
 	}
-	if d := PredecessorDiff(&containers.Predecessor{ID: "abc", Name: "app", Networks: []string{"host"}}, node); !strings.HasPrefix(d, `networks: the request says ["host"]`) {
+	if d := PredecessorDiff(&cutoverwire.Predecessor{ID: "abc", Name: "app", Networks: []string{"host"}}, node); !strings.HasPrefix(d, `networks: the request says ["host"]`) {
 		t.Fatalf("network=host: %q", d)
 	}
-	if d := PredecessorDiff(&containers.Predecessor{ID: "abc", Name: "app"}, nil); !strings.Contains(d, "the node has none") {
+	if d := PredecessorDiff(&cutoverwire.Predecessor{ID: "abc", Name: "app"}, nil); !strings.Contains(d, "the node has none") {
 		t.Fatalf("no predecessor on the node: %q", d)
 	}
 }
@@ -75,18 +75,18 @@ func TestForwardFoundationPublished(t *testing.T) {
 		Foundation:           []config.NamedPort{{Name: "registry", Port: registry}, {Name: "store", Port: config.Port{Num: 5432, Proto: "tcp"}}},
 		FoundationContainers: []config.Container{{Name: "registry", Image: "mesh/registry:1", Ports: map[string]string{"5001/tcp": "5000/tcp"}}}}
 	auth := &Authority{Plan: plan}
-	if err := CheckOwnerForward(auth, flip.OwnerFoundation, []config.Port{registry}); err != nil {
+	if err := CheckOwnerForward(auth, flipwire.OwnerFoundation, []config.Port{registry}); err != nil {
 		t.Fatalf("the registry's published port: %v", err)
 	}
-	spec := flip.MeshSpec{Node: "n1", Forward: []flip.Allow{{Port: registry, Owner: flip.OwnerFoundation}}}
+	spec := flipwire.MeshSpec{Node: "n1", Forward: []flipwire.Allow{{Port: registry, Owner: flipwire.OwnerFoundation}}}
 	if err := CheckSpec(auth, spec); err != nil {
 		t.Fatalf("the mesh ruleset forwarding the registry's port: %v", err)
 	}
-	if err := CheckOwnerForward(auth, flip.OwnerFoundation, []config.Port{{Num: 5432, Proto: "tcp"}}); err == nil {
+	if err := CheckOwnerForward(auth, flipwire.OwnerFoundation, []config.Port{{Num: 5432, Proto: "tcp"}}); err == nil {
 		t.Fatal("a foundation port no foundation container publishes was let onto the forward path")
 	}
 	plan.Role = "member"
-	if err := CheckOwnerForward(&Authority{Plan: plan}, flip.OwnerFoundation, []config.Port{registry}); err == nil {
+	if err := CheckOwnerForward(&Authority{Plan: plan}, flipwire.OwnerFoundation, []config.Port{registry}); err == nil {
 		t.Fatal("a member's foundation was let onto the forward path")
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"adoption/config"
-	"adoption/firewall/flip"
+	"adoption/firewall/flipwire"
 	"adoption/intent"
 )
 
@@ -48,10 +48,16 @@ func StartIntent() []Form {
 	return []Form{{Actions: []string{ActStart, ActRetry, ActFleet, ActFleetNext, ActFleetRetry, ActFleetResume}}}
 }
 
+// FleetStartIntent: a fleet reading the node's plan before it starts the
+// node's workflow, asked by fleet start, next, resume or retry.
+func FleetStartIntent() []Form {
+	return []Form{{Actions: []string{ActFleet, ActFleetNext, ActFleetRetry, ActFleetResume}}}
+}
+
 // OwnerIntent: opening or closing an owner's rules is the foundation's
 // genesis (a start) or a module's cutover.
 func OwnerIntent(owner string) []Form {
-	if owner == flip.OwnerFoundation {
+	if owner == flipwire.OwnerFoundation {
 		return StartIntent()
 	}
 	return ModuleIntent(owner)

@@ -3,8 +3,10 @@
 // and ID) under state_dir (Pin); from then on the agent serves that
 // workflow only (Check, before anything else), until a release clears the
 // record. A workflow keeps its ID across continue-as-new, so a new run of
-// it is still served. The read-only plan is given to the recorded
-// workflow, or the fleet the node's own file names (CheckPlanReader).
+// it is still served. An adopted node whose record is gone serves no
+// workflow at all until root on the node records one (adopt-worker own).
+// The read-only plan is given to the recorded workflow, or the fleet the
+// node's own file names (CheckPlanReader).
 package caller
 
 import (
@@ -23,6 +25,11 @@ import (
 // does not serve. Never retried: nothing was changed, and the caller will
 // not become the node's workflow by retrying.
 const ErrWrongWorkflow = "WrongWorkflow"
+
+// ErrOwnerUnknown is the error type of any request to an adopted node
+// whose owner record is gone: it cannot tell its workflow from another, so
+// it serves none. Never retried: root on the node must record the owner.
+const ErrOwnerUnknown = "OwnerUnknown"
 
 // Caller is the workflow an activity task comes from.
 type Caller struct {
@@ -69,53 +76,77 @@ type Node struct {
 	File    string
 }
 
-// owner is the workflow the node serves: its owner record, or, on a node
-// adopted before owner records existed, the workflow its adopted marker
-// names (in any namespace). ok is false when it serves none yet.
-func (n Node) owner() (nodestate.Owner, bool, error) {
+// ownership is what the node's records say about the workflow it serves.
+type ownership int
+
+const (
+	servesNone    ownership = iota // never adopted, or released: any may start it
+	servesOwner                    // the owner record names it
+	servesUnknown                  // adopted, but the owner record is gone
+)
+
+// owner is the workflow the node serves, from its owner record. An adopted
+// node without one serves no workflow: the adopted marker's workflow is
+// never taken for the owner (it was the request's word on older agents).
+func (n Node) owner() (nodestate.Owner, ownership, error) {
 	if n.Records == nil {
-		return nodestate.Owner{}, false, nil
+		return nodestate.Owner{}, servesNone, nil
 	}
 	o, ok, err := n.Records.Owner()
 	if err != nil || ok {
-		return o, ok, err
+		return o, servesOwner, err
 	}
 	m, adopted, err := n.Records.Adopted()
-	if err != nil || !adopted || m.Workflow == "" {
-		return nodestate.Owner{}, false, err
+	if err != nil {
+		return nodestate.Owner{}, servesNone, err
 	}
-	return nodestate.Owner{Workflow: m.Workflow, At: m.AdoptedAt}, true, nil
+	if adopted {
+		return nodestate.Owner{Workflow: m.Workflow, At: m.AdoptedAt}, servesUnknown, nil
+	}
+	return nodestate.Owner{}, servesNone, nil
 }
 
 // serves reports whether o is c: the same workflow ID, in the same
-// namespace (any, for an owner taken from an older adopted marker).
+// namespace.
 func serves(o nodestate.Owner, c Caller) bool {
-	return o.Workflow == c.Workflow && (o.Namespace == "" || o.Namespace == c.Namespace)
+	return o.Workflow == c.Workflow && o.Namespace == c.Namespace
 }
 
 // Check refuses a request from any workflow but the one the node serves;
 // a node that serves none yet (never adopted, or released) takes requests
-// from any, which its intents still gate.
+// from any, which its intents still gate. An adopted node whose owner
+// record is gone refuses every workflow (unknown).
 func (n Node) Check(ctx context.Context) error {
-	o, ok, err := n.owner()
+	o, state, err := n.owner()
 	if err != nil {
 		return fmt.Errorf("read node %s's owner record: %w", n.Name, err)
 	}
-	if c, remote := Of(ctx); ok && remote && !serves(o, c) {
+	c, remote := Of(ctx)
+	switch {
+	case !remote || state == servesNone:
+		return nil
+	case state == servesUnknown:
+		return n.unknown(o, c)
+	case !serves(o, c):
 		return n.wrong(o, c)
 	}
 	return nil
 }
 
+// unknown is the refusal of an adopted node that cannot name its owner,
+// with what root on the node does to name it.
+func (n Node) unknown(m nodestate.Owner, c Caller) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		"refused: node %s is adopted (since %s) but its owner record %s is missing, so it cannot tell which workflow it serves and serves none; this request comes from workflow %s; nothing was changed. "+
+			"Check which workflow should serve the node (adopt status %s; its adoption was recorded as %q), then, as root on the node: adopt-worker own --config FILE --workflow ID [--namespace NS]",
+		n.Name, m.At.Format(time.RFC3339), n.File, c, n.Name, m.Workflow), ErrOwnerUnknown, nil)
+}
+
 func (n Node) wrong(o nodestate.Owner, c Caller) error {
-	ns := o.Namespace
-	if ns == "" {
-		ns = "any"
-	}
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 		"refused: node %s serves workflow %s (namespace %s), which adopted it at %s; this request comes from workflow %s; nothing was changed. "+
-			"A node serves the workflow that adopted it until it is released (adopt release %s); to hand it to another workflow without one, remove %s as root on the node",
-		n.Name, o.Workflow, ns, o.At.Format(time.RFC3339), c, n.Name, n.File), ErrWrongWorkflow, nil)
+			"A node serves the workflow that adopted it until it is released (adopt release %s); to hand it to another workflow without one, as root on the node remove %s, then: adopt-worker own --config FILE --workflow ID",
+		n.Name, o.Workflow, o.Namespace, o.At.Format(time.RFC3339), c, n.Name, n.File), ErrWrongWorkflow, nil)
 }
 
 // Pin records the caller as the workflow the node serves, at a verified
@@ -125,6 +156,12 @@ func (n Node) Pin(ctx context.Context) error {
 	c, remote := Of(ctx)
 	if n.Records == nil || !remote {
 		return nil
+	}
+	if m, state, err := n.owner(); err != nil || state == servesUnknown {
+		if err != nil {
+			return fmt.Errorf("read node %s's owner record: %w", n.Name, err)
+		}
+		return n.unknown(m, c)
 	}
 	o, err := n.Records.SetOwner(nodestate.Owner{Namespace: c.Namespace, Workflow: c.Workflow, At: time.Now().UTC()})
 	if err != nil {
@@ -137,17 +174,23 @@ func (n Node) Pin(ctx context.Context) error {
 }
 
 // CheckPlanReader refuses the plan to any workflow but the node's own and
-// the fleet its file (source) names (fleet: authority.fleet).
-func (n Node) CheckPlanReader(ctx context.Context, fleet, source string) error {
+// the fleet its file (source) names (fleet: authority.fleet), and to that
+// fleet unless fleetRun, the check that an operator signed its run for
+// this node, passes: anyone can start a workflow under the fleet's ID
+// while the fleet does not run.
+func (n Node) CheckPlanReader(ctx context.Context, fleet, source string, fleetRun func() error) error {
 	c, remote := Of(ctx)
-	if !remote || (fleet != "" && c.Workflow == config.FleetWorkflowID(fleet)) {
+	if !remote {
 		return nil
 	}
-	o, ok, err := n.owner()
+	if fleet != "" && c.Workflow == config.FleetWorkflowID(fleet) {
+		return fleetRun()
+	}
+	o, state, err := n.owner()
 	if err != nil {
 		return fmt.Errorf("read node %s's owner record: %w", n.Name, err)
 	}
-	if ok && serves(o, c) {
+	if state == servesOwner && serves(o, c) {
 		return nil
 	}
 	named := "names no fleet (authority.fleet)"
@@ -155,8 +198,11 @@ func (n Node) CheckPlanReader(ctx context.Context, fleet, source string) error {
 		named = fmt.Sprintf("names fleet %q (authority.fleet), whose workflow is %s", fleet, config.FleetWorkflowID(fleet))
 	}
 	served := "serves no workflow yet"
-	if ok {
+	switch state {
+	case servesOwner:
 		served = "serves workflow " + o.Workflow
+	case servesUnknown:
+		served = "is adopted but its owner record " + n.File + " is missing, so it serves no workflow"
 	}
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 		"refused: workflow %s asked for node %s's plan, but node %s %s and its file %s %s, so the plan is not given; nothing was changed. "+

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/caller"
+	"adoption/activities/nodewire"
 )
 
 // ErrSuperseded is the error type of a watch a newer one replaced.
@@ -140,20 +141,12 @@ func (w *Watcher) wait(ctx context.Context, gen uint64, known string, bound time
 	}
 }
 
-// BeatEvery is how often a waiting watch heartbeats under timeout, as
-// configured by default.
-func BeatEvery(timeout time.Duration) time.Duration { return beatEvery(0, timeout) }
+// BeatEvery is nodewire.BeatEvery.
+func BeatEvery(timeout time.Duration) time.Duration { return nodewire.BeatEvery(timeout) }
 
-// beatEvery is how often a waiting watch heartbeats: as configured, else a
-// third of the heartbeat timeout the workflow set, else every 20 s.
+// beatEvery is nodewire.HeartbeatEvery.
 func beatEvery(configured, timeout time.Duration) time.Duration {
-	switch {
-	case configured > 0:
-		return configured
-	case timeout > 0:
-		return timeout / 3
-	}
-	return 20 * time.Second
+	return nodewire.HeartbeatEvery(configured, timeout)
 }
 
 // refused reports a refusal: an error no retry changes (the node's file,

@@ -10,8 +10,6 @@ package watch
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,8 +22,8 @@ import (
 
 	"adoption/activities"
 	"adoption/activities/authority"
+	"adoption/activities/nodewire"
 	"adoption/config"
-	"adoption/custody"
 	"adoption/firewall/flip"
 	"adoption/firewall/marks"
 	"adoption/nodestate"
@@ -49,85 +47,17 @@ type Records interface {
 	Owner() (nodestate.Owner, bool, error)
 }
 
-// Input is what the workflow asks the node to watch, and what it knows.
-// It names the plan by hash: the loop's intervals are the node's own
-// plan's, read from its file when the request is authorized.
-type Input struct {
-	Plan config.PlanRef `json:"plan"`
-	// Owners and Forward are the marked rules to keep (as ReconcileInput);
-	// Reconcile is false when there are none to keep.
-	Owners    map[string][]config.Port `json:"owners,omitempty"`
-	Forward   map[string][]config.Port `json:"forward,omitempty"`
-	Reconcile bool                     `json:"reconcile"`
-	// Custody and Firewall are the drift baseline (as DriftInput); Drift
-	// is false when drift is not looked for.
-	Custody  []custody.Record `json:"custody,omitempty"`
-	Firewall string           `json:"firewall,omitempty"`
-	Drift    bool             `json:"drift"`
-	// Known is the Digest of the findings the workflow holds: the watch
-	// returns when the node's differ.
-	Known string `json:"known"`
-	// KnownControl is the ControlDigest of the control daemons the
-	// workflow holds: the watch returns when those running differ, before
-	// the other checks have run.
-	KnownControl string `json:"known_control,omitempty"`
-	// Bound is how long the watch may last with nothing changed.
-	Bound time.Duration `json:"bound"`
-}
+// Input is nodewire.Input.
+type Input = nodewire.Input
 
-// Findings are what the checks found that the workflow records.
-type Findings struct {
-	Drift          []activities.DriftItem `json:"drift,omitempty"`
-	DriftError     string                 `json:"drift_error,omitempty"`
-	ReconcileError string                 `json:"reconcile_error,omitempty"`
-	// Control are the predecessor's control daemons running on the node,
-	// looked for on every round of the loop.
-	Control []activities.ControlDaemon `json:"control,omitempty"`
-}
+// Findings is nodewire.Findings.
+type Findings = nodewire.Findings
 
-// Digest names findings: equal findings, equal digests (an empty list and
-// none are the same, and drift is not counted when its check failed).
-func (f Findings) Digest() string {
-	if len(f.Drift) == 0 || f.DriftError != "" { // a failed check says nothing of the drift
-		f.Drift = nil
-	}
-	if len(f.Drift) == 0 {
-		f.Drift = nil
-	}
-	if len(f.Control) == 0 {
-		f.Control = nil
-	}
-	b, _ := json.Marshal(f)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
-}
+// ControlDigest is nodewire.ControlDigest.
+func ControlDigest(ds []activities.ControlDaemon) string { return nodewire.ControlDigest(ds) }
 
-// ControlDigest names a list of control daemons: "" for none.
-func ControlDigest(ds []activities.ControlDaemon) string {
-	if len(ds) == 0 {
-		return ""
-	}
-	b, _ := json.Marshal(ds)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
-}
-
-// Result is what the watch returns: the findings now, and the repairs made
-// since the last result.
-type Result struct {
-	Findings
-	Digest   string             `json:"digest"`
-	Restored []marks.MarkedRule `json:"restored,omitempty"`
-	Present  int                `json:"present"`
-	// Reconciled is when the marked rules were last reasserted (zero:
-	// not since the watch began).
-	Reconciled time.Time `json:"reconciled,omitzero"`
-	// Checked: the findings are the node's (false: its records vetoed
-	// every check since the watch began, and the findings say nothing).
-	Checked bool `json:"checked"`
-	// Bound: nothing changed, the watch ran its bound.
-	Bound bool `json:"bound,omitempty"`
-}
+// Result is nodewire.Result.
+type Result = nodewire.Result
 
 // Loop is the agent's own loop. Run it once per agent; Watch activities
 // register what it watches and wait on it.

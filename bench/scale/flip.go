@@ -38,7 +38,13 @@ type FlipBatch struct {
 	// CPUMS is the CPU each process spent on the batch, per flip: the dev
 	// server, the orchestrator, and this bench's process (the simulated
 	// agents and the clients sending the flips).
-	CPUMS  map[string]float64 `json:"cpu_per_flip_ms"`
+	CPUMS map[string]float64 `json:"cpu_per_flip_ms"`
+	// Events are the events each node's history gained from its flip
+	// Update to its close (batches at once only); Floor is the floor
+	// (floor.go) run on the same nodes' queues right after.
+	Events Stats       `json:"events_update_to_close"`
+	Floor  *FloorBatch `json:"floor,omitempty"`
+	before map[string]int
 	sent   map[string]time.Time
 	closed []float64
 }
@@ -72,10 +78,24 @@ func (r *scaleRun) flipAll(ctx context.Context) ([]*FlipBatch, error) {
 			how = "all at once"
 		}
 		r.logf("flipping %d nodes, %s ...", b.Size, how)
+		if b.AtOnce {
+			var err error
+			if b.before, err = r.eventsOf(ctx, nodes); err != nil {
+				return batches, err
+			}
+		}
 		t0, cpu0 := time.Now(), r.cpu()
 		errs = append(errs, r.flipBatch(ctx, b, nodes))
 		b.CPUMS = perFlip(cpu0, r.cpu(), b.Size)
 		r.logf("%d flips done in %.1f s (%d reverted); CPU per flip: %s", len(b.closed), time.Since(t0).Seconds(), len(b.Reverted), cpuNote(b.CPUMS))
+		if b.AtOnce {
+			f, err := r.floorBatch(ctx, nodes, len(batches))
+			if err != nil {
+				return batches, err
+			}
+			b.Floor = f
+			r.logf("the floor on the same %d node queues: %.0f events per workflow from its Update to its close, CPU per workflow: %s", f.Size, f.Events.Median, cpuNote(f.CPUMS))
+		}
 	}
 	r.d.ConvergeAllS = time.Since(r.start).Seconds()
 	return batches, errors.Join(errs...)
@@ -169,6 +189,17 @@ func (r *scaleRun) afterFlips(ctx context.Context, batches []*FlipBatch) error {
 		}
 		b.MS, b.P99MS = stats(lat), report.Percentile(lat, 99)
 		b.Where, b.Parts = breakdownNote(spans)
+		if b.before != nil {
+			var ev []float64
+			for node := range b.sent {
+				n, _, err := history(ctx, r.c, workflows.WorkflowID(node))
+				if err != nil {
+					return err
+				}
+				ev = append(ev, float64(n-b.before[node]))
+			}
+			b.Events = stats(ev)
+		}
 		for node := range b.sent {
 			flipped = append(flipped, node)
 		}
@@ -280,4 +311,17 @@ func flipWait(ctx context.Context, c client.Client, id, node string, t0 time.Tim
 			return 0, ctx.Err()
 		}
 	}
+}
+
+// eventsOf are the history lengths of the nodes' workflows.
+func (r *scaleRun) eventsOf(ctx context.Context, nodes []string) (map[string]int, error) {
+	out := make(map[string]int, len(nodes))
+	for _, node := range nodes {
+		n, _, err := history(ctx, r.c, workflows.WorkflowID(node))
+		if err != nil {
+			return nil, err
+		}
+		out[node] = n
+	}
+	return out, nil
 }

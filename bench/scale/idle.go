@@ -30,6 +30,10 @@ type IdleDetails struct {
 	// CPUPerS is each process's CPU per second of the window, in ms (the
 	// baseline a flip batch's CPU is measured over).
 	CPUPerS map[string]float64 `json:"cpu_ms_per_s"`
+	// Writes are the server's write requests in the window by operation
+	// (writes.go); WritesPerNodeHour their sum per node and hour.
+	Writes            map[string]float64 `json:"server_writes_in_window"`
+	WritesPerNodeHour float64            `json:"server_writes_per_node_hour"`
 }
 
 // userHZ is the unit of /proc/PID/stat's utime and stime (USER_HZ, 100
@@ -67,6 +71,10 @@ func (r *scaleRun) idle(ctx context.Context) error {
 		return err
 	}
 	cpu0, all0 := r.orch.cpuSeconds(), r.cpu()
+	w0, err := r.srv.writeCounters(ctx)
+	if err != nil {
+		return err
+	}
 	r.logf("every node migrated; idle for %s (reconcile %s, drift %s) ...", r.o.Idle, r.plans[0].ReconcileInterval, r.plans[0].DriftInterval)
 	select {
 	case <-time.After(r.o.Idle):
@@ -74,6 +82,13 @@ func (r *scaleRun) idle(ctx context.Context) error {
 		return ctx.Err()
 	}
 	det.OrchCPUS = r.orch.cpuSeconds() - cpu0
+	w1, err := r.srv.writeCounters(ctx)
+	if err != nil {
+		return err
+	}
+	var writes float64
+	det.Writes, writes = writesBetween(w0, w1)
+	det.WritesPerNodeHour = writes / float64(r.o.Nodes) * time.Hour.Seconds() / r.o.Idle.Seconds()
 	// perFlip over the window's seconds is ms per second.
 	det.CPUPerS = perFlip(all0, r.cpu(), int(r.o.Idle.Seconds()))
 	det.OrchCPUPerHourS = det.OrchCPUS * time.Hour.Seconds() / r.o.Idle.Seconds()
@@ -88,8 +103,9 @@ func (r *scaleRun) idle(ctx context.Context) error {
 	}
 	det.EventsBefore, det.EventsInWindow, det.EventsPerDay = stats(before), stats(in), stats(per)
 	r.d.Idle = det
-	r.logf("idle: events in %s: median %.0f (min %.0f, max %.0f), per node per day median %.0f; orchestrator CPU %.2f s, %.1f s per hour; CPU per second idle: %s",
-		r.o.Idle, det.EventsInWindow.Median, det.EventsInWindow.Min, det.EventsInWindow.Max, det.EventsPerDay.Median, det.OrchCPUS, det.OrchCPUPerHourS, cpuNote(det.CPUPerS))
+	r.logf("idle: events in %s: median %.0f (min %.0f, max %.0f), per node per day median %.0f; orchestrator CPU %.2f s, %.1f s per hour; CPU per second idle: %s; server writes %.0f (%.1f per node-hour): %v",
+		r.o.Idle, det.EventsInWindow.Median, det.EventsInWindow.Min, det.EventsInWindow.Max, det.EventsPerDay.Median, det.OrchCPUS, det.OrchCPUPerHourS, cpuNote(det.CPUPerS),
+		writes, det.WritesPerNodeHour, det.Writes)
 	return nil
 }
 

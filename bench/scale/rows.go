@@ -6,6 +6,7 @@ package scale
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"adoption/bench/report"
@@ -43,6 +44,8 @@ func (r *scaleRun) rows(sampleN int) []report.Row {
 				sim, idle.Nodes, idle.EventsPerDay.Min, idle.EventsPerDay.Max, idle.EventsInWindow.Median), 0),
 		report.Absolute("scale", fmt.Sprintf("orchestrator CPU per simulated hour, %d nodes idle (adopted, migrated), from a %s window", o.Nodes, o.Idle), idle.OrchCPUPerHourS, "CPU s/h", ours,
 			fmt.Sprintf("%s; utime+stime %.2f s in the window; %.1f s over the whole run (start to the last flip)", sim, idle.OrchCPUS, d.OrchCPUS), 1),
+		report.Absolute("scale", fmt.Sprintf("idle adopted node: the server's write requests per node-hour (persistence and visibility), from a %s window", o.Idle), idle.WritesPerNodeHour, "writes/node-h", ours,
+			fmt.Sprintf("%s; goal <= 6; by operation in the window: %s; the watch's heartbeat is every 20 min, so a window under an hour samples it", sim, opsNote(idle.Writes)), 1),
 	}
 	for k, b := range d.Flips {
 		if !b.AtOnce {
@@ -55,6 +58,15 @@ func (r *scaleRun) rows(sampleN int) []report.Row {
 			report.Absolute("scale", fmt.Sprintf("flip Update to phase converged, batch %d, %d at once: p50", k+1, b.Size), b.MS.Median, "ms", ours, note, 0),
 			report.Absolute("scale", fmt.Sprintf("flip Update to phase converged, batch %d, %d at once: p99", k+1, b.Size), b.P99MS, "ms", ours,
 				fmt.Sprintf("%s; max %.0f ms; to the workflow's close (the fleet told): p50 %.0f ms, p99 %.0f ms", sim, b.MS.Max, b.ClosedMS.Median, b.Closed99), 0))
+		if f := b.Floor; f != nil {
+			floor := fmt.Sprintf("the floor: the smallest workflow doing a flip's work (floor.go: an Update, an activity on the node's queue with one heartbeat, one on the orchestrator's side, closing in that task), %d at once on the same node queues right after", f.Size)
+			goal := "goal: ours at most 1.2x the floor (ratio >= 0.83)"
+			rows = append(rows,
+				report.WithPeer("scale", fmt.Sprintf("flip against the floor, batch %d, %d at once: the dev server's CPU per flip", k+1, b.Size), b.CPUMS[cpuServer], f.CPUMS[cpuServer], "ms", ours, floor,
+					fmt.Sprintf("%s; %s; the flip's CPU per flip: %s; the floor's: %s; the floor's Update to close p50 %.0f ms", sim, goal, cpuNote(b.CPUMS), cpuNote(f.CPUMS), f.MS.Median), 0),
+				report.WithPeer("scale", fmt.Sprintf("flip against the floor, batch %d, %d at once: history events from the Update to the close", k+1, b.Size), b.Events.Median, f.Events.Median, "events", ours, floor,
+					fmt.Sprintf("%s; %s; the node's history only (the fleet's own events for the flip are not counted); medians (flip %.0f-%.0f)", sim, goal, b.Events.Min, b.Events.Max), 0))
+		}
 	}
 	rows = append(rows,
 		report.Absolute("scale", "orchestrator peak RSS (VmHWM) through migrating, idling and flipping", d.OrchPeakRSSMiB, "MiB", ours,
@@ -116,4 +128,23 @@ func pair(ours, before []report.Row, beforeTree string) []report.Row {
 			"the same simulation, orchestrator built from "+beforeTree+", run first in this bench", o.Note+" | before: "+rest, o.Decimals))
 	}
 	return out
+}
+
+// opsNote is a count by operation, largest first.
+func opsNote(ops map[string]float64) string {
+	keys := make([]string, 0, len(ops))
+	for k := range ops {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return ops[keys[i]] > ops[keys[j]] || ops[keys[i]] == ops[keys[j]] && keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %.0f", k, ops[k])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }

@@ -138,6 +138,9 @@ type Options struct {
 	DB string
 	// Pollers is the orchestrator's --workflow-pollers ("" for its default).
 	Pollers string
+	// ServerConfig are more dynamic config values for the dev server
+	// (KEY=VALUE), said in the rows.
+	ServerConfig []string
 	// OrchTree builds the orchestrator from another tree ("" this one);
 	// Before, when set, runs the whole simulation first with the
 	// orchestrator built from that tree, its figures the rows' peer.
@@ -370,12 +373,15 @@ func (r *scaleRun) raise(bin string) error {
 	}
 	r.d.ServerDB = dbFile
 	longPolls := max(1200, 2*r.o.Nodes+200)
-	if r.srv, err = startServer(bin, dbFile, r.dir, longPolls); err != nil {
+	if r.srv, err = startServer(bin, dbFile, r.dir, longPolls, r.o.ServerConfig); err != nil {
 		return err
 	}
 	r.onClose(r.srv.Stop)
 	r.d.Pollers = r.o.Pollers
 	r.d.Server = r.srv.version + fmt.Sprintf("; sqlite file %s (-scale-db %s); --dynamic-config-value frontend.namespaceCount=%d (concurrent long polls per API; default 1200), matching.numTaskqueueRead/WritePartitions=1 (default 4)", dbFile, r.o.DB, longPolls)
+	if len(r.o.ServerConfig) > 0 {
+		r.d.Server += "; " + strings.Join(r.o.ServerConfig, ", ")
+	}
 	r.logf("dev server on %s (%s)", r.srv.Addr, r.srv.version)
 	logf, err := os.Create(filepath.Join(r.dir, "sdk.log"))
 	if err != nil {
@@ -411,6 +417,9 @@ func (r *scaleRun) startWorkers() error {
 		return err
 	}
 	r.onClose(r.orch.stop)
+	if err := r.startFloorWorker(); err != nil {
+		return err
+	}
 	r.d.OrchBuildID = r.orch.buildID
 	r.plans = make([]config.Plan, r.o.Nodes)
 	for i := range r.plans {
@@ -464,6 +473,7 @@ func (r *scaleRun) startNode(i int) error {
 		Interceptors: []interceptor.WorkerInterceptor{loop.Interceptor()}})
 	w.RegisterActivity(acts)
 	w.RegisterActivity(&watch.Watcher{Loop: loop})
+	registerFloorNode(w)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start node worker %d: %w", i, err)
 	}

@@ -67,27 +67,36 @@ func foundRuleset(open *config.Port) (json.RawMessage, error) {
 type devServer struct {
 	*devserver.Server
 	version string
+	metrics string // the server's Prometheus endpoint (writes.go)
 }
 
 // startServer starts a dev server as the tests do, on free ports with its
 // own database file, and the long polls and partitions a thousand node
 // queues need.
-func startServer(bin, dbFile, dir string, longPolls int) (*devServer, error) {
+func startServer(bin, dbFile, dir string, longPolls int, more []string) (*devServer, error) {
 	port, err := devserver.Port()
 	if err != nil {
 		return nil, err
 	}
-	s := &devServer{}
+	metricsPort, err := devserver.Port()
+	if err != nil {
+		return nil, err
+	}
+	s := &devServer{metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)}
 	if v, err := exec.Command(bin, "--version").Output(); err == nil {
 		s.version = strings.TrimSpace(string(v))
 	}
-	s.Server, err = devserver.Launch(devserver.Spec{Bin: bin, Port: port, DB: dbFile, Log: filepath.Join(dir, "server.log"),
-		Extra: []string{"--dynamic-config-value", fmt.Sprintf("frontend.namespaceCount=%d", longPolls),
-			// One partition per task queue: a node queue has one poller, and
-			// 1,000 queues of 4 partitions each are 4,000 task queue rows for
-			// SQLite to create at once.
-			"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
-			"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1"}})
+	extra := []string{"--dynamic-config-value", fmt.Sprintf("frontend.namespaceCount=%d", longPolls),
+		// One partition per task queue: a node queue has one poller, and
+		// 1,000 queues of 4 partitions each are 4,000 task queue rows for
+		// SQLite to create at once.
+		"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1"}
+	for _, kv := range more {
+		extra = append(extra, "--dynamic-config-value", kv)
+	}
+	s.Server, err = devserver.Launch(devserver.Spec{Bin: bin, Port: port, MetricsPort: metricsPort, DB: dbFile, Log: filepath.Join(dir, "server.log"),
+		Extra: extra})
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // TestKernelHold: a held port's new connections are dropped (the client

@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // connected is a client's connect: its error, and how many times its

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 func TestKernelHoldDatagrams(t *testing.T) {

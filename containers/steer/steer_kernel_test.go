@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // backend listens on port in ns; each connection is greeted with name and

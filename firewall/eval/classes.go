@@ -9,18 +9,19 @@ import (
 	"sort"
 
 	"adoption/firewall"
+	"adoption/vocab"
 )
 
 // Class is one kind of new packet from outside to the node
-// (firewall.Classes).
-type Class = firewall.Class
+// (vocab.Classes).
+type Class = vocab.Class
 
 // Classes are the traffic classes the evaluator judges besides TCP and UDP
-// by port (firewall.Classes).
-func Classes() []Class { return firewall.Classes() }
+// by port (vocab.Classes).
+func Classes() []Class { return vocab.Classes() }
 
 // ClassByName is the class of family fam called name.
-func ClassByName(fam, name string) (Class, bool) { return firewall.ClassByName(fam, name) }
+func ClassByName(fam, name string) (Class, bool) { return vocab.ClassByName(fam, name) }
 
 // classPacket is the class's synthetic packet, its source aside.
 func classPacket(c Class) Packet {
@@ -46,13 +47,13 @@ func ClassOpenings(rs *firewall.Ruleset, node firewall.Node) []firewall.Opening 
 	for _, c := range Classes() {
 		r := x.Class(c)
 		if r.Any {
-			o := c.Opening("")
+			o := firewall.ClassOpening(c, "")
 			o.Uncertain = r.Unsure
 			out = append(out, o)
 			continue
 		}
 		for _, p := range r.Only {
-			o := c.Opening(p.String())
+			o := firewall.ClassOpening(c, p.String())
 			o.Uncertain = r.Unsure
 			out = append(out, o)
 		}

@@ -15,7 +15,7 @@ import (
 
 	fw "adoption/firewall"
 	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // sharedAnswers are the comparisons a flip's preview makes of before and

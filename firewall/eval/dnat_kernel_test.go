@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // Root tests of the evaluator through DNAT: the node namespace gets a

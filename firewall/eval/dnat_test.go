@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
 	"adoption/firewall/nft"
+	"adoption/internal/fwtest"
 )
 
 // The evaluator through DNAT on rulesets from fwtest's testdata/dnat: listings of

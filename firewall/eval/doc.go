@@ -6,3 +6,5 @@
 // traffic classes (routed forwarding, container-to-host, ICMP, output) are
 // to be evaluated here too.
 package eval
+
+import ()

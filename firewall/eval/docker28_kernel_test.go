@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // Root tests of a Docker 28 node: Docker 28's chains as iptables-nft

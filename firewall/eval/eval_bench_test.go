@@ -3,7 +3,7 @@ package eval
 import (
 	"testing"
 
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // BenchmarkOpenPorts evaluates the bench's control-node-shaped node as the

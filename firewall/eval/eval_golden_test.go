@@ -23,7 +23,7 @@ import (
 
 	fw "adoption/firewall"
 	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 const goldenInputs = 2000

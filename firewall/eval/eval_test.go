@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
 	"adoption/firewall/nft"
+	"adoption/internal/fwtest"
 )
 
 // Helpers to build rulesets by hand.

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"adoption/firewall/fwtest"
 	"adoption/firewall/nft"
+	"adoption/internal/fwtest"
 	"adoption/internal/testenv"
 )
 

@@ -1,49 +1,16 @@
-// This file holds the probe's report of the found firewall.
+// This file names the probe's report of the found firewall here, where the
+// evaluator fills it; the values are the firewall model's (firewall.Report),
+// so the CLI and the workflows read them without the evaluator.
 
 package eval
 
-import (
-	"adoption/firewall"
-)
+import "adoption/firewall"
 
-// Report is what the probe says of the found firewall.
-type Report struct {
-	// Kind is iptables-nft, nftables or none; Unsupported is set (and the node
-	// refused) for whatever the product does not speak (nft.Unspoken,
-	// iptables-legacy), naming the table, the chain and the reason.
-	Kind        string             `json:"kind"`
-	Unsupported string             `json:"unsupported,omitempty"`
-	Tables      []TableSummary     `json:"tables"`
-	Open        []firewall.Opening `json:"open"`
-	// Classes are the openings of the traffic classes beyond TCP and UDP
-	// by port (ClassOpenings): ICMP types, other protocols, broadcast and
-	// multicast services.
-	Classes []firewall.Opening `json:"classes,omitempty"`
-	// Containers are the openings to the node itself from its container
-	// bridges (BridgeOpenings): a container reaching a host service.
-	Containers []firewall.Opening `json:"containers,omitempty"`
-	Error      string             `json:"error,omitempty"`
-	// Node is what the evaluation knew of the node: its interfaces and
-	// whether it forwards. NodeError says why it could not be read (the
-	// evaluation then knew nothing, and says more is uncertain).
-	Node      firewall.Node `json:"node"`
-	NodeError string        `json:"node_error,omitempty"`
-}
+// Report is firewall.Report.
+type Report = firewall.Report
 
-// TableSummary describes a table without its rules.
-type TableSummary struct {
-	Family string `json:"family"`
-	Name   string `json:"name"`
-	firewall.Ownership
-	Chains []ChainSummary `json:"chains"`
-}
+// TableSummary is firewall.TableSummary.
+type TableSummary = firewall.TableSummary
 
-// ChainSummary describes one chain: base chains carry hook, priority, policy.
-type ChainSummary struct {
-	Name     string `json:"name"`
-	Hook     string `json:"hook,omitempty"`
-	Priority *int   `json:"priority,omitempty"`
-	Policy   string `json:"policy,omitempty"`
-	Rules    int    `json:"rules"`
-	firewall.Ownership
-}
+// ChainSummary is firewall.ChainSummary.
+type ChainSummary = firewall.ChainSummary

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // routedNode has an uplink bridge br-wan (the NIC enslaved), libvirt's

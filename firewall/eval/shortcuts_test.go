@@ -14,7 +14,7 @@ import (
 
 	fw "adoption/firewall"
 	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // answers are every answer of the evaluator about rs on node, and about the

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
 	"adoption/firewall/nft"
+	"adoption/internal/fwtest"
 	"adoption/internal/testenv"
 	"adoption/internal/ufwfixture"
 )

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // Root tests of the boot-time ruleset file: what a node loads at boot must

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // On the fixtures listed from real nodes, the tables iptables-nft shares

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // A ping the found firewall rate-limits is a restriction the mesh cannot

@@ -17,14 +17,11 @@ import (
 
 	"adoption/firewall"
 	"adoption/firewall/eval"
+	"adoption/firewall/flipwire"
 )
 
-// ClassAllow is one traffic class the mesh keeps (Name, an eval.Classes
-// name) in one family, from the sources its Reach names (none: any).
-type ClassAllow struct {
-	Name string `json:"name"`
-	Reach
-}
+// ClassAllow is flipwire.ClassAllow.
+type ClassAllow = flipwire.ClassAllow
 
 func classNames() string {
 	seen := map[string]bool{}
@@ -165,14 +162,14 @@ func classSpec(o firewall.Opening) string {
 // with several uplinks, is kept, as a port is). Every fate but
 // kept refuses: the mesh carries what the found firewall lets through, so
 // any other is a restriction it could not carry, named with the class.
-func (p *Preview) classFates(pair *eval.Pair, node firewall.Node, spec MeshSpec) {
+func classFates(p *Preview, pair *eval.Pair, node firewall.Node, spec MeshSpec) {
 	found := pair.Before()
 	regions := pair.CompareClasses(node)
 	for _, b := range eval.HostBridges(node, found, pair.After()) {
 		regions = append(regions, pair.CompareClassesIn(node, b)...)
 	}
 	for _, r := range regions {
-		o := r.Class.Opening(r.From)
+		o := firewall.ClassOpening(r.Class, r.From)
 		o.Uncertain, o.In = r.Before.Unsure, r.In
 		f := Fate{Opening: o, Fate: FateKept, By: OwnerEssentials}
 		from := "any source"

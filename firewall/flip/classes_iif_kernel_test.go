@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // The kernel as the oracle for traffic classes the found firewall lets in

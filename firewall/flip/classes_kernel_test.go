@@ -8,7 +8,7 @@ import (
 
 	"adoption/firewall"
 	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // classFound is a native nftables node that lets ping in from 10.9.0.0/24

@@ -15,103 +15,31 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
+	"adoption/firewall/flipwire"
 	"adoption/firewall/marks"
 	"adoption/firewall/nft"
+	"adoption/vocab"
 )
 
 // Owners the derived ruleset names besides modules.
 const (
-	OwnerManagement = "management" // the ports the node is managed through (ssh, ...)
-	OwnerFoundation = "foundation"
-	OwnerMesh       = "mesh"
-	// OwnerEssentials keeps what a host needs whatever the modules say:
-	// established/related, invalid, loopback, ICMP and ICMPv6 (neighbour
-	// discovery, MLD), DHCP client replies where the found firewall
-	// allowed them.
-	OwnerEssentials = "essentials"
+	OwnerManagement = flipwire.OwnerManagement
+	OwnerFoundation = flipwire.OwnerFoundation
+	OwnerMesh       = flipwire.OwnerMesh
+	OwnerEssentials = flipwire.OwnerEssentials
 	OwnerContainers = "containers" // traffic from container bridges (their egress)
 )
 
-// Allow is one port the mesh keeps open, with who keeps it.
-type Allow struct {
-	Port  config.Port `json:"port"`
-	Owner string      `json:"owner"`
-	// Carried, when set, is the found firewall's restriction of the port,
-	// kept in the mesh's table (EffectiveSpec fills it): per family, who
-	// may connect; a family not listed stays closed. Nil: every source.
-	Carried []Reach `json:"carried,omitempty"`
-}
+// Allow is flipwire.Allow.
+type Allow = flipwire.Allow
 
-// Reach is who may connect to a kept port in one family: the sources in
-// From (empty: any), except those in Except. Both become sets of table
-// inet adoption.
-type Reach struct {
-	Family string         `json:"family"`
-	From   []netip.Prefix `json:"from,omitempty"`
-	Except []netip.Prefix `json:"except,omitempty"`
-	// Iif, when set, are the input interfaces it holds on; NotIif the
-	// ones it does not (any other interface). A trailing '*' is a
-	// wildcard ("br-*"): an Iif wildcard holds on every interface it
-	// matches but the NotIif ones it covers.
-	Iif    []string `json:"iif,omitempty"`
-	NotIif []string `json:"not_iif,omitempty"`
-}
+// Reach is flipwire.Reach.
+type Reach = flipwire.Reach
 
-// MeshSpec is what the mesh's own ruleset for one node is derived from.
-type MeshSpec struct {
-	Node string `json:"node"`
-	// Input ports are open to new connections: management ports (owner
-	// "management"), the foundation's, every migrated module's.
-	Input []Allow `json:"input"`
-	// Forward ports are host ports published by migrated modules'
-	// containers: forwarded (DNATed) traffic to them is accepted.
-	Forward []Allow `json:"forward"`
-	// Drop lists the ports the operator deliberately drops at the flip; the
-	// preview only reads it.
-	Drop []config.Port `json:"drop"`
-	// Widen lists the ports whose found restriction the operator lets go
-	// (flip.widen): they are open to every source after the flip, and the
-	// preview approves their widening.
-	Widen []config.Port `json:"widen,omitempty"`
-	// DropClasses and WidenClasses are the traffic classes flip.drop and
-	// flip.widen name (class spellings, firewall.Class.Spelling): a
-	// dropped class is not carried, a widened one is carried from every
-	// source; the preview approves their closing or widening.
-	DropClasses  []string `json:"drop_classes,omitempty"`
-	WidenClasses []string `json:"widen_classes,omitempty"`
-	// DHCP4 and DHCP6 keep the DHCP client's replies (udp 67 -> 68, and
-	// 547 -> 546 from link-local). They are not the plan's to set: the
-	// preview and the flip set them from the found firewall (DeriveFor).
-	DHCP4 bool `json:"dhcp4,omitempty"`
-	DHCP6 bool `json:"dhcp6,omitempty"`
-	// Classes are the traffic classes beyond TCP and UDP by port
-	// (eval.Classes: ICMP types, other protocols, broadcast and multicast
-	// services) the mesh keeps, each with the found firewall's
-	// restriction; ClassesFound says they were read from the found
-	// firewall (EffectiveSpec). Without it (a spec from before they were),
-	// the input chain accepts the ICMP and ICMPv6 types every host needs,
-	// from any source.
-	Classes      []ClassAllow `json:"classes,omitempty"`
-	ClassesFound bool         `json:"classes_found,omitempty"`
-	// Egress are the bridges whose egress the mesh accepts, and Routed the
-	// routed forwarding (no DNAT) it keeps: not the plan's to set either,
-	// EffectiveSpec reads them from what the found firewall's forward hook
-	// lets through (foundForward).
-	Egress []Egress `json:"egress,omitempty"`
-	Routed []Routed `json:"routed,omitempty"`
-	// FromBridges is the traffic from container bridges to the node itself
-	// that the found firewall lets through by the bridge's name (a
-	// container reaching the host's DNS): not the plan's to set,
-	// EffectiveSpec reads it from found (foundBridgeIn).
-	FromBridges []BridgeIn `json:"from_bridges,omitempty"`
-	// Output is the found firewall's restriction of what the node sends,
-	// carried into an output chain (none: no output chain, the node sends
-	// anything); EffectiveSpec reads it from found (foundOutput).
-	Output []OutputDrop `json:"output,omitempty"`
-}
+// MeshSpec is flipwire.MeshSpec.
+type MeshSpec = flipwire.MeshSpec
 
 // Derived is the mesh's own ruleset for one node: the model the evaluator
 // reads, and the rules Flip writes. Both come from one list of rules, so
@@ -251,7 +179,7 @@ func Derive(spec MeshSpec) (*Derived, error) {
 }
 
 func dedupe(as []Allow) []Allow {
-	seen := map[config.Port]bool{}
+	seen := map[vocab.Port]bool{}
 	var out []Allow
 	for _, a := range as {
 		if !seen[a.Port] {
@@ -264,10 +192,10 @@ func dedupe(as []Allow) []Allow {
 
 func validateSpec(spec MeshSpec) error {
 	var errs []error
-	if !config.ValidName(spec.Node) {
-		errs = append(errs, fmt.Errorf("node name %q is not valid (%s)", spec.Node, config.NameRule))
+	if !vocab.ValidName(spec.Node) {
+		errs = append(errs, fmt.Errorf("node name %q is not valid (%s)", spec.Node, vocab.NameRule))
 	}
-	check := func(where string, p config.Port) {
+	check := func(where string, p vocab.Port) {
 		if err := p.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: port %s: %w", where, p, err))
 		}
@@ -277,8 +205,8 @@ func validateSpec(spec MeshSpec) error {
 		as    []Allow
 	}{{"input", spec.Input}, {"forward", spec.Forward}} {
 		for _, a := range l.as {
-			if !config.ValidName(a.Owner) {
-				errs = append(errs, fmt.Errorf("%s: port %s: owner name %q is not valid (%s)", l.where, a.Port, a.Owner, config.NameRule))
+			if !vocab.ValidName(a.Owner) {
+				errs = append(errs, fmt.Errorf("%s: port %s: owner name %q is not valid (%s)", l.where, a.Port, a.Owner, vocab.NameRule))
 			}
 			check(l.where, a.Port)
 		}
@@ -294,8 +222,8 @@ func validateSpec(spec MeshSpec) error {
 		cs  []string
 	}{{"drop_classes", spec.DropClasses}, {"widen_classes", spec.WidenClasses}} {
 		for _, s := range l.cs {
-			if cs, err := firewall.ParseClass(s); err != nil || len(cs) != 1 || cs[0] != s {
-				errs = append(errs, fmt.Errorf("%s: %q is not one class spelling (%s)", l.key, s, strings.Join(firewall.ClassSpellings(), ", ")))
+			if cs, err := vocab.ParseClass(s); err != nil || len(cs) != 1 || cs[0] != s {
+				errs = append(errs, fmt.Errorf("%s: %q is not one class spelling (%s)", l.key, s, strings.Join(vocab.ClassSpellings(), ", ")))
 			}
 		}
 	}
@@ -530,7 +458,7 @@ func effectiveSpec(cf *eval.Compiled, spec MeshSpec) MeshSpec {
 	e := cf.Evaluator()
 	spec.DHCP4 = acceptsReply(e, found, firewall.FamilyIP, eval.Atom{Other: true}, netip.Addr{}, 67, 68)
 	spec.DHCP6 = acceptsReply(e, found, firewall.FamilyIP6, eval.Atom{Prefix: netip.MustParsePrefix("fe80::/64")}, netip.MustParseAddr("fe80::1"), 547, 546)
-	widen := map[config.Port]bool{}
+	widen := map[vocab.Port]bool{}
 	for _, p := range spec.Widen {
 		widen[p] = true
 	}

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
+	"adoption/vocab"
 )
 
 // The flip on the ufw-docker arrangement: ufw's routed policy lives in
@@ -55,7 +55,7 @@ func TestKernelFlipUfwDockerUser(t *testing.T) {
 	// ufw-docker routes 18082 from private networks only; flip.widen lets
 	// that restriction go, so the peer's address (198.18.0.2) reaches it.
 	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp"), Forward: allow("web", "18080/tcp", "18082/tcp"),
-		Widen: config.MustPorts([]string{"18082/tcp"})}
+		Widen: vocab.MustPorts([]string{"18082/tcp"})}
 	found := n.List(t)
 	derived, err := DerivedFingerprint(found, spec)
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 
 	"adoption/firewall"
 	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
 	"adoption/firewall/marks"
+	"adoption/internal/fwtest"
 )
 
 // Root tests of the flip: a node namespace with a found firewall (ufw with

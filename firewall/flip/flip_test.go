@@ -10,11 +10,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
 	"adoption/firewall/marks"
+	"adoption/internal/fwtest"
+	"adoption/vocab"
 )
 
 func allow(owner string, specs ...string) []Allow {
@@ -94,7 +94,7 @@ func TestDeriveOpensExactlySpecInput(t *testing.T) {
 }
 
 func TestDeriveRefusesBadSpec(t *testing.T) {
-	_, err := Derive(MeshSpec{Node: "N1", Input: []Allow{{Port: config.Port{Num: 0, Proto: "sctp"}, Owner: "a:b"}}})
+	_, err := Derive(MeshSpec{Node: "N1", Input: []Allow{{Port: vocab.Port{Num: 0, Proto: "sctp"}, Owner: "a:b"}}})
 	if err == nil {
 		t.Fatal("Derive accepted a bad spec")
 	}
@@ -238,7 +238,7 @@ func TestPreviewFlipManagementRefusal(t *testing.T) {
 	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp"),
 		Drop: fwtest.Ports("22/tcp", "80/tcp", "8081/tcp", "9999/udp", "2222/tcp")}
 	for p := 8000; p <= 8010; p++ {
-		spec.Drop = append(spec.Drop, config.Port{Num: uint16(p), Proto: "tcp"})
+		spec.Drop = append(spec.Drop, vocab.Port{Num: uint16(p), Proto: "tcp"})
 	}
 	p := PreviewFlip(found, spec)
 	if p.Approved || !contains(p.Reasons, "22/tcp is a management port and is in flip.drop: the node would be cut off from its operator; remove it from flip.drop") {

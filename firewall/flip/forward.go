@@ -18,31 +18,18 @@ import (
 
 	"adoption/firewall"
 	"adoption/firewall/eval"
+	"adoption/firewall/flipwire"
 	"adoption/firewall/marks"
 )
 
-// OwnerRouted keeps routed forwarding the found firewall let through.
-const OwnerRouted = "routed"
+// OwnerRouted is flipwire.OwnerRouted.
+const OwnerRouted = flipwire.OwnerRouted
 
-// Egress is a bridge whose egress the mesh accepts: every new connection
-// forwarded from input interface Iif (an nft name, a trailing '*' a
-// wildcard) in Family.
-type Egress struct {
-	Family string `json:"family"`
-	Iif    string `json:"iif"`
-}
+// Egress is flipwire.Egress.
+type Egress = flipwire.Egress
 
-// Routed is routed forwarding (no DNAT) to a network behind the node that
-// the mesh keeps: proto to Port..PortEnd in Family, from the sources in
-// From (empty: any) except those in Except.
-type Routed struct {
-	Family  string         `json:"family"`
-	Proto   string         `json:"proto"`
-	Port    uint16         `json:"port"`
-	PortEnd uint16         `json:"port_end,omitempty"`
-	From    []netip.Prefix `json:"from,omitempty"`
-	Except  []netip.Prefix `json:"except,omitempty"`
-}
+// Routed is flipwire.Routed.
+type Routed = flipwire.Routed
 
 // foundForward reads from found what its forward hook lets through that
 // the mesh must keep: the bridges whose egress it forwards

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
 	"adoption/firewall/marks"
+	"adoption/internal/fwtest"
 )
 
 func TestFoundFingerprintIgnoresMarksAndHandles(t *testing.T) {

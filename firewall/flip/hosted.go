@@ -8,7 +8,6 @@ package flip
 
 import (
 	"fmt"
-	"net/netip"
 	"reflect"
 	"slices"
 	"sort"
@@ -16,27 +15,15 @@ import (
 
 	"github.com/google/nftables/expr"
 
-	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
+	"adoption/firewall/flipwire"
 	"adoption/firewall/marks"
+	"adoption/vocab"
 )
 
-// BridgeIn is traffic from a container bridge to the node itself that the
-// mesh keeps: new connections of Proto to Port..PortEnd in Family coming
-// in on Iif (a trailing '*' a wildcard) but the interfaces NotIif (those
-// of the found firewall's names the wildcard covers: each is judged on its
-// own), from the sources in From (empty: any) except those in Except.
-type BridgeIn struct {
-	Family  string         `json:"family"`
-	Iif     string         `json:"iif"`
-	NotIif  []string       `json:"not_iif,omitempty"`
-	Proto   string         `json:"proto"`
-	Port    uint16         `json:"port"`
-	PortEnd uint16         `json:"port_end,omitempty"`
-	From    []netip.Prefix `json:"from,omitempty"`
-	Except  []netip.Prefix `json:"except,omitempty"`
-}
+// BridgeIn is flipwire.BridgeIn.
+type BridgeIn = flipwire.BridgeIn
 
 // foundBridgeIn reads what found lets through from each bridge it names
 // to the node itself, by that name: every port interval a new connection
@@ -177,11 +164,11 @@ func validateBridgeIn(spec MeshSpec) []error {
 // where it passes now only under a condition the evaluator cannot decide
 // (approved when every port is in spec.Widen); uncertain where it would
 // pass only under such a condition where it passes now surely.
-func (p *Preview) bridgeFates(pair *eval.Pair, derived *firewall.Ruleset, node firewall.Node, spec MeshSpec) {
+func bridgeFates(p *Preview, pair *eval.Pair, derived *firewall.Ruleset, node firewall.Node, spec MeshSpec) {
 	found := pair.Before()
-	in := func(l []config.Port, o firewall.Opening) bool {
+	in := func(l []vocab.Port, o firewall.Opening) bool {
 		for x := int(o.Port); x <= int(firewall.PortEnd(o)); x++ {
-			if !slices.Contains(l, config.Port{Num: uint16(x), Proto: o.Proto}) {
+			if !slices.Contains(l, vocab.Port{Num: uint16(x), Proto: o.Proto}) {
 				return false
 			}
 		}

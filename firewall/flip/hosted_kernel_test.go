@@ -7,7 +7,7 @@ import (
 
 	"adoption/firewall"
 	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // The kernel as the oracle for traffic from a container bridge to the node

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // Containers of any Docker network's bridge ("br-*") may ask the host's

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // What a confirmation checks of the kernel: the flip as applied passes;

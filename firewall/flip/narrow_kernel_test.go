@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"adoption/config"
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
+	"adoption/vocab"
 )
 
 // Sources of the differential test: inside and outside the prefix ufw lets
@@ -212,7 +212,7 @@ func TestKernelPreviewRefusesWidening(t *testing.T) {
 			t.Errorf("reasons do not say %q:\n%s", s, why)
 		}
 	}
-	spec.Widen = config.MustPorts([]string{"22/tcp"})
+	spec.Widen = vocab.MustPorts([]string{"22/tcp"})
 	p = PreviewFlipOn(found, node, spec)
 	if !p.Approved {
 		t.Fatalf("ssh declared in flip.widen: refused: %v", p.Reasons)

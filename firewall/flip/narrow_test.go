@@ -10,7 +10,7 @@ import (
 
 	"adoption/firewall"
 	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // foundNarrow is a native default-deny predecessor that lets ssh in from

@@ -16,29 +16,12 @@ import (
 
 	"adoption/firewall"
 	"adoption/firewall/eval"
+	"adoption/firewall/flipwire"
 	"adoption/firewall/marks"
 )
 
-// OutputDrop is a restriction of new packets the node sends that the mesh
-// keeps: those of Proto ("tcp", "udp" to Port..PortEnd) or of traffic class
-// Class (an ICMP type, another protocol: eval.Classes, outbound) in Family
-// pass only to the destinations in To (none: to no destination), or, when
-// Any, to every destination but those in Except; the rest is dropped. Oif,
-// when set, is the output interface it holds on (a trailing '*' a
-// wildcard), and NotOif those it does not: the found firewall's other
-// names (for Oif a wildcard, the ones it covers).
-type OutputDrop struct {
-	Family  string         `json:"family"`
-	Oif     string         `json:"oif,omitempty"`
-	NotOif  []string       `json:"not_oif,omitempty"`
-	Proto   string         `json:"proto,omitempty"`
-	Port    uint16         `json:"port,omitempty"`
-	PortEnd uint16         `json:"port_end,omitempty"`
-	Class   string         `json:"class,omitempty"`
-	Any     bool           `json:"any,omitempty"`
-	To      []netip.Prefix `json:"to,omitempty"`
-	Except  []netip.Prefix `json:"except,omitempty"`
-}
+// OutputDrop is flipwire.OutputDrop.
+type OutputDrop = flipwire.OutputDrop
 
 // outputClasses are the classes the output chain judges besides TCP and
 // UDP by port: ICMP and ICMPv6 echo requests, and the protocols of
@@ -265,14 +248,14 @@ func validateOutput(spec MeshSpec) []error {
 // neither, the family's output is kept. Where either output chain names
 // output interfaces, each interface class (outputIfaces: each name, and
 // any other) is judged apart, its fates naming it (Opening.Out).
-func (p *Preview) outputFates(found, after *firewall.Ruleset) {
+func outputFates(p *Preview, found, after *firewall.Ruleset) {
 	mf, ma := eval.OutputAsInput(found), eval.OutputAsInput(after)
 	// Each compiled once for the comparisons of every interface class.
 	cmf, cma := eval.Compile(mf), eval.Compile(ma)
 	forth, back := eval.NewPair(cmf, cma), eval.NewPair(cma, cmf)
 	names := outputIfaces(&firewall.Ruleset{Tables: append(append([]firewall.Table(nil), mf.Tables...), ma.Tables...)})
 	if len(names) == 0 {
-		p.outputClassFates(forth, back, found, firewall.Node{}, "")
+		outputClassFates(p, forth, back, found, firewall.Node{}, "")
 		return
 	}
 	for _, c := range append([]string{""}, names...) {
@@ -280,7 +263,7 @@ func (p *Preview) outputFates(found, after *firewall.Ruleset) {
 		if as == "" {
 			as = otherIface
 		}
-		p.outputClassFates(forth, back, found, firewall.Node{Interfaces: []firewall.Interface{{Name: as}}}, c)
+		outputClassFates(p, forth, back, found, firewall.Node{Interfaces: []firewall.Interface{{Name: as}}}, c)
 	}
 }
 
@@ -288,7 +271,7 @@ func (p *Preview) outputFates(found, after *firewall.Ruleset) {
 // interface class, out ("" any other), read on node: a node whose one
 // interface stands for the class (a wildcard's own name stands for the
 // interfaces it matches that no other name does).
-func (p *Preview) outputClassFates(forth, back *eval.Pair, found *firewall.Ruleset, node firewall.Node, out string) {
+func outputClassFates(p *Preview, forth, back *eval.Pair, found *firewall.Ruleset, node firewall.Node, out string) {
 	drops := eval.OutputDrops(found)
 	bad := map[string]bool{}
 	by := ""
@@ -334,7 +317,7 @@ func (p *Preview) outputClassFates(forth, back *eval.Pair, found *firewall.Rules
 		if !isOutputClass(r.Class) {
 			continue
 		}
-		o := r.Class.Opening(r.From)
+		o := firewall.ClassOpening(r.Class, r.From)
 		switch {
 		case r.After.Open && !r.After.Unsure && (!r.Before.Open || r.Before.Unsure):
 			add(o, FateWidening, "the node could send it after the flip, and the found firewall does not surely let it out")

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // outputFound is a native nftables node whose output chain drops new

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // A second link from the node to the peer, named like a WireGuard

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // A ufw node with a custom-named Docker bridge (lan0, as

@@ -12,77 +12,29 @@ import (
 	"strings"
 	"sync"
 
-	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
+	"adoption/firewall/flipwire"
 	"adoption/firewall/marks"
-	"adoption/keyfile"
+	"adoption/vocab"
 )
 
 // Fates.
 const (
-	FateKept    = "kept"
-	FateClosing = "closing"
-	// FateWidening: after the flip a new connection passes from a source it
-	// does not pass from now (or passes surely where it passes now only
-	// under a condition the evaluator cannot decide, such as a rate limit).
-	// Refused unless the port is in flip.widen (Declared).
-	FateWidening = "widening"
-	// FateUncertain: open now under a condition the evaluator cannot
-	// decide for a named reason (a DNAT it cannot follow), and open after
-	// the flip: its fate cannot be promised. Refused, with the reason.
-	FateUncertain = "uncertain"
+	FateKept      = flipwire.FateKept
+	FateClosing   = flipwire.FateClosing
+	FateWidening  = flipwire.FateWidening
+	FateUncertain = flipwire.FateUncertain
 )
 
-// Fate is what the flip does to one port the found firewall opens now.
-type Fate struct {
-	Opening firewall.Opening `json:"opening"`
-	// Fate is "kept", "closing", "widening" or "uncertain".
-	Fate string `json:"fate"`
-	// By names who keeps a kept port: "management", "foundation", a
-	// module, "containers" (traffic from a container bridge).
-	By string `json:"by,omitempty"`
-	// Dropped: closing, and in spec.Drop.
-	Dropped bool `json:"dropped,omitempty"`
-	// Declared: widening, and in spec.Widen.
-	Declared bool `json:"declared,omitempty"`
-	// Reason says why a widening or uncertain fate is one: the found
-	// restriction that would not be carried.
-	Reason string `json:"reason,omitempty"`
-}
+// Fate is flipwire.Fate.
+type Fate = flipwire.Fate
 
-// Preview says what a flip would do and whether it may go ahead.
-type Preview struct {
-	Approved           bool     `json:"approved"`
-	Reasons            []string `json:"reasons,omitempty"`
-	Fates              []Fate   `json:"fates"`
-	FoundFingerprint   string   `json:"found_fingerprint"`
-	DerivedFingerprint string   `json:"derived_fingerprint"`
-	// Undecoded names each rule of the found firewall that decides a
-	// packet's fate through a part the evaluator could not decode
-	// (package unknowns fills it on the node).
-	Undecoded []Undecoded `json:"undecoded,omitempty"`
-	// NodeFiles are the fates of the node files, which converge at the
-	// flip: kept, changed and conflicting keys, the keyed digest of what
-	// each would hold, never a value (the node fills it).
-	NodeFiles []keyfile.FileMerge `json:"node_files,omitempty"`
-}
+// Preview is flipwire.Preview.
+type Preview = flipwire.Preview
 
-// Undecoded is one rule the evaluator could not wholly decode: where it
-// is, and what in it was not decoded.
-type Undecoded struct {
-	Family  string `json:"family"`
-	Table   string `json:"table"`
-	Chain   string `json:"chain"`
-	Handle  uint64 `json:"handle"`
-	Verdict string `json:"verdict"`
-	What    string `json:"what"` // the expression or match, as the decoder names it
-}
-
-// Text is the rule as the preview names it.
-func (u Undecoded) Text() string {
-	return fmt.Sprintf("chain %s %s %s, rule handle %d (%s): %s", u.Family, u.Table, u.Chain, u.Handle, u.Verdict, u.What)
-}
+// Undecoded is flipwire.Undecoded.
+type Undecoded = flipwire.Undecoded
 
 // PreviewFlip gives every port the found firewall opens now (OpenPorts,
 // uncertain openings counted as open) a fate: kept when the ruleset as it
@@ -160,17 +112,17 @@ func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff Mesh
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		parts[0].widenings(pair, derived, spec, node)
-		parts[1].classFates(pair, node, spec)
-		parts[2].bridgeFates(pair, derived, node, spec)
-		parts[3].outputFates(found, after)
+		widenings(&parts[0], pair, derived, spec, node)
+		classFates(&parts[1], pair, node, spec)
+		bridgeFates(&parts[2], pair, derived, node, spec)
+		outputFates(&parts[3], found, after)
 	}()
 	afterOpen := ca.OpenPortsOn(node)
-	dropped := map[config.Port]bool{}
+	dropped := map[vocab.Port]bool{}
 	for _, d := range spec.Drop {
 		dropped[d] = true
 	}
-	mgmt := map[config.Port]bool{}
+	mgmt := map[vocab.Port]bool{}
 	for _, a := range spec.Input {
 		if a.Owner == OwnerManagement {
 			mgmt[a.Port] = true
@@ -222,7 +174,7 @@ func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff Mesh
 				f.Fate = FateKept
 				f.By = keeper(derived, o, uint16(s))
 			} else {
-				f.Dropped = dropped[config.Port{Num: uint16(s), Proto: o.Proto}] && (s == e || allDropped(dropped, o.Proto, s, e))
+				f.Dropped = dropped[vocab.Port{Num: uint16(s), Proto: o.Proto}] && (s == e || allDropped(dropped, o.Proto, s, e))
 			}
 			if n := len(segs); n > 0 && segs[n-1].Fate == f.Fate && segs[n-1].By == f.By && segs[n-1].Dropped == f.Dropped {
 				segs[n-1].Opening.PortEnd = uint16(e)
@@ -239,7 +191,7 @@ func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff Mesh
 				continue
 			}
 			for x := int(f.Opening.Port); x <= int(firewall.PortEnd(f.Opening)); x++ {
-				if mgmt[config.Port{Num: uint16(x), Proto: o.Proto}] && o.Direction == firewall.HookInput {
+				if mgmt[vocab.Port{Num: uint16(x), Proto: o.Proto}] && o.Direction == firewall.HookInput {
 					p.Reasons = append(p.Reasons, fmt.Sprintf("management port %d/%s (%s) is open now and would close: the node would be cut off from its operator", x, o.Proto, describeOpening(f.Opening)))
 				}
 			}
@@ -286,9 +238,9 @@ func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff Mesh
 	return p
 }
 
-func allDropped(dropped map[config.Port]bool, proto string, from, to int) bool {
+func allDropped(dropped map[vocab.Port]bool, proto string, from, to int) bool {
 	for x := from; x <= to; x++ {
-		if !dropped[config.Port{Num: uint16(x), Proto: proto}] {
+		if !dropped[vocab.Port{Num: uint16(x), Proto: proto}] {
 			return false
 		}
 	}
@@ -357,7 +309,7 @@ func stillOpen(after []firewall.Opening, o firewall.Opening, port uint16) bool {
 
 // openFromSome reports whether after surely opens port at hook in family
 // fam from some source.
-func openFromSome(after []firewall.Opening, hook, fam string, port config.Port) bool {
+func openFromSome(after []firewall.Opening, hook, fam string, port vocab.Port) bool {
 	for _, a := range after {
 		if a.Direction == hook && a.Family == fam && a.Proto == port.Proto && !a.Uncertain && a.Port <= port.Num && port.Num <= firewall.PortEnd(a) {
 			return true
@@ -370,9 +322,9 @@ func openFromSome(after []firewall.Opening, hook, fam string, port config.Port) 
 // the flip lets a new connection through that found does not (or surely
 // where found does only under an undecided condition). Each refuses unless
 // every port of it is in spec.Widen.
-func (p *Preview) widenings(pair *eval.Pair, derived *firewall.Ruleset, spec MeshSpec, node firewall.Node) {
+func widenings(p *Preview, pair *eval.Pair, derived *firewall.Ruleset, spec MeshSpec, node firewall.Node) {
 	found := pair.Before()
-	widen := map[config.Port]bool{}
+	widen := map[vocab.Port]bool{}
 	for _, w := range spec.Widen {
 		widen[w] = true
 	}
@@ -393,7 +345,7 @@ func (p *Preview) widenings(pair *eval.Pair, derived *firewall.Ruleset, spec Mes
 		}
 		all := true
 		for x := int(o.Port); x <= int(firewall.PortEnd(o)); x++ {
-			if !widen[config.Port{Num: uint16(x), Proto: o.Proto}] {
+			if !widen[vocab.Port{Num: uint16(x), Proto: o.Proto}] {
 				all = false
 				break
 			}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // BenchmarkPreviewControlNode previews the spec the workflow derives for

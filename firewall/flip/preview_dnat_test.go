@@ -6,22 +6,22 @@ import (
 	"strings"
 	"testing"
 
-	"adoption/config"
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
+	"adoption/vocab"
 )
 
 // The preview on the ufw-docker node of fwtest's testdata/dnat: published ports get
 // their fates by host port, through DNAT, before and after the flip.
 
-func dnatSpec(drop ...config.Port) MeshSpec {
+func dnatSpec(drop ...vocab.Port) MeshSpec {
 	return MeshSpec{Node: "n1",
-		Input: []Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: OwnerManagement}},
+		Input: []Allow{{Port: vocab.Port{Num: 22, Proto: "tcp"}, Owner: OwnerManagement}},
 		Forward: []Allow{
-			{Port: config.Port{Num: 18080, Proto: "tcp"}, Owner: "web"},
-			{Port: config.Port{Num: 18081, Proto: "tcp"}, Owner: "web"},
-			{Port: config.Port{Num: 18083, Proto: "tcp"}, Owner: "web"},
-			{Port: config.Port{Num: 18053, Proto: "udp"}, Owner: "dns"},
+			{Port: vocab.Port{Num: 18080, Proto: "tcp"}, Owner: "web"},
+			{Port: vocab.Port{Num: 18081, Proto: "tcp"}, Owner: "web"},
+			{Port: vocab.Port{Num: 18083, Proto: "tcp"}, Owner: "web"},
+			{Port: vocab.Port{Num: 18053, Proto: "udp"}, Owner: "dns"},
 		},
 		Drop: drop,
 	}
@@ -54,8 +54,8 @@ func TestPreviewPublishedPortsByHostPort(t *testing.T) {
 			t.Errorf("reasons lack %q:\n%s", w, reasons)
 		}
 	}
-	routed := config.MustPorts([]string{"8080/tcp", "8081/tcp", "8082/tcp", "8083/tcp", "9100/tcp", "8053/udp"})
-	p = PreviewFlipOn(rs, node, dnatSpec(append(routed, config.Port{Num: 18082, Proto: "tcp"}, config.Port{Num: 19100, Proto: "tcp"})...))
+	routed := vocab.MustPorts([]string{"8080/tcp", "8081/tcp", "8082/tcp", "8083/tcp", "9100/tcp", "8053/udp"})
+	p = PreviewFlipOn(rs, node, dnatSpec(append(routed, vocab.Port{Num: 18082, Proto: "tcp"}, vocab.Port{Num: 19100, Proto: "tcp"})...))
 	if !p.Approved {
 		t.Fatalf("with 18082 and 19100 dropped, and the routed ports: refused:\n%s", strings.Join(p.Reasons, "\n"))
 	}
@@ -87,7 +87,7 @@ func TestPreviewEssentialsKeepDHCP(t *testing.T) {
 		fwtest.Base("INPUT", firewall.HookInput, 0, "drop", fwtest.Accept(fwtest.Tcp(), fwtest.Dport(22)), udp67to68),
 		fwtest.Base("FORWARD", firewall.HookForward, 0, "drop"),
 	}}}}
-	spec := MeshSpec{Node: "n1", Input: []Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: OwnerManagement}}}
+	spec := MeshSpec{Node: "n1", Input: []Allow{{Port: vocab.Port{Num: 22, Proto: "tcp"}, Owner: OwnerManagement}}}
 	p := PreviewFlipOn(found, firewall.Node{Interfaces: []firewall.Interface{{Name: "eth0"}}, Forwarding: map[string]bool{firewall.FamilyIP: false, firewall.FamilyIP6: false}}, spec)
 	var dhcp *Fate
 	for i, f := range p.Fates {
@@ -183,7 +183,7 @@ func TestPreviewEssentialsKeepDHCP6(t *testing.T) {
 		fwtest.Base("INPUT", firewall.HookInput, 0, "drop", fwtest.Accept(fwtest.Tcp(), fwtest.Dport(22)), udp547to546),
 		fwtest.Base("FORWARD", firewall.HookForward, 0, "drop"),
 	}}}}
-	spec := MeshSpec{Node: "n1", Input: []Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: OwnerManagement}}}
+	spec := MeshSpec{Node: "n1", Input: []Allow{{Port: vocab.Port{Num: 22, Proto: "tcp"}, Owner: OwnerManagement}}}
 	p := PreviewFlipOn(found, firewall.Node{Interfaces: []firewall.Interface{{Name: "eth0"}}, Forwarding: map[string]bool{firewall.FamilyIP: false, firewall.FamilyIP6: false}}, spec)
 	// Link-local sources are not outside clients: the evaluator lists no
 	// opening for it, and where it does, it must be kept by essentials.

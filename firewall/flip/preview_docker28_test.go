@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"adoption/config"
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
+	"adoption/vocab"
 )
 
 // The preview on the Docker 28 node of fwtest's testdata/dnat (listed from
@@ -19,15 +19,15 @@ import (
 func TestPreviewDocker28NotRefusedFalsely(t *testing.T) {
 	rs, node := fwtest.LoadFixture(t, "docker28")
 	spec := MeshSpec{Node: "n1",
-		Input: []Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: OwnerManagement}},
+		Input: []Allow{{Port: vocab.Port{Num: 22, Proto: "tcp"}, Owner: OwnerManagement}},
 		Forward: []Allow{
-			{Port: config.Port{Num: 18080, Proto: "tcp"}, Owner: "web"},
-			{Port: config.Port{Num: 18053, Proto: "udp"}, Owner: "dns"},
-			{Port: config.Port{Num: 18090, Proto: "tcp"}, Owner: "web"},
+			{Port: vocab.Port{Num: 18080, Proto: "tcp"}, Owner: "web"},
+			{Port: vocab.Port{Num: 18053, Proto: "udp"}, Owner: "dns"},
+			{Port: vocab.Port{Num: 18090, Proto: "tcp"}, Owner: "web"},
 		},
 	}
 	for p := uint16(18100); p <= 18110; p++ {
-		spec.Drop = append(spec.Drop, config.Port{Num: p, Proto: "tcp"})
+		spec.Drop = append(spec.Drop, vocab.Port{Num: p, Proto: "tcp"})
 	}
 	p := PreviewFlipOn(rs, node, spec)
 	reasons := strings.Join(p.Reasons, "\n")

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"adoption/config"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
+	"adoption/vocab"
 )
 
 // A published port that ufw routes from one network only (18090, to
@@ -23,7 +23,7 @@ func TestPreviewCarriesForwardSourcesOnReferenceNode(t *testing.T) {
 		Forward: append(allow("mail", "18025/tcp"), allow("admin", "18090/tcp")...),
 		// 9090/tcp: routed to admin's address from that network, which the
 		// mesh's table does not carry (the node alone decides it): closing.
-		Drop: config.MustPorts([]string{"18080/tcp", "19100/tcp", "8443/tcp", "9443/tcp", "9090/tcp"}),
+		Drop: vocab.MustPorts([]string{"18080/tcp", "19100/tcp", "8443/tcp", "9443/tcp", "9090/tcp"}),
 	}
 	pv := PreviewFlipOn(found, node, spec)
 	if !pv.Approved {

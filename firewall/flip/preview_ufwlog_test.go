@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // ESP, GRE, SCTP, VRRP and a DHCP server's broadcast pass ufw only in on

@@ -4,10 +4,10 @@ import (
 	"strings"
 	"testing"
 
-	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
+	"adoption/vocab"
 )
 
 // TestPreviewNamesADNATIntoAnUnknownAddress: with docker0 gone from the
@@ -27,7 +27,7 @@ func TestPreviewNamesADNATIntoAnUnknownAddress(t *testing.T) {
 	}
 	node.Interfaces = ifs
 	before := firewall.Fingerprint(rs)
-	drop := []config.Port{{Num: 18082, Proto: "tcp"}, {Num: 19100, Proto: "tcp"}}
+	drop := []vocab.Port{{Num: 18082, Proto: "tcp"}, {Num: 19100, Proto: "tcp"}}
 
 	p := PreviewFlipOn(rs, node, dnatSpec(drop...))
 	reasons := strings.Join(p.Reasons, "\n")
@@ -50,7 +50,7 @@ func TestPreviewNamesADNATIntoAnUnknownAddress(t *testing.T) {
 	// Dropped, every one: the mesh drops them whatever the route, so the
 	// flip may close them on purpose.
 	all := undeclared
-	all.Drop = config.MustPorts([]string{"18080/tcp", "18081/tcp", "18082/tcp", "18083/tcp", "18053/udp", "19100/tcp"})
+	all.Drop = vocab.MustPorts([]string{"18080/tcp", "18081/tcp", "18082/tcp", "18083/tcp", "18053/udp", "19100/tcp"})
 	if p = PreviewFlipOn(rs, node, all); !p.Approved {
 		t.Errorf("with every port DNATed to the unknown address dropped the preview should approve:\n%s", strings.Join(p.Reasons, "\n"))
 	}

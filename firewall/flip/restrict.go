@@ -15,10 +15,10 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/nft"
+	"adoption/vocab"
 )
 
 type carried struct {
@@ -33,7 +33,7 @@ type carried struct {
 // saddr @S_from] [F saddr != @S_except] ", with the sets they look up
 // (made once). Under a wildcard I, only the NotIif names I covers are
 // excluded (a concrete I excludes none).
-func carriedRules(hook string, port config.Port, r Reach, k int) []carried {
+func carriedRules(hook string, port vocab.Port, r Reach, k int) []carried {
 	return carriedNamed(fmt.Sprintf("%s_%d_%s", hook, port.Num, port.Proto), r, k)
 }
 
@@ -259,7 +259,7 @@ func (s derivedSet) text() string {
 // names, and any other). A port found open to every source on every
 // interface in every family, or open in none (a port the plan opens anew),
 // and a port in widen carries nothing.
-func carry(rs *carrier, hook string, a Allow, widen map[config.Port]bool) Allow {
+func carry(rs *carrier, hook string, a Allow, widen map[vocab.Port]bool) Allow {
 	a.Carried = nil
 	if widen[a.Port] {
 		return a

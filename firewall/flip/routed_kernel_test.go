@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"adoption/config"
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
+	"adoption/vocab"
 )
 
 // The kernel as the oracle for routed (non-DNAT) forwarding: packets from
@@ -170,13 +170,13 @@ func routedDifferential(t *testing.T, n *fwtest.TestNet, spec MeshSpec, what str
 
 // ufwDrops are the input ports of the ufw fixture the specs below do not
 // keep: closing on purpose (and 2222's rate limit cannot be carried).
-func ufwDrops() []config.Port {
-	var out []config.Port
+func ufwDrops() []vocab.Port {
+	var out []vocab.Port
 	for p := uint16(8000); p <= 8010; p++ {
-		out = append(out, config.Port{Num: p, Proto: "tcp"})
+		out = append(out, vocab.Port{Num: p, Proto: "tcp"})
 	}
 	for p := uint16(60000); p <= 60010; p++ {
-		out = append(out, config.Port{Num: p, Proto: "udp"})
+		out = append(out, vocab.Port{Num: p, Proto: "udp"})
 	}
 	return append(out, fwtest.Ports("7000/tcp", "2222/tcp")...)
 }

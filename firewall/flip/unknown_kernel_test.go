@@ -4,10 +4,10 @@ import (
 	"strings"
 	"testing"
 
-	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
+	"adoption/vocab"
 )
 
 // TestKernelDNATIntoAnUnknownAddress: a native nat table DNATs two host
@@ -66,13 +66,13 @@ table inet host {
 		t.Error("the kernel let a client through on 18098: the test's premise is wrong")
 	}
 
-	spec := MeshSpec{Node: "n1", Input: []Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: OwnerManagement}}}
+	spec := MeshSpec{Node: "n1", Input: []Allow{{Port: vocab.Port{Num: 22, Proto: "tcp"}, Owner: OwnerManagement}}}
 	p := PreviewFlipOn(rs, node, spec)
 	reasons := strings.Join(p.Reasons, "\n")
 	if p.Approved || !strings.Contains(reasons, "18099/tcp (forward, ip, to 10.50.0.9:80, uncertain) is open now and would close (uncertain now: DNAT target 10.50.0.9 is on none of the node's networks") {
 		t.Errorf("the preview must refuse naming 18099 and its unknown target; reasons:\n%s", reasons)
 	}
-	spec.Drop = []config.Port{{Num: 18099, Proto: "tcp"}}
+	spec.Drop = []vocab.Port{{Num: 18099, Proto: "tcp"}}
 	if p = PreviewFlipOn(rs, node, spec); !p.Approved {
 		t.Errorf("with 18099 dropped the preview should approve:\n%s", strings.Join(p.Reasons, "\n"))
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // wildcardFound lets ports in by wildcard input interfaces: 8080 on any

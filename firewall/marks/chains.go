@@ -3,7 +3,9 @@
 
 package marks
 
-import "adoption/firewall"
+import (
+	"adoption/firewall"
+)
 
 // preferred are, per hook, the chains in which the found firewall keeps its
 // own per-port accepts, most preferred first.

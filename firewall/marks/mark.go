@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/google/nftables"
@@ -17,97 +16,23 @@ import (
 	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
 
-	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/nft"
+	"adoption/vocab"
 )
 
-// Mark identifies a rule the mesh added to the found firewall. It travels in
-// the rule's comment, "adoption:<node>:<owner>:<port>/<proto>", which is the
-// only thing that tells the mesh's rules from the predecessor's: a rule
-// without it is never removed, even when it is otherwise identical.
-type Mark struct {
-	Node  string `json:"node"`
-	Owner string `json:"owner"`
-	Port  uint16 `json:"port"`
-	Proto string `json:"proto"`
-}
+// Mark is firewall.Mark.
+type Mark = firewall.Mark
 
-// maxCommentLen is the longest comment nft and iptables-nft print back:
-// libnftnl reads a rule comment of at most 128 bytes including its NUL.
-const MaxCommentLen = 127
+// MaxCommentLen is firewall.MaxCommentLen.
+const MaxCommentLen = firewall.MaxCommentLen
 
-// Comment is the rule comment carrying the mark.
-func (m Mark) Comment() string {
-	return fmt.Sprintf("%s%s:%s:%d/%s", firewall.MarkPrefix, m.Node, m.Owner, m.Port, m.Proto)
-}
+// ParseMark is firewall.ParseMark.
+func ParseMark(comment string) (Mark, bool) { return firewall.ParseMark(comment) }
 
-// String is the mark as its comment.
-func (m Mark) String() string { return m.Comment() }
-
-// Validate says what is wrong with the mark, naming the value, or nil.
-func (m Mark) Validate() error {
-	var errs []error
-	if !config.ValidName(m.Node) {
-		errs = append(errs, fmt.Errorf("node name %q is not valid (%s)", m.Node, config.NameRule))
-	}
-	if !config.ValidName(m.Owner) {
-		errs = append(errs, fmt.Errorf("owner name %q is not valid (%s)", m.Owner, config.NameRule))
-	}
-	if err := (config.Port{Num: m.Port, Proto: m.Proto}).Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) == 0 && len(m.Comment()) > MaxCommentLen {
-		errs = append(errs, fmt.Errorf("comment %q is %d bytes, longer than the %d a rule comment holds", m.Comment(), len(m.Comment()), MaxCommentLen))
-	}
-	return errors.Join(errs...)
-}
-
-// ParseMark reads a mark from a rule comment. It is strict: anything but the
-// exact form Comment writes, with valid names, is not a mark.
-func ParseMark(comment string) (Mark, bool) {
-	rest, ok := strings.CutPrefix(comment, firewall.MarkPrefix)
-	if !ok {
-		return Mark{}, false
-	}
-	parts := strings.Split(rest, ":")
-	if len(parts) != 3 {
-		return Mark{}, false
-	}
-	num, proto, ok := strings.Cut(parts[2], "/")
-	if !ok {
-		return Mark{}, false
-	}
-	n, err := strconv.ParseUint(num, 10, 16)
-	if err != nil {
-		return Mark{}, false
-	}
-	m := Mark{Node: parts[0], Owner: parts[1], Port: uint16(n), Proto: proto}
-	if m.Validate() != nil || m.Comment() != comment { // "+80", "080" and the like
-		return Mark{}, false
-	}
-	return m, true
-}
-
-// MarkedRule is one marked rule where the kernel holds it.
-type MarkedRule struct {
-	Mark   Mark   `json:"mark"`
-	Family string `json:"family"`
-	Table  string `json:"table"`
-	Chain  string `json:"chain"`
-	Handle uint64 `json:"handle"`
-	// Placement says, when Open or OpenForward could not place the mark
-	// both where it takes effect and after every source deny of the found
-	// firewall, what stands in the way (see placeIn, laterDenies); "" when
-	// nothing does. It travels with the marks into the node's status.
-	Placement string `json:"placement,omitempty"`
-}
-
-// String names the rule and where it is.
-func (r MarkedRule) String() string {
-	return fmt.Sprintf("%s %s %s handle %d (%s)", r.Family, r.Table, r.Chain, r.Handle, r.Mark.Comment())
-}
+// MarkedRule is firewall.MarkedRule.
+type MarkedRule = firewall.MarkedRule
 
 // Marker opens and closes ports through the found firewall of one network
 // namespace, as rules marked as the mesh's own. Every operation lists the
@@ -196,11 +121,11 @@ func placements(rs *firewall.Ruleset, proto string, port uint16) ([]placement, e
 // ValidNames checks a node and an owner name before they reach a comment.
 func ValidNames(node, owner string) error {
 	var errs []error
-	if !config.ValidName(node) {
-		errs = append(errs, fmt.Errorf("node name %q is not valid (%s)", node, config.NameRule))
+	if !vocab.ValidName(node) {
+		errs = append(errs, fmt.Errorf("node name %q is not valid (%s)", node, vocab.NameRule))
 	}
-	if owner != "" && !config.ValidName(owner) {
-		errs = append(errs, fmt.Errorf("owner name %q is not valid (%s)", owner, config.NameRule))
+	if owner != "" && !vocab.ValidName(owner) {
+		errs = append(errs, fmt.Errorf("owner name %q is not valid (%s)", owner, vocab.NameRule))
 	}
 	return errors.Join(errs...)
 }
@@ -210,7 +135,7 @@ func ValidNames(node, owner string) error {
 // placements). Marks already there are reported as present and not added
 // again. All additions go to the kernel in one batch, applied only if the
 // ruleset is still the one listed. Nothing is changed on any error.
-func (m *Marker) Open(node, owner string, ports []config.Port) (added, present []MarkedRule, err error) {
+func (m *Marker) Open(node, owner string, ports []vocab.Port) (added, present []MarkedRule, err error) {
 	return m.openOn(inputPath, node, owner, ports)
 }
 
@@ -256,7 +181,7 @@ func restricted(r *eval.Reacher, hook, proto string, port uint16) bool {
 
 // openOn opens marks on one path: one listing of the chains that path
 // needs, one batch at that generation; nothing changed on any error.
-func (m *Marker) openOn(path markPath, node, owner string, ports []config.Port) (added, present []MarkedRule, err error) {
+func (m *Marker) openOn(path markPath, node, owner string, ports []vocab.Port) (added, present []MarkedRule, err error) {
 	marks, err := checkMarks(node, owner, ports)
 	if err != nil {
 		return nil, nil, fmt.Errorf("not opening %s for owner %q on node %q, nothing was changed: %w", path.what, owner, node, err)

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 	"adoption/internal/testenv"
 )
 

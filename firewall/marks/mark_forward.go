@@ -13,9 +13,9 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/xt"
 
-	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/nft"
+	"adoption/vocab"
 )
 
 // forwardMarkExprs is the accept for a published host port: a new
@@ -103,7 +103,7 @@ func forwardListed(t *firewall.Table, ch *firewall.Chain) bool {
 // input mark, so Close and Release remove both. Marks already there are
 // reported as present. One batch, applied only at the listed generation;
 // nothing is changed on any error.
-func (m *Marker) OpenForward(node, owner string, ports []config.Port) (added, present []MarkedRule, err error) {
+func (m *Marker) OpenForward(node, owner string, ports []vocab.Port) (added, present []MarkedRule, err error) {
 	return m.openOn(forwardPath, node, owner, ports)
 }
 
@@ -116,7 +116,7 @@ var forwardPath = markPath{
 
 // checkMarks validates names and ports and returns one mark per distinct
 // port, in order.
-func checkMarks(node, owner string, ports []config.Port) ([]Mark, error) {
+func checkMarks(node, owner string, ports []vocab.Port) ([]Mark, error) {
 	errs := []error{ValidNames(node, owner)}
 	if owner == "" {
 		errs = append(errs, fmt.Errorf("owner name is empty"))

@@ -6,7 +6,7 @@ import (
 
 	"adoption/firewall"
 	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // TestKernelForwardMarks: on the ufw-docker node, a module whose container

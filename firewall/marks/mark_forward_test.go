@@ -7,8 +7,8 @@ import (
 
 	"adoption/firewall"
 	"adoption/firewall/eval"
-	"adoption/firewall/fwtest"
 	"adoption/firewall/nft"
+	"adoption/internal/fwtest"
 )
 
 func TestForwardPlacementsAfterSourceDenies(t *testing.T) {

@@ -9,11 +9,11 @@ import (
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
-	"adoption/config"
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
 	"adoption/firewall/nft"
+	"adoption/internal/fwtest"
 	"adoption/internal/testenv"
+	"adoption/vocab"
 )
 
 // Root tests of marked rules: the node namespace of newTestNet gets a found
@@ -31,12 +31,12 @@ func markCount(s, comment string) int {
 // forwarding rules (27 and 26 port rules, each for IPv4 and IPv6). Rules
 // are added while ufw is disabled (it only writes its files then) and
 // loaded by one enable, which keeps the setup to a few seconds.
-func controlNode(t *testing.T, n *fwtest.TestNet) (allowed []config.Port) {
+func controlNode(t *testing.T, n *fwtest.TestNet) (allowed []vocab.Port) {
 	t.Helper()
 	testenv.NeedTools(t, "ufw")
 	cmds := [][]string{{"--force", "reset"}, {"default", "deny", "incoming"}, {"default", "deny", "routed"}}
 	for i := 0; i < 27; i++ {
-		p := config.Port{Num: uint16(30000 + i), Proto: "tcp"}
+		p := vocab.Port{Num: uint16(30000 + i), Proto: "tcp"}
 		switch {
 		case i == 0:
 			p.Num = 22
@@ -66,7 +66,7 @@ func TestMarkUfwControlNode(t *testing.T) {
 	n := fwtest.NewTestNet(t)
 	allowed := controlNode(t, n)
 	open := fwtest.Ports("9500/tcp", "9501/udp")
-	sample := []config.Port{allowed[0], allowed[1], allowed[2]} // 22/tcp, 30001/tcp, 30002/udp
+	sample := []vocab.Port{allowed[0], allowed[1], allowed[2]} // 22/tcp, 30001/tcp, 30002/udp
 	n.Serve(t, []uint16{22, 30001, 30002, 9500, 9501})
 	before := n.Listing(t)
 	n.ExpectReach(t, "before opening", false, open...)

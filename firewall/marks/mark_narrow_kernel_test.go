@@ -3,7 +3,7 @@ package marks
 import (
 	"testing"
 
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // A port the found firewall opens to one source only gets no mark: the

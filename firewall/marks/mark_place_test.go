@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"adoption/firewall"
-	"adoption/firewall/fwtest"
+	"adoption/internal/fwtest"
 )
 
 // Unit tests of where a mark goes (mark_place.go), on decoded rules: the

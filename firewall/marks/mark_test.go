@@ -15,9 +15,9 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/nft"
+	"adoption/vocab"
 )
 
 func TestMarkCommentRoundTrip(t *testing.T) {
@@ -410,7 +410,7 @@ func batchGenID(t *testing.T, begin netlink.Message) (uint32, bool) {
 func TestOpenBatchBytesUfw(t *testing.T) {
 	k := ufwKernel(t)
 	m := NewMarkerWithConn(k.conn())
-	added, present, err := m.Open("n1", "foundation", []config.Port{{Num: 9500, Proto: "tcp"}, {Num: 53, Proto: "udp"}})
+	added, present, err := m.Open("n1", "foundation", []vocab.Port{{Num: 9500, Proto: "tcp"}, {Num: 53, Proto: "udp"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,7 +495,7 @@ func TestOpenBatchBytesNative(t *testing.T) {
 		{name: "DOCKER-USER", hook: input, drop: true},
 	}}}}
 	m := NewMarkerWithConn(k.conn())
-	added, present, err := m.Open("n1", "web", []config.Port{{Num: 2222, Proto: "tcp"}, {Num: 9000, Proto: "tcp"}, {Num: 8080, Proto: "tcp"}})
+	added, present, err := m.Open("n1", "web", []vocab.Port{{Num: 2222, Proto: "tcp"}, {Num: 9000, Proto: "tcp"}, {Num: 8080, Proto: "tcp"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -521,7 +521,7 @@ func TestOpenBatchBytesNative(t *testing.T) {
 func TestOpenRefusesStaleGeneration(t *testing.T) {
 	k := ufwKernel(t)
 	k.refuse = unix.ERESTART
-	_, _, err := NewMarkerWithConn(k.conn()).Open("n1", "foundation", []config.Port{{Num: 9500, Proto: "tcp"}})
+	_, _, err := NewMarkerWithConn(k.conn()).Open("n1", "foundation", []vocab.Port{{Num: 9500, Proto: "tcp"}})
 	if !errors.Is(err, nft.ErrRulesetChanged) || !strings.Contains(err.Error(), "nothing was changed") {
 		t.Fatalf("Open against a changed ruleset: %v; want ErrRulesetChanged", err)
 	}
@@ -532,16 +532,16 @@ func TestOpenValidatesFirst(t *testing.T) {
 	m := NewMarkerWithConn(k.conn())
 	for _, c := range []struct {
 		node, owner string
-		ports       []config.Port
+		ports       []vocab.Port
 		want        string
 	}{
-		{"n1", "found:ation", []config.Port{{Num: 1, Proto: "tcp"}}, `owner name "found:ation"`},
-		{"N1", "a", []config.Port{{Num: 1, Proto: "tcp"}}, `node name "N1"`},
-		{"n1", "a\"b", []config.Port{{Num: 1, Proto: "tcp"}}, `owner name "a\"b"`},
-		{"n1", "a\nb", []config.Port{{Num: 1, Proto: "tcp"}}, `owner name "a\nb"`},
-		{"n1", "a", []config.Port{{Num: 0, Proto: "tcp"}}, "port 0/tcp"},
-		{"n1", "a", []config.Port{{Num: 80, Proto: "sctp"}}, `protocol "sctp"`},
-		{"n1", "", []config.Port{{Num: 80, Proto: "tcp"}}, "owner name is empty"},
+		{"n1", "found:ation", []vocab.Port{{Num: 1, Proto: "tcp"}}, `owner name "found:ation"`},
+		{"N1", "a", []vocab.Port{{Num: 1, Proto: "tcp"}}, `node name "N1"`},
+		{"n1", "a\"b", []vocab.Port{{Num: 1, Proto: "tcp"}}, `owner name "a\"b"`},
+		{"n1", "a\nb", []vocab.Port{{Num: 1, Proto: "tcp"}}, `owner name "a\nb"`},
+		{"n1", "a", []vocab.Port{{Num: 0, Proto: "tcp"}}, "port 0/tcp"},
+		{"n1", "a", []vocab.Port{{Num: 80, Proto: "sctp"}}, `protocol "sctp"`},
+		{"n1", "", []vocab.Port{{Num: 80, Proto: "tcp"}}, "owner name is empty"},
 	} {
 		_, _, err := m.Open(c.node, c.owner, c.ports)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "nothing was changed") {
@@ -552,8 +552,8 @@ func TestOpenValidatesFirst(t *testing.T) {
 		t.Errorf("invalid input reached the kernel: %d generation reads, %d batches", k.gets, len(k.batches))
 	}
 	// 70000 cannot be a uint16; the config's parser refuses it.
-	if _, err := config.ParsePort("70000/tcp"); err == nil {
-		t.Error("config.ParsePort accepts 70000/tcp")
+	if _, err := vocab.ParsePort("70000/tcp"); err == nil {
+		t.Error("vocab.ParsePort accepts 70000/tcp")
 	}
 }
 
@@ -604,7 +604,7 @@ func TestCloseDeletesOwnMarksByHandle(t *testing.T) {
 func TestMarkListsOnlyWhatItNeeds(t *testing.T) {
 	k := ufwKernel(t)
 	m := NewMarkerWithConn(k.conn())
-	if _, _, err := m.Open("n1", "foundation", []config.Port{{Num: 9500, Proto: "tcp"}, {Num: 53, Proto: "udp"}}); err != nil {
+	if _, _, err := m.Open("n1", "foundation", []vocab.Port{{Num: 9500, Proto: "tcp"}, {Num: 53, Proto: "udp"}}); err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("%d filter INPUT,%d filter ufw-user-input,%d filter INPUT,%d filter ufw6-user-input", unix.NFPROTO_IPV4, unix.NFPROTO_IPV4, unix.NFPROTO_IPV6, unix.NFPROTO_IPV6)
@@ -648,7 +648,7 @@ func TestOpenListsWhatTheMarkChainJumpsTo(t *testing.T) {
 		{name: "ufw-before-input"},
 	}}}}
 	m := NewMarkerWithConn(k.conn())
-	if _, _, err := m.Open("n1", "foundation", []config.Port{{Num: 9500, Proto: "tcp"}}); err != nil {
+	if _, _, err := m.Open("n1", "foundation", []vocab.Port{{Num: 9500, Proto: "tcp"}}); err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("%d filter INPUT,%d filter ufw-user-input,%d filter blocklist", unix.NFPROTO_IPV4, unix.NFPROTO_IPV4, unix.NFPROTO_IPV4)

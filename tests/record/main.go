@@ -36,7 +36,6 @@ import (
 
 	"adoption/activities"
 	"adoption/activities/authority"
-	"adoption/activities/relay"
 	"adoption/codec"
 	"adoption/config"
 	"adoption/intent"
@@ -45,6 +44,7 @@ import (
 	"adoption/witness"
 	"adoption/workflows"
 	"adoption/workflows/fleet"
+	"adoption/workflows/fleet/relay"
 )
 
 func main() {

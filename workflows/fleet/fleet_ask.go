@@ -18,9 +18,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities/relay"
 	"adoption/config"
 	"adoption/workflows"
+	"adoption/workflows/fleet/relay"
 )
 
 const (

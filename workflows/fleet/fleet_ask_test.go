@@ -11,8 +11,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities/relay"
 	"adoption/workflows"
+	"adoption/workflows/fleet/relay"
 )
 
 // resumedFleet is a fleet continued as new while m1, started in the run

@@ -12,9 +12,9 @@ import (
 	"go.temporal.io/sdk/converter"
 	"golang.org/x/crypto/ssh"
 
-	"adoption/activities/relay"
 	"adoption/intent"
 	"adoption/workflows"
+	"adoption/workflows/fleet/relay"
 )
 
 // boundsFleet is a fleet of n nodes at its largest: every node started

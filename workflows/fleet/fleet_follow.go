@@ -11,8 +11,8 @@ package fleet
 import (
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities/relay"
 	"adoption/workflows"
+	"adoption/workflows/fleet/relay"
 )
 
 // follows says whether this run's ops follow the waves, asking

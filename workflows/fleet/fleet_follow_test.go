@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"adoption/activities/relay"
 	"adoption/config"
 	"adoption/workflows"
+	"adoption/workflows/fleet/relay"
 )
 
 // followEnv: a resumed fleet in waves [1, 2]: c1 and m1 started and

@@ -63,13 +63,21 @@ func own(what string) *intent.Signed {
 
 // Intents signed per node: each node starts under its own and no other's;
 // a retry's own replaces it once; a fleet next's replace the start's for
-// the nodes not yet started.
+// the nodes not yet started. The node's plan is read under the same
+// intent its workflow is started with (the node answers a fleet only
+// under it).
 func TestFleetStartsEachNodeUnderItsOwnIntent(t *testing.T) {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
 	env.RegisterActivity(&activities.Activities{})
 	env.RegisterWorkflowWithOptions(workflows.NodeMigration, workflow.RegisterOptions{Name: workflows.NodeWorkflow})
+	var read []string
 	env.OnActivity(nodeActs.Plan, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.PlanInput) (*config.Plan, error) {
+		who := "none"
+		if in.Intent != nil {
+			who = string(in.Intent.Payload)
+		}
+		read = append(read, in.Node+":"+who)
 		return memberPlan(in.Node), nil
 	})
 	var started []string
@@ -102,6 +110,9 @@ func TestFleetStartsEachNodeUnderItsOwnIntent(t *testing.T) {
 	}
 	if got, want := strings.Join(started, ","), "c1:start c1,m1:next m1,m1:retry m1,m2:next m2"; got != want {
 		t.Errorf("children started under %s, want %s", got, want)
+	}
+	if got, want := strings.Join(read, ","), "c1:start c1,m1:next m1,m1:retry m1,m2:next m2"; got != want {
+		t.Errorf("plans read under %s, want %s", got, want)
 	}
 }
 

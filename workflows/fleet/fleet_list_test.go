@@ -13,8 +13,8 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"adoption/activities/relay"
 	"adoption/workflows"
+	"adoption/workflows/fleet/relay"
 )
 
 // visibility is a fake Temporal client for the relay's Ended: closed lists

@@ -15,9 +15,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities/relay"
 	"adoption/intent"
 	"adoption/workflows"
+	"adoption/workflows/fleet/relay"
 )
 
 // FleetOp is one fleet migrate or flip and how far it went.

@@ -12,9 +12,9 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities/relay"
 	"adoption/config"
 	"adoption/workflows"
+	"adoption/workflows/fleet/relay"
 )
 
 // onRelay answers the relay's activities after d, one a node (runs

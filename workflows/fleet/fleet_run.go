@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"adoption/activities"
+	"adoption/activities/nodewire"
 	"adoption/config"
 	"adoption/intent"
 	"adoption/workflows"
@@ -112,7 +112,7 @@ type fleet struct {
 }
 
 // nodeActs names the node agent's activities (called through a nil pointer).
-var nodeActs *activities.Activities
+var nodeActs *nodewire.Activities
 
 // planReadTimeout bounds the read of a node's plan from its agent, retries
 // included. It is short work (the agent reads its own file), so no answer
@@ -335,6 +335,18 @@ func (f *fleet) takeIntent(r FleetRequest) {
 	}
 }
 
+// nodeIntent is the intent node is started with: a fleet retry's for it,
+// else the start's (or next's) for it, else one naming every node.
+func (f *fleet) nodeIntent(node string) *intent.Signed {
+	if s, ok := f.in.NodeIntents[node]; ok {
+		return s
+	}
+	if s, ok := f.in.Intents[node]; ok {
+		return s
+	}
+	return f.in.Intent
+}
+
 // intentFor is the request's intent for node: its own, else the one
 // naming every node (an older CLI's), else nil.
 func (r FleetRequest) intentFor(node string) *intent.Signed {
@@ -451,6 +463,7 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 	m := f.st.Nodes[i]
 	n := &f.st.Nodes[i]
 	n.PassedOver = false // started again, its end counts again
+	signed := f.nodeIntent(m.Node)
 	plan, ok := f.plans[m.Node]
 	if !ok {
 		until := workflow.Now(ctx).Add(planReadTimeout).UTC().Format("15:04:05")
@@ -461,10 +474,12 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 			StartToCloseTimeout:    time.Minute,
 			ScheduleToCloseTimeout: planReadTimeout,
 			Summary:                "read node " + m.Node + "'s plan",
-			RetryPolicy:            &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, NonRetryableErrorTypes: []string{activities.ErrWrongNode, activities.ErrBadPlan}},
+			RetryPolicy:            &temporal.RetryPolicy{MaximumInterval: 30 * time.Second, NonRetryableErrorTypes: []string{nodewire.ErrWrongNode, nodewire.ErrBadPlan}},
 		})
 		var p config.Plan
-		err := workflow.ExecuteActivity(actx, nodeActs.Plan, activities.PlanInput{Node: m.Node}).Get(ctx, &p)
+		// The node answers the fleet only under the operator's intent to
+		// start it, the one its workflow is started with.
+		err := workflow.ExecuteActivity(actx, nodeActs.Plan, nodewire.PlanInput{Node: m.Node, Intent: signed}).Get(ctx, &p)
 		f.reading = ""
 		f.show(ctx)
 		if err != nil {
@@ -492,15 +507,8 @@ func (f *fleet) start(ctx workflow.Context, i int, again bool) {
 		StaticSummary:         fmt.Sprintf("adoption of node %s (%s) in fleet %s", m.Node, m.Role, f.st.Name),
 		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrNode.ValueSet(m.Node), workflows.AttrPhase.ValueSet(string(workflows.PhaseProbing))),
 	})
-	signed := f.in.Intent
-	if s, ok := f.in.Intents[m.Node]; ok {
-		signed = s
-		delete(f.in.Intents, m.Node) // started: it needs it no more
-	}
-	if s, ok := f.in.NodeIntents[m.Node]; ok {
-		signed = s
-		delete(f.in.NodeIntents, m.Node)
-	}
+	delete(f.in.Intents, m.Node) // started: it needs it no more
+	delete(f.in.NodeIntents, m.Node)
 	fut := workflow.ExecuteChildWorkflow(cctx, workflows.NodeWorkflow, workflows.Input{Plan: plan, Intent: signed})
 	var child workflow.Execution
 	if err := fut.GetChildWorkflowExecution().Get(ctx, &child); err != nil {

@@ -16,10 +16,10 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
-	"adoption/activities/relay"
 	"adoption/config"
 	"adoption/intent"
 	"adoption/workflows"
+	"adoption/workflows/fleet/relay"
 )
 
 // scaleFleet is a resumed fleet of c1 and n-1 members in the waves

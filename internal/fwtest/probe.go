@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"adoption/config"
 	"adoption/firewall"
+	"adoption/vocab"
 )
 
 type Probe struct {
@@ -148,7 +148,7 @@ var BothFamilies = []string{PeerV4a, PeerV6a}
 
 // expectReach probes every (proto, port) from both peer families and fails
 // where the kernel disagrees with want.
-func (n *TestNet) ExpectReach(t *testing.T, when string, want bool, ps ...config.Port) {
+func (n *TestNet) ExpectReach(t *testing.T, when string, want bool, ps ...vocab.Port) {
 	t.Helper()
 	var probes []Probe
 	for _, p := range ps {

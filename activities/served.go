@@ -6,15 +6,25 @@ package activities
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/authority"
 	"adoption/activities/caller"
+	"adoption/intent"
 	"adoption/nodestate"
 )
 
 // ErrWrongWorkflow: the request comes from a workflow the node does not
 // serve (package caller).
 const ErrWrongWorkflow = caller.ErrWrongWorkflow
+
+// ErrOwnerUnknown: the node is adopted but its owner record is gone
+// (package caller).
+const ErrOwnerUnknown = caller.ErrOwnerUnknown
 
 // WithWorkflow is ctx as if called by workflow id (outside an activity),
 // in namespace "default".
@@ -49,8 +59,27 @@ func (a *Activities) checkCaller(ctx context.Context) error {
 
 func (a *Activities) pin(ctx context.Context) error { return a.served().Pin(ctx) }
 
-func (a *Activities) checkPlanReader(ctx context.Context, auth *authority.Authority) error {
-	if err := a.served().CheckPlanReader(ctx, auth.Fleet, auth.Source); err != nil {
+// checkPlanReader lets the node's own workflow read its plan, and the
+// fleet its file names when signed carries an operator's intent to start
+// the node in a fleet (start, next, resume, retry): for this node, its own
+// plan, unexpired. The nonce is not claimed here: the node's workflow the
+// fleet starts presents the same intent to adopt the node.
+func (a *Activities) checkPlanReader(ctx context.Context, auth *authority.Authority, signed *intent.Signed) error {
+	fleetRun := func() error {
+		if auth.Operators.Len() == 0 && auth.Unsigned {
+			return nil
+		}
+		_, err := authority.Verify(a.Node, auth, signed, authority.FleetStartIntent(), time.Now())
+		var r *intent.Refusal
+		if errors.As(err, &r) {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+				"refused: workflow %s asked for node %s's plan as fleet %s, without an operator's signed start of the fleet for this node: %v; nothing was changed. "+
+					"The fleet reads a node's plan only with the intent adopt fleet start, next, resume or retry signed for the node",
+				callingWorkflow(ctx), a.Node, auth.Fleet, err), ErrIntentRefused, nil, r.Reason)
+		}
+		return err
+	}
+	if err := a.served().CheckPlanReader(ctx, auth.Fleet, auth.Source, fleetRun); err != nil {
 		heartbeat(ctx, "refused: plan asked by another workflow")
 		return err
 	}

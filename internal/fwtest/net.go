@@ -21,10 +21,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"adoption/config"
 	"adoption/firewall"
 	"adoption/firewall/nft"
 	"adoption/internal/testenv"
+	"adoption/vocab"
 )
 
 const (
@@ -262,10 +262,10 @@ func (n *TestNet) Quiet(t *testing.T, name string, args ...string) string {
 	return stdout.String()
 }
 
-func Ports(specs ...string) []config.Port {
-	var out []config.Port
+func Ports(specs ...string) []vocab.Port {
+	var out []vocab.Port
 	for _, s := range specs {
-		p, err := config.ParsePort(s)
+		p, err := vocab.ParsePort(s)
 		if err != nil {
 			panic(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"adoption/activities/authority"
+	"adoption/activities/caller"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
@@ -88,7 +89,7 @@ modules:
     files: [{path: /srv/app/app.env, content: "mesh\n", mode: "0640"}]
     health: {tcp: 127.0.0.1:8080}
 node_files: [{path: /etc/hosts, content: "127.0.0.1 localhost\n"}]
-flip: {confirm_timeout: 1m}
+flip: {confirm_timeout: 1m, witness: {disabled: true}}
 authority: {unsigned: true}
 `
 
@@ -115,7 +116,7 @@ func hostileSetup(t *testing.T) (*Activities, *recorder, config.Plan, string) {
 	must(t, os.MkdirAll(filepath.Join(root, "srv/app"), 0o755))
 	must(t, os.WriteFile(filepath.Join(root, "srv/app/app.env"), []byte("APP_PASSWORD=found\n"), 0o640))
 	must(t, os.WriteFile(filepath.Join(root, "etc-shadow"), []byte("root:$6$secret\n"), 0o600))
-	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1"}))
+	adoptedAs(t, a, caller.Caller{Namespace: "default", Workflow: productWorkflow})
 	return a, rec, cfg.Plan(), cfgPath
 }
 

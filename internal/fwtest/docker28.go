@@ -3,6 +3,8 @@
 
 package fwtest
 
+import ()
+
 // Docker28Rules: the container 172.17.0.2 behind docker0 publishes
 // 18080->8080/tcp, 18053->8053/udp, 19100->9100/tcp, and host ports
 // 18100-18110 to its ports 18102-18105 (a DNAT to a port range: the kernel

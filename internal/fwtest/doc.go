@@ -4,3 +4,5 @@
 // kernel I/O, so the evaluator's, the marks' and the flip's tests can all
 // use it. It is not used outside tests.
 package fwtest
+
+import ()
