@@ -26,6 +26,7 @@ import (
 	"adoption/firewall/flip"
 	"adoption/nodestate"
 	"adoption/sockets"
+	"adoption/units"
 	"adoption/unknowns"
 )
 
@@ -95,9 +96,13 @@ type Activities struct {
 	// it outlives this worker and needs no Temporal to revert.
 	StartWatchdog func() error
 	Sockets       Sockets
-	Files         Custody
-	State         Markers
-	Failpoints    failpoint.Set
+	// Units is the node's service manager: a module's predecessor that
+	// is a system unit (replaces_unit) is checked, and disabled once the
+	// cutover is confirmed, through it. nil: such a module is refused.
+	Units      units.Manager
+	Files      Custody
+	State      Markers
+	Failpoints failpoint.Set
 	// Local reads the node's own configuration: the plan every request
 	// must carry, the declared files' content by sha256 (the plan carries
 	// only the hashes) and the limits. Read at every request, so an edit

@@ -109,9 +109,14 @@ func (a *Activities) portsHeldOnlyBy(ctx context.Context, m config.ModulePlan) e
 		return fmt.Errorf("list listening sockets: %w", err)
 	}
 	ls = attributePublished(ls, a.Engine.Report(ctx))
+	unitPID, err := a.replacedUnitPID(ctx, m)
+	if err != nil {
+		return err
+	}
 	for _, p := range m.Ports {
 		for _, l := range ls {
-			if l.Port != p.Num || l.Proto != p.Proto || mayHold(m, l) {
+			if l.Port != p.Num || l.Proto != p.Proto || mayHold(m, l) || (unitPID != 0 && l.Container == "" && l.PID == unitPID) ||
+				(m.ReplacesExe != "" && l.Container == "" && l.Exe == m.ReplacesExe) {
 				continue
 			}
 			if m.Container == nil {
@@ -120,12 +125,40 @@ func (a *Activities) portsHeldOnlyBy(ctx context.Context, m config.ModulePlan) e
 						"or, if it is the module's own service, list its executable in modules[%s].holders, or change modules[%s].ports; nothing was changed",
 					m.Name, p, l.Holder(), m.Name, m.Name), ErrCutoverRefused, nil)
 			}
+			unit := ""
+			if m.HostPredecessor() != "" {
+				unit = fmt.Sprintf(" nor the main process of its predecessor unit %s (pid %d)", m.HostPredecessor(), unitPID)
+			}
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-				"module %s's port %s is held by %s, which is not its predecessor container %s nor one it replaces; free the port, list the container in modules[%s].container.replaces, or change modules[%s].ports; nothing was changed",
-				m.Name, p, l.Holder(), m.Container.Name, m.Name, m.Name), ErrCutoverRefused, nil)
+				"module %s's port %s is held by %s, which is not its predecessor container %s nor one it replaces%s; free the port, list the container in modules[%s].container.replaces, "+
+					"name the predecessor's system unit that runs it in modules[%s].replaces_unit, or change modules[%s].ports; nothing was changed",
+				m.Name, p, l.Holder(), m.Container.Name, unit, m.Name, m.Name, m.Name), ErrCutoverRefused, nil)
 		}
 	}
 	return nil
+}
+
+// replacedUnitPID is the main process of the system unit module m replaces
+// (replaces_unit), which may hold its ports until the swap stops it; 0
+// when m replaces none or the unit runs no process.
+func (a *Activities) replacedUnitPID(ctx context.Context, m config.ModulePlan) (int, error) {
+	if m.HostPredecessor() == "" {
+		return 0, nil
+	}
+	if a.Units == nil {
+		return 0, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"module %s: %s, and this agent has no service manager to hand it over with; nothing was changed", m.Name, m.HostPredecessorSetting()), ErrCutoverRefused, nil)
+	}
+	st, err := a.Units.Unit(ctx, m.HostPredecessor())
+	if err != nil {
+		return 0, fmt.Errorf("module %s: read its predecessor unit %s: %w", m.Name, m.HostPredecessor(), err)
+	}
+	if !st.Known {
+		return 0, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"module %s: %s: the node has no such unit (systemctl list-unit-files lists them) nor, for an executable, a process of it running; fix %s, nothing was changed",
+			m.Name, m.HostPredecessorSetting(), m.HostPredecessorKey()), ErrCutoverRefused, nil)
+	}
+	return st.MainPID, nil
 }
 
 // mayHold reports whether listener l may hold one of module m's ports at
@@ -165,6 +198,9 @@ func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*Cutov
 	}
 	if d := authority.PredecessorDiff(in.Predecessor, pred); d != "" {
 		return nil, authority.NotDeclared("cutover %s: the predecessor the request describes is not the one on node %s: %s", m.Name, a.Node, d)
+	}
+	if _, err := a.takeUnitFile(ctx, m); err != nil {
+		return nil, err
 	}
 	carried, err := a.Cutover.Create(pctx, sp, pred)
 	if vc := a.valueConflicts(m, err); vc != nil {
@@ -357,6 +393,15 @@ func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*C
 	if err := a.Cutover.PortsAnswer(ctx, tcp); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("cutover %s: ports: %v; modules[%s].ports must be published by its container (container.ports)", m.Name, err, m.Name), ErrUnhealthy, nil)
 	}
+	// A predecessor unit is disabled now, and only now: until the last
+	// check passed a reboot had to bring it back. Before the record, so a
+	// confirmed cutover never leaves it enabled; a rollback (the record
+	// not written) enables it again.
+	if m.HostPredecessor() != "" {
+		if err := a.disableReplacedUnit(ctx, m); err != nil {
+			return nil, err
+		}
+	}
 	// The cutover's last check passed on the node: it is confirmed, and
 	// from now on no rollback undoes it (gates.go).
 	if err := a.confirmCutover(ctx, auth, m, in.Intent); err != nil {
@@ -392,9 +437,13 @@ func (a *Activities) CutoverRollback(ctx context.Context, in ModuleInput) (*Cuto
 		// The files as found go back in the window: the new container
 		// stopped, the predecessor not yet started on them.
 		var windowErr error
-		if len(m.Files) > 0 {
-			rctx = containers.WithWindow(rctx, func(context.Context) error {
-				_, windowErr = a.restoreModuleFiles(m)
+		if len(m.Files) > 0 || m.HostPredecessor() != "" {
+			rctx = containers.WithWindow(rctx, func(wctx context.Context) error {
+				if _, windowErr = a.restoreModuleFiles(m); windowErr != nil {
+					return windowErr
+				}
+				// The unit's file as found, before the unit starts on it.
+				windowErr = a.restoreUnitFile(wctx, m)
 				return windowErr
 			})
 		}
@@ -517,7 +566,7 @@ func (a *Activities) spec(auth *authority.Authority, m config.ModulePlan, ds []F
 		return containers.Spec{}, err
 	}
 	return containers.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports, Env: env, Labels: config.KeyValues(c.Labels),
-		Keep: c.Keep, Takes: containerTakes(m, ds), DropPorts: c.DropPorts, Replaces: c.Replaces, Cutover: m.Cutover, Exclusive: c.Exclusive}, nil
+		Keep: c.Keep, Takes: containerTakes(m, ds), DropPorts: c.DropPorts, Replaces: c.Replaces, Cutover: m.Cutover, Exclusive: c.Exclusive, ReplacesUnit: m.HostPredecessor()}, nil
 }
 
 // envs reads the containers' environment overrides on this node.

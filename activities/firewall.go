@@ -374,6 +374,10 @@ func (a *Activities) Release(ctx context.Context, in ProbeInput) (*ReleaseResult
 		return nil, fmt.Errorf("remove marked rules: %w", err)
 	}
 	a.Failpoints.Hit("release-removed")
+	enabled, err := a.enableDisabledUnits(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := a.State.ClearAdopted(); err != nil {
 		return nil, fmt.Errorf("clear the adopted marker: %w", err)
 	}
@@ -384,7 +388,7 @@ func (a *Activities) Release(ctx context.Context, in ProbeInput) (*ReleaseResult
 		return nil, fmt.Errorf("forget the owners whose marks the node placed: %w", err)
 	}
 	a.spendIntent(ctx, auth, in.Intent, v)
-	return &ReleaseResult{Removed: removed}, nil
+	return &ReleaseResult{Removed: removed, Units: enabled}, nil
 }
 
 func (a *Activities) refuseUnsupported(ctx context.Context) error {

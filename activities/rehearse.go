@@ -200,7 +200,11 @@ func swapSteps(m config.ModulePlan, pred *containers.Predecessor, conv Rehearsal
 	stop := RehearsalStep{Name: "swap: stop the predecessor"}
 	if pred != nil {
 		stop.Touches = append(stop.Touches, fmt.Sprintf("rename %s to %s.predecessor (kept for rollback), hold new connections to its published ports, stop it", pred.Name, c.Name))
-	} else {
+	}
+	if m.HostPredecessor() != "" {
+		stop.Touches = append(stop.Touches, fmt.Sprintf("hold new connections and datagrams to every port %s publishes, stop unit %s (its file kept in custody; disabled only once the cutover is confirmed, started and enabled again by a rollback)", c.Name, m.HostPredecessor()))
+	}
+	if len(stop.Touches) == 0 {
 		stop.Touches = append(stop.Touches, "no predecessor: nothing stops")
 	}
 	steps = append(steps, stop)

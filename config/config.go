@@ -115,6 +115,15 @@ type Module struct {
 	// the predecessor, the published port moved to it at once), for a
 	// service that allows two instances on its data at the same time.
 	Cutover string `mapstructure:"cutover" json:"cutover,omitempty"`
+	// ReplacesUnit is the predecessor's system unit the module's container
+	// takes over (a resolver's dnsmasq.service): the cutover stops it,
+	// holds its ports, starts the container, and starts it again on a
+	// rollback; it is disabled once the cutover is confirmed.
+	ReplacesUnit string `mapstructure:"replaces_unit" json:"replaces_unit,omitempty"`
+	// ReplacesExe is the same for a predecessor that is a bare executable
+	// (no unit), found by its base name: stopped by signal, its command
+	// line kept to start it again on a rollback.
+	ReplacesExe string `mapstructure:"replaces_exe" json:"replaces_exe,omitempty"`
 }
 
 // Cutover kinds (Module.Cutover).

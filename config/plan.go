@@ -66,6 +66,10 @@ type ModulePlan struct {
 	Holders []string `json:"holders,omitempty"`
 	// Cutover: Module.Cutover ("" for the swap).
 	Cutover string `json:"cutover,omitempty"`
+	// ReplacesUnit: the predecessor's system unit (Module.ReplacesUnit).
+	ReplacesUnit string `json:"replaces_unit,omitempty"`
+	// ReplacesExe: the predecessor's executable (Module.ReplacesExe).
+	ReplacesExe string `json:"replaces_exe,omitempty"`
 }
 
 type FilePlan struct {
@@ -122,6 +126,7 @@ func (c *Config) Plan() Plan {
 		p.Modules = append(p.Modules, ModulePlan{
 			Name: m.Name, Ports: MustPorts(m.Ports), Container: containerPlan(d, m.Container),
 			Files: filePlans(d, m.Files), Health: m.Health, Holders: append([]string(nil), m.Holders...), Cutover: m.Cutover,
+			ReplacesUnit: m.ReplacesUnit, ReplacesExe: m.ReplacesExe,
 		})
 	}
 	return p
@@ -254,4 +259,38 @@ func (c *Config) Contents() map[string][]byte {
 		}
 	}
 	return out
+}
+
+// ExePrefix names a host predecessor that is an executable, not a unit.
+const ExePrefix = "exe:"
+
+// HostPredecessor is the predecessor on the node itself the module's
+// container takes over: its unit (replaces_unit), or ExePrefix and its
+// executable (replaces_exe); "" for none.
+func (m ModulePlan) HostPredecessor() string {
+	switch {
+	case m.ReplacesUnit != "":
+		return m.ReplacesUnit
+	case m.ReplacesExe != "":
+		return ExePrefix + m.ReplacesExe
+	}
+	return ""
+}
+
+// HostPredecessorKey is the key that names it, for an error.
+func (m ModulePlan) HostPredecessorKey() string {
+	if m.ReplacesExe != "" && m.ReplacesUnit == "" {
+		return fmt.Sprintf("modules[%s].replaces_exe", m.Name)
+	}
+	return fmt.Sprintf("modules[%s].replaces_unit", m.Name)
+}
+
+// HostPredecessorSetting is the key and the value as the operator wrote
+// them, for an error.
+func (m ModulePlan) HostPredecessorSetting() string {
+	v := m.ReplacesUnit
+	if v == "" {
+		v = m.ReplacesExe
+	}
+	return fmt.Sprintf("%s = %q", m.HostPredecessorKey(), v)
 }

@@ -129,3 +129,27 @@ var flipIDPattern = regexp.MustCompile(`^[a-z0-9_-]+-[0-9]+$`)
 // ValidFlipID reports whether id can name a flip (and a file under
 // state_dir): ^[a-z0-9_-]+-[0-9]+$, at most 64 characters.
 func ValidFlipID(id string) bool { return len(id) <= 64 && flipIDPattern.MatchString(id) }
+
+// unitNamePattern is a systemd service unit a module may replace: instance
+// names included, nothing that reads as a path or an option. The name
+// reaches the service manager and the unit's file path.
+var unitNamePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9:_.@\\-]{0,200}\.service$`)
+
+// ValidUnitName reports whether s is a service unit name a module may
+// replace (modules[].replaces_unit).
+func ValidUnitName(s string) bool { return unitNamePattern.MatchString(s) }
+
+// UnitNameRule says ValidUnitName in words.
+const UnitNameRule = "a systemd service unit name (letters, digits and : _ . @ - \\, not starting with '-', ending in .service; no '/')"
+
+// exeNamePattern is an executable's base name a module may replace
+// (modules[].replaces_exe): it is matched against /proc and kept in a
+// file name under state_dir.
+var exeNamePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}$`)
+
+// ValidExeName reports whether s is an executable name a module may
+// replace.
+func ValidExeName(s string) bool { return exeNamePattern.MatchString(s) }
+
+// ExeNameRule says ValidExeName in words.
+const ExeNameRule = "an executable's base name as in /proc/PID/exe (letters, digits and _ . + -, at most 64, no '/')"

@@ -113,6 +113,28 @@ func (c *Config) Validate() error {
 				}
 			}
 		}
+		if m.ReplacesUnit != "" {
+			switch {
+			case m.Container == nil:
+				v.add(key+".replaces_unit", m.ReplacesUnit, "a predecessor unit is handed over to the module's container, and module "+m.Name+" has no container: declare container, or remove replaces_unit and stop the unit by hand")
+			case m.Cutover == CutoverOverlap:
+				v.add(key+".replaces_unit", m.ReplacesUnit, "an overlap cutover starts the container beside its predecessor container; a unit is handed over by the swap: remove cutover: overlap")
+			case !ValidUnitName(m.ReplacesUnit):
+				v.add(key+".replaces_unit", m.ReplacesUnit, UnitNameRule+"; write the unit as systemctl names it, e.g. replaces_unit: dnsmasq.service")
+			}
+		}
+		if m.ReplacesExe != "" {
+			switch {
+			case m.ReplacesUnit != "":
+				v.add(key+".replaces_exe", m.ReplacesExe, "a module replaces one host predecessor: keep replaces_unit (a process a unit runs is stopped through its unit), or remove it")
+			case m.Container == nil:
+				v.add(key+".replaces_exe", m.ReplacesExe, "a predecessor executable is handed over to the module's container, and module "+m.Name+" has no container: declare container, or remove replaces_exe")
+			case m.Cutover == CutoverOverlap:
+				v.add(key+".replaces_exe", m.ReplacesExe, "an executable is handed over by the swap: remove cutover: overlap")
+			case !ValidExeName(m.ReplacesExe):
+				v.add(key+".replaces_exe", m.ReplacesExe, ExeNameRule+"; e.g. replaces_exe: dnsmasq")
+			}
+		}
 		for j, h := range m.Holders {
 			switch {
 			case m.Container != nil:

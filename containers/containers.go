@@ -18,6 +18,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"adoption/units"
 )
 
 // Info is cutoverwire.Info.
@@ -62,6 +64,9 @@ type Engine struct {
 	// portFree says whether a host port can be bound; a field so unit tests
 	// need not hold real ports.
 	portFree func(proto, hostIP string, port uint16) error
+	// udpBound says whether a process's namespace has a UDP socket on a
+	// port (udpBound in cutover_unit.go); a field for the same reason.
+	udpBound func(pid int, port uint16) bool
 	// beforeStep, when set (tests only), runs before each cutover sub-step; an
 	// error stops the step there, as a crash of the worker would.
 	beforeStep func(step string) error
@@ -74,6 +79,9 @@ type Engine struct {
 	// steered is what Resteer last pointed each module's ports at.
 	steerMu sync.Mutex
 	steered map[string]string
+	// units, when set, is the node's service manager: a module may take
+	// over a predecessor that is a system unit (see cutover_unit.go).
+	units units.Manager
 	// digest, when set, is the node's keyed digest that names the values
 	// of a conflict (WithDigest).
 	digest func([]byte) string
@@ -93,13 +101,13 @@ func NewAt(host string) *Engine {
 	}
 	cli, err := client.NewClientWithOpts(opts...)
 	if err != nil {
-		return &Engine{err: err, host: host, portFree: bindable}
+		return &Engine{err: err, host: host, portFree: bindable, udpBound: udpBound}
 	}
-	return &Engine{cli: cli, host: cli.DaemonHost(), portFree: bindable}
+	return &Engine{cli: cli, host: cli.DaemonHost(), portFree: bindable, udpBound: udpBound}
 }
 
 // NewWith wraps an existing client (tests).
-func NewWith(cli api) *Engine { return &Engine{cli: cli, portFree: bindable} }
+func NewWith(cli api) *Engine { return &Engine{cli: cli, portFree: bindable, udpBound: udpBound} }
 
 // Report lists every container, running or not.
 func (e *Engine) Report(ctx context.Context) Report {

@@ -130,6 +130,9 @@ type Spec struct {
 	// Exclusive names volumes one instance at a time may use: an overlap
 	// refuses them.
 	Exclusive []string `json:"exclusive,omitempty"`
+	// ReplacesUnit is a predecessor that is a system unit on the node,
+	// handed over by the swap (cutover_unit.go).
+	ReplacesUnit string `json:"replaces_unit,omitempty"`
 }
 
 // CutoverOverlap is Spec.Cutover for the overlap cutover.

@@ -204,6 +204,13 @@ func (e *Engine) Create(ctx context.Context, spec Spec, pred *Predecessor) (*Car
 		b, _ := json.Marshal(repl)
 		cfg.Labels[LabelReplaced] = string(b)
 	}
+	if u, err := e.checkUnit(ctx, spec); err != nil {
+		return nil, err
+	} else if u != nil {
+		b, _ := json.Marshal(u)
+		cfg.Labels[LabelReplacedUnit] = string(b)
+		mk.carried.Settings = append(mk.carried.Settings, "replaces unit "+u.Name)
+	}
 	if spec.Cutover == CutoverOverlap {
 		cfg.Labels[LabelCutover] = CutoverOverlap
 		b, _ := json.Marshal(spec.Ports)

@@ -79,6 +79,7 @@ type heldPort struct {
 	hostIP string
 	port   uint16
 	inside uint16
+	udp    bool // a UDP port (held by a unit's hand-over): no handshake to tell
 }
 
 // holdPorts holds the TCP host ports that a running predecessor publishes
@@ -148,7 +149,7 @@ func (e *Engine) releaseWhenAnswering(ctx context.Context, owner string, held []
 		_ = e.during(ctx, StepAwaitPorts, func() error {
 			deadline := time.Now().Add(holdMax)
 			for _, h := range held {
-				for time.Now().Before(deadline) && ctx.Err() == nil {
+				for !h.udp && time.Now().Before(deadline) && ctx.Err() == nil {
 					if e.answersAt(ctx, ip, h) == nil {
 						break
 					}
@@ -218,6 +219,7 @@ func (e *Engine) releaseOnAnswer(ctx context.Context, owner string, held []heldP
 		}
 	}()
 	node := e.hold.NodeAddr()
+	pid := 0 // c's process, once started, for its UDP sockets
 	go func() {
 		released := false
 		for !released {
@@ -231,7 +233,15 @@ func (e *Engine) releaseOnAnswer(ctx context.Context, owner string, held []heldP
 			all := true
 			for _, h := range held {
 				viaNode := node != "" && (h.hostIP == "" || h.hostIP == "0.0.0.0" || h.hostIP == node)
+				if h.udp && isStarted && pid == 0 {
+					pid = e.containerPID(ctx, c.ID)
+				}
 				switch {
+				case h.udp:
+					// Answers once its socket is bound in c.
+					if !isStarted || e.udpBound == nil || !e.udpBound(pid, h.inside) {
+						all = false
+					}
 				case a != "" && e.answersAt(ctx, a, h) == nil:
 				case viaNode && e.answersVia(ctx, node, h.port) == nil:
 				case a == "" && !viaNode && isStarted && e.answers(ctx, h.hostIP, h.port) == nil:

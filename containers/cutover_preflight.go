@@ -118,6 +118,9 @@ func (e *Engine) Preflight(ctx context.Context, spec Spec) (*Predecessor, error)
 	if pred != nil {
 		all = append([]*Predecessor{pred}, others...)
 	}
+	if _, err := e.checkUnit(ctx, spec); err != nil {
+		return nil, err
+	}
 	if err := checkContract(spec, ports, all); err != nil {
 		return nil, err
 	}
@@ -374,7 +377,9 @@ func (e *Engine) checkPorts(ctx context.Context, spec Spec, ports []binding, pre
 				}
 			}
 		}
-		if predHolds || e.portFree == nil {
+		if predHolds || e.portFree == nil || spec.ReplacesUnit != "" {
+			// A unit's hand-over: the activity has named every holder
+			// of the port that is not the unit.
 			continue
 		}
 		if err := e.portFree(proto, b.hostIP, b.hostPort); err != nil {

@@ -47,6 +47,13 @@ func (e *Engine) Rollback(ctx context.Context, name string) error {
 			return fmt.Errorf("rollback %s refused: the predecessor %s (%s) it replaced is gone (pruned?); the mesh's container stays: %w", name, refs[i].Name, short(refs[i].ID), ErrNoRollback)
 		}
 	}
+	unit, err := unitOf(nc)
+	if err != nil {
+		return err
+	}
+	if unit != nil && e.units == nil {
+		return fmt.Errorf("rollback %s: it took over unit %s and this agent has no service manager: %w", name, unit.Name, ErrBadSpec)
+	}
 	if labels(nc)[LabelCutover] == CutoverOverlap {
 		if done, err := e.rollbackOverlap(ctx, name, s, nc); done || err != nil {
 			return err
@@ -67,6 +74,14 @@ func (e *Engine) Rollback(ctx context.Context, name string) error {
 	}
 	if back != nil && running(nc) {
 		if held, err = e.holdPorts(ctx, name, back, []*container.InspectResponse{nc}, defaultRollbackStopWait); err != nil {
+			return err
+		}
+	}
+	// A unit that ran takes the ports back: every one of them held while
+	// the mesh's container stops and the unit starts.
+	unitBack := back == nil && unit != nil && unit.Active
+	if unitBack && running(nc) {
+		if held, err = e.holdAll(ctx, name, nc, defaultRollbackStopWait); err != nil {
 			return err
 		}
 	}
@@ -122,13 +137,20 @@ func (e *Engine) Rollback(ctx context.Context, name string) error {
 	if err := e.restoreReplaced(ctx, refs); err != nil {
 		return err
 	}
+	if err := e.restoreUnit(ctx, unit); err != nil {
+		return err
+	}
 	// Released once the predecessor answers; a hold left by an interrupted
 	// swap goes too.
 	answerer := ""
 	if back != nil {
 		answerer = back.ID
 	}
-	if err := e.releaseWhenAnswering(ctx, name, held, answerer); err != nil {
+	if unitBack {
+		if err := e.releaseWhenNodeAnswers(ctx, name, held); err != nil {
+			return err
+		}
+	} else if err := e.releaseWhenAnswering(ctx, name, held, answerer); err != nil {
 		return err
 	}
 	// Force: an interrupted rollback may have left it running under .next.

@@ -74,6 +74,13 @@ func (e *Engine) Swap(ctx context.Context, name string, stopTimeout time.Duratio
 	if err != nil {
 		return err
 	}
+	unit, err := unitOf(ours)
+	if err != nil {
+		return err
+	}
+	if unit != nil && e.units == nil {
+		return fmt.Errorf("swap %s: it takes over unit %s and this agent has no service manager: %w", name, unit.Name, ErrBadSpec)
+	}
 	if err := e.arm(ctx, ours); err != nil {
 		return err
 	}
@@ -110,8 +117,15 @@ func (e *Engine) Swap(ctx context.Context, name string, stopTimeout time.Duratio
 		}
 	}
 	// Held from here, after the renames (the predecessors still serve
-	// through them): new SYNs wait only for the window itself.
-	held, err := e.holdPorts(ctx, name, ours, func() []*container.InspectResponse {
+	// through them): new SYNs wait only for the window itself. A unit's
+	// hand-over holds every port of ours, datagrams too.
+	holdFor := e.holdPorts
+	if unit != nil && unit.Active {
+		holdFor = func(ctx context.Context, owner string, ours *container.InspectResponse, _ []*container.InspectResponse, stopWait time.Duration) ([]heldPort, error) {
+			return e.holdAll(ctx, owner, ours, stopWait)
+		}
+	}
+	held, err := holdFor(ctx, name, ours, func() []*container.InspectResponse {
 		var cs []*container.InspectResponse
 		for _, p := range preds {
 			if running(p.c) {
@@ -156,11 +170,17 @@ func (e *Engine) Swap(ctx context.Context, name string, stopTimeout time.Duratio
 	if running(ours) {
 		return e.releaseWhenAnswering(ctx, name, held, ours.ID)
 	}
+	if err := e.stopUnit(ctx, unit); err != nil {
+		return err
+	}
 	if err := e.inWindow(ctx, StepWindow); err != nil {
 		return err
 	}
 	if err := e.step(ctx, StepStart); err != nil {
 		return err
+	}
+	if unit != nil && unit.Active && len(held) > 0 {
+		return e.startHolding(ctx, name, held, ours)
 	}
 	// Released the moment ours answers, which may be before Docker
 	// returns from the start.

@@ -35,9 +35,14 @@ type CutoverRecord struct {
 	// Files maps each declared file the cutover converged to the plain
 	// sha256 of the content written: what the node's own drift check
 	// expects there. It never leaves the node.
-	Files     map[string]string `json:"files,omitempty"`
-	Confirmed time.Time         `json:"confirmed,omitzero"`
-	Updated   time.Time         `json:"updated"`
+	Files map[string]string `json:"files,omitempty"`
+	// Unit is the predecessor's system unit the cutover took over
+	// (replaces_unit), and UnitDisabled says the confirmed cutover
+	// disabled it: a release enables it again.
+	Unit         string    `json:"unit,omitempty"`
+	UnitDisabled bool      `json:"unit_disabled,omitempty"`
+	Confirmed    time.Time `json:"confirmed,omitzero"`
+	Updated      time.Time `json:"updated"`
 }
 
 const cutoversFile, cutoversLock = "cutovers.json", "cutovers.lock"

@@ -32,6 +32,7 @@ import (
 	"adoption/firewall/marks"
 	"adoption/nodestate"
 	"adoption/sockets"
+	"adoption/units"
 	"adoption/watchdog"
 	"adoption/workflows"
 )
@@ -81,6 +82,16 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 	} else {
 		engine.WithHold(hold.NewHold(cfg.Node.Netns, cfg.Node.Name)).WithSteer(steer.New(cfg.Node.Netns, cfg.Node.Name))
 	}
+	// A predecessor that is a system unit is handed over through systemd
+	// on the system bus; a node whose PID 1 is not systemd names the
+	// stand-in supervisor's socket instead (package units).
+	var unitManager units.Manager = units.NewSystemd()
+	if sock := os.Getenv(units.EnvSocket); sock != "" {
+		unitManager = units.StandIn{Socket: sock}
+	}
+	// A predecessor run by no unit (replaces_exe): by its processes.
+	unitManager = units.Router{Units: unitManager, Exes: units.Processes{Proc: sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns}, Dir: cfg.Node.StateDir}}
+	engine.WithUnits(unitManager)
 	state := nodestate.New(cfg.Node.StateDir)
 	files := custody.New(cfg.Node.Root, cfg.Node.StateDir)
 	// A conflict of a module's value with its predecessor's names both by
@@ -96,6 +107,7 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 		Local:    localAuthority(cfgPath),
 		Root:     cfg.Node.Root,
 		Sockets:  sockets.Proc{Root: "/proc", Netns: cfg.Node.Netns},
+		Units:    unitManager,
 		Files:    files,
 		State:    state,
 		Flips:    state,

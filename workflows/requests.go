@@ -456,7 +456,12 @@ func (n *node) validateUpdate(ctx workflow.Context, kind string, in RequestInput
 	switch kind {
 	case SignalFlip:
 		reasons = n.flipBlockers(in)
+	case SignalMigrate:
+		reasons = n.controlBlockers()
 	case SignalRetry:
+		if in.Module != "" {
+			reasons = n.controlBlockers()
+		}
 		// A commit that failed waits for this retry (node.go serves it).
 		if in.Module == "" && n.s.Phase != PhaseFailed && n.s.Phase != PhaseProbing && n.s.Genesis.State != "failed" && !n.committing() {
 			reasons = append(reasons, fmt.Sprintf("node %s is %s and its genesis has not failed: there is nothing to retry", n.s.Node, n.s.Phase))
@@ -502,6 +507,18 @@ func (n *node) flipBlockers(in RequestInput) []string {
 	}
 	if len(n.s.Drift) > 0 {
 		reasons = append(reasons, fmt.Sprintf("%d drift(s) not reviewed: accept them (adopt drift accept %s) or restore the originals", len(n.s.Drift), n.s.Node))
+	}
+	return append(reasons, n.controlBlockers()...)
+}
+
+// controlBlockers refuse a migration or a flip while the node's watch
+// reports the predecessor's control daemon running: it would rewrite what
+// the mesh holds. The node refuses them too, measured when served
+// (activities/control.go); this says so before anything is queued.
+func (n *node) controlBlockers() []string {
+	var reasons []string
+	for _, d := range n.s.Control {
+		reasons = append(reasons, fmt.Sprintf("the predecessor's control daemon is running on node %s and would rewrite what the mesh holds: %s", n.s.Node, d))
 	}
 	return reasons
 }

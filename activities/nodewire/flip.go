@@ -61,6 +61,9 @@ type ReconcileInput struct {
 // ReleaseResult lists the marked rules removed.
 type ReleaseResult struct {
 	Removed []firewall.MarkedRule `json:"removed"`
+	// Units are the predecessor units the release enabled again, which
+	// confirmed cutovers had disabled.
+	Units []string `json:"units,omitempty"`
 }
 
 // Collision is a foundation port held by something else on the node.

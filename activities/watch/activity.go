@@ -91,6 +91,11 @@ func (w *Watcher) first(ctx context.Context, j *job) (uint64, error) {
 	if first != nil {
 		w.Loop.record(j, now, first)
 	}
+	// The control daemons too, before the watch waits: install starts it
+	// with no findings, and a watch that knows a daemon runs would
+	// otherwise answer at once that none does, then that one does at the
+	// next cycle, and so on.
+	w.Loop.control(ctx)
 	w.Loop.keep(j)
 	return gen, nil
 }

@@ -88,6 +88,10 @@ type Loop struct {
 	nextRecon time.Time
 	nextDrift time.Time
 	changed   chan struct{} // closed (and replaced) at each change
+	// wake cuts the loop's sleep short when a watch is installed: an
+	// agent that slept its idle tick with no watch runs the new one's
+	// round at once, not a tick later.
+	wake chan struct{}
 	// gen numbers the watches: only the newest may take the findings. A
 	// watch the workflow cancelled learns it at its next heartbeat, and
 	// must not take a repair meant for the one that replaced it.
@@ -181,6 +185,10 @@ func (l *Loop) install(j *job, recon, drift time.Time) uint64 {
 	l.signal()
 	l.job = j
 	l.nextRecon, l.nextDrift = recon, drift
+	select {
+	case l.wakeCh() <- struct{}{}:
+	default:
+	}
 	// Findings are of the watch that asked for them: a new one starts
 	// with none, so nothing of an earlier request's checks is reported.
 	l.find, l.found = Findings{}, false
@@ -195,12 +203,24 @@ func (l *Loop) Run(ctx context.Context) {
 	}
 	for {
 		l.Cycle(context.WithoutCancel(ctx), time.Now())
+		l.mu.Lock()
+		wake := l.wakeCh()
+		l.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
+		case <-wake:
 		case <-time.After(l.sleep(tick)):
 		}
 	}
+}
+
+// wakeCh is the channel install wakes the loop with; l.mu held.
+func (l *Loop) wakeCh() chan struct{} {
+	if l.wake == nil {
+		l.wake = make(chan struct{}, 1)
+	}
+	return l.wake
 }
 
 // sleep is how long the loop waits for its next cycle: tick, or the

@@ -423,3 +423,54 @@ func TestControlDaemonReportedWithinOneRound(t *testing.T) {
 		t.Fatalf("watch after the daemon stopped = %+v, %v; want none running", r.r, r.err)
 	}
 }
+
+// A new watch that knows a control daemon runs, while it still runs, does
+// not answer that none does (the new watch starts with no findings): it
+// waits, and answers at its bound with the daemon still listed.
+func TestNewWatchKeepsTheRunningControlDaemon(t *testing.T) {
+	d := activities.ControlDaemon{PID: 4242, Exe: "predecessor-sync", Stop: "kill 4242"}
+	f := &fakeChecks{control: []activities.ControlDaemon{d}}
+	l := &Loop{Checks: f, Records: &fakeRecords{}, Local: local}
+	w := &Watcher{Loop: l}
+	in := watchInput(Findings{Control: []activities.ControlDaemon{d}}.Digest(), 300*time.Millisecond)
+	in.KnownControl = ControlDigest([]activities.ControlDaemon{d})
+	got := <-start(w, in)
+	if got.err != nil || !got.r.Bound || len(got.r.Control) != 1 {
+		t.Fatalf("watch = %+v, %v; want an answer at the bound, the daemon still running", got.r, got.err)
+	}
+}
+
+// An agent whose loop slept its idle tick with no watch runs a new watch's
+// round at once, not a tick later.
+func TestInstallWakesTheLoop(t *testing.T) {
+	f := &fakeChecks{}
+	l := &Loop{Checks: f, Records: &fakeRecords{}, Local: local, Tick: time.Hour}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go l.Run(ctx)
+	for { // the loop has run its first cycle, with no watch, and sleeps
+		l.mu.Lock()
+		asleep := l.wake != nil
+		l.mu.Unlock()
+		if asleep {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	d := activities.ControlDaemon{PID: 7, Exe: "predecessor-sync", Stop: "kill 7"}
+	f.set(func(f *fakeChecks) { f.control = []activities.ControlDaemon{d} })
+	installed(l, watchInput(quiet, time.Hour), time.Now())
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l.mu.Lock()
+		n := len(l.find.Control)
+		l.mu.Unlock()
+		if n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the loop did not run the new watch's round within 5 s of its install (its idle tick is an hour)")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -72,6 +72,11 @@ func (h *Hold) Dropping(owner string) error {
 	return h.dropping[owner]
 }
 
+// HoldCommentUDP is the comment of the rule holding UDP port for owner.
+func HoldCommentUDP(node, owner string, port uint16) string {
+	return fmt.Sprintf("adoption-hold:%s:%s:%d/udp", node, owner, port)
+}
+
 func holdChainName(owner string) string { return "hold-" + owner }
 
 // HoldComment is the comment of the rule holding port for owner.
@@ -84,6 +89,13 @@ func HoldComment(node, owner string, port uint16) string {
 // hold owner had. It queues them while this process listens; when the
 // queue cannot be had it drops them, and Dropping says why.
 func (h *Hold) Hold(owner string, ports []uint16, bound time.Duration) error {
+	return h.HoldProto(owner, ports, nil, bound)
+}
+
+// HoldProto is Hold for TCP ports tcp and, besides, every datagram to the
+// UDP ports udp: a UDP service has no handshake, so each datagram waits
+// in the same queue (or is dropped, as a SYN is) until the release.
+func (h *Hold) HoldProto(owner string, ports, udp []uint16, bound time.Duration) error {
 	if !holdOwner.MatchString(owner) {
 		return fmt.Errorf("hold: owner %q is not a container name", owner)
 	}
@@ -101,13 +113,13 @@ func (h *Hold) Hold(owner string, ports []uint16, bound time.Duration) error {
 		}
 		q = nq
 	}
-	err := h.write(owner, ports, bound, q)
+	err := h.write(owner, ports, udp, bound, q)
 	if err != nil && q != nil {
 		// The kernel may lack the NFQUEUE target: hold by dropping.
 		why = fmt.Errorf("write the NFQUEUE rule: %w", err)
 		q.close()
 		q = nil
-		err = h.write(owner, ports, bound, nil)
+		err = h.write(owner, ports, udp, bound, nil)
 	}
 	if q != nil {
 		h.queues[owner] = q
@@ -124,8 +136,10 @@ func holdSet(t *nftables.Table, owner string) *nftables.Set {
 }
 
 // write replaces owner's hold rules and set in one batch: each SYN to
-// ports queued to q, or dropped when q is nil, until bound.
-func (h *Hold) write(owner string, ports []uint16, bound time.Duration, q *nfq) error {
+// ports and each datagram to udp queued to q, or dropped when q is nil,
+// until bound. The set holds every held port (of either protocol) with its
+// timeout; each rule names its protocol and port itself.
+func (h *Hold) write(owner string, ports, udp []uint16, bound time.Duration, q *nfq) error {
 	c, closeNS, err := nft.Dial(h.netns)
 	if err != nil {
 		return err
@@ -138,8 +152,12 @@ func (h *Hold) write(owner string, ports []uint16, bound time.Duration, q *nfq) 
 	c.FlushChain(ch)
 	set := holdSet(t, owner)
 	var elems []nftables.SetElement
-	for _, p := range ports {
-		elems = append(elems, nftables.SetElement{Key: binaryutil.BigEndian.PutUint16(p), Timeout: bound})
+	inSet := map[uint16]bool{}
+	for _, p := range append(append([]uint16(nil), ports...), udp...) {
+		if !inSet[p] {
+			inSet[p] = true
+			elems = append(elems, nftables.SetElement{Key: binaryutil.BigEndian.PutUint16(p), Timeout: bound})
+		}
 	}
 	if err := c.AddSet(set, nil); err != nil {
 		return fmt.Errorf("hold ports of %s: set: %w", owner, err)
@@ -161,8 +179,12 @@ func (h *Hold) write(owner string, ports []uint16, bound time.Duration, q *nfq) 
 		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(holdExprs(p, set), verdict),
 			UserData: userdata.AppendString(nil, userdata.TypeComment, HoldComment(h.node, owner, p))})
 	}
+	for _, p := range udp {
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(datagramExprs(p, set), verdict),
+			UserData: userdata.AppendString(nil, userdata.TypeComment, HoldCommentUDP(h.node, owner, p))})
+	}
 	if err := c.Flush(); err != nil {
-		return fmt.Errorf("hold ports %v for %s in table inet %s: %w", ports, owner, HoldTable, err)
+		return fmt.Errorf("hold ports %v/tcp %v/udp for %s in table inet %s: %w", ports, udp, owner, HoldTable, err)
 	}
 	return nil
 }
@@ -180,6 +202,20 @@ func holdExprs(port uint16, set *nftables.Set) []expr.Any {
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 13, Len: 1},
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 1, Mask: []byte{0x12}, Xor: []byte{0}},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0x02}},
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(HoldBypassMark)},
+	}
+}
+
+// datagramExprs: meta l4proto udp udp dport P udp dport @set meta mark !=
+// HoldBypassMark; the verdict follows.
+func datagramExprs(port uint16, set *nftables.Set) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+		&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID},
 		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(HoldBypassMark)},
 	}

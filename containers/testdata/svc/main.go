@@ -4,7 +4,8 @@
 // checksums over HTTP, so a test can tell from outside the container that the
 // data survived a cutover. With -conf it plays a service reading its
 // configuration file: it will not start without it, and answers GET /conf
-// with its version and the file as it reads it at that request. Built static (CGO_ENABLED=0) and imported into
+// with its version and the file as it reads it at that request. With -dns
+// it plays a resolver (dns.go). Built static (CGO_ENABLED=0) and imported into
 // Docker as a one-file image: no base image, no registry.
 package main
 
@@ -33,6 +34,7 @@ func main() {
 	fail := flag.String("fail", "", "exit: exit at once with status 3; nolisten: run but never listen")
 	check := flag.String("check", "", "healthcheck mode: GET this URL and exit 0 on 200")
 	conf := flag.String("conf", "", "a configuration file read at start (no start without it) and at every GET /conf")
+	dns := flag.String("dns", "", "play a resolver instead: answer DNS on this address, UDP and TCP (dns.go)")
 	flag.Parse()
 
 	if *check != "" {
@@ -54,6 +56,13 @@ func main() {
 		}
 	}
 
+	if *dns != "" {
+		if err := serveDNS(*dns, os.Getenv("SVC_VERSION")); err != nil {
+			fmt.Fprintln(os.Stderr, "svc:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var list []string
 	for _, d := range strings.Split(*dirs, ",") {
 		if d = strings.TrimSpace(d); d != "" {

@@ -191,6 +191,18 @@ func root() *cobra.Command {
 	hammer.Flags().DurationVar(&dur, "for", 10*time.Second, "how long")
 	hammer.Flags().StringVar(&path, "path", "/health", "with --http: the path each connection asks; answers other than /health's are counted by body")
 	hammer.Flags().BoolVar(&overHTTP, "http", false, "the service speaks HTTP: each connection asks GET /health; the held one is a keep-alive connection asked again at the end")
+	var clients int
+	dnsHammer := &cobra.Command{
+		Use:   "dnshammer HOST:PORT",
+		Short: "Query a resolver continuously (run from the peer namespace), UDP and TCP, each query from a fresh socket: prints counts as JSON",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return json.NewEncoder(os.Stdout).Encode(sandbox.HammerDNS(args[0], clients, every, dur))
+		},
+	}
+	dnsHammer.Flags().DurationVar(&every, "every", 5*time.Millisecond, "pause between a client's queries")
+	dnsHammer.Flags().DurationVar(&dur, "for", 10*time.Second, "how long")
+	dnsHammer.Flags().IntVar(&clients, "clients", 4, "clients querying at once")
 	get := &cobra.Command{
 		Use:   "get URL",
 		Short: "HTTP GET a URL and print the body (no curl needed)",
@@ -244,7 +256,7 @@ func root() *cobra.Command {
 			return nil
 		},
 	}
-	r.AddCommand(up, down, serve, connect, hammer, get, images, relay, operatorKey)
+	r.AddCommand(up, down, serve, connect, hammer, dnsHammer, get, images, relay, operatorKey)
 	return r
 }
 
