@@ -1,141 +1,858 @@
-// This file holds the traffic classes beyond unicast TCP and UDP by port:
-// ICMP and ICMPv6 by type, other protocols by number, broadcast and
-// multicast services, and how flip.drop and flip.widen spell them. The
-// evaluator judges each (eval.Class); config reads the spellings.
+// This file holds the regions of the header space beyond unicast TCP and
+// UDP to the node's own addresses by port: every packet of one family
+// split by protocol, ICMP type, destination (the node's own addresses,
+// multicast groups, broadcast, link-local) and destination port, cut
+// where a rule of the rulesets compared tells packets apart (ClassesOf),
+// so that every packet of a region fares alike under them. Each region
+// reads on one line ("ip udp to 239.255.255.250 dport 1900"), and
+// flip.drop and flip.widen name regions the same way (ParseClass).
 
 package firewall
 
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
-// Class is one kind of new packet from outside to the node.
+// Class is one region of new packets from outside to the node: a family,
+// a protocol (or every protocol no rule names: Other), for ICMP a type
+// range, a destination, and for protocols with ports a destination port
+// range.
 type Class struct {
-	// Name is what the preview and the derived rule call it
-	// ("echo-request", "esp", "mdns").
-	Name   string
 	Family string
-	// Proto is the protocol's name in an Opening ("icmp", "icmpv6",
-	// "esp", "gre", "vrrp", "sctp", "udp"), Num its number.
+	// Proto is the protocol's name ("icmp", "udp", "esp", or its number),
+	// Num its number (for Other, a number no rule names, standing for
+	// them all).
 	Proto string
 	Num   uint8
-	// Type is the ICMP or ICMPv6 type (code 0).
-	Type uint8
-	// Port is the UDP port of a broadcast or multicast service.
-	Port uint16
-	// Dst is the broadcast address or multicast group the packet is sent
-	// to (Cast says which); invalid: one of the node's own addresses.
-	Dst  netip.Addr
-	Cast uint8
-	// HopLimit is the TTL or hop limit the protocol sends with (255 for
-	// neighbour discovery and VRRP, 1 for MLD); 0: any.
-	HopLimit uint8
-	// Untracked: conntrack does not track it (neighbour discovery, MLD).
-	Untracked bool
+	Other bool
+	// Type..TypeEnd are the ICMP or ICMPv6 types (ICMP only; code 0).
+	Type, TypeEnd uint8
+	// Dst..DstEnd is the destination range; Own: the node's own unicast
+	// addresses instead; neither: any destination (a declared region).
+	Dst, DstEnd netip.Addr
+	Own         bool
+	// Port..PortEnd are the destination ports of a protocol with ports
+	// (PortProto), Sport..SportEnd its source ports; 0-65535 for any.
+	Port, PortEnd   uint16
+	Sport, SportEnd uint16
 }
 
-// Classes are the traffic classes the evaluator judges besides TCP and UDP
-// by port, per family: what a host needs (ping, IPv6's neighbour
-// discovery, router adverts and MLD), tunnels and failover (ESP, GRE, VRRP,
-// SCTP), and the broadcast and multicast services a node may serve (a DHCP
-// server, mDNS).
-func Classes() []Class {
-	mc := func(s string) netip.Addr { return netip.MustParseAddr(s) }
-	const b, m = PacketBroadcast, PacketMulticast
-	var out []Class
-	for _, fam := range []string{FamilyIP, FamilyIP6} {
-		v6 := fam == FamilyIP6
-		if !v6 {
-			out = append(out,
-				Class{Name: "echo-request", Proto: "icmp", Num: unix.IPPROTO_ICMP, Type: 8},
-				Class{Name: "dhcp-server", Proto: "udp", Num: unix.IPPROTO_UDP, Port: 67, Dst: mc("255.255.255.255"), Cast: b},
-				Class{Name: "mdns", Proto: "udp", Num: unix.IPPROTO_UDP, Port: 5353, Dst: mc("224.0.0.251"), Cast: m},
-				Class{Name: "vrrp", Proto: "vrrp", Num: 112, Dst: mc("224.0.0.18"), Cast: m, HopLimit: 255},
-			)
-		} else {
-			out = append(out,
-				Class{Name: "echo-request", Proto: "icmpv6", Num: unix.IPPROTO_ICMPV6, Type: 128},
-				Class{Name: "nd-router-advert", Proto: "icmpv6", Num: unix.IPPROTO_ICMPV6, Type: 134, Dst: mc("ff02::1"), Cast: m, HopLimit: 255, Untracked: true},
-				Class{Name: "nd-neighbor-solicit", Proto: "icmpv6", Num: unix.IPPROTO_ICMPV6, Type: 135, HopLimit: 255, Untracked: true},
-				Class{Name: "nd-neighbor-advert", Proto: "icmpv6", Num: unix.IPPROTO_ICMPV6, Type: 136, HopLimit: 255, Untracked: true},
-				Class{Name: "mld-listener-query", Proto: "icmpv6", Num: unix.IPPROTO_ICMPV6, Type: 130, Dst: mc("ff02::1"), Cast: m, HopLimit: 1, Untracked: true},
-				Class{Name: "dhcp-server", Proto: "udp", Num: unix.IPPROTO_UDP, Port: 547, Dst: mc("ff02::1:2"), Cast: m},
-				Class{Name: "mdns", Proto: "udp", Num: unix.IPPROTO_UDP, Port: 5353, Dst: mc("ff02::fb"), Cast: m},
-				Class{Name: "vrrp", Proto: "vrrp", Num: 112, Dst: mc("ff02::12"), Cast: m, HopLimit: 255},
-			)
-		}
-		out = append(out,
-			Class{Name: "esp", Proto: "esp", Num: unix.IPPROTO_ESP},
-			Class{Name: "gre", Proto: "gre", Num: unix.IPPROTO_GRE},
-			Class{Name: "sctp", Proto: "sctp", Num: unix.IPPROTO_SCTP},
-		)
-		for i := range out {
-			if out[i].Family == "" {
-				out[i].Family = fam
+// Name is the region as the preview prints it and flip.drop and
+// flip.widen spell it.
+func (c Class) Name() string { return c.Spelling() }
+
+// Spelling is the region on one line: "FAMILY PROTO [type T[-U]] [to
+// node|ADDR|PREFIX|ADDR-ADDR] [sport P[-Q]] [dport P[-Q]]", as
+// ParseClass reads it.
+func (c Class) Spelling() string {
+	var b strings.Builder
+	b.WriteString(c.Family)
+	if c.Other {
+		b.WriteString(" proto other")
+	} else {
+		b.WriteString(" " + c.Proto)
+	}
+	if c.ICMP() && !(c.Type == 0 && c.TypeEnd == 255) {
+		b.WriteString(" type " + span(int(c.Type), int(c.TypeEnd)))
+	}
+	switch {
+	case c.Own:
+		b.WriteString(" to node")
+	case c.Dst.IsValid():
+		b.WriteString(" to " + AddrRangeText(c.Dst, c.DstEnd))
+	}
+	if PortProto(c.Num) && !(c.Sport == 0 && c.SportEnd == 65535) {
+		b.WriteString(" sport " + span(int(c.Sport), int(c.SportEnd)))
+	}
+	if PortProto(c.Num) && !(c.Port == 0 && c.PortEnd == 65535) {
+		b.WriteString(" dport " + span(int(c.Port), int(c.PortEnd)))
+	}
+	return b.String()
+}
+
+func span(a, b int) string {
+	if a == b {
+		return strconv.Itoa(a)
+	}
+	return fmt.Sprintf("%d-%d", a, b)
+}
+
+// AddrRangeText is the range lo..hi as a prefix when it is one, else
+// "LO-HI".
+func AddrRangeText(lo, hi netip.Addr) string {
+	if lo == hi {
+		return lo.String()
+	}
+	if ps := RangeToPrefixes(lo, hi); len(ps) == 1 {
+		return ps[0].String()
+	}
+	return lo.String() + "-" + hi.String()
+}
+
+// RangeToPrefixes is the fewest prefixes covering exactly lo..hi.
+func RangeToPrefixes(lo, hi netip.Addr) []netip.Prefix {
+	var out []netip.Prefix
+	for lo.IsValid() && lo.Compare(hi) <= 0 {
+		bits := lo.BitLen()
+		for bits > 0 {
+			p := netip.PrefixFrom(lo, bits-1).Masked()
+			if p.Addr() != lo || lastAddr(p).Compare(hi) > 0 {
+				break
 			}
+			bits--
 		}
+		p := netip.PrefixFrom(lo, bits)
+		out = append(out, p)
+		last := lastAddr(p)
+		if last == maxAddr(lo.BitLen()) {
+			break
+		}
+		lo = last.Next()
 	}
 	return out
 }
 
-// ClassByName is the class of family fam called name.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+func maxAddr(bits int) netip.Addr {
+	b := make([]byte, bits/8)
+	for i := range b {
+		b[i] = 0xff
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// ICMP reports whether the region is ICMP of its family.
+func (c Class) ICMP() bool {
+	return !c.Other && (c.Family == FamilyIP && c.Num == unix.IPPROTO_ICMP || c.Family == FamilyIP6 && c.Num == unix.IPPROTO_ICMPV6)
+}
+
+// PortProto reports whether protocol n has TCP's and UDP's ports (a port
+// match means the same in it): TCP, UDP, DCCP, SCTP, UDP-Lite.
+func PortProto(n uint8) bool {
+	switch n {
+	case unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_DCCP, unix.IPPROTO_SCTP, unix.IPPROTO_UDPLITE:
+		return true
+	}
+	return false
+}
+
+// Cast is PacketBroadcast or PacketMulticast for a region sent to a
+// broadcast address or a multicast group, else PacketHost.
+func (c Class) Cast() uint8 {
+	switch {
+	case !c.Dst.IsValid():
+		return PacketHost
+	case c.Dst.Is4() && c.Dst == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return PacketBroadcast
+	case c.Dst.IsMulticast():
+		return PacketMulticast
+	}
+	return PacketHost
+}
+
+// CastAddr is an address that stands for cast kind k in a key (0.0.0.0
+// plus k): no destination of a region.
+func CastAddr(k uint8) netip.Addr { return netip.AddrFrom4([4]byte{0, 0, 0, k}) }
+
+// The ICMP and ICMPv6 types the kernel's conntrack treats apart (new,
+// untracked, invalid when unsolicited) and the hop limits their senders
+// use: their boundaries cut the type ranges of every region.
+var (
+	icmp4New   = []int{8, 13, 15, 17}
+	icmp6New   = []int{128, 139}
+	icmp6NoCt  = []int{130, 131, 132, 133, 134, 135, 136, 143}
+	icmp6HL255 = []int{133, 134, 135, 136, 137, 141, 142, 148, 149}
+	icmp6HL1   = []int{130, 131, 132, 143, 151, 152, 153}
+)
+
+// CtState is the conntrack state of the region's first packet: new,
+// untracked (ICMPv6 neighbour discovery and MLD), or invalid (an ICMP
+// type that cannot start a connection, sent unsolicited).
+func (c Class) CtState() uint32 {
+	if !c.ICMP() {
+		return CtStateNew
+	}
+	t := int(c.Type)
+	if c.Family == FamilyIP {
+		if slices.Contains(icmp4New, t) {
+			return CtStateNew
+		}
+		return CtStateInvalid
+	}
+	switch {
+	case slices.Contains(icmp6New, t):
+		return CtStateNew
+	case slices.Contains(icmp6NoCt, t):
+		return CtStateUntracked
+	}
+	return CtStateInvalid
+}
+
+// HopLimit is the TTL or hop limit the region's senders use (255 for
+// neighbour discovery, 1 for MLD); 0: any.
+func (c Class) HopLimit() uint8 {
+	if !c.ICMP() || c.Family != FamilyIP6 {
+		return 0
+	}
+	switch t := int(c.Type); {
+	case slices.Contains(icmp6HL255, t):
+		return 255
+	case slices.Contains(icmp6HL1, t):
+		return 1
+	}
+	return 0
+}
+
+// Opening is the region's opening from sources from (empty: any).
+func (c Class) Opening(from string) Opening {
+	o := Opening{Port: c.Port, PortEnd: c.PortEnd, Proto: c.Proto, Direction: HookInput, From: from, Family: c.Family, Class: c.Spelling()}
+	if !PortProto(c.Num) {
+		o.Port, o.PortEnd = 0, 0
+	}
+	if c.Dst.IsValid() {
+		o.To = AddrRangeText(c.Dst, c.DstEnd)
+	}
+	return o
+}
+
+// Within reports whether every packet of c is one of d.
+func (c Class) Within(d Class) bool {
+	if c.Family != d.Family || c.Other != d.Other || (!c.Other && c.Num != d.Num) {
+		return false
+	}
+	if c.ICMP() && (c.Type < d.Type || c.TypeEnd > d.TypeEnd) {
+		return false
+	}
+	if PortProto(c.Num) && (c.Port < d.Port || c.PortEnd > d.PortEnd || c.Sport < d.Sport || c.SportEnd > d.SportEnd) {
+		return false
+	}
+	switch {
+	case d.Own:
+		return c.Own
+	case d.Dst.IsValid():
+		return c.Dst.IsValid() && d.Dst.Compare(c.Dst) <= 0 && c.DstEnd.Compare(d.DstEnd) <= 0
+	}
+	return true
+}
+
+// WithinAny reports whether c is within one of the regions ds spells.
+func (c Class) WithinAny(ds []string) bool {
+	for _, s := range ds {
+		for _, d := range parseRegions(s) {
+			if c.Within(d) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var protoNames = map[string]uint8{
+	"icmp": unix.IPPROTO_ICMP, "igmp": unix.IPPROTO_IGMP, "tcp": unix.IPPROTO_TCP, "udp": unix.IPPROTO_UDP,
+	"dccp": unix.IPPROTO_DCCP, "gre": unix.IPPROTO_GRE, "esp": unix.IPPROTO_ESP, "ah": unix.IPPROTO_AH,
+	"icmpv6": unix.IPPROTO_ICMPV6, "vrrp": 112, "sctp": unix.IPPROTO_SCTP, "udplite": unix.IPPROTO_UDPLITE,
+	"ipip": unix.IPPROTO_IPIP, "ipv6": unix.IPPROTO_IPV6, "ospf": 89, "pim": unix.IPPROTO_PIM,
+}
+
+// ProtoName is protocol n's name, or its number.
+func ProtoName(n uint8) string {
+	for k, v := range protoNames {
+		if v == n {
+			return k
+		}
+	}
+	return strconv.Itoa(int(n))
+}
+
+// otherProto is the protocol number standing for every protocol no rule
+// names (253: reserved for experiments, RFC 3692).
+const otherProto = 253
+
+// newClass is the region of proto n in family fam, any type, destination
+// and port.
+func newClass(fam string, n uint8, other bool) Class {
+	c := Class{Family: fam, Num: n, Proto: ProtoName(n), Other: other, TypeEnd: 255, PortEnd: 65535, SportEnd: 65535}
+	if other {
+		c.Proto = "other"
+	}
+	return c
+}
+
+// legacyClasses are the class names flip.drop and flip.widen took before
+// regions, and the regions they name.
+var legacyClasses = map[string][]string{
+	"echo-request":        {"ip icmp type 8", "ip6 icmpv6 type 128"},
+	"dhcp-server":         {"ip udp to 255.255.255.255 dport 67", "ip6 udp to ff02::1:2 dport 547"},
+	"mdns":                {"ip udp to 224.0.0.251 dport 5353", "ip6 udp to ff02::fb dport 5353"},
+	"vrrp":                {"ip vrrp to 224.0.0.18", "ip6 vrrp to ff02::12"},
+	"nd-router-advert":    {"ip6 icmpv6 type 134"},
+	"nd-neighbor-solicit": {"ip6 icmpv6 type 135"},
+	"nd-neighbor-advert":  {"ip6 icmpv6 type 136"},
+	"mld-listener-query":  {"ip6 icmpv6 type 130"},
+	"esp":                 {"ip esp", "ip6 esp"},
+	"gre":                 {"ip gre", "ip6 gre"},
+	"sctp":                {"ip sctp", "ip6 sctp"},
+}
+
+// ParseClass reads a region as flip.drop and flip.widen name it
+// ("ip udp to 239.255.255.250 dport 1900", "ip6 icmpv6 type 133",
+// "icmp type 13": without a family, every family it can be), or a class
+// name from before regions ("echo-request", "mdns/udp"). It returns the
+// spellings of the regions s names; an error says what it expects.
+func ParseClass(s string) ([]string, error) {
+	if rs, ok := legacy(s); ok {
+		return rs, nil
+	}
+	cs, err := ParseRegion(s)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Spelling()
+	}
+	return out, nil
+}
+
+func legacy(s string) ([]string, bool) {
+	name, proto, slash := strings.Cut(s, "/")
+	rs, ok := legacyClasses[name]
+	if !ok {
+		return nil, false
+	}
+	if !slash {
+		return rs, true
+	}
+	var out []string
+	for _, r := range rs {
+		f := strings.Fields(r)
+		if f[1] == proto {
+			out = append(out, r)
+		}
+	}
+	return out, len(out) > 0
+}
+
+// parseRegions is ParseClass's regions of a spelling it accepted.
+func parseRegions(s string) []Class {
+	if rs, ok := legacy(s); ok {
+		var out []Class
+		for _, r := range rs {
+			cs, _ := ParseRegion(r)
+			out = append(out, cs...)
+		}
+		return out
+	}
+	cs, _ := ParseRegion(s)
+	return cs
+}
+
+// ClassByName is the region of family fam spelled name (a Spelling, or a
+// class name from before regions naming one region of fam).
 func ClassByName(fam, name string) (Class, bool) {
-	for _, c := range Classes() {
-		if c.Family == fam && c.Name == name {
+	for _, c := range parseRegions(name) {
+		if c.Family == fam {
 			return c, true
 		}
 	}
 	return Class{}, false
 }
 
-// ICMP reports whether the class is an ICMP or ICMPv6 type.
-func (c Class) ICMP() bool { return c.Num == unix.IPPROTO_ICMP || c.Num == unix.IPPROTO_ICMPV6 }
+const regionSyntax = `want "[ip|ip6] PROTO [type T[-U]] [to node|ADDR|PREFIX|ADDR-ADDR] [sport P[-Q]] [dport P[-Q]]" (PROTO a name such as icmp, icmpv6, udp, esp, or a number, or "proto other"), or one of ` +
+	"echo-request, dhcp-server, mdns, vrrp, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert, mld-listener-query, esp, gre, sctp"
 
-// Opening is the class's opening from sources from (empty: any).
-func (c Class) Opening(from string) Opening {
-	o := Opening{Port: c.Port, Proto: c.Proto, Direction: HookInput, From: from, Family: c.Family, Class: c.Name}
-	if c.Dst.IsValid() {
-		o.To = c.Dst.String()
+// ParseRegion reads a region's spelling: one region per family it names.
+func ParseRegion(s string) ([]Class, error) {
+	bad := func(why string) ([]Class, error) {
+		return nil, fmt.Errorf("%q is not a region of packets: %s; %s", s, why, regionSyntax)
 	}
-	return o
+	f := strings.Fields(s)
+	fams := []string{FamilyIP, FamilyIP6}
+	if len(f) > 0 && (f[0] == FamilyIP || f[0] == FamilyIP6) {
+		fams, f = []string{f[0]}, f[1:]
+	}
+	if len(f) == 0 {
+		return bad("no protocol")
+	}
+	var n uint8
+	other := false
+	switch {
+	case f[0] == "proto" && len(f) > 1 && f[1] == "other":
+		n, other, f = otherProto, true, f[2:]
+	default:
+		v, ok := protoNames[f[0]]
+		if !ok {
+			x, err := strconv.ParseUint(f[0], 10, 8)
+			if err != nil {
+				return bad(fmt.Sprintf("unknown protocol %q", f[0]))
+			}
+			v = uint8(x)
+		}
+		n, f = v, f[1:]
+	}
+	// Without a family, icmp is IPv4's and icmpv6 IPv6's ("ip6 icmp" is
+	// ICMP for IPv4 carried by IPv6: a protocol like any other).
+	switch {
+	case len(fams) == 2 && n == unix.IPPROTO_ICMP:
+		fams = []string{FamilyIP}
+	case len(fams) == 2 && n == unix.IPPROTO_ICMPV6:
+		fams = []string{FamilyIP6}
+	}
+	c := newClass("", n, other)
+	icmp := fams[0] == FamilyIP && n == unix.IPPROTO_ICMP || fams[0] == FamilyIP6 && n == unix.IPPROTO_ICMPV6
+	for len(f) > 0 {
+		if len(f) < 2 {
+			return bad(fmt.Sprintf("%q wants a value", f[0]))
+		}
+		k, v := f[0], f[1]
+		f = f[2:]
+		switch k {
+		case "type":
+			if !icmp {
+				return bad("a type is for icmp and icmpv6")
+			}
+			lo, hi, err := parseSpan(v, 255)
+			if err != nil {
+				return bad("type " + err.Error())
+			}
+			c.Type, c.TypeEnd = uint8(lo), uint8(hi)
+		case "dport", "sport":
+			if !PortProto(n) {
+				return bad("a port is for tcp, udp, dccp, sctp and udplite")
+			}
+			lo, hi, err := parseSpan(v, 65535)
+			if err != nil {
+				return bad(k + " " + err.Error())
+			}
+			if k == "dport" {
+				c.Port, c.PortEnd = uint16(lo), uint16(hi)
+			} else {
+				c.Sport, c.SportEnd = uint16(lo), uint16(hi)
+			}
+		case "to":
+			if v == "node" {
+				c.Own = true
+				break
+			}
+			lo, hi, err := parseAddrRange(v)
+			if err != nil {
+				return bad(err.Error())
+			}
+			c.Dst, c.DstEnd = lo, hi
+			fam := FamilyIP6
+			if lo.Is4() {
+				fam = FamilyIP
+			}
+			if !slices.Contains(fams, fam) {
+				return bad(fmt.Sprintf("%s is not an address of %s", v, strings.Join(fams, " or ")))
+			}
+			fams = []string{fam}
+		default:
+			return bad(fmt.Sprintf("unknown word %q", k))
+		}
+	}
+	if len(fams) == 0 {
+		return bad("the family and the protocol disagree")
+	}
+	var out []Class
+	for _, fam := range fams {
+		x := c
+		x.Family = fam
+		out = append(out, x)
+	}
+	return out, nil
 }
 
-// Spelling is how flip.drop and flip.widen name the class, the way
-// PortText begins it: NAME/PROTO ("echo-request/icmp",
-// "mdns/udp", "esp/esp").
-func (c Class) Spelling() string { return c.Name + "/" + c.Proto }
+func parseSpan(s string, max int) (int, int, error) {
+	a, b, rng := strings.Cut(s, "-")
+	lo, err := strconv.Atoi(a)
+	hi := lo
+	if err == nil && rng {
+		hi, err = strconv.Atoi(b)
+	}
+	if err != nil || lo < 0 || hi > max || lo > hi {
+		return 0, 0, fmt.Errorf("%q is not N or N-M within 0-%d", s, max)
+	}
+	return lo, hi, nil
+}
 
-// ClassSpellings are every class's spelling, each once, in Classes' order.
-func ClassSpellings() []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, c := range Classes() {
-		if s := c.Spelling(); !seen[s] {
-			seen[s] = true
-			out = append(out, s)
+func parseAddrRange(s string) (netip.Addr, netip.Addr, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked().Addr(), lastAddr(p), nil
+	}
+	a, b, rng := strings.Cut(s, "-")
+	lo, err := netip.ParseAddr(a)
+	hi := lo
+	if err == nil && rng {
+		hi, err = netip.ParseAddr(b)
+	}
+	if err != nil || lo.Is4() != hi.Is4() || lo.Compare(hi) > 0 {
+		return netip.Addr{}, netip.Addr{}, fmt.Errorf("%q is not an address, a prefix or ADDR-ADDR", s)
+	}
+	return lo, hi, nil
+}
+
+// special are the destination blocks a packet to the node may have
+// besides its own unicast addresses, per family.
+var special = map[string][]netip.Prefix{
+	FamilyIP:  {netip.MustParsePrefix("224.0.0.0/4"), netip.MustParsePrefix("255.255.255.255/32")},
+	FamilyIP6: {netip.MustParsePrefix("ff00::/8"), netip.MustParsePrefix("fe80::/10")},
+}
+
+// ClassesOf are the regions of family fam that rulesets rss (and the
+// declared regions extra, spelled as ParseClass reads them) split the
+// header space into, besides TCP and UDP to the node's own addresses by
+// port: each protocol a rule names and one for every other protocol, cut
+// by every ICMP type, destination prefix and destination port a rule
+// names, so that no rule of rss tells two packets of one region apart by
+// those fields.
+func ClassesOf(fam string, rss []*Ruleset, extra []string) []Class {
+	protos := map[uint8]bool{unix.IPPROTO_TCP: true, unix.IPPROTO_UDP: true}
+	icmpN := uint8(unix.IPPROTO_ICMP)
+	newTypes := icmp4New
+	if fam == FamilyIP6 {
+		icmpN, newTypes = unix.IPPROTO_ICMPV6, slices.Concat(icmp6New, icmp6NoCt, icmp6HL255, icmp6HL1)
+	}
+	protos[icmpN] = true
+	types := cuts{}
+	for _, t := range newTypes {
+		types.add(t, t)
+	}
+	ports, sports := cuts{}, cuts{}
+	dsts := map[netip.Prefix]bool{}
+	visit := func(c *Cond) {
+		switch c.Kind {
+		case CondL4Proto:
+			for _, p := range c.Protos {
+				protos[uint8(p)] = true
+			}
+		case CondICMPType:
+			for _, t := range c.Types {
+				types.add(t, t)
+			}
+		case CondDport, CondOrigDport:
+			for _, r := range c.Ports {
+				ports.add(int(r.From), int(r.To))
+			}
+		case CondSport:
+			for _, r := range c.Ports {
+				sports.add(int(r.From), int(r.To))
+			}
+		case CondDaddr, CondOrigDaddr:
+			for _, p := range c.Prefixes {
+				if p.Addr().Is4() == (fam == FamilyIP) {
+					dsts[p.Masked()] = true
+				}
+			}
 		}
+	}
+	for _, rs := range rss {
+		if rs == nil {
+			continue
+		}
+		for ti := range rs.Tables {
+			t := &rs.Tables[ti]
+			if t.Family != fam && t.Family != FamilyInet {
+				continue
+			}
+			for ci := range t.Chains {
+				for ri := range t.Chains[ci].Rules {
+					r := &t.Chains[ci].Rules[ri]
+					for k := range r.Conds {
+						visit(&r.Conds[k])
+					}
+					for k := range r.VMap {
+						visit(&r.VMap[k].Cond)
+					}
+				}
+			}
+		}
+	}
+	for _, s := range extra {
+		for _, d := range parseRegions(s) {
+			if d.Family != fam {
+				continue
+			}
+			if !d.Other {
+				protos[d.Num] = true
+			}
+			types.add(int(d.Type), int(d.TypeEnd))
+			ports.add(int(d.Port), int(d.PortEnd))
+			sports.add(int(d.Sport), int(d.SportEnd))
+			if d.Dst.IsValid() {
+				for _, p := range RangeToPrefixes(d.Dst, d.DstEnd) {
+					dsts[p] = true
+				}
+			}
+		}
+	}
+	// Destinations: the node's own, and the special blocks cut by every
+	// prefix named inside them.
+	type drange struct{ lo, hi netip.Addr }
+	dranges := []drange{{}}
+	for _, blk := range special[fam] {
+		var bs []netip.Addr
+		bs = append(bs, blk.Addr())
+		for p := range dsts {
+			if !blk.Overlaps(p) {
+				continue
+			}
+			lo, hi := p.Masked().Addr(), lastAddr(p)
+			if blk.Contains(lo) {
+				bs = append(bs, lo)
+			}
+			if blk.Contains(hi) && hi != lastAddr(blk) {
+				bs = append(bs, hi.Next())
+			}
+		}
+		slices.SortFunc(bs, func(a, b netip.Addr) int { return a.Compare(b) })
+		bs = slices.Compact(bs)
+		for i, lo := range bs {
+			hi := lastAddr(blk)
+			if i+1 < len(bs) {
+				hi = bs[i+1].Prev()
+			}
+			dranges = append(dranges, drange{lo, hi})
+		}
+	}
+	nums := make([]int, 0, len(protos))
+	for n := range protos {
+		nums = append(nums, int(n))
+	}
+	sort.Ints(nums)
+	var out []Class
+	emit := func(c Class) {
+		for _, d := range dranges {
+			x := c
+			if d.lo.IsValid() {
+				x.Dst, x.DstEnd = d.lo, d.hi
+			} else {
+				x.Own = true
+			}
+			if !PortProto(x.Num) {
+				out = append(out, x)
+				continue
+			}
+			if x.Own && (x.Num == unix.IPPROTO_TCP || x.Num == unix.IPPROTO_UDP) {
+				continue // the ports' own comparison
+			}
+			if (x.Num == unix.IPPROTO_TCP || x.Num == unix.IPPROTO_UDP) && x.Cast() == PacketHost {
+				// To the node's link-local address: the ports' own
+				// comparison, as its other addresses.
+				continue
+			}
+			if x.Num == unix.IPPROTO_TCP {
+				continue // TCP takes no broadcast or multicast packet
+			}
+			for _, sv := range sports.spans(65535) {
+				for _, iv := range ports.spans(65535) {
+					y := x
+					y.Port, y.PortEnd = uint16(iv[0]), uint16(iv[1])
+					y.Sport, y.SportEnd = uint16(sv[0]), uint16(sv[1])
+					out = append(out, y)
+				}
+			}
+		}
+	}
+	for _, n := range nums {
+		if n == int(otherProto) {
+			continue
+		}
+		c := newClass(fam, uint8(n), false)
+		if c.ICMP() {
+			for _, iv := range types.spans(255) {
+				x := c
+				x.Type, x.TypeEnd = uint8(iv[0]), uint8(iv[1])
+				emit(x)
+			}
+			continue
+		}
+		emit(c)
+	}
+	emit(newClass(fam, otherProto, true))
+	return out
+}
+
+// cuts are the starts of the intervals a value space is cut into.
+type cuts map[int]bool
+
+func (c cuts) add(lo, hi int) {
+	c[lo] = true
+	c[hi+1] = true
+}
+
+// spans are the intervals [0, max] is cut into.
+func (c cuts) spans(max int) [][2]int {
+	starts := []int{0}
+	for s := range c {
+		if s > 0 && s <= max {
+			starts = append(starts, s)
+		}
+	}
+	sort.Ints(starts)
+	starts = slices.Compact(starts)
+	out := make([][2]int, len(starts))
+	for i, s := range starts {
+		e := max
+		if i+1 < len(starts) {
+			e = starts[i+1] - 1
+		}
+		out[i] = [2]int{s, e}
 	}
 	return out
 }
 
-// ParseClass reads a traffic class as flip.drop and flip.widen name it:
-// NAME/PROTO (a Spelling: "echo-request/icmp" is IPv4's ping,
-// "echo-request/icmpv6" IPv6's), or NAME alone for every family's
-// ("echo-request", "mdns", "esp"). It returns the spellings s names; an
-// error lists the accepted ones.
-func ParseClass(s string) ([]string, error) {
-	var out []string
-	for _, sp := range ClassSpellings() {
-		if name, _, _ := strings.Cut(sp, "/"); sp == s || name == s {
-			out = append(out, sp)
+// MergeClasses joins regions that differ in one range only and meet end
+// to end (ports, source ports, destinations, ICMP types), and regions of one
+// protocol whose destinations together are every destination (the
+// node's own and every special block): the fewest regions holding the
+// same packets.
+func MergeClasses(cs []Class) []Class {
+	out := slices.Clone(cs)
+	dims := []struct {
+		clear func(*Class)
+		join  func(a, b *Class) bool
+	}{
+		{func(c *Class) { c.Port, c.PortEnd = 0, 0 }, func(a, b *Class) bool {
+			if int(a.PortEnd)+1 != int(b.Port) {
+				return false
+			}
+			a.PortEnd = b.PortEnd
+			return true
+		}},
+		{func(c *Class) { c.Sport, c.SportEnd = 0, 0 }, func(a, b *Class) bool {
+			if int(a.SportEnd)+1 != int(b.Sport) {
+				return false
+			}
+			a.SportEnd = b.SportEnd
+			return true
+		}},
+		{func(c *Class) { c.Dst, c.DstEnd = netip.Addr{}, netip.Addr{} }, func(a, b *Class) bool {
+			if !a.DstEnd.IsValid() || !b.Dst.IsValid() || a.DstEnd.Next() != b.Dst {
+				return false
+			}
+			a.DstEnd = b.DstEnd
+			return true
+		}},
+		{func(c *Class) { c.Type, c.TypeEnd = 0, 0 }, func(a, b *Class) bool {
+			if int(a.TypeEnd)+1 != int(b.Type) {
+				return false
+			}
+			a.TypeEnd = b.TypeEnd
+			return true
+		}},
+	}
+	for _, d := range dims {
+		sort.SliceStable(out, func(i, j int) bool {
+			a, b := out[i], out[j]
+			d.clear(&a)
+			d.clear(&b)
+			if a != b {
+				return classLess(a, b)
+			}
+			return classLess(out[i], out[j])
+		})
+		var merged []Class
+		for _, c := range out {
+			if n := len(merged); n > 0 {
+				a, b := merged[n-1], c
+				d.clear(&a)
+				d.clear(&b)
+				if a == b && d.join(&merged[n-1], &c) {
+					continue
+				}
+			}
+			merged = append(merged, c)
+		}
+		out = merged
+	}
+	// Every destination: one region without a destination.
+	byRest := map[Class][]int{}
+	var order []Class
+	for i, c := range out {
+		k := c
+		k.Dst, k.DstEnd, k.Own = netip.Addr{}, netip.Addr{}, false
+		if byRest[k] == nil {
+			order = append(order, k)
+		}
+		byRest[k] = append(byRest[k], i)
+	}
+	drop := map[int]bool{}
+	var whole []Class
+	for _, k := range order {
+		idx := byRest[k]
+		own, blocks := false, 0
+		for _, i := range idx {
+			c := out[i]
+			if c.Own {
+				own = true
+				continue
+			}
+			for _, b := range special[c.Family] {
+				if c.Dst == b.Addr() && c.DstEnd == lastAddr(b) {
+					blocks++
+				}
+			}
+		}
+		if own && blocks == len(special[k.Family]) && len(idx) == blocks+1 {
+			for _, i := range idx {
+				drop[i] = true
+			}
+			whole = append(whole, k)
 		}
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%q is not a traffic class: want NAME/PROTO or NAME, one of %s", s, strings.Join(ClassSpellings(), ", "))
+	var res []Class
+	for i, c := range out {
+		if !drop[i] {
+			res = append(res, c)
+		}
 	}
-	return out, nil
+	res = append(res, whole...)
+	sort.SliceStable(res, func(i, j int) bool { return classLess(res[i], res[j]) })
+	return res
+}
+
+// classLess orders regions by family, protocol, type, destination, port.
+func classLess(a, b Class) bool {
+	switch {
+	case a.Family != b.Family:
+		return a.Family < b.Family
+	case a.Other != b.Other:
+		return !a.Other
+	case a.Num != b.Num:
+		return a.Num < b.Num
+	case a.Type != b.Type:
+		return a.Type < b.Type
+	case a.TypeEnd != b.TypeEnd:
+		return a.TypeEnd < b.TypeEnd
+	case a.Own != b.Own:
+		return a.Own
+	case a.Dst != b.Dst:
+		return a.Dst.Less(b.Dst)
+	case a.DstEnd != b.DstEnd:
+		return a.DstEnd.Less(b.DstEnd)
+	case a.Sport != b.Sport:
+		return a.Sport < b.Sport
+	case a.SportEnd != b.SportEnd:
+		return a.SportEnd < b.SportEnd
+	case a.Port != b.Port:
+		return a.Port < b.Port
+	}
+	return a.PortEnd < b.PortEnd
 }

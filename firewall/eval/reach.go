@@ -86,6 +86,9 @@ func (x *Reacher) On(node firewall.Node) *Reacher {
 	return &Reacher{rs: x.rs, node: node, e: x.e, fams: map[string]*reachFamily{}, shared: x.shared}
 }
 
+// Ruleset is the Reacher's ruleset.
+func (x *Reacher) Ruleset() *firewall.Ruleset { return x.rs }
+
 // bounds are the port intervals of the Reacher's ruleset.
 func (x *Reacher) bounds() []int {
 	if x.shared.bounds == nil {

@@ -415,6 +415,30 @@ func (d *Decoder) cmp(st *ruleState, f field, op expr.CmpOp, data []byte) {
 			st.add(firewall.Cond{Kind: firewall.CondICMPType, Types: []int{int(data[0])}, Negate: neg})
 			return
 		}
+		if len(data) == 1 && f.mask == nil {
+			// A type range, as nft writes "icmp type 13-255": two
+			// comparisons, each a condition.
+			lo, hi := 0, 255
+			switch v := int(data[0]); op {
+			case expr.CmpOpLt:
+				hi = v - 1
+			case expr.CmpOpLte:
+				hi = v
+			case expr.CmpOpGt:
+				lo = v + 1
+			case expr.CmpOpGte:
+				lo = v
+			}
+			c := firewall.Cond{Kind: firewall.CondICMPType, Types: []int{}}
+			for t := lo; t <= hi; t++ {
+				c.Types = append(c.Types, t)
+			}
+			if len(c.Types) == 0 {
+				c = firewall.Cond{Kind: firewall.CondNever, Reason: "an empty ICMP type range"}
+			}
+			st.add(c)
+			return
+		}
 	case "hoplimit":
 		if eqLike && len(data) == 1 && f.mask == nil {
 			mode := uint8(0)
@@ -607,6 +631,15 @@ func (d *Decoder) rangeExpr(st *ruleState, f field, e *expr.Range) {
 		case "sport", "dport", "origdport":
 			if f.mask == nil && len(e.FromData) == 2 && len(e.ToData) == 2 {
 				st.add(firewall.Cond{Kind: firewall.CondKind(f.kind), Negate: neg, Ports: []firewall.PortRange{{From: binary.BigEndian.Uint16(e.FromData), To: binary.BigEndian.Uint16(e.ToData)}}})
+				return
+			}
+		case "icmptype":
+			if f.mask == nil && len(e.FromData) == 1 && len(e.ToData) == 1 && e.FromData[0] <= e.ToData[0] {
+				c := firewall.Cond{Kind: firewall.CondICMPType, Negate: neg}
+				for t := int(e.FromData[0]); t <= int(e.ToData[0]); t++ {
+					c.Types = append(c.Types, t)
+				}
+				st.add(c)
 				return
 			}
 		case "saddr", "daddr":
