@@ -251,6 +251,19 @@ func (c Class) Within(d Class) bool {
 	return true
 }
 
+// Holds reports whether c's destination holds a packet to dst, the node's
+// own unicast address when own: a region to the node holds only those, a
+// destination range only its addresses, a region without one any.
+func (c Class) Holds(dst netip.Addr, own bool) bool {
+	switch {
+	case c.Own:
+		return own
+	case c.Dst.IsValid():
+		return c.Dst.Compare(dst) <= 0 && dst.Compare(c.DstEnd) <= 0
+	}
+	return true
+}
+
 // WithinAny reports whether c is within one of the regions ds spells.
 func (c Class) WithinAny(ds []string) bool {
 	for _, s := range ds {

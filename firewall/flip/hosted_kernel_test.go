@@ -75,9 +75,13 @@ func hostedPackets(ctr string) []fwtest.Packet {
 
 // bridgeFate is the preview's fate of a packet from docker0 to the node:
 // the fate of the docker0 opening of its family, proto and port whose
-// source region holds its source, the most specific one.
+// destination and source regions hold it, the most specific one. A
+// region's opening (Class) whose destination is a multicast or broadcast
+// block does not hold a packet to the node's own address.
 func bridgeFate(p Preview, pk fwtest.Packet) fwtest.Claim {
-	src := netip.MustParseAddr(pk.Src)
+	// Every packet hostedPackets sends goes to one of the node's own
+	// unicast addresses.
+	src, dst := netip.MustParseAddr(pk.Src), netip.MustParseAddr(pk.Dst)
 	fam := firewall.FamilyIP
 	if src.Is6() {
 		fam = firewall.FamilyIP6
@@ -88,6 +92,9 @@ func bridgeFate(p Preview, pk fwtest.Packet) fwtest.Claim {
 		f := &p.Fates[i]
 		o := f.Opening
 		if o.In != "docker0" || o.Family != fam || o.Proto != pk.Proto || pk.Port < o.Port || pk.Port > firewall.PortEnd(o) {
+			continue
+		}
+		if c, ok := firewall.ClassByName(o.Family, o.Class); o.Class != "" && (!ok || !c.Holds(dst, true)) {
 			continue
 		}
 		b := 0
