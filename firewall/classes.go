@@ -181,6 +181,16 @@ var (
 	icmp6HL1   = []int{130, 131, 132, 143, 151, 152, 153}
 )
 
+// ICMPNewTypes are the ICMP (ip) or ICMPv6 (ip6) types conntrack tracks
+// as a new conversation: the ones a forward hook decides as a new
+// connection (every other type forwarded is related or invalid).
+func ICMPNewTypes(fam string) []int {
+	if fam == FamilyIP6 {
+		return slices.Clone(icmp6New)
+	}
+	return slices.Clone(icmp4New)
+}
+
 // CtState is the conntrack state of the region's first packet: new,
 // untracked (ICMPv6 neighbour discovery and MLD), or invalid (an ICMP
 // type that cannot start a connection, sent unsolicited).

@@ -54,8 +54,11 @@ type Packet struct {
 	oif string
 	// iif is the input interface, when not one of the node's uplinks (a
 	// container's egress, EgressFrom); "" for a client from outside.
-	iif  string
-	node *firewall.Node
+	iif string
+	// notIif, for a client from outside (iif ""), is the uplink it does
+	// not come in by: the one a routed destination's network is on.
+	notIif string
+	node   *firewall.Node
 	// own is node.Own(Family), read once per evaluation: the addresses
 	// an invalid Dst stands for. Nil: not known.
 	own []netip.Addr
@@ -159,7 +162,7 @@ func (p *Packet) Cond(c *firewall.Cond) Tri {
 		if p.iif != "" {
 			t = namesTri(c.Names, []string{p.iif})
 		} else if p.node.HasInterfaces() {
-			t = namesTri(c.Names, p.node.Uplinks())
+			t = namesTri(c.Names, slices.DeleteFunc(p.node.Uplinks(), func(u string) bool { return u == p.notIif }))
 		} else {
 			t = ifnameTri(c.Names)
 		}

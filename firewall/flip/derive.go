@@ -87,6 +87,10 @@ type MeshSpec struct {
 	// preview and the flip set them from the found firewall (DeriveFor).
 	DHCP4 bool `json:"dhcp4,omitempty"`
 	DHCP6 bool `json:"dhcp6,omitempty"`
+	// DHCP4From, when set, are the sources (and interfaces) the found
+	// firewall takes a DHCPv4 reply from, where not every one (a deny
+	// list before its DHCP rule): the reply is kept from those only.
+	DHCP4From []Reach `json:"dhcp4_from,omitempty"`
 	// Classes are the traffic classes beyond TCP and UDP by port
 	// (eval.Classes: ICMP types, other protocols, broadcast and multicast
 	// services) the mesh keeps, each with the found firewall's
@@ -102,6 +106,9 @@ type MeshSpec struct {
 	// lets through (foundForward).
 	Egress []Egress `json:"egress,omitempty"`
 	Routed []Routed `json:"routed,omitempty"`
+	// ForwardICMP is the forwarded ICMP that starts a conversation (an
+	// echo request) the mesh keeps: read from the found firewall too.
+	ForwardICMP []ForwardICMP `json:"forward_icmp,omitempty"`
 	// FromBridges is the traffic from container bridges to the node itself
 	// that the found firewall lets through by the bridge's name (a
 	// container reaching the host's DNS): not the plan's to set,
@@ -199,7 +206,16 @@ func Derive(spec MeshSpec) (*Derived, error) {
 			comment: base("invalid"), text: "ct state invalid drop"})
 	}
 	rules = append(rules, late...)
-	if spec.DHCP4 {
+	switch {
+	case spec.DHCP4 && len(spec.DHCP4From) > 0:
+		for k, rc := range spec.DHCP4From {
+			for _, cr := range carriedNamed("input_dhcp4", rc, k) {
+				sets = append(sets, cr.sets...)
+				rules = append(rules, derivedRule{chain: firewall.HookInput, comment: base("dhcp4"), text: cr.text + "meta pkttype host udp sport 67 udp dport 68 accept",
+					exprs: append(cr.exprs, dhcpExprs(unix.NFPROTO_IPV4, 67, 68)[2:]...)})
+			}
+		}
+	case spec.DHCP4:
 		rules = append(rules, derivedRule{chain: firewall.HookInput, comment: base("dhcp4"), text: "meta nfproto ipv4 meta pkttype host udp sport 67 udp dport 68 accept",
 			exprs: dhcpExprs(unix.NFPROTO_IPV4, 67, 68)})
 	}
@@ -558,12 +574,16 @@ func effectiveSpec(cf *eval.Compiled, spec MeshSpec) MeshSpec {
 		widen[p] = true
 	}
 	r := newCarrier(cf)
+	if spec.DHCP4 {
+		spec.DHCP4From = dhcp4From(r)
+	}
 	// What the bridges reach is read beside the rest, by a Reacher of its
 	// own (a Reacher is one evaluation at a time).
 	bridgeIn := make(chan []BridgeIn, 1)
 	go func() { bridgeIn <- foundBridgeIn(found, cf.Reacher(firewall.Node{}), r.bridges) }()
 	spec.Classes, spec.ClassesFound = carryClasses(r, spec.DropClasses, spec.WidenClasses), true
 	spec.Egress, spec.Routed = foundForward(cf, r)
+	spec.ForwardICMP = foundForwardICMP(cf, spec.DropClasses)
 	spec.Output = foundOutput(found)
 	for _, l := range []struct {
 		hook string
@@ -579,6 +599,28 @@ func effectiveSpec(cf *eval.Compiled, spec MeshSpec) MeshSpec {
 	}
 	spec.FromBridges = <-bridgeIn
 	return spec
+}
+
+// dhcp4From are the sources and interfaces from which found (r's) takes a
+// unicast DHCPv4 reply to the node (udp 67 -> 68), where not from every
+// source surely; nil where from every one, or where the evaluator cannot
+// decide which (the reply kept from any, as before).
+func dhcp4From(r *carrier) []Reach {
+	c := firewall.Class{Family: firewall.FamilyIP, Proto: "udp", Num: unix.IPPROTO_UDP, Own: true, Port: 68, PortEnd: 68, Sport: 67, SportEnd: 67}
+	classes := r.classes
+	if len(classes) == 0 {
+		classes = []ifaceClass{{"", r.zero}}
+	}
+	unsure := false
+	reach, plain, open := byIface(classes, []string{firewall.FamilyIP}, func(x *eval.Reacher, _ string) eval.SourceReach {
+		s := x.Class(c)
+		unsure = unsure || s.Unsure
+		return s
+	})
+	if plain || !open || unsure {
+		return nil
+	}
+	return reach
 }
 
 // acceptsReply reports whether found (e its evaluator) accepts, at the

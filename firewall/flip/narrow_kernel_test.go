@@ -87,6 +87,9 @@ func probeFate(p Preview, pr fwtest.Probe) *Fate {
 		if o.Direction != firewall.HookInput || o.In != "" || o.Family != pr.Family() || o.Proto != pr.Proto || pr.Port < o.Port || pr.Port > firewall.PortEnd(o) {
 			continue
 		}
+		if c, ok := firewall.ClassByName(o.Family, o.Class); o.Class != "" && (!ok || !c.Holds(netip.Addr{}, true)) {
+			continue // a region to other destinations than the node's own
+		}
 		if o.From == "" {
 			if best == nil {
 				best = f

@@ -162,6 +162,7 @@ func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff Mesh
 		defer wg.Done()
 		parts[0].widenings(pair, derived, spec, node)
 		parts[1].classFates(pair, node, spec)
+		parts[1].forwardICMPFates(pair, node, spec)
 		parts[2].bridgeFates(pair, derived, node, spec)
 		parts[3].outputFates(found, after)
 	}()

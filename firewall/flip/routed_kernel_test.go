@@ -40,13 +40,14 @@ func routedNet(t *testing.T, prefix, octet string) (*fwtest.TestNet, string) {
 }
 
 // routedProbes are TCP and UDP from both peer addresses of each family to
-// the host behind docker0, on every served port and one nothing serves.
-func routedProbes() []fwtest.Probe {
+// the host behind the node (dst4, dst6), on every served port and one
+// nothing serves.
+func routedProbes(dst4, dst6 string) []fwtest.Probe {
 	var out []fwtest.Probe
 	for _, s := range []string{fwtest.PeerV4a, fwtest.PeerV4b, fwtest.PeerV6a, fwtest.PeerV6b} {
-		dst := fwtest.ContainerV4
+		dst := dst4
 		if strings.Contains(s, ":") {
-			dst = fwtest.ContainerV6
+			dst = dst6
 		}
 		for _, pp := range []struct {
 			proto string
@@ -96,7 +97,12 @@ func routedFate(p Preview, pr fwtest.Probe) *Fate {
 // and some closing probes.
 func routedDifferential(t *testing.T, n *fwtest.TestNet, spec MeshSpec, what string) {
 	t.Helper()
-	probes := routedProbes()
+	routedDifferentialTo(t, n, spec, what, routedProbes(fwtest.ContainerV4, fwtest.ContainerV6))
+}
+
+// routedDifferentialTo is routedDifferential with probes.
+func routedDifferentialTo(t *testing.T, n *fwtest.TestNet, spec MeshSpec, what string, probes []fwtest.Probe) {
+	t.Helper()
 	before := n.Reach(t, probes)
 	p, d := approved(t, n, spec)
 	t.Logf("derived:\n%s", d.Text())
