@@ -21,31 +21,14 @@ import (
 // region's whose destination holds the probe's) whose source region holds
 // its source, the most specific one.
 func dhcp6Fate(p Preview, pr fwtest.ClassProbe, own bool) *Fate {
-	src, dst := netip.MustParseAddr(pr.Src), netip.MustParseAddr(pr.Dst)
-	var best *Fate
-	bits := -1
-	for i := range p.Fates {
-		f := &p.Fates[i]
-		o := f.Opening
+	dst := netip.MustParseAddr(pr.Dst)
+	return mostSpecific(p, netip.MustParseAddr(pr.Src), func(o firewall.Opening) bool {
 		if o.Direction != firewall.HookInput || o.In != "" || o.Family != firewall.FamilyIP6 || o.Proto != "udp" || pr.Port < o.Port || pr.Port > firewall.PortEnd(o) {
-			continue
+			return false
 		}
-		if c, ok := firewall.ClassByName(o.Family, o.Class); o.Class != "" && (!ok || !c.Holds(dst, own) || pr.Sport < c.Sport || pr.Sport > c.SportEnd) {
-			continue
-		}
-		b := 0
-		if o.From != "" {
-			pfx, err := netip.ParsePrefix(o.From)
-			if err != nil || !pfx.Contains(src) {
-				continue
-			}
-			b = pfx.Bits()
-		}
-		if b > bits {
-			best, bits = f, b
-		}
-	}
-	return best
+		c, ok := firewall.ClassByName(o.Family, o.Class)
+		return o.Class == "" || ok && c.Holds(dst, own) && c.Sport <= pr.Sport && pr.Sport <= c.SportEnd
+	})
 }
 
 // A reply from the server's link-local address to the node's global one

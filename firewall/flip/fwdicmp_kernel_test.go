@@ -22,38 +22,18 @@ import (
 // to a network holding its destination (via) or from bridge in, whose
 // source region holds its source (the most specific one).
 func fwdICMPFate(p Preview, pr fwtest.ClassProbe, in string) *Fate {
-	src, dst := netip.MustParseAddr(pr.Src), netip.MustParseAddr(pr.Dst)
-	var best *Fate
-	bits := -1
-	for i := range p.Fates {
-		f := &p.Fates[i]
-		o := f.Opening
+	dst := netip.MustParseAddr(pr.Dst)
+	return mostSpecific(p, netip.MustParseAddr(pr.Src), func(o firewall.Opening) bool {
 		if o.Direction != firewall.HookForward || o.Class == "" || o.In != in {
-			continue
+			return false
 		}
 		c, ok := firewall.ClassByName(o.Family, o.Class)
 		if !ok || c.Num != pr.Proto || pr.Type < c.Type || pr.Type > c.TypeEnd {
-			continue
+			return false
 		}
-		if in == "" {
-			via, err := netip.ParsePrefix(o.Via)
-			if err != nil || !via.Contains(dst) {
-				continue
-			}
-		}
-		b := 0
-		if o.From != "" {
-			pfx, err := netip.ParsePrefix(o.From)
-			if err != nil || !pfx.Contains(src) {
-				continue
-			}
-			b = pfx.Bits()
-		}
-		if b > bits {
-			best, bits = f, b
-		}
-	}
-	return best
+		via, err := netip.ParsePrefix(o.Via)
+		return in != "" || err == nil && via.Contains(dst)
+	})
 }
 
 // A client pings the container (routed to docker0's network) and the

@@ -73,6 +73,32 @@ func hostedPackets(ctr string) []fwtest.Packet {
 	return out
 }
 
+// mostSpecific is the fate of p whose opening match holds and whose
+// source region holds src, the most specific one (From "": any other
+// source).
+func mostSpecific(p Preview, src netip.Addr, match func(o firewall.Opening) bool) *Fate {
+	var best *Fate
+	bits := -1
+	for i := range p.Fates {
+		f := &p.Fates[i]
+		if !match(f.Opening) {
+			continue
+		}
+		b := 0
+		if f.Opening.From != "" {
+			pfx, err := netip.ParsePrefix(f.Opening.From)
+			if err != nil || !pfx.Contains(src) {
+				continue
+			}
+			b = pfx.Bits()
+		}
+		if b > bits {
+			best, bits = f, b
+		}
+	}
+	return best
+}
+
 // bridgeFate is the preview's fate of a packet from docker0 to the node:
 // the fate of the docker0 opening of its family, proto and port whose
 // destination and source regions hold it, the most specific one. A
@@ -86,29 +112,13 @@ func bridgeFate(p Preview, pk fwtest.Packet) fwtest.Claim {
 	if src.Is6() {
 		fam = firewall.FamilyIP6
 	}
-	var best *Fate
-	bits := -1
-	for i := range p.Fates {
-		f := &p.Fates[i]
-		o := f.Opening
+	best := mostSpecific(p, src, func(o firewall.Opening) bool {
 		if o.In != "docker0" || o.Family != fam || o.Proto != pk.Proto || pk.Port < o.Port || pk.Port > firewall.PortEnd(o) {
-			continue
+			return false
 		}
-		if c, ok := firewall.ClassByName(o.Family, o.Class); o.Class != "" && (!ok || !c.Holds(dst, true)) {
-			continue
-		}
-		b := 0
-		if o.From != "" {
-			pfx, err := netip.ParsePrefix(o.From)
-			if err != nil || !pfx.Contains(src) {
-				continue
-			}
-			b = pfx.Bits()
-		}
-		if b > bits {
-			best, bits = f, b
-		}
-	}
+		c, ok := firewall.ClassByName(o.Family, o.Class)
+		return o.Class == "" || ok && c.Holds(dst, true)
+	})
 	if best == nil {
 		return fwtest.Claim{}
 	}

@@ -72,17 +72,7 @@ func lanProbed(t *testing.T, n *fwtest.TestNet, ports ...uint16) {
 func TestKernelRoutedUfwToLan(t *testing.T) {
 	fwtest.RequireTools(t, "iptables-nft", "ip6tables-nft")
 	n, uplink := lanNet(t, "lu-", "5c")
-	fwtest.RestoreUfw(t, n)
-	for _, r := range [][]string{
-		{"iptables-nft", "-A", "ufw-user-forward", "-s", fwtest.PeerV4b + "/32", "-p", "tcp", "-m", "tcp", "--dport", "6379", "-j", "ACCEPT"},
-		{"iptables-nft", "-A", "ufw-user-forward", "-p", "udp", "-m", "udp", "--dport", "5353", "-j", "ACCEPT"},
-		{"iptables-nft", "-A", "ufw-user-forward", "-i", uplink, "-p", "tcp", "-m", "tcp", "--dport", "9443", "-j", "ACCEPT"},
-		{"ip6tables-nft", "-A", "ufw6-user-forward", "-s", fwtest.PeerV6b + "/128", "-p", "tcp", "-m", "tcp", "--dport", "6379", "-j", "ACCEPT"},
-		{"ip6tables-nft", "-A", "ufw6-user-forward", "-p", "udp", "-m", "udp", "--dport", "5353", "-j", "ACCEPT"},
-		{"ip6tables-nft", "-A", "ufw6-user-forward", "-i", uplink, "-p", "tcp", "-m", "tcp", "--dport", "9443", "-j", "ACCEPT"},
-	} {
-		fwtest.Run(t, "", "ip", append([]string{"netns", "exec", n.Node}, r...)...)
-	}
+	ufwRouteRules(t, n, uplink)
 	lanProbed(t, n, 8443)
 	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp")}
 	spec.Drop = append(ufwDrops(), fwtest.Ports("9443/tcp")...)
@@ -94,22 +84,7 @@ func TestKernelRoutedUfwToLan(t *testing.T) {
 // dropped on purpose), forwarding to the LAN.
 func TestKernelRoutedNativeForwardToLan(t *testing.T) {
 	n, uplink := lanNet(t, "ln-", "5d")
-	n.Nft(t, fmt.Sprintf(`table inet filter {
-	chain input {
-		type filter hook input priority filter; policy drop;
-		ct state established,related accept
-		iifname "lo" accept
-		tcp dport 22 accept
-	}
-	chain forward {
-		type filter hook forward priority filter; policy drop;
-		ct state established,related accept
-		tcp dport { 5432, 6379 } accept
-		ip saddr %s udp dport 5353 accept
-		iifname %q tcp dport 9443 accept
-	}
-}
-`, fwtest.PeerV4b, uplink))
+	n.Nft(t, nativeForward(uplink))
 	lanProbed(t, n, 5432, 6379)
 	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp"), Drop: fwtest.Ports("9443/tcp")}
 	routedDifferentialTo(t, n, spec, "native forward chain to a LAN", routedProbes(fwtest.LanV4, fwtest.LanV6))
