@@ -101,9 +101,10 @@ func fuzzRuleset(r *rand.Rand, uplink, lan string) string {
 	if r.Intn(4) > 0 {
 		b.WriteString("\tchain forward {\n")
 		fmt.Fprintf(&b, "\t\ttype filter hook forward priority filter; policy %s;\n", pick("drop", "drop", "accept"))
-		if r.Intn(5) > 0 {
-			b.WriteString("\t\tct state established,related accept\n")
-		}
+		// Replies pass, as every forwarding firewall has it: the probes
+		// need the reply, and the preview judges a conversation's first
+		// packet.
+		b.WriteString("\t\tct state established,related accept\n")
 		for range 1 + r.Intn(5) {
 			switch r.Intn(8) {
 			case 0, 1:
@@ -274,6 +275,9 @@ func TestKernelFlipDifferentialFuzz(t *testing.T) {
 			t.Fatalf("seed %d: revert: %v", seed+int64(i), err)
 		}
 		if os.Getenv("ADOPT_FLIP_FUZZ_DEBUG") != "" {
+			if d, err := DeriveFor(found, spec); err == nil {
+				t.Logf("seed %d derived:\n%s", seed+int64(i), d.Text())
+			}
 			for _, f := range p.Fates {
 				t.Logf("seed %d fate: %s %s %s (%s)", seed+int64(i), f.Fate, f.Opening.Class, portSpec(f.Opening), describeOpening(f.Opening))
 			}
