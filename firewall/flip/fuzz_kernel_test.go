@@ -224,6 +224,9 @@ func TestKernelFlipDifferentialFuzz(t *testing.T) {
 		pings, routed, egress map[fwtest.ClassProbe]bool
 	}
 	send := func() reach {
+		// Every probe new to conntrack: a source port picked again must
+		// not meet the entry an earlier probe left.
+		fwtest.FlushConntrack(t, n.Node)
 		return reach{n.Reach(t, probes), n.ClassReach(t, pings), fwtest.ClassReachTo(t, n.Peer, ctr, routedPings), fwtest.ClassReachTo(t, ctr, n.Peer, outPings)}
 	}
 	var ft fuzzTally
