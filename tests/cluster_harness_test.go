@@ -28,6 +28,7 @@ import (
 	temporalconn "adoption/connect"
 	"adoption/internal/clusterns"
 	"adoption/sandbox"
+	"adoption/workflows"
 )
 
 // clusterEnv names the cluster's directory; clusterAddrEnv its frontend.
@@ -120,6 +121,9 @@ func (c *cluster) ensureNamespace(ctx context.Context, t *testing.T, cl client.C
 		t.Fatalf("the cluster at %s: %v", c.addr, err)
 	}
 	if err := clusterns.Ensure(ctx, cl, c.namespace, "adoption-e2e-harness-probe", 72*time.Hour, c.dial); err != nil {
+		t.Fatalf("the cluster at %s: %v", c.addr, err)
+	}
+	if err := clusterns.Settled(ctx, cl, c.namespace, workflows.DeploymentName); err != nil {
 		t.Fatalf("the cluster at %s: %v", c.addr, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -40,6 +41,37 @@ func Delete(ctx context.Context, admin client.Client, ns string) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("namespace %s is still described after its deletion: %v", ns, err)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Settled waits until every service reads namespace ns as the one
+// registered last: after a namespace of the same name was deleted, a
+// service's cache may still map the name to the deleted one for a while
+// (its refresh interval), and a poll then fails ("Namespace ID is not
+// found") or a Worker Deployment of the deleted namespace is read as
+// current. A task queue described without error and no deployment named
+// deployment mean the name resolves to the new namespace.
+func Settled(ctx context.Context, admin client.Client, ns, deployment string) error {
+	var last error
+	for {
+		_, last = admin.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+			Namespace: ns, TaskQueue: &taskqueuepb.TaskQueue{Name: "adoption-settled-probe"}})
+		if last == nil {
+			_, last = admin.WorkflowService().DescribeWorkerDeployment(ctx, &workflowservice.DescribeWorkerDeploymentRequest{
+				Namespace: ns, DeploymentName: deployment})
+			var nf *serviceerror.NotFound
+			if errors.As(last, &nf) {
+				return nil
+			}
+			if last == nil {
+				last = fmt.Errorf("Worker Deployment %s is still described (a deleted namespace's)", deployment)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("namespace %s is not yet read as the new one everywhere: %v", ns, last)
 		case <-time.After(time.Second):
 		}
 	}
