@@ -167,12 +167,19 @@ func answered(t *testing.T, peer string, port, pid int) {
 
 func (h *hammer) wait(t *testing.T) sandbox.HammerResult {
 	t.Helper()
-	if err := h.cmd.Wait(); err != nil {
-		t.Fatalf("hammer: %v %s", err, h.out.String())
+	return loadResult[sandbox.HammerResult](t, "hammer", h.cmd, &h.out)
+}
+
+// loadResult waits for a load generator to end and reads the JSON result
+// it printed.
+func loadResult[R any](t *testing.T, what string, cmd *exec.Cmd, out *strings.Builder) R {
+	t.Helper()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%s: %v %s", what, err, out.String())
 	}
-	var res sandbox.HammerResult
-	if err := json.Unmarshal([]byte(h.out.String()), &res); err != nil {
-		t.Fatalf("hammer output %q: %v", h.out.String(), err)
+	var res R
+	if err := json.Unmarshal([]byte(out.String()), &res); err != nil {
+		t.Fatalf("%s output %q: %v", what, out.String(), err)
 	}
 	return res
 }

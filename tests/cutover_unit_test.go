@@ -10,7 +10,6 @@ package tests
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -80,14 +79,7 @@ func (r *refNode) dnsHammer(t *testing.T, d time.Duration) *dnsHammer {
 
 func (h *dnsHammer) wait(t *testing.T) sandbox.DNSHammerResult {
 	t.Helper()
-	if err := h.cmd.Wait(); err != nil {
-		t.Fatalf("dnshammer: %v %s", err, h.out.String())
-	}
-	var res sandbox.DNSHammerResult
-	if err := json.Unmarshal([]byte(h.out.String()), &res); err != nil {
-		t.Fatalf("dnshammer output %q: %v", h.out.String(), err)
-	}
-	return res
+	return loadResult[sandbox.DNSHammerResult](t, "dnshammer", h.cmd, &h.out)
 }
 
 // hostResolver raises the predecessor's resolver on the node (binary svc,

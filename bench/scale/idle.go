@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"adoption/workflows"
 )
 
 // IdleDetails is what the idle window measured.
@@ -152,13 +150,17 @@ func (s *devServer) writes(ctx context.Context) (metrics, pg map[string]float64,
 // fleet's order (a node's window is between its two reads: the same
 // length for each, the reads going in the same order).
 func (r *scaleRun) eventCounts(ctx context.Context) ([]float64, error) {
-	out := make([]float64, len(r.plans))
+	nodes := make([]string, len(r.plans))
 	for i, p := range r.plans {
-		e, _, err := history(ctx, r.c, workflows.WorkflowID(p.Node))
-		if err != nil {
-			return nil, err
-		}
-		out[i] = float64(e)
+		nodes[i] = p.Node
+	}
+	by, err := r.eventsOf(ctx, nodes)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(nodes))
+	for i, node := range nodes {
+		out[i] = float64(by[node])
 	}
 	return out, nil
 }
