@@ -140,16 +140,22 @@ chaos: build temporal-cli
 
 # Fuzzing: each target for $(FUZZTIME); a finding is written to
 # <pkg>/testdata/fuzz/<Target>/ and replayed by every later go test.
+# Then the flip's differential test against the kernel over
+# $(FLIP_FUZZ_RULESETS) generated rulesets (root; make test runs 6 of them
+# as part of ./..., so fuzz-short skips it).
+FLIP_FUZZ_RULESETS ?= 500
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadConfig$$'      -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./config
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePort$$'       -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./config
 	$(GO) test -run '^$$' -fuzz '^FuzzValidName$$'       -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./config
 	$(GO) test -run '^$$' -fuzz '^FuzzOpenPorts$$'       -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./firewall/eval
 	$(GO) test -run '^$$' -fuzz '^FuzzOpenPortsSimple$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./firewall/eval
+	@if [ "$(FLIP_FUZZ_RULESETS)" != 0 ]; then \
+		ADOPT_FLIP_FUZZ_RULESETS=$(FLIP_FUZZ_RULESETS) $(GO) test -count=1 -timeout 6h -v -run '^TestKernelFlipDifferentialFuzz$$' ./firewall/flip; fi
 
 # The short form make test runs: 10 s a target.
 fuzz-short:
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=10s FUZZMINTIME=5s
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=10s FUZZMINTIME=5s FLIP_FUZZ_RULESETS=0
 
 # Unit tests only: no root, no Temporal, no Docker needed.
 unit:

@@ -149,12 +149,12 @@ func (c *Config) Validate() error {
 	}
 	for i, p := range c.Flip.Drop {
 		if _, _, err := ParseDeclared(p); err != nil {
-			v.add(fmt.Sprintf("flip.drop[%d]", i), p, err.Error()+"; write PORT/PROTO, FROM-TO/PROTO or a traffic class, e.g. 25/tcp, 9000-9010/tcp or echo-request/icmp")
+			v.add(fmt.Sprintf("flip.drop[%d]", i), p, err.Error()+"; write PORT/PROTO, FROM-TO/PROTO or a region of packets, e.g. 25/tcp, 9000-9010/tcp, ip icmp type 13 or ip udp to 239.255.255.250 dport 1900")
 		}
 	}
 	for i, p := range c.Flip.Widen {
 		if _, _, err := ParseDeclared(p); err != nil {
-			v.add(fmt.Sprintf("flip.widen[%d]", i), p, err.Error()+"; write PORT/PROTO, FROM-TO/PROTO or a traffic class, e.g. 8080/tcp, 9000-9010/tcp or echo-request/icmp")
+			v.add(fmt.Sprintf("flip.widen[%d]", i), p, err.Error()+"; write PORT/PROTO, FROM-TO/PROTO or a region of packets, e.g. 8080/tcp, 9000-9010/tcp, ip icmp type 13 or ip udp to 239.255.255.250 dport 1900")
 		}
 	}
 	v.witness(c.Flip.Witness)

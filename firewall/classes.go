@@ -1,21 +1,381 @@
-// This file holds how the firewall opens a traffic class (vocab.Class):
-// the classes themselves and their spellings are vocab's, so config reads
-// them without the firewall.
+// This file cuts the header space beyond unicast TCP and UDP to the
+// node's own addresses by port into regions (vocab.Class): every packet of
+// one family split by protocol, ICMP type, destination (the node's own
+// addresses, multicast groups, broadcast, link-local) and ports, cut where
+// a rule of the rulesets compared tells packets apart (ClassesOf), so that
+// every packet of a region fares alike under them.
 
 package firewall
 
 import (
+	"net/netip"
+	"slices"
+	"sort"
+
+	"golang.org/x/sys/unix"
+
 	"adoption/vocab"
 )
 
-// Class is one kind of new packet from outside to the node (vocab.Class).
+// Class is one region of new packets from outside to the node (vocab.Class).
 type Class = vocab.Class
 
-// ClassOpening is class c's opening from sources from (empty: any).
+// ClassOpening is region c's opening from sources from (empty: any).
 func ClassOpening(c Class, from string) Opening {
-	o := Opening{Port: c.Port, Proto: c.Proto, Direction: HookInput, From: from, Family: c.Family, Class: c.Name}
+	o := Opening{Port: c.Port, PortEnd: c.PortEnd, Proto: c.Proto, Direction: HookInput, From: from, Family: c.Family, Class: c.Spelling()}
+	if !vocab.PortProto(c.Num) {
+		o.Port, o.PortEnd = 0, 0
+	}
 	if c.Dst.IsValid() {
-		o.To = c.Dst.String()
+		o.To = vocab.AddrRangeText(c.Dst, c.DstEnd)
 	}
 	return o
+}
+
+// special are the destination blocks a packet to the node may have
+// besides its own unicast addresses, per family.
+var special = map[string][]netip.Prefix{
+	FamilyIP:  {netip.MustParsePrefix("224.0.0.0/4"), netip.MustParsePrefix("255.255.255.255/32")},
+	FamilyIP6: {netip.MustParsePrefix("ff00::/8"), netip.MustParsePrefix("fe80::/10")},
+}
+
+// ClassesOf are the regions of family fam that rulesets rss (and the
+// declared regions extra, spelled as ParseClass reads them) split the
+// header space into, besides TCP and UDP to the node's own addresses by
+// port: each protocol a rule names and one for every other protocol, cut
+// by every ICMP type, destination prefix and destination port a rule
+// names, so that no rule of rss tells two packets of one region apart by
+// those fields.
+func ClassesOf(fam string, rss []*Ruleset, extra []string) []Class {
+	protos := map[uint8]bool{unix.IPPROTO_TCP: true, unix.IPPROTO_UDP: true}
+	icmpN := uint8(unix.IPPROTO_ICMP)
+	if fam == FamilyIP6 {
+		icmpN = unix.IPPROTO_ICMPV6
+	}
+	protos[icmpN] = true
+	types := cuts{}
+	for _, t := range vocab.ICMPCutTypes(fam) {
+		types.add(t, t)
+	}
+	ports, sports := cuts{}, cuts{}
+	dsts := map[netip.Prefix]bool{}
+	visit := func(c *Cond) {
+		switch c.Kind {
+		case CondL4Proto:
+			for _, p := range c.Protos {
+				protos[uint8(p)] = true
+			}
+		case CondICMPType:
+			for _, t := range c.Types {
+				types.add(t, t)
+			}
+		case CondDport, CondOrigDport:
+			for _, r := range c.Ports {
+				ports.add(int(r.From), int(r.To))
+			}
+		case CondSport:
+			for _, r := range c.Ports {
+				sports.add(int(r.From), int(r.To))
+			}
+		case CondDaddr, CondOrigDaddr:
+			for _, p := range c.Prefixes {
+				if p.Addr().Is4() == (fam == FamilyIP) {
+					dsts[p.Masked()] = true
+				}
+			}
+		}
+	}
+	for _, rs := range rss {
+		if rs == nil {
+			continue
+		}
+		for ti := range rs.Tables {
+			t := &rs.Tables[ti]
+			if t.Family != fam && t.Family != FamilyInet {
+				continue
+			}
+			for ci := range t.Chains {
+				for ri := range t.Chains[ci].Rules {
+					r := &t.Chains[ci].Rules[ri]
+					for k := range r.Conds {
+						visit(&r.Conds[k])
+					}
+					for k := range r.VMap {
+						visit(&r.VMap[k].Cond)
+					}
+				}
+			}
+		}
+	}
+	for _, s := range extra {
+		for _, d := range vocab.ParseRegions(s) {
+			if d.Family != fam {
+				continue
+			}
+			if !d.Other {
+				protos[d.Num] = true
+			}
+			types.add(int(d.Type), int(d.TypeEnd))
+			ports.add(int(d.Port), int(d.PortEnd))
+			sports.add(int(d.Sport), int(d.SportEnd))
+			if d.Dst.IsValid() {
+				for _, p := range vocab.RangeToPrefixes(d.Dst, d.DstEnd) {
+					dsts[p] = true
+				}
+			}
+		}
+	}
+	// Destinations: the node's own, and the special blocks cut by every
+	// prefix named inside them.
+	type drange struct{ lo, hi netip.Addr }
+	dranges := []drange{{}}
+	for _, blk := range special[fam] {
+		var bs []netip.Addr
+		bs = append(bs, blk.Addr())
+		for p := range dsts {
+			if !blk.Overlaps(p) {
+				continue
+			}
+			lo, hi := p.Masked().Addr(), vocab.LastAddr(p)
+			if blk.Contains(lo) {
+				bs = append(bs, lo)
+			}
+			if blk.Contains(hi) && hi != vocab.LastAddr(blk) {
+				bs = append(bs, hi.Next())
+			}
+		}
+		slices.SortFunc(bs, func(a, b netip.Addr) int { return a.Compare(b) })
+		bs = slices.Compact(bs)
+		for i, lo := range bs {
+			hi := vocab.LastAddr(blk)
+			if i+1 < len(bs) {
+				hi = bs[i+1].Prev()
+			}
+			dranges = append(dranges, drange{lo, hi})
+		}
+	}
+	nums := make([]int, 0, len(protos))
+	for n := range protos {
+		nums = append(nums, int(n))
+	}
+	sort.Ints(nums)
+	var out []Class
+	emit := func(c Class) {
+		for _, d := range dranges {
+			x := c
+			if d.lo.IsValid() {
+				x.Dst, x.DstEnd = d.lo, d.hi
+			} else {
+				x.Own = true
+			}
+			if !vocab.PortProto(x.Num) {
+				out = append(out, x)
+				continue
+			}
+			if x.Own && (x.Num == unix.IPPROTO_TCP || x.Num == unix.IPPROTO_UDP) {
+				continue // the ports' own comparison
+			}
+			if (x.Num == unix.IPPROTO_TCP || x.Num == unix.IPPROTO_UDP) && x.Cast() == PacketHost {
+				// To the node's link-local address: the ports' own
+				// comparison, as its other addresses.
+				continue
+			}
+			if x.Num == unix.IPPROTO_TCP {
+				continue // TCP takes no broadcast or multicast packet
+			}
+			for _, sv := range sports.spans(65535) {
+				for _, iv := range ports.spans(65535) {
+					y := x
+					y.Port, y.PortEnd = uint16(iv[0]), uint16(iv[1])
+					y.Sport, y.SportEnd = uint16(sv[0]), uint16(sv[1])
+					out = append(out, y)
+				}
+			}
+		}
+	}
+	for _, n := range nums {
+		if n == int(vocab.OtherProto) {
+			continue
+		}
+		c := vocab.NewClass(fam, uint8(n), false)
+		if c.ICMP() {
+			for _, iv := range types.spans(255) {
+				x := c
+				x.Type, x.TypeEnd = uint8(iv[0]), uint8(iv[1])
+				emit(x)
+			}
+			continue
+		}
+		emit(c)
+	}
+	emit(vocab.NewClass(fam, vocab.OtherProto, true))
+	return out
+}
+
+// cuts are the starts of the intervals a value space is cut into.
+type cuts map[int]bool
+
+func (c cuts) add(lo, hi int) {
+	c[lo] = true
+	c[hi+1] = true
+}
+
+// spans are the intervals [0, max] is cut into.
+func (c cuts) spans(max int) [][2]int {
+	starts := []int{0}
+	for s := range c {
+		if s > 0 && s <= max {
+			starts = append(starts, s)
+		}
+	}
+	sort.Ints(starts)
+	starts = slices.Compact(starts)
+	out := make([][2]int, len(starts))
+	for i, s := range starts {
+		e := max
+		if i+1 < len(starts) {
+			e = starts[i+1] - 1
+		}
+		out[i] = [2]int{s, e}
+	}
+	return out
+}
+
+// MergeClasses joins regions that differ in one range only and meet end
+// to end (ports, source ports, destinations, ICMP types), and regions of one
+// protocol whose destinations together are every destination (the
+// node's own and every special block): the fewest regions holding the
+// same packets.
+func MergeClasses(cs []Class) []Class {
+	out := slices.Clone(cs)
+	dims := []struct {
+		clear func(*Class)
+		join  func(a, b *Class) bool
+	}{
+		{func(c *Class) { c.Port, c.PortEnd = 0, 0 }, func(a, b *Class) bool {
+			if int(a.PortEnd)+1 != int(b.Port) {
+				return false
+			}
+			a.PortEnd = b.PortEnd
+			return true
+		}},
+		{func(c *Class) { c.Sport, c.SportEnd = 0, 0 }, func(a, b *Class) bool {
+			if int(a.SportEnd)+1 != int(b.Sport) {
+				return false
+			}
+			a.SportEnd = b.SportEnd
+			return true
+		}},
+		{func(c *Class) { c.Dst, c.DstEnd = netip.Addr{}, netip.Addr{} }, func(a, b *Class) bool {
+			if !a.DstEnd.IsValid() || !b.Dst.IsValid() || a.DstEnd.Next() != b.Dst {
+				return false
+			}
+			a.DstEnd = b.DstEnd
+			return true
+		}},
+		{func(c *Class) { c.Type, c.TypeEnd = 0, 0 }, func(a, b *Class) bool {
+			if int(a.TypeEnd)+1 != int(b.Type) {
+				return false
+			}
+			a.TypeEnd = b.TypeEnd
+			return true
+		}},
+	}
+	for _, d := range dims {
+		sort.SliceStable(out, func(i, j int) bool {
+			a, b := out[i], out[j]
+			d.clear(&a)
+			d.clear(&b)
+			if a != b {
+				return classLess(a, b)
+			}
+			return classLess(out[i], out[j])
+		})
+		var merged []Class
+		for _, c := range out {
+			if n := len(merged); n > 0 {
+				a, b := merged[n-1], c
+				d.clear(&a)
+				d.clear(&b)
+				if a == b && d.join(&merged[n-1], &c) {
+					continue
+				}
+			}
+			merged = append(merged, c)
+		}
+		out = merged
+	}
+	// Every destination: one region without a destination.
+	byRest := map[Class][]int{}
+	var order []Class
+	for i, c := range out {
+		k := c
+		k.Dst, k.DstEnd, k.Own = netip.Addr{}, netip.Addr{}, false
+		if byRest[k] == nil {
+			order = append(order, k)
+		}
+		byRest[k] = append(byRest[k], i)
+	}
+	drop := map[int]bool{}
+	var whole []Class
+	for _, k := range order {
+		idx := byRest[k]
+		own, blocks := false, 0
+		for _, i := range idx {
+			c := out[i]
+			if c.Own {
+				own = true
+				continue
+			}
+			for _, b := range special[c.Family] {
+				if c.Dst == b.Addr() && c.DstEnd == vocab.LastAddr(b) {
+					blocks++
+				}
+			}
+		}
+		if own && blocks == len(special[k.Family]) && len(idx) == blocks+1 {
+			for _, i := range idx {
+				drop[i] = true
+			}
+			whole = append(whole, k)
+		}
+	}
+	var res []Class
+	for i, c := range out {
+		if !drop[i] {
+			res = append(res, c)
+		}
+	}
+	res = append(res, whole...)
+	sort.SliceStable(res, func(i, j int) bool { return classLess(res[i], res[j]) })
+	return res
+}
+
+// classLess orders regions by family, protocol, type, destination, port.
+func classLess(a, b Class) bool {
+	switch {
+	case a.Family != b.Family:
+		return a.Family < b.Family
+	case a.Other != b.Other:
+		return !a.Other
+	case a.Num != b.Num:
+		return a.Num < b.Num
+	case a.Type != b.Type:
+		return a.Type < b.Type
+	case a.TypeEnd != b.TypeEnd:
+		return a.TypeEnd < b.TypeEnd
+	case a.Own != b.Own:
+		return a.Own
+	case a.Dst != b.Dst:
+		return a.Dst.Less(b.Dst)
+	case a.DstEnd != b.DstEnd:
+		return a.DstEnd.Less(b.DstEnd)
+	case a.Sport != b.Sport:
+		return a.Sport < b.Sport
+	case a.SportEnd != b.SportEnd:
+		return a.SportEnd < b.SportEnd
+	case a.Port != b.Port:
+		return a.Port < b.Port
+	}
+	return a.PortEnd < b.PortEnd
 }

@@ -274,10 +274,11 @@ type Opening struct {
 	// forwarding on a node known only by its ruleset.
 	Via    string `json:"via,omitempty"`
 	Reason string `json:"reason,omitempty"`
-	// Class names a traffic class other than unicast TCP and UDP by port
-	// (eval.Classes: an ICMP type, a protocol, a broadcast or multicast
-	// service); Proto is then its protocol, Port its UDP port (or 0) and To
-	// its broadcast address or multicast group (or empty: the node's own).
+	// Class spells a region of packets other than unicast TCP and UDP to
+	// the node by port (firewall.ClassesOf: ICMP types, protocols,
+	// broadcast, multicast and link-local destinations); Proto is then its
+	// protocol, Port..PortEnd its ports (or 0) and To its destination (or
+	// empty: the node's own, or any).
 	Class string `json:"class,omitempty"`
 	// In names the container bridge (docker0, br-*) a new connection to
 	// the node itself comes in by: a container reaching a host service;
@@ -292,11 +293,11 @@ type Opening struct {
 
 // Base chain bits the evaluator uses for the synthetic packet.
 const (
-	CtStateInvalid     = 1
+	CtStateInvalid     = vocab.CtStateInvalid
 	CtStateEstablished = 2
 	CtStateRelated     = 4
-	CtStateNew         = 8
-	CtStateUntracked   = 64
+	CtStateNew         = vocab.CtStateNew
+	CtStateUntracked   = vocab.CtStateUntracked
 	// xt conntrack's pseudo-states (XT_CONNTRACK_STATE_SNAT/DNAT), moved
 	// above every nft ct state bit: "the connection is (S|D)NATed".
 	CtStateSNAT = 1 << 16
@@ -315,7 +316,7 @@ const (
 	RtnBroadcast = 3
 	RtnMulticast = 5
 
-	PacketHost      = 0
+	PacketHost      = vocab.PacketHost
 	PacketBroadcast = vocab.PacketBroadcast
 	PacketMulticast = vocab.PacketMulticast
 )
@@ -378,21 +379,14 @@ func PortEnd(o Opening) uint16 {
 }
 
 // PortText is what an opening is reached by, as people read it: "22/tcp",
-// "1000-2000/tcp", or for a traffic class its name and protocol
-// ("echo-request/icmp", "mdns/udp 5353 to 224.0.0.251", "output").
+// "1000-2000/tcp", or for a region of other packets its spelling
+// ("ip icmp type 8", "ip udp to 224.0.0.251 dport 5353", "output").
 func PortText(o Opening) string {
 	switch {
 	case o.Class == "output":
 		return o.Class
 	case o.Class != "":
-		s := o.Class + "/" + o.Proto
-		if o.Port != 0 {
-			s += fmt.Sprintf(" %d", o.Port)
-		}
-		if o.To != "" {
-			s += " to " + o.To
-		}
-		return s
+		return o.Class
 	case o.PortEnd != 0 && o.PortEnd != o.Port:
 		return fmt.Sprintf("%d-%d/%s", o.Port, o.PortEnd, o.Proto)
 	}

@@ -156,25 +156,25 @@ var diffClasses = []trafficClass{
 		packets: func(e *diffEnv) []fwtest.Packet {
 			e.classProbes = map[fwtest.Packet]fwtest.ClassProbe{}
 			var out []fwtest.Packet
-			for _, c := range eval.Classes() {
-				if c.Port != 0 && slices.Contains(e.hostPorts, c.Port) {
-					continue // a host service holds the port: its class is the input's
+			var srcs []string
+			for _, s := range e.sources {
+				srcs = append(srcs, s.String())
+			}
+			for _, pr := range fwtest.RegionProbes(fwtest.ProbeRegions, srcs) {
+				if pr.Proto == 17 && slices.Contains(e.hostPorts, pr.Port) {
+					continue // a host service holds the port: its region is the input's
 				}
-				for _, s := range e.sources {
-					if s.Is4() != (c.Family == firewall.FamilyIP) {
-						continue
-					}
-					dst := e.r.Addr
-					if s.Is6() {
-						dst = e.r.Addr6
-					}
-					if c.Dst.IsValid() {
-						dst = c.Dst.String()
-					}
-					p := fwtest.Packet{Class: "classes beyond TCP and UDP by port", Peer: e.r.Peer, Proto: c.Family + " " + c.Name, Src: s.String(), Dst: dst, Port: c.Port}
-					e.classProbes[p] = fwtest.ClassProbe{Name: p.Proto, Src: p.Src, Proto: c.Num, Type: c.Type, Port: c.Port, Dst: dst, HopLimit: c.HopLimit}
-					out = append(out, p)
+				dst := e.r.Addr
+				if netip.MustParseAddr(pr.Src).Is6() {
+					dst = e.r.Addr6
 				}
+				if pr.Dst != "" {
+					dst = pr.Dst
+				}
+				p := fwtest.Packet{Class: "classes beyond TCP and UDP by port", Peer: e.r.Peer, Proto: pr.Name, Src: pr.Src, Dst: dst, Port: pr.Port}
+				pr.Dst = dst
+				e.classProbes[p] = pr
+				out = append(out, p)
 			}
 			return out
 		},
@@ -196,7 +196,7 @@ var diffClasses = []trafficClass{
 			bits := -1
 			for i := range pv.Fates {
 				f := &pv.Fates[i]
-				if o := f.Opening; o.Class != "" && o.Family+" "+o.Class == p.Proto {
+				if o := f.Opening; o.Class != "" && fwtest.Holds(firewall.Opening{Class: o.Class, Family: o.Family}, fwtest.ClassProbe{Name: p.Proto, Src: p.Src}) {
 					b := 0
 					if o.From != "" {
 						pfx, err := netip.ParsePrefix(o.From)

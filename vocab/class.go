@@ -1,146 +1,335 @@
-// This file holds the traffic classes beyond unicast TCP and UDP by port:
-// ICMP and ICMPv6 by type, other protocols by number, broadcast and
-// multicast services, and how flip.drop and flip.widen spell them. The
-// evaluator judges each (eval.Class); config reads the spellings.
+// This file holds a region of the header space beyond unicast TCP and
+// UDP to the node's own addresses by port: a family, a protocol, ICMP
+// types, a destination and ports, and how it reads on one line ("ip udp
+// to 239.255.255.250 dport 1900"). The firewall cuts the header space
+// into regions (firewall.ClassesOf); config reads their spellings.
 
 package vocab
 
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
-// The IP families a class is sent in (the firewall's table families of
+// The IP families a region is sent in (the firewall's table families of
 // the same names).
 const (
 	FamilyIP  = "ip"
 	FamilyIP6 = "ip6"
 )
 
-// What a class's packet is sent to besides one of the node's own
-// addresses (Class.Cast): the kernel's packet types (meta pkttype).
+// What a region's packet is sent to (Class.Cast): the kernel's packet
+// types (meta pkttype).
 const (
+	PacketHost      = 0
 	PacketBroadcast = 1
 	PacketMulticast = 2
 )
 
-// Class is one kind of new packet from outside to the node.
+// The conntrack states of a region's first packet (Class.CtState): the
+// kernel's ct state bits.
+const (
+	CtStateInvalid   = 1
+	CtStateNew       = 8
+	CtStateUntracked = 64
+)
+
+// Class is one region of new packets from outside to the node: a family,
+// a protocol (or every protocol no rule names: Other), for ICMP a type
+// range, a destination, and for protocols with ports a destination port
+// range.
 type Class struct {
-	// Name is what the preview and the derived rule call it
-	// ("echo-request", "esp", "mdns").
-	Name   string
 	Family string
-	// Proto is the protocol's name in an Opening ("icmp", "icmpv6",
-	// "esp", "gre", "vrrp", "sctp", "udp"), Num its number.
+	// Proto is the protocol's name ("icmp", "udp", "esp", or its number),
+	// Num its number (for Other, a number no rule names, standing for
+	// them all).
 	Proto string
 	Num   uint8
-	// Type is the ICMP or ICMPv6 type (code 0).
-	Type uint8
-	// Port is the UDP port of a broadcast or multicast service.
-	Port uint16
-	// Dst is the broadcast address or multicast group the packet is sent
-	// to (Cast says which); invalid: one of the node's own addresses.
-	Dst  netip.Addr
-	Cast uint8
-	// HopLimit is the TTL or hop limit the protocol sends with (255 for
-	// neighbour discovery and VRRP, 1 for MLD); 0: any.
-	HopLimit uint8
-	// Untracked: conntrack does not track it (neighbour discovery, MLD).
-	Untracked bool
+	Other bool
+	// Type..TypeEnd are the ICMP or ICMPv6 types (ICMP only; code 0).
+	Type, TypeEnd uint8
+	// Dst..DstEnd is the destination range; Own: the node's own unicast
+	// addresses instead; neither: any destination (a declared region).
+	Dst, DstEnd netip.Addr
+	Own         bool
+	// Port..PortEnd are the destination ports of a protocol with ports
+	// (PortProto), Sport..SportEnd its source ports; 0-65535 for any.
+	Port, PortEnd   uint16
+	Sport, SportEnd uint16
 }
 
-// Classes are the traffic classes the evaluator judges besides TCP and UDP
-// by port, per family: what a host needs (ping, IPv6's neighbour
-// discovery, router adverts and MLD), tunnels and failover (ESP, GRE, VRRP,
-// SCTP), and the broadcast and multicast services a node may serve (a DHCP
-// server, mDNS).
-func Classes() []Class {
-	mc := func(s string) netip.Addr { return netip.MustParseAddr(s) }
-	const b, m = PacketBroadcast, PacketMulticast
-	var out []Class
-	for _, fam := range []string{FamilyIP, FamilyIP6} {
-		v6 := fam == FamilyIP6
-		if !v6 {
-			out = append(out,
-				Class{Name: "echo-request", Proto: "icmp", Num: unix.IPPROTO_ICMP, Type: 8},
-				Class{Name: "dhcp-server", Proto: "udp", Num: unix.IPPROTO_UDP, Port: 67, Dst: mc("255.255.255.255"), Cast: b},
-				Class{Name: "mdns", Proto: "udp", Num: unix.IPPROTO_UDP, Port: 5353, Dst: mc("224.0.0.251"), Cast: m},
-				Class{Name: "vrrp", Proto: "vrrp", Num: 112, Dst: mc("224.0.0.18"), Cast: m, HopLimit: 255},
-			)
-		} else {
-			out = append(out,
-				Class{Name: "echo-request", Proto: "icmpv6", Num: unix.IPPROTO_ICMPV6, Type: 128},
-				Class{Name: "nd-router-advert", Proto: "icmpv6", Num: unix.IPPROTO_ICMPV6, Type: 134, Dst: mc("ff02::1"), Cast: m, HopLimit: 255, Untracked: true},
-				Class{Name: "nd-neighbor-solicit", Proto: "icmpv6", Num: unix.IPPROTO_ICMPV6, Type: 135, HopLimit: 255, Untracked: true},
-				Class{Name: "nd-neighbor-advert", Proto: "icmpv6", Num: unix.IPPROTO_ICMPV6, Type: 136, HopLimit: 255, Untracked: true},
-				Class{Name: "mld-listener-query", Proto: "icmpv6", Num: unix.IPPROTO_ICMPV6, Type: 130, Dst: mc("ff02::1"), Cast: m, HopLimit: 1, Untracked: true},
-				Class{Name: "dhcp-server", Proto: "udp", Num: unix.IPPROTO_UDP, Port: 547, Dst: mc("ff02::1:2"), Cast: m},
-				Class{Name: "mdns", Proto: "udp", Num: unix.IPPROTO_UDP, Port: 5353, Dst: mc("ff02::fb"), Cast: m},
-				Class{Name: "vrrp", Proto: "vrrp", Num: 112, Dst: mc("ff02::12"), Cast: m, HopLimit: 255},
-			)
+// Name is the region as the preview prints it and flip.drop and
+// flip.widen spell it.
+func (c Class) Name() string { return c.Spelling() }
+
+// Spelling is the region on one line: "FAMILY PROTO [type T[-U]] [to
+// node|ADDR|PREFIX|ADDR-ADDR] [sport P[-Q]] [dport P[-Q]]", as
+// ParseClass reads it.
+func (c Class) Spelling() string {
+	var b strings.Builder
+	b.WriteString(c.Family)
+	if c.Other {
+		b.WriteString(" proto other")
+	} else {
+		b.WriteString(" " + c.Proto)
+	}
+	if c.ICMP() && !(c.Type == 0 && c.TypeEnd == 255) {
+		b.WriteString(" type " + span(int(c.Type), int(c.TypeEnd)))
+	}
+	switch {
+	case c.Own:
+		b.WriteString(" to node")
+	case c.Dst.IsValid():
+		b.WriteString(" to " + AddrRangeText(c.Dst, c.DstEnd))
+	}
+	if PortProto(c.Num) && !(c.Sport == 0 && c.SportEnd == 65535) {
+		b.WriteString(" sport " + span(int(c.Sport), int(c.SportEnd)))
+	}
+	if PortProto(c.Num) && !(c.Port == 0 && c.PortEnd == 65535) {
+		b.WriteString(" dport " + span(int(c.Port), int(c.PortEnd)))
+	}
+	return b.String()
+}
+
+func span(a, b int) string {
+	if a == b {
+		return strconv.Itoa(a)
+	}
+	return fmt.Sprintf("%d-%d", a, b)
+}
+
+// AddrRangeText is the range lo..hi as a prefix when it is one, else
+// "LO-HI".
+func AddrRangeText(lo, hi netip.Addr) string {
+	if lo == hi {
+		return lo.String()
+	}
+	if ps := RangeToPrefixes(lo, hi); len(ps) == 1 {
+		return ps[0].String()
+	}
+	return lo.String() + "-" + hi.String()
+}
+
+// RangeToPrefixes is the fewest prefixes covering exactly lo..hi.
+func RangeToPrefixes(lo, hi netip.Addr) []netip.Prefix {
+	var out []netip.Prefix
+	for lo.IsValid() && lo.Compare(hi) <= 0 {
+		bits := lo.BitLen()
+		for bits > 0 {
+			p := netip.PrefixFrom(lo, bits-1).Masked()
+			if p.Addr() != lo || LastAddr(p).Compare(hi) > 0 {
+				break
+			}
+			bits--
 		}
-		out = append(out,
-			Class{Name: "esp", Proto: "esp", Num: unix.IPPROTO_ESP},
-			Class{Name: "gre", Proto: "gre", Num: unix.IPPROTO_GRE},
-			Class{Name: "sctp", Proto: "sctp", Num: unix.IPPROTO_SCTP},
-		)
-		for i := range out {
-			if out[i].Family == "" {
-				out[i].Family = fam
+		p := netip.PrefixFrom(lo, bits)
+		out = append(out, p)
+		last := LastAddr(p)
+		if last == maxAddr(lo.BitLen()) {
+			break
+		}
+		lo = last.Next()
+	}
+	return out
+}
+
+func LastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+func maxAddr(bits int) netip.Addr {
+	b := make([]byte, bits/8)
+	for i := range b {
+		b[i] = 0xff
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// ICMP reports whether the region is ICMP of its family.
+func (c Class) ICMP() bool {
+	return !c.Other && (c.Family == FamilyIP && c.Num == unix.IPPROTO_ICMP || c.Family == FamilyIP6 && c.Num == unix.IPPROTO_ICMPV6)
+}
+
+// PortProto reports whether protocol n has TCP's and UDP's ports (a port
+// match means the same in it): TCP, UDP, DCCP, SCTP, UDP-Lite.
+func PortProto(n uint8) bool {
+	switch n {
+	case unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_DCCP, unix.IPPROTO_SCTP, unix.IPPROTO_UDPLITE:
+		return true
+	}
+	return false
+}
+
+// Cast is PacketBroadcast or PacketMulticast for a region sent to a
+// broadcast address or a multicast group, else PacketHost.
+func (c Class) Cast() uint8 {
+	switch {
+	case !c.Dst.IsValid():
+		return PacketHost
+	case c.Dst.Is4() && c.Dst == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return PacketBroadcast
+	case c.Dst.IsMulticast():
+		return PacketMulticast
+	}
+	return PacketHost
+}
+
+// CastAddr is an address that stands for cast kind k in a key (0.0.0.0
+// plus k): no destination of a region.
+func CastAddr(k uint8) netip.Addr { return netip.AddrFrom4([4]byte{0, 0, 0, k}) }
+
+// The ICMP and ICMPv6 types the kernel's conntrack treats apart (new,
+// untracked, invalid when unsolicited) and the hop limits their senders
+// use: their boundaries cut the type ranges of every region.
+var (
+	icmp4New   = []int{8, 13, 15, 17}
+	icmp6New   = []int{128, 139}
+	icmp6NoCt  = []int{130, 131, 132, 133, 134, 135, 136, 143}
+	icmp6HL255 = []int{133, 134, 135, 136, 137, 141, 142, 148, 149}
+	icmp6HL1   = []int{130, 131, 132, 143, 151, 152, 153}
+)
+
+// ICMPCutTypes are the ICMP (ip) or ICMPv6 (ip6) types whose boundaries
+// cut every region's type range: conntrack treats them apart, or their
+// senders use a fixed hop limit.
+func ICMPCutTypes(fam string) []int {
+	if fam == FamilyIP6 {
+		return slices.Concat(icmp6New, icmp6NoCt, icmp6HL255, icmp6HL1)
+	}
+	return slices.Clone(icmp4New)
+}
+
+// ICMPNewTypes are the ICMP (ip) or ICMPv6 (ip6) types conntrack tracks
+// as a new conversation: the ones a forward hook decides as a new
+// connection (every other type forwarded is related or invalid).
+func ICMPNewTypes(fam string) []int {
+	if fam == FamilyIP6 {
+		return slices.Clone(icmp6New)
+	}
+	return slices.Clone(icmp4New)
+}
+
+// CtState is the conntrack state of the region's first packet: new,
+// untracked (ICMPv6 neighbour discovery and MLD), or invalid (an ICMP
+// type that cannot start a connection, sent unsolicited).
+func (c Class) CtState() uint32 {
+	if !c.ICMP() {
+		return CtStateNew
+	}
+	t := int(c.Type)
+	if c.Family == FamilyIP {
+		if slices.Contains(icmp4New, t) {
+			return CtStateNew
+		}
+		return CtStateInvalid
+	}
+	switch {
+	case slices.Contains(icmp6New, t):
+		return CtStateNew
+	case slices.Contains(icmp6NoCt, t):
+		return CtStateUntracked
+	}
+	return CtStateInvalid
+}
+
+// HopLimit is the TTL or hop limit the region's senders use (255 for
+// neighbour discovery, 1 for MLD); 0: any.
+func (c Class) HopLimit() uint8 {
+	if !c.ICMP() || c.Family != FamilyIP6 {
+		return 0
+	}
+	switch t := int(c.Type); {
+	case slices.Contains(icmp6HL255, t):
+		return 255
+	case slices.Contains(icmp6HL1, t):
+		return 1
+	}
+	return 0
+}
+
+// Within reports whether every packet of c is one of d.
+func (c Class) Within(d Class) bool {
+	if c.Family != d.Family || c.Other != d.Other || (!c.Other && c.Num != d.Num) {
+		return false
+	}
+	if c.ICMP() && (c.Type < d.Type || c.TypeEnd > d.TypeEnd) {
+		return false
+	}
+	if PortProto(c.Num) && (c.Port < d.Port || c.PortEnd > d.PortEnd || c.Sport < d.Sport || c.SportEnd > d.SportEnd) {
+		return false
+	}
+	switch {
+	case d.Own:
+		return c.Own
+	case d.Dst.IsValid():
+		return c.Dst.IsValid() && d.Dst.Compare(c.Dst) <= 0 && c.DstEnd.Compare(d.DstEnd) <= 0
+	}
+	return true
+}
+
+// Holds reports whether c's destination holds a packet to dst, the node's
+// own unicast address when own: a region to the node holds only those, a
+// destination range only its addresses, a region without one any.
+func (c Class) Holds(dst netip.Addr, own bool) bool {
+	switch {
+	case c.Own:
+		return own
+	case c.Dst.IsValid():
+		return c.Dst.Compare(dst) <= 0 && dst.Compare(c.DstEnd) <= 0
+	}
+	return true
+}
+
+// WithinAny reports whether c is within one of the regions ds spells.
+func (c Class) WithinAny(ds []string) bool {
+	for _, s := range ds {
+		for _, d := range ParseRegions(s) {
+			if c.Within(d) {
+				return true
 			}
 		}
 	}
-	return out
+	return false
 }
 
-// ClassByName is the class of family fam called name.
-func ClassByName(fam, name string) (Class, bool) {
-	for _, c := range Classes() {
-		if c.Family == fam && c.Name == name {
-			return c, true
-		}
-	}
-	return Class{}, false
+var protoNames = map[string]uint8{
+	"icmp": unix.IPPROTO_ICMP, "igmp": unix.IPPROTO_IGMP, "tcp": unix.IPPROTO_TCP, "udp": unix.IPPROTO_UDP,
+	"dccp": unix.IPPROTO_DCCP, "gre": unix.IPPROTO_GRE, "esp": unix.IPPROTO_ESP, "ah": unix.IPPROTO_AH,
+	"icmpv6": unix.IPPROTO_ICMPV6, "vrrp": 112, "sctp": unix.IPPROTO_SCTP, "udplite": unix.IPPROTO_UDPLITE,
+	"ipip": unix.IPPROTO_IPIP, "ipv6": unix.IPPROTO_IPV6, "ospf": 89, "pim": unix.IPPROTO_PIM,
 }
 
-// ICMP reports whether the class is an ICMP or ICMPv6 type.
-func (c Class) ICMP() bool { return c.Num == unix.IPPROTO_ICMP || c.Num == unix.IPPROTO_ICMPV6 }
-
-// Spelling is how flip.drop and flip.widen name the class, the way
-// PortText begins it: NAME/PROTO ("echo-request/icmp",
-// "mdns/udp", "esp/esp").
-func (c Class) Spelling() string { return c.Name + "/" + c.Proto }
-
-// ClassSpellings are every class's spelling, each once, in Classes' order.
-func ClassSpellings() []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, c := range Classes() {
-		if s := c.Spelling(); !seen[s] {
-			seen[s] = true
-			out = append(out, s)
+// ProtoName is protocol n's name, or its number.
+func ProtoName(n uint8) string {
+	for k, v := range protoNames {
+		if v == n {
+			return k
 		}
 	}
-	return out
+	return strconv.Itoa(int(n))
 }
 
-// ParseClass reads a traffic class as flip.drop and flip.widen name it:
-// NAME/PROTO (a Spelling: "echo-request/icmp" is IPv4's ping,
-// "echo-request/icmpv6" IPv6's), or NAME alone for every family's
-// ("echo-request", "mdns", "esp"). It returns the spellings s names; an
-// error lists the accepted ones.
-func ParseClass(s string) ([]string, error) {
-	var out []string
-	for _, sp := range ClassSpellings() {
-		if name, _, _ := strings.Cut(sp, "/"); sp == s || name == s {
-			out = append(out, sp)
-		}
+// OtherProto is the protocol number standing for every protocol no rule
+// names (253: reserved for experiments, RFC 3692).
+const OtherProto = 253
+
+// NewClass is the region of proto n in family fam, any type, destination
+// and port.
+func NewClass(fam string, n uint8, other bool) Class {
+	c := Class{Family: fam, Num: n, Proto: ProtoName(n), Other: other, TypeEnd: 255, PortEnd: 65535, SportEnd: 65535}
+	if other {
+		c.Proto = "other"
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%q is not a traffic class: want NAME/PROTO or NAME, one of %s", s, strings.Join(ClassSpellings(), ", "))
-	}
-	return out, nil
+	return c
 }

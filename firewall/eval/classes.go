@@ -1,35 +1,65 @@
-// This file holds the traffic classes beyond unicast TCP and UDP by port:
-// ICMP and ICMPv6 by type, other protocols by number, broadcast and
-// multicast services. Each is one synthetic packet per family, judged by
-// source region at the input hook, the way OpenPortsOn judges a port.
+// This file holds the comparison of the header space beyond unicast TCP
+// and UDP by port: every region of firewall.ClassesOf (protocols, ICMP
+// types, multicast, broadcast and link-local destinations, their ports),
+// one synthetic packet per region, judged by source region at the input
+// hook, the way OpenPortsOn judges a port. The regions are cut where a rule
+// of either ruleset tells packets apart, so one packet stands for all of
+// its region.
 
 package eval
 
 import (
+	"net/netip"
 	"sort"
 
 	"adoption/firewall"
 	"adoption/vocab"
 )
 
-// Class is one kind of new packet from outside to the node
-// (vocab.Classes).
-type Class = vocab.Class
+// Class is one region of new packets from outside to the node
+// (firewall.ClassesOf).
+type Class = firewall.Class
 
-// Classes are the traffic classes the evaluator judges besides TCP and UDP
-// by port (vocab.Classes).
-func Classes() []Class { return vocab.Classes() }
-
-// ClassByName is the class of family fam called name.
-func ClassByName(fam, name string) (Class, bool) { return vocab.ClassByName(fam, name) }
-
-// classPacket is the class's synthetic packet, its source aside.
-func classPacket(c Class) Packet {
-	return Packet{Family: c.Family, Proto: c.Num, Port: c.Port, OrigPort: c.Port, ICMPType: c.Type, Dst: c.Dst, Cast: c.Cast,
-		HopLimit: c.HopLimit, Untracked: c.Untracked}
+// ClassesOf are the regions of family fam the rulesets and the declared
+// regions extra cut the header space into (firewall.ClassesOf).
+func ClassesOf(fam string, rss []*firewall.Ruleset, extra []string) []Class {
+	return firewall.ClassesOf(fam, rss, extra)
 }
 
-// Class is the region of sources from which a packet of class c reaches
+// ClassByName is the region of family fam spelled name.
+func ClassByName(fam, name string) (Class, bool) { return vocab.ClassByName(fam, name) }
+
+// classPacket is the region's synthetic packet, its source aside: its
+// first protocol, type, destination, source and destination port, in the conntrack state and
+// with the hop limit its senders give it.
+func classPacket(c Class) Packet {
+	p := Packet{Family: c.Family, Proto: c.Num, Cast: c.Cast(), HopLimit: c.HopLimit()}
+	if vocab.PortProto(c.Num) {
+		p.Port, p.OrigPort = c.Port, c.Port
+		// A source port of 0 is any (Packet.Sport): the region's last
+		// stands for it.
+		p.Sport = c.Sport
+		if p.Sport == 0 {
+			p.Sport = c.SportEnd
+		}
+	}
+	if c.ICMP() {
+		p.ICMPType = c.Type
+	}
+	if c.Dst.IsValid() {
+		p.Dst = c.Dst
+		p.Local = p.Cast == firewall.PacketHost // link-local: the node's own
+	}
+	switch c.CtState() {
+	case firewall.CtStateUntracked:
+		p.Untracked = true
+	case firewall.CtStateInvalid:
+		p.Invalid = true
+	}
+	return p
+}
+
+// Class is the region of sources from which a packet of region c reaches
 // the node (the input hook).
 func (x *Reacher) Class(c Class) SourceReach {
 	f := x.family(c.Family)
@@ -37,39 +67,61 @@ func (x *Reacher) Class(c Class) SourceReach {
 	return x.region(f, firewall.HookInput, classPacket(c))
 }
 
-// ClassOpenings are the openings of every class on node: one with an
-// empty From when any other source reaches it (Uncertain when only under a
-// condition the evaluator cannot decide), else one per prefix of the
-// region that does. The probe lists them beside OpenPortsOn's.
+// ClassOpenings are the regions rs lets through on node, merged where
+// they fare alike: one opening with an empty From when any other source
+// reaches it (Uncertain when only under a condition the evaluator cannot
+// decide), else one per prefix of the region that does. The probe lists
+// them beside OpenPortsOn's.
 func ClassOpenings(rs *firewall.Ruleset, node firewall.Node) []firewall.Opening {
 	x := NewReacher(rs, node)
-	out := []firewall.Opening{}
-	for _, c := range Classes() {
-		r := x.Class(c)
-		if r.Any {
-			o := firewall.ClassOpening(c, "")
-			o.Uncertain = r.Unsure
-			out = append(out, o)
-			continue
+	type key struct {
+		from   string
+		unsure bool
+	}
+	groups := map[key][]Class{}
+	var order []key
+	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+		for _, c := range ClassesOf(fam, []*firewall.Ruleset{rs}, nil) {
+			r := x.Class(c)
+			var froms []string
+			if r.Any {
+				froms = []string{""}
+			}
+			if !r.Any {
+				for _, p := range r.Only {
+					froms = append(froms, p.String())
+				}
+			}
+			for _, f := range froms {
+				k := key{f, r.Unsure}
+				if groups[k] == nil {
+					order = append(order, k)
+				}
+				groups[k] = append(groups[k], c)
+			}
 		}
-		for _, p := range r.Only {
-			o := firewall.ClassOpening(c, p.String())
-			o.Uncertain = r.Unsure
+	}
+	out := []firewall.Opening{}
+	for _, k := range order {
+		for _, c := range firewall.MergeClasses(groups[k]) {
+			o := firewall.ClassOpening(c, k.from)
+			o.Uncertain = k.unsure
 			out = append(out, o)
 		}
 	}
 	return out
 }
 
-// Passage is how a class's packet from one source region fares under one
-// ruleset: it passes (surely, or only under a condition the evaluator
+// Passage is how a region's packet from one source region fares under
+// one ruleset: it passes (surely, or only under a condition the evaluator
 // cannot decide: Unsure) or not.
 type Passage struct {
 	Open, Unsure bool
 }
 
-// ClassRegion is one source region of a class (From empty: any source the
-// rulesets do not single out) and how its packets fare before and after.
+// ClassRegion is one region of packets from one source region (From
+// empty: any source the rulesets do not single out) and how its packets
+// fare before and after.
 type ClassRegion struct {
 	Class         Class
 	From          string
@@ -79,43 +131,73 @@ type ClassRegion struct {
 	In string
 }
 
-// CompareClasses judges every class before and after on node, per source
-// region cut by the source prefixes of both rulesets: one region for any
-// other source, and one per prefix of the regions that fare otherwise. A
-// class that passes in neither is left out.
-func CompareClasses(before, after *firewall.Ruleset, node firewall.Node) []ClassRegion {
-	return CompareClassesIn(before, after, node, "")
+// CompareClasses judges every region before and after on node
+// (CompareClassesIn from outside).
+func CompareClasses(before, after *firewall.Ruleset, node firewall.Node, extra []string) []ClassRegion {
+	return CompareClassesIn(before, after, node, "", extra)
 }
 
 // CompareClasses is the package's CompareClasses of the pair.
-func (pr *Pair) CompareClasses(node firewall.Node) []ClassRegion {
-	return pr.CompareClassesIn(node, "")
+func (pr *Pair) CompareClasses(node firewall.Node, extra []string) []ClassRegion {
+	return pr.CompareClassesIn(node, "", extra)
 }
 
-// CompareClassesIn is CompareClasses for packets coming in on input
-// interface iif (a container bridge: a container's ping to the host); ""
-// a client from outside.
-func CompareClassesIn(before, after *firewall.Ruleset, node firewall.Node, iif string) []ClassRegion {
-	return NewPair(Compile(before), Compile(after)).CompareClassesIn(node, iif)
+// CompareClassesIn judges every region of both rulesets (and of the
+// declared regions extra, so that each region is within a declared one
+// or outside all) before and after on node, for packets coming in on
+// input interface iif (a container bridge: a container's ping to the
+// host; "" a client from outside), per source region cut by the source
+// prefixes of both rulesets: one for any other source, and one per prefix
+// of the regions that fare otherwise. A region that passes in neither is
+// left out. Regions are not merged (MergeRegions).
+func CompareClassesIn(before, after *firewall.Ruleset, node firewall.Node, iif string, extra []string) []ClassRegion {
+	return NewPair(Compile(before), Compile(after)).CompareClassesIn(node, iif, extra)
 }
 
 // CompareClassesIn is the package's CompareClassesIn of the pair.
-func (pr *Pair) CompareClassesIn(node firewall.Node, iif string) []ClassRegion {
+func (pr *Pair) CompareClassesIn(node firewall.Node, iif string, extra []string) []ClassRegion {
 	before, after := pr.before.rs, pr.after.rs
 	eb, ea := pr.evaluators()
 	// Only the input hook is asked about (passageOf).
 	eb.only, ea.only = firewall.HookInput, firewall.HookInput
-	// Unpruned, the port intervals are the same for every class.
+	// Unpruned, the port intervals are the same for every region.
 	eb.bounds, ea.bounds = pr.before.anyBounds(), pr.after.anyBounds()
 	var out []ClassRegion
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
 		sb, sa := stagesOf(before, fam), stagesOf(after, fam)
 		atoms, groups, index := pr.regions(fam)
 		own := node.Own(fam)
-		for _, c := range Classes() {
-			if c.Family != fam {
+		// A region that differs from one evaluated only in its source
+		// ports, or only in its destination among those of one cast,
+		// fares as that one when its evaluation looked at no condition
+		// on them.
+		type done struct {
+			out    []ClassRegion
+			looked uint8
+		}
+		bySport, byDst := map[Class]done{}, map[Class]done{}
+		keys := func(c Class) (Class, Class) {
+			ks, kd := c, c
+			ks.Sport, ks.SportEnd = 0, 0
+			if c.Dst.IsValid() {
+				kd.Dst, kd.DstEnd = vocab.CastAddr(c.Cast()), netip.Addr{}
+			}
+			return ks, kd
+		}
+		for _, c := range ClassesOf(fam, []*firewall.Ruleset{before, after}, extra) {
+			ks, kd := keys(c)
+			if d, ok := bySport[ks]; ok && shortcuts && d.looked&lookSport == 0 {
+				out = appendAs(out, d.out, c)
+				byDst[kd] = d
 				continue
 			}
+			if d, ok := byDst[kd]; ok && shortcuts && c.Dst.IsValid() && d.looked&lookDst == 0 {
+				out = appendAs(out, d.out, c)
+				bySport[ks] = d
+				continue
+			}
+			eb.looked, ea.looked = 0, 0
+			first := len(out)
 			var other [2]Passage
 			regions := map[[2]Passage][]Atom{}
 			var order [][2]Passage
@@ -160,12 +242,55 @@ func (pr *Pair) CompareClassesIn(node firewall.Node, iif string) []ClassRegion {
 					out = append(out, ClassRegion{Class: c, From: p.String(), Before: k[0], After: k[1], In: iif})
 				}
 			}
+			d := done{out: out[first:len(out):len(out)], looked: eb.looked | ea.looked}
+			if _, ok := bySport[ks]; !ok {
+				bySport[ks] = d
+			}
+			if _, ok := byDst[kd]; !ok {
+				byDst[kd] = d
+			}
+		}
+	}
+	return out
+}
+
+// appendAs appends the regions of rs to out as regions of class c.
+func appendAs(out, rs []ClassRegion, c Class) []ClassRegion {
+	for _, r := range rs {
+		r.Class = c
+		out = append(out, r)
+	}
+	return out
+}
+
+// MergeRegions joins the regions of rs that fare alike, from the same
+// sources, in the same way, with the same tag (tag tells apart what the
+// caller must not join: a declared region from one that is not), into
+// the fewest regions (firewall.MergeClasses), in a stable order.
+func MergeRegions(rs []ClassRegion, tag func(ClassRegion) string) []ClassRegion {
+	type key struct {
+		from, in, tag string
+		before, after Passage
+	}
+	groups := map[key][]Class{}
+	var order []key
+	for _, r := range rs {
+		k := key{r.From, r.In, tag(r), r.Before, r.After}
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r.Class)
+	}
+	var out []ClassRegion
+	for _, k := range order {
+		for _, c := range firewall.MergeClasses(groups[k]) {
+			out = append(out, ClassRegion{Class: c, From: k.from, In: k.in, Before: k.before, After: k.after})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
-		if a.Class.Family != b.Class.Family || a.Class.Name != b.Class.Name {
-			return false
+		if a.Class.Family != b.Class.Family || a.Class.Spelling() != b.Class.Spelling() {
+			return a.Class.Family < b.Class.Family || a.Class.Family == b.Class.Family && a.Class.Spelling() < b.Class.Spelling()
 		}
 		return fromLess(a.From, b.From)
 	})

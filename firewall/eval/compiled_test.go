@@ -35,14 +35,14 @@ func sharedAnswers(before, after *fw.Ruleset, node fw.Node, pair *eval.Pair, cb,
 		{"OpenPortsOn before", func() any { return eval.OpenPortsOn(before, node) }, func() any { return cb.OpenPortsOn(node) }},
 		{"OpenPortsOn after", func() any { return eval.OpenPortsOn(after, node) }, func() any { return ca.OpenPortsOn(node) }},
 		{"Widened", func() any { return eval.Widened(before, after, node) }, func() any { return pair.Widened(node) }},
-		{"CompareClasses", func() any { return eval.CompareClasses(before, after, node) }, func() any { return pair.CompareClasses(node) }},
+		{"CompareClasses", func() any { return eval.CompareClasses(before, after, node, nil) }, func() any { return pair.CompareClasses(node, nil) }},
 		{"CompareBridgeInput", func() any { return eval.CompareBridgeInput(before, after, node, bridges) }, func() any { return pair.CompareBridgeInput(node, bridges) }},
 		{"EgressFrom ip", func() any { return eval.EgressFrom(before, fw.FamilyIP) }, func() any { return cb.EgressFrom(fw.FamilyIP) }},
 		{"EgressFrom ip6", func() any { return eval.EgressFrom(before, fw.FamilyIP6) }, func() any { return cb.EgressFrom(fw.FamilyIP6) }},
 	}
 	for _, b := range bridges {
 		asks = append(asks, ask{"CompareClassesIn " + b,
-			func() any { return eval.CompareClassesIn(before, after, node, b) }, func() any { return pair.CompareClassesIn(node, b) }})
+			func() any { return eval.CompareClassesIn(before, after, node, b, nil) }, func() any { return pair.CompareClassesIn(node, b, nil) }})
 	}
 	out := make([]any, len(asks))
 	if pair == nil {

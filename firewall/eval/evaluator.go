@@ -53,6 +53,11 @@ type Evaluator struct {
 	// the node's own addresses (the packet's destination, or its original
 	// one, not a DNAT target or a routed address) since it was cleared.
 	sawOwnDst bool
+	// looked are the fields beyond source and port whose conditions were
+	// looked at since it was cleared (lookSport, lookDst): a region that
+	// differs from one evaluated only in fields not looked at fares the
+	// same (CompareClassesIn).
+	looked uint8
 	// only names the paths a client's evaluation is asked about (wants):
 	// "" every path. The hooks of the others may be left unevaluated.
 	only string
@@ -84,6 +89,12 @@ func (e *Evaluator) skips(p path) bool { return shortcuts && !wants(e.only, p) }
 // way of any other). Only the test that compares the answers with and
 // without them switches them off.
 var shortcuts = true
+
+// The fields Evaluator.looked records.
+const (
+	lookSport uint8 = 1 << iota
+	lookDst
+)
 
 type memoSlot struct {
 	gen uint32
@@ -155,6 +166,12 @@ func (e *Evaluator) cond(c *firewall.Cond) Tri {
 			}
 			return t
 		}
+	}
+	switch c.Kind {
+	case firewall.CondSport:
+		e.looked |= lookSport
+	case firewall.CondDaddr, firewall.CondOrigDaddr, firewall.CondAddrType, firewall.CondPktType:
+		e.looked |= lookDst
 	}
 	switch {
 	case c.Kind == firewall.CondDaddr && !e.pkt.Dst.IsValid(),

@@ -86,7 +86,7 @@ func (e *Evaluator) client(st *stages, pkt Packet) map[path]Result {
 			}
 			var p path
 			var r Result
-			if end.target == nil && pkt.Dst.IsValid() && !pkt.node.Local(pkt.Dst) && pkt.Cast == 0 {
+			if end.target == nil && pkt.Dst.IsValid() && !pkt.Local && !pkt.node.Local(pkt.Dst) && pkt.Cast == 0 {
 				if e.skips(path{dir: firewall.HookForward, routed: true}) {
 					continue
 				}

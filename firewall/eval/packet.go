@@ -41,6 +41,12 @@ type Packet struct {
 	// Untracked: conntrack leaves the packet untracked (ICMPv6 neighbour
 	// discovery and MLD): ct state untracked, not new.
 	Untracked bool
+	// Invalid: conntrack finds the packet invalid (an ICMP type that
+	// cannot start a connection, sent unsolicited): ct state invalid.
+	Invalid bool
+	// Local: Dst is the node's own though not a unicast address the node
+	// lists (its link-local address): delivered, not routed.
+	Local bool
 	// via names the region behind the node a routed packet stands for
 	// (routedDest); "" for one sent to Dst alone.
 	via string
@@ -48,8 +54,11 @@ type Packet struct {
 	oif string
 	// iif is the input interface, when not one of the node's uplinks (a
 	// container's egress, EgressFrom); "" for a client from outside.
-	iif  string
-	node *firewall.Node
+	iif string
+	// notIif, for a client from outside (iif ""), is the uplink it does
+	// not come in by: the one a routed destination's network is on.
+	notIif string
+	node   *firewall.Node
 	// own is node.Own(Family), read once per evaluation: the addresses
 	// an invalid Dst stands for. Nil: not known.
 	own []netip.Addr
@@ -153,7 +162,7 @@ func (p *Packet) Cond(c *firewall.Cond) Tri {
 		if p.iif != "" {
 			t = namesTri(c.Names, []string{p.iif})
 		} else if p.node.HasInterfaces() {
-			t = namesTri(c.Names, p.node.Uplinks())
+			t = namesTri(c.Names, slices.DeleteFunc(p.node.Uplinks(), func(u string) bool { return u == p.notIif }))
 		} else {
 			t = ifnameTri(c.Names)
 		}
@@ -170,8 +179,11 @@ func (p *Packet) Cond(c *firewall.Cond) Tri {
 		}
 	case firewall.CondCtState:
 		bits := uint32(firewall.CtStateNew)
-		if p.Untracked {
+		switch {
+		case p.Untracked:
 			bits = firewall.CtStateUntracked
+		case p.Invalid:
+			bits = firewall.CtStateInvalid
 		}
 		if p.Dnat {
 			bits |= firewall.CtStateDNAT
@@ -200,7 +212,7 @@ func (p *Packet) Cond(c *firewall.Cond) Tri {
 			typ = firewall.RtnBroadcast
 		case c.Addr == "daddr" && p.Cast == firewall.PacketMulticast:
 			typ = firewall.RtnMulticast
-		case c.Addr == "daddr" && (p.Hook == firewall.HookInput || p.Hook == firewall.HookPrerouting) && (!p.Dst.IsValid() || p.node.Local(p.Dst)):
+		case c.Addr == "daddr" && (p.Hook == firewall.HookInput || p.Hook == firewall.HookPrerouting) && (!p.Dst.IsValid() || p.Local || p.node.Local(p.Dst)):
 			typ = firewall.RtnLocal
 		}
 		t = boolTri(c.Bits&(1<<typ) != 0)

@@ -86,6 +86,9 @@ func (x *Reacher) On(node firewall.Node) *Reacher {
 	return &Reacher{rs: x.rs, node: node, e: x.e, fams: map[string]*reachFamily{}, shared: x.shared}
 }
 
+// Ruleset is the Reacher's ruleset.
+func (x *Reacher) Ruleset() *firewall.Ruleset { return x.rs }
+
 // bounds are the port intervals of the Reacher's ruleset.
 func (x *Reacher) bounds() []int {
 	if x.shared.bounds == nil {
@@ -196,6 +199,29 @@ func stagesOf(rs *firewall.Ruleset, fam string) stages {
 	}
 }
 
+// sportBounds are the source ports where a source port condition of rs
+// changes its value: 1 (a client's lowest) and each range's ends.
+func sportBounds(rs *firewall.Ruleset) []uint16 {
+	set := map[int]bool{1: true}
+	eachCond(rs, func(c *firewall.Cond) {
+		if c.Kind != firewall.CondSport {
+			return
+		}
+		for _, p := range c.Ports {
+			set[max(int(p.From), 1)] = true
+			if p.To < 65535 {
+				set[int(p.To)+1] = true
+			}
+		}
+	})
+	out := make([]uint16, 0, len(set))
+	for p := range set {
+		out = append(out, uint16(p))
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Widening is a region where after lets a new connection through that
 // before does not. Opening says where (From empty: any source the rulesets
 // do not single out); Surer means before let it through only under a
@@ -271,27 +297,43 @@ func (pr *Pair) Widened(node firewall.Node) []Widening {
 					}
 					eb.sawSource, ea.sawSource = false, false
 					pkt := Packet{Family: fam, Proto: protoNum(proto), Port: uint16(start), OrigPort: uint16(start), Src: g[0], node: &node, own: own}
-					rb := eb.client(&sb, pkt)
-					ra := ea.client(&sa, pkt)
-					for p, r := range ra {
-						if !r.Accept || r.drop || (p.routed && p.via == "") {
+					// A client's source port is any; where a rule of either
+					// looks at it, each source port region is compared
+					// apart, and the port widens where any of them does.
+					eb.looked, ea.looked = 0, 0
+					sports := []uint16{0}
+					added := map[key]bool{}
+					for si := 0; si < len(sports); si++ {
+						pkt.Sport = sports[si]
+						rb := eb.client(&sb, pkt)
+						ra := ea.client(&sa, pkt)
+						if si == 0 && (eb.looked|ea.looked)&lookSport != 0 {
+							sports = append(sports, sportBounds(both)...)
 							continue
 						}
-						b := Result{}
-						for q, x := range rb {
-							if q.dir == p.dir && q.via == p.via && q.routed == p.routed {
-								b.Accept, b.drop = b.Accept || x.Accept, b.drop || x.drop
+						for p, r := range ra {
+							if !r.Accept || r.drop || (p.routed && p.via == "") {
+								continue
 							}
-						}
-						if b.Accept && !b.drop {
-							continue
-						}
-						k := key{dir: p.dir, via: p.via, surer: b.Accept}
-						if gi == 0 {
-							here[k] = true
-							otherKeys = append(otherKeys, k)
-						} else {
-							wide[k] = append(wide[k], g...)
+							b := Result{}
+							for q, x := range rb {
+								if q.dir == p.dir && q.via == p.via && q.routed == p.routed {
+									b.Accept, b.drop = b.Accept || x.Accept, b.drop || x.drop
+								}
+							}
+							if b.Accept && !b.drop {
+								continue
+							}
+							k := key{dir: p.dir, via: p.via, surer: b.Accept}
+							if gi == 0 {
+								if !here[k] {
+									otherKeys = append(otherKeys, k)
+								}
+								here[k] = true
+							} else if !added[k] {
+								added[k] = true
+								wide[k] = append(wide[k], g...)
+							}
 						}
 					}
 				}

@@ -27,14 +27,19 @@ type routedDest struct {
 	rest  int
 	all   bool
 	ports map[int][]firewall.PortRange
+	// iface is the uplink whose network it is (a LAN behind the node on
+	// an interface of its own): a client reaches it coming in by another
+	// uplink. "" for a container bridge's.
+	iface string
 }
 
 // routedDests are the destination regions of family fam behind node (the
-// networks of the interfaces it calls container bridges), cut by the
-// destination prefixes of conds: for each network, the region of each
-// prefix within it (minus the more specific ones) and the rest of it.
-// None for a node that does not forward fam or whose interfaces are not
-// known.
+// networks of the interfaces it calls container bridges, and where the
+// node has more than one uplink, each uplink's networks: a LAN or a
+// tunnel's network, reached from the others), cut by the destination
+// prefixes of conds: for each network, the region of each prefix within
+// it (minus the more specific ones) and the rest of it. None for a node
+// that does not forward fam or whose interfaces are not known.
 func routedDests(rs *firewall.Ruleset, node *firewall.Node, fam string) []routedDest {
 	conds := dstPrefixConds(rs)
 	if !node.HasInterfaces() || !node.Forwards(fam) {
@@ -54,7 +59,19 @@ func routedDests(rs *firewall.Ruleset, node *firewall.Node, fam string) []routed
 	sort.Slice(named, func(i, j int) bool { return named[i].Bits() > named[j].Bits() })
 	var out []routedDest
 	done := map[netip.Prefix]bool{}
-	for _, name := range node.Behind() {
+	behind := node.Behind()
+	lans := map[string]bool{}
+	if ups := node.Uplinks(); len(ups) > 1 {
+		for _, u := range ups {
+			lans[u] = true
+			behind = append(behind, u)
+		}
+	}
+	for _, name := range behind {
+		iface := ""
+		if lans[name] {
+			iface = name
+		}
 		for _, i := range node.Interfaces {
 			if i.Name != name {
 				continue
@@ -77,10 +94,10 @@ func routedDests(rs *firewall.Ruleset, node *firewall.Node, fam string) []routed
 					continue
 				}
 				rest := len(out)
-				out = append(out, routedDest{addr: a, via: n.String(), rest: -1})
+				out = append(out, routedDest{addr: a, via: n.String(), rest: -1, iface: iface})
 				for _, q := range inside {
 					if a, ok := pickIn(q, inside, node); ok {
-						d := routedDest{addr: a, via: q.String(), rest: rest, ports: map[int][]firewall.PortRange{}}
+						d := routedDest{addr: a, via: q.String(), rest: rest, ports: map[int][]firewall.PortRange{}, iface: iface}
 						naming(rs, fam, n, a, &d)
 						out = append(out, d)
 					}
@@ -148,6 +165,9 @@ func dstPrefixConds(rs *firewall.Ruleset) []*firewall.Cond {
 func (e *Evaluator) routedClient(st *stages, pkt Packet, add func(path, Result)) {
 	rest := map[int]map[path]Result{}
 	for i, d := range st.routed {
+		if d.iface != "" && pkt.iif == d.iface {
+			continue // its own network: not routed through the node
+		}
 		if d.rest >= 0 && !d.names(pkt.Proto, pkt.Port) {
 			// No rule naming it can match: it goes the way of the rest.
 			for p, r := range rest[d.rest] {
@@ -159,7 +179,7 @@ func (e *Evaluator) routedClient(st *stages, pkt Packet, add func(path, Result))
 			continue
 		}
 		q := pkt
-		q.Dst, q.via = d.addr, d.via
+		q.Dst, q.via, q.notIif = d.addr, d.via, d.iface
 		res := e.client(st, q)
 		if d.rest < 0 {
 			rest[i] = res

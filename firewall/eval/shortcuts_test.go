@@ -41,7 +41,7 @@ func answers(rs, other *fw.Ruleset, node fw.Node) []string {
 	add("ClassOpenings", eval.ClassOpenings(rs, node))
 	add("Widened", eval.Widened(rs, other, node))
 	add("Widened back", eval.Widened(other, rs, node))
-	add("CompareClasses", eval.CompareClasses(rs, other, node))
+	add("CompareClasses", eval.CompareClasses(rs, other, node, nil))
 	add("EgressFrom ip", eval.EgressFrom(rs, fw.FamilyIP))
 	add("EgressFrom ip6", eval.EgressFrom(rs, fw.FamilyIP6))
 	x := eval.NewReacher(rs, node)

@@ -27,7 +27,7 @@ func TestPreviewDeclaredClass(t *testing.T) {
 	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp")}
 	fate := func(p Preview) Fate {
 		for _, f := range p.Fates {
-			if f.Opening.Class == "echo-request" && f.Opening.Family == firewall.FamilyIP {
+			if f.Opening.Class == "ip icmp type 8" && f.Opening.Family == firewall.FamilyIP {
 				return f
 			}
 		}
@@ -36,7 +36,7 @@ func TestPreviewDeclaredClass(t *testing.T) {
 	}
 	p := PreviewFlipOn(found, node, spec)
 	reasons := strings.Join(p.Reasons, "\n")
-	if p.Approved || !strings.Contains(reasons, `icmp echo-request (input, ip, uncertain) would be widening`) || !strings.Contains(reasons, `"echo-request/icmp" in flip.drop closes it`) {
+	if p.Approved || !strings.Contains(reasons, `ip icmp type 8 (input, ip, uncertain) would be widening`) || !strings.Contains(reasons, `"ip icmp type 8" in flip.drop closes it`) {
 		t.Fatalf("an undecided ping must refuse, naming how to declare it; reasons:\n%s", reasons)
 	}
 
@@ -80,7 +80,7 @@ func TestPreviewDeclaredClass(t *testing.T) {
 	}
 	bad := spec
 	bad.DropClasses = []string{"ping"}
-	if _, err := DeriveFor(found, bad); err == nil || !strings.Contains(err.Error(), `drop_classes: "ping" is not one class spelling (echo-request/icmp, `) {
+	if _, err := DeriveFor(found, bad); err == nil || !strings.Contains(err.Error(), `drop_classes: "ping" is not a region of packets: unknown protocol "ping"; want "[ip|ip6] PROTO`) {
 		t.Errorf("an unknown class in the spec: %v", err)
 	}
 }

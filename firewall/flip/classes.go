@@ -1,13 +1,15 @@
-// This file holds the traffic classes beyond TCP and UDP by port in the
-// flip (eval.Classes: ICMP and ICMPv6 types, other protocols, broadcast
-// and multicast services): the restriction each keeps from the found
-// firewall, the rules of table inet adoption that carry it, and the
-// preview's fate of each class per source region.
+// This file holds the regions of packets beyond TCP and UDP to the node
+// by port in the flip (firewall.ClassesOf: protocols, ICMP and ICMPv6
+// types, broadcast, multicast and link-local destinations and their
+// ports): the restriction each keeps from the found firewall, the rules
+// of table inet adoption that carry it, and the preview's fate of each
+// region per source region.
 
 package flip
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -18,91 +20,204 @@ import (
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/flipwire"
+	"adoption/vocab"
 )
 
 // ClassAllow is flipwire.ClassAllow.
 type ClassAllow = flipwire.ClassAllow
 
-func classNames() string {
-	seen := map[string]bool{}
-	var out []string
-	for _, c := range eval.Classes() {
-		if !seen[c.Name] {
-			seen[c.Name] = true
-			out = append(out, c.Name)
-		}
-	}
-	return strings.Join(out, ", ")
-}
-
-// carryClasses are the classes found lets through now, each with the
-// sources it lets through, per input interface class where found names
-// interfaces (read with nothing known of the node, as the ports'
-// restrictions are, by byIface: one ClassAllow per group of interfaces
-// that fare alike). A class found lets through only under a condition the
-// evaluator cannot decide is carried without it: the preview names that a
-// widening. A class in drop (flip.drop) is not carried; one in widen
-// (flip.widen) is carried from every source on every interface.
+// carryClasses are the regions found lets through now (cut by found's
+// rules and the declared regions, firewall.ClassesOf), each with the
+// sources it lets them through from, per input interface class where
+// found names interfaces (read with nothing known of the node, as the
+// ports' restrictions are, by byIface: one ClassAllow per group of
+// interfaces that fare alike), merged where they fare alike. A region
+// found lets through only under a condition the evaluator cannot decide
+// is carried without it: the preview names that a widening. A region
+// within one in drop (flip.drop) is not carried; one within widen
+// (flip.widen) is carried from every source on every interface. Every
+// other protocol (a region "proto other") is never carried: the preview
+// names it closing.
 func carryClasses(r *carrier, drop, widen []string) []ClassAllow {
 	out := []ClassAllow{}
 	classes := r.classes
 	if len(classes) == 0 {
 		classes = []ifaceClass{{"", r.zero}}
 	}
-	for _, c := range eval.Classes() {
-		if slices.Contains(drop, c.Spelling()) {
-			continue
+	found := r.zero.Ruleset()
+	extra := slices.Concat(drop, widen)
+	groups := map[string][]firewall.Class{}
+	reaches := map[string]Reach{}
+	var order []string
+	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+		for _, c := range eval.ClassesOf(fam, []*firewall.Ruleset{found}, extra) {
+			if c.Other || c.WithinAny(drop) {
+				continue
+			}
+			reach, _, open := byIface(classes, []string{c.Family}, func(x *eval.Reacher, _ string) eval.SourceReach { return x.Class(c) })
+			if !open {
+				continue
+			}
+			if c.WithinAny(widen) {
+				reach = []Reach{{Family: c.Family}}
+			}
+			for _, rc := range reach {
+				// Regions of one conntrack state only are merged: the
+				// derived rule's place depends on it (Derive).
+				k := fmt.Sprintf("%d %+v", c.CtState(), rc)
+				if groups[k] == nil {
+					order = append(order, k)
+					reaches[k] = rc
+				}
+				groups[k] = append(groups[k], c)
+			}
 		}
-		reach, _, open := byIface(classes, []string{c.Family}, func(x *eval.Reacher, _ string) eval.SourceReach { return x.Class(c) })
-		if !open {
-			continue
-		}
-		if slices.Contains(widen, c.Spelling()) {
-			reach = []Reach{{Family: c.Family}}
-		}
-		for _, rc := range reach {
-			out = append(out, ClassAllow{Name: c.Name, Reach: rc})
+	}
+	for _, k := range order {
+		for _, c := range firewall.MergeClasses(groups[k]) {
+			out = append(out, ClassAllow{Name: c.Spelling(), Reach: reaches[k]})
 		}
 	}
 	return out
 }
 
-// classRule adds the input rules that keep class c from the sources (and
-// on the interfaces) of r, the k-th restriction of its name and family:
+// classRule adds the input rules that keep region c from the sources
+// (and on the interfaces) of r, the k-th restriction of its spelling:
 // "[iifname I] meta nfproto F [F saddr @S] meta l4proto P [icmp type T]
-// [F daddr G] [th dport N] accept".
+// [fib daddr type local | F daddr D] [th sport N] [th dport N] accept".
 func classRule(rules *[]derivedRule, comment string, c eval.Class, r Reach, k int) []derivedSet {
 	var sets []derivedSet
-	for _, cr := range carriedNamed("input_"+strings.ReplaceAll(c.Name, "-", "_"), r, k) {
+	// A destination range is one rule per prefix of it.
+	dsts := []netip.Prefix{{}}
+	if c.Dst.IsValid() {
+		dsts = vocab.RangeToPrefixes(c.Dst, c.DstEnd)
+	}
+	for _, cr := range carriedNamed("input_"+classSetName(c), r, k) {
 		sets = append(sets, cr.sets...)
-		ex, text := cr.exprs, cr.text
-		ex = append(ex, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{c.Num}})
-		text += fmt.Sprintf("meta l4proto %d ", c.Num)
-		if c.ICMP() {
-			ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{c.Type}})
-			text += fmt.Sprintf("%s type %d ", c.Proto, c.Type)
-		}
-		if c.Dst.IsValid() && !c.ICMP() {
-			// A service's group or broadcast address (an ICMPv6 message sent to
-			// ff02::1 may as well come unicast: not narrowed to it).
-			kw, off := "ip", uint32(16)
-			if c.Family == firewall.FamilyIP6 {
-				kw, off = "ip6", 24
+		for _, dst := range dsts {
+			ex, text := slices.Clone(cr.exprs), cr.text
+			ex = append(ex, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{c.Num}})
+			text += fmt.Sprintf("meta l4proto %d ", c.Num)
+			if c.ICMP() && !(c.Type == 0 && c.TypeEnd == 255) {
+				ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1})
+				ex = append(ex, spanCmp([]byte{c.Type}, []byte{c.TypeEnd})...)
+				text += fmt.Sprintf("%s type %s ", c.Proto, spanText(int(c.Type), int(c.TypeEnd)))
 			}
-			ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(c.Dst.BitLen() / 8)},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: c.Dst.AsSlice()})
-			text += fmt.Sprintf("%s daddr %s ", kw, c.Dst)
+			switch {
+			case c.Own:
+				ex = append(ex, &expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
+					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)})
+				text += "fib daddr type local "
+			case dst.IsValid():
+				kw, off := "ip", uint32(16)
+				if c.Family == firewall.FamilyIP6 {
+					kw, off = "ip6", 24
+				}
+				ex = append(ex, prefixMatch(off, dst)...)
+				text += fmt.Sprintf("%s daddr %s ", kw, dst)
+			}
+			for _, pt := range []struct {
+				kw       string
+				off      uint32
+				from, to uint16
+			}{{"sport", 0, c.Sport, c.SportEnd}, {"dport", 2, c.Port, c.PortEnd}} {
+				if !vocab.PortProto(c.Num) || pt.from == 0 && pt.to == 65535 {
+					continue
+				}
+				ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: pt.off, Len: 2})
+				ex = append(ex, spanCmp(binaryutil.BigEndian.PutUint16(pt.from), binaryutil.BigEndian.PutUint16(pt.to))...)
+				text += fmt.Sprintf("th %s %s ", pt.kw, spanText(int(pt.from), int(pt.to)))
+			}
+			ex = append(ex, &expr.Verdict{Kind: expr.VerdictAccept})
+			*rules = append(*rules, derivedRule{chain: firewall.HookInput, comment: comment, text: text + "accept", exprs: ex})
 		}
-		if c.Port != 0 {
-			ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(c.Port)})
-			text += fmt.Sprintf("th dport %d ", c.Port)
-		}
-		ex = append(ex, &expr.Verdict{Kind: expr.VerdictAccept})
-		*rules = append(*rules, derivedRule{chain: firewall.HookInput, comment: comment, text: text + "accept", exprs: ex})
 	}
 	return sets
+}
+
+// spanCmp compares the register with lo..hi as nft writes it: one
+// comparison for one value, two (not a range expression) for a range, so
+// that the table the boot file's "nft -f" loads is the flip's.
+func spanCmp(lo, hi []byte) []expr.Any {
+	if slices.Equal(lo, hi) {
+		return []expr.Any{&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: lo}}
+	}
+	return []expr.Any{&expr.Cmp{Op: expr.CmpOpGte, Register: 1, Data: lo}, &expr.Cmp{Op: expr.CmpOpLte, Register: 1, Data: hi}}
+}
+
+func spanText(lo, hi int) string {
+	if lo == hi {
+		return fmt.Sprint(lo)
+	}
+	return fmt.Sprintf("%d-%d", lo, hi)
+}
+
+// prefixMatch matches the network header's address at off against p as
+// nft writes it: the prefix's whole bytes alone when it ends on a byte,
+// else the address masked.
+func prefixMatch(off uint32, p netip.Prefix) []expr.Any {
+	b := p.Masked().Addr().AsSlice()
+	if p.Bits()%8 == 0 {
+		n := p.Bits() / 8
+		return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(n)},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b[:n]}}
+	}
+	mask := make([]byte, len(b))
+	for i := 0; i < p.Bits(); i++ {
+		mask[i/8] |= 0x80 >> (i % 8)
+	}
+	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(len(b))},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: uint32(len(b)), Mask: mask, Xor: make([]byte, len(b))},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b}}
+}
+
+// portsIn reports whether every destination port of region c is one of
+// ports (flip.drop's or flip.widen's ports), of its protocol: a port
+// declared is declared to whatever address it is sent.
+func portsIn(c eval.Class, ports []vocab.Port) bool {
+	if c.Proto != "tcp" && c.Proto != "udp" {
+		return false
+	}
+	for n := int(c.Port); n <= int(c.PortEnd); n++ {
+		if !slices.Contains(ports, vocab.Port{Num: uint16(n), Proto: c.Proto}) {
+			return false
+		}
+	}
+	return true
+}
+
+// classOwner is who keeps region c: the owner of the input port that is
+// its one destination port (a module's UDP port to a multicast group),
+// else the essentials.
+func classOwner(c eval.Class, spec MeshSpec) string {
+	for _, a := range spec.Input {
+		if a.Port.Proto == c.Proto && a.Port.Num == c.Port && c.Port == c.PortEnd {
+			return a.Owner
+		}
+	}
+	return OwnerEssentials
+}
+
+// regionError says why s is not a region of packets of the family asked
+// for.
+func regionError(s string) error {
+	_, err := vocab.ParseClass(s)
+	if err == nil {
+		return fmt.Errorf("%q names no region of that family", s)
+	}
+	return err
+}
+
+// classSetName is a set name's part for region c: letters, digits and
+// '_' only ("ip_icmp_type_8").
+func classSetName(c eval.Class) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			return r
+		}
+		return '_'
+	}, c.Spelling())
 }
 
 // legacyICMP adds the ICMP and ICMPv6 types a spec without classes
@@ -139,67 +254,74 @@ func legacyICMP(rules *[]derivedRule, base func(string) string) {
 	}
 }
 
-// classSpec names a class opening: "icmp echo-request", "udp mdns to
-// 224.0.0.251 port 5353".
-func classSpec(o firewall.Opening) string {
-	s := o.Proto + " " + o.Class
-	if o.To != "" {
-		s += " to " + o.To
-	}
-	if o.Port != 0 {
-		s += fmt.Sprintf(" port %d", o.Port)
-	}
-	return s
-}
+// classSpec names a region opening: its spelling.
+func classSpec(o firewall.Opening) string { return o.Class }
 
-// classFates gives each class a fate per source region (eval.CompareClasses
-// of found and the ruleset after the flip): kept where it passes surely
-// before and after; closing where it passes now and would not; widening
-// where it would pass from sources it does not pass from now, or surely
-// where it passes now only under a condition the evaluator cannot decide;
-// uncertain where it would pass only under such a condition where it passes
-// now surely (uncertain alike before and after, as an interface of a node
-// with several uplinks, is kept, as a port is). Every fate but
-// kept refuses: the mesh carries what the found firewall lets through, so
-// any other is a restriction it could not carry, named with the class.
+// classFates gives each region of packets a fate per source region
+// (eval.CompareClasses of found and the ruleset after the flip, over the
+// regions both rulesets and the declared ones cut, merged where they fare
+// alike): kept where it passes surely before and after; closing where it
+// passes now and would not; widening where it would pass from sources it
+// does not pass from now, or surely where it passes now only under a
+// condition the evaluator cannot decide; uncertain where it would pass
+// only under such a condition where it passes now surely (uncertain alike
+// before and after, as an interface of a node with several uplinks, is
+// kept, as a port is). Every fate but kept refuses unless declared: a
+// closing region within one of flip.drop, a widening one within one of
+// flip.widen; each refusal names the region to declare.
 func classFates(p *Preview, pair *eval.Pair, node firewall.Node, spec MeshSpec) {
 	found := pair.Before()
-	regions := pair.CompareClasses(node)
+	extra := slices.Concat(spec.DropClasses, spec.WidenClasses)
+	regions := pair.CompareClasses(node, extra)
 	for _, b := range eval.HostBridges(node, found, pair.After()) {
-		regions = append(regions, pair.CompareClassesIn(node, b)...)
+		regions = append(regions, pair.CompareClassesIn(node, b, extra)...)
 	}
-	for _, r := range regions {
-		o := firewall.ClassOpening(r.Class, r.From)
-		o.Uncertain, o.In = r.Before.Unsure, r.In
-		f := Fate{Opening: o, Fate: FateKept, By: OwnerEssentials}
+	type judged struct {
+		fate, reason string
+	}
+	judge := func(r eval.ClassRegion) judged {
 		from := "any source"
 		if r.From != "" {
 			from = r.From
 		}
 		switch {
 		case r.Before.Open && !r.After.Open:
-			f.Fate, f.By = FateClosing, ""
-			f.Reason = "passes now from " + from + " and would not after the flip: the mesh's table does not carry it"
+			return judged{FateClosing, "passes now from " + from + " and would not after the flip: the mesh's table does not carry it"}
 		case r.After.Open && !r.Before.Open:
-			f.Fate = FateWidening
-			f.Reason = "passes after the flip from " + from + ", which the found firewall does not let through"
+			return judged{FateWidening, "passes after the flip from " + from + ", which the found firewall does not let through"}
 		case r.After.Open && r.Before.Unsure && !r.After.Unsure:
-			f.Fate = FateWidening
-			f.Reason = "passes now only under a condition the evaluator cannot decide, and after the flip without it"
-			if why := eval.UndecidedClass(found, r.Class); len(why) > 0 {
-				f.Reason += " (" + strings.Join(why, "; ") + "): that restriction cannot be carried"
+			why := "passes now only under a condition the evaluator cannot decide, and after the flip without it"
+			if w := eval.UndecidedClass(found, r.Class); len(w) > 0 {
+				why += " (" + strings.Join(w, "; ") + "): that restriction cannot be carried"
 			}
+			return judged{FateWidening, why}
 		case r.After.Unsure && !r.Before.Unsure:
-			f.Fate = FateUncertain
-			f.Reason = "passes after the flip only under a condition the evaluator cannot decide"
+			return judged{FateUncertain, "passes after the flip only under a condition the evaluator cannot decide"}
 		case r.After.Open && r.Before.Unsure && len(notIface(eval.UndecidedClass(found, r.Class))) > 0:
 			// Uncertain alike is kept only where what is undecided is the
 			// interface (carried): a rate limit is not.
-			f.Fate = FateWidening
-			f.Reason = "passes now only under a condition the evaluator cannot decide (" + strings.Join(notIface(eval.UndecidedClass(found, r.Class)), "; ") + "), and after the flip without it: that restriction cannot be carried"
+			return judged{FateWidening, "passes now only under a condition the evaluator cannot decide (" + strings.Join(notIface(eval.UndecidedClass(found, r.Class)), "; ") + "), and after the flip without it: that restriction cannot be carried"}
 		}
-		f.Dropped = f.Fate == FateClosing && slices.Contains(spec.DropClasses, r.Class.Spelling())
-		f.Declared = f.Fate == FateWidening && slices.Contains(spec.WidenClasses, r.Class.Spelling())
+		return judged{FateKept, ""}
+	}
+	declared := func(r eval.ClassRegion, j judged) (dropped, widened bool) {
+		return j.fate == FateClosing && (r.Class.WithinAny(spec.DropClasses) || portsIn(r.Class, spec.Drop)),
+			j.fate == FateWidening && (r.Class.WithinAny(spec.WidenClasses) || portsIn(r.Class, spec.Widen))
+	}
+	regions = eval.MergeRegions(regions, func(r eval.ClassRegion) string {
+		j := judge(r)
+		d, w := declared(r, j)
+		return fmt.Sprintf("%s|%s|%t|%t", j.fate, j.reason, d, w)
+	})
+	for _, r := range regions {
+		j := judge(r)
+		o := firewall.ClassOpening(r.Class, r.From)
+		o.Uncertain, o.In = r.Before.Unsure, r.In
+		f := Fate{Opening: o, Fate: j.fate, Reason: j.reason}
+		if f.Fate == FateKept {
+			f.By = classOwner(r.Class, spec)
+		}
+		f.Dropped, f.Declared = declared(r, j)
 		p.Fates = append(p.Fates, f)
 		if f.Fate == FateKept || f.Dropped || f.Declared {
 			continue

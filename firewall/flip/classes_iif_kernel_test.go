@@ -45,13 +45,13 @@ func TestKernelFlipCarriesClassInterfaces(t *testing.T) {
 `, uplink, fwtest.PeerV4b))
 	var peer, fromCtr []fwtest.ClassProbe
 	for _, s := range []string{fwtest.PeerV4a, fwtest.PeerV4b} {
-		peer = append(peer, fwtest.ClassProbe{Name: "ip echo-request", Src: s, Proto: 1, Type: 8}, fwtest.ClassProbe{Name: "ip gre", Src: s, Proto: 47})
+		peer = append(peer, fwtest.ClassProbe{Name: "ip icmp type 8 to node", Src: s, Proto: 1, Type: 8}, fwtest.ClassProbe{Name: "ip gre to node", Src: s, Proto: 47})
 	}
-	peer = append(peer, fwtest.ClassProbe{Name: "ip6 echo-request", Src: fwtest.PeerV6a, Proto: 58, Type: 128})
+	peer = append(peer, fwtest.ClassProbe{Name: "ip6 icmpv6 type 128 to node", Src: fwtest.PeerV6a, Proto: 58, Type: 128})
 	fromCtr = append(fromCtr,
-		fwtest.ClassProbe{Name: "ip echo-request", Src: fwtest.ContainerV4, Dst: "172.17.0.1", Proto: 1, Type: 8},
-		fwtest.ClassProbe{Name: "ip gre", Src: fwtest.ContainerV4, Dst: "172.17.0.1", Proto: 47},
-		fwtest.ClassProbe{Name: "ip6 echo-request", Src: fwtest.ContainerV6, Dst: "fd00:17::1", Proto: 58, Type: 128})
+		fwtest.ClassProbe{Name: "ip icmp type 8 to node", Src: fwtest.ContainerV4, Dst: "172.17.0.1", Proto: 1, Type: 8},
+		fwtest.ClassProbe{Name: "ip gre to node", Src: fwtest.ContainerV4, Dst: "172.17.0.1", Proto: 47},
+		fwtest.ClassProbe{Name: "ip6 icmpv6 type 128 to node", Src: fwtest.ContainerV6, Dst: "fd00:17::1", Proto: 58, Type: 128})
 	reach := func() (map[fwtest.ClassProbe]bool, map[fwtest.ClassProbe]bool) {
 		return n.ClassReach(t, peer), n.ClassReachFrom(t, ctr, fromCtr)
 	}
@@ -61,7 +61,7 @@ func TestKernelFlipCarriesClassInterfaces(t *testing.T) {
 	t.Logf("derived:\n%s", d.Text())
 	for _, want := range []string{
 		fmt.Sprintf(`iifname %q meta nfproto ipv4 meta l4proto 1 icmp type 8 accept`, uplink),
-		fmt.Sprintf(`iifname %q meta nfproto ipv4 ip saddr @input_gre_ip_from meta l4proto 47 accept`, uplink),
+		fmt.Sprintf(`iifname %q meta nfproto ipv4 ip saddr @input_ip_gre_ip_from meta l4proto 47 accept`, uplink),
 		`iifname != "docker0" meta nfproto ipv6 meta l4proto 58 icmpv6 type 128 accept`,
 	} {
 		if !strings.Contains(d.Text(), want) {
@@ -117,7 +117,7 @@ func TestKernelFlipCarriesClassInterfaces(t *testing.T) {
 		t.Errorf("%d kept of %d passing before: the test wants kept classes and packets dropped by interface", kept, passedBefore)
 	}
 	for _, pr := range fromCtr {
-		if beforeCtr[pr] != (pr.Name == "ip gre") {
+		if beforeCtr[pr] != (pr.Name == "ip gre to node") {
 			t.Errorf("before the flip %v passed %v: the fixture is not what the test needs", pr, beforeCtr[pr])
 		}
 	}

@@ -2,7 +2,6 @@ package flip
 
 import (
 	"fmt"
-	"net/netip"
 	"strings"
 	"testing"
 
@@ -56,32 +55,16 @@ func classNet(t *testing.T) *fwtest.TestNet {
 	return n
 }
 
-func classProbes() []fwtest.ClassProbe {
-	var out []fwtest.ClassProbe
-	for _, c := range eval.Classes() {
-		for _, s := range classSources {
-			if netip.MustParseAddr(s).Is4() != (c.Family == firewall.FamilyIP) {
-				continue
-			}
-			p := fwtest.ClassProbe{Name: c.Family + " " + c.Name, Src: s, Proto: c.Num, Type: c.Type, Port: c.Port, HopLimit: c.HopLimit}
-			if c.Dst.IsValid() {
-				p.Dst = c.Dst.String()
-			}
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func classProbes() []fwtest.ClassProbe { return fwtest.RegionProbes(fwtest.ProbeRegions, classSources) }
 
-// classFateOf is the preview's class fate whose class and source region
-// hold probe p (the most specific region; "" any other source).
+// classFateOf is the preview's fate whose region and source region hold
+// probe p (the most specific source region; "" any other source).
 func classFateOf(p Preview, pr fwtest.ClassProbe) *Fate {
-	src := netip.MustParseAddr(pr.Src)
 	var best *Fate
 	for i := range p.Fates {
 		f := &p.Fates[i]
 		o := f.Opening
-		if o.Class == "" || o.Family+" "+o.Class != pr.Name || o.In != "" {
+		if o.In != "" || !fwtest.Holds(o, pr) {
 			continue
 		}
 		if o.From == "" {
@@ -90,9 +73,7 @@ func classFateOf(p Preview, pr fwtest.ClassProbe) *Fate {
 			}
 			continue
 		}
-		if pfx, err := netip.ParsePrefix(o.From); err == nil && pfx.Contains(src) {
-			best = f
-		}
+		best = f
 	}
 	return best
 }
@@ -107,8 +88,8 @@ func classFateOf(p Preview, pr fwtest.ClassProbe) *Fate {
 func TestKernelFlipCarriesClasses(t *testing.T) {
 	n := classNet(t)
 	classDifferential(t, n, MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp")}, "native nftables node", []classWant{
-		{"ip echo-request", "10.9.0.5", true}, {"ip echo-request", "10.8.0.5", false}, {"ip6 echo-request", fwtest.PeerV6b, false},
-		{"ip mdns", "10.8.0.5", true}, {"ip sctp", fwtest.PeerV4a, false}})
+		{"ip icmp type 8 to node", "10.9.0.5", true}, {"ip icmp type 8 to node", "10.8.0.5", false}, {"ip6 icmpv6 type 128 to node", fwtest.PeerV6b, false},
+		{"ip udp to 224.0.0.251 dport 5353", "10.8.0.5", true}, {"ip sctp to node", fwtest.PeerV4a, false}})
 }
 
 // The same on a ufw node (its before.rules: ping, neighbour discovery with
@@ -119,8 +100,8 @@ func TestKernelUfwFlipCarriesClasses(t *testing.T) {
 	spec := MeshSpec{Node: "n1", Input: append(allow(OwnerManagement, "22/tcp"), allow("web", "8080/tcp", "8080/udp")...)}
 	spec.Drop = fwtest.Ports("9999/tcp")
 	classDifferential(t, n, spec, "ufw node", []classWant{
-		{"ip echo-request", "10.8.0.5", true}, {"ip mdns", "10.8.0.5", true}, {"ip gre", fwtest.PeerV4a, false},
-		{"ip6 nd-neighbor-solicit", fwtest.PeerV6a, true}, {"ip6 mld-listener-query", fwtest.PeerV6a, false}})
+		{"ip icmp type 8 to node", "10.8.0.5", true}, {"ip udp to 224.0.0.251 dport 5353", "10.8.0.5", true}, {"ip gre to node", fwtest.PeerV4a, false},
+		{"ip6 icmpv6 type 135 to node", fwtest.PeerV6a, true}, {"ip6 icmpv6 type 130 to ff02::1", fwtest.PeerV6a, false}})
 }
 
 // Declared classes on the same native node: GRE (open from anyone) in
@@ -131,17 +112,17 @@ func TestKernelUfwFlipCarriesClasses(t *testing.T) {
 // one is dropped.
 func TestKernelFlipDeclaredClasses(t *testing.T) {
 	n := classNet(t)
-	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp"), DropClasses: []string{"gre/gre"}, WidenClasses: []string{"echo-request/icmp"}}
+	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp"), DropClasses: []string{"ip gre", "ip6 gre"}, WidenClasses: []string{"ip icmp type 8"}}
 	classDifferential(t, n, spec, "native nftables node, gre dropped and IPv4 ping widened", []classWant{
-		{"ip echo-request", "10.8.0.5", false}, {"ip gre", fwtest.PeerV4a, true}},
+		{"ip icmp type 8 to node", "10.8.0.5", false}, {"ip gre to node", fwtest.PeerV4a, true}},
 		func(after map[fwtest.ClassProbe]bool) {
 			for pr, a := range after {
 				switch {
-				case pr.Name == "ip echo-request" && !a:
+				case pr.Name == "ip icmp type 8 to node" && !a:
 					t.Errorf("the widened ping does not pass from %s after the flip", pr.Src)
-				case strings.HasSuffix(pr.Name, " gre") && a:
+				case strings.Contains(pr.Name, " gre ") && a:
 					t.Errorf("the dropped GRE passes from %s after the flip", pr.Src)
-				case pr.Name == "ip6 echo-request" && a != (pr.Src == fwtest.PeerV6a):
+				case pr.Name == "ip6 icmpv6 type 128 to node" && a != (pr.Src == fwtest.PeerV6a):
 					t.Errorf("IPv6's ping from %s after the flip: %v (not declared: it keeps its one source)", pr.Src, a)
 				}
 			}
@@ -158,7 +139,12 @@ type classWant struct {
 // evaluator's and the preview's; wants check the fixture first.
 func classDifferential(t *testing.T, n *fwtest.TestNet, spec MeshSpec, label string, wants []classWant, checks ...func(after map[fwtest.ClassProbe]bool)) {
 	t.Helper()
-	probes := classProbes()
+	regionDifferential(t, n, classProbes(), spec, label, wants, checks...)
+}
+
+// regionDifferential is classDifferential with probes.
+func regionDifferential(t *testing.T, n *fwtest.TestNet, probes []fwtest.ClassProbe, spec MeshSpec, label string, wants []classWant, checks ...func(after map[fwtest.ClassProbe]bool)) {
+	t.Helper()
 	before := n.ClassReach(t, probes)
 	node, err := firewall.ReadNode(n.Path(n.Node))
 	if err != nil {
@@ -170,10 +156,7 @@ func classDifferential(t *testing.T, n *fwtest.TestNet, spec MeshSpec, label str
 	for _, pr := range probes {
 		want := false
 		for _, o := range predicted {
-			if o.Family+" "+o.Class != pr.Name {
-				continue
-			}
-			if pfx, err := netip.ParsePrefix(o.From); o.From == "" || (err == nil && pfx.Contains(netip.MustParseAddr(pr.Src))) {
+			if fwtest.Holds(o, pr) {
 				want = true
 			}
 		}

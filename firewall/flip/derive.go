@@ -94,32 +94,54 @@ func Derive(spec MeshSpec) (*Derived, error) {
 	}
 	var rules []derivedRule
 	var sets []derivedSet
-	for _, ch := range []string{firewall.HookInput, firewall.HookForward} {
-		rules = append(rules,
-			derivedRule{chain: ch, exprs: marks.CtBits(expr.CtKeySTATE, firewall.CtStateEstablished|firewall.CtStateRelated, expr.VerdictAccept),
-				comment: base("established"), text: "ct state established,related accept"},
-			derivedRule{chain: ch, exprs: marks.CtBits(expr.CtKeySTATE, firewall.CtStateInvalid, expr.VerdictDrop),
-				comment: base("invalid"), text: "ct state invalid drop"},
-		)
-	}
-	rules = append(rules, derivedRule{chain: firewall.HookInput, exprs: marks.Iifname("lo", expr.VerdictAccept), comment: base("loopback"), text: `iifname "lo" accept`})
+	// The regions found lets through; those conntrack finds invalid (an
+	// ICMP type that starts no connection, sent unsolicited: ufw6 lets
+	// echo replies in before its INVALID drop) come before the mesh's own
+	// invalid drop, as they do in found.
+	var early, late []derivedRule
 	if spec.ClassesFound {
 		nth := map[[2]string]int{}
 		for _, ca := range spec.Classes {
 			c, _ := eval.ClassByName(ca.Family, ca.Name) // validateSpec checked it
 			k := [2]string{ca.Family, ca.Name}
-			sets = append(sets, classRule(&rules, base(ca.Name), c, ca.Reach, nth[k])...)
+			to := &late
+			if c.CtState() == firewall.CtStateInvalid {
+				to = &early
+			}
+			sets = append(sets, classRule(to, base(classSetName(c)), c, ca.Reach, nth[k])...)
 			nth[k]++
 		}
 	} else {
-		legacyICMP(&rules, base)
+		legacyICMP(&late, base)
 	}
-	if spec.DHCP4 {
-		rules = append(rules, derivedRule{chain: firewall.HookInput, comment: base("dhcp4"), text: "meta nfproto ipv4 udp sport 67 udp dport 68 accept",
+	for _, ch := range []string{firewall.HookInput, firewall.HookForward} {
+		rules = append(rules, derivedRule{chain: ch, exprs: marks.CtBits(expr.CtKeySTATE, firewall.CtStateEstablished|firewall.CtStateRelated, expr.VerdictAccept),
+			comment: base("established"), text: "ct state established,related accept"})
+		if ch == firewall.HookInput {
+			// Loopback first, as ufw has it: an invalid packet on lo
+			// passes found.
+			rules = append(rules, derivedRule{chain: firewall.HookInput, exprs: marks.Iifname("lo", expr.VerdictAccept), comment: base("loopback"), text: `iifname "lo" accept`})
+			rules = append(rules, early...)
+		}
+		rules = append(rules, derivedRule{chain: ch, exprs: marks.CtBits(expr.CtKeySTATE, firewall.CtStateInvalid, expr.VerdictDrop),
+			comment: base("invalid"), text: "ct state invalid drop"})
+	}
+	rules = append(rules, late...)
+	switch {
+	case spec.DHCP4 && len(spec.DHCP4From) > 0:
+		for k, rc := range spec.DHCP4From {
+			for _, cr := range carriedNamed("input_dhcp4", rc, k) {
+				sets = append(sets, cr.sets...)
+				rules = append(rules, derivedRule{chain: firewall.HookInput, comment: base("dhcp4"), text: cr.text + "meta pkttype host udp sport 67 udp dport 68 accept",
+					exprs: append(cr.exprs, dhcpExprs(unix.NFPROTO_IPV4, 67, 68)[2:]...)})
+			}
+		}
+	case spec.DHCP4:
+		rules = append(rules, derivedRule{chain: firewall.HookInput, comment: base("dhcp4"), text: "meta nfproto ipv4 meta pkttype host udp sport 67 udp dport 68 accept",
 			exprs: dhcpExprs(unix.NFPROTO_IPV4, 67, 68)})
 	}
 	if spec.DHCP6 {
-		rules = append(rules, derivedRule{chain: firewall.HookInput, comment: base("dhcp6"), text: "meta nfproto ipv6 ip6 saddr fe80::/10 udp sport 547 udp dport 546 accept",
+		rules = append(rules, derivedRule{chain: firewall.HookInput, comment: base("dhcp6"), text: "meta nfproto ipv6 ip6 saddr fe80::/10 ip6 daddr fe80::/10 udp sport 547 udp dport 546 accept",
 			exprs: dhcpExprs(unix.NFPROTO_IPV6, 547, 546)})
 	}
 	for _, a := range dedupe(spec.Input) {
@@ -222,14 +244,14 @@ func validateSpec(spec MeshSpec) error {
 		cs  []string
 	}{{"drop_classes", spec.DropClasses}, {"widen_classes", spec.WidenClasses}} {
 		for _, s := range l.cs {
-			if cs, err := vocab.ParseClass(s); err != nil || len(cs) != 1 || cs[0] != s {
-				errs = append(errs, fmt.Errorf("%s: %q is not one class spelling (%s)", l.key, s, strings.Join(vocab.ClassSpellings(), ", ")))
+			if _, err := vocab.ParseClass(s); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", l.key, err))
 			}
 		}
 	}
 	for _, ca := range spec.Classes {
 		if _, ok := eval.ClassByName(ca.Family, ca.Name); !ok {
-			errs = append(errs, fmt.Errorf("classes: %q of family %q is not a traffic class the mesh knows (%s)", ca.Name, ca.Family, classNames()))
+			errs = append(errs, fmt.Errorf("classes: %q of family %q is not a region of packets of that family: %v", ca.Name, ca.Family, regionError(ca.Name)))
 		}
 		errs = append(errs, checkReach("class "+ca.Name, ca.Reach)...)
 	}
@@ -409,9 +431,19 @@ func dhcpExprs(nfproto byte, sport, dport uint16) []expr.Any {
 		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nfproto}},
 	}
+	if nfproto == unix.NFPROTO_IPV4 {
+		// Unicast only: a reply broadcast is a region of its own, carried
+		// with the found firewall's restriction (carryClasses).
+		ex = append(ex, &expr.Meta{Key: expr.MetaKeyPKTTYPE, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.PACKET_HOST}})
+	}
 	if nfproto == unix.NFPROTO_IPV6 {
 		ex = append(ex,
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 8, Len: 2},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 2, Mask: []byte{0xff, 0xc0}, Xor: []byte{0, 0}},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0xfe, 0x80}},
+			// A reply goes to the client's link-local address, as ufw6's
+			// rule requires: to a global one it would be a widening.
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 2},
 			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 2, Mask: []byte{0xff, 0xc0}, Xor: []byte{0, 0}},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0xfe, 0x80}})
 	}
@@ -463,12 +495,16 @@ func effectiveSpec(cf *eval.Compiled, spec MeshSpec) MeshSpec {
 		widen[p] = true
 	}
 	r := newCarrier(cf)
+	if spec.DHCP4 {
+		spec.DHCP4From = dhcp4From(r)
+	}
 	// What the bridges reach is read beside the rest, by a Reacher of its
 	// own (a Reacher is one evaluation at a time).
 	bridgeIn := make(chan []BridgeIn, 1)
 	go func() { bridgeIn <- foundBridgeIn(found, cf.Reacher(firewall.Node{}), r.bridges) }()
 	spec.Classes, spec.ClassesFound = carryClasses(r, spec.DropClasses, spec.WidenClasses), true
 	spec.Egress, spec.Routed = foundForward(cf, r)
+	spec.ForwardICMP = foundForwardICMP(cf, spec.DropClasses)
 	spec.Output = foundOutput(found)
 	for _, l := range []struct {
 		hook string
@@ -484,6 +520,28 @@ func effectiveSpec(cf *eval.Compiled, spec MeshSpec) MeshSpec {
 	}
 	spec.FromBridges = <-bridgeIn
 	return spec
+}
+
+// dhcp4From are the sources and interfaces from which found (r's) takes a
+// unicast DHCPv4 reply to the node (udp 67 -> 68), where not from every
+// source surely; nil where from every one, or where the evaluator cannot
+// decide which (the reply kept from any, as before).
+func dhcp4From(r *carrier) []Reach {
+	c := firewall.Class{Family: firewall.FamilyIP, Proto: "udp", Num: unix.IPPROTO_UDP, Own: true, Port: 68, PortEnd: 68, Sport: 67, SportEnd: 67}
+	classes := r.classes
+	if len(classes) == 0 {
+		classes = []ifaceClass{{"", r.zero}}
+	}
+	unsure := false
+	reach, plain, open := byIface(classes, []string{firewall.FamilyIP}, func(x *eval.Reacher, _ string) eval.SourceReach {
+		s := x.Class(c)
+		unsure = unsure || s.Unsure
+		return s
+	})
+	if plain || !open || unsure {
+		return nil
+	}
+	return reach
 }
 
 // acceptsReply reports whether found (e its evaluator) accepts, at the

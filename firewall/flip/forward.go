@@ -107,7 +107,8 @@ func forwardRules(spec MeshSpec) ([]derivedRule, []derivedSet) {
 			comment: fmt.Sprintf("%s%s:%s:%s/%s", firewall.MarkPrefix, spec.Node, OwnerRouted, ports, r.Proto),
 			text:    text + fmt.Sprintf("ct status & dnat == 0 meta l4proto %s %scounter accept", r.Proto, dtext)})
 	}
-	return rules, sets
+	icmpRules, icmpSets := forwardICMPRules(spec)
+	return append(rules, icmpRules...), append(sets, icmpSets...)
 }
 
 // dportMatch is the destination port match of port..end (end below port:
@@ -135,9 +136,9 @@ func dportMatch(port, end uint16) ([]expr.Any, string, string) {
 		&expr.Cmp{Op: expr.CmpOpLte, Register: 1, Data: binaryutil.BigEndian.PutUint16(end)}}, "th dport " + ports + " ", ports
 }
 
-// validateForward checks spec's Egress and Routed.
+// validateForward checks spec's Egress, Routed and ForwardICMP.
 func validateForward(spec MeshSpec) []error {
-	var errs []error
+	errs := validForwardICMP(spec)
 	fam := func(f string) bool { return f == firewall.FamilyIP || f == firewall.FamilyIP6 }
 	for _, e := range spec.Egress {
 		if !fam(e.Family) {

@@ -8,6 +8,7 @@ import (
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/internal/fwtest"
+	"adoption/vocab"
 )
 
 // The kernel as the oracle for traffic from a container bridge to the node
@@ -73,26 +74,20 @@ func hostedPackets(ctr string) []fwtest.Packet {
 	return out
 }
 
-// bridgeFate is the preview's fate of a packet from docker0 to the node:
-// the fate of the docker0 opening of its family, proto and port whose
-// source region holds its source, the most specific one.
-func bridgeFate(p Preview, pk fwtest.Packet) fwtest.Claim {
-	src := netip.MustParseAddr(pk.Src)
-	fam := firewall.FamilyIP
-	if src.Is6() {
-		fam = firewall.FamilyIP6
-	}
+// mostSpecific is the fate of p whose opening match holds and whose
+// source region holds src, the most specific one (From "": any other
+// source).
+func mostSpecific(p Preview, src netip.Addr, match func(o firewall.Opening) bool) *Fate {
 	var best *Fate
 	bits := -1
 	for i := range p.Fates {
 		f := &p.Fates[i]
-		o := f.Opening
-		if o.In != "docker0" || o.Family != fam || o.Proto != pk.Proto || pk.Port < o.Port || pk.Port > firewall.PortEnd(o) {
+		if !match(f.Opening) {
 			continue
 		}
 		b := 0
-		if o.From != "" {
-			pfx, err := netip.ParsePrefix(o.From)
+		if f.Opening.From != "" {
+			pfx, err := netip.ParsePrefix(f.Opening.From)
 			if err != nil || !pfx.Contains(src) {
 				continue
 			}
@@ -102,6 +97,29 @@ func bridgeFate(p Preview, pk fwtest.Packet) fwtest.Claim {
 			best, bits = f, b
 		}
 	}
+	return best
+}
+
+// bridgeFate is the preview's fate of a packet from docker0 to the node:
+// the fate of the docker0 opening of its family, proto and port whose
+// destination and source regions hold it, the most specific one. A
+// region's opening (Class) whose destination is a multicast or broadcast
+// block does not hold a packet to the node's own address.
+func bridgeFate(p Preview, pk fwtest.Packet) fwtest.Claim {
+	// Every packet hostedPackets sends goes to one of the node's own
+	// unicast addresses.
+	src, dst := netip.MustParseAddr(pk.Src), netip.MustParseAddr(pk.Dst)
+	fam := firewall.FamilyIP
+	if src.Is6() {
+		fam = firewall.FamilyIP6
+	}
+	best := mostSpecific(p, src, func(o firewall.Opening) bool {
+		if o.In != "docker0" || o.Family != fam || o.Proto != pk.Proto || pk.Port < o.Port || pk.Port > firewall.PortEnd(o) {
+			return false
+		}
+		c, ok := vocab.ClassByName(o.Family, o.Class)
+		return o.Class == "" || ok && c.Holds(dst, true)
+	})
 	if best == nil {
 		return fwtest.Claim{}
 	}

@@ -87,6 +87,9 @@ func probeFate(p Preview, pr fwtest.Probe) *Fate {
 		if o.Direction != firewall.HookInput || o.In != "" || o.Family != pr.Family() || o.Proto != pr.Proto || pr.Port < o.Port || pr.Port > firewall.PortEnd(o) {
 			continue
 		}
+		if c, ok := vocab.ClassByName(o.Family, o.Class); o.Class != "" && (!ok || !c.Holds(netip.Addr{}, true)) {
+			continue // a region to other destinations than the node's own
+		}
 		if o.From == "" {
 			if best == nil {
 				best = f
@@ -342,6 +345,17 @@ func meshListed(t *testing.T, n *fwtest.TestNet, d *Derived, what string) {
 			got := &firewall.Ruleset{Tables: []firewall.Table{tb}}
 			if firewall.Fingerprint(got) != firewall.Fingerprint(d.Ruleset) {
 				t.Errorf("%s, listed, is not the derived model:\n%s", what, fwtest.Diff(firewall.Render(d.Ruleset), firewall.Render(got)))
+				for ci, ch := range d.Ruleset.Tables[0].Chains {
+					for ri, r := range ch.Rules {
+						if ci < len(tb.Chains) && ri < len(tb.Chains[ci].Rules) {
+							g := tb.Chains[ci].Rules[ri]
+							g.Handle = 0
+							if a, b := fmt.Sprintf("%+v", r), fmt.Sprintf("%+v", g); a != b {
+								t.Errorf("chain %s rule %d: derived %s, listed %s", ch.Name, ri, a, b)
+							}
+						}
+					}
+				}
 			}
 			return
 		}

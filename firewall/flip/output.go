@@ -18,24 +18,22 @@ import (
 	"adoption/firewall/eval"
 	"adoption/firewall/flipwire"
 	"adoption/firewall/marks"
+	"adoption/vocab"
 )
 
 // OutputDrop is flipwire.OutputDrop.
 type OutputDrop = flipwire.OutputDrop
 
-// outputClasses are the classes the output chain judges besides TCP and
-// UDP by port: ICMP and ICMPv6 echo requests, and the protocols of
-// eval.Classes that have no port and no group (ESP, GRE, SCTP).
+// outputSpellings are the regions the output chain judges besides TCP
+// and UDP by port: ICMP and ICMPv6 echo requests, ESP, GRE and SCTP.
+var outputSpellings = []string{"ip icmp type 8", "ip6 icmpv6 type 128", "ip esp", "ip6 esp", "ip gre", "ip6 gre", "ip sctp", "ip6 sctp"}
+
+// outputClasses are outputSpellings' regions.
 func outputClasses() []eval.Class {
 	var out []eval.Class
-	for _, c := range eval.Classes() {
-		if c.Dst.IsValid() || c.Port != 0 || c.HopLimit != 0 || c.Untracked {
-			continue
-		}
-		if c.ICMP() && c.Type != 8 && c.Type != 128 {
-			continue
-		}
-		out = append(out, c)
+	for _, s := range outputSpellings {
+		cs, _ := vocab.ParseRegion(s)
+		out = append(out, cs...)
 	}
 	return out
 }
@@ -119,7 +117,7 @@ func outputDrops(x *eval.Reacher, m *firewall.Ruleset, oif string, not []string)
 		}
 		for _, c := range outputClasses() {
 			if c.Family == fam {
-				add(OutputDrop{Family: fam, Class: c.Name}, x.Class(c))
+				add(OutputDrop{Family: fam, Class: c.Spelling()}, x.Class(c))
 			}
 		}
 	}
@@ -216,7 +214,7 @@ func validateOutput(spec MeshSpec) []error {
 		where := fmt.Sprintf("output %s %d/%s", d.Class, d.Port, d.Proto)
 		if d.Class != "" {
 			if _, ok := eval.ClassByName(d.Family, d.Class); !ok || d.Proto != "" {
-				errs = append(errs, fmt.Errorf("%s: %q of family %q is not a traffic class the mesh knows (%s)", where, d.Class, d.Family, classNames()))
+				errs = append(errs, fmt.Errorf("%s: %q of family %q is not a region of packets of that family: %v", where, d.Class, d.Family, regionError(d.Class)))
 			}
 		} else if d.Proto != "tcp" && d.Proto != "udp" {
 			errs = append(errs, fmt.Errorf("%s: protocol %q is not tcp or udp", where, d.Proto))
@@ -313,7 +311,7 @@ func outputClassFates(p *Preview, forth, back *eval.Pair, found *firewall.Rulese
 			add(w.Opening, FateClosing, "the found firewall lets it out now and the mesh's output chain would drop it")
 		}
 	}
-	for _, r := range forth.CompareClasses(node) {
+	for _, r := range forth.CompareClasses(node, outputSpellings) {
 		if !isOutputClass(r.Class) {
 			continue
 		}
@@ -333,10 +331,5 @@ func outputClassFates(p *Preview, forth, back *eval.Pair, found *firewall.Rulese
 }
 
 func isOutputClass(c eval.Class) bool {
-	for _, x := range outputClasses() {
-		if x == c {
-			return true
-		}
-	}
-	return false
+	return c.Own && c.WithinAny(outputSpellings)
 }

@@ -114,6 +114,7 @@ func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff Mesh
 		defer wg.Done()
 		widenings(&parts[0], pair, derived, spec, node)
 		classFates(&parts[1], pair, node, spec)
+		forwardICMPFates(&parts[1], pair, node, spec)
 		bridgeFates(&parts[2], pair, derived, node, spec)
 		outputFates(&parts[3], found, after)
 	}()

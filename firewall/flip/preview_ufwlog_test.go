@@ -12,7 +12,7 @@ import (
 	"adoption/internal/fwtest"
 )
 
-// ESP, GRE, SCTP, VRRP and a DHCP server's broadcast pass ufw only in on
+// Other protocols (ESP, GRE, SCTP, VRRP) and a DHCP server's broadcast pass ufw only in on
 // lo (IPv4 and IPv6 alike): uncertain alike before and after the flip,
 // which carries lo, so kept; the rate limit of ufw's logging is no
 // restriction the flip would drop.
@@ -29,9 +29,11 @@ func TestPreviewUfwLoggingLimitIsNoRestriction(t *testing.T) {
 		}
 		kept[f.Opening.Family+" "+f.Opening.Class] = true
 	}
-	for _, c := range []string{"ip esp", "ip gre", "ip sctp", "ip vrrp", "ip dhcp-server", "ip6 esp"} {
+	// Every other protocol (ESP, GRE, SCTP, VRRP alike) and a DHCP
+	// server's broadcast, kept.
+	for _, c := range []string{"ip ip proto other", "ip ip udp to 255.255.255.255 sport 68-65535 dport 0-20109", "ip6 ip6 proto other"} {
 		if !kept[c] {
-			t.Errorf("%s: no kept fate", c)
+			t.Errorf("%s: no kept fate in %v", c, kept)
 		}
 	}
 	for _, r := range pv.Reasons {

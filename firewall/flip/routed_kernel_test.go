@@ -40,13 +40,14 @@ func routedNet(t *testing.T, prefix, octet string) (*fwtest.TestNet, string) {
 }
 
 // routedProbes are TCP and UDP from both peer addresses of each family to
-// the host behind docker0, on every served port and one nothing serves.
-func routedProbes() []fwtest.Probe {
+// the host behind the node (dst4, dst6), on every served port and one
+// nothing serves.
+func routedProbes(dst4, dst6 string) []fwtest.Probe {
 	var out []fwtest.Probe
 	for _, s := range []string{fwtest.PeerV4a, fwtest.PeerV4b, fwtest.PeerV6a, fwtest.PeerV6b} {
-		dst := fwtest.ContainerV4
+		dst := dst4
 		if strings.Contains(s, ":") {
-			dst = fwtest.ContainerV6
+			dst = dst6
 		}
 		for _, pp := range []struct {
 			proto string
@@ -96,7 +97,12 @@ func routedFate(p Preview, pr fwtest.Probe) *Fate {
 // and some closing probes.
 func routedDifferential(t *testing.T, n *fwtest.TestNet, spec MeshSpec, what string) {
 	t.Helper()
-	probes := routedProbes()
+	routedDifferentialTo(t, n, spec, what, routedProbes(fwtest.ContainerV4, fwtest.ContainerV6))
+}
+
+// routedDifferentialTo is routedDifferential with probes.
+func routedDifferentialTo(t *testing.T, n *fwtest.TestNet, spec MeshSpec, what string, probes []fwtest.Probe) {
+	t.Helper()
 	before := n.Reach(t, probes)
 	p, d := approved(t, n, spec)
 	t.Logf("derived:\n%s", d.Text())
@@ -168,6 +174,46 @@ func routedDifferential(t *testing.T, n *fwtest.TestNet, spec MeshSpec, what str
 	fwtest.Run(t, "", "ip", "netns", "exec", n.Node, "nft", "delete", "table", "inet", firewall.MeshTable)
 }
 
+// nativeForward is a native ruleset whose forward chain accepts tcp dport
+// { 5432, 6379 } from anyone, 5353/udp from 198.18.0.3 only, and 9443 in
+// on uplink only.
+func nativeForward(uplink string) string {
+	return fmt.Sprintf(`table inet filter {
+	chain input {
+		type filter hook input priority filter; policy drop;
+		ct state established,related accept
+		iifname "lo" accept
+		tcp dport 22 accept
+	}
+	chain forward {
+		type filter hook forward priority filter; policy drop;
+		ct state established,related accept
+		tcp dport { 5432, 6379 } accept
+		ip saddr %s udp dport 5353 accept
+		iifname %q tcp dport 9443 accept
+	}
+}
+`, fwtest.PeerV4b, uplink)
+}
+
+// ufwRouteRules restores the ufw fixture on n's node with route rules:
+// from 198.18.0.3 and fd00:f0::3 to port 6379, 5353/udp, and in on the
+// uplink to 9443.
+func ufwRouteRules(t *testing.T, n *fwtest.TestNet, uplink string) {
+	t.Helper()
+	fwtest.RestoreUfw(t, n)
+	for _, r := range [][]string{
+		{"iptables-nft", "-A", "ufw-user-forward", "-s", fwtest.PeerV4b + "/32", "-p", "tcp", "-m", "tcp", "--dport", "6379", "-j", "ACCEPT"},
+		{"iptables-nft", "-A", "ufw-user-forward", "-p", "udp", "-m", "udp", "--dport", "5353", "-j", "ACCEPT"},
+		{"iptables-nft", "-A", "ufw-user-forward", "-i", uplink, "-p", "tcp", "-m", "tcp", "--dport", "9443", "-j", "ACCEPT"},
+		{"ip6tables-nft", "-A", "ufw6-user-forward", "-s", fwtest.PeerV6b + "/128", "-p", "tcp", "-m", "tcp", "--dport", "6379", "-j", "ACCEPT"},
+		{"ip6tables-nft", "-A", "ufw6-user-forward", "-p", "udp", "-m", "udp", "--dport", "5353", "-j", "ACCEPT"},
+		{"ip6tables-nft", "-A", "ufw6-user-forward", "-i", uplink, "-p", "tcp", "-m", "tcp", "--dport", "9443", "-j", "ACCEPT"},
+	} {
+		fwtest.Run(t, "", "ip", append([]string{"netns", "exec", n.Node}, r...)...)
+	}
+}
+
 // ufwDrops are the input ports of the ufw fixture the specs below do not
 // keep: closing on purpose (and 2222's rate limit cannot be carried).
 func ufwDrops() []vocab.Port {
@@ -188,17 +234,7 @@ func ufwDrops() []vocab.Port {
 func TestKernelRoutedUfw(t *testing.T) {
 	fwtest.RequireTools(t, "iptables-nft", "ip6tables-nft")
 	n, uplink := routedNet(t, "ru-", "5a")
-	fwtest.RestoreUfw(t, n)
-	for _, r := range [][]string{
-		{"iptables-nft", "-A", "ufw-user-forward", "-s", fwtest.PeerV4b + "/32", "-p", "tcp", "-m", "tcp", "--dport", "6379", "-j", "ACCEPT"},
-		{"iptables-nft", "-A", "ufw-user-forward", "-p", "udp", "-m", "udp", "--dport", "5353", "-j", "ACCEPT"},
-		{"iptables-nft", "-A", "ufw-user-forward", "-i", uplink, "-p", "tcp", "-m", "tcp", "--dport", "9443", "-j", "ACCEPT"},
-		{"ip6tables-nft", "-A", "ufw6-user-forward", "-s", fwtest.PeerV6b + "/128", "-p", "tcp", "-m", "tcp", "--dport", "6379", "-j", "ACCEPT"},
-		{"ip6tables-nft", "-A", "ufw6-user-forward", "-p", "udp", "-m", "udp", "--dport", "5353", "-j", "ACCEPT"},
-		{"ip6tables-nft", "-A", "ufw6-user-forward", "-i", uplink, "-p", "tcp", "-m", "tcp", "--dport", "9443", "-j", "ACCEPT"},
-	} {
-		fwtest.Run(t, "", "ip", append([]string{"netns", "exec", n.Node}, r...)...)
-	}
+	ufwRouteRules(t, n, uplink)
 	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp")}
 	spec.Drop = append(ufwDrops(), fwtest.Ports("9443/tcp")...)
 	routedDifferential(t, n, spec, "ufw route rules")
@@ -209,22 +245,7 @@ func TestKernelRoutedUfw(t *testing.T) {
 // uplink only (closing, dropped on purpose).
 func TestKernelRoutedNativeForward(t *testing.T) {
 	n, uplink := routedNet(t, "rn-", "5b")
-	n.Nft(t, fmt.Sprintf(`table inet filter {
-	chain input {
-		type filter hook input priority filter; policy drop;
-		ct state established,related accept
-		iifname "lo" accept
-		tcp dport 22 accept
-	}
-	chain forward {
-		type filter hook forward priority filter; policy drop;
-		ct state established,related accept
-		tcp dport { 5432, 6379 } accept
-		ip saddr %s udp dport 5353 accept
-		iifname %q tcp dport 9443 accept
-	}
-}
-`, fwtest.PeerV4b, uplink))
+	n.Nft(t, nativeForward(uplink))
 	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp"), Drop: fwtest.Ports("9443/tcp")}
 	routedDifferential(t, n, spec, "native forward chain")
 }

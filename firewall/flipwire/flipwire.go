@@ -14,11 +14,25 @@ import (
 	"adoption/vocab"
 )
 
-// ClassAllow is one traffic class the mesh keeps (Name, an eval.Classes
-// name) in one family, from the sources its Reach names (none: any).
+// ClassAllow is one region of packets the mesh keeps (Name, its
+// vocab.Class spelling) in one family, from the sources its Reach names
+// (none: any).
 type ClassAllow struct {
 	Name string `json:"name"`
 	Reach
+}
+
+// ForwardICMP is ICMP (ip) or ICMPv6 (ip6) of Type forwarded by the mesh:
+// from Iif only (a trailing '*' a wildcard), or ("") from any input
+// interface but those in NotIif, to any destination, from the sources in
+// From (empty: any) except those in Except.
+type ForwardICMP struct {
+	Family string         `json:"family"`
+	Type   uint8          `json:"type"`
+	Iif    string         `json:"iif,omitempty"`
+	NotIif []string       `json:"not_iif,omitempty"`
+	From   []netip.Prefix `json:"from,omitempty"`
+	Except []netip.Prefix `json:"except,omitempty"`
 }
 
 // Owners the derived ruleset names besides modules.
@@ -85,6 +99,10 @@ type MeshSpec struct {
 	// preview and the flip set them from the found firewall (DeriveFor).
 	DHCP4 bool `json:"dhcp4,omitempty"`
 	DHCP6 bool `json:"dhcp6,omitempty"`
+	// DHCP4From, when set, are the sources (and interfaces) the found
+	// firewall takes a DHCPv4 reply from, where not every one (a deny
+	// list before its DHCP rule): the reply is kept from those only.
+	DHCP4From []Reach `json:"dhcp4_from,omitempty"`
 	// Classes are the traffic classes beyond TCP and UDP by port
 	// (eval.Classes: ICMP types, other protocols, broadcast and multicast
 	// services) the mesh keeps, each with the found firewall's
@@ -100,6 +118,9 @@ type MeshSpec struct {
 	// lets through (foundForward).
 	Egress []Egress `json:"egress,omitempty"`
 	Routed []Routed `json:"routed,omitempty"`
+	// ForwardICMP is the forwarded ICMP that starts a conversation (an
+	// echo request) the mesh keeps: read from the found firewall too.
+	ForwardICMP []ForwardICMP `json:"forward_icmp,omitempty"`
 	// FromBridges is the traffic from container bridges to the node itself
 	// that the found firewall lets through by the bridge's name (a
 	// container reaching the host's DNS): not the plan's to set,

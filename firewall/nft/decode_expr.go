@@ -415,6 +415,30 @@ func (d *Decoder) cmp(st *ruleState, f field, op expr.CmpOp, data []byte) {
 			st.add(firewall.Cond{Kind: firewall.CondICMPType, Types: []int{int(data[0])}, Negate: neg})
 			return
 		}
+		if len(data) == 1 && f.mask == nil {
+			// A type range, as nft writes "icmp type 13-255": two
+			// comparisons, each a condition.
+			lo, hi := 0, 255
+			switch v := int(data[0]); op {
+			case expr.CmpOpLt:
+				hi = v - 1
+			case expr.CmpOpLte:
+				hi = v
+			case expr.CmpOpGt:
+				lo = v + 1
+			case expr.CmpOpGte:
+				lo = v
+			}
+			c := firewall.Cond{Kind: firewall.CondICMPType, Types: []int{}}
+			for t := lo; t <= hi; t++ {
+				c.Types = append(c.Types, t)
+			}
+			if len(c.Types) == 0 {
+				c = firewall.Cond{Kind: firewall.CondNever, Reason: "an empty ICMP type range"}
+			}
+			st.add(c)
+			return
+		}
 	case "hoplimit":
 		if eqLike && len(data) == 1 && f.mask == nil {
 			mode := uint8(0)
@@ -609,6 +633,15 @@ func (d *Decoder) rangeExpr(st *ruleState, f field, e *expr.Range) {
 				st.add(firewall.Cond{Kind: firewall.CondKind(f.kind), Negate: neg, Ports: []firewall.PortRange{{From: binary.BigEndian.Uint16(e.FromData), To: binary.BigEndian.Uint16(e.ToData)}}})
 				return
 			}
+		case "icmptype":
+			if f.mask == nil && len(e.FromData) == 1 && len(e.ToData) == 1 && e.FromData[0] <= e.ToData[0] {
+				c := firewall.Cond{Kind: firewall.CondICMPType, Negate: neg}
+				for t := int(e.FromData[0]); t <= int(e.ToData[0]); t++ {
+					c.Types = append(c.Types, t)
+				}
+				st.add(c)
+				return
+			}
 		case "saddr", "daddr":
 			if f.mask == nil {
 				if ps, ok := RangePrefixes(e.FromData, e.ToData); ok {
@@ -619,53 +652,4 @@ func (d *Decoder) rangeExpr(st *ruleState, f field, e *expr.Range) {
 		}
 	}
 	st.undecidable("range on " + describe(f))
-}
-
-// interval is an inclusive key interval of a set, with a map verdict.
-
-// natTarget reads a native "dnat to ADDR[:PORT]" whose address and port
-// nft loads into registers with immediates just before the statement.
-func (st *ruleState) natTarget(e *expr.NAT) *firewall.NATTarget {
-	t := &firewall.NATTarget{}
-	if e.RegAddrMin != 0 {
-		lo, okLo := st.regs[normReg(e.RegAddrMin)]
-		hi := lo
-		if e.RegAddrMax != 0 {
-			hi = st.regs[normReg(e.RegAddrMax)]
-		}
-		a, ok := netip.AddrFromSlice(lo.data)
-		switch {
-		case !okLo || lo.kind != "immediate" || !ok:
-			t.Unknown = "the address comes from " + describe(lo)
-		case !bytes.Equal(lo.data, hi.data):
-			t.Unknown = "an address range"
-		case e.Prefix:
-			t.Unknown = "a prefix mapping"
-		default:
-			t.Addr = a.Unmap()
-		}
-	} else {
-		t.Local = true // "dnat to :PORT" keeps the address: the node's own
-	}
-	if e.RegProtoMin != 0 {
-		t.PortMin, t.PortMax = st.immPort(e.RegProtoMin, e.RegProtoMax, t)
-		t.RandomPort = e.Random || e.FullyRandom
-	}
-	return t
-}
-
-// immPort reads the port range of a NAT statement from its registers.
-func (st *ruleState) immPort(regMin, regMax uint32, t *firewall.NATTarget) (uint16, uint16) {
-	lo, ok := st.regs[normReg(regMin)]
-	hi := lo
-	if regMax != 0 {
-		hi = st.regs[normReg(regMax)]
-	}
-	if !ok || lo.kind != "immediate" || hi.kind != "immediate" || len(lo.data) != 2 || len(hi.data) != 2 {
-		if t.Unknown == "" {
-			t.Unknown = "the port comes from " + describe(lo)
-		}
-		return 0, 0
-	}
-	return binary.BigEndian.Uint16(lo.data), binary.BigEndian.Uint16(hi.data)
 }

@@ -7,6 +7,7 @@
 package fwtest
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -26,6 +27,7 @@ type ClassProbe struct {
 	Proto    uint8
 	Type     uint8  // ICMP or ICMPv6 type (code 0)
 	Port     uint16 // UDP destination port
+	Sport    uint16 // UDP source port; 0: any the kernel picks
 	Dst      string
 	HopLimit uint8 // 0: the kernel's default
 }
@@ -78,10 +80,19 @@ func (n *TestNet) ClassReach(t *testing.T, probes []ClassProbe) map[ClassProbe]b
 // (its one interface but lo: a container's namespace behind docker0).
 func (n *TestNet) ClassReachFrom(t *testing.T, peer string, probes []ClassProbe) map[ClassProbe]bool {
 	t.Helper()
+	return ClassReachTo(t, peer, n.Node, probes)
+}
+
+// ClassReachTo sends every probe from namespace peer (three times) and
+// reports which namespace to received: the node's, or a host's beyond it
+// (a packet the node forwards). Each namespace has one interface but lo,
+// but the node.
+func ClassReachTo(t *testing.T, peer, to string, probes []ClassProbe) map[ClassProbe]bool {
+	t.Helper()
 	var fds []int
 	var mu sync.Mutex
 	got := map[seen]bool{}
-	err := InNetns(n.Node, func() error {
+	err := InNetns(to, func() error {
 		idx, err := uplinkIndex()
 		if err != nil {
 			return err
@@ -284,10 +295,22 @@ func send(p ClassProbe, idx int) error {
 	defer unix.Close(fd)
 	src, dst := netip.MustParseAddr(p.Src), p.dst()
 	var from, to unix.Sockaddr
+	sport := 0
+	if p.Proto == unix.IPPROTO_UDP {
+		sport = int(p.Sport)
+	}
 	if v6 {
-		from, to = &unix.SockaddrInet6{Addr: src.As16()}, &unix.SockaddrInet6{Addr: dst.As16(), Port: int(p.Port)}
+		// A link-local address is the uplink's (its scope).
+		zone := func(a netip.Addr) uint32 {
+			if a.IsLinkLocalUnicast() {
+				return uint32(idx)
+			}
+			return 0
+		}
+		from = &unix.SockaddrInet6{Addr: src.As16(), Port: sport, ZoneId: zone(src)}
+		to = &unix.SockaddrInet6{Addr: dst.As16(), Port: int(p.Port), ZoneId: zone(dst)}
 	} else {
-		from, to = &unix.SockaddrInet4{Addr: src.As4()}, &unix.SockaddrInet4{Addr: dst.As4(), Port: int(p.Port)}
+		from, to = &unix.SockaddrInet4{Addr: src.As4(), Port: sport}, &unix.SockaddrInet4{Addr: dst.As4(), Port: int(p.Port)}
 	}
 	if err := unix.Bind(fd, from); err != nil {
 		return err
@@ -298,7 +321,13 @@ func send(p ClassProbe, idx int) error {
 	payload := []byte("adoption class probe")
 	switch {
 	case p.icmp():
-		msg := append([]byte{p.Type, 0, 0, 0, 0x12, 0x34, 0, 1}, payload...)
+		// A fresh identifier each time: conntrack ties an echo request
+		// to one already answered with the same identifier, and would
+		// find a later probe established (passed by any ruleset that
+		// accepts established traffic), not new.
+		id := make([]byte, 2)
+		rand.Read(id)
+		msg := append([]byte{p.Type, 0, 0, 0, id[0], id[1], 0, 1}, payload...)
 		if p.Type >= 133 && p.Type <= 136 {
 			// neighbour discovery: reserved word, then the target
 			node := netip.MustParseAddr(NodeV6).As16()

@@ -366,6 +366,52 @@ func (n *TestNet) Container(t *testing.T) string {
 	return ctr
 }
 
+// LanV4 and LanV6 are the host of the network behind the node's second
+// interface (Lan).
+const (
+	LanV4 = "192.168.77.2"
+	LanV6 = "fd00:77::2"
+)
+
+// Lan adds a second interface to the node, a plain link (not a bridge) to
+// a network behind it (192.168.77.1/24, fd00:77::1/64) holding a host
+// (LanV4, LanV6) routed back through the node, routes the peer to it
+// through the node and turns forwarding on. It returns the host's
+// namespace and the node's interface.
+func (n *TestNet) Lan(t *testing.T) (string, string) {
+	t.Helper()
+	host := n.Node + "-l"
+	Run(t, "", "ip", "netns", "add", host)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", host).Run() })
+	dev := "ln" + n.Node[len(n.Node)-6:len(n.Node)-2]
+	Run(t, "", "ip", "-n", n.Node, "link", "add", dev, "type", "veth", "peer", "name", "eth0", "netns", host)
+	Run(t, "", "ip", "-n", n.Node, "addr", "add", "192.168.77.1/24", "dev", dev)
+	Run(t, "", "ip", "-n", n.Node, "addr", "add", "fd00:77::1/64", "dev", dev, "nodad")
+	Run(t, "", "ip", "-n", n.Node, "link", "set", dev, "up")
+	Run(t, "", "ip", "-n", host, "link", "set", "lo", "up")
+	Run(t, "", "ip", "-n", host, "addr", "add", LanV4+"/24", "dev", "eth0")
+	Run(t, "", "ip", "-n", host, "addr", "add", LanV6+"/64", "dev", "eth0", "nodad")
+	Run(t, "", "ip", "-n", host, "link", "set", "eth0", "up")
+	Run(t, "", "ip", "-n", host, "route", "add", "default", "via", "192.168.77.1")
+	Run(t, "", "ip", "-n", host, "-6", "route", "add", "default", "via", "fd00:77::1")
+	mac := func(ns, d string) string {
+		f := strings.Fields(Run(t, "", "ip", "-n", ns, "-br", "link", "show", d))
+		if len(f) < 3 {
+			t.Fatalf("no address of %s in %s: %q", d, ns, f)
+		}
+		return f[2]
+	}
+	nodeMAC, hostMAC := mac(n.Node, dev), mac(host, "eth0")
+	Run(t, "", "ip", "-n", n.Node, "neigh", "replace", LanV4, "lladdr", hostMAC, "nud", "permanent", "dev", dev)
+	Run(t, "", "ip", "-n", n.Node, "neigh", "replace", LanV6, "lladdr", hostMAC, "nud", "permanent", "dev", dev)
+	Run(t, "", "ip", "-n", host, "neigh", "replace", "192.168.77.1", "lladdr", nodeMAC, "nud", "permanent", "dev", "eth0")
+	Run(t, "", "ip", "-n", host, "neigh", "replace", "fd00:77::1", "lladdr", nodeMAC, "nud", "permanent", "dev", "eth0")
+	Run(t, "", "ip", "-n", n.Peer, "route", "add", "192.168.77.0/24", "via", NodeV4)
+	Run(t, "", "ip", "-n", n.Peer, "-6", "route", "add", "fd00:77::/64", "via", NodeV6)
+	Run(t, "", "ip", "netns", "exec", n.Node, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
+	return host, dev
+}
+
 func RequireTools(t *testing.T, tools ...string) {
 	t.Helper()
 	for _, b := range tools {
