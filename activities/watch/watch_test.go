@@ -330,7 +330,6 @@ func TestEachRepairByTheLoopIsAnswered(t *testing.T) {
 		t.Fatalf("first = %+v, %v", got.r, got.err)
 	}
 	done = start(w, watchInput(got.r.Digest, time.Hour))
-	time.Sleep(10 * time.Millisecond) // let it wait (a wait not yet begun answers the same)
 	f.set(func(f *fakeChecks) { f.vanished = 2 })
 	l.Cycle(context.Background(), time.Now().Add(4*time.Minute))
 	got = <-done
