@@ -64,7 +64,59 @@ type path struct {
 // client evaluates one client packet the whole way: prerouting, nat, then
 // the input or forward hook of each way the nat chains may send it. A path
 // is in the result when the packet may take it.
+//
+// A client from outside a node with several uplinks comes in by one of
+// them: the packet is evaluated once per uplink it may come in by (all
+// but the one it is routed to), so that rules telling interfaces apart
+// are read together ("iifname != lan accept" then "iifname lan accept"
+// let every uplink through), and the results are joined: a path some
+// uplink takes and another does not is taken only maybe.
 func (e *Evaluator) client(st *stages, pkt Packet) map[path]Result {
+	if pkt.iif != "" || pkt.node == nil || !pkt.node.HasInterfaces() {
+		return e.clientOn(st, pkt)
+	}
+	var ups []string
+	for _, u := range pkt.node.Uplinks() {
+		if u != pkt.notIif {
+			ups = append(ups, u)
+		}
+	}
+	if len(ups) < 2 {
+		return e.clientOn(st, pkt)
+	}
+	// ownNet: the uplink whose network a routed path goes to, which a
+	// client coming in by it does not take (not routed through the node).
+	ownNet := map[string]string{}
+	for _, d := range st.routed {
+		if d.iface != "" {
+			ownNet[d.via] = d.iface
+		}
+	}
+	per := make([]map[path]Result, len(ups))
+	out := map[path]Result{}
+	for i, u := range ups {
+		q := pkt
+		q.iif = u
+		per[i] = e.clientOn(st, q)
+		for p, r := range per[i] {
+			o := out[p]
+			out[p] = Result{Accept: o.Accept || r.Accept, drop: o.drop || r.drop}
+		}
+	}
+	for p, r := range out {
+		for i, u := range ups {
+			if _, ok := per[i][p]; !ok && !(p.routed && ownNet[p.via] == u) {
+				r.drop = true // not taken coming in by u
+			}
+		}
+		out[p] = r
+	}
+	return out
+}
+
+// clientOn is client for a packet whose input interface is decided (or
+// need not be split).
+func (e *Evaluator) clientOn(st *stages, pkt Packet) map[path]Result {
 	out := map[path]Result{}
 	add := func(p path, r Result) {
 		o := out[p]

@@ -121,3 +121,36 @@ func TestUndecidedLeavesOutInertRules(t *testing.T) {
 		}
 	}
 }
+
+// A client from outside a node with two uplinks comes in by one of them:
+// rules that tell the uplinks apart are read together, so a port the one
+// accepts on every interface but the LAN's and the other on the LAN's is
+// open surely, and one open on the LAN's alone only maybe.
+func TestUplinksReadTogether(t *testing.T) {
+	node := firewall.Node{Interfaces: []firewall.Interface{
+		{Name: "lo", Loopback: true, Addrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/8")}},
+		{Name: "eth0", Addrs: []netip.Prefix{netip.MustParsePrefix("203.0.113.5/24")}},
+		{Name: "lan0", Addrs: []netip.Prefix{netip.MustParsePrefix("192.168.77.1/24")}},
+	}, Forwarding: map[string]bool{firewall.FamilyIP: true}}
+	iif := func(n string, neg bool) firewall.Cond {
+		return firewall.Cond{Kind: firewall.CondIifname, Names: []string{n}, Negate: neg}
+	}
+	in := fwtest.Base("input", firewall.HookInput, 0, "drop",
+		fwtest.Accept(iif("lan0", true), fwtest.Udp(), fwtest.Dport(6379)),
+		fwtest.Accept(iif("lan0", false), fwtest.Udp(), fwtest.Dport(6379)),
+		fwtest.Accept(iif("lan0", false), fwtest.Udp(), fwtest.Dport(443)),
+	)
+	rs := &firewall.Ruleset{Tables: []firewall.Table{{Family: firewall.FamilyIP, Name: "filter", Chains: []firewall.Chain{in}}}}
+	got := map[uint16]firewall.Opening{}
+	for _, o := range OpenPortsOn(rs, node) {
+		if o.Direction == firewall.HookInput && o.Proto == "udp" && o.In == "" {
+			got[o.Port] = o
+		}
+	}
+	if o, ok := got[6379]; !ok || o.Uncertain || o.From != "" {
+		t.Errorf("6379/udp, accepted on lan0 and on every other interface: %+v (found %v), want open to any source, surely", o, ok)
+	}
+	if o, ok := got[443]; !ok || !o.Uncertain {
+		t.Errorf("443/udp, accepted on lan0 only: %+v (found %v), want open only maybe", o, ok)
+	}
+}

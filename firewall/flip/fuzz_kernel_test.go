@@ -286,6 +286,9 @@ func TestKernelFlipDifferentialFuzz(t *testing.T) {
 			}
 		}
 		ft.rulesets++
+		if ft.rulesets%25 == 0 {
+			t.Logf("%d of %d rulesets, %d mismatches so far, %s", ft.rulesets, count, ft.bad, time.Since(start).Round(time.Second))
+		}
 		if t.Failed() && ft.bad > 20 {
 			break
 		}
