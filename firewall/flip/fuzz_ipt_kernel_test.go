@@ -21,6 +21,7 @@ package flip
 import (
 	"fmt"
 	"math/rand"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -407,6 +408,9 @@ func TestKernelFlipDifferentialFuzzIptables(t *testing.T) {
 		after := g.send(t)
 		label := func(s string) string { return fmt.Sprintf("seed %d: %s", seed+int64(i), s) }
 		g.judge(t, &ft, label, p, before, after, rs)
+		if os.Getenv("ADOPT_FLIP_FUZZ_DEBUG") != "" {
+			t.Logf("seed %d mesh table after the flip:\n%s", seed+int64(i), meshText(n.List(t)))
+		}
 		// ufw's node has no /etc/nftables.conf of its own.
 		if i%fuzzBootEvery != fuzzBootEvery-1 || !g.bootSample(t, &bt, label, f, plan, found, spec, "", func() { gen.loadDocker(t, n) }, p, before, rs) {
 			if err := f.Revert(plan); err != nil {
@@ -414,7 +418,7 @@ func TestKernelFlipDifferentialFuzzIptables(t *testing.T) {
 			}
 		}
 		ft.rulesets++
-		if t.Failed() && ft.bad+bt.bad > 20 {
+		if t.Failed() && ft.bad+bt.bad > envInt("ADOPT_FLIP_FUZZ_MAX_MISMATCHES", 20) {
 			break
 		}
 	}

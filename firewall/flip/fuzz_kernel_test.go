@@ -162,7 +162,7 @@ func TestKernelFlipDifferentialFuzz(t *testing.T) {
 			}
 		}
 		ft.rulesets++
-		if t.Failed() && ft.bad+bt.bad > 20 {
+		if t.Failed() && ft.bad+bt.bad > envInt("ADOPT_FLIP_FUZZ_MAX_MISMATCHES", 20) {
 			break
 		}
 	}
