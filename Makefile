@@ -140,9 +140,10 @@ chaos: build temporal-cli
 
 # Fuzzing: each target for $(FUZZTIME); a finding is written to
 # <pkg>/testdata/fuzz/<Target>/ and replayed by every later go test.
-# Then the flip's differential test against the kernel over
-# $(FLIP_FUZZ_RULESETS) generated rulesets (root; make test runs 6 of them
-# as part of ./..., so fuzz-short skips it).
+# Then the flip's differential tests against the kernel (native nftables,
+# and ufw/Docker through iptables-nft), each over $(FLIP_FUZZ_RULESETS)
+# generated rulesets (root; make test runs 6 of each as part of ./..., so
+# fuzz-short skips them).
 FLIP_FUZZ_RULESETS ?= 500
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadConfig$$'      -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./config
@@ -151,7 +152,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzOpenPorts$$'       -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./firewall/eval
 	$(GO) test -run '^$$' -fuzz '^FuzzOpenPortsSimple$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./firewall/eval
 	@if [ "$(FLIP_FUZZ_RULESETS)" != 0 ]; then \
-		ADOPT_FLIP_FUZZ_RULESETS=$(FLIP_FUZZ_RULESETS) $(GO) test -count=1 -timeout 6h -v -run '^TestKernelFlipDifferentialFuzz$$' ./firewall/flip; fi
+		ADOPT_FLIP_FUZZ_RULESETS=$(FLIP_FUZZ_RULESETS) $(GO) test -count=1 -timeout 6h -v -run '^TestKernelFlipDifferentialFuzz(Iptables)?$$' ./firewall/flip; fi
 
 # The short form make test runs: 10 s a target.
 fuzz-short:

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/config"
+	"adoption/internal/wait"
 	"adoption/workflows"
 )
 
@@ -94,17 +95,10 @@ func TestCLIDeliverOrSaySo(t *testing.T) {
 	// The workflow runs (b's worker) and waits for a's agent.
 	var out, errs string
 	var code int
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	wait.Until(t, 60*time.Second, "status to show the pending probe", func() (bool, string) {
 		out, errs, code = adoptBounded(t, 60*time.Second, nil, "status", a.Name, "--config", a.cfg)
-		if code == 0 && strings.Contains(out, "PENDING: step Probe") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status never showed the pending probe: exit %d\n%s%s", code, out, errs)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return code == 0 && strings.Contains(out, "PENDING: step Probe"), fmt.Sprintf("exit %d\n%s%s", code, out, errs)
+	})
 	for _, want := range []string{"AGENT: no agent polls task queue adoption-node-clia", "NEXT: start node clia's agent"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status of an agentless node lacks %q:\n%s", want, out)
@@ -135,17 +129,10 @@ func TestCLIDeliverOrSaySo(t *testing.T) {
 	// Once a worker serves the workflow again, a request is answered: a
 	// retry with nothing to retry is refused, which proves the workflow
 	// has taken in what was waiting for it, the late release included.
-	deadline = time.Now().Add(60 * time.Second)
-	for {
+	wait.Until(t, 60*time.Second, "retry with nothing failed to be refused once the workers were back", func() (bool, string) {
 		out, errs, code = adoptBounded(t, 60*time.Second, nil, "retry", a.Name, "--config", a.cfg)
-		if code == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("retry with nothing failed never refused once the workers were back: exit %d\n%s%s", code, out, errs)
-		}
-		time.Sleep(time.Second)
-	}
+		return code == 2, fmt.Sprintf("exit %d\n%s%s", code, out, errs)
+	})
 	st, err := status(t, a)
 	if err != nil {
 		t.Fatal(err)

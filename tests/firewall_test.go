@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 
 	"adoption/config"
 	"adoption/internal/ufwfixture"
+	"adoption/internal/wait"
 	"adoption/sandbox"
 	"adoption/workflows"
 )
@@ -139,16 +141,14 @@ func TestGenesisMarksReconcileRelease(t *testing.T) {
 
 func waitFor(t *testing.T, n *node, what string, ok func(workflows.State) bool) workflows.State {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
 	var st workflows.State
-	var err error
-	for time.Now().Before(deadline) {
+	wait.Until(t, 90*time.Second, what, func() (bool, string) {
+		var err error
 		if st, err = status(t, n); err == nil && ok(st) {
-			return st
+			return true, ""
 		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s: phase %q, genesis %+v, last error %q, err %v", what, st.Phase, st.Genesis, st.LastError, err)
+		return false, fmt.Sprintf("phase %q, genesis %+v, last error %q, err %v", st.Phase, st.Genesis, st.LastError, err)
+	})
 	return st
 }
 

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"adoption/internal/wait"
 	"adoption/workflows"
 	"adoption/workflows/fleet/relay"
 )
@@ -65,7 +66,7 @@ func TestFleetEndedQueryOnDevServer(t *testing.T) {
 	}
 	// The chain's second run, the fleet's child still.
 	var first string
-	eventually(t, 30*time.Second, "the child's second run", func() bool {
+	wait.For(t, 30*time.Second, "the child's second run", func() bool {
 		d, err := c.DescribeWorkflowExecution(ctx, id, "")
 		if err != nil {
 			return false
@@ -75,7 +76,7 @@ func TestFleetEndedQueryOnDevServer(t *testing.T) {
 		return i.GetExecution().GetRunId() != first && i.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 	})
 	// Both runs carry the parent in visibility.
-	eventually(t, 30*time.Second, "both runs listed by ParentWorkflowId", func() bool {
+	wait.For(t, 30*time.Second, "both runs listed by ParentWorkflowId", func() bool {
 		r, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: "ParentWorkflowId = '" + fleetID + "'"})
 		if err != nil {
 			t.Fatalf("ParentWorkflowId in a list query: %v", err)
@@ -98,7 +99,7 @@ func TestFleetEndedQueryOnDevServer(t *testing.T) {
 	if _, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: visQueue}, "VisChild", 1); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the terminated chain reported", func() bool {
+	wait.For(t, 30*time.Second, "the terminated chain reported", func() bool {
 		out, err = rel.Ended(ctx, in)
 		return err == nil && len(out.Ended) == 1
 	})
@@ -109,16 +110,5 @@ func TestFleetEndedQueryOnDevServer(t *testing.T) {
 	in.Since = time.Now().Add(time.Minute)
 	if out, err = rel.Ended(ctx, in); err != nil || out.Listed != 0 {
 		t.Errorf("since after the close: listed %d (%v), want none", out.Listed, err)
-	}
-}
-
-func eventually(t *testing.T, within time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
+	"adoption/internal/wait"
 	"adoption/workflows"
 	"adoption/workflows/fleet"
 )
@@ -65,17 +66,12 @@ func (f *wavesFleet) status() fleetState {
 // wait polls the fleet's status until cond holds.
 func (f *wavesFleet) wait(what string, timeout time.Duration, cond func(fleetState) bool) fleetState {
 	f.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		st := f.status()
-		if cond(st) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("waited %s for %s: op %+v, events:\n%s", timeout, what, st.Op, strings.Join(st.Events, "\n"))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	var st fleetState
+	wait.Until(f.t, timeout, what, func() (bool, string) {
+		st = f.status()
+		return cond(st), fmt.Sprintf("op %+v, events:\n%s", st.Op, strings.Join(st.Events, "\n"))
+	})
+	return st
 }
 
 // op runs a fleet migrate or flip and waits until the fleet says it

@@ -14,6 +14,7 @@ import (
 
 	"adoption/config"
 	"adoption/internal/ufwfixture"
+	"adoption/internal/wait"
 	"adoption/sandbox"
 	"adoption/workflows"
 )
@@ -290,10 +291,10 @@ func TestFlipRevertsWhenCutOff(t *testing.T) {
 	if !strings.Contains(ruleset(t, n), "table inet adoption") {
 		t.Fatal("the flip was not in force after the worker died: the test would prove nothing")
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for ruleset(t, n) != before && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
-	}
+	wait.Until(t, 30*time.Second, "the watchdog to restore the ruleset byte for byte", func() (bool, string) {
+		got := ruleset(t, n)
+		return got == before, "before:\n" + before + "\nnow:\n" + got
+	})
 	if got := ruleset(t, n); got != before {
 		t.Fatalf("the watchdog did not restore the ruleset byte for byte:\nbefore:\n%s\nnow:\n%s", before, got)
 	}
@@ -336,17 +337,11 @@ func TestFlipRefusedWhenStale(t *testing.T) {
 	// The node previews inside the flip: edit only once its record says
 	// applying (the preview approved, the transaction sleeps in the
 	// failpoint), so that the edit falls between the two.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.For(t, 30*time.Second, "the node to record the flip as applying", func() bool {
 		var rec struct{ State string }
-		if b, err := os.ReadFile(filepath.Join(n.StateDir, "flip.json")); err == nil && json.Unmarshal(b, &rec) == nil && rec.State == "applying" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the node never recorded the flip as applying")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		b, err := os.ReadFile(filepath.Join(n.StateDir, "flip.json"))
+		return err == nil && json.Unmarshal(b, &rec) == nil && rec.State == "applying"
+	})
 	if out, err := exec.Command("ip", "netns", "exec", n.Netns, "iptables", "-I", "ufw-user-input", "-p", "tcp", "--dport", "9999", "-j", "ACCEPT").CombinedOutput(); err != nil {
 		t.Fatalf("hand edit: %v %s", err, out)
 	}
@@ -488,8 +483,11 @@ func flipRecord(t *testing.T, n *node) map[string]any {
 // assertion) for the ruleset to be the one before the flip, byte for byte.
 func waitReverted(t *testing.T, n *node, before string, limit time.Time) {
 	t.Helper()
-	for ruleset(t, n) != before && time.Now().Before(limit) {
-		time.Sleep(200 * time.Millisecond)
+	if d := time.Until(limit); d > 0 {
+		wait.Until(t, d, "the ruleset to be the one before the flip, byte for byte", func() (bool, string) {
+			got := ruleset(t, n)
+			return got == before, "now:\n" + got
+		})
 	}
 	if dl, err := time.Parse(time.RFC3339Nano, flipRecord(t, n)["deadline"].(string)); err == nil {
 		t.Logf("ruleset back byte for byte %s after the flip's deadline (a figure, not an assertion)", time.Since(dl).Round(10*time.Millisecond))

@@ -11,6 +11,7 @@ import (
 
 	"adoption/config"
 	"adoption/internal/ufwfixture"
+	"adoption/internal/wait"
 	"adoption/sandbox"
 	"adoption/workflows"
 )
@@ -122,11 +123,14 @@ const quietWindow = 5 * time.Second
 // noDriftFor checks that no drift shows, polling status, for d.
 func noDriftFor(t *testing.T, n *node, d time.Duration, why string) {
 	t.Helper()
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-		if st, err := status(t, n); err == nil && len(st.Drift) > 0 {
-			t.Fatalf("%s, yet status reports drift: %+v", why, st.Drift)
+	wait.Quiet(t, d, why+", yet status reports drift", func() bool {
+		st, err := status(t, n)
+		if err == nil && len(st.Drift) > 0 {
+			t.Logf("drift reported: %+v", st.Drift)
+			return true
 		}
-	}
+		return false
+	})
 }
 
 // TestInterference: an adopted control node under three kinds of outside
@@ -165,11 +169,14 @@ func TestInterference(t *testing.T) {
 			}
 			// Two more reconciles: what does the mesh say about its marks now?
 			// No mark may be put anywhere meanwhile, the found firewall gone.
-			for end := time.Now().Add(2*checkEvery + time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
-				if got := ruleset(t, n); strings.Contains(got, "adoption:") {
-					t.Fatalf("a mark was put somewhere with the found firewall gone:\n%s", got)
+			wait.Quiet(t, 2*checkEvery+time.Second, "a mark was put somewhere with the found firewall gone", func() bool {
+				got := ruleset(t, n)
+				if strings.Contains(got, "adoption:") {
+					t.Logf("ruleset:\n%s", got)
+					return true
 				}
-			}
+				return false
+			})
 			st, err := status(t, n)
 			if err != nil {
 				t.Fatal(err)

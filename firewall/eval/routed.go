@@ -257,9 +257,9 @@ const outside = "\x00uplink"
 // beyond the node, out by an uplink: the bridges whose egress the found
 // firewall lets through (Docker's "-i docker0 ! -o docker0 -j ACCEPT",
 // libvirt's "-s 192.168.122.0/24 -i virbr0 -j ACCEPT"). The candidates
-// are the input interfaces rs's rules name (wildcards included, lo not);
-// one passes when some source region passes from it, as a bridge's own
-// network does.
+// are the container bridges rs's rules name as input interfaces
+// (firewall.BridgeTool, wildcards included; an uplink is none); one passes
+// when some source region passes from it, as a bridge's own network does.
 func EgressFrom(rs *firewall.Ruleset, fam string) []string {
 	return Compile(rs).EgressFrom(fam)
 }
@@ -274,7 +274,10 @@ func (c *Compiled) EgressFrom(fam string) []string {
 			return
 		}
 		for _, n := range c.Names {
-			if n != "lo" && n != "*" && n != "" && !seen[n] {
+			// Only a container network's bridge has egress to carry: an
+			// uplink a rule names ("-i eth0 -o docker0") forwards to the
+			// networks behind the node too, which its accept would open.
+			if firewall.BridgeTool(n) != "" && !seen[n] {
 				seen[n] = true
 				names = append(names, n)
 			}

@@ -11,6 +11,7 @@ package flip
 // the product's path, and each probe's fate in the preview is checked
 // against what the kernel did: kept passes before and after, closing
 // passes before only, widening passes after, no fate passes neither.
+// Every fuzzBootEvery-th ruleset is committed and booted (fuzz_rig_kernel_test.go).
 //
 // ADOPT_FLIP_FUZZ_RULESETS sets how many rulesets (make test: the default,
 // make fuzz: 500), ADOPT_FLIP_FUZZ_SEED the first seed.
@@ -19,19 +20,12 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"adoption/config"
-	"adoption/firewall"
-	"adoption/firewall/eval"
 	"adoption/internal/fwtest"
 )
-
-// fuzzPorts are the ports the generated rules name and the probes try.
-var fuzzPorts = []uint16{22, 53, 80, 443, 5432, 6379, 8080, 9000, 9001}
 
 // fuzzRuleset writes one generated native ruleset: table inet found with
 // an input chain and (mostly) a forward chain.
@@ -129,154 +123,30 @@ func fuzzRuleset(r *rand.Rand, uplink, lan string) string {
 	return b.String()
 }
 
-// fuzzTally counts probes by what the preview said and the kernel did.
-type fuzzTally struct {
-	rulesets, probes, passedBefore, passedAfter   int
-	kept, closing, widening, uncertain, none, bad int
-}
-
-// fuzzCheck checks one probe's fate against the kernel, counting it.
-func (ft *fuzzTally) check(t *testing.T, what string, b, a bool, fate *Fate, ruleset string) {
-	t.Helper()
-	ft.probes++
-	ft.passedBefore += btoi(b)
-	ft.passedAfter += btoi(a)
-	ok := true
-	switch {
-	case fate == nil || (fate.Opening.From == "" && !b && !a):
-		// No fate; or one for any source the rulesets do not single out,
-		// where this source is singled out (a deny list): its region is
-		// closed before and after, and closed regions have no fate.
-		ft.none++
-		ok = !b && !a
-	case fate.Fate == FateUncertain || fate.Opening.Uncertain:
-		// Only under a condition the evaluator cannot decide: either
-		// outcome is the preview's.
-		ft.uncertain++
-	case fate.Fate == FateKept:
-		ft.kept++
-		ok = b && a
-	case fate.Fate == FateClosing:
-		ft.closing++
-		ok = b && !a
-	case fate.Fate == FateWidening:
-		ft.widening++
-		ok = a
-	}
-	if !ok {
-		ft.bad++
-		f := "none"
-		if fate != nil {
-			f = fate.Fate + " (" + describeOpening(fate.Opening) + ")"
-		}
-		t.Errorf("%s: passed before %v, after %v; the preview's fate: %s; ruleset:\n%s", what, b, a, f, ruleset)
-	}
-}
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return v
-	}
-	return def
-}
-
 func TestKernelFlipDifferentialFuzz(t *testing.T) {
 	fwtest.RequireTools(t, "nft", "sysctl")
 	count, seed := envInt("ADOPT_FLIP_FUZZ_RULESETS", 6), int64(envInt("ADOPT_FLIP_FUZZ_SEED", 1))
-	n := fwtest.NewNamedNet(t, "fz-", "fz", "7e")
-	ctr := n.Container(t)
-	lanHost, lan := n.Lan(t)
-	fwtest.Run(t, "", "ip", "-n", n.Peer, "route", "add", "172.17.0.0/16", "via", fwtest.NodeV4)
-	fwtest.Run(t, "", "ip", "-n", n.Peer, "-6", "route", "add", "fd00:17::/64", "via", fwtest.NodeV6)
-	uplink := uplinkOf(t, n)
-	n.Serve(t, fuzzPorts)
-	fwtest.ServeIn(t, ctr, fuzzPorts)
-	fwtest.ServeIn(t, lanHost, fuzzPorts)
-	node, err := firewall.ReadNode(n.Path(n.Node))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var probes []fwtest.Probe
-	for _, s := range []string{fwtest.PeerV4a, fwtest.PeerV4b, fwtest.PeerV6a, fwtest.PeerV6b} {
-		v6 := strings.Contains(s, ":")
-		for _, dst := range []string{"", fwtest.ContainerV4, fwtest.LanV4} {
-			if v6 && dst != "" {
-				dst = map[string]string{fwtest.ContainerV4: fwtest.ContainerV6, fwtest.LanV4: fwtest.LanV6}[dst]
-			}
-			for _, p := range fuzzPorts {
-				for _, proto := range []string{"tcp", "udp"} {
-					probes = append(probes, fwtest.Probe{Proto: proto, Src: s, Port: p, Dst: dst})
-				}
-			}
-		}
-	}
-	pings := fwtest.RegionProbes([]string{"ip icmp type 8 to node", "ip6 icmpv6 type 128 to node"}, []string{fwtest.PeerV4a, fwtest.PeerV4b, fwtest.PeerV6a, fwtest.PeerV6b})
-	routedPings := []fwtest.ClassProbe{
-		{Name: "ip icmp type 8 to 172.17.0.0/16", Src: fwtest.PeerV4a, Dst: fwtest.ContainerV4, Proto: 1, Type: 8},
-		{Name: "ip6 icmpv6 type 128 to fd00:17::/64", Src: fwtest.PeerV6a, Dst: fwtest.ContainerV6, Proto: 58, Type: 128},
-	}
-	outPings := []fwtest.ClassProbe{
-		{Name: "ip icmp type 8", Src: fwtest.ContainerV4, Dst: fwtest.PeerV4a, Proto: 1, Type: 8},
-		{Name: "ip6 icmpv6 type 128", Src: fwtest.ContainerV6, Dst: fwtest.PeerV6a, Proto: 58, Type: 128},
-	}
-	type reach struct {
-		ports                 map[fwtest.Probe]bool
-		pings, routed, egress map[fwtest.ClassProbe]bool
-	}
-	send := func() reach {
-		// Every probe new to conntrack: a source port picked again must
-		// not meet the entry an earlier probe left.
-		fwtest.FlushConntrack(t, n.Node)
-		return reach{n.Reach(t, probes), n.ClassReach(t, pings), fwtest.ClassReachTo(t, n.Peer, ctr, routedPings), fwtest.ClassReachTo(t, ctr, n.Peer, outPings)}
-	}
-	var ft fuzzTally
+	g := newFuzzRig(t, "fz-", "fz", "7e", false, nil)
+	n := g.n
+	var ft, bt fuzzTally
 	start := time.Now()
 	for i := range count {
 		r := rand.New(rand.NewSource(seed + int64(i)))
-		rs := fuzzRuleset(r, uplink, lan)
+		rs := fuzzRuleset(r, g.uplink, g.lan)
 		n.Quiet(t, "nft", "flush", "ruleset")
 		fwtest.Run(t, rs, "ip", "netns", "exec", n.Node, "nft", "-f", "-")
 		found := n.List(t)
-		// The plan keeps ssh and about half of what found opens by port.
-		spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp")}
-		seen := map[config.Port]bool{{Num: 22, Proto: "tcp"}: true}
-		for _, o := range eval.OpenPortsOn(found, node) {
-			p := config.Port{Num: o.Port, Proto: o.Proto}
-			if o.Direction == firewall.HookInput && o.Class == "" && o.In == "" && o.Port != 0 && firewall.PortEnd(o) == o.Port && !seen[p] && r.Intn(2) == 0 {
-				seen[p] = true
-				spec.Input = append(spec.Input, allow("web", p.String())...)
-			}
-		}
-		before := send()
-		p := PreviewFlipOn(found, node, spec)
+		spec := g.fuzzSpec(r, found)
+		before := g.send(t)
+		p := PreviewFlipOn(found, g.node, spec)
 		f := NewFlipper(n.Path(n.Node))
 		plan, err := f.Flip(spec, p.FoundFingerprint, p.DerivedFingerprint)
 		if err != nil {
 			t.Fatalf("seed %d: flip: %v\n%s", seed+int64(i), err, rs)
 		}
-		after := send()
+		after := g.send(t)
 		label := func(s string) string { return fmt.Sprintf("seed %d: %s", seed+int64(i), s) }
-		for _, pr := range probes {
-			var fate *Fate
-			if pr.Dst == "" {
-				fate = probeFate(p, pr)
-			} else {
-				fate = routedFate(p, pr)
-			}
-			ft.check(t, label(pr.String()), before.ports[pr], after.ports[pr], fate, rs)
-		}
-		for _, pr := range pings {
-			ft.check(t, label(pr.String()), before.pings[pr], after.pings[pr], classFateOf(p, pr), rs)
-		}
-		for _, pr := range routedPings {
-			ft.check(t, label(pr.String()), before.routed[pr], after.routed[pr], fwdICMPFate(p, pr, ""), rs)
-		}
-		for _, pr := range outPings {
-			ft.check(t, label(pr.String()), before.egress[pr], after.egress[pr], fwdICMPFate(p, pr, "docker0"), rs)
-		}
-		if err := f.Revert(plan); err != nil {
-			t.Fatalf("seed %d: revert: %v", seed+int64(i), err)
-		}
+		g.judge(t, &ft, label, p, before, after, rs)
 		if os.Getenv("ADOPT_FLIP_FUZZ_DEBUG") != "" {
 			if d, err := DeriveFor(found, spec); err == nil {
 				t.Logf("seed %d derived:\n%s", seed+int64(i), d.Text())
@@ -285,16 +155,21 @@ func TestKernelFlipDifferentialFuzz(t *testing.T) {
 				t.Logf("seed %d fate: %s %s %s (%s)", seed+int64(i), f.Fate, f.Opening.Class, portSpec(f.Opening), describeOpening(f.Opening))
 			}
 		}
+		// A native firewall boots from /etc/nftables.conf: the ruleset.
+		if i%fuzzBootEvery != fuzzBootEvery-1 || !g.bootSample(t, &bt, label, f, plan, found, spec, rs, nil, p, before, rs) {
+			if err := f.Revert(plan); err != nil {
+				t.Fatalf("seed %d: revert: %v", seed+int64(i), err)
+			}
+		}
 		ft.rulesets++
 		if ft.rulesets%25 == 0 {
-			t.Logf("%d of %d rulesets, %d mismatches so far, %s", ft.rulesets, count, ft.bad, time.Since(start).Round(time.Second))
+			t.Logf("%d of %d rulesets, %d mismatches so far, %s", ft.rulesets, count, ft.bad+bt.bad, time.Since(start).Round(time.Second))
 		}
-		if t.Failed() && ft.bad > 20 {
+		if t.Failed() && ft.bad+bt.bad > envInt("ADOPT_FLIP_FUZZ_MAX_MISMATCHES", 20) {
 			break
 		}
 	}
-	fmt.Printf("flip differential fuzz: %d rulesets (seeds %d..%d), %d probes sent before and after (%d packets), %d passed before, %d pass after; fates: %d kept, %d closing, %d widening, %d uncertain, %d none; %d mismatches; %s\n",
-		ft.rulesets, seed, seed+int64(count)-1, ft.probes, 2*ft.probes, ft.passedBefore, ft.passedAfter, ft.kept, ft.closing, ft.widening, ft.uncertain, ft.none, ft.bad, time.Since(start).Round(time.Millisecond))
+	ft.report("flip differential fuzz", seed, count, &bt, time.Since(start))
 	if ft.kept == 0 || ft.closing == 0 {
 		t.Errorf("%d kept and %d closing: the generator made nothing the test can judge", ft.kept, ft.closing)
 	}

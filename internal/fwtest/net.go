@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -373,6 +374,13 @@ const (
 	LanV6 = "fd00:77::2"
 )
 
+// VpnV4 and VpnV6 are the host of the routed prefix behind the node's
+// VPN-like interface wg0 (Vpn).
+const (
+	VpnV4 = "100.96.0.2"
+	VpnV6 = "fd00:96::2"
+)
+
 // Lan adds a second interface to the node, a plain link (not a bridge) to
 // a network behind it (192.168.77.1/24, fd00:77::1/64) holding a host
 // (LanV4, LanV6) routed back through the node, routes the peer to it
@@ -380,20 +388,38 @@ const (
 // namespace and the node's interface.
 func (n *TestNet) Lan(t *testing.T) (string, string) {
 	t.Helper()
-	host := n.Node + "-l"
+	dev := "ln" + n.Node[len(n.Node)-6:len(n.Node)-2]
+	return n.behind(t, "-l", dev, "192.168.77.1", "fd00:77::1", LanV4, LanV6, 24), dev
+}
+
+// Vpn adds what a VPN looks like to the node: an interface named wg0 (a
+// veth, not WireGuard: the firewall only sees its name and addresses)
+// with a routed prefix behind it (100.96.0.0/24, fd00:96::/64) holding a
+// host (VpnV4, VpnV6), routed like Lan's. It returns the host's namespace.
+func (n *TestNet) Vpn(t *testing.T) string {
+	t.Helper()
+	return n.behind(t, "-w", "wg0", "100.96.0.1", "fd00:96::1", VpnV4, VpnV6, 24)
+}
+
+// behind links the node's interface dev to a new namespace (the node's
+// name and suffix) holding host4 and host6, the node holding gw4/bits and
+// gw6/64 on dev; the host routes back through the node, the peer reaches
+// the host's networks through the node, and forwarding is on.
+func (n *TestNet) behind(t *testing.T, suffix, dev, gw4, gw6, host4, host6 string, bits int) string {
+	t.Helper()
+	host := n.Node + suffix
 	Run(t, "", "ip", "netns", "add", host)
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", host).Run() })
-	dev := "ln" + n.Node[len(n.Node)-6:len(n.Node)-2]
 	Run(t, "", "ip", "-n", n.Node, "link", "add", dev, "type", "veth", "peer", "name", "eth0", "netns", host)
-	Run(t, "", "ip", "-n", n.Node, "addr", "add", "192.168.77.1/24", "dev", dev)
-	Run(t, "", "ip", "-n", n.Node, "addr", "add", "fd00:77::1/64", "dev", dev, "nodad")
+	Run(t, "", "ip", "-n", n.Node, "addr", "add", fmt.Sprintf("%s/%d", gw4, bits), "dev", dev)
+	Run(t, "", "ip", "-n", n.Node, "addr", "add", gw6+"/64", "dev", dev, "nodad")
 	Run(t, "", "ip", "-n", n.Node, "link", "set", dev, "up")
 	Run(t, "", "ip", "-n", host, "link", "set", "lo", "up")
-	Run(t, "", "ip", "-n", host, "addr", "add", LanV4+"/24", "dev", "eth0")
-	Run(t, "", "ip", "-n", host, "addr", "add", LanV6+"/64", "dev", "eth0", "nodad")
+	Run(t, "", "ip", "-n", host, "addr", "add", fmt.Sprintf("%s/%d", host4, bits), "dev", "eth0")
+	Run(t, "", "ip", "-n", host, "addr", "add", host6+"/64", "dev", "eth0", "nodad")
 	Run(t, "", "ip", "-n", host, "link", "set", "eth0", "up")
-	Run(t, "", "ip", "-n", host, "route", "add", "default", "via", "192.168.77.1")
-	Run(t, "", "ip", "-n", host, "-6", "route", "add", "default", "via", "fd00:77::1")
+	Run(t, "", "ip", "-n", host, "route", "add", "default", "via", gw4)
+	Run(t, "", "ip", "-n", host, "-6", "route", "add", "default", "via", gw6)
 	mac := func(ns, d string) string {
 		f := strings.Fields(Run(t, "", "ip", "-n", ns, "-br", "link", "show", d))
 		if len(f) < 3 {
@@ -402,14 +428,16 @@ func (n *TestNet) Lan(t *testing.T) (string, string) {
 		return f[2]
 	}
 	nodeMAC, hostMAC := mac(n.Node, dev), mac(host, "eth0")
-	Run(t, "", "ip", "-n", n.Node, "neigh", "replace", LanV4, "lladdr", hostMAC, "nud", "permanent", "dev", dev)
-	Run(t, "", "ip", "-n", n.Node, "neigh", "replace", LanV6, "lladdr", hostMAC, "nud", "permanent", "dev", dev)
-	Run(t, "", "ip", "-n", host, "neigh", "replace", "192.168.77.1", "lladdr", nodeMAC, "nud", "permanent", "dev", "eth0")
-	Run(t, "", "ip", "-n", host, "neigh", "replace", "fd00:77::1", "lladdr", nodeMAC, "nud", "permanent", "dev", "eth0")
-	Run(t, "", "ip", "-n", n.Peer, "route", "add", "192.168.77.0/24", "via", NodeV4)
-	Run(t, "", "ip", "-n", n.Peer, "-6", "route", "add", "fd00:77::/64", "via", NodeV6)
+	Run(t, "", "ip", "-n", n.Node, "neigh", "replace", host4, "lladdr", hostMAC, "nud", "permanent", "dev", dev)
+	Run(t, "", "ip", "-n", n.Node, "neigh", "replace", host6, "lladdr", hostMAC, "nud", "permanent", "dev", dev)
+	Run(t, "", "ip", "-n", host, "neigh", "replace", gw4, "lladdr", nodeMAC, "nud", "permanent", "dev", "eth0")
+	Run(t, "", "ip", "-n", host, "neigh", "replace", gw6, "lladdr", nodeMAC, "nud", "permanent", "dev", "eth0")
+	net4 := netip.MustParsePrefix(fmt.Sprintf("%s/%d", gw4, bits)).Masked().String()
+	net6 := netip.MustParsePrefix(gw6 + "/64").Masked().String()
+	Run(t, "", "ip", "-n", n.Peer, "route", "add", net4, "via", NodeV4)
+	Run(t, "", "ip", "-n", n.Peer, "-6", "route", "add", net6, "via", NodeV6)
 	Run(t, "", "ip", "netns", "exec", n.Node, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
-	return host, dev
+	return host
 }
 
 func RequireTools(t *testing.T, tools ...string) {
