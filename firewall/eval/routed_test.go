@@ -154,3 +154,21 @@ func TestUplinksReadTogether(t *testing.T) {
 		t.Errorf("443/udp, accepted on lan0 only: %+v (found %v), want open only maybe", o, ok)
 	}
 }
+
+// An uplink a rule names as an input interface ("-i eth0 -o docker0
+// -j ACCEPT") is no bridge whose egress the mesh carries, even where the
+// forward hook lets everything out: its accept would open the networks
+// behind the node to it.
+func TestEgressFromIsNoUplink(t *testing.T) {
+	iif := firewall.Cond{Kind: firewall.CondIifname, Names: []string{"eth0"}}
+	oif := firewall.Cond{Kind: firewall.CondOifname, Names: []string{"docker0"}}
+	br := firewall.Cond{Kind: firewall.CondIifname, Names: []string{"docker0"}}
+	fwd := fwtest.Base("forward", firewall.HookForward, 0, "accept",
+		fwtest.Accept(iif, oif, fwtest.Tcp(), fwtest.Dport(80)),
+		fwtest.Accept(br),
+	)
+	rs := &firewall.Ruleset{Tables: []firewall.Table{{Family: firewall.FamilyIP, Name: "filter", Chains: []firewall.Chain{fwd}}}}
+	if got := EgressFrom(rs, firewall.FamilyIP); fmt.Sprint(got) != "[docker0]" {
+		t.Errorf("EgressFrom = %v, want [docker0]", got)
+	}
+}
