@@ -22,7 +22,7 @@ import (
 	"adoption/activities/authority"
 	"adoption/activities/nodewire"
 	"adoption/config"
-	"adoption/containers"
+	"adoption/containers/cutover"
 	"adoption/custody"
 	"adoption/firewall/flip"
 	"adoption/nodestate"
@@ -134,7 +134,7 @@ func (a *Activities) migratedAsShown(ctx context.Context, auth *authority.Author
 		if err != nil {
 			return notYet + ": " + err.Error()
 		}
-		if _, err := a.Cutover.Preflight(ctx, sp); !errors.Is(err, containers.ErrMigrated) {
+		if _, err := a.Cutover.Preflight(ctx, sp); !errors.Is(err, cutover.ErrMigrated) {
 			return fmt.Sprintf("%s, and the engine does not show container %s as the mesh's: run adopt migrate %s %s first", notYet, m.Container.Name, a.Node, m.Name)
 		}
 	}
@@ -168,9 +168,9 @@ func (a *Activities) migratedAsShown(ctx context.Context, auth *authority.Author
 		return fmt.Sprintf("%s, and none of its ports is opened by a mark: run adopt migrate %s %s first", notYet, a.Node, m.Name)
 	}
 	if m.Container == nil && m.Health != nil {
-		probe := containers.HTTPProbe(m.Health.HTTP)
+		probe := cutover.HTTPProbe(m.Health.HTTP)
 		if m.Health.TCP != "" {
-			probe = containers.TCPProbe(m.Health.TCP)
+			probe = cutover.TCPProbe(m.Health.TCP)
 		}
 		if err := probe(ctx); err != nil {
 			return fmt.Sprintf("%s, and its health check does not answer: %v", notYet, err)

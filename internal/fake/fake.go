@@ -15,6 +15,7 @@ import (
 
 	"adoption/config"
 	"adoption/containers"
+	"adoption/containers/cutover"
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/flip"
@@ -221,23 +222,23 @@ func Services(names []string, publishFrom uint16) containers.Report {
 
 // Cutover is a container cutover where every step succeeds at once and
 // no predecessor is found; the swap and the rollback run their window
-// (containers.WithWindow) as the engine does.
+// (cutover.WithWindow) as the engine does.
 type Cutover struct{}
 
-func (Cutover) Preflight(context.Context, containers.Spec) (*containers.Predecessor, error) {
+func (Cutover) Preflight(context.Context, cutover.Spec) (*cutover.Predecessor, error) {
 	return nil, nil
 }
-func (Cutover) Create(context.Context, containers.Spec, *containers.Predecessor) (*containers.Carried, error) {
-	return &containers.Carried{}, nil
+func (Cutover) Create(context.Context, cutover.Spec, *cutover.Predecessor) (*cutover.Carried, error) {
+	return &cutover.Carried{}, nil
 }
 func (Cutover) PortsAnswer(context.Context, []uint16) error { return nil }
 func (Cutover) Swap(ctx context.Context, _ string, _ time.Duration) error {
-	return containers.RunWindow(ctx)
+	return cutover.RunWindow(ctx)
 }
 func (Cutover) WaitHealthy(context.Context, string, func(context.Context) error, time.Duration) error {
 	return nil
 }
-func (Cutover) Rollback(ctx context.Context, _ string) error { return containers.RunWindow(ctx) }
+func (Cutover) Rollback(ctx context.Context, _ string) error { return cutover.RunWindow(ctx) }
 func (Cutover) Prune(context.Context, string) error          { return nil }
 
 // Sockets reports Listening and, whatever names are asked for, Procs.

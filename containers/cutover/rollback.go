@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // Rollback and prune: the predecessor back, or gone for good.
 

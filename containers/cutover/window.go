@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // The window of a swap: the moment in which neither the predecessor nor the
 // mesh's container runs. A caller that has something to change while no

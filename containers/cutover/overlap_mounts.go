@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // Which of a predecessor's mounts a second instance cannot share: the
 // overlap cutover runs the new container beside the predecessor on the same

@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // Swap: the predecessor stopped and set aside, the new container started.
 

@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // Real-Docker tests of the carry-over: the predecessor carried over, predecessors
 // of other names, and the published-port contract. Same conventions as
@@ -24,6 +24,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/go-connections/nat"
 	units "github.com/docker/go-units"
+
+	"adoption/containers/cutoverwire"
 )
 
 const carrySecret = "tok-9f2c4e1d-secret" // must never appear in what a step returns
@@ -200,7 +202,7 @@ func TestDockerCreateIgnoresRequestMounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	forged := *pred
-	forged.Mounts = append(forged.Mounts, Mount{Type: "bind", Source: "/", Destination: "/host"})
+	forged.Mounts = append(forged.Mounts, cutoverwire.Mount{Type: "bind", Source: "/", Destination: "/host"})
 	forged.Networks = append(forged.Networks, "host")
 	if _, err := r.engine.Create(ctx, r.spec, &forged); err != nil {
 		t.Fatal(err)

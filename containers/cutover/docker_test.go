@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // Tests against the real Docker engine. No image can be pulled: the test
 // service (testdata/svc) is built static and imported as a one-file image,
@@ -86,7 +86,7 @@ func dockerClient(t *testing.T) *client.Client {
 }
 
 func buildImages(cli *client.Client) error {
-	return sandbox.ServiceImages(context.Background(), "..", map[string]string{"v1": imageV1, "v2": imageV2})
+	return sandbox.ServiceImages(context.Background(), "../..", map[string]string{"v1": imageV1, "v2": imageV2})
 }
 
 // rig is one predecessor service and everything made for it.

@@ -1,5 +1,6 @@
-package containers
-
+// Package cutover moves a module's service from its predecessor container
+// (or unit) to the mesh's, on the node's Docker engine (package containers).
+//
 // The cutover: the container names carry the state, so a resumed activity
 // needs nothing but Docker to know where it was: <name> (live), <name>.next
 // (the mesh's, created, not started), <name>.predecessor (stopped, kept for a
@@ -8,12 +9,65 @@ package containers
 // Every step inspects the three names and does only what is left: a step
 // called again after a crash or a success is safe. No step removes a volume.
 
+package cutover
+
 import (
 	"errors"
+	"sync"
 	"time"
 
+	"adoption/containers"
 	"adoption/containers/cutoverwire"
+	"adoption/units"
 )
+
+// Engine is the node's Docker engine as the cutover drives it. It is a
+// containers.Engine (Report, BridgeNetworks) with the cutover's steps and
+// the parts they use on the node.
+type Engine struct {
+	*containers.Engine
+	cli containers.API
+
+	// portFree says whether a host port can be bound; a field so unit tests
+	// need not hold real ports.
+	portFree func(proto, hostIP string, port uint16) error
+	// udpBound says whether a process's namespace has a UDP socket on a
+	// port (udpBound in unit.go); a field for the same reason.
+	udpBound func(pid int, port uint16) bool
+	// beforeStep, when set (tests only), runs before each cutover sub-step; an
+	// error stops the step there, as a crash of the worker would.
+	beforeStep func(step string) error
+	// hold, when set, holds new connections to the predecessors' ports
+	// during the swap (see PortHold).
+	hold PortHold
+	// steer, when set, moves published host ports between containers for
+	// the overlap cutover (see PortSteer).
+	steer PortSteer
+	// steered is what Resteer last pointed each module's ports at.
+	steerMu sync.Mutex
+	steered map[string]string
+	// units, when set, is the node's service manager: a module may take
+	// over a predecessor that is a system unit (see unit.go).
+	units units.Manager
+	// digest, when set, is the node's keyed digest that names the values
+	// of a conflict (WithDigest).
+	digest func([]byte) string
+}
+
+// New connects to the engine named by DOCKER_HOST (default: the local socket).
+// It never fails: an unreachable engine shows in Report, and fails each step.
+func New() *Engine { return On(containers.New()) }
+
+// NewAt connects to the engine at host, as containers.NewAt.
+func NewAt(host string) *Engine { return On(containers.NewAt(host)) }
+
+// NewWith wraps an existing client (tests).
+func NewWith(cli containers.API) *Engine { return On(containers.NewWith(cli)) }
+
+// On is the cutover on an engine already connected.
+func On(e *containers.Engine) *Engine {
+	return &Engine{Engine: e, cli: e.Client(), portFree: bindable, udpBound: udpBound}
+}
 
 // Labels the mesh puts on the containers it creates.
 const (
@@ -131,7 +185,7 @@ type Spec struct {
 	// refuses them.
 	Exclusive []string `json:"exclusive,omitempty"`
 	// ReplacesUnit is a predecessor that is a system unit on the node,
-	// handed over by the swap (cutover_unit.go).
+	// handed over by the swap (unit.go).
 	ReplacesUnit string `json:"replaces_unit,omitempty"`
 }
 

@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // Conflicts of a module's container with its predecessor's: a variable or
 // label the operator gave the predecessor that the module sets to another

@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"adoption/containers"
 )
 
 // fakeDocker is an in-memory engine: names, renames, start and stop, labels,
@@ -30,7 +32,7 @@ type fakeDocker struct {
 	onStart     func(c *container.InspectResponse)
 }
 
-var _ api = (*fakeDocker)(nil)
+var _ containers.API = (*fakeDocker)(nil)
 
 func newFake(images ...string) *fakeDocker {
 	f := &fakeDocker{byID: map[string]*container.InspectResponse{}, images: map[string]bool{}}

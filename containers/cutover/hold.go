@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // No failed client connection during a swap. Between the moment
 // the predecessor lets go of its published ports and the moment the new

@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // The port hold measured as a client outside the node sees it:
 // a node with a Docker engine of its own (sandbox.EngineNode), a predecessor

@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // The three moves every cutover step is made of: stop a container, rename
 // it, remove it. Each is skipped when Docker already shows it done, so a

@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // A predecessor that is a system unit (Spec.ReplacesUnit): a resolver the
 // predecessor runs on the node itself, whose ports the module's container

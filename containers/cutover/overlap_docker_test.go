@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // The overlap cutover as a client outside the node sees it: a node with a
 // Docker engine of its own, a predecessor published on it, clients in a

@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // The drain's count of a predecessor's connections, from fixture tables in
 // the kernel's /proc/net/tcp and tcp6 format.

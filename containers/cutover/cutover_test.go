@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/go-connections/nat"
+
+	"adoption/containers/cutoverwire"
 )
 
 var errCrash = errors.New("simulated crash")
@@ -85,12 +87,12 @@ func TestRecordPredecessor(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Predecessor{ID: id, Name: "mail", Image: "mail:1", ImageID: "sha256:mail:1",
-		Mounts: []Mount{
+		Mounts: []cutoverwire.Mount{
 			{Type: "bind", Source: "/srv/mail/conf", Destination: "/etc/mail", ReadOnly: true, Propagation: "rprivate"},
 			{Type: "volume", Name: "maildata", Source: "/var/lib/docker/volumes/maildata/_data", Destination: "/var/mail"},
 			{Type: "volume", Name: "0f3a9c", Source: "/var/lib/docker/volumes/0f3a9c/_data", Destination: "/var/spool", Anonymous: true},
 		},
-		Ports:         []Published{{HostPort: 2525, ContainerPort: 25, Proto: "tcp"}},
+		Ports:         []cutoverwire.Published{{HostPort: 2525, ContainerPort: 25, Proto: "tcp"}},
 		Networks:      []string{"mailnet", "backend"},
 		RestartPolicy: "always", Running: true}
 	if !reflect.DeepEqual(pred, want) {

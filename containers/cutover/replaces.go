@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // Predecessors of other names (Spec.Replaces): a module may take
 // over containers that are not called like it, e.g. a reverse proxy holding

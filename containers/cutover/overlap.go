@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // The overlap cutover, for a module whose service allows two instances on
 // its data at once: <name>.next (created by Create with the engine

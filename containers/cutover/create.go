@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // Create: the module's container made beside the predecessor, not started.
 

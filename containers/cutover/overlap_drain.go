@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // The overlap's drain: once the module's ports are moved to the new
 // container, the predecessor keeps the connections it already has. It is

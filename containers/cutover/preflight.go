@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // Preflight: what is checked and recorded before anything changes.
 
@@ -15,6 +15,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/go-connections/nat"
+
+	"adoption/containers/cutoverwire"
 )
 
 // Preflight checks, before anything changes, that the cutover of spec can
@@ -235,7 +237,7 @@ func readPredecessor(c *container.InspectResponse) *Predecessor {
 		default:
 			continue // npipe, cluster, image: nothing the cutover can carry
 		}
-		mm := Mount{Type: string(m.Type), Name: m.Name, Source: m.Source, Destination: m.Destination,
+		mm := cutoverwire.Mount{Type: string(m.Type), Name: m.Name, Source: m.Source, Destination: m.Destination,
 			ReadOnly: !m.RW, Propagation: string(m.Propagation)}
 		if m.Type == mount.TypeVolume {
 			mm.Anonymous = !named[m.Name]
@@ -246,7 +248,7 @@ func readPredecessor(c *container.InspectResponse) *Predecessor {
 	for port, bs := range hc.PortBindings {
 		for _, b := range bs {
 			hp, _ := strconv.ParseUint(b.HostPort, 10, 16)
-			p.Ports = append(p.Ports, Published{HostIP: b.HostIP, HostPort: uint16(hp), ContainerPort: uint16(port.Int()), Proto: port.Proto()})
+			p.Ports = append(p.Ports, cutoverwire.Published{HostIP: b.HostIP, HostPort: uint16(hp), ContainerPort: uint16(port.Int()), Proto: port.Proto()})
 		}
 	}
 	sort.Slice(p.Ports, func(i, j int) bool { return p.Ports[i].HostPort < p.Ports[j].HostPort })

@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // The cutover's state, read from the three container names alone: a resumed
 // step needs nothing but Docker to know where it was.
@@ -50,8 +50,8 @@ type CutoverState struct {
 }
 
 func (e *Engine) ready() error {
-	if e.err != nil {
-		return fmt.Errorf("docker engine unavailable: %w", e.err)
+	if err := e.Err(); err != nil {
+		return fmt.Errorf("docker engine unavailable: %w", err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // What the new container takes over from its predecessor: what
 // the operator gave the predecessor, read from Docker on the node at Create,

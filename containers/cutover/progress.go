@@ -1,4 +1,4 @@
-package containers
+package cutover
 
 // The cutover's progress hook: each sub-step is announced (and heartbeated
 // while it runs long) so the activity can record it and tests can stop at it.
