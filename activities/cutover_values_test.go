@@ -8,9 +8,9 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/fake"
 	"adoption/config"
 	"adoption/containers/cutover"
-	"adoption/internal/fake"
 )
 
 // valueEngine refuses a spec whose env:MODE is not kept nor decided, as

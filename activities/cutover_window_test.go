@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"adoption/activities/authority"
+	"adoption/activities/fake"
 	"adoption/config"
 	"adoption/containers/cutover"
-	"adoption/internal/fake"
 )
 
 // windowEngine is the engine's swap and rollback as far as the files go:

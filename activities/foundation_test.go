@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"adoption/activities/fake"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/containers/cutover"
-	"adoption/internal/fake"
 	"adoption/sockets"
 )
 

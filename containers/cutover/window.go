@@ -35,7 +35,7 @@ func (e *Engine) inWindow(ctx context.Context, step string) error {
 
 // RunWindow runs the context's window function, if any: what the engine
 // does between one instance's stop and the other's start, for a stand-in
-// of the engine (internal/fake) to do the same.
+// of the engine (activities/fake) to do the same.
 func RunWindow(ctx context.Context) error {
 	if fn, _ := ctx.Value(windowKey{}).(WindowFunc); fn != nil {
 		return fn(ctx)

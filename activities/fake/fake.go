@@ -1,9 +1,12 @@
-// Package fake holds in-memory stand-ins for a node's parts: the found
-// firewall, its marks and flip, the container engine and its cutover, the
-// sockets. Each answers at once from its fields, so the activities' unit
-// tests and the bench's simulated nodes run the real activities on the
-// same fakes. Production code never imports it; fakes of one package's
-// own internals (the Docker client, the Temporal client) stay there.
+// Package fake holds in-memory stand-ins for a node's parts as package
+// activities declares them (Firewall, Marks, Flipper, Containers, Cutover,
+// Sockets): the found firewall, its marks and flip, the container engine
+// and its cutover, the sockets. It sits beside those interfaces and
+// imports none of activities. Each answers at once from its fields, so
+// the activities' unit tests and the bench's simulated nodes run the real
+// activities on the same fakes. Production code never imports it; fakes
+// of one package's own internals (the Docker client, the Temporal client)
+// stay there.
 package fake
 
 import (
