@@ -18,6 +18,7 @@ import (
 
 	"adoption/activities/authority"
 	"adoption/activities/nodewire"
+	"adoption/activities/trip"
 	"adoption/containers"
 	"adoption/custody"
 	"adoption/failpoint"
@@ -319,7 +320,7 @@ func heartbeat(ctx context.Context, step string) {
 	}
 	// The flip in one round trip heartbeats its progress, so a step's
 	// heartbeat never hides that the flip is applied (fliptrip.go).
-	if p, ok := ctx.Value(progressKey{}).(*FlipProgress); ok {
+	if p, ok := trip.ProgressOf(ctx); ok {
 		q := *p
 		q.Step = step
 		activity.RecordHeartbeat(ctx, q)

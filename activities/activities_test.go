@@ -11,11 +11,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/authority"
+	"adoption/activities/fake"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
 	"adoption/firewall/eval"
-	"adoption/internal/fake"
 	"adoption/nodestate"
 	"adoption/sockets"
 )

@@ -17,7 +17,7 @@ import (
 
 	"adoption/activities/authority"
 	"adoption/config"
-	"adoption/containers"
+	"adoption/containers/cutover"
 )
 
 // configuration, read now (so an operator's edit of the file applies at
@@ -59,7 +59,7 @@ func (a *Activities) authorize(ctx context.Context, req config.PlanRef) (*author
 // logs, its healthcheck's output: possibly secrets) into a short reason for
 // the workflow history, and writes the whole of it to the agent's log.
 func (a *Activities) withheld(ctx context.Context, what string, err error) string {
-	var oe *containers.OutputError
+	var oe *cutover.OutputError
 	if !errors.As(err, &oe) {
 		return fmt.Sprintf("%s: %v", what, err)
 	}

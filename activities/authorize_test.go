@@ -16,6 +16,7 @@ import (
 	"adoption/activities/caller"
 	"adoption/config"
 	"adoption/containers"
+	"adoption/containers/cutover"
 	"adoption/custody"
 	"adoption/firewall/flip"
 	"adoption/firewall/marks"
@@ -27,7 +28,7 @@ import (
 // nothing.
 type recorder struct {
 	changes []string
-	pred    *containers.Predecessor
+	pred    *cutover.Predecessor
 	waitErr error
 }
 
@@ -58,12 +59,12 @@ func (r *recorder) Commit(*flip.RevertPlan) (string, error) {
 	r.changes = append(r.changes, "commit")
 	return "", nil
 }
-func (r *recorder) Preflight(context.Context, containers.Spec) (*containers.Predecessor, error) {
+func (r *recorder) Preflight(context.Context, cutover.Spec) (*cutover.Predecessor, error) {
 	return r.pred, nil
 }
-func (r *recorder) Create(_ context.Context, s containers.Spec, p *containers.Predecessor) (*containers.Carried, error) {
+func (r *recorder) Create(_ context.Context, s cutover.Spec, p *cutover.Predecessor) (*cutover.Carried, error) {
 	r.changes = append(r.changes, "create "+s.Name)
-	return &containers.Carried{}, nil
+	return &cutover.Carried{}, nil
 }
 func (r *recorder) PortsAnswer(context.Context, []uint16) error { return nil }
 func (r *recorder) Swap(context.Context, string, time.Duration) error {
@@ -103,7 +104,7 @@ func hostileSetup(t *testing.T) (*Activities, *recorder, config.Plan, string) {
 	must(t, os.WriteFile(cfgPath, []byte(strings.NewReplacer("ROOT", root, "STATE", state).Replace(localYAML)), 0o600))
 	cfg, err := config.Load(cfgPath)
 	must(t, err)
-	rec := &recorder{pred: &containers.Predecessor{ID: "abc", Name: "app", Networks: []string{"bridge"}}}
+	rec := &recorder{pred: &cutover.Predecessor{ID: "abc", Name: "app", Networks: []string{"bridge"}}}
 	a.Marks, a.Flipper, a.Cutover = rec, rec, rec
 	a.StartWatchdog = func() error { rec.changes = append(rec.changes, "watchdog"); return nil }
 	a.Local = func() (*authority.Authority, error) {
@@ -176,12 +177,12 @@ func TestHostileRequestsAreRefused(t *testing.T) {
 			return err
 		}},
 		{"bind mount of / and the Docker socket", authority.ErrNotDeclared, "the predecessor the request describes is not the one on node n1: mounts", func(a *Activities, p config.Plan) error {
-			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p.Ref(), Module: "app", Predecessor: &containers.Predecessor{ID: "abc", Name: "app",
+			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p.Ref(), Module: "app", Predecessor: &cutover.Predecessor{ID: "abc", Name: "app",
 				Mounts: []containers.Mount{{Type: "bind", Source: "/", Destination: "/host"}, {Type: "bind", Source: "/var/run/docker.sock", Destination: "/var/run/docker.sock"}}}})
 			return err
 		}},
 		{"network=host", authority.ErrNotDeclared, `networks: the request says ["host"]`, func(a *Activities, p config.Plan) error {
-			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p.Ref(), Module: "app", Predecessor: &containers.Predecessor{ID: "abc", Name: "app", Networks: []string{"host"}}})
+			_, err := a.CutoverCreate(ctx, CutoverInput{Plan: p.Ref(), Module: "app", Predecessor: &cutover.Predecessor{ID: "abc", Name: "app", Networks: []string{"host"}}})
 			return err
 		}},
 		{"a path outside the declared ones", authority.ErrNotDeclared, `path "/etc-shadow" is not declared`, func(a *Activities, p config.Plan) error {
@@ -336,8 +337,8 @@ func TestAnEditedFileAppliesAtTheNextRequest(t *testing.T) {
 func TestContainerOutputStaysInTheLog(t *testing.T) {
 	a, rec, plan, _ := hostileSetup(t)
 	const password = "hunter2-db-password"
-	rec.waitErr = &containers.OutputError{Reason: "container app stopped (exited, exit code 1) 1s after start, before it was healthy",
-		What: "its last output", Output: "connecting with DB_PASSWORD=" + password, Err: containers.ErrUnhealthy}
+	rec.waitErr = &cutover.OutputError{Reason: "container app stopped (exited, exit code 1) 1s after start, before it was healthy",
+		What: "its last output", Output: "connecting with DB_PASSWORD=" + password, Err: cutover.ErrUnhealthy}
 	if _, err := a.CutoverSwap(context.Background(), ModuleInput{Plan: clone(t, plan).Ref(), Module: "app"}); err != nil {
 		t.Fatal(err) // the cutover under way, as the check that follows needs
 	}

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"adoption/activities/authority"
+	"adoption/activities/fake"
 	"adoption/firewall"
 	"adoption/firewall/flip"
-	"adoption/internal/fake"
 	"adoption/nodestate"
 )
 

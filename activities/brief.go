@@ -42,7 +42,7 @@ func (a *Activities) Brief(ctx context.Context, in BriefInput) (*NodeBriefing, e
 		out.Preview = pv
 	}
 	heartbeat(ctx, "brief: drift")
-	if d, err := a.driftOf(auth, DriftInput{Plan: in.Plan, Custody: in.Custody, Firewall: in.Firewall}); err != nil {
+	if d, err := a.drift().Of(auth, DriftInput{Plan: in.Plan, Custody: in.Custody, Firewall: in.Firewall}); err != nil {
 		out.DriftError = message(err)
 	} else {
 		out.Drift = d.Items

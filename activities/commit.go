@@ -14,7 +14,7 @@ import (
 
 	"adoption/activities/authority"
 	"adoption/bootpath"
-	"adoption/containers"
+	"adoption/containers/cutover"
 	"adoption/firewall/flip"
 	"adoption/nodestate"
 )
@@ -195,7 +195,7 @@ func (a *Activities) commit(ctx context.Context, auth *authority.Authority, id s
 			continue
 		}
 		heartbeat(ctx, "commit: prune "+m.Name+"'s predecessor")
-		if err := a.Cutover.Prune(ctx, m.Container.Name); err != nil && !errors.Is(err, containers.ErrNoRollback) && !errors.Is(err, containers.ErrConflict) {
+		if err := a.Cutover.Prune(ctx, m.Container.Name); err != nil && !errors.Is(err, cutover.ErrNoRollback) && !errors.Is(err, cutover.ErrConflict) {
 			return nil, errors.New(a.withheld(ctx, fmt.Sprintf("prune %s's predecessor", m.Name), err))
 		}
 	}

@@ -11,7 +11,7 @@ import (
 
 	"adoption/activities/authority"
 	"adoption/activities/nodewire"
-	"adoption/containers"
+	"adoption/containers/cutover"
 	"adoption/firewall/flip"
 	"adoption/nodestate"
 )
@@ -63,9 +63,9 @@ func (a *Activities) confirm(ctx context.Context, auth *authority.Authority, id 
 			continue
 		}
 		heartbeat(ctx, "confirm: "+m.Name+"'s health check")
-		probe := containers.TCPProbe(m.Health.TCP)
+		probe := cutover.TCPProbe(m.Health.TCP)
 		if m.Health.HTTP != "" {
-			probe = containers.HTTPProbe(m.Health.HTTP)
+			probe = cutover.HTTPProbe(m.Health.HTTP)
 		}
 		if err := probe(ctx); err != nil {
 			return nil, fmt.Errorf("module %s does not answer its health check after the flip: %w", m.Name, err)

@@ -13,7 +13,7 @@ import (
 	"adoption/activities/containerenv"
 	"adoption/activities/nodewire"
 	"adoption/config"
-	"adoption/containers"
+	"adoption/containers/cutover"
 	"adoption/intent"
 	"adoption/nodestate"
 	"adoption/sockets"
@@ -21,8 +21,8 @@ import (
 
 // Cutover is the container engine's cutover, as the activities use it.
 type Cutover interface {
-	Preflight(ctx context.Context, spec containers.Spec) (*containers.Predecessor, error)
-	Create(ctx context.Context, spec containers.Spec, pred *containers.Predecessor) (*containers.Carried, error)
+	Preflight(ctx context.Context, spec cutover.Spec) (*cutover.Predecessor, error)
+	Create(ctx context.Context, spec cutover.Spec, pred *cutover.Predecessor) (*cutover.Carried, error)
 	Swap(ctx context.Context, name string, stopTimeout time.Duration) error
 	WaitHealthy(ctx context.Context, name string, probe func(context.Context) error, timeout time.Duration) error
 	Rollback(ctx context.Context, name string) error
@@ -193,7 +193,7 @@ func (a *Activities) CutoverCreate(ctx context.Context, in CutoverInput) (*Cutov
 	if vc := a.valueConflicts(m, err); vc != nil {
 		return nil, vc
 	}
-	if err != nil && !errors.Is(err, containers.ErrMigrated) {
+	if err != nil && !errors.Is(err, cutover.ErrMigrated) {
 		return nil, a.refusal(ctx, fmt.Sprintf("cutover %s: create (preflight on the node)", m.Name), err)
 	}
 	if d := authority.PredecessorDiff(in.Predecessor, pred); d != "" {
@@ -307,17 +307,17 @@ func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverR
 			return nil, err
 		}
 	}
-	var holds []containers.HoldReport
-	var drained *containers.DrainReport
-	sctx := containers.WithHoldReport(a.progress(ctx, "swap"), func(r containers.HoldReport) { holds = append(holds, r) })
-	sctx = containers.WithDrainReport(sctx, func(r containers.DrainReport) {
+	var holds []cutover.HoldReport
+	var drained *cutover.DrainReport
+	sctx := cutover.WithHoldReport(a.progress(ctx, "swap"), func(r cutover.HoldReport) { holds = append(holds, r) })
+	sctx = cutover.WithDrainReport(sctx, func(r cutover.DrainReport) {
 		drained = &r
 		logger(ctx).Info("cutover: overlap drained the predecessor", "module", m.Name, "container", r.Container, "took", r.Took, "left", r.Left, "unread", r.Unread)
 	})
 	var files []string
 	var windowErr error
 	if len(m.Files) > 0 {
-		sctx = containers.WithWindow(sctx, func(wctx context.Context) error {
+		sctx = cutover.WithWindow(sctx, func(wctx context.Context) error {
 			files, windowErr = a.convergeModuleFiles(wctx, auth, m, fds)
 			return windowErr
 		})
@@ -337,7 +337,7 @@ func (a *Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverR
 // holdSaid is how the engine held the module's ports, for its status (the
 // last hold taken says it); a hold that dropped new connections instead of
 // queueing them is logged as well, never silent.
-func holdSaid(ctx context.Context, module string, holds []containers.HoldReport) *containers.HoldReport {
+func holdSaid(ctx context.Context, module string, holds []cutover.HoldReport) *cutover.HoldReport {
 	if len(holds) == 0 {
 		return nil
 	}
@@ -367,9 +367,9 @@ func (a *Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*C
 	timeout := 30 * time.Second
 	if h := m.Health; h != nil {
 		if h.TCP != "" {
-			probe = containers.TCPProbe(h.TCP)
+			probe = cutover.TCPProbe(h.TCP)
 		} else {
-			probe = containers.HTTPProbe(h.HTTP)
+			probe = cutover.HTTPProbe(h.HTTP)
 		}
 		if h.Timeout > 0 {
 			timeout = h.Timeout
@@ -432,13 +432,13 @@ func (a *Activities) CutoverRollback(ctx context.Context, in ModuleInput) (*Cuto
 	}
 	res := &CutoverResult{Step: "rolled back"}
 	if m.Container != nil {
-		var holds []containers.HoldReport
-		rctx := containers.WithHoldReport(a.progress(ctx, "rollback"), func(r containers.HoldReport) { holds = append(holds, r) })
+		var holds []cutover.HoldReport
+		rctx := cutover.WithHoldReport(a.progress(ctx, "rollback"), func(r cutover.HoldReport) { holds = append(holds, r) })
 		// The files as found go back in the window: the new container
 		// stopped, the predecessor not yet started on them.
 		var windowErr error
 		if len(m.Files) > 0 || m.HostPredecessor() != "" {
-			rctx = containers.WithWindow(rctx, func(wctx context.Context) error {
+			rctx = cutover.WithWindow(rctx, func(wctx context.Context) error {
 				if _, windowErr = a.restoreModuleFiles(m); windowErr != nil {
 					return windowErr
 				}
@@ -509,7 +509,7 @@ func (a *Activities) Prune(ctx context.Context, in PruneInput) (*CutoverResult, 
 		if err := a.Cutover.Prune(ctx, m.Container.Name); err != nil {
 			return nil, a.refusal(ctx, "prune "+name, err)
 		}
-		res.Files = append(res.Files, m.Container.Name+containers.PredecessorSuffix)
+		res.Files = append(res.Files, m.Container.Name+cutover.PredecessorSuffix)
 	}
 	a.spendIntent(ctx, auth, in.Intent, v)
 	return res, nil
@@ -550,7 +550,7 @@ func (a *Activities) signedModule(ctx context.Context, p config.PlanRef, name st
 // worker at one (failpoint "cutover:<step>").
 func (a *Activities) progress(ctx context.Context, step string) context.Context {
 	heartbeat(ctx, step)
-	return containers.WithProgress(ctx, func(sub string) {
+	return cutover.WithProgress(ctx, func(sub string) {
 		heartbeat(ctx, sub)
 		a.Failpoints.Hit("cutover:" + sub)
 	})
@@ -559,13 +559,13 @@ func (a *Activities) progress(ctx context.Context, step string) context.Context 
 // spec is the module's container for the engine, its environment
 // overrides read on the node (package containerenv), with the decisions on its
 // conflicting variables and labels among ds.
-func (a *Activities) spec(auth *authority.Authority, m config.ModulePlan, ds []FileDecision) (containers.Spec, error) {
+func (a *Activities) spec(auth *authority.Authority, m config.ModulePlan, ds []FileDecision) (cutover.Spec, error) {
 	c := m.Container
 	env, err := a.envs().Module(auth, m)
 	if err != nil {
-		return containers.Spec{}, err
+		return cutover.Spec{}, err
 	}
-	return containers.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports, Env: env, Labels: config.KeyValues(c.Labels),
+	return cutover.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports, Env: env, Labels: config.KeyValues(c.Labels),
 		Keep: c.Keep, Takes: containerTakes(m, ds), DropPorts: c.DropPorts, Replaces: c.Replaces, Cutover: m.Cutover, Exclusive: c.Exclusive, ReplacesUnit: m.HostPredecessor()}, nil
 }
 
@@ -578,8 +578,8 @@ func (a *Activities) envs() containerenv.Node { return containerenv.Node{Name: a
 // stays in the agent's log (withheld).
 func (a *Activities) refusal(ctx context.Context, what string, err error) error {
 	msg := a.withheld(ctx, what, err)
-	for _, e := range []error{containers.ErrImageMissing, containers.ErrMigrated, containers.ErrConflict,
-		containers.ErrPortHeld, containers.ErrUnhealthy, containers.ErrNoRollback, containers.ErrPortDropped, containers.ErrBadSpec} {
+	for _, e := range []error{cutover.ErrImageMissing, cutover.ErrMigrated, cutover.ErrConflict,
+		cutover.ErrPortHeld, cutover.ErrUnhealthy, cutover.ErrNoRollback, cutover.ErrPortDropped, cutover.ErrBadSpec} {
 		if errors.Is(err, e) {
 			return temporal.NewNonRetryableApplicationError(msg, ErrCutoverRefused, nil)
 		}
@@ -596,10 +596,10 @@ func (a *Activities) hostServiceHealthy(ctx context.Context, auth *authority.Aut
 	if h == nil {
 		return nil, authority.NotDeclared("module %s declares neither a container nor a health check", m.Name)
 	}
-	probe := containers.HTTPProbe(h.HTTP)
+	probe := cutover.HTTPProbe(h.HTTP)
 	what := "GET " + h.HTTP
 	if h.TCP != "" {
-		probe, what = containers.TCPProbe(h.TCP), "TCP connect to "+h.TCP
+		probe, what = cutover.TCPProbe(h.TCP), "TCP connect to "+h.TCP
 	}
 	timeout := h.Timeout
 	if timeout <= 0 {

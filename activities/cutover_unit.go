@@ -2,7 +2,7 @@ package activities
 
 // A module's predecessor that is a system unit (replaces_unit): the
 // engine hands it over at the swap and back at a rollback
-// (containers/cutover_unit.go); here the node keeps its unit file in
+// (containers/cutover/unit.go); here the node keeps its unit file in
 // custody like a found file, disables the unit once the cutover is
 // confirmed, and enables it again at a release.
 

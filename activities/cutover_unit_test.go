@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"adoption/activities/fake"
 	"adoption/config"
 	"adoption/firewall/marks"
-	"adoption/internal/fake"
 	"adoption/nodestate"
 	"adoption/sockets"
 	"adoption/units"

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/config"
-	"adoption/containers"
+	"adoption/containers/cutover"
 )
 
 // containerTakes are the decisions on m's container, by key.
@@ -46,7 +46,7 @@ func fileDecisions(m config.ModulePlan, ds []FileDecision) []FileDecision {
 // refusal on conflicting keys (ErrFileConflict, the conflicts in its
 // details, as the workflow records them); nil for any other error.
 func (a *Activities) valueConflicts(m config.ModulePlan, err error) error {
-	var vc *containers.ValueConflicts
+	var vc *cutover.ValueConflicts
 	if !errors.As(err, &vc) {
 		return nil
 	}

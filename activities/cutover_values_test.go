@@ -8,9 +8,9 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/fake"
 	"adoption/config"
-	"adoption/containers"
-	"adoption/internal/fake"
+	"adoption/containers/cutover"
 )
 
 // valueEngine refuses a spec whose env:MODE is not kept nor decided, as
@@ -20,10 +20,10 @@ type valueEngine struct {
 	takes []map[string]string
 }
 
-func (v *valueEngine) Preflight(_ context.Context, sp containers.Spec) (*containers.Predecessor, error) {
+func (v *valueEngine) Preflight(_ context.Context, sp cutover.Spec) (*cutover.Predecessor, error) {
 	v.takes = append(v.takes, sp.Takes)
 	if sp.Takes["env:MODE"] == "" {
-		return nil, &containers.ValueConflicts{Container: sp.Name, Conflicts: []containers.ValueConflict{{Key: "env:MODE", Node: "hmac-sha256:aa", Mesh: "hmac-sha256:bb"}}}
+		return nil, &cutover.ValueConflicts{Container: sp.Name, Conflicts: []cutover.ValueConflict{{Key: "env:MODE", Node: "hmac-sha256:aa", Mesh: "hmac-sha256:bb"}}}
 	}
 	return nil, nil
 }

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"adoption/activities/authority"
+	"adoption/activities/fake"
 	"adoption/config"
-	"adoption/containers"
-	"adoption/internal/fake"
+	"adoption/containers/cutover"
 )
 
 // windowEngine is the engine's swap and rollback as far as the files go:
@@ -34,7 +34,7 @@ func (w *windowEngine) saw(who string) {
 
 func (w *windowEngine) Swap(ctx context.Context, _ string, _ time.Duration) error {
 	w.saw("predecessor stops")
-	if err := containers.RunWindow(ctx); err != nil {
+	if err := cutover.RunWindow(ctx); err != nil {
 		return err
 	}
 	w.saw("new starts")
@@ -43,7 +43,7 @@ func (w *windowEngine) Swap(ctx context.Context, _ string, _ time.Duration) erro
 
 func (w *windowEngine) Rollback(ctx context.Context, _ string) error {
 	w.saw("new stops")
-	if err := containers.RunWindow(ctx); err != nil {
+	if err := cutover.RunWindow(ctx); err != nil {
 		return err
 	}
 	w.saw("predecessor starts")

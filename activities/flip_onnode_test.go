@@ -11,9 +11,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"adoption/activities/fake"
 	"adoption/firewall"
 	"adoption/firewall/flip"
-	"adoption/internal/fake"
 	"adoption/nodestate"
 )
 

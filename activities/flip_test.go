@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"adoption/activities/fake"
 	"adoption/config"
 	"adoption/firewall/flip"
 	"adoption/firewall/nft"
-	"adoption/internal/fake"
 	"adoption/nodestate"
 )
 

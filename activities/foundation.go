@@ -15,7 +15,7 @@ import (
 	"adoption/activities/authority"
 	"adoption/activities/nodewire"
 	"adoption/config"
-	"adoption/containers"
+	"adoption/containers/cutover"
 )
 
 // ErrGenesis is nodewire.ErrGenesis.
@@ -63,11 +63,11 @@ func (a *Activities) RaiseFoundation(ctx context.Context, in ProbeInput) (*Found
 		if err != nil {
 			return nil, fail(i, "read its environment", err)
 		}
-		sp := containers.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports, Env: env, Labels: config.KeyValues(c.Labels)}
+		sp := cutover.Spec{Name: c.Name, Image: c.Image, Cmd: c.Cmd, Ports: c.Ports, Env: env, Labels: config.KeyValues(c.Labels)}
 		pctx := a.progress(ctx, "genesis "+c.Name)
 		pred, err := a.Cutover.Preflight(pctx, sp)
 		switch {
-		case errors.Is(err, containers.ErrMigrated) && pred == nil:
+		case errors.Is(err, cutover.ErrMigrated) && pred == nil:
 			res.Raised = append(res.Raised, c.Name) // raised by an earlier genesis
 			continue
 		case err != nil:

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"adoption/activities/fake"
 	"adoption/config"
 	"adoption/containers"
-	"adoption/internal/fake"
+	"adoption/containers/cutover"
 	"adoption/sockets"
 )
 
@@ -19,7 +20,7 @@ type stepCutover struct {
 	fake.Cutover
 	steps []string
 	fail  string
-	preds map[string]*containers.Predecessor
+	preds map[string]*cutover.Predecessor
 }
 
 func (c *stepCutover) did(step, name string) error {
@@ -30,10 +31,10 @@ func (c *stepCutover) did(step, name string) error {
 	return nil
 }
 
-func (c *stepCutover) Preflight(_ context.Context, sp containers.Spec) (*containers.Predecessor, error) {
+func (c *stepCutover) Preflight(_ context.Context, sp cutover.Spec) (*cutover.Predecessor, error) {
 	return c.preds[sp.Name], c.did("preflight", sp.Name)
 }
-func (c *stepCutover) Create(_ context.Context, sp containers.Spec, _ *containers.Predecessor) (*containers.Carried, error) {
+func (c *stepCutover) Create(_ context.Context, sp cutover.Spec, _ *cutover.Predecessor) (*cutover.Carried, error) {
 	return nil, c.did("create", sp.Name)
 }
 func (c *stepCutover) Swap(_ context.Context, name string, _ time.Duration) error {
@@ -93,7 +94,7 @@ func TestRaiseFoundationFailureRollsBack(t *testing.T) {
 // A container of the same name that is not the mesh's is never taken over.
 func TestRaiseFoundationTakesNothingOver(t *testing.T) {
 	a, cut, plan := foundationActs(t)
-	cut.preds = map[string]*containers.Predecessor{"registry": {ID: "abcdef0123456789", Name: "registry"}}
+	cut.preds = map[string]*cutover.Predecessor{"registry": {ID: "abcdef0123456789", Name: "registry"}}
 	_, err := a.RaiseFoundation(context.Background(), ProbeInput{Plan: plan.Ref()})
 	msg := appErr(t, err, ErrGenesis)
 	if !strings.Contains(msg, "takes none over") || !strings.Contains(msg, "foundation.containers[0].name") {

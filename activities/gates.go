@@ -22,9 +22,8 @@ import (
 	"adoption/activities/authority"
 	"adoption/activities/nodewire"
 	"adoption/config"
-	"adoption/containers"
+	"adoption/containers/cutover"
 	"adoption/custody"
-	"adoption/firewall/flip"
 	"adoption/nodestate"
 )
 
@@ -34,7 +33,7 @@ const (
 	// ErrNotMigrated: the node has not confirmed the module's cutover.
 	ErrNotMigrated = "NotMigrated"
 	// ErrFlipRefused: the node's own gates or preview refuse the flip.
-	ErrFlipRefused = "FlipRefused"
+	ErrFlipRefused = nodewire.ErrFlipRefused
 	// ErrNodeState: the node's state does not allow the request now.
 	ErrNodeState = "NodeState"
 )
@@ -134,7 +133,7 @@ func (a *Activities) migratedAsShown(ctx context.Context, auth *authority.Author
 		if err != nil {
 			return notYet + ": " + err.Error()
 		}
-		if _, err := a.Cutover.Preflight(ctx, sp); !errors.Is(err, containers.ErrMigrated) {
+		if _, err := a.Cutover.Preflight(ctx, sp); !errors.Is(err, cutover.ErrMigrated) {
 			return fmt.Sprintf("%s, and the engine does not show container %s as the mesh's: run adopt migrate %s %s first", notYet, m.Container.Name, a.Node, m.Name)
 		}
 	}
@@ -168,9 +167,9 @@ func (a *Activities) migratedAsShown(ctx context.Context, auth *authority.Author
 		return fmt.Sprintf("%s, and none of its ports is opened by a mark: run adopt migrate %s %s first", notYet, a.Node, m.Name)
 	}
 	if m.Container == nil && m.Health != nil {
-		probe := containers.HTTPProbe(m.Health.HTTP)
+		probe := cutover.HTTPProbe(m.Health.HTTP)
 		if m.Health.TCP != "" {
-			probe = containers.TCPProbe(m.Health.TCP)
+			probe = cutover.TCPProbe(m.Health.TCP)
 		}
 		if err := probe(ctx); err != nil {
 			return fmt.Sprintf("%s, and its health check does not answer: %v", notYet, err)
@@ -184,72 +183,6 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(h[:])
 }
 
-// driftNow is the node's own drift check: every declared file in custody
-// against what the node recorded for it (the file as found or as last
-// accepted; for a file a cutover converged, the content it wrote), and the
-// found firewall's own rules against the baseline fingerprint recorded at
-// adoption (or at the last accepted drift). Nothing from a request enters
-// it. converged maps a converged file's path to its module.
-func (a *Activities) driftNow(auth *authority.Authority) (items []DriftItem, converged map[string]string, fw string, err error) {
-	recs, err := a.State.Cutovers()
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("read node %s's cutover records: %w", a.Node, err)
-	}
-	expect := map[string]string{}
-	converged = map[string]string{}
-	for _, r := range recs {
-		if r.State == nodestate.CutoverRolledBack {
-			continue
-		}
-		for p, s := range r.Files {
-			expect[p], converged[p] = s, r.Module
-		}
-	}
-	for _, p := range auth.Plan.DeclaredPaths() {
-		rec, ok, err := a.Files.Record(p)
-		if err != nil {
-			return nil, nil, "", fmt.Errorf("custody record of %s: %w", p, err)
-		}
-		if !ok {
-			continue // never taken: nothing recorded to drift from
-		}
-		now := a.Files.Inspect(p)
-		if now.Error != "" {
-			items = append(items, DriftItem{Kind: "file", Path: p, Recorded: digestOrAbsent(rec.FileState), Now: "unreadable", What: now.Error})
-			continue
-		}
-		if s, ok := expect[p]; ok {
-			if !now.Exists || now.SHA256 != s {
-				items = append(items, DriftItem{Kind: "file", Path: p, Recorded: "as module " + converged[p] + "'s cutover wrote it", Now: digestOrAbsent(now),
-					What: fmt.Sprintf("%s changed since module %s's cutover wrote it", p, converged[p])})
-			}
-			continue
-		}
-		if now.Exists != rec.Found || (now.Exists && now.SHA256 != rec.SHA256) {
-			items = append(items, DriftItem{Kind: "file", Path: p, Recorded: digestOrAbsent(rec.FileState), Now: digestOrAbsent(now),
-				What: fmt.Sprintf("%s changed since adoption", p)})
-		}
-	}
-	rs, err := a.Firewall.Ruleset()
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("list the found firewall: %w", err)
-	}
-	fw = flip.FoundFingerprint(rs)
-	base, ok, err := a.State.Baseline()
-	if err != nil {
-		return nil, nil, "", err
-	}
-	switch {
-	case !ok:
-		items = append(items, DriftItem{Kind: "firewall", Recorded: "none", Now: fw,
-			What: "node " + a.Node + " has no baseline of the found firewall recorded (adopted by an older agent): accept the firewall as it is now (adopt drift accept " + a.Node + ")"})
-	case base.Firewall != fw:
-		items = append(items, DriftItem{Kind: "firewall", Recorded: base.Firewall, Now: fw,
-			What: "the found firewall's own rules changed since adoption (the mesh's marks are not counted)"})
-	}
-	return items, converged, fw, nil
-}
-
 // flipGates are the node's own reasons to refuse a new flip: a module it
 // does not count as migrated, drift it finds pending.
 func (a *Activities) flipGates(ctx context.Context, auth *authority.Authority) ([]string, error) {
@@ -257,7 +190,7 @@ func (a *Activities) flipGates(ctx context.Context, auth *authority.Authority) (
 	if err != nil {
 		return nil, err
 	}
-	items, _, _, err := a.driftNow(auth)
+	items, _, _, err := a.drift().Now(auth)
 	if err != nil {
 		return nil, err
 	}

@@ -15,12 +15,12 @@ import (
 	"time"
 
 	"adoption/activities/authority"
+	"adoption/activities/fake"
 	"adoption/config"
 	"adoption/custody"
 	"adoption/firewall"
 	"adoption/firewall/flip"
 	"adoption/firewall/marks"
-	"adoption/internal/fake"
 	"adoption/nodestate"
 )
 

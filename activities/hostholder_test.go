@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"adoption/activities/fake"
 	"adoption/config"
-	"adoption/internal/fake"
 	"adoption/sockets"
 )
 

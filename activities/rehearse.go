@@ -18,7 +18,7 @@ import (
 
 	"adoption/activities/nodewire"
 	"adoption/config"
-	"adoption/containers"
+	"adoption/containers/cutover"
 	"adoption/firewall/marks"
 )
 
@@ -186,7 +186,7 @@ func (a *Activities) Rehearse(ctx context.Context, in ModuleInput) (*Rehearsal, 
 // the predecessor stops, the module's files converge while neither runs,
 // the new container starts (an overlap: the files converge before the new
 // container starts beside its predecessor, which still runs then).
-func swapSteps(m config.ModulePlan, pred *containers.Predecessor, conv RehearsalStep) []RehearsalStep {
+func swapSteps(m config.ModulePlan, pred *cutover.Predecessor, conv RehearsalStep) []RehearsalStep {
 	c := m.Container
 	var steps []RehearsalStep
 	if m.Cutover == config.CutoverOverlap {

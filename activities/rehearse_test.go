@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"adoption/activities/fake"
 	"adoption/custody"
-	"adoption/internal/fake"
 	"adoption/sockets"
 )
 

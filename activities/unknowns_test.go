@@ -8,12 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"adoption/activities/fake"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/flip"
-	"adoption/internal/fake"
 	"adoption/unknowns"
 )
 

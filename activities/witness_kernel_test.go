@@ -9,12 +9,12 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/fake"
 	"adoption/config"
 	"adoption/containers"
 	"adoption/custody"
 	"adoption/firewall/eval"
 	"adoption/firewall/flip"
-	"adoption/internal/fake"
 	"adoption/internal/fwtest"
 	"adoption/internal/testenv"
 	"adoption/netns"

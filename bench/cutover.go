@@ -25,7 +25,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"adoption/bench/report"
-	"adoption/containers"
+	"adoption/containers/cutover"
 	"adoption/containers/hold"
 	"adoption/containers/steer"
 	"adoption/sandbox"
@@ -109,7 +109,7 @@ type cutBench struct {
 	node      *sandbox.EngineNode
 	hostCLI   *client.Client // the host's engine: builds the images
 	cli       *client.Client // the node's engine
-	engine    *containers.Engine
+	engine    *cutover.Engine
 	prefix    string
 	imageV1   string
 	imageV2   string
@@ -202,7 +202,7 @@ func (b *cutBench) raiseNode(ctx context.Context, stdout io.Writer) error {
 	if b.cli, err = client.NewClientWithOpts(client.WithHost(b.node.Host), client.WithAPIVersionNegotiation()); err != nil {
 		return err
 	}
-	b.engine = containers.NewWith(b.cli).WithHold(hold.NewHold(b.node.NetnsPath(), "bcut")).WithSteer(steer.New(b.node.NetnsPath(), "bcut"))
+	b.engine = cutover.NewWith(b.cli).WithHold(hold.NewHold(b.node.NetnsPath(), "bcut")).WithSteer(steer.New(b.node.NetnsPath(), "bcut"))
 	return nil
 }
 
@@ -257,7 +257,7 @@ func (b *cutBench) report(ctx context.Context, results []CutoverResult, runs []C
 		Note: "a node with its own dockerd in a network namespace (sandbox.EngineNode); each run starts from a fresh predecessor (svc v1: named volume, anonymous volume from the image's VOLUME, bind mount, " +
 			"restart unless-stopped, published on the node's port 18080) and takes it to svc v2; 6 clients in a peer namespace connect to it in a loop (GET /version over a new connection each time, " +
 			"a connect may wait 3 s, 10 ms between attempts; waits and gaps counted after a 1.5 s warm-up, before the procedure starts); failed = a connect or request that did not get a 200; longest wait = the longest connect that succeeded; " +
-			"gap = the engine's window, probed from the node every 10 ms past the hold at the node's address, through the engine's DNAT as the clients go (containers.MeasureWith): from the first failed probe to the end of the next answered one; " +
+			"gap = the engine's window, probed from the node every 10 ms past the hold at the node's address, through the engine's DNAT as the clients go (cutover.MeasureWith): from the first failed probe to the end of the next answered one; " +
 			"client gap = the longest span from the start of a client's attempt not answered promptly (200 ms) to the start of the next prompt one (a held SYN is retransmitted after 1 s); " +
 			"ours = Preflight, Create, Swap (holding the port as the agent does: new SYNs queued (NFQUEUE), let through as the new container answers; hold_dropped says a run whose hold fell back to dropping), WaitHealthy, PortsAnswer; " +
 			"overlap = Preflight, Create (the engine publishing its port on loopback only), Overlap (started beside the old one, the node's port steered to it by a DNAT in table ip adoption_steer in one transaction, the old one stopped with SIGTERM, finishing its requests), WaitHealthy, PortsAnswer; " +

@@ -27,7 +27,7 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"adoption/bench/report"
-	"adoption/containers"
+	"adoption/containers/cutover"
 	"adoption/containers/hold"
 	"adoption/containers/steer"
 	"adoption/sandbox"
@@ -164,7 +164,7 @@ func (b *cutBench) run(ctx context.Context, method string) (CutoverRun, error) {
 		do = func() error { return b.overlap(ctx, s) }
 	case methodOurs:
 		// The hold reports as it does to the agent's activity.
-		hctx := containers.WithHoldReport(ctx, func(r containers.HoldReport) {
+		hctx := cutover.WithHoldReport(ctx, func(r cutover.HoldReport) {
 			if !r.Queued {
 				dropped = r.Dropped
 			}
@@ -181,9 +181,9 @@ func (b *cutBench) run(ctx context.Context, method string) (CutoverRun, error) {
 	// taking it. The probe dials the node's address, as the clients do,
 	// so the engine's DNAT takes it to the container itself: at 127.0.0.1
 	// the engine's proxy answers while no container listens behind it.
-	probe := containers.DialProbe(hold.NewHold(b.node.NetnsPath(), "bcut").Dial, s.addr, 100*time.Millisecond)
+	probe := cutover.DialProbe(hold.NewHold(b.node.NetnsPath(), "bcut").Dial, s.addr, 100*time.Millisecond)
 	var took time.Duration
-	window, _, err := containers.MeasureWith(ctx, "the node's port", probe, probeEvery, func() error {
+	window, _, err := cutover.MeasureWith(ctx, "the node's port", probe, probeEvery, func() error {
 		start := time.Now()
 		err := do()
 		took = time.Since(start)
@@ -216,7 +216,7 @@ func (b *cutBench) run(ctx context.Context, method string) (CutoverRun, error) {
 // on loopback), Overlap (started beside, the port steered to it, the
 // predecessor drained and stopped), WaitHealthy, PortsAnswer.
 func (b *cutBench) overlap(ctx context.Context, s *service) error {
-	spec := containers.Spec{Name: s.name, Image: b.imageV2, Ports: map[string]string{fmt.Sprintf("%d/tcp", s.port): "8080/tcp"}, Cutover: containers.CutoverOverlap}
+	spec := cutover.Spec{Name: s.name, Image: b.imageV2, Ports: map[string]string{fmt.Sprintf("%d/tcp", s.port): "8080/tcp"}, Cutover: cutover.CutoverOverlap}
 	pred, err := b.engine.Preflight(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("preflight: %w", err)
@@ -229,7 +229,7 @@ func (b *cutBench) overlap(ctx context.Context, s *service) error {
 	}
 	// Swap, as the agent's activity calls it: a container created for an
 	// overlap is started beside its predecessor, and drains it.
-	dctx := containers.WithDrainReport(ctx, func(r containers.DrainReport) { fmt.Fprintf(os.Stderr, "cutover: overlap: %s\n", r) })
+	dctx := cutover.WithDrainReport(ctx, func(r cutover.DrainReport) { fmt.Fprintf(os.Stderr, "cutover: overlap: %s\n", r) })
 	if err := b.engine.Swap(dctx, s.name, stopTimeout); err != nil {
 		return fmt.Errorf("swap (overlap): %w", err)
 	}
@@ -244,7 +244,7 @@ func (b *cutBench) overlap(ctx context.Context, s *service) error {
 
 // ours is this project's cutover, as the Migrate activity runs it.
 func (b *cutBench) ours(ctx context.Context, s *service) error {
-	spec := containers.Spec{Name: s.name, Image: b.imageV2, Ports: map[string]string{fmt.Sprintf("%d/tcp", s.port): "8080/tcp"}}
+	spec := cutover.Spec{Name: s.name, Image: b.imageV2, Ports: map[string]string{fmt.Sprintf("%d/tcp", s.port): "8080/tcp"}}
 	pred, err := b.engine.Preflight(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("preflight: %w", err)

@@ -20,6 +20,7 @@ import (
 
 	"adoption/activities"
 	"adoption/activities/authority"
+	"adoption/activities/fake"
 	"adoption/bench/benchns"
 	"adoption/bench/report"
 	"adoption/config"
@@ -27,7 +28,6 @@ import (
 	"adoption/custody"
 	"adoption/firewall/eval"
 	"adoption/firewall/flip"
-	"adoption/internal/fake"
 	"adoption/nodestate"
 	"adoption/sockets"
 	"adoption/workflows"

@@ -1,6 +1,6 @@
 // Package containers speaks to the Docker engine behind a small interface:
 // what runs on the node, with its mounts and published ports. The cutover
-// steps build on it.
+// (containers/cutover) builds on it.
 package containers
 
 import (
@@ -9,7 +9,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"sync"
 
 	"adoption/containers/cutoverwire"
 
@@ -18,8 +17,6 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-
-	"adoption/units"
 )
 
 // Info is cutoverwire.Info.
@@ -37,9 +34,9 @@ type Published = cutoverwire.Published
 // Report is cutoverwire.Report.
 type Report = cutoverwire.Report
 
-// api is the part of the Docker client this package uses, so tests can fake it.
-// Every method has the signature of *client.Client's.
-type api interface {
+// API is the part of the Docker client this package and the cutover use,
+// so tests can fake it. Every method has the signature of *client.Client's.
+type API interface {
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
 	ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error)
 	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
@@ -57,34 +54,9 @@ type api interface {
 
 // Engine is the node's Docker engine.
 type Engine struct {
-	cli  api
+	cli  API
 	err  error  // why the engine could not be reached at construction
 	host string // the engine's address, named when it cannot be reached
-
-	// portFree says whether a host port can be bound; a field so unit tests
-	// need not hold real ports.
-	portFree func(proto, hostIP string, port uint16) error
-	// udpBound says whether a process's namespace has a UDP socket on a
-	// port (udpBound in cutover_unit.go); a field for the same reason.
-	udpBound func(pid int, port uint16) bool
-	// beforeStep, when set (tests only), runs before each cutover sub-step; an
-	// error stops the step there, as a crash of the worker would.
-	beforeStep func(step string) error
-	// hold, when set, holds new connections to the predecessors' ports
-	// during the swap (see PortHold).
-	hold PortHold
-	// steer, when set, moves published host ports between containers for
-	// the overlap cutover (see PortSteer).
-	steer PortSteer
-	// steered is what Resteer last pointed each module's ports at.
-	steerMu sync.Mutex
-	steered map[string]string
-	// units, when set, is the node's service manager: a module may take
-	// over a predecessor that is a system unit (see cutover_unit.go).
-	units units.Manager
-	// digest, when set, is the node's keyed digest that names the values
-	// of a conflict (WithDigest).
-	digest func([]byte) string
 }
 
 // New connects to the engine named by DOCKER_HOST (default: the local socket).
@@ -101,13 +73,20 @@ func NewAt(host string) *Engine {
 	}
 	cli, err := client.NewClientWithOpts(opts...)
 	if err != nil {
-		return &Engine{err: err, host: host, portFree: bindable, udpBound: udpBound}
+		return &Engine{err: err, host: host}
 	}
-	return &Engine{cli: cli, host: cli.DaemonHost(), portFree: bindable, udpBound: udpBound}
+	return &Engine{cli: cli, host: cli.DaemonHost()}
 }
 
 // NewWith wraps an existing client (tests).
-func NewWith(cli api) *Engine { return &Engine{cli: cli, portFree: bindable, udpBound: udpBound} }
+func NewWith(cli API) *Engine { return &Engine{cli: cli} }
+
+// Client is the engine's client; nil when Err is not.
+func (e *Engine) Client() API { return e.cli }
+
+// Err is why the engine could not be reached at construction; nil when a
+// client was made (which says nothing yet of the engine answering).
+func (e *Engine) Err() error { return e.err }
 
 // Report lists every container, running or not.
 func (e *Engine) Report(ctx context.Context) Report {

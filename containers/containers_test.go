@@ -10,7 +10,7 @@ import (
 )
 
 type fakeAPI struct {
-	api  // nil: the report uses only ContainerList
+	API  // nil: the report uses only ContainerList
 	list []container.Summary
 	err  error
 }

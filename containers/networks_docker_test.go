@@ -2,6 +2,8 @@ package containers
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"slices"
 	"testing"
 	"time"
@@ -30,7 +32,7 @@ func TestDockerBridgeNetworks(t *testing.T) {
 	if _, err := cli.Ping(ctx); err != nil {
 		t.Fatalf("Docker engine unreachable (start dockerd; apt-get install -y docker.io): %v", err)
 	}
-	prefix := runPrefix + randHex(2)
+	prefix := "ct-" + randHex(5)
 	custom := "ctb" + randHex(4) // an interface name: at most 15 characters
 	made := map[string]string{}
 	for name, opts := range map[string]map[string]string{
@@ -92,4 +94,10 @@ func TestBridgeNetworksUnreachable(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error from an engine at a socket that does not exist")
 	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -27,6 +27,7 @@ import (
 	"adoption/activities/authority"
 	"adoption/config"
 	"adoption/containers"
+	"adoption/containers/cutover"
 	"adoption/custody"
 	"adoption/firewall/flip"
 	"adoption/intent"
@@ -127,8 +128,8 @@ func hostileCases(p config.Plan) []hostileCase {
 	extra := spec
 	extra.Input = append(append([]flip.Allow(nil), spec.Input...), flip.Allow{Port: port(2375), Owner: hostileName})
 	century := 100 * 365 * 24 * time.Hour
-	pred := func(mounts []containers.Mount, networks []string) *containers.Predecessor {
-		return &containers.Predecessor{ID: "0123456789ab", Name: hostileName, Image: svcV1, Mounts: mounts, Networks: networks}
+	pred := func(mounts []containers.Mount, networks []string) *cutover.Predecessor {
+		return &cutover.Predecessor{ID: "0123456789ab", Name: hostileName, Image: svcV1, Mounts: mounts, Networks: networks}
 	}
 	return []hostileCase{
 		{"undeclared port, the node's plan", "OpenRules", activities.RulesInput{Plan: p.Ref(), Owner: hostileName, Ports: []config.Port{port(2375)}},

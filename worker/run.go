@@ -23,6 +23,7 @@ import (
 	"adoption/config"
 	"adoption/connect"
 	"adoption/containers"
+	"adoption/containers/cutover"
 	"adoption/containers/hold"
 	"adoption/containers/steer"
 	"adoption/custody"
@@ -71,7 +72,7 @@ func runCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *cobra.C
 func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activities.Activities {
 	// docker.host names the node's engine (its own, on the reference node);
 	// empty: DOCKER_HOST, else the local socket.
-	engine := containers.NewAt(cfg.Docker.EngineHost())
+	engine := cutover.NewAt(cfg.Docker.EngineHost())
 	// Hold a module's ports during its swap where the engine publishes
 	// them, if that is the node's own namespace (never the host's firewall
 	// when a node shares the host's engine).
@@ -179,7 +180,7 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 		OnFatalError: func(err error) { fatal <- err }})
 	node.RegisterActivity(acts)
 	node.RegisterActivity(&watch.Watcher{Loop: loop})
-	if e, ok := acts.Cutover.(*containers.Engine); ok {
+	if e, ok := acts.Cutover.(*cutover.Engine); ok {
 		go followSteering(ctx, e, logger)
 	}
 
@@ -242,7 +243,7 @@ func startWatchdog(cfg *config.Config, cfgPath string) error {
 // their containers: at the start (the steering does not outlive a reboot)
 // and every few seconds after (a restarted container may have another
 // address). Only a change is written.
-func followSteering(ctx context.Context, e *containers.Engine, log *slog.Logger) {
+func followSteering(ctx context.Context, e *cutover.Engine, log *slog.Logger) {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {

@@ -178,6 +178,8 @@ const (
 	// ErrCutoverConfirmed: the module's cutover is confirmed on the node;
 	// a rollback (or closing its rules) is refused.
 	ErrCutoverConfirmed = "CutoverConfirmed"
+	// ErrFlipRefused: the node's own gates or preview refuse the flip.
+	ErrFlipRefused = "FlipRefused"
 )
 
 // ErrIntentRefused is the error type of a request whose signed intent the

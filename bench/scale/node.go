@@ -16,19 +16,19 @@ import (
 
 	"adoption/activities"
 	"adoption/activities/authority"
+	"adoption/activities/fake"
 	"adoption/config"
 	"adoption/custody"
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/firewall/marks"
-	"adoption/internal/fake"
 	"adoption/nodestate"
 	"adoption/sockets"
 )
 
 // memNode is one simulated node. What it reports of its firewall,
 // containers and sockets, and what its Flipper, Marks and Cutover do, are
-// the shared in-memory fakes (internal/fake), which answer at once; its custody store (custody.Store, with its
+// the shared in-memory fakes (activities/fake), which answer at once; its custody store (custody.Store, with its
 // own custody key, so the digests in the history are keyed as a real
 // agent's are) and its state directory (nodestate.Dir: the adopted marker,
 // the flip record, converged) are the real ones, on files under a tmpfs

@@ -1,0 +1,346 @@
+package cutover
+
+// A predecessor that is a system unit (Spec.ReplacesUnit): a resolver the
+// predecessor runs on the node itself, whose ports the module's container
+// takes over. It follows the swap as a predecessor container does: Create
+// records it as it is (running, enabled) in the mesh's container's
+// adoption.replaced.unit label; Swap holds every port the container
+// publishes (TCP SYNs and UDP datagrams) while the unit still serves, stops
+// it, runs the window and starts the container, and lets the held clients
+// go once the container answers; Rollback holds again, stops the
+// container, starts the unit if it ran and enables it if it was. Disabling
+// it is the confirmed cutover's (the activity), never the swap's: until
+// then a reboot brings the predecessor back.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+
+	"adoption/units"
+)
+
+// LabelReplacedUnit is the unit a container takes over, as it was when the
+// cutover began, as JSON {name, active, enabled}.
+const LabelReplacedUnit = "adoption.replaced.unit"
+
+// Sub-steps of a unit's hand-over.
+const (
+	StepStopUnit   = "swap/stop-unit"
+	StepStartUnit  = "rollback/start-unit"
+	StepEnableUnit = "rollback/enable-unit"
+)
+
+// DatagramHold is a PortHold that holds UDP ports too.
+type DatagramHold interface {
+	HoldProto(owner string, tcp, udp []uint16, bound time.Duration) error
+}
+
+// WithUnits lets the cutover hand over predecessors that are system units,
+// through the node's service manager m.
+func (e *Engine) WithUnits(m units.Manager) *Engine {
+	e.units = m
+	return e
+}
+
+// UnitRef is a predecessor unit as the cutover recorded it.
+type UnitRef struct {
+	Name    string `json:"name"`
+	Active  bool   `json:"active"`
+	Enabled bool   `json:"enabled"`
+}
+
+// unitOf reads the adoption.replaced.unit label of the mesh's container.
+func unitOf(c *container.InspectResponse) (*UnitRef, error) {
+	v := labels(c)[LabelReplacedUnit]
+	if v == "" {
+		return nil, nil
+	}
+	var u UnitRef
+	if err := json.Unmarshal([]byte(v), &u); err != nil {
+		return nil, fmt.Errorf("container %s: label %s is not what the mesh wrote: %w", strings.TrimPrefix(c.Name, "/"), LabelReplacedUnit, err)
+	}
+	if err := units.CheckName(u.Name); err != nil {
+		return nil, fmt.Errorf("container %s: label %s: %w", strings.TrimPrefix(c.Name, "/"), LabelReplacedUnit, err)
+	}
+	return &u, nil
+}
+
+// UnitOf is the unit the mesh's container of module name took over, as the
+// cutover recorded it; nil when it took over none.
+func (e *Engine) UnitOf(ctx context.Context, name string) (*UnitRef, error) {
+	s, err := e.snapshot(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	c := s.next
+	if s.live != nil && s.state.Live.Ours {
+		c = s.live
+	}
+	if c == nil {
+		return nil, nil
+	}
+	return unitOf(c)
+}
+
+// checkUnit refuses, before anything changes, a unit the node's manager
+// does not know (or a node without one), and says what the unit is now.
+func (e *Engine) checkUnit(ctx context.Context, spec Spec) (*UnitRef, error) {
+	if spec.ReplacesUnit == "" {
+		return nil, nil
+	}
+	key := fmt.Sprintf("modules[%s].replaces_unit", spec.Name)
+	if strings.HasPrefix(spec.ReplacesUnit, units.ExePrefix) {
+		key = fmt.Sprintf("modules[%s].replaces_exe", spec.Name)
+	}
+	if err := units.CheckName(spec.ReplacesUnit); err != nil {
+		return nil, fmt.Errorf("module %s: %s: %w: %w", spec.Name, key, err, ErrBadSpec)
+	}
+	if e.units == nil {
+		return nil, fmt.Errorf("module %s: %s = %q: this agent has no service manager to hand the unit over with; nothing was changed: %w", spec.Name, key, spec.ReplacesUnit, ErrBadSpec)
+	}
+	st, err := e.units.Unit(ctx, spec.ReplacesUnit)
+	if err != nil {
+		return nil, fmt.Errorf("module %s: read unit %s: %w", spec.Name, spec.ReplacesUnit, err)
+	}
+	if !st.Known {
+		return nil, fmt.Errorf("module %s: %s = %q: the node's service manager has no such unit (systemctl list-unit-files lists them), or no process of that executable runs; fix %s, nothing was changed: %w",
+			spec.Name, key, spec.ReplacesUnit, key, ErrBadSpec)
+	}
+	return &UnitRef{Name: st.Name, Active: st.Active, Enabled: st.Enabled}, nil
+}
+
+// holdAll holds every host port ours publishes, TCP and UDP, while the
+// unit it replaces still serves them: the unit's ports are the module's.
+func (e *Engine) holdAll(ctx context.Context, owner string, ours *container.InspectResponse, stopWait time.Duration) ([]heldPort, error) {
+	if e.hold == nil || ours.HostConfig == nil {
+		return nil, nil
+	}
+	var held []heldPort
+	seen := map[string]bool{}
+	for port, bs := range ours.HostConfig.PortBindings {
+		for _, b := range bs {
+			hp, err := strconv.ParseUint(b.HostPort, 10, 16)
+			key := b.HostPort + "/" + port.Proto()
+			if err != nil || seen[key] || (port.Proto() != "tcp" && port.Proto() != "udp") {
+				continue
+			}
+			seen[key] = true
+			held = append(held, heldPort{hostIP: b.HostIP, port: uint16(hp), inside: uint16(port.Int()), udp: port.Proto() == "udp"})
+		}
+	}
+	if len(held) == 0 {
+		return nil, nil
+	}
+	sort.Slice(held, func(i, j int) bool {
+		if held[i].port != held[j].port {
+			return held[i].port < held[j].port
+		}
+		return !held[i].udp
+	})
+	var tcp, udp []uint16
+	for _, h := range held {
+		if h.udp {
+			udp = append(udp, h.port)
+		} else {
+			tcp = append(tcp, h.port)
+		}
+	}
+	if err := e.step(ctx, StepHold); err != nil {
+		return nil, err
+	}
+	dh, canUDP := e.hold.(DatagramHold)
+	var err error
+	if canUDP {
+		err = dh.HoldProto(owner, tcp, udp, holdBound(stopWait))
+	} else {
+		err = e.hold.Hold(owner, tcp, holdBound(stopWait))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hold new connections and datagrams to %v/tcp %v/udp during the hand-over of %s: %w", tcp, udp, owner, err)
+	}
+	rep := HoldReport{Owner: owner, Ports: append(append([]uint16(nil), tcp...), udp...), Queued: true}
+	if why := e.hold.Dropping(owner); why != nil {
+		rep.Queued, rep.Dropped = false, why.Error()
+	} else if !canUDP && len(udp) > 0 {
+		rep.Queued, rep.Dropped = false, fmt.Sprintf("this hold cannot hold UDP: datagrams to %v were not held", udp)
+	}
+	if fn, ok := ctx.Value(holdReportKey{}).(func(HoldReport)); ok && fn != nil {
+		fn(rep)
+	}
+	return held, nil
+}
+
+// stopUnit stops the unit if it runs: the swap's window opens.
+func (e *Engine) stopUnit(ctx context.Context, u *UnitRef) error {
+	if u == nil {
+		return nil
+	}
+	st, err := e.units.Unit(ctx, u.Name)
+	if err != nil {
+		return fmt.Errorf("read unit %s: %w", u.Name, err)
+	}
+	if !st.Active {
+		return nil
+	}
+	return e.during(ctx, StepStopUnit, func() error {
+		if err := e.units.Stop(ctx, u.Name); err != nil {
+			return fmt.Errorf("stop predecessor unit %s: %w", u.Name, err)
+		}
+		return nil
+	})
+}
+
+// restoreUnit puts the unit back as the cutover found it, after the mesh's
+// container stopped: started if it ran, enabled if it was.
+func (e *Engine) restoreUnit(ctx context.Context, u *UnitRef) error {
+	if u == nil {
+		return nil
+	}
+	st, err := e.units.Unit(ctx, u.Name)
+	if err != nil {
+		return fmt.Errorf("read unit %s: %w", u.Name, err)
+	}
+	if u.Enabled && !st.Enabled {
+		if err := e.step(ctx, StepEnableUnit); err != nil {
+			return err
+		}
+		if err := e.units.Enable(ctx, u.Name); err != nil {
+			return fmt.Errorf("enable predecessor unit %s again: %w", u.Name, err)
+		}
+	}
+	if u.Active && !st.Active {
+		return e.during(ctx, StepStartUnit, func() error {
+			if err := e.units.Start(ctx, u.Name); err != nil {
+				return fmt.Errorf("start predecessor unit %s again: %w", u.Name, err)
+			}
+			return nil
+		})
+	}
+	return nil
+}
+
+// releaseWhenNodeAnswers waits until every held TCP port answers at the
+// node's own address (the unit, on the node itself; at most holdMax), then
+// releases the hold. The UDP ports go with them: the unit's start job is
+// done, and a service binds its datagram socket as it starts.
+func (e *Engine) releaseWhenNodeAnswers(ctx context.Context, owner string, held []heldPort) error {
+	if e.hold == nil {
+		return nil
+	}
+	if node := e.hold.NodeAddr(); node != "" && len(held) > 0 {
+		_ = e.during(ctx, StepAwaitPorts, func() error {
+			deadline := time.Now().Add(holdMax)
+			for _, h := range held {
+				for !h.udp && time.Now().Before(deadline) && ctx.Err() == nil {
+					if e.answersVia(ctx, node, h.port) == nil {
+						break
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			return nil
+		})
+	}
+	return e.releaseWhenAnswering(ctx, owner, nil, "")
+}
+
+// udpBound says whether the process pid's network namespace has a UDP
+// socket bound to port: a UDP service has no handshake, so that it has
+// bound its socket is all the node can tell of whether it answers.
+func udpBound(pid int, port uint16) bool {
+	if pid <= 0 {
+		return false
+	}
+	for _, f := range []string{"udp", "udp6"} {
+		fh, err := os.Open(fmt.Sprintf("/proc/%d/net/%s", pid, f))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			if len(fields) < 2 {
+				continue
+			}
+			_, hexPort, ok := strings.Cut(fields[1], ":")
+			if !ok {
+				continue
+			}
+			if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && uint16(p) == port {
+				fh.Close()
+				return true
+			}
+		}
+		fh.Close()
+	}
+	return false
+}
+
+// containerPID is the container's process, 0 when it runs none.
+func (e *Engine) containerPID(ctx context.Context, id string) int {
+	c, err := e.cli.ContainerInspect(ctx, id)
+	if err != nil || c.State == nil {
+		return 0
+	}
+	return c.State.Pid
+}
+
+// startHolding starts ours in a unit's place and lets the held clients go
+// once it answers on every held port. A container that fails to start, or
+// exits before it answers, keeps the hold: nothing on the node serves the
+// ports now (the unit is stopped), and the rollback, which starts the unit
+// again, releases the clients to it. The error is ErrUnhealthy, so the
+// workflow rolls back at once; the kernel lets go of the hold at its bound
+// if nothing does. A container that runs and has not answered by holdMax
+// is released to, as the swap does: its health check decides.
+func (e *Engine) startHolding(ctx context.Context, name string, held []heldPort, ours *container.InspectResponse) error {
+	if err := e.cli.ContainerStart(ctx, ours.ID, container.StartOptions{}); err != nil {
+		return fmt.Errorf("start %s (image %s) in unit's place: %w; the ports stay held for the rollback: %w", name, ours.Config.Image, err, ErrUnhealthy)
+	}
+	node := e.hold.NodeAddr()
+	deadline := time.Now().Add(holdMax)
+	pid := 0
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		c, err := e.cli.ContainerInspect(ctx, ours.ID)
+		// Restarting counts as exited: its restart policy brings it back
+		// only to exit again, and meanwhile nothing serves.
+		if err == nil && (!running(&c) || c.State.Restarting || c.RestartCount > 0) {
+			code := 0
+			if c.State != nil {
+				code = c.State.ExitCode
+			}
+			return fmt.Errorf("%s exited (status %d) before it answered in unit's place; the ports stay held for the rollback: %w", name, code, ErrUnhealthy)
+		}
+		if pid == 0 && err == nil && c.State != nil {
+			pid = c.State.Pid
+		}
+		all := true
+		for _, h := range held {
+			switch {
+			case h.udp:
+				all = e.udpBound != nil && e.udpBound(pid, h.inside)
+			case node != "":
+				all = e.answersVia(ctx, node, h.port) == nil
+			default:
+				all = e.answers(ctx, h.hostIP, h.port) == nil
+			}
+			if !all {
+				break
+			}
+		}
+		if all {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return e.releaseWhenAnswering(ctx, name, nil, "")
+}
