@@ -51,7 +51,9 @@ func TestQuiet(t *testing.T) {
 	Quiet(t, 300*time.Millisecond, "nothing", func() bool { return false })
 	r := &recorder{TB: t}
 	start := time.Now()
-	if !catch(r, func() { Quiet(r, time.Hour, "it happened", func() bool { return time.Since(start) > 200*time.Millisecond }) }) {
+	if !catch(r, func() {
+		Quiet(r, time.Hour, "it happened", func() bool { return time.Since(start) > 200*time.Millisecond })
+	}) {
 		t.Fatal("a window in which it happened passed")
 	}
 	if time.Since(start) > 5*time.Second {
