@@ -1,3 +1,7 @@
+// This file holds the CheckDrift activity: the node's drift check
+// (package drift) on the node's parts, authorized and answered in the
+// workflow's wire types.
+
 package activities
 
 import (
