@@ -282,6 +282,10 @@ func MergeClasses(cs []Class) []Class {
 		}},
 	}
 	for _, d := range dims {
+		// Regions already side by side that meet end to end are joined
+		// first (ClassesOf gives a region's ports in order): the runs
+		// joined are the same, and fewer are sorted.
+		out = joinAdjacent(out, d.clear, d.join)
 		sort.SliceStable(out, func(i, j int) bool {
 			a, b := out[i], out[j]
 			d.clear(&a)
@@ -291,19 +295,7 @@ func MergeClasses(cs []Class) []Class {
 			}
 			return classLess(out[i], out[j])
 		})
-		var merged []Class
-		for _, c := range out {
-			if n := len(merged); n > 0 {
-				a, b := merged[n-1], c
-				d.clear(&a)
-				d.clear(&b)
-				if a == b && d.join(&merged[n-1], &c) {
-					continue
-				}
-			}
-			merged = append(merged, c)
-		}
-		out = merged
+		out = joinAdjacent(out, d.clear, d.join)
 	}
 	// Every destination: one region without a destination.
 	byRest := map[Class][]int{}
@@ -349,6 +341,25 @@ func MergeClasses(cs []Class) []Class {
 	res = append(res, whole...)
 	sort.SliceStable(res, func(i, j int) bool { return classLess(res[i], res[j]) })
 	return res
+}
+
+// joinAdjacent joins each region of cs with the one after it where they
+// differ in one range only (cleared by clear) and join says they meet, in
+// place.
+func joinAdjacent(cs []Class, clear func(*Class), join func(a, b *Class) bool) []Class {
+	merged := cs[:0]
+	for _, c := range cs {
+		if n := len(merged); n > 0 {
+			a, b := merged[n-1], c
+			clear(&a)
+			clear(&b)
+			if a == b && join(&merged[n-1], &c) {
+				continue
+			}
+		}
+		merged = append(merged, c)
+	}
+	return merged
 }
 
 // classLess orders regions by family, protocol, type, destination, port.

@@ -158,7 +158,7 @@ func CompareClassesIn(before, after *firewall.Ruleset, node firewall.Node, iif s
 func (pr *Pair) CompareClassesIn(node firewall.Node, iif string, extra []string) []ClassRegion {
 	before, after := pr.before.rs, pr.after.rs
 	eb, ea := pr.evaluators()
-	// Only the input hook is asked about (passageOf).
+	// Only the input hook is asked about (clientPassage).
 	eb.only, ea.only = firewall.HookInput, firewall.HookInput
 	// Unpruned, the port intervals are the same for every region.
 	eb.bounds, ea.bounds = pr.before.anyBounds(), pr.after.anyBounds()
@@ -218,7 +218,7 @@ func (pr *Pair) CompareClassesIn(node firewall.Node, iif string, extra []string)
 				eb.sawSource, ea.sawSource = false, false
 				pkt := classPacket(c)
 				pkt.Src, pkt.node, pkt.own, pkt.iif = g[0], &node, own, iif
-				k := [2]Passage{passageOf(eb.client(&sb, pkt)), passageOf(ea.client(&sa, pkt))}
+				k := [2]Passage{eb.clientPassage(&sb, pkt), ea.clientPassage(&sa, pkt)}
 				if gi == 0 {
 					other = k
 					continue
@@ -287,12 +287,24 @@ func MergeRegions(rs []ClassRegion, tag func(ClassRegion) string) []ClassRegion 
 			out = append(out, ClassRegion{Class: c, From: k.from, In: k.in, Before: k.before, After: k.after})
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Class.Family != b.Class.Family || a.Class.Spelling() != b.Class.Spelling() {
-			return a.Class.Family < b.Class.Family || a.Class.Family == b.Class.Family && a.Class.Spelling() < b.Class.Spelling()
+	// Each region is spelled once, not at every comparison.
+	type spelled struct {
+		r        ClassRegion
+		spelling string
+	}
+	sp := make([]spelled, len(out))
+	for i, r := range out {
+		sp[i] = spelled{r, r.Class.Spelling()}
+	}
+	sort.SliceStable(sp, func(i, j int) bool {
+		a, b := sp[i], sp[j]
+		if a.r.Class.Family != b.r.Class.Family || a.spelling != b.spelling {
+			return a.r.Class.Family < b.r.Class.Family || a.r.Class.Family == b.r.Class.Family && a.spelling < b.spelling
 		}
-		return fromLess(a.From, b.From)
+		return fromLess(a.r.From, b.r.From)
 	})
+	for i := range sp {
+		out[i] = sp[i].r
+	}
 	return out
 }

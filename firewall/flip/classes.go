@@ -279,6 +279,17 @@ func classFates(p *Preview, pair *eval.Pair, node firewall.Node, spec MeshSpec) 
 	type judged struct {
 		fate, reason string
 	}
+	// What keeps a region uncertain now is asked of found once per region.
+	cf, _ := pair.Compiled()
+	whys := map[eval.Class][]string{}
+	undecided := func(c eval.Class) []string {
+		w, ok := whys[c]
+		if !ok {
+			w = cf.UndecidedClass(c)
+			whys[c] = w
+		}
+		return w
+	}
 	judge := func(r eval.ClassRegion) judged {
 		from := "any source"
 		if r.From != "" {
@@ -291,16 +302,16 @@ func classFates(p *Preview, pair *eval.Pair, node firewall.Node, spec MeshSpec) 
 			return judged{FateWidening, "passes after the flip from " + from + ", which the found firewall does not let through"}
 		case r.After.Open && r.Before.Unsure && !r.After.Unsure:
 			why := "passes now only under a condition the evaluator cannot decide, and after the flip without it"
-			if w := eval.UndecidedClass(found, r.Class); len(w) > 0 {
+			if w := undecided(r.Class); len(w) > 0 {
 				why += " (" + strings.Join(w, "; ") + "): that restriction cannot be carried"
 			}
 			return judged{FateWidening, why}
 		case r.After.Unsure && !r.Before.Unsure:
 			return judged{FateUncertain, "passes after the flip only under a condition the evaluator cannot decide"}
-		case r.After.Open && r.Before.Unsure && len(notIface(eval.UndecidedClass(found, r.Class))) > 0:
+		case r.After.Open && r.Before.Unsure && len(notIface(undecided(r.Class))) > 0:
 			// Uncertain alike is kept only where what is undecided is the
 			// interface (carried): a rate limit is not.
-			return judged{FateWidening, "passes now only under a condition the evaluator cannot decide (" + strings.Join(notIface(eval.UndecidedClass(found, r.Class)), "; ") + "), and after the flip without it: that restriction cannot be carried"}
+			return judged{FateWidening, "passes now only under a condition the evaluator cannot decide (" + strings.Join(notIface(undecided(r.Class)), "; ") + "), and after the flip without it: that restriction cannot be carried"}
 		}
 		return judged{FateKept, ""}
 	}
