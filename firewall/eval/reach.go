@@ -398,4 +398,3 @@ func returnsOnly(t *firewall.Table, ch *firewall.Chain, depth int) bool {
 	}
 	return true
 }
-
