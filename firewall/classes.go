@@ -159,7 +159,21 @@ func ClassesOf(fam string, rss []*Ruleset, extra []string) []Class {
 		nums = append(nums, int(n))
 	}
 	sort.Ints(nums)
-	var out []Class
+	// The spans are cut once, and the regions counted before they are
+	// made: a ruleset naming many ports cuts thousands.
+	typeSpans, sportSpans, portSpans := types.spans(255), sports.spans(65535), ports.spans(65535)
+	n := 0
+	for _, num := range append(nums, int(vocab.OtherProto)) {
+		k := len(dranges)
+		if vocab.PortProto(uint8(num)) {
+			k *= len(sportSpans) * len(portSpans)
+		}
+		if vocab.NewClass(fam, uint8(num), false).ICMP() {
+			k *= len(typeSpans)
+		}
+		n += k
+	}
+	out := make([]Class, 0, n)
 	emit := func(c Class) {
 		for _, d := range dranges {
 			x := c
@@ -183,8 +197,8 @@ func ClassesOf(fam string, rss []*Ruleset, extra []string) []Class {
 			if x.Num == unix.IPPROTO_TCP {
 				continue // TCP takes no broadcast or multicast packet
 			}
-			for _, sv := range sports.spans(65535) {
-				for _, iv := range ports.spans(65535) {
+			for _, sv := range sportSpans {
+				for _, iv := range portSpans {
 					y := x
 					y.Port, y.PortEnd = uint16(iv[0]), uint16(iv[1])
 					y.Sport, y.SportEnd = uint16(sv[0]), uint16(sv[1])
@@ -199,7 +213,7 @@ func ClassesOf(fam string, rss []*Ruleset, extra []string) []Class {
 		}
 		c := vocab.NewClass(fam, uint8(n), false)
 		if c.ICMP() {
-			for _, iv := range types.spans(255) {
+			for _, iv := range typeSpans {
 				x := c
 				x.Type, x.TypeEnd = uint8(iv[0]), uint8(iv[1])
 				emit(x)
@@ -248,54 +262,20 @@ func (c cuts) spans(max int) [][2]int {
 // same packets.
 func MergeClasses(cs []Class) []Class {
 	out := slices.Clone(cs)
-	dims := []struct {
-		clear func(*Class)
-		join  func(a, b *Class) bool
-	}{
-		{func(c *Class) { c.Port, c.PortEnd = 0, 0 }, func(a, b *Class) bool {
-			if int(a.PortEnd)+1 != int(b.Port) {
-				return false
-			}
-			a.PortEnd = b.PortEnd
-			return true
-		}},
-		{func(c *Class) { c.Sport, c.SportEnd = 0, 0 }, func(a, b *Class) bool {
-			if int(a.SportEnd)+1 != int(b.Sport) {
-				return false
-			}
-			a.SportEnd = b.SportEnd
-			return true
-		}},
-		{func(c *Class) { c.Dst, c.DstEnd = netip.Addr{}, netip.Addr{} }, func(a, b *Class) bool {
-			if !a.DstEnd.IsValid() || !b.Dst.IsValid() || a.DstEnd.Next() != b.Dst {
-				return false
-			}
-			a.DstEnd = b.DstEnd
-			return true
-		}},
-		{func(c *Class) { c.Type, c.TypeEnd = 0, 0 }, func(a, b *Class) bool {
-			if int(a.TypeEnd)+1 != int(b.Type) {
-				return false
-			}
-			a.TypeEnd = b.TypeEnd
-			return true
-		}},
-	}
-	for _, d := range dims {
+	for d := range mergeDims {
 		// Regions already side by side that meet end to end are joined
-		// first (ClassesOf gives a region's ports in order): the runs
-		// joined are the same, and fewer are sorted.
-		out = joinAdjacent(out, d.clear, d.join)
+		// first (ClassesOf gives a region's ports in order): for regions
+		// apart from each other the runs joined are the same, and fewer
+		// are sorted.
+		out = joinAdjacent(out, d)
 		sort.SliceStable(out, func(i, j int) bool {
-			a, b := out[i], out[j]
-			d.clear(&a)
-			d.clear(&b)
+			a, b := clearDim(out[i], d), clearDim(out[j], d)
 			if a != b {
 				return classLess(a, b)
 			}
 			return classLess(out[i], out[j])
 		})
-		out = joinAdjacent(out, d.clear, d.join)
+		out = joinAdjacent(out, d)
 	}
 	// Every destination: one region without a destination.
 	byRest := map[Class][]int{}
@@ -343,19 +323,68 @@ func MergeClasses(cs []Class) []Class {
 	return res
 }
 
+// The ranges MergeClasses joins regions along, in order: destination
+// ports, source ports, destinations, ICMP types.
+const (
+	dimPort = iota
+	dimSport
+	dimDst
+	dimType
+	mergeDims
+)
+
+// clearDim is c without its range along dimension d: what two regions
+// that may join along d have alike. By value: a region cleared is not
+// moved to the heap.
+func clearDim(c Class, d int) Class {
+	switch d {
+	case dimPort:
+		c.Port, c.PortEnd = 0, 0
+	case dimSport:
+		c.Sport, c.SportEnd = 0, 0
+	case dimDst:
+		c.Dst, c.DstEnd = netip.Addr{}, netip.Addr{}
+	case dimType:
+		c.Type, c.TypeEnd = 0, 0
+	}
+	return c
+}
+
+// joinDim joins b to a along dimension d where a's range there ends just
+// before b's begins.
+func joinDim(a *Class, b Class, d int) bool {
+	switch d {
+	case dimPort:
+		if int(a.PortEnd)+1 != int(b.Port) {
+			return false
+		}
+		a.PortEnd = b.PortEnd
+	case dimSport:
+		if int(a.SportEnd)+1 != int(b.Sport) {
+			return false
+		}
+		a.SportEnd = b.SportEnd
+	case dimDst:
+		if !a.DstEnd.IsValid() || !b.Dst.IsValid() || a.DstEnd.Next() != b.Dst {
+			return false
+		}
+		a.DstEnd = b.DstEnd
+	case dimType:
+		if int(a.TypeEnd)+1 != int(b.Type) {
+			return false
+		}
+		a.TypeEnd = b.TypeEnd
+	}
+	return true
+}
+
 // joinAdjacent joins each region of cs with the one after it where they
-// differ in one range only (cleared by clear) and join says they meet, in
-// place.
-func joinAdjacent(cs []Class, clear func(*Class), join func(a, b *Class) bool) []Class {
+// differ along dimension d only and meet there end to end, in place.
+func joinAdjacent(cs []Class, d int) []Class {
 	merged := cs[:0]
 	for _, c := range cs {
-		if n := len(merged); n > 0 {
-			a, b := merged[n-1], c
-			clear(&a)
-			clear(&b)
-			if a == b && join(&merged[n-1], &c) {
-				continue
-			}
+		if n := len(merged); n > 0 && clearDim(merged[n-1], d) == clearDim(c, d) && joinDim(&merged[n-1], c, d) {
+			continue
 		}
 		merged = append(merged, c)
 	}

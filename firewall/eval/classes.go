@@ -10,6 +10,7 @@ package eval
 
 import (
 	"net/netip"
+	"slices"
 	"sort"
 
 	"adoption/firewall"
@@ -67,6 +68,48 @@ func (x *Reacher) Class(c Class) SourceReach {
 	return x.region(f, firewall.HookInput, classPacket(c))
 }
 
+// Classes is Class of each region of cs, in order. A region that differs
+// from one asked before only in its source ports, or only in its
+// destination among those of one cast, fares as that one when its
+// evaluation looked at no condition on them (as CompareClassesIn's): it
+// is not evaluated again.
+func (x *Reacher) Classes(cs []Class) []SourceReach {
+	out := make([]SourceReach, len(cs))
+	type done struct {
+		i      int
+		looked uint8
+	}
+	// Per family: a region's key holds no family.
+	bySport, byDst := map[string]map[classKey]done{}, map[string]map[classKey]done{}
+	for i, c := range cs {
+		if bySport[c.Family] == nil {
+			bySport[c.Family], byDst[c.Family] = make(map[classKey]done, len(cs)), make(map[classKey]done, len(cs))
+		}
+		fs, fd := bySport[c.Family], byDst[c.Family]
+		ks, kd := classKeys(c)
+		if d, ok := fs[ks]; ok && shortcuts && d.looked&lookSport == 0 {
+			out[i] = out[d.i]
+			fd[kd] = d
+			continue
+		}
+		if d, ok := fd[kd]; ok && shortcuts && c.Dst.IsValid() && d.looked&lookDst == 0 {
+			out[i] = out[d.i]
+			fs[ks] = d
+			continue
+		}
+		x.e.looked = 0
+		out[i] = x.Class(c)
+		d := done{i: i, looked: x.e.looked}
+		if _, ok := fs[ks]; !ok {
+			fs[ks] = d
+		}
+		if _, ok := fd[kd]; !ok {
+			fd[kd] = d
+		}
+	}
+	return out
+}
+
 // ClassOpenings are the regions rs lets through on node, merged where
 // they fare alike: one opening with an empty From when any other source
 // reaches it (Uncertain when only under a condition the evaluator cannot
@@ -81,8 +124,9 @@ func ClassOpenings(rs *firewall.Ruleset, node firewall.Node) []firewall.Opening 
 	groups := map[key][]Class{}
 	var order []key
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
-		for _, c := range ClassesOf(fam, []*firewall.Ruleset{rs}, nil) {
-			r := x.Class(c)
+		classes := ClassesOf(fam, []*firewall.Ruleset{rs}, nil)
+		for i, r := range x.Classes(classes) {
+			c := classes[i]
 			var froms []string
 			if r.Any {
 				froms = []string{""}
@@ -175,17 +219,12 @@ func (pr *Pair) CompareClassesIn(node firewall.Node, iif string, extra []string)
 			out    []ClassRegion
 			looked uint8
 		}
-		bySport, byDst := map[Class]done{}, map[Class]done{}
-		keys := func(c Class) (Class, Class) {
-			ks, kd := c, c
-			ks.Sport, ks.SportEnd = 0, 0
-			if c.Dst.IsValid() {
-				kd.Dst, kd.DstEnd = vocab.CastAddr(c.Cast()), netip.Addr{}
-			}
-			return ks, kd
-		}
-		for _, c := range ClassesOf(fam, []*firewall.Ruleset{before, after}, extra) {
-			ks, kd := keys(c)
+		classes := ClassesOf(fam, []*firewall.Ruleset{before, after}, extra)
+		bySport, byDst := make(map[classKey]done, len(classes)), make(map[classKey]done, len(classes))
+		// Most regions come from one source region.
+		out = slices.Grow(out, len(classes))
+		for _, c := range classes {
+			ks, kd := classKeys(c)
 			if d, ok := bySport[ks]; ok && shortcuts && d.looked&lookSport == 0 {
 				out = appendAs(out, d.out, c)
 				byDst[kd] = d
@@ -254,6 +293,32 @@ func (pr *Pair) CompareClassesIn(node firewall.Node, iif string, extra []string)
 	return out
 }
 
+// classKey is a region of one family (ClassesOf's, whose protocol's name
+// follows from its number) without its family and protocol's name: a
+// map's key hashed without strings.
+type classKey struct {
+	num             uint8
+	other, own      bool
+	typ, typeEnd    uint8
+	dst, dstEnd     netip.Addr
+	port, portEnd   uint16
+	sport, sportEnd uint16
+}
+
+// classKeys are region c's keys without its source ports and without its
+// destination but its cast: a region with the same key fares as c where
+// c's evaluation looked at no condition on them.
+func classKeys(c Class) (bySport, byDst classKey) {
+	k := classKey{num: c.Num, other: c.Other, own: c.Own, typ: c.Type, typeEnd: c.TypeEnd, dst: c.Dst, dstEnd: c.DstEnd,
+		port: c.Port, portEnd: c.PortEnd, sport: c.Sport, sportEnd: c.SportEnd}
+	bySport, byDst = k, k
+	bySport.sport, bySport.sportEnd = 0, 0
+	if c.Dst.IsValid() {
+		byDst.dst, byDst.dstEnd = vocab.CastAddr(c.Cast()), netip.Addr{}
+	}
+	return bySport, byDst
+}
+
 // appendAs appends the regions of rs to out as regions of class c.
 func appendAs(out, rs []ClassRegion, c Class) []ClassRegion {
 	for _, r := range rs {
@@ -272,18 +337,37 @@ func MergeRegions(rs []ClassRegion, tag func(ClassRegion) string) []ClassRegion 
 		from, in, tag string
 		before, after Passage
 	}
-	groups := map[key][]Class{}
+	// Each region's group is found first, then the groups' regions laid
+	// out in one slice, group after group, in the order of rs.
+	index := map[key]int{}
 	var order []key
-	for _, r := range rs {
+	of := make([]int, len(rs))
+	var count []int
+	for i, r := range rs {
 		k := key{r.From, r.In, tag(r), r.Before, r.After}
-		if groups[k] == nil {
+		g, ok := index[k]
+		if !ok {
+			g = len(order)
+			index[k] = g
 			order = append(order, k)
+			count = append(count, 0)
 		}
-		groups[k] = append(groups[k], r.Class)
+		of[i] = g
+		count[g]++
+	}
+	start := make([]int, len(order)+1)
+	for g, n := range count {
+		start[g+1] = start[g] + n
+	}
+	classes := make([]Class, len(rs))
+	next := slices.Clone(start[:len(order)])
+	for i, r := range rs {
+		classes[next[of[i]]] = r.Class
+		next[of[i]]++
 	}
 	var out []ClassRegion
-	for _, k := range order {
-		for _, c := range firewall.MergeClasses(groups[k]) {
+	for g, k := range order {
+		for _, c := range firewall.MergeClasses(classes[start[g]:start[g+1]]) {
 			out = append(out, ClassRegion{Class: c, From: k.from, In: k.in, Before: k.before, After: k.after})
 		}
 	}

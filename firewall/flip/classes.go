@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/nftables/binaryutil"
@@ -50,11 +51,23 @@ func carryClasses(r *carrier, drop, widen []string) []ClassAllow {
 	reaches := map[string]Reach{}
 	var order []string
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+		var cs []eval.Class
 		for _, c := range eval.ClassesOf(fam, []*firewall.Ruleset{found}, extra) {
-			if c.Other || c.WithinAny(drop) {
-				continue
+			if !c.Other && !c.WithinAny(drop) {
+				cs = append(cs, c)
 			}
-			reach, _, open := byIface(classes, []string{c.Family}, func(x *eval.Reacher, _ string) eval.SourceReach { return x.Class(c) })
+		}
+		// Each interface class's reacher judges the regions at once
+		// (Reacher.Classes: the regions that fare as one judged before
+		// are not evaluated again).
+		judged := map[*eval.Reacher][]eval.SourceReach{}
+		for _, ic := range classes {
+			if judged[ic.r] == nil {
+				judged[ic.r] = ic.r.Classes(cs)
+			}
+		}
+		for i, c := range cs {
+			reach, _, open := byIface(classes, []string{c.Family}, func(x *eval.Reacher, _ string) eval.SourceReach { return judged[x][i] })
 			if !open {
 				continue
 			}
@@ -279,17 +292,10 @@ func classFates(p *Preview, pair *eval.Pair, node firewall.Node, spec MeshSpec) 
 	type judged struct {
 		fate, reason string
 	}
-	// What keeps a region uncertain now is asked of found once per region.
+	// What keeps a region uncertain now is read off the few rules of found
+	// that carry a reason (Compiled.UndecidedClass).
 	cf, _ := pair.Compiled()
-	whys := map[eval.Class][]string{}
-	undecided := func(c eval.Class) []string {
-		w, ok := whys[c]
-		if !ok {
-			w = cf.UndecidedClass(c)
-			whys[c] = w
-		}
-		return w
-	}
+	undecided := cf.UndecidedClass
 	judge := func(r eval.ClassRegion) judged {
 		from := "any source"
 		if r.From != "" {
@@ -322,7 +328,7 @@ func classFates(p *Preview, pair *eval.Pair, node firewall.Node, spec MeshSpec) 
 	regions = eval.MergeRegions(regions, func(r eval.ClassRegion) string {
 		j := judge(r)
 		d, w := declared(r, j)
-		return fmt.Sprintf("%s|%s|%t|%t", j.fate, j.reason, d, w)
+		return j.fate + "|" + j.reason + "|" + strconv.FormatBool(d) + "|" + strconv.FormatBool(w)
 	})
 	for _, r := range regions {
 		j := judge(r)
