@@ -8,9 +8,11 @@
 package firewall
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -268,12 +270,11 @@ func MergeClasses(cs []Class) []Class {
 		// apart from each other the runs joined are the same, and fewer
 		// are sorted.
 		out = joinAdjacent(out, d)
-		sort.SliceStable(out, func(i, j int) bool {
-			a, b := clearDim(out[i], d), clearDim(out[j], d)
-			if a != b {
-				return classLess(a, b)
+		slices.SortStableFunc(out, func(x, y Class) int {
+			if a, b := clearDim(x, d), clearDim(y, d); a != b {
+				return classCmp(a, b)
 			}
-			return classLess(out[i], out[j])
+			return classCmp(x, y)
 		})
 		out = joinAdjacent(out, d)
 	}
@@ -319,7 +320,7 @@ func MergeClasses(cs []Class) []Class {
 		}
 	}
 	res = append(res, whole...)
-	sort.SliceStable(res, func(i, j int) bool { return classLess(res[i], res[j]) })
+	slices.SortStableFunc(res, classCmp)
 	return res
 }
 
@@ -391,31 +392,38 @@ func joinAdjacent(cs []Class, d int) []Class {
 	return merged
 }
 
-// classLess orders regions by family, protocol, type, destination, port.
-func classLess(a, b Class) bool {
+// classCmp orders regions by family, protocol, type, destination, port:
+// -1, 0 or +1 (a region's protocol's name follows its number).
+func classCmp(a, b Class) int {
 	switch {
 	case a.Family != b.Family:
-		return a.Family < b.Family
+		return strings.Compare(a.Family, b.Family)
 	case a.Other != b.Other:
-		return !a.Other
+		if !a.Other {
+			return -1
+		}
+		return 1
 	case a.Num != b.Num:
-		return a.Num < b.Num
+		return cmp.Compare(a.Num, b.Num)
 	case a.Type != b.Type:
-		return a.Type < b.Type
+		return cmp.Compare(a.Type, b.Type)
 	case a.TypeEnd != b.TypeEnd:
-		return a.TypeEnd < b.TypeEnd
+		return cmp.Compare(a.TypeEnd, b.TypeEnd)
 	case a.Own != b.Own:
-		return a.Own
+		if a.Own {
+			return -1
+		}
+		return 1
 	case a.Dst != b.Dst:
-		return a.Dst.Less(b.Dst)
+		return a.Dst.Compare(b.Dst)
 	case a.DstEnd != b.DstEnd:
-		return a.DstEnd.Less(b.DstEnd)
+		return a.DstEnd.Compare(b.DstEnd)
 	case a.Sport != b.Sport:
-		return a.Sport < b.Sport
+		return cmp.Compare(a.Sport, b.Sport)
 	case a.SportEnd != b.SportEnd:
-		return a.SportEnd < b.SportEnd
+		return cmp.Compare(a.SportEnd, b.SportEnd)
 	case a.Port != b.Port:
-		return a.Port < b.Port
+		return cmp.Compare(a.Port, b.Port)
 	}
-	return a.PortEnd < b.PortEnd
+	return cmp.Compare(a.PortEnd, b.PortEnd)
 }

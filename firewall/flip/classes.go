@@ -51,12 +51,8 @@ func carryClasses(r *carrier, drop, widen []string) []ClassAllow {
 	reaches := map[string]Reach{}
 	var order []string
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
-		var cs []eval.Class
-		for _, c := range eval.ClassesOf(fam, []*firewall.Ruleset{found}, extra) {
-			if !c.Other && !c.WithinAny(drop) {
-				cs = append(cs, c)
-			}
-		}
+		cs := eval.ClassesOf(fam, []*firewall.Ruleset{found}, extra)
+		cs = slices.DeleteFunc(cs, func(c eval.Class) bool { return c.Other || c.WithinAny(drop) })
 		// Each interface class's reacher judges the regions at once
 		// (Reacher.Classes: the regions that fare as one judged before
 		// are not evaluated again).
