@@ -81,29 +81,35 @@ func (x *Reacher) Classes(cs []Class) []SourceReach {
 	}
 	// Per family: a region's key holds no family.
 	bySport, byDst := map[string]map[classKey]done{}, map[string]map[classKey]done{}
+	nSport, nDst := shortcutCounts(cs)
 	for i, c := range cs {
 		if bySport[c.Family] == nil {
-			bySport[c.Family], byDst[c.Family] = make(map[classKey]done, len(cs)), make(map[classKey]done, len(cs))
+			bySport[c.Family], byDst[c.Family] = make(map[classKey]done, nSport), make(map[classKey]done, nDst)
 		}
 		fs, fd := bySport[c.Family], byDst[c.Family]
 		ks, kd := classKeys(c)
-		if d, ok := fs[ks]; ok && shortcuts && d.looked&lookSport == 0 {
+		sport, dst := vocab.PortProto(c.Num), c.Dst.IsValid()
+		if d, ok := fs[ks]; sport && ok && shortcuts && d.looked&lookSport == 0 {
 			out[i] = out[d.i]
-			fd[kd] = d
+			if dst {
+				fd[kd] = d
+			}
 			continue
 		}
-		if d, ok := fd[kd]; ok && shortcuts && c.Dst.IsValid() && d.looked&lookDst == 0 {
+		if d, ok := fd[kd]; dst && ok && shortcuts && d.looked&lookDst == 0 {
 			out[i] = out[d.i]
-			fs[ks] = d
+			if sport {
+				fs[ks] = d
+			}
 			continue
 		}
 		x.e.looked = 0
 		out[i] = x.Class(c)
 		d := done{i: i, looked: x.e.looked}
-		if _, ok := fs[ks]; !ok {
+		if _, ok := fs[ks]; sport && !ok {
 			fs[ks] = d
 		}
-		if _, ok := fd[kd]; !ok {
+		if _, ok := fd[kd]; dst && !ok {
 			fd[kd] = d
 		}
 	}
@@ -220,19 +226,25 @@ func (pr *Pair) CompareClassesIn(node firewall.Node, iif string, extra []string)
 			looked uint8
 		}
 		classes := ClassesOf(fam, []*firewall.Ruleset{before, after}, extra)
-		bySport, byDst := make(map[classKey]done, len(classes)), make(map[classKey]done, len(classes))
+		nSport, nDst := shortcutCounts(classes)
+		bySport, byDst := make(map[classKey]done, nSport), make(map[classKey]done, nDst)
 		// Most regions come from one source region.
 		out = slices.Grow(out, len(classes))
 		for _, c := range classes {
 			ks, kd := classKeys(c)
-			if d, ok := bySport[ks]; ok && shortcuts && d.looked&lookSport == 0 {
+			sport, dst := vocab.PortProto(c.Num), c.Dst.IsValid()
+			if d, ok := bySport[ks]; sport && ok && shortcuts && d.looked&lookSport == 0 {
 				out = appendAs(out, d.out, c)
-				byDst[kd] = d
+				if dst {
+					byDst[kd] = d
+				}
 				continue
 			}
-			if d, ok := byDst[kd]; ok && shortcuts && c.Dst.IsValid() && d.looked&lookDst == 0 {
+			if d, ok := byDst[kd]; dst && ok && shortcuts && d.looked&lookDst == 0 {
 				out = appendAs(out, d.out, c)
-				bySport[ks] = d
+				if sport {
+					bySport[ks] = d
+				}
 				continue
 			}
 			eb.looked, ea.looked = 0, 0
@@ -282,10 +294,10 @@ func (pr *Pair) CompareClassesIn(node firewall.Node, iif string, extra []string)
 				}
 			}
 			d := done{out: out[first:len(out):len(out)], looked: eb.looked | ea.looked}
-			if _, ok := bySport[ks]; !ok {
+			if _, ok := bySport[ks]; sport && !ok {
 				bySport[ks] = d
 			}
-			if _, ok := byDst[kd]; !ok {
+			if _, ok := byDst[kd]; dst && !ok {
 				byDst[kd] = d
 			}
 		}
@@ -303,6 +315,21 @@ type classKey struct {
 	dst, dstEnd     netip.Addr
 	port, portEnd   uint16
 	sport, sportEnd uint16
+}
+
+// shortcutCounts are how many regions of cs have source ports (whose
+// siblings by source port a map keeps) and a destination (whose siblings
+// by destination one keeps): a region of neither has no sibling.
+func shortcutCounts(cs []Class) (sport, dst int) {
+	for i := range cs {
+		if vocab.PortProto(cs[i].Num) {
+			sport++
+		}
+		if cs[i].Dst.IsValid() {
+			dst++
+		}
+	}
+	return sport, dst
 }
 
 // classKeys are region c's keys without its source ports and without its
