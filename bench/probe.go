@@ -114,7 +114,11 @@ func runProbe(n, scaleK int, fixture string, stdout io.Writer) ([]report.Row, *P
 	if err != nil || scaleK <= 1 {
 		return rows, d, err
 	}
-	_, big, err := probeAt(scaleK, n, "", stdout)
+	bigFixture := ""
+	if fixture != "" {
+		bigFixture = strings.TrimSuffix(fixture, ".json") + fmt.Sprintf("-x%d.json", scaleK)
+	}
+	_, big, err := probeAt(scaleK, n, bigFixture, stdout)
 	d.Scaled = big
 	if err != nil {
 		return rows, d, fmt.Errorf("at %d times: %w", scaleK, err)

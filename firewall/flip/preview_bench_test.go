@@ -6,6 +6,7 @@ package flip
 // probe's and the preview's.
 
 import (
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +21,25 @@ import (
 // other work on a busy machine changes less.
 func BenchmarkPreviewControlNode(b *testing.B) {
 	found, node := fwtest.LoadFixture(b, "control-node")
+	spec := MeshSpec{Node: "bnprobe", Input: allow(OwnerManagement, "22/tcp")}
+	b.ReportAllocs()
+	start := cpuTime(b)
+	for b.Loop() {
+		PreviewFlipOn(found, node, spec)
+	}
+	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkPreviewFixture is BenchmarkPreviewControlNode on the fixture
+// file ADOPT_PREVIEW_FIXTURE names: go run ./bench -probe-fixture F
+// writes the control node's at -probe-scale times beside F (F-x10.json),
+// too large to keep in the tree. Without it, skipped.
+func BenchmarkPreviewFixture(b *testing.B) {
+	file := os.Getenv("ADOPT_PREVIEW_FIXTURE")
+	if file == "" {
+		b.Skip("ADOPT_PREVIEW_FIXTURE names no fixture file")
+	}
+	found, node := fwtest.LoadFixtureFile(b, file)
 	spec := MeshSpec{Node: "bnprobe", Input: allow(OwnerManagement, "22/tcp")}
 	b.ReportAllocs()
 	start := cpuTime(b)
