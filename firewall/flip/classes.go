@@ -62,21 +62,42 @@ func carryClasses(r *carrier, drop, widen []string) []ClassAllow {
 				judged[ic.r] = ic.r.Classes(cs)
 			}
 		}
+		// A region every reacher judged as the one before it is carried
+		// as that one: its restrictions and their groups' keys are not
+		// made again.
+		var last struct {
+			reach []Reach
+			open  bool
+			ct    uint32
+			keys  []string
+		}
 		for i, c := range cs {
-			reach, _, open := byIface(classes, []string{c.Family}, func(x *eval.Reacher, _ string) eval.SourceReach { return judged[x][i] })
-			if !open {
+			if i == 0 || !judgedAlike(judged, i, i-1) {
+				last.reach, _, last.open = byIface(classes, []string{c.Family}, func(x *eval.Reacher, _ string) eval.SourceReach { return judged[x][i] })
+				last.keys = nil
+			}
+			if !last.open {
 				continue
 			}
+			reach, keys := last.reach, last.keys
 			if c.WithinAny(widen) {
-				reach = []Reach{{Family: c.Family}}
+				reach, keys = []Reach{{Family: c.Family}}, nil
 			}
-			for _, rc := range reach {
-				// Regions of one conntrack state only are merged: the
-				// derived rule's place depends on it (Derive).
-				k := fmt.Sprintf("%d %+v", c.CtState(), rc)
+			if keys == nil || last.ct != c.CtState() {
+				keys = make([]string, len(reach))
+				for j, rc := range reach {
+					// Regions of one conntrack state only are merged: the
+					// derived rule's place depends on it (Derive).
+					keys[j] = fmt.Sprintf("%d %+v", c.CtState(), rc)
+				}
+				if !c.WithinAny(widen) {
+					last.keys, last.ct = keys, c.CtState()
+				}
+			}
+			for j, k := range keys {
 				if groups[k] == nil {
 					order = append(order, k)
-					reaches[k] = rc
+					reaches[k] = reach[j]
 				}
 				groups[k] = append(groups[k], c)
 			}
@@ -88,6 +109,17 @@ func carryClasses(r *carrier, drop, widen []string) []ClassAllow {
 		}
 	}
 	return out
+}
+
+// judgedAlike reports whether every reacher judged regions i and j alike.
+func judgedAlike(judged map[*eval.Reacher][]eval.SourceReach, i, j int) bool {
+	for _, rs := range judged {
+		a, b := rs[i], rs[j]
+		if a.Any != b.Any || a.Unsure != b.Unsure || !slices.Equal(a.Only, b.Only) || !slices.Equal(a.Except, b.Except) {
+			return false
+		}
+	}
+	return true
 }
 
 // classRule adds the input rules that keep region c from the sources
