@@ -262,8 +262,12 @@ func (c cuts) spans(max int) [][2]int {
 // protocol whose destinations together are every destination (the
 // node's own and every special block): the fewest regions holding the
 // same packets.
-func MergeClasses(cs []Class) []Class {
-	out := slices.Clone(cs)
+func MergeClasses(cs []Class) []Class { return MergeClassesOwned(slices.Clone(cs)) }
+
+// MergeClassesOwned is MergeClasses of regions the caller gives up: it
+// sorts and joins them in cs's own storage.
+func MergeClassesOwned(cs []Class) []Class {
+	out := cs
 	for d := range mergeDims {
 		// Regions already side by side that meet end to end are joined
 		// first (ClassesOf gives a region's ports in order): for regions

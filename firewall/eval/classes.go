@@ -153,7 +153,7 @@ func ClassOpenings(rs *firewall.Ruleset, node firewall.Node) []firewall.Opening 
 	}
 	out := []firewall.Opening{}
 	for _, k := range order {
-		for _, c := range firewall.MergeClasses(groups[k]) {
+		for _, c := range firewall.MergeClassesOwned(groups[k]) {
 			o := firewall.ClassOpening(c, k.from)
 			o.Uncertain = k.unsure
 			out = append(out, o)
@@ -394,7 +394,7 @@ func MergeRegions(rs []ClassRegion, tag func(ClassRegion) string) []ClassRegion 
 	}
 	var out []ClassRegion
 	for g, k := range order {
-		for _, c := range firewall.MergeClasses(classes[start[g]:start[g+1]]) {
+		for _, c := range firewall.MergeClassesOwned(classes[start[g]:start[g+1]:start[g+1]]) {
 			out = append(out, ClassRegion{Class: c, From: k.from, In: k.in, Before: k.before, After: k.after})
 		}
 	}

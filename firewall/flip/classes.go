@@ -104,7 +104,7 @@ func carryClasses(r *carrier, drop, widen []string) []ClassAllow {
 		}
 	}
 	for _, k := range order {
-		for _, c := range firewall.MergeClasses(groups[k]) {
+		for _, c := range firewall.MergeClassesOwned(groups[k]) {
 			out = append(out, ClassAllow{Name: c.Spelling(), Reach: reaches[k]})
 		}
 	}
