@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"adoption/firewall"
 	"adoption/internal/fwtest"
 )
 
@@ -21,13 +22,7 @@ import (
 // other work on a busy machine changes less.
 func BenchmarkPreviewControlNode(b *testing.B) {
 	found, node := fwtest.LoadFixture(b, "control-node")
-	spec := MeshSpec{Node: "bnprobe", Input: allow(OwnerManagement, "22/tcp")}
-	b.ReportAllocs()
-	start := cpuTime(b)
-	for b.Loop() {
-		PreviewFlipOn(found, node, spec)
-	}
-	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+	benchPreview(b, found, node)
 }
 
 // BenchmarkPreviewFixture is BenchmarkPreviewControlNode on the fixture
@@ -40,6 +35,11 @@ func BenchmarkPreviewFixture(b *testing.B) {
 		b.Skip("ADOPT_PREVIEW_FIXTURE names no fixture file")
 	}
 	found, node := fwtest.LoadFixtureFile(b, file)
+	benchPreview(b, found, node)
+}
+
+// benchPreview previews the bench's spec on found and node, each loop.
+func benchPreview(b *testing.B, found *firewall.Ruleset, node firewall.Node) {
 	spec := MeshSpec{Node: "bnprobe", Input: allow(OwnerManagement, "22/tcp")}
 	b.ReportAllocs()
 	start := cpuTime(b)
