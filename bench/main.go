@@ -55,7 +55,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs.BoolVar(&f.skipProbe, "skip-probe", false, "leave out the probe of a control-node-shaped node")
 	fs.IntVar(&f.probeN, "probe-n", 20, "probe: timed runs of each")
 	fs.IntVar(&f.probeScale, "probe-scale", 10, "probe: also run the section on a node this many times the control node's rules and containers (0 or 1: not)")
-	fs.StringVar(&f.probeFixture, "probe-fixture", "", "probe: also write the node's listed ruleset and interfaces as JSON to this `file` (internal/fwtest/testdata/dnat/control-node.json is one)")
+	fs.StringVar(&f.probeFixture, "probe-fixture", "", "probe: also write the node's listed ruleset and interfaces as JSON to this `file` (internal/fwtest/testdata/dnat/control-node.json is one), and the node at -probe-scale beside it (FILE-x10.json: ADOPT_PREVIEW_FIXTURE for BenchmarkPreviewFixture)")
 	fs.BoolVar(&f.skipCutover, "skip-cutover", false, "leave out the cutover rows (needs Docker)")
 	fs.IntVar(&f.cutoverN, "cutover-n", 5, "cutover: runs of each procedure")
 	fs.BoolVar(&f.skipFlip, "skip-flip", false, "leave out the flip-under-load rows")

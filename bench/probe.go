@@ -73,6 +73,8 @@ type ProbeDetails struct {
 	// Fates counts the preview's fates by direction, family and protocol.
 	Fates    map[string]int `json:"fates"`
 	Approved bool           `json:"preview_approved"`
+	// Comparison is the preview's comparison alone, its time and memory.
+	Comparison *ComparisonDetails `json:"comparison"`
 	// Factor is the node's size as a multiple of the control node's
 	// rules and containers; Scaled is the same section at -probe-scale.
 	Factor int           `json:"factor"`
@@ -112,7 +114,11 @@ func runProbe(n, scaleK int, fixture string, stdout io.Writer) ([]report.Row, *P
 	if err != nil || scaleK <= 1 {
 		return rows, d, err
 	}
-	_, big, err := probeAt(scaleK, n, "", stdout)
+	bigFixture := ""
+	if fixture != "" {
+		bigFixture = strings.TrimSuffix(fixture, ".json") + fmt.Sprintf("-x%d.json", scaleK)
+	}
+	_, big, err := probeAt(scaleK, n, bigFixture, stdout)
 	d.Scaled = big
 	if err != nil {
 		return rows, d, fmt.Errorf("at %d times: %w", scaleK, err)
@@ -155,6 +161,9 @@ func probeAt(k, n int, fixture string, stdout io.Writer) ([]report.Row, *ProbeDe
 	}
 	if err := r.timeParts(); err != nil {
 		return nil, r.d, err
+	}
+	if err := r.timeComparison(n); err != nil {
+		return nil, r.d, fmt.Errorf("the comparison alone: %w", err)
 	}
 	d := r.d
 	d.OursMedianMS, d.PeerMedianMS = report.Median(d.OursMS), report.Median(d.PeerMS)
@@ -399,6 +408,7 @@ func (r *probeRun) rows() []report.Row {
 		report.WithPeer("probe", "probe part: the firewall listing alone, median", d.Parts[probeListPart], d.Parts["peer: nft -j list ruleset"], "ms",
 			"firewall.Inspector.Ruleset (netlink list + decode into the model)", "nft -j list ruleset (in the namespace, JSON text)",
 			fmt.Sprintf("%d chains, %d rules in 3 tables", d.Found.Chains, d.Found.Rules), 1),
+		comparisonRow(d),
 	}
 }
 
@@ -414,7 +424,20 @@ func scaledRows(one, big *ProbeDetails) []report.Row {
 			big.WithPreviewMedianMS/one.WithPreviewMedianMS, big.PeerMedianMS/one.PeerMedianMS, "x",
 			"ours at k times / ours at once", "the peer at k times / the peer at once",
 			fmt.Sprintf("goal: ours at most %d", k), 2),
+		comparisonRow(big),
+		report.Absolute("probe", fmt.Sprintf("preview's comparison alone: cost at %d times over cost at once", k),
+			big.Comparison.MedianMS/one.Comparison.MedianMS, "x", "flip.PreviewFlipOn at k times / at once",
+			fmt.Sprintf("allocated bytes %.2fx, peak heap %.2fx", ratio(big.Comparison.AllocBytes, one.Comparison.AllocBytes),
+				ratio(big.Comparison.PeakHeapBytes, one.Comparison.PeakHeapBytes)), 2),
 	}
+}
+
+// ratio is a / b, 0 when b is.
+func ratio(a, b uint64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
 }
 
 func fateCount(m map[string]int) int {

@@ -8,9 +8,11 @@
 package firewall
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -159,7 +161,21 @@ func ClassesOf(fam string, rss []*Ruleset, extra []string) []Class {
 		nums = append(nums, int(n))
 	}
 	sort.Ints(nums)
-	var out []Class
+	// The spans are cut once, and the regions counted before they are
+	// made: a ruleset naming many ports cuts thousands.
+	typeSpans, sportSpans, portSpans := types.spans(255), sports.spans(65535), ports.spans(65535)
+	n := 0
+	for _, num := range append(nums, int(vocab.OtherProto)) {
+		k := len(dranges)
+		if vocab.PortProto(uint8(num)) {
+			k *= len(sportSpans) * len(portSpans)
+		}
+		if vocab.NewClass(fam, uint8(num), false).ICMP() {
+			k *= len(typeSpans)
+		}
+		n += k
+	}
+	out := make([]Class, 0, n)
 	emit := func(c Class) {
 		for _, d := range dranges {
 			x := c
@@ -183,8 +199,8 @@ func ClassesOf(fam string, rss []*Ruleset, extra []string) []Class {
 			if x.Num == unix.IPPROTO_TCP {
 				continue // TCP takes no broadcast or multicast packet
 			}
-			for _, sv := range sports.spans(65535) {
-				for _, iv := range ports.spans(65535) {
+			for _, sv := range sportSpans {
+				for _, iv := range portSpans {
 					y := x
 					y.Port, y.PortEnd = uint16(iv[0]), uint16(iv[1])
 					y.Sport, y.SportEnd = uint16(sv[0]), uint16(sv[1])
@@ -199,7 +215,7 @@ func ClassesOf(fam string, rss []*Ruleset, extra []string) []Class {
 		}
 		c := vocab.NewClass(fam, uint8(n), false)
 		if c.ICMP() {
-			for _, iv := range types.spans(255) {
+			for _, iv := range typeSpans {
 				x := c
 				x.Type, x.TypeEnd = uint8(iv[0]), uint8(iv[1])
 				emit(x)
@@ -246,64 +262,25 @@ func (c cuts) spans(max int) [][2]int {
 // protocol whose destinations together are every destination (the
 // node's own and every special block): the fewest regions holding the
 // same packets.
-func MergeClasses(cs []Class) []Class {
-	out := slices.Clone(cs)
-	dims := []struct {
-		clear func(*Class)
-		join  func(a, b *Class) bool
-	}{
-		{func(c *Class) { c.Port, c.PortEnd = 0, 0 }, func(a, b *Class) bool {
-			if int(a.PortEnd)+1 != int(b.Port) {
-				return false
+func MergeClasses(cs []Class) []Class { return MergeClassesOwned(slices.Clone(cs)) }
+
+// MergeClassesOwned is MergeClasses of regions the caller gives up: it
+// sorts and joins them in cs's own storage.
+func MergeClassesOwned(cs []Class) []Class {
+	out := cs
+	for d := range mergeDims {
+		// Regions already side by side that meet end to end are joined
+		// first (ClassesOf gives a region's ports in order): for regions
+		// apart from each other the runs joined are the same, and fewer
+		// are sorted.
+		out = joinAdjacent(out, d)
+		slices.SortStableFunc(out, func(x, y Class) int {
+			if a, b := clearDim(x, d), clearDim(y, d); a != b {
+				return classCmp(a, b)
 			}
-			a.PortEnd = b.PortEnd
-			return true
-		}},
-		{func(c *Class) { c.Sport, c.SportEnd = 0, 0 }, func(a, b *Class) bool {
-			if int(a.SportEnd)+1 != int(b.Sport) {
-				return false
-			}
-			a.SportEnd = b.SportEnd
-			return true
-		}},
-		{func(c *Class) { c.Dst, c.DstEnd = netip.Addr{}, netip.Addr{} }, func(a, b *Class) bool {
-			if !a.DstEnd.IsValid() || !b.Dst.IsValid() || a.DstEnd.Next() != b.Dst {
-				return false
-			}
-			a.DstEnd = b.DstEnd
-			return true
-		}},
-		{func(c *Class) { c.Type, c.TypeEnd = 0, 0 }, func(a, b *Class) bool {
-			if int(a.TypeEnd)+1 != int(b.Type) {
-				return false
-			}
-			a.TypeEnd = b.TypeEnd
-			return true
-		}},
-	}
-	for _, d := range dims {
-		sort.SliceStable(out, func(i, j int) bool {
-			a, b := out[i], out[j]
-			d.clear(&a)
-			d.clear(&b)
-			if a != b {
-				return classLess(a, b)
-			}
-			return classLess(out[i], out[j])
+			return classCmp(x, y)
 		})
-		var merged []Class
-		for _, c := range out {
-			if n := len(merged); n > 0 {
-				a, b := merged[n-1], c
-				d.clear(&a)
-				d.clear(&b)
-				if a == b && d.join(&merged[n-1], &c) {
-					continue
-				}
-			}
-			merged = append(merged, c)
-		}
-		out = merged
+		out = joinAdjacent(out, d)
 	}
 	// Every destination: one region without a destination.
 	byRest := map[Class][]int{}
@@ -347,35 +324,110 @@ func MergeClasses(cs []Class) []Class {
 		}
 	}
 	res = append(res, whole...)
-	sort.SliceStable(res, func(i, j int) bool { return classLess(res[i], res[j]) })
+	slices.SortStableFunc(res, classCmp)
 	return res
 }
 
-// classLess orders regions by family, protocol, type, destination, port.
-func classLess(a, b Class) bool {
+// The ranges MergeClasses joins regions along, in order: destination
+// ports, source ports, destinations, ICMP types.
+const (
+	dimPort = iota
+	dimSport
+	dimDst
+	dimType
+	mergeDims
+)
+
+// clearDim is c without its range along dimension d: what two regions
+// that may join along d have alike. By value: a region cleared is not
+// moved to the heap.
+func clearDim(c Class, d int) Class {
+	switch d {
+	case dimPort:
+		c.Port, c.PortEnd = 0, 0
+	case dimSport:
+		c.Sport, c.SportEnd = 0, 0
+	case dimDst:
+		c.Dst, c.DstEnd = netip.Addr{}, netip.Addr{}
+	case dimType:
+		c.Type, c.TypeEnd = 0, 0
+	}
+	return c
+}
+
+// joinDim joins b to a along dimension d where a's range there ends just
+// before b's begins.
+func joinDim(a *Class, b Class, d int) bool {
+	switch d {
+	case dimPort:
+		if int(a.PortEnd)+1 != int(b.Port) {
+			return false
+		}
+		a.PortEnd = b.PortEnd
+	case dimSport:
+		if int(a.SportEnd)+1 != int(b.Sport) {
+			return false
+		}
+		a.SportEnd = b.SportEnd
+	case dimDst:
+		if !a.DstEnd.IsValid() || !b.Dst.IsValid() || a.DstEnd.Next() != b.Dst {
+			return false
+		}
+		a.DstEnd = b.DstEnd
+	case dimType:
+		if int(a.TypeEnd)+1 != int(b.Type) {
+			return false
+		}
+		a.TypeEnd = b.TypeEnd
+	}
+	return true
+}
+
+// joinAdjacent joins each region of cs with the one after it where they
+// differ along dimension d only and meet there end to end, in place.
+func joinAdjacent(cs []Class, d int) []Class {
+	merged := cs[:0]
+	for _, c := range cs {
+		if n := len(merged); n > 0 && clearDim(merged[n-1], d) == clearDim(c, d) && joinDim(&merged[n-1], c, d) {
+			continue
+		}
+		merged = append(merged, c)
+	}
+	return merged
+}
+
+// classCmp orders regions by family, protocol, type, destination, port:
+// -1, 0 or +1 (a region's protocol's name follows its number).
+func classCmp(a, b Class) int {
 	switch {
 	case a.Family != b.Family:
-		return a.Family < b.Family
+		return strings.Compare(a.Family, b.Family)
 	case a.Other != b.Other:
-		return !a.Other
+		if !a.Other {
+			return -1
+		}
+		return 1
 	case a.Num != b.Num:
-		return a.Num < b.Num
+		return cmp.Compare(a.Num, b.Num)
 	case a.Type != b.Type:
-		return a.Type < b.Type
+		return cmp.Compare(a.Type, b.Type)
 	case a.TypeEnd != b.TypeEnd:
-		return a.TypeEnd < b.TypeEnd
+		return cmp.Compare(a.TypeEnd, b.TypeEnd)
 	case a.Own != b.Own:
-		return a.Own
+		if a.Own {
+			return -1
+		}
+		return 1
 	case a.Dst != b.Dst:
-		return a.Dst.Less(b.Dst)
+		return a.Dst.Compare(b.Dst)
 	case a.DstEnd != b.DstEnd:
-		return a.DstEnd.Less(b.DstEnd)
+		return a.DstEnd.Compare(b.DstEnd)
 	case a.Sport != b.Sport:
-		return a.Sport < b.Sport
+		return cmp.Compare(a.Sport, b.Sport)
 	case a.SportEnd != b.SportEnd:
-		return a.SportEnd < b.SportEnd
+		return cmp.Compare(a.SportEnd, b.SportEnd)
 	case a.Port != b.Port:
-		return a.Port < b.Port
+		return cmp.Compare(a.Port, b.Port)
 	}
-	return a.PortEnd < b.PortEnd
+	return cmp.Compare(a.PortEnd, b.PortEnd)
 }

@@ -71,7 +71,7 @@ func CompareBridgeInput(before, after *firewall.Ruleset, node firewall.Node, bri
 func (pr *Pair) CompareBridgeInput(node firewall.Node, bridges []string) []BridgeRegion {
 	before, after, both := pr.before.rs, pr.after.rs, pr.both
 	eb, ea := pr.evaluators()
-	// Only the input hook is asked about (passageOf).
+	// Only the input hook is asked about (clientPassage).
 	eb.only, ea.only = firewall.HookInput, firewall.HookInput
 	var out []BridgeRegion
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
@@ -107,7 +107,7 @@ func (pr *Pair) CompareBridgeInput(node firewall.Node, bridges []string) []Bridg
 						}
 						eb.sawSource, ea.sawSource = false, false
 						pkt := Packet{Family: fam, Proto: protoNum(proto), Port: uint16(start), OrigPort: uint16(start), Src: g[0], node: &node, own: own, iif: br}
-						k := [2]Passage{passageOf(eb.client(&sb, pkt)), passageOf(ea.client(&sa, pkt))}
+						k := [2]Passage{eb.clientPassage(&sb, pkt), ea.clientPassage(&sa, pkt)}
 						if gi == 0 {
 							other = k
 						} else if k != other {
@@ -151,12 +151,6 @@ func (pr *Pair) CompareBridgeInput(node firewall.Node, bridges []string) []Bridg
 		return fromLess(a.From, b.From)
 	})
 	return out
-}
-
-// passageOf is how a client's packet fares at the input hook.
-func passageOf(res map[path]Result) Passage {
-	r := reachOf(res, firewall.HookInput)
-	return Passage{Open: r.Accept, Unsure: r.Accept && r.drop}
 }
 
 // BridgeOpenings are the openings of rs to the node itself from its

@@ -10,6 +10,7 @@ package eval
 
 import (
 	"net/netip"
+	"slices"
 	"sort"
 
 	"adoption/firewall"
@@ -67,6 +68,54 @@ func (x *Reacher) Class(c Class) SourceReach {
 	return x.region(f, firewall.HookInput, classPacket(c))
 }
 
+// Classes is Class of each region of cs, in order. A region that differs
+// from one asked before only in its source ports, or only in its
+// destination among those of one cast, fares as that one when its
+// evaluation looked at no condition on them (as CompareClassesIn's): it
+// is not evaluated again.
+func (x *Reacher) Classes(cs []Class) []SourceReach {
+	out := make([]SourceReach, len(cs))
+	type done struct {
+		i      int
+		looked uint8
+	}
+	// Per family: a region's key holds no family.
+	bySport, byDst := map[string]map[classKey]done{}, map[string]map[classKey]done{}
+	nSport, nDst := shortcutCounts(cs)
+	for i, c := range cs {
+		if bySport[c.Family] == nil {
+			bySport[c.Family], byDst[c.Family] = make(map[classKey]done, nSport), make(map[classKey]done, nDst)
+		}
+		fs, fd := bySport[c.Family], byDst[c.Family]
+		ks, kd := classKeys(c)
+		sport, dst := vocab.PortProto(c.Num), c.Dst.IsValid()
+		if d, ok := fs[ks]; sport && ok && shortcuts && d.looked&lookSport == 0 {
+			out[i] = out[d.i]
+			if dst {
+				fd[kd] = d
+			}
+			continue
+		}
+		if d, ok := fd[kd]; dst && ok && shortcuts && d.looked&lookDst == 0 {
+			out[i] = out[d.i]
+			if sport {
+				fs[ks] = d
+			}
+			continue
+		}
+		x.e.looked = 0
+		out[i] = x.Class(c)
+		d := done{i: i, looked: x.e.looked}
+		if _, ok := fs[ks]; sport && !ok {
+			fs[ks] = d
+		}
+		if _, ok := fd[kd]; dst && !ok {
+			fd[kd] = d
+		}
+	}
+	return out
+}
+
 // ClassOpenings are the regions rs lets through on node, merged where
 // they fare alike: one opening with an empty From when any other source
 // reaches it (Uncertain when only under a condition the evaluator cannot
@@ -81,8 +130,9 @@ func ClassOpenings(rs *firewall.Ruleset, node firewall.Node) []firewall.Opening 
 	groups := map[key][]Class{}
 	var order []key
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
-		for _, c := range ClassesOf(fam, []*firewall.Ruleset{rs}, nil) {
-			r := x.Class(c)
+		classes := ClassesOf(fam, []*firewall.Ruleset{rs}, nil)
+		for i, r := range x.Classes(classes) {
+			c := classes[i]
 			var froms []string
 			if r.Any {
 				froms = []string{""}
@@ -103,7 +153,7 @@ func ClassOpenings(rs *firewall.Ruleset, node firewall.Node) []firewall.Opening 
 	}
 	out := []firewall.Opening{}
 	for _, k := range order {
-		for _, c := range firewall.MergeClasses(groups[k]) {
+		for _, c := range firewall.MergeClassesOwned(groups[k]) {
 			o := firewall.ClassOpening(c, k.from)
 			o.Uncertain = k.unsure
 			out = append(out, o)
@@ -158,7 +208,7 @@ func CompareClassesIn(before, after *firewall.Ruleset, node firewall.Node, iif s
 func (pr *Pair) CompareClassesIn(node firewall.Node, iif string, extra []string) []ClassRegion {
 	before, after := pr.before.rs, pr.after.rs
 	eb, ea := pr.evaluators()
-	// Only the input hook is asked about (passageOf).
+	// Only the input hook is asked about (clientPassage).
 	eb.only, ea.only = firewall.HookInput, firewall.HookInput
 	// Unpruned, the port intervals are the same for every region.
 	eb.bounds, ea.bounds = pr.before.anyBounds(), pr.after.anyBounds()
@@ -175,25 +225,26 @@ func (pr *Pair) CompareClassesIn(node firewall.Node, iif string, extra []string)
 			out    []ClassRegion
 			looked uint8
 		}
-		bySport, byDst := map[Class]done{}, map[Class]done{}
-		keys := func(c Class) (Class, Class) {
-			ks, kd := c, c
-			ks.Sport, ks.SportEnd = 0, 0
-			if c.Dst.IsValid() {
-				kd.Dst, kd.DstEnd = vocab.CastAddr(c.Cast()), netip.Addr{}
-			}
-			return ks, kd
-		}
-		for _, c := range ClassesOf(fam, []*firewall.Ruleset{before, after}, extra) {
-			ks, kd := keys(c)
-			if d, ok := bySport[ks]; ok && shortcuts && d.looked&lookSport == 0 {
+		classes := ClassesOf(fam, []*firewall.Ruleset{before, after}, extra)
+		nSport, nDst := shortcutCounts(classes)
+		bySport, byDst := make(map[classKey]done, nSport), make(map[classKey]done, nDst)
+		// Most regions come from one source region.
+		out = slices.Grow(out, len(classes))
+		for _, c := range classes {
+			ks, kd := classKeys(c)
+			sport, dst := vocab.PortProto(c.Num), c.Dst.IsValid()
+			if d, ok := bySport[ks]; sport && ok && shortcuts && d.looked&lookSport == 0 {
 				out = appendAs(out, d.out, c)
-				byDst[kd] = d
+				if dst {
+					byDst[kd] = d
+				}
 				continue
 			}
-			if d, ok := byDst[kd]; ok && shortcuts && c.Dst.IsValid() && d.looked&lookDst == 0 {
+			if d, ok := byDst[kd]; dst && ok && shortcuts && d.looked&lookDst == 0 {
 				out = appendAs(out, d.out, c)
-				bySport[ks] = d
+				if sport {
+					bySport[ks] = d
+				}
 				continue
 			}
 			eb.looked, ea.looked = 0, 0
@@ -218,7 +269,7 @@ func (pr *Pair) CompareClassesIn(node firewall.Node, iif string, extra []string)
 				eb.sawSource, ea.sawSource = false, false
 				pkt := classPacket(c)
 				pkt.Src, pkt.node, pkt.own, pkt.iif = g[0], &node, own, iif
-				k := [2]Passage{passageOf(eb.client(&sb, pkt)), passageOf(ea.client(&sa, pkt))}
+				k := [2]Passage{eb.clientPassage(&sb, pkt), ea.clientPassage(&sa, pkt)}
 				if gi == 0 {
 					other = k
 					continue
@@ -243,15 +294,56 @@ func (pr *Pair) CompareClassesIn(node firewall.Node, iif string, extra []string)
 				}
 			}
 			d := done{out: out[first:len(out):len(out)], looked: eb.looked | ea.looked}
-			if _, ok := bySport[ks]; !ok {
+			if _, ok := bySport[ks]; sport && !ok {
 				bySport[ks] = d
 			}
-			if _, ok := byDst[kd]; !ok {
+			if _, ok := byDst[kd]; dst && !ok {
 				byDst[kd] = d
 			}
 		}
 	}
 	return out
+}
+
+// classKey is a region of one family (ClassesOf's, whose protocol's name
+// follows from its number) without its family and protocol's name: a
+// map's key hashed without strings.
+type classKey struct {
+	num             uint8
+	other, own      bool
+	typ, typeEnd    uint8
+	dst, dstEnd     netip.Addr
+	port, portEnd   uint16
+	sport, sportEnd uint16
+}
+
+// shortcutCounts are how many regions of cs have source ports (whose
+// siblings by source port a map keeps) and a destination (whose siblings
+// by destination one keeps): a region of neither has no sibling.
+func shortcutCounts(cs []Class) (sport, dst int) {
+	for i := range cs {
+		if vocab.PortProto(cs[i].Num) {
+			sport++
+		}
+		if cs[i].Dst.IsValid() {
+			dst++
+		}
+	}
+	return sport, dst
+}
+
+// classKeys are region c's keys without its source ports and without its
+// destination but its cast: a region with the same key fares as c where
+// c's evaluation looked at no condition on them.
+func classKeys(c Class) (bySport, byDst classKey) {
+	k := classKey{num: c.Num, other: c.Other, own: c.Own, typ: c.Type, typeEnd: c.TypeEnd, dst: c.Dst, dstEnd: c.DstEnd,
+		port: c.Port, portEnd: c.PortEnd, sport: c.Sport, sportEnd: c.SportEnd}
+	bySport, byDst = k, k
+	bySport.sport, bySport.sportEnd = 0, 0
+	if c.Dst.IsValid() {
+		byDst.dst, byDst.dstEnd = vocab.CastAddr(c.Cast()), netip.Addr{}
+	}
+	return bySport, byDst
 }
 
 // appendAs appends the regions of rs to out as regions of class c.
@@ -272,27 +364,58 @@ func MergeRegions(rs []ClassRegion, tag func(ClassRegion) string) []ClassRegion 
 		from, in, tag string
 		before, after Passage
 	}
-	groups := map[key][]Class{}
+	// Each region's group is found first, then the groups' regions laid
+	// out in one slice, group after group, in the order of rs.
+	index := map[key]int{}
 	var order []key
-	for _, r := range rs {
+	of := make([]int, len(rs))
+	var count []int
+	for i, r := range rs {
 		k := key{r.From, r.In, tag(r), r.Before, r.After}
-		if groups[k] == nil {
+		g, ok := index[k]
+		if !ok {
+			g = len(order)
+			index[k] = g
 			order = append(order, k)
+			count = append(count, 0)
 		}
-		groups[k] = append(groups[k], r.Class)
+		of[i] = g
+		count[g]++
+	}
+	start := make([]int, len(order)+1)
+	for g, n := range count {
+		start[g+1] = start[g] + n
+	}
+	classes := make([]Class, len(rs))
+	next := slices.Clone(start[:len(order)])
+	for i, r := range rs {
+		classes[next[of[i]]] = r.Class
+		next[of[i]]++
 	}
 	var out []ClassRegion
-	for _, k := range order {
-		for _, c := range firewall.MergeClasses(groups[k]) {
+	for g, k := range order {
+		for _, c := range firewall.MergeClassesOwned(classes[start[g]:start[g+1]:start[g+1]]) {
 			out = append(out, ClassRegion{Class: c, From: k.from, In: k.in, Before: k.before, After: k.after})
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Class.Family != b.Class.Family || a.Class.Spelling() != b.Class.Spelling() {
-			return a.Class.Family < b.Class.Family || a.Class.Family == b.Class.Family && a.Class.Spelling() < b.Class.Spelling()
+	// Each region is spelled once, not at every comparison.
+	type spelled struct {
+		r        ClassRegion
+		spelling string
+	}
+	sp := make([]spelled, len(out))
+	for i, r := range out {
+		sp[i] = spelled{r, r.Class.Spelling()}
+	}
+	sort.SliceStable(sp, func(i, j int) bool {
+		a, b := sp[i], sp[j]
+		if a.r.Class.Family != b.r.Class.Family || a.spelling != b.spelling {
+			return a.r.Class.Family < b.r.Class.Family || a.r.Class.Family == b.r.Class.Family && a.spelling < b.spelling
 		}
-		return fromLess(a.From, b.From)
+		return fromLess(a.r.From, b.r.From)
 	})
+	for i := range sp {
+		out[i] = sp[i].r
+	}
 	return out
 }

@@ -22,6 +22,9 @@ type Compiled struct {
 
 	boundsOnce sync.Once
 	bounds     []int // portBounds unpruned, any family and proto
+
+	reasonsOnce sync.Once
+	reasons     []reasonRule // the rules that carry a reason (Undecided)
 }
 
 // Compile compiles rs once for the questions asked through the result.
@@ -76,6 +79,9 @@ func (p *Pair) Before() *firewall.Ruleset { return p.before.rs }
 
 // After is the ruleset after the change.
 func (p *Pair) After() *firewall.Ruleset { return p.after.rs }
+
+// Compiled are the compiled rulesets before and after the change.
+func (p *Pair) Compiled() (before, after *Compiled) { return p.before, p.after }
 
 // evaluators are a new evaluator of before and one of after.
 func (p *Pair) evaluators() (*Evaluator, *Evaluator) {

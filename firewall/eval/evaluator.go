@@ -63,8 +63,8 @@ type Evaluator struct {
 	only string
 }
 
-// wants reports whether path p is one of those only names, as reachOf
-// merges them: "" every path; DirRouted routed forwarding; a hook the
+// wants reports whether path p is one of those only names, as reachesDir
+// tells them: "" every path; DirRouted routed forwarding; a hook the
 // paths to it but routed forwarding.
 func wants(only string, p path) bool {
 	switch only {

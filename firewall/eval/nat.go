@@ -118,10 +118,36 @@ func (e *Evaluator) client(st *stages, pkt Packet) map[path]Result {
 // need not be split).
 func (e *Evaluator) clientOn(st *stages, pkt Packet) map[path]Result {
 	out := map[path]Result{}
-	add := func(p path, r Result) {
+	e.clientTo(st, pkt, func(p path, r Result) {
 		o := out[p]
 		out[p] = Result{Accept: o.Accept || r.Accept, drop: o.drop || r.drop}
-	}
+	})
+	return out
+}
+
+// clientPassage is how the packet fares at the input hook
+// (clientReach's).
+func (e *Evaluator) clientPassage(st *stages, pkt Packet) Passage {
+	r := e.clientReach(st, pkt, firewall.HookInput)
+	return Passage{Open: r.Accept, Unsure: r.Accept && r.drop}
+}
+
+// clientReach is how the packet fares at dir: the results of the paths
+// of dir (reachesDir) joined as they come, without client's map of every
+// path.
+func (e *Evaluator) clientReach(st *stages, pkt Packet, dir string) Result {
+	var r Result
+	e.clientTo(st, pkt, func(p path, x Result) {
+		if reachesDir(p, dir) {
+			r.Accept, r.drop = r.Accept || x.Accept, r.drop || x.drop
+		}
+	})
+	return r
+}
+
+// clientTo is client, each path's result handed to add as it is found
+// (a path may come more than once: its results are joined).
+func (e *Evaluator) clientTo(st *stages, pkt Packet, add func(path, Result)) {
 	pkt.Hook = firewall.HookPrerouting
 	// Only routed forwarding asked for, to an address not known: what
 	// prerouting and nat decide leads to no path asked for.
@@ -177,7 +203,6 @@ func (e *Evaluator) clientOn(st *stages, pkt Packet) map[path]Result {
 			add(p, e.Hook(st.forward, q))
 		}
 	}
-	return out
 }
 
 // routed follows a packet sent to pkt.Dst, an address beyond the node

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
-	"strings"
 
 	"adoption/firewall"
 )
@@ -125,7 +124,7 @@ func (x *Reacher) family(fam string) *reachFamily {
 func (x *Reacher) region(f *reachFamily, dir string, pkt Packet) SourceReach {
 	st, atoms, groups, index, e := f.st, f.atoms, f.groups, f.index, x.e
 	pkt.node, pkt.own, pkt.iif = &x.node, f.own, x.iif
-	// Only dir's paths are asked about (reachOf): the others are not
+	// Only dir's paths are asked about (reachesDir): the others are not
 	// evaluated.
 	e.only = dir
 	defer func() { e.only = "" }()
@@ -148,7 +147,7 @@ func (x *Reacher) region(f *reachFamily, dir string, pkt Packet) SourceReach {
 		}
 		e.sawSource = false
 		pkt.Src = g[0]
-		r := reachOf(e.client(&st, pkt), dir)
+		r := e.clientReach(&st, pkt, dir)
 		if r.drop && r.Accept {
 			out.Unsure = true
 		}
@@ -176,18 +175,14 @@ func (x *Reacher) region(f *reachFamily, dir string, pkt Packet) SourceReach {
 // network behind the node.
 const DirRouted = "routed"
 
-// reachOf merges the paths of dir a client's packet may take: "forward"
-// through a DNAT, routed forwarding (DirRouted) apart.
-func reachOf(res map[path]Result, dir string) Result {
-	var r Result
-	for p, x := range res {
-		if dir == DirRouted && !p.routed || dir != DirRouted && (p.dir != dir || p.routed) {
-			continue
-		}
-		r.Accept = r.Accept || x.Accept
-		r.drop = r.drop || x.drop
+// reachesDir reports whether path p is one of dir's, whose results a
+// client's reach to dir joins: "forward" through a DNAT, routed forwarding
+// (DirRouted) apart.
+func reachesDir(p path, dir string) bool {
+	if dir == DirRouted {
+		return p.routed
 	}
-	return r
+	return p.dir == dir && !p.routed
 }
 
 func stagesOf(rs *firewall.Ruleset, fam string) stages {
@@ -369,16 +364,6 @@ func (pr *Pair) Widened(node firewall.Node) []Widening {
 	return out
 }
 
-// Undecided lists the reasons of the undecidable conditions of rules a new
-// connection of proto to port (at dir, family fam) may meet: what keeps an
-// opening uncertain, in the words of the decoder ("limit rate 3/60s", "xt
-// match recent rev 0"), and the input interfaces rules name ("input
-// interface eth1"), which a node with several uplinks cannot decide. Base
-// chains of other hooks are left out. Each reason once, in ruleset order.
-func Undecided(rs *firewall.Ruleset, dir, fam, proto string, port uint16) []string {
-	return undecided(rs, Packet{Hook: dir, Family: fam, Proto: protoNum(proto), Port: port, OrigPort: port, Src: Atom{Other: true}})
-}
-
 // inert reports whether rule r of table t sends a packet on to the next
 // rule whether or not it matches: no verdict (a log, a counter), or a jump
 // to a chain that can only return (ufw's rate-limited logging). Its
@@ -412,64 +397,4 @@ func returnsOnly(t *firewall.Table, ch *firewall.Chain, depth int) bool {
 		}
 	}
 	return true
-}
-
-// UndecidedClass is Undecided for a packet of class c at the input hook.
-func UndecidedClass(rs *firewall.Ruleset, c Class) []string {
-	pkt := classPacket(c)
-	pkt.Hook, pkt.Src = firewall.HookInput, Atom{Other: true}
-	return undecided(rs, pkt)
-}
-
-func undecided(rs *firewall.Ruleset, pkt Packet) []string {
-	dir, fam := pkt.Hook, pkt.Family
-	seen := map[string]bool{}
-	var out []string
-	for ti := range rs.Tables {
-		t := &rs.Tables[ti]
-		if t.Family != fam && t.Family != firewall.FamilyInet {
-			continue
-		}
-		for ci := range t.Chains {
-			if h := t.Chains[ci].Hook; h != "" && h != dir && h != firewall.HookPrerouting {
-				continue
-			}
-			if returnsOnly(t, &t.Chains[ci], 0) {
-				continue // whatever it matches, the packet comes back
-			}
-			for ri := range t.Chains[ci].Rules {
-				r := &t.Chains[ci].Rules[ri]
-				if inert(t, r, 0) {
-					continue // matched or not, the packet goes on alike
-				}
-				var reasons []string
-				may := true
-				for k := range r.Conds {
-					c := &r.Conds[k]
-					switch {
-					case c.Kind == firewall.CondUndecidable:
-						reasons = append(reasons, c.Reason)
-					case c.Kind == firewall.CondIifname:
-						if !c.Negate && !slices.Contains(c.Names, "lo") {
-							reasons = append(reasons, "input interface "+strings.Join(c.Names, ", "))
-						}
-					case c.Kind == firewall.CondSaddr:
-						// Some source or interface may match.
-					case pkt.Cond(c) == TriFalse:
-						may = false
-					}
-				}
-				if !may {
-					continue
-				}
-				for _, why := range reasons {
-					if !seen[why] {
-						seen[why] = true
-						out = append(out, why)
-					}
-				}
-			}
-		}
-	}
-	return out
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/nftables/binaryutil"
@@ -50,35 +51,75 @@ func carryClasses(r *carrier, drop, widen []string) []ClassAllow {
 	reaches := map[string]Reach{}
 	var order []string
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
-		for _, c := range eval.ClassesOf(fam, []*firewall.Ruleset{found}, extra) {
-			if c.Other || c.WithinAny(drop) {
+		cs := eval.ClassesOf(fam, []*firewall.Ruleset{found}, extra)
+		cs = slices.DeleteFunc(cs, func(c eval.Class) bool { return c.Other || c.WithinAny(drop) })
+		// Each interface class's reacher judges the regions at once
+		// (Reacher.Classes: the regions that fare as one judged before
+		// are not evaluated again).
+		judged := map[*eval.Reacher][]eval.SourceReach{}
+		for _, ic := range classes {
+			if judged[ic.r] == nil {
+				judged[ic.r] = ic.r.Classes(cs)
+			}
+		}
+		// A region every reacher judged as the one before it is carried
+		// as that one: its restrictions and their groups' keys are not
+		// made again.
+		var last struct {
+			reach []Reach
+			open  bool
+			ct    uint32
+			keys  []string
+		}
+		for i, c := range cs {
+			if i == 0 || !judgedAlike(judged, i, i-1) {
+				last.reach, _, last.open = byIface(classes, []string{c.Family}, func(x *eval.Reacher, _ string) eval.SourceReach { return judged[x][i] })
+				last.keys = nil
+			}
+			if !last.open {
 				continue
 			}
-			reach, _, open := byIface(classes, []string{c.Family}, func(x *eval.Reacher, _ string) eval.SourceReach { return x.Class(c) })
-			if !open {
-				continue
-			}
+			reach, keys := last.reach, last.keys
 			if c.WithinAny(widen) {
-				reach = []Reach{{Family: c.Family}}
+				reach, keys = []Reach{{Family: c.Family}}, nil
 			}
-			for _, rc := range reach {
-				// Regions of one conntrack state only are merged: the
-				// derived rule's place depends on it (Derive).
-				k := fmt.Sprintf("%d %+v", c.CtState(), rc)
+			if keys == nil || last.ct != c.CtState() {
+				keys = make([]string, len(reach))
+				for j, rc := range reach {
+					// Regions of one conntrack state only are merged: the
+					// derived rule's place depends on it (Derive).
+					keys[j] = fmt.Sprintf("%d %+v", c.CtState(), rc)
+				}
+				if !c.WithinAny(widen) {
+					last.keys, last.ct = keys, c.CtState()
+				}
+			}
+			for j, k := range keys {
 				if groups[k] == nil {
 					order = append(order, k)
-					reaches[k] = rc
+					reaches[k] = reach[j]
 				}
 				groups[k] = append(groups[k], c)
 			}
 		}
 	}
 	for _, k := range order {
-		for _, c := range firewall.MergeClasses(groups[k]) {
+		for _, c := range firewall.MergeClassesOwned(groups[k]) {
 			out = append(out, ClassAllow{Name: c.Spelling(), Reach: reaches[k]})
 		}
 	}
 	return out
+}
+
+// judgedAlike reports whether every reacher judged regions i and j alike.
+func judgedAlike(judged map[*eval.Reacher][]eval.SourceReach, i, j int) bool {
+	for _, rs := range judged {
+		a, b := rs[i], rs[j]
+		if a.Any != b.Any || a.Unsure != b.Unsure || !slices.Equal(a.Only, b.Only) || !slices.Equal(a.Except, b.Except) {
+			return false
+		}
+	}
+	return true
 }
 
 // classRule adds the input rules that keep region c from the sources
@@ -279,6 +320,10 @@ func classFates(p *Preview, pair *eval.Pair, node firewall.Node, spec MeshSpec) 
 	type judged struct {
 		fate, reason string
 	}
+	// What keeps a region uncertain now is read off the few rules of found
+	// that carry a reason (Compiled.UndecidedClass).
+	cf, _ := pair.Compiled()
+	undecided := cf.UndecidedClass
 	judge := func(r eval.ClassRegion) judged {
 		from := "any source"
 		if r.From != "" {
@@ -291,16 +336,16 @@ func classFates(p *Preview, pair *eval.Pair, node firewall.Node, spec MeshSpec) 
 			return judged{FateWidening, "passes after the flip from " + from + ", which the found firewall does not let through"}
 		case r.After.Open && r.Before.Unsure && !r.After.Unsure:
 			why := "passes now only under a condition the evaluator cannot decide, and after the flip without it"
-			if w := eval.UndecidedClass(found, r.Class); len(w) > 0 {
+			if w := undecided(r.Class); len(w) > 0 {
 				why += " (" + strings.Join(w, "; ") + "): that restriction cannot be carried"
 			}
 			return judged{FateWidening, why}
 		case r.After.Unsure && !r.Before.Unsure:
 			return judged{FateUncertain, "passes after the flip only under a condition the evaluator cannot decide"}
-		case r.After.Open && r.Before.Unsure && len(notIface(eval.UndecidedClass(found, r.Class))) > 0:
+		case r.After.Open && r.Before.Unsure && len(notIface(undecided(r.Class))) > 0:
 			// Uncertain alike is kept only where what is undecided is the
 			// interface (carried): a rate limit is not.
-			return judged{FateWidening, "passes now only under a condition the evaluator cannot decide (" + strings.Join(notIface(eval.UndecidedClass(found, r.Class)), "; ") + "), and after the flip without it: that restriction cannot be carried"}
+			return judged{FateWidening, "passes now only under a condition the evaluator cannot decide (" + strings.Join(notIface(undecided(r.Class)), "; ") + "), and after the flip without it: that restriction cannot be carried"}
 		}
 		return judged{FateKept, ""}
 	}
@@ -311,7 +356,7 @@ func classFates(p *Preview, pair *eval.Pair, node firewall.Node, spec MeshSpec) 
 	regions = eval.MergeRegions(regions, func(r eval.ClassRegion) string {
 		j := judge(r)
 		d, w := declared(r, j)
-		return fmt.Sprintf("%s|%s|%t|%t", j.fate, j.reason, d, w)
+		return j.fate + "|" + j.reason + "|" + strconv.FormatBool(d) + "|" + strconv.FormatBool(w)
 	})
 	for _, r := range regions {
 		j := judge(r)

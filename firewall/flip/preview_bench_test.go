@@ -6,10 +6,12 @@ package flip
 // probe's and the preview's.
 
 import (
+	"os"
 	"syscall"
 	"testing"
 	"time"
 
+	"adoption/firewall"
 	"adoption/internal/fwtest"
 )
 
@@ -20,6 +22,24 @@ import (
 // other work on a busy machine changes less.
 func BenchmarkPreviewControlNode(b *testing.B) {
 	found, node := fwtest.LoadFixture(b, "control-node")
+	benchPreview(b, found, node)
+}
+
+// BenchmarkPreviewFixture is BenchmarkPreviewControlNode on the fixture
+// file ADOPT_PREVIEW_FIXTURE names: go run ./bench -probe-fixture F
+// writes the control node's at -probe-scale times beside F (F-x10.json),
+// too large to keep in the tree. Without it, skipped.
+func BenchmarkPreviewFixture(b *testing.B) {
+	file := os.Getenv("ADOPT_PREVIEW_FIXTURE")
+	if file == "" {
+		b.Skip("ADOPT_PREVIEW_FIXTURE names no fixture file")
+	}
+	found, node := fwtest.LoadFixtureFile(b, file)
+	benchPreview(b, found, node)
+}
+
+// benchPreview previews the bench's spec on found and node, each loop.
+func benchPreview(b *testing.B, found *firewall.Ruleset, node firewall.Node) {
 	spec := MeshSpec{Node: "bnprobe", Input: allow(OwnerManagement, "22/tcp")}
 	b.ReportAllocs()
 	start := cpuTime(b)

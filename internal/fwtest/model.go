@@ -91,7 +91,14 @@ func Regular(name string, rules ...firewall.Rule) firewall.Chain {
 
 func LoadFixture(t testing.TB, name string) (*firewall.Ruleset, firewall.Node) {
 	t.Helper()
-	b, err := os.ReadFile(FixturePath(name))
+	return LoadFixtureFile(t, FixturePath(name))
+}
+
+// LoadFixtureFile is LoadFixture of a fixture file anywhere (the bench's
+// -probe-fixture writes them).
+func LoadFixtureFile(t testing.TB, file string) (*firewall.Ruleset, firewall.Node) {
+	t.Helper()
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
