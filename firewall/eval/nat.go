@@ -72,16 +72,8 @@ type path struct {
 // let every uplink through), and the results are joined: a path some
 // uplink takes and another does not is taken only maybe.
 func (e *Evaluator) client(st *stages, pkt Packet) map[path]Result {
-	if pkt.iif != "" || pkt.node == nil || !pkt.node.HasInterfaces() {
-		return e.clientOn(st, pkt)
-	}
-	var ups []string
-	for _, u := range pkt.node.Uplinks() {
-		if u != pkt.notIif {
-			ups = append(ups, u)
-		}
-	}
-	if len(ups) < 2 {
+	ups := splitUplinks(pkt)
+	if ups == nil {
 		return e.clientOn(st, pkt)
 	}
 	// ownNet: the uplink whose network a routed path goes to, which a
@@ -114,6 +106,26 @@ func (e *Evaluator) client(st *stages, pkt Packet) map[path]Result {
 	return out
 }
 
+// splitUplinks are the uplinks a client's packet may come in by, when
+// it is to be evaluated once per uplink (client): a client from outside
+// (no input interface decided) on a node with two or more uplinks besides
+// the one it is routed to. nil: evaluated once.
+func splitUplinks(pkt Packet) []string {
+	if pkt.iif != "" || pkt.node == nil || !pkt.node.HasInterfaces() {
+		return nil
+	}
+	var ups []string
+	for _, u := range pkt.node.Uplinks() {
+		if u != pkt.notIif {
+			ups = append(ups, u)
+		}
+	}
+	if len(ups) < 2 {
+		return nil
+	}
+	return ups
+}
+
 // clientOn is client for a packet whose input interface is decided (or
 // need not be split).
 func (e *Evaluator) clientOn(st *stages, pkt Packet) map[path]Result {
@@ -137,6 +149,14 @@ func (e *Evaluator) clientPassage(st *stages, pkt Packet) Passage {
 // path.
 func (e *Evaluator) clientReach(st *stages, pkt Packet, dir string) Result {
 	var r Result
+	if splitUplinks(pkt) != nil {
+		for p, x := range e.client(st, pkt) {
+			if reachesDir(p, dir) {
+				r.Accept, r.drop = r.Accept || x.Accept, r.drop || x.drop
+			}
+		}
+		return r
+	}
 	e.clientTo(st, pkt, func(p path, x Result) {
 		if reachesDir(p, dir) {
 			r.Accept, r.drop = r.Accept || x.Accept, r.drop || x.drop
