@@ -46,13 +46,35 @@ func (c *Compiled) Routed() []firewall.Opening {
 
 // openPorts is OpenPortsOn of the paths only asks for (wants).
 func (c *Compiled) openPorts(node firewall.Node, only string) []firewall.Opening {
+	return c.openPortsCut(node, only, c.rs)
+}
+
+// OpenPortsOn are the openings before and after on node, the networks
+// behind it cut by the destinations either ruleset names (routedDests of
+// both): a routed opening of one is to the same region as the other's
+// (Opening.Via), so they compare one for one. Each is evaluated beside the
+// other.
+func (p *Pair) OpenPortsOn(node firewall.Node) (before, after []firewall.Opening) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		before = p.before.openPortsCut(node, "", p.both)
+	}()
+	after = p.after.openPortsCut(node, "", p.both)
+	<-done
+	return before, after
+}
+
+// openPortsCut is openPorts with the networks behind the node cut by the
+// destinations cut names (c's own ruleset, or a pair's both).
+func (c *Compiled) openPortsCut(node firewall.Node, only string, cut *firewall.Ruleset) []firewall.Opening {
 	var out []firewall.Opening
 	rs := c.rs
 	keep := keepsPort(rs)
 	dstConds := dstPrefixConds(rs)
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
 		st := stagesOf(rs, fam)
-		st.routed = routedDests(rs, &node, fam)
+		st.routed = routedDests(cut, &node, fam)
 		atoms := sourceAtoms(rs, fam)
 		groups, index := groupAtoms(rs, atoms), atomIndex(atoms)
 		for _, proto := range []string{"tcp", "udp"} {

@@ -101,11 +101,13 @@ func (pr *Pair) CompareForwardICMP(node firewall.Node) []FwdICMP {
 		}
 		var wheres []where
 		for _, d := range dests {
-			if d.rest >= 0 || d.iface != "" {
-				// ICMP names no port: the network's rest stands for it. An
-				// uplink's network (a LAN behind a second interface) is not
-				// judged: the carry, read without the node, cannot tell
-				// its destinations apart.
+			if (d.rest >= 0 && !d.names(num, 0)) || d.iface != "" {
+				// ICMP names no port: the network's rest stands for a
+				// prefix no rule that may match ICMP names (one that does,
+				// a raw table's drop of a container's address, is judged
+				// apart). An uplink's network (a LAN behind a second
+				// interface) is not judged: the carry, read without the
+				// node, cannot tell its destinations apart.
 				continue
 			}
 			wheres = append(wheres, where{pkt: Packet{Dst: d.addr, via: d.via, notIif: d.iface}, routed: true, via: d.via})

@@ -417,6 +417,9 @@ func TestKernelFlipDifferentialFuzzIptables(t *testing.T) {
 		g.judge(t, &ft, label, p, before, after, rs)
 		if os.Getenv("ADOPT_FLIP_FUZZ_DEBUG") != "" {
 			t.Logf("seed %d mesh table after the flip:\n%s", seed+int64(i), meshText(n.List(t)))
+			for _, f := range p.Fates {
+				t.Logf("seed %d fate: %s %s %s (%s)", seed+int64(i), f.Fate, f.Opening.Class, portSpec(f.Opening), describeOpening(f.Opening))
+			}
 		}
 		// ufw's node has no /etc/nftables.conf of its own.
 		if i%fuzzBootEvery != fuzzBootEvery-1 || !g.bootSample(t, &bt, label, f, plan, found, spec, "", func() { gen.loadDocker(t, n) }, p, before, rs) {

@@ -64,29 +64,24 @@ func PreviewFlipOn(found *firewall.Ruleset, node firewall.Node, spec MeshSpec) P
 	// What it opens now does not depend on the derived ruleset: it is
 	// evaluated beside the derivation.
 	cf := eval.Compile(found)
-	open := make(chan []firewall.Opening, 1)
-	go func() { open <- cf.OpenPortsOn(node) }()
 	eff := effectiveSpec(cf, spec)
 	d, err := Derive(eff)
 	if err != nil {
 		return Preview{Fates: []Fate{}, FoundFingerprint: firewall.Fingerprint(found), Reasons: []string{err.Error()}}
 	}
-	return previewDerived(cf, d.Ruleset, spec, eff, node, open)
+	return previewDerived(cf, d.Ruleset, spec, eff, node)
 }
 
 // previewFlip compares found with derived (a model of table inet adoption);
 // tests pass a derived ruleset that Derive would never make.
 func previewFlip(found, derived *firewall.Ruleset, spec MeshSpec, node firewall.Node) Preview {
 	cf := eval.Compile(found)
-	open := make(chan []firewall.Opening, 1)
-	open <- cf.OpenPortsOn(node)
-	return previewDerived(cf, derived, spec, effectiveSpec(cf, spec), node, open)
+	return previewDerived(cf, derived, spec, effectiveSpec(cf, spec), node)
 }
 
 // previewDerived is previewFlip of the compiled found ruleset cf with eff,
-// EffectiveSpec(found, spec), decided once by the caller, and foundOpen
-// bringing eval.OpenPortsOn(found, node).
-func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff MeshSpec, node firewall.Node, foundOpen <-chan []firewall.Opening) (p Preview) {
+// EffectiveSpec(found, spec), decided once by the caller.
+func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff MeshSpec, node firewall.Node) (p Preview) {
 	found := cf.Ruleset()
 	// The fingerprints are taken beside the rest.
 	fingerprints := make(chan [2]string, 1)
@@ -118,7 +113,10 @@ func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff Mesh
 		bridgeFates(&parts[2], pair, derived, node, spec)
 		outputFates(&parts[3], found, after)
 	}()
-	afterOpen := ca.OpenPortsOn(node)
+	// What found and the ruleset after open, the networks behind the node
+	// cut alike in both (a routed opening compares with the other's to the
+	// same region).
+	foundOpen, afterOpen := pair.OpenPortsOn(node)
 	dropped := map[vocab.Port]bool{}
 	for _, d := range spec.Drop {
 		dropped[d] = true
@@ -132,7 +130,7 @@ func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff Mesh
 			}
 		}
 	}
-	for _, o := range <-foundOpen {
+	for _, o := range foundOpen {
 		// Boundaries where the fate, owner or drop can change inside o.
 		end := firewall.PortEnd(o)
 		cuts := map[int]bool{int(o.Port): true}
@@ -188,6 +186,16 @@ func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff Mesh
 				f.Fate, f.Reason = FateUncertain, o.Reason
 			}
 			p.Fates = append(p.Fates, f)
+			if f.Fate == FateClosing {
+				// Closing from the sources o names, but for those the
+				// ruleset after still opens it to: kept from them.
+				for _, from := range openFromFewer(afterOpen, o, f.Opening.Port) {
+					k := f
+					k.Fate, k.Dropped, k.Opening.From = FateKept, false, from
+					k.By = keeper(derived, k.Opening, f.Opening.Port)
+					p.Fates = append(p.Fates, k)
+				}
+			}
 			if f.Fate != FateClosing {
 				continue
 			}
@@ -306,6 +314,34 @@ func stillOpen(after []firewall.Opening, o firewall.Opening, port uint16) bool {
 		return true
 	}
 	return false
+}
+
+// openFromFewer are the source prefixes from which after opens port for
+// o's direction, family, proto and destination, where it does not open it
+// from every source o is open from (stillOpen is false): the sources that
+// keep it, each narrower than o's.
+func openFromFewer(after []firewall.Opening, o firewall.Opening, port uint16) []string {
+	var out []string
+	for _, a := range after {
+		if a.From == "" || a.From == o.From || a.Direction != o.Direction || a.Family != o.Family || a.Proto != o.Proto || port < a.Port || port > firewall.PortEnd(a) {
+			continue
+		}
+		ap, err := netip.ParsePrefix(a.From)
+		if err != nil {
+			continue
+		}
+		if o.From != "" {
+			op, err := netip.ParsePrefix(o.From)
+			if err != nil || ap.Bits() <= op.Bits() || !op.Contains(ap.Addr()) {
+				continue
+			}
+		}
+		if (a.To != "" && a.To != o.To) || (a.Uncertain && !o.Uncertain) || (a.Via != o.Via && a.Via != "" && o.Via != "") || slices.Contains(out, a.From) {
+			continue
+		}
+		out = append(out, a.From)
+	}
+	return out
 }
 
 // openFromSome reports whether after surely opens port at hook in family
