@@ -206,3 +206,28 @@ func TestDeriveCarriesNotIif(t *testing.T) {
 		t.Errorf("refused: %v", p.Reasons)
 	}
 }
+
+// A port open now from every source and after the flip from fewer is
+// closing from the rest and kept from those: the fate of a client in
+// 10.9.0.0/24 is that it still connects.
+func TestPreviewKeepsAPortFromFewer(t *testing.T) {
+	found := &firewall.Ruleset{Tables: []firewall.Table{{Family: firewall.FamilyInet, Name: "filter", Chains: []firewall.Chain{{
+		Name: "input", Hook: firewall.HookInput, Policy: "drop", Type: "filter",
+		Rules: []firewall.Rule{acceptH(2, tcpPort(22)), acceptH(3, tcpPort(8080))},
+	}}}}}
+	derived := &firewall.Ruleset{Tables: []firewall.Table{{Family: firewall.FamilyInet, Name: firewall.MeshTable, Chains: []firewall.Chain{{
+		Name: "input", Hook: firewall.HookInput, Policy: "drop", Type: "filter",
+		Rules: []firewall.Rule{acceptH(2, tcpPort(22)), acceptH(3, append([]firewall.Cond{fwtest.Saddr("10.9.0.0/24")}, tcpPort(8080)...))},
+	}}}}}
+	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp")}
+	p := previewFlip(found, derived, spec, firewall.Node{})
+	fates := map[string]string{}
+	for _, f := range p.Fates {
+		if f.Opening.Port == 8080 && f.Opening.Family == firewall.FamilyIP {
+			fates[f.Opening.From] = f.Fate
+		}
+	}
+	if fates[""] != FateClosing || fates["10.9.0.0/24"] != FateKept {
+		t.Errorf("8080/tcp (ip) fates by source: %v; want closing from any other source, kept from 10.9.0.0/24", fates)
+	}
+}
