@@ -292,7 +292,7 @@ func describeOpening(o firewall.Opening) string {
 // as "came in on a container bridge"), not a sure one.
 func stillOpen(after []firewall.Opening, o firewall.Opening, port uint16) bool {
 	for _, a := range after {
-		if a.Direction != o.Direction || a.Family != o.Family || a.Proto != o.Proto || port < a.Port || port > firewall.PortEnd(a) {
+		if !keepsTarget(a, o, port) {
 			continue
 		}
 		if a.From != "" {
@@ -302,18 +302,27 @@ func stillOpen(after []firewall.Opening, o firewall.Opening, port uint16) bool {
 				continue
 			}
 		}
-		if a.To != "" && a.To != o.To {
-			continue // open after only at another of the node's addresses
-		}
-		if a.Uncertain && !o.Uncertain {
-			continue
-		}
-		if a.Via != o.Via && a.Via != "" && o.Via != "" {
-			continue // the same host port, now sent elsewhere
-		}
 		return true
 	}
 	return false
+}
+
+// keepsTarget reports whether opening a after the flip opens port where o
+// is open now, its sources aside: the same direction, family and protocol,
+// at the same address of the node (or any), sent to the same place (or
+// either unsaid), and surely where o is sure.
+func keepsTarget(a, o firewall.Opening, port uint16) bool {
+	switch {
+	case a.Direction != o.Direction || a.Family != o.Family || a.Proto != o.Proto || port < a.Port || port > firewall.PortEnd(a):
+		return false
+	case a.To != "" && a.To != o.To:
+		return false // open after only at another of the node's addresses
+	case a.Uncertain && !o.Uncertain:
+		return false
+	case a.Via != o.Via && a.Via != "" && o.Via != "":
+		return false // the same host port, now sent elsewhere
+	}
+	return true
 }
 
 // openFromFewer are the source prefixes from which after opens port for
@@ -323,7 +332,7 @@ func stillOpen(after []firewall.Opening, o firewall.Opening, port uint16) bool {
 func openFromFewer(after []firewall.Opening, o firewall.Opening, port uint16) []string {
 	var out []string
 	for _, a := range after {
-		if a.From == "" || a.From == o.From || a.Direction != o.Direction || a.Family != o.Family || a.Proto != o.Proto || port < a.Port || port > firewall.PortEnd(a) {
+		if a.From == "" || a.From == o.From || !keepsTarget(a, o, port) || slices.Contains(out, a.From) {
 			continue
 		}
 		ap, err := netip.ParsePrefix(a.From)
@@ -335,9 +344,6 @@ func openFromFewer(after []firewall.Opening, o firewall.Opening, port uint16) []
 			if err != nil || ap.Bits() <= op.Bits() || !op.Contains(ap.Addr()) {
 				continue
 			}
-		}
-		if (a.To != "" && a.To != o.To) || (a.Uncertain && !o.Uncertain) || (a.Via != o.Via && a.Via != "" && o.Via != "") || slices.Contains(out, a.From) {
-			continue
 		}
 		out = append(out, a.From)
 	}
