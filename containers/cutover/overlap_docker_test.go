@@ -21,63 +21,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"adoption/containers/hold"
 	"adoption/containers/steer"
 	"adoption/sandbox"
 )
 
 func TestDockerOverlapMovesClientConnections(t *testing.T) {
-	dockerClient(t) // builds the images on the host's engine
-	for _, tool := range []string{"nft", "ip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("this test needs %s: %v", tool, err)
-		}
-	}
+	b := newEngineBed(t, "h29o", 233)
 	ctx := context.Background()
-	n, err := sandbox.StartEngineNode(ctx, "h29o", 233, t.TempDir()+"/engine")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := n.Close(); err != nil {
-			t.Logf("engine node cleanup: %v", err)
-		}
-	})
-	if err := n.Load(ctx, imageV1, imageV2); err != nil {
-		t.Fatal(err)
-	}
-	cli, err := client.NewClientWithOpts(client.WithHost(n.Host), client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	n, cli, addr := b.n, b.cli, b.addr
 	e := NewWith(cli).WithHold(hold.NewHold(n.NetnsPath(), "h29o")).WithSteer(steer.New(n.NetnsPath(), "h29o"))
-	const name, port = "svc", 18080
-	docker := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command("docker", append([]string{"-H", n.Host}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("docker %v: %v: %s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	docker("run", "-d", "--name", name, "--restart", "unless-stopped",
-		"-v", "svcdata:/named", "-v", t.TempDir()+":/bind", "-p", fmt.Sprintf("%d:8080", port), imageV1)
-	addr := fmt.Sprintf("%s:%d", n.Addr, port)
-	waitVersion := func(want string) {
-		t.Helper()
-		var got string
-		var err error
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			if got, err = n.Get(ctx, addr, "/version"); err == nil && got == want {
-				return
-			}
-		}
-		t.Fatalf("%s never answered %s from the peer: %q %v", addr, want, got, err)
-	}
-	waitVersion("v1")
+	const name, port = svcName, svcPort
+	docker, waitVersion := b.docker, b.waitVersion
 	names := func() string { return docker("ps", "-a", "--format", "{{.Names}} {{.State}}") }
 
 	// Refused at preflight: the volume is declared exclusive. Nothing
@@ -97,30 +52,7 @@ func TestDockerOverlapMovesClientConnections(t *testing.T) {
 	}
 
 	// The overlap with clients connecting in a loop from the peer.
-	run := func(what string, do func() error) sandbox.ClientStats {
-		t.Helper()
-		stop := make(chan struct{})
-		stats := make(chan sandbox.ClientStats, 1)
-		go func() { stats <- n.Clients(ctx, addr, "/version", 6, clientPatience, stop) }()
-		time.Sleep(sandbox.ClientWarmup + 200*time.Millisecond)
-		if err := do(); err != nil {
-			close(stop)
-			<-stats
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(time.Second)
-		close(stop)
-		s := <-stats
-		t.Logf("%s: %d attempts, %d ok, %d failed, longest successful connect %s, p99 %s, gap %s, versions %v",
-			what, s.Attempts, s.OK, s.Failed, s.LongestWait.Round(time.Millisecond), s.P99Wait.Round(time.Millisecond), s.Gap.Round(time.Millisecond), s.Versions)
-		if s.Failed != 0 {
-			t.Fatalf("%s: %d of %d client connections failed (first: %s)", what, s.Failed, s.Attempts, s.FirstFail)
-		}
-		if s.Versions["v1"] == 0 || s.Versions["v2"] == 0 {
-			t.Fatalf("%s: the clients did not see the change: %v", what, s.Versions)
-		}
-		return s
-	}
+	run := b.clientsDuring
 	// A client connected to the old container before the move sends its
 	// request only after the move: the predecessor is not stopped before
 	// it has answered and the client has closed.
@@ -180,10 +112,7 @@ func TestDockerOverlapMovesClientConnections(t *testing.T) {
 	if got := getOnNode(t, n, port); got != "v2" {
 		t.Fatalf("127.0.0.1:%d from the node after the overlap: %q, want v2", port, got)
 	}
-	steered := func() string {
-		out, _ := exec.Command("ip", "netns", "exec", n.Netns, "nft", "list", "table", "ip", steer.Table).CombinedOutput()
-		return string(out)
-	}
+	steered := func() string { return b.nft("ip", steer.Table) }
 	if got := steered(); !strings.Contains(got, steer.Comment("h29o", name, port)) {
 		t.Fatalf("no steering after the overlap:\n%s", got)
 	}
