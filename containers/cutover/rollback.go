@@ -80,10 +80,16 @@ func (e *Engine) Rollback(ctx context.Context, name string) error {
 	// A unit that ran takes the ports back: every one of them held while
 	// the mesh's container stops and the unit starts.
 	unitBack := back == nil && unit != nil && unit.Active
-	if unitBack && running(nc) {
+	switch {
+	case unitBack && running(nc):
 		if held, err = e.holdAll(ctx, name, nc, defaultRollbackStopWait); err != nil {
 			return err
 		}
+	case unitBack:
+		// A container that exited at its start left the swap's hold on
+		// every port it publishes (startHolding): those are the ports to
+		// see back before the release.
+		held = publishedAll(nc)
 	}
 	if nc == s.live {
 		if err := e.setAside(ctx, move{c: nc, what: "the mesh's container", stop: true, stopStep: StepStopNew, wait: defaultRollbackStopWait,

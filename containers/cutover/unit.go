@@ -13,11 +13,9 @@ package cutover
 // then a reboot brings the predecessor back.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
+	"adoption/containers/hold"
 	"adoption/units"
 )
 
@@ -42,6 +41,13 @@ const (
 // DatagramHold is a PortHold that holds UDP ports too.
 type DatagramHold interface {
 	HoldProto(owner string, tcp, udp []uint16, bound time.Duration) error
+}
+
+// DatagramBound is a PortHold that tells whether a UDP socket in the
+// node's namespace is bound to a port: a service on the node is back on a
+// UDP port only then.
+type DatagramBound interface {
+	UDPBound(port uint16) bool
 }
 
 // WithUnits lets the cutover hand over predecessors that are system units,
@@ -121,31 +127,13 @@ func (e *Engine) checkUnit(ctx context.Context, spec Spec) (*UnitRef, error) {
 // holdAll holds every host port ours publishes, TCP and UDP, while the
 // unit it replaces still serves them: the unit's ports are the module's.
 func (e *Engine) holdAll(ctx context.Context, owner string, ours *container.InspectResponse, stopWait time.Duration) ([]heldPort, error) {
-	if e.hold == nil || ours.HostConfig == nil {
+	if e.hold == nil {
 		return nil, nil
 	}
-	var held []heldPort
-	seen := map[string]bool{}
-	for port, bs := range ours.HostConfig.PortBindings {
-		for _, b := range bs {
-			hp, err := strconv.ParseUint(b.HostPort, 10, 16)
-			key := b.HostPort + "/" + port.Proto()
-			if err != nil || seen[key] || (port.Proto() != "tcp" && port.Proto() != "udp") {
-				continue
-			}
-			seen[key] = true
-			held = append(held, heldPort{hostIP: b.HostIP, port: uint16(hp), inside: uint16(port.Int()), udp: port.Proto() == "udp"})
-		}
-	}
+	held := publishedAll(ours)
 	if len(held) == 0 {
 		return nil, nil
 	}
-	sort.Slice(held, func(i, j int) bool {
-		if held[i].port != held[j].port {
-			return held[i].port < held[j].port
-		}
-		return !held[i].udp
-	})
 	var tcp, udp []uint16
 	for _, h := range held {
 		if h.udp {
@@ -177,6 +165,34 @@ func (e *Engine) holdAll(ctx context.Context, owner string, ours *container.Insp
 		fn(rep)
 	}
 	return held, nil
+}
+
+// publishedAll is every TCP and UDP host port ours publishes, in order:
+// what a unit's hand-over holds.
+func publishedAll(ours *container.InspectResponse) []heldPort {
+	if ours.HostConfig == nil {
+		return nil
+	}
+	var held []heldPort
+	seen := map[string]bool{}
+	for port, bs := range ours.HostConfig.PortBindings {
+		for _, b := range bs {
+			hp, err := strconv.ParseUint(b.HostPort, 10, 16)
+			key := b.HostPort + "/" + port.Proto()
+			if err != nil || seen[key] || (port.Proto() != "tcp" && port.Proto() != "udp") {
+				continue
+			}
+			seen[key] = true
+			held = append(held, heldPort{hostIP: b.HostIP, port: uint16(hp), inside: uint16(port.Int()), udp: port.Proto() == "udp"})
+		}
+	}
+	sort.Slice(held, func(i, j int) bool {
+		if held[i].port != held[j].port {
+			return held[i].port < held[j].port
+		}
+		return !held[i].udp
+	})
+	return held
 }
 
 // stopUnit stops the unit if it runs: the swap's window opens.
@@ -228,22 +244,34 @@ func (e *Engine) restoreUnit(ctx context.Context, u *UnitRef) error {
 	return nil
 }
 
-// releaseWhenNodeAnswers waits until every held TCP port answers at the
-// node's own address (the unit, on the node itself; at most holdMax), then
-// releases the hold. The UDP ports go with them: the unit's start job is
-// done, and a service binds its datagram socket as it starts.
+// releaseWhenNodeAnswers waits until every held port is back on the node
+// (the unit, on the node itself; at most holdMax), then releases the hold:
+// a TCP port once it answers at the node's own address, through whatever
+// the engine still forwards there, a UDP port once a socket on the node is
+// bound to it. A unit's start job may be done before its service has
+// bound either (a process started again is running once it is forked):
+// released sooner, a held datagram would meet a closed port, and a client
+// with no ICMP answer waits out its timeout.
 func (e *Engine) releaseWhenNodeAnswers(ctx context.Context, owner string, held []heldPort) error {
 	if e.hold == nil {
 		return nil
 	}
-	if node := e.hold.NodeAddr(); node != "" && len(held) > 0 {
+	if len(held) > 0 {
+		node := e.hold.NodeAddr()
+		bound, tells := e.hold.(DatagramBound)
+		back := func(h heldPort) bool {
+			switch {
+			case h.udp:
+				return !tells || bound.UDPBound(h.port)
+			case node == "":
+				return true
+			}
+			return e.answersVia(ctx, node, h.port) == nil
+		}
 		_ = e.during(ctx, StepAwaitPorts, func() error {
 			deadline := time.Now().Add(holdMax)
 			for _, h := range held {
-				for !h.udp && time.Now().Before(deadline) && ctx.Err() == nil {
-					if e.answersVia(ctx, node, h.port) == nil {
-						break
-					}
+				for !back(h) && time.Now().Before(deadline) && ctx.Err() == nil {
 					time.Sleep(5 * time.Millisecond)
 				}
 			}
@@ -257,32 +285,7 @@ func (e *Engine) releaseWhenNodeAnswers(ctx context.Context, owner string, held 
 // socket bound to port: a UDP service has no handshake, so that it has
 // bound its socket is all the node can tell of whether it answers.
 func udpBound(pid int, port uint16) bool {
-	if pid <= 0 {
-		return false
-	}
-	for _, f := range []string{"udp", "udp6"} {
-		fh, err := os.Open(fmt.Sprintf("/proc/%d/net/%s", pid, f))
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(fh)
-		for sc.Scan() {
-			fields := strings.Fields(sc.Text())
-			if len(fields) < 2 {
-				continue
-			}
-			_, hexPort, ok := strings.Cut(fields[1], ":")
-			if !ok {
-				continue
-			}
-			if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && uint16(p) == port {
-				fh.Close()
-				return true
-			}
-		}
-		fh.Close()
-	}
-	return false
+	return pid > 0 && hold.UDPBoundIn(fmt.Sprintf("/proc/%d/net", pid), port)
 }
 
 // containerPID is the container's process, 0 when it runs none.

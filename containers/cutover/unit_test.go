@@ -120,10 +120,34 @@ func TestUnitHandOverFake(t *testing.T) {
 	}
 }
 
+// boundHold is a fakeDatagramHold that tells whether the unit's UDP
+// socket is bound: only from the third ask after the unit started, as a
+// service binds some time after its start job is done.
+type boundHold struct {
+	fakeDatagramHold
+	unit    *fakeUnits
+	asks    int
+	boundAt int // asks when Release came
+}
+
+func (h *boundHold) UDPBound(port uint16) bool {
+	if port != 53 || !h.unit.st.Active {
+		return false
+	}
+	h.asks++
+	return h.asks >= 3
+}
+
+func (h *boundHold) Release(owner string) error {
+	h.boundAt = h.asks
+	return h.fakeDatagramHold.Release(owner)
+}
+
 // TestUnitHandOverFailedStartKeepsTheHoldFake: a container that exits
 // before it answers in the unit's place fails the swap as unhealthy (the
 // workflow rolls back at once) and keeps the ports held; the rollback
-// starts the unit and only then lets the clients go.
+// starts the unit and lets the clients go only once the unit is back on
+// its ports: its UDP socket bound, so no held datagram meets a closed port.
 func TestUnitHandOverFailedStartKeepsTheHoldFake(t *testing.T) {
 	var log []string
 	f := newFake("mesh/dns:1")
@@ -131,7 +155,7 @@ func TestUnitHandOverFailedStartKeepsTheHoldFake(t *testing.T) {
 		c.State.Running, c.State.Status, c.State.ExitCode = false, "exited", 3
 	}
 	um := &fakeUnits{st: units.State{Name: "dnsmasq.service", Known: true, Active: true, Enabled: true, MainPID: 77}, log: &log}
-	h := &fakeDatagramHold{}
+	h := &boundHold{unit: um}
 	e := NewWith(f).WithHold(h).WithUnits(um)
 	e.portFree = func(string, string, uint16) error { return nil }
 	ctx := context.Background()
@@ -154,5 +178,8 @@ func TestUnitHandOverFailedStartKeepsTheHoldFake(t *testing.T) {
 	}
 	if !um.st.Active || len(h.held) != 0 || len(h.released) != 1 || len(f.names()) != 0 {
 		t.Fatalf("after the rollback: unit %+v held %v released %v containers %v", um.st, h.held, h.released, f.names())
+	}
+	if h.boundAt < 3 {
+		t.Fatalf("the rollback released the hold after %d asks whether the unit's 53/udp is bound: before it was", h.boundAt)
 	}
 }
