@@ -34,9 +34,12 @@ type DNSHammerResult struct {
 func (r DNSHammerResult) Failed() int { return r.UDPFailed + r.TCPFailed }
 
 // HammerDNS queries the resolver at addr with clients clients, each
-// every every, for d; a query waits up to 5 s for its answer.
-func HammerDNS(addr string, clients int, every, d time.Duration) DNSHammerResult {
+// every every, for d; a query waits up to 5 s for its answer. answered,
+// when not nil, is called once, at the first answer: what a caller waits
+// on before what it measures.
+func HammerDNS(addr string, clients int, every, d time.Duration, answered func()) DNSHammerResult {
 	r := DNSHammerResult{Answers: map[string]int{}}
+	var first sync.Once
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	end := time.Now().Add(d)
@@ -69,6 +72,9 @@ func HammerDNS(addr string, clients int, every, d time.Duration) DNSHammerResult
 					}
 				} else {
 					r.Answers[a]++
+					if answered != nil {
+						first.Do(answered)
+					}
 				}
 				if took > r.Slowest {
 					r.Slowest = took

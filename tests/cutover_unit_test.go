@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ import (
 
 	"adoption/config"
 	"adoption/containers/hold"
+	"adoption/internal/wait"
 	"adoption/netns"
 	"adoption/sandbox"
 	"adoption/sockets"
@@ -56,15 +58,41 @@ cutover:
 
 // dnsHammer queries the node's resolver from the peer namespace for d.
 type dnsHammer struct {
-	cmd *exec.Cmd
+	cmd      *exec.Cmd
+	out      strings.Builder
+	answered firstWrite // the hammer's stderr: it says "answered" at its first answer
+}
+
+// firstWrite keeps what is written to it and says whether "answered" was.
+type firstWrite struct {
+	mu  sync.Mutex
 	out strings.Builder
+}
+
+func (f *firstWrite) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.out.Write(p)
+}
+
+func (f *firstWrite) said() (bool, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return strings.Contains(f.out.String(), "answered"), f.out.String()
+}
+
+// waitAnswered waits until the hammer has had its first answer: what the
+// test does next falls within its run.
+func (h *dnsHammer) waitAnswered(t *testing.T) {
+	t.Helper()
+	wait.Until(t, answeredWithin, "the dnshammer's first answer", h.answered.said)
 }
 
 func (r *refNode) dnsHammer(t *testing.T, d time.Duration) *dnsHammer {
 	t.Helper()
 	h := &dnsHammer{}
 	h.cmd = r.InPeer(filepath.Join(bin, "adopt-sandbox"), "dnshammer", net.JoinHostPort(r.Addr, "53"), "--every", "5ms", "--clients", "4", "--for", d.String())
-	h.cmd.Stdout, h.cmd.Stderr = &h.out, &h.out
+	h.cmd.Stdout, h.cmd.Stderr = &h.out, &h.answered
 	if err := h.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -134,13 +162,7 @@ func TestCutoverHostResolverExe(t *testing.T) {
 		go func() { _ = cmd.Wait() }() // reaped once the swap stops it
 		procs := units.Processes{Proc: sockets.Proc{Root: "/proc"}, Dir: t.TempDir()}
 		t.Cleanup(func() { _ = procs.Stop(context.Background(), "exe:predecessor-dns") })
-		deadline := time.Now().Add(10 * time.Second)
-		for ready() != nil {
-			if time.Now().After(deadline) {
-				t.Fatal("the predecessor's resolver did not answer on the node within 10 s")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		wait.For(t, 10*time.Second, "the predecessor's resolver to answer on the node", func() bool { return ready() == nil })
 		return func() (bool, bool) {
 			st, err := procs.Unit(context.Background(), "exe:predecessor-dns")
 			if err != nil {
@@ -207,7 +229,7 @@ func resolverHandOver(t *testing.T, name string, index int, replaces string, up 
 	// A failed start: the container exits at once. Rolled back to the
 	// unit, clients querying all the while.
 	h := r.dnsHammer(t, 25*time.Second)
-	time.Sleep(time.Second) // queries before the cutover too
+	h.waitAnswered(t) // queries before the cutover too
 	started := time.Now()
 	if out, errs, code := adopt(t, "migrate", n.Name, "resolver", "--config", n.cfg); code != 0 {
 		t.Fatalf("migrate: %s%s", out, errs)
@@ -233,7 +255,7 @@ func resolverHandOver(t *testing.T, name string, index int, replaces string, up 
 		t.Fatal(err)
 	}
 	h = r.dnsHammer(t, 20*time.Second)
-	time.Sleep(time.Second)
+	h.waitAnswered(t)
 	started = time.Now()
 	if out, errs, code := adopt(t, "retry", n.Name, "resolver", "--config", n.cfg); code != 0 {
 		t.Fatalf("retry: %s%s", out, errs)

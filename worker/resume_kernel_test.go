@@ -26,6 +26,7 @@ import (
 	"adoption/internal/fwtest"
 	"adoption/internal/testenv"
 	"adoption/internal/ufwfixture"
+	"adoption/internal/wait"
 	"adoption/metrics"
 	"adoption/nodestate"
 	"adoption/workflows"
@@ -119,37 +120,38 @@ metrics: {listen: "127.0.0.1:%d"}
 	var out, errb syncBuffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"run", "--config", cfgPath}, &out, &errb) }()
-	// back waits until web's mark is in the ruleset again, within two of
-	// the watch's intervals, the agent running all along.
-	back := func(what string) {
+	// back waits until web's mark is in the ruleset again and the agent
+	// logged its repair, the repairs'th, within two of the watch's
+	// intervals, the agent running all along.
+	const repaired = "marked rule(s) of node n1 had vanished and were put back"
+	back := func(what string, repairs int) {
 		t.Helper()
-		deadline := time.Now().Add(2*every + time.Second)
-		for {
-			got, err := m.List("n1")
-			if err == nil && len(got) == len(kept) && got[0].Mark == kept[0].Mark {
-				return
-			}
+		wait.Until(t, 2*every+time.Second, what+": web's mark back and its repair logged", func() (bool, string) {
 			select {
 			case err := <-done:
 				t.Fatalf("%s: the agent exited: %v\n%s", what, err, errb.String())
-			case <-time.After(100 * time.Millisecond):
+			default:
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: web's mark is not back within %s: %+v, %v\n%s", what, 2*every+time.Second, got, err, errb.String())
-			}
-		}
+			got, err := m.List("n1")
+			logged := strings.Count(errb.String(), repaired)
+			return err == nil && len(got) == len(kept) && got[0].Mark == kept[0].Mark && logged >= repairs,
+				fmt.Sprintf("marks %+v (%v), %d repairs logged\n%s", got, err, logged, errb.String())
+		})
 	}
-	back("at the start")
+	back("at the start", 1)
 	for i := range 3 {
-		time.Sleep(every / 2)
 		remove()
-		back(fmt.Sprintf("removal %d while Temporal is out of reach", i+1))
+		back(fmt.Sprintf("removal %d while Temporal is out of reach", i+1), i+2)
 	}
+	// The agent keeps dialling all the while, and says so.
+	wait.For(t, 5*every, "the agent to log two failed dials of Temporal", func() bool {
+		return strings.Count(errb.String(), "Temporal is out of reach") >= 2
+	})
 	log := errb.String()
 	if !strings.Contains(log, "resumed the watch of workflow "+wf) {
 		t.Fatalf("the agent's log does not say it resumed its watch:\n%s", log)
 	}
-	if k := strings.Count(log, "marked rule(s) of node n1 had vanished and were put back"); k < 4 {
+	if k := strings.Count(log, repaired); k < 4 {
 		t.Fatalf("%d repairs logged, want 4 (the start and 3 removals):\n%s", k, log)
 	}
 	if k := strings.Count(log, "Temporal is out of reach"); k < 2 || !strings.Contains(log, "temporal="+addr) {
@@ -161,16 +163,14 @@ metrics: {listen: "127.0.0.1:%d"}
 
 	// Temporal comes: the agent connects and serves the node's activities.
 	srv := devserver.Start(t, port)
-	for deadline := time.Now().Add(90 * time.Second); !strings.Contains(errb.String(), "adopt-worker running"); {
+	wait.For(t, 90*time.Second, "the agent to connect to the dev server (adopt-worker running)", func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("the agent exited once Temporal came: %v\n%s", err, errb.String())
-		case <-time.After(200 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the agent did not connect within 90 s of the dev server:\n%s", errb.String())
-		}
-	}
+		return strings.Contains(errb.String(), "adopt-worker running")
+	})
 	if got := dialled(t, metricsPort); got != "1" {
 		t.Fatalf("adoption_temporal_dialled once connected: %q, want 1", got)
 	}
@@ -182,7 +182,7 @@ metrics: {listen: "127.0.0.1:%d"}
 	// Temporal goes again: the connection is lost, the watch runs on.
 	srv.Stop()
 	remove()
-	back("removal after Temporal went away")
+	back("removal after Temporal went away", 5)
 	cancel()
 	select {
 	case err := <-done:

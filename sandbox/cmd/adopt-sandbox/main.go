@@ -194,10 +194,11 @@ func root() *cobra.Command {
 	var clients int
 	dnsHammer := &cobra.Command{
 		Use:   "dnshammer HOST:PORT",
-		Short: "Query a resolver continuously (run from the peer namespace), UDP and TCP, each query from a fresh socket: prints counts as JSON",
+		Short: "Query a resolver continuously (run from the peer namespace), UDP and TCP, each query from a fresh socket: prints counts as JSON (and \"answered\" on stderr at the first answer)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return json.NewEncoder(os.Stdout).Encode(sandbox.HammerDNS(args[0], clients, every, dur))
+			answered := func() { fmt.Fprintln(os.Stderr, "answered") }
+			return json.NewEncoder(os.Stdout).Encode(sandbox.HammerDNS(args[0], clients, every, dur, answered))
 		},
 	}
 	dnsHammer.Flags().DurationVar(&every, "every", 5*time.Millisecond, "pause between a client's queries")
