@@ -317,8 +317,8 @@ func TestCLIStatusOverview(t *testing.T) {
 	var sums []summary
 	overview := func(args ...string) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		// Visibility may lag the starts and the phase a little.
+		wait.Until(t, 60*time.Second, fmt.Sprintf("status overview %v to list %d nodes, %s adopted", args, agentless+1, n.Name), func() (bool, string) {
 			out, errs, code := adoptBounded(t, 120*time.Second, nil, append([]string{"status", "--config", n.cfg, "--json"}, args...)...)
 			if code != 0 {
 				t.Fatalf("status overview %v: exit %d\n%s%s", args, code, out, errs)
@@ -328,11 +328,8 @@ func TestCLIStatusOverview(t *testing.T) {
 				t.Fatalf("status overview --json %v: %v\n%s", args, err, out)
 			}
 			mine := slices.IndexFunc(sums, func(s summary) bool { return s.Node == n.Name })
-			if (len(sums) == agentless+1 && mine >= 0 && sums[mine].Phase == "adopted") || time.Now().After(deadline) {
-				break // visibility may lag the starts and the phase a little
-			}
-			time.Sleep(time.Second)
-		}
+			return len(sums) == agentless+1 && mine >= 0 && sums[mine].Phase == "adopted", fmt.Sprintf("%+v", sums)
+		})
 		if len(sums) != agentless+1 {
 			t.Fatalf("status overview %v lists %d nodes, want %d: %+v", args, len(sums), agentless+1, sums)
 		}

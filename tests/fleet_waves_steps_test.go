@@ -149,24 +149,21 @@ func (f *wavesFleet) previewApproves(r *refNode) {
 		return strings.Count(r.onNodeOut(t, "iptables-save")+r.onNodeOut(t, "ip6tables-save"), ":web:18080/tcp")
 	}
 	start, before := time.Now(), marks()
-	refusals, accepted := 0, false
-	for {
+	refusals, accepted := -1, false
+	wait.Until(t, time.Minute, r.Name+"'s preview to approve after the ufw edits", func() (bool, string) {
+		refusals++
 		out, errs, _ := adopt(t, "preview", r.Name, "--config", r.cfg)
 		if strings.Contains(out, "APPROVED") {
-			break
+			return true, ""
 		}
-		refusals++
 		if strings.Contains(out, "drift(s) not reviewed") && !accepted {
 			if out, errs, code := adopt(t, "drift", "accept", r.Name, "--config", r.cfg); code != 0 {
 				t.Fatalf("adopt drift accept %s: %s%s", r.Name, out, errs)
 			}
 			accepted = true
 		}
-		if time.Since(start) > time.Minute {
-			t.Fatalf("%s's preview still refuses a minute after the ufw edits:\n%s%s", r.Name, out, errs)
-		}
-		time.Sleep(time.Second)
-	}
+		return false, out + errs
+	})
 	t.Logf("measured: %s's preview approved %s after the ufw edits (%d refusal(s) before, drift accepted: %v); web's marks: %d right after, %d once approved",
 		r.Name, time.Since(start).Round(100*time.Millisecond), refusals, accepted, before, marks())
 }
@@ -296,19 +293,23 @@ func (f *wavesFleet) pausedBetweenWaves() {
 		t.Fatalf("wave 1: %s", st.Op.Standing())
 	}
 	served := time.Now()
+	// The window in which the pause must hold: e2ewc's flip waiting and
+	// e2ewc adopted, as the fleet's status and e2ewc's own say.
 	const hold = 15 * time.Second
 	checks := 0
-	for time.Since(served) < hold {
+	wait.Quiet(t, hold, "wave 2 moved while the fleet was paused (e2ewc's flip in the fleet's status, e2ewc's phase)", func() bool {
 		st := f.status()
 		if s := opState(st, "e2ewc"); s != "waiting" || st.Paused == "" {
-			t.Fatalf("%s after wave 1 was served, paused %q: e2ewc's flip is %q, want waiting", time.Since(served).Round(time.Second), st.Paused, s)
+			t.Logf("%s after wave 1 was served, paused %q: e2ewc's flip is %q, want waiting", time.Since(served).Round(time.Second), st.Paused, s)
+			return true
 		}
 		if s, err := status(t, f.nodes[2]); err != nil || s.Phase != workflows.PhaseAdopted {
-			t.Fatalf("e2ewc while paused: %v %v, want adopted", s.Phase, err)
+			t.Logf("e2ewc while paused: %v %v, want adopted", s.Phase, err)
+			return true
 		}
 		checks++
-		time.Sleep(time.Second)
-	}
+		return false
+	})
 	held := time.Since(served)
 	if out, errs, code := adopt(t, "fleet", "resume", "--fleet", f.file); code != 0 || !strings.Contains(out, "resumed") {
 		t.Fatalf("fleet resume: exit %d\n%s%s", code, out, errs)

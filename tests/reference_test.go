@@ -17,6 +17,7 @@ import (
 
 	"adoption/activities"
 	"adoption/firewall"
+	"adoption/internal/wait"
 	"adoption/sandbox"
 	"adoption/workflows"
 )
@@ -347,26 +348,24 @@ func TestReferenceNodeAdoption(t *testing.T) {
 		t.Fatalf("no forward-path mark of shop in ufw-user-forward:\n%s", r.onNodeOut(t, "iptables", "-S", "ufw-user-forward"))
 	}
 	closedSeen := r.dial(t, r.Addr, 18443) != "open"
-	deadline := time.Now().Add(60 * time.Second)
-	for r.dial(t, r.Addr, 18443) != "open" {
-		if time.Now().After(deadline) {
-			t.Fatalf("reconcile did not put shop's forward-path marks back within 60 s:\n%s", r.onNodeOut(t, "iptables", "-S", "ufw-user-forward"))
+	wait.Until(t, 60*time.Second, "reconcile to put shop's forward-path marks back (18443 open from the peer)", func() (bool, string) {
+		if r.dial(t, r.Addr, 18443) == "open" {
+			return true, ""
 		}
-		time.Sleep(time.Second)
-	}
-	var repaired bool
-	for deadline := time.Now().Add(15 * time.Second); !repaired && time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		return false, r.onNodeOut(t, "iptables", "-S", "ufw-user-forward")
+	})
+	wait.Until(t, 15*time.Second, fmt.Sprintf("status to say reconcile put shop's forward mark back after it was deleted (closed in between: %v)", closedSeen), func() (bool, string) {
 		st, err := status(t, n)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range st.Events {
-			repaired = repaired || (!e.At.Before(deletedAt) && strings.Contains(e.Text, "put back") && strings.Contains(e.Text, "shop:18443/tcp"))
+			if !e.At.Before(deletedAt) && strings.Contains(e.Text, "put back") && strings.Contains(e.Text, "shop:18443/tcp") {
+				return true, ""
+			}
 		}
-	}
-	if !repaired {
-		t.Errorf("status does not say reconcile put shop's forward mark back after it was deleted (closed in between: %v)", closedSeen)
-	}
+		return false, fmt.Sprintf("%d events", len(st.Events))
+	})
 	t.Logf("shop's forward marks deleted, closed to clients in between: %v; put back by reconcile", closedSeen)
 
 	// The preview: web's published port is open and undeclared.
