@@ -102,7 +102,7 @@ const (
 )
 
 // previewApart is the preview apart after the node refused a flip as
-// stale, in two steps as in one round trip: the approving preview, or nil
+// stale: the approving preview, or nil
 // when the flip ends here (the preview failed, or refused: said either
 // way) with the phase back at prevPhase.
 func (n *node) previewApart(ctx workflow.Context, spec flipwire.MeshSpec, refused func(*flipwire.Preview), prevPhase Phase) *flipwire.Preview {

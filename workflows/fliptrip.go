@@ -1,4 +1,4 @@
-// The flip in one round trip (changeFlipOneTrip): one activity on the node
+// The flip, in one round trip to the node: one activity on the node
 // previews, applies, proves the way out, confirms and commits; the
 // orchestrator's witness runs beside it, and the node learns its verdict
 // from the witness's heartbeat (witness/verdict.go) or, an older agent or
@@ -145,9 +145,9 @@ func (n *node) flipTrip(ctx workflow.Context, spec flipwire.MeshSpec, refused fu
 }
 
 // staleAgain follows a flip the node refused as stale (its firewall moved
-// between its own preview and the transaction), as the flip in two steps
-// does: previewed apart once, so the operator sees what moved; flipped once
-// more only if that preview approves.
+// between its own preview and the transaction): previewed apart once, so
+// the operator sees what moved; flipped once more only if that preview
+// approves.
 func (n *node) staleAgain(ctx workflow.Context, spec flipwire.MeshSpec, refused func(*flipwire.Preview), prevPhase Phase) {
 	n.event(ctx, "flip "+n.s.Flip.ID+" not applied: the found firewall moved during the flip; previewing apart, then flipping again if it approves")
 	if n.previewApart(ctx, spec, refused, prevPhase) != nil {

@@ -38,8 +38,8 @@ const (
 	// again (a request wakes it at once).
 	watchBackoff = 30 * time.Minute
 	// watchRetry is how long a watch that failed otherwise (not refused,
-	// not silent) waits before it is asked again, in runs that take
-	// changeAttention (its attempt is not retried by the server then).
+	// not silent) waits before it is asked again (its one attempt is not
+	// retried by the server).
 	watchRetry = 30 * time.Second
 )
 
