@@ -1,7 +1,9 @@
 package workflows
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/stretchr/testify/mock"
@@ -75,6 +77,11 @@ func (s *NodeSuite) TestFlipOnceAfterCutover() {
 	st := s.result()
 	s.Equal(PhaseConverged, st.Phase)
 	s.Equal([]string{"probe", "adopt", "preflight web", "open web", `fliptrip preview=true expect=""`}, s.calls)
+	refused := false
+	for _, e := range st.Events {
+		refused = refused || strings.HasSuffix(e.Text, "a flip of node n1 is already queued")
+	}
+	s.True(refused, "the second flip signal is refused as queued")
 	s.Equal([]flip.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}, {Port: config.Port{Num: 8080, Proto: "tcp"}, Owner: "web"}}, spec.Input)
 	s.Equal(FlipStateCommitted, st.Flip.State)
 	s.Equal("/x", st.Flip.Listing)
@@ -231,7 +238,14 @@ func (s *NodeSuite) TestFlipStaleIsNotApplied() {
 	}{
 		{"stale twice", func() {
 			s.expectPreview(true)
-			s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(s.recordTrip).Return(nil, stale()).Twice()
+			// A third try would be answered committed: it must not come.
+			tries := 0
+			s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(s.recordTrip).Return(func(context.Context, activities.FlipTripInput) (*activities.FlipResult, error) {
+				if tries++; tries <= 2 {
+					return nil, stale()
+				}
+				return &activities.FlipResult{State: FlipStateCommitted}, nil
+			})
 		}, []string{"probe", "adopt", "fliptrip n1-1", "preview", "fliptrip n1-2", "release"}, "not the one the preview approved"},
 		{"revert says never applied", func() {
 			s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(s.recordTrip).Return(nil,
