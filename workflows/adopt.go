@@ -103,7 +103,7 @@ func (n *node) genesis(ctx workflow.Context) {
 	}
 	step, member := "genesis", n.s.Plan.Role != "control"
 	if member {
-		if len(n.s.Plan.Placement()) == 0 || workflow.GetVersion(ctx, changeMemberPlacement, workflow.DefaultVersion, 1) < 1 {
+		if len(n.s.Plan.Placement()) == 0 {
 			return
 		}
 		step = "placement"
@@ -125,7 +125,7 @@ func (n *node) genesis(ctx workflow.Context) {
 	found := n.s.Plan.Foundation
 	var forward []config.Port
 	raised := ""
-	if len(n.s.Plan.FoundationContainers) > 0 && workflow.GetVersion(ctx, changeGenesisRaises, workflow.DefaultVersion, 1) >= 1 {
+	if len(n.s.Plan.FoundationContainers) > 0 {
 		var res nodewire.FoundationResult
 		if err := n.exec(ctx, "genesis: raise the foundation's containers", a.RaiseFoundation, nodewire.ProbeInput{Plan: n.s.Plan.Ref(), Intent: n.intent}, &res); err != nil {
 			fail(err)
@@ -158,11 +158,8 @@ func (n *node) genesis(ctx workflow.Context) {
 // expected, so reconcile reasserts them. forward are host ports the owner's
 // container publishes: opened on the forward path too.
 func (n *node) openRules(ctx workflow.Context, owner string, ports []config.Port, forward ...config.Port) error {
-	if len(ports) == 0 {
-		if len(forward) == 0 {
-			return nil
-		}
-		taken(ctx, changeForwardMarks)
+	if len(ports) == 0 && len(forward) == 0 {
+		return nil
 	}
 	var res nodewire.RulesResult
 	in := nodewire.RulesInput{Plan: n.s.Plan.Ref(), Owner: owner, Ports: ports, Forward: forward, Intent: n.intent}

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/mock"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/workflow"
 
 	"adoption/activities"
 	"adoption/activities/watch"
@@ -77,20 +76,6 @@ func (s *NodeSuite) TestAttentionFollowsAFailedCutover() {
 	for ; (*got)[i] != AttentionCutoverFailed; i++ {
 	}
 	s.Equal("", (*got)[i+1], "cleared by the retry")
-}
-
-// A run recorded before changeAttention upserts no AdoptionAttention.
-func (s *NodeSuite) TestAttentionNotUpsertedBeforeItsChange() {
-	s.env.OnGetVersion(changeAttention, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	s.expectAdoption(time.Second)
-	mockCutover(s.env, &s.calls, "preflight web")
-	s.expectRelease()
-	got := s.attentionUpserts()
-	s.signal(time.Minute, SignalMigrate, "web")
-	s.signal(3*time.Minute, SignalRelease, "")
-	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipPlan()})
-	s.result()
-	s.Empty(*got)
 }
 
 // An agent that stops beating while its node idles: the watch's heartbeat

@@ -6,9 +6,9 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/workflow"
 
 	"adoption/activities"
+	"adoption/activities/watch"
 	"adoption/config"
 	"adoption/firewall/marks"
 )
@@ -93,65 +93,55 @@ func (s *NodeSuite) TestGenesisCollisionFixedByPlan() {
 	s.True(found, "a plan of another node must be refused")
 }
 
-// While adopted, marked rules are reasserted on a timer; what was put back
-// shows in status.
-func (s *NodeSuite) TestReconcileReassertsOnTimer() {
-	// Runs from before the node watched itself (watch_test.go has theirs).
-	s.env.OnGetVersion(changeNodeWatch, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	p := controlPlan()
-	p.ReconcileInterval = time.Minute
-	s.expectAdoption(time.Second)
-	s.env.OnActivity(a.CheckFoundationPorts, mock.Anything, mock.Anything).Return(&activities.CheckPortsResult{}, nil).Once()
-	s.env.OnActivity(a.OpenRules, mock.Anything, mock.Anything).
-		Return(&activities.RulesResult{Added: []marks.MarkedRule{marked("foundation", 5001), marked("foundation", 5432)}}, nil).Once()
-	reconciles := 0
-	s.env.OnActivity(a.Reconcile, mock.Anything, mock.MatchedBy(func(in activities.ReconcileInput) bool {
-		return len(in.Owners["foundation"]) == 2
-	})).Run(func(mock.Arguments) { reconciles++ }).Return(func(_ context.Context, _ activities.ReconcileInput) (*activities.RulesResult, error) {
-		if reconciles == 2 { // someone deleted one by hand before the second pass
-			return &activities.RulesResult{Added: []marks.MarkedRule{marked("foundation", 5432)}, Present: []marks.MarkedRule{marked("foundation", 5001)}}, nil
-		}
-		return &activities.RulesResult{Present: []marks.MarkedRule{marked("foundation", 5001), marked("foundation", 5432)}}, nil
-	})
-	s.expectRelease()
-	var after State
-	s.env.RegisterDelayedCallback(func() { after = s.query() }, 150*time.Second)
-	s.signal(210*time.Second, SignalRelease, "")
-	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: p})
-	s.result()
-	s.GreaterOrEqual(reconciles, 3)
-	s.Require().NotNil(after.LastReconcile)
-	s.Len(after.Marks, 2)
-	restored := false
-	for _, e := range after.Events {
-		if e.Text == "reconcile: 1 marked rule(s) had vanished and were put back: adoption:n1:foundation:5432/tcp ip/ufw-user-input" {
-			restored = true
-		}
-	}
-	s.True(restored, "status must say what reconcile put back: %+v", after.Events)
-}
-
 // A module whose container publishes host ports has its forward-path marks
-// reasserted by reconcile too, and a module rolled back is no longer
-// reasserted on either path.
-func (s *NodeSuite) TestReconcileReassertsForwardMarks() {
-	s.env.OnGetVersion(changeNodeWatch, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	p := testPlan()
-	p.ReconcileInterval = time.Minute
-	p.Modules[0].Container.Ports = map[string]string{"18025/tcp": "25/tcp"}
-	s.expectAdoption(time.Second)
-	mockCutover(s.env, &s.calls, "")
-	var seen []activities.ReconcileInput
-	s.env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
-		seen = append(seen, args[1].(activities.ReconcileInput))
-	}).Return(&activities.RulesResult{}, nil)
-	s.expectRelease()
-	s.signal(30*time.Second, SignalMigrate, "mail")
-	s.signal(150*time.Second, SignalRelease, "")
-	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: p})
-	s.result()
-	s.Require().NotEmpty(seen, "reconcile never ran")
-	last := seen[len(seen)-1]
-	s.Equal([]config.Port{{Num: 18025, Proto: "tcp"}}, last.Forward["mail"], "reconcile must reassert mail's published port on the forward path")
-	s.Equal([]config.Port{{Num: 25, Proto: "tcp"}}, last.Owners["mail"])
+// reasserted by the node's watch too, beside its input-path ones; a module
+// rolled back is no longer reasserted on either path (the watch goes on for
+// the module migrated before it).
+func (s *NodeSuite) TestWatchReassertsForwardMarks() {
+	for _, tc := range []struct {
+		name     string
+		failOnce string
+		migrated bool
+	}{
+		{"migrated", "", true},
+		{"rolled back", "healthy mail", false},
+	} {
+		s.Run(tc.name, func() {
+			s.SetupTest()
+			p := testPlan()
+			p.ReconcileInterval = time.Minute
+			p.Modules[0].Container.Ports = map[string]string{"18025/tcp": "25/tcp"}
+			s.expectAdoption(time.Second)
+			mockCutover(s.env, &s.calls, tc.failOnce)
+			s.env.RegisterActivity(&watch.Watcher{})
+			var seen []watch.Input
+			// The node answers every 20s: a watch cancelled by a request
+			// never reaches the mock.
+			s.env.OnActivity(watcher.Watch, mock.Anything, mock.Anything).After(20 * time.Second).Run(func(args mock.Arguments) {
+				seen = append(seen, args[1].(watch.Input))
+			}).Return(func(_ context.Context, in watch.Input) (*watch.Result, error) {
+				return &watch.Result{Digest: in.Known, Checked: true, Bound: true}, nil
+			})
+			s.expectRelease()
+			s.signal(30*time.Second, SignalMigrate, "web")
+			s.signal(90*time.Second, SignalMigrate, "mail")
+			s.signal(150*time.Second, SignalRelease, "")
+			s.env.ExecuteWorkflow(NodeMigration, Input{Plan: p})
+			st := s.result()
+			s.Equal(tc.migrated, st.module("mail").State == ModuleMigrated)
+			s.Require().GreaterOrEqual(len(seen), 3, "watches answered between the migrates and after them")
+			s.Equal([]config.Port{{Num: 8080, Proto: "tcp"}}, seen[0].Owners["web"])
+			s.Empty(seen[0].Owners["mail"])
+			last := seen[len(seen)-1]
+			s.True(last.Reconcile)
+			s.Equal([]config.Port{{Num: 8080, Proto: "tcp"}}, last.Owners["web"])
+			if !tc.migrated {
+				s.Empty(last.Owners["mail"], "a rolled-back module's marks are not reasserted")
+				s.Empty(last.Forward["mail"], "nor its forward-path ones")
+				return
+			}
+			s.Equal([]config.Port{{Num: 18025, Proto: "tcp"}}, last.Forward["mail"], "the watch must reassert mail's published port on the forward path")
+			s.Equal([]config.Port{{Num: 25, Proto: "tcp"}}, last.Owners["mail"])
+		})
+	}
 }

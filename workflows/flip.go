@@ -52,7 +52,7 @@ func (n *node) refusals(ctx workflow.Context) []string { return n.refusalsWith(c
 // refusalsWith is refusals with drift as given (a briefing's, measured now).
 func (n *node) refusalsWith(ctx workflow.Context, drift []nodewire.DriftItem) []string {
 	var why []string
-	if g := n.genesisBlocker(true); g != "" && workflow.GetVersion(ctx, changeFlipAfterGenesis, workflow.DefaultVersion, 1) >= 1 {
+	if g := n.genesisBlocker(true); g != "" {
 		why = append(why, g)
 	}
 	for _, m := range n.s.Modules {
@@ -102,7 +102,7 @@ const (
 )
 
 // previewApart is the preview apart after the node refused a flip as
-// stale, in two steps as in one round trip: the approving preview, or nil
+// stale: the approving preview, or nil
 // when the flip ends here (the preview failed, or refused: said either
 // way) with the phase back at prevPhase.
 func (n *node) previewApart(ctx workflow.Context, spec flipwire.MeshSpec, refused func(*flipwire.Preview), prevPhase Phase) *flipwire.Preview {
@@ -121,8 +121,9 @@ func (n *node) previewApart(ctx workflow.Context, spec flipwire.MeshSpec, refuse
 	return pv
 }
 
-// flip runs a preview and, only if it approves, the flip of exactly the
-// ruleset it approved: the found firewall out of force and the mesh's in,
+// flip runs the flip in one round trip to the node (fliptrip.go): the
+// node's own preview and, only if it approves, the flip of exactly the
+// ruleset it approved, the found firewall out of force and the mesh's in,
 // in one step; then the confirmation within flip.confirm_timeout (or the
 // revert, which the node's watchdog does by itself if this workflow
 // cannot), then the commit.
@@ -132,7 +133,7 @@ func (n *node) flip(ctx workflow.Context) {
 	// A control node's genesis with no recorded outcome (a state carried
 	// from before it was recorded, a node made control by a plan) is run
 	// first: an outcome not known is never flipped over. It is idempotent.
-	if n.s.Plan.Role == "control" && n.s.Genesis.State == "" && workflow.GetVersion(ctx, changeGenesisBeforeFlip, workflow.DefaultVersion, 1) >= 1 {
+	if n.s.Plan.Role == "control" && n.s.Genesis.State == "" {
 		n.genesis(ctx)
 	}
 	spec := MeshSpec(&n.s)
@@ -142,138 +143,19 @@ func (n *node) flip(ctx workflow.Context) {
 	}
 	// The workflow's own refusals need no round trip to refuse, but the
 	// operator is shown the whole preview: those flips preview apart.
-	var pv *flipwire.Preview
 	if len(n.refusals(ctx)) > 0 {
-		var err error
-		if pv, err = n.previewSpec(ctx, spec); err != nil {
+		pv, err := n.previewSpec(ctx, spec)
+		switch {
+		case err != nil:
 			n.s.LastError = "flip preview: " + errorMessage(err)
 			n.event(ctx, n.s.LastError)
 			return
-		}
-		if !pv.Approved {
+		case !pv.Approved:
 			refused(pv)
 			return
 		}
 	}
-	if pv == nil && n.oneTrip && !n.flipTrip(ctx, spec, refused) {
-		return
-	}
-	n.s.LastError = ""
-	prev, prevPhase := n.s.Flip, n.s.Phase
-	n.setPhase(ctx, PhaseFlipping)
-	n.s.FlipAttempts++
-	id := fmt.Sprintf("%s-%d", n.s.Node, n.s.FlipAttempts)
-	n.s.Flip = &FlipStatus{ID: id, State: FlipStateFlipping}
-	// back ends the flip as the node reports it: reverted, or never applied.
-	back := func(outcome, why string) {
-		n.s.Flip.State, n.s.Flip.Error = outcome, why
-		n.s.LastError = "flip " + id + " " + outcome + ": " + why
-		n.event(ctx, n.s.LastError)
-		n.setPhase(ctx, PhaseAdopted)
-	}
-	var fr nodewire.FlipResult
-	in := nodewire.FlipInput{Plan: n.s.Plan.Ref(), Spec: spec, ID: id, ConfirmTimeout: n.s.Plan.ConfirmTimeout, Intent: n.intent, Decisions: n.nodeFileDecisions(true)}
-	summary := "flip: replace the found firewall with the mesh's, in one transaction"
-	switch {
-	case pv == nil:
-		in.Preview = true
-		summary = "flip: preview on the node, then replace the found firewall with the mesh's, in one transaction"
-	default:
-		in.ExpectFound, in.ExpectDerived = pv.FoundFingerprint, pv.DerivedFingerprint
-	}
-	err := n.exec(ctx, summary, a.Flip, in, &fr)
-	if in.Preview && fr.Preview != nil {
-		n.s.LastPreview = fr.Preview
-	}
-	if in.Preview && err == nil && fr.State == nodewire.FlipPreviewRefused {
-		// Nothing was recorded or changed on the node: as if never tried.
-		n.s.Flip, n.s.FlipAttempts = prev, n.s.FlipAttempts-1
-		n.setPhase(ctx, prevPhase)
-		if fr.Preview == nil {
-			fr.Preview = &flipwire.Preview{Reasons: []string{"the node refused without saying why"}}
-		}
-		refused(fr.Preview)
-		return
-	}
-	var ae *temporal.ApplicationError
-	if in.Preview && errors.As(err, &ae) && ae.Type() == nodewire.ErrStalePreview {
-		// Nothing changed on the node. An agent older than
-		// FlipInput.Preview refuses a flip without expectations so, and a
-		// node whose firewall moved between its own preview and the
-		// transaction does too: both get the flip in four steps, once.
-		n.s.Flip.State = FlipStateNotApplied
-		n.event(ctx, "flip "+id+" not applied: "+errorMessage(err)+"; previewing apart, then flipping again")
-		if pv = n.previewApart(ctx, spec, refused, prevPhase); pv == nil {
-			return
-		}
-		n.s.FlipAttempts++
-		id = fmt.Sprintf("%s-%d", n.s.Node, n.s.FlipAttempts)
-		n.s.Flip = &FlipStatus{ID: id, State: FlipStateFlipping}
-		in.ID, in.Preview, in.ExpectFound, in.ExpectDerived = id, false, pv.FoundFingerprint, pv.DerivedFingerprint
-		fr = nodewire.FlipResult{}
-		err = n.exec(ctx, "flip: replace the found firewall with the mesh's, in one transaction", a.Flip, in, &fr)
-	}
-	if err != nil {
-		// Whatever the error says, the node's record decides: an outcome
-		// not known to be "not applied" is reverted.
-		switch n.revertFlip(ctx, id) {
-		case FlipStateConfirmed:
-			n.event(ctx, "flip "+id+": the node reports it confirmed; committing it")
-			n.commit(ctx)
-		case FlipStateNotApplied:
-			back(FlipStateNotApplied, errorMessage(err)+" (nothing was changed on the node)")
-		default:
-			back(FlipStateReverted, errorMessage(err))
-		}
-		return
-	}
-	n.s.Flip.State, n.s.Flip.Deadline = FlipStateFlipped, fr.Deadline
-	n.event(ctx, fmt.Sprintf("flipped (%s): confirming by %s", id, fr.Deadline.Format(time.RFC3339)))
-	n.publish(ctx)
-
-	// The operator must still get in: a management port answers from
-	// outside the node, or the flip reverts, saying why.
-	if workflow.GetVersion(ctx, changeFlipWitness, workflow.DefaultVersion, 1) >= 1 {
-		if why := n.witness(ctx); why != "" {
-			switch n.revertFlip(ctx, id) {
-			case FlipStateConfirmed:
-				n.event(ctx, "flip "+id+": the node reports it confirmed although "+why+"; committing it")
-				n.commit(ctx)
-			default:
-				back(FlipStateReverted, why)
-			}
-			return
-		}
-	}
-	// The confirmation must run by the deadline: reaching the worker at all
-	// proves the new ruleset still lets it talk to Temporal.
-	// The commit in it heartbeats, as CommitFlip does: an agent that dies
-	// there is retried by the next one, not after the deadline.
-	cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              NodeQueue(n.s.Node),
-		ScheduleToCloseTimeout: n.s.Plan.ConfirmTimeout,
-		HeartbeatTimeout:       heartbeatTimeout,
-		Summary:                "flip: confirm (declared ports answer, worker reaches Temporal), then commit",
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 5 * time.Second},
-	})
-	var cr nodewire.FlipResult
-	if err := workflow.ExecuteActivity(cctx, a.ConfirmFlip, nodewire.ConfirmInput{Plan: n.s.Plan.Ref(), ID: id, Commit: true, Intent: n.intent}).Get(ctx, &cr); err != nil {
-		// The confirmation may have gone through with its answer lost: the
-		// node says which.
-		switch n.revertFlip(ctx, id) {
-		case FlipStateConfirmed:
-			n.event(ctx, "flip "+id+": the confirmation's answer was lost ("+errorMessage(err)+"), but the node confirmed it; committing it")
-		default:
-			back(FlipStateReverted, fmt.Sprintf("not confirmed within %s: %s", n.s.Plan.ConfirmTimeout, errorMessage(err)))
-			return
-		}
-	}
-	if cr.State == FlipStateCommitted {
-		n.s.Flip.State = FlipStateConfirmed
-		n.committed(ctx, cr)
-		return
-	}
-	n.commit(ctx)
+	n.flipTrip(ctx, spec, refused, false)
 }
 
 // commit makes a confirmed flip final. A commit that fails leaves the node
@@ -390,34 +272,6 @@ func publishedPorts(m config.ModulePlan) []config.Port {
 		}
 	}
 	return out
-}
-
-// witness asks the orchestrator's own witness (package witness, on
-// TaskQueue, outside the node) to dial the node's management ports: at
-// flip.witness.address, else at the addresses the node's probe reported.
-// It returns why the flip must revert, or "" when the operator still gets
-// in.
-func (n *node) witness(ctx workflow.Context) string {
-	in, ok := n.witnessInput(ctx)
-	if !ok {
-		return ""
-	}
-	wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              TaskQueue,
-		StartToCloseTimeout:    time.Minute,
-		ScheduleToCloseTimeout: max(n.s.Plan.ConfirmTimeout/2, time.Minute),
-		Summary:                "flip: witness from outside the node (a management port answers)",
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 2 * time.Second, MaximumAttempts: 3, NonRetryableErrorTypes: []string{witness.ErrLockedOut}},
-	})
-	var w *witness.Witness
-	var res witness.Result
-	if err := workflow.ExecuteActivity(wctx, w.Witness, in).Get(ctx, &res); err != nil {
-		return "locked out, not confirmed: " + errorMessage(err)
-	}
-	if len(res.Answered) > 0 {
-		n.event(ctx, "witnessed from outside: "+strings.Join(res.Answered, ", "))
-	}
-	return ""
 }
 
 // witnessInput is what the witness dials (flip.witness.*, else the

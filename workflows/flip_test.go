@@ -1,7 +1,9 @@
 package workflows
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/stretchr/testify/mock"
@@ -12,7 +14,6 @@ import (
 	"adoption/activities"
 	"adoption/config"
 	"adoption/firewall/flip"
-	"adoption/witness"
 )
 
 // flipPlan is testPlan with only module web (no container), so a flip can
@@ -48,52 +49,25 @@ func (s *NodeSuite) TestFlipRefusedWhileModulePending() {
 	s.Equal([]string{"probe", "adopt", "preview", "release"}, s.calls)
 }
 
-// A flip that locks the operator out (the witness, outside the node, finds
-// no management port answering) is reverted through the node and never
-// confirmed; the state says why, and the node stays adopted.
-func (s *NodeSuite) TestFlipLockedOutReverts() {
-	s.twoTrips()
-	s.expectAdoption(time.Second)
-	mockCutover(s.env, &s.calls, "")
-	s.lockedOut = temporal.NewNonRetryableApplicationError("management port(s) of node n1 did not answer from 10.8.0.2: 22/tcp (192.0.2.1:22: i/o timeout)", witness.ErrLockedOut, nil)
-	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(s.record("flip")).
-		Return(&activities.FlipResult{State: "flipped", Preview: &flip.Preview{Approved: true, FoundFingerprint: "f1"}}, nil).Once()
-	s.env.OnActivity(a.RevertFlip, mock.Anything, mock.Anything).Run(s.record("revert")).
-		Return(&activities.FlipResult{State: FlipStateReverted}, nil).Once()
-	s.expectRelease()
-	var after State
-	s.env.RegisterDelayedCallback(func() {
-		s.env.SignalWorkflow(SignalMigrate, RequestInput{Module: "web"})
-		s.env.SignalWorkflow(SignalFlip, RequestInput{})
-	}, time.Minute)
-	s.env.RegisterDelayedCallback(func() { after = s.query() }, 10*time.Minute)
-	s.signal(11*time.Minute, SignalRelease, "")
-	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipPlan()})
-	s.result()
-	s.Equal([]string{"probe", "adopt", "preflight web", "open web", "flip", "revert", "release"}, s.calls)
-	s.Equal(PhaseAdopted, after.Phase)
-	s.Require().NotNil(after.Flip)
-	s.Equal(FlipStateReverted, after.Flip.State)
-	s.Contains(after.Flip.Error, "locked out, not confirmed: management port(s) of node n1 did not answer from 10.8.0.2")
+// recordTrip records a FlipTrip call as "fliptrip <id>" in s.calls.
+func (s *NodeSuite) recordTrip(args mock.Arguments) {
+	s.calls = append(s.calls, "fliptrip "+args[1].(activities.FlipTripInput).ID)
 }
 
-// Approved: the node previews and flips in one step, then confirms and
-// commits in one; converged, the workflow completes. A second flip signal,
-// and one sent while the cutover runs, flip once, after the cutover. The
-// spec carries the management port and the migrated module's port.
+// Approved: the node previews, flips, confirms and commits in one round
+// trip; converged, the workflow completes. A second flip signal, and one
+// sent while the cutover runs, flip once, after the cutover. The spec
+// carries the management port and the migrated module's port, and the
+// node's own preview is the one shown.
 func (s *NodeSuite) TestFlipOnceAfterCutover() {
-	s.twoTrips()
 	s.expectAdoption(time.Second)
 	mockCutover(s.env, &s.calls, "")
 	var spec flip.MeshSpec
-	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
-		in := args[1].(activities.FlipInput)
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		in := args[1].(activities.FlipTripInput)
 		spec = in.Spec
-		s.calls = append(s.calls, fmt.Sprintf("flip preview=%v expect=%q", in.Preview, in.ExpectFound+in.ExpectDerived))
-	}).Return(&activities.FlipResult{State: "flipped", Preview: &flip.Preview{Approved: true, FoundFingerprint: "f1"}}, nil).Once()
-	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
-		s.calls = append(s.calls, fmt.Sprintf("confirm commit=%v", args[1].(activities.ConfirmInput).Commit))
-	}).Return(&activities.FlipResult{State: FlipStateCommitted, Listing: "/x"}, nil).Once()
+		s.calls = append(s.calls, fmt.Sprintf("fliptrip preview=%v expect=%q", in.Preview, in.ExpectFound+in.ExpectDerived))
+	}).Return(&activities.FlipResult{ID: "n1-1", State: FlipStateCommitted, Listing: "/x", Preview: &flip.Preview{Approved: true, FoundFingerprint: "f1"}}, nil).Once()
 	s.env.RegisterDelayedCallback(func() {
 		s.env.SignalWorkflow(SignalMigrate, RequestInput{Module: "web"})
 		s.env.SignalWorkflow(SignalFlip, RequestInput{})
@@ -102,36 +76,53 @@ func (s *NodeSuite) TestFlipOnceAfterCutover() {
 	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipPlan()})
 	st := s.result()
 	s.Equal(PhaseConverged, st.Phase)
-	s.Equal([]string{"probe", "adopt", "preflight web", "open web", `flip preview=true expect=""`, "confirm commit=true"}, s.calls)
+	s.Equal([]string{"probe", "adopt", "preflight web", "open web", `fliptrip preview=true expect=""`}, s.calls)
+	refused := false
+	for _, e := range st.Events {
+		refused = refused || strings.HasSuffix(e.Text, "a flip of node n1 is already queued")
+	}
+	s.True(refused, "the second flip signal is refused as queued")
 	s.Equal([]flip.Allow{{Port: config.Port{Num: 22, Proto: "tcp"}, Owner: "management"}, {Port: config.Port{Num: 8080, Proto: "tcp"}, Owner: "web"}}, spec.Input)
-	s.Equal("committed", st.Flip.State)
+	s.Equal(FlipStateCommitted, st.Flip.State)
 	s.Equal("/x", st.Flip.Listing)
+	s.Equal(1, st.FlipAttempts)
 	s.Require().NotNil(st.LastPreview, "the node's own preview is the one shown")
 	s.Equal("f1", st.LastPreview.FoundFingerprint)
 }
 
-// Not confirmed in time: the workflow reverts (the watchdog may have
-// already) and the node stays adopted, saying why.
+// Not confirmed: the node's confirmation fails (a declared module does not
+// answer), or the node answers without having committed; either way the
+// workflow asks the node to revert (its watchdog may have already) and the
+// node stays adopted, saying why.
 func (s *NodeSuite) TestFlipNotConfirmedReverts() {
-	s.twoTrips()
-	p := flipPlan()
-	p.Modules = nil
-	s.expectAdoption(time.Second)
-	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Return(&activities.FlipResult{State: "flipped"}, nil).Once()
-	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Return(nil,
-		temporal.NewNonRetryableApplicationError("module web does not answer", "X", nil)).Once()
-	s.env.OnActivity(a.RevertFlip, mock.Anything, mock.Anything).Run(s.record("revert")).Return(&activities.FlipResult{}, nil).Once()
-	s.expectRelease()
-	var after State
-	s.signal(time.Minute, SignalFlip, "")
-	s.env.RegisterDelayedCallback(func() { after = s.query() }, 5*time.Minute)
-	s.signal(6*time.Minute, SignalRelease, "")
-	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: p})
-	s.result()
-	s.Equal(PhaseAdopted, after.Phase)
-	s.Equal("reverted", after.Flip.State)
-	s.Contains(after.LastError, "not confirmed within 1m0s")
-	s.Contains(s.calls, "revert")
+	for _, tc := range []struct {
+		name string
+		res  *activities.FlipResult
+		err  error
+		why  string
+	}{
+		{"confirmation failed", nil, temporal.NewNonRetryableApplicationError("module web does not answer its health check after the flip", "X", nil), "module web does not answer"},
+		{"answered uncommitted", &activities.FlipResult{ID: "n1-1", State: "flipped"}, nil, `the node answered "flipped", not committed`},
+	} {
+		s.Run(tc.name, func() {
+			s.SetupTest()
+			s.expectAdoption(time.Second)
+			s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(s.recordTrip).Return(tc.res, tc.err).Once()
+			s.env.OnActivity(a.RevertFlip, mock.Anything, mock.Anything).Run(s.record("revert")).Return(&activities.FlipResult{}, nil).Once()
+			s.expectRelease()
+			var after State
+			s.signal(time.Minute, SignalFlip, "")
+			s.env.RegisterDelayedCallback(func() { after = s.query() }, 5*time.Minute)
+			s.signal(6*time.Minute, SignalRelease, "")
+			s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
+			s.result()
+			s.Equal([]string{"probe", "adopt", "fliptrip n1-1", "revert", "release"}, s.calls)
+			s.Equal(PhaseAdopted, after.Phase)
+			s.Require().NotNil(after.Flip)
+			s.Equal(FlipStateReverted, after.Flip.State)
+			s.Contains(after.LastError, "flip n1-1 reverted: "+tc.why)
+		})
+	}
 }
 
 // flipOnly is flipPlan without modules: the preview approves at once.
@@ -147,13 +138,11 @@ func flipOnly() config.Plan {
 // the experiment that found this, the preview approved 22/tcp and the
 // flip applied 2222/tcp.
 func (s *NodeSuite) TestFlipAppliesWhatItsPreviewApproved() {
-	s.twoTrips()
 	s.expectAdoption(time.Second)
-	var flipped []activities.FlipInput
-	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).After(time.Minute).Run(func(args mock.Arguments) {
-		flipped = append(flipped, args[1].(activities.FlipInput))
-	}).Return(&activities.FlipResult{State: "flipped", Preview: &flip.Preview{Approved: true, FoundFingerprint: "f1", DerivedFingerprint: "d1"}}, nil).Once()
-	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Return(&activities.FlipResult{State: FlipStateCommitted}, nil).Once()
+	var flipped []activities.FlipTripInput
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).After(time.Minute).Run(func(args mock.Arguments) {
+		flipped = append(flipped, args[1].(activities.FlipTripInput))
+	}).Return(&activities.FlipResult{ID: "n1-1", State: FlipStateCommitted, Preview: &flip.Preview{Approved: true, FoundFingerprint: "f1", DerivedFingerprint: "d1"}}, nil).Once()
 	edited := flipOnly()
 	edited.ManagementPorts = []config.Port{{Num: 2222, Proto: "tcp"}}
 	var during error
@@ -181,10 +170,9 @@ func (s *NodeSuite) TestFlipAppliesWhatItsPreviewApproved() {
 // nothing was applied, so the node is adopted as before, with no flip
 // attempt counted and the node's reasons in status.
 func (s *NodeSuite) TestPreviewRefusedWhileFlipQueued() {
-	s.twoTrips()
 	s.expectAdoption(time.Second)
 	mockCutover(s.env, &s.calls, "")
-	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(s.record("flip")).Return(&activities.FlipResult{State: activities.FlipPreviewRefused,
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(s.recordTrip).Return(&activities.FlipResult{ID: "n1-1", State: activities.FlipPreviewRefused,
 		Preview: &flip.Preview{Reasons: []string{"9000/tcp would close: declare it or drop it"}}}, nil).Once()
 	s.expectRelease()
 	var after State
@@ -208,17 +196,15 @@ func (s *NodeSuite) TestPreviewRefusedWhileFlipQueued() {
 	s.Contains(after.LastError, "flip refused by the preview: 9000/tcp would close")
 	s.Require().NotNil(after.LastPreview)
 	s.False(after.LastPreview.Approved)
-	s.Equal([]string{"probe", "adopt", "preflight web", "open web", "flip", "release"}, s.calls)
+	s.Equal([]string{"probe", "adopt", "preflight web", "open web", "fliptrip n1-1", "release"}, s.calls)
 }
 
-// The confirmation went through on the node but its answer was lost: the
+// The node confirmed the flip but the round trip's answer was lost: the
 // workflow asks for a revert, the node answers "already confirmed" by its
 // own type, and the workflow goes on to commit. It never says reverted.
 func (s *NodeSuite) TestFlipConfirmAnswerLostCommits() {
-	s.twoTrips()
 	s.expectAdoption(time.Second)
-	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Return(&activities.FlipResult{State: "flipped"}, nil).Once()
-	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Run(s.record("confirm")).Return(nil,
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(s.recordTrip).Return(nil,
 		temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE, nil)).Once()
 	s.env.OnActivity(a.RevertFlip, mock.Anything, mock.Anything).Run(s.record("revert")).Return(nil,
 		temporal.NewNonRetryableApplicationError("flip n1-1 is already confirmed on this node: not reverting it", activities.ErrFlipConfirmed, nil)).Once()
@@ -228,50 +214,78 @@ func (s *NodeSuite) TestFlipConfirmAnswerLostCommits() {
 	st := s.result()
 	s.Equal(PhaseConverged, st.Phase)
 	s.Equal(FlipStateCommitted, st.Flip.State)
-	s.Equal([]string{"probe", "adopt", "confirm", "revert", "commit"}, s.calls)
+	s.Equal("/x", st.Flip.Listing)
+	s.Equal([]string{"probe", "adopt", "fliptrip n1-1", "revert", "commit"}, s.calls)
 	for _, e := range st.Events {
 		s.NotContains(e.Text, "reverted", "the workflow said reverted while the node kept the flip")
 	}
 }
 
-// The node's answer to the revert decides what the workflow says: a flip
-// the node never applied (stale) is "not-applied", not "reverted". A flip
-// refused as stale on the node's own preview (an agent that predates it
-// refuses so too) is tried once more in four steps: a preview apart, then
-// a flip of what it approved.
+// What the node says decides what the workflow says: a flip the node never
+// applied is "not-applied", not "reverted", and nothing is reverted for it.
+// Stale twice (the found firewall moved again after the preview apart
+// approved the second try) it is not tried a third time; a failed round
+// trip whose revert the node answers "never applied" is not-applied too.
 func (s *NodeSuite) TestFlipStaleIsNotApplied() {
-	s.twoTrips()
-	s.expectAdoption(time.Second)
-	s.expectPreview(true)
-	stale := temporal.NewNonRetryableApplicationError("the mesh's ruleset to apply is not the one the preview approved", activities.ErrStalePreview, nil)
-	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
-		in := args[1].(activities.FlipInput)
-		s.calls = append(s.calls, fmt.Sprintf("flip %s preview=%v expect=%q", in.ID, in.Preview, in.ExpectFound))
-	}).Return(nil, stale).Twice()
-	s.env.OnActivity(a.RevertFlip, mock.Anything, mock.Anything).Run(s.record("revert")).Return(&activities.FlipResult{State: FlipStateNotApplied}, nil).Once()
-	s.expectRelease()
-	var after State
-	s.signal(time.Minute, SignalFlip, "")
-	s.env.RegisterDelayedCallback(func() { after = s.query() }, 5*time.Minute)
-	s.signal(6*time.Minute, SignalRelease, "")
-	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
-	s.result()
-	s.Equal(PhaseAdopted, after.Phase)
-	s.Equal(FlipStateNotApplied, after.Flip.State)
-	s.Contains(after.LastError, "not the one the preview approved")
-	s.Contains(after.LastError, "nothing was changed")
-	s.Equal([]string{"probe", "adopt", `flip n1-1 preview=true expect=""`, "preview", `flip n1-2 preview=false expect="f1"`, "revert", "release"}, s.calls)
+	stale := func() error {
+		return temporal.NewNonRetryableApplicationError("the mesh's ruleset to apply is not the one the preview approved", activities.ErrStalePreview, nil)
+	}
+	for _, tc := range []struct {
+		name  string
+		setup func()
+		calls []string
+		why   string
+	}{
+		{"stale twice", func() {
+			s.expectPreview(true)
+			// A third try would be answered committed: it must not come.
+			tries := 0
+			s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(s.recordTrip).Return(func(context.Context, activities.FlipTripInput) (*activities.FlipResult, error) {
+				if tries++; tries <= 2 {
+					return nil, stale()
+				}
+				return &activities.FlipResult{State: FlipStateCommitted}, nil
+			})
+		}, []string{"probe", "adopt", "fliptrip n1-1", "preview", "fliptrip n1-2", "release"}, "not the one the preview approved"},
+		{"revert says never applied", func() {
+			s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(s.recordTrip).Return(nil,
+				temporal.NewNonRetryableApplicationError("the node lost its answer", "X", nil)).Once()
+			s.env.OnActivity(a.RevertFlip, mock.Anything, mock.Anything).Run(s.record("revert")).Return(&activities.FlipResult{State: FlipStateNotApplied}, nil).Once()
+		}, []string{"probe", "adopt", "fliptrip n1-1", "revert", "release"}, "the node lost its answer"},
+	} {
+		s.Run(tc.name, func() {
+			s.SetupTest()
+			s.expectAdoption(time.Second)
+			tc.setup()
+			s.expectRelease()
+			var after State
+			s.signal(time.Minute, SignalFlip, "")
+			s.env.RegisterDelayedCallback(func() { after = s.query() }, 5*time.Minute)
+			s.signal(6*time.Minute, SignalRelease, "")
+			s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
+			s.result()
+			s.Equal(tc.calls, s.calls)
+			s.Equal(PhaseAdopted, after.Phase)
+			s.Require().NotNil(after.Flip)
+			s.Equal(FlipStateNotApplied, after.Flip.State)
+			s.Contains(after.LastError, tc.why)
+			s.Contains(after.LastError, "nothing was changed")
+		})
+	}
 }
 
 // A commit that fails leaves the node flipping with the flip committing and
 // the reason in status; a release is refused meanwhile; `retry` runs the
 // commit again (sent as an Update, as the CLI does), and only its success
-// converges the node.
+// converges the node. In one round trip the node reports the flip
+// confirmed and its commit failed; the workflow learns it is confirmed
+// from the revert the node refuses, and commits.
 func (s *NodeSuite) TestFlipCommitFailsThenRetried() {
-	s.twoTrips()
 	s.expectAdoption(time.Second)
-	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Return(&activities.FlipResult{State: "flipped"}, nil).Once()
-	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Return(&activities.FlipResult{}, nil).Once()
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(s.recordTrip).Return(nil,
+		temporal.NewNonRetryableApplicationError("flip n1-1 is confirmed; its commit failed: remove the predecessor's firewall: device busy", "X", nil)).Once()
+	s.env.OnActivity(a.RevertFlip, mock.Anything, mock.Anything).Run(s.record("revert")).Return(nil,
+		temporal.NewNonRetryableApplicationError("flip n1-1 is already confirmed on this node: not reverting it", activities.ErrFlipConfirmed, nil)).Once()
 	s.env.OnActivity(a.CommitFlip, mock.Anything, mock.Anything).Run(s.record("commit")).Return(nil,
 		temporal.NewNonRetryableApplicationError("remove the predecessor's firewall: device busy", "X", nil)).Once()
 	s.env.OnActivity(a.CommitFlip, mock.Anything, mock.Anything).Run(s.record("commit")).Return(&activities.FlipResult{Listing: "/x"}, nil).Once()
@@ -308,7 +322,9 @@ func (s *NodeSuite) TestFlipCommitFailsThenRetried() {
 	s.Contains(again.Error(), "waits for its commit: adopt retry n1")
 	s.Equal(PhaseConverged, st.Phase)
 	s.Equal(FlipStateCommitted, st.Flip.State)
-	s.Equal([]string{"probe", "adopt", "commit", "commit"}, s.calls)
+	s.Equal("/x", st.Flip.Listing)
+	s.Equal(1, st.FlipAttempts)
+	s.Equal([]string{"probe", "adopt", "fliptrip n1-1", "revert", "commit", "commit"}, s.calls)
 }
 
 // Bad input: a retry when no commit (nor adoption, nor genesis) failed is

@@ -1,4 +1,4 @@
-// The flip in one round trip (changeFlipOneTrip): one activity on the node
+// The flip, in one round trip to the node: one activity on the node
 // previews, applies, proves the way out, confirms and commits; the
 // orchestrator's witness runs beside it, and the node learns its verdict
 // from the witness's heartbeat (witness/verdict.go) or, an older agent or
@@ -41,15 +41,9 @@ const errNotRegistered = "ActivityNotRegisteredError"
 
 // flipTrip is the flip in one round trip to the node. The fleet is not told
 // of the flipping phase (nothing it acts on changes): only of the node
-// converged, or back as it was. It reports true when the node's agent
-// predates FlipTrip: nothing was tried, and the caller flips in two.
-func (n *node) flipTrip(ctx workflow.Context, spec flipwire.MeshSpec, refused func(*flipwire.Preview)) bool {
-	return n.flipTripOnce(ctx, spec, refused, false)
-}
-
-// flipTripOnce is flipTrip; again says this is the one more try after a
-// stale refusal, which is not tried again.
-func (n *node) flipTripOnce(ctx workflow.Context, spec flipwire.MeshSpec, refused func(*flipwire.Preview), again bool) bool {
+// converged, or back as it was. again says this is the one more try after
+// a stale refusal, which is not tried again.
+func (n *node) flipTrip(ctx workflow.Context, spec flipwire.MeshSpec, refused func(*flipwire.Preview), again bool) {
 	n.s.LastError = ""
 	prev, prevPhase := n.s.Flip, n.s.Phase
 	n.quiet = true
@@ -89,12 +83,12 @@ func (n *node) flipTripOnce(ctx workflow.Context, spec flipwire.MeshSpec, refuse
 			fr.Preview = &flipwire.Preview{Reasons: []string{"the node refused without saying why"}}
 		}
 		refused(fr.Preview)
-		return false
+		return
 	}
 	if err == nil && fr.State == FlipStateCommitted {
 		switch {
 		case !in.Witness:
-		case n.verdictCarried && fr.Witness != nil && fr.Witness.ID == id && fr.Witness.State == nodewire.WitnessAnswered:
+		case fr.Witness != nil && fr.Witness.ID == id && fr.Witness.State == nodewire.WitnessAnswered:
 			// The node committed on the witness's answer and says which:
 			// the flip goes on in this task. The witness ends on its own
 			// (its verdict, when it completes, is the same).
@@ -112,15 +106,16 @@ func (n *node) flipTripOnce(ctx workflow.Context, spec flipwire.MeshSpec, refuse
 		n.s.Flip.State = FlipStateConfirmed
 		n.quiet = false
 		n.committed(ctx, fr)
-		return false
+		return
 	}
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) && ae.Type() == errNotRegistered {
 		n.s.Flip, n.s.FlipAttempts = prev, n.s.FlipAttempts-1
 		n.quiet = false
 		n.setPhase(ctx, prevPhase)
-		n.event(ctx, "flip "+id+" not tried: the node's agent predates the flip in one round trip ("+errorMessage(err)+"); flipping in two")
-		return true
+		n.s.LastError = "flip " + id + " not tried: node " + n.s.Node + "'s agent predates the flip in one round trip (" + errorMessage(err) + "); nothing changed on the node: upgrade adopt-worker on it to this release, then flip again"
+		n.event(ctx, n.s.LastError)
+		return
 	}
 	if errors.As(err, &ae) && (ae.Type() == nodewire.ErrStalePreview || ae.Type() == nodewire.ErrFlipNotApplied) {
 		if ae.Type() == nodewire.ErrStalePreview && !again {
@@ -128,10 +123,10 @@ func (n *node) flipTripOnce(ctx workflow.Context, spec flipwire.MeshSpec, refuse
 			n.s.Flip.State, n.s.Flip.Error = FlipStateNotApplied, errorMessage(err)
 			n.quiet = false
 			n.staleAgain(ctx, spec, refused, prevPhase)
-			return false
+			return
 		}
 		back(FlipStateNotApplied, errorMessage(err)+" (nothing was changed on the node)")
-		return false
+		return
 	}
 	if err == nil {
 		err = fmt.Errorf("the node answered %q, not committed", fr.State)
@@ -147,17 +142,16 @@ func (n *node) flipTripOnce(ctx workflow.Context, spec flipwire.MeshSpec, refuse
 	default:
 		back(FlipStateReverted, errorMessage(err))
 	}
-	return false
 }
 
 // staleAgain follows a flip the node refused as stale (its firewall moved
-// between its own preview and the transaction), as the flip in two steps
-// does: previewed apart once, so the operator sees what moved; flipped once
-// more only if that preview approves.
+// between its own preview and the transaction): previewed apart once, so
+// the operator sees what moved; flipped once more only if that preview
+// approves.
 func (n *node) staleAgain(ctx workflow.Context, spec flipwire.MeshSpec, refused func(*flipwire.Preview), prevPhase Phase) {
 	n.event(ctx, "flip "+n.s.Flip.ID+" not applied: the found firewall moved during the flip; previewing apart, then flipping again if it approves")
 	if n.previewApart(ctx, spec, refused, prevPhase) != nil {
-		n.flipTripOnce(ctx, spec, refused, true)
+		n.flipTrip(ctx, spec, refused, true)
 	}
 }
 

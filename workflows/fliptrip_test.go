@@ -13,8 +13,10 @@ import (
 	"adoption/witness"
 )
 
-// Workflow tests of the flip in one round trip (changeFlipOneTrip): one
-// node activity, the witness beside it, its verdict by query.
+// Workflow tests of the flip in one round trip, the node's only flip: one
+// node activity, the witness beside it, its verdict by query; an agent
+// that predates it is refused. flip_test.go has the flip's outcomes that
+// the node's record decides (revert, commit, not applied).
 
 // verdictAt queries the witness's verdict on flip id at time at.
 func (s *NodeSuite) verdictAt(at time.Duration, id string, into *activities.WitnessVerdict) {
@@ -206,23 +208,32 @@ func (s *NodeSuite) TestFlipTripPreviewRefused() {
 	s.False(after.LastPreview.Approved)
 }
 
-// An agent older than FlipTrip does not know it: nothing was tried, and
-// the same request flips in two round trips, counted once.
-func (s *NodeSuite) TestFlipTripOlderAgentFlipsInTwo() {
+// An agent older than FlipTrip does not know it: the flip is refused with
+// nothing else tried (no other flip activity, no revert), no attempt
+// counted, the node adopted as before and LastError naming the upgrade. The
+// same flip once the agent is upgraded converges, as the first attempt.
+func (s *NodeSuite) TestFlipTripOlderAgentRefused() {
 	s.expectAdoption(time.Second)
 	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(s.record("fliptrip")).
 		Return(nil, temporal.NewNonRetryableApplicationError("unable to find activityType=FlipTrip", errNotRegistered, nil)).Once()
-	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(s.record("flip")).
-		Return(&activities.FlipResult{State: "flipped", Preview: &flip.Preview{Approved: true}}, nil).Once()
-	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Run(s.record("confirm")).
-		Return(&activities.FlipResult{State: FlipStateCommitted}, nil).Once()
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(s.recordTrip).
+		Return(&activities.FlipResult{ID: "n1-1", State: FlipStateCommitted}, nil).Once()
+	var refused State
 	s.signal(time.Minute, SignalFlip, "")
+	s.env.RegisterDelayedCallback(func() { refused = s.query() }, 5*time.Minute)
+	s.signal(6*time.Minute, SignalFlip, "")
 	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
 	st := s.result()
-	s.Equal([]string{"probe", "adopt", "fliptrip", "flip", "confirm"}, s.calls)
+	s.Equal(PhaseAdopted, refused.Phase)
+	s.Nil(refused.Flip)
+	s.Zero(refused.FlipAttempts)
+	s.Contains(refused.LastError, "node n1's agent predates the flip in one round trip")
+	s.Contains(refused.LastError, "nothing changed on the node: upgrade adopt-worker on it")
+	s.Equal([]string{"probe", "adopt", "fliptrip", "fliptrip n1-1"}, s.calls)
 	s.Equal(PhaseConverged, st.Phase)
 	s.Equal(1, st.FlipAttempts)
 	s.Equal("n1-1", st.Flip.ID)
+	s.Empty(st.LastError)
 }
 
 // The node refuses the flip as stale (its firewall moved between its own

@@ -91,7 +91,6 @@ func (s *NodeSuite) TestFlipRefusedWhileGenesisFailed() {
 // served), genesis raises and opens, and the derived ruleset carries the
 // foundation's ports, its published one on the forward path too.
 func (s *NodeSuite) TestFlipRunsGenesisWithNoRecordedOutcome() {
-	s.twoTrips()
 	p := foundationPlan()
 	p.ConfirmTimeout = time.Minute
 	p.ManagementPorts = []config.Port{{Num: 22, Proto: "tcp"}}
@@ -105,12 +104,10 @@ func (s *NodeSuite) TestFlipRunsGenesisWithNoRecordedOutcome() {
 		return in.Owner == "foundation" && len(in.Ports) == 1 && in.Ports[0] == registry.Port && len(in.Forward) == 1 && in.Forward[0] == registry.Port
 	})).Run(s.record("open")).Return(&activities.RulesResult{Added: []marks.MarkedRule{marked("foundation", 5001)}}, nil).Once()
 	var spec flip.MeshSpec
-	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
-		spec = args[1].(activities.FlipInput).Spec
-		s.calls = append(s.calls, "flip")
-	}).Return(&activities.FlipResult{State: "flipped", Preview: &flip.Preview{Approved: true, FoundFingerprint: "f1"}}, nil).Once()
-	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Run(s.record("confirm")).
-		Return(&activities.FlipResult{State: FlipStateCommitted}, nil).Once()
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		spec = args[1].(activities.FlipTripInput).Spec
+		s.calls = append(s.calls, "fliptrip")
+	}).Return(&activities.FlipResult{ID: "n1-1", State: FlipStateCommitted, Preview: &flip.Preview{Approved: true, FoundFingerprint: "f1"}}, nil).Once()
 	var updErr error
 	accepted := false
 	s.env.RegisterDelayedCallback(func() {
@@ -122,7 +119,8 @@ func (s *NodeSuite) TestFlipRunsGenesisWithNoRecordedOutcome() {
 	st := s.result()
 	s.Require().NoError(updErr)
 	s.True(accepted, "a flip with genesis not yet decided is decided when served")
-	s.Equal([]string{"check", "raise", "open", "flip", "confirm"}, s.calls)
+	s.Equal([]string{"check", "raise", "open", "fliptrip"}, s.calls)
+	s.Equal(PhaseConverged, st.Phase)
 	s.Equal("done", st.Genesis.State)
 	s.Contains(spec.Input, flip.Allow{Port: registry.Port, Owner: "foundation"})
 	s.Equal([]flip.Allow{{Port: registry.Port, Owner: "foundation"}}, spec.Forward)

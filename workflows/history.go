@@ -22,10 +22,6 @@ import (
 	"adoption/activities/nodewire"
 )
 
-// agentWait is how long an activity of a run from before changeUntimedSteps
-// may wait before its query says that the node's agent may be down.
-const agentWait = 5 * time.Minute
-
 // interactiveTimeout bounds an activity an operator waits for (the preview
 // Update): the agent down must answer the CLI, not hang it, nor hold the
 // Update open and with it the workflow's continue-as-new.
@@ -71,10 +67,8 @@ func activityName(fn any) string {
 
 // exec runs a node activity on the node's own queue. While the node's agent
 // is down the activity simply waits in its queue, where status finds it
-// (the CLI's and the Web UI's pending activities); a run from before
-// changeUntimedSteps also raced one timer, cancelled when the activity
-// ended first, after which its query said what it waited for. A refusal
-// comes back at once; a transient failure is retried.
+// (the CLI's and the Web UI's pending activities). A refusal comes back at
+// once; a transient failure is retried.
 func (n *node) exec(ctx workflow.Context, summary string, fn, in, out any) error {
 	opts := workflow.ActivityOptions{
 		TaskQueue:           NodeQueue(n.s.Node),
@@ -101,29 +95,8 @@ func (n *node) exec(ctx workflow.Context, summary string, fn, in, out any) error
 		opts.ScheduleToCloseTimeout = interactiveTimeout
 	}
 	f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), fn, in)
-	if n.untimed {
-		err := n.signHint(ctx, n.answered(f.Get(ctx, out), opts))
-		if n.attention && n.s.Waiting != "" { // the agent answered: not silent (watch.go)
-			n.s.Waiting = ""
-			n.publish(ctx)
-		}
-		return err
-	}
-	tctx, cancel := workflow.WithCancel(ctx)
-	timer := workflow.NewTimer(tctx, agentWait)
-	waited := false
-	sel := workflow.NewSelector(ctx)
-	sel.AddFuture(f, func(workflow.Future) {})
-	sel.AddFuture(timer, func(workflow.Future) { waited = true })
-	sel.Select(ctx)
-	if waited {
-		n.s.Waiting = fmt.Sprintf("%q has not finished after %s on task queue %s: if adopt-worker is not running on node %s, it waits for it", summary, agentWait, NodeQueue(n.s.Node), n.s.Node)
-		n.publish(ctx)
-	} else {
-		cancel()
-	}
 	err := n.signHint(ctx, n.answered(f.Get(ctx, out), opts))
-	if n.s.Waiting != "" {
+	if n.s.Waiting != "" { // the agent answered: not silent (watch.go)
 		n.s.Waiting = ""
 		n.publish(ctx)
 	}

@@ -6,41 +6,28 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
-	"go.temporal.io/sdk/workflow"
 
 	"adoption/activities"
 )
 
 // While the node's agent does not answer, the activity is scheduled once
 // (no resubmission) and waits in its queue with no timer beside it: status
-// finds it among the pending activities. A run from before
-// changeUntimedSteps raced a timer, and its query said what it waited for;
-// once the agent answered, the note went.
+// finds it among the pending activities, and the state says nothing of a
+// wait meanwhile or after.
 func (s *NodeSuite) TestDownAgentWaitsOnce() {
-	for _, untimed := range []bool{true, false} {
-		s.Run(map[bool]string{true: "untimed", false: "before untimed-steps"}[untimed], func() {
-			s.SetupTest()
-			if !untimed {
-				s.env.OnGetVersion(changeUntimedSteps, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-			}
-			s.expectAdoption(8 * time.Minute)
-			s.expectRelease()
-			var during, after State
-			s.env.RegisterDelayedCallback(func() { during = s.query() }, 6*time.Minute)
-			s.env.RegisterDelayedCallback(func() { after = s.query() }, 9*time.Minute)
-			s.signal(10*time.Minute, SignalRelease, "")
-			s.env.ExecuteWorkflow(NodeMigration, Input{Plan: testPlan()})
+	s.expectAdoption(8 * time.Minute)
+	s.expectRelease()
+	var during, after State
+	s.env.RegisterDelayedCallback(func() { during = s.query() }, 6*time.Minute)
+	s.env.RegisterDelayedCallback(func() { after = s.query() }, 9*time.Minute)
+	s.signal(10*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: testPlan()})
 
-			s.result()
-			if untimed {
-				s.Empty(during.Waiting)
-			} else {
-				s.Contains(during.Waiting, `"probe the node (read-only)" has not finished after 5m0s on task queue adoption-node-n1`)
-			}
-			s.Equal("", after.Waiting)
-			s.Equal([]string{"probe", "adopt", "release"}, s.calls, "the probe must be scheduled once")
-		})
-	}
+	s.result()
+	s.Equal(PhaseProbing, during.Phase)
+	s.Empty(during.Waiting)
+	s.Empty(after.Waiting)
+	s.Equal([]string{"probe", "adopt", "release"}, s.calls, "the probe must be scheduled once")
 }
 
 // A request still queued when the workflow ends is answered in its state

@@ -44,8 +44,6 @@ func (s *NodeSuite) TestIntentsTravelWithTheirRequests() {
 			got["release"] = in.Intent
 			return &activities.ReleaseResult{}, nil
 		}).Once()
-	s.env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(&activities.RulesResult{}, nil).Maybe()
-	s.env.OnActivity(a.CheckDrift, mock.Anything, mock.Anything).Return(&activities.DriftResult{}, nil).Maybe()
 	s.env.RegisterDelayedCallback(func() {
 		s.env.SignalWorkflow(SignalMigrate, RequestInput{Module: "web", Intent: mig})
 	}, time.Minute)

@@ -35,7 +35,6 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 	// Only a migrate queued twice (before validate saw new modules queued)
 	// gets here.
 	if m.State == ModuleMigrated {
-		taken(ctx, changeNewModuleChecks)
 		n.event(ctx, "skipped migrate "+module+": it is already migrated (requested twice)")
 		return
 	}
@@ -126,9 +125,9 @@ func (n *node) migrate(ctx workflow.Context, module string) {
 	}
 	for _, st := range []stepDef{
 		{"create container", a.CutoverCreate, nodewire.CutoverInput{Plan: n.s.Plan.Ref(), Module: module, Predecessor: pre.Predecessor, Intent: n.intent, Decisions: in.Decisions}, mp.Container != nil},
-		{"converge files", a.ConvergeFiles, in, len(mp.Files) > 0 && (mp.Container == nil || !filesAtSwap(ctx))},
+		{"converge files", a.ConvergeFiles, in, len(mp.Files) > 0 && mp.Container == nil},
 		{"swap containers", a.CutoverSwap, in, mp.Container != nil},
-		{"wait healthy", a.CutoverWaitHealthy, in, mp.Container != nil || (mp.Health != nil && healthWithoutContainer(ctx))},
+		{"wait healthy", a.CutoverWaitHealthy, in, mp.Container != nil || mp.Health != nil},
 	} {
 		if !st.when {
 			continue
@@ -212,19 +211,4 @@ func (n *node) prune(ctx workflow.Context) {
 		return
 	}
 	n.event(ctx, fmt.Sprintf("pruned %d predecessor container(s): %s", len(res.Files), strings.Join(res.Files, ", ")))
-}
-
-// filesAtSwap: a container module's files converge inside its swap (the
-// agent's CutoverSwap), not as a step before it. Asked only for a module
-// with a container and files, so other histories carry no marker.
-func filesAtSwap(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeFilesAtSwap, workflow.DefaultVersion, 1) >= 1
-}
-
-// healthWithoutContainer: the declared health of a module that has no
-// container (a host service) is checked before it counts as migrated.
-// Asked only for such a module, so other histories carry no marker.
-func healthWithoutContainer(ctx workflow.Context) bool {
-	taken(ctx, changeHealthWithoutContainer)
-	return true
 }

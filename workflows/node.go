@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -33,26 +32,12 @@ var a *nodewire.Activities
 type node struct {
 	s    State
 	told NodeProgress // last progress signalled to the fleet
-	// When the periodic jobs are next due (not carried across
-	// continue-as-new: a new run starts its timers afresh).
-	nextReconcile, nextDrift time.Time
-	// oneTrip: the flip takes one (changeFlipOneTrip, fliptrip.go).
-	oneTrip bool
-	// verdictCarried: that flip goes on with the witness's verdict the
-	// node's result carries (changeFlipVerdictCarried).
-	verdictCarried bool
-	// untimed: node activities wait without the agent-may-be-down timer
-	// (changeUntimedSteps).
-	untimed bool
 	// quiet: the fleet is not told of a phase while it is set (a flip in
 	// one round trip tells it only how the flip ended).
 	quiet bool
 	// verdict is the witness's on the flip in one round trip, for the
 	// node's query.
 	verdict nodewire.WitnessVerdict
-	// watching: the node's agent checks in its own loop and the workflow
-	// waits on its watch (changeNodeWatch).
-	watching bool
 	// upserted is the node, phase and attention last written to the
 	// search attributes in this run: they are upserted only when they
 	// change.
@@ -68,8 +53,6 @@ type node struct {
 	intent *intent.Signed
 	// serving is the request being served ("" kind: the adoption).
 	serving Request
-	// attention: the run keeps AdoptionAttention (changeAttention).
-	attention bool
 }
 
 // NodeMigration holds a node's adoption for as long as it lasts: probe and
@@ -89,9 +72,6 @@ func NodeMigration(ctx workflow.Context, in Input) (*State, error) {
 	if err := n.register(ctx); err != nil {
 		return nil, err
 	}
-	taken(ctx, changeBoundedHistory)
-	n.untimed = workflow.GetVersion(ctx, changeUntimedSteps, workflow.DefaultVersion, 1) >= 1
-	n.attention = workflow.GetVersion(ctx, changeAttention, workflow.DefaultVersion, 1) >= 1
 	return n.run(ctx)
 }
 
@@ -105,49 +85,21 @@ func (n *node) run(ctx workflow.Context) (*State, error) {
 		}
 	}
 	n.publish(ctx)
-	now := workflow.Now(ctx)
-	n.nextReconcile, n.nextDrift = now.Add(n.s.Plan.ReconcileInterval), now.Add(n.s.Plan.DriftInterval)
-	taken(ctx, changeDriftChecks)
-	// Decided here, once a run, not in the flip: each GetVersion costs a
-	// marker and a search attribute upsert, which the flip's first task
-	// would otherwise carry while 50 nodes flip at once.
-	// The flip in four round trips (before changeFlipTwoSteps, and before
-	// changeFlipHolds) is retired: no kept history needs it.
-	taken(ctx, changeFlipTwoSteps)
-	taken(ctx, changeFlipHolds)
-	n.oneTrip = workflow.GetVersion(ctx, changeFlipOneTrip, workflow.DefaultVersion, 1) >= 1
-	if n.oneTrip {
-		n.verdictCarried = workflow.GetVersion(ctx, changeFlipVerdictCarried, workflow.DefaultVersion, 1) >= 1
-	}
-	n.watching = workflow.GetVersion(ctx, changeNodeWatch, workflow.DefaultVersion, 1) >= 1
 	for {
 		ready := func() bool {
 			return len(n.s.Queue) > 0 || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
 		}
-		// While adopted, two jobs run on timers between requests: marked
-		// rules are reasserted (the found firewall's boot-time service may
-		// reload it without them), and drift is looked for.
-		if n.watching {
-			// The node checks in its own loop; the workflow hears only
-			// changes, and an idle node writes nothing to the history.
-			if n.watchDue() {
-				got, err := n.watchNode(ctx, ready)
-				if err != nil {
-					return &n.s, err
-				}
-				if !got {
-					continue
-				}
-			} else if err := workflow.Await(ctx, ready); err != nil {
-				return &n.s, err
-			}
-		} else if wait := n.untilPeriodic(ctx); wait > 0 {
-			ok, err := n.awaitWithTimeout(ctx, wait, ready)
+		// While adopted, two jobs run between requests: marked rules are
+		// reasserted (the found firewall's boot-time service may reload it
+		// without them), and drift is looked for. The node checks in its
+		// own loop; the workflow hears only changes, and an idle node
+		// writes nothing to the history.
+		if n.watchDue() {
+			got, err := n.watchNode(ctx, ready)
 			if err != nil {
 				return &n.s, err
 			}
-			if !ok {
-				n.periodic(ctx)
+			if !got {
 				continue
 			}
 		} else if err := workflow.Await(ctx, ready); err != nil {
@@ -249,12 +201,7 @@ func (n *node) setPhase(ctx workflow.Context, p Phase) {
 // visibility, always shown) and current details (the Web UI, while a worker
 // runs).
 func (n *node) publish(ctx workflow.Context) {
-	if !n.attention {
-		if key := n.s.Node + "/" + string(n.s.Phase); key != n.upserted {
-			_ = workflow.UpsertTypedSearchAttributes(ctx, AttrNode.ValueSet(n.s.Node), AttrPhase.ValueSet(string(n.s.Phase)))
-			n.upserted = key
-		}
-	} else if att := Attention(&n.s); n.s.Node+"/"+string(n.s.Phase)+"/"+att != n.upserted {
+	if att := Attention(&n.s); n.s.Node+"/"+string(n.s.Phase)+"/"+att != n.upserted {
 		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrNode.ValueSet(n.s.Node), AttrPhase.ValueSet(string(n.s.Phase)), AttrAttention.ValueSet(att))
 		n.upserted = n.s.Node + "/" + string(n.s.Phase) + "/" + att
 	}

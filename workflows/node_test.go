@@ -55,12 +55,6 @@ func (s *NodeSuite) SetupTest() {
 
 func (s *NodeSuite) TearDownTest() { s.env.AssertExpectations(s.T()) }
 
-// twoTrips makes the run flip as before changeFlipOneTrip: in two round
-// trips to the node, the witness between them.
-func (s *NodeSuite) twoTrips() {
-	s.env.OnGetVersion(changeFlipOneTrip, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-}
-
 func testPlan() config.Plan {
 	return config.Plan{
 		Node: "n1", Role: "member",

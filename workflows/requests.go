@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -74,12 +73,9 @@ func (n *node) register(ctx workflow.Context) error {
 			// The node's own plan sent again changes nothing: not applied,
 			// so no "plan updated" and no module state rebuilt.
 			if in.Plan != nil && in.Plan.Hash() != n.s.Plan.Hash() {
-				if workflow.GetVersion(ctx, changePreviewPlanOnAccept, workflow.DefaultVersion, 1) >= 1 {
-					pv, err := n.previewPlan(interactive(ctx), *in.Plan)
-					n.publish(ctx)
-					return pv, err
-				}
-				n.applyPlan(ctx, *in.Plan) // runs recorded before: applied first, whatever the node said
+				pv, err := n.previewPlan(interactive(ctx), *in.Plan)
+				n.publish(ctx)
+				return pv, err
 			}
 			// The operator waits for this answer: bounded (history.go).
 			pv, err := n.preview(interactive(ctx))
@@ -159,10 +155,6 @@ func (n *node) drainSignals(ctx workflow.Context) {
 
 func (n *node) onSignal(ctx workflow.Context, kind string, in RequestInput) {
 	err := n.validate(kind, in)
-	var since refusedSince
-	if errors.As(err, &since) {
-		taken(ctx, since.change)
-	}
 	if err != nil {
 		n.event(ctx, "refused "+describe(kind, in.Module)+": "+err.Error())
 		workflow.GetLogger(ctx).Warn("request refused", "kind", kind, "module", in.Module, "reason", err.Error())
@@ -171,17 +163,6 @@ func (n *node) onSignal(ctx workflow.Context, kind string, in RequestInput) {
 	}
 	n.enqueue(ctx, kind, in)
 }
-
-// refusedSince is a refusal that validate makes since change: on the
-// signal path the refusal records change's marker (taken), as the runs
-// recorded with it do.
-type refusedSince struct {
-	change string
-	err    error
-}
-
-func (r refusedSince) Error() string { return r.err.Error() }
-func (r refusedSince) Unwrap() error { return r.err }
 
 func (n *node) enqueue(ctx workflow.Context, kind string, in RequestInput) {
 	module := in.Module
@@ -245,10 +226,10 @@ func (n *node) validate(kind string, in RequestInput) error {
 			// it queued: the queue is asked instead. Queued twice, the
 			// second cutover found it migrated and failed it for good.
 			if queued(SignalMigrate, module) || queued(SignalRetry, module) {
-				return refusedSince{changeNewModuleChecks, fmt.Errorf("module %s is already queued (it is new in the plan a queued request carries): adopt status %s shows the queue", module, n.s.Node)}
+				return fmt.Errorf("module %s is already queued (it is new in the plan a queued request carries): adopt status %s shows the queue", module, n.s.Node)
 			}
 			if n.s.Phase == PhaseFlipping {
-				return refusedSince{changeNewModuleChecks, fmt.Errorf("node %s is flipping: no module can migrate now", n.s.Node)}
+				return fmt.Errorf("node %s is flipping: no module can migrate now", n.s.Node)
 			}
 			return nil
 		}

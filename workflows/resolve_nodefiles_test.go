@@ -18,7 +18,6 @@ import (
 // it, refuses a key the preview did not name, and the next flip carries
 // the signed decision to the node.
 func (s *NodeSuite) TestNodeFileConflictResolvedThenFlipped() {
-	s.twoTrips()
 	const path = "/etc/ssh/sshd_config.d/10-mesh.conf"
 	p := flipPlan()
 	p.Modules = nil
@@ -26,16 +25,15 @@ func (s *NodeSuite) TestNodeFileConflictResolvedThenFlipped() {
 	s.expectAdoption(time.Second)
 	decided := &intent.Signed{Payload: []byte("resolve"), Signature: []byte("sig")}
 	var sent [][]activities.FileDecision
-	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
-		sent = append(sent, args[1].(activities.FlipInput).Decisions)
-	}).Return(&activities.FlipResult{State: activities.FlipPreviewRefused, Preview: &flip.Preview{
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		sent = append(sent, args[1].(activities.FlipTripInput).Decisions)
+	}).Return(&activities.FlipResult{ID: "n1-1", State: activities.FlipPreviewRefused, Preview: &flip.Preview{
 		Reasons: []string{"node file " + path + " key passwordauthentication: changed on the node"},
 		NodeFiles: []keyfile.FileMerge{{Path: path, Format: "spaced", Kept: []string{"port"},
 			Conflicts: []keyfile.FileConflict{{Path: path, Key: "passwordauthentication", Why: "changed on the node"}}}}}}, nil).Once()
-	s.env.OnActivity(a.Flip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
-		sent = append(sent, args[1].(activities.FlipInput).Decisions)
-	}).Return(&activities.FlipResult{State: "flipped", Preview: &flip.Preview{Approved: true, FoundFingerprint: "f1"}}, nil).Once()
-	s.env.OnActivity(a.ConfirmFlip, mock.Anything, mock.Anything).Return(&activities.FlipResult{State: FlipStateCommitted}, nil).Once()
+	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		sent = append(sent, args[1].(activities.FlipTripInput).Decisions)
+	}).Return(&activities.FlipResult{ID: "n1-1", State: FlipStateCommitted, Preview: &flip.Preview{Approved: true, FoundFingerprint: "f1"}}, nil).Once()
 
 	var refused State
 	var notNamed, none error

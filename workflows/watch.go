@@ -38,8 +38,8 @@ const (
 	// again (a request wakes it at once).
 	watchBackoff = 30 * time.Minute
 	// watchRetry is how long a watch that failed otherwise (not refused,
-	// not silent) waits before it is asked again, in runs that take
-	// changeAttention (its attempt is not retried by the server then).
+	// not silent) waits before it is asked again (its one attempt is not
+	// retried by the server).
 	watchRetry = 30 * time.Second
 )
 
@@ -84,16 +84,14 @@ func (n *node) watchNode(ctx workflow.Context, ready func() bool) (bool, error) 
 			NonRetryableErrorTypes: refusals,
 		},
 	}
-	if n.attention {
-		// The workflow hears of an agent that stopped beating (one
-		// attempt, the heartbeat timeout comes back): AdoptionAttention
-		// says agent-silent until a watch answers again. While silent the
-		// watch asks to be answered at once, so the agent's return clears
-		// it within a beat.
-		opts.RetryPolicy.MaximumAttempts = 1
-		if n.s.Waiting != "" {
-			in.Bound = time.Second
-		}
+	// The workflow hears of an agent that stopped beating (one attempt,
+	// the heartbeat timeout comes back): AdoptionAttention says
+	// agent-silent until a watch answers again. While silent the watch
+	// asks to be answered at once, so the agent's return clears it within
+	// a beat.
+	opts.RetryPolicy.MaximumAttempts = 1
+	if n.s.Waiting != "" {
+		in.Bound = time.Second
 	}
 	wctx, cancel := workflow.WithCancel(ctx)
 	f := workflow.ExecuteActivity(workflow.WithActivityOptions(wctx, opts), watcher.Watch, in)
@@ -110,14 +108,14 @@ func (n *node) watchNode(ctx workflow.Context, ready func() bool) (bool, error) 
 	var te *temporal.TimeoutError
 	var ae *temporal.ApplicationError
 	switch {
-	case err != nil && n.attention && errors.As(err, &te):
+	case err != nil && errors.As(err, &te):
 		if n.s.Waiting == "" {
 			n.s.Waiting = fmt.Sprintf("node %s's agent stopped answering its watch (%s): is adopt-worker running on it? The watch waits in task queue %s for it", n.s.Node, errorMessage(err), NodeQueue(n.s.Node))
 			n.event(ctx, n.s.Waiting)
 			n.publish(ctx)
 		}
 		return false, nil // asked again at once: it waits in the queue for the agent
-	case err != nil && n.attention && !(errors.As(err, &ae) && ae.NonRetryable()):
+	case err != nil && !(errors.As(err, &ae) && ae.NonRetryable()):
 		// A fault the attempt's retry used to absorb: asked again soon.
 		return n.awaitWithTimeout(ctx, watchRetry, ready)
 	case err != nil:

@@ -72,7 +72,7 @@ func (s *NodeSuite) TestWatchReportsWhatTheNodeFound() {
 		case 1:
 			return &watch.Result{Findings: found, Digest: found.Digest(), Checked: true}, nil
 		case 2:
-			return &watch.Result{Findings: found, Digest: found.Digest(), Checked: true, Restored: []marks.MarkedRule{marked("foundation", 5432)}, Present: 1}, nil
+			return &watch.Result{Findings: found, Digest: found.Digest(), Checked: true, Restored: []marks.MarkedRule{marked("foundation", 5432)}, Present: 1, Reconciled: time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)}, nil
 		}
 		return &watch.Result{Findings: found, Digest: in.Known, Checked: true, Bound: true}, nil
 	})
@@ -87,6 +87,10 @@ func (s *NodeSuite) TestWatchReportsWhatTheNodeFound() {
 	s.Equal(found.Digest(), ins[1].Known, "the next watch must know the drift reported")
 	s.Equal(found.Digest(), ins[2].Known)
 	s.Equal([]activities.DriftItem{item}, after.Drift)
+	s.Require().NotNil(after.LastReconcile, "what reconcile put back shows in status")
+	s.Equal([]marks.MarkedRule{marked("foundation", 5432)}, after.LastReconcile.Restored)
+	s.Equal(1, after.LastReconcile.Present)
+	s.Len(after.Marks, 2, "the mark put back is still one of the node's two")
 	var said []string
 	for _, e := range after.Events {
 		said = append(said, e.Text)

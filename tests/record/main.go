@@ -119,7 +119,7 @@ func run(bin, out, only, keyFile string) error {
 	// the scenario, as it would after weeks. DieWithParent: the server
 	// goes with this program, however it ends.
 	srv, err := devserver.Launch(devserver.Spec{Bin: bin, Port: port, DB: filepath.Join(dir, "temporal.db"), Log: filepath.Join(dir, "server.log"),
-		Extra: []string{"--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=150"}, DieWithParent: true})
+		Extra: []string{"--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=130"}, DieWithParent: true})
 	if err != nil {
 		return err
 	}

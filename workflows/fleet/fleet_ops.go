@@ -382,7 +382,7 @@ func (f *fleet) ops(ctx workflow.Context) {
 // budget allows.
 func (f *fleet) opWave(ctx workflow.Context, op *FleetOp) {
 	if !f.opsTaken {
-		workflows.Taken(ctx, changeFleetOps)
+		taken(ctx, changeFleetOps)
 		f.opsTaken = true
 	}
 	k := op.nextWave()

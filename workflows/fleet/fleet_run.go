@@ -25,7 +25,7 @@ import (
 // node and are never started here.
 func Fleet(ctx workflow.Context, in FleetInput) (*FleetState, error) {
 	if in.Resume == nil {
-		workflows.Taken(ctx, changeFleetMembers)
+		taken(ctx, changeFleetMembers)
 	}
 	if err := ValidateFleet(in); err != nil {
 		return nil, err

@@ -4,6 +4,8 @@
 // keep replaying and when a version branch may go.
 package fleet
 
+import "go.temporal.io/sdk/workflow"
+
 const (
 	// changeFleetMembers: fleets run with members whose plans are read
 	// per node, and continue-as-new.
@@ -47,3 +49,10 @@ const (
 	// run, by the first fleet migrate or the first wave an op sends.
 	changeFleetOpsFollow = "fleet-ops-follow"
 )
+
+// taken records that this run takes change. Every history kept for replay
+// was recorded with it, so the branch for runs before it is gone; the call
+// stays where it was, so new runs record the marker those histories carry.
+func taken(ctx workflow.Context, change string) {
+	_ = workflow.GetVersion(ctx, change, 1, 1)
+}
