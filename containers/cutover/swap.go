@@ -170,7 +170,7 @@ func (e *Engine) Swap(ctx context.Context, name string, stopTimeout time.Duratio
 	if running(ours) {
 		return e.releaseWhenAnswering(ctx, name, held, ours.ID)
 	}
-	if err := e.stopUnit(ctx, unit); err != nil {
+	if err := e.stopUnit(ctx, unit, held); err != nil {
 		return err
 	}
 	if err := e.inWindow(ctx, StepWindow); err != nil {

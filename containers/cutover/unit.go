@@ -50,6 +50,17 @@ type DatagramBound interface {
 	UDPBound(port uint16) bool
 }
 
+// DatagramQueued is a PortHold that tells whether a UDP socket in the
+// node's namespace bound to a port has datagrams it has not read: a unit
+// stopped then drops them.
+type DatagramQueued interface {
+	UDPQueued(port uint16) bool
+}
+
+// drainMax bounds the wait for a unit to read the datagrams that reached
+// it before the hold: past it the unit is stopped anyway.
+const drainMax = 500 * time.Millisecond
+
 // WithUnits lets the cutover hand over predecessors that are system units,
 // through the node's service manager m.
 func (e *Engine) WithUnits(m units.Manager) *Engine {
@@ -195,8 +206,10 @@ func publishedAll(ours *container.InspectResponse) []heldPort {
 	return held
 }
 
-// stopUnit stops the unit if it runs: the swap's window opens.
-func (e *Engine) stopUnit(ctx context.Context, u *UnitRef) error {
+// stopUnit stops the unit if it runs: the swap's window opens. The ports
+// are held by then, so nothing more reaches the unit; what reached it
+// before, still unread on a held UDP port, it is given drainMax to read.
+func (e *Engine) stopUnit(ctx context.Context, u *UnitRef, held []heldPort) error {
 	if u == nil {
 		return nil
 	}
@@ -206,6 +219,14 @@ func (e *Engine) stopUnit(ctx context.Context, u *UnitRef) error {
 	}
 	if !st.Active {
 		return nil
+	}
+	if q, ok := e.hold.(DatagramQueued); ok {
+		deadline := time.Now().Add(drainMax)
+		for _, h := range held {
+			for h.udp && q.UDPQueued(h.port) && time.Now().Before(deadline) && ctx.Err() == nil {
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
 	}
 	return e.during(ctx, StepStopUnit, func() error {
 		if err := e.units.Stop(ctx, u.Name); err != nil {

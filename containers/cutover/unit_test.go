@@ -16,8 +16,9 @@ import (
 // fakeUnits is a service manager holding one unit; it records the order of
 // what the cutover asked, beside the fake engine's.
 type fakeUnits struct {
-	st  units.State
-	log *[]string
+	st     units.State
+	log    *[]string
+	onStop func()
 }
 
 func (u *fakeUnits) Unit(_ context.Context, name string) (units.State, error) {
@@ -28,6 +29,9 @@ func (u *fakeUnits) Unit(_ context.Context, name string) (units.State, error) {
 }
 func (u *fakeUnits) Stop(_ context.Context, name string) error {
 	*u.log = append(*u.log, "stop "+name)
+	if u.onStop != nil {
+		u.onStop()
+	}
 	u.st.Active = false
 	return nil
 }
@@ -181,5 +185,52 @@ func TestUnitHandOverFailedStartKeepsTheHoldFake(t *testing.T) {
 	}
 	if h.boundAt < 3 {
 		t.Fatalf("the rollback released the hold after %d asks whether the unit's 53/udp is bound: before it was", h.boundAt)
+	}
+}
+
+// queuedHold is a fakeDatagramHold whose unit has datagrams unread on its
+// UDP port until it is asked the third time, or for ever (stuck).
+type queuedHold struct {
+	fakeDatagramHold
+	asks    int
+	stuck   bool
+	stopped int // asks when the unit was stopped
+}
+
+func (h *queuedHold) UDPQueued(port uint16) bool {
+	if port != 53 {
+		return false
+	}
+	h.asks++
+	return h.stuck || h.asks < 3
+}
+
+// TestUnitStoppedOnceItReadItsDatagrams: the unit is stopped only once it
+// has read the datagrams that reached it before the hold (a stop drops
+// them, each a client waiting out its timeout), and at most drainMax
+// later when it never does.
+func TestUnitStoppedOnceItReadItsDatagrams(t *testing.T) {
+	for _, stuck := range []bool{false, true} {
+		var log []string
+		f := newFake("mesh/dns:1")
+		um := &fakeUnits{st: units.State{Name: "dnsmasq.service", Known: true, Active: true, Enabled: true, MainPID: 77}, log: &log}
+		h := &queuedHold{stuck: stuck}
+		um.onStop = func() { h.stopped = h.asks }
+		e := NewWith(f).WithHold(h).WithUnits(um)
+		e.portFree = func(string, string, uint16) error { return errors.New("held by pid 77 (dnsmasq)") }
+		e.udpBound = func(int, uint16) bool { return true }
+		start := time.Now()
+		if err := cutover(context.Background(), e, dnsSpec, func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		switch {
+		case !stuck && h.stopped != 3:
+			t.Fatalf("the unit was stopped after %d asks of its queue, want 3 (read on the third)", h.stopped)
+		case stuck && took < drainMax:
+			t.Fatalf("a unit that never reads: stopped after %s, before drainMax %s", took, drainMax)
+		case stuck && h.stopped < 3:
+			t.Fatalf("a unit that never reads: its queue asked %d times before the stop", h.stopped)
+		}
 	}
 }
