@@ -211,7 +211,7 @@ func run(bin, out, only, keyFile string) error {
 		// its own preview: the stale-preview fallback.
 		stale := temporal.NewNonRetryableApplicationError("flip names a preview that no longer holds", activities.ErrStalePreview, nil)
 		if err := agent(&script{node: "rcarried", plan: p, failFirst: map[string]string{"CheckFoundationPorts": "collision"},
-			errFirst: map[string]error{"Flip": stale}}); err != nil {
+			errFirst: map[string]error{"FlipTrip": stale}}); err != nil {
 			return err
 		}
 		if err := r.carried(p); err != nil {
