@@ -2,8 +2,9 @@ package flip
 
 // A differential test against the kernel: rulesets generated from a
 // grammar of what native nftables firewalls write (input and forward
-// chains, policies, conntrack, port sets and ranges, source allows and
-// deny lists, input and output interfaces, ICMP by type and by protocol),
+// chains, policies, conntrack, port sets and ranges, named sets of ports
+// and addresses, verdict maps named and inline, source allows and deny
+// lists, input and output interfaces, ICMP by type and by protocol),
 // on one topology (an uplink with a peer, a container bridge, a LAN
 // behind a second interface). For each, TCP, UDP and ICMP probes from the
 // peer to the node, routed to the container and the LAN, and echo
@@ -54,8 +55,53 @@ func fuzzRuleset(r *rand.Rand, uplink, lan string) string {
 		return "ip saddr " + pick(fwtest.PeerV4a, fwtest.PeerV4b, "198.18.0.0/24", "10.0.0.0/8")
 	}
 	verdict := func() string { return pick("accept", "accept", "accept", "drop", "reject") }
+	// Named sets and maps, declared at the table's head once a rule names
+	// them.
+	var decls []string
+	named := func(kind, typ, elems string) string {
+		name := fmt.Sprintf("%s%d", kind, len(decls))
+		flags := ""
+		if strings.Contains(elems, "/") || (strings.Contains(elems, "-") && !strings.Contains(typ, ":")) {
+			flags = " flags interval;"
+		}
+		decls = append(decls, fmt.Sprintf("\t%s %s { type %s;%s elements = { %s } }\n", kind, name, typ, flags, elems))
+		return "@" + name
+	}
+	portSet := func() string {
+		a, b := port(), port()
+		if a == b {
+			return fmt.Sprint(a)
+		}
+		return fmt.Sprintf("%d, %d", a, b)
+	}
+	// vmapElems maps one or two ports to verdicts (reject is a statement,
+	// not a verdict a map can hold).
+	vmapElems := func() string {
+		v := func() string { return pick("accept", "accept", "drop") }
+		a, b := port(), port()
+		if a == b {
+			return fmt.Sprintf("%d : %s", a, v())
+		}
+		return fmt.Sprintf("%d : %s, %d : %s", a, v(), b, v())
+	}
+	// setRule is a rule naming a named set or map, or a verdict map
+	// written inline.
+	setRule := func() string {
+		switch r.Intn(4) {
+		case 0:
+			return fmt.Sprintf("%s dport %s accept", proto(), named("set", "inet_service", portSet()))
+		case 1:
+			return fmt.Sprintf("%s dport vmap %s", proto(), named("map", "inet_service : verdict", vmapElems()))
+		case 2:
+			return fmt.Sprintf("%s dport vmap { %s }", proto(), vmapElems())
+		}
+		if r.Intn(2) == 0 {
+			return "ip saddr " + named("set", "ipv4_addr", pick(fwtest.PeerV4a, fwtest.PeerV4b, "198.18.0.0/24", fwtest.PeerV4a+", 198.18.0.0/24")) + " " + pick("drop", "accept")
+		}
+		return "ip6 saddr " + named("set", "ipv6_addr", pick(fwtest.PeerV6a, fwtest.PeerV6b, "fd00:f0::/64")) + " " + pick("drop", "accept")
+	}
 	var b strings.Builder
-	b.WriteString("table inet found {\n\tchain input {\n")
+	b.WriteString("\tchain input {\n")
 	fmt.Fprintf(&b, "\t\ttype filter hook input priority filter; policy %s;\n", pick("drop", "drop", "accept"))
 	if r.Intn(5) > 0 {
 		b.WriteString("\t\tct state established,related accept\n")
@@ -68,7 +114,7 @@ func fuzzRuleset(r *rand.Rand, uplink, lan string) string {
 	}
 	b.WriteString("\t\ttcp dport 22 accept\n")
 	for range 2 + r.Intn(7) {
-		switch r.Intn(12) {
+		switch r.Intn(14) {
 		case 0, 1:
 			fmt.Fprintf(&b, "\t\t%s dport %s %s\n", proto(), ports(), verdict())
 		case 2:
@@ -87,6 +133,8 @@ func fuzzRuleset(r *rand.Rand, uplink, lan string) string {
 			fmt.Fprintf(&b, "\t\tmeta nfproto %s %s dport %s accept\n", pick("ipv4", "ipv6"), proto(), ports())
 		case 9:
 			fmt.Fprintf(&b, "\t\t%s %s dport %s drop\n", src(r.Intn(2) == 0), proto(), ports())
+		case 10, 11:
+			b.WriteString("\t\t" + setRule() + "\n")
 		default:
 			fmt.Fprintf(&b, "\t\t%s dport %s accept\n", proto(), ports())
 		}
@@ -100,7 +148,7 @@ func fuzzRuleset(r *rand.Rand, uplink, lan string) string {
 		// packet.
 		b.WriteString("\t\tct state established,related accept\n")
 		for range 1 + r.Intn(5) {
-			switch r.Intn(8) {
+			switch r.Intn(9) {
 			case 0, 1:
 				fmt.Fprintf(&b, "\t\t%s dport %s %s\n", proto(), ports(), verdict())
 			case 2:
@@ -113,6 +161,8 @@ func fuzzRuleset(r *rand.Rand, uplink, lan string) string {
 				fmt.Fprintf(&b, "\t\tip daddr %s %s dport %s accept\n", pick("172.17.0.0/16", "192.168.77.0/24"), proto(), ports())
 			case 6:
 				fmt.Fprintf(&b, "\t\toifname %q %s dport %s accept\n", pick("docker0", lan), proto(), ports())
+			case 7:
+				b.WriteString("\t\t" + setRule() + "\n")
 			default:
 				fmt.Fprintf(&b, "\t\tiifname %q %s dport %s accept\n", pick(uplink, lan), proto(), ports())
 			}
@@ -120,7 +170,7 @@ func fuzzRuleset(r *rand.Rand, uplink, lan string) string {
 		b.WriteString("\t}\n")
 	}
 	b.WriteString("}\n")
-	return b.String()
+	return "table inet found {\n" + strings.Join(decls, "") + b.String()
 }
 
 func TestKernelFlipDifferentialFuzz(t *testing.T) {
