@@ -96,7 +96,7 @@ func fuzzRuleset(r *rand.Rand, uplink, lan string) string {
 			return fmt.Sprintf("%s dport vmap { %s }", proto(), vmapElems())
 		}
 		if r.Intn(2) == 0 {
-			return "ip saddr " + named("set", "ipv4_addr", pick(fwtest.PeerV4a, fwtest.PeerV4b, "198.18.0.0/24", fwtest.PeerV4a+", 198.18.0.0/24")) + " " + pick("drop", "accept")
+			return "ip saddr " + named("set", "ipv4_addr", pick(fwtest.PeerV4a, fwtest.PeerV4b, "198.18.0.0/24", fwtest.PeerV4a+", 10.0.0.0/8")) + " " + pick("drop", "accept")
 		}
 		return "ip6 saddr " + named("set", "ipv6_addr", pick(fwtest.PeerV6a, fwtest.PeerV6b, "fd00:f0::/64")) + " " + pick("drop", "accept")
 	}
