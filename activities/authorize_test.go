@@ -199,7 +199,7 @@ func TestHostileRequestsAreRefused(t *testing.T) {
 			return err
 		}},
 		{"traversal in a flip ID (flip)", authority.ErrBadRequest, `flip ID "../n1-1"`, func(a *Activities, p config.Plan) error {
-			_, err := a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "../n1-1", ConfirmTimeout: p.ConfirmTimeout})
+			_, err := a.FlipTrip(ctx, FlipTripInput{FlipInput: FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "../n1-1", ConfirmTimeout: p.ConfirmTimeout}})
 			return err
 		}},
 		{"setuid mode", authority.ErrPlanMismatch, "differs from node n1's own configuration", func(a *Activities, p config.Plan) error {
@@ -209,17 +209,17 @@ func TestHostileRequestsAreRefused(t *testing.T) {
 		}},
 		{"100-year confirm timeout in the plan", authority.ErrPlanMismatch, "differs from node n1's own configuration", func(a *Activities, p config.Plan) error {
 			p.ConfirmTimeout = 100 * 365 * 24 * time.Hour
-			_, err := a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
+			_, err := a.FlipTrip(ctx, FlipTripInput{FlipInput: FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout}})
 			return err
 		}},
 		{"100-year confirm timeout beside the node's plan", authority.ErrNotDeclared, "confirm timeout 876000h0m0s is not node n1's flip.confirm_timeout (1m0s)", func(a *Activities, p config.Plan) error {
-			_, err := a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: 100 * 365 * 24 * time.Hour})
+			_, err := a.FlipTrip(ctx, FlipTripInput{FlipInput: FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: 100 * 365 * 24 * time.Hour}})
 			return err
 		}},
 		{"ruleset without the management port", authority.ErrNotDeclared, "does not keep management port 22/tcp", func(a *Activities, p config.Plan) error {
 			s := specOf(p)
 			s.Input = s.Input[1:]
-			_, err := a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: s, ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
+			_, err := a.FlipTrip(ctx, FlipTripInput{FlipInput: FlipInput{Plan: p.Ref(), Spec: s, ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout}})
 			return err
 		}},
 		{"ruleset opening an undeclared port", authority.ErrNotDeclared, "opens 2375/tcp for app", func(a *Activities, p config.Plan) error {
@@ -231,17 +231,17 @@ func TestHostileRequestsAreRefused(t *testing.T) {
 		{"ruleset forwarding an undeclared port", authority.ErrNotDeclared, "forwards 9999/tcp", func(a *Activities, p config.Plan) error {
 			s := specOf(p)
 			s.Forward = append(s.Forward, flip.Allow{Port: config.Port{Num: 9999, Proto: "tcp"}, Owner: "app"})
-			_, err := a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: s, ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
+			_, err := a.FlipTrip(ctx, FlipTripInput{FlipInput: FlipInput{Plan: p.Ref(), Spec: s, ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout}})
 			return err
 		}},
 		{"health endpoint elsewhere", authority.ErrPlanMismatch, "differs from node n1's own configuration", func(a *Activities, p config.Plan) error {
 			p.Modules[0].Health.TCP = "10.0.0.1:8080"
-			_, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: p.Ref(), ID: "n1-1"})
+			_, err := a.FlipTrip(ctx, FlipTripInput{FlipInput: FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout}})
 			return err
 		}},
 		{"management port removed from the plan", authority.ErrPlanMismatch, "differs from node n1's own configuration", func(a *Activities, p config.Plan) error {
 			p.ManagementPorts = nil
-			_, err := a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
+			_, err := a.FlipTrip(ctx, FlipTripInput{FlipInput: FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout}})
 			return err
 		}},
 		{"another node's plan", ErrWrongNode, `asked to act for node "n2"`, func(a *Activities, p config.Plan) error {
@@ -299,9 +299,9 @@ func TestTheNodesOwnPlanIsServed(t *testing.T) {
 	// The node's own plan is not enough for a flip: the node's own gates
 	// (app's cutover is not confirmed, its preview refuses) say no, and
 	// nothing changes (gates_test.go has the flip they let through).
-	_, err := a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout})
-	if msg := appErr(t, err, ErrFlipRefused); !strings.Contains(msg, "module app's cutover is migrating on node n1, not confirmed by it") {
-		t.Fatalf("flip: %s", msg)
+	res, err := a.FlipTrip(ctx, FlipTripInput{FlipInput: FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout}})
+	if why := refusedTrip(t, res, err); !strings.Contains(why, "module app's cutover is migrating on node n1, not confirmed by it") {
+		t.Fatalf("flip: %s", why)
 	}
 	if strings.Join(rec.changes, ",") != "open app,open foundation,create app" {
 		t.Fatalf("changes: %v", rec.changes)

@@ -53,16 +53,18 @@ func enableBootService(a *Activities) {
 	}
 }
 
+// confirmedFlip leaves flip n1-1 applied and confirmed, not committed (as
+// a round trip whose commit failed leaves it), for the commit to be tried
+// on what the test changes since; the request CommitFlip takes is returned.
 func confirmedFlip(t *testing.T, a *Activities) ConfirmInput {
 	t.Helper()
-	if _, err := a.Flip(context.Background(), flipIn("n1-1")); err != nil {
+	if _, err := applyStage(context.Background(), a, flipIn("n1-1")); err != nil {
 		t.Fatal(err)
 	}
-	in := ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1"}
-	if _, err := a.ConfirmFlip(context.Background(), in); err != nil {
+	if _, err := confirmStage(context.Background(), a, "n1-1"); err != nil {
 		t.Fatal(err)
 	}
-	return in
+	return ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1"}
 }
 
 func readFile(t *testing.T, p string) string {
@@ -222,17 +224,17 @@ func TestCommitOrderAndHonesty(t *testing.T) {
 }
 
 // A flip the kernel does not hold (a reboot inside the confirm window put
-// the predecessor back) is never confirmed: the confirmation reverts it
-// and says why, and no commit follows.
+// the predecessor back) is never confirmed: the round trip resuming it
+// reverts it and says why, and no commit follows.
 func TestConfirmRefusesAFlipNotInForce(t *testing.T) {
 	a, fl, root := flipActs(t)
 	debianBoot(t, root, true)
-	if _, err := a.Flip(context.Background(), flipIn("n1-1")); err != nil {
+	if _, err := applyStage(context.Background(), a, flipIn("n1-1")); err != nil {
 		t.Fatal(err)
 	}
 	fl.InForceErr = fmt.Errorf("%w on node n1: table inet adoption is not in the ruleset", flip.ErrNotInForce)
-	in := ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1", Commit: true}
-	_, err := a.ConfirmFlip(context.Background(), in)
+	in := ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1"}
+	_, err := oneTrip(t, a, flipIn("n1-1"))
 	msg := appErr(t, err, ErrFlipReverted)
 	if !strings.Contains(msg, "table inet adoption is not in the ruleset") {
 		t.Fatalf("confirm of a flip not in force: %s", msg)
@@ -247,12 +249,9 @@ func TestConfirmRefusesAFlipNotInForce(t *testing.T) {
 	}
 	// A listing that fails is not an answer: nothing is decided.
 	a2, fl2, _ := flipActs(t)
-	if _, err := a2.Flip(context.Background(), flipIn("n1-1")); err != nil {
-		t.Fatal(err)
-	}
 	fl2.InForceErr = fmt.Errorf("netlink: no buffer space")
-	if _, err := a2.ConfirmFlip(context.Background(), ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1"}); err == nil {
-		t.Fatal("confirmed without reading the kernel")
+	if _, err := oneTrip(t, a2, flipIn("n1-1")); err == nil || !strings.Contains(err.Error(), "no buffer space") {
+		t.Fatalf("confirmed without reading the kernel: %v", err)
 	}
 	if rec := record(t, a2); rec.State != nodestate.FlipFlipped || len(fl2.Reverts) != 0 {
 		t.Fatalf("an unread kernel moved the flip: %+v", rec)
@@ -295,8 +294,8 @@ func TestCommitRefusesAKeptTableTheBootWouldLose(t *testing.T) {
 }
 
 // previewRefusedForBoot checks that the preview refuses for the boot path,
-// its reason naming each of want, and that a flip is refused for it before
-// anything is applied.
+// its reason naming each of want, and that the flip's own preview refuses
+// it for that before anything is applied.
 func previewRefusedForBoot(t *testing.T, a *Activities, fl *fake.Flipper, want ...string) {
 	t.Helper()
 	pv, err := a.Preview(context.Background(), PreviewInput{Plan: flipPlanN1().Ref(), Spec: flipSpecN1})
@@ -317,9 +316,9 @@ func previewRefusedForBoot(t *testing.T, a *Activities, fl *fake.Flipper, want .
 			t.Errorf("the preview's reason %q lacks %q", reason, w)
 		}
 	}
-	_, err = a.Flip(context.Background(), flipIn("n1-1"))
-	if msg := appErr(t, err, ErrFlipRefused); !strings.Contains(msg, "the commit would refuse") {
-		t.Errorf("flip refusal %q does not say the commit would refuse", msg)
+	res, err := oneTrip(t, a, flipIn("n1-1"))
+	if why := refusedTrip(t, res, err); !strings.Contains(why, "the commit would refuse") {
+		t.Errorf("flip refusal %q does not say the commit would refuse", why)
 	}
 	if len(fl.Flips) != 0 {
 		t.Fatalf("a flip was applied (%d) although the preview refused", len(fl.Flips))
@@ -347,7 +346,7 @@ func TestPreviewRefusesWhatTheCommitWould(t *testing.T) {
 	if err != nil || !pv.Approved {
 		t.Fatalf("with flip.enable_boot_service and the unit installed: approved %v, %q, %v", pv != nil && pv.Approved, pv.Reasons, err)
 	}
-	if _, err := a2.Flip(context.Background(), flipIn("n1-1")); err != nil {
-		t.Fatal(err)
+	if res, err := oneTrip(t, a2, flipIn("n1-1")); err != nil || res.State != nodestate.FlipCommitted {
+		t.Fatalf("the flip its preview approves: %+v %v", res, err)
 	}
 }

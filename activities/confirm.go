@@ -19,43 +19,15 @@ import (
 // ConfirmInput is nodewire.ConfirmInput.
 type ConfirmInput = nodewire.ConfirmInput
 
-// ConfirmFlip checks that the node still serves every declared port that
-// has a health check and that the kernel holds the flip as it was applied
-// (the mesh's table with the approved fingerprint, the neutralising rules,
-// the found firewall's own rules unchanged), then confirms the flip, which
-// stands the watchdog down. Reaching this activity at all proves the worker
-// still reaches Temporal through the new ruleset. A flip not in force (a
+// confirm is the flip in one round trip's confirmation of flip id, once
+// both proofs hold: the node still serves every declared port that has a
+// health check, then, under the flip lock (so a confirmation and the
+// watchdog's revert never both win), the deadline and the kernel's state:
+// the flip in force as it was applied (the mesh's table with the approved
+// fingerprint, the neutralising rules, the found firewall's own rules
+// unchanged). Confirming stands the watchdog down. A flip not in force (a
 // reboot inside the confirm window put the predecessor back) is reverted
-// at once and reported reverted, with the reason: never confirmed. The
-// deadline is checked under the flip lock, so a confirmation and the
-// watchdog's revert never both win.
-func (a *Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipResult, error) {
-	auth, v, err := a.authorizeFlip(ctx, in.Plan, in.Intent)
-	if err != nil {
-		return nil, err
-	}
-	if err := twoStepAllowed(auth, "ConfirmFlip"); err != nil {
-		return nil, err
-	}
-	if err := authority.CheckFlipID(auth.Plan.Node, in.ID); err != nil {
-		return nil, err
-	}
-	res, err := a.confirm(ctx, auth, in.ID)
-	if err != nil || !in.Commit {
-		return res, err
-	}
-	cm, err := a.commit(ctx, auth, in.ID)
-	if err != nil {
-		return nil, fmt.Errorf("flip %s is confirmed; its commit failed: %w", in.ID, err)
-	}
-	a.spendIntent(ctx, auth, in.Intent, v)
-	cm.Deadline = res.Deadline
-	return cm, nil
-}
-
-// confirm is ConfirmFlip's confirmation of flip id, for it and for the
-// flip in one round trip: the health checks, then, under the flip lock,
-// the deadline and the kernel's state.
+// at once and reported reverted, with the reason: never confirmed.
 func (a *Activities) confirm(ctx context.Context, auth *authority.Authority, id string) (*FlipResult, error) {
 	heartbeat(ctx, "confirm")
 	for _, m := range auth.Plan.Modules {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -169,40 +168,14 @@ const FlipPreviewRefused = nodewire.FlipPreviewRefused
 // FlipResult is nodewire.FlipResult.
 type FlipResult = nodewire.FlipResult
 
-// Flip records the flip (with all a revert needs), arms the watchdog,
-// then in one netlink transaction takes the found firewall out of force
-// and puts the mesh's derived ruleset in, then converges the node-level
-// files. Without a confirmation by the deadline, the watchdog, which needs
-// neither Temporal nor this worker, puts the firewall and the files back.
-// Any outcome not known to have changed nothing counts as applied.
-func (a *Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error) {
-	auth, _, err := a.authorizeFlip(ctx, in.Plan, in.Intent)
-	if err != nil {
-		return nil, err
-	}
-	if err := twoStepAllowed(auth, "Flip"); err != nil {
-		return nil, err
-	}
-	return a.flip(ctx, auth, in)
-}
-
-// twoStepAllowed refuses the flip in two steps (Flip, then ConfirmFlip) on
-// a node whose flips are witnessed: there the workflow alone says that a
-// management port answered from outside, and the node cannot authenticate
-// that word as FlipTrip authenticates the witness's signed verdict. Such a
-// node flips in one round trip only.
-func twoStepAllowed(auth *authority.Authority, step string) error {
-	if !auth.Plan.Witness.Witnessed() {
-		return nil
-	}
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-		"refused: %s is the flip in two steps, in which the node would confirm on the workflow's word that the witness answered, but node %s's flips are witnessed from outside (flip.witness.disabled is not set) and only a verdict signed by the witness's key confirms them; nothing was changed. "+
-			"The node flips in one round trip (FlipTrip): run the orchestrator of this release and flip again (a workflow that started before it does so once it continues as new), or set flip.witness.disabled: true in the node's file to confirm from the node alone",
-		step, auth.Plan.Node), ErrFlipRefused, nil)
-}
-
-// flip is Flip once the request is authorized and its intent checked, for
-// it and for the flip in one round trip (fliptrip.go).
+// flip is the apply of the flip in one round trip (fliptrip.go), once the
+// request is authorized and its intent checked: it records the flip (with
+// all a revert needs), arms the watchdog, then in one netlink transaction
+// takes the found firewall out of force and puts the mesh's derived
+// ruleset in, then converges the node-level files. Without a confirmation
+// by the deadline, the watchdog, which needs neither Temporal nor this
+// worker, puts the firewall and the files back. Any outcome not known to
+// have changed nothing counts as applied.
 func (a *Activities) flip(ctx context.Context, auth *authority.Authority, in FlipInput) (*FlipResult, error) {
 	if err := a.checkDecisions(ctx, auth, in.Decisions); err != nil {
 		return nil, err
@@ -295,8 +268,8 @@ func (a *Activities) flip(ctx context.Context, auth *authority.Authority, in Fli
 // migrated by the node's own records and no drift is pending by its own
 // check. It sets the expectations to what its own preview saw, so exactly
 // that ruleset is applied; a request naming other fingerprints is stale.
-// A refusal changes nothing: a result (FlipPreviewRefused) to a request
-// that asked for the node's preview, an error to one that did not.
+// A refusal changes nothing and is a result (FlipPreviewRefused) carrying
+// the node's preview.
 func (a *Activities) gateFlip(ctx context.Context, auth *authority.Authority, in *FlipInput, marker nodestate.Marker) (*flip.Preview, *FlipResult, error) {
 	var rec *nodestate.FlipRecord
 	if err := a.Flips.UpdateFlip(func(cur *nodestate.FlipRecord) (*nodestate.FlipRecord, error) {
@@ -327,10 +300,7 @@ func (a *Activities) gateFlip(ctx context.Context, auth *authority.Authority, in
 		pv.Reasons = append(pv.Reasons, why...)
 	}
 	if !pv.Approved {
-		if in.Preview {
-			return nil, &FlipResult{ID: in.ID, State: FlipPreviewRefused, Preview: pv}, nil
-		}
-		return nil, nil, gateRefusal(ErrFlipRefused, "flip %s: node %s's own preview refuses it: %s", in.ID, a.Node, strings.Join(pv.Reasons, "; "))
+		return nil, &FlipResult{ID: in.ID, State: FlipPreviewRefused, Preview: pv}, nil
 	}
 	if (in.ExpectFound != "" && in.ExpectFound != pv.FoundFingerprint) || (in.ExpectDerived != "" && in.ExpectDerived != pv.DerivedFingerprint) {
 		return nil, nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(

@@ -10,6 +10,7 @@ import (
 
 	"adoption/activities/authority"
 	"adoption/config"
+	"adoption/nodestate"
 )
 
 // Unit tests of the node files at the flip: their fates in the node's own
@@ -53,8 +54,10 @@ func TestFlipNodeFileConflictRefusedThenDecided(t *testing.T) {
 
 	in := flipIn("n1-1")
 	in.Plan = plan.Ref()
-	_, err = a.Flip(context.Background(), in)
-	appErr(t, err, ErrFlipRefused)
+	res, err := oneTrip(t, a, in)
+	if why := refusedTrip(t, res, err); !strings.Contains(why, p+" key passwordauthentication") {
+		t.Fatalf("the flip refused for: %s", why)
+	}
 	if len(fl.Flips) != 0 || read(t, root, p) != "Port 2200\nPasswordAuthentication hunter2\nX11Forwarding yes\n" {
 		t.Fatalf("a refused flip changed the node: flips %d, file %q", len(fl.Flips), read(t, root, p))
 	}
@@ -73,8 +76,10 @@ func TestFlipNodeFileConflictRefusedThenDecided(t *testing.T) {
 	if !pv.Approved || len(pv.NodeFiles[0].Conflicts) != 0 || pv.NodeFiles[0].Digest == "" || strings.Join(pv.NodeFiles[0].Changed, ",") != "x11forwarding" {
 		t.Fatalf("decided preview: approved %v %v, %+v", pv.Approved, pv.Reasons, pv.NodeFiles)
 	}
-	_, err = a.Flip(context.Background(), in)
-	must(t, err)
+	res, err = oneTrip(t, a, in)
+	if err != nil || res.State != nodestate.FlipCommitted {
+		t.Fatalf("the decided flip: %+v %v", res, err)
+	}
 	if got := read(t, root, p); got != "Port 2200\nPasswordAuthentication hunter2\nX11Forwarding no\n" || len(fl.Flips) != 1 {
 		t.Fatalf("flipped: %d flips, file %q", len(fl.Flips), got)
 	}

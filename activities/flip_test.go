@@ -23,14 +23,14 @@ var flipSpecN1 = flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: config.Por
 
 // flipPlanN1 is the node's own plan in these tests (the authority) and the
 // plan every request carries: its flips are not witnessed from outside,
-// so it flips in two steps too (Flip, ConfirmFlip).
+// so FlipTrip confirms from the node alone (no verdict is asked).
 func flipPlanN1() config.Plan {
 	return config.Plan{Node: "n1", ConfirmTimeout: time.Minute, ManagementPorts: []config.Port{{Num: 22, Proto: "tcp"}},
 		Witness: &config.Witness{Disabled: true}}
 }
 
 // tripPlanN1 is flipPlanN1 witnessed from outside, the witness's key
-// listed: it flips in one round trip only (FlipTrip).
+// listed: FlipTrip confirms only on the witness's signed verdict.
 func tripPlanN1() config.Plan {
 	p := flipPlanN1()
 	p.Witness = &config.Witness{Key: config.KeyLines{witnessKeyLine}}
@@ -81,16 +81,17 @@ func setRecord(t *testing.T, a *Activities, rec nodestate.FlipRecord) {
 }
 
 // A flip interrupted while applying is reverted when its activity runs
-// again, and said so; a reverted flip is never confirmed.
+// again, and said so, with no transaction; a reverted flip is never
+// confirmed.
 func TestFlipResumeAfterInterruptedApply(t *testing.T) {
 	a, fl, _ := flipActs(t)
 	setRecord(t, a, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipApplying, Deadline: time.Now().Add(time.Minute), Revert: []byte(`{"node":"n1"}`)})
-	_, err := a.Flip(context.Background(), flipIn("n1-1"))
+	_, err := oneTrip(t, a, flipIn("n1-1"))
 	msg := appErr(t, err, ErrFlipReverted)
-	if !strings.Contains(msg, "interrupted") || len(fl.Reverts) != 1 {
-		t.Fatalf("reverts %d, error %s", len(fl.Reverts), msg)
+	if !strings.Contains(msg, "interrupted") || len(fl.Reverts) != 1 || len(fl.Flips) != 0 {
+		t.Fatalf("reverts %d, transactions %d, error %s", len(fl.Reverts), len(fl.Flips), msg)
 	}
-	_, err = a.ConfirmFlip(context.Background(), ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1"})
+	_, err = confirmStage(context.Background(), a, "n1-1")
 	appErr(t, err, ErrFlipReverted)
 }
 
@@ -111,7 +112,7 @@ func TestFlipRecordBeforeBatchIsRevertible(t *testing.T) {
 	}
 	in := flipIn("n1-1")
 	in.Plan = plan.Ref()
-	_, err := a.Flip(context.Background(), in)
+	_, err := oneTrip(t, a, in)
 	msg := appErr(t, err, ErrFlipOutcomeUnknown)
 	if !strings.Contains(msg, "treated as applied") {
 		t.Fatalf("error: %s", msg)
@@ -137,7 +138,7 @@ func TestFlipRecordBeforeBatchIsRevertible(t *testing.T) {
 func TestFlipNotAppliedIsNotReverted(t *testing.T) {
 	a, fl, _ := flipActs(t)
 	fl.FlipErr = fmt.Errorf("not flipping: %w (%w)", flip.ErrStaleDerived, flip.ErrNotApplied)
-	_, err := a.Flip(context.Background(), flipIn("n1-1"))
+	_, err := oneTrip(t, a, flipIn("n1-1"))
 	appErr(t, err, ErrStalePreview)
 	if rec := record(t, a); rec.State != nodestate.FlipNotApplied || rec.Pending() {
 		t.Fatalf("record %+v", rec)
@@ -148,12 +149,12 @@ func TestFlipNotAppliedIsNotReverted(t *testing.T) {
 	}
 }
 
-// Fewer echoes than rules sent: the batch is in; the flip counts as
+// Fewer echoes than rules sent: the batch is in; the apply counts it as
 // applied and says so.
 func TestFlipShortEchoesIsApplied(t *testing.T) {
 	a, fl, _ := flipActs(t)
 	fl.ShortEchoes = 1
-	r, err := a.Flip(context.Background(), flipIn("n1-1"))
+	r, err := applyStage(context.Background(), a, flipIn("n1-1"))
 	if err != nil || r.State != nodestate.FlipFlipped || !strings.Contains(r.Note, "echoed 1") {
 		t.Fatalf("flip: %+v %v", r, err)
 	}
@@ -168,17 +169,17 @@ func TestFlipRefusals(t *testing.T) {
 	a, fl, _ := flipActs(t)
 	setRecord(t, a, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipFlipped, Deadline: time.Now().Add(time.Minute)})
 	before := record(t, a)
-	_, err := a.Flip(context.Background(), flipIn("n1-2"))
+	_, err := oneTrip(t, a, flipIn("n1-2"))
 	if msg := appErr(t, err, ErrFlipInFlight); !strings.Contains(msg, "flip n1-1 is still flipped") {
 		t.Fatalf("refusal: %s", msg)
 	}
 	in := flipIn("n1-3")
 	in.ExpectDerived = "d" // not what the node's own preview derives
-	_, err = a.Flip(context.Background(), in)
+	_, err = oneTrip(t, a, in)
 	if msg := appErr(t, err, ErrStalePreview); !strings.Contains(msg, "names a preview that no longer holds") {
 		t.Fatalf("refusal: %s", msg)
 	}
-	if after := record(t, a); after.ID != before.ID || after.State != before.State || len(fl.Reverts) != 0 {
+	if after := record(t, a); after.ID != before.ID || after.State != before.State || len(fl.Reverts) != 0 || len(fl.Flips) != 0 {
 		t.Fatalf("a refused flip changed the record: %+v", after)
 	}
 }
@@ -189,16 +190,16 @@ func TestConfirmDeadlineAndAlreadyConfirmed(t *testing.T) {
 	a, fl, _ := flipActs(t)
 	in := ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1"}
 	setRecord(t, a, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipFlipped, Deadline: time.Now().Add(-time.Second)})
-	_, err := a.ConfirmFlip(context.Background(), in)
+	_, err := confirmStage(context.Background(), a, "n1-1")
 	appErr(t, err, ErrFlipDeadline)
 	if rec := record(t, a); rec.State != nodestate.FlipFlipped {
 		t.Fatalf("a late confirmation moved the record: %+v", rec)
 	}
 	setRecord(t, a, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipFlipped, Deadline: time.Now().Add(time.Minute)})
-	if r, err := a.ConfirmFlip(context.Background(), in); err != nil || r.State != nodestate.FlipConfirmed {
+	if r, err := confirmStage(context.Background(), a, "n1-1"); err != nil || r.State != nodestate.FlipConfirmed {
 		t.Fatalf("confirm: %+v %v", r, err)
 	}
-	if r, err := a.ConfirmFlip(context.Background(), in); err != nil || r.State != nodestate.FlipConfirmed {
+	if r, err := confirmStage(context.Background(), a, "n1-1"); err != nil || r.State != nodestate.FlipConfirmed {
 		t.Fatalf("a retried confirm: %+v %v", r, err)
 	}
 	_, err = a.RevertFlip(context.Background(), in)
@@ -212,9 +213,10 @@ const debianNftablesConf = "#!/usr/sbin/nft -f\n\nflush ruleset\n\ntable inet fi
 const ufwConf = "# /etc/ufw/ufw.conf\n#\n\n# Set to yes to start on boot.\nENABLED=yes\n\nLOGLEVEL=low\n"
 
 // A confirmed flip commits: the boot files are written, the ones replaced
-// taken into custody byte-exact first; a commit that fails leaves the flip
-// confirmed, and the retry finishes it; a commit of a flip that is not
-// confirmed is refused and changes nothing.
+// taken into custody byte-exact first; a commit that fails in the flip's
+// round trip leaves the flip confirmed, and the retry (adopt retry's
+// CommitFlip) finishes it; a commit of a flip that is not confirmed is
+// refused and changes nothing.
 func TestFlipConfirmCommit(t *testing.T) {
 	a, fl, root := flipActs(t)
 	debianBoot(t, root, true)
@@ -228,15 +230,9 @@ func TestFlipConfirmCommit(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(root, "etc/ufw/ufw.conf")); string(b) != ufwConf {
 		t.Fatal("a refused commit changed ufw.conf")
 	}
-	if _, err := a.Flip(context.Background(), flipIn("n1-1")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.ConfirmFlip(context.Background(), in); err != nil {
-		t.Fatal(err)
-	}
 	fl.CommitErr = fmt.Errorf("netlink: device busy")
-	if _, err := a.CommitFlip(context.Background(), in); err == nil || !strings.Contains(err.Error(), "device busy") {
-		t.Fatalf("commit with a failing firewall: %v", err)
+	if _, err := oneTrip(t, a, flipIn("n1-1")); err == nil || !strings.Contains(err.Error(), "is confirmed; its commit failed") || !strings.Contains(err.Error(), "device busy") {
+		t.Fatalf("the flip with a failing commit: %v", err)
 	}
 	if rec := record(t, a); rec.State != nodestate.FlipConfirmed {
 		t.Fatalf("a failed commit moved the record to %s", rec.State)
@@ -278,12 +274,12 @@ func TestFlipConfirmCommit(t *testing.T) {
 // A record with the same flip ID left by an earlier adoption (released,
 // adopted again) does not pass for this flip's: the flip runs afresh.
 func TestFlipIgnoresRecordOfEarlierAdoption(t *testing.T) {
-	a, _, _ := flipActs(t)
+	a, fl, _ := flipActs(t)
 	setRecord(t, a, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipReverted, Reason: "old"})
 	must(t, a.State.ClearAdopted())
 	must(t, a.State.MarkAdopted(nodestate.Marker{Node: "n1", AdoptedAt: record(t, a).Updated.Add(time.Second)}))
-	r, err := a.Flip(context.Background(), flipIn("n1-1"))
-	if err != nil || r.State != nodestate.FlipFlipped {
-		t.Fatalf("flip after a re-adoption: %+v %v", r, err)
+	r, err := oneTrip(t, a, flipIn("n1-1"))
+	if err != nil || r.State != nodestate.FlipCommitted || r.Preview == nil || len(fl.Flips) != 1 {
+		t.Fatalf("flip after a re-adoption: %+v %v, %d transactions", r, err, len(fl.Flips))
 	}
 }

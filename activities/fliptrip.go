@@ -41,14 +41,14 @@ type WitnessVerdict = nodewire.WitnessVerdict
 type FlipTripInput = nodewire.FlipTripInput
 
 // FlipTrip is the flip in one round trip. A new flip is previewed on the
-// node and applied only if that preview approves (as Flip with Preview);
-// then a heartbeat must reach Temporal and be acknowledged (the way out),
-// the witness's verdict must say answered when the workflow witnesses (the
-// way in), and only then is the flip confirmed (ConfirmFlip's checks) and
-// committed. Either proof failing reverts the flip. A retried attempt with
-// the same ID resumes from the node's record and never applies twice: an
-// applying record is reverted (Flip's resume), a flipped one is proven
-// again, a confirmed one is committed.
+// node and applied only if that preview approves (flip.go); then a
+// heartbeat must reach Temporal and be acknowledged (the way out), the
+// witness's verdict must say answered when the workflow witnesses (the way
+// in), and only then is the flip confirmed (confirm.go) and committed.
+// Either proof failing reverts the flip. A retried attempt with the same
+// ID resumes from the node's record and never applies twice: an applying
+// record is reverted, a flipped one is proven again, a confirmed one is
+// committed.
 func (a *Activities) FlipTrip(ctx context.Context, in FlipTripInput) (*FlipResult, error) {
 	auth, v, err := a.authorizeFlip(ctx, in.Plan, in.Intent)
 	if err != nil {
@@ -60,7 +60,6 @@ func (a *Activities) FlipTrip(ctx context.Context, in FlipTripInput) (*FlipResul
 	}
 	p := &FlipProgress{ID: in.ID, Reads: a.Converter != nil}
 	ctx = trip.WithProgress(ctx, p)
-	in.Preview = true
 	res, err := a.flip(ctx, auth, in.FlipInput)
 	if err != nil || res.State == FlipPreviewRefused {
 		return res, err

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,9 +10,11 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 
 	"adoption/internal/fwtest"
 	"adoption/nodestate"
+	"adoption/witness"
 )
 
 // witnessClient is the agent's client whose workflow answers the verdict
@@ -20,12 +23,14 @@ import (
 type witnessClient struct {
 	tripClient
 	dial func() error
+	// dialed is what the witness's last dial answered.
+	dialed error
 }
 
 func (c *witnessClient) QueryWorkflow(_ context.Context, _, _, _ string, args ...any) (converter.EncodedValue, error) {
 	v := WitnessVerdict{ID: args[0].(string), State: WitnessAnswered}
-	if err := c.dial(); err != nil {
-		v.State, v.Why = WitnessLockedOut, err.Error()
+	if c.dialed = c.dial(); c.dialed != nil {
+		v.State, v.Why = WitnessLockedOut, c.dialed.Error()
 	} else {
 		v = signVerdict(v)
 	}
@@ -62,6 +67,10 @@ func TestKernelFlipTripWitnessed(t *testing.T) {
 	}
 	if rec := record(t, a); rec.State != nodestate.FlipReverted || c.queries != 1 || len(c.beats) == 0 || !c.beats[0].Applied {
 		t.Fatalf("record %s, %d queries, beats %+v", rec.State, c.queries, c.beats)
+	}
+	var ae *temporal.ApplicationError
+	if !errors.As(c.dialed, &ae) || ae.Type() != witness.ErrLockedOut {
+		t.Fatalf("the witness's dial through the mesh's table answered %v; want %s", c.dialed, witness.ErrLockedOut)
 	}
 	from = fwtest.PeerV4a
 	if err := dial(); err != nil {

@@ -130,14 +130,11 @@ func (e verdictValue) Get(p any) error {
 // applied (the record flipped), or confirmed too.
 func attempt(t *testing.T, a *Activities, id string, confirmed bool) {
 	t.Helper()
-	auth, err := a.Local()
-	must(t, err)
-	in := tripIn(id, true).FlipInput
-	if _, err := a.flip(context.Background(), auth, in); err != nil {
+	if _, err := applyStage(context.Background(), a, tripIn(id, true).FlipInput); err != nil {
 		t.Fatal(err)
 	}
 	if confirmed {
-		if _, err := a.confirm(context.Background(), auth, id); err != nil {
+		if _, err := confirmStage(context.Background(), a, id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -473,41 +470,5 @@ func TestFlipTripRefusedWithoutWitnessKey(t *testing.T) {
 	}
 	if rec, err := a.Flips.(*nodestate.Dir).Flip(); err != nil || rec != nil || flips() != 0 || len(c.beats) != 0 {
 		t.Fatalf("a refused flip left record %+v (%v), %d flips, %d beats", rec, err, flips(), len(c.beats))
-	}
-}
-
-// TestTheTwoStepFlipIsRefusedOnAWitnessedNode: on a node whose flips are
-// witnessed, the flip in two steps (Flip, then ConfirmFlip on the
-// workflow's word that the witness answered) is refused: Flip before
-// anything is recorded or applied, and ConfirmFlip of a flip applied
-// (by an attempt of FlipTrip that died) leaves it unconfirmed, for
-// FlipTrip to prove again with a signed verdict or for the watchdog to
-// revert. A node that does not witness its flips still flips in two steps.
-func TestTheTwoStepFlipIsRefusedOnAWitnessedNode(t *testing.T) {
-	a, flips := tripActs(t, &tripClient{})
-	in := tripIn("n1-1", true).FlipInput
-	_, err := a.Flip(context.Background(), in)
-	if msg := appErr(t, err, ErrFlipRefused); !strings.Contains(msg, "flip.witness.disabled") || !strings.Contains(msg, "nothing was changed") {
-		t.Fatalf("the refusal does not say what to do: %s", msg)
-	}
-	if flips() != 0 {
-		t.Fatalf("a refused Flip applied %d flip(s)", flips())
-	}
-	if rec, err := a.Flips.(*nodestate.Dir).Flip(); err != nil || rec != nil {
-		t.Fatalf("a refused Flip left a record: %+v %v", rec, err)
-	}
-	attempt(t, a, "n1-1", false)
-	_, err = a.ConfirmFlip(context.Background(), ConfirmInput{Plan: tripPlanN1().Ref(), ID: "n1-1", Commit: true})
-	appErr(t, err, ErrFlipRefused)
-	if rec := record(t, a); rec.State != nodestate.FlipFlipped {
-		t.Fatalf("ConfirmFlip on the workflow's word moved the flip to %s", rec.State)
-	}
-
-	b, bflips, _ := flipActs(t) // flip.witness.disabled
-	if r, err := b.Flip(context.Background(), flipIn("n1-1")); err != nil || r.State != nodestate.FlipFlipped || len(bflips.Flips) != 1 {
-		t.Fatalf("the two-step flip of a node not witnessed: %+v %v", r, err)
-	}
-	if r, err := b.ConfirmFlip(context.Background(), ConfirmInput{Plan: flipPlanN1().Ref(), ID: "n1-1"}); err != nil || r.State != nodestate.FlipConfirmed {
-		t.Fatalf("its confirmation: %+v %v", r, err)
 	}
 }

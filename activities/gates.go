@@ -32,7 +32,9 @@ const (
 	ErrCutoverConfirmed = nodewire.ErrCutoverConfirmed
 	// ErrNotMigrated: the node has not confirmed the module's cutover.
 	ErrNotMigrated = "NotMigrated"
-	// ErrFlipRefused: the node's own gates or preview refuse the flip.
+	// ErrFlipRefused: the node refuses a flip before applying anything
+	// (a witnessed node that cannot authenticate the witness's verdict); its
+	// own gates and preview refuse by a result (FlipPreviewRefused).
 	ErrFlipRefused = nodewire.ErrFlipRefused
 	// ErrNodeState: the node's state does not allow the request now.
 	ErrNodeState = "NodeState"

@@ -31,7 +31,7 @@ func gatePlan(t *testing.T, a *Activities, root string) config.Plan {
 	plan := fileModule(t, a, "/srv/app/app.env", "APP_PASSWORD=mesh\n", nil, "")
 	plan.ManagementPorts = []config.Port{{Num: 22, Proto: "tcp"}}
 	plan.ConfirmTimeout = time.Minute
-	plan.Witness = &config.Witness{Disabled: true} // it flips in two steps too
+	plan.Witness = &config.Witness{Disabled: true} // no verdict to ask
 	auth, _ := a.Local()
 	a.Local = authority.Fixed(plan, auth.Contents, 30*time.Minute)
 	put(t, root, "/srv/app/app.env", "APP_PASSWORD=found\n")
@@ -46,11 +46,16 @@ func gateActs(t *testing.T) (*Activities, *fake.Flipper, config.Plan, string) {
 	a, root := newActs(t)
 	plan := gatePlan(t, a, root)
 	debianBoot(t, root, true)
-	fl := &fake.Flipper{}
+	// The flip takes defaultDeny22's table out of force whole.
+	fl := &fake.Flipper{Dormant: []flip.ChainRef{{Family: "inet", Table: "filter"}}}
 	a.Flipper, a.Firewall, a.Marks = fl, fake.Firewall{Rules: defaultDeny22()}, &listMarks{}
 	watchdogs := 0
 	a.StartWatchdog = func() error { watchdogs++; return nil }
-	_, err := a.Adopt(context.Background(), AdoptInput{Plan: plan.Ref(), WorkflowID: "node-migration/n1"})
+	_, err := a.Adopt(context.Background(), AdoptInput{Plan: plan.Ref(), WorkflowID: testEnvCaller.Workflow})
+	must(t, err)
+	// The flip runs in the SDK's test activity environment: its workflow
+	// is the one the node serves.
+	_, err = a.State.SetOwner(nodestate.Owner{Namespace: testEnvCaller.Namespace, Workflow: testEnvCaller.Workflow, At: time.Now().UTC()})
 	must(t, err)
 	return a, fl, plan, root
 }
@@ -89,13 +94,13 @@ func sameState(t *testing.T, before, after map[string]string) {
 
 func stateDir(a *Activities) string { return a.State.(*nodestate.Dir).Path() }
 
-// The flip: take both fingerprints from the node's own refused
-// preview, send Flip without asking for a preview, then ConfirmFlip with
-// commit. With the module not migrated the node refuses, whatever the
-// request's fingerprints; with drift pending (a declared file edited, the
-// found firewall changed since adoption) too. Nothing is recorded, no
-// watchdog starts, no transaction runs, and there is nothing to confirm.
-// Once the module is migrated and the drift gone, the same flip goes.
+// A hostile flip: take both fingerprints from the node's own refused
+// preview and send FlipTrip without asking for a preview. With the module
+// not migrated the node refuses, whatever the request's fingerprints; with
+// drift pending (a declared file edited, the found firewall changed since
+// adoption) too. Nothing is recorded, no watchdog starts, no transaction
+// runs, and nothing is confirmed. Once the module is migrated and the
+// drift gone, the same flip goes through to the commit.
 func TestFlipNeedsModulesMigratedNoDriftAndItsOwnPreview(t *testing.T) {
 	ctx := context.Background()
 	a, fl, plan, root := gateActs(t)
@@ -107,18 +112,14 @@ func TestFlipNeedsModulesMigratedNoDriftAndItsOwnPreview(t *testing.T) {
 	flipRefused := func(want string) {
 		t.Helper()
 		before := nodeState(t, root, stateDir(a))
-		_, err := a.Flip(ctx, hostile)
-		if msg := appErr(t, err, ErrFlipRefused); !strings.Contains(msg, want) {
-			t.Fatalf("refusal lacks %q: %s", want, msg)
+		res, err := oneTrip(t, a, hostile)
+		if why := refusedTrip(t, res, err); !strings.Contains(why, want) {
+			t.Fatalf("refusal lacks %q: %s", want, why)
 		}
 		sameState(t, before, nodeState(t, root, stateDir(a)))
 		if len(fl.Flips) != 0 {
 			t.Fatalf("a refused flip ran %d transaction(s)", len(fl.Flips))
 		}
-		if _, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: plan.Ref(), ID: "n1-1", Commit: true}); err == nil {
-			t.Fatal("a refused flip was confirmed")
-		}
-		sameState(t, before, nodeState(t, root, stateDir(a)))
 	}
 	flipRefused("module app has no cutover recorded on node n1")
 
@@ -134,8 +135,8 @@ func TestFlipNeedsModulesMigratedNoDriftAndItsOwnPreview(t *testing.T) {
 	flipRefused("the found firewall's own rules changed since adoption")
 
 	a.Firewall = fake.Firewall{Rules: defaultDeny22()}
-	res, err := a.Flip(ctx, hostile)
-	if err != nil || res.State != nodestate.FlipFlipped || len(fl.Flips) != 1 {
+	res, err := oneTrip(t, a, hostile)
+	if err != nil || res.State != nodestate.FlipCommitted || len(fl.Flips) != 1 {
 		t.Fatalf("the flip the node's gates allow: %+v %v", res, err)
 	}
 }
@@ -158,9 +159,9 @@ func TestFlipWithoutPreviewIsPreviewedAnyway(t *testing.T) {
 		t.Fatal("setup: the preview approves")
 	}
 	before := nodeState(t, root, stateDir(a))
-	_, err = a.Flip(ctx, FlipInput{Plan: plan.Ref(), Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, ExpectFound: pv.FoundFingerprint, ExpectDerived: pv.DerivedFingerprint})
-	if msg := appErr(t, err, ErrFlipRefused); !strings.Contains(msg, "would close") {
-		t.Fatalf("refusal: %s", msg)
+	res, err := oneTrip(t, a, FlipInput{Plan: plan.Ref(), Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, ExpectFound: pv.FoundFingerprint, ExpectDerived: pv.DerivedFingerprint})
+	if why := refusedTrip(t, res, err); !strings.Contains(why, "would close") {
+		t.Fatalf("refusal: %s", why)
 	}
 	sameState(t, before, nodeState(t, root, stateDir(a)))
 	if len(fl.Flips) != 0 {

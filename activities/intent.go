@@ -35,9 +35,8 @@ func (a *Activities) checkIntent(ctx context.Context, auth *authority.Authority,
 	return a.claim(ctx, auth, signed, forms, false)
 }
 
-// authorizeFlip is the preamble of a flip's steps (Flip, ConfirmFlip, the
-// flip in one round trip): the request authorized, then its intent to
-// flip checked and claimed.
+// authorizeFlip is the preamble of the flip in one round trip: the request
+// authorized, then its intent to flip checked and claimed.
 func (a *Activities) authorizeFlip(ctx context.Context, plan config.PlanRef, signed *intent.Signed) (*authority.Authority, *intent.Verified, error) {
 	auth, err := a.authorize(ctx, plan)
 	if err != nil {

@@ -168,12 +168,8 @@ func stateChanging() []call {
 			_, err := a.AcceptDrift(ctx, DriftInput{Plan: p.Ref(), Intent: s})
 			return err
 		}},
-		{"Flip", authority.ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout, Preview: true, Intent: s})
-			return err
-		}},
-		{"ConfirmFlip with commit", authority.ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
-			_, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: p.Ref(), ID: "n1-1", Commit: true, Intent: s})
+		{"FlipTrip", authority.ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
+			_, err := a.FlipTrip(ctx, FlipTripInput{FlipInput: FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout, Preview: true, Intent: s}, Witness: p.Witness.Witnessed()})
 			return err
 		}},
 		{"CommitFlip", authority.ActFlip, flipArgs, func(ctx context.Context, a *Activities, p config.Plan, s *intent.Signed) error {
@@ -322,7 +318,7 @@ func TestAnEndedOperationsIntentIsSpent(t *testing.T) {
 	if _, err := sn.a.CommitFlip(ctx, ConfirmInput{Plan: p.Ref(), ID: "n1-1", Intent: retry}); refusedFor(err) != "" {
 		t.Fatalf("a retry of a commit: %v", err)
 	}
-	if _, err := sn.a.Flip(ctx, FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout, Preview: true, Intent: retry}); refusedFor(err) != intent.WrongAction {
+	if _, err := sn.a.FlipTrip(ctx, FlipTripInput{FlipInput: FlipInput{Plan: p.Ref(), Spec: specOf(p), ID: "n1-1", ConfirmTimeout: p.ConfirmTimeout, Preview: true, Intent: retry}, Witness: p.Witness.Witnessed()}); refusedFor(err) != intent.WrongAction {
 		t.Fatalf("a retry's intent used for a flip: %v", err)
 	}
 }

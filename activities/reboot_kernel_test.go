@@ -130,22 +130,17 @@ func kept(pv *flip.Preview) []string {
 // commit.
 func TestKernelRebootAfterCommit(t *testing.T) {
 	r := newRebootNode(t)
-	ctx := context.Background()
-	res, err := r.a.Flip(ctx, FlipInput{Plan: r.plan.Ref(), Spec: flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: r.plan.ManagementPorts[0], Owner: flip.OwnerManagement}}, Drop: r.plan.Drop},
+	res, err := oneTrip(t, r.a, FlipInput{Plan: r.plan.Ref(), Spec: flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: r.plan.ManagementPorts[0], Owner: flip.OwnerManagement}}, Drop: r.plan.Drop},
 		ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Preview == nil || !res.Preview.Approved || res.State != nodestate.FlipFlipped {
+	if res.Preview == nil || !res.Preview.Approved || res.State != nodestate.FlipCommitted {
 		t.Fatalf("flip: %+v", res)
 	}
 	want := kept(res.Preview)
 	if len(want) == 0 {
 		t.Fatal("the preview keeps nothing")
-	}
-	cm, err := r.a.ConfirmFlip(ctx, ConfirmInput{Plan: r.plan.Ref(), ID: "n1-1", Commit: true})
-	if err != nil || cm.State != nodestate.FlipCommitted {
-		t.Fatalf("confirm and commit: %+v %v", cm, err)
 	}
 	boot := readFile(t, filepath.Join(r.root, "etc/nftables.conf"))
 	if strings.Contains(boot, "flush ruleset") || strings.Contains(boot, "table inet filter") || !strings.Contains(boot, "delete table inet adoption") {
@@ -182,24 +177,26 @@ func TestKernelRebootAfterCommit(t *testing.T) {
 	r.n.ExpectReach(t, "rebooted", false, fwtest.Ports("8081/tcp")...)
 }
 
-// A reboot inside the confirm window (the flip applied, not confirmed)
-// boots the node's found boot files: ufw is back and the mesh's table is
-// gone. The confirmation, asked to commit too, refuses, and the flip is
-// reverted (its node files restored), never committed: the boot files are
-// the found ones, and the evaluator's answer is the one before the flip.
+// A reboot inside the confirm window (the flip applied, not confirmed: the
+// round trip's attempt died with the node) boots the node's found boot
+// files: ufw is back and the mesh's table is gone. The round trip run
+// again resumes the flip, refuses to confirm it, and reverts it (its node
+// files restored), never committed: the boot files are the found ones,
+// and the evaluator's answer is the one before the flip.
 func TestKernelRebootInsideConfirmWindow(t *testing.T) {
 	r := newRebootNode(t)
 	ctx := context.Background()
 	before := r.openings(t)
 	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: r.plan.ManagementPorts[0], Owner: flip.OwnerManagement}}, Drop: r.plan.Drop}
-	res, err := r.a.Flip(ctx, FlipInput{Plan: r.plan.Ref(), Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
+	in := FlipInput{Plan: r.plan.Ref(), Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true}
+	res, err := applyStage(ctx, r.a, in)
 	if err != nil || res.State != nodestate.FlipFlipped {
 		t.Fatalf("flip: %+v %v", res, err)
 	}
 	if !r.reboot(t) {
 		t.Fatal("ufw did not load at a boot before the commit")
 	}
-	_, err = r.a.ConfirmFlip(ctx, ConfirmInput{Plan: r.plan.Ref(), ID: "n1-1", Commit: true})
+	_, err = oneTrip(t, r.a, in)
 	msg := appErr(t, err, ErrFlipReverted)
 	if !strings.Contains(msg, "table inet adoption is not in the ruleset") {
 		t.Fatalf("the refusal does not say why: %s", msg)
@@ -224,7 +221,8 @@ func TestKernelRebootInsideConfirmWindow(t *testing.T) {
 	r.n.ExpectReach(t, "reverted", true, fwtest.Ports("22/tcp", "8081/tcp")...)
 }
 
-// A commit that stopped after removing the predecessor resumes: when
+// A commit that stopped after removing the predecessor (in the round trip
+// resumed after its first attempt applied the flip) resumes: when
 // something emptied the ruleset in between, the retry puts the mesh's
 // table back before it writes the rest, so the node is never left
 // unfiltered, and the evaluator's answer is the preview's kept openings.
@@ -232,14 +230,15 @@ func TestKernelCommitResumesAfterAFlush(t *testing.T) {
 	r := newRebootNode(t)
 	ctx := context.Background()
 	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: r.plan.ManagementPorts[0], Owner: flip.OwnerManagement}}, Drop: r.plan.Drop}
-	res, err := r.a.Flip(ctx, FlipInput{Plan: r.plan.Ref(), Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
+	in := FlipInput{Plan: r.plan.Ref(), Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true}
+	res, err := applyStage(ctx, r.a, in)
 	if err != nil || res.State != nodestate.FlipFlipped {
 		t.Fatalf("flip: %+v %v", res, err)
 	}
 	ufwConfPath := filepath.Join(r.root, "etc/ufw/ufw.conf")
 	must(t, os.Remove(ufwConfPath))
 	must(t, os.Mkdir(ufwConfPath, 0o755))
-	_, err = r.a.ConfirmFlip(ctx, ConfirmInput{Plan: r.plan.Ref(), ID: "n1-1", Commit: true})
+	_, err = oneTrip(t, r.a, in)
 	if err == nil || !strings.Contains(err.Error(), "Steps done: remove the predecessor's firewall") {
 		t.Fatalf("a commit that stopped at ufw.conf: %v", err)
 	}
@@ -267,7 +266,6 @@ func TestKernelCommitResumesAfterAFlush(t *testing.T) {
 // packets from the peer.
 func TestKernelUfwNatRuleSurvivesTheBootOrIsRefused(t *testing.T) {
 	r := newRebootNode(t)
-	ctx := context.Background()
 	const dnatTo = fwtest.NodeV4 + ":22"
 	rebaseline := func() {
 		must(t, r.a.State.SetBaseline(nodestate.Baseline{Firewall: flip.FoundFingerprint(r.n.List(t))}))
@@ -284,7 +282,7 @@ func TestKernelUfwNatRuleSurvivesTheBootOrIsRefused(t *testing.T) {
 	dnatWorks("before the flip")
 	before := r.n.Listing(t)
 	spec := flip.MeshSpec{Node: "n1", Input: []flip.Allow{{Port: r.plan.ManagementPorts[0], Owner: flip.OwnerManagement}}, Drop: r.plan.Drop}
-	res, err := r.a.Flip(ctx, FlipInput{Plan: r.plan.Ref(), Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
+	res, err := oneTrip(t, r.a, FlipInput{Plan: r.plan.Ref(), Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
 	if err != nil || res.State != FlipPreviewRefused || res.Preview == nil {
 		t.Fatalf("flip with ufw's *nat DNAT: %+v %v; want it refused by the node's preview", res, err)
 	}
@@ -309,12 +307,9 @@ func TestKernelUfwNatRuleSurvivesTheBootOrIsRefused(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(r.root, "etc/nftables.conf"), []byte(debianNftablesConf+"\n"+portfwd), 0o644))
 	rebaseline()
 	dnatWorks("moved into table ip portfwd")
-	res, err = r.a.Flip(ctx, FlipInput{Plan: r.plan.Ref(), Spec: spec, ID: "n1-2", ConfirmTimeout: time.Minute, Preview: true})
-	if err != nil || res.State != nodestate.FlipFlipped {
+	res, err = oneTrip(t, r.a, FlipInput{Plan: r.plan.Ref(), Spec: spec, ID: "n1-2", ConfirmTimeout: time.Minute, Preview: true})
+	if err != nil || res.State != nodestate.FlipCommitted {
 		t.Fatalf("flip with the DNAT in a declared native table: %+v %v", res, err)
-	}
-	if cm, err := r.a.ConfirmFlip(ctx, ConfirmInput{Plan: r.plan.Ref(), ID: "n1-2", Commit: true}); err != nil || cm.State != nodestate.FlipCommitted {
-		t.Fatalf("confirm and commit: %+v %v", cm, err)
 	}
 	dnatWorks("committed")
 	if r.reboot(t) {

@@ -2,12 +2,7 @@ package activities
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"testing"
-	"time"
-
-	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities/fake"
 	"adoption/config"
@@ -22,53 +17,8 @@ import (
 	"adoption/witness"
 )
 
-// TestKernelFlipWitnessedFromOutside: the found firewall lets ssh in only
-// from one of the peer's addresses, and the real flip carries that into the
-// mesh's table. A witness dialing from the peer's other address (the
-// operator's, say) finds the node locked out, and the flip is reverted
-// through the node, which lets ssh in again as before; witnessed from the
-// allowed address, the next flip is confirmed.
-func TestKernelFlipWitnessedFromOutside(t *testing.T) {
-	wn := newWitnessNet(t, "wk-", "wk", "5f")
-	a, spec, witnessFrom := wn.a, wn.spec, wn.witnessFrom
-	// The witness here is the workflow's, not the node's: the flip in two
-	// steps, on a node that does not authenticate a witness.
-	plan := withPlan(a, flipPlanN1())
-	ctx := context.Background()
-
-	res, err := a.Flip(ctx, FlipInput{Plan: plan.Ref(), Spec: spec, ID: "n1-1", ConfirmTimeout: time.Minute, Preview: true})
-	if err != nil || res.State != nodestate.FlipFlipped {
-		t.Fatalf("flip: %+v %v", res, err)
-	}
-	err = witnessFrom(fwtest.PeerV4b)
-	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) || ae.Type() != witness.ErrLockedOut || !strings.Contains(err.Error(), "22/tcp") {
-		t.Fatalf("witness from %s through the mesh's table: %v; want locked out on 22/tcp", fwtest.PeerV4b, err)
-	}
-	if _, err := a.RevertFlip(ctx, ConfirmInput{Plan: plan.Ref(), ID: "n1-1"}); err != nil {
-		t.Fatalf("revert: %v", err)
-	}
-	if rec := record(t, a); rec.State != nodestate.FlipReverted {
-		t.Fatalf("the flip is %s after a lockout", rec.State)
-	}
-	if err := witnessFrom(fwtest.PeerV4a); err != nil {
-		t.Errorf("after the revert ssh from %s should answer as before the flip: %v", fwtest.PeerV4a, err)
-	}
-
-	res, err = a.Flip(ctx, FlipInput{Plan: plan.Ref(), Spec: spec, ID: "n1-2", ConfirmTimeout: time.Minute, Preview: true})
-	if err != nil || res.State != nodestate.FlipFlipped {
-		t.Fatalf("second flip: %+v %v", res, err)
-	}
-	if err := witnessFrom(fwtest.PeerV4a); err != nil {
-		t.Fatalf("witness from %s, which the mesh's table keeps: %v", fwtest.PeerV4a, err)
-	}
-	if cr, err := a.ConfirmFlip(ctx, ConfirmInput{Plan: plan.Ref(), ID: "n1-2"}); err != nil || cr.State != nodestate.FlipConfirmed {
-		t.Fatalf("confirm after the witness answered: %+v %v", cr, err)
-	}
-}
-
-// witnessNet is the setup of the witness kernel tests (here and
-// fliptrip_kernel_test.go): a node in namespaces whose found firewall lets
+// witnessNet is the setup of the witnessed flip's kernel test
+// (fliptrip_kernel_test.go): a node in namespaces whose found firewall lets
 // ssh in only from fwtest.PeerV4a (22/tcp served), its activities on the
 // real firewall, adopted with that firewall as baseline, and the flip of
 // its management port.

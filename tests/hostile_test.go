@@ -128,6 +128,11 @@ func hostileCases(p config.Plan) []hostileCase {
 	extra := spec
 	extra.Input = append(append([]flip.Allow(nil), spec.Input...), flip.Allow{Port: port(2375), Owner: hostileName})
 	century := 100 * 365 * 24 * time.Hour
+	// A flip is asked as the orchestrator asks it: in one round trip,
+	// witnessed as the node's file says.
+	trip := func(in activities.FlipInput) activities.FlipTripInput {
+		return activities.FlipTripInput{FlipInput: in, Witness: p.Witness.Witnessed()}
+	}
 	pred := func(mounts []containers.Mount, networks []string) *cutover.Predecessor {
 		return &cutover.Predecessor{ID: "0123456789ab", Name: hostileName, Image: svcV1, Mounts: mounts, Networks: networks}
 	}
@@ -152,19 +157,19 @@ func hostileCases(p config.Plan) []hostileCase {
 			authority.ErrPlanMismatch, planDiffers},
 		{"traversal in a flip ID (commit)", "CommitFlip", activities.ConfirmInput{Plan: p.Ref(), ID: hostileName + "-1/../../../../tmp/x-1"},
 			activities.ErrIntentRefused, "intent refused (missing)"},
-		{"traversal in a flip ID (flip)", "Flip", activities.FlipInput{Plan: p.Ref(), Spec: spec, ID: "../" + hostileName + "-1", ConfirmTimeout: p.ConfirmTimeout},
+		{"traversal in a flip ID (flip)", "FlipTrip", trip(activities.FlipInput{Plan: p.Ref(), Spec: spec, ID: "../" + hostileName + "-1", ConfirmTimeout: p.ConfirmTimeout}),
 			activities.ErrIntentRefused, "intent refused (missing)"},
 		{"setuid mode", "ConvergeFiles", activities.ModuleInput{Plan: with(func(q *config.Plan) { q.Modules[0].Files[0].Mode = "4755" }).Ref(), Module: hostileName},
 			authority.ErrPlanMismatch, planDiffers},
-		{"100-year confirm timeout", "Flip", activities.FlipInput{Plan: p.Ref(), Spec: spec, ID: hostileName + "-1", ConfirmTimeout: century},
+		{"100-year confirm timeout", "FlipTrip", trip(activities.FlipInput{Plan: p.Ref(), Spec: spec, ID: hostileName + "-1", ConfirmTimeout: century}),
 			activities.ErrIntentRefused, "intent refused (missing)"},
-		{"100-year confirm timeout in the plan", "Flip", activities.FlipInput{Plan: with(func(q *config.Plan) { q.ConfirmTimeout = century }).Ref(), Spec: spec, ID: hostileName + "-1", ConfirmTimeout: century},
+		{"100-year confirm timeout in the plan", "FlipTrip", trip(activities.FlipInput{Plan: with(func(q *config.Plan) { q.ConfirmTimeout = century }).Ref(), Spec: spec, ID: hostileName + "-1", ConfirmTimeout: century}),
 			authority.ErrPlanMismatch, planDiffers},
-		{"ruleset without the management port", "Flip", activities.FlipInput{Plan: p.Ref(), Spec: noMgmt, ID: hostileName + "-1", ConfirmTimeout: p.ConfirmTimeout},
+		{"ruleset without the management port", "FlipTrip", trip(activities.FlipInput{Plan: p.Ref(), Spec: noMgmt, ID: hostileName + "-1", ConfirmTimeout: p.ConfirmTimeout}),
 			activities.ErrIntentRefused, "intent refused (missing)"},
 		{"ruleset opening an undeclared port", "Preview", activities.PreviewInput{Plan: p.Ref(), Spec: extra},
 			authority.ErrNotDeclared, "opens 2375/tcp for " + hostileName},
-		{"health check elsewhere", "ConfirmFlip", activities.ConfirmInput{Plan: with(func(q *config.Plan) { q.Modules[1].Health.HTTP = "http://169.254.169.254/latest/meta-data" }).Ref(), ID: hostileName + "-1"},
+		{"health check elsewhere", "FlipTrip", trip(activities.FlipInput{Plan: with(func(q *config.Plan) { q.Modules[1].Health.HTTP = "http://169.254.169.254/latest/meta-data" }).Ref(), Spec: spec, ID: hostileName + "-1", ConfirmTimeout: p.ConfirmTimeout}),
 			authority.ErrPlanMismatch, planDiffers},
 		{"swap another container", "CutoverSwap", activities.ModuleInput{Plan: with(func(q *config.Plan) { q.Modules[0].Container.Name = "e2ehostvictim" }).Ref(), Module: hostileName},
 			authority.ErrPlanMismatch, planDiffers},

@@ -114,11 +114,11 @@ type FlipInput struct {
 	ExpectDerived  string        `json:"expect_derived,omitempty"`
 	ID             string        `json:"id"` // one per flip attempt: a retried activity resumes it
 	ConfirmTimeout time.Duration `json:"confirm_timeout"`
-	// Preview says the sender wants the node's preview back, and a
-	// refusal by it as a result (FlipPreviewRefused) rather than an error.
-	// The node previews every new flip itself whatever this says, and
-	// applies only what its own preview approved (gates.go); expectations
-	// sent beside it must match that preview.
+	// Preview says the sender wants the node's preview back. The node
+	// previews every new flip itself whatever this says, answers a refusal
+	// by it as a result (FlipPreviewRefused), and applies only what its own
+	// preview approved (gates.go); expectations sent beside it must match
+	// that preview.
 	Preview bool `json:"preview,omitempty"`
 	// Intent is the operator's signed flip.
 	Intent *intent.Signed `json:"intent,omitempty"`
@@ -169,14 +169,10 @@ type FlipTripInput struct {
 	Witness bool `json:"witness,omitempty"`
 }
 
-// ConfirmInput names the flip to confirm, revert or commit.
+// ConfirmInput names the flip to revert or commit.
 type ConfirmInput struct {
 	Plan config.PlanRef `json:"plan"`
 	ID   string         `json:"id"`
-	// Commit asks ConfirmFlip to go on to the commit once the flip is
-	// confirmed, in the same round trip. A commit that fails leaves the
-	// flip confirmed: the workflow, asking the node, commits it again.
-	Commit bool `json:"commit,omitempty"`
 	// Intent is the operator's signed flip (or, for a commit, retry).
 	Intent *intent.Signed `json:"intent,omitempty"`
 }

@@ -1,7 +1,7 @@
 // This file holds the names the workflows call the node's activities by:
 // methods with the signatures of activities.Activities' and of the
 // agent's watch (activities/watch.Watcher), which the workflows reach
-// through a nil pointer (workflow.ExecuteActivity(ctx, a.Flip, in)) so
+// through a nil pointer (workflow.ExecuteActivity(ctx, a.FlipTrip, in)) so
 // that they link none of the machinery. Nothing registers these: the
 // node's agent registers the real ones, under the same names; a test in
 // package activities keeps the signatures the same.
@@ -58,11 +58,6 @@ func (*Activities) CommitFlip(ctx context.Context, in ConfirmInput) (*FlipResult
 	panic(onTheNode)
 }
 
-// ConfirmFlip is activities.Activities.ConfirmFlip.
-func (*Activities) ConfirmFlip(ctx context.Context, in ConfirmInput) (*FlipResult, error) {
-	panic(onTheNode)
-}
-
 // ConvergeFiles is activities.Activities.ConvergeFiles.
 func (*Activities) ConvergeFiles(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
 	panic(onTheNode)
@@ -92,9 +87,6 @@ func (*Activities) CutoverSwap(ctx context.Context, in ModuleInput) (*CutoverRes
 func (*Activities) CutoverWaitHealthy(ctx context.Context, in ModuleInput) (*CutoverResult, error) {
 	panic(onTheNode)
 }
-
-// Flip is activities.Activities.Flip.
-func (*Activities) Flip(ctx context.Context, in FlipInput) (*FlipResult, error) { panic(onTheNode) }
 
 // FlipTrip is activities.Activities.FlipTrip.
 func (*Activities) FlipTrip(ctx context.Context, in FlipTripInput) (*FlipResult, error) {

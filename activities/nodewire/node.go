@@ -178,7 +178,9 @@ const (
 	// ErrCutoverConfirmed: the module's cutover is confirmed on the node;
 	// a rollback (or closing its rules) is refused.
 	ErrCutoverConfirmed = "CutoverConfirmed"
-	// ErrFlipRefused: the node's own gates or preview refuse the flip.
+	// ErrFlipRefused: the node refuses a flip before applying anything
+	// (a witnessed node that cannot authenticate the witness's verdict); its
+	// own gates and preview refuse by a result (FlipPreviewRefused).
 	ErrFlipRefused = "FlipRefused"
 )
 

@@ -118,7 +118,7 @@ func (o *Observer) record(name string, arg, res any, err error, d time.Duration)
 		return
 	}
 	switch name {
-	case "Flip", "FlipTrip", "ConfirmFlip", "RevertFlip", "CommitFlip":
+	case "FlipTrip", "RevertFlip", "CommitFlip":
 		o.ObserveFlip()
 	}
 	if err != nil {

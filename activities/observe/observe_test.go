@@ -65,7 +65,7 @@ func TestObserverMapsActivitiesToSeries(t *testing.T) {
 		{"Prune", activities.PruneInput{Modules: []string{"a", "b"}}, &activities.CutoverResult{}, nil},
 		{"Preview", activities.PreviewInput{}, &flip.Preview{Approved: false, Reasons: []string{"8081/tcp would close"}}, nil},
 		{"Preview", activities.PreviewInput{}, &flip.Preview{Approved: true}, nil},
-		{"ConfirmFlip", activities.ConfirmInput{}, nil, errors.New("reverted")},
+		{"FlipTrip", activities.FlipTripInput{}, nil, errors.New("reverted")},
 		{"RevertFlip", activities.ConfirmInput{}, &activities.FlipResult{}, nil},
 	} {
 		o.record(c.name, c.arg, c.res, c.err, time.Millisecond)

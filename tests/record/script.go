@@ -38,7 +38,7 @@ type script struct {
 	errFirst map[string]error
 	// slowFirst: the first call of these activities takes this long.
 	slowFirst map[string]time.Duration
-	// confirmOnly: ConfirmFlip confirms but leaves the commit to CommitFlip
+	// confirmOnly: FlipTrip confirms but leaves the commit to CommitFlip
 	// (the node's commit in it failed).
 	confirmOnly bool
 	// confirmed is the flip FlipTrip confirmed but did not commit
@@ -248,21 +248,6 @@ func (s *script) preview() *flip.Preview {
 	return &flip.Preview{Approved: true, FoundFingerprint: "found-1", DerivedFingerprint: "derived-1"}
 }
 
-func (s *script) Flip(_ context.Context, in activities.FlipInput) (*activities.FlipResult, error) {
-	if _, err := s.call("Flip"); err != nil {
-		return nil, err
-	}
-	res := &activities.FlipResult{ID: in.ID, State: "flipped", Deadline: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)}
-	if in.Preview {
-		// The node previews itself (the flip in two round trips).
-		res.Preview = s.preview()
-		if !res.Preview.Approved {
-			return &activities.FlipResult{ID: in.ID, State: activities.FlipPreviewRefused, Preview: res.Preview}, nil
-		}
-	}
-	return res, nil
-}
-
 // FlipTrip is the flip in one round trip: the node previews, applies,
 // proves the way out and in, confirms and commits; a commit that fails
 // (confirmOnly) leaves the flip confirmed, for the workflow to commit.
@@ -302,16 +287,6 @@ func scriptedWitness(ctx context.Context, in witness.Input) (*witness.Result, er
 		return nil, ctx.Err()
 	}
 	return &witness.Result{Answered: []string{witnessAnswer}}, nil
-}
-
-func (s *script) ConfirmFlip(_ context.Context, in activities.ConfirmInput) (*activities.FlipResult, error) {
-	if _, err := s.call("ConfirmFlip"); err != nil {
-		return nil, err
-	}
-	if in.Commit && !s.confirmOnly {
-		return &activities.FlipResult{ID: in.ID, State: "committed", Listing: "/var/lib/adoption/flips/" + in.ID + ".rules"}, nil
-	}
-	return &activities.FlipResult{ID: in.ID, State: "confirmed"}, nil
 }
 
 func (s *script) RevertFlip(_ context.Context, in activities.ConfirmInput) (*activities.FlipResult, error) {
