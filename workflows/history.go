@@ -37,7 +37,7 @@ const heartbeatTimeout = 10 * time.Second
 // heartbeating are the activities that record heartbeats: only they get a
 // heartbeat timeout (on the others it would only kill long, healthy runs).
 var heartbeating = map[string]bool{
-	"Probe": true, "Adopt": true, "Reconcile": true, "Flip": true, "FlipTrip": true, "CommitFlip": true, "ConvergeFiles": true,
+	"Probe": true, "Adopt": true, "FlipTrip": true, "CommitFlip": true, "ConvergeFiles": true,
 	"CutoverPreflight": true, "CutoverCreate": true, "CutoverSwap": true, "CutoverWaitHealthy": true, "CutoverRollback": true,
 	"RaiseFoundation": true,
 }
