@@ -19,6 +19,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -139,19 +140,29 @@ const goldenRandom = 300
 // multicast and broadcast destinations, families, negations, verdict
 // maps, a chain jumped to): each one's preview, derived table and regions
 // hashed a line, compared with testdata/preview/random.golden.
+// FW_GOLDEN_N previews as many; FW_GOLDEN_FILE=<path> uses <path>.preview.
 func TestPreviewGoldenRandom(t *testing.T) {
 	node := firewall.Node{Interfaces: []firewall.Interface{
 		{Name: "lo", Loopback: true, Addrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/8"), netip.MustParsePrefix("::1/128")}},
 		{Name: "eth0", Addrs: []netip.Prefix{netip.MustParsePrefix("203.0.113.7/24"), netip.MustParsePrefix("2001:db8::7/64"), netip.MustParsePrefix("fe80::7/64")}},
 		{Name: "docker0", Kind: "bridge", Addrs: []netip.Prefix{netip.MustParsePrefix("172.17.0.1/16"), netip.MustParsePrefix("fd00:17::1/64")}},
 	}, Forwarding: map[string]bool{firewall.FamilyIP: true}}
+	n, file := goldenRandom, filepath.Join("testdata", "preview", "random.golden")
+	if s := os.Getenv("FW_GOLDEN_N"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f := os.Getenv("FW_GOLDEN_FILE"); f != "" {
+		file = f + ".preview"
+	}
 	var got strings.Builder
-	for i := range goldenRandom {
+	for i := range n {
 		rs, spec := regionRuleset(i)
 		h := sha256.Sum256([]byte(goldenLines(t, rs, node, spec)))
 		fmt.Fprintf(&got, "%d %s\n", i, hex.EncodeToString(h[:8]))
 	}
-	file := filepath.Join("testdata", "preview", "random.golden")
 	if os.Getenv("FW_SAVE_GOLDEN") == "1" {
 		checkGolden(t, file, got.String(), true)
 		return
