@@ -45,45 +45,34 @@ var special = map[string][]netip.Prefix{
 // declared regions extra, spelled as ParseClass reads them) split the
 // header space into, besides TCP and UDP to the node's own addresses by
 // port: each protocol a rule names and one for every other protocol, cut
-// by every ICMP type, destination prefix and destination port a rule
-// names, so that no rule of rss tells two packets of one region apart by
-// those fields.
+// by the ICMP types, destination prefixes and ports the rules name, so
+// that no rule of rss tells two packets of one region apart by those
+// fields. A protocol's regions are cut only by the rules that may match
+// it (a rule of TCP's ports cuts no UDP region), and a set of values
+// only where a packet's membership changes (a set of types 0 to 136 cuts
+// at 137, not at each type): every region is as large as the rules let
+// it be along each field.
 func ClassesOf(fam string, rss []*Ruleset, extra []string) []Class {
+	var rules []*Rule
 	protos := map[uint8]bool{unix.IPPROTO_TCP: true, unix.IPPROTO_UDP: true}
-	icmpN := uint8(unix.IPPROTO_ICMP)
 	if fam == FamilyIP6 {
-		icmpN = unix.IPPROTO_ICMPV6
+		protos[unix.IPPROTO_ICMPV6] = true
+	} else {
+		protos[unix.IPPROTO_ICMP] = true
 	}
-	protos[icmpN] = true
-	types := cuts{}
-	for _, t := range vocab.ICMPCutTypes(fam) {
-		types.add(t, t)
-	}
-	ports, sports := cuts{}, cuts{}
-	dsts := map[netip.Prefix]bool{}
-	visit := func(c *Cond) {
+	// Source ports are cut by every rule, of whatever protocol: a region
+	// of source port 0 alone stands for any source port (classPacket),
+	// and is cut wherever it was before.
+	sports := cuts{}
+	named := func(c *Cond) {
 		switch c.Kind {
 		case CondL4Proto:
 			for _, p := range c.Protos {
 				protos[uint8(p)] = true
 			}
-		case CondICMPType:
-			for _, t := range c.Types {
-				types.add(t, t)
-			}
-		case CondDport, CondOrigDport:
-			for _, r := range c.Ports {
-				ports.add(int(r.From), int(r.To))
-			}
 		case CondSport:
 			for _, r := range c.Ports {
 				sports.add(int(r.From), int(r.To))
-			}
-		case CondDaddr, CondOrigDaddr:
-			for _, p := range c.Prefixes {
-				if p.Addr().Is4() == (fam == FamilyIP) {
-					dsts[p.Masked()] = true
-				}
 			}
 		}
 	}
@@ -99,16 +88,18 @@ func ClassesOf(fam string, rss []*Ruleset, extra []string) []Class {
 			for ci := range t.Chains {
 				for ri := range t.Chains[ci].Rules {
 					r := &t.Chains[ci].Rules[ri]
+					rules = append(rules, r)
 					for k := range r.Conds {
-						visit(&r.Conds[k])
+						named(&r.Conds[k])
 					}
 					for k := range r.VMap {
-						visit(&r.VMap[k].Cond)
+						named(&r.VMap[k].Cond)
 					}
 				}
 			}
 		}
 	}
+	var declared []vocab.Class
 	for _, s := range extra {
 		for _, d := range vocab.ParseRegions(s) {
 			if d.Family != fam {
@@ -117,20 +108,126 @@ func ClassesOf(fam string, rss []*Ruleset, extra []string) []Class {
 			if !d.Other {
 				protos[d.Num] = true
 			}
-			types.add(int(d.Type), int(d.TypeEnd))
-			ports.add(int(d.Port), int(d.PortEnd))
+			declared = append(declared, d)
 			sports.add(int(d.Sport), int(d.SportEnd))
-			if d.Dst.IsValid() {
-				for _, p := range vocab.RangeToPrefixes(d.Dst, d.DstEnd) {
-					dsts[p] = true
+		}
+	}
+	sportSpans := sports.spans(65535)
+	nums := make([]int, 0, len(protos))
+	for n := range protos {
+		if n != vocab.OtherProto {
+			nums = append(nums, int(n))
+		}
+	}
+	sort.Ints(nums)
+	// Each protocol's cuts are made once, and the regions counted before
+	// they are made: a ruleset naming many ports cuts thousands.
+	var all []protoCuts
+	n := 0
+	for _, num := range nums {
+		all = append(all, cutsOf(vocab.NewClass(fam, uint8(num), false), rules, declared, sportSpans))
+	}
+	all = append(all, cutsOf(vocab.NewClass(fam, vocab.OtherProto, true), rules, declared, sportSpans))
+	for _, pc := range all {
+		n += pc.count()
+	}
+	out := make([]Class, 0, n)
+	for _, pc := range all {
+		out = pc.emit(out)
+	}
+	return out
+}
+
+// protoCuts are the cuts of one protocol's regions: its class (any type,
+// destination and port) and the spans each field is cut into.
+type protoCuts struct {
+	c                    Class
+	types, sports, ports [][2]int
+	dsts                 []drange
+}
+
+// drange is a destination range; invalid: the node's own addresses.
+type drange struct{ lo, hi netip.Addr }
+
+// mayMatch reports whether rule r may match a packet of family fam and
+// protocol num: none of its conditions on the family or the protocol is
+// false for it.
+func mayMatch(r *Rule, fam string, num uint8) bool {
+	for i := range r.Conds {
+		c := &r.Conds[i]
+		var in bool
+		switch c.Kind {
+		case CondL4Proto:
+			in = slices.Contains(c.Protos, int(num))
+		case CondNFProto:
+			in = c.Family == fam || c.Family == FamilyInet
+		default:
+			continue
+		}
+		if in == c.Negate {
+			return false
+		}
+	}
+	return true
+}
+
+// cutsOf are the cuts of class c's protocol by the rules that may match
+// it and by the declared regions, its source ports cut into sports.
+func cutsOf(c Class, rules []*Rule, declared []vocab.Class, sports [][2]int) protoCuts {
+	fam := c.Family
+	types, ports := cuts{}, cuts{}
+	if c.ICMP() {
+		for _, t := range vocab.ICMPCutTypes(fam) {
+			types.add(t, t)
+		}
+	}
+	dsts := map[netip.Prefix]bool{}
+	visit := func(cd *Cond) {
+		switch cd.Kind {
+		case CondICMPType:
+			types.addSet(cd.Types)
+		case CondDport, CondOrigDport:
+			for _, r := range cd.Ports {
+				ports.add(int(r.From), int(r.To))
+			}
+		case CondDaddr, CondOrigDaddr:
+			for _, p := range cd.Prefixes {
+				if p.Addr().Is4() == (fam == FamilyIP) {
+					dsts[p.Masked()] = true
 				}
 			}
 		}
 	}
+	for _, r := range rules {
+		if !mayMatch(r, fam, c.Num) {
+			continue
+		}
+		for k := range r.Conds {
+			visit(&r.Conds[k])
+		}
+		for k := range r.VMap {
+			visit(&r.VMap[k].Cond)
+		}
+	}
+	for _, d := range declared {
+		types.add(int(d.Type), int(d.TypeEnd))
+		ports.add(int(d.Port), int(d.PortEnd))
+		if d.Dst.IsValid() {
+			for _, p := range vocab.RangeToPrefixes(d.Dst, d.DstEnd) {
+				dsts[p] = true
+			}
+		}
+	}
+	pc := protoCuts{c: c, types: [][2]int{{0, 255}}, sports: [][2]int{{0, 65535}}, ports: [][2]int{{0, 65535}}}
+	if c.ICMP() {
+		pc.types = types.spans(255)
+	}
+	if vocab.PortProto(c.Num) {
+		pc.sports, pc.ports = sports, ports.spans(65535)
+	}
 	// Destinations: the node's own, and the special blocks cut by every
 	// prefix named inside them.
-	type drange struct{ lo, hi netip.Addr }
-	dranges := []drange{{}}
+	pc.dsts = []drange{{}}
 	for _, blk := range special[fam] {
 		var bs []netip.Addr
 		bs = append(bs, blk.Addr())
@@ -153,31 +250,30 @@ func ClassesOf(fam string, rss []*Ruleset, extra []string) []Class {
 			if i+1 < len(bs) {
 				hi = bs[i+1].Prev()
 			}
-			dranges = append(dranges, drange{lo, hi})
+			pc.dsts = append(pc.dsts, drange{lo, hi})
 		}
 	}
-	nums := make([]int, 0, len(protos))
-	for n := range protos {
-		nums = append(nums, int(n))
+	return pc
+}
+
+// count is an upper bound of how many regions emit makes.
+func (pc protoCuts) count() int {
+	k := len(pc.dsts) * len(pc.types)
+	if vocab.PortProto(pc.c.Num) {
+		k *= len(pc.sports) * len(pc.ports)
 	}
-	sort.Ints(nums)
-	// The spans are cut once, and the regions counted before they are
-	// made: a ruleset naming many ports cuts thousands.
-	typeSpans, sportSpans, portSpans := types.spans(255), sports.spans(65535), ports.spans(65535)
-	n := 0
-	for _, num := range append(nums, int(vocab.OtherProto)) {
-		k := len(dranges)
-		if vocab.PortProto(uint8(num)) {
-			k *= len(sportSpans) * len(portSpans)
+	return k
+}
+
+// emit appends the protocol's regions to out, in order of type,
+// destination, source port and port.
+func (pc protoCuts) emit(out []Class) []Class {
+	for _, tv := range pc.types {
+		c := pc.c
+		if c.ICMP() {
+			c.Type, c.TypeEnd = uint8(tv[0]), uint8(tv[1])
 		}
-		if vocab.NewClass(fam, uint8(num), false).ICMP() {
-			k *= len(typeSpans)
-		}
-		n += k
-	}
-	out := make([]Class, 0, n)
-	emit := func(c Class) {
-		for _, d := range dranges {
+		for _, d := range pc.dsts {
 			x := c
 			if d.lo.IsValid() {
 				x.Dst, x.DstEnd = d.lo, d.hi
@@ -199,8 +295,8 @@ func ClassesOf(fam string, rss []*Ruleset, extra []string) []Class {
 			if x.Num == unix.IPPROTO_TCP {
 				continue // TCP takes no broadcast or multicast packet
 			}
-			for _, sv := range sportSpans {
-				for _, iv := range portSpans {
+			for _, sv := range pc.sports {
+				for _, iv := range pc.ports {
 					y := x
 					y.Port, y.PortEnd = uint16(iv[0]), uint16(iv[1])
 					y.Sport, y.SportEnd = uint16(sv[0]), uint16(sv[1])
@@ -209,22 +305,6 @@ func ClassesOf(fam string, rss []*Ruleset, extra []string) []Class {
 			}
 		}
 	}
-	for _, n := range nums {
-		if n == int(vocab.OtherProto) {
-			continue
-		}
-		c := vocab.NewClass(fam, uint8(n), false)
-		if c.ICMP() {
-			for _, iv := range typeSpans {
-				x := c
-				x.Type, x.TypeEnd = uint8(iv[0]), uint8(iv[1])
-				emit(x)
-			}
-			continue
-		}
-		emit(c)
-	}
-	emit(vocab.NewClass(fam, vocab.OtherProto, true))
 	return out
 }
 
@@ -234,6 +314,26 @@ type cuts map[int]bool
 func (c cuts) add(lo, hi int) {
 	c[lo] = true
 	c[hi+1] = true
+}
+
+// addSet cuts where a packet's membership of the set xs changes: at
+// the ends of its runs of consecutive values, not at each value.
+func (c cuts) addSet(xs []int) {
+	if len(xs) == 0 {
+		return
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	lo := s[0]
+	for i := 1; i <= len(s); i++ {
+		if i < len(s) && s[i] <= s[i-1]+1 {
+			continue
+		}
+		c.add(lo, s[i-1])
+		if i < len(s) {
+			lo = s[i]
+		}
+	}
 }
 
 // spans are the intervals [0, max] is cut into.

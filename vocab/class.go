@@ -7,7 +7,9 @@
 package vocab
 
 import (
+	"encoding/binary"
 	"fmt"
+	mathbits "math/bits"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -109,10 +111,29 @@ func AddrRangeText(lo, hi netip.Addr) string {
 	if lo == hi {
 		return lo.String()
 	}
-	if ps := RangeToPrefixes(lo, hi); len(ps) == 1 {
-		return ps[0].String()
+	if p, ok := rangePrefix(lo, hi); ok {
+		return p.String()
 	}
 	return lo.String() + "-" + hi.String()
+}
+
+// rangePrefix is the prefix that holds exactly lo..hi, if one does: the
+// bits lo and hi share, when lo has only zeros after them and hi only
+// ones.
+func rangePrefix(lo, hi netip.Addr) (netip.Prefix, bool) {
+	if !lo.IsValid() || lo.BitLen() != hi.BitLen() {
+		return netip.Prefix{}, false
+	}
+	a, b := lo.As16(), hi.As16()
+	bits := 0
+	for i := 16 - lo.BitLen()/8; i < 16 && a[i] == b[i]; i++ {
+		bits += 8
+	}
+	if i := 16 - lo.BitLen()/8 + bits/8; i < 16 {
+		bits += mathbits.LeadingZeros8(a[i] ^ b[i])
+	}
+	p := netip.PrefixFrom(lo, bits)
+	return p, p.Masked().Addr() == lo && LastAddr(p) == hi
 }
 
 // RangeToPrefixes is the fewest prefixes covering exactly lo..hi.
@@ -138,22 +159,42 @@ func RangeToPrefixes(lo, hi netip.Addr) []netip.Prefix {
 	return out
 }
 
+// LastAddr is the last address of prefix p: its bits after the prefix's
+// all ones.
 func LastAddr(p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
+	if !p.IsValid() {
+		return netip.Addr{}
 	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
+	a := p.Masked().Addr()
+	if a.Is4() {
+		b := a.As4()
+		v := binary.BigEndian.Uint32(b[:]) | uint32(uint64(1)<<(32-p.Bits())-1)
+		binary.BigEndian.PutUint32(b[:], v)
+		return netip.AddrFrom4(b)
+	}
+	b := a.As16()
+	hi, lo := binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+	switch n := p.Bits(); {
+	case n < 64:
+		hi |= 1<<(64-n) - 1
+		lo = ^uint64(0)
+	case n < 128:
+		lo |= 1<<(128-n) - 1
+	}
+	binary.BigEndian.PutUint64(b[:8], hi)
+	binary.BigEndian.PutUint64(b[8:], lo)
+	return netip.AddrFrom16(b)
 }
 
 func maxAddr(bits int) netip.Addr {
-	b := make([]byte, bits/8)
+	if bits == 32 {
+		return netip.AddrFrom4([4]byte{255, 255, 255, 255})
+	}
+	var b [16]byte
 	for i := range b {
 		b[i] = 0xff
 	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
+	return netip.AddrFrom16(b)
 }
 
 // ICMP reports whether the region is ICMP of its family.

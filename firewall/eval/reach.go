@@ -359,7 +359,17 @@ func (pr *Pair) Widened(node firewall.Node) []Widening {
 		if a.Port != b.Port {
 			return a.Port < b.Port
 		}
-		return fromLess(a.From, b.From)
+		if a.From != b.From {
+			return fromLess(a.From, b.From)
+		}
+		// The rest in a fixed order too: they were flushed from a map.
+		if a.Via != b.Via {
+			return a.Via < b.Via
+		}
+		if a.PortEnd != b.PortEnd {
+			return a.PortEnd < b.PortEnd
+		}
+		return !out[i].Surer && out[j].Surer
 	})
 	return out
 }
