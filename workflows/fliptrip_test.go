@@ -29,6 +29,18 @@ func (s *NodeSuite) verdictAt(at time.Duration, id string, into *activities.Witn
 
 // Approved: one node activity, the witness started beside it (told which
 // pending activity to wait for), its verdict answered by the query while
+// flipOnlyThenRelease runs a node on flipOnly's plan, flips it a minute
+// in and releases it at six; it returns its state queried at five.
+func (s *NodeSuite) flipOnlyThenRelease() State {
+	var after State
+	s.signal(time.Minute, SignalFlip, "")
+	s.env.RegisterDelayedCallback(func() { after = s.query() }, 5*time.Minute)
+	s.signal(6*time.Minute, SignalRelease, "")
+	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
+	s.result()
+	return after
+}
+
 // the node's activity runs; converged, with no other flip activity.
 func (s *NodeSuite) TestFlipTripConverges() {
 	s.expectAdoption(time.Second)
@@ -193,12 +205,7 @@ func (s *NodeSuite) TestFlipTripPreviewRefused() {
 	s.env.OnActivity(a.FlipTrip, mock.Anything, mock.Anything).Run(s.record("fliptrip")).
 		Return(&activities.FlipResult{ID: "n1-1", State: activities.FlipPreviewRefused, Preview: &flip.Preview{Reasons: []string{"port 25/tcp would close"}}}, nil).Once()
 	s.expectRelease()
-	var after State
-	s.signal(time.Minute, SignalFlip, "")
-	s.env.RegisterDelayedCallback(func() { after = s.query() }, 5*time.Minute)
-	s.signal(6*time.Minute, SignalRelease, "")
-	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
-	s.result()
+	after := s.flipOnlyThenRelease()
 	s.Equal([]string{"probe", "adopt", "fliptrip", "release"}, s.calls)
 	s.Equal(PhaseAdopted, after.Phase)
 	s.Nil(after.Flip)
@@ -246,12 +253,7 @@ func (s *NodeSuite) TestFlipTripStaleRefusedPreviewsApart() {
 	s.env.OnActivity(a.Preview, mock.Anything, mock.Anything).Run(s.record("preview")).
 		Return(&flip.Preview{Reasons: []string{"port 9999/tcp would close"}}, nil).Once()
 	s.expectRelease()
-	var after State
-	s.signal(time.Minute, SignalFlip, "")
-	s.env.RegisterDelayedCallback(func() { after = s.query() }, 5*time.Minute)
-	s.signal(6*time.Minute, SignalRelease, "")
-	s.env.ExecuteWorkflow(NodeMigration, Input{Plan: flipOnly()})
-	s.result()
+	after := s.flipOnlyThenRelease()
 	s.Equal([]string{"probe", "adopt", "fliptrip", "preview", "release"}, s.calls)
 	s.Equal(PhaseAdopted, after.Phase)
 	s.Require().NotNil(after.Flip)
