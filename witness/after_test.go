@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
-	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -22,50 +20,21 @@ import (
 	"adoption/config"
 )
 
-// describer answers each describe with the next of its answers (the last
-// one repeats), counting the reads.
-type describer struct {
-	mu      sync.Mutex
-	answers []*workflowservice.DescribeWorkflowExecutionResponse
-	reads   int
-}
-
-func (d *describer) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	r := d.answers[min(d.reads, len(d.answers)-1)]
-	d.reads++
-	return r, nil
-}
-
-func pending(t *testing.T, typ string, details any) *workflowservice.DescribeWorkflowExecutionResponse {
-	t.Helper()
-	pa := &workflowpb.PendingActivityInfo{ActivityType: &commonpb.ActivityType{Name: typ}}
-	if details != nil {
-		p, err := converter.GetDefaultDataConverter().ToPayloads(details)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pa.HeartbeatDetails = p
-	}
-	return &workflowservice.DescribeWorkflowExecutionResponse{PendingActivities: []*workflowpb.PendingActivityInfo{pa}}
-}
-
 // The witness of a flip in one round trip dials only once the node's
 // pending flip activity heartbeats this flip applied: a plain step, another
 // flip's progress, and this flip not yet applied are waited through.
 func TestWitnessWaitsUntilApplied(t *testing.T) {
-	d := &describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{
-		pending(t, "FlipTrip", nil),
-		pending(t, "FlipTrip", "flip: preview"),
-		pending(t, "FlipTrip", map[string]any{"id": "n1-0", "applied": true}),
-		pending(t, "FlipTrip", map[string]any{"id": "n1-1"}),
-		pending(t, "FlipTrip", map[string]any{"id": "n1-1", "applied": true, "step": "flip: applied; the way out"}),
+	d := &FakeDescriber{Answers: []*workflowservice.DescribeWorkflowExecutionResponse{
+		Pending("FlipTrip", nil),
+		Pending("FlipTrip", "flip: preview"),
+		Pending("FlipTrip", map[string]any{"id": "n1-0", "applied": true}),
+		Pending("FlipTrip", map[string]any{"id": "n1-1"}),
+		Pending("FlipTrip", map[string]any{"id": "n1-1", "applied": true, "step": "flip: applied; the way out"}),
 	}}
 	var dialledAt int
 	w := &Witness{Describe: d, Converter: converter.GetDefaultDataConverter(), Every: time.Millisecond,
 		Dialer: func(netip.Addr) *net.Dialer {
-			dialledAt = d.reads
+			dialledAt = d.Reads()
 			return &net.Dialer{Timeout: time.Second}
 		}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -88,8 +57,8 @@ func TestWitnessWaitsUntilApplied(t *testing.T) {
 // The flip's activity ended before it said applied: nothing is dialled,
 // and the error says the flip ended.
 func TestWitnessFlipEnded(t *testing.T) {
-	d := &describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{
-		pending(t, "FlipTrip", map[string]any{"id": "n1-1"}),
+	d := &FakeDescriber{Answers: []*workflowservice.DescribeWorkflowExecutionResponse{
+		Pending("FlipTrip", map[string]any{"id": "n1-1"}),
 		{},
 	}}
 	dialled := false
@@ -150,10 +119,10 @@ func listen(t *testing.T) uint16 {
 // witness stays pending until the node says it read it; then it completes
 // with the same result as ever.
 func TestWitnessTellsByHeartbeat(t *testing.T) {
-	d := &describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{
-		pending(t, "FlipTrip", map[string]any{"id": "n1-1", "applied": true, "reads_verdict": true}),
-		pending(t, "FlipTrip", map[string]any{"id": "n1-1", "applied": true, "reads_verdict": true}),
-		pending(t, "FlipTrip", map[string]any{"id": "n1-1", "applied": true, "reads_verdict": true, "verdict_read": true}),
+	d := &FakeDescriber{Answers: []*workflowservice.DescribeWorkflowExecutionResponse{
+		Pending("FlipTrip", map[string]any{"id": "n1-1", "applied": true, "reads_verdict": true}),
+		Pending("FlipTrip", map[string]any{"id": "n1-1", "applied": true, "reads_verdict": true}),
+		Pending("FlipTrip", map[string]any{"id": "n1-1", "applied": true, "reads_verdict": true, "verdict_read": true}),
 	}}
 	b := &beats{}
 	signer, err := ssh.NewSignerFromKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{5}, 32)))
@@ -171,12 +140,12 @@ func TestWitnessTellsByHeartbeat(t *testing.T) {
 	if len(b.got) != 1 || b.got[0].ID != "n1-1" || b.got[0].State != Answered || b.got[0].Why != res.Answered[0] {
 		t.Fatalf("verdict heartbeats %+v", b.got)
 	}
-	if d.reads != 3 {
-		t.Fatalf("%d reads, want 3: it completed before the node read the verdict", d.reads)
+	if d.Reads() != 3 {
+		t.Fatalf("%d reads, want 3: it completed before the node read the verdict", d.Reads())
 	}
 	// The node reads it back from the witness's pending activity.
-	pa := pending(t, ActivityType, b.got[0])
-	v, isPending, err := ReadVerdict(context.Background(), &describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{pa}}, converter.GetDefaultDataConverter(), "adoption-n1", "", "n1-1")
+	pa := Pending(ActivityType, b.got[0])
+	v, isPending, err := ReadVerdict(context.Background(), &FakeDescriber{Answers: []*workflowservice.DescribeWorkflowExecutionResponse{pa}}, converter.GetDefaultDataConverter(), "adoption-n1", "", "n1-1")
 	if err != nil || !isPending || v.ID != b.got[0].ID || v.State != b.got[0].State || !bytes.Equal(v.Sig, b.got[0].Sig) {
 		t.Fatalf("read back %+v pending %v %v", v, isPending, err)
 	}
@@ -193,7 +162,7 @@ func TestWitnessTellsByHeartbeat(t *testing.T) {
 	if err := v.Authentic([]ssh.PublicKey{signer.PublicKey()}, want, time.Now()); err == nil {
 		t.Fatal("a verdict for another plan was taken")
 	}
-	if v, isPending, _ := ReadVerdict(context.Background(), &describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{pa}}, converter.GetDefaultDataConverter(), "adoption-n1", "", "n1-2"); v.State != "" || !isPending {
+	if v, isPending, _ := ReadVerdict(context.Background(), &FakeDescriber{Answers: []*workflowservice.DescribeWorkflowExecutionResponse{pa}}, converter.GetDefaultDataConverter(), "adoption-n1", "", "n1-2"); v.State != "" || !isPending {
 		t.Fatalf("another flip's verdict was read: %+v", v)
 	}
 }
@@ -201,9 +170,9 @@ func TestWitnessTellsByHeartbeat(t *testing.T) {
 // Locked out, told by heartbeat: the witness stops waiting once the node's
 // activity ended (it reverted), and fails as ever.
 func TestWitnessTellsLockedOut(t *testing.T) {
-	d := &describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{
-		pending(t, "FlipTrip", map[string]any{"id": "n1-1", "applied": true, "reads_verdict": true}),
-		pending(t, "FlipTrip", map[string]any{"id": "n1-1", "applied": true, "reads_verdict": true}),
+	d := &FakeDescriber{Answers: []*workflowservice.DescribeWorkflowExecutionResponse{
+		Pending("FlipTrip", map[string]any{"id": "n1-1", "applied": true, "reads_verdict": true}),
+		Pending("FlipTrip", map[string]any{"id": "n1-1", "applied": true, "reads_verdict": true}),
 		{},
 	}}
 	b := &beats{}
@@ -215,22 +184,22 @@ func TestWitnessTellsLockedOut(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Type() != ErrLockedOut {
 		t.Fatalf("err %v", err)
 	}
-	if len(b.got) != 1 || b.got[0].State != LockedOut || b.got[0].ID != "n1-1" || d.reads != 3 {
-		t.Fatalf("verdict heartbeats %+v after %d reads", b.got, d.reads)
+	if len(b.got) != 1 || b.got[0].State != LockedOut || b.got[0].ID != "n1-1" || d.Reads() != 3 {
+		t.Fatalf("verdict heartbeats %+v after %d reads", b.got, d.Reads())
 	}
 }
 
 // An older agent does not announce it reads by describe: the witness
 // heartbeats nothing and completes at once, for the workflow's query.
 func TestWitnessOlderAgentCompletesAtOnce(t *testing.T) {
-	d := &describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{
-		pending(t, "FlipTrip", map[string]any{"id": "n1-1", "applied": true, "step": "flip: applied; the way out"}),
+	d := &FakeDescriber{Answers: []*workflowservice.DescribeWorkflowExecutionResponse{
+		Pending("FlipTrip", map[string]any{"id": "n1-1", "applied": true, "step": "flip: applied; the way out"}),
 	}}
 	b := &beats{}
 	w := &Witness{Describe: d, Converter: converter.GetDefaultDataConverter(), Every: time.Millisecond, Heartbeat: b, Timeout: time.Second}
 	res, err := runWitness(t, w, Input{Node: "n1", Addresses: []string{"127.0.0.1"}, Ports: []config.Port{{Num: listen(t), Proto: "tcp"}},
 		After: &After{Activity: "FlipTrip", FlipID: "n1-1"}})
-	if err != nil || len(res.Answered) != 1 || len(b.got) != 0 || d.reads != 1 {
-		t.Fatalf("witness %+v %v, heartbeats %+v, %d reads", res, err, b.got, d.reads)
+	if err != nil || len(res.Answered) != 1 || len(b.got) != 0 || d.Reads() != 1 {
+		t.Fatalf("witness %+v %v, heartbeats %+v, %d reads", res, err, b.got, d.Reads())
 	}
 }
