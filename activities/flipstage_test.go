@@ -10,6 +10,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"adoption/activities/trip"
 )
 
 // oneTrip runs FlipTrip on in, not witnessed, as the worker does: in an
@@ -18,7 +20,7 @@ import (
 func oneTrip(t *testing.T, a *Activities, in FlipInput) (*FlipResult, error) {
 	t.Helper()
 	if a.Temporal == nil {
-		a.Temporal = &tripClient{}
+		a.Temporal = &trip.Fake{}
 	}
 	return runTrip(t, a, FlipTripInput{FlipInput: in})
 }

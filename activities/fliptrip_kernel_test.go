@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,34 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"adoption/activities/trip"
 	"adoption/internal/fwtest"
 	"adoption/nodestate"
 	"adoption/witness"
 )
-
-// witnessClient is the agent's client whose workflow answers the verdict
-// query with a real witness's dial from the peer's namespace, from one of
-// its addresses, made when the query comes (after the flip is applied).
-type witnessClient struct {
-	tripClient
-	dial func() error
-	// dialed is what the witness's last dial answered.
-	dialed error
-}
-
-func (c *witnessClient) QueryWorkflow(_ context.Context, _, _, _ string, args ...any) (converter.EncodedValue, error) {
-	v := WitnessVerdict{ID: args[0].(string), State: WitnessAnswered}
-	if c.dialed = c.dial(); c.dialed != nil {
-		v.State, v.Why = WitnessLockedOut, c.dialed.Error()
-	} else {
-		v = signVerdict(v)
-	}
-	c.queries++
-	return verdictValue{v}, nil
-}
 
 // TestKernelFlipTripWitnessed: the flip in one round trip on a real
 // firewall in a namespace. The found firewall lets ssh in only from one of
@@ -55,7 +33,20 @@ func TestKernelFlipTripWitnessed(t *testing.T) {
 	}
 	from := fwtest.PeerV4b
 	dial := func() error { return wn.witnessFrom(from) }
-	c := &witnessClient{dial: dial}
+	// The agent's client: its workflow answers the verdict query with a
+	// real witness's dial from the peer's namespace, from one of its
+	// addresses, made when the query comes (after the flip is applied);
+	// dialed is what the last dial answered.
+	var dialed error
+	c := &trip.Fake{Verdicts: []WitnessVerdict{{}}, Answer: func(id string, _ WitnessVerdict) WitnessVerdict {
+		v := WitnessVerdict{ID: id, State: WitnessAnswered}
+		if dialed = dial(); dialed != nil {
+			v.State, v.Why = WitnessLockedOut, dialed.Error()
+		} else {
+			v = signVerdict(v)
+		}
+		return v
+	}}
 	a.Temporal = c
 	in := func(id string) FlipTripInput {
 		return FlipTripInput{FlipInput: FlipInput{Plan: plan.Ref(), Spec: spec, ID: id, ConfirmTimeout: time.Minute}, Witness: true}
@@ -65,12 +56,12 @@ func TestKernelFlipTripWitnessed(t *testing.T) {
 	if msg := appErr(t, err, ErrFlipReverted); !strings.Contains(msg, "locked out") || !strings.Contains(msg, "22/tcp") {
 		t.Fatalf("witnessed from %s: %s; want reverted, locked out on 22/tcp", from, msg)
 	}
-	if rec := record(t, a); rec.State != nodestate.FlipReverted || c.queries != 1 || len(c.beats) == 0 || !c.beats[0].Applied {
-		t.Fatalf("record %s, %d queries, beats %+v", rec.State, c.queries, c.beats)
+	if beats, queries, _ := c.Seen(); record(t, a).State != nodestate.FlipReverted || queries != 1 || len(beats) == 0 || !beats[0].Applied {
+		t.Fatalf("record %s, %d queries, beats %+v", record(t, a).State, queries, beats)
 	}
 	var ae *temporal.ApplicationError
-	if !errors.As(c.dialed, &ae) || ae.Type() != witness.ErrLockedOut {
-		t.Fatalf("the witness's dial through the mesh's table answered %v; want %s", c.dialed, witness.ErrLockedOut)
+	if !errors.As(dialed, &ae) || ae.Type() != witness.ErrLockedOut {
+		t.Fatalf("the witness's dial through the mesh's table answered %v; want %s", dialed, witness.ErrLockedOut)
 	}
 	from = fwtest.PeerV4a
 	if err := dial(); err != nil {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,82 +18,48 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"golang.org/x/crypto/ssh"
 
+	"adoption/activities/trip"
 	"adoption/codec"
 	"adoption/config"
 	"adoption/nodestate"
+	"adoption/witness"
 )
 
 // Unit tests of the flip in one round trip: the two proofs, and an attempt
 // run again with the same ID resuming from the node's record.
 
-// tripClient is the agent's Temporal client as FlipTrip uses it: the
-// heartbeats it was given, and the witness's verdicts it answers by query
-// and the workflow's descriptions it answers, each in turn (the last one
-// repeats).
-type tripClient struct {
-	// forge answers the query with verdicts as given, unsigned.
-	forge     bool
-	mu        sync.Mutex
-	beats     []FlipProgress
-	beatErr   error
-	verdicts  []WitnessVerdict
-	queries   int
-	describes []*workflowservice.DescribeWorkflowExecutionResponse
-	reads     int
-}
-
-func (c *tripClient) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.describes) == 0 {
-		return nil, errors.New("no workflow to describe")
-	}
-	r := c.describes[min(c.reads, len(c.describes)-1)]
-	c.reads++
-	return r, nil
-}
-
 // witnessPending is a description of the workflow with the witness
-// pending, its last heartbeat details (none if nil).
-func witnessPending(t *testing.T, details any) *workflowservice.DescribeWorkflowExecutionResponse {
-	t.Helper()
-	pa := &workflowpb.PendingActivityInfo{ActivityType: &commonpb.ActivityType{Name: "Witness"}}
+// pending, its last heartbeat details (none if nil); an answered verdict
+// not yet signed is signed as the witness does.
+func witnessPending(details any) *workflowservice.DescribeWorkflowExecutionResponse {
 	if v, ok := details.(WitnessVerdict); ok && v.State == WitnessAnswered && v.Sig == nil {
 		details = signVerdict(v)
 	}
-	if details != nil {
-		p, err := converter.GetDefaultDataConverter().ToPayloads(details)
-		must(t, err)
-		pa.HeartbeatDetails = p
-	}
-	return &workflowservice.DescribeWorkflowExecutionResponse{PendingActivities: []*workflowpb.PendingActivityInfo{pa}}
+	return witness.Pending(witness.ActivityType, details)
 }
 
-func (c *tripClient) RecordActivityHeartbeat(_ context.Context, _ []byte, details ...any) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.beats = append(c.beats, details[0].(FlipProgress))
-	return c.beatErr
-}
-
-func (c *tripClient) QueryWorkflow(_ context.Context, _, _, query string, args ...any) (converter.EncodedValue, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if query != QueryFlipWitness || len(args) != 1 {
-		return nil, errors.New("unexpected query " + query)
-	}
-	if len(c.verdicts) == 0 {
-		return nil, errors.New("no workflow answers")
-	}
-	v := c.verdicts[min(c.queries, len(c.verdicts)-1)]
-	c.queries++
-	if v.State != "" {
-		v.ID = args[0].(string)
-	}
-	if v.State == WitnessAnswered && !c.forge {
+// witnessAnswers answers the verdict query as the workflow does: on the
+// flip asked about, an answer signed by the witness.
+func witnessAnswers(id string, v WitnessVerdict) WitnessVerdict {
+	v = forgedAnswers(id, v)
+	if v.State == WitnessAnswered {
 		v = signVerdict(v)
 	}
-	return verdictValue{v}, nil
+	return v
+}
+
+// forgedAnswers answers with the verdict as given, unsigned, on the flip
+// asked about.
+func forgedAnswers(id string, v WitnessVerdict) WitnessVerdict {
+	if v.State != "" {
+		v.ID = id
+	}
+	return v
+}
+
+// describing is the workflow's descriptions, each in turn.
+func describing(rs ...*workflowservice.DescribeWorkflowExecutionResponse) witness.FakeDescriber {
+	return witness.FakeDescriber{Answers: rs}
 }
 
 // witnessSigner is the orchestrator's witness key of these tests; the
@@ -118,14 +83,6 @@ func signVerdict(v WitnessVerdict) WitnessVerdict {
 	return s
 }
 
-type verdictValue struct{ v WitnessVerdict }
-
-func (e verdictValue) HasValue() bool { return true }
-func (e verdictValue) Get(p any) error {
-	*p.(*WitnessVerdict) = e.v
-	return nil
-}
-
 // attempt leaves flip id as an attempt of FlipTrip that died leaves it:
 // applied (the record flipped), or confirmed too.
 func attempt(t *testing.T, a *Activities, id string, confirmed bool) {
@@ -142,7 +99,7 @@ func attempt(t *testing.T, a *Activities, id string, confirmed bool) {
 
 // tripActs is flipActs with the boot files a commit writes, and c as the
 // agent's client.
-func tripActs(t *testing.T, c *tripClient) (*Activities, func() int) {
+func tripActs(t *testing.T, c *trip.Fake) (*Activities, func() int) {
 	t.Helper()
 	a, fl, root := flipActsWith(t, tripPlanN1())
 	debianBoot(t, root, true)
@@ -180,7 +137,7 @@ func tripIn(id string, witness bool) FlipTripInput {
 // acknowledged heartbeat already says applied, and the verdict was asked
 // only after it.
 func TestFlipTripCommits(t *testing.T) {
-	c := &tripClient{verdicts: []WitnessVerdict{{}, {State: WitnessAnswered, Why: "22/tcp on 192.0.2.1"}}}
+	c := &trip.Fake{Answer: witnessAnswers, Verdicts: []WitnessVerdict{{}, {State: WitnessAnswered, Why: "22/tcp on 192.0.2.1"}}}
 	a, flips := tripActs(t, c)
 	res, err := runTrip(t, a, tripIn("n1-1", true))
 	if err != nil {
@@ -195,18 +152,19 @@ func TestFlipTripCommits(t *testing.T) {
 	if flips() != 1 || record(t, a).State != nodestate.FlipCommitted {
 		t.Fatalf("flips %d, record %s", flips(), record(t, a).State)
 	}
-	if len(c.beats) == 0 || !c.beats[0].Applied || c.beats[0].ID != "n1-1" {
-		t.Fatalf("the way out's heartbeat: %+v", c.beats)
+	beats, queries, _ := c.Seen()
+	if len(beats) == 0 || !beats[0].Applied || beats[0].ID != "n1-1" {
+		t.Fatalf("the way out's heartbeat: %+v", beats)
 	}
-	if c.queries != 2 {
-		t.Fatalf("the verdict was asked %d times, want 2 (pending, then answered)", c.queries)
+	if queries != 2 {
+		t.Fatalf("the verdict was asked %d times, want 2 (pending, then answered)", queries)
 	}
 }
 
 // The witness says locked out: the flip is reverted on the node, never
 // confirmed, and the error says why.
 func TestFlipTripLockedOutReverts(t *testing.T) {
-	c := &tripClient{verdicts: []WitnessVerdict{{State: WitnessLockedOut, Why: "22/tcp did not answer from 10.8.0.2"}}}
+	c := &trip.Fake{Answer: witnessAnswers, Verdicts: []WitnessVerdict{{State: WitnessLockedOut, Why: "22/tcp did not answer from 10.8.0.2"}}}
 	a, flips := tripActs(t, c)
 	_, err := runTrip(t, a, tripIn("n1-1", true))
 	if msg := appErr(t, err, ErrFlipReverted); !strings.Contains(msg, "the way in: locked out: 22/tcp did not answer") {
@@ -221,14 +179,14 @@ func TestFlipTripLockedOutReverts(t *testing.T) {
 // No acknowledged heartbeat after the apply: reverted, not confirmed, and
 // the witness's verdict is never asked.
 func TestFlipTripWayOutFailsReverts(t *testing.T) {
-	c := &tripClient{beatErr: errors.New("context deadline exceeded"), verdicts: []WitnessVerdict{{State: WitnessAnswered}}}
+	c := &trip.Fake{Answer: witnessAnswers, BeatErr: errors.New("context deadline exceeded"), Verdicts: []WitnessVerdict{{State: WitnessAnswered}}}
 	a, _ := tripActs(t, c)
 	_, err := runTrip(t, a, tripIn("n1-1", true))
 	if msg := appErr(t, err, ErrFlipReverted); !strings.Contains(msg, "the way out") {
 		t.Fatalf("error: %s", msg)
 	}
-	if rec := record(t, a); rec.State != nodestate.FlipReverted || c.queries != 0 {
-		t.Fatalf("record %s, %d queries", rec.State, c.queries)
+	if _, queries, _ := c.Seen(); record(t, a).State != nodestate.FlipReverted || queries != 0 {
+		t.Fatalf("record %s, %d queries", record(t, a).State, queries)
 	}
 }
 
@@ -237,7 +195,7 @@ func TestFlipTripWayOutFailsReverts(t *testing.T) {
 // committed. One that died inside the batch (applying) is reverted, never
 // applied again. One that confirmed is only committed.
 func TestFlipTripResumesByID(t *testing.T) {
-	c := &tripClient{verdicts: []WitnessVerdict{{State: WitnessAnswered}}}
+	c := &trip.Fake{Answer: witnessAnswers, Verdicts: []WitnessVerdict{{State: WitnessAnswered}}}
 	a, flips := tripActs(t, c)
 	attempt(t, a, "n1-1", false)
 	if record(t, a).State != nodestate.FlipFlipped || flips() != 1 {
@@ -250,11 +208,11 @@ func TestFlipTripResumesByID(t *testing.T) {
 	if res.State != nodestate.FlipCommitted || flips() != 1 {
 		t.Fatalf("resumed: %s after %d flips, want committed after 1", res.State, flips())
 	}
-	if len(c.beats) == 0 || !c.beats[0].Applied {
-		t.Fatalf("the resumed attempt did not prove the way out: %+v", c.beats)
+	if beats, _, _ := c.Seen(); len(beats) == 0 || !beats[0].Applied {
+		t.Fatalf("the resumed attempt did not prove the way out: %+v", beats)
 	}
 
-	b, bflips := tripActs(t, &tripClient{verdicts: []WitnessVerdict{{State: WitnessAnswered}}})
+	b, bflips := tripActs(t, &trip.Fake{Answer: witnessAnswers, Verdicts: []WitnessVerdict{{State: WitnessAnswered}}})
 	setRecord(t, b, nodestate.FlipRecord{ID: "n1-1", Node: "n1", State: nodestate.FlipApplying, Deadline: time.Now().Add(time.Minute), Revert: []byte(`{"node":"n1"}`)})
 	_, err = runTrip(t, b, tripIn("n1-1", true))
 	appErr(t, err, ErrFlipReverted)
@@ -262,19 +220,19 @@ func TestFlipTripResumesByID(t *testing.T) {
 		t.Fatalf("an interrupted apply: %d flips, record %s", bflips(), record(t, b).State)
 	}
 
-	cc := &tripClient{}
+	cc := &trip.Fake{Answer: witnessAnswers}
 	d, dflips := tripActs(t, cc)
 	attempt(t, d, "n1-1", true)
 	res, err = runTrip(t, d, tripIn("n1-1", true))
-	if err != nil || res.State != nodestate.FlipCommitted || dflips() != 1 || len(cc.beats) != 0 || cc.queries != 0 {
-		t.Fatalf("a confirmed flip resumed: %+v %v, %d flips, %d beats, %d queries", res, err, dflips(), len(cc.beats), cc.queries)
+	if beats, queries, _ := cc.Seen(); err != nil || res.State != nodestate.FlipCommitted || dflips() != 1 || len(beats) != 0 || queries != 0 {
+		t.Fatalf("a confirmed flip resumed: %+v %v, %d flips, %d beats, %d queries", res, err, dflips(), len(beats), queries)
 	}
 }
 
 // The node's own preview refuses (a module it has not cut over): a result
 // saying so, no record, nothing applied, no heartbeat through the client.
 func TestFlipTripPreviewRefused(t *testing.T) {
-	c := &tripClient{verdicts: []WitnessVerdict{{State: WitnessAnswered}}}
+	c := &trip.Fake{Answer: witnessAnswers, Verdicts: []WitnessVerdict{{State: WitnessAnswered}}}
 	a, flips := tripActs(t, c)
 	plan := tripPlanN1()
 	plan.Modules = []config.ModulePlan{{Name: "web", Ports: []config.Port{{Num: 8080, Proto: "tcp"}}}}
@@ -290,8 +248,8 @@ func TestFlipTripPreviewRefused(t *testing.T) {
 	}
 	rec, err := a.Flips.(*nodestate.Dir).Flip()
 	must(t, err)
-	if rec != nil || flips() != 0 || len(c.beats) != 0 {
-		t.Fatalf("a refused flip left record %+v, %d flips, %d beats", rec, flips(), len(c.beats))
+	if beats, _, _ := c.Seen(); rec != nil || flips() != 0 || len(beats) != 0 {
+		t.Fatalf("a refused flip left record %+v, %d flips, %d beats", rec, flips(), len(beats))
 	}
 }
 
@@ -300,49 +258,51 @@ func TestFlipTripPreviewRefused(t *testing.T) {
 // witness's plain heartbeat), reads the verdict from the witness's
 // heartbeat without a query, says it read it, then confirms and commits.
 func TestFlipTripVerdictByDescribe(t *testing.T) {
-	c := &tripClient{describes: []*workflowservice.DescribeWorkflowExecutionResponse{
-		witnessPending(t, nil),
-		witnessPending(t, "waiting for flip n1-1 to be applied"),
-		witnessPending(t, WitnessVerdict{ID: "n1-0", State: WitnessLockedOut}),
-		witnessPending(t, WitnessVerdict{ID: "n1-1", State: WitnessAnswered, Why: "22/tcp on 192.0.2.1"}),
-	}}
+	c := &trip.Fake{Answer: witnessAnswers, FakeDescriber: describing(
+		witnessPending(nil),
+		witnessPending("waiting for flip n1-1 to be applied"),
+		witnessPending(WitnessVerdict{ID: "n1-0", State: WitnessLockedOut}),
+		witnessPending(WitnessVerdict{ID: "n1-1", State: WitnessAnswered, Why: "22/tcp on 192.0.2.1"}),
+	)}
 	a, flips := tripActs(t, c)
 	a.Converter = converter.GetDefaultDataConverter()
 	res, err := runTrip(t, a, tripIn("n1-1", true))
 	if err != nil || res.State != nodestate.FlipCommitted || flips() != 1 {
 		t.Fatalf("result %+v %v after %d flips", res, err, flips())
 	}
-	if c.queries != 0 || c.reads != 4 {
-		t.Fatalf("%d queries, %d describes; want 0 and 4", c.queries, c.reads)
+	beats, queries, describes := c.Seen()
+	if queries != 0 || describes != 4 {
+		t.Fatalf("%d queries, %d describes; want 0 and 4", queries, describes)
 	}
 	if want := (WitnessVerdict{ID: "n1-1", State: WitnessAnswered, Why: "22/tcp on 192.0.2.1"}); res.Witness == nil || res.Witness.ID != want.ID || res.Witness.State != want.State || res.Witness.Why != want.Why {
 		t.Fatalf("the result carries verdict %+v, want the one confirmed on, %+v", res.Witness, want)
 	}
-	if len(c.beats) < 2 || !c.beats[0].Applied || !c.beats[0].Reads || c.beats[0].Read {
-		t.Fatalf("the way out's heartbeat should announce reads, not read: %+v", c.beats)
+	if len(beats) < 2 || !beats[0].Applied || !beats[0].Reads || beats[0].Read {
+		t.Fatalf("the way out's heartbeat should announce reads, not read: %+v", beats)
 	}
-	if last := c.beats[len(c.beats)-1]; !last.Read || !last.Applied || last.ID != "n1-1" {
-		t.Fatalf("the node did not say it read the verdict: %+v", c.beats)
+	if last := beats[len(beats)-1]; !last.Read || !last.Applied || last.ID != "n1-1" {
+		t.Fatalf("the node did not say it read the verdict: %+v", beats)
 	}
 }
 
 // A locked-out verdict read from the witness's heartbeat reverts the flip
 // as the query's does, and the node still says it read it.
 func TestFlipTripVerdictByDescribeLockedOutReverts(t *testing.T) {
-	c := &tripClient{describes: []*workflowservice.DescribeWorkflowExecutionResponse{
-		witnessPending(t, WitnessVerdict{ID: "n1-1", State: WitnessLockedOut, Why: "22/tcp did not answer from 10.8.0.2"}),
-	}}
+	c := &trip.Fake{Answer: witnessAnswers, FakeDescriber: describing(
+		witnessPending(WitnessVerdict{ID: "n1-1", State: WitnessLockedOut, Why: "22/tcp did not answer from 10.8.0.2"}),
+	)}
 	a, flips := tripActs(t, c)
 	a.Converter = converter.GetDefaultDataConverter()
 	_, err := runTrip(t, a, tripIn("n1-1", true))
 	if msg := appErr(t, err, ErrFlipReverted); !strings.Contains(msg, "the way in: locked out: 22/tcp did not answer") {
 		t.Fatalf("error: %s", msg)
 	}
-	if rec := record(t, a); flips() != 1 || rec.State != nodestate.FlipReverted || c.queries != 0 {
-		t.Fatalf("flips %d, record %s, %d queries", flips(), rec.State, c.queries)
+	beats, queries, _ := c.Seen()
+	if rec := record(t, a); flips() != 1 || rec.State != nodestate.FlipReverted || queries != 0 {
+		t.Fatalf("flips %d, record %s, %d queries", flips(), rec.State, queries)
 	}
-	if last := c.beats[len(c.beats)-1]; !last.Read {
-		t.Fatalf("the node did not say it read the verdict: %+v", c.beats)
+	if last := beats[len(beats)-1]; !last.Read {
+		t.Fatalf("the node did not say it read the verdict: %+v", beats)
 	}
 }
 
@@ -351,23 +311,24 @@ func TestFlipTripVerdictByDescribeLockedOutReverts(t *testing.T) {
 // asks its workflow by query, and never says it read a heartbeat verdict.
 func TestFlipTripVerdictFallsBackToQuery(t *testing.T) {
 	for name, describes := range map[string][]*workflowservice.DescribeWorkflowExecutionResponse{
-		"witness completed": {witnessPending(t, "waiting for flip n1-1 to be applied"), {}},
+		"witness completed": {witnessPending("waiting for flip n1-1 to be applied"), {}},
 		"describe fails":    nil,
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := &tripClient{describes: describes, verdicts: []WitnessVerdict{{}, {State: WitnessAnswered}}}
+			c := &trip.Fake{Answer: witnessAnswers, FakeDescriber: describing(describes...), Verdicts: []WitnessVerdict{{}, {State: WitnessAnswered}}}
 			a, _ := tripActs(t, c)
 			a.Converter = converter.GetDefaultDataConverter()
 			res, err := runTrip(t, a, tripIn("n1-1", true))
 			if err != nil || res.State != nodestate.FlipCommitted {
 				t.Fatalf("result %+v %v", res, err)
 			}
-			if c.queries != 2 {
-				t.Fatalf("%d queries, want 2 (pending, then answered)", c.queries)
+			beats, queries, _ := c.Seen()
+			if queries != 2 {
+				t.Fatalf("%d queries, want 2 (pending, then answered)", queries)
 			}
-			for _, b := range c.beats {
+			for _, b := range beats {
 				if b.Read {
-					t.Fatalf("said it read a heartbeat verdict: %+v", c.beats)
+					t.Fatalf("said it read a heartbeat verdict: %+v", beats)
 				}
 			}
 		})
@@ -377,15 +338,16 @@ func TestFlipTripVerdictFallsBackToQuery(t *testing.T) {
 // An agent without the converter (as agents before the verdict heartbeat)
 // never describes and does not announce that it reads verdicts by describe.
 func TestFlipTripQueryOnlyAgent(t *testing.T) {
-	c := &tripClient{verdicts: []WitnessVerdict{{State: WitnessAnswered}},
-		describes: []*workflowservice.DescribeWorkflowExecutionResponse{witnessPending(t, WitnessVerdict{ID: "n1-1", State: WitnessLockedOut})}}
+	c := &trip.Fake{Answer: witnessAnswers, Verdicts: []WitnessVerdict{{State: WitnessAnswered}},
+		FakeDescriber: describing(witnessPending(WitnessVerdict{ID: "n1-1", State: WitnessLockedOut}))}
 	a, _ := tripActs(t, c)
 	res, err := runTrip(t, a, tripIn("n1-1", true))
-	if err != nil || res.State != nodestate.FlipCommitted || c.reads != 0 || c.queries != 1 {
-		t.Fatalf("result %+v %v, %d describes, %d queries", res, err, c.reads, c.queries)
+	beats, queries, describes := c.Seen()
+	if err != nil || res.State != nodestate.FlipCommitted || describes != 0 || queries != 1 {
+		t.Fatalf("result %+v %v, %d describes, %d queries", res, err, describes, queries)
 	}
-	if c.beats[0].Reads {
-		t.Fatalf("a query-only agent announced it reads by describe: %+v", c.beats[0])
+	if beats[0].Reads {
+		t.Fatalf("a query-only agent announced it reads by describe: %+v", beats[0])
 	}
 }
 
@@ -425,8 +387,8 @@ func TestFlipTripForgedVerdictReverts(t *testing.T) {
 			plain, err := converter.GetDefaultDataConverter().ToPayloads(WitnessVerdict{ID: "n1-1", State: WitnessAnswered})
 			must(t, err)
 			pa := &workflowpb.PendingActivityInfo{ActivityType: &commonpb.ActivityType{Name: "Witness"}, HeartbeatDetails: plain}
-			c := &tripClient{forge: true, verdicts: []WitnessVerdict{forged},
-				describes: []*workflowservice.DescribeWorkflowExecutionResponse{{PendingActivities: []*workflowpb.PendingActivityInfo{pa}}, {}}}
+			c := &trip.Fake{Answer: forgedAnswers, Verdicts: []WitnessVerdict{forged},
+				FakeDescriber: describing(&workflowservice.DescribeWorkflowExecutionResponse{PendingActivities: []*workflowpb.PendingActivityInfo{pa}}, &workflowservice.DescribeWorkflowExecutionResponse{})}
 			a, flips := tripActs(t, c)
 			withPlan(a, plan)
 			a.Converter = codec.DataConverter(cd)
@@ -439,9 +401,10 @@ func TestFlipTripForgedVerdictReverts(t *testing.T) {
 			if rec := record(t, a); flips() != 1 || rec.State != nodestate.FlipReverted {
 				t.Fatalf("flips %d, record %s", flips(), rec.State)
 			}
-			for _, b := range c.beats {
+			beats, _, _ := c.Seen()
+			for _, b := range beats {
 				if b.Read {
-					t.Fatalf("the node said it read a forged verdict: %+v", c.beats)
+					t.Fatalf("the node said it read a forged verdict: %+v", beats)
 				}
 			}
 		})
@@ -452,7 +415,7 @@ func TestFlipTripForgedVerdictReverts(t *testing.T) {
 // could not authenticate a verdict for (no flip.witness.key) and a request
 // that says the flip is not witnessed.
 func TestFlipTripRefusedWithoutWitnessKey(t *testing.T) {
-	c := &tripClient{verdicts: []WitnessVerdict{{State: WitnessAnswered}}}
+	c := &trip.Fake{Answer: witnessAnswers, Verdicts: []WitnessVerdict{{State: WitnessAnswered}}}
 	a, flips := tripActs(t, c)
 	plan := tripPlanN1()
 	plan.Witness = nil
@@ -468,7 +431,8 @@ func TestFlipTripRefusedWithoutWitnessKey(t *testing.T) {
 	if msg := appErr(t, err, "BadRequest"); !strings.Contains(msg, "witnessed") {
 		t.Fatalf("error: %s", msg)
 	}
-	if rec, err := a.Flips.(*nodestate.Dir).Flip(); err != nil || rec != nil || flips() != 0 || len(c.beats) != 0 {
-		t.Fatalf("a refused flip left record %+v (%v), %d flips, %d beats", rec, err, flips(), len(c.beats))
+	beats, _, _ := c.Seen()
+	if rec, err := a.Flips.(*nodestate.Dir).Flip(); err != nil || rec != nil || flips() != 0 || len(beats) != 0 {
+		t.Fatalf("a refused flip left record %+v (%v), %d flips, %d beats", rec, err, flips(), len(beats))
 	}
 }

@@ -6,12 +6,9 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
-	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
@@ -25,63 +22,8 @@ import (
 	"adoption/witness"
 )
 
-// Unit tests of the two proofs on a stand-in of the agent's Temporal
-// client (the fake of this package's own Client stays here, as
-// activities/fake says of such fakes).
-
-// client records the heartbeats it is given; it answers the workflow's
-// query with verdicts in turn (the last repeats) and a describe with
-// described (an error when nil).
-type client struct {
-	mu        sync.Mutex
-	beats     []Progress
-	beatErr   error
-	verdicts  []nodewire.WitnessVerdict
-	queries   int
-	described *workflowservice.DescribeWorkflowExecutionResponse
-}
-
-func (c *client) RecordActivityHeartbeat(_ context.Context, _ []byte, details ...any) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.beats = append(c.beats, details[0].(Progress))
-	return c.beatErr
-}
-
-func (c *client) QueryWorkflow(_ context.Context, _, _, query string, args ...any) (converter.EncodedValue, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if query != nodewire.QueryFlipWitness || len(args) != 1 {
-		return nil, errors.New("unexpected query " + query)
-	}
-	if len(c.verdicts) == 0 {
-		return nil, errors.New("no workflow answers")
-	}
-	v := c.verdicts[min(c.queries, len(c.verdicts)-1)]
-	c.queries++
-	return answer{v}, nil
-}
-
-func (c *client) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-	if c.described == nil {
-		return nil, errors.New("no workflow to describe")
-	}
-	return c.described, nil
-}
-
-func (c *client) seen() ([]Progress, int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]Progress{}, c.beats...), c.queries
-}
-
-type answer struct{ v nodewire.WitnessVerdict }
-
-func (a answer) HasValue() bool { return true }
-func (a answer) Get(p any) error {
-	*p.(*nodewire.WitnessVerdict) = a.v
-	return nil
-}
+// Unit tests of the two proofs on Fake, the stand-in of the agent's
+// Temporal client beside Client (fake.go).
 
 func signer(seed byte) ssh.Signer {
 	s, err := ssh.NewSignerFromKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, 32)))
@@ -108,19 +50,9 @@ func signed(t *testing.T, s ssh.Signer, v nodewire.WitnessVerdict) nodewire.Witn
 	return v
 }
 
-// pendingWitness is a description of the node's workflow with the witness
-// pending, its heartbeat details hb (none if nil).
-func pendingWitness(t *testing.T, hb any) *workflowservice.DescribeWorkflowExecutionResponse {
-	t.Helper()
-	pa := &workflowpb.PendingActivityInfo{ActivityType: &commonpb.ActivityType{Name: witness.ActivityType}}
-	if hb != nil {
-		p, err := converter.GetDefaultDataConverter().ToPayloads(hb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pa.HeartbeatDetails = p
-	}
-	return &workflowservice.DescribeWorkflowExecutionResponse{PendingActivities: []*workflowpb.PendingActivityInfo{pa}}
+// describing is a stand-in's describes: each of rs in turn.
+func describing(rs ...*workflowservice.DescribeWorkflowExecutionResponse) witness.FakeDescriber {
+	return witness.FakeDescriber{Answers: rs}
 }
 
 // awaited is what AwaitWitness returned, run in an activity's context as
@@ -198,14 +130,14 @@ func TestWayOut(t *testing.T) {
 	if err := run(Proofs{}); err == nil || !strings.Contains(err.Error(), "no Temporal client") {
 		t.Fatalf("no client: %v", err)
 	}
-	c := &client{}
+	c := &Fake{}
 	if err := run(Proofs{Temporal: c}); err != nil {
 		t.Fatal(err)
 	}
-	if beats, _ := c.seen(); len(beats) != 1 || !beats[0].Applied || beats[0].ID != "n1-1" || !strings.Contains(beats[0].Step, "the way out") {
+	if beats, _, _ := c.Seen(); len(beats) != 1 || !beats[0].Applied || beats[0].ID != "n1-1" || !strings.Contains(beats[0].Step, "the way out") {
 		t.Fatalf("heartbeats %+v, want one that says applied", beats)
 	}
-	c.beatErr = errors.New("unavailable")
+	c.BeatErr = errors.New("unavailable")
 	if err := run(Proofs{Temporal: c}); err == nil || !strings.Contains(err.Error(), "unavailable") {
 		t.Fatalf("the server did not acknowledge: %v", err)
 	}
@@ -213,12 +145,12 @@ func TestWayOut(t *testing.T) {
 
 // By query: no verdict yet, then the witness's signed answer, taken.
 func TestAwaitAnsweredByQuery(t *testing.T) {
-	c := &client{verdicts: []nodewire.WitnessVerdict{{}, signed(t, theWitness, nodewire.WitnessVerdict{State: nodewire.WitnessAnswered, Why: "22/tcp"})}}
+	c := &Fake{Verdicts: []nodewire.WitnessVerdict{{}, signed(t, theWitness, nodewire.WitnessVerdict{State: nodewire.WitnessAnswered, Why: "22/tcp"})}}
 	a := await(t, Proofs{Temporal: c}, 10*time.Second)
 	if a.Revert != "" || a.V.State != nodewire.WitnessAnswered || a.V.Why != "22/tcp" {
 		t.Fatalf("got %+v, want the answer", a)
 	}
-	if _, q := c.seen(); q != 2 {
+	if _, q, _ := c.Seen(); q != 2 {
 		t.Fatalf("%d queries, want 2", q)
 	}
 }
@@ -232,7 +164,7 @@ func TestAwaitNotTaken(t *testing.T) {
 		"another node's":  func() nodewire.WitnessVerdict { w := want; w.Node = "n2"; return signedFor(t, w) }(),
 		"another attempt": func() nodewire.WitnessVerdict { w := want; w.ID = "n1-0"; return signedFor(t, w) }(),
 	} {
-		c := &client{verdicts: []nodewire.WitnessVerdict{v}}
+		c := &Fake{Verdicts: []nodewire.WitnessVerdict{v}}
 		start := time.Now()
 		a := await(t, Proofs{Temporal: c}, 300*time.Millisecond)
 		if a.Revert == "" || !strings.Contains(a.Revert, "gave no verdict") {
@@ -261,12 +193,12 @@ func signedFor(t *testing.T, w witness.Want) nodewire.WitnessVerdict {
 // only on this flip: the workflow's lock-out of an earlier attempt is not
 // this one's.
 func TestAwaitLockedOut(t *testing.T) {
-	c := &client{verdicts: []nodewire.WitnessVerdict{{ID: want.ID, State: nodewire.WitnessLockedOut, Why: "22/tcp timed out"}}}
+	c := &Fake{Verdicts: []nodewire.WitnessVerdict{{ID: want.ID, State: nodewire.WitnessLockedOut, Why: "22/tcp timed out"}}}
 	a := await(t, Proofs{Temporal: c}, 10*time.Second)
 	if a.Revert != "locked out: 22/tcp timed out" {
 		t.Fatalf("got %+v, want the lock-out", a)
 	}
-	c = &client{verdicts: []nodewire.WitnessVerdict{{ID: "n1-0", State: nodewire.WitnessLockedOut},
+	c = &Fake{Verdicts: []nodewire.WitnessVerdict{{ID: "n1-0", State: nodewire.WitnessLockedOut},
 		signed(t, theWitness, nodewire.WitnessVerdict{State: nodewire.WitnessAnswered})}}
 	if a = await(t, Proofs{Temporal: c}, 10*time.Second); a.Revert != "" {
 		t.Fatalf("an earlier attempt's lock-out ended this flip's wait: %+v", a)
@@ -279,9 +211,9 @@ func TestAwaitLockedOut(t *testing.T) {
 // no witness pending falls back to the query.
 func TestAwaitByDescribe(t *testing.T) {
 	v := signed(t, theWitness, nodewire.WitnessVerdict{State: nodewire.WitnessAnswered})
-	c := &client{described: pendingWitness(t, v), verdicts: []nodewire.WitnessVerdict{{ID: want.ID, State: nodewire.WitnessLockedOut}}}
+	c := &Fake{FakeDescriber: describing(witness.Pending(witness.ActivityType, v)), Verdicts: []nodewire.WitnessVerdict{{ID: want.ID, State: nodewire.WitnessLockedOut}}}
 	a := await(t, Proofs{Temporal: c, Converter: converter.GetDefaultDataConverter()}, 10*time.Second)
-	beats, q := c.seen()
+	beats, q, _ := c.Seen()
 	if a.Revert != "" || q != 0 || !a.P.Read {
 		t.Fatalf("got %+v after %d queries, want the heartbeat's answer, read", a, q)
 	}
@@ -289,15 +221,15 @@ func TestAwaitByDescribe(t *testing.T) {
 		t.Fatalf("heartbeats %+v, want one acknowledging the verdict, still applied", beats)
 	}
 
-	c = &client{described: pendingWitness(t, nil), verdicts: []nodewire.WitnessVerdict{{ID: want.ID, State: nodewire.WitnessLockedOut}}}
+	c = &Fake{FakeDescriber: describing(witness.Pending(witness.ActivityType, nil)), Verdicts: []nodewire.WitnessVerdict{{ID: want.ID, State: nodewire.WitnessLockedOut}}}
 	a = await(t, Proofs{Temporal: c, Converter: converter.GetDefaultDataConverter()}, 300*time.Millisecond)
-	if _, q := c.seen(); q != 0 || !strings.Contains(a.Revert, "gave no verdict") {
+	if _, q, _ := c.Seen(); q != 0 || !strings.Contains(a.Revert, "gave no verdict") {
 		t.Fatalf("a pending witness without a verdict: %+v after %d queries", a, q)
 	}
 
-	c = &client{described: &workflowservice.DescribeWorkflowExecutionResponse{}, verdicts: []nodewire.WitnessVerdict{v}}
+	c = &Fake{FakeDescriber: describing(&workflowservice.DescribeWorkflowExecutionResponse{}), Verdicts: []nodewire.WitnessVerdict{v}}
 	a = await(t, Proofs{Temporal: c, Converter: converter.GetDefaultDataConverter()}, 10*time.Second)
-	if _, q := c.seen(); q == 0 || a.Revert != "" || a.P.Read {
+	if _, q, _ := c.Seen(); q == 0 || a.Revert != "" || a.P.Read {
 		t.Fatalf("no witness pending: %+v after %d queries, want the query's answer", a, q)
 	}
 }
@@ -305,9 +237,9 @@ func TestAwaitByDescribe(t *testing.T) {
 // While it waits the node heartbeats, still saying applied, so the
 // activity's heartbeat timeout (10 s) does not end a wait longer than it.
 func TestAwaitHeartbeatsWhileWaiting(t *testing.T) {
-	c := &client{verdicts: []nodewire.WitnessVerdict{{}}}
+	c := &Fake{Verdicts: []nodewire.WitnessVerdict{{}}}
 	a := await(t, Proofs{Temporal: c}, waitBeat+500*time.Millisecond)
-	beats, _ := c.seen()
+	beats, _, _ := c.Seen()
 	if !strings.Contains(a.Revert, "no answer yet") || len(beats) != 1 || !beats[0].Applied || beats[0].Step != "flip: waiting for the witness" {
 		t.Fatalf("got %+v and heartbeats %+v, want one heartbeat while waiting", a, beats)
 	}
