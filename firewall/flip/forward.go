@@ -8,8 +8,9 @@ package flip
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables/binaryutil"
@@ -35,7 +36,8 @@ type Routed = flipwire.Routed
 // the mesh must keep: the bridges whose egress it forwards
 // (eval.EgressFrom), and the routed openings it surely lets through from
 // outside on a node known by its ruleset (uncertain ones are not carried,
-// and the preview names them closing), each with its source restriction.
+// and the preview names them closing), each with its source restriction
+// (one per run of ports whose sources are alike).
 func foundForward(cf *eval.Compiled, r *carrier) ([]Egress, []Routed) {
 	var eg []Egress
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
@@ -43,39 +45,70 @@ func foundForward(cf *eval.Compiled, r *carrier) ([]Egress, []Routed) {
 			eg = append(eg, Egress{Family: fam, Iif: n})
 		}
 	}
-	var rt []Routed
-	type key struct {
-		fam, proto string
-		port, end  uint16
-	}
-	seen := map[key]bool{}
-	// The routed openings of eval.OpenPorts(found), evaluated alone.
+	// The routed openings of eval.OpenPorts(found), evaluated alone: the
+	// ports each family and protocol has open to some source.
+	type famProto struct{ fam, proto string }
+	open := map[famProto][]firewall.Opening{}
 	for _, o := range cf.Routed() {
-		if !o.Routed() || o.Uncertain {
-			continue
+		if o.Routed() && !o.Uncertain {
+			k := famProto{o.Family, o.Proto}
+			open[k] = append(open[k], o)
 		}
-		k := Routed{Family: o.Family, Proto: o.Proto, Port: o.Port, PortEnd: o.PortEnd}
-		if seen[key{k.Family, k.Proto, k.Port, k.PortEnd}] {
-			continue // one opening per source region: read as one below
-		}
-		seen[key{k.Family, k.Proto, k.Port, k.PortEnd}] = true
-		s := r.zero.At(eval.DirRouted, o.Family, o.Proto, o.Port)
-		if s.Unsure || !s.Open() {
-			continue
-		}
-		k.From, k.Except = s.Only, s.Except
-		rt = append(rt, k)
 	}
-	sort.SliceStable(rt, func(i, j int) bool {
-		a, b := rt[i], rt[j]
-		if a.Family != b.Family {
-			return a.Family < b.Family
+	// An opening says what any source not named reaches, not which of
+	// them do not: "80 from any" and "0-65535 from all but X" are one
+	// opening, 0-65535. Its sources are read on every port interval of
+	// found within it, and an interval whose sources differ from the one
+	// before it is carried on its own (80 from all, the rest but X).
+	var rt []Routed
+	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
+		for _, proto := range []string{"tcp", "udp"} {
+			os := open[famProto{fam, proto}]
+			if len(os) == 0 {
+				continue
+			}
+			cuts := map[int]bool{}
+			for _, x := range eval.PortStarts(cf.Ruleset(), fam, proto) {
+				cuts[x] = true
+			}
+			for _, o := range os {
+				cuts[int(o.Port)] = true
+				if e := int(firewall.PortEnd(o)) + 1; e <= 65535 {
+					cuts[e] = true
+				}
+			}
+			starts := slices.Sorted(maps.Keys(cuts))
+			var last *Routed
+			for i, start := range starts {
+				end := 65535
+				if i+1 < len(starts) {
+					end = starts[i+1] - 1
+				}
+				if !slices.ContainsFunc(os, func(o firewall.Opening) bool {
+					return int(o.Port) <= start && start <= int(firewall.PortEnd(o))
+				}) {
+					last = nil
+					continue
+				}
+				s := r.zero.At(eval.DirRouted, fam, proto, uint16(start))
+				if s.Unsure || !s.Open() {
+					last = nil
+					continue
+				}
+				if last != nil && slices.Equal(last.From, s.Only) && slices.Equal(last.Except, s.Except) {
+					last.PortEnd = uint16(end)
+					continue
+				}
+				rt = append(rt, Routed{Family: fam, Proto: proto, Port: uint16(start), PortEnd: uint16(end), From: s.Only, Except: s.Except})
+				last = &rt[len(rt)-1]
+			}
 		}
-		if a.Proto != b.Proto {
-			return a.Proto < b.Proto
+	}
+	for i := range rt {
+		if rt[i].PortEnd == rt[i].Port {
+			rt[i].PortEnd = 0
 		}
-		return a.Port < b.Port
-	})
+	}
 	return eg, rt
 }
 

@@ -231,3 +231,44 @@ func TestPreviewKeepsAPortFromFewer(t *testing.T) {
 		t.Errorf("8080/tcp (ip) fates by source: %v; want closing from any other source, kept from 10.9.0.0/24", fates)
 	}
 }
+
+// A routed port open to every source beside the rest of the ports open to
+// all but one source (ufw's "route allow 80/udp" before "route deny from
+// X") is one opening, 0-65535 from any; the mesh keeps what each port is
+// open to: 80 from X too, the other ports not from X.
+func TestEffectiveSpecRoutedSourcesPerPort(t *testing.T) {
+	x := "fd00:f0::3/128"
+	found := &firewall.Ruleset{Tables: []firewall.Table{{Family: firewall.FamilyIP6, Name: "filter", Chains: []firewall.Chain{{
+		Name: "input", Hook: firewall.HookInput, Policy: "drop", Type: "filter",
+	}, {
+		Name: "forward", Hook: firewall.HookForward, Policy: "accept", Type: "filter",
+		Rules: []firewall.Rule{
+			acceptH(2, portsCond(unix.IPPROTO_UDP, 80, 80)),
+			{Handle: 3, Conds: []firewall.Cond{fwtest.Saddr(x)}, Verdict: firewall.Verdict{Kind: firewall.VerdictDrop}},
+		},
+	}}}}}
+	spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp")}
+	d, err := DeriveFor(found, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := afterFlip(found, d.Ruleset, "n1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, port := range []uint16{79, 80, 81} {
+		for _, proto := range []string{"tcp", "udp"} {
+			before := eval.SourcesAt(found, firewall.Node{}, eval.DirRouted, firewall.FamilyIP6, proto, port)
+			now := eval.SourcesAt(after, firewall.Node{}, eval.DirRouted, firewall.FamilyIP6, proto, port)
+			if !reflect.DeepEqual(before, now) {
+				t.Errorf("routed %d/%s (ip6): %+v before the flip, %+v after", port, proto, before, now)
+			}
+		}
+	}
+	p := previewFlip(found, d.Ruleset, spec, firewall.Node{})
+	for _, f := range p.Fates {
+		if o := f.Opening; o.Routed() && o.Family == firewall.FamilyIP6 && f.Fate != FateKept {
+			t.Errorf("%s (%s): %s; want kept", portSpec(o), describeOpening(o), f.Fate)
+		}
+	}
+}
