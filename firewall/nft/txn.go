@@ -230,7 +230,18 @@ func (s *Session) Commit(gen uint32, build func(c *nftables.Conn)) ([]Echoed, er
 	// all answers, or the kernel drops some (ENOBUFS) and the batch's outcome
 	// is unknown.
 	growReadBuffer(nc, len(batch)*2048)
+	// The batch goes in one sendmsg: nfnetlink commits only a batch whose
+	// begin and end arrive in the same datagram, and netlink refuses a
+	// datagram larger than the socket's send buffer (wmem_default, 208 KiB)
+	// with EMSGSIZE. A large ruleset's flip passes that, so the buffer
+	// grows to the batch, as nft's own batches do.
+	size := batchSize(batch)
+	growWriteBuffer(nc, size)
 	if _, err := nc.SendMessages(batch); err != nil {
+		if errors.Is(err, unix.EMSGSIZE) {
+			// Refused before it was queued: the kernel never saw the batch.
+			return nil, fmt.Errorf("the batch (%d messages, %d bytes) is larger than the netlink socket takes, nothing was changed: %w", len(batch), size, err)
+		}
 		return nil, fmt.Errorf("sending the batch: %w: %w", ErrOutcomeUnknown, err)
 	}
 	var echoes []Echoed
@@ -280,6 +291,36 @@ func growReadBuffer(nc *netlink.Conn, n int) {
 		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n)
 	}); err != nil || serr != nil {
 		_ = nc.SetReadBuffer(n)
+	}
+}
+
+// batchSize is the bytes batch takes on the wire: each message's header
+// and its data padded to four bytes.
+func batchSize(batch []netlink.Message) int {
+	n := 0
+	for _, m := range batch {
+		n += unix.NLMSG_HDRLEN + (len(m.Data)+unix.NLMSG_ALIGNTO-1)&^(unix.NLMSG_ALIGNTO-1)
+	}
+	return n
+}
+
+// growWriteBuffer raises the socket's send buffer so that one datagram of
+// n bytes fits (netlink wants 32 bytes beside it). SO_SNDBUFFORCE passes
+// wmem_max as SO_RCVBUFFORCE does in growReadBuffer; the kernel doubles
+// the value it is given, so n itself is room enough.
+func growWriteBuffer(nc *netlink.Conn, n int) {
+	if n < 1<<20 {
+		n = 1 << 20
+	}
+	rc, err := nc.SyscallConn()
+	if err != nil {
+		return // a test connection
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, n)
+	}); err != nil || serr != nil {
+		_ = nc.SetWriteBuffer(n)
 	}
 }
 
