@@ -228,15 +228,13 @@ func (s *Session) Commit(gen uint32, build func(c *nftables.Conn)) ([]Echoed, er
 	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
 	// Every new rule is echoed (that is how its handle comes back): room for
 	// all answers, or the kernel drops some (ENOBUFS) and the batch's outcome
-	// is unknown.
-	growReadBuffer(nc, len(batch)*2048)
-	// The batch goes in one sendmsg: nfnetlink commits only a batch whose
-	// begin and end arrive in the same datagram, and netlink refuses a
-	// datagram larger than the socket's send buffer (wmem_default, 208 KiB)
-	// with EMSGSIZE. A large ruleset's flip passes that, so the buffer
-	// grows to the batch, as nft's own batches do.
+	// is unknown. The batch goes in one sendmsg: nfnetlink commits only a
+	// batch whose begin and end arrive in the same datagram, and netlink
+	// refuses a datagram larger than the socket's send buffer (wmem_default,
+	// 208 KiB) with EMSGSIZE. A large ruleset's flip passes that, so the
+	// send buffer grows to the batch, as nft's own batches do.
 	size := batchSize(batch)
-	growWriteBuffer(nc, size)
+	growBuffers(nc, len(batch)*2048, size)
 	if _, err := nc.SendMessages(batch); err != nil {
 		if errors.Is(err, unix.EMSGSIZE) {
 			// Refused before it was queued: the kernel never saw the batch.
@@ -275,22 +273,29 @@ func (s *Session) Commit(gen uint32, build func(c *nftables.Conn)) ([]Echoed, er
 	}
 }
 
-// growReadBuffer raises the socket's receive buffer to at least n bytes.
-// SO_RCVBUFFORCE passes rmem_max for a process with CAP_NET_ADMIN, which
-// writing nftables needs anyway; SO_RCVBUF is the fallback.
-func growReadBuffer(nc *netlink.Conn, n int) {
-	if n < 1<<20 {
-		n = 1 << 20
-	}
+// growBuffers raises the socket's buffers to at least 1 MiB: the receive
+// buffer to read bytes, the send buffer so that one datagram of send bytes
+// fits (netlink wants 32 bytes beside it; the kernel doubles the value it
+// is given). SO_RCVBUFFORCE and SO_SNDBUFFORCE pass rmem_max and wmem_max
+// for a process with CAP_NET_ADMIN, which writing nftables needs anyway;
+// SO_RCVBUF and SO_SNDBUF are the fallback.
+func growBuffers(nc *netlink.Conn, read, send int) {
 	rc, err := nc.SyscallConn()
 	if err != nil {
 		return // a test connection
 	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n)
-	}); err != nil || serr != nil {
-		_ = nc.SetReadBuffer(n)
+	for _, b := range []struct {
+		n        int
+		force    int
+		fallback func(int) error
+	}{{read, unix.SO_RCVBUFFORCE, nc.SetReadBuffer}, {send, unix.SO_SNDBUFFORCE, nc.SetWriteBuffer}} {
+		n := max(b.n, 1<<20)
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, b.force, n)
+		}); err != nil || serr != nil {
+			_ = b.fallback(n)
+		}
 	}
 }
 
@@ -302,26 +307,6 @@ func batchSize(batch []netlink.Message) int {
 		n += unix.NLMSG_HDRLEN + (len(m.Data)+unix.NLMSG_ALIGNTO-1)&^(unix.NLMSG_ALIGNTO-1)
 	}
 	return n
-}
-
-// growWriteBuffer raises the socket's send buffer so that one datagram of
-// n bytes fits (netlink wants 32 bytes beside it). SO_SNDBUFFORCE passes
-// wmem_max as SO_RCVBUFFORCE does in growReadBuffer; the kernel doubles
-// the value it is given, so n itself is room enough.
-func growWriteBuffer(nc *netlink.Conn, n int) {
-	if n < 1<<20 {
-		n = 1 << 20
-	}
-	rc, err := nc.SyscallConn()
-	if err != nil {
-		return // a test connection
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, n)
-	}); err != nil || serr != nil {
-		_ = nc.SetWriteBuffer(n)
-	}
 }
 
 func isTimeout(err error) bool {
