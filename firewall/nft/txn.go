@@ -228,9 +228,18 @@ func (s *Session) Commit(gen uint32, build func(c *nftables.Conn)) ([]Echoed, er
 	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
 	// Every new rule is echoed (that is how its handle comes back): room for
 	// all answers, or the kernel drops some (ENOBUFS) and the batch's outcome
-	// is unknown.
-	growReadBuffer(nc, len(batch)*2048)
+	// is unknown. The batch goes in one sendmsg: nfnetlink commits only a
+	// batch whose begin and end arrive in the same datagram, and netlink
+	// refuses a datagram larger than the socket's send buffer (wmem_default,
+	// 208 KiB) with EMSGSIZE. A large ruleset's flip passes that, so the
+	// send buffer grows to the batch, as nft's own batches do.
+	size := batchSize(batch)
+	growBuffers(nc, len(batch)*2048, size)
 	if _, err := nc.SendMessages(batch); err != nil {
+		if errors.Is(err, unix.EMSGSIZE) {
+			// Refused before it was queued: the kernel never saw the batch.
+			return nil, fmt.Errorf("the batch (%d messages, %d bytes) is larger than the netlink socket takes, nothing was changed: %w", len(batch), size, err)
+		}
 		return nil, fmt.Errorf("sending the batch: %w: %w", ErrOutcomeUnknown, err)
 	}
 	var echoes []Echoed
@@ -264,23 +273,40 @@ func (s *Session) Commit(gen uint32, build func(c *nftables.Conn)) ([]Echoed, er
 	}
 }
 
-// growReadBuffer raises the socket's receive buffer to at least n bytes.
-// SO_RCVBUFFORCE passes rmem_max for a process with CAP_NET_ADMIN, which
-// writing nftables needs anyway; SO_RCVBUF is the fallback.
-func growReadBuffer(nc *netlink.Conn, n int) {
-	if n < 1<<20 {
-		n = 1 << 20
-	}
+// growBuffers raises the socket's buffers to at least 1 MiB: the receive
+// buffer to read bytes, the send buffer so that one datagram of send bytes
+// fits (netlink wants 32 bytes beside it; the kernel doubles the value it
+// is given). SO_RCVBUFFORCE and SO_SNDBUFFORCE pass rmem_max and wmem_max
+// for a process with CAP_NET_ADMIN, which writing nftables needs anyway;
+// SO_RCVBUF and SO_SNDBUF are the fallback.
+func growBuffers(nc *netlink.Conn, read, send int) {
 	rc, err := nc.SyscallConn()
 	if err != nil {
 		return // a test connection
 	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n)
-	}); err != nil || serr != nil {
-		_ = nc.SetReadBuffer(n)
+	for _, b := range []struct {
+		n        int
+		force    int
+		fallback func(int) error
+	}{{read, unix.SO_RCVBUFFORCE, nc.SetReadBuffer}, {send, unix.SO_SNDBUFFORCE, nc.SetWriteBuffer}} {
+		n := max(b.n, 1<<20)
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, b.force, n)
+		}); err != nil || serr != nil {
+			_ = b.fallback(n)
+		}
 	}
+}
+
+// batchSize is the bytes batch takes on the wire: each message's header
+// and its data padded to four bytes.
+func batchSize(batch []netlink.Message) int {
+	n := 0
+	for _, m := range batch {
+		n += unix.NLMSG_HDRLEN + (len(m.Data)+unix.NLMSG_ALIGNTO-1)&^(unix.NLMSG_ALIGNTO-1)
+	}
+	return n
 }
 
 func isTimeout(err error) bool {
