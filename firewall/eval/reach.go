@@ -122,14 +122,20 @@ func (x *Reacher) family(fam string) *reachFamily {
 // region is the region of sources from which pkt (its source aside)
 // reaches dir.
 func (x *Reacher) region(f *reachFamily, dir string, pkt Packet) SourceReach {
+	out, _, _ := x.regionAtoms(f, dir, pkt)
+	return out
+}
+
+// regionAtoms is region with the atoms singled out: those that reach dir
+// (open, when not Any) and those that do not (closed, when Any). An atom
+// in neither goes the way of any other source.
+func (x *Reacher) regionAtoms(f *reachFamily, dir string, pkt Packet) (out SourceReach, open, closed []Atom) {
 	st, atoms, groups, index, e := f.st, f.atoms, f.groups, f.index, x.e
 	pkt.node, pkt.own, pkt.iif = &x.node, f.own, x.iif
 	// Only dir's paths are asked about (reachesDir): the others are not
 	// evaluated.
 	e.only = dir
 	defer func() { e.only = "" }()
-	var open, closed []Atom
-	var out SourceReach
 	seen := 0
 	for gi, g := range groups {
 		if gi == 1 {
@@ -168,7 +174,7 @@ func (x *Reacher) region(f *reachFamily, dir string, pkt Packet) SourceReach {
 	} else if len(open) > 0 {
 		out.Only = atomPrefixes(open, atoms, index)
 	}
-	return out
+	return out, open, closed
 }
 
 // DirRouted asks SourcesAt for routed forwarding (no DNAT), to any

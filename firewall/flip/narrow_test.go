@@ -11,6 +11,7 @@ import (
 	"adoption/firewall"
 	"adoption/firewall/eval"
 	"adoption/internal/fwtest"
+	"adoption/vocab"
 )
 
 // foundNarrow is a native default-deny predecessor that lets ssh in from
@@ -269,6 +270,59 @@ func TestEffectiveSpecRoutedSourcesPerPort(t *testing.T) {
 	for _, f := range p.Fates {
 		if o := f.Opening; o.Routed() && o.Family == firewall.FamilyIP6 && f.Fate != FateKept {
 			t.Errorf("%s (%s): %s; want kept", portSpec(o), describeOpening(o), f.Fate)
+		}
+	}
+}
+
+// A port kept from any source but closing to one it reaches now ("80/udp
+// from all" now, "from all but X" after) is closing from X, into the node
+// and routed through it alike: the preview names it and refuses unless
+// 80/udp is in flip.drop. (Its multicast class, judged apart, says the
+// same of ff00::/8.)
+func TestPreviewNamesASourceLeftOut(t *testing.T) {
+	x := "fd00:f0::3/128"
+	for _, hook := range []string{firewall.HookInput, firewall.HookForward} {
+		chain := func(rules ...firewall.Rule) []firewall.Chain {
+			return []firewall.Chain{{Name: hook, Hook: hook, Policy: "drop", Type: "filter", Rules: rules}}
+		}
+		found := &firewall.Ruleset{Tables: []firewall.Table{{Family: firewall.FamilyInet, Name: "filter", Chains: chain(
+			acceptH(2, tcpPort(22)), acceptH(3, portsCond(unix.IPPROTO_UDP, 80, 80)),
+		)}}}
+		derived := &firewall.Ruleset{Tables: []firewall.Table{{Family: firewall.FamilyInet, Name: firewall.MeshTable, Chains: chain(
+			acceptH(2, tcpPort(22)),
+			firewall.Rule{Handle: 3, Conds: append([]firewall.Cond{fwtest.Saddr(x)}, portsCond(unix.IPPROTO_UDP, 80, 80)...), Verdict: firewall.Verdict{Kind: firewall.VerdictDrop}},
+			acceptH(4, portsCond(unix.IPPROTO_UDP, 80, 80)),
+		)}}}
+		if hook == firewall.HookForward {
+			// The management port stays open into the node.
+			found.Tables[0].Chains = append(found.Tables[0].Chains, firewall.Chain{Name: "input", Hook: firewall.HookInput, Policy: "drop", Type: "filter", Rules: []firewall.Rule{acceptH(9, tcpPort(22))}})
+			derived.Tables[0].Chains = append(derived.Tables[0].Chains, firewall.Chain{Name: "input", Hook: firewall.HookInput, Policy: "drop", Type: "filter", Rules: []firewall.Rule{acceptH(9, tcpPort(22))}})
+		}
+		spec := MeshSpec{Node: "n1", Input: allow(OwnerManagement, "22/tcp")}
+		p := previewFlip(found, derived, spec, firewall.Node{})
+		fates := map[string]string{}
+		for _, f := range p.Fates {
+			if o := f.Opening; o.Proto == "udp" && o.Family == firewall.FamilyIP6 && o.Direction == hook && o.To == "" && o.Port == 80 && firewall.PortEnd(o) == 80 {
+				fates[o.From] = f.Fate
+			}
+		}
+		if want := map[string]string{"": FateKept, x: FateClosing}; !reflect.DeepEqual(fates, want) {
+			t.Errorf("80/udp (%s, ip6) fates by source: %v; want %v", hook, fates, want)
+		}
+		named := func(p Preview) (n int) {
+			for _, r := range p.Reasons {
+				if strings.HasPrefix(r, "80/udp ("+hook+", ip6, from "+x+")") {
+					n++
+				}
+			}
+			return n
+		}
+		if p.Approved || named(p) != 1 {
+			t.Errorf("%s: approved %v, reasons %q; want one refusal naming 80/udp from %s", hook, p.Approved, p.Reasons, x)
+		}
+		spec.Drop = []vocab.Port{{Num: 80, Proto: "udp"}}
+		if p := previewFlip(found, derived, spec, firewall.Node{}); named(p) != 0 {
+			t.Errorf("%s: 80/udp in flip.drop: still refused for it: %q", hook, p.Reasons)
 		}
 	}
 }

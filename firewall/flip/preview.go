@@ -130,6 +130,7 @@ func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff Mesh
 			}
 		}
 	}
+	narrowed := newNarrowings(pair, node)
 	for _, o := range foundOpen {
 		// Boundaries where the fate, owner or drop can change inside o.
 		end := firewall.PortEnd(o)
@@ -181,11 +182,34 @@ func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff Mesh
 			}
 			segs = append(segs, f)
 		}
+		refuse := func(f Fate, also string) {
+			for x := int(f.Opening.Port); x <= int(firewall.PortEnd(f.Opening)); x++ {
+				if mgmt[vocab.Port{Num: uint16(x), Proto: o.Proto}] && o.Direction == firewall.HookInput {
+					p.Reasons = append(p.Reasons, fmt.Sprintf("management port %d/%s (%s) is open now and would close: the node would be cut off from its operator", x, o.Proto, describeOpening(f.Opening)))
+				}
+			}
+			if !f.Dropped {
+				why := also
+				if o.Reason != "" {
+					why = " (uncertain now: " + o.Reason + ")"
+				}
+				p.Reasons = append(p.Reasons, fmt.Sprintf("%s (%s) is open now and would close%s: declare it in a module or add it to flip.drop", portSpec(f.Opening), describeOpening(f.Opening), why))
+			}
+		}
 		for _, f := range segs {
 			if f.Fate == FateKept && o.Reason != "" {
 				f.Fate, f.Reason = FateUncertain, o.Reason
 			}
 			p.Fates = append(p.Fates, f)
+			if f.Fate == FateKept && o.From == "" && !o.Uncertain {
+				// Kept from any source, but perhaps not from every source
+				// it reaches now: closing from those it would leave out.
+				for _, c := range narrowed.closing(f) {
+					c.Dropped = allDropped(dropped, o.Proto, int(c.Opening.Port), int(firewall.PortEnd(c.Opening)))
+					p.Fates = append(p.Fates, c)
+					refuse(c, " to that source, while kept from the rest")
+				}
+			}
 			if f.Fate == FateClosing {
 				// Closing from the sources o names, but for those the
 				// ruleset after still opens it to: kept from them.
@@ -196,20 +220,8 @@ func previewDerived(cf *eval.Compiled, derived *firewall.Ruleset, spec, eff Mesh
 					p.Fates = append(p.Fates, k)
 				}
 			}
-			if f.Fate != FateClosing {
-				continue
-			}
-			for x := int(f.Opening.Port); x <= int(firewall.PortEnd(f.Opening)); x++ {
-				if mgmt[vocab.Port{Num: uint16(x), Proto: o.Proto}] && o.Direction == firewall.HookInput {
-					p.Reasons = append(p.Reasons, fmt.Sprintf("management port %d/%s (%s) is open now and would close: the node would be cut off from its operator", x, o.Proto, describeOpening(f.Opening)))
-				}
-			}
-			if !f.Dropped {
-				why := ""
-				if o.Reason != "" {
-					why = " (uncertain now: " + o.Reason + ")"
-				}
-				p.Reasons = append(p.Reasons, fmt.Sprintf("%s (%s) is open now and would close%s: declare it in a module or add it to flip.drop", portSpec(f.Opening), describeOpening(f.Opening), why))
+			if f.Fate == FateClosing {
+				refuse(f, "")
 			}
 		}
 		for _, f := range segs {
