@@ -5,16 +5,17 @@ import (
 	"testing"
 
 	"adoption/firewall"
+	"adoption/firewall/nft"
 	"adoption/internal/fwtest"
 	"adoption/internal/testenv"
 )
 
 // TestKernelInspectorListsAsDial: Inspector.Ruleset lists over one lasting
-// netlink socket; what it reads must be what List over Dial (a socket per
-// request) reads, on a ruleset with iptables-nft chains, named and
-// anonymous sets, a verdict map and a ct original proto-dst (the chain
-// google/nftables refuses until the listing widens its direction), twice
-// in a row.
+// netlink socket, the rules one dump per table; what it reads must be what
+// a listing of one request per chain reads, on a ruleset with iptables-nft
+// chains, named and anonymous sets, a verdict map and a ct original
+// proto-dst (the dump google/nftables refuses until the listing widens its
+// direction), twice in a row.
 func TestKernelInspectorListsAsDial(t *testing.T) {
 	n := fwtest.NewTestNet(t)
 	testenv.NeedTools(t, "iptables-nft-restore")
@@ -39,7 +40,16 @@ COMMIT
 		ct status dnat meta l4proto tcp ct original proto-dst { 18080, 18082 } accept
 	}
 }`)
-	want, err := json.Marshal(n.List(t))
+	s, err := nft.OpenSession(n.Path(n.Node), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, byChain, err := s.SnapshotSome(func(*firewall.Table, *firewall.Chain) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal(byChain)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"strconv"
 	"unsafe"
 
 	"github.com/mdlayher/netlink"
@@ -55,17 +54,17 @@ const (
 // caller's own), by index. A namespace without ipsets (or without the
 // ipset module) has none.
 func IPSets(nsFD int) (map[uint16]*IPSet, error) {
-	cfg := &netlink.Config{}
-	path := ""
-	if nsFD > 0 {
-		cfg.NetNS = nsFD
-		path = "/proc/self/fd/" + strconv.Itoa(nsFD)
-	}
-	nc, err := netlink.Dial(unix.NETLINK_NETFILTER, cfg)
+	nc, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: nsFD})
 	if err != nil {
 		return nil, fmt.Errorf("opening netlink: %w", err)
 	}
 	defer nc.Close()
+	return ipsetsOn(nc, nsFDPath(nsFD))
+}
+
+// ipsetsOn is IPSets over nc, a netfilter socket in the namespace at path
+// ("": the caller's own).
+func ipsetsOn(nc *netlink.Conn, path string) (map[uint16]*IPSet, error) {
 	byName := map[string]*IPSet{}
 	var order []string
 	for _, proto := range []uint8{ipsetProtocol, ipsetProtocolMin} {
@@ -107,7 +106,7 @@ func IPSets(nsFD int) (map[uint16]*IPSet, error) {
 	if len(order) == 0 {
 		return out, nil
 	}
-	err = netns.Do(path, func() error {
+	err := netns.Do(path, func() error {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_RAW)
 		if err != nil {
 			return err

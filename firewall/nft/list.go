@@ -6,13 +6,13 @@ package nft
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
-	"strings"
+	"strconv"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
-	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
 
 	"adoption/firewall"
@@ -31,7 +31,48 @@ func List(c *nftables.Conn) (*firewall.Ruleset, error) { return listSome(c, nil)
 // the result serves only a plan that reads the chains it selected: a
 // mark's, listed in one round trip per chain it may go to (and per chain
 // reached from it) instead of one per chain in the ruleset.
+//
+// The whole ruleset (wants nil, a connection to a kernel) is read one dump
+// per table, between two readings of the ruleset generation: a listing
+// during which the ruleset changed is read again, so what is returned is
+// one ruleset the kernel had in force, never a mix of two.
 func listSome(c *nftables.Conn, wants func(t *firewall.Table, ch *firewall.Chain) bool) (*firewall.Ruleset, error) {
+	if c.TestDial != nil || wants != nil {
+		return listOnce(c, nil, wants)
+	}
+	nc, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: c.NetNS})
+	if err != nil {
+		return nil, fmt.Errorf("opening netlink: %w", err)
+	}
+	defer nc.Close()
+	const attempts = 3
+	for range attempts {
+		before, err := Generation(nc)
+		if err != nil {
+			return nil, err
+		}
+		rs, err := listOnce(c, nc, nil)
+		if errors.Is(err, errDumpInterrupted) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		after, err := Generation(nc)
+		if err != nil {
+			return nil, err
+		}
+		if after == before {
+			return rs, nil
+		}
+	}
+	return nil, fmt.Errorf("listing nftables: the ruleset changed during each of %d listings; list again once nothing is writing to it: %w", attempts, ErrRulesetChanged)
+}
+
+// listOnce is one listing: the rules of every chain wanted through c, one
+// request per chain, or when nc is given every table's in one dump through
+// it (wants is then nil).
+func listOnce(c *nftables.Conn, nc *netlink.Conn, wants func(t *firewall.Table, ch *firewall.Chain) bool) (*firewall.Ruleset, error) {
 	tables, err := c.ListTables()
 	if err != nil {
 		return nil, fmt.Errorf("listing nftables tables: %w", err)
@@ -41,9 +82,11 @@ func listSome(c *nftables.Conn, wants func(t *firewall.Table, ch *firewall.Chain
 		return nil, fmt.Errorf("listing nftables chains: %w", err)
 	}
 	rs := &firewall.Ruleset{}
-	var ipsets map[uint16]*IPSet
-	if c.TestDial == nil {
-		// Unread (nil), a match on an ipset stays undecidable.
+	var ipsets map[uint16]*IPSet // unread (nil), a match on an ipset stays undecidable
+	switch {
+	case nc != nil:
+		ipsets, _ = ipsetsOn(nc, nsFDPath(c.NetNS))
+	case c.TestDial == nil:
 		ipsets, _ = IPSets(c.NetNS)
 	}
 	for _, t := range tables {
@@ -112,6 +155,13 @@ func listSome(c *nftables.Conn, wants func(t *firewall.Table, ch *firewall.Chain
 			}
 		}
 		setsKnown := len(tbl.Unknown) == 0
+		var dumped map[string][]*nftables.Rule
+		var dumpErr error
+		if nc != nil {
+			if dumped, dumpErr = tableRules(nc, t); errors.Is(dumpErr, errDumpInterrupted) {
+				return nil, dumpErr
+			}
+		}
 		listed := make([]bool, len(tbl.Chains))
 		for more := true; more; {
 			more = false
@@ -120,7 +170,14 @@ func listSome(c *nftables.Conn, wants func(t *firewall.Table, ch *firewall.Chain
 					continue
 				}
 				listed[i] = true
-				listRules(c, t, ch, tbl.Family, &tbl.Chains[i], sets, setsKnown, ipsets)
+				var rules []*nftables.Rule
+				var err error
+				if nc != nil {
+					rules, err = dumped[ch.Name], dumpErr
+				} else {
+					rules, err = chainRules(c, t, ch)
+				}
+				decodeRules(rules, err, tbl.Family, &tbl.Chains[i], sets, setsKnown, ipsets)
 				// What a selected chain jumps to decides with it (a jump
 				// into a chain of source denies is one): list it too.
 				for ri := range tbl.Chains[i].Rules {
@@ -139,17 +196,9 @@ func listSome(c *nftables.Conn, wants func(t *firewall.Table, ch *firewall.Chain
 	return rs, nil
 }
 
-// listRules lists the rules of chain ch of table t (of family) and decodes
-// them into mc.
-func listRules(c *nftables.Conn, t *nftables.Table, ch *nftables.Chain, family string, mc *firewall.Chain, sets map[string]*firewall.Set, setsKnown bool, ipsets map[uint16]*IPSet) {
-	rules, err := c.GetRules(t, ch)
-	if err != nil && strings.Contains(err.Error(), "is not a uint32; length: 1") {
-		// google/nftables v0.3.0 reads ct's direction (a u8 the
-		// kernel dumps for "ct original proto-dst") as a u32 and
-		// refuses the whole chain: list it again with the
-		// attribute widened.
-		rules, err = rulesWidened(c, t, ch)
-	}
+// decodeRules decodes the rules listed of one chain (of family) into mc,
+// or says in mc why they were not listed.
+func decodeRules(rules []*nftables.Rule, err error, family string, mc *firewall.Chain, sets map[string]*firewall.Set, setsKnown bool, ipsets map[uint16]*IPSet) {
 	if err != nil {
 		mc.Unknown = fmt.Sprintf("rules not listed: %v", err)
 	}
@@ -275,93 +324,11 @@ func rawVerdict(b []byte) (firewall.Verdict, bool) {
 	return verdictOf(&expr.Verdict{Kind: expr.VerdictKind(code), Chain: chain}), true
 }
 
-// rulesWidened lists a chain's rules through a connection that forwards the
-// dump to the kernel and widens every NFTA_CT_DIRECTION in the answer from
-// the u8 the kernel sends to the u32 google/nftables reads.
-func rulesWidened(c *nftables.Conn, t *nftables.Table, ch *nftables.Chain) ([]*nftables.Rule, error) {
-	if c.TestDial != nil {
-		return nil, fmt.Errorf("rules of chain %s not listed (a test connection)", ch.Name)
+// nsFDPath is the path of the namespace whose fd is fd (0: "", the
+// caller's own).
+func nsFDPath(fd int) string {
+	if fd > 0 {
+		return "/proc/self/fd/" + strconv.Itoa(fd)
 	}
-	nc, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: c.NetNS})
-	if err != nil {
-		return nil, fmt.Errorf("opening netlink: %w", err)
-	}
-	defer nc.Close()
-	proxy, err := nftables.New(nftables.WithTestDial(func(req []netlink.Message) ([]netlink.Message, error) {
-		if len(req) != 1 {
-			return nil, nil
-		}
-		out := req[0]
-		out.Header.Sequence, out.Header.PID = 0, 0 // the real socket numbers it
-		msgs, err := nc.Execute(out)
-		if err != nil {
-			return nil, err
-		}
-		for i := range msgs {
-			if len(msgs[i].Data) > 4 {
-				msgs[i].Data = append(msgs[i].Data[:4:4], widenCtDirection(msgs[i].Data[4:], 0)...)
-			}
-			msgs[i].Header.Sequence, msgs[i].Header.PID = req[0].Header.Sequence, nltest.PID
-		}
-		// The real socket dropped the dump's "done"; nltest hands out a
-		// multi-part answer without its last message, taking it for that.
-		done := netlink.Message{Header: netlink.Header{Type: netlink.Done, Flags: netlink.Multi,
-			Sequence: req[0].Header.Sequence, PID: nltest.PID}, Data: make([]byte, 4)}
-		return append(msgs, done), nil
-	}))
-	if err != nil {
-		return nil, err
-	}
-	return proxy.GetRules(t, ch)
-}
-
-// widenCtDirection rewrites netlink attributes b at nesting level depth:
-// 0 rule, 1 expression list, 2 expression, 3 ct expression data.
-func widenCtDirection(b []byte, depth int) []byte {
-	var out []byte
-	ct := false
-	if depth == 2 {
-		// Whether this expression is "ct" decides how its data is read.
-		for r := b; len(r) >= 4; {
-			l := int(binary.NativeEndian.Uint16(r[0:2]))
-			if l < 4 || l > len(r) {
-				break
-			}
-			if binary.NativeEndian.Uint16(r[2:4])&^unix.NLA_F_NESTED == unix.NFTA_EXPR_NAME {
-				ct = string(bytes.TrimRight(r[4:l], "\x00")) == "ct"
-			}
-			r = r[min((l+3)&^3, len(r)):]
-		}
-	}
-	for len(b) >= 4 {
-		l := int(binary.NativeEndian.Uint16(b[0:2]))
-		raw := binary.NativeEndian.Uint16(b[2:4])
-		typ := raw &^ (unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
-		if l < 4 || l > len(b) {
-			return append(out, b...)
-		}
-		payload := b[4:l]
-		switch {
-		case depth == 0 && typ == unix.NFTA_RULE_EXPRESSIONS,
-			depth == 1 && typ == unix.NFTA_LIST_ELEM,
-			depth == 2 && ct && typ == unix.NFTA_EXPR_DATA:
-			payload = widenCtDirection(payload, depth+1)
-		case depth == 3 && typ == unix.NFTA_CT_DIRECTION && len(payload) == 1:
-			payload = []byte{0, 0, 0, payload[0]}
-		}
-		hdr := make([]byte, 4)
-		binary.NativeEndian.PutUint16(hdr[0:2], uint16(4+len(payload)))
-		binary.NativeEndian.PutUint16(hdr[2:4], raw)
-		out = append(out, hdr...)
-		out = append(out, payload...)
-		for len(out)%4 != 0 {
-			out = append(out, 0)
-		}
-		next := (l + 3) &^ 3
-		if next > len(b) {
-			break
-		}
-		b = b[next:]
-	}
-	return out
+	return ""
 }
