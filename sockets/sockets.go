@@ -6,6 +6,7 @@
 package sockets
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 
 	"adoption/netns"
 )
@@ -77,7 +79,11 @@ func (p Proc) Listeners() ([]Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	owners := p.socketOwners()
+	wanted := make(map[string]bool, len(socks))
+	for _, s := range socks {
+		wanted[s.inode] = true
+	}
+	owners := p.socketOwners(wanted)
 	out := make([]Listener, 0, len(socks))
 	seen := map[string]bool{}
 	for _, s := range socks {
@@ -104,6 +110,10 @@ func (p Proc) Listeners() ([]Listener, error) {
 	})
 	return out, nil
 }
+
+// socketLink opens the link of a descriptor that is a socket:
+// "socket:[INODE]".
+const socketLink = "socket:["
 
 type netEntry struct {
 	Listener
@@ -168,27 +178,56 @@ func (p Proc) procs() []procfs.Proc {
 	return all
 }
 
-// socketOwners maps socket inodes to the first pid holding them. Socket
-// inodes are global, so scanning every process sees holders in any namespace.
-func (p Proc) socketOwners() map[string]int {
+// socketOwners maps the socket inodes in wanted to the first pid holding
+// them. Socket inodes are global, so scanning every process sees holders
+// in any namespace; the scan stops once every wanted socket has its holder.
+func (p Proc) socketOwners(wanted map[string]bool) map[string]int {
 	owners := map[string]int{}
+	buf := make([]byte, 64)
 	for _, proc := range p.procs() {
-		targets, err := proc.FileDescriptorTargets()
-		if err != nil {
-			continue // gone, or not ours to read
+		if len(owners) == len(wanted) {
+			break
 		}
-		for _, link := range targets {
-			inode, ok := strings.CutPrefix(link, "socket:[")
-			if !ok {
-				continue
-			}
-			inode = strings.TrimSuffix(inode, "]")
-			if _, ok := owners[inode]; !ok {
+		p.socketsHeld(proc.PID, buf, func(inode string) {
+			if _, ok := owners[inode]; !ok && wanted[inode] {
 				owners[inode] = proc.PID
 			}
-		}
+		})
 	}
 	return owners
+}
+
+// socketsHeld calls held with the inode of each socket process pid holds,
+// none when its descriptors cannot be read (gone, or not ours to read).
+// Each link is read relative to the process's fd directory, into buf: on a
+// node the scan reads every descriptor of every process, and resolving
+// /proc/PID/fd/N from the root each time (as procfs does) costs twice as
+// much.
+func (p Proc) socketsHeld(pid int, buf []byte, held func(inode string)) {
+	dir, err := os.Open(filepath.Join(p.Root, strconv.Itoa(pid), "fd"))
+	if err != nil {
+		return
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return
+	}
+	raw, err := dir.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = raw.Control(func(dfd uintptr) {
+		for _, name := range names {
+			n, err := unix.Readlinkat(int(dfd), name, buf)
+			if err != nil || n < len("socket:[]") || n == len(buf) {
+				continue
+			}
+			if link := buf[:n]; bytes.HasPrefix(link, []byte(socketLink)) && link[n-1] == ']' {
+				held(string(link[len(socketLink) : n-1]))
+			}
+		}
+	})
 }
 
 // exe names a process by its executable's base name, falling back to comm.
