@@ -127,7 +127,7 @@ func RoutedTo(rs *firewall.Ruleset, node firewall.Node, dst netip.AddrPort, prot
 	e := compile(rs).Evaluator()
 	e.bounds = portBounds(rs, fam, protoNum(proto), false)
 	pkt := Packet{Family: fam, Proto: protoNum(proto), Port: dst.Port(), OrigPort: dst.Port(), Src: Atom{Other: true}, Dst: dst.Addr().Unmap(), node: &node, own: node.Own(fam)}
-	for p, r := range e.client(&st, pkt) {
+	for p, r := range e.client(&st, pkt).all() {
 		if r.Accept {
 			open = true
 			uncertain = uncertain || r.drop || p.reason != ""

@@ -85,7 +85,7 @@ func (pr *Pair) CompareForwardICMP(node firewall.Node) []FwdICMP {
 				return Passage{Open: r.Accept, Unsure: r.Accept && r.drop}
 			}
 			var p Passage
-			for path, r := range e.client(st, pkt) {
+			for path, r := range e.client(st, pkt).all() {
 				if path.routed && path.dir == firewall.HookForward {
 					p.Open = p.Open || r.Accept
 					p.Unsure = p.Unsure || (r.Accept && r.drop)

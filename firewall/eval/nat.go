@@ -6,6 +6,7 @@ package eval
 
 import (
 	"fmt"
+	"iter"
 	"net/netip"
 
 	"adoption/firewall"
@@ -61,6 +62,48 @@ type path struct {
 	routed bool
 }
 
+// paths are the paths one client packet may take, each with its result:
+// a handful at most, so a slice searched in order costs less than a map
+// (a preview asks for them at every port interval and source).
+type paths []pathResult
+
+type pathResult struct {
+	p path
+	r Result
+}
+
+// join adds r to p's result: accepted, or maybe dropped, where either is.
+func (ps *paths) join(p path, r Result) {
+	for i := range *ps {
+		if o := &(*ps)[i]; o.p == p {
+			o.r.Accept, o.r.drop = o.r.Accept || r.Accept, o.r.drop || r.drop
+			return
+		}
+	}
+	*ps = append(*ps, pathResult{p, r})
+}
+
+// get is p's result, and whether the packet may take p.
+func (ps paths) get(p path) (Result, bool) {
+	for _, o := range ps {
+		if o.p == p {
+			return o.r, true
+		}
+	}
+	return Result{}, false
+}
+
+// all ranges over the paths with their results.
+func (ps paths) all() iter.Seq2[path, Result] {
+	return func(yield func(path, Result) bool) {
+		for _, o := range ps {
+			if !yield(o.p, o.r) {
+				return
+			}
+		}
+	}
+}
+
 // client evaluates one client packet the whole way: prerouting, nat, then
 // the input or forward hook of each way the nat chains may send it. A path
 // is in the result when the packet may take it.
@@ -71,7 +114,7 @@ type path struct {
 // are read together ("iifname != lan accept" then "iifname lan accept"
 // let every uplink through), and the results are joined: a path some
 // uplink takes and another does not is taken only maybe.
-func (e *Evaluator) client(st *stages, pkt Packet) map[path]Result {
+func (e *Evaluator) client(st *stages, pkt Packet) paths {
 	ups := splitUplinks(pkt)
 	if ups == nil {
 		return e.clientOn(st, pkt)
@@ -84,24 +127,23 @@ func (e *Evaluator) client(st *stages, pkt Packet) map[path]Result {
 			ownNet[d.via] = d.iface
 		}
 	}
-	per := make([]map[path]Result, len(ups))
-	out := map[path]Result{}
+	per := make([]paths, len(ups))
+	var out paths
 	for i, u := range ups {
 		q := pkt
 		q.iif = u
 		per[i] = e.clientOn(st, q)
-		for p, r := range per[i] {
-			o := out[p]
-			out[p] = Result{Accept: o.Accept || r.Accept, drop: o.drop || r.drop}
+		for _, o := range per[i] {
+			out.join(o.p, o.r)
 		}
 	}
-	for p, r := range out {
+	for j := range out {
+		o := &out[j]
 		for i, u := range ups {
-			if _, ok := per[i][p]; !ok && !(p.routed && ownNet[p.via] == u) {
-				r.drop = true // not taken coming in by u
+			if _, ok := per[i].get(o.p); !ok && !(o.p.routed && ownNet[o.p.via] == u) {
+				o.r.drop = true // not taken coming in by u
 			}
 		}
-		out[p] = r
 	}
 	return out
 }
@@ -128,12 +170,9 @@ func splitUplinks(pkt Packet) []string {
 
 // clientOn is client for a packet whose input interface is decided (or
 // need not be split).
-func (e *Evaluator) clientOn(st *stages, pkt Packet) map[path]Result {
-	out := map[path]Result{}
-	e.clientTo(st, pkt, func(p path, r Result) {
-		o := out[p]
-		out[p] = Result{Accept: o.Accept || r.Accept, drop: o.drop || r.drop}
-	})
+func (e *Evaluator) clientOn(st *stages, pkt Packet) paths {
+	var out paths
+	e.clientTo(st, pkt, out.join)
 	return out
 }
 
@@ -150,7 +189,7 @@ func (e *Evaluator) clientPassage(st *stages, pkt Packet) Passage {
 func (e *Evaluator) clientReach(st *stages, pkt Packet, dir string) Result {
 	var r Result
 	if splitUplinks(pkt) != nil {
-		for p, x := range e.client(st, pkt) {
+		for p, x := range e.client(st, pkt).all() {
 			if reachesDir(p, dir) {
 				r.Accept, r.drop = r.Accept || x.Accept, r.drop || x.drop
 			}

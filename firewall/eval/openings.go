@@ -6,6 +6,7 @@ package eval
 import (
 	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 
 	"adoption/firewall"
@@ -48,7 +49,7 @@ func evalPorts(prog *program, only string, node *firewall.Node, st stages, atoms
 		clear(here)
 		clear(sure)
 		clear(unsure)
-		var other map[path]Result
+		var other paths
 		seen := 0
 		for ai, g := range groups {
 			if ai == 1 {
@@ -69,22 +70,22 @@ func evalPorts(prog *program, only string, node *firewall.Node, st stages, atoms
 			e.sawSource = false
 			res := e.client(&st, Packet{Family: fam, Proto: pnum, Port: uint16(start), OrigPort: uint16(start), Src: g[0], node: node, own: own})
 			if only != "" {
-				maps.DeleteFunc(res, func(p path, _ Result) bool { return !wants(only, p) })
+				res = slices.DeleteFunc(res, func(o pathResult) bool { return !wants(only, o.p) })
 			}
 			if ai == 0 {
 				other = res
-				for p, r := range res {
+				for p, r := range res.all() {
 					if r.Accept {
 						here[openKey{from: "", uncertain: r.drop || p.reason != "", path: p}] = true
 					}
 				}
 				continue
 			}
-			for p, r := range res {
+			for p, r := range res.all() {
 				if !r.Accept {
 					continue
 				}
-				o := other[p]
+				o, _ := other.get(p)
 				// A prefix is worth naming when the rest of the world does
 				// not reach the port, or reaches it only uncertainly while
 				// this prefix surely does.

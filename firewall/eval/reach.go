@@ -312,12 +312,12 @@ func (pr *Pair) Widened(node firewall.Node) []Widening {
 							sports = append(sports, sportBounds(both)...)
 							continue
 						}
-						for p, r := range ra {
+						for p, r := range ra.all() {
 							if !r.Accept || r.drop || (p.routed && p.via == "") {
 								continue
 							}
 							b := Result{}
-							for q, x := range rb {
+							for q, x := range rb.all() {
 								if q.dir == p.dir && q.via == p.via && q.routed == p.routed {
 									b.Accept, b.drop = b.Accept || x.Accept, b.drop || x.drop
 								}

@@ -163,14 +163,14 @@ func dstPrefixConds(rs *firewall.Ruleset) []*firewall.Cond {
 // destination region behind it (st.routed), as client does a packet to one
 // of the node's own addresses; each path names the region (Via).
 func (e *Evaluator) routedClient(st *stages, pkt Packet, add func(path, Result)) {
-	rest := map[int]map[path]Result{}
+	rest := map[int]paths{}
 	for i, d := range st.routed {
 		if d.iface != "" && pkt.iif == d.iface {
 			continue // its own network: not routed through the node
 		}
 		if d.rest >= 0 && !d.names(pkt.Proto, pkt.Port) {
 			// No rule naming it can match: it goes the way of the rest.
-			for p, r := range rest[d.rest] {
+			for p, r := range rest[d.rest].all() {
 				if p.routed {
 					p.via = d.via
 				}
@@ -184,7 +184,7 @@ func (e *Evaluator) routedClient(st *stages, pkt Packet, add func(path, Result))
 		if d.rest < 0 {
 			rest[i] = res
 		}
-		for p, r := range res {
+		for p, r := range res.all() {
 			add(p, r)
 		}
 	}
