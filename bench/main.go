@@ -37,6 +37,7 @@ type flags struct {
 	skipProbe              bool
 	probeN, probeScale     int
 	probeFixture           string
+	probeProfile           string
 	skipCutover, skipFlip  bool
 	cutoverN, flipN        int
 	skipFlipRef, skipScale bool
@@ -56,6 +57,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs.IntVar(&f.probeN, "probe-n", 20, "probe: timed runs of each")
 	fs.IntVar(&f.probeScale, "probe-scale", 10, "probe: also run the section on a node this many times the control node's rules and containers (0 or 1: not)")
 	fs.StringVar(&f.probeFixture, "probe-fixture", "", "probe: also write the node's listed ruleset and interfaces as JSON to this `file` (internal/fwtest/testdata/dnat/control-node.json is one), and the node at -probe-scale beside it (FILE-x10.json: ADOPT_PREVIEW_FIXTURE for BenchmarkPreviewFixture)")
+	fs.StringVar(&f.probeProfile, "probe-profile", "", "probe: also write a CPU profile of 50 more runs of ours (probe then preview, at once) to this `file` (go tool pprof): where the time goes")
 	fs.BoolVar(&f.skipCutover, "skip-cutover", false, "leave out the cutover rows (needs Docker)")
 	fs.IntVar(&f.cutoverN, "cutover-n", 5, "cutover: runs of each procedure")
 	fs.BoolVar(&f.skipFlip, "skip-flip", false, "leave out the flip-under-load rows")
@@ -128,7 +130,7 @@ func run(args []string, stdout io.Writer) error {
 	}}
 	r.section("marks", f.skipMarks, func() ([]report.Row, any, error) { return details(runMarks(f.marksN, f.marksRuns, f.skipUfw, stdout)) })
 	r.section("probe", f.skipProbe, func() ([]report.Row, any, error) {
-		return details(runProbe(f.probeN, f.probeScale, f.probeFixture, stdout))
+		return details(runProbe(f.probeN, f.probeScale, f.probeFixture, f.probeProfile, stdout))
 	})
 	r.section("cutover", f.skipCutover, func() ([]report.Row, any, error) { return details(cutoverRows(f.cutoverN, stdout)) })
 	r.section("flip", f.skipFlip, func() ([]report.Row, any, error) { return details(runFlip(f.flipN, stdout)) })

@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -106,11 +108,11 @@ type probeRun struct {
 	spec  flip.MeshSpec
 }
 
-func runProbe(n, scaleK int, fixture string, stdout io.Writer) ([]report.Row, *ProbeDetails, error) {
+func runProbe(n, scaleK int, fixture, profile string, stdout io.Writer) ([]report.Row, *ProbeDetails, error) {
 	if n < 1 || scaleK < 0 {
 		return nil, nil, fmt.Errorf("-probe-n must be at least 1 and -probe-scale at least 0")
 	}
-	rows, d, err := probeAt(1, n, fixture, stdout)
+	rows, d, err := probeAt(1, n, fixture, profile, stdout)
 	if err != nil || scaleK <= 1 {
 		return rows, d, err
 	}
@@ -118,7 +120,7 @@ func runProbe(n, scaleK int, fixture string, stdout io.Writer) ([]report.Row, *P
 	if fixture != "" {
 		bigFixture = strings.TrimSuffix(fixture, ".json") + fmt.Sprintf("-x%d.json", scaleK)
 	}
-	_, big, err := probeAt(scaleK, n, bigFixture, stdout)
+	_, big, err := probeAt(scaleK, n, bigFixture, "", stdout)
 	d.Scaled = big
 	if err != nil {
 		return rows, d, fmt.Errorf("at %d times: %w", scaleK, err)
@@ -128,7 +130,7 @@ func runProbe(n, scaleK int, fixture string, stdout io.Writer) ([]report.Row, *P
 
 // probeAt is the section on a node k times the control node's rules and
 // containers.
-func probeAt(k, n int, fixture string, stdout io.Writer) ([]report.Row, *ProbeDetails, error) {
+func probeAt(k, n int, fixture, profile string, stdout io.Writer) ([]report.Row, *ProbeDetails, error) {
 	p := &probeNode{prefix: "bn-probe-" + benchns.RandHex(3) + "-", k: k}
 	defer p.cleanup()
 	fmt.Fprintf(stdout, "probe: raising a control-node-shaped node at %d times (%d+%d ufw rules, %d containers, %d files) ...\n",
@@ -158,6 +160,12 @@ func probeAt(k, n int, fixture string, stdout io.Writer) ([]report.Row, *ProbeDe
 	fmt.Fprintf(stdout, "probe: %d runs of each, alternating ...\n", n)
 	if err := r.alternate(); err != nil {
 		return nil, nil, err
+	}
+	if profile != "" {
+		if err := r.profile(profile, 50); err != nil {
+			return nil, nil, err
+		}
+		fmt.Fprintf(stdout, "probe: wrote a CPU profile of 50 runs of ours to %s\n", profile)
 	}
 	if err := r.timeParts(); err != nil {
 		return nil, r.d, err
@@ -312,6 +320,29 @@ func (r *probeRun) alternate() error {
 				return err
 			}
 			r.d.WithPreviewMS = append(r.d.WithPreviewMS, report.MS(time.Since(start)))
+		}
+	}
+	return nil
+}
+
+// profile writes a CPU profile of n runs of ours, probe then preview, to
+// file: where the time goes, not part of any figure.
+func (r *probeRun) profile(file string, n int) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return err
+	}
+	defer pprof.StopCPUProfile()
+	for i := 0; i < n; i++ {
+		if err := r.ours(); err != nil {
+			return err
+		}
+		if err := r.preview(); err != nil {
+			return err
 		}
 	}
 	return nil
