@@ -232,24 +232,38 @@ func (p Proc) socketsHeld(pid int, buf []byte, held func(inode string)) {
 
 // exe names a process by its executable's base name, falling back to comm.
 func (p Proc) exe(pid int) string {
-	fs, err := procfs.NewFS(p.Root)
-	if err != nil {
-		return ""
-	}
-	proc, err := fs.Proc(pid)
-	if err != nil {
-		return ""
-	}
-	return exeName(proc)
+	exe, _ := p.names(pid, make([]byte, 4096))
+	return exe
 }
 
-// exeName is proc's executable's base name, else its comm.
-func exeName(proc procfs.Proc) string {
-	if link, err := proc.Executable(); err == nil && link != "" {
-		return filepath.Base(strings.TrimSuffix(link, " (deleted)"))
+// names are the base name of process pid's executable (its comm when the
+// link cannot be read) and its comm, read relative to its /proc
+// directory into buf: FindProcesses reads them of every process.
+func (p Proc) names(pid int, buf []byte) (exe, comm string) {
+	dir, err := os.Open(filepath.Join(p.Root, strconv.Itoa(pid)))
+	if err != nil {
+		return "", ""
 	}
-	comm, _ := proc.Comm()
-	return comm
+	defer dir.Close()
+	raw, err := dir.SyscallConn()
+	if err != nil {
+		return "", ""
+	}
+	_ = raw.Control(func(dfd uintptr) {
+		if fd, err := unix.Openat(int(dfd), "comm", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			if n, err := unix.Read(fd, buf); err == nil {
+				comm = strings.TrimSpace(string(buf[:n]))
+			}
+			unix.Close(fd)
+		}
+		if n, err := unix.Readlinkat(int(dfd), "exe", buf); err == nil && n > 0 && n < len(buf) {
+			exe = filepath.Base(strings.TrimSuffix(string(buf[:n]), " (deleted)"))
+		}
+	})
+	if exe == "" {
+		exe = comm
+	}
+	return exe, comm
 }
 
 // Process is a running process found by name.
@@ -272,12 +286,12 @@ func (p Proc) FindProcesses(names []string) []Process {
 	}
 	var out []Process
 	self := os.Getpid()
+	buf := make([]byte, 4096)
 	for _, proc := range p.procs() {
 		if proc.PID == self {
 			continue
 		}
-		c, _ := proc.Comm()
-		exe := exeName(proc)
+		exe, c := p.names(proc.PID, buf)
 		if want[exe] || want[c] {
 			name := exe
 			if !want[exe] {
