@@ -152,7 +152,7 @@ func TestHostileRequestsAreRefused(t *testing.T) {
 			return err
 		}},
 		{"undeclared owner in a reconcile", authority.ErrNotDeclared, `owner "evil" is neither the foundation nor a module`, func(a *Activities, p config.Plan) error {
-			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: map[string][]config.Port{"evil": {{Num: 2375, Proto: "tcp"}}}})
+			_, err := a.reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: map[string][]config.Port{"evil": {{Num: 2375, Proto: "tcp"}}}})
 			return err
 		}},
 		{"forward path for a port the container does not publish", authority.ErrNotDeclared, "port 2375/tcp is not published by app's container in node n1's configuration (published: 8080/tcp)", func(a *Activities, p config.Plan) error {
@@ -164,11 +164,11 @@ func TestHostileRequestsAreRefused(t *testing.T) {
 			return err
 		}},
 		{"forward path for an undeclared owner in a reconcile", authority.ErrNotDeclared, `owner "evil" is neither the foundation nor a module`, func(a *Activities, p config.Plan) error {
-			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p.Ref(), Forward: map[string][]config.Port{"evil": {{Num: 2375, Proto: "tcp"}}}})
+			_, err := a.reconcile(ctx, ReconcileInput{Plan: p.Ref(), Forward: map[string][]config.Port{"evil": {{Num: 2375, Proto: "tcp"}}}})
 			return err
 		}},
 		{"forward path for an unpublished port in a reconcile", authority.ErrNotDeclared, "port 9999/tcp is not published by app's container", func(a *Activities, p config.Plan) error {
-			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: map[string][]config.Port{"app": p.Modules[0].Ports}, Forward: map[string][]config.Port{"app": {{Num: 9999, Proto: "tcp"}}}})
+			_, err := a.reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: map[string][]config.Port{"app": p.Modules[0].Ports}, Forward: map[string][]config.Port{"app": {{Num: 9999, Proto: "tcp"}}}})
 			return err
 		}},
 		{"another image", authority.ErrPlanMismatch, "differs from node n1's own configuration", func(a *Activities, p config.Plan) error {
@@ -417,14 +417,14 @@ func TestReconcileReassertsForwardMarks(t *testing.T) {
 	must(t, a.State.RecordOpened("app")) // the node placed app's marks
 	p := clone(t, plan)
 	in := ReconcileInput{Plan: p.Ref(), Owners: map[string][]config.Port{"app": p.Modules[0].Ports}, Forward: map[string][]config.Port{"app": {{Num: 8080, Proto: "tcp"}}}}
-	if _, err := a.Reconcile(ctx, in); err == nil || !strings.Contains(err.Error(), "cannot open the forward path") {
+	if _, err := a.reconcile(ctx, in); err == nil || !strings.Contains(err.Error(), "cannot open the forward path") {
 		t.Fatalf("a worker without forward marks reconciled forward ports: %v", err)
 	}
 	if len(rec.changes) != 0 {
 		t.Fatalf("the refused reconcile changed the node: %v", rec.changes)
 	}
 	a.Marks = forwardRecorder{rec}
-	res, err := a.Reconcile(ctx, in)
+	res, err := a.reconcile(ctx, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,25 +447,25 @@ func TestReconcileOpensOnlyWhatTheNodePlaced(t *testing.T) {
 	a, rec, plan, _ := hostileSetup(t)
 	p := clone(t, plan)
 	app := map[string][]config.Port{"app": p.Modules[0].Ports}
-	res, err := a.Reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: app})
+	res, err := a.reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: app})
 	if err != nil || len(rec.changes) != 0 || len(res.Added) != 0 || strings.Join(res.NotPlaced, ",") != "app" {
 		t.Fatalf("a module never migrated: %+v %v, changes %v", res, err, rec.changes)
 	}
 	must(t, a.State.UpdateCutover("app", func(*nodestate.CutoverRecord) (*nodestate.CutoverRecord, error) {
 		return &nodestate.CutoverRecord{State: nodestate.CutoverRolledBack}, nil
 	}))
-	if res, err := a.Reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: app}); err != nil || len(rec.changes) != 0 || len(res.NotPlaced) != 1 {
+	if res, err := a.reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: app}); err != nil || len(rec.changes) != 0 || len(res.NotPlaced) != 1 {
 		t.Fatalf("a module rolled back: %+v %v, changes %v", res, err, rec.changes)
 	}
 	must(t, a.State.UpdateCutover("app", func(*nodestate.CutoverRecord) (*nodestate.CutoverRecord, error) {
 		return &nodestate.CutoverRecord{State: nodestate.CutoverMigrating}, nil
 	}))
-	if _, err := a.Reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: app}); err != nil || strings.Join(rec.changes, ",") != "open app" {
+	if _, err := a.reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: app}); err != nil || strings.Join(rec.changes, ",") != "open app" {
 		t.Fatalf("a module under way: %v, changes %v", err, rec.changes)
 	}
 	rec.changes = nil
 	must(t, a.State.ClearAdopted())
-	if res, err := a.Reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: app}); err != nil || len(rec.changes) != 0 || len(res.NotPlaced) != 1 {
+	if res, err := a.reconcile(ctx, ReconcileInput{Plan: p.Ref(), Owners: app}); err != nil || len(rec.changes) != 0 || len(res.NotPlaced) != 1 {
 		t.Fatalf("a node not adopted: %+v %v, changes %v", res, err, rec.changes)
 	}
 }

@@ -27,7 +27,7 @@ type NodeBriefing = nodewire.NodeBriefing
 type ModuleConflicts = nodewire.ModuleConflicts
 
 // Brief measures the node for its briefing. Only the plan is checked (the
-// node's own): it answers what Preview, CheckDrift and a rehearsal's
+// node's own): it answers what Preview, the drift check and a rehearsal's
 // conflict check answer, and changes nothing.
 func (a *Activities) Brief(ctx context.Context, in BriefInput) (*NodeBriefing, error) {
 	auth, err := a.authorize(ctx, in.Plan)

@@ -1,6 +1,5 @@
-// This file holds the CheckDrift activity: the node's drift check
-// (package drift) on the node's parts, authorized and answered in the
-// workflow's wire types.
+// This file holds the drift check: package drift run on the node's parts,
+// authorized and answered in the workflow's wire types.
 
 package activities
 
@@ -24,13 +23,13 @@ type DriftInput = nodewire.DriftInput
 // DriftResult is nodewire.DriftResult.
 type DriftResult = nodewire.DriftResult
 
-// CheckDrift compares every custody file and the found firewall's own rules
+// checkDrift compares every custody file and the found firewall's own rules
 // with what adoption recorded (a predecessor daemon restarted, someone
 // edited a file by hand). It changes nothing. A file is compared with the
 // node's own records only (its custody index, or the mesh's content in its
 // own configuration), never with a digest the request brings: drift must
 // not answer "is the file's content X?" for an X of the asker's choosing.
-func (a *Activities) CheckDrift(ctx context.Context, in DriftInput) (*DriftResult, error) {
+func (a *Activities) checkDrift(ctx context.Context, in DriftInput) (*DriftResult, error) {
 	auth, err := a.authorize(ctx, in.Plan)
 	if err != nil {
 		return nil, err

@@ -20,14 +20,14 @@ import (
 // ControlDaemon is nodewire.ControlDaemon.
 type ControlDaemon = nodewire.ControlDaemon
 
-// ControlResult is what CheckControl found.
+// ControlResult is what checkControl found.
 type ControlResult struct {
 	Running []ControlDaemon `json:"running,omitempty"`
 }
 
-// CheckControl looks for the predecessor's control daemons of the node's
+// checkControl looks for the predecessor's control daemons of the node's
 // own plan now. It reads only.
-func (a *Activities) CheckControl(ctx context.Context, in DriftInput) (*ControlResult, error) {
+func (a *Activities) checkControl(ctx context.Context, in DriftInput) (*ControlResult, error) {
 	auth, err := a.authorize(ctx, in.Plan)
 	if err != nil {
 		return nil, err

@@ -48,7 +48,7 @@ func TestControlDaemonRefusesMigrateAndFlipUntilStopped(t *testing.T) {
 	plan := withPlan(a, config.Plan{Node: "n1", Control: []string{"predsyncd"}, Modules: []config.ModulePlan{{Name: "app"}}})
 	ctx := context.Background()
 
-	res, err := a.CheckControl(ctx, DriftInput{Plan: plan.Ref()})
+	res, err := a.checkControl(ctx, DriftInput{Plan: plan.Ref()})
 	must(t, err)
 	if len(res.Running) != 1 || res.Running[0].PID != cmd.Process.Pid || res.Running[0].User == "" || res.Running[0].Stop == "" {
 		t.Fatalf("the check found %+v; want pid %s with its user and how to stop it", res.Running, pid)
@@ -67,7 +67,7 @@ func TestControlDaemonRefusesMigrateAndFlipUntilStopped(t *testing.T) {
 	}
 
 	stop()
-	res, err = a.CheckControl(ctx, DriftInput{Plan: plan.Ref()})
+	res, err = a.checkControl(ctx, DriftInput{Plan: plan.Ref()})
 	must(t, err)
 	if len(res.Running) != 0 {
 		t.Fatalf("stopped, the check still finds %+v", res.Running)

@@ -48,7 +48,7 @@ func TestDriftAnswersNoGuess(t *testing.T) {
 
 	answer := func(r custody.Record) string {
 		t.Helper()
-		res, err := a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan).Ref(), Custody: []custody.Record{r}})
+		res, err := a.checkDrift(ctx, DriftInput{Plan: clone(t, plan).Ref(), Custody: []custody.Record{r}})
 		must(t, err)
 		b, err := json.Marshal(res)
 		must(t, err)
@@ -69,14 +69,14 @@ func TestDriftAnswersNoGuess(t *testing.T) {
 
 	forged := appEnv
 	forged.Digest = "hmac-sha256:" + strings.Repeat("0", 64)
-	res, err := a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan).Ref(), Custody: []custody.Record{forged}})
+	res, err := a.checkDrift(ctx, DriftInput{Plan: clone(t, plan).Ref(), Custody: []custody.Record{forged}})
 	must(t, err)
 	if len(res.Items) != 0 {
 		t.Fatalf("a forged digest made drift: %+v", res.Items)
 	}
 	file := filepath.Join(cfg.Node.Root, "srv/app/app.env")
 	must(t, os.WriteFile(file, []byte("APP_PASSWORD=edited\n"), 0o640))
-	res, err = a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan).Ref(), Custody: []custody.Record{forged}})
+	res, err = a.checkDrift(ctx, DriftInput{Plan: clone(t, plan).Ref(), Custody: []custody.Record{forged}})
 	must(t, err)
 	if len(res.Items) != 1 || res.Items[0].Recorded != appEnv.Digest {
 		t.Fatalf("an edit is drift against the node's own record %s: %+v", appEnv.Digest, res.Items)
@@ -86,13 +86,13 @@ func TestDriftAnswersNoGuess(t *testing.T) {
 	// node's own configuration, named by the plan's digest.
 	mesh := appEnv
 	mesh.SHA256 = plan.Modules[0].Files[0].SHA256
-	res, err = a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan).Ref(), Custody: []custody.Record{mesh}})
+	res, err = a.checkDrift(ctx, DriftInput{Plan: clone(t, plan).Ref(), Custody: []custody.Record{mesh}})
 	must(t, err)
 	if len(res.Items) != 1 {
 		t.Fatalf("not the mesh's content, no drift: %+v", res.Items)
 	}
 	must(t, os.WriteFile(file, []byte("mesh\n"), 0o640))
-	res, err = a.CheckDrift(ctx, DriftInput{Plan: clone(t, plan).Ref(), Custody: []custody.Record{mesh}})
+	res, err = a.checkDrift(ctx, DriftInput{Plan: clone(t, plan).Ref(), Custody: []custody.Record{mesh}})
 	must(t, err)
 	if len(res.Items) != 0 {
 		t.Fatalf("the mesh's content is drift: %+v", res.Items)
@@ -122,7 +122,7 @@ func TestCheckDriftRecordsNoBaseline(t *testing.T) {
 	dir := a.State.(*nodestate.Dir)
 	must(t, os.Remove(filepath.Join(dir.Path(), "baseline.json")))
 	now := flip.FoundFingerprint(defaultDeny22())
-	if _, err := a.CheckDrift(context.Background(), DriftInput{Plan: flipPlanN1().Ref(), Firewall: now}); err != nil {
+	if _, err := a.checkDrift(context.Background(), DriftInput{Plan: flipPlanN1().Ref(), Firewall: now}); err != nil {
 		t.Fatal(err)
 	}
 	if b, has, err := dir.Baseline(); err != nil || has {

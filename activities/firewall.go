@@ -238,12 +238,12 @@ func (a *Activities) CloseRules(ctx context.Context, in RulesInput) (*RulesResul
 // ReconcileInput is nodewire.ReconcileInput.
 type ReconcileInput = nodewire.ReconcileInput
 
-// Reconcile puts back marked rules that vanished (the found firewall was
+// reconcile puts back marked rules that vanished (the found firewall was
 // reloaded by its own boot-time service, or someone deleted one by hand).
 // It needs no intent, so it re-places only the marks the node placed
 // itself (placedOwners): an owner the request lists that the node never
 // opened for is left out, named in NotPlaced, and nothing of it changes.
-func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (*RulesResult, error) {
+func (a *Activities) reconcile(ctx context.Context, in ReconcileInput) (*RulesResult, error) {
 	auth, err := a.authorize(ctx, in.Plan)
 	if err != nil {
 		return nil, err

@@ -488,7 +488,7 @@ func TestActivitiesWithoutIntentChangeNothing(t *testing.T) {
 		run  func() error
 	}{
 		{"Reconcile of a module never migrated", func() error {
-			res, err := sn.a.Reconcile(ctx, ReconcileInput{Plan: clone(t, p).Ref(), Owners: map[string][]config.Port{"app": p.Modules[0].Ports}})
+			res, err := sn.a.reconcile(ctx, ReconcileInput{Plan: clone(t, p).Ref(), Owners: map[string][]config.Port{"app": p.Modules[0].Ports}})
 			if err == nil && len(res.NotPlaced) != 1 {
 				return fmt.Errorf("answered %+v, want app not placed", res)
 			}
@@ -501,7 +501,7 @@ func TestActivitiesWithoutIntentChangeNothing(t *testing.T) {
 			return err
 		}},
 		{"CheckDrift with a forged fingerprint and records", func() error {
-			_, err := sn.a.CheckDrift(ctx, DriftInput{Plan: clone(t, p).Ref(), Firewall: strings.Repeat("f", 64), Custody: forged})
+			_, err := sn.a.checkDrift(ctx, DriftInput{Plan: clone(t, p).Ref(), Firewall: strings.Repeat("f", 64), Custody: forged})
 			return err
 		}},
 		{"CheckDrift with the fingerprint the node measures", func() error {
@@ -509,7 +509,7 @@ func TestActivitiesWithoutIntentChangeNothing(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			_, err = sn.a.CheckDrift(ctx, DriftInput{Plan: clone(t, p).Ref(), Firewall: flip.FoundFingerprint(rs)})
+			_, err = sn.a.checkDrift(ctx, DriftInput{Plan: clone(t, p).Ref(), Firewall: flip.FoundFingerprint(rs)})
 			return err
 		}},
 	}

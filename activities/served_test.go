@@ -95,7 +95,7 @@ func TestAnotherWorkflowIsRefused(t *testing.T) {
 			return err
 		}},
 		{"CheckDrift", "", nil, func(ctx context.Context, a *Activities, p config.Plan, _ *intent.Signed) error {
-			_, err := a.CheckDrift(ctx, DriftInput{Plan: p.Ref()})
+			_, err := a.checkDrift(ctx, DriftInput{Plan: p.Ref()})
 			return err
 		}},
 		{"Rehearse", "", nil, func(ctx context.Context, a *Activities, p config.Plan, _ *intent.Signed) error {
@@ -103,7 +103,7 @@ func TestAnotherWorkflowIsRefused(t *testing.T) {
 			return err
 		}},
 		{"Reconcile", "", nil, func(ctx context.Context, a *Activities, p config.Plan, _ *intent.Signed) error {
-			_, err := a.Reconcile(ctx, ReconcileInput{Plan: p.Ref()})
+			_, err := a.reconcile(ctx, ReconcileInput{Plan: p.Ref()})
 			return err
 		}},
 		{"Plan", "", nil, func(ctx context.Context, a *Activities, p config.Plan, _ *intent.Signed) error {

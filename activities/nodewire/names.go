@@ -38,11 +38,6 @@ func (*Activities) Adopt(ctx context.Context, in AdoptInput) (*AdoptResult, erro
 // Brief is activities.Activities.Brief.
 func (*Activities) Brief(ctx context.Context, in BriefInput) (*NodeBriefing, error) { panic(onTheNode) }
 
-// CheckDrift is activities.Activities.CheckDrift.
-func (*Activities) CheckDrift(ctx context.Context, in DriftInput) (*DriftResult, error) {
-	panic(onTheNode)
-}
-
 // CheckFoundationPorts is activities.Activities.CheckFoundationPorts.
 func (*Activities) CheckFoundationPorts(ctx context.Context, in ProbeInput) (*CheckPortsResult, error) {
 	panic(onTheNode)
@@ -116,11 +111,6 @@ func (*Activities) Prune(ctx context.Context, in PruneInput) (*CutoverResult, er
 
 // RaiseFoundation is activities.Activities.RaiseFoundation.
 func (*Activities) RaiseFoundation(ctx context.Context, in ProbeInput) (*FoundationResult, error) {
-	panic(onTheNode)
-}
-
-// Reconcile is activities.Activities.Reconcile.
-func (*Activities) Reconcile(ctx context.Context, in ReconcileInput) (*RulesResult, error) {
 	panic(onTheNode)
 }
 

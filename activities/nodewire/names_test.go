@@ -58,6 +58,17 @@ func TestNamesHaveTheAgentsSignatures(t *testing.T) {
 	sameMethods(t, (*nodewire.Watcher)(nil), (*watch.Watcher)(nil))
 }
 
+// TestAgentRegistersOnlyWhatWorkflowsName: the agent registers every
+// exported method of activities.Activities and watch.Watcher with
+// Temporal, so each must be one the workflows name here. A method the
+// agent has and no workflow schedules is still an activity anyone who
+// reaches the node's task queue can ask for (the watch's own checks are
+// activities.Checks, not activities).
+func TestAgentRegistersOnlyWhatWorkflowsName(t *testing.T) {
+	sameMethods(t, (*activities.Activities)(nil), (*nodewire.Activities)(nil))
+	sameMethods(t, (*watch.Watcher)(nil), (*nodewire.Watcher)(nil))
+}
+
 // The comparison can fail: a method with another signature, and one the
 // real type lacks, are both found.
 func TestDifferingSignaturesAreFound(t *testing.T) {

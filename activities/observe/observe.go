@@ -18,8 +18,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"adoption/activities"
+	"adoption/activities/nodewire"
 	"adoption/firewall/flip"
-	"adoption/firewall/marks"
 	"adoption/metrics"
 	"adoption/nodestate"
 )
@@ -135,30 +135,24 @@ func (o *Observer) record(name string, arg, res any, err error, d time.Duration)
 			if in, ok := arg.(activities.RulesInput); ok {
 				o.rec.MarkedRules(in.Owner, 0)
 			}
-		case "Reconcile":
-			per := map[string]int{}
-			if in, ok := arg.(activities.ReconcileInput); ok {
-				for owner := range in.Owners {
-					per[owner] = 0
-				}
-			}
-			for _, m := range append(append([]marks.MarkedRule{}, r.Added...), r.Present...) {
-				per[m.Mark.Owner]++
-			}
-			for owner, n := range per {
-				o.rec.MarkedRules(owner, n)
-			}
-			o.rec.ReconcileRepairs(len(r.Added))
-			if len(r.Added) > 0 {
-				o.log.Warn("reconcile put back missing marked rules", "repaired", len(r.Added))
-			}
 		}
 	case *activities.ReleaseResult:
 		for _, m := range r.Removed {
 			o.rec.MarkedRules(m.Mark.Owner, 0)
 		}
-	case *activities.DriftResult:
-		o.rec.Drift(len(r.Items))
+	case *nodewire.Result:
+		// The watch's: it runs the node's checks in the agent, and each
+		// answer carries the marked rules it put back since the last.
+		if !r.Checked {
+			break
+		}
+		o.rec.ReconcileRepairs(len(r.Restored))
+		if len(r.Restored) > 0 {
+			o.log.Warn("reconcile put back missing marked rules", "repaired", len(r.Restored))
+		}
+		if r.DriftError == "" {
+			o.rec.Drift(len(r.Drift))
+		}
 	case *flip.Preview:
 		o.observePreview(r)
 	case *activities.FlipResult:

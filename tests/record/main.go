@@ -171,8 +171,8 @@ func run(bin, out, only, keyFile string) error {
 	if only == "" || only == "control" {
 		ctrl := controlPlan("rcontrol")
 		if err := agent(&script{node: "rcontrol", plan: ctrl,
-			failFirst: map[string]string{"CheckFoundationPorts": "collision", "CutoverWaitHealthy": "cutover mail: wait healthy: no answer on 8025/tcp"},
-			driftOn:   map[int]bool{2: true, 3: true}, vanishOn: 2, watchDriftOwner: "mail", watchBound: time.Second}); err != nil {
+			failFirst:       map[string]string{"CheckFoundationPorts": "collision", "CutoverWaitHealthy": "cutover mail: wait healthy: no answer on 8025/tcp"},
+			watchDriftOwner: "mail", watchBound: time.Second}); err != nil {
 			return err
 		}
 		if err := r.control(ctrl); err != nil {

@@ -30,10 +30,6 @@ type script struct {
 	n    map[string]int
 	// failFirst: the first call of these activities fails, non-retryable.
 	failFirst map[string]string
-	// driftOn: the call numbers of CheckDrift that find drift.
-	driftOn map[int]bool
-	// vanishOn: the call number of Reconcile that finds a rule gone.
-	vanishOn int
 	// errFirst: the first call of these activities returns this error.
 	errFirst map[string]error
 	// slowFirst: the first call of these activities takes this long.
@@ -125,35 +121,6 @@ func (s *script) OpenRules(_ context.Context, in activities.RulesInput) (*activi
 func (s *script) CloseRules(_ context.Context, in activities.RulesInput) (*activities.RulesResult, error) {
 	_, err := s.call("CloseRules")
 	return &activities.RulesResult{}, err
-}
-
-func (s *script) Reconcile(_ context.Context, in activities.ReconcileInput) (*activities.RulesResult, error) {
-	k, err := s.call("Reconcile")
-	if err != nil {
-		return nil, err
-	}
-	var r activities.RulesResult
-	for _, owner := range sortedKeys(in.Owners) {
-		for _, p := range in.Owners[owner] {
-			if k == s.vanishOn {
-				r.Added = append(r.Added, s.mark(owner, p))
-			} else {
-				r.Present = append(r.Present, s.mark(owner, p))
-			}
-		}
-	}
-	return &r, nil
-}
-
-func (s *script) CheckDrift(_ context.Context, in activities.DriftInput) (*activities.DriftResult, error) {
-	k, err := s.call("CheckDrift")
-	if err != nil {
-		return nil, err
-	}
-	if s.driftOn[k] {
-		return &activities.DriftResult{Items: []activities.DriftItem{{Kind: "file", Path: "/etc/hosts", Recorded: "ab", Now: "cd", What: "/etc/hosts changed since adoption"}}}, nil
-	}
-	return &activities.DriftResult{}, nil
 }
 
 func (s *script) AcceptDrift(_ context.Context, in activities.DriftInput) (*activities.DriftResult, error) {
