@@ -29,4 +29,3 @@ func (c Checks) CheckDrift(ctx context.Context, in DriftInput) (*DriftResult, er
 func (c Checks) CheckControl(ctx context.Context, in DriftInput) (*ControlResult, error) {
 	return c.A.checkControl(ctx, in)
 }
-
