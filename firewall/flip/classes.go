@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
@@ -39,76 +40,102 @@ type ClassAllow = flipwire.ClassAllow
 // (flip.widen) is carried from every source on every interface. Every
 // other protocol (a region "proto other") is never carried: the preview
 // names it closing.
-func carryClasses(r *carrier, drop, widen []string) []ClassAllow {
+func carryClasses(cf *eval.Compiled, drop, widen []string) []ClassAllow {
+	// The families are carried beside each other, each by a carrier of
+	// its own (a Reacher is one evaluation at a time); their keys name
+	// the family, so their groups are apart and joined in order.
+	fams := []string{firewall.FamilyIP, firewall.FamilyIP6}
+	parts := make([]carriedFamily, len(fams))
+	var wg sync.WaitGroup
+	for i, fam := range fams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parts[i] = carryFamily(newCarrier(cf), fam, drop, widen)
+		}()
+	}
+	wg.Wait()
 	out := []ClassAllow{}
+	for _, p := range parts {
+		for _, k := range p.order {
+			for _, c := range firewall.MergeClassesOwned(p.groups[k]) {
+				out = append(out, ClassAllow{Name: c.Spelling(), Reach: p.reaches[k]})
+			}
+		}
+	}
+	return out
+}
+
+// carriedFamily are the regions of one family carryClasses carries, by
+// restriction (its key), in the order first met.
+type carriedFamily struct {
+	order   []string
+	groups  map[string][]firewall.Class
+	reaches map[string]Reach
+}
+
+// carryFamily is carryClasses of family fam, read by r.
+func carryFamily(r *carrier, fam string, drop, widen []string) carriedFamily {
 	classes := r.classes
 	if len(classes) == 0 {
 		classes = []ifaceClass{{"", r.zero}}
 	}
 	found := r.zero.Ruleset()
 	extra := slices.Concat(drop, widen)
-	groups := map[string][]firewall.Class{}
-	reaches := map[string]Reach{}
-	var order []string
-	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
-		cs := eval.ClassesOf(fam, []*firewall.Ruleset{found}, extra)
-		cs = slices.DeleteFunc(cs, func(c eval.Class) bool { return c.Other || c.WithinAny(drop) })
-		// Each interface class's reacher judges the regions at once
-		// (Reacher.Classes: the regions that fare as one judged before
-		// are not evaluated again).
-		judged := map[*eval.Reacher][]eval.SourceReach{}
-		for _, ic := range classes {
-			if judged[ic.r] == nil {
-				judged[ic.r] = ic.r.Classes(cs)
-			}
-		}
-		// A region every reacher judged as the one before it is carried
-		// as that one: its restrictions and their groups' keys are not
-		// made again.
-		var last struct {
-			reach []Reach
-			open  bool
-			ct    uint32
-			keys  []string
-		}
-		for i, c := range cs {
-			if i == 0 || !judgedAlike(judged, i, i-1) {
-				last.reach, _, last.open = byIface(classes, []string{c.Family}, func(x *eval.Reacher, _ string) eval.SourceReach { return judged[x][i] })
-				last.keys = nil
-			}
-			if !last.open {
-				continue
-			}
-			reach, keys := last.reach, last.keys
-			if c.WithinAny(widen) {
-				reach, keys = []Reach{{Family: c.Family}}, nil
-			}
-			if keys == nil || last.ct != c.CtState() {
-				keys = make([]string, len(reach))
-				for j, rc := range reach {
-					// Regions of one conntrack state only are merged: the
-					// derived rule's place depends on it (Derive).
-					keys[j] = fmt.Sprintf("%d %+v", c.CtState(), rc)
-				}
-				if !c.WithinAny(widen) {
-					last.keys, last.ct = keys, c.CtState()
-				}
-			}
-			for j, k := range keys {
-				if groups[k] == nil {
-					order = append(order, k)
-					reaches[k] = reach[j]
-				}
-				groups[k] = append(groups[k], c)
-			}
+	p := carriedFamily{groups: map[string][]firewall.Class{}, reaches: map[string]Reach{}}
+	groups, reaches := p.groups, p.reaches
+	cs := eval.ClassesOf(fam, []*firewall.Ruleset{found}, extra)
+	cs = slices.DeleteFunc(cs, func(c eval.Class) bool { return c.Other || c.WithinAny(drop) })
+	// Each interface class's reacher judges the regions at once
+	// (Reacher.Classes: the regions that fare as one judged before
+	// are not evaluated again).
+	judged := map[*eval.Reacher][]eval.SourceReach{}
+	for _, ic := range classes {
+		if judged[ic.r] == nil {
+			judged[ic.r] = ic.r.Classes(cs)
 		}
 	}
-	for _, k := range order {
-		for _, c := range firewall.MergeClassesOwned(groups[k]) {
-			out = append(out, ClassAllow{Name: c.Spelling(), Reach: reaches[k]})
+	// A region every reacher judged as the one before it is carried
+	// as that one: its restrictions and their groups' keys are not
+	// made again.
+	var last struct {
+		reach []Reach
+		open  bool
+		ct    uint32
+		keys  []string
+	}
+	for i, c := range cs {
+		if i == 0 || !judgedAlike(judged, i, i-1) {
+			last.reach, _, last.open = byIface(classes, []string{c.Family}, func(x *eval.Reacher, _ string) eval.SourceReach { return judged[x][i] })
+			last.keys = nil
+		}
+		if !last.open {
+			continue
+		}
+		reach, keys := last.reach, last.keys
+		if c.WithinAny(widen) {
+			reach, keys = []Reach{{Family: c.Family}}, nil
+		}
+		if keys == nil || last.ct != c.CtState() {
+			keys = make([]string, len(reach))
+			for j, rc := range reach {
+				// Regions of one conntrack state only are merged: the
+				// derived rule's place depends on it (Derive).
+				keys[j] = fmt.Sprintf("%d %+v", c.CtState(), rc)
+			}
+			if !c.WithinAny(widen) {
+				last.keys, last.ct = keys, c.CtState()
+			}
+		}
+		for j, k := range keys {
+			if groups[k] == nil {
+				p.order = append(p.order, k)
+				reaches[k] = reach[j]
+			}
+			groups[k] = append(groups[k], c)
 		}
 	}
-	return out
+	return p
 }
 
 // judgedAlike reports whether every reacher judged regions i and j alike.

@@ -498,11 +498,13 @@ func effectiveSpec(cf *eval.Compiled, spec MeshSpec) MeshSpec {
 	if spec.DHCP4 {
 		spec.DHCP4From = dhcp4From(r)
 	}
-	// What the bridges reach is read beside the rest, by a Reacher of its
-	// own (a Reacher is one evaluation at a time).
+	// What the bridges reach, and the regions beyond the ports, are read
+	// beside the rest, each by Reachers of its own (a Reacher is one
+	// evaluation at a time).
 	bridgeIn := make(chan []BridgeIn, 1)
 	go func() { bridgeIn <- foundBridgeIn(found, cf.Reacher(firewall.Node{}), r.bridges) }()
-	spec.Classes, spec.ClassesFound = carryClasses(r, spec.DropClasses, spec.WidenClasses), true
+	classes := make(chan []ClassAllow, 1)
+	go func() { classes <- carryClasses(cf, spec.DropClasses, spec.WidenClasses) }()
 	spec.Egress, spec.Routed = foundForward(cf, r)
 	spec.ForwardICMP = foundForwardICMP(cf, spec.DropClasses)
 	spec.Output = foundOutput(found)
@@ -519,6 +521,7 @@ func effectiveSpec(cf *eval.Compiled, spec MeshSpec) MeshSpec {
 		}
 	}
 	spec.FromBridges = <-bridgeIn
+	spec.Classes, spec.ClassesFound = <-classes, true
 	return spec
 }
 
