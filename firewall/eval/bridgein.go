@@ -17,12 +17,6 @@ func (x *Reacher) In(iif string) *Reacher {
 	return &Reacher{rs: x.rs, node: x.node, e: x.e, fams: x.fams, shared: x.shared, iif: iif}
 }
 
-// PortStarts are the starts of the port intervals of proto in family fam
-// that rs cannot tell apart inside: every port of one interval fares alike.
-func PortStarts(rs *firewall.Ruleset, fam, proto string) []int {
-	return portBounds(rs, fam, protoNum(proto), true)
-}
-
 // HostBridges are the container bridges whose traffic to the node itself
 // is judged: on a node whose interfaces are known, its container bridges
 // (Node.Behind); else the bridges the rulesets' input interface conditions

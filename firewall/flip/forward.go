@@ -8,7 +8,6 @@ package flip
 
 import (
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -67,23 +66,12 @@ func foundForward(cf *eval.Compiled, r *carrier) ([]Egress, []Routed) {
 			if len(os) == 0 {
 				continue
 			}
-			cuts := map[int]bool{}
-			for _, x := range eval.PortStarts(cf.Ruleset(), fam, proto) {
-				cuts[x] = true
-			}
+			var bounds []int
 			for _, o := range os {
-				cuts[int(o.Port)] = true
-				if e := int(firewall.PortEnd(o)) + 1; e <= 65535 {
-					cuts[e] = true
-				}
+				bounds = append(bounds, int(o.Port), int(firewall.PortEnd(o))+1)
 			}
-			starts := slices.Sorted(maps.Keys(cuts))
 			var last *Routed
-			for i, start := range starts {
-				end := 65535
-				if i+1 < len(starts) {
-					end = starts[i+1] - 1
-				}
+			for start, end := range eval.PortRuns(eval.PortCuts(fam, proto, []*firewall.Ruleset{cf.Ruleset()}, bounds...)) {
 				if !slices.ContainsFunc(os, func(o firewall.Opening) bool {
 					return int(o.Port) <= start && start <= int(firewall.PortEnd(o))
 				}) {

@@ -69,13 +69,8 @@ func foundBridgeIn(found *firewall.Ruleset, zero *eval.Reacher, bridges []string
 		}
 		for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
 			for _, proto := range []string{"tcp", "udp"} {
-				starts := starts[[2]string{fam, proto}]
 				var last *BridgeIn
-				for i, start := range starts {
-					end := 65535
-					if i+1 < len(starts) {
-						end = starts[i+1] - 1
-					}
+				for start, end := range eval.PortRuns(starts[[2]string{fam, proto}]) {
 					s := in.At(firewall.HookInput, fam, proto, uint16(start))
 					if !s.Open() || s.Unsure || sameRegion(s, otherAt(fam, proto, start)) {
 						last = nil

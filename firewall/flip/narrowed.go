@@ -8,9 +8,7 @@
 package flip
 
 import (
-	"maps"
 	"net/netip"
-	"slices"
 
 	"adoption/firewall"
 	"adoption/firewall/eval"
@@ -90,13 +88,7 @@ func (x *narrowings) runs(fam, proto string, start, end int) []int {
 	k := [2]string{fam, proto}
 	all, ok := x.starts[k]
 	if !ok {
-		cuts := map[int]bool{}
-		for _, rs := range []*firewall.Ruleset{x.pair.Before(), x.pair.After()} {
-			for _, s := range eval.PortStarts(rs, fam, proto) {
-				cuts[s] = true
-			}
-		}
-		all = slices.Sorted(maps.Keys(cuts))
+		all = eval.PortCuts(fam, proto, []*firewall.Ruleset{x.pair.Before(), x.pair.After()})
 		x.starts[k] = all
 	}
 	out := []int{start}

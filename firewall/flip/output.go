@@ -96,14 +96,9 @@ func outputDrops(x *eval.Reacher, m *firewall.Ruleset, oif string, not []string)
 	}
 	for _, fam := range []string{firewall.FamilyIP, firewall.FamilyIP6} {
 		for _, proto := range []string{"tcp", "udp"} {
-			starts := eval.PortStarts(m, fam, proto)
 			var last *OutputDrop
 			var lastReach eval.SourceReach
-			for i, start := range starts {
-				end := 65535
-				if i+1 < len(starts) {
-					end = starts[i+1] - 1
-				}
+			for start, end := range eval.PortRuns(eval.PortStarts(m, fam, proto)) {
 				s := x.At(firewall.HookInput, fam, proto, uint16(start))
 				if last != nil && reflect.DeepEqual(s, lastReach) {
 					last.PortEnd = uint16(end)
