@@ -35,7 +35,6 @@ func TestTCPProbe(t *testing.T) {
 		t.Fatal("a connection closed at once passed the probe")
 	}
 	closeAtOnce.Store(false)
-	time.Sleep(10 * time.Millisecond)
 	if err := TCPProbe(l.Addr().String())(context.Background()); err != nil {
 		t.Fatalf("a held connection failed the probe: %v", err)
 	}
