@@ -44,7 +44,10 @@ func listSome(c *nftables.Conn, wants func(t *firewall.Table, ch *firewall.Chain
 	if err != nil {
 		return nil, fmt.Errorf("opening netlink: %w", err)
 	}
-	defer nc.Close()
+	// Closed off the caller's path, as a session's raw socket is
+	// (Session.dropRaw): a netfilter socket's release may wait for the
+	// kernel to reclaim rules a batch just deleted.
+	defer func() { go nc.Close() }()
 	const attempts = 3
 	for range attempts {
 		before, err := Generation(nc)
