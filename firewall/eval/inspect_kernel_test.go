@@ -2,7 +2,14 @@ package eval
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
 
 	"adoption/firewall"
 	"adoption/firewall/nft"
@@ -75,4 +82,74 @@ COMMIT
 			}
 		}
 	}
+}
+
+// TestKernelListingIsOneRuleset: a listing is one ruleset the kernel had
+// in force, never a mix of two. A writer puts the same comment on a rule
+// in each of two tables, one batch at a time, a new one each time, while
+// the node is listed again and again: every listing that returns must
+// show the two rules with the same comment (a listing during which the
+// ruleset kept changing may be refused, never mixed).
+func TestKernelListingIsOneRuleset(t *testing.T) {
+	n := fwtest.NewTestNet(t)
+	n.Nft(t, "table inet a {\n\tchain c {\n\t}\n}\ntable inet b {\n\tchain c {\n\t}\n}\n")
+	w, closeNS, err := nft.Dial(n.Path(n.Node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeNS()
+	stop, stopped := make(chan struct{}), make(chan error, 1)
+	go func() {
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				stopped <- nil
+				return
+			default:
+			}
+			for _, name := range []string{"a", "b"} {
+				tb := &nftables.Table{Family: nftables.TableFamilyINet, Name: name}
+				ch := &nftables.Chain{Table: tb, Name: "c"}
+				w.FlushChain(ch)
+				w.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}},
+					UserData: userdata.AppendString(nil, userdata.TypeComment, fmt.Sprintf("write %d", k))})
+			}
+			if err := w.Flush(); err != nil {
+				stopped <- err
+				return
+			}
+			time.Sleep(200 * time.Microsecond) // the writer's pace, so that some listings fall between writes
+		}
+	}()
+	listed, refused := 0, 0
+	for range 400 {
+		rs, err := Inspector{Netns: n.Path(n.Node)}.Ruleset()
+		if errors.Is(err, nft.ErrRulesetChanged) {
+			refused++
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed++
+		comments := map[string]string{}
+		for _, tb := range rs.Tables {
+			for _, ch := range tb.Chains {
+				for _, r := range ch.Rules {
+					comments[tb.Name] = r.Comment
+				}
+			}
+		}
+		if comments["a"] != comments["b"] {
+			t.Fatalf("listing %d mixes two rulesets: table a has %q, table b %q", listed, comments["a"], comments["b"])
+		}
+	}
+	close(stop)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if listed < 100 {
+		t.Fatalf("only %d of 400 listings returned (%d refused as the ruleset kept changing): too few to tell", listed, refused)
+	}
+	t.Logf("%d listings, each one ruleset; %d refused", listed, refused)
 }
