@@ -397,6 +397,7 @@ func (r *probeRun) parts() ([]probePart, error) {
 	parts := []probePart{
 		{"ours: firewall Inspect (list, decode, evaluate)", func() error { _, err := a.Firewall.Inspect(context.Background()); return err }},
 		{probeListPart, func() error { _, err := a.Firewall.Ruleset(); return err }},
+		{"ours: firewall Node (interfaces, routes, the engine's bridges)", func() error { _, err := a.Firewall.(eval.Inspector).Node(); return err }},
 		{probeEvalPart, func() error { eval.OpenPortsOn(listed, node); return nil }},
 		{"ours: containers Report", func() error { a.Engine.Report(context.Background()); return nil }},
 		{"ours: sockets Listeners", func() error { _, err := a.Sockets.Listeners(); return err }},
