@@ -2,13 +2,18 @@
 // by port: ICMP and ICMPv6 messages, raw packets of other protocols
 // (ESP, GRE, VRRP, SCTP) and broadcast or multicast UDP, sent from the peer
 // namespace and counted where the node's sockets receive them (raw and UDP
-// sockets see a packet only once the input hook has let it through).
+// sockets see a packet only once the input hook has let it through). A
+// packet is told by the tag its payload carries, not by its addresses,
+// which NAT may have rewritten on the way (a container's egress, which
+// Docker masquerades).
 
 package fwtest
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/netip"
@@ -52,21 +57,45 @@ func (p ClassProbe) String() string {
 	return fmt.Sprintf("%s (proto %d type %d port %d) %s->%s", p.Name, p.Proto, p.Type, p.Port, p.Src, p.dst())
 }
 
-// seen is what a node socket received: from whom, which protocol, and the
-// ICMP type or UDP port.
+// seen is what a node socket received: which probe (its index in the
+// probes sent, from the tag in its payload), which protocol, and the ICMP
+// type or UDP port.
 type seen struct {
 	v6    bool
 	proto uint8
 	what  uint16
-	src   netip.Addr
+	probe int
 }
 
-func (p ClassProbe) key() seen {
+// key is what a socket receives of p, the i-th probe sent.
+func (p ClassProbe) key(i int) seen {
 	what := p.Port
 	if p.icmp() {
 		what = uint16(p.Type)
 	}
-	return seen{p.v6(), p.Proto, what, netip.MustParseAddr(p.Src)}
+	return seen{p.v6(), p.Proto, what, i}
+}
+
+// probeMark opens the tag in every probe's payload; then come the sending
+// call's nonce, a colon and the probe's index (four hex digits).
+const probeMark = "adoption class probe "
+
+// tagOf is the tag of the i-th probe sent with nonce.
+func tagOf(nonce string, i int) []byte { return fmt.Appendf(nil, "%s%s:%04x", probeMark, nonce, i) }
+
+// probeIndex is the index in the tag of nonce that b (a received packet,
+// headers and all) carries, if it carries one.
+func probeIndex(b []byte, nonce string) (int, bool) {
+	head := []byte(probeMark + nonce + ":")
+	at := bytes.Index(b, head)
+	if at < 0 || at+len(head)+4 > len(b) {
+		return 0, false
+	}
+	var i [2]byte
+	if _, err := hex.Decode(i[:], b[at+len(head):at+len(head)+4]); err != nil {
+		return 0, false
+	}
+	return int(binary.BigEndian.Uint16(i[:])), true
 }
 
 // ClassReach sends every probe from the peer namespace (three times) and
@@ -85,10 +114,13 @@ func (n *TestNet) ClassReachFrom(t *testing.T, peer string, probes []ClassProbe)
 
 // ClassReachTo sends every probe from namespace peer (three times) and
 // reports which namespace to received: the node's, or a host's beyond it
-// (a packet the node forwards). Each namespace has one interface but lo,
-// but the node.
+// (a packet the node forwards, its source rewritten or not). Each
+// namespace has one interface but lo, but the node.
 func ClassReachTo(t *testing.T, peer, to string, probes []ClassProbe) map[ClassProbe]bool {
 	t.Helper()
+	n := make([]byte, 4)
+	rand.Read(n)
+	nonce := hex.EncodeToString(n)
 	var fds []int
 	var mu sync.Mutex
 	got := map[seen]bool{}
@@ -133,7 +165,7 @@ func ClassReachTo(t *testing.T, peer, to string, probes []ClassProbe) map[ClassP
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			receive(fd, done, func(s seen) {
+			receive(fd, nonce, done, func(s seen) {
 				mu.Lock()
 				got[s] = true
 				mu.Unlock()
@@ -146,8 +178,8 @@ func ClassReachTo(t *testing.T, peer, to string, probes []ClassProbe) map[ClassP
 			return err
 		}
 		for range 3 {
-			for _, p := range probes {
-				if err := send(p, idx); err != nil {
+			for i, p := range probes {
+				if err := send(p, idx, tagOf(nonce, i)); err != nil {
 					return fmt.Errorf("%v: %w", p, err)
 				}
 			}
@@ -162,8 +194,8 @@ func ClassReachTo(t *testing.T, peer, to string, probes []ClassProbe) map[ClassP
 		t.Fatal(err)
 	}
 	out := map[ClassProbe]bool{}
-	for _, p := range probes {
-		out[p] = got[p.key()]
+	for i, p := range probes {
+		out[p] = out[p] || got[p.key(i)]
 	}
 	return out
 }
@@ -227,10 +259,10 @@ func join(fd int, group netip.Addr, idx int) error {
 	return err
 }
 
-// receive records what fd receives until done: the source and, for a raw
-// socket, the protocol (and ICMP type) from the packet; for a UDP socket
-// its bound port.
-func receive(fd int, done chan struct{}, rec func(seen)) {
+// receive records what fd receives until done of the probes sent with
+// nonce: the probe its tag names and, for a raw socket, the protocol (and
+// ICMP type) from the packet; for a UDP socket its bound port.
+func receive(fd int, nonce string, done chan struct{}, rec func(seen)) {
 	tv := unix.Timeval{Usec: 50000}
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	typ, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
@@ -255,13 +287,12 @@ func receive(fd int, done chan struct{}, rec func(seen)) {
 		if err != nil || from == nil {
 			continue
 		}
-		var s seen
-		switch a := from.(type) {
-		case *unix.SockaddrInet4:
-			s.src = netip.AddrFrom4(a.Addr)
-		case *unix.SockaddrInet6:
-			s.src, s.v6 = netip.AddrFrom16(a.Addr), true
+		i, ok := probeIndex(buf[:k], nonce)
+		if !ok {
+			continue // not a probe of this call's
 		}
+		s := seen{probe: i}
+		_, s.v6 = from.(*unix.SockaddrInet6)
 		s.proto = uint8(proto)
 		if typ == unix.SOCK_DGRAM {
 			s.proto, s.what = unix.IPPROTO_UDP, port
@@ -279,8 +310,9 @@ func receive(fd int, done chan struct{}, rec func(seen)) {
 	}
 }
 
-// send sends one packet of probe p from its source, out of interface idx.
-func send(p ClassProbe, idx int) error {
+// send sends one packet of probe p from its source, out of interface idx,
+// its payload carrying tag.
+func send(p ClassProbe, idx int, tag []byte) error {
 	v6 := p.v6()
 	var fd int
 	var err error
@@ -318,7 +350,7 @@ func send(p ClassProbe, idx int) error {
 	if err := hops(fd, v6, dst, p.HopLimit, idx); err != nil {
 		return err
 	}
-	payload := []byte("adoption class probe")
+	payload := tag
 	switch {
 	case p.icmp():
 		// A fresh identifier each time: conntrack ties an echo request
