@@ -88,7 +88,7 @@ metrics: {listen: "127.0.0.1:%d"}
 
 	// The agent before its restart: the workflow's watch keeps web's mark.
 	acts := nodeActivities(cfg, cfgPath, io.Discard)
-	loop := &watch.Loop{Checks: activities.Checks{A: acts}, Records: st, Local: acts.Local, Store: st}
+	loop := &watch.Loop{Checks: activities.Checks{Activities: acts}, Records: st, Local: acts.Local, Store: st}
 	in := watch.Input{Plan: cfg.Plan().Ref(), Owners: map[string][]config.Port{"web": config.MustPorts([]string{"8080/tcp"})}, Reconcile: true, Bound: time.Second}
 	if _, err := (&watch.Watcher{Loop: loop}).Watch(activities.WithWorkflow(context.Background(), wf), in); err != nil {
 		t.Fatal(err)

@@ -210,7 +210,7 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 // for as long as the agent runs: while Temporal is out of reach too.
 func startLoop(ctx context.Context, cfg *config.Config, acts *activities.Activities, stderr io.Writer) *watch.Loop {
 	state := nodestate.New(cfg.Node.StateDir)
-	loop := &watch.Loop{Checks: activities.Checks{A: acts}, Records: state, Local: acts.Local, Store: state, Log: stderr}
+	loop := &watch.Loop{Checks: activities.Checks{Activities: acts}, Records: state, Local: acts.Local, Store: state, Log: stderr}
 	if loop.Resume(time.Now()) {
 		loop.Cycle(ctx, time.Now())
 	}

@@ -499,7 +499,7 @@ func (r *scaleRun) startNode(i int) error {
 	if !r.o.QueryVerdicts {
 		acts.Converter = converter.GetDefaultDataConverter()
 	}
-	loop := &watch.Loop{Checks: activities.Checks{A: acts}, Records: mem.state, Local: acts.Local}
+	loop := &watch.Loop{Checks: activities.Checks{Activities: acts}, Records: mem.state, Local: acts.Local}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.onClose(cancel)
 	go loop.Run(ctx)

@@ -460,4 +460,5 @@ func TestKernelFlipDifferentialFuzzIptables(t *testing.T) {
 	if ft.kept == 0 || ft.closing == 0 {
 		t.Errorf("%d kept and %d closing: the generator made nothing the test can judge", ft.kept, ft.closing)
 	}
+	ft.blind(t)
 }

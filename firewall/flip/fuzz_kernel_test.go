@@ -223,4 +223,5 @@ func TestKernelFlipDifferentialFuzz(t *testing.T) {
 	if ft.kept == 0 || ft.closing == 0 {
 		t.Errorf("%d kept and %d closing: the generator made nothing the test can judge", ft.kept, ft.closing)
 	}
+	ft.blind(t)
 }

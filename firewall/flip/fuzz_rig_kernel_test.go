@@ -14,9 +14,11 @@ package flip
 
 import (
 	"fmt"
+	"maps"
 	"math/rand"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,11 +43,41 @@ type fuzzTally struct {
 	// booted and refused count the reboot samples: committed and booted,
 	// or refused at the commit naming what the boot would not load.
 	booted, refused int
+	// sent and passed count the probes of each kind ("egress ping ip6"),
+	// and those that passed before or after (blind).
+	sent, passed map[string]int
+}
+
+// blindAfter is the number of rulesets after which every kind of probe
+// must have passed at least once, before or after a flip: a kind that
+// never does is one the oracle may not see pass (as a container's ping
+// out was, masqueraded to the node's address), whose fates no run judges.
+const blindAfter = 20
+
+// blind fails the test for every kind of probe sent that never passed,
+// once the run has judged blindAfter rulesets.
+func (ft *fuzzTally) blind(t *testing.T) {
+	t.Helper()
+	if ft.rulesets < blindAfter {
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(ft.sent)) {
+		if ft.passed[k] == 0 {
+			t.Errorf("no %s probe passed, before or after a flip, of %d sent over %d rulesets: the oracle may not see them pass", k, ft.sent[k], ft.rulesets)
+		}
+	}
 }
 
 // check checks one probe's fate against the kernel, counting it.
-func (ft *fuzzTally) check(t *testing.T, what string, b, a bool, fate *Fate, ruleset string) {
+func (ft *fuzzTally) check(t *testing.T, kind, what string, b, a bool, fate *Fate, ruleset string) {
 	t.Helper()
+	if ft.sent == nil {
+		ft.sent, ft.passed = map[string]int{}, map[string]int{}
+	}
+	ft.sent[kind]++
+	if b || a {
+		ft.passed[kind]++
+	}
 	ft.probes++
 	ft.passedBefore += btoi(b)
 	ft.passedAfter += btoi(a)
@@ -85,6 +117,11 @@ func (ft *fuzzTally) check(t *testing.T, what string, b, a bool, fate *Fate, rul
 func (ft *fuzzTally) report(name string, seed int64, count int, boot *fuzzTally, took time.Duration) {
 	fmt.Printf("%s: %d rulesets (seeds %d..%d), %d probes sent before and after (%d packets), %d passed before, %d pass after; fates: %d kept, %d closing, %d widening, %d uncertain, %d none; %d mismatches; %s\n",
 		name, ft.rulesets, seed, seed+int64(count)-1, ft.probes, 2*ft.probes, ft.passedBefore, ft.passedAfter, ft.kept, ft.closing, ft.widening, ft.uncertain, ft.none, ft.bad, took.Round(time.Millisecond))
+	var kinds []string
+	for _, k := range slices.Sorted(maps.Keys(ft.sent)) {
+		kinds = append(kinds, fmt.Sprintf("%s %d of %d", k, ft.passed[k], ft.sent[k]))
+	}
+	fmt.Printf("%s, probes that passed before or after, by kind: %s\n", name, strings.Join(kinds, "; "))
 	fmt.Printf("%s, reboot sample (every %dth ruleset): %d committed and booted, %d refused at the commit naming what the boot would not load; %d probes after the boot, %d pass; fates: %d kept, %d closing, %d widening, %d uncertain, %d none; %d mismatches\n",
 		name, fuzzBootEvery, boot.booted, boot.refused, boot.probes, boot.passedAfter, boot.kept, boot.closing, boot.widening, boot.uncertain, boot.none, boot.bad)
 }
@@ -204,18 +241,26 @@ func (g *fuzzRig) judge(t *testing.T, ft *fuzzTally, label func(string) string, 
 			// as for a source singled out (check).
 			fate = closedInside(fate, before.ports[pr], after.ports[pr])
 		}
-		ft.check(t, label(pr.String()), before.ports[pr], after.ports[pr], fate, rs)
+		ft.check(t, "port "+pr.Family(), label(pr.String()), before.ports[pr], after.ports[pr], fate, rs)
 	}
 	for _, pr := range g.pings {
-		ft.check(t, label(pr.String()), before.pings[pr], after.pings[pr], classFateOf(p, pr), rs)
+		ft.check(t, "ping "+classFamily(pr), label(pr.String()), before.pings[pr], after.pings[pr], classFateOf(p, pr), rs)
 	}
 	for _, pr := range g.routedPings {
 		fate := closedInside(fwdICMPFate(p, pr, ""), before.routed[pr], after.routed[pr])
-		ft.check(t, label(pr.String()), before.routed[pr], after.routed[pr], fate, rs)
+		ft.check(t, "routed ping "+classFamily(pr), label(pr.String()), before.routed[pr], after.routed[pr], fate, rs)
 	}
 	for _, pr := range g.outPing {
-		ft.check(t, label(pr.String()), before.egress[pr], after.egress[pr], fwdICMPFate(p, pr, "docker0"), rs)
+		ft.check(t, "egress ping "+classFamily(pr), label(pr.String()), before.egress[pr], after.egress[pr], fwdICMPFate(p, pr, "docker0"), rs)
 	}
+}
+
+// classFamily is the family of class probe p, by its source.
+func classFamily(p fwtest.ClassProbe) string {
+	if strings.Contains(p.Src, ":") {
+		return firewall.FamilyIP6
+	}
+	return firewall.FamilyIP
 }
 
 // closedInside is the routed fate f of a probe that passed before (b) and
