@@ -199,10 +199,9 @@ func (p Proc) socketOwners(wanted map[string]bool) map[string]int {
 
 // socketsHeld calls held with the inode of each socket process pid holds,
 // none when its descriptors cannot be read (gone, or not ours to read).
-// Each link is read relative to the process's fd directory, into buf: on a
-// node the scan reads every descriptor of every process, and resolving
-// /proc/PID/fd/N from the root each time (as procfs does) costs twice as
-// much.
+// Each link is read relative to the process's fd directory, into buf: the
+// scan reads every descriptor of every process, and procfs resolves
+// /proc/PID/fd/N from the root for each and allocates its text.
 func (p Proc) socketsHeld(pid int, buf []byte, held func(inode string)) {
 	dir, err := os.Open(filepath.Join(p.Root, strconv.Itoa(pid), "fd"))
 	if err != nil {
