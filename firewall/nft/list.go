@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -34,8 +35,9 @@ func List(c *nftables.Conn) (*firewall.Ruleset, error) { return listSome(c, nil)
 //
 // The whole ruleset (wants nil, a connection to a kernel) is read one dump
 // per table, between two readings of the ruleset generation: a listing
-// during which the ruleset changed is read again, so what is returned is
-// one ruleset the kernel had in force, never a mix of two.
+// during which the ruleset changed is read again (after a short wait, a
+// few times), so what is returned is one ruleset the kernel had in force,
+// never a mix of two.
 func listSome(c *nftables.Conn, wants func(t *firewall.Table, ch *firewall.Chain) bool) (*firewall.Ruleset, error) {
 	if c.TestDial != nil || wants != nil {
 		return listOnce(c, nil, wants)
@@ -48,8 +50,13 @@ func listSome(c *nftables.Conn, wants func(t *firewall.Table, ch *firewall.Chain
 	// (Session.dropRaw): a netfilter socket's release may wait for the
 	// kernel to reclaim rules a batch just deleted.
 	defer func() { go nc.Close() }()
-	const attempts = 3
-	for range attempts {
+	// A burst of writes (an engine starting containers commits once per
+	// rule) is waited out: 5 attempts, 5 to 40 ms apart, 75 ms at most.
+	const attempts = 5
+	for i := range attempts {
+		if i > 0 {
+			time.Sleep(5 * time.Millisecond << (i - 1))
+		}
 		before, err := Generation(nc)
 		if err != nil {
 			return nil, err
