@@ -126,11 +126,15 @@ func (a *Activities) preview(ctx context.Context, auth *authority.Authority, spe
 		}
 	}()
 	rs, err := a.Firewall.Ruleset()
-	wg.Wait()
 	if err != nil {
+		wg.Wait()
 		return nil, fmt.Errorf("list the found firewall: %w", err)
 	}
-	pv := flip.PreviewFlipOn(rs, node, spec)
+	// What the flip derives does not depend on the node: it is prepared
+	// while the node is read.
+	prepared := flip.Prepare(rs, spec)
+	wg.Wait()
+	pv := prepared.On(node)
 	if nodeErr != "" {
 		// Without the node's interfaces a published port's fate is a
 		// guess: refuse, naming why.

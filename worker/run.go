@@ -31,6 +31,7 @@ import (
 	"adoption/firewall/eval"
 	"adoption/firewall/flip"
 	"adoption/firewall/marks"
+	"adoption/firewall/nft"
 	"adoption/nodestate"
 	"adoption/sockets"
 	"adoption/units"
@@ -98,7 +99,9 @@ func nodeActivities(cfg *config.Config, cfgPath string, stderr io.Writer) *activ
 	// A conflict of a module's value with its predecessor's names both by
 	// the node's keyed digest, as custody names a file's content.
 	engine.WithDigest(files.Digest)
-	inspector := eval.Inspector{Netns: cfg.Node.Netns, Engine: engine}
+	// The listing is kept for the next while the kernel holds the same
+	// ruleset: the watch's checks and a preview after a probe list it once.
+	inspector := eval.Inspector{Netns: cfg.Node.Netns, Engine: engine, Kept: &nft.Kept{}}
 	return &activities.Activities{
 		Node:     cfg.Node.Name,
 		Firewall: inspector,

@@ -152,8 +152,14 @@ func (pr *Pair) CompareBridgeInput(node firewall.Node, bridges []string) []Bridg
 // source region, Uncertain where only under a condition the evaluator
 // cannot decide. The probe lists them beside OpenPortsOn's.
 func BridgeOpenings(rs *firewall.Ruleset, node firewall.Node) []firewall.Opening {
+	return Compile(rs).BridgeOpenings(node)
+}
+
+// BridgeOpenings is the package's BridgeOpenings of the compiled ruleset.
+func (c *Compiled) BridgeOpenings(node firewall.Node) []firewall.Opening {
 	out := []firewall.Opening{}
-	for _, r := range CompareBridgeInput(rs, &firewall.Ruleset{}, node, HostBridges(node, rs)) {
+	pr := NewPair(c, Compile(&firewall.Ruleset{}))
+	for _, r := range pr.CompareBridgeInput(node, HostBridges(node, c.rs)) {
 		if r.Before.Open {
 			o := r.Opening
 			o.Uncertain = r.Before.Unsure

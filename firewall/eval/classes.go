@@ -122,7 +122,12 @@ func (x *Reacher) Classes(cs []Class) []SourceReach {
 // decide), else one per prefix of the region that does. The probe lists
 // them beside OpenPortsOn's.
 func ClassOpenings(rs *firewall.Ruleset, node firewall.Node) []firewall.Opening {
-	x := NewReacher(rs, node)
+	return Compile(rs).ClassOpenings(node)
+}
+
+// ClassOpenings is the package's ClassOpenings of the compiled ruleset.
+func (c *Compiled) ClassOpenings(node firewall.Node) []firewall.Opening {
+	rs, x := c.rs, c.Reacher(node)
 	type key struct {
 		from   string
 		unsure bool

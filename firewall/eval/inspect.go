@@ -22,6 +22,9 @@ type Inspector struct {
 	// Nil, or an engine that cannot be reached: bridges are decided by the
 	// node's links alone.
 	Engine Networks
+	// Kept, when set, keeps the last listing: a listing while the kernel
+	// still holds that ruleset is answered from it (nft.Kept).
+	Kept *nft.Kept
 }
 
 // Networks lists a container engine's bridge networks (containers.Engine).
@@ -75,6 +78,8 @@ func (i Inspector) Inspect(ctx context.Context) (Report, error) {
 		return r, nil
 	}
 	r.Kind = kind
+	// Compiled once for the three evaluations, while the node is read.
+	cf := Compile(rs)
 	nr := <-nodec
 	node, err := nr.node, nr.err
 	if err != nil {
@@ -87,13 +92,13 @@ func (i Inspector) Inspect(ctx context.Context) (Report, error) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		r.Classes = ClassOpenings(rs, node)
+		r.Classes = cf.ClassOpenings(node)
 	}()
 	go func() {
 		defer wg.Done()
-		r.Containers = BridgeOpenings(rs, node)
+		r.Containers = cf.BridgeOpenings(node)
 	}()
-	r.Open = OpenPortsOn(rs, node)
+	r.Open = cf.OpenPortsOn(node)
 	wg.Wait()
 	if r.Open == nil {
 		r.Open = []firewall.Opening{}
@@ -115,6 +120,9 @@ func (i Inspector) Ruleset() (*firewall.Ruleset, error) {
 		_ = conn.CloseLasting()
 		_ = closeNS()
 	}()
+	if i.Kept != nil {
+		return i.Kept.List(conn)
+	}
 	return nft.List(conn)
 }
 

@@ -60,16 +60,43 @@ func PreviewFlip(found *firewall.Ruleset, spec MeshSpec) Preview {
 // uncertain after (the same undecidable condition, such as a source port)
 // is kept.
 func PreviewFlipOn(found *firewall.Ruleset, node firewall.Node, spec MeshSpec) Preview {
+	return Prepare(found, spec).On(node)
+}
+
+// Prepared is what a preview decides of found and a spec before it knows
+// the node: found compiled, the spec as the flip applies it (its carried
+// restrictions, EffectiveSpec) and the ruleset it derives. A caller that
+// reads the node meanwhile prepares beside the read.
+type Prepared struct {
+	found   *firewall.Ruleset
+	cf      *eval.Compiled
+	spec    MeshSpec
+	eff     MeshSpec
+	derived *firewall.Ruleset
+	err     error
+}
+
+// Prepare is the part of PreviewFlipOn of found and spec that does not
+// depend on the node.
+func Prepare(found *firewall.Ruleset, spec MeshSpec) *Prepared {
 	// Found is compiled once for every question the preview asks of it.
-	// What it opens now does not depend on the derived ruleset: it is
-	// evaluated beside the derivation.
-	cf := eval.Compile(found)
-	eff := effectiveSpec(cf, spec)
-	d, err := Derive(eff)
+	p := &Prepared{found: found, cf: eval.Compile(found), spec: spec}
+	p.eff = effectiveSpec(p.cf, spec)
+	d, err := Derive(p.eff)
 	if err != nil {
-		return Preview{Fates: []Fate{}, FoundFingerprint: firewall.Fingerprint(found), Reasons: []string{err.Error()}}
+		p.err = err
+		return p
 	}
-	return previewDerived(cf, d.Ruleset, spec, eff, node)
+	p.derived = d.Ruleset
+	return p
+}
+
+// On is PreviewFlipOn of the prepared found ruleset and spec on node.
+func (p *Prepared) On(node firewall.Node) Preview {
+	if p.err != nil {
+		return Preview{Fates: []Fate{}, FoundFingerprint: firewall.Fingerprint(p.found), Reasons: []string{p.err.Error()}}
+	}
+	return previewDerived(p.cf, p.derived, p.spec, p.eff, node)
 }
 
 // previewFlip compares found with derived (a model of table inet adoption);

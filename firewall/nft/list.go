@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -23,7 +24,7 @@ import (
 // only reads: a decoded rule is never written back, because google/nftables
 // silently drops expressions it cannot decode and a rewrite would change the
 // rule.
-func List(c *nftables.Conn) (*firewall.Ruleset, error) { return listSome(c, nil) }
+func List(c *nftables.Conn) (*firewall.Ruleset, error) { return listSome(c, nil, nil) }
 
 // listSome is List reading the rules, and the sets they look up, only of
 // the chains wants selects (nil: every chain) and of the chains those jump
@@ -38,9 +39,18 @@ func List(c *nftables.Conn) (*firewall.Ruleset, error) { return listSome(c, nil)
 // during which the ruleset changed is read again (after a short wait, a
 // few times), so what is returned is one ruleset the kernel had in force,
 // never a mix of two.
-func listSome(c *nftables.Conn, wants func(t *firewall.Table, ch *firewall.Chain) bool) (*firewall.Ruleset, error) {
+//
+// With kept given, a listing is answered from the one kept there when the
+// namespace's ruleset is still that one (Kept.match), and a whole listing
+// that can be is kept there.
+func listSome(c *nftables.Conn, wants func(t *firewall.Table, ch *firewall.Chain) bool, kept *Kept) (*firewall.Ruleset, error) {
 	if c.TestDial != nil || wants != nil {
-		return listOnce(c, nil, wants)
+		var ipsets map[uint16]*IPSet // unread (nil), a match on an ipset stays undecidable
+		if c.TestDial == nil {
+			ipsets, _ = IPSets(c.NetNS)
+		}
+		rs, _, err := listOnce(c, nil, wants, ipsets)
+		return rs, err
 	}
 	nc, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: c.NetNS})
 	if err != nil {
@@ -50,6 +60,7 @@ func listSome(c *nftables.Conn, wants func(t *firewall.Table, ch *firewall.Chain
 	// (Session.dropRaw): a netfilter socket's release may wait for the
 	// kernel to reclaim rules a batch just deleted.
 	defer func() { go nc.Close() }()
+	ns, nsErr := netnsCookie(nc)
 	// A burst of writes (an engine starting containers commits once per
 	// rule) is waited out: 5 attempts, 5 to 40 ms apart, 75 ms at most.
 	const attempts = 5
@@ -61,7 +72,15 @@ func listSome(c *nftables.Conn, wants func(t *firewall.Table, ch *firewall.Chain
 		if err != nil {
 			return nil, err
 		}
-		rs, err := listOnce(c, nc, nil)
+		ipsets, ipsetsErr := ipsetsOn(nc, nsFDPath(c.NetNS))
+		at := listedAt{ns: ns, gen: before, ipsets: ipsets}
+		keepable := kept != nil && nsErr == nil && ipsetsErr == nil
+		if keepable {
+			if rs := kept.match(at); rs != nil {
+				return rs, nil
+			}
+		}
+		rs, static, err := listOnce(c, nc, nil, ipsets)
 		if errors.Is(err, errDumpInterrupted) {
 			continue
 		}
@@ -73,6 +92,9 @@ func listSome(c *nftables.Conn, wants func(t *firewall.Table, ch *firewall.Chain
 			return nil, err
 		}
 		if after == before {
+			if keepable && static {
+				kept.keep(at, rs)
+			}
 			return rs, nil
 		}
 	}
@@ -81,24 +103,20 @@ func listSome(c *nftables.Conn, wants func(t *firewall.Table, ch *firewall.Chain
 
 // listOnce is one listing: the rules of every chain wanted through c, one
 // request per chain, or when nc is given every table's in one dump through
-// it (wants is then nil).
-func listOnce(c *nftables.Conn, nc *netlink.Conn, wants func(t *firewall.Table, ch *firewall.Chain) bool) (*firewall.Ruleset, error) {
+// it (wants is then nil), decoded with the namespace's ipsets (nil: unread,
+// a match on one stays undecidable). static reports whether the listing
+// holds only what a commit changes (kernelChanges): none of the kernel's
+// own changes between commits, and nothing left unlisted by an error.
+func listOnce(c *nftables.Conn, nc *netlink.Conn, wants func(t *firewall.Table, ch *firewall.Chain) bool, ipsets map[uint16]*IPSet) (rs *firewall.Ruleset, static bool, err error) {
 	tables, err := c.ListTables()
 	if err != nil {
-		return nil, fmt.Errorf("listing nftables tables: %w", err)
+		return nil, false, fmt.Errorf("listing nftables tables: %w", err)
 	}
 	chains, err := c.ListChains()
 	if err != nil {
-		return nil, fmt.Errorf("listing nftables chains: %w", err)
+		return nil, false, fmt.Errorf("listing nftables chains: %w", err)
 	}
-	rs := &firewall.Ruleset{}
-	var ipsets map[uint16]*IPSet // unread (nil), a match on an ipset stays undecidable
-	switch {
-	case nc != nil:
-		ipsets, _ = ipsetsOn(nc, nsFDPath(c.NetNS))
-	case c.TestDial == nil:
-		ipsets, _ = IPSets(c.NetNS)
-	}
+	rs, static = &firewall.Ruleset{}, true
 	for _, t := range tables {
 		tbl := firewall.Table{Family: familyName(t.Family), Name: t.Name}
 		var tchains []*nftables.Chain
@@ -136,6 +154,7 @@ func listOnce(c *nftables.Conn, nc *netlink.Conn, wants func(t *firewall.Table, 
 				tbl.Unknown = append(tbl.Unknown, fmt.Sprintf("sets not listed: %v", err))
 			}
 			for _, s := range nsets {
+				static = static && !kernelChanges(s)
 				ms := firewall.Set{
 					Name: s.Name, Anonymous: s.Anonymous, Interval: s.Interval,
 					Concat: s.Concatenation, IsMap: s.IsMap, KeyLen: int(s.KeyType.Bytes),
@@ -169,7 +188,7 @@ func listOnce(c *nftables.Conn, nc *netlink.Conn, wants func(t *firewall.Table, 
 		var dumpErr error
 		if nc != nil {
 			if dumped, dumpErr = tableRules(nc, t); errors.Is(dumpErr, errDumpInterrupted) {
-				return nil, dumpErr
+				return nil, false, dumpErr
 			}
 		}
 		listed := make([]bool, len(tbl.Chains))
@@ -187,7 +206,9 @@ func listOnce(c *nftables.Conn, nc *netlink.Conn, wants func(t *firewall.Table, 
 				} else {
 					rules, err = chainRules(c, t, ch)
 				}
+				static = static && !slices.ContainsFunc(rules, updatesSet)
 				decodeRules(rules, err, tbl.Family, &tbl.Chains[i], sets, setsKnown, ipsets)
+				static = static && tbl.Chains[i].Unknown == ""
 				// What a selected chain jumps to decides with it (a jump
 				// into a chain of source denies is one): list it too.
 				for ri := range tbl.Chains[i].Rules {
@@ -201,9 +222,10 @@ func listOnce(c *nftables.Conn, nc *netlink.Conn, wants func(t *firewall.Table, 
 				}
 			}
 		}
+		static = static && len(tbl.Unknown) == 0
 		rs.Tables = append(rs.Tables, tbl)
 	}
-	return rs, nil
+	return rs, static, nil
 }
 
 // decodeRules decodes the rules listed of one chain (of family) into mc,

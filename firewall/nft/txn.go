@@ -161,7 +161,7 @@ func (s *Session) SnapshotSome(wants func(t *firewall.Table, ch *firewall.Chain)
 	if err != nil {
 		return 0, nil, err
 	}
-	rs, err := listSome(s.c, wants)
+	rs, err := listSome(s.c, wants, nil)
 	if err != nil {
 		return 0, nil, err
 	}
