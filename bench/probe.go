@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -33,6 +34,7 @@ import (
 	"adoption/firewall/nft"
 	"adoption/nodestate"
 	"adoption/sockets"
+	"adoption/worker/gctarget"
 	"adoption/workflows"
 )
 
@@ -129,6 +131,9 @@ func runProbe(n, scaleK int, fixture, profile string, stdout io.Writer) ([]repor
 	if n < 1 || scaleK < 0 {
 		return nil, nil, fmt.Errorf("-probe-n must be at least 1 and -probe-scale at least 0")
 	}
+	// Ours runs in this process with the agent's garbage collector target
+	// (adopt-worker run sets the same).
+	defer gctarget.TuneGC(os.Getenv)()
 	rows, d, err := probeAt(1, n, fixture, profile, stdout)
 	if err != nil || scaleK <= 1 {
 		return rows, d, err
@@ -201,8 +206,9 @@ func probeAt(k, n int, fixture, profile string, stdout io.Writer) ([]report.Row,
 		"the incoming ones without a source also in IPv6, Docker chains and nat beside (12 DNATs whatever the size); %d listeners held by the bench; containers %s; "+
 		"%d declared files (120 B to 200 KiB) under a temporary root; median of %d runs each, order alternating, after 2 warm-up runs; "+
 		"with the preview: Probe then the Preview activity of the spec the workflow derives for the plan (management port 22/tcp); "+
+		"ours with the agent's garbage collector target (GOGC %d, gctarget.AgentGCPercent, unless GOGC is set) and the listing kept for the next as on the agent, none kept before each probe; "+
 		"ours overlaps its independent reads (firewall, engine, sockets; in the preview the listing, the node and the engine), the peer runs its commands one after another",
-		k*probeRulesIn, k*probeRulesFwd, len(p.listeners), d.Containers, probeFiles, n)
+		k*probeRulesIn, k*probeRulesFwd, len(p.listeners), d.Containers, probeFiles, n, gcPercent())
 	return r.rows(), d, nil
 }
 
@@ -453,7 +459,7 @@ func (r *probeRun) rows() []report.Row {
 	return []report.Row{
 		report.WithPeer("probe", fmt.Sprintf("probe + preview of a control-node-shaped node (106 rules, %s, 12 files), median of %d", cont, n),
 			d.WithPreviewMedianMS, d.PeerMedianMS, "ms",
-			"activities.Activities.Probe, then the Preview activity (every traffic class the evaluator decides, before and after the flip); the listing kept for the next as on the agent",
+			"activities.Activities.Probe, then the Preview activity (every traffic class the evaluator decides, before and after the flip); the listing kept for the next, and the garbage collector target, as on the agent",
 			"shell-out: "+strings.Join(d.PeerCommands, "; ")+" (text only, nothing parsed, evaluated or previewed)",
 			fmt.Sprintf("%d fates: %v; %d of ours' %d listings answered from the one kept (the ruleset unchanged since the last), a kept listing %.1f ms against %.1f listed anew (parts); goal: ratio at least 2",
 				fateCount(d.Fates), d.Fates, d.KeptListings, d.Listings, d.Parts[probeKeptPart], d.Parts[probeListPart]), 1),
@@ -489,6 +495,13 @@ func scaledRows(one, big *ProbeDetails) []report.Row {
 			fmt.Sprintf("allocated bytes %.2fx, peak heap %.2fx", ratio(big.Comparison.AllocBytes, one.Comparison.AllocBytes),
 				ratio(big.Comparison.PeakHeapBytes, one.Comparison.PeakHeapBytes)), 2),
 	}
+}
+
+// gcPercent is the garbage collector's target in force.
+func gcPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
 }
 
 // ratio is a / b, 0 when b is.

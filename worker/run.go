@@ -36,6 +36,7 @@ import (
 	"adoption/sockets"
 	"adoption/units"
 	"adoption/watchdog"
+	"adoption/worker/gctarget"
 	"adoption/workflows"
 )
 
@@ -50,6 +51,7 @@ func runCommand(ctx context.Context, cfgPath *string, stderr io.Writer) *cobra.C
 			if err != nil {
 				return err
 			}
+			gctarget.TuneGC(os.Getenv)
 			// First, before Temporal is dialled (a flip may be what cut
 			// the node off from it): a flip awaiting confirmation gets its
 			// watchdog back.
