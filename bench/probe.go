@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -208,7 +207,7 @@ func probeAt(k, n int, fixture, profile string, stdout io.Writer) ([]report.Row,
 		"with the preview: Probe then the Preview activity of the spec the workflow derives for the plan (management port 22/tcp); "+
 		"ours with the agent's garbage collector target (GOGC %d, gctarget.AgentGCPercent, unless GOGC is set) and the listing kept for the next as on the agent, none kept before each probe; "+
 		"ours overlaps its independent reads (firewall, engine, sockets; in the preview the listing, the node and the engine), the peer runs its commands one after another",
-		k*probeRulesIn, k*probeRulesFwd, len(p.listeners), d.Containers, probeFiles, n, gcPercent())
+		k*probeRulesIn, k*probeRulesFwd, len(p.listeners), d.Containers, probeFiles, n, gctarget.Percent())
 	return r.rows(), d, nil
 }
 
@@ -424,7 +423,7 @@ func (r *probeRun) parts() ([]probePart, error) {
 		return nil, err
 	}
 	a, ns := r.acts, r.p.ns
-	cold := eval.Inspector{Netns: r.p.ns.Path, Engine: a.Firewall.(eval.Inspector).Engine}
+	cold := eval.Inspector{Netns: r.p.ns.Path, Engine: r.nets}
 	parts := []probePart{
 		{"ours: firewall Inspect (list, decode, evaluate), none kept", func() error { _, err := cold.Inspect(context.Background()); return err }},
 		{probeListPart, func() error { _, err := cold.Ruleset(); return err }},
@@ -495,13 +494,6 @@ func scaledRows(one, big *ProbeDetails) []report.Row {
 			fmt.Sprintf("allocated bytes %.2fx, peak heap %.2fx", ratio(big.Comparison.AllocBytes, one.Comparison.AllocBytes),
 				ratio(big.Comparison.PeakHeapBytes, one.Comparison.PeakHeapBytes)), 2),
 	}
-}
-
-// gcPercent is the garbage collector's target in force.
-func gcPercent() int {
-	p := debug.SetGCPercent(100)
-	debug.SetGCPercent(p)
-	return p
 }
 
 // ratio is a / b, 0 when b is.

@@ -23,3 +23,10 @@ func TuneGC(getenv func(string) string) (restore func()) {
 	was := debug.SetGCPercent(AgentGCPercent)
 	return func() { debug.SetGCPercent(was) }
 }
+
+// Percent is the garbage collector's target in force.
+func Percent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
+}

@@ -8,24 +8,19 @@ import (
 // TestTuneGC: the agent's target is set when GOGC is not, left alone when
 // it is, and put back by the function TuneGC returns.
 func TestTuneGC(t *testing.T) {
-	gcPercent := func() int {
-		p := debug.SetGCPercent(100)
-		debug.SetGCPercent(p)
-		return p
-	}
 	debug.SetGCPercent(100)
-	defer debug.SetGCPercent(gcPercent())
+	defer debug.SetGCPercent(Percent())
 	restore := TuneGC(func(string) string { return "" })
-	if got := gcPercent(); got != AgentGCPercent {
+	if got := Percent(); got != AgentGCPercent {
 		t.Fatalf("GOGC unset: the collector's target is %d, want %d", got, AgentGCPercent)
 	}
 	restore()
-	if got := gcPercent(); got != 100 {
+	if got := Percent(); got != 100 {
 		t.Fatalf("after restore: the collector's target is %d, want 100 as before", got)
 	}
 	debug.SetGCPercent(50)
 	TuneGC(func(k string) string { return map[string]string{"GOGC": "50"}[k] })()
-	if got := gcPercent(); got != 50 {
+	if got := Percent(); got != 50 {
 		t.Fatalf("GOGC=50 set: the collector's target is %d, want 50 left alone", got)
 	}
 }
